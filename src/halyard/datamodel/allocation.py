@@ -1,0 +1,60 @@
+"""Allocations: the resources a running job holds, per node."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class StagePlan:
+    """One pipeline stage of a Cell plan: its GPUs and its DP x TP split."""
+
+    gpus: int
+    data: int = 1
+    tensor: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAllocation:
+    """GPU indices, CPU cores and memory a job holds on one node."""
+
+    node: str
+    gpus: tuple[int, ...]
+    cpus: int
+    memory_mb: int
+
+    def __post_init__(self) -> None:
+        if len(set(self.gpus)) != len(self.gpus):
+            raise ValueError(f"node {self.node}: GPU indices repeat in {self.gpus}")
+        if self.cpus < 0 or self.memory_mb < 0:
+            raise ValueError(f"node {self.node}: negative cpus or memory")
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """Everything a job holds. A job holds at most one allocation at a time."""
+
+    nodes: tuple[NodeAllocation, ...]
+    time_shift_s: float = 0.0
+    stages: tuple[StagePlan, ...] = ()
+
+    def __post_init__(self) -> None:
+        names = [n.node for n in self.nodes]
+        if not names:
+            raise ValueError("an allocation needs at least one node")
+        if len(set(names)) != len(names):
+            raise ValueError(f"a node appears twice in allocation: {names}")
+
+    @property
+    def num_gpus(self) -> int:
+        return sum(len(n.gpus) for n in self.nodes)
+
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        return tuple(n.node for n in self.nodes)
+
+    def on(self, node: str) -> NodeAllocation | None:
+        for n in self.nodes:
+            if n.node == node:
+                return n
+        return None

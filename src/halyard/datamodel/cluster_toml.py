@@ -1,0 +1,197 @@
+"""Load a :class:`Cluster` from TOML, validating every field.
+
+Format (``docs/cluster-format.md`` has the full reference)::
+
+    name = "default"
+    spine_oversubscription = 2.0
+
+    [[racks]]
+    name = "r{i}"            # {i}: rack index in the cluster
+    count = 2                # this block stands for 2 identical racks
+    uplink_gbit_s = 800
+
+    [[racks.nodes]]
+    name = "{rack}-n{i}"     # {i}: node index in the rack
+    count = 4
+    gpu_type = "V100"
+    gpus = 8
+    cpus = 24
+    memory_gb = 500
+    fabric = "nvlink"
+    fabric_gbyte_s = 150
+    nic_gbit_s = 200
+
+Errors name the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from halyard.datamodel.cluster import Cluster, Fabric, Node, Rack
+from halyard.datamodel.errors import ValidationError
+
+GBIT_PER_GBYTE = 8.0  # 8 bits per byte
+
+_TOP_KEYS = {"name", "description", "spine_oversubscription", "racks"}
+_RACK_KEYS = {"name", "count", "uplink_gbit_s", "nodes"}
+_NODE_KEYS = {
+    "name", "count", "gpu_type", "gpus", "cpus", "memory_gb",
+    "fabric", "fabric_gbyte_s", "nic_gbit_s",
+}
+_HEADER = re.compile(r"^\s*\[\[\s*([A-Za-z0-9_.]+)\s*\]\]")
+_KEY = re.compile(r"^\s*([A-Za-z0-9_]+)\s*=")
+
+
+def builtin_clusters() -> list[str]:
+    """Names accepted by :func:`load_cluster` besides file paths."""
+    folder = resources.files("halyard.data") / "clusters"
+    return sorted(p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def load_cluster(name_or_path: str | Path) -> Cluster:
+    """Load a built-in cluster by name, or a TOML file by path."""
+    text_path = Path(name_or_path)
+    if text_path.suffix != ".toml" and str(name_or_path) in builtin_clusters():
+        res = resources.files("halyard.data") / "clusters" / f"{name_or_path}.toml"
+        return parse_cluster(res.read_text(encoding="utf-8"), source=f"<builtin {name_or_path}>")
+    if not text_path.exists():
+        raise ValidationError(
+            f"no such cluster file or built-in cluster (built-ins: {', '.join(builtin_clusters())})",
+            source=str(name_or_path),
+        )
+    return parse_cluster(text_path.read_text(encoding="utf-8"), source=str(text_path))
+
+
+@dataclass
+class _Locator:
+    """Finds the line of a key in an array-of-tables TOML document.
+
+    tomllib returns plain dicts without positions, so errors are located by
+    re-reading the text: headers ``[[racks]]`` and ``[[racks.nodes]]`` are
+    counted and the key is searched within the block it belongs to.
+    """
+
+    lines: list[str]
+
+    def line_of(self, key: str, rack: int | None = None, node: int | None = None) -> int | None:
+        racks = nodes = -1
+        section = ""
+        for lineno, raw in enumerate(self.lines, start=1):
+            text = raw.split("#", 1)[0]
+            header = _HEADER.match(text)
+            if header:
+                section = header.group(1)
+                if section == "racks":
+                    racks, nodes = racks + 1, -1
+                elif section == "racks.nodes":
+                    nodes += 1
+                continue
+            m = _KEY.match(text)
+            if not m or m.group(1) != key:
+                continue
+            here = {"": (None, None), "racks": (racks, None), "racks.nodes": (racks, nodes)}.get(section)
+            if here == (rack, node):
+                return lineno
+        return None
+
+
+def parse_cluster(text: str, *, source: str = "<string>") -> Cluster:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        raise ValidationError(f"not valid TOML: {exc}", source=source,
+                              line=int(m.group(1)) if m else None) from None
+    loc = _Locator(text.splitlines())
+
+    def fail(msg: str, key: str, rack: int | None = None, node: int | None = None) -> ValidationError:
+        field = key if rack is None else (f"racks[{rack}].{key}" if node is None else f"racks[{rack}].nodes[{node}].{key}")
+        return ValidationError(msg, source=source, line=loc.line_of(key, rack, node), field=field)
+
+    def get(table: dict[str, Any], key: str, kind: type, *, rack: int | None = None,
+            node: int | None = None, default: Any = None, positive: bool = True) -> Any:
+        if key not in table:
+            if default is not None:
+                return default
+            raise fail("is required", key, rack, node)
+        value = table[key]
+        ok = isinstance(value, kind) and not isinstance(value, bool)
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value, ok = float(value), True
+        if not ok:
+            raise fail(f"must be {kind.__name__}, got {value!r}", key, rack, node)
+        if positive and kind in (int, float) and value <= 0:
+            raise fail(f"must be positive, got {value!r}", key, rack, node)
+        return value
+
+    def no_unknown(table: dict[str, Any], allowed: set[str], rack: int | None = None, node: int | None = None) -> None:
+        for key in table:
+            if key not in allowed:
+                raise fail(f"unknown key (allowed: {', '.join(sorted(allowed))})", key, rack, node)
+
+    no_unknown(doc, _TOP_KEYS)
+    name = get(doc, "name", str)
+    oversub = get(doc, "spine_oversubscription", float, default=1.0)
+    rack_blocks = doc.get("racks")
+    if not isinstance(rack_blocks, list) or not rack_blocks:
+        raise ValidationError("at least one [[racks]] block is required", source=source, field="racks")
+
+    racks: list[Rack] = []
+    nodes: list[Node] = []
+    seen: set[str] = set()
+    for r, rblock in enumerate(rack_blocks):
+        no_unknown(rblock, _RACK_KEYS, r)
+        rcount = get(rblock, "count", int, rack=r, default=1)
+        rpattern = get(rblock, "name", str, rack=r, default="r{i}")
+        uplink = get(rblock, "uplink_gbit_s", float, rack=r) / GBIT_PER_GBYTE
+        node_blocks = rblock.get("nodes")
+        if not isinstance(node_blocks, list) or not node_blocks:
+            raise fail("each rack needs at least one [[racks.nodes]] block", "nodes", r)
+        if rcount > 1 and "{i}" not in rpattern:
+            raise fail("must contain {i} when count > 1", "name", r)
+        for _ in range(rcount):
+            rack_index = len(racks)
+            rack_name = rpattern.format(i=rack_index)
+            if rack_name in seen:
+                raise fail(f"duplicate name {rack_name!r}", "name", r)
+            seen.add(rack_name)
+            members: list[int] = []
+            for k, nblock in enumerate(node_blocks):
+                no_unknown(nblock, _NODE_KEYS, r, k)
+                ncount = get(nblock, "count", int, rack=r, node=k, default=1)
+                npattern = get(nblock, "name", str, rack=r, node=k, default="{rack}-n{i}")
+                fabric_name = get(nblock, "fabric", str, rack=r, node=k)
+                try:
+                    fabric = Fabric(fabric_name.lower())
+                except ValueError:
+                    raise fail(f"unknown fabric {fabric_name!r} (one of: "
+                               f"{', '.join(f.value for f in Fabric)})", "fabric", r, k) from None
+                spec = dict(
+                    gpu_type=get(nblock, "gpu_type", str, rack=r, node=k),
+                    gpus=get(nblock, "gpus", int, rack=r, node=k),
+                    cpus=get(nblock, "cpus", int, rack=r, node=k),
+                    memory_mb=round(get(nblock, "memory_gb", float, rack=r, node=k) * 1000),
+                    fabric=fabric,
+                    fabric_gbyte_s=get(nblock, "fabric_gbyte_s", float, rack=r, node=k),
+                    nic_gbyte_s=get(nblock, "nic_gbit_s", float, rack=r, node=k) / GBIT_PER_GBYTE,
+                )
+                if ncount > 1 and "{i}" not in npattern:
+                    raise fail("must contain {i} when count > 1", "name", r, k)
+                for _ in range(ncount):
+                    node_name = npattern.format(rack=rack_name, i=len(members))
+                    if node_name in seen:
+                        raise fail(f"duplicate name {node_name!r}", "name", r, k)
+                    seen.add(node_name)
+                    members.append(len(nodes))
+                    nodes.append(Node(name=node_name, rack=rack_name, index=len(nodes),
+                                      rack_index=rack_index, **spec))
+            racks.append(Rack(name=rack_name, index=rack_index,
+                              node_indices=tuple(members), uplink_gbyte_s=uplink))
+    return Cluster(name=name, racks=tuple(racks), nodes=tuple(nodes),
+                   spine_oversubscription=oversub, description=str(doc.get("description", "")))

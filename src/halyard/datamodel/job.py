@@ -1,0 +1,123 @@
+"""Jobs: what a user submits, and the states a job passes through."""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from halyard.datamodel.errors import InvalidTransition, ValidationError
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Parallelism:
+    """How a job splits over its GPUs: data x tensor x pipeline degrees."""
+
+    data: int = 1
+    tensor: int = 1
+    pipeline: int = 1
+
+    @property
+    def world_size(self) -> int:
+        return self.data * self.tensor * self.pipeline
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """A job as submitted. Immutable; progress lives in the scheduler.
+
+    ``iterations`` is the work to do. A trace that gives a run time instead
+    sets ``duration_s`` and leaves ``iterations`` at 0; the performance model
+    then converts it (:meth:`halyard.emulator.PerformanceModel.iterations_for`)
+    so that the job's ideal run time matches the trace.
+    """
+
+    job_id: str
+    submit_time: float
+    model: str
+    num_gpus: int
+    iterations: int = 0
+    batch_size: int = 0  # 0: the model's reference batch size
+    tenant: str = "default"
+    user: str = ""
+    gpu_type: str | None = None
+    min_gpus: int | None = None  # elastic jobs only
+    max_gpus: int | None = None
+    parallelism: Parallelism | None = None  # None: pure data parallel over num_gpus
+    priority: int = 0
+    deadline: float | None = None
+    duration_s: float | None = None
+    command: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    extra: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # original trace fields
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        def bad(fieldname: str, msg: str) -> ValidationError:
+            return ValidationError(msg, field=fieldname)
+
+        if not self.job_id or not self.job_id.strip():
+            raise bad("job_id", "must be a non-empty string")
+        if not math.isfinite(self.submit_time) or self.submit_time < 0:
+            raise bad("submit_time", f"must be a finite number >= 0, got {self.submit_time!r}")
+        if not self.model:
+            raise bad("model", "must be a non-empty model name")
+        if self.num_gpus < 1:
+            raise bad("num_gpus", f"must be >= 1, got {self.num_gpus}")
+        if self.iterations < 0:
+            raise bad("iterations", f"must be >= 0, got {self.iterations}")
+        if self.iterations == 0 and (self.duration_s is None or self.duration_s <= 0):
+            raise bad("iterations", "give iterations > 0 or a positive duration_s")
+        if self.duration_s is not None and not (math.isfinite(self.duration_s) and self.duration_s > 0):
+            raise bad("duration_s", f"must be a positive number, got {self.duration_s!r}")
+        if self.batch_size < 0:
+            raise bad("batch_size", f"must be >= 0, got {self.batch_size}")
+        if self.min_gpus is not None and not 1 <= self.min_gpus <= self.num_gpus:
+            raise bad("min_gpus", f"must be between 1 and num_gpus ({self.num_gpus})")
+        if self.max_gpus is not None and self.max_gpus < self.num_gpus:
+            raise bad("max_gpus", f"must be >= num_gpus ({self.num_gpus})")
+        if self.parallelism is not None and self.parallelism.world_size != self.num_gpus:
+            raise bad("parallelism", f"data x tensor x pipeline = {self.parallelism.world_size}, "
+                                     f"but num_gpus = {self.num_gpus}")
+        if self.deadline is not None and self.deadline < self.submit_time:
+            raise bad("deadline", "must not be before submit_time")
+
+
+class JobState(enum.StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    PREEMPTED = "PREEMPTED"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED})
+
+# DESIGN.md: PENDING -> RUNNING -> (PREEMPTED -> PENDING)* -> COMPLETED | FAILED | CANCELLED.
+# A pending or preempted job may also be cancelled, and a running job may fail.
+TRANSITIONS: Mapping[JobState, frozenset[JobState]] = MappingProxyType({
+    JobState.PENDING: frozenset({JobState.RUNNING, JobState.CANCELLED, JobState.FAILED}),
+    JobState.RUNNING: frozenset({JobState.PREEMPTED, JobState.COMPLETED, JobState.FAILED,
+                                 JobState.CANCELLED}),
+    JobState.PREEMPTED: frozenset({JobState.PENDING, JobState.CANCELLED, JobState.FAILED}),
+    JobState.COMPLETED: frozenset(),
+    JobState.FAILED: frozenset(),
+    JobState.CANCELLED: frozenset(),
+})
+
+
+def check_transition(job_id: str, old: JobState, new: JobState) -> None:
+    """Raise :class:`InvalidTransition` unless ``old -> new`` is allowed."""
+    if new not in TRANSITIONS[old]:
+        raise InvalidTransition(f"job {job_id}: {old.value} -> {new.value} is not allowed")
