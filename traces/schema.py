@@ -1,0 +1,176 @@
+"""The canonical trace schema: one row per job, the columns of :class:`JobSpec`.
+
+Every loader in :mod:`halyard.traces` produces :class:`JobSpec` objects, and the
+canonical CSV/JSONL files (``docs/trace-format.md``) hold exactly these columns:
+
+============  =====  ========================  ========  =====================================
+column        type   unit                      required  meaning
+============  =====  ========================  ========  =====================================
+job_id        str    -                         yes       unique within the trace
+submit_time   float  seconds from trace start  yes       when the job arrives (>= 0)
+model         str    -                         yes       a name in the model catalog
+num_gpus      int    GPUs                      yes       requested GPUs (>= 1)
+iterations    int    iterations                one of    work to do; 0 or unset = unknown
+duration_s    float  seconds                   one of    run time on the reference allocation
+batch_size    int    samples                   no        0 or unset = the model's reference
+tenant        str    -                         no        unset = ``"default"``
+user          str    -                         no        unset = ``""``
+gpu_type      str    -                         no        GPU type constraint; unset = any
+min_gpus      int    GPUs                      no        elastic jobs: fewest GPUs
+max_gpus      int    GPUs                      no        elastic jobs: most GPUs
+priority      int    -                         no        larger = more important; unset = 0
+deadline      float  seconds from trace start  no        absolute, same clock as submit_time
+============  =====  ========================  ========  =====================================
+
+"one of": a job needs ``iterations > 0`` or ``duration_s > 0`` (or both).
+
+This module holds the column table and the cell converters shared by the
+readers; it knows nothing about files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal
+
+from halyard.datamodel import JobSpec, ValidationError
+
+ColumnType = Literal["str", "int", "float"]
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of the canonical schema."""
+
+    name: str
+    type: ColumnType
+    unit: str
+    required: bool
+    doc: str
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("job_id", "str", "", True, "unique job identifier"),
+    Column("submit_time", "float", "s", True, "arrival, seconds from the start of the trace"),
+    Column("model", "str", "", True, "model name in the performance model's catalog"),
+    Column("num_gpus", "int", "GPUs", True, "requested GPUs"),
+    Column("iterations", "int", "iterations", False, "total iterations; 0/unset = give duration_s"),
+    Column("duration_s", "float", "s", False, "run time on the reference allocation"),
+    Column("batch_size", "int", "samples", False, "global batch size; 0/unset = model reference"),
+    Column("tenant", "str", "", False, "tenant (virtual cluster); unset = 'default'"),
+    Column("user", "str", "", False, "submitting user"),
+    Column("gpu_type", "str", "", False, "GPU type constraint; unset = any type"),
+    Column("min_gpus", "int", "GPUs", False, "elastic jobs: smallest allocation"),
+    Column("max_gpus", "int", "GPUs", False, "elastic jobs: largest allocation"),
+    Column("priority", "int", "", False, "priority; larger is more important"),
+    Column("deadline", "float", "s", False, "absolute deadline, same clock as submit_time"),
+)
+
+CANONICAL_COLUMNS: tuple[str, ...] = tuple(c.name for c in COLUMNS)
+REQUIRED_COLUMNS: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.required)
+# A job needs positive work in at least one of these (JobSpec.validate enforces it).
+WORK_COLUMNS: tuple[str, str] = ("iterations", "duration_s")
+COLUMN_BY_NAME = {c.name: c for c in COLUMNS}
+
+# JobSpec fields that the canonical schema cannot carry; write_trace refuses
+# jobs that set them rather than dropping them silently.
+UNREPRESENTABLE_FIELDS: tuple[str, ...] = ("parallelism", "command", "env")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceLoad:
+    """What a trace reader returns.
+
+    ``jobs`` are sorted by ``(submit_time, order in the file)``; ``errors`` are
+    the rows that were skipped, each naming file, line and field. ``format`` is
+    ``"csv"``, ``"jsonl"`` or ``"philly-pollux"``; ``source`` the path read.
+    """
+
+    jobs: tuple[JobSpec, ...]
+    errors: tuple[ValidationError, ...]
+    format: str
+    source: str
+
+    @property
+    def skipped(self) -> int:
+        """Number of rows skipped because they were invalid."""
+        return len(self.errors)
+
+
+def parse_int_text(text: str, field: str) -> int:
+    """An integer from a text cell, or a ValidationError naming ``field``.
+
+    Accepts optional surrounding whitespace and a sign; rejects ``"2.0"``,
+    ``"1e3"`` and Python's digit separators (``"1_000"``).
+    """
+    try:
+        if "_" in text:
+            raise ValueError(text)
+        return int(text)
+    except ValueError:
+        raise ValidationError(f"must be an integer, got {text!r}", field=field) from None
+
+
+def parse_float_text(text: str, field: str) -> float:
+    """A finite float from a text cell, or a ValidationError naming ``field``."""
+    try:
+        if "_" in text:
+            raise ValueError(text)
+        value = float(text)
+    except ValueError:
+        raise ValidationError(f"must be a number, got {text!r}", field=field) from None
+    if not math.isfinite(value):
+        raise ValidationError(f"must be a finite number, got {text!r}", field=field)
+    return value
+
+
+def _text_str(text: str, field: str) -> str:
+    return text
+
+
+TEXT_PARSERS: dict[ColumnType, Callable[[str, str], Any]] = {
+    "str": _text_str,
+    "int": parse_int_text,
+    "float": parse_float_text,
+}
+
+
+def convert_json_value(value: Any, column: Column) -> Any:
+    """Check a JSON value's type against the column; ints are accepted as floats."""
+    kind = column.type
+    if kind == "str":
+        if isinstance(value, str):
+            return value
+        raise ValidationError(f"must be a string, got {json.dumps(value)}", field=column.name)
+    if isinstance(value, bool):
+        pass  # bool is an int subclass in Python, but not a number in a trace
+    elif kind == "int" and isinstance(value, int):
+        return value
+    elif kind == "float" and isinstance(value, int | float):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range
+            number = math.inf
+        if not math.isfinite(number):
+            raise ValidationError(f"must be a finite number, got {json.dumps(value)}", field=column.name)
+        return number
+    noun = "an integer" if kind == "int" else "a number"
+    raise ValidationError(f"must be {noun}, got {json.dumps(value)}", field=column.name)
+
+
+def make_job(values: dict[str, Any], extra: dict[str, str]) -> JobSpec:
+    """Build a JobSpec from converted canonical values (unset columns absent).
+
+    Raises :class:`ValidationError` (without a location) when a required column
+    is missing or JobSpec's own rules reject the row.
+    """
+    for name in REQUIRED_COLUMNS:
+        if name not in values:
+            raise ValidationError("is required but missing or empty", field=name)
+    if extra:
+        values["extra"] = MappingProxyType(extra)
+    return JobSpec(**values)
