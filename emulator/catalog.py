@@ -1,0 +1,237 @@
+"""The model catalog: per-model profiles and the model's named constants.
+
+The catalog lives in ``emulator/data/models.toml`` (shipped as package data of
+``halyard.emulator``). Every figure there is ``{ value = ..., source = "..." }``
+so that each number carries where it came from; this module checks that and
+turns the file into frozen dataclasses. Errors name the file, the line where it
+can be found, and the field.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from halyard.datamodel import ValidationError
+
+BUILTIN_CATALOG = "models.toml"
+SCHEMA_VERSION = 1
+TASKS = ("image", "language", "speech")  # Synergy Table 4's three task classes
+# GPU types every model must be costed on: the papers' clusters are V100 (Synergy,
+# Dally-era), P100 (Philly, Gavel) and A100 (ElasticFlow, Crius).
+REQUIRED_GPU_TYPES = ("V100", "P100", "A100")
+
+_MODEL_KEYS = {"task", "description", "reference_batch", "gradient_bytes", "backward_fraction", "compute_s"}
+_CONSTANT_KEYS = {
+    "node_latency_s", "rack_latency_s", "spine_latency_s",
+    "restart_fixed_s", "checkpoint_gbyte_s", "checkpoint_state_factor",
+}
+_TOP_KEYS = {"schema_version", "constants", "models"}
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One number and where it comes from."""
+
+    value: float
+    source: str
+
+    @property
+    def estimated(self) -> bool:
+        return self.source.lower().startswith("estimate")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelProfile:
+    """What the performance model knows about one model.
+
+    ``compute_s`` maps a GPU type to seconds per iteration on one GPU at
+    ``reference_batch`` (per GPU), without communication or data stalls.
+    ``sources`` maps each field (``"gradient_bytes"``, ``"compute_s.V100"``,
+    ...) to its source string.
+    """
+
+    name: str
+    task: str
+    description: str
+    reference_batch: int
+    gradient_bytes: float
+    backward_fraction: float
+    compute_s: Mapping[str, float]
+    sources: Mapping[str, str]
+
+    @property
+    def gpu_types(self) -> tuple[str, ...]:
+        return tuple(self.compute_s)
+
+    def compute_time_s(self, gpu_type: str) -> float | None:
+        """Seconds per iteration at the reference batch, or None if not profiled."""
+        t = self.compute_s.get(gpu_type)
+        return t if t is not None else self.compute_s.get(gpu_type.upper())
+
+
+@dataclass(frozen=True, slots=True)
+class Constants:
+    """The performance model's hardware and restart constants (see models.toml)."""
+
+    node_latency_s: float  # one ring step inside a node (NVLink/NVSwitch/PCIe)
+    rack_latency_s: float  # one ring step between nodes of one rack (RDMA)
+    spine_latency_s: float  # one ring step between racks
+    restart_fixed_s: float  # fixed checkpoint/restore and relaunch cost
+    checkpoint_gbyte_s: float  # bandwidth a restore reads the checkpoint at
+    checkpoint_state_factor: float  # checkpoint bytes / gradient bytes
+    sources: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    models: Mapping[str, ModelProfile]
+    constants: Constants
+    source: str
+
+
+def load_catalog(path: str | Path | None = None) -> Catalog:
+    """Load the built-in catalog (``path=None``) or a catalog file."""
+    if path is None:
+        res = resources.files("halyard.emulator") / "data" / BUILTIN_CATALOG
+        return parse_catalog(res.read_text(encoding="utf-8"), source=f"<builtin {BUILTIN_CATALOG}>")
+    p = Path(path)
+    if not p.exists():
+        raise ValidationError("no such catalog file", source=str(p))
+    return parse_catalog(p.read_text(encoding="utf-8"), source=str(p))
+
+
+def parse_catalog(text: str, *, source: str = "<string>") -> Catalog:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        raise ValidationError(f"not valid TOML: {exc}", source=source,
+                              line=int(m.group(1)) if m else None) from None
+    lines = text.splitlines()
+
+    def fail(msg: str, field: str) -> ValidationError:
+        return ValidationError(msg, source=source, line=_line_of(lines, field), field=field)
+
+    for key in doc:
+        if key not in _TOP_KEYS:
+            raise fail(f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})", key)
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise fail(f"must be {SCHEMA_VERSION}, got {doc.get('schema_version')!r}", "schema_version")
+    constants = _constants(_table(doc, "constants", fail), fail)
+    models_doc = _table(doc, "models", fail)
+    if not models_doc:
+        raise fail("the catalog needs at least one model", "models")
+    models = {name: _model(name, body, fail) for name, body in models_doc.items()}
+    return Catalog(models=MappingProxyType(models), constants=constants, source=source)
+
+
+def _constants(table: dict[str, Any], fail: Any) -> Constants:
+    values: dict[str, float] = {}
+    sources: dict[str, str] = {}
+    for key in table:
+        if key not in _CONSTANT_KEYS:
+            raise fail(f"unknown constant (allowed: {', '.join(sorted(_CONSTANT_KEYS))})", f"constants.{key}")
+    for key in sorted(_CONSTANT_KEYS):
+        fig = _figure(table, key, f"constants.{key}", fail, allow_zero=key.endswith("latency_s"))
+        values[key], sources[key] = fig.value, fig.source
+    return Constants(**values, sources=MappingProxyType(sources))
+
+
+def _model(name: str, body: Any, fail: Any) -> ModelProfile:
+    where = f"models.{name}"
+    if not _NAME.match(name):
+        raise fail("model names are lower-case letters, digits, '.', '_' and '-'", where)
+    if not isinstance(body, dict):
+        raise fail("must be a table", where)
+    for key in body:
+        if key not in _MODEL_KEYS:
+            raise fail(f"unknown key (allowed: {', '.join(sorted(_MODEL_KEYS))})", f"{where}.{key}")
+    task = body.get("task")
+    if task not in TASKS:
+        raise fail(f"must be one of {', '.join(TASKS)}, got {task!r}", f"{where}.task")
+    description = body.get("description", "")
+    if not isinstance(description, str):
+        raise fail("must be a string", f"{where}.description")
+    sources: dict[str, str] = {}
+    batch = _figure(body, "reference_batch", f"{where}.reference_batch", fail)
+    if batch.value != int(batch.value):
+        raise fail("must be a whole number", f"{where}.reference_batch")
+    grad = _figure(body, "gradient_bytes", f"{where}.gradient_bytes", fail)
+    bwd = _figure(body, "backward_fraction", f"{where}.backward_fraction", fail)
+    if bwd.value > 1.0:
+        raise fail(f"must be in (0, 1], got {bwd.value}", f"{where}.backward_fraction")
+    for key, fig in (("reference_batch", batch), ("gradient_bytes", grad), ("backward_fraction", bwd)):
+        sources[key] = fig.source
+    compute_doc = body.get("compute_s")
+    if not isinstance(compute_doc, dict) or not compute_doc:
+        raise fail("must be a table of GPU type -> { value, source }", f"{where}.compute_s")
+    compute: dict[str, float] = {}
+    for gpu in compute_doc:
+        fig = _figure(compute_doc, gpu, f"{where}.compute_s.{gpu}", fail)
+        compute[gpu] = fig.value
+        sources[f"compute_s.{gpu}"] = fig.source
+    missing = [g for g in REQUIRED_GPU_TYPES if g not in compute]
+    if missing:
+        raise fail(f"missing required GPU types {', '.join(missing)} "
+                   f"(every model needs {', '.join(REQUIRED_GPU_TYPES)})", f"{where}.compute_s")
+    return ModelProfile(
+        name=name, task=task, description=description, reference_batch=int(batch.value),
+        gradient_bytes=grad.value, backward_fraction=bwd.value,
+        compute_s=MappingProxyType(compute), sources=MappingProxyType(sources),
+    )
+
+
+def _table(doc: dict[str, Any], key: str, fail: Any) -> dict[str, Any]:
+    value = doc.get(key)
+    if not isinstance(value, dict):
+        raise fail("is required and must be a table", key)
+    return value
+
+
+def _figure(table: dict[str, Any], key: str, field: str, fail: Any, *, allow_zero: bool = False) -> Figure:
+    if key not in table:
+        raise fail("is required", field)
+    raw = table[key]
+    if not isinstance(raw, dict) or set(raw) != {"value", "source"}:
+        raise fail("must be { value = <number>, source = \"<where it comes from>\" }", field)
+    value, src = raw["value"], raw["source"]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise fail(f"value must be a finite number, got {value!r}", field)
+    if value < 0 or (value == 0 and not allow_zero):
+        raise fail(f"value must be {'>= 0' if allow_zero else 'positive'}, got {value!r}", field)
+    if not isinstance(src, str) or not src.strip():
+        raise fail("every figure needs a non-empty source", field)
+    return Figure(float(value), src.strip())
+
+
+def _line_of(lines: list[str], field: str) -> int | None:
+    """Best-effort line of a dotted field: its ``key =`` line under the nearest table header."""
+    parts = field.split(".")
+    for depth in range(len(parts), 0, -1):
+        header = "[" + ".".join(_quote(p) for p in parts[:depth]) + "]"
+        start = next((i for i, raw in enumerate(lines) if raw.strip() == header), None)
+        if start is None:
+            continue
+        rest = ".".join(_quote(p) for p in parts[depth:])
+        for j in range(start + 1, len(lines)):
+            text = lines[j].strip()
+            if text.startswith("["):
+                break
+            if rest and (text.startswith(f"{rest} ") or text.startswith(f"{rest}=")
+                         or text.startswith(f"{_quote(parts[depth])}.")):
+                return j + 1
+        return start + 1
+    return next((i + 1 for i, raw in enumerate(lines) if raw.strip().startswith(f"{parts[0]} ")), None)
+
+
+def _quote(part: str) -> str:
+    return part if re.match(r"^[A-Za-z0-9_]+$", part) else f'"{part}"'
