@@ -33,6 +33,7 @@ from halyard.traces.schema import (
     WORK_COLUMNS,
     TraceLoad,
     convert_json_value,
+    csv_records,
     make_job,
 )
 
@@ -146,12 +147,7 @@ def _read_csv_rows(reader: Any, header: list[str], source: str, strict: bool) ->
     plan = [(i, name, COLUMN_BY_NAME.get(name)) for i, name in enumerate(header)]
     parsers = [TEXT_PARSERS[c.type] if c is not None else None for _, _, c in plan]
     out = _Collector(source, strict)
-    line_num = reader.line_num
-    for row in reader:
-        line = line_num + 1  # a quoted cell may span lines: report where the row starts
-        line_num = reader.line_num
-        if not row or (len(row) == 1 and not row[0].strip()):
-            continue  # blank line
+    for line, row in csv_records(reader):
         try:
             if len(row) != ncols:
                 raise ValidationError(f"expected {ncols} cells (one per header column), got {len(row)}")

@@ -46,7 +46,7 @@ from halyard.traces.generator import (
     SYNERGY_TASKS,
     task_probabilities,
 )
-from halyard.traces.schema import TraceLoad, parse_float_text, parse_int_text
+from halyard.traces.schema import TraceLoad, csv_records, parse_float_text, parse_int_text
 
 # The header of the Pollux artifact's processed Philly file (traces README §1c).
 PHILLY_COLUMNS: tuple[str, ...] = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
@@ -180,14 +180,8 @@ def _read_rows(p: Path, source: str, strict: bool) -> tuple[list[_Row], list[Val
         if header is None or tuple(header) != PHILLY_COLUMNS:
             raise ValidationError(f"expected header {','.join(PHILLY_COLUMNS)!r}, got "
                                   f"{','.join(header or [])!r}", source=source, line=1)
-        row_number = 0
-        line_num = reader.line_num
-        for row in reader:
-            line = line_num + 1
-            line_num = reader.line_num
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue  # the full file ends with an empty line
-            row_number += 1
+        # Blank lines (the full file ends with one) are skipped and not numbered.
+        for row_number, (line, row) in enumerate(csv_records(reader), start=1):
             try:
                 if len(row) != len(PHILLY_COLUMNS):
                     raise ValidationError(f"expected {len(PHILLY_COLUMNS)} cells, got {len(row)}")

@@ -24,15 +24,15 @@ deadline      float  seconds from trace start  no        absolute, same clock as
 
 "one of": a job needs ``iterations > 0`` or ``duration_s > 0`` (or both).
 
-This module holds the column table and the cell converters shared by the
-readers; it knows nothing about files.
+This module holds the column table and the row/cell helpers shared by the
+readers.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
@@ -99,6 +99,20 @@ class TraceLoad:
     def skipped(self) -> int:
         """Number of rows skipped because they were invalid."""
         return len(self.errors)
+
+
+def csv_records(reader: Any) -> Iterator[tuple[int, list[str]]]:
+    """``(line, cells)`` for each non-blank record of a ``csv.reader``.
+
+    ``line`` is the 1-based physical line where the record starts (a quoted
+    cell may span lines). Blank lines are skipped silently.
+    """
+    line_num = reader.line_num
+    for row in reader:
+        line = line_num + 1
+        line_num = reader.line_num
+        if row and (len(row) > 1 or row[0].strip()):
+            yield line, row
 
 
 def parse_int_text(text: str, field: str) -> int:
