@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 
 
 class Fabric(enum.StrEnum):
@@ -64,9 +65,12 @@ class Rack:
     uplink_gbyte_s: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Cluster:
-    """An immutable cluster description; build it with :func:`load_cluster`."""
+    """An immutable cluster description; build it with :func:`load_cluster`.
+
+    Not slotted, so the derived totals are computed once and cached.
+    """
 
     name: str
     racks: tuple[Rack, ...]
@@ -90,19 +94,19 @@ class Cluster:
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes)
 
-    @property
+    @cached_property
     def total_gpus(self) -> int:
         return sum(n.gpus for n in self.nodes)
 
-    @property
+    @cached_property
     def total_cpus(self) -> int:
         return sum(n.cpus for n in self.nodes)
 
-    @property
+    @cached_property
     def total_memory_mb(self) -> int:
         return sum(n.memory_mb for n in self.nodes)
 
-    @property
+    @cached_property
     def gpu_types(self) -> tuple[str, ...]:
         """GPU types present, most GPUs first (the first is the reference type)."""
         count: dict[str, int] = {}

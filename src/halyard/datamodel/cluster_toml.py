@@ -111,7 +111,12 @@ def parse_cluster(text: str, *, source: str = "<string>") -> Cluster:
     loc = _Locator(text.splitlines())
 
     def fail(msg: str, key: str, rack: int | None = None, node: int | None = None) -> ValidationError:
-        field = key if rack is None else (f"racks[{rack}].{key}" if node is None else f"racks[{rack}].nodes[{node}].{key}")
+        if rack is None:
+            field = key
+        elif node is None:
+            field = f"racks[{rack}].{key}"
+        else:
+            field = f"racks[{rack}].nodes[{node}].{key}"
         return ValidationError(msg, source=source, line=loc.line_of(key, rack, node), field=field)
 
     def get(table: dict[str, Any], key: str, kind: type, *, rack: int | None = None,

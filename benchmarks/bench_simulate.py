@@ -1,0 +1,59 @@
+"""Simulated jobs per wall second on the Philly trace and the 2,816-GPU Philly cluster.
+
+Runs FIFO and LAS on the first 10,000 and on all 82,247 jobs of the processed
+Philly file and prints each run's wall time, jobs per second and its ratio to
+the FIFO / 10,000-job run measured in the same invocation (the baseline), so
+figures from different machines compare by ratio, not by absolute time.
+
+    .venv/bin/python benchmarks/bench_simulate.py [--trace PATH] [--sizes 10000,82247] [--policies fifo,las]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from halyard.controlplane import Simulator, summarize
+from halyard.datamodel import load_cluster
+from halyard.emulator import PerformanceModel
+from halyard.policies import make_policy
+from halyard.traces import read_trace
+
+PHILLY_FULL = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "philly_pollux_jobs_full.csv"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trace", type=Path, default=PHILLY_FULL)
+    ap.add_argument("--cluster", default="philly")
+    ap.add_argument("--sizes", default="10000,82247")
+    ap.add_argument("--policies", default="fifo,las")
+    args = ap.parse_args()
+
+    started = time.perf_counter()
+    jobs = read_trace(args.trace).jobs
+    load_s = time.perf_counter() - started
+    print(f"read {len(jobs)} jobs from {args.trace.name} in {load_s:.2f} s")
+    cluster = load_cluster(args.cluster)
+    perf = PerformanceModel()
+    baseline: float | None = None
+    print(f"{'policy':>6} {'jobs':>7} {'completed':>9} {'wall s':>8} {'jobs/s':>9} {'vs base':>8} "
+          f"{'passes':>7} {'ms/pass':>8} {'avg JCT h':>9}")
+    for n in (int(x) for x in args.sizes.split(",")):
+        subset = jobs[:n]
+        for name in args.policies.split(","):
+            sim = Simulator(cluster, make_policy(name), perf)
+            t0 = time.perf_counter()
+            sim.run(subset)
+            wall = time.perf_counter() - t0
+            s = summarize(sim.core, policy=name, trace_jobs=len(subset), rejected=0, wall_s=wall)
+            rate = len(subset) / wall
+            baseline = baseline or rate
+            print(f"{name:>6} {len(subset):>7} {s['completed']:>9} {wall:>8.2f} {rate:>9.0f} "
+                  f"{rate / baseline:>8.2f} {s['passes']:>7} {s['avg_pass_ms']:>8.3f} "
+                  f"{s['avg_jct_s'] / 3600:>9.2f}")
+
+
+if __name__ == "__main__":
+    main()

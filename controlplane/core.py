@@ -1,0 +1,286 @@
+"""The scheduling core: jobs, the resource ledger, passes and plan application.
+
+Both the in-process simulator and the gRPC control plane drive this class;
+what differs is who carries out the applied actions (a simulated agent pool,
+or agents over gRPC) and which clock gives ``now``. The core enforces the
+invariants centrally, whatever the policy returns:
+
+* no GPU, CPU core or megabyte of memory is given out twice (the ledger);
+* a job holds at most one allocation, and only in state RUNNING;
+* a plan is applied atomically: all its actions or none;
+* every state change is an event with the next sequence number.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from sortedcontainers import SortedKeyList
+
+from halyard.controlplane.eventlog import EventLog, describe
+from halyard.controlplane.records import JobRecord
+from halyard.datamodel import (
+    Allocation,
+    Cluster,
+    EventKind,
+    HalyardError,
+    JobSpec,
+    JobState,
+    NodeAllocation,
+    ValidationError,
+    check_transition,
+)
+from halyard.emulator import PerformanceModel
+from halyard.policies import (
+    Action,
+    ClusterView,
+    FreeResources,
+    Migrate,
+    OverAllocation,
+    Plan,
+    Policy,
+    Preempt,
+    Resize,
+    SetResources,
+    SetTimeShift,
+    Start,
+)
+
+
+class PlanError(HalyardError):
+    """A policy returned an action the core refuses; nothing of the plan was applied."""
+
+    def __init__(self, index: int, action: Action, reason: str) -> None:
+        self.index = index
+        self.action = action
+        super().__init__(f"plan action #{index} {type(action).__name__}({action.job_id}): {reason}")
+
+
+class SchedulingCore:
+    def __init__(self, cluster: Cluster, policy: Policy, perf: PerformanceModel,
+                 *, round_s: float = 300.0) -> None:
+        self.cluster = cluster
+        self.policy = policy
+        self.perf = perf
+        self.round_s = round_s
+        self.free = FreeResources(cluster)
+        self.log = EventLog()
+        self.records: dict[str, JobRecord] = {}
+        self.pending: SortedKeyList = SortedKeyList(key=lambda r: (r.spec.submit_time, r.arrival_seq))
+        self.running: dict[str, JobRecord] = {}
+        self._running_view: Mapping[str, JobRecord] = MappingProxyType(self.running)
+        self._gpus_by_type = {t: sum(n.gpus for n in cluster.nodes if n.gpu_type == t)
+                              for t in cluster.gpu_types}
+        self.passes = 0
+        self.pass_wall_s = 0.0
+
+    # --- jobs in ---------------------------------------------------------
+
+    def submit(self, spec: JobSpec, now: float) -> JobRecord:
+        """Accept a job or raise :class:`ValidationError` naming the field; changes nothing on error."""
+        if spec.job_id in self.records:
+            raise ValidationError(f"duplicate job id {spec.job_id!r}", field="job_id")
+        if not self.perf.has_model(spec.model):
+            raise ValidationError(f"unknown model {spec.model!r} (known: {', '.join(self.perf.models())})",
+                                  field="model")
+        gpu_type = spec.gpu_type or self.cluster.gpu_types[0]
+        if spec.gpu_type is not None and spec.gpu_type not in self._gpus_by_type:
+            raise ValidationError(f"no {spec.gpu_type} GPUs in cluster {self.cluster.name!r} "
+                                  f"(it has {', '.join(self.cluster.gpu_types)})", field="gpu_type")
+        capacity = self._gpus_by_type[gpu_type] if spec.gpu_type else self.cluster.total_gpus
+        if spec.num_gpus > capacity:
+            raise ValidationError(f"asks for {spec.num_gpus} GPUs, the cluster has {capacity}"
+                                  f"{' of type ' + gpu_type if spec.gpu_type else ''}", field="num_gpus")
+        if not self.perf.supports_gpu(spec.model, gpu_type):
+            raise ValidationError(f"model {spec.model!r} has no profile for {gpu_type}", field="gpu_type")
+        iterations = self.perf.iterations_for(spec, self.cluster)
+        ideal = self.perf.consolidated_iteration_time(spec, self.cluster)
+        record = JobRecord(spec, len(self.records), iterations, ideal, now)
+        self.records[spec.job_id] = record
+        self.pending.add(record)
+        self.log.append(now, spec.job_id, EventKind.SUBMITTED, JobState.PENDING)
+        return record
+
+    # --- passes ------------------------------------------------------------
+
+    def view(self, now: float) -> ClusterView:
+        return ClusterView(now=now, cluster=self.cluster, free=self.free, running=self._running_view,
+                           pending=self.pending, perf=self.perf, round_s=self.round_s)
+
+    def schedule(self, now: float) -> list[Action]:
+        """Run one policy pass and apply its plan; returns the applied actions."""
+        started = time.perf_counter()
+        plan = self.policy.schedule(self.view(now))
+        applied = self.apply(plan, now)
+        self.passes += 1
+        self.pass_wall_s += time.perf_counter() - started
+        return applied
+
+    def apply(self, plan: Plan, now: float) -> list[Action]:
+        """Validate the whole plan, then apply it in order; raise :class:`PlanError` if any action is wrong."""
+        self._validate(plan)
+        for action in plan.actions:
+            self._apply(action, now)
+        return list(plan.actions)
+
+    # --- jobs out ----------------------------------------------------------
+
+    def complete(self, job_id: str, now: float) -> None:
+        self._finish(job_id, now, JobState.COMPLETED, EventKind.COMPLETED)
+
+    def fail(self, job_id: str, now: float, reason: str = "") -> None:
+        self._finish(job_id, now, JobState.FAILED, EventKind.FAILED, reason)
+
+    def cancel(self, job_id: str, now: float) -> None:
+        self._finish(job_id, now, JobState.CANCELLED, EventKind.CANCELLED)
+
+    def requeue(self, job_id: str, now: float, reason: str) -> None:
+        """Put a running job back in the queue from its last checkpoint (e.g. its node was lost)."""
+        record = self._record(job_id)
+        check_transition(job_id, record.state, JobState.PREEMPTED)
+        self._stop(record, now, reason)
+
+    # --- internals ---------------------------------------------------------
+
+    def _record(self, job_id: str) -> JobRecord:
+        try:
+            return self.records[job_id]
+        except KeyError:
+            raise ValidationError(f"unknown job {job_id!r}", field="job_id") from None
+
+    def _finish(self, job_id: str, now: float, state: JobState, kind: EventKind, detail: str = "") -> None:
+        record = self._record(job_id)
+        check_transition(job_id, record.state, state)
+        if record.state is JobState.RUNNING:
+            self.free.give(record.allocation)
+            del self.running[job_id]
+        elif record.state is JobState.PENDING:
+            self.pending.remove(record)
+        record.finish(now, state)
+        self.log.append(now, job_id, kind, state, detail)
+
+    def _stop(self, record: JobRecord, now: float, reason: str) -> None:
+        """RUNNING -> PREEMPTED -> PENDING, keeping the last checkpointed iteration."""
+        record.end_run(now, checkpoint=True)
+        self.free.give(record.allocation)
+        record.allocation = None
+        del self.running[record.job_id]
+        record.preemptions += 1
+        record.state = JobState.PREEMPTED
+        self.log.append(now, record.job_id, EventKind.PREEMPTED, JobState.PREEMPTED, reason)
+        record.state = JobState.PENDING
+        record.pending_since = now
+        record.iteration_s = record.ideal_iteration_s
+        self.pending.add(record)
+        self.log.append(now, record.job_id, EventKind.REQUEUED, JobState.PENDING)
+
+    def _validate(self, plan: Plan) -> None:
+        """Dry-run the plan on copies of the ledger and of the job states."""
+        free = self.free.copy()
+        held: dict[str, Allocation | None] = {}
+
+        def holding(job_id: str) -> Allocation | None:
+            if job_id in held:
+                return held[job_id]
+            record = self.records.get(job_id)
+            if record is None:
+                raise ValueError("unknown job")
+            if record.state.terminal:
+                raise ValueError(f"job is {record.state.value}")
+            return record.allocation
+
+        for i, action in enumerate(plan.actions):
+            try:
+                current = holding(action.job_id)
+                spec = self.records[action.job_id].spec
+                if isinstance(action, Start):
+                    if current is not None:
+                        raise ValueError("job is already running (a job holds at most one allocation)")
+                    self._check_size(spec, action.allocation, elastic=False)
+                    free.take(action.allocation)
+                    held[action.job_id] = action.allocation
+                elif current is None:
+                    raise ValueError("job is not running")
+                elif isinstance(action, Preempt):
+                    free.give(current)
+                    held[action.job_id] = None
+                elif isinstance(action, Migrate | Resize):
+                    if isinstance(action, Migrate) and action.allocation.num_gpus != current.num_gpus:
+                        raise ValueError("migrate keeps the GPU count; use resize to change it")
+                    self._check_size(spec, action.allocation, elastic=isinstance(action, Resize))
+                    free.give(current)
+                    free.take(action.allocation)
+                    held[action.job_id] = action.allocation
+                elif isinstance(action, SetTimeShift):
+                    if not (action.seconds >= 0.0 and action.seconds < float("inf")):
+                        raise ValueError(f"time shift must be a finite number >= 0, got {action.seconds!r}")
+                    held[action.job_id] = dataclasses.replace(current, time_shift_s=action.seconds)
+                elif isinstance(action, SetResources):
+                    part = current.on(action.node)
+                    if part is None:
+                        raise ValueError(f"job holds nothing on node {action.node}")
+                    if action.cpus < 0 or action.memory_mb < 0:
+                        raise ValueError("cpus and memory_mb must be >= 0")
+                    index = self.cluster.node(action.node).index
+                    free.adjust(index, action.cpus - part.cpus, action.memory_mb - part.memory_mb)
+                    held[action.job_id] = _with_resources(current, action)
+                else:
+                    raise ValueError(f"unknown action type {type(action).__name__}")
+            except (ValueError, OverAllocation) as exc:
+                raise PlanError(i, action, str(exc)) from None
+
+    def _check_size(self, spec: JobSpec, allocation: Allocation, *, elastic: bool) -> None:
+        gpus = allocation.num_gpus
+        low = (spec.min_gpus or spec.num_gpus) if elastic else spec.num_gpus
+        high = (spec.max_gpus or spec.num_gpus) if elastic else spec.num_gpus
+        if not low <= gpus <= high:
+            raise ValueError(f"allocation has {gpus} GPUs, job allows {low}..{high}")
+        if spec.gpu_type is not None:
+            for part in allocation.nodes:
+                node = self.cluster.node(part.node)
+                if node.gpu_type != spec.gpu_type:
+                    raise ValueError(f"node {node.name} has {node.gpu_type} GPUs, job needs {spec.gpu_type}")
+
+    def _apply(self, action: Action, now: float) -> None:
+        record = self.records[action.job_id]
+        if isinstance(action, Start):
+            check_transition(record.job_id, record.state, JobState.RUNNING)
+            self.free.take(action.allocation)
+            self.pending.remove(record)
+            self.running[record.job_id] = record
+            if record.has_checkpoint:
+                record.restarts += 1
+            record.begin_run(action.allocation, now)
+            self.log.append(now, record.job_id, EventKind.STARTED, JobState.RUNNING, describe(action.allocation))
+        elif isinstance(action, Preempt):
+            check_transition(record.job_id, record.state, JobState.PREEMPTED)
+            self._stop(record, now, "preempted by policy")
+        elif isinstance(action, Migrate | Resize):
+            self.free.give(record.allocation)
+            self.free.take(action.allocation)
+            record.rearm(now, action.allocation, checkpoint=True)
+            record.restarts += 1
+            kind = EventKind.MIGRATED if isinstance(action, Migrate) else EventKind.RESIZED
+            self.log.append(now, record.job_id, kind, JobState.RUNNING, describe(action.allocation))
+        elif isinstance(action, SetTimeShift):
+            record.rearm(now, dataclasses.replace(record.allocation, time_shift_s=action.seconds),
+                         checkpoint=False)
+            self.log.append(now, record.job_id, EventKind.TIME_SHIFT, JobState.RUNNING, f"{action.seconds:g}s")
+        elif isinstance(action, SetResources):
+            part = record.allocation.on(action.node)
+            index = self.cluster.node(action.node).index
+            self.free.adjust(index, action.cpus - part.cpus, action.memory_mb - part.memory_mb)
+            record.rearm(now, _with_resources(record.allocation, action), checkpoint=False)
+            self.log.append(now, record.job_id, EventKind.RESOURCES, JobState.RUNNING,
+                            f"{action.node}: {action.cpus} CPUs, {action.memory_mb} MB")
+
+
+def _with_resources(allocation: Allocation, action: SetResources) -> Allocation:
+    parts = tuple(
+        NodeAllocation(p.node, p.gpus, action.cpus, action.memory_mb) if p.node == action.node else p
+        for p in allocation.nodes
+    )
+    return dataclasses.replace(allocation, nodes=parts)

@@ -1,0 +1,32 @@
+"""The job event log: every state change with a gap-free sequence number."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from halyard.datamodel import Allocation, EventKind, JobEvent, JobState
+
+
+class EventLog:
+    def __init__(self) -> None:
+        self._events: list[JobEvent] = []
+
+    def append(self, time: float, job_id: str, kind: EventKind, state: JobState, detail: str = "") -> JobEvent:
+        event = JobEvent(len(self._events) + 1, time, job_id, kind, state, detail)
+        self._events.append(event)
+        return event
+
+    def since(self, seq: int) -> list[JobEvent]:
+        """Events with sequence number > ``seq`` (sequence numbers start at 1)."""
+        return self._events[max(seq, 0):]
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __iter__(self) -> Iterator[JobEvent]:
+        return iter(self._events)
+
+
+def describe(allocation: Allocation) -> str:
+    """A compact, stable text form: ``node:gpu,gpu;node:gpu`` (used in event details)."""
+    return ";".join(f"{p.node}:{','.join(map(str, p.gpus))}" for p in allocation.nodes)

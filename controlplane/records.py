@@ -1,0 +1,143 @@
+"""The core's record of one job: state, allocation and progress.
+
+Progress is kept as (iterations done at ``anchor``, rate), so a running job's
+progress at any time is a closed form and nothing has to tick between events.
+A job that resumes from a checkpoint makes no progress until ``resume_at``
+(the restart cost). These records are what policies read through
+:class:`halyard.policies.JobInfo`; only the core changes them.
+"""
+
+from __future__ import annotations
+
+import math
+
+from halyard.datamodel import Allocation, JobSpec, JobState
+
+
+class JobRecord:
+    __slots__ = (
+        "_anchor", "_done", "_gpu_s", "_rate", "_resume_at", "_run_s", "_run_start",
+        "allocation", "arrival_seq", "end_time", "epoch", "first_start", "ideal_iteration_s",
+        "iteration_s", "iterations_total", "job_id", "last_assignment_time", "pending_since",
+        "preemptions", "queued_s", "restarts", "spec", "state",
+    )
+
+    def __init__(self, spec: JobSpec, arrival_seq: int, iterations_total: int,
+                 ideal_iteration_s: float, now: float) -> None:
+        self.spec = spec
+        self.job_id = spec.job_id
+        self.arrival_seq = arrival_seq
+        self.state = JobState.PENDING
+        self.allocation: Allocation | None = None
+        self.iterations_total = iterations_total
+        self.ideal_iteration_s = ideal_iteration_s
+        self.iteration_s = ideal_iteration_s
+        self.pending_since = now
+        self.queued_s = 0.0
+        self.first_start: float | None = None
+        self.last_assignment_time: float | None = None
+        self.end_time: float | None = None
+        self.preemptions = 0
+        self.restarts = 0
+        self.epoch = 0  # bumped whenever a scheduled completion becomes stale
+        self._done = 0.0
+        self._anchor = now
+        self._resume_at = now
+        self._rate = 0.0
+        self._gpu_s = 0.0
+        self._run_s = 0.0
+        self._run_start: float | None = None
+
+    # --- read side (the JobInfo protocol) ---------------------------------
+
+    @property
+    def num_gpus(self) -> int:
+        return self.allocation.num_gpus if self.allocation is not None else self.spec.num_gpus
+
+    def iterations_done(self, now: float) -> float:
+        if self._rate == 0.0:
+            return self._done
+        since = now - max(self._anchor, self._resume_at)
+        if since <= 0.0:
+            return self._done
+        return min(float(self.iterations_total), self._done + self._rate * since)
+
+    def remaining_iterations(self, now: float) -> float:
+        return self.iterations_total - self.iterations_done(now)
+
+    def attained_gpu_s(self, now: float) -> float:
+        if self._run_start is None:
+            return self._gpu_s
+        return self._gpu_s + self.num_gpus * (now - self._run_start)
+
+    def run_time_s(self, now: float) -> float:
+        return self._run_s if self._run_start is None else self._run_s + (now - self._run_start)
+
+    @property
+    def has_checkpoint(self) -> bool:
+        """Whether a start resumes earlier work (and so pays a restart cost)."""
+        return self._done > 0.0 or self.preemptions > 0
+
+    def finish_time(self) -> float:
+        """When a running job completes at its current rate (inf if not progressing)."""
+        if self._rate <= 0.0:
+            return math.inf
+        return max(self._anchor, self._resume_at) + (self.iterations_total - self._done) / self._rate
+
+    # --- write side (SchedulingCore and the agent pool only) --------------
+
+    def begin_run(self, allocation: Allocation, now: float) -> None:
+        self.allocation = allocation
+        self.state = JobState.RUNNING
+        self.queued_s += now - self.pending_since
+        if self.first_start is None:
+            self.first_start = now
+        self.last_assignment_time = now
+        self._run_start = now
+        self._anchor = now
+        self._rate = 0.0
+
+    def end_run(self, now: float, *, checkpoint: bool) -> None:
+        """Stop running; with ``checkpoint`` keep only whole iterations (the last checkpoint)."""
+        done = self.iterations_done(now)
+        self._done = math.floor(done + 1e-9) if checkpoint else done
+        self._anchor = now
+        self._rate = 0.0
+        if self._run_start is not None:
+            self._gpu_s += self.num_gpus * (now - self._run_start)
+            self._run_s += now - self._run_start
+            self._run_start = None
+        if checkpoint:
+            self.last_assignment_time = now
+        self.epoch += 1
+
+    def rearm(self, now: float, allocation: Allocation, *, checkpoint: bool) -> None:
+        """Switch a running job to a new allocation (migrate, resize, new resources)."""
+        self.end_run(now, checkpoint=checkpoint)
+        self.allocation = allocation
+        self._run_start = now
+
+    def set_rate(self, now: float, iteration_s: float, restore_s: float = 0.0) -> None:
+        """One iteration now takes ``iteration_s``; with ``restore_s`` > 0 progress
+        restarts only after that long (restoring a checkpoint), else a restore
+        already under way still finishes first."""
+        self._done = self.iterations_done(now)
+        self._anchor = now
+        self._resume_at = now + restore_s if restore_s > 0.0 else max(self._resume_at, now)
+        self.iteration_s = iteration_s
+        self._rate = 1.0 / iteration_s
+        self.epoch += 1
+
+    def finish(self, now: float, state: JobState) -> None:
+        if state is JobState.COMPLETED:
+            self._done = float(self.iterations_total)
+        if self._run_start is not None:
+            self._gpu_s += self.num_gpus * (now - self._run_start)
+            self._run_s += now - self._run_start
+            self._run_start = None
+        elif self.state is JobState.PENDING:
+            self.queued_s += now - self.pending_since
+        self._rate = 0.0
+        self.state = state
+        self.end_time = now
+        self.epoch += 1

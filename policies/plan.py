@@ -1,0 +1,87 @@
+"""A plan: the actions a scheduling pass asks the core to carry out.
+
+The core applies a plan atomically: it validates every action against the
+current state and either applies all of them, in order, or none (and says
+which action is wrong and why).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from halyard.datamodel import Allocation
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    job_id: str
+    allocation: Allocation
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Migrate:
+    """Move a running job to another allocation with the same GPU count."""
+
+    job_id: str
+    allocation: Allocation
+
+
+@dataclass(frozen=True, slots=True)
+class Resize:
+    """Give an elastic job a new allocation with another GPU count."""
+
+    job_id: str
+    allocation: Allocation
+
+
+@dataclass(frozen=True, slots=True)
+class SetTimeShift:
+    job_id: str
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class SetResources:
+    """Change the CPU cores and memory a running job holds on one node."""
+
+    job_id: str
+    node: str
+    cpus: int
+    memory_mb: int
+
+
+Action = Start | Preempt | Migrate | Resize | SetTimeShift | SetResources
+
+
+@dataclass(slots=True)
+class Plan:
+    actions: list[Action] = field(default_factory=list)
+
+    def start(self, job_id: str, allocation: Allocation) -> None:
+        self.actions.append(Start(job_id, allocation))
+
+    def preempt(self, job_id: str) -> None:
+        self.actions.append(Preempt(job_id))
+
+    def migrate(self, job_id: str, allocation: Allocation) -> None:
+        self.actions.append(Migrate(job_id, allocation))
+
+    def resize(self, job_id: str, allocation: Allocation) -> None:
+        self.actions.append(Resize(job_id, allocation))
+
+    def set_time_shift(self, job_id: str, seconds: float) -> None:
+        self.actions.append(SetTimeShift(job_id, seconds))
+
+    def set_resources(self, job_id: str, node: str, cpus: int, memory_mb: int) -> None:
+        self.actions.append(SetResources(job_id, node, cpus, memory_mb))
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def __bool__(self) -> bool:
+        return bool(self.actions)

@@ -1,0 +1,96 @@
+"""What a policy sees: a read-only view of the cluster at one instant.
+
+The core builds a :class:`ClusterView` for each scheduling pass. Its job
+entries are the core's own records typed as :class:`JobInfo`, a read-only
+protocol, so building a view costs nothing per job; a policy that writes to
+them breaks the contract (the core re-validates every action anyway).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from halyard.datamodel import Allocation, Cluster, JobSpec, JobState
+from halyard.policies.resources import FreeResources
+
+
+class JobInfo(Protocol):
+    """A job's scheduling state, as policies may read it."""
+
+    @property
+    def spec(self) -> JobSpec: ...
+    @property
+    def job_id(self) -> str: ...
+    @property
+    def state(self) -> JobState: ...
+    @property
+    def allocation(self) -> Allocation | None: ...
+    @property
+    def num_gpus(self) -> int:
+        """GPUs held when running, else GPUs requested."""
+        ...
+    @property
+    def iterations_total(self) -> int: ...
+    @property
+    def ideal_iteration_s(self) -> float:
+        """Iteration time on the tightest placement of the requested GPUs."""
+        ...
+    @property
+    def iteration_s(self) -> float:
+        """Current iteration time when running, else :attr:`ideal_iteration_s`."""
+        ...
+    @property
+    def arrival_seq(self) -> int:
+        """Position in arrival order; breaks ties between equal submit times."""
+        ...
+    @property
+    def pending_since(self) -> float: ...
+    @property
+    def last_assignment_time(self) -> float | None:
+        """When the job last got (or lost) GPUs; None if it never ran."""
+        ...
+    @property
+    def preemptions(self) -> int: ...
+    def iterations_done(self, now: float) -> float: ...
+    def remaining_iterations(self, now: float) -> float: ...
+    def attained_gpu_s(self, now: float) -> float:
+        """GPU-seconds held so far (Tiresias' attained service)."""
+        ...
+    def run_time_s(self, now: float) -> float:
+        """Seconds spent running so far."""
+        ...
+
+
+class PerformanceEstimator(Protocol):
+    """The part of the performance model a policy may consult."""
+
+    def iteration_time(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> object: ...
+    def consolidated_iteration_time(self, spec: JobSpec, cluster: Cluster, gpu_type: str | None = None) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """The cluster at ``now``: free resources, running and pending jobs.
+
+    ``pending`` is in arrival order; ``free`` must not be modified (take a
+    :meth:`FreeResources.copy` to plan on).
+    """
+
+    now: float
+    cluster: Cluster
+    free: FreeResources
+    running: Mapping[str, JobInfo]
+    pending: Sequence[JobInfo]
+    perf: PerformanceEstimator
+    round_s: float
+
+    @property
+    def schedulable_gpus(self) -> int:
+        """GPUs on nodes that accept new work, free or not."""
+        total = 0
+        for node in self.cluster.nodes:
+            if self.free.schedulable[node.index]:
+                total += node.gpus
+        return total

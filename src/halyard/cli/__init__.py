@@ -1,0 +1,49 @@
+"""The ``halyard`` command line.
+
+Every input error ends in one line on stderr and exit status 2; no traceback
+reaches the user for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from halyard import __version__
+from halyard.cli import simulate, trace
+from halyard.datamodel import HalyardError
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line, not the whole usage text."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="halyard", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"halyard {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    simulate.register(commands)
+    trace.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except (HalyardError, OSError) as exc:
+        print(f"halyard {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(f"halyard {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from halyard.cli import main
+
+sys.exit(main())

@@ -1,0 +1,71 @@
+"""The `halyard` command end to end, as a user runs it (a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from halyard.traces import read_trace
+
+HALYARD = [sys.executable, "-m", "halyard.cli"]
+REQUIRED_KEYS = {"policy", "jobs", "completed", "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s",
+                 "makespan_s", "avg_queue_s", "gpu_utilization", "preemptions", "wall_s"}
+
+
+def halyard(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = os.environ | {"COLUMNS": "120"}
+    return subprocess.run([*HALYARD, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_simulate_default_writes_summary(tmp_path):
+    out = tmp_path / "r.json"
+    proc = halyard("simulate", "--out", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "average JCT" in proc.stdout and "default" in proc.stdout
+    result = json.loads(out.read_text())
+    assert set(result) >= REQUIRED_KEYS
+    assert result["completed"] == result["jobs"] > 0
+    assert result["policy"] == "fifo" and result["makespan_s"] > 0
+
+
+def test_generate_then_simulate_with_las(tmp_path):
+    trace = tmp_path / "t.csv"
+    gen = halyard("trace", "generate", "--jobs", "40", "--rate", "30", "--split", "30,60,10",
+                  "--multi-gpu", "--seed", "7", "--out", str(trace), cwd=tmp_path)
+    assert gen.returncode == 0, gen.stderr
+    assert len(read_trace(trace).jobs) == 40
+    out = tmp_path / "las.json"
+    sim = halyard("simulate", "--trace", str(trace), "--policy", "las", "--out", str(out), cwd=tmp_path)
+    assert sim.returncode == 0, sim.stderr
+    result = json.loads(out.read_text())
+    assert result["policy"] == "las" and result["completed"] == 40
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["simulate", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+    (["simulate", "--policy", "magic"], "unknown policy 'magic'"),
+    (["simulate", "--cluster", "nowhere.toml"], "no such cluster file"),
+    (["simulate", "--trace", "missing.csv"], "no such trace file"),
+    (["simulate", "--measure", "9:3"], "--measure"),
+    (["trace", "generate", "--jobs", "5", "--rate", "1", "--split", "1,2", "--out", "x.csv"], "--split"),
+])
+def test_bad_input_is_one_line_and_nonzero(tmp_path, args, message):
+    proc = halyard(*args, cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert message in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_bad_cluster_file_names_line_and_field(tmp_path):
+    bad = tmp_path / "c.toml"
+    bad.write_text('name = "c"\n[[racks]]\nuplink_gbit_s = 100\n[[racks.nodes]]\ngpu_type = "V100"\n'
+                   'gpus = -8\ncpus = 4\nmemory_gb = 10\nfabric = "pcie"\nfabric_gbyte_s = 16\nnic_gbit_s = 100\n')
+    proc = halyard("simulate", "--cluster", str(bad), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert f"{bad}:6, field 'racks[0].nodes[0].gpus': must be positive" in proc.stderr

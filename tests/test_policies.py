@@ -1,0 +1,117 @@
+"""Baseline policy rules: orderings, first-fit consolidated placement, the staged pass."""
+
+from __future__ import annotations
+
+import pytest
+from factories import job
+
+from halyard.controlplane import SchedulingCore
+from halyard.datamodel import Allocation, NodeAllocation, ValidationError
+from halyard.policies import Fifo, FirstFitConsolidated, Las, Plan, Srtf, make_policy, policy_names
+
+
+def core_with(cluster, perf, policy="fifo") -> SchedulingCore:
+    return SchedulingCore(cluster, make_policy(policy), perf)
+
+
+def occupy(core: SchedulingCore, job_id: str, node: str, gpus: tuple[int, ...]) -> None:
+    """Start a job by hand on given GPUs (GPU-proportional CPU and memory)."""
+    n = core.cluster.node(node)
+    core.submit(job(len(gpus), job_id=job_id), 0.0)
+    plan = Plan()
+    plan.start(job_id, Allocation((NodeAllocation(node, gpus, n.proportional_cpus(len(gpus)),
+                                                  n.proportional_memory_mb(len(gpus))),)))
+    core.apply(plan, 0.0)
+
+
+def place(core: SchedulingCore, gpus: int, **kw) -> Allocation | None:
+    spec = job(gpus, **kw)
+    rec = core.submit(spec, 0.0)
+    return FirstFitConsolidated().place(core.view(0.0), rec, gpus, core.free.copy())
+
+
+def test_placement_prefers_one_node_with_room(small_cluster, perf):
+    core = core_with(small_cluster, perf)
+    occupy(core, "busy", "r0-n0", (0, 1))
+    a = place(core, 3)
+    assert a.node_names == ("r0-n1",) and a.nodes[0].gpus == (0, 1, 2)
+    # GPU-proportional CPU and memory (Synergy §2): 3 of 4 GPUs -> 3/4 of 12 cores and 250 GB
+    assert (a.nodes[0].cpus, a.nodes[0].memory_mb) == (9, 187_500)
+
+
+def test_placement_fewest_nodes_then_one_rack(small_cluster, perf):
+    core = core_with(small_cluster, perf)
+    occupy(core, "x", "r0-n0", (0, 1, 2))   # r0: 1 + 4 free; r1: 4 + 4 free
+    a = place(core, 8)
+    assert a.node_names == ("r1-n0", "r1-n1")  # 2 nodes in one rack, not 3 across racks
+
+
+def test_placement_spans_racks_when_it_must(small_cluster, perf):
+    core = core_with(small_cluster, perf)
+    occupy(core, "x", "r0-n0", (0, 1, 2))
+    occupy(core, "y", "r1-n1", (0, 1, 2))
+    a = place(core, 6)  # free: r0-n0 1, r0-n1 4, r1-n0 4, r1-n1 1
+    assert a.num_gpus == 6
+    assert {p.node for p in a.nodes} == {"r0-n1", "r1-n0"}
+
+
+def test_placement_none_when_not_enough(small_cluster, perf):
+    core = core_with(small_cluster, perf)
+    occupy(core, "x", "r0-n0", (0, 1, 2, 3))
+    assert place(core, 13) is None
+
+
+def test_placement_needs_cpu_for_proportional_share(small_cluster, perf):
+    core = core_with(small_cluster, perf)
+    core.free.cpus[:] = [0, 2, 12, 12]  # r0 nodes have GPUs but no CPU to go with them
+    a = place(core, 2)
+    assert a.node_names == ("r1-n0",)
+
+
+def test_fifo_backfills_small_jobs(small_cluster, perf):
+    core = core_with(small_cluster, perf)
+    core.submit(job(12, job_id="big", submit=0.0), 0.0)
+    core.schedule(0.0)
+    core.submit(job(8, job_id="blocked", submit=1.0), 1.0)
+    core.submit(job(4, job_id="small", submit=2.0), 2.0)
+    started = [a.job_id for a in core.schedule(2.0)]
+    assert started == ["small"]
+
+
+def test_orderings(small_cluster, perf):
+    core = core_with(small_cluster, perf)
+    a = core.submit(job(1, job_id="a", submit=0.0, iterations=5000), 0.0)
+    b = core.submit(job(1, job_id="b", submit=1.0, iterations=100), 1.0)
+    c = core.submit(job(4, job_id="c", submit=2.0, iterations=100), 2.0)
+    view = core.view(10.0)
+    ranked = lambda ordering: [j.job_id for j in sorted([a, b, c], key=ordering.key(view))]  # noqa: E731
+    assert ranked(Fifo()) == ["a", "b", "c"]
+    assert ranked(Srtf()) == ["b", "c", "a"]  # equal remaining iterations: submit time breaks the tie
+    assert (Fifo().preemptive, Srtf().preemptive, Las().preemptive) == (False, True, True)
+    assert (Srtf().needs_rounds, Las().needs_rounds) == (False, True)
+
+
+def test_las_ranks_by_attained_gpu_seconds(small_cluster, perf):
+    core = core_with(small_cluster, perf, "las")
+    occupy(core, "wide", "r0-n0", (0, 1, 2, 3))   # 4 GPUs
+    occupy(core, "narrow", "r0-n1", (0,))         # 1 GPU
+    fresh = core.submit(job(1, job_id="fresh", submit=50.0), 50.0)
+    view = core.view(100.0)
+    jobs = [*core.running.values(), fresh]
+    assert [j.attained_gpu_s(100.0) for j in jobs] == [400.0, 100.0, 0.0]
+    assert [j.job_id for j in sorted(jobs, key=Las().key(view))] == ["fresh", "narrow", "wide"]
+
+
+def test_preemptive_pass_evicts_lowest_priority(small_cluster, perf):
+    core = core_with(small_cluster, perf, "srtf")
+    core.submit(job(16, job_id="long", iterations=10**6), 0.0)
+    core.schedule(0.0)
+    core.submit(job(4, job_id="short", submit=5.0, iterations=10), 5.0)
+    actions = core.schedule(5.0)
+    assert [(type(a).__name__, a.job_id) for a in actions] == [("Preempt", "long"), ("Start", "short")]
+
+
+def test_unknown_policy_lists_names():
+    with pytest.raises(ValidationError, match="known: fifo, las, srtf"):
+        make_policy("round-robin")
+    assert policy_names() == ["fifo", "las", "srtf"]
