@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -19,7 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from halyard.datamodel import ValidationError
+from halyard.datamodel import ValidationError, parse_toml
 
 BUILTIN_CATALOG = "models.toml"
 SCHEMA_VERSION = 1
@@ -110,12 +109,7 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
 
 
 def parse_catalog(text: str, *, source: str = "<string>") -> Catalog:
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"line (\d+)", str(exc))
-        raise ValidationError(f"not valid TOML: {exc}", source=source,
-                              line=int(m.group(1)) if m else None) from None
+    doc = parse_toml(text, source=source)
     lines = text.splitlines()
 
     def fail(msg: str, field: str) -> ValidationError:

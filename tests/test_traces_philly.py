@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -17,13 +18,12 @@ from halyard.traces import (
 )
 from halyard.traces.philly import assign_models
 
-TRACES = Path("/work/shared/traces")
-SAMPLE = TRACES / "philly_pollux_jobs_sample.csv"
-FULL = TRACES / "philly_pollux_jobs_full.csv"
+# The sample ships with the package; the full file is in the workspace's shared/ folder.
+SAMPLE = Path(str(resources.files("halyard.data") / "traces" / "philly_sample.csv"))
+FULL = Path(__file__).resolve().parents[2] / "shared" / "traces" / "philly_pollux_jobs_full.csv"
 HEADER = "timestamp,duration,num_gpus,gpu_time,cluster"
 ALL_MODELS = set(SYNERGY_IMAGE_MODELS + SYNERGY_LANGUAGE_MODELS + SYNERGY_SPEECH_MODELS)
 
-needs_sample = pytest.mark.skipif(not SAMPLE.exists(), reason="shared Philly sample not present")
 needs_full = pytest.mark.skipif(not FULL.exists(), reason="shared Philly file not present")
 
 
@@ -38,7 +38,6 @@ def sample():
     return read_philly(SAMPLE)
 
 
-@needs_sample
 def test_sample_counts_and_order(sample) -> None:
     assert sample.format == "philly-pollux" and sample.source == str(SAMPLE)
     assert sample.errors == ()
@@ -51,7 +50,6 @@ def test_sample_counts_and_order(sample) -> None:
     assert {j.job_id for j in sample.jobs} == {f"philly-{n}" for n in range(1, 2001)}
 
 
-@needs_sample
 def test_sample_histograms_as_documented(sample) -> None:
     assert Counter(j.num_gpus for j in sample.jobs) == {1: 1901, 2: 49, 4: 20, 8: 30}
     assert Counter(j.tenant for j in sample.jobs)["6214e9"] == 1648
@@ -60,7 +58,6 @@ def test_sample_histograms_as_documented(sample) -> None:
     assert sum(d < 60 for d in durations) == 53
 
 
-@needs_sample
 def test_sample_row_54_is_readme_job_14199(sample) -> None:
     job = {j.job_id: j for j in sample.jobs}["philly-54"]
     assert job.duration_s == 193_256.0 and job.num_gpus == 8 and job.iterations == 0
@@ -68,7 +65,6 @@ def test_sample_row_54_is_readme_job_14199(sample) -> None:
     assert job.extra == {"timestamp": "2017-10-07 01:11:39", "cluster": "ee9e8c", "gpu_time": "1546048.0"}
 
 
-@needs_sample
 def test_read_trace_detects_philly(sample) -> None:
     load = read_trace(SAMPLE)
     assert load.format == "philly-pollux"
@@ -76,7 +72,6 @@ def test_read_trace_detects_philly(sample) -> None:
     assert read_trace(SAMPLE, seed=3).jobs == read_philly(SAMPLE, seed=3).jobs != sample.jobs
 
 
-@needs_sample
 def test_models_seeded_and_from_synergy_table(sample) -> None:
     models = [j.model for j in sample.jobs]
     assert set(models) <= ALL_MODELS
@@ -100,7 +95,6 @@ def test_model_of_a_row_depends_only_on_seed_and_row_number() -> None:
 
 
 @needs_full
-@needs_sample
 def test_full_file(sample) -> None:
     full = read_trace(FULL)  # ends with an empty line: skipped silently
     assert full.errors == () and len(full.jobs) == 82_247

@@ -9,10 +9,11 @@ from halyard.datamodel.cluster_toml import builtin_clusters, load_cluster, parse
 from halyard.datamodel.errors import HalyardError, InvalidTransition, ValidationError
 from halyard.datamodel.events import EventKind, JobEvent
 from halyard.datamodel.job import TRANSITIONS, JobSpec, JobState, Parallelism, check_transition
+from halyard.datamodel.toml_text import parse_toml
 
 __all__ = [
     "TRANSITIONS", "Allocation", "Cluster", "EventKind", "Fabric", "HalyardError",
     "InvalidTransition", "JobEvent", "JobSpec", "JobState", "Node", "NodeAllocation",
     "Parallelism", "Rack", "StagePlan", "Tier", "ValidationError", "builtin_clusters",
-    "check_transition", "load_cluster", "parse_cluster",
+    "check_transition", "load_cluster", "parse_cluster", "parse_toml",
 ]

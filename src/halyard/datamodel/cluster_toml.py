@@ -27,7 +27,6 @@ Errors name the file, the line and the field.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any
 
 from halyard.datamodel.cluster import Cluster, Fabric, Node, Rack
 from halyard.datamodel.errors import ValidationError
+from halyard.datamodel.toml_text import parse_toml
 
 GBIT_PER_GBYTE = 8.0  # 8 bits per byte
 
@@ -102,12 +102,7 @@ class _Locator:
 
 
 def parse_cluster(text: str, *, source: str = "<string>") -> Cluster:
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"line (\d+)", str(exc))
-        raise ValidationError(f"not valid TOML: {exc}", source=source,
-                              line=int(m.group(1)) if m else None) from None
+    doc = parse_toml(text, source=source)
     loc = _Locator(text.splitlines())
 
     def fail(msg: str, key: str, rack: int | None = None, node: int | None = None) -> ValidationError:
