@@ -5,7 +5,7 @@ job advances at a constant rate given by the performance model, so the cost
 of a run grows with the number of events, not of iterations. Passes run on
 events (arrivals, completions; all events at one instant share one pass) and,
 for policies whose priorities drift with time, on a round timer while jobs
-wait.
+wait (or, for policies that act on running jobs alone, while jobs run).
 """
 
 from __future__ import annotations
@@ -128,7 +128,8 @@ class Simulator:
                     changed = True
             if changed and (core.pending or policy.acts_without_pending):
                 self.pool.execute(core.schedule(now), now)
-            if policy.needs_rounds and core.pending and round_at == math.inf:
+            waiting = core.pending or (policy.acts_without_pending and core.running)
+            if policy.needs_rounds and waiting and round_at == math.inf:
                 round_at = (math.floor(now / self.round_s) + 1) * self.round_s
                 self._push(round_at, _ROUND, "", 0)
             if on_progress is not None and changed:
