@@ -1,6 +1,6 @@
-"""Read and write traces in the canonical CSV / JSONL format; detect formats.
+"""Read and write traces in the canonical CSV / JSONL format.
 
-``read_trace`` streams the file row by row (the ``csv`` module, or line
+``read_canonical_csv`` / ``read_canonical_jsonl`` stream the file row by row (the ``csv`` module, or line
 iteration for JSONL), validates every row into a :class:`JobSpec` and either
 skips bad rows, recording each :class:`ValidationError` with file, line and
 field, or (``strict=True``) raises the first one.
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from halyard.datamodel import JobSpec, ValidationError
-from halyard.traces.philly import PHILLY_COLUMNS, read_philly
+from halyard.traces.loading import check_file, guard_unicode
 from halyard.traces.schema import (
     CANONICAL_COLUMNS,
     COLUMN_BY_NAME,
@@ -37,16 +37,12 @@ from halyard.traces.schema import (
     make_job,
 )
 
-# The formats read_trace recognises, with how it recognises them.
-ACCEPTED_FORMATS: dict[str, str] = {
-    "csv": f".csv whose header starts with {CANONICAL_COLUMNS[0]},{CANONICAL_COLUMNS[1]} (canonical CSV)",
-    "jsonl": ".jsonl, one JSON object per line (canonical JSON Lines)",
-    "philly-pollux": f".csv with header {','.join(PHILLY_COLUMNS)} (processed Philly, Pollux artifact)",
-}
+CANONICAL_CSV_FORMAT = "csv"
+CANONICAL_JSONL_FORMAT = "jsonl"
 
 
-def _accepted() -> str:
-    return "accepted formats: " + "; ".join(f"{k}: {v}" for k, v in ACCEPTED_FORMATS.items())
+def is_canonical_header(header: list[str]) -> bool:
+    return header[:2] == list(CANONICAL_COLUMNS[:2])
 
 
 class _Collector:
@@ -80,46 +76,28 @@ class _Collector:
         return TraceLoad(jobs=tuple(jobs), errors=tuple(self.errors), format=fmt, source=self.source)
 
 
-def read_trace(path: str | os.PathLike[str], *, strict: bool = False, seed: int = 0) -> TraceLoad:
-    """Read a trace file, detecting its format (see :data:`ACCEPTED_FORMATS`).
+def read_canonical_csv(path: str | os.PathLike[str], *, strict: bool = False) -> TraceLoad:
+    """Read a canonical CSV trace (any suffix); the header must start ``job_id,submit_time``."""
+    p, source = check_file(path)
 
-    Jobs come back sorted by ``(submit_time, file order)``. Invalid rows are
-    skipped and listed in ``TraceLoad.errors``; with ``strict=True`` the first
-    invalid row raises its :class:`ValidationError` instead. Problems with the
-    file as a whole (missing, unknown suffix or header, a header lacking a
-    required column) always raise.
-
-    ``seed`` seeds the attributes a format lacks: for a ``philly-pollux`` file
-    the model assignment of :func:`read_philly` (with Synergy's default split;
-    call :func:`read_philly` for another split). Canonical files carry every
-    attribute, so it does not affect them.
-    """
-    p = Path(path)
-    source = str(path)
-    if not p.is_file():
-        raise ValidationError("no such trace file", source=source)
-    try:
-        return _read_any(p, source, strict, seed)
-    except UnicodeDecodeError as err:
-        raise ValidationError(f"not UTF-8 text ({err.reason} at byte {err.start})", source=source) from None
-
-
-def _read_any(p: Path, source: str, strict: bool, seed: int) -> TraceLoad:
-    suffix = p.suffix.lower()
-    if suffix == ".jsonl":
-        return _read_jsonl(p, source, strict)
-    if suffix != ".csv":
-        raise ValidationError(f"unrecognised file suffix {suffix!r}; {_accepted()}", source=source)
-    with p.open(newline="", encoding="utf-8-sig") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if header is None:
-            raise ValidationError(f"empty file, expected a header row; {_accepted()}", source=source, line=1)
-        if header[:2] == list(CANONICAL_COLUMNS[:2]):
+    def run() -> TraceLoad:
+        with p.open(newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            if header is None:
+                raise ValidationError("empty file, expected a header row", source=source, line=1)
+            if not is_canonical_header(header):
+                raise ValidationError(f"a canonical CSV header starts with {CANONICAL_COLUMNS[0]},"
+                                      f"{CANONICAL_COLUMNS[1]}; got {','.join(header)!r}", source=source, line=1)
             return _read_csv_rows(reader, header, source, strict)
-    if tuple(header) == PHILLY_COLUMNS:
-        return read_philly(p, strict=strict, seed=seed)
-    raise ValidationError(f"unrecognised header {','.join(header)!r}; {_accepted()}", source=source, line=1)
+
+    return guard_unicode(source, run)
+
+
+def read_canonical_jsonl(path: str | os.PathLike[str], *, strict: bool = False) -> TraceLoad:
+    """Read a canonical JSON Lines trace (any suffix)."""
+    p, source = check_file(path)
+    return guard_unicode(source, lambda: _read_jsonl(p, source, strict))
 
 
 def _check_header(header: list[str], source: str) -> None:

@@ -23,7 +23,8 @@ Rules (also in ``docs/trace-format.md``):
 * ``model``: Philly records none. Each row gets one by a seeded rule that depends
   only on ``(seed, n)``: a task by the split (default Synergy's (20, 70, 10)),
   then a model of that task uniformly (Synergy Table 4), each decided by a
-  64-bit hash of ``(seed, n, draw)``; see :func:`assign_models`. The same row
+  64-bit hash of ``(seed, n, draw)``; see :func:`halyard.traces.assign.assign_models`
+  (the data row number ``n`` is the key). The same row
   number gets the same model whatever the row order and however the file is
   sliced (the 2,000-row sample agrees with the full file).
 """
@@ -37,15 +38,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import MappingProxyType
 
-import numpy as np
-
 from halyard.datamodel import JobSpec, ValidationError
-from halyard.traces.generator import (
-    SYNERGY_DEFAULT_SPLIT,
-    SYNERGY_TASK_MODELS,
-    SYNERGY_TASKS,
-    task_probabilities,
-)
+from halyard.traces.assign import assign_models
+from halyard.traces.assign import check_seed as _check_seed
+from halyard.traces.generator import SYNERGY_DEFAULT_SPLIT, task_probabilities
 from halyard.traces.schema import TraceLoad, csv_records, parse_float_text, parse_int_text
 
 # The header of the Pollux artifact's processed Philly file (traces README §1c).
@@ -54,62 +50,6 @@ PHILLY_FORMAT = "philly-pollux"
 PHILLY_JOB_ID_PREFIX = "philly-"
 PHILLY_TIMESTAMP_LEN = len("YYYY-MM-DD HH:MM:SS")
 _EPOCH = dt.datetime(1970, 1, 1)  # any fixed naive origin; only differences matter
-
-# splitmix64 (Steele, Lea & Flood, "Fast splittable pseudorandom number
-# generators", OOPSLA 2014; constants from Vigna's reference splitmix64.c).
-_SM64_GAMMA = np.uint64(0x9E3779B97F4A7C15)
-_SM64_MUL1 = np.uint64(0xBF58476D1CE4E5B9)
-_SM64_MUL2 = np.uint64(0x94D049BB133111EB)
-_DRAWS_PER_ROW = 2  # draw 0 picks the task, draw 1 the model within it
-_MANTISSA_BITS = 53  # a double holds 53 bits: u = (hash >> 11) / 2**53 in [0, 1)
-
-
-def _splitmix64(x: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        z = x + _SM64_GAMMA
-        z = (z ^ (z >> np.uint64(30))) * _SM64_MUL1
-        z = (z ^ (z >> np.uint64(27))) * _SM64_MUL2
-        return z ^ (z >> np.uint64(31))
-
-
-def _uniform(seed: int, rows: np.ndarray, draw: int) -> np.ndarray:
-    """A uniform in [0, 1) for each row: splitmix64(splitmix64(seed) ^ (2 * row + draw))."""
-    key = _splitmix64(np.array([seed], dtype=np.uint64))[0]
-    counter = rows.astype(np.uint64) * np.uint64(_DRAWS_PER_ROW) + np.uint64(draw)
-    bits = _splitmix64(counter ^ key) >> np.uint64(64 - _MANTISSA_BITS)
-    return bits.astype(np.float64) / float(2**_MANTISSA_BITS)
-
-
-def _check_seed(seed: int) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
-        raise ValidationError(f"must be an integer in [0, 2**64), got {seed!r}", field="seed")
-
-
-def assign_models(rows: Sequence[int] | np.ndarray, *, seed: int = 0,
-                  split: Sequence[float] = SYNERGY_DEFAULT_SPLIT) -> list[str]:
-    """The model for each data row number: a pure function of ``(seed, row)``.
-
-    Task: the first task whose cumulative split probability exceeds
-    ``u0 = H(seed, row, 0)``; model: ``models[floor(u1 * len(models))]`` with
-    ``u1 = H(seed, row, 1)``, ``H`` the splitmix64 hash of :func:`_uniform`.
-    """
-    _check_seed(seed)
-    probs = task_probabilities(split)
-    row_arr = np.asarray(rows, dtype=np.int64)
-    if row_arr.size and row_arr.min() < 0:
-        raise ValidationError("row numbers must be >= 0", field="rows")
-    cumulative = np.cumsum(probs)
-    cumulative[-1] = 1.0  # guard against rounding: every u < 1 lands in a task
-    u_task = _uniform(seed, row_arr, 0)
-    u_model = _uniform(seed, row_arr, 1)
-    task = np.searchsorted(cumulative, u_task, side="right")
-    # A task with probability 0 is never chosen: searchsorted skips empty intervals.
-    out = []
-    for t, u in zip(task.tolist(), u_model.tolist(), strict=True):
-        models = SYNERGY_TASK_MODELS[SYNERGY_TASKS[t]]
-        out.append(models[int(u * len(models))])
-    return out
-
 
 def _parse_timestamp(text: str) -> dt.datetime:
     stamp = None

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -70,6 +70,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("deadline", "float", "s", False, "absolute deadline, same clock as submit_time"),
 )
 
+_NO_DROPS: Mapping[str, int] = MappingProxyType({})
+
 CANONICAL_COLUMNS: tuple[str, ...] = tuple(c.name for c in COLUMNS)
 REQUIRED_COLUMNS: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.required)
 # A job needs positive work in at least one of these (JobSpec.validate enforces it).
@@ -87,13 +89,22 @@ class TraceLoad:
 
     ``jobs`` are sorted by ``(submit_time, order in the file)``; ``errors`` are
     the rows that were skipped, each naming file, line and field. ``format`` is
-    ``"csv"``, ``"jsonl"`` or ``"philly-pollux"``; ``source`` the path read.
+    the name of the format read (``halyard.traces.FORMATS``); ``source`` the
+    path read; ``dropped`` counts valid rows that are not jobs, by reason.
     """
 
     jobs: tuple[JobSpec, ...]
     errors: tuple[ValidationError, ...]
     format: str
     source: str
+    # Valid rows that are deliberately not jobs (CPU-only pods, jobs that never
+    # ran, ...), counted by reason. Not errors: --strict does not stop on them.
+    dropped: Mapping[str, int] = field(default_factory=lambda: _NO_DROPS)
+
+    @property
+    def dropped_total(self) -> int:
+        """Number of valid rows that were not turned into jobs (see ``dropped``)."""
+        return sum(self.dropped.values())
 
     @property
     def skipped(self) -> int:
