@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
@@ -21,18 +21,29 @@ from typing import Any
 from halyard.datamodel import ValidationError, parse_toml
 
 BUILTIN_CATALOG = "models.toml"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 TASKS = ("image", "language", "speech")  # Synergy Table 4's three task classes
 # GPU types every model must be costed on: the papers' clusters are V100 (Synergy,
 # Dally-era), P100 (Philly, Gavel) and A100 (ElasticFlow, Crius).
 REQUIRED_GPU_TYPES = ("V100", "P100", "A100")
 
-_MODEL_KEYS = {"task", "description", "reference_batch", "gradient_bytes", "backward_fraction", "compute_s"}
+_MODEL_KEYS = {"task", "description", "reference_batch", "gradient_bytes", "backward_fraction",
+               "activation_bytes", "compute_s"}
 _CONSTANT_KEYS = {
     "node_latency_s", "rack_latency_s", "spine_latency_s",
     "restart_fixed_s", "checkpoint_gbyte_s", "checkpoint_state_factor",
+    "state_bytes_per_parameter", "optimizer_step_bytes_per_parameter", "framework_reserve_bytes",
+    "ddp_bucket_bytes",
 }
-_TOP_KEYS = {"schema_version", "constants", "models"}
+_GPU_KEYS = {"memory_gib", "tensor_tflops", "memory_gbyte_s"}
+_TOP_KEYS = {"schema_version", "constants", "gpus", "models"}
+GIB = 1024**3  # bytes per GiB: GPU memory is built in binary units
+# The GPU scaling rule's validation pair: ResNet-50 mixed precision, A100 / V100 time
+# (NVIDIA DeepLearningExamples, REFERENCE-NUMBERS.md: 1200 vs 2470 img/s).
+SCALING_RULE = ("estimate: {anchor} figure x {ratio:.3f}, the GPU scaling rule (time proportional to "
+                "1 / sqrt(dense FP16 tensor TFLOPS x memory GB/s), [gpus] table; the rule gives A100/V100 "
+                "0.481 against 0.486 measured for ResNet-50 AMP and T4/V100 2.32 against 2.44 for "
+                "EasyScale ResNet-50, REFERENCE-NUMBERS.md)")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
@@ -49,13 +60,31 @@ class Figure:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuSpec:
+    """What the performance model knows about one GPU type (datasheet figures)."""
+
+    name: str
+    memory_bytes: float
+    tensor_tflops: float  # dense FP16/BF16 tensor-core peak (plain FP16 without tensor cores)
+    memory_gbyte_s: float
+    sources: Mapping[str, str]
+
+    @property
+    def speed_score(self) -> float:
+        """``sqrt(tensor TFLOPS x memory GB/s)``: the GPU scaling rule's relative speed."""
+        return math.sqrt(self.tensor_tflops * self.memory_gbyte_s)
+
+
+@dataclass(frozen=True, slots=True)
 class ModelProfile:
     """What the performance model knows about one model.
 
     ``compute_s`` maps a GPU type to seconds per iteration on one GPU at
-    ``reference_batch`` (per GPU), without communication or data stalls.
-    ``sources`` maps each field (``"gradient_bytes"``, ``"compute_s.V100"``,
-    ...) to its source string.
+    ``reference_batch`` (per GPU), without communication or data stalls;
+    ``derived`` names the GPU types whose figure the loader filled in with the
+    GPU scaling rule. ``activation_bytes`` is the memory of the activations
+    kept for backward at ``reference_batch`` on one GPU. ``sources`` maps each
+    field (``"gradient_bytes"``, ``"compute_s.V100"``, ...) to its source string.
     """
 
     name: str
@@ -66,10 +95,21 @@ class ModelProfile:
     backward_fraction: float
     compute_s: Mapping[str, float]
     sources: Mapping[str, str]
+    activation_bytes: float = 0.0
+    derived: frozenset[str] = frozenset()
 
     @property
     def gpu_types(self) -> tuple[str, ...]:
         return tuple(self.compute_s)
+
+    @property
+    def parameters(self) -> float:
+        """Trainable parameters: ``gradient_bytes`` holds one fp32 gradient per parameter."""
+        return self.gradient_bytes / 4.0
+
+    def estimated(self, field: str) -> bool:
+        """Whether a field's figure (``"compute_s.T4"``, ...) is an estimate."""
+        return self.sources.get(field, "").lower().startswith("estimate")
 
     def compute_time_s(self, gpu_type: str) -> float | None:
         """Seconds per iteration at the reference batch, or None if not profiled."""
@@ -87,6 +127,10 @@ class Constants:
     restart_fixed_s: float  # fixed checkpoint/restore and relaunch cost
     checkpoint_gbyte_s: float  # bandwidth a restore reads the checkpoint at
     checkpoint_state_factor: float  # checkpoint bytes / gradient bytes
+    state_bytes_per_parameter: float  # weights + gradients + optimizer state per parameter
+    optimizer_step_bytes_per_parameter: float  # memory traffic of one optimizer step
+    framework_reserve_bytes: float  # CUDA context, workspaces, fragmentation per process
+    ddp_bucket_bytes: float  # gradient bucket of data-parallel all-reduce
     sources: Mapping[str, str]
 
 
@@ -95,6 +139,7 @@ class Catalog:
     models: Mapping[str, ModelProfile]
     constants: Constants
     source: str
+    gpus: Mapping[str, GpuSpec] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def load_catalog(path: str | Path | None = None) -> Catalog:
@@ -121,11 +166,57 @@ def parse_catalog(text: str, *, source: str = "<string>") -> Catalog:
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise fail(f"must be {SCHEMA_VERSION}, got {doc.get('schema_version')!r}", "schema_version")
     constants = _constants(_table(doc, "constants", fail), fail)
+    gpus_doc = _table(doc, "gpus", fail)
+    gpus = {name: _gpu(name, body, fail) for name, body in gpus_doc.items()}
     models_doc = _table(doc, "models", fail)
     if not models_doc:
         raise fail("the catalog needs at least one model", "models")
-    models = {name: _model(name, body, fail) for name, body in models_doc.items()}
-    return Catalog(models=MappingProxyType(models), constants=constants, source=source)
+    models = {name: _derive(_model(name, body, fail), gpus) for name, body in models_doc.items()}
+    return Catalog(models=MappingProxyType(models), constants=constants, source=source,
+                   gpus=MappingProxyType(gpus))
+
+
+def _gpu(name: str, body: Any, fail: Any) -> GpuSpec:
+    where = f"gpus.{name}"
+    if not isinstance(body, dict):
+        raise fail("must be a table", where)
+    for key in body:
+        if key not in _GPU_KEYS:
+            raise fail(f"unknown key (allowed: {', '.join(sorted(_GPU_KEYS))})", f"{where}.{key}")
+    figs = {key: _figure(body, key, f"{where}.{key}", fail) for key in sorted(_GPU_KEYS)}
+    return GpuSpec(name=name, memory_bytes=figs["memory_gib"].value * GIB,
+                   tensor_tflops=figs["tensor_tflops"].value, memory_gbyte_s=figs["memory_gbyte_s"].value,
+                   sources=MappingProxyType({k: f.source for k, f in figs.items()}))
+
+
+def _derive(profile: ModelProfile, gpus: Mapping[str, GpuSpec]) -> ModelProfile:
+    """Fill in every GPU type of ``gpus`` the model lacks, by the GPU scaling rule.
+
+    The anchor is the model's figure on the GPU closest in speed score, measured
+    figures preferred over estimates; the time scales by
+    ``score(anchor) / score(target)`` (docs/performance-model.md, "Throughput matrix").
+    """
+    missing = [g for g in gpus if g not in profile.compute_s]
+    if not missing:
+        return profile
+    anchors = [g for g in profile.compute_s if g in gpus]
+    if not anchors:
+        return profile
+    measured = [g for g in anchors if not profile.estimated(f"compute_s.{g}")] or anchors
+    compute = dict(profile.compute_s)
+    sources = dict(profile.sources)
+    for target in missing:
+        score = gpus[target].speed_score
+        anchor = min(measured, key=lambda g: (abs(math.log(gpus[g].speed_score / score)), g))
+        ratio = gpus[anchor].speed_score / score
+        compute[target] = profile.compute_s[anchor] * ratio
+        sources[f"compute_s.{target}"] = SCALING_RULE.format(anchor=anchor, ratio=ratio)
+    return ModelProfile(
+        name=profile.name, task=profile.task, description=profile.description,
+        reference_batch=profile.reference_batch, gradient_bytes=profile.gradient_bytes,
+        backward_fraction=profile.backward_fraction, compute_s=MappingProxyType(compute),
+        sources=MappingProxyType(sources), activation_bytes=profile.activation_bytes,
+        derived=frozenset(missing))
 
 
 def _constants(table: dict[str, Any], fail: Any) -> Constants:
@@ -163,7 +254,9 @@ def _model(name: str, body: Any, fail: Any) -> ModelProfile:
     bwd = _figure(body, "backward_fraction", f"{where}.backward_fraction", fail)
     if bwd.value > 1.0:
         raise fail(f"must be in (0, 1], got {bwd.value}", f"{where}.backward_fraction")
-    for key, fig in (("reference_batch", batch), ("gradient_bytes", grad), ("backward_fraction", bwd)):
+    act = _figure(body, "activation_bytes", f"{where}.activation_bytes", fail)
+    for key, fig in (("reference_batch", batch), ("gradient_bytes", grad), ("backward_fraction", bwd),
+                     ("activation_bytes", act)):
         sources[key] = fig.source
     compute_doc = body.get("compute_s")
     if not isinstance(compute_doc, dict) or not compute_doc:
@@ -181,6 +274,7 @@ def _model(name: str, body: Any, fail: Any) -> ModelProfile:
         name=name, task=task, description=description, reference_batch=int(batch.value),
         gradient_bytes=grad.value, backward_fraction=bwd.value,
         compute_s=MappingProxyType(compute), sources=MappingProxyType(sources),
+        activation_bytes=act.value,
     )
 
 

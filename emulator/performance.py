@@ -1,14 +1,20 @@
 """How long one training iteration takes for a model, a placement and a cluster.
 
-v0 of the performance model (formulas and sources: docs/performance-model.md):
+The performance model (formulas and sources: docs/performance-model.md):
 
 - compute: the catalog's per-GPU time on the allocation's GPU type (the
-  slowest type if mixed), scaled linearly by ``batch_size / reference_batch``;
-- communication: one all-reduce of the model's fp32 gradients over the slowest
-  tier the placement crosses (:mod:`halyard.emulator.collectives`);
-- overlap: ``exposed = max(0, communication - backward_fraction x compute)``.
+  slowest type if mixed); a batch other than the reference scales the part of
+  the time above the optimizer step linearly;
+- communication: the model's fp32 gradients all-reduced in DDP buckets over
+  the slowest tier the placement crosses (:mod:`halyard.emulator.collectives`);
+- overlap: buckets become ready during backward and go out one after another:
+  ``exposed = max(C/B, C - (1 - 1/B) x backward)``;
+- memory: weights, gradients and optimizer state plus activations, against
+  the GPU type's capacity (:meth:`PerformanceModel.fits_memory`).
 
-Link contention, data stalls and time-shifts are not modelled yet.
+Link contention (:mod:`halyard.emulator.contention`), data stalls
+(:mod:`halyard.emulator.datastall`) and elastic/pipeline costs
+(:mod:`halyard.emulator.elastic`) are pure functions next to this class.
 
 The simulator calls :meth:`PerformanceModel.iteration_time` at every job start,
 so an allocation is reduced to a small hashable shape and results are cached
@@ -21,8 +27,17 @@ import math
 from dataclasses import dataclass
 
 from halyard.datamodel import Allocation, Cluster, HalyardError, JobSpec, Tier
-from halyard.emulator.catalog import Catalog, ModelProfile, load_catalog
-from halyard.emulator.collectives import GBYTE, hierarchical_allreduce_s, ring_allreduce_s
+from halyard.emulator.catalog import Catalog, GpuSpec, ModelProfile, load_catalog
+from halyard.emulator.collectives import (
+    ALGORITHMS,
+    GBYTE,
+    allreduce_s,
+    buckets_for,
+    exposed_s,
+    hierarchical_allreduce_s,
+)
+
+OVERLAP_MODES = ("ddp", "layerwise")
 
 
 class UnsupportedGPUError(HalyardError, ValueError):
@@ -43,6 +58,31 @@ class IterationTime:
     exposed_s: float
     total_s: float
     tier: Tier
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFootprint:
+    """GPU memory one worker of a job needs, in bytes.
+
+    ``state_bytes`` = weights + gradients + optimizer state
+    (``state_bytes_per_parameter x parameters``, divided over tensor and
+    pipeline shards); ``activation_bytes`` = the catalog's activations at the
+    reference batch scaled to the job's per-GPU batch (divided over tensor
+    shards); ``reserve_bytes`` = CUDA context, workspaces and fragmentation.
+    """
+
+    state_bytes: float
+    activation_bytes: float
+    reserve_bytes: float
+    capacity_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return self.state_bytes + self.activation_bytes + self.reserve_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.capacity_bytes
 
 
 # (gpu_type, gpus, fabric_gbyte_s, nic_gbyte_s, rack_index) per node name, and the
@@ -66,7 +106,19 @@ _Shape = tuple[str | tuple[str, ...], int, int, int, float, float, Tier]
 class PerformanceModel:
     """The one performance model the simulator and the emulated agents share."""
 
-    def __init__(self, catalog: Catalog | None = None) -> None:
+    def __init__(self, catalog: Catalog | None = None, *, allreduce: str = "ring",
+                 overlap: str = "ddp") -> None:
+        """``allreduce``: ``ring`` (default; two-level across nodes), ``tree`` or ``auto``
+        for the all-reduce between nodes (inside a node it is always a ring).
+        ``overlap``: ``ddp`` (buckets overlap backward only; default) or
+        ``layerwise`` (each layer's all-reduce may run until its next forward,
+        as in ASTRA-sim and Dally's simulator)."""
+        if allreduce not in ALGORITHMS:
+            raise ValueError(f"allreduce must be one of {', '.join(ALGORITHMS)}, got {allreduce!r}")
+        if overlap not in OVERLAP_MODES:
+            raise ValueError(f"overlap must be one of {', '.join(OVERLAP_MODES)}, got {overlap!r}")
+        self._allreduce = allreduce
+        self._overlap = overlap
         self._catalog = catalog if catalog is not None else load_catalog()
         self._models = self._catalog.models
         c = self._catalog.constants
@@ -102,6 +154,55 @@ class PerformanceModel:
 
     def supports_gpu(self, model: str, gpu_type: str) -> bool:
         return self.profile(model).compute_time_s(gpu_type) is not None
+
+    def gpu_types(self) -> tuple[str, ...]:
+        """GPU types of the catalog's ``[gpus]`` table (memory and speed known)."""
+        return tuple(self._catalog.gpus)
+
+    def gpu(self, gpu_type: str) -> GpuSpec:
+        try:
+            return self._catalog.gpus[gpu_type]
+        except KeyError:
+            raise UnsupportedGPUError(f"GPU type {gpu_type!r} is not in the catalog's [gpus] table "
+                                      f"(known: {', '.join(self._catalog.gpus)})") from None
+
+    def throughput_matrix(self, batch: int = 0) -> dict[str, dict[str, float]]:
+        """Seconds per iteration, model -> GPU type -> time on one GPU (compute only).
+
+        ``batch`` is the per-GPU batch (0: each model's reference batch).
+        Which figures are estimates: ``profile(model).estimated("compute_s.<GPU>")``.
+        """
+        return {name: {g: self._compute_s(p, g, batch) for g in p.compute_s}
+                for name, p in self._models.items()}
+
+    # ----------------------------------------------------------------- memory
+    def gpu_memory_bytes(self, gpu_type: str) -> float:
+        """Memory capacity of one GPU of this type."""
+        return self.gpu(gpu_type).memory_bytes
+
+    def memory_footprint(self, spec: JobSpec, gpu_type: str) -> MemoryFootprint:
+        """Memory one GPU of ``gpu_type`` needs to run ``spec`` (per worker).
+
+        State is ``state_bytes_per_parameter x parameters / (tensor x pipeline)``;
+        activations are ``activation_bytes x batch / reference_batch / tensor``
+        (1F1B pipelining keeps about one stage's worth per in-flight micro-batch,
+        which the per-stage split cancels; docs/performance-model.md).
+        """
+        p = self.profile(spec.model)
+        c = self._catalog.constants
+        par = spec.parallelism
+        tensor = par.tensor if par else 1
+        pipeline = par.pipeline if par else 1
+        batch = spec.batch_size or p.reference_batch
+        state = c.state_bytes_per_parameter * p.parameters / (tensor * pipeline)
+        activations = p.activation_bytes * batch / p.reference_batch / tensor
+        return MemoryFootprint(state_bytes=state, activation_bytes=activations,
+                               reserve_bytes=c.framework_reserve_bytes,
+                               capacity_bytes=self.gpu_memory_bytes(gpu_type))
+
+    def fits_memory(self, spec: JobSpec, gpu_type: str) -> bool:
+        """Whether one worker of ``spec`` fits in the memory of a ``gpu_type`` GPU."""
+        return self.memory_footprint(spec, gpu_type).fits
 
     # ----------------------------------------------------------------- timing
     def iteration_time(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> IterationTime:
@@ -208,18 +309,34 @@ class PerformanceModel:
         else:  # mixed GPU types: data parallelism waits for the slowest
             compute = max(self._compute_s(profile, g, batch) for g in gpu_key)
         size = profile.gradient_bytes
+        buckets = buckets_for(size, self._catalog.constants.ddp_bucket_bytes)
         if tier is Tier.GPU:
             comm = 0.0
         elif tier is Tier.NODE:
-            comm = ring_allreduce_s(size, n, intra, self._latency[Tier.NODE])
+            comm = allreduce_s("ring", size, n, intra, self._latency[Tier.NODE], messages=buckets)
         else:
             comm = hierarchical_allreduce_s(size, kmax, m, intra, inter,
-                                            self._latency[Tier.NODE], self._latency[tier])
-        exposed = max(0.0, comm - profile.backward_fraction * compute)
+                                            self._latency[Tier.NODE], self._latency[tier],
+                                            messages=buckets, inter_algorithm=self._allreduce)
+        window = compute if self._overlap == "layerwise" else profile.backward_fraction * compute
+        exposed = exposed_s(comm, window, buckets)
         timing = IterationTime(compute_s=compute, communication_s=comm, exposed_s=exposed,
                                total_s=compute + exposed, tier=tier)
         self._timings[key] = timing
         return timing
+
+    def optimizer_step_s(self, model: str, gpu_type: str) -> float:
+        """The batch-independent part of an iteration: one memory-bound optimizer step.
+
+        ``optimizer_step_bytes_per_parameter x parameters / memory bandwidth``; 0 for
+        a GPU type outside the ``[gpus]`` table.
+        """
+        p = self.profile(model)
+        spec = self._catalog.gpus.get(gpu_type)
+        if spec is None:
+            return 0.0
+        c = self._catalog.constants
+        return c.optimizer_step_bytes_per_parameter * p.parameters / (spec.memory_gbyte_s * GBYTE)
 
     def _compute_s(self, profile: ModelProfile, gpu_type: str, batch: int) -> float:
         t = profile.compute_time_s(gpu_type)
@@ -227,7 +344,11 @@ class PerformanceModel:
             raise UnsupportedGPUError(
                 f"model {profile.name!r} has no compute profile for GPU type {gpu_type!r} "
                 f"(profiled: {', '.join(profile.gpu_types)})")
-        return t if batch == 0 else t * batch / profile.reference_batch
+        if batch == 0 or batch == profile.reference_batch:
+            return t
+        # Linear beyond a fixed overhead: the optimizer step does not grow with the batch.
+        fixed = min(t, self.optimizer_step_s(profile.name, gpu_type))
+        return fixed + (t - fixed) * batch / profile.reference_batch
 
     def _index(self, cluster: Cluster) -> _ClusterIndex:
         nodes = {nd.name: (nd.gpu_type, nd.gpus, nd.fabric_gbyte_s, nd.nic_gbyte_s, nd.rack_index)
