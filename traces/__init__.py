@@ -9,7 +9,7 @@ Public surface:
   submit time, the rows skipped as invalid, each error naming file, line and
   field, and the valid rows dropped as non-jobs, by reason);
   :func:`write_trace` writes canonical CSV/JSONL. Each format also has its own
-  ``read_<format>`` function.
+  ``read_<format>`` function; :func:`trace_stats` summarises a loaded trace.
 * :data:`CANONICAL_COLUMNS` are the schema's columns (``docs/trace-format.md``).
 * :func:`read_philly` reads the Pollux artifact's processed Philly file with a
   seeded, documented model assignment.
@@ -48,6 +48,7 @@ from halyard.traces.registry import (
     resolve_format,
 )
 from halyard.traces.schema import CANONICAL_COLUMNS, TraceLoad
+from halyard.traces.stats import trace_stats
 
 __all__ = [
     "ACCEPTED_FORMATS",
@@ -76,5 +77,6 @@ __all__ = [
     "read_pollux",
     "read_trace",
     "resolve_format",
+    "trace_stats",
     "write_trace",
 ]

@@ -11,11 +11,11 @@ from pathlib import Path
 from rich.console import Console
 
 from halyard.cli.report import progress_bar, summary_table
+from halyard.cli.trace import add_trace_options, load_trace
 from halyard.controlplane import Simulator, summarize
 from halyard.datamodel import ValidationError, load_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy, policy_names
-from halyard.traces import read_trace
 
 DEFAULT_ROUND_S = 300.0  # DESIGN.md: lease of 5 minutes of cluster time
 
@@ -29,11 +29,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--trace", type=Path, default=None, help="trace file (default: the bundled trace)")
     p.add_argument("--cluster", default="default", help="built-in cluster name or TOML path (default: default)")
     p.add_argument("--policy", default="fifo", help=f"one of: {', '.join(policy_names())} (default: fifo)")
-    p.add_argument("--seed", type=int, default=0, help="seed for attributes a trace lacks (default: 0)")
     p.add_argument("--round-s", type=float, default=DEFAULT_ROUND_S, help="round length in seconds")
     p.add_argument("--measure", default=None, metavar="START:END",
                    help="report job metrics over arrival positions START..END-1 only")
-    p.add_argument("--strict", action="store_true", help="stop at the first malformed trace row")
+    add_trace_options(p)
     p.add_argument("--out", type=Path, default=None, help="write the summary as JSON here")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
@@ -58,11 +57,8 @@ def run(args: argparse.Namespace) -> int:
     cluster = load_cluster(args.cluster)
     policy = make_policy(args.policy)
     trace_path = args.trace or default_trace()
-    loaded = read_trace(trace_path, strict=args.strict, seed=args.seed)
+    loaded = load_trace(trace_path, trace_format=args.trace_format, strict=args.strict, seed=args.seed)
     console = Console(stderr=True)
-    if loaded.errors:
-        console.print(f"[yellow]skipped {len(loaded.errors)} malformed rows of {trace_path} "
-                      f"(first: {loaded.errors[0]}); --strict stops at the first")
     simulator = Simulator(cluster, policy, PerformanceModel(), round_s=args.round_s)
     started = time.perf_counter()
     with progress_bar(len(loaded.jobs), enabled=not args.no_progress, label=f"simulate {policy.name}") as bar:
@@ -73,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     result["trace"] = str(trace_path)
     result["trace_format"] = loaded.format
     result["skipped_rows"] = len(loaded.errors)
+    result["dropped_rows"] = loaded.dropped_total
     for rejected in outcome.rejected[:5]:
         console.print(f"[yellow]rejected {rejected.job_id}: {rejected.reason}")
     Console().print(summary_table(result, f"halyard simulate: {trace_path.name} on {cluster.name}"))
