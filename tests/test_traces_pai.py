@@ -81,6 +81,10 @@ def test_detected_by_content_too(tmp_path) -> None:
     write(tmp_path, "jobs_task_table_part1.csv", TASKS)
     assert detect_format(p).name == "pai-v2020"
     assert [j.job_id for j in read_trace(p).jobs] == ["j5", "j1", "j2"]
+    # The upstream column-name files are not tables.
+    header = write(tmp_path, "pai_job_table.header", [",".join(PAI_JOB_COLUMNS)])
+    with pytest.raises(ValidationError, match="unrecognised trace format"):
+        detect_format(header)
 
 
 def test_malformed_rows(tmp_path) -> None:

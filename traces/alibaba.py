@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from halyard.datamodel import ValidationError
 from halyard.traces.assign import text_key
@@ -75,7 +76,7 @@ def read_alibaba(path: str | os.PathLike[str], *, strict: bool = False, seed: in
     return guard_unicode(source, lambda: _read(p, source, strict, seed, split))
 
 
-def _read(p, source: str, strict: bool, seed: int, split: Sequence[float]) -> TraceLoad:
+def _read(p: Path, source: str, strict: bool, seed: int, split: Sequence[float]) -> TraceLoad:
     b = TraceBuilder(ALIBABA_FORMAT, source, strict=strict, seed=seed, split=split)
     for line, cells, others in CsvTable(p, source, ALIBABA_COLUMNS, ALIBABA_FORMAT).rows(b):
         try:

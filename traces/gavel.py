@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 from halyard.datamodel import ValidationError
 from halyard.traces.loading import (
@@ -71,7 +72,7 @@ def read_gavel(path: str | os.PathLike[str], *, strict: bool = False) -> TraceLo
     return guard_unicode(source, lambda: _read(p, source, strict))
 
 
-def _read(p, source: str, strict: bool) -> TraceLoad:
+def _read(p: Path, source: str, strict: bool) -> TraceLoad:
     b = TraceBuilder(GAVEL_FORMAT, source, strict=strict)
     number = 0
     # newline="\n": only "\n" ends a line, so line numbers are physical lines.

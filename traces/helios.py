@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from halyard.datamodel import ValidationError
 from halyard.traces.assign import text_key
@@ -71,7 +72,7 @@ def read_helios(path: str | os.PathLike[str], *, strict: bool = False, seed: int
     return guard_unicode(source, lambda: _read(p, source, strict, seed, split))
 
 
-def _read(p, source: str, strict: bool, seed: int, split: Sequence[float]) -> TraceLoad:
+def _read(p: Path, source: str, strict: bool, seed: int, split: Sequence[float]) -> TraceLoad:
     b = TraceBuilder(HELIOS_FORMAT, source, strict=strict, seed=seed, split=split)
     for line, cells, others in CsvTable(p, source, HELIOS_COLUMNS, HELIOS_FORMAT).rows(b):
         try:

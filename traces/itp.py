@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from halyard.datamodel import ValidationError
 from halyard.traces.assign import text_key
@@ -78,7 +79,7 @@ def read_itp(path: str | os.PathLike[str], *, strict: bool = False, seed: int = 
     return guard_unicode(source, run)
 
 
-def _read_raw(p, source: str, strict: bool, seed: int, split: Sequence[float]) -> TraceLoad:
+def _read_raw(p: Path, source: str, strict: bool, seed: int, split: Sequence[float]) -> TraceLoad:
     b = TraceBuilder(ITP_RAW_FORMAT, source, strict=strict, seed=seed, split=split)
     for line, cells, others in CsvTable(p, source, ITP_RAW_COLUMNS, ITP_RAW_FORMAT).rows(b):
         try:
@@ -97,7 +98,7 @@ def _read_raw(p, source: str, strict: bool, seed: int, split: Sequence[float]) -
     return b.finish()
 
 
-def _read_annotated(p, source: str, strict: bool) -> TraceLoad:
+def _read_annotated(p: Path, source: str, strict: bool) -> TraceLoad:
     b = TraceBuilder(ITP_ANNOTATED_FORMAT, source, strict=strict)
     for line, cells, others in CsvTable(p, source, ITP_ANNOTATED_COLUMNS, ITP_ANNOTATED_FORMAT).rows(b):
         try:

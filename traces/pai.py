@@ -80,7 +80,7 @@ DROP_ZERO_RUN = "zero run time"
 
 
 def looks_like_pai(path: Path, header: Sequence[str]) -> bool:
-    if path.name.startswith(("pai_job_table", "pai_task_table")):
+    if path.name.startswith(("pai_job_table", "pai_task_table")) and path.suffix != ".header":
         return True
     width = len(header)
     return width in (len(PAI_JOB_COLUMNS), len(PAI_TASK_COLUMNS)) and header[3] in PAI_STATUSES

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from types import MappingProxyType
 
 from halyard.datamodel import ValidationError
@@ -71,7 +72,7 @@ def read_pollux(path: str | os.PathLike[str], *, strict: bool = False, seed: int
     return guard_unicode(source, lambda: _read(p, source, strict, seed))
 
 
-def _read(p, source: str, strict: bool, seed: int) -> TraceLoad:
+def _read(p: Path, source: str, strict: bool, seed: int) -> TraceLoad:
     b = TraceBuilder(POLLUX_FORMAT, source, strict=strict, seed=seed)
     parsed = []
     for line, cells, others in CsvTable(p, source, POLLUX_COLUMNS, POLLUX_FORMAT).rows(b):
