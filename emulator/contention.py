@@ -1,0 +1,361 @@
+"""Link contention between jobs: Up/Down phases, Cassini's unified circle, fair and MLTCP sharing.
+
+Cassini §4.1 (papers/cassini-mltcp-network-interleaving.txt): a training job's
+bandwidth demand on a link repeats every iteration as a sequence of Up (busy) and
+Down (quiet) phases -- data parallel: forward quiet, backward + all-reduce busy;
+tensor, pipeline and hybrid plans: several phases of different demand. This
+module gives
+
+- :class:`DemandProfile` and builders for data-parallel, tensor-parallel and
+  pipeline/hybrid plans (:func:`data_parallel_profile`, :func:`profile_from_iteration`,
+  :func:`tensor_parallel_profile`, :func:`pipeline_profile`);
+- Cassini's geometric abstraction: each job's demand laid around a *unified
+  circle* whose perimeter is the LCM of the iteration times (§4.3.2),
+  :func:`compatibility_score` = ``1 - mean(Excess(demand)) / C`` (Table 4.1),
+  :func:`best_time_shifts` (rotation angles by search, turned into time-shifts by
+  Eq. 4.5, ``t_j = (theta_j / 2 pi x p) mod iter_time_j``);
+- :func:`shared_link_iteration_times`: the jobs' iteration times on a shared link
+  under (a) fair sharing, (b) given time-shifts (jobs start at their shift, so
+  interleaved phases never compete), (c) MLTCP-style unfair sharing that scales a
+  flow's share by ``F(bytes_ratio)`` (MLTCP, Eq. 1.2) and converges towards
+  interleaving. A fluid simulation: compute (Down) phases last their dedicated
+  time; an Up phase must move its bytes, at most at its dedicated rate, and the
+  link's capacity is split among the Up phases active at each instant
+  (water-filling, weighted for MLTCP).
+
+Pure functions, no state; the simulator wiring is described in
+docs/performance-model.md ("Link contention").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from halyard.emulator.performance import IterationTime
+
+SHARING = ("fair", "mltcp")
+# MLTCP's F(bytes_ratio) is "a linearly increasing function" (Cassini/MLTCP thesis §1,
+# Eq. 1.2); its slope is not given in the text. estimate: F(r) = 1 + r, so a flow that has
+# sent all of its iteration's bytes grows its window twice as fast as one that has sent none.
+MLTCP_INTERCEPT = 1.0
+MLTCP_SLOPE = 1.0
+# The unified circle is discretised into this many arcs per shortest iteration (Cassini
+# Table 4.1: a set A of discrete angles); 1/200 of an iteration is well below a phase.
+ANGLES_PER_ITERATION = 200
+# Iteration times are put on a grid of this many steps per shortest iteration before the
+# LCM is taken, so that measured times (never exact multiples) give a finite circle.
+LCM_GRID_PER_ITERATION = 100
+MAX_PERIODS = 64  # cap on the unified circle, in longest iterations
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """A stretch of one iteration: ``duration_s`` at ``demand_gbyte_s`` on the link (0 = Down)."""
+
+    duration_s: float
+    demand_gbyte_s: float = 0.0
+
+    @property
+    def up(self) -> bool:
+        return self.demand_gbyte_s > 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class DemandProfile:
+    """One iteration's bandwidth demand on a link, as the job sees it running alone."""
+
+    phases: tuple[Phase, ...]
+
+    def __post_init__(self) -> None:
+        if not self.phases or any(p.duration_s < 0 or p.demand_gbyte_s < 0 for p in self.phases):
+            raise ValueError("a profile needs phases with durations and demands >= 0")
+        if self.iteration_s <= 0:
+            raise ValueError("a profile's iteration must last > 0 s")
+
+    @property
+    def iteration_s(self) -> float:
+        return sum(p.duration_s for p in self.phases)
+
+    @property
+    def gbytes(self) -> float:
+        """GB the job moves over the link per iteration."""
+        return sum(p.duration_s * p.demand_gbyte_s for p in self.phases)
+
+    @property
+    def up_fraction(self) -> float:
+        return sum(p.duration_s for p in self.phases if p.up) / self.iteration_s
+
+    def demand_at(self, t: float) -> float:
+        """Demand at time ``t`` (any real; the pattern repeats every iteration)."""
+        t = t % self.iteration_s
+        for p in self.phases:
+            if t < p.duration_s:
+                return p.demand_gbyte_s
+            t -= p.duration_s
+        return self.phases[-1].demand_gbyte_s
+
+
+# ---------------------------------------------------------------- profiles
+def data_parallel_profile(iteration_s: float, communication_s: float, demand_gbyte_s: float) -> DemandProfile:
+    """Data parallel (Cassini Fig. 4.1a): a quiet Down phase (forward and the first
+    part of backward), then an Up phase of ``communication_s`` at ``demand_gbyte_s``
+    (the all-reduce, overlapping the end of backward) that ends the iteration."""
+    comm = min(communication_s, iteration_s)
+    return DemandProfile((Phase(iteration_s - comm), Phase(comm, demand_gbyte_s)))
+
+
+def profile_from_iteration(timing: IterationTime, link_gbytes: float) -> DemandProfile:
+    """The data-parallel profile of a :class:`~halyard.emulator.IterationTime`.
+
+    ``link_gbytes`` is what the job sends over the link in question per iteration
+    (for a node's NIC in a two-level all-reduce, about ``2 (m-1)/m x S``); the Up
+    phase lasts the whole all-reduce, so its demand is ``link_gbytes / communication_s``.
+    """
+    if timing.communication_s <= 0 or link_gbytes <= 0:
+        return DemandProfile((Phase(timing.total_s),))
+    return data_parallel_profile(timing.total_s, timing.communication_s, link_gbytes / timing.communication_s)
+
+
+def tensor_parallel_profile(forward_s: float, backward_s: float, loading_s: float,
+                            forward_gbyte_s: float, backward_gbyte_s: float) -> DemandProfile:
+    """Tensor parallel (Cassini Fig. 4.1c): all-reduces inside forward and backward keep
+    the link busy in both, then a short quiet period while the next batch loads."""
+    return DemandProfile((Phase(forward_s, forward_gbyte_s), Phase(backward_s, backward_gbyte_s),
+                          Phase(loading_s)))
+
+
+def pipeline_profile(stage_s: float, micro_batches: int, activation_gbyte_s: float, send_s: float,
+                     allreduce_s: float = 0.0, allreduce_gbyte_s: float = 0.0) -> DemandProfile:
+    """A pipeline stage's link (Cassini Fig. 4.1d, hybrid): each micro-batch computes for
+    ``stage_s`` and sends its activations (forward) or gradients (backward) in ``send_s``;
+    with data parallelism across pipelines the iteration ends with the gradient
+    all-reduce of the stage. 2 x micro_batches Up pulses, then the all-reduce."""
+    phases: list[Phase] = []
+    for _ in range(2 * micro_batches):
+        phases += [Phase(stage_s), Phase(send_s, activation_gbyte_s)]
+    if allreduce_s > 0:
+        phases.append(Phase(allreduce_s, allreduce_gbyte_s))
+    return DemandProfile(tuple(phases))
+
+
+# ---------------------------------------------------------------- the unified circle
+def unified_perimeter_s(iteration_times: Sequence[float]) -> float:
+    """The LCM of the iteration times (Cassini §4.3.2).
+
+    Times are rounded to a grid of ``1/LCM_GRID_PER_ITERATION`` of the shortest
+    one so their LCM exists; the circle is capped at ``MAX_PERIODS`` longest
+    iterations (an approximation the docs state).
+    """
+    shortest, longest = min(iteration_times), max(iteration_times)
+    step = shortest / LCM_GRID_PER_ITERATION
+    lcm = 1
+    for t in iteration_times:
+        lcm = math.lcm(lcm, max(1, round(t / step)))
+        if lcm * step > MAX_PERIODS * longest:
+            return MAX_PERIODS * longest
+    return lcm * step
+
+
+def circle_demand(profile: DemandProfile, perimeter_s: float, angles: int, shift_s: float = 0.0) -> np.ndarray:
+    """Demand on each of ``angles`` equal arcs of the unified circle, the job rotated by ``shift_s``.
+
+    The job starts ``shift_s`` late, so the arc at time t carries the demand of
+    the job's own time ``t - shift_s``. Each arc takes the demand at its midpoint.
+    """
+    t = (np.arange(angles) + 0.5) * (perimeter_s / angles) - shift_s
+    t = np.mod(t, profile.iteration_s)
+    edges = np.cumsum([p.duration_s for p in profile.phases])
+    idx = np.minimum(np.searchsorted(edges, t, side="right"), len(profile.phases) - 1)
+    demand = np.array([p.demand_gbyte_s for p in profile.phases])
+    return demand[idx]
+
+
+def compatibility_score(profiles: Sequence[DemandProfile], capacity_gbyte_s: float,
+                        time_shifts_s: Sequence[float] | None = None) -> float:
+    """Cassini Table 4.1: ``score = 1 - sum_theta Excess(demand_theta) / (|A| x C)``,
+    ``Excess(d) = d - C if d > C else 0``, over the unified circle of the jobs
+    rotated by their time-shifts. 1 = fully compatible; it may go negative."""
+    total, angles = _total_demand(profiles, time_shifts_s)
+    excess = np.maximum(total - capacity_gbyte_s, 0.0)
+    return 1.0 - float(excess.sum()) / (angles * capacity_gbyte_s)
+
+
+def rotation_to_time_shift(theta: float, perimeter_s: float, iteration_s: float) -> float:
+    """Cassini Eq. 4.5: ``t_j = (theta_j / 2 pi x p) mod iter_time_j``."""
+    return (theta / (2 * math.pi) * perimeter_s) % iteration_s
+
+
+def best_time_shifts(profiles: Sequence[DemandProfile], capacity_gbyte_s: float,
+                     candidates: int = 100, rounds: int = 3) -> tuple[tuple[float, ...], float]:
+    """Time-shifts that maximise the compatibility score, and the score.
+
+    The first job stays at 0 (only relative rotations matter). Each other job's
+    rotation is searched over ``candidates`` angles within its first iteration
+    (Table 4.1's bound ``theta_j < 2 pi / r_j``), one job at a time, for
+    ``rounds`` passes (exhaustive for two jobs; coordinate ascent beyond). The
+    angles are turned into time-shifts with Eq. 4.5.
+    """
+    n = len(profiles)
+    shifts = [0.0] * n
+    if n < 2:
+        return tuple(shifts), compatibility_score(profiles, capacity_gbyte_s, shifts)
+    perimeter = unified_perimeter_s([p.iteration_s for p in profiles])
+    best = compatibility_score(profiles, capacity_gbyte_s, shifts)
+    for _ in range(rounds if n > 2 else 1):
+        improved = False
+        for j in range(1, n):
+            r_j = perimeter / profiles[j].iteration_s
+            for c in range(candidates):
+                theta = 2 * math.pi / r_j * c / candidates
+                trial = shifts.copy()
+                trial[j] = rotation_to_time_shift(theta, perimeter, profiles[j].iteration_s)
+                score = compatibility_score(profiles, capacity_gbyte_s, trial)
+                if score > best + 1e-12:
+                    best, shifts, improved = score, trial, True
+        if not improved:
+            break
+    return tuple(shifts), best
+
+
+def _total_demand(profiles: Sequence[DemandProfile], time_shifts_s: Sequence[float] | None) -> tuple[np.ndarray, int]:
+    shifts = list(time_shifts_s) if time_shifts_s is not None else [0.0] * len(profiles)
+    if len(shifts) != len(profiles):
+        raise ValueError("give one time-shift per profile")
+    perimeter = unified_perimeter_s([p.iteration_s for p in profiles])
+    shortest = min(p.iteration_s for p in profiles)
+    angles = max(ANGLES_PER_ITERATION, round(ANGLES_PER_ITERATION * perimeter / shortest))
+    total = np.zeros(angles)
+    for p, s in zip(profiles, shifts, strict=True):
+        total += circle_demand(p, perimeter, angles, s)
+    return total, angles
+
+
+# ---------------------------------------------------------------- shared-link iteration times
+@dataclass(frozen=True, slots=True)
+class SharedLinkResult:
+    """Per job: steady-state seconds per iteration and every iteration's duration."""
+
+    iteration_s: tuple[float, ...]
+    history_s: tuple[tuple[float, ...], ...]
+
+    def slowdown(self, profiles: Sequence[DemandProfile]) -> tuple[float, ...]:
+        """Iteration time over the dedicated (uncontended) one, per job."""
+        return tuple(t / p.iteration_s for t, p in zip(self.iteration_s, profiles, strict=True))
+
+
+def mltcp_weight(bytes_ratio: float) -> float:
+    """MLTCP Eq. 1.2's ``F(bytes_ratio)``: linearly increasing (``MLTCP_INTERCEPT + MLTCP_SLOPE x r``)."""
+    return MLTCP_INTERCEPT + MLTCP_SLOPE * bytes_ratio
+
+
+def share_link(capacity: float, caps: Sequence[float], weights: Sequence[float]) -> list[float]:
+    """Weighted max-min fair rates (water-filling): no flow above its cap, the rest by weight."""
+    rates = [0.0] * len(caps)
+    active = [i for i, c in enumerate(caps) if c > 0]
+    left = capacity
+    while active and left > 1e-15:
+        wsum = sum(weights[i] for i in active)
+        capped = [i for i in active if caps[i] - rates[i] <= left * weights[i] / wsum + 1e-15]
+        if not capped:
+            for i in active:
+                rates[i] += left * weights[i] / wsum
+            break
+        for i in capped:
+            left -= caps[i] - rates[i]
+            rates[i] = caps[i]
+        active = [i for i in active if i not in capped]
+    return rates
+
+
+def shared_link_iteration_times(
+    profiles: Sequence[DemandProfile],
+    capacity_gbyte_s: float,
+    *,
+    sharing: str = "fair",
+    time_shifts_s: Sequence[float] | None = None,
+    iterations: int = 40,
+    steady: int = 10,
+    mltcp_steps_per_phase: int = 20,
+) -> SharedLinkResult:
+    """Iteration times of jobs sharing one link, by fluid simulation.
+
+    Job j starts at ``time_shifts_s[j]`` (0 by default) and runs its phases in a
+    loop: a Down phase takes its dedicated duration; an Up phase must move
+    ``duration x demand`` GB at no more than ``demand`` GB/s, and the capacity is
+    shared among the Up phases active at each instant -- equally
+    (``sharing="fair"``, water-filling) or in proportion to
+    ``F(bytes_ratio)`` (``"mltcp"``), the share of the job's per-iteration bytes
+    already sent this iteration. A job alone on the link runs at its dedicated
+    speed. Returns the mean of the last ``steady`` iterations per job.
+    """
+    if sharing not in SHARING:
+        raise ValueError(f"sharing must be one of {', '.join(SHARING)}, got {sharing!r}")
+    n = len(profiles)
+    shifts = list(time_shifts_s) if time_shifts_s is not None else [0.0] * n
+    if len(shifts) != n:
+        raise ValueError("give one time-shift per profile")
+    phase = [0] * n
+    left = [0.0] * n  # seconds (Down) or GB (Up) left in the current phase
+    sent = [0.0] * n  # GB sent this iteration
+    started = [False] * n
+    iter_start = [0.0] * n
+    history: list[list[float]] = [[] for _ in range(n)]
+    total_gb = [max(p.gbytes, 1e-300) for p in profiles]
+
+    def enter(j: int, k: int) -> None:
+        phase[j] = k
+        ph = profiles[j].phases[k]
+        left[j] = ph.duration_s * ph.demand_gbyte_s if ph.up else ph.duration_s
+
+    t = 0.0
+    while min(len(h) for h in history) < iterations:
+        for j in range(n):
+            if not started[j] and shifts[j] <= t + 1e-12:
+                started[j], iter_start[j] = True, t
+                enter(j, 0)
+        up = [started[j] and profiles[j].phases[phase[j]].up for j in range(n)]
+        caps = [profiles[j].phases[phase[j]].demand_gbyte_s if up[j] else 0.0 for j in range(n)]
+        weights = [mltcp_weight(sent[j] / total_gb[j]) if sharing == "mltcp" else 1.0 for j in range(n)]
+        rates = share_link(capacity_gbyte_s, caps, weights)
+        dt = math.inf
+        for j in range(n):
+            if not started[j]:
+                dt = min(dt, shifts[j] - t)
+            elif up[j]:
+                if rates[j] > 0:
+                    dt = min(dt, left[j] / rates[j])
+                if sharing == "mltcp":  # rates follow the bytes ratio: re-evaluate often
+                    ph = profiles[j].phases[phase[j]]
+                    dt = min(dt, ph.duration_s / mltcp_steps_per_phase)
+            else:
+                dt = min(dt, left[j])
+        if not math.isfinite(dt):
+            raise RuntimeError("no job can make progress on the link")
+        dt = max(dt, 0.0)
+        t += dt
+        for j in range(n):
+            if not started[j]:
+                continue
+            if up[j]:
+                moved = rates[j] * dt
+                left[j] -= moved
+                sent[j] += moved
+                done = left[j] <= 1e-12 * max(1.0, total_gb[j])
+            else:
+                left[j] -= dt
+                done = left[j] <= 1e-12
+            # A phase of zero length (or one just finished) hands over to the next.
+            while done:
+                k = phase[j] + 1
+                if k == len(profiles[j].phases):
+                    history[j].append(t - iter_start[j])
+                    iter_start[j], sent[j] = t, 0.0
+                    k = 0
+                enter(j, k)
+                done = left[j] <= 0.0
+    means = tuple(float(np.mean(h[iterations - steady:iterations])) for h in history)
+    return SharedLinkResult(iteration_s=means, history_s=tuple(tuple(h) for h in history))

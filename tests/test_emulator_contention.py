@@ -1,0 +1,155 @@
+"""Link contention: Up/Down phases, Cassini's unified circle, fair / shifted / MLTCP sharing."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from halyard.datamodel import Tier
+from halyard.emulator import IterationTime
+from halyard.emulator.contention import (
+    DemandProfile,
+    Phase,
+    best_time_shifts,
+    circle_demand,
+    compatibility_score,
+    data_parallel_profile,
+    mltcp_weight,
+    pipeline_profile,
+    profile_from_iteration,
+    rotation_to_time_shift,
+    share_link,
+    shared_link_iteration_times,
+    tensor_parallel_profile,
+    unified_perimeter_s,
+)
+
+C = 10.0  # GB/s link
+HALF = data_parallel_profile(1.0, 0.5, C)  # Up for half of a 1 s iteration, at the full link
+
+
+def test_two_identical_jobs_interleave_when_shifted_by_half_an_iteration():
+    """Issue 4 / Cassini §4.2: two jobs each using the link at most half the iteration run at their
+    dedicated speed when shifted by half an iteration, and slower when not."""
+    shifted = shared_link_iteration_times([HALF, HALF], C, time_shifts_s=[0.0, 0.5])
+    assert shifted.iteration_s == pytest.approx((1.0, 1.0))
+    together = shared_link_iteration_times([HALF, HALF], C, time_shifts_s=[0.0, 0.0])
+    assert all(t > 1.0 for t in together.iteration_s)
+    assert together.iteration_s == pytest.approx((1.5, 1.5))  # fair halves: 0.5 s of sending takes 1 s
+    # The unified circle finds that shift, and calls the pair fully compatible.
+    shifts, score = best_time_shifts([HALF, HALF], C)
+    assert score == pytest.approx(1.0) and shifts[1] == pytest.approx(0.5, abs=0.01)
+    assert compatibility_score([HALF, HALF], C, [0.0, 0.0]) == pytest.approx(0.5)
+    # Less than half the iteration: a range of shifts works.
+    short = data_parallel_profile(1.0, 0.3, C)
+    for s in (0.3, 0.5, 0.7):
+        assert shared_link_iteration_times([short, short], C, time_shifts_s=[0.0, s]).iteration_s == \
+            pytest.approx((1.0, 1.0))
+
+
+def test_demand_above_the_link_at_every_rotation_is_slowed_under_every_shift():
+    """Issue 4: three jobs each Up half the iteration at the full link need 1.5 links on average,
+    so every rotation leaves excess demand (score < 1) and every shift slows the jobs."""
+    jobs = [HALF, HALF, HALF]
+    for a in np.linspace(0.0, 0.9, 7):
+        for b in np.linspace(0.0, 0.9, 7):
+            shifts = [0.0, float(a), float(b)]
+            assert compatibility_score(jobs, C, shifts) < 1.0
+            result = shared_link_iteration_times(jobs, C, time_shifts_s=shifts, iterations=20, steady=5)
+            assert np.mean(result.iteration_s) > 1.0 + 1e-6, shifts
+    _, best = best_time_shifts(jobs, C)
+    assert best < 1.0
+
+
+def test_compatibility_score_is_table_4_1():
+    """Cassini Table 4.1: score = 1 - sum_theta Excess(demand_theta) / (|A| C), Excess = d - C above C."""
+    a = DemandProfile((Phase(0.5, 8.0), Phase(0.5, 2.0)))
+    b = DemandProfile((Phase(0.5, 6.0), Phase(0.5, 0.0)))
+    # Aligned: first half 14 (excess 4), second half 2 (none): mean excess 2 -> 1 - 2/10.
+    assert compatibility_score([a, b], C, [0.0, 0.0]) == pytest.approx(0.8)
+    # b shifted half an iteration: 8 then 2 + 6 = 8: no excess.
+    assert compatibility_score([a, b], C, [0.0, 0.5]) == pytest.approx(1.0)
+    # It can go negative for a hopeless mix.
+    heavy = DemandProfile((Phase(1.0, 30.0),))
+    assert compatibility_score([heavy, heavy], C) == pytest.approx(1 - 50 / 10)
+
+
+def test_unified_circle_and_eq_4_5():
+    """Cassini §4.3.2: jobs of 40 and 60 ms sit on a circle of LCM(40, 60) = 120 ms; Eq. 4.5 turns
+    a rotation theta into a time-shift (theta / 2 pi x p) mod iter_time."""
+    assert unified_perimeter_s([0.040, 0.060]) == pytest.approx(0.120)
+    assert unified_perimeter_s([0.030, 0.030]) == pytest.approx(0.030)
+    assert rotation_to_time_shift(math.pi / 2, 0.120, 0.060) == pytest.approx(0.030)
+    assert rotation_to_time_shift(3 * math.pi / 2, 0.120, 0.060) == pytest.approx(0.030)  # 90 ms mod 60
+    j1 = data_parallel_profile(0.040, 0.010, C)
+    j2 = data_parallel_profile(0.060, 0.005, C)
+    # Three periods of j1 and two of j2 on the circle.
+    arcs = circle_demand(j1, 0.120, 1200)
+    assert (arcs > 0).sum() == pytest.approx(3 * 100, abs=2)
+    assert (circle_demand(j2, 0.120, 1200) > 0).sum() == pytest.approx(2 * 50, abs=2)
+    assert compatibility_score([j1, j2], C, [0.0, 0.0]) < 1.0
+    shifts, score = best_time_shifts([j1, j2], C)
+    assert score == pytest.approx(1.0)
+    dedicated = shared_link_iteration_times([j1, j2], C, time_shifts_s=shifts)
+    assert dedicated.iteration_s == pytest.approx((0.040, 0.060), rel=1e-6)
+    assert max(shared_link_iteration_times([j1, j2], C).slowdown([j1, j2])) > 1.0
+
+
+def test_mltcp_unfairness_converges_towards_interleaving():
+    """MLTCP (thesis §3.3, Eq. 1.2): scaling a flow's share by F(bytes ratio) lets the job that is
+    ahead finish first, which slides the phases apart until they interleave; fair sharing keeps
+    them overlapping. A 10 ms head start breaks the symmetry (real flows are never in lockstep)."""
+    fair = shared_link_iteration_times([HALF, HALF], C, time_shifts_s=[0.0, 0.01])
+    mltcp = shared_link_iteration_times([HALF, HALF], C, sharing="mltcp", time_shifts_s=[0.0, 0.01])
+    assert min(fair.iteration_s) > 1.4
+    assert mltcp.iteration_s == pytest.approx((1.0, 1.0), abs=0.01)
+    first = mltcp.history_s[0]
+    assert first[0] > 1.4 and first[0] > first[4] > first[8] > first[-1]
+    assert mltcp_weight(0.0) < mltcp_weight(0.5) < mltcp_weight(1.0)
+    # An incompatible mix stays slow under MLTCP too.
+    three = shared_link_iteration_times([HALF] * 3, C, sharing="mltcp", time_shifts_s=[0.0, 0.01, 0.02])
+    assert np.mean(three.iteration_s) > 1.0
+
+
+def test_alone_on_a_link_a_job_runs_at_dedicated_speed():
+    for profile in (HALF, tensor_parallel_profile(0.2, 0.4, 0.05, 6.0, 8.0),
+                    pipeline_profile(0.01, 4, 5.0, 0.002, 0.03, 9.0)):
+        r = shared_link_iteration_times([profile], C, iterations=5, steady=2)
+        assert r.iteration_s[0] == pytest.approx(profile.iteration_s)
+
+
+def test_share_link_is_weighted_water_filling():
+    rates = share_link(10.0, [2.0, 8.0, 8.0], [1.0, 1.0, 1.0])
+    assert rates == pytest.approx([2.0, 4.0, 4.0])
+    assert share_link(10.0, [20.0, 20.0], [1.0, 3.0]) == pytest.approx([2.5, 7.5])
+    assert share_link(10.0, [0.0, 3.0], [1.0, 1.0]) == pytest.approx([0.0, 3.0])
+    assert sum(share_link(10.0, [4.0, 4.0, 4.0], [1.0, 2.0, 5.0])) == pytest.approx(10.0)
+
+
+def test_profiles_from_the_performance_model():
+    timing = IterationTime(compute_s=0.2, communication_s=0.05, exposed_s=0.01, total_s=0.21, tier=Tier.RACK)
+    p = profile_from_iteration(timing, link_gbytes=0.5)
+    assert p.iteration_s == pytest.approx(0.21) and p.gbytes == pytest.approx(0.5)
+    assert [ph.up for ph in p.phases] == [False, True] and p.phases[1].duration_s == pytest.approx(0.05)
+    quiet = profile_from_iteration(IterationTime(0.2, 0.0, 0.0, 0.2, Tier.GPU), 0.0)
+    assert quiet.gbytes == 0 and quiet.iteration_s == pytest.approx(0.2)
+    tp = tensor_parallel_profile(0.2, 0.4, 0.05, 6.0, 8.0)
+    assert [ph.up for ph in tp.phases] == [True, True, False]
+    pp = pipeline_profile(0.01, 4, 5.0, 0.002, 0.03, 9.0)
+    assert sum(ph.up for ph in pp.phases) == 2 * 4 + 1  # a send per micro-batch each way, then the all-reduce
+
+
+@settings(max_examples=25, deadline=None)
+@given(up=st.floats(0.05, 0.95), shift=st.floats(0.0, 1.0), extra=st.floats(1.0, 4.0))
+def test_more_bandwidth_is_never_slower(up, shift, extra):
+    """Property: a link of more capacity never lengthens any job's iteration."""
+    a = data_parallel_profile(1.0, up, C)
+    b = data_parallel_profile(0.7, up * 0.7, C / 2)
+    slow = shared_link_iteration_times([a, b], C, time_shifts_s=[0.0, shift], iterations=12, steady=4)
+    fast = shared_link_iteration_times([a, b], C * extra, time_shifts_s=[0.0, shift], iterations=12, steady=4)
+    for s, f in zip(slow.history_s, fast.history_s, strict=True):
+        assert sum(f[:12]) <= sum(s[:12]) + 1e-9
