@@ -165,15 +165,13 @@ class SchedulingCore:
     def _stop(self, record: JobRecord, now: float, reason: str) -> None:
         """RUNNING -> PREEMPTED -> PENDING, keeping the last checkpointed iteration."""
         record.end_run(now, checkpoint=True)
-        self.free.give(record.allocation)
-        record.allocation = None
+        self.free.give(record.release())
         del self.running[record.job_id]
         record.preemptions += 1
         record.state = JobState.PREEMPTED
         self.log.append(now, record.job_id, EventKind.PREEMPTED, JobState.PREEMPTED, reason)
         record.state = JobState.PENDING
         record.pending_since = now
-        record.iteration_s = record.ideal_iteration_s
         self.pending.add(record)
         self.log.append(now, record.job_id, EventKind.REQUEUED, JobState.PENDING)
 

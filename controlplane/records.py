@@ -18,7 +18,7 @@ class JobRecord:
     __slots__ = (
         "_anchor", "_done", "_gpu_s", "_rate", "_resume_at", "_run_s", "_run_start",
         "allocation", "arrival_seq", "end_time", "epoch", "first_start", "ideal_iteration_s",
-        "iteration_s", "iterations_total", "job_id", "last_assignment_time", "pending_since",
+        "iteration_s", "iterations_total", "job_id", "last_assignment_time", "num_gpus", "pending_since",
         "preemptions", "queued_s", "restarts", "spec", "state",
     )
 
@@ -29,6 +29,7 @@ class JobRecord:
         self.arrival_seq = arrival_seq
         self.state = JobState.PENDING
         self.allocation: Allocation | None = None
+        self.num_gpus = spec.num_gpus  # GPUs held when running, else GPUs requested
         self.iterations_total = iterations_total
         self.ideal_iteration_s = ideal_iteration_s
         self.iteration_s = ideal_iteration_s
@@ -49,10 +50,6 @@ class JobRecord:
         self._run_start: float | None = None
 
     # --- read side (the JobInfo protocol) ---------------------------------
-
-    @property
-    def num_gpus(self) -> int:
-        return self.allocation.num_gpus if self.allocation is not None else self.spec.num_gpus
 
     def iterations_done(self, now: float) -> float:
         if self._rate == 0.0:
@@ -88,6 +85,7 @@ class JobRecord:
 
     def begin_run(self, allocation: Allocation, now: float) -> None:
         self.allocation = allocation
+        self.num_gpus = allocation.num_gpus
         self.state = JobState.RUNNING
         self.queued_s += now - self.pending_since
         if self.first_start is None:
@@ -115,7 +113,15 @@ class JobRecord:
         """Switch a running job to a new allocation (migrate, resize, new resources)."""
         self.end_run(now, checkpoint=checkpoint)
         self.allocation = allocation
+        self.num_gpus = allocation.num_gpus
         self._run_start = now
+
+    def release(self) -> Allocation:
+        """Drop the allocation of a stopped job; returns it for the ledger."""
+        allocation, self.allocation = self.allocation, None
+        self.num_gpus = self.spec.num_gpus
+        self.iteration_s = self.ideal_iteration_s
+        return allocation
 
     def set_rate(self, now: float, iteration_s: float, restore_s: float = 0.0) -> None:
         """One iteration now takes ``iteration_s``; with ``restore_s`` > 0 progress

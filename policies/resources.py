@@ -19,11 +19,13 @@ class OverAllocation(ValueError):
 
 
 class FreeResources:
-    __slots__ = ("cluster", "cpus", "gpu_mask", "gpus", "memory_mb", "schedulable")
+    __slots__ = ("capacity", "cluster", "cpus", "gpu_mask", "gpus", "memory_mb", "schedulable")
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        self.gpus = np.array([n.gpus for n in cluster.nodes], dtype=np.int64)
+        self.capacity = np.array([n.gpus for n in cluster.nodes], dtype=np.int64)
+        self.capacity.flags.writeable = False  # shared by every copy
+        self.gpus = self.capacity.copy()
         self.cpus = np.array([n.cpus for n in cluster.nodes], dtype=np.int64)
         self.memory_mb = np.array([n.memory_mb for n in cluster.nodes], dtype=np.int64)
         self.gpu_mask = [(1 << n.gpus) - 1 for n in cluster.nodes]
@@ -33,6 +35,7 @@ class FreeResources:
     def copy(self) -> FreeResources:
         other = FreeResources.__new__(FreeResources)
         other.cluster = self.cluster
+        other.capacity = self.capacity
         other.gpus = self.gpus.copy()
         other.cpus = self.cpus.copy()
         other.memory_mb = self.memory_mb.copy()
@@ -43,6 +46,11 @@ class FreeResources:
     @property
     def total_gpus(self) -> int:
         return int(self.gpus.sum())
+
+    @property
+    def schedulable_gpus(self) -> int:
+        """GPUs on nodes that accept new work, free or not."""
+        return int(self.capacity[self.schedulable].sum())
 
     def free_gpu_ids(self, node_index: int) -> list[int]:
         mask = self.gpu_mask[node_index]

@@ -89,8 +89,4 @@ class ClusterView:
     @property
     def schedulable_gpus(self) -> int:
         """GPUs on nodes that accept new work, free or not."""
-        total = 0
-        for node in self.cluster.nodes:
-            if self.free.schedulable[node.index]:
-                total += node.gpus
-        return total
+        return self.free.schedulable_gpus

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,8 @@ class Allocation:
     nodes: tuple[NodeAllocation, ...]
     time_shift_s: float = 0.0
     stages: tuple[StagePlan, ...] = ()
+    # Derived once: priority keys read it for every job in every pass.
+    num_gpus: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         names = [n.node for n in self.nodes]
@@ -44,10 +46,7 @@ class Allocation:
             raise ValueError("an allocation needs at least one node")
         if len(set(names)) != len(names):
             raise ValueError(f"a node appears twice in allocation: {names}")
-
-    @property
-    def num_gpus(self) -> int:
-        return sum(len(n.gpus) for n in self.nodes)
+        object.__setattr__(self, "num_gpus", sum(len(n.gpus) for n in self.nodes))
 
     @property
     def node_names(self) -> tuple[str, ...]:

@@ -41,7 +41,7 @@ class JobSpec:
     model: str
     num_gpus: int
     iterations: int = 0
-    batch_size: int = 0  # 0: the model's reference batch size
+    batch_size: int = 0  # per GPU; 0: the model's reference batch size
     tenant: str = "default"
     user: str = ""
     gpu_type: str | None = None
