@@ -69,3 +69,12 @@ def test_bad_cluster_file_names_line_and_field(tmp_path):
     proc = halyard("simulate", "--cluster", str(bad), cwd=tmp_path)
     assert proc.returncode == 2
     assert f"{bad}:6, field 'racks[0].nodes[0].gpus': must be positive" in proc.stderr
+
+
+def test_closed_pipe_is_not_an_error(tmp_path):
+    """`halyard trace stats --json | head -1` must not report an error."""
+    trace = Path(__file__).resolve().parents[1] / "src" / "halyard" / "data" / "traces" / "default.csv"
+    proc = subprocess.run(f"{sys.executable} -m halyard.cli trace stats --json {trace} | head -c 1",
+                          shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.stdout == "{"
+    assert "error" not in proc.stderr and "Traceback" not in proc.stderr

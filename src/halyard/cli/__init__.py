@@ -7,6 +7,7 @@ reaches the user for bad input.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -37,6 +38,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args) or 0)
+    except BrokenPipeError:
+        # The reader went away (`halyard trace stats | head`): not an error of ours.
+        # Point stdout at /dev/null so the interpreter's final flush stays quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (HalyardError, OSError) as exc:
         print(f"halyard {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
