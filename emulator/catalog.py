@@ -28,12 +28,13 @@ TASKS = ("image", "language", "speech")  # Synergy Table 4's three task classes
 REQUIRED_GPU_TYPES = ("V100", "P100", "A100")
 
 _MODEL_KEYS = {"task", "description", "reference_batch", "gradient_bytes", "backward_fraction",
-               "activation_bytes", "compute_s"}
+               "activation_bytes", "compute_s", "data"}
+_DATA_KEYS = {"best_cpus", "best_memory_gb", "best_speedup"}
 _CONSTANT_KEYS = {
     "node_latency_s", "rack_latency_s", "spine_latency_s",
     "restart_fixed_s", "checkpoint_gbyte_s", "checkpoint_state_factor",
     "state_bytes_per_parameter", "optimizer_step_bytes_per_parameter", "framework_reserve_bytes",
-    "ddp_bucket_bytes",
+    "ddp_bucket_bytes", "proportional_cpus_per_gpu", "proportional_memory_gb_per_gpu",
 }
 _GPU_KEYS = {"memory_gib", "tensor_tflops", "memory_gbyte_s"}
 _TOP_KEYS = {"schema_version", "constants", "gpus", "models"}
@@ -76,6 +77,16 @@ class GpuSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class DataProfile:
+    """Synergy's sensitivity summary: the best CPU/memory demand per GPU and its speed-up
+    over the GPU-proportional share (docs/performance-model.md, "Data stalls")."""
+
+    best_cpus: float
+    best_memory_gb: float
+    best_speedup: float
+
+
+@dataclass(frozen=True, slots=True)
 class ModelProfile:
     """What the performance model knows about one model.
 
@@ -97,6 +108,7 @@ class ModelProfile:
     sources: Mapping[str, str]
     activation_bytes: float = 0.0
     derived: frozenset[str] = frozenset()
+    data: DataProfile | None = None  # None: not input-bound (flat in CPUs and memory)
 
     @property
     def gpu_types(self) -> tuple[str, ...]:
@@ -131,6 +143,8 @@ class Constants:
     optimizer_step_bytes_per_parameter: float  # memory traffic of one optimizer step
     framework_reserve_bytes: float  # CUDA context, workspaces, fragmentation per process
     ddp_bucket_bytes: float  # gradient bucket of data-parallel all-reduce
+    proportional_cpus_per_gpu: float  # Synergy's server: where the sensitivity matrices are 1.0
+    proportional_memory_gb_per_gpu: float
     sources: Mapping[str, str]
 
 
@@ -216,7 +230,7 @@ def _derive(profile: ModelProfile, gpus: Mapping[str, GpuSpec]) -> ModelProfile:
         reference_batch=profile.reference_batch, gradient_bytes=profile.gradient_bytes,
         backward_fraction=profile.backward_fraction, compute_s=MappingProxyType(compute),
         sources=MappingProxyType(sources), activation_bytes=profile.activation_bytes,
-        derived=frozenset(missing))
+        derived=frozenset(missing), data=profile.data)
 
 
 def _constants(table: dict[str, Any], fail: Any) -> Constants:
@@ -266,6 +280,21 @@ def _model(name: str, body: Any, fail: Any) -> ModelProfile:
         fig = _figure(compute_doc, gpu, f"{where}.compute_s.{gpu}", fail)
         compute[gpu] = fig.value
         sources[f"compute_s.{gpu}"] = fig.source
+    data: DataProfile | None = None
+    data_doc = body.get("data")
+    if data_doc is not None:
+        if not isinstance(data_doc, dict):
+            raise fail("must be a table", f"{where}.data")
+        for key in data_doc:
+            if key not in _DATA_KEYS:
+                raise fail(f"unknown key (allowed: {', '.join(sorted(_DATA_KEYS))})", f"{where}.data.{key}")
+        figs = {key: _figure(data_doc, key, f"{where}.data.{key}", fail) for key in sorted(_DATA_KEYS)}
+        if figs["best_speedup"].value < 1.0:
+            raise fail("must be >= 1 (the best demand is never slower than the proportional share)",
+                       f"{where}.data.best_speedup")
+        data = DataProfile(best_cpus=figs["best_cpus"].value, best_memory_gb=figs["best_memory_gb"].value,
+                           best_speedup=figs["best_speedup"].value)
+        sources.update({f"data.{key}": fig.source for key, fig in figs.items()})
     missing = [g for g in REQUIRED_GPU_TYPES if g not in compute]
     if missing:
         raise fail(f"missing required GPU types {', '.join(missing)} "
@@ -274,7 +303,7 @@ def _model(name: str, body: Any, fail: Any) -> ModelProfile:
         name=name, task=task, description=description, reference_batch=int(batch.value),
         gradient_bytes=grad.value, backward_fraction=bwd.value,
         compute_s=MappingProxyType(compute), sources=MappingProxyType(sources),
-        activation_bytes=act.value,
+        activation_bytes=act.value, data=data,
     )
 
 

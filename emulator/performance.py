@@ -36,6 +36,7 @@ from halyard.emulator.collectives import (
     exposed_s,
     hierarchical_allreduce_s,
 )
+from halyard.emulator.datastall import HostCurve, host_curve, stalled_iteration_s
 
 OVERLAP_MODES = ("ddp", "layerwise")
 
@@ -96,6 +97,7 @@ class _ClusterIndex:
     nodes: dict[str, _NodeInfo]
     rack_gbyte_s: tuple[float, ...]
     reference_gpu: str  # the cluster's most common GPU type
+    host: dict[str, tuple[float, float]]  # node -> GPU-proportional (CPUs, memory GB) per GPU
 
 
 # The placement reduced to what the cost depends on:
@@ -107,18 +109,23 @@ class PerformanceModel:
     """The one performance model the simulator and the emulated agents share."""
 
     def __init__(self, catalog: Catalog | None = None, *, allreduce: str = "ring",
-                 overlap: str = "ddp") -> None:
+                 overlap: str = "ddp", data_stalls: bool = False) -> None:
         """``allreduce``: ``ring`` (default; two-level across nodes), ``tree`` or ``auto``
         for the all-reduce between nodes (inside a node it is always a ring).
         ``overlap``: ``ddp`` (buckets overlap backward only; default) or
         ``layerwise`` (each layer's all-reduce may run until its next forward,
-        as in ASTRA-sim and Dally's simulator)."""
+        as in ASTRA-sim and Dally's simulator). ``data_stalls``: bound compute by
+        the CPU cores and memory per GPU of the allocation (Synergy; off by
+        default, see docs/performance-model.md "Data stalls" for why)."""
         if allreduce not in ALGORITHMS:
             raise ValueError(f"allreduce must be one of {', '.join(ALGORITHMS)}, got {allreduce!r}")
         if overlap not in OVERLAP_MODES:
             raise ValueError(f"overlap must be one of {', '.join(OVERLAP_MODES)}, got {overlap!r}")
         self._allreduce = allreduce
         self._overlap = overlap
+        self._data_stalls = data_stalls
+        self._curves: dict[str, HostCurve | None] = {}
+        self._stalled: dict[tuple[str, int, _Shape, float, float], IterationTime] = {}
         self._catalog = catalog if catalog is not None else load_catalog()
         self._models = self._catalog.models
         c = self._catalog.constants
@@ -174,6 +181,46 @@ class PerformanceModel:
         """
         return {name: {g: self._compute_s(p, g, batch) for g in p.compute_s}
                 for name, p in self._models.items()}
+
+    # ----------------------------------------------------------------- data stalls
+    def host_curve(self, model: str) -> HostCurve | None:
+        """The model's host-side (CPU, cache) times, or None if it is not input-bound."""
+        if model not in self._curves:
+            p = self.profile(model)
+            if p.data is None:
+                self._curves[model] = None
+            else:
+                v100 = p.compute_time_s("V100")
+                if v100 is None:
+                    raise UnsupportedGPUError(f"model {model!r}: the data-stall curve is anchored on V100")
+                self._curves[model] = host_curve(p.data, v100, self._catalog.constants.proportional_cpus_per_gpu)
+        return self._curves[model]
+
+    def cache_hit_rate(self, model: str, memory_gb_per_gpu: float) -> float:
+        """Per-epoch cache hit rate with ``memory_gb_per_gpu`` of memory (1.0 if not input-bound)."""
+        curve = self.host_curve(model)
+        return 1.0 if curve is None else curve.hit_rate(memory_gb_per_gpu)
+
+    def stalled_compute_s(self, model: str, gpu_type: str, cpus_per_gpu: float, memory_gb_per_gpu: float,
+                          batch: int = 0) -> float:
+        """``max(T_gpu, T_cpu(c), T_fetch(m))`` for one GPU of ``gpu_type`` (datastall module)."""
+        p = self.profile(model)
+        scale = (batch or p.reference_batch) / p.reference_batch
+        return stalled_iteration_s(self._compute_s(p, gpu_type, batch), self.host_curve(model),
+                                   cpus_per_gpu, memory_gb_per_gpu, scale)
+
+    def throughput_factor(self, model: str, cpus_per_gpu: float, memory_gb_per_gpu: float,
+                          gpu_type: str = "V100", batch: int = 0) -> float:
+        """Throughput with these CPUs and memory per GPU over the GPU-proportional share's.
+
+        1.0 at Synergy's proportional share (3 CPUs, 62.5 GB per GPU) on every GPU
+        type; above 1 with more, below with less; 1.0 everywhere for a model that is
+        not input-bound (language models).
+        """
+        c = self._catalog.constants
+        base = self.stalled_compute_s(model, gpu_type, c.proportional_cpus_per_gpu,
+                                      c.proportional_memory_gb_per_gpu, batch)
+        return base / self.stalled_compute_s(model, gpu_type, cpus_per_gpu, memory_gb_per_gpu, batch)
 
     # ----------------------------------------------------------------- memory
     def gpu_memory_bytes(self, gpu_type: str) -> float:
@@ -253,6 +300,18 @@ class PerformanceModel:
             gpu_type if types is None else tuple(sorted(types)), n, m, kmax,
             intra if kmax > 1 else 0.0, inter if m > 1 else 0.0, tier,
         )
+        if self._data_stalls:
+            cpus = mem = math.inf
+            for na in allocation.nodes:
+                k = len(na.gpus)
+                if not k:
+                    continue
+                if na.cpus == 0 and na.memory_mb == 0:  # the allocation does not say: proportional share
+                    c, g = index.host[na.node]
+                else:
+                    c, g = na.cpus / k, na.memory_mb / 1000.0 / k
+                cpus, mem = min(cpus, c), min(mem, g)
+            return self._timing_stalled(spec.model, spec.batch_size, shape, cpus, mem)
         return self._timing(spec.model, spec.batch_size, shape)
 
     def ideal_iteration_time(self, spec: JobSpec, gpu_type: str) -> float:
@@ -277,6 +336,10 @@ class PerformanceModel:
         shape = self._tightest.get(key)
         if shape is None:
             shape = self._tightest[key] = self._tightest_shape(index, gtype, spec.num_gpus)
+        if self._data_stalls:
+            cpus, mem = max((h for name, h in index.host.items() if index.nodes[name][0] == gtype),
+                            key=lambda h: (h[0], h[1]))
+            return self._timing_stalled(spec.model, spec.batch_size, shape, cpus, mem).total_s
         return self._timing(spec.model, spec.batch_size, shape).total_s
 
     def iterations_for(self, spec: JobSpec, cluster: Cluster) -> int:
@@ -338,6 +401,25 @@ class PerformanceModel:
         c = self._catalog.constants
         return c.optimizer_step_bytes_per_parameter * p.parameters / (spec.memory_gbyte_s * GBYTE)
 
+    def _timing_stalled(self, model: str, batch: int, shape: _Shape, cpus: float, mem: float) -> IterationTime:
+        key = (model, batch, shape, cpus, mem)
+        hit = self._stalled.get(key)
+        if hit is not None:
+            return hit
+        base = self._timing(model, batch, shape)
+        curve = self.host_curve(model)
+        timing = base
+        if curve is not None:
+            p = self.profile(model)
+            scale = (batch or p.reference_batch) / p.reference_batch
+            host = scale * max(curve.cpu_s(cpus), curve.fetch_s(mem))
+            if host > base.compute_s:  # the GPU waits for input; the all-reduce may hide in the wait
+                total = max(host, base.total_s)
+                timing = IterationTime(compute_s=host, communication_s=base.communication_s,
+                                       exposed_s=total - host, total_s=total, tier=base.tier)
+        self._stalled[key] = timing
+        return timing
+
     def _compute_s(self, profile: ModelProfile, gpu_type: str, batch: int) -> float:
         t = profile.compute_time_s(gpu_type)
         if t is None:
@@ -354,8 +436,9 @@ class PerformanceModel:
         nodes = {nd.name: (nd.gpu_type, nd.gpus, nd.fabric_gbyte_s, nd.nic_gbyte_s, nd.rack_index)
                  for nd in cluster.nodes}
         racks = tuple(r.uplink_gbyte_s / cluster.spine_oversubscription for r in cluster.racks)
+        host = {nd.name: (nd.cpus / nd.gpus, nd.memory_mb / 1000.0 / nd.gpus) for nd in cluster.nodes if nd.gpus}
         index = _ClusterIndex(cluster=cluster, nodes=nodes, rack_gbyte_s=racks,
-                              reference_gpu=cluster.gpu_types[0])
+                              reference_gpu=cluster.gpu_types[0], host=host)
         if id(cluster) in self._clusters:  # defensive: drop shapes of an object that had this id
             self._tightest = {k: v for k, v in self._tightest.items() if k[0] != id(cluster)}
         self._clusters[id(cluster)] = index

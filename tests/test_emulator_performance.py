@@ -85,6 +85,8 @@ def test_every_figure_names_its_source():
     for name, p in catalog.models.items():
         fields = {"reference_batch", "gradient_bytes", "backward_fraction", "activation_bytes"}
         fields |= {f"compute_s.{g}" for g in p.compute_s}
+        if p.data is not None:
+            fields |= {"data.best_cpus", "data.best_memory_gb", "data.best_speedup"}
         assert set(p.sources) == fields, name
         for field, src in p.sources.items():
             assert len(src) > 20, (name, field, src)
