@@ -35,6 +35,7 @@ _CONSTANT_KEYS = {
     "restart_fixed_s", "checkpoint_gbyte_s", "checkpoint_state_factor",
     "state_bytes_per_parameter", "optimizer_step_bytes_per_parameter", "framework_reserve_bytes",
     "ddp_bucket_bytes", "proportional_cpus_per_gpu", "proportional_memory_gb_per_gpu",
+    "gradient_copy_gbyte_s",
 }
 _GPU_KEYS = {"memory_gib", "tensor_tflops", "memory_gbyte_s"}
 _TOP_KEYS = {"schema_version", "constants", "gpus", "models"}
@@ -145,6 +146,7 @@ class Constants:
     ddp_bucket_bytes: float  # gradient bucket of data-parallel all-reduce
     proportional_cpus_per_gpu: float  # Synergy's server: where the sensitivity matrices are 1.0
     proportional_memory_gb_per_gpu: float
+    gradient_copy_gbyte_s: float  # device-to-host copy of a time-sliced EST's gradients
     sources: Mapping[str, str]
 
 

@@ -24,6 +24,7 @@ per instance (there is no module-level mutable state).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from halyard.datamodel import Allocation, Cluster, HalyardError, JobSpec, Tier
@@ -37,6 +38,7 @@ from halyard.emulator.collectives import (
     hierarchical_allreduce_s,
 )
 from halyard.emulator.datastall import HostCurve, host_curve, stalled_iteration_s
+from halyard.emulator.elastic import est_step_s
 
 OVERLAP_MODES = ("ddp", "layerwise")
 
@@ -349,6 +351,39 @@ class PerformanceModel:
         if spec.duration_s is None:
             raise ValueError(f"job {spec.job_id}: neither iterations nor duration_s is set")
         return max(1, round(spec.duration_s / self.consolidated_iteration_time(spec, cluster)))
+
+    # ----------------------------------------------------------------- elastic and pipeline costs
+    def checkpoint_bytes(self, model: str) -> float:
+        """Weights and optimizer state: ``gradient_bytes x checkpoint_state_factor``."""
+        return self.profile(model).gradient_bytes * self._catalog.constants.checkpoint_state_factor
+
+    def checkpoint_s(self, spec: JobSpec) -> float:
+        """Writing an on-demand checkpoint at ``checkpoint_gbyte_s`` (the read bandwidth; estimate)."""
+        return self.checkpoint_bytes(spec.model) / (self._catalog.constants.checkpoint_gbyte_s * GBYTE)
+
+    def restore_s(self, spec: JobSpec) -> float:
+        """Reading the checkpoint back: ``checkpoint_bytes / checkpoint_gbyte_s``."""
+        return self.checkpoint_bytes(spec.model) / (self._catalog.constants.checkpoint_gbyte_s * GBYTE)
+
+    def reconfigure_cost_s(self, spec: JobSpec) -> float:
+        """A migration or resize: checkpoint on demand, then restart (EasyScale §3.2)."""
+        return self.checkpoint_s(spec) + self.restart_cost_s(spec)
+
+    def est_step_s(self, spec: JobSpec, placement: Sequence[tuple[str, int]],
+                   allreduce_exposed_s: float = 0.0) -> float:
+        """EasyScale: one global step of ESTs time-sliced on ``placement`` = [(GPU type, ESTs), ...].
+
+        Each EST computes the job's per-GPU batch (``ideal_iteration_time`` on its GPU
+        type); gradient copies run at ``gradient_copy_gbyte_s`` behind the next EST
+        (:func:`halyard.emulator.elastic.est_step_s`).
+        """
+        copy = self.profile(spec.model).gradient_bytes / (self._catalog.constants.gradient_copy_gbyte_s * GBYTE)
+        return est_step_s([self.ideal_iteration_time(spec, g) for g, _ in placement], [a for _, a in placement],
+                          [copy] * len(placement), allreduce_exposed_s)
+
+    def est_capability(self, spec: JobSpec, gpu_type: str) -> float:
+        """EasyScale's ``C_i``: mini-batches per second of one EST on ``gpu_type``."""
+        return 1.0 / self.ideal_iteration_time(spec, gpu_type)
 
     def restart_cost_s(self, spec: JobSpec) -> float:
         """Seconds a preempted job loses on restart: fixed relaunch + checkpoint read.
