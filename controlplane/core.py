@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import Counter
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -72,6 +73,8 @@ class SchedulingCore:
         self.pending: SortedKeyList = SortedKeyList(key=lambda r: (r.spec.submit_time, r.arrival_seq))
         self.running: dict[str, JobRecord] = {}
         self._running_view: Mapping[str, JobRecord] = MappingProxyType(self.running)
+        self._demand: Counter[int] = Counter()  # requested GPUs of pending jobs
+        self._demand_view: Mapping[int, int] = MappingProxyType(self._demand)
         self._gpus_by_type = {t: sum(n.gpus for n in cluster.nodes if n.gpu_type == t)
                               for t in cluster.gpu_types}
         self.passes = 0
@@ -100,7 +103,7 @@ class SchedulingCore:
         ideal = self.perf.consolidated_iteration_time(spec, self.cluster)
         record = JobRecord(spec, len(self.records), iterations, ideal, now)
         self.records[spec.job_id] = record
-        self.pending.add(record)
+        self._enqueue(record)
         self.log.append(now, spec.job_id, EventKind.SUBMITTED, JobState.PENDING)
         return record
 
@@ -108,7 +111,8 @@ class SchedulingCore:
 
     def view(self, now: float) -> ClusterView:
         return ClusterView(now=now, cluster=self.cluster, free=self.free, running=self._running_view,
-                           pending=self.pending, perf=self.perf, round_s=self.round_s)
+                           pending=self.pending, perf=self.perf, round_s=self.round_s,
+                           pending_demand=self._demand_view)
 
     def schedule(self, now: float) -> list[Action]:
         """Run one policy pass and apply its plan; returns the applied actions."""
@@ -158,9 +162,20 @@ class SchedulingCore:
             self.free.give(record.allocation)
             del self.running[job_id]
         elif record.state is JobState.PENDING:
-            self.pending.remove(record)
+            self._dequeue(record)
         record.finish(now, state)
         self.log.append(now, job_id, kind, state, detail)
+
+    def _enqueue(self, record: JobRecord) -> None:
+        self.pending.add(record)
+        self._demand[record.spec.num_gpus] += 1
+
+    def _dequeue(self, record: JobRecord) -> None:
+        self.pending.remove(record)
+        gpus = record.spec.num_gpus
+        self._demand[gpus] -= 1
+        if not self._demand[gpus]:
+            del self._demand[gpus]
 
     def _stop(self, record: JobRecord, now: float, reason: str) -> None:
         """RUNNING -> PREEMPTED -> PENDING, keeping the last checkpointed iteration."""
@@ -172,7 +187,7 @@ class SchedulingCore:
         self.log.append(now, record.job_id, EventKind.PREEMPTED, JobState.PREEMPTED, reason)
         record.state = JobState.PENDING
         record.pending_since = now
-        self.pending.add(record)
+        self._enqueue(record)
         self.log.append(now, record.job_id, EventKind.REQUEUED, JobState.PENDING)
 
     def _validate(self, plan: Plan) -> None:
@@ -247,7 +262,7 @@ class SchedulingCore:
         if isinstance(action, Start):
             check_transition(record.job_id, record.state, JobState.RUNNING)
             self.free.take(action.allocation)
-            self.pending.remove(record)
+            self._dequeue(record)
             self.running[record.job_id] = record
             if record.has_checkpoint:
                 record.restarts += 1

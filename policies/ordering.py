@@ -17,6 +17,7 @@ class Fifo:
     name = "fifo"
     preemptive = False
     needs_rounds = False
+    arrival_order = True  # the core keeps pending jobs by (submit time, arrival)
 
     def key(self, view: ClusterView) -> Callable[[JobInfo], tuple[float, int]]:
         return lambda job: (job.spec.submit_time, job.arrival_seq)
@@ -33,6 +34,7 @@ class Srtf:
 
     name = "srtf"
     preemptive = True
+    arrival_order = False
     needs_rounds = False
 
     def key(self, view: ClusterView) -> Callable[[JobInfo], tuple[float, float, int]]:
@@ -46,6 +48,7 @@ class Las:
 
     name = "las"
     preemptive = True
+    arrival_order = False
     needs_rounds = True
 
     def key(self, view: ClusterView) -> Callable[[JobInfo], tuple[float, float, int]]:

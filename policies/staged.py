@@ -15,10 +15,12 @@ the core validates and applies it.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.plan import Plan
+from halyard.policies.resources import FreeResources
 from halyard.policies.stages import (
     Admission,
     AdmitAll,
@@ -67,12 +69,25 @@ class StagedPolicy:
         self.network.augment(view, plan, free)
         return plan
 
-    def _in_order(self, view: ClusterView, jobs: list[JobInfo], plan: Plan, free) -> None:
-        jobs.sort(key=self.ordering.key(view))
+    def _in_order(self, view: ClusterView, jobs: list[JobInfo], plan: Plan, free: FreeResources) -> None:
+        if not self.ordering.arrival_order:  # view.pending is already in arrival order
+            jobs.sort(key=self.ordering.key(view))
         left = free.total_gpus
+        # With every pending job admitted at its requested size, the pass can stop
+        # as soon as no job still to be visited asks for <= `left` GPUs: on a long
+        # queue that is the difference between O(started) and O(queue) per pass.
+        waiting = Counter(view.pending_demand) if self._bounded(jobs, view) else None
+        smallest = min(waiting) if waiting else 0
         for job in jobs:
-            if left == 0:
+            if left < smallest or left == 0:
                 break
+            if waiting is not None:
+                n = job.spec.num_gpus
+                waiting[n] -= 1
+                if not waiting[n]:
+                    del waiting[n]
+                    if n == smallest and waiting:
+                        smallest = min(waiting)
             gpus = self.sizing.gpus(view, job)
             if gpus > left:
                 continue
@@ -82,7 +97,10 @@ class StagedPolicy:
                 plan.start(job.job_id, allocation)
                 left -= gpus
 
-    def _preemptive(self, view: ClusterView, pending: list[JobInfo], plan: Plan, free) -> None:
+    def _bounded(self, jobs: list[JobInfo], view: ClusterView) -> bool:
+        return isinstance(self.sizing, FixedSize) and len(jobs) == len(view.pending)
+
+    def _preemptive(self, view: ClusterView, pending: list[JobInfo], plan: Plan, free: FreeResources) -> None:
         ranked: list[JobInfo] = [*view.running.values(), *pending]
         ranked.sort(key=self.ordering.key(view))
         budget = view.schedulable_gpus

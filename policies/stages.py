@@ -44,11 +44,14 @@ class Ordering(Protocol):
     preempt running jobs that fall out of the top set. ``needs_rounds`` says
     whether priorities change with time alone (so the round timer must run
     passes); FIFO and SRTF only change on events, LAS changes as service accrues.
+    ``arrival_order`` says the order is exactly arrival order, which the view's
+    pending list already has, so a pass need not sort.
     """
 
     name: str
     preemptive: bool
     needs_rounds: bool
+    arrival_order: bool
 
     def key(self, view: ClusterView) -> Callable[[JobInfo], Any]: ...
 

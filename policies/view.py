@@ -85,6 +85,7 @@ class ClusterView:
     pending: Sequence[JobInfo]
     perf: PerformanceEstimator
     round_s: float
+    pending_demand: Mapping[int, int]  # requested GPUs -> number of pending jobs
 
     @property
     def schedulable_gpus(self) -> int:

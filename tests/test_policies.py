@@ -7,7 +7,17 @@ from factories import job
 
 from halyard.controlplane import SchedulingCore
 from halyard.datamodel import Allocation, NodeAllocation, ValidationError
-from halyard.policies import Fifo, FirstFitConsolidated, Las, Plan, Srtf, make_policy, policy_names
+from halyard.policies import (
+    Fifo,
+    FirstFitConsolidated,
+    FixedSize,
+    Las,
+    Plan,
+    Srtf,
+    StagedPolicy,
+    make_policy,
+    policy_names,
+)
 
 
 def core_with(cluster, perf, policy="fifo") -> SchedulingCore:
@@ -115,3 +125,28 @@ def test_unknown_policy_lists_names():
     with pytest.raises(ValidationError, match="known: fifo, las, srtf"):
         make_policy("round-robin")
     assert policy_names() == ["fifo", "las", "srtf"]
+
+
+class CountingSize(FixedSize):
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def gpus(self, view, job) -> int:
+        self.calls += 1
+        return super().gpus(view, job)
+
+
+def test_fifo_pass_stops_when_nothing_left_fits(small_cluster, perf):
+    sizing = CountingSize()
+    core = SchedulingCore(small_cluster, StagedPolicy("fifo", Fifo(), sizing=sizing), perf)
+    core.submit(job(14, job_id="wide"), 0.0)
+    core.schedule(0.0)  # 2 GPUs stay free
+    for i in range(30):
+        core.submit(job(4, job_id=f"four{i}", submit=1.0), 1.0)
+    sizing.calls = 0
+    assert core.schedule(1.0) == []
+    assert sizing.calls == 0  # every waiting job asks for 4 > 2 free: no job is visited
+    core.submit(job(2, job_id="two", submit=2.0), 2.0)
+    started = [a.job_id for a in core.schedule(2.0)]
+    assert started == ["two"]  # the bound never skips a job that fits at the back of the queue
+    assert sizing.calls == 31
