@@ -78,3 +78,16 @@ def test_closed_pipe_is_not_an_error(tmp_path):
                           shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert proc.stdout == "{"
     assert "error" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_profiles_show_lists_numbers_and_sources(tmp_path):
+    proc = halyard("profiles", "show", "resnet50", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = {line.split()[0]: line for line in proc.stdout.splitlines()[1:] if line.strip()}
+    assert "compute_s.V100" in lines and "gradient_bytes" in lines and "restart_cost_s" in lines
+    # every figure carries a source after its unit, estimates are starred
+    assert "REFERENCE-NUMBERS" in proc.stdout or "EasyScale" in proc.stdout
+    listed = halyard("profiles", "list", cwd=tmp_path)
+    assert listed.returncode == 0 and "resnet50" in listed.stdout and "bert-large" in listed.stdout
+    bad = halyard("profiles", "show", "nosuchnet", cwd=tmp_path)
+    assert bad.returncode == 2 and "unknown model 'nosuchnet'" in bad.stderr

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from halyard import __version__
-from halyard.cli import simulate, trace
+from halyard.cli import profiles, simulate, trace
 from halyard.datamodel import HalyardError
 
 EXIT_BAD_INPUT = 2
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     simulate.register(commands)
     trace.register(commands)
+    profiles.register(commands)
     return parser
 
 
