@@ -40,7 +40,6 @@ class SimulationRun:
     core: SchedulingCore
     rejected: list[Rejected] = field(default_factory=list)
     end_time: float = 0.0
-    events_processed: int = 0
 
 
 class SimulatedPool:
@@ -108,7 +107,6 @@ class Simulator:
             changed = False
             while heap and heap[0][0] == now:
                 _, kind, _, job_id, epoch = heapq.heappop(heap)
-                run.events_processed += 1
                 if kind == _COMPLETION:
                     record = core.records[job_id]
                     if record.epoch == epoch and record.state is JobState.RUNNING:
