@@ -1,0 +1,60 @@
+"""Generate the Python protocol modules from proto/halyard/v1/*.proto.
+
+    .venv/bin/python proto/generate.py           # write src/halyard/v1/*_pb2*.py(i)
+    .venv/bin/python proto/generate.py --check   # exit 1 if the checked-in files are stale (CI)
+
+The output lands in src/halyard/v1, so the modules import as ``halyard.v1.*``,
+which is also the protobuf package name. grpcio-tools is pinned in the
+``dev`` extra of pyproject.toml so every machine generates the same bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import sys
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from grpc_tools import protoc
+
+ROOT = Path(__file__).resolve().parents[1]
+PROTO_DIR = ROOT / "proto"
+OUT_DIR = ROOT / "src"
+PACKAGE = Path("halyard") / "v1"
+INIT = '"""Generated protocol modules (package halyard.v1); regenerate with proto/generate.py."""\n'
+
+
+def generate(out: Path) -> list[Path]:
+    sources = sorted((PROTO_DIR / PACKAGE).glob("*.proto"))
+    include = str(resources.files("grpc_tools") / "_proto")
+    args = ["protoc", f"-I{PROTO_DIR}", f"-I{include}", f"--python_out={out}", f"--pyi_out={out}",
+            f"--grpc_python_out={out}", *(str(s.relative_to(PROTO_DIR)) for s in sources)]
+    if protoc.main(args) != 0:
+        raise SystemExit("protoc failed")
+    (out / PACKAGE / "__init__.py").write_text(INIT, encoding="utf-8")
+    return sorted((out / PACKAGE).iterdir())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="compare instead of writing")
+    args = ap.parse_args()
+    if not args.check:
+        for path in generate(OUT_DIR):
+            print(path.relative_to(ROOT))
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = {p.name: p for p in generate(Path(tmp)) if p.is_file()}
+        current = {p.name: p for p in (OUT_DIR / PACKAGE).glob("*") if p.is_file() and p.name != "__pycache__"}
+        stale = sorted(set(fresh) ^ set(current))
+        stale += [n for n in sorted(set(fresh) & set(current)) if not filecmp.cmp(fresh[n], current[n], shallow=False)]
+        if stale:
+            print(f"generated protocol modules are stale: {', '.join(stale)}; run proto/generate.py", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+from halyard.v1 import types_pb2 as _types_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class GetClusterRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class NodeRequest(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    def __init__(self, node: _Optional[str] = ...) -> None: ...
+
+class NodeStatus(_message.Message):
+    __slots__ = ("spec", "connected", "drained", "free_gpus", "free_cpus", "free_memory_mb")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    DRAINED_FIELD_NUMBER: _ClassVar[int]
+    FREE_GPUS_FIELD_NUMBER: _ClassVar[int]
+    FREE_CPUS_FIELD_NUMBER: _ClassVar[int]
+    FREE_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    spec: _types_pb2.NodeSpec
+    connected: bool
+    drained: bool
+    free_gpus: int
+    free_cpus: int
+    free_memory_mb: int
+    def __init__(self, spec: _Optional[_Union[_types_pb2.NodeSpec, _Mapping]] = ..., connected: _Optional[bool] = ..., drained: _Optional[bool] = ..., free_gpus: _Optional[int] = ..., free_cpus: _Optional[int] = ..., free_memory_mb: _Optional[int] = ...) -> None: ...
+
+class ClusterStatus(_message.Message):
+    __slots__ = ("name", "nodes", "cluster_time", "total_gpus", "free_gpus", "pending_jobs", "running_jobs")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_TIME_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_GPUS_FIELD_NUMBER: _ClassVar[int]
+    FREE_GPUS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_JOBS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_JOBS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    nodes: _containers.RepeatedCompositeFieldContainer[NodeStatus]
+    cluster_time: float
+    total_gpus: int
+    free_gpus: int
+    pending_jobs: int
+    running_jobs: int
+    def __init__(self, name: _Optional[str] = ..., nodes: _Optional[_Iterable[_Union[NodeStatus, _Mapping]]] = ..., cluster_time: _Optional[float] = ..., total_gpus: _Optional[int] = ..., free_gpus: _Optional[int] = ..., pending_jobs: _Optional[int] = ..., running_jobs: _Optional[int] = ...) -> None: ...
+
+class GetPolicyRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PolicyStage(_message.Message):
+    __slots__ = ("stage", "choice")
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    CHOICE_FIELD_NUMBER: _ClassVar[int]
+    stage: str
+    choice: str
+    def __init__(self, stage: _Optional[str] = ..., choice: _Optional[str] = ...) -> None: ...
+
+class PolicyInfo(_message.Message):
+    __slots__ = ("name", "stages", "round_s")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STAGES_FIELD_NUMBER: _ClassVar[int]
+    ROUND_S_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    stages: _containers.RepeatedCompositeFieldContainer[PolicyStage]
+    round_s: float
+    def __init__(self, name: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[PolicyStage, _Mapping]]] = ..., round_s: _Optional[float] = ...) -> None: ...
