@@ -16,6 +16,10 @@ class EventLog:
         self._events.append(event)
         return event
 
+    def since(self, seq: int) -> list[JobEvent]:
+        """Events with sequence number > ``seq`` (numbers start at 1): WatchEvents resumes here."""
+        return self._events[max(seq, 0):]
+
     def __len__(self) -> int:
         return len(self._events)
 

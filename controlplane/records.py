@@ -17,7 +17,7 @@ from halyard.datamodel import Allocation, JobSpec, JobState
 class JobRecord:
     __slots__ = (
         "_anchor", "_done", "_gpu_s", "_rate", "_resume_at", "_run_s", "_run_start",
-        "allocation", "arrival_seq", "end_time", "epoch", "first_start", "ideal_iteration_s",
+        "allocation", "arrival_seq", "attempt", "end_time", "epoch", "first_start", "ideal_iteration_s",
         "iteration_s", "iterations_total", "job_id", "last_assignment_time", "num_gpus", "pending_since",
         "preemptions", "queued_s", "restarts", "spec", "state",
     )
@@ -41,6 +41,7 @@ class JobRecord:
         self.preemptions = 0
         self.restarts = 0
         self.epoch = 0  # bumped whenever a scheduled completion becomes stale
+        self.attempt = 0  # numbers each launch on agents; older attempts' messages are stale
         self._done = 0.0
         self._anchor = now
         self._resume_at = now
@@ -69,6 +70,11 @@ class JobRecord:
 
     def run_time_s(self, now: float) -> float:
         return self._run_s if self._run_start is None else self._run_s + (now - self._run_start)
+
+    @property
+    def resume_at(self) -> float:
+        """When a job restoring a checkpoint starts making progress again."""
+        return self._resume_at
 
     @property
     def has_checkpoint(self) -> bool:

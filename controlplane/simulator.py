@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from halyard.controlplane.core import SchedulingCore
+from halyard.controlplane.timing import expect
 from halyard.datamodel import Cluster, JobSpec, JobState, ValidationError
 from halyard.emulator import PerformanceModel
-from halyard.policies import Action, Migrate, Policy, Preempt, Resize, Start
+from halyard.policies import Action, Policy
 
 # Event kinds, in the order they are handled at one instant: completions free
 # GPUs before arrivals are seen, and a round pass sees both.
@@ -43,7 +44,8 @@ class SimulationRun:
 
 
 class SimulatedPool:
-    """Carries out applied actions the way emulated agents would, on the performance model."""
+    """Carries out applied actions the way emulated agents would: each touched job
+    runs at the performance model's rate and completes when its work is done."""
 
     def __init__(self, core: SchedulingCore, perf: PerformanceModel, push: Callable[[float, int, str, int], None]):
         self.core = core
@@ -51,15 +53,7 @@ class SimulatedPool:
         self.push = push
 
     def execute(self, actions: list[Action], now: float) -> None:
-        for action in actions:
-            if isinstance(action, Preempt):
-                continue  # the core already stopped it at its last checkpoint
-            record = self.core.records[action.job_id]
-            if record.state is not JobState.RUNNING:
-                continue
-            timing = self.perf.iteration_time(record.spec, record.allocation, self.core.cluster)
-            resumes = isinstance(action, Migrate | Resize) or (isinstance(action, Start) and record.has_checkpoint)
-            record.set_rate(now, timing.total_s, self.perf.restart_cost_s(record.spec) if resumes else 0.0)
+        for record in expect(self.core, self.perf, actions, now):
             self.push(record.finish_time(), _COMPLETION, record.job_id, record.epoch)
 
 

@@ -1,0 +1,36 @@
+"""What the performance model expects of each job an applied plan touched.
+
+Both drivers of the core call this after applying a plan: the simulator then
+schedules the completion it implies, the control plane tells agents to run the
+job and relies on them to report. Sharing it is what keeps `simulate` and
+`replay` on the same schedule (DESIGN.md: one performance model).
+"""
+
+from __future__ import annotations
+
+from halyard.controlplane.core import SchedulingCore
+from halyard.controlplane.records import JobRecord
+from halyard.datamodel import JobState
+from halyard.emulator import PerformanceModel
+from halyard.policies import Action, Migrate, Preempt, Resize, Start
+
+
+def expect(core: SchedulingCore, perf: PerformanceModel, actions: list[Action], now: float) -> list[JobRecord]:
+    """Set the rate of every running job an action touched; returns them in action order.
+
+    A start from a checkpoint, a migration and a resize restore a checkpoint
+    first (the model's restart cost); a time-shift or a CPU/memory change
+    keeps the job running.
+    """
+    touched: list[JobRecord] = []
+    for action in actions:
+        if isinstance(action, Preempt):
+            continue  # the core already stopped it at its last checkpoint
+        record = core.records[action.job_id]
+        if record.state is not JobState.RUNNING:
+            continue
+        timing = perf.iteration_time(record.spec, record.allocation, core.cluster)
+        resumes = isinstance(action, Migrate | Resize) or (isinstance(action, Start) and record.has_checkpoint)
+        record.set_rate(now, timing.total_s, perf.restart_cost_s(record.spec) if resumes else 0.0)
+        touched.append(record)
+    return touched
