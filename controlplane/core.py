@@ -9,6 +9,10 @@ invariants centrally, whatever the policy returns:
 * a job holds at most one allocation, and only in state RUNNING;
 * a plan is applied atomically: all its actions or none;
 * every state change is an event with the next sequence number.
+
+For persistence the core hands out what changed since the last call
+(:meth:`SchedulingCore.take_changes`) and rebuilds itself from stored state
+(:meth:`SchedulingCore.restore`).
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ from sortedcontainers import SortedKeyList
 
 from halyard.controlplane.eventlog import EventLog, describe
 from halyard.controlplane.records import JobRecord
+from halyard.controlplane.store import InconsistentState, StoredState
 from halyard.datamodel import (
     Allocation,
     Cluster,
     EventKind,
     HalyardError,
+    JobEvent,
     JobSpec,
     JobState,
     NodeAllocation,
@@ -79,6 +85,12 @@ class SchedulingCore:
                               for t in cluster.gpu_types}
         self.passes = 0
         self.pass_wall_s = 0.0
+        # Changes not yet handed out by take_changes(): jobs the core changed, the
+        # epoch of each running job then (drivers change rates, which bumps it),
+        # and how many events had been handed out.
+        self._changed: set[str] = set()
+        self._taken_epochs: dict[str, int] = {}
+        self._taken_events = 0
 
     # --- jobs in ---------------------------------------------------------
 
@@ -103,6 +115,7 @@ class SchedulingCore:
         ideal = self.perf.consolidated_iteration_time(spec, self.cluster)
         record = JobRecord(spec, len(self.records), iterations, ideal, now)
         self.records[spec.job_id] = record
+        self._changed.add(spec.job_id)
         self._enqueue(record)
         self.log.append(now, spec.job_id, EventKind.SUBMITTED, JobState.PENDING)
         return record
@@ -147,6 +160,112 @@ class SchedulingCore:
         check_transition(job_id, record.state, JobState.PREEMPTED)
         self._stop(record, now, reason)
 
+    # --- persistence ---------------------------------------------------------
+
+    def take_changes(self) -> tuple[list[JobRecord], list[JobEvent]]:
+        """The records changed (in arrival order) and the events appended since the last call.
+
+        A record counts as changed when the core changed it, or when it runs and
+        its epoch moved (a driver set its rate). Whatever is returned is not
+        returned again: a caller whose save fails has lost the changes and must
+        not go on (restart from the store instead).
+        """
+        changed = self._changed
+        for job_id, record in self.running.items():
+            if self._taken_epochs.get(job_id) != record.epoch:
+                changed.add(job_id)
+        self._taken_epochs = {job_id: record.epoch for job_id, record in self.running.items()}
+        self._changed = set()
+        records = sorted((self.records[job_id] for job_id in changed), key=lambda r: r.arrival_seq)
+        events = self.log.since(self._taken_events)
+        self._taken_events = len(self.log)
+        return records, events
+
+    def restore(self, state: StoredState) -> None:
+        """Rebuild jobs, queue, running set, ledger and event log of a fresh core from ``state``.
+
+        Checks first, changing nothing on error: arrival numbers run 0, 1, 2...;
+        a RUNNING job holds an allocation within the cluster, no GPU is held by
+        two running jobs, a PENDING job holds none (a finished one keeps the
+        allocation it ended with, which holds nothing in the ledger); the event log is gap-free, names only stored
+        jobs and leaves each job in its stored state. Raises
+        :class:`InconsistentState` naming the job otherwise. Afterwards
+        :meth:`take_changes` reports nothing until the core changes again.
+        """
+        if self.records or len(self.log):
+            raise HalyardError("restore needs a fresh core (this one already has jobs)")
+        records: dict[str, JobRecord] = {}
+        for i, record in enumerate(state.records):
+            if record.job_id in records:
+                raise InconsistentState(f"job {record.job_id!r} is stored twice")
+            if record.arrival_seq != i:
+                raise InconsistentState(f"job {record.job_id!r} has arrival number {record.arrival_seq}, "
+                                        f"expected {i} (arrival numbers must run 0, 1, 2...)")
+            records[record.job_id] = record
+        last_state: dict[str, JobState] = {}
+        last_start: dict[str, int] = {}
+        for i, event in enumerate(state.events, start=1):
+            if event.seq != i:
+                raise InconsistentState(f"event log has a gap: event #{event.seq} (job {event.job_id!r}) "
+                                        f"where #{i} belongs")
+            if event.job_id not in records:
+                raise InconsistentState(f"event #{event.seq} names job {event.job_id!r}, which is not stored")
+            last_state[event.job_id] = event.state
+            if event.kind is EventKind.STARTED:
+                last_start[event.job_id] = event.seq
+        free = self.free.copy()
+        holders: dict[tuple[str, int], str] = {}
+        for record in records.values():
+            job = f"job {record.job_id!r}"
+            if record.job_id not in last_state:
+                raise InconsistentState(f"{job} has no events")
+            if last_state[record.job_id] is not record.state:
+                raise InconsistentState(f"{job} is stored {record.state.value} but its last event leaves it "
+                                        f"{last_state[record.job_id].value}")
+            running = record.state is JobState.RUNNING
+            if record.state is JobState.PREEMPTED:
+                raise InconsistentState(f"{job} is stored PREEMPTED, a state the core never leaves a job in")
+            if running and record.allocation is None:
+                raise InconsistentState(f"{job} is RUNNING but holds no allocation")
+            if record.state is JobState.PENDING and record.allocation is not None:
+                raise InconsistentState(f"{job} is PENDING but holds an allocation")
+            if running != (record._run_start is not None):
+                raise InconsistentState(f"{job} is {record.state.value} but its run start time is "
+                                        f"{'missing' if running else 'set'}")
+            if not running:
+                continue
+            if record.num_gpus != record.allocation.num_gpus:
+                raise InconsistentState(f"{job} counts {record.num_gpus} GPUs but holds "
+                                        f"{record.allocation.num_gpus}")
+            for part in record.allocation.nodes:
+                for gpu in part.gpus:
+                    other = holders.setdefault((part.node, gpu), record.job_id)
+                    if other != record.job_id:
+                        raise InconsistentState(f"{job} holds GPU {gpu} on node {part.node}, "
+                                                f"which job {other!r} holds too")
+            try:
+                free.take(record.allocation)
+            except OverAllocation as exc:
+                raise InconsistentState(f"{job}: its allocation does not fit cluster "
+                                        f"{self.cluster.name!r}: {exc}") from None
+        try:
+            self.log.extend(state.events)
+        except ValueError as exc:  # unreachable after the checks above; kept as the log's own guard
+            raise InconsistentState(str(exc)) from None
+        self.records.update(records)
+        running = [r for r in records.values() if r.state is JobState.RUNNING]
+        # The running map keeps start order (policies see it in that order).
+        running.sort(key=lambda r: (last_start.get(r.job_id, 0), r.arrival_seq))
+        for record in running:
+            self.free.take(record.allocation)
+            self.running[record.job_id] = record
+        for record in records.values():
+            if record.state is JobState.PENDING:
+                self._enqueue(record)
+        self._changed = set()
+        self._taken_epochs = {job_id: record.epoch for job_id, record in self.running.items()}
+        self._taken_events = len(self.log)
+
     # --- internals ---------------------------------------------------------
 
     def _record(self, job_id: str) -> JobRecord:
@@ -164,6 +283,7 @@ class SchedulingCore:
         elif record.state is JobState.PENDING:
             self._dequeue(record)
         record.finish(now, state)
+        self._changed.add(job_id)
         self.log.append(now, job_id, kind, state, detail)
 
     def _enqueue(self, record: JobRecord) -> None:
@@ -183,6 +303,7 @@ class SchedulingCore:
         self.free.give(record.release())
         del self.running[record.job_id]
         record.preemptions += 1
+        self._changed.add(record.job_id)
         record.state = JobState.PREEMPTED
         self.log.append(now, record.job_id, EventKind.PREEMPTED, JobState.PREEMPTED, reason)
         record.state = JobState.PENDING
@@ -259,6 +380,7 @@ class SchedulingCore:
 
     def _apply(self, action: Action, now: float) -> None:
         record = self.records[action.job_id]
+        self._changed.add(record.job_id)
         if isinstance(action, Start):
             check_transition(record.job_id, record.state, JobState.RUNNING)
             self.free.take(action.allocation)

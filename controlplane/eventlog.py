@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from halyard.datamodel import Allocation, EventKind, JobEvent, JobState
 
@@ -15,6 +15,15 @@ class EventLog:
         event = JobEvent(len(self._events) + 1, time, job_id, kind, state, detail)
         self._events.append(event)
         return event
+
+    def extend(self, events: Iterable[JobEvent]) -> None:
+        """Append stored events (after a restart) so that numbering continues after them;
+        raises ValueError, appending nothing, unless their numbers continue the log without a gap."""
+        events = list(events)
+        for i, event in enumerate(events, start=len(self._events) + 1):
+            if event.seq != i:
+                raise ValueError(f"event log: expected event #{i}, got #{event.seq} (job {event.job_id})")
+        self._events.extend(events)
 
     def since(self, seq: int) -> list[JobEvent]:
         """Events with sequence number > ``seq`` (numbers start at 1): WatchEvents resumes here."""

@@ -9,9 +9,13 @@ A job that resumes from a checkpoint makes no progress until ``resume_at``
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
 
-from halyard.datamodel import Allocation, JobSpec, JobState
+from halyard.datamodel import Allocation, JobSpec, JobState, NodeAllocation, Parallelism, StagePlan
 
 
 class JobRecord:
@@ -153,3 +157,69 @@ class JobRecord:
         self.state = state
         self.end_time = now
         self.epoch += 1
+
+    # --- persistence -------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every slot (private progress fields included) as plain JSON-able values."""
+        data = {name: getattr(self, name) for name in JobRecord.__slots__}
+        data["spec"] = spec_to_dict(self.spec)
+        data["state"] = self.state.value
+        data["allocation"] = None if self.allocation is None else allocation_to_dict(self.allocation)
+        return data
+
+    @classmethod
+    def restore(cls, data: Mapping[str, Any]) -> JobRecord:
+        """The record :meth:`snapshot` gave ``data`` for, exactly; raises ValueError on a malformed dict."""
+        missing = sorted(set(JobRecord.__slots__) - data.keys())
+        unknown = sorted(data.keys() - set(JobRecord.__slots__))
+        if missing or unknown:
+            raise ValueError(f"job record fields missing {missing}, unknown {unknown}")
+        record = cls.__new__(cls)
+        for name in JobRecord.__slots__:
+            setattr(record, name, data[name])
+        record.spec = spec_from_dict(data["spec"])
+        record.state = JobState(data["state"])
+        record.allocation = None if data["allocation"] is None else allocation_from_dict(data["allocation"])
+        if record.job_id != record.spec.job_id:
+            raise ValueError(f"job_id {record.job_id!r} differs from spec.job_id {record.spec.job_id!r}")
+        return record
+
+
+def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
+    """Every JobSpec field as plain JSON-able values (tuples as lists, mappings as dicts)."""
+    data = {f.name: getattr(spec, f.name) for f in dataclasses.fields(JobSpec)}
+    p = spec.parallelism
+    data["parallelism"] = None if p is None else {"data": p.data, "tensor": p.tensor, "pipeline": p.pipeline}
+    data["command"] = list(spec.command)
+    data["env"] = dict(spec.env)
+    data["extra"] = dict(spec.extra)
+    return data
+
+
+def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
+    """The JobSpec :func:`spec_to_dict` gave ``data`` for (validated again)."""
+    fields = dict(data)
+    if fields.get("parallelism") is not None:
+        fields["parallelism"] = Parallelism(**fields["parallelism"])
+    if "command" in fields:
+        fields["command"] = tuple(fields["command"])
+    for name in ("env", "extra"):
+        if name in fields:
+            fields[name] = MappingProxyType(dict(fields[name]))
+    return JobSpec(**fields)
+
+
+def allocation_to_dict(allocation: Allocation) -> dict[str, Any]:
+    return {
+        "nodes": [{"node": p.node, "gpus": list(p.gpus), "cpus": p.cpus, "memory_mb": p.memory_mb}
+                  for p in allocation.nodes],
+        "time_shift_s": allocation.time_shift_s,
+        "stages": [{"gpus": s.gpus, "data": s.data, "tensor": s.tensor} for s in allocation.stages],
+    }
+
+
+def allocation_from_dict(data: Mapping[str, Any]) -> Allocation:
+    nodes = tuple(NodeAllocation(p["node"], tuple(p["gpus"]), p["cpus"], p["memory_mb"]) for p in data["nodes"])
+    stages = tuple(StagePlan(s["gpus"], s["data"], s["tensor"]) for s in data.get("stages", ()))
+    return Allocation(nodes, data.get("time_shift_s", 0.0), stages)
