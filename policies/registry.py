@@ -5,14 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from halyard.datamodel import ValidationError
+from halyard.policies.dally import AutoTuner, Dally, ManualTimers
 from halyard.policies.ordering import Fifo, Las, Srtf
 from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.staged import StagedPolicy
+from halyard.policies.stages import Policy
 
-_POLICIES: dict[str, Callable[[], StagedPolicy]] = {
+_POLICIES: dict[str, Callable[[], Policy]] = {
     "fifo": lambda: StagedPolicy("fifo", Fifo(), placement=FirstFitConsolidated()),
     "srtf": lambda: StagedPolicy("srtf", Srtf(), placement=FirstFitConsolidated()),
     "las": lambda: StagedPolicy("las", Las(), placement=FirstFitConsolidated()),
+    # Dally (its own Policy: offers and accept/reject, policies/dally.py) with the
+    # auto-tuner of Algorithm 2, and Dally-manual with the paper's 12 h + 12 h timers.
+    "dally": lambda: Dally(AutoTuner(), name="dally"),
+    "dally-manual": lambda: Dally(ManualTimers(), name="dally-manual"),
 }
 
 
@@ -20,7 +26,7 @@ def policy_names() -> list[str]:
     return sorted(_POLICIES)
 
 
-def make_policy(name: str) -> StagedPolicy:
+def make_policy(name: str) -> Policy:
     """A fresh policy instance for ``name`` (policies keep per-run caches)."""
     try:
         return _POLICIES[name]()

@@ -68,6 +68,9 @@ class PerformanceEstimator(Protocol):
 
     def iteration_time(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> object: ...
     def consolidated_iteration_time(self, spec: JobSpec, cluster: Cluster, gpu_type: str | None = None) -> float: ...
+    def ideal_iteration_time(self, spec: JobSpec, gpu_type: str) -> float:
+        """Compute-only seconds per iteration on one GPU of ``gpu_type`` (Dally's ideal run time)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

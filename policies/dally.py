@@ -1,0 +1,407 @@
+"""Dally (Sharma et al.): delay scheduling over network tiers, auto-tuned delay timers,
+and the network-sensitivity (Nw_sens) priority with preemption.
+
+Paper: shared/papers/dally-network-sensitive-scheduling.txt. What each piece is:
+
+* **Delay scheduling** (§4.3.2, Algorithm 1, :func:`delay_decision`). Jobs are
+  offered the free GPUs in priority order. A job takes a placement on one
+  machine whenever one is free (lines 5-8); otherwise it rejects offers until
+  its *machine timer* has elapsed since its last resource assignment (lines
+  10-11), then takes a placement inside one rack (13-16); otherwise it rejects
+  until its *rack timer* has elapsed (18-19), then takes any placement (21).
+  A job larger than a machine has a zero machine timer, one larger than a rack
+  both timers zero. Timers count from the job's last resource assignment
+  (``JobInfo.last_assignment_time``: when it last got or lost GPUs), or from
+  its submission if it never ran.
+* **Auto-tuner** (§4.3.3, Algorithm 2, :class:`AutoTuner`). Every acceptance at
+  machine or rack level appends the job's starvation time to the list of that
+  (level, GPU demand) (Algorithm 1 lines 7 and 15); a timer is the list's mean
+  plus two sample standard deviations (Algorithm 2 lines 13-14,
+  :func:`tuned_timer`), over waits no longer than the history limit (lines 2-6,
+  8-12). Dally-manual uses fixed timers instead (:class:`ManualTimers`, the
+  paper's 12 h + 12 h).
+* **Nw_sens** (§4.3.1, :func:`nw_sens`). ``W_compl / T_norm`` with ``W_compl =
+  I_compl / I_total`` and ``T_norm = T_run / T_total_ideal_run``,
+  ``T_total_ideal_run`` = compute-only seconds per iteration x ``I_total``. Low
+  means the job has been slowed (by the network, or by restarts); offers are
+  made in increasing Nw_sens.
+* **Preemption.** A waiting job whose offer fails may preempt running jobs that
+  are markedly less network-slowed than itself, when that frees a placement the
+  job accepts now (a machine; a rack once its machine timer has elapsed; any
+  GPUs once its rack timer has). Victims are taken worst Nw_sens first among
+  the running jobs in the worse half of the Nw_sens range (the "priority
+  gradient" of Dally's reference simulator, REFERENCE-NUMBERS) and at least
+  ``min_gain`` above the waiting job's Nw_sens (Halyard's hysteresis, not in the
+  paper: without it two jobs a hair apart would swap GPUs every pass). A victim
+  checkpoints and pays the performance model's restart cost when it resumes.
+
+Why Dally is its own :class:`~halyard.policies.stages.Policy` and not a
+:class:`~halyard.policies.staged.StagedPolicy`: an offer is accepted or rejected
+by the job itself, from its own timers and from the auto-tuner's lists, which
+change as earlier jobs of the same pass accept; and preemption here is
+placement-aware (the victims must free one machine or one rack for one given
+job), where the staged preemptive pass only balances GPU counts.
+
+Never-run jobs have no measured slowdown; they get Nw_sens = 1 (what an
+unslowed job has) rather than the undefined 0/0. So newly arrived jobs never
+preempt, and a preempted, network-slowed job is offered GPUs before them.
+
+All state (the auto-tuner's lists) lives in the policy instance and is a
+function of the sequence of views; nothing reads a clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from halyard.datamodel import Cluster
+from halyard.policies.placement import FirstFitConsolidated, _Shape, build_allocation, usable_gpus
+from halyard.policies.plan import Plan
+from halyard.policies.resources import FreeResources
+from halyard.policies.topology import Level, Picked, level_of, on_machine, on_network, on_rack
+from halyard.policies.view import ClusterView, JobInfo
+
+HOUR_S = 3600.0
+# Dally §4.3.2: "a default value of 12 hours for machine-level consolidation and another
+# 12 hours (or 24 hours in total) for rack-level consolidation".
+MANUAL_MACHINE_TIMER_S = 12 * HOUR_S
+MANUAL_RACK_TIMER_S = 12 * HOUR_S
+# REFERENCE-NUMBERS, Dally's reference simulator: auto-tuned timers are floored at 6 leases
+# (waiting for a machine before a rack is taken) and 12 leases (before the network), and
+# capped by the history window. A lease is the round length of the view.
+MACHINE_FLOOR_LEASES = 6
+RACK_FLOOR_LEASES = 12
+# Algorithm 2's HISTORY_TIME_LIMIT. The paper gives no value ("tailor the history limit
+# according to the cluster size"); Halyard's default is the manual timers' 24 h total.
+HISTORY_LIMIT_S = 24 * HOUR_S
+# The "size of the wait-time list" (§4.3.3): the most recent acceptances kept per list.
+HISTORY_WINDOW = 100
+# Preemption hysteresis (Halyard's choice; see the module docstring).
+MIN_GAIN = 0.05
+
+
+def tuned_timer(waits: Sequence[float]) -> float | None:
+    """Algorithm 2 lines 13-14: ``mean + 2 x sample standard deviation`` of ``waits``.
+
+    None for an empty list; a single wait has no spread, so it is the timer
+    itself. E.g. ``[2, 4, 6]`` -> mean 4, sample std 2 -> 8.
+    """
+    n = len(waits)
+    if n == 0:
+        return None
+    mean = math.fsum(waits) / n
+    if n == 1:
+        return mean
+    var = math.fsum((w - mean) ** 2 for w in waits) / (n - 1)
+    return mean + 2.0 * math.sqrt(var)
+
+
+class TimerSource(Protocol):
+    """Where the (machine, rack) delay timers of a GPU demand come from."""
+
+    def timers(self, demand: int, lease_s: float) -> tuple[float, float]:
+        """(T_Mc, T_Rk): seconds of starvation before a rack, resp. network, placement is taken."""
+        ...
+
+    def record(self, level: Level, demand: int, wait_s: float) -> None:
+        """A job of ``demand`` GPUs accepted a ``level`` placement after ``wait_s`` of starvation."""
+        ...
+
+
+@dataclass(frozen=True)
+class ManualTimers:
+    """Dally-manual: fixed timers, ``machine_s`` then ``rack_s`` more (§4.3.2, §5.1.3).
+
+    T_Rk is cumulative (Algorithm 1 compares it with the whole starvation time),
+    so the paper's 12 h + 12 h is (12 h, 24 h).
+    """
+
+    machine_s: float = MANUAL_MACHINE_TIMER_S
+    rack_s: float = MANUAL_RACK_TIMER_S
+
+    def timers(self, demand: int, lease_s: float) -> tuple[float, float]:
+        return self.machine_s, self.machine_s + self.rack_s
+
+    def record(self, level: Level, demand: int, wait_s: float) -> None:
+        return None
+
+
+@dataclass
+class AutoTuner:
+    """Algorithm 2: delay timers from the wait times of past acceptances, per (level, GPU demand).
+
+    * waits longer than ``history_limit_s`` are discarded (lines 3-4, 9-10), and a
+      timer never exceeds it (REFERENCE-NUMBERS: "capped by the history window");
+    * a list keeps the ``window`` most recent acceptances (the "size of the
+      wait-time list");
+    * timer = mean + 2 sample std (:func:`tuned_timer`), floored at
+      ``machine_floor_leases`` / ``rack_floor_leases`` rounds (Dally's reference
+      simulator); an empty list gives the floor;
+    * T_Rk is at least T_Mc (it is compared with the same, cumulative, starvation).
+    """
+
+    history_limit_s: float = HISTORY_LIMIT_S
+    window: int = HISTORY_WINDOW
+    machine_floor_leases: float = MACHINE_FLOOR_LEASES
+    rack_floor_leases: float = RACK_FLOOR_LEASES
+    lists: dict[tuple[Level, int], deque[float]] = field(default_factory=dict)
+
+    def record(self, level: Level, demand: int, wait_s: float) -> None:
+        if level is Level.NETWORK or wait_s > self.history_limit_s:
+            return
+        waits = self.lists.get((level, demand))
+        if waits is None:
+            waits = self.lists[(level, demand)] = deque(maxlen=self.window)
+        waits.append(max(0.0, wait_s))
+
+    def waits(self, level: Level, demand: int) -> list[float]:
+        return list(self.lists.get((level, demand), ()))
+
+    def timers(self, demand: int, lease_s: float) -> tuple[float, float]:
+        mc = self._timer(Level.MACHINE, demand, self.machine_floor_leases * lease_s)
+        rk = self._timer(Level.RACK, demand, self.rack_floor_leases * lease_s)
+        return mc, max(rk, mc)
+
+    def _timer(self, level: Level, demand: int, floor: float) -> float:
+        tuned = tuned_timer(self.waits(level, demand))
+        value = floor if tuned is None else max(tuned, floor)
+        return min(value, max(self.history_limit_s, floor))
+
+
+def nw_sens(job: JobInfo, now: float, compute_s: float) -> float:
+    """§4.3.1: ``Nw_sens = W_compl / T_norm`` (1.0 for a job that never ran).
+
+    ``W_compl = I_compl / I_total``; ``T_norm = T_run / T_total_ideal_run`` with
+    ``T_total_ideal_run = compute_s x I_total`` (compute only, no communication).
+    """
+    run = job.run_time_s(now)
+    total = job.iterations_total
+    if run <= 0.0 or total <= 0:
+        return 1.0
+    return (job.iterations_done(now) / total) / (run / (compute_s * total))
+
+
+def delay_decision(avail: np.ndarray, shape: _Shape, demand: int, starvation_s: float,
+                   machine_timer_s: float, rack_timer_s: float) -> tuple[Picked, Level] | None:
+    """Algorithm 1 on the offer ``avail`` (usable GPUs per node): a placement and its level, or None (reject)."""
+    picked = on_machine(avail, demand)                      # lines 5-9
+    if picked is not None:
+        return picked, Level.MACHINE
+    if starvation_s < machine_timer_s:                      # lines 10-12
+        return None
+    picked = on_rack(avail, shape, demand)                  # lines 13-17
+    if picked is not None:
+        return picked, Level.RACK
+    if starvation_s < rack_timer_s:                         # lines 18-20
+        return None
+    picked = on_network(avail, shape, demand)               # line 21 (None: the offer is too small)
+    return None if picked is None else (picked, Level.NETWORK)
+
+
+@dataclass(frozen=True, slots=True)
+class _Victim:
+    job: JobInfo
+    sens: float
+    gpus: int
+    per_node: dict[int, int]  # node index -> GPUs held there
+    per_rack: dict[int, int]
+
+
+class Dally:
+    """Delay scheduling with auto-tuned (or manual) timers and Nw_sens preemption."""
+
+    needs_rounds = True  # timers elapse and Nw_sens drifts with time alone
+    acts_without_pending = False
+
+    def __init__(self, timers: TimerSource | None = None, *, name: str = "dally", preemption: bool = True,
+                 min_gain: float = MIN_GAIN) -> None:
+        self.name = name
+        self.timers: TimerSource = timers if timers is not None else AutoTuner()
+        self.preemption = preemption
+        self.min_gain = min_gain
+        self._shapes = FirstFitConsolidated()  # its per-cluster shape cache
+        self._compute: dict[tuple[str, int, str], float] = {}
+        self._sizes: dict[tuple[int, str | None], tuple[Cluster, int, int]] = {}
+
+    # ------------------------------------------------------------------ reading the view
+    def sensitivity(self, view: ClusterView, job: JobInfo) -> float:
+        return nw_sens(job, view.now, self._compute_s(view, job))
+
+    def _compute_s(self, view: ClusterView, job: JobInfo) -> float:
+        spec = job.spec
+        gpu_type = spec.gpu_type or view.cluster.gpu_types[0]
+        key = (spec.model, spec.batch_size, gpu_type)
+        value = self._compute.get(key)
+        if value is None:
+            value = self._compute[key] = view.perf.ideal_iteration_time(spec, gpu_type)
+        return value
+
+    def sizes(self, cluster: Cluster, gpu_type: str | None) -> tuple[int, int]:
+        """(GPUs of the largest machine, GPUs of the largest rack) of ``gpu_type`` (any if None)."""
+        entry = self._sizes.get((id(cluster), gpu_type))
+        if entry is None or entry[0] is not cluster:
+            per_rack = [sum(cluster.nodes[i].gpus for i in r.node_indices
+                            if gpu_type in (None, cluster.nodes[i].gpu_type)) for r in cluster.racks]
+            entry = (cluster, cluster.max_gpus_per_node(gpu_type), max(per_rack, default=0))
+            self._sizes[(id(cluster), gpu_type)] = entry
+        return entry[1], entry[2]
+
+    def job_timers(self, view: ClusterView, job: JobInfo) -> tuple[float, float]:
+        """(T_Mc, T_Rk) for ``job``: zero for a level its demand cannot fit (§4.3.2)."""
+        demand = job.spec.num_gpus
+        machine, rack = self.sizes(view.cluster, job.spec.gpu_type)
+        if demand > rack:
+            return 0.0, 0.0
+        t_mc, t_rk = self.timers.timers(demand, view.round_s)
+        if demand > machine:
+            t_mc = 0.0
+        return t_mc, t_rk
+
+    @staticmethod
+    def starvation(view: ClusterView, job: JobInfo) -> float:
+        """Algorithm 1 lines 1-2: time since the last resource assignment (or submission)."""
+        last = job.last_assignment_time
+        return view.now - (job.pending_since if last is None else last)
+
+    # ------------------------------------------------------------------ the pass
+    def schedule(self, view: ClusterView) -> Plan:
+        plan = Plan()
+        if not view.pending:
+            return plan
+        shape = self._shapes.shape(view.cluster)
+        free = view.free.copy()
+        sens = {job.job_id: self.sensitivity(view, job) for job in view.pending}
+        pending = sorted(view.pending, key=lambda j: (sens[j.job_id], j.spec.submit_time, j.arrival_seq))
+        victims = self._victims(view) if self.preemption else []
+        for job in pending:
+            demand = job.spec.num_gpus
+            if free.total_gpus < demand and not victims:
+                continue
+            starvation = self.starvation(view, job)
+            t_mc, t_rk = self.job_timers(view, job)
+            decision = None
+            if free.total_gpus >= demand:
+                avail = usable_gpus(free, shape, job.spec.gpu_type)
+                decision = delay_decision(avail, shape, demand, starvation, t_mc, t_rk)
+            if decision is None and victims:
+                decision = self._preempt_for(view, job, sens[job.job_id], starvation, t_mc, t_rk,
+                                             free, shape, victims, plan)
+            if decision is None:
+                continue
+            picked, level = decision
+            allocation = build_allocation(free, picked)
+            free.take(allocation)
+            plan.start(job.job_id, allocation)
+            self.timers.record(level, demand, starvation)  # Algorithm 1 lines 7 and 15
+        return plan
+
+    # ------------------------------------------------------------------ preemption
+    def _victims(self, view: ClusterView) -> list[_Victim]:
+        """Running jobs in the worse half of the Nw_sens range, worst (highest) first."""
+        if not view.running:
+            return []
+        measured = [self.sensitivity(view, j) for j in view.pending if j.run_time_s(view.now) > 0.0]
+        running = {job_id: self.sensitivity(view, j) for job_id, j in view.running.items()}
+        values = [*measured, *running.values()]
+        low, high = min(values), max(values)
+        middle = low + (high - low) / 2.0
+        out = []
+        for job_id, s in running.items():
+            job = view.running[job_id]
+            if s <= middle or job.allocation is None:
+                continue
+            per_node: dict[int, int] = {}
+            per_rack: dict[int, int] = {}
+            for part in job.allocation.nodes:
+                node = view.cluster.node(part.node)
+                per_node[node.index] = per_node.get(node.index, 0) + len(part.gpus)
+                per_rack[node.rack_index] = per_rack.get(node.rack_index, 0) + len(part.gpus)
+            out.append(_Victim(job, s, job.allocation.num_gpus, per_node, per_rack))
+        out.sort(key=lambda v: (-v.sens, -v.job.spec.submit_time, -v.job.arrival_seq))
+        return out
+
+    def _preempt_for(self, view: ClusterView, job: JobInfo, sens: float, starvation: float,
+                     t_mc: float, t_rk: float, free: FreeResources, shape: _Shape,
+                     victims: list[_Victim], plan: Plan) -> tuple[Picked, Level] | None:
+        eligible = [v for v in victims if v.sens >= sens + self.min_gain]
+        if not eligible:
+            return None
+        demand = job.spec.num_gpus
+        machine, _ = self.sizes(view.cluster, job.spec.gpu_type)
+        avail = usable_gpus(free, shape, job.spec.gpu_type)
+        levels = []
+        if demand <= machine:
+            levels.append(Level.MACHINE)
+        if starvation >= t_mc:
+            levels.append(Level.RACK)
+        if starvation >= t_rk:
+            levels.append(Level.NETWORK)
+        for level in levels:
+            chosen = _cheapest(level, demand, avail, shape, eligible)
+            if chosen is None:
+                continue
+            domain, group = chosen
+            trial = free.copy()
+            for v in group:
+                trial.give(v.job.allocation)
+            after = usable_gpus(trial, shape, job.spec.gpu_type)
+            picked = _place_in(level, domain, after, shape, demand)
+            if picked is None or level_of(picked, shape) > level:
+                continue
+            for v in group:
+                plan.preempt(v.job.job_id)
+                free.give(v.job.allocation)
+                victims.remove(v)
+            return picked, level_of(picked, shape)
+        return None
+
+
+def _cheapest(level: Level, demand: int, avail: np.ndarray, shape: _Shape,
+              eligible: list[_Victim]) -> tuple[int, list[_Victim]] | None:
+    """The domain (node, rack, or -1 for the whole network) needing the fewest preempted GPUs.
+
+    Victims are taken in the given order (worst Nw_sens first) until the domain
+    holds ``demand`` usable GPUs; ties go to fewer victims, then the lowest index.
+    """
+    if level is Level.MACHINE:
+        domains: Iterable[tuple[int, int, str]] = ((i, int(avail[i]), "node") for i in range(avail.size)
+                                                  if shape.gpus[i] >= demand)
+    elif level is Level.RACK:
+        rack_free = np.bincount(shape.rack, weights=avail, minlength=shape.n_racks)
+        domains = ((r, int(rack_free[r]), "rack") for r in range(shape.n_racks))
+    else:
+        domains = ((-1, int(avail.sum()), "all"),)
+    best: tuple[tuple[int, int, int], int, list[_Victim]] | None = None
+    for index, have, kind in domains:
+        group: list[_Victim] = []
+        for v in eligible:
+            if have >= demand:
+                break
+            held = v.gpus if kind == "all" else (v.per_node if kind == "node" else v.per_rack).get(index, 0)
+            if held:
+                group.append(v)
+                have += held
+        if have < demand or not group:
+            continue
+        key = (sum(v.gpus for v in group), len(group), index)
+        if best is None or key < best[0]:
+            best = (key, index, group)
+    return None if best is None else (best[1], best[2])
+
+
+def _place_in(level: Level, domain: int, avail: np.ndarray, shape: _Shape, demand: int) -> Picked | None:
+    if level is Level.MACHINE:
+        return [(domain, demand)] if avail[domain] >= demand else None
+    if level is Level.RACK:
+        masked = np.zeros_like(avail)
+        members = shape.rack_nodes[domain]
+        masked[members] = avail[members]
+        return on_rack(masked, shape, demand)
+    return on_network(avail, shape, demand)
+

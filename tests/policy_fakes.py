@@ -1,0 +1,93 @@
+"""Hand-built views for policy rule tests: jobs whose progress and history are set directly."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from halyard.datamodel import Allocation, Cluster, JobSpec, JobState, NodeAllocation
+from halyard.policies import ClusterView, FreeResources
+
+
+@dataclass
+class FakeJob:
+    """A :class:`halyard.policies.JobInfo` with its numbers given, not accrued."""
+
+    spec: JobSpec
+    arrival_seq: int = 0
+    done: float = 0.0  # iterations done
+    run_s: float = 0.0  # seconds spent running
+    gpu_s: float = 0.0  # attained GPU-seconds
+    iterations_total: int = 1000
+    allocation: Allocation | None = None
+    pending_since: float = 0.0
+    last_assignment_time: float | None = None
+    preemptions: int = 0
+    ideal_iteration_s: float = 1.0
+
+    @property
+    def job_id(self) -> str:
+        return self.spec.job_id
+
+    @property
+    def state(self) -> JobState:
+        return JobState.RUNNING if self.allocation is not None else JobState.PENDING
+
+    @property
+    def num_gpus(self) -> int:
+        return self.allocation.num_gpus if self.allocation is not None else self.spec.num_gpus
+
+    @property
+    def iteration_s(self) -> float:
+        return self.ideal_iteration_s
+
+    def iterations_done(self, now: float) -> float:
+        return self.done
+
+    def remaining_iterations(self, now: float) -> float:
+        return self.iterations_total - self.done
+
+    def attained_gpu_s(self, now: float) -> float:
+        return self.gpu_s
+
+    def run_time_s(self, now: float) -> float:
+        return self.run_s
+
+
+@dataclass
+class FakePerf:
+    """Compute-only iteration time ``compute_s`` for every model (what Nw_sens divides by)."""
+
+    compute_s: float = 1.0
+    calls: list[str] = field(default_factory=list)
+
+    def ideal_iteration_time(self, spec: JobSpec, gpu_type: str) -> float:
+        self.calls.append(spec.model)
+        return self.compute_s
+
+    def iteration_time(self, spec, allocation, cluster):  # pragma: no cover - not used by these policies
+        raise NotImplementedError
+
+    def consolidated_iteration_time(self, spec, cluster, gpu_type=None):  # pragma: no cover
+        return self.compute_s
+
+
+def on(cluster: Cluster, *parts: tuple[str, int]) -> Allocation:
+    """An allocation of the first ``k`` GPUs of each named node (GPU-proportional CPU/memory)."""
+    nodes = []
+    for name, k in parts:
+        n = cluster.node(name)
+        nodes.append(NodeAllocation(name, tuple(range(k)), n.proportional_cpus(k), n.proportional_memory_mb(k)))
+    return Allocation(tuple(nodes))
+
+
+def view_of(cluster: Cluster, now: float, running: list[FakeJob], pending: list[FakeJob], *,
+            perf: FakePerf | None = None, round_s: float = 300.0) -> ClusterView:
+    """A view with ``running`` jobs holding their allocations and ``pending`` in the given order."""
+    free = FreeResources(cluster)
+    for job in running:
+        assert job.allocation is not None
+        free.take(job.allocation)
+    return ClusterView(now=now, cluster=cluster, free=free, running={j.job_id: j for j in running},
+                       pending=pending, perf=perf or FakePerf(), round_s=round_s,
+                       pending_demand=Counter(j.spec.num_gpus for j in pending))

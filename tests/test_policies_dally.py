@@ -1,0 +1,263 @@
+"""Dally's rules (shared/papers/dally-network-sensitive-scheduling.txt), each pinned by a test.
+
+The small cluster is 2 racks x 2 machines x 4 GPUs: nodes r0-n0, r0-n1 (rack 0), r1-n0, r1-n1
+(rack 1), indices 0-3; a machine holds 4 GPUs, a rack 8.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from factories import job
+from policy_fakes import FakeJob, FakePerf, on, view_of
+
+from halyard.controlplane import SchedulingCore, Simulator
+from halyard.datamodel import JobState
+from halyard.policies import Preempt, Start, make_policy, policy_names
+from halyard.policies.dally import (
+    MANUAL_MACHINE_TIMER_S,
+    AutoTuner,
+    Dally,
+    ManualTimers,
+    delay_decision,
+    nw_sens,
+    tuned_timer,
+)
+from halyard.policies.placement import FirstFitConsolidated
+from halyard.policies.topology import Level
+
+H = 3600.0
+
+
+@pytest.fixture
+def shape(small_cluster):
+    return FirstFitConsolidated().shape(small_cluster)
+
+
+def fake(job_id: str, gpus: int, *, seq: int = 0, **kw) -> FakeJob:
+    return FakeJob(job(gpus, job_id=job_id), arrival_seq=seq, **kw)
+
+
+# --------------------------------------------------------------------------- Algorithm 2
+
+
+def test_timer_is_mean_plus_two_sample_std():
+    """Algorithm 2 lines 13-14: waits [2, 4, 6] -> mean 4 + 2 x sample std 2 = 8."""
+    assert tuned_timer([2.0, 4.0, 6.0]) == pytest.approx(8.0)
+    assert tuned_timer([5.0]) == 5.0  # one wait: no spread
+    assert tuned_timer([]) is None
+    # sample (n - 1) standard deviation, not the population one: [1, 3] -> 2 + 2 x sqrt(2)
+    assert tuned_timer([1.0, 3.0]) == pytest.approx(2.0 + 2.0 * 2.0 ** 0.5)
+
+
+def test_autotuner_lists_per_level_and_demand():
+    """§4.3.3: one wait-time list per (consolidation level, GPU demand), fed on acceptance."""
+    tuner = AutoTuner(history_limit_s=100 * H, machine_floor_leases=0, rack_floor_leases=0)
+    for w in (2 * H, 4 * H, 6 * H):
+        tuner.record(Level.MACHINE, 4, w)
+    tuner.record(Level.RACK, 4, 10 * H)
+    tuner.record(Level.MACHINE, 2, 1 * H)          # another demand: another list
+    tuner.record(Level.NETWORK, 4, 50 * H)         # Algorithm 1 line 21 records nothing
+    assert tuner.timers(4, lease_s=300.0) == pytest.approx((8 * H, 10 * H))
+    assert tuner.waits(Level.MACHINE, 2) == [1 * H]
+    assert tuner.waits(Level.NETWORK, 4) == []
+
+
+def test_autotuner_discards_waits_beyond_the_history_limit():
+    """Algorithm 2 lines 2-6 and 8-12: waits longer than HISTORY_TIME_LIMIT leave the list;
+    a timer never exceeds the limit (REFERENCE-NUMBERS: capped by the history window)."""
+    tuner = AutoTuner(history_limit_s=10 * H, machine_floor_leases=0, rack_floor_leases=0)
+    tuner.record(Level.MACHINE, 8, 2 * H)
+    tuner.record(Level.MACHINE, 8, 30 * H)
+    assert tuner.waits(Level.MACHINE, 8) == [2 * H]
+    for w in (0.0, 9 * H, 9 * H):
+        tuner.record(Level.RACK, 8, w)
+    _, rack = tuner.timers(8, lease_s=300.0)
+    assert rack == 10 * H  # mean 6 h + 2 x 5.2 h = 16.4 h, capped at the limit
+
+
+def test_autotuner_floors_and_window():
+    """Empty lists give the reference simulator's floors (6 and 12 leases); T_Rk >= T_Mc;
+    a list keeps only the most recent `window` waits."""
+    tuner = AutoTuner(window=3)
+    assert tuner.timers(4, lease_s=300.0) == (6 * 300.0, 12 * 300.0)
+    for w in (10 * H, 1.0, 2.0, 3.0):
+        tuner.record(Level.MACHINE, 4, w)
+    assert tuner.waits(Level.MACHINE, 4) == [1.0, 2.0, 3.0]
+    tuner.record(Level.MACHINE, 2, 20 * H)
+    machine, rack = tuner.timers(2, lease_s=300.0)
+    assert machine == 20 * H and rack == machine  # the rack list is empty: its floor is below T_Mc
+
+
+def test_manual_timers_are_cumulative():
+    """§4.3.2: 12 h for the machine, then another 12 h (24 h in total) for the rack."""
+    assert ManualTimers().timers(4, lease_s=300.0) == (MANUAL_MACHINE_TIMER_S, 24 * H)
+    assert ManualTimers(1.0, 2.0).timers(1, 300.0) == (1.0, 3.0)
+
+
+# --------------------------------------------------------------------------- Algorithm 1
+
+
+def test_delay_ladder_machine_first(shape):
+    """Algorithm 1 lines 5-8: a machine that holds the job is taken at once, best fit."""
+    avail = np.array([4, 2, 3, 0])
+    assert delay_decision(avail, shape, 2, 0.0, 10.0, 20.0) == ([(1, 2)], Level.MACHINE)
+    assert delay_decision(avail, shape, 4, 0.0, 10.0, 20.0) == ([(0, 4)], Level.MACHINE)
+
+
+def test_delay_ladder_rack_after_machine_timer(shape):
+    """Lines 10-16: no machine holds 4 GPUs; reject until T_Mc has elapsed, then take a rack."""
+    avail = np.array([1, 3, 2, 2])
+    assert delay_decision(avail, shape, 4, 9.9, 10.0, 20.0) is None
+    picked, level = delay_decision(avail, shape, 4, 10.0, 10.0, 20.0)
+    assert level is Level.RACK
+    # both racks hold exactly 4 on 2 nodes: the tie goes to rack 0, its fullest node first
+    assert picked == [(1, 3), (0, 1)]
+
+
+def test_delay_ladder_network_after_rack_timer(shape):
+    """Lines 18-21: no rack holds the job; reject until T_Rk has elapsed, then take any GPUs."""
+    avail = np.array([2, 1, 3, 1])  # rack 0: 3, rack 1: 4; the job needs 6
+    assert delay_decision(avail, shape, 6, 15.0, 10.0, 20.0) is None
+    picked, level = delay_decision(avail, shape, 6, 20.0, 10.0, 20.0)
+    assert level is Level.NETWORK and sum(k for _, k in picked) == 6
+    assert [i for i, _ in picked][:2] == [2, 3]  # the rack with most free GPUs first
+    assert delay_decision(np.array([1, 1, 1, 1]), shape, 6, 1e9, 0.0, 0.0) is None  # the offer is too small
+
+
+def test_timers_are_zero_for_levels_the_job_cannot_fit(small_cluster):
+    """§4.3.2: larger than a machine -> machine timer 0; larger than a rack -> both 0."""
+    policy = Dally(ManualTimers(10.0, 10.0))
+    view = view_of(small_cluster, 0.0, [], [])
+    assert policy.job_timers(view, fake("a", 4)) == (10.0, 20.0)
+    assert policy.job_timers(view, fake("b", 6)) == (0.0, 20.0)
+    assert policy.job_timers(view, fake("c", 12)) == (0.0, 0.0)
+
+
+def test_starvation_counts_from_the_last_assignment(small_cluster):
+    """Algorithm 1 lines 1-2: T_starvation = now - last resource assignment (submission if never run)."""
+    view = view_of(small_cluster, 500.0, [], [])
+    assert Dally.starvation(view, fake("a", 1, pending_since=100.0)) == 400.0
+    assert Dally.starvation(view, fake("b", 1, pending_since=300.0, last_assignment_time=300.0)) == 200.0
+
+
+def test_pass_waits_then_relaxes_and_tunes(small_cluster):
+    """A 4-GPU job facing 2 + 2 free GPUs in one rack: rejected before T_Mc, placed on the rack
+    after it, and its starvation lands in the (rack, 4) list (Algorithm 1 line 15)."""
+    tuner = AutoTuner(machine_floor_leases=1, rack_floor_leases=2)  # 300 s and 600 s
+    policy = Dally(tuner)
+    blockers = [fake("x", 2, allocation=on(small_cluster, ("r0-n0", 2)), run_s=1.0, done=1.0),
+                fake("y", 2, allocation=on(small_cluster, ("r0-n1", 2)), run_s=1.0, done=1.0),
+                fake("z", 4, allocation=on(small_cluster, ("r1-n0", 4)), run_s=1.0, done=1.0),
+                fake("w", 4, allocation=on(small_cluster, ("r1-n1", 4)), run_s=1.0, done=1.0)]
+    waiting = fake("j", 4, pending_since=0.0)
+    assert not policy.schedule(view_of(small_cluster, 299.0, blockers, [waiting]))
+    plan = policy.schedule(view_of(small_cluster, 300.0, blockers, [waiting]))
+    (start,) = plan.actions
+    assert isinstance(start, Start) and start.allocation.node_names == ("r0-n0", "r0-n1")
+    assert tuner.waits(Level.RACK, 4) == [300.0]
+    # and a machine acceptance feeds the machine list (line 7)
+    plan = policy.schedule(view_of(small_cluster, 50.0, [], [fake("k", 2, pending_since=20.0)]))
+    assert len(plan) == 1 and tuner.waits(Level.MACHINE, 2) == [30.0]
+
+
+# --------------------------------------------------------------------------- Nw_sens
+
+
+def test_nw_sens_formula():
+    """§4.3.1: W_compl / T_norm; W = I_compl / I_total, T_norm = T_run / (compute x I_total)."""
+    j = fake("a", 8, done=500.0, run_s=1000.0, iterations_total=1000)
+    # half the work in 1,000 s, ideal 1,000 x 1 s: W = 0.5, T_norm = 1.0
+    assert nw_sens(j, 0.0, 1.0) == pytest.approx(0.5)
+    assert nw_sens(j, 0.0, 2.0) == pytest.approx(1.0)  # ideal iterations of 2 s: no slowdown
+    assert nw_sens(fake("new", 8), 0.0, 1.0) == 1.0   # never ran: no measured slowdown
+
+
+def test_offers_go_in_increasing_nw_sens(small_cluster):
+    """§4.3.1: 'Resource offers are hence made in increasing order of Nw_sens' - the more
+    slowed job gets the one free machine even though it arrived later."""
+    perf = FakePerf(compute_s=1.0)
+    fast = fake("fast", 4, seq=0, done=900.0, run_s=1000.0)
+    slow = fake("slow", 4, seq=1, done=300.0, run_s=1000.0)
+    occupied = [fake(f"o{i}", 4, allocation=on(small_cluster, (n, 4)), run_s=1.0, done=1.0)
+                for i, n in enumerate(("r0-n1", "r1-n0", "r1-n1"))]
+    policy = Dally(ManualTimers(), preemption=False)
+    plan = policy.schedule(view_of(small_cluster, 10.0, occupied, [fast, slow], perf=perf))
+    assert [a.job_id for a in plan.actions] == ["slow"]
+
+
+def test_preemption_consolidates_the_network_slowed_job(small_cluster):
+    """A preempted job slowed by the network (low Nw_sens) preempts the least slowed running job
+    to get a machine; a newly arrived job (Nw_sens 1) never preempts."""
+    running = [fake("bad", 4, seq=0, allocation=on(small_cluster, ("r0-n0", 4)), done=500, run_s=1000),
+               fake("ok1", 4, seq=1, allocation=on(small_cluster, ("r0-n1", 4)), done=990, run_s=1000),
+               fake("ok2", 4, seq=2, allocation=on(small_cluster, ("r1-n0", 4)), done=950, run_s=1000),
+               fake("ok3", 4, seq=3, allocation=on(small_cluster, ("r1-n1", 4)), done=700, run_s=1000)]
+    slowed = fake("slowed", 4, seq=4, done=300, run_s=1000, pending_since=0.0, last_assignment_time=0.0)
+    new = fake("new", 4, seq=5)
+    policy = Dally(ManualTimers())
+    plan = policy.schedule(view_of(small_cluster, 10.0, running, [new, slowed]))
+    # range [0.3, 0.99], middle 0.645: victims ok1 (0.99), ok2 (0.95), ok3 (0.70); the worst is ok1
+    assert plan.actions == [Preempt("ok1"), Start("slowed", on(small_cluster, ("r0-n1", 4)))]
+    plan = Dally(ManualTimers()).schedule(view_of(small_cluster, 10.0, running, [new]))
+    assert not plan
+
+
+def test_preemption_needs_a_margin_and_the_worse_half(small_cluster):
+    """Victims must be in the worse half of the Nw_sens range and MIN_GAIN above the waiting job."""
+    running = [fake("a", 4, allocation=on(small_cluster, ("r0-n0", 4)), done=620, run_s=1000),
+               fake("b", 4, allocation=on(small_cluster, ("r0-n1", 4)), done=400, run_s=1000),
+               fake("c", 4, allocation=on(small_cluster, ("r1-n0", 4)), done=400, run_s=1000),
+               fake("d", 4, allocation=on(small_cluster, ("r1-n1", 4)), done=400, run_s=1000)]
+    waiting = fake("w", 4, done=600, run_s=1000, last_assignment_time=0.0)
+    assert not Dally(ManualTimers()).schedule(view_of(small_cluster, 10.0, running, [waiting]))  # gain 0.02
+
+
+def test_preemption_respects_the_delay_ladder(small_cluster):
+    """Before its machine timer a slowed 4-GPU job preempts only for a whole machine, never for
+    GPUs spread over a rack."""
+    running = [fake("a", 2, allocation=on(small_cluster, ("r0-n0", 2)), done=999, run_s=1000),
+               fake("b", 2, allocation=on(small_cluster, ("r0-n1", 2)), done=999, run_s=1000),
+               fake("c", 2, allocation=on(small_cluster, ("r1-n0", 2)), done=100, run_s=1000),
+               fake("d", 2, allocation=on(small_cluster, ("r1-n1", 2)), done=100, run_s=1000)]
+    slowed = fake("s", 4, done=200, run_s=1000, last_assignment_time=0.0)
+    plan = Dally(ManualTimers(100.0, 100.0)).schedule(view_of(small_cluster, 10.0, running, [slowed]))
+    # one victim (a, 2 GPUs) frees a whole machine r0-n0: 2 free + 2 = 4
+    assert plan.actions == [Preempt("a"), Start("s", on(small_cluster, ("r0-n0", 4)))]
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def test_registry_names():
+    assert {"dally", "dally-manual", "fifo", "las", "srtf"} <= set(policy_names())
+    assert make_policy("dally").name == "dally" and make_policy("dally-manual").name == "dally-manual"
+    assert isinstance(make_policy("dally-manual").timers, ManualTimers)
+
+
+@pytest.mark.parametrize("name", ["dally", "dally-manual"])
+def test_every_job_finishes(small_cluster, perf, name):
+    jobs = [job(g, submit=10.0 * i, iterations=200 + 50 * i, model=m)
+            for i, (g, m) in enumerate([(4, "vgg11"), (2, "alexnet"), (6, "resnet18"), (1, "resnet50"),
+                                        (8, "mobilenetv3"), (3, "bert-large"), (4, "vgg11"), (2, "resnet18")])]
+    run = Simulator(small_cluster, make_policy(name), perf, round_s=60.0).run(jobs)
+    assert all(r.state is JobState.COMPLETED for r in run.core.records.values())
+
+
+def test_dally_is_deterministic(small_cluster, perf):
+    jobs = [job(g, submit=5.0 * i, iterations=300, model="vgg11", job_id=f"d{i}")
+            for i, g in enumerate([4, 4, 2, 6, 1, 3, 8, 2])]
+
+    def trace():
+        run = Simulator(small_cluster, make_policy("dally"), perf, round_s=60.0).run(jobs)
+        return [(e.job_id, e.kind, e.time, e.detail) for e in run.core.log]
+
+    assert trace() == trace()
+
+
+def test_plan_passes_core_validation(small_cluster, perf):
+    core = SchedulingCore(small_cluster, make_policy("dally"), perf)
+    for i in range(6):
+        core.submit(job(3, job_id=f"v{i}"), 0.0)
+    applied = core.schedule(0.0)
+    assert [type(a) for a in applied] == [Start] * 4  # one 3-GPU job per machine
