@@ -6,10 +6,12 @@ from collections.abc import Callable
 
 from halyard.datamodel import ValidationError
 from halyard.policies.dally import AutoTuner, Dally, ManualTimers
+from halyard.policies.gandiva import ConsolidatingMigration, NetworkAgnostic
 from halyard.policies.ordering import Fifo, Las, Srtf
 from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import Policy
+from halyard.policies.tiresias import SkewConsolidation, TwoDimensionalLas
 
 _POLICIES: dict[str, Callable[[], Policy]] = {
     "fifo": lambda: StagedPolicy("fifo", Fifo(), placement=FirstFitConsolidated()),
@@ -19,6 +21,11 @@ _POLICIES: dict[str, Callable[[], Policy]] = {
     # auto-tuner of Algorithm 2, and Dally-manual with the paper's 12 h + 12 h timers.
     "dally": lambda: Dally(AutoTuner(), name="dally"),
     "dally-manual": lambda: Dally(ManualTimers(), name="dally-manual"),
+    # Dally's baselines: Tiresias (discretised 2D-LAS, skew-based consolidation) and
+    # Gandiva (FIFO, network-agnostic placement, migration to tighter placements).
+    "tiresias": lambda: StagedPolicy("tiresias", TwoDimensionalLas(), placement=SkewConsolidation()),
+    "gandiva": lambda: StagedPolicy("gandiva", Fifo(), placement=NetworkAgnostic(),
+                                    network=ConsolidatingMigration()),
 }
 
 

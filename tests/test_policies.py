@@ -122,9 +122,9 @@ def test_preemptive_pass_evicts_lowest_priority(small_cluster, perf):
 
 
 def test_unknown_policy_lists_names():
-    with pytest.raises(ValidationError, match="known: dally, dally-manual, fifo, las, srtf"):
+    with pytest.raises(ValidationError, match="known: dally, dally-manual, fifo, gandiva, las, srtf, tiresias"):
         make_policy("round-robin")
-    assert policy_names() == ["dally", "dally-manual", "fifo", "las", "srtf"]
+    assert policy_names() == ["dally", "dally-manual", "fifo", "gandiva", "las", "srtf", "tiresias"]
 
 
 class CountingSize(FixedSize):

@@ -1,0 +1,168 @@
+"""Dally's baselines: Tiresias (discretised 2D-LAS, starvation promotion, skew consolidation)
+and Gandiva (network-agnostic placement, migration to tighter placements).
+
+Small cluster: 2 racks x 2 machines x 4 GPUs (r0-n0, r0-n1 | r1-n0, r1-n1).
+"""
+
+from __future__ import annotations
+
+import pytest
+from factories import job
+from policy_fakes import FakeJob, on, view_of
+
+from halyard.controlplane import Simulator
+from halyard.datamodel import JobState
+from halyard.policies import FreeResources, Migrate, Preempt, StagedPolicy, Start, make_policy
+from halyard.policies.gandiva import ConsolidatingMigration, NetworkAgnostic
+from halyard.policies.tiresias import SkewConsolidation, TwoDimensionalLas, high_skew
+
+
+def fake(job_id: str, gpus: int, *, model: str = "resnet50", seq: int = 0, submit: float = 0.0, **kw) -> FakeJob:
+    return FakeJob(job(gpus, job_id=job_id, model=model, submit=submit), arrival_seq=seq, **kw)
+
+
+# --------------------------------------------------------------------------- Tiresias 2D-LAS
+
+
+def test_demotion_at_each_threshold():
+    """Tiresias §3 (2D-LAS discretised): queue k+1 once attained GPU-seconds reach thresholds[k]."""
+    las = TwoDimensionalLas(thresholds=(100.0, 1000.0))
+    assert las.queue_of(fake("a", 2, gpu_s=99.9), 0.0) == 0
+    assert las.queue_of(fake("b", 2, gpu_s=100.0), 0.0) == 1
+    assert las.queue_of(fake("c", 2, gpu_s=999.0), 0.0) == 1
+    assert las.queue_of(fake("d", 2, gpu_s=5000.0), 0.0) == 2
+
+
+def test_default_is_the_reference_two_queues():
+    """REFERENCE-NUMBERS: two queues, the first up to 3,250 GPU-seconds."""
+    las = TwoDimensionalLas()
+    assert las.thresholds == (3250.0,)
+    assert las.queue_of(fake("a", 8, gpu_s=3249.0), 0.0) == 0
+    assert las.queue_of(fake("b", 8, gpu_s=3250.0), 0.0) == 1
+
+
+def test_order_is_queue_then_fifo(small_cluster):
+    las = TwoDimensionalLas(thresholds=(100.0,))
+    jobs = [fake("old-demoted", 1, seq=0, submit=0.0, gpu_s=500.0),
+            fake("late", 1, seq=2, submit=20.0, gpu_s=0.0),
+            fake("early", 1, seq=1, submit=10.0, gpu_s=50.0)]
+    key = las.key(view_of(small_cluster, 30.0, [], []))
+    assert [j.job_id for j in sorted(jobs, key=key)] == ["early", "late", "old-demoted"]
+
+
+def test_starvation_promotion():
+    """A waiting job whose wait reaches knob x executed time returns to queue 0; its service for
+    demotion then counts from the promotion (REFERENCE-NUMBERS: promotion when pending time >=
+    knob x executed time)."""
+    las = TwoDimensionalLas(thresholds=(100.0,), starvation_knob=2.0)
+    j = fake("j", 1, gpu_s=300.0, run_s=300.0, pending_since=1000.0)
+    assert las.queue_of(j, 1000.0) == 1
+    assert las.queue_of(j, 1599.0) == 1       # waited 599 < 2 x 300
+    assert las.queue_of(j, 1600.0) == 0       # waited 600: promoted
+    j.gpu_s = 399.0
+    assert las.queue_of(j, 1700.0) == 0       # 99 GPU-s since the promotion
+    j.gpu_s = 400.0
+    assert las.queue_of(j, 1800.0) == 1       # 100 since the promotion: demoted again
+    assert TwoDimensionalLas(thresholds=(100.0,)).queue_of(j, 1e9) == 1  # off by default
+
+
+def test_running_jobs_are_not_promoted(small_cluster):
+    las = TwoDimensionalLas(thresholds=(100.0,), starvation_knob=0.5)
+    running = fake("r", 1, gpu_s=300.0, run_s=300.0, allocation=on(small_cluster, ("r0-n0", 1)))
+    assert las.queue_of(running, 1e6) == 1
+
+
+def test_bad_parameters_are_refused():
+    with pytest.raises(ValueError, match="increasing"):
+        TwoDimensionalLas(thresholds=(100.0, 50.0))
+    with pytest.raises(ValueError, match="knob"):
+        TwoDimensionalLas(starvation_knob=0.0)
+
+
+def test_new_job_preempts_a_demoted_one(small_cluster, perf):
+    """Preemptive LAS: a queue-0 arrival takes the GPUs of a running queue-1 job."""
+    policy = StagedPolicy("t", TwoDimensionalLas(thresholds=(100.0,)), placement=SkewConsolidation())
+    hog = fake("hog", 16, seq=0, gpu_s=1e6, run_s=1e5, done=1.0,
+               allocation=on(small_cluster, ("r0-n0", 4), ("r0-n1", 4), ("r1-n0", 4), ("r1-n1", 4)))
+    new = fake("new", 4, seq=1, submit=5.0)
+    plan = policy.schedule(view_of(small_cluster, 10.0, [hog], [new]))
+    assert [type(a) for a in plan.actions] == [Preempt, Start]
+
+
+# --------------------------------------------------------------------------- Tiresias skew
+
+
+def test_skew_classification():
+    """Tiresias' measured skews (VGG 0.72-0.77, AlexNet 0.61 high; ResNets <= 0.11 low) and Dally
+    Table 1's labels for MobileNetV3 (high), ResNet18 and BERT-large (low)."""
+    assert [high_skew(m) for m in ("vgg11", "alexnet", "mobilenetv3")] == [True, True, True]
+    assert [high_skew(m) for m in ("resnet18", "resnet50", "bert-large", "gnmt")] == [False] * 4
+
+
+def test_high_skew_is_consolidated_strictly(small_cluster):
+    """High skew: the fewest machines or nothing; low skew: any free GPUs (Dally §1, §3.2)."""
+    free = FreeResources(small_cluster)
+    for part in (on(small_cluster, ("r0-n0", 2)), on(small_cluster, ("r0-n1", 2)),
+                 on(small_cluster, ("r1-n0", 2)), on(small_cluster, ("r1-n1", 2))):
+        free.take(part)
+    view = view_of(small_cluster, 0.0, [], [])
+    placement = SkewConsolidation()
+    assert placement.place(view, fake("v", 4, model="vgg11"), 4, free) is None
+    spread = placement.place(view, fake("r", 4, model="resnet50"), 4, free)
+    assert spread is not None and spread.node_names == ("r0-n0", "r0-n1")
+    # 6 GPUs of a high-skew model: two machines is the fewest, so it is placed
+    free2 = FreeResources(small_cluster)
+    assert len(placement.place(view, fake("v6", 6, model="vgg11"), 6, free2).nodes) == 2
+
+
+# --------------------------------------------------------------------------- Gandiva
+
+
+def test_network_agnostic_placement_takes_the_first_free_gpus(small_cluster):
+    """Gandiva is network-agnostic (Dally §5.1.3): 2 free on r0-n0 and 4 on r0-n1 -> a 4-GPU job
+    takes 2 + 2, though r0-n1 alone would hold it."""
+    free = FreeResources(small_cluster)
+    free.take(on(small_cluster, ("r0-n0", 2)))
+    a = NetworkAgnostic().place(view_of(small_cluster, 0.0, [], []), fake("g", 4), 4, free)
+    assert [(p.node, len(p.gpus)) for p in a.nodes] == [("r0-n0", 2), ("r0-n1", 2)]
+
+
+def test_migrates_to_a_tighter_placement_when_gpus_free_up(small_cluster):
+    """'migrating jobs to more favorable GPU consolidation whenever resources become available'."""
+    spread = fake("spread", 4, seq=0, allocation=on(small_cluster, ("r0-n0", 2), ("r1-n0", 2)))
+    tight = fake("tight", 2, seq=1, allocation=on(small_cluster, ("r0-n1", 2)))
+    policy = StagedPolicy("g", make_policy("fifo").ordering, placement=NetworkAgnostic(),
+                          network=ConsolidatingMigration())
+    assert policy.acts_without_pending
+    plan = policy.schedule(view_of(small_cluster, 0.0, [spread, tight], []))
+    (move,) = plan.actions
+    assert isinstance(move, Migrate) and move.job_id == "spread"
+    assert move.allocation.node_names == ("r0-n0",)  # its own 2 GPUs there plus the 2 free ones
+
+
+def test_no_migration_without_improvement(small_cluster):
+    tight = fake("tight", 4, allocation=on(small_cluster, ("r0-n0", 4)))
+    rack = fake("rack", 8, allocation=on(small_cluster, ("r1-n0", 4), ("r1-n1", 4)))
+    policy = make_policy("gandiva")
+    assert not policy.schedule(view_of(small_cluster, 0.0, [tight, rack], []))
+
+
+def test_pending_jobs_are_placed_before_migrations(small_cluster):
+    spread = fake("spread", 4, seq=0, allocation=on(small_cluster, ("r0-n0", 2), ("r1-n0", 2)))
+    waiting = fake("w", 4, seq=1)
+    plan = make_policy("gandiva").schedule(view_of(small_cluster, 0.0, [spread], [waiting]))
+    assert isinstance(plan.actions[0], Start) and plan.actions[0].job_id == "w"
+    # w took the first free GPUs (2 on r0-n0, 2 on r0-n1); spread then moves onto one machine
+    assert plan.actions[1] == Migrate("spread", on(small_cluster, ("r1-n0", 4)))
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+@pytest.mark.parametrize("name", ["tiresias", "gandiva"])
+def test_every_job_finishes(small_cluster, perf, name):
+    jobs = [job(g, submit=10.0 * i, iterations=200 + 50 * i, model=m)
+            for i, (g, m) in enumerate([(4, "vgg11"), (2, "alexnet"), (6, "resnet18"), (1, "resnet50"),
+                                        (8, "mobilenetv3"), (3, "bert-large"), (4, "vgg11"), (2, "resnet18")])]
+    run = Simulator(small_cluster, make_policy(name), perf, round_s=60.0).run(jobs)
+    assert all(r.state is JobState.COMPLETED for r in run.core.records.values())
