@@ -56,16 +56,25 @@ def builtin_clusters() -> list[str]:
 
 def load_cluster(name_or_path: str | Path) -> Cluster:
     """Load a built-in cluster by name, or a TOML file by path."""
-    text_path = Path(name_or_path)
-    if text_path.suffix != ".toml" and str(name_or_path) in builtin_clusters():
+    text, source = read_cluster_text(name_or_path)
+    return parse_cluster(text, source=source)
+
+
+def read_cluster_text(name_or_path: str | Path) -> tuple[str, str]:
+    """The TOML text of a built-in cluster or file, and a name for it in errors.
+
+    The control plane sends this text to agents, so both sides parse the same cluster.
+    """
+    path = Path(name_or_path)
+    if path.suffix != ".toml" and str(name_or_path) in builtin_clusters():
         res = resources.files("halyard.data") / "clusters" / f"{name_or_path}.toml"
-        return parse_cluster(res.read_text(encoding="utf-8"), source=f"<builtin {name_or_path}>")
-    if not text_path.exists():
+        return res.read_text(encoding="utf-8"), f"<builtin {name_or_path}>"
+    if not path.exists():
         raise ValidationError(
             f"no such cluster file or built-in cluster (built-ins: {', '.join(builtin_clusters())})",
             source=str(name_or_path),
         )
-    return parse_cluster(text_path.read_text(encoding="utf-8"), source=str(text_path))
+    return path.read_text(encoding="utf-8"), str(path)
 
 
 @dataclass

@@ -32,10 +32,12 @@ class Job(_message.Message):
     def __init__(self, spec: _Optional[_Union[_types_pb2.JobSpec, _Mapping]] = ..., state: _Optional[_Union[_types_pb2.JobState, str]] = ..., allocation: _Optional[_Union[_types_pb2.Allocation, _Mapping]] = ..., iterations_done: _Optional[float] = ..., iterations_total: _Optional[int] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., preemptions: _Optional[int] = ..., queued_s: _Optional[float] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
-    __slots__ = ("spec",)
+    __slots__ = ("spec", "submit_time")
     SPEC_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_TIME_FIELD_NUMBER: _ClassVar[int]
     spec: _types_pb2.JobSpec
-    def __init__(self, spec: _Optional[_Union[_types_pb2.JobSpec, _Mapping]] = ...) -> None: ...
+    submit_time: float
+    def __init__(self, spec: _Optional[_Union[_types_pb2.JobSpec, _Mapping]] = ..., submit_time: _Optional[float] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ("job_id",)

@@ -1,0 +1,224 @@
+"""gRPC servicers: requests in, :class:`ControlPlane` calls, replies out.
+
+Every request is validated before anything changes; errors map to status
+codes in one place (:func:`_status`): bad input -> INVALID_ARGUMENT naming the
+field, unknown ids -> NOT_FOUND, duplicates -> ALREADY_EXISTS, wrong state ->
+FAILED_PRECONDITION. No stack trace ever reaches a client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import TypeVar
+
+import grpc
+import structlog
+
+from halyard.controlplane.errors import AlreadyExists, FailedPrecondition, NotFound
+from halyard.controlplane.records import JobRecord
+from halyard.controlplane.service import ControlPlane
+from halyard.datamodel import HalyardError, ValidationError
+from halyard.v1 import agent_service_pb2 as apb
+from halyard.v1 import agent_service_pb2_grpc as agrpc
+from halyard.v1 import cluster_service_pb2 as cpb
+from halyard.v1 import cluster_service_pb2_grpc as cgrpc
+from halyard.v1 import job_service_pb2 as jpb
+from halyard.v1 import job_service_pb2_grpc as jgrpc
+from halyard.wire import allocation_to_pb, event_to_pb, node_to_pb, spec_from_pb, spec_to_pb, state_from_pb, state_to_pb
+
+log = structlog.get_logger("halyard.grpc")
+
+MAX_PAGE = 1000
+DEFAULT_PAGE = 100
+WATCH_POLL_S = 1.0  # how often an idle WatchEvents stream re-checks it is still wanted
+
+T = TypeVar("T")
+
+
+def _status(exc: HalyardError) -> grpc.StatusCode:
+    if isinstance(exc, NotFound):
+        return grpc.StatusCode.NOT_FOUND
+    if isinstance(exc, AlreadyExists):
+        return grpc.StatusCode.ALREADY_EXISTS
+    if isinstance(exc, FailedPrecondition):
+        return grpc.StatusCode.FAILED_PRECONDITION
+    return grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def _call(context: grpc.aio.ServicerContext, count: Callable[[str], None] | None, name: str,
+                fn: Callable[[], T]) -> T:
+    if count is not None:
+        count(name)
+    try:
+        return fn()
+    except HalyardError as exc:
+        await context.abort(_status(exc), str(exc))
+        raise  # unreachable: abort raises
+
+
+def job_to_pb(record: JobRecord, now: float) -> jpb.Job:
+    job = jpb.Job(spec=spec_to_pb(record.spec), state=state_to_pb(record.state),
+                  iterations_done=record.iterations_done(now), iterations_total=record.iterations_total,
+                  submit_time=record.spec.submit_time, preemptions=record.preemptions, queued_s=record.queued_s)
+    if record.allocation is not None and not record.state.terminal:
+        job.allocation.CopyFrom(allocation_to_pb(record.allocation))
+    if record.first_start is not None:
+        job.start_time = record.first_start
+    if record.end_time is not None:
+        job.end_time = record.end_time
+    return job
+
+
+class JobServicer(jgrpc.JobServiceServicer):
+    def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None) -> None:
+        self.cp = cp
+        self.count = count
+
+    async def SubmitJob(self, request: jpb.SubmitJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
+        arrival = self.cp.arrival_time(request.submit_time if request.HasField("submit_time") else None)
+        await self.cp.settle(arrival)
+
+        def submit() -> jpb.Job:
+            if not request.HasField("spec"):
+                raise ValidationError("is required", field="spec")
+            # Stamped when it arrived, not after the lockstep wait (never before the last pass).
+            now = max(arrival, self.cp.last_pass_time)
+            record = self.cp.submit(spec_from_pb(request.spec, submit_time=now))
+            return job_to_pb(record, now)
+        return await _call(context, self.count, "SubmitJob", submit)
+
+    async def GetJob(self, request: jpb.GetJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
+        return await _call(context, self.count, "GetJob",
+                           lambda: job_to_pb(self.cp.job(_job_id(request.job_id)), self.cp.now()))
+
+    async def CancelJob(self, request: jpb.CancelJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
+        return await _call(context, self.count, "CancelJob",
+                           lambda: job_to_pb(self.cp.cancel(_job_id(request.job_id)), self.cp.now()))
+
+    async def ListJobs(self, request: jpb.ListJobsRequest, context: grpc.aio.ServicerContext) -> jpb.ListJobsResponse:
+        def page() -> jpb.ListJobsResponse:
+            size = request.page_size or DEFAULT_PAGE
+            if size > MAX_PAGE:
+                raise ValidationError(f"must be <= {MAX_PAGE}", field="page_size")
+            try:
+                start = int(request.page_token or 0)
+            except ValueError:
+                raise ValidationError("not a token this server issued", field="page_token") from None
+            states = {state_from_pb(s, "states") for s in request.states}
+            records = list(self.cp.core.records.values())  # arrival order
+            now, out, i = self.cp.now(), jpb.ListJobsResponse(), start
+            while i < len(records) and len(out.jobs) < size:
+                r = records[i]
+                i += 1
+                if (not states or r.state in states) and (not request.tenant or r.spec.tenant == request.tenant):
+                    out.jobs.append(job_to_pb(r, now))
+            out.next_page_token = str(i) if i < len(records) else ""
+            return out
+        return await _call(context, self.count, "ListJobs", page)
+
+    async def WatchEvents(self, request: jpb.WatchEventsRequest,
+                          context: grpc.aio.ServicerContext) -> AsyncIterator[jpb.JobEvent]:
+        if self.count is not None:
+            self.count("WatchEvents")
+        seq = request.after_seq
+        while True:
+            for event in self.cp.core.log.since(seq):
+                seq = event.seq
+                if not request.job_id or event.job_id == request.job_id:
+                    yield event_to_pb(event)
+            await self.cp.wait_events(seq, WATCH_POLL_S)
+
+
+class ClusterServicer(cgrpc.ClusterServiceServicer):
+    def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None) -> None:
+        self.cp = cp
+        self.count = count
+
+    def _node(self, name: str) -> cpb.NodeStatus:
+        node = self.cp.cluster.node(name)
+        free = self.cp.core.free
+        return cpb.NodeStatus(spec=node_to_pb(node), connected=name in self.cp.sessions,
+                              drained=name in self.cp.drained, free_gpus=int(free.gpus[node.index]),
+                              free_cpus=int(free.cpus[node.index]), free_memory_mb=int(free.memory_mb[node.index]))
+
+    async def GetCluster(self, request: cpb.GetClusterRequest, context: grpc.aio.ServicerContext) -> cpb.ClusterStatus:
+        def status() -> cpb.ClusterStatus:
+            core = self.cp.core
+            return cpb.ClusterStatus(
+                name=self.cp.cluster.name, nodes=[self._node(n.name) for n in self.cp.cluster.nodes],
+                cluster_time=self.cp.now(), total_gpus=self.cp.cluster.total_gpus, free_gpus=core.free.total_gpus,
+                pending_jobs=len(core.pending), running_jobs=len(core.running))
+        return await _call(context, self.count, "GetCluster", status)
+
+    async def DrainNode(self, request: cpb.NodeRequest, context: grpc.aio.ServicerContext) -> cpb.NodeStatus:
+        def drain() -> cpb.NodeStatus:
+            self.cp.set_drained(request.node, True)
+            return self._node(request.node)
+        return await _call(context, self.count, "DrainNode", drain)
+
+    async def UndrainNode(self, request: cpb.NodeRequest, context: grpc.aio.ServicerContext) -> cpb.NodeStatus:
+        def undrain() -> cpb.NodeStatus:
+            self.cp.set_drained(request.node, False)
+            return self._node(request.node)
+        return await _call(context, self.count, "UndrainNode", undrain)
+
+    async def GetPolicy(self, request: cpb.GetPolicyRequest, context: grpc.aio.ServicerContext) -> cpb.PolicyInfo:
+        def info() -> cpb.PolicyInfo:
+            policy = self.cp.core.policy
+            stages = [cpb.PolicyStage(stage=s, choice=getattr(policy, s).name)
+                      for s in ("admission", "ordering", "sizing", "placement", "network") if hasattr(policy, s)]
+            return cpb.PolicyInfo(name=policy.name, stages=stages, round_s=self.cp.round_s)
+        return await _call(context, self.count, "GetPolicy", info)
+
+
+class AgentServicer(agrpc.AgentServiceServicer):
+    """One bidirectional stream per agent: Register first, then messages both ways."""
+
+    def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None) -> None:
+        self.cp = cp
+        self.count = count
+
+    async def Connect(self, request_iterator: AsyncIterator[apb.AgentMessage],
+                      context: grpc.aio.ServicerContext) -> AsyncIterator[apb.ControlMessage]:
+        if self.count is not None:
+            self.count("Connect")
+        first = await anext(aiter(request_iterator), None)
+        if first is None or first.WhichOneof("body") != "register":
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                "field 'register': the first message must be Register")
+        try:
+            session, registered = self.cp.agent_register(first.register)
+        except HalyardError as exc:
+            await context.abort(_status(exc), str(exc))
+        reader = asyncio.create_task(self._read(session, request_iterator, context))
+        getter: asyncio.Task[apb.ControlMessage] | None = None
+        try:
+            yield apb.ControlMessage(registered=registered)
+            while not session.closed:
+                getter = asyncio.create_task(session.outbox.get())
+                done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if getter not in done:
+                    break
+                yield getter.result()
+        finally:
+            for task in (getter, reader):
+                if task is not None:
+                    task.cancel()
+            self.cp.agent_gone(session)
+
+    async def _read(self, session, request_iterator: AsyncIterator[apb.AgentMessage],
+                    context: grpc.aio.ServicerContext) -> None:
+        async for msg in request_iterator:
+            if session.closed:
+                return
+            try:
+                self.cp.agent_message(session, msg)
+            except HalyardError as exc:
+                log.warning("bad agent message", node=session.node, error=str(exc))
+
+
+def _job_id(job_id: str) -> str:
+    if not job_id:
+        raise ValidationError("is required", field="job_id")
+    return job_id

@@ -1,0 +1,448 @@
+"""The control plane: the scheduling core behind gRPC, agents and a clock.
+
+:class:`ControlPlane` is transport-free: the gRPC servicers (``grpc_*.py``)
+translate requests into its methods, and agent streams into
+:meth:`agent_register` / :meth:`agent_message` / :meth:`agent_gone`. It runs one
+scheduling task that makes a pass after every change and on the round timer,
+computes each started job's rate with the shared performance model
+(:func:`timing.expect`, as the simulator does), sends agents their commands and
+persists every change before answering.
+
+Failure handling (DESIGN.md, "State, failure and security"):
+
+* a node takes work only while its agent is connected and it is not drained;
+* an agent silent for ``heartbeat_timeout_s`` (wall time) is declared lost:
+  its jobs go back to the queue from their last checkpoint and the other nodes
+  of those jobs are told to stop;
+* a registering agent reports what it runs: jobs it runs that are no longer
+  its own (an older attempt, another node) are stopped; jobs the control plane
+  placed there that the agent does not report are requeued;
+* after a restart the state comes back from the store, and a node whose agent
+  does not return within the timeout is handled as a lost agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import structlog
+
+from halyard.clock import Clock
+from halyard.controlplane.core import SchedulingCore
+from halyard.controlplane.errors import AlreadyExists, FailedPrecondition, NotFound
+from halyard.controlplane.records import JobRecord
+from halyard.controlplane.store import Store
+from halyard.controlplane.timing import expect
+from halyard.datamodel import Cluster, JobSpec, JobState, ValidationError
+from halyard.emulator import PerformanceModel
+from halyard.policies import Action, Migrate, Policy, Preempt, Resize, SetResources, SetTimeShift, Start
+from halyard.v1 import agent_service_pb2 as apb
+from halyard.wire import allocation_to_pb, spec_to_pb
+
+log = structlog.get_logger("halyard.controlplane")
+
+DEFAULT_HEARTBEAT_S = 1.0
+DEFAULT_HEARTBEAT_TIMEOUT_S = 5.0  # five missed heartbeats
+DEFAULT_PREEMPT_GRACE_S = 30.0  # wall seconds an agent has to checkpoint on Preempt
+LOCKSTEP_WAIT_S = 2.0  # wall seconds an arrival waits for earlier completions before going ahead
+LOCKSTEP_POLL_S = 0.001
+LOCKSTEP_LAG_WALL_S = 0.05  # a completion is applied this long (wall) after its instant: > any message jitter
+
+
+@dataclass
+class AgentSession:
+    """One connected agent: its outgoing commands and when it was last heard from."""
+
+    node: str
+    backend: str
+    outbox: asyncio.Queue[apb.ControlMessage] = field(default_factory=asyncio.Queue)
+    last_seen: float = field(default_factory=time.monotonic)
+    closed: bool = False
+
+    def send(self, **body: object) -> None:
+        if not self.closed:
+            self.outbox.put_nowait(apb.ControlMessage(**body))
+
+
+class ControlPlane:
+    def __init__(self, cluster: Cluster, policy: Policy, perf: PerformanceModel, clock: Clock, store: Store,
+                 *, cluster_toml: str, round_s: float = 300.0, heartbeat_s: float = DEFAULT_HEARTBEAT_S,
+                 heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S, lockstep: bool = False) -> None:
+        self.cluster = cluster
+        self.cluster_toml = cluster_toml
+        self.perf = perf
+        self.clock = clock
+        self.store = store
+        self.round_s = round_s
+        self.heartbeat_s = heartbeat_s
+        self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.core = SchedulingCore(cluster, policy, perf, round_s=round_s)
+        self.sessions: dict[str, AgentSession] = {}
+        self.drained: set[str] = set()
+        self.placed: dict[str, tuple[str, ...]] = {}  # running job -> nodes whose agents hold it
+        self._absent_since: dict[str, float] = {}  # node -> wall time its agent went away
+        self._wake = asyncio.Event()
+        self._events_changed = asyncio.Condition()
+        self._last_pass = -math.inf
+        self._latest_event = -math.inf  # lockstep: the cluster time of the newest event handled
+        self.lockstep = lockstep
+        self._due: list[tuple[float, int, AgentSession, apb.Exited]] = []  # lockstep: completions to apply
+        self._due_seq = itertools.count()
+        self._due_added = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.on_pass: Callable[[float], None] | None = None  # metrics hook: pass wall seconds
+        self.core.free.schedulable[:] = False  # until agents register
+
+    # --- lifecycle ----------------------------------------------------------
+
+    async def start(self) -> None:
+        state = self.store.load()
+        if state.records:
+            self.core.restore(state)
+            for record in self.core.running.values():
+                self.placed[record.job_id] = record.allocation.node_names
+            log.info("restored", jobs=len(state.records), running=len(self.placed), events=len(state.events))
+        self._last_pass = max((e.time for e in state.events), default=-math.inf)
+        started = time.monotonic()
+        self._absent_since = {n.name: started for n in self.cluster.nodes}
+        self._tasks = [asyncio.create_task(self._scheduler(), name="scheduler"),
+                       asyncio.create_task(self._liveness(), name="liveness")]
+        if self.lockstep:
+            self._tasks.append(asyncio.create_task(self._lockstep_completions(), name="lockstep"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for session in self.sessions.values():
+            session.closed = True
+        self._persist()
+
+    # --- clients --------------------------------------------------------------
+
+    def submit(self, spec: JobSpec) -> JobRecord:
+        if spec.job_id in self.core.records:
+            raise AlreadyExists(f"job {spec.job_id!r} was already submitted")
+        record = self.core.submit(spec, spec.submit_time)
+        self._event_at(spec.submit_time)
+        self._changed()
+        return record
+
+    def job(self, job_id: str) -> JobRecord:
+        try:
+            return self.core.records[job_id]
+        except KeyError:
+            raise NotFound(f"no job {job_id!r}") from None
+
+    def cancel(self, job_id: str) -> JobRecord:
+        record = self.job(job_id)
+        if record.state.terminal:
+            raise FailedPrecondition(f"job {job_id!r} already ended: {record.state.value}")
+        self._stop_on_agents(job_id, record.attempt)
+        self.core.cancel(job_id, self.now())
+        self._changed()
+        return record
+
+    def set_drained(self, node: str, drained: bool) -> None:
+        if not self.cluster.has_node(node):
+            raise NotFound(f"no node {node!r} in cluster {self.cluster.name!r}")
+        (self.drained.add if drained else self.drained.discard)(node)
+        if drained and node in self.sessions:
+            self.sessions[node].send(drain=apb.Drain(reason="drained by operator"))
+        self._update_schedulable(node)
+        self._changed()
+
+    def now(self) -> float:
+        """Cluster time of the next change: never before the last pass."""
+        return max(self.clock.now(), self._last_pass)
+
+    @property
+    def last_pass_time(self) -> float:
+        return self._last_pass
+
+    def arrival_time(self, requested: float | None) -> float:
+        """The submit time of a job arriving now: the replay client's own in lockstep."""
+        now = self.now()
+        if self.lockstep and requested is not None and requested >= self._last_pass:
+            return requested
+        return now
+
+    async def settle(self, t: float, timeout: float = LOCKSTEP_WAIT_S) -> None:
+        """Lockstep replay: wait until every completion the model expects up to ``t`` is applied.
+
+        Bounded-lag conservative synchronisation, as in parallel discrete-event
+        simulation: completions are applied ``LOCKSTEP_LAG_WALL_S`` after their
+        instant, and an arrival or a round at ``t`` first waits for every
+        completion at or before ``t``. With emulated agents reporting the
+        model's own finish instants, events are then handled in cluster-time
+        order and replay makes the simulator's schedule. Off by default: real
+        agents finish when they finish.
+        """
+        if not self.lockstep:
+            return
+        deadline = time.monotonic() + timeout
+        while any(r.finish_time() <= t for r in self.core.running.values()):
+            if time.monotonic() > deadline:
+                log.warning("lockstep: completions before the arrival did not come", cluster_time=t)
+                return
+            await asyncio.sleep(LOCKSTEP_POLL_S)
+
+    def _event_at(self, t: float) -> None:
+        self._latest_event = max(self._latest_event, t)
+
+    async def wait_events(self, after_seq: int, timeout: float) -> None:
+        """Wait until the log holds an event after ``after_seq`` (or ``timeout`` wall seconds)."""
+        async with self._events_changed:
+            if len(self.core.log) > after_seq:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._events_changed.wait(), timeout)
+
+    # --- agents ---------------------------------------------------------------
+
+    def agent_register(self, register: apb.Register) -> tuple[AgentSession, apb.Registered]:
+        """Accept an agent's stream; raises ValidationError if it is not a node of this cluster."""
+        name = register.node.name
+        if not self.cluster.has_node(name):
+            raise ValidationError(f"no node {name!r} in cluster {self.cluster.name!r}", field="register.node.name")
+        node = self.cluster.node(name)
+        if register.node.gpus and register.node.gpus != node.gpus:
+            raise ValidationError(f"node {name} has {node.gpus} GPUs in the cluster file, the agent says "
+                                  f"{register.node.gpus}", field="register.node.gpus")
+        old = self.sessions.get(name)
+        if old is not None:
+            old.closed = True  # a reconnect replaces the old stream
+        session = AgentSession(name, register.backend or "unknown")
+        self.sessions[name] = session
+        self._absent_since.pop(name, None)
+        self._reconcile(session, register)
+        self._update_schedulable(name)
+        self._changed()
+        params = self.clock.params()
+        registered = apb.Registered(
+            node=name, cluster_toml=self.cluster_toml, heartbeat_interval_s=self.heartbeat_s,
+            clock=apb.ClockParams(kind=apb.MANUAL if params.kind == "manual" else apb.ACCELERATED,
+                                  wall_origin_unix_s=params.wall_origin_unix_s,
+                                  cluster_origin_s=params.cluster_origin_s, speedup=params.speedup))
+        log.info("agent registered", node=name, backend=session.backend, running=len(register.running))
+        return session, registered
+
+    def agent_message(self, session: AgentSession, msg: apb.AgentMessage) -> None:
+        session.last_seen = time.monotonic()
+        kind = msg.WhichOneof("body")
+        if kind == "exited":
+            self._on_exited(session, msg.exited)
+        elif kind == "progress":
+            self._check_owner(session, msg.progress.job_id, msg.progress.attempt)
+        elif kind == "register":
+            raise ValidationError("register is only allowed as the first message", field="register")
+
+    def agent_gone(self, session: AgentSession) -> None:
+        """The stream ended; the node gets the heartbeat timeout to come back."""
+        if self.sessions.get(session.node) is session:
+            del self.sessions[session.node]
+            self._absent_since[session.node] = session.last_seen
+            self._update_schedulable(session.node)
+            log.warning("agent disconnected", node=session.node)
+
+    # --- internals ------------------------------------------------------------
+
+    def _changed(self) -> None:
+        if self.lockstep:
+            self._pass()  # the simulator's order: an instant's events, then its pass, then the next instant
+        self._persist()
+        self._wake.set()
+
+    def _persist(self) -> None:
+        records, events = self.core.take_changes()
+        if records or events:
+            self.store.save(records, events)
+            if events:
+                asyncio.get_running_loop().create_task(self._notify_events())
+
+    async def _notify_events(self) -> None:
+        async with self._events_changed:
+            self._events_changed.notify_all()
+
+    def _update_schedulable(self, node: str) -> None:
+        index = self.cluster.node(node).index
+        self.core.free.schedulable[index] = node in self.sessions and node not in self.drained
+
+    def _check_owner(self, session: AgentSession, job_id: str, attempt: int) -> JobRecord | None:
+        """The job if this agent runs its current attempt; None for stale messages."""
+        record = self.core.records.get(job_id)
+        if record is None or record.attempt != attempt or session.node not in self.placed.get(job_id, ()):
+            log.info("stale agent message", node=session.node, job=job_id, attempt=attempt)
+            return None
+        return record
+
+    def _on_exited(self, session: AgentSession, exited: apb.Exited) -> None:
+        record = self._check_owner(session, exited.job_id, exited.attempt)
+        if record is None or record.state is not JobState.RUNNING:
+            return
+        when = max(exited.cluster_time, record.last_assignment_time or 0.0)
+        if exited.status == apb.EXIT_COMPLETED and self.lockstep:
+            heapq.heappush(self._due, (when, next(self._due_seq), session, exited))
+            self._due_added.set()
+            return
+        self._event_at(when)
+        if exited.status == apb.EXIT_COMPLETED:
+            self.placed.pop(record.job_id, None)
+            self.core.complete(record.job_id, when)
+        elif exited.status == apb.EXIT_FAILED:
+            self._stop_on_agents(record.job_id, record.attempt, skip=session.node)
+            self.core.fail(record.job_id, when, exited.message)
+        else:  # preempted or lost on its own: back to the queue from the last checkpoint
+            self._stop_on_agents(record.job_id, record.attempt, skip=session.node)
+            self.core.requeue(record.job_id, self.now(), f"agent {session.node}: {apb.ExitStatus.Name(exited.status)}")
+        self._changed()
+
+    async def _lockstep_completions(self) -> None:
+        """Apply buffered completions in cluster-time order, each instant's group then its pass."""
+        while True:
+            if not self._due:
+                self._due_added.clear()
+                await self._due_added.wait()
+                continue
+            await self.clock.sleep_until(self._due[0][0])
+            await asyncio.sleep(LOCKSTEP_LAG_WALL_S)  # later reports of earlier instants land first
+            t = self._due[0][0]
+            while self._due and self._due[0][0] == t:
+                _, _, session, exited = heapq.heappop(self._due)
+                record = self._check_owner(session, exited.job_id, exited.attempt)
+                if record is not None and record.state is JobState.RUNNING:
+                    self.placed.pop(record.job_id, None)
+                    self.core.complete(record.job_id, t)
+            self._event_at(t)
+            self._changed()
+
+    def _reconcile(self, session: AgentSession, register: apb.Register) -> None:
+        reported = {(r.job_id, r.attempt) for r in register.running}
+        for job_id, attempt in reported:
+            record = self.core.records.get(job_id)
+            if (record is None or record.attempt != attempt or record.state is not JobState.RUNNING
+                    or session.node not in self.placed.get(job_id, ())):
+                log.warning("agent runs a job that is not its own; stopping it", node=session.node, job=job_id)
+                session.send(preempt=apb.Preempt(job_id=job_id, attempt=attempt, grace_s=0.0))
+        for job_id, nodes in list(self.placed.items()):
+            if session.node in nodes and (job_id, self.core.records[job_id].attempt) not in reported:
+                self._requeue(job_id, f"agent {session.node} no longer runs it")
+
+    def _requeue(self, job_id: str, reason: str) -> None:
+        record = self.core.records[job_id]
+        if record.state is JobState.RUNNING:
+            self._stop_on_agents(job_id, record.attempt)
+            self.core.requeue(job_id, self.now(), reason)
+            log.warning("job requeued", job=job_id, reason=reason)
+
+    def _stop_on_agents(self, job_id: str, attempt: int, *, skip: str | None = None) -> None:
+        for node in self.placed.pop(job_id, ()):
+            if node != skip and node in self.sessions:
+                self.sessions[node].send(preempt=apb.Preempt(job_id=job_id, attempt=attempt,
+                                                             grace_s=DEFAULT_PREEMPT_GRACE_S))
+
+    async def _scheduler(self) -> None:
+        while True:
+            deadline = self._next_round()
+            if math.isfinite(deadline):
+                sleeper = asyncio.create_task(self.clock.sleep_until(deadline))
+                waker = asyncio.create_task(self._wake.wait())
+                await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+                round_due = sleeper.done()
+                sleeper.cancel()
+                waker.cancel()
+                if round_due:
+                    await self.settle(deadline)
+                    self._event_at(deadline)  # the round boundary is the event
+            else:
+                round_due = False
+                await self._wake.wait()
+            self._wake.clear()
+            if self.lockstep and not round_due:
+                continue  # lockstep passes already ran with their events
+            try:
+                self._pass()
+            except Exception:  # a policy bug must not kill the control plane
+                log.exception("scheduling pass failed")
+
+    def _next_round(self) -> float:
+        policy = self.core.policy
+        waiting = self.core.pending or (policy.acts_without_pending and self.core.running)
+        if not (policy.needs_rounds and waiting):
+            return math.inf
+        return (math.floor(self.now() / self.round_s) + 1) * self.round_s
+
+    def _pass(self) -> None:
+        policy = self.core.policy
+        if not (self.core.pending or policy.acts_without_pending):
+            return
+        # Lockstep passes run at the newest event's instant, as the simulator's do.
+        now = max(self._latest_event, self._last_pass) if self.lockstep else self.now()
+        started = time.perf_counter()
+        actions = self.core.schedule(now)
+        self._last_pass = now
+        expect(self.core, self.perf, actions, now)
+        for action in actions:
+            self._dispatch(action, now)
+        self._persist()
+        if self.on_pass is not None:
+            self.on_pass(time.perf_counter() - started)
+
+    def _dispatch(self, action: Action, now: float) -> None:
+        record = self.core.records[action.job_id]
+        if isinstance(action, Preempt):
+            self._stop_on_agents(record.job_id, record.attempt)
+        elif isinstance(action, Start | Migrate | Resize):
+            self._stop_on_agents(record.job_id, record.attempt)
+            self._launch(record, now)
+        elif isinstance(action, SetTimeShift):
+            for node in self.placed.get(record.job_id, ()):
+                self._session(node).send(set_time_shift=apb.SetTimeShift(
+                    job_id=record.job_id, attempt=record.attempt, seconds=action.seconds))
+        elif isinstance(action, SetResources):
+            allocation = allocation_to_pb(record.allocation)
+            for i, node in enumerate(self.placed.get(record.job_id, ())):
+                self._session(node).send(reconfigure=apb.Reconfigure(
+                    job_id=record.job_id, attempt=record.attempt, allocation=allocation, leader=i == 0,
+                    restore_s=max(0.0, record.resume_at - now), iterations_done=record.iterations_done(now),
+                    start_time=now))
+
+    def _launch(self, record: JobRecord, now: float) -> None:
+        record.attempt += 1
+        nodes = record.allocation.node_names
+        self.placed[record.job_id] = nodes
+        spec, allocation = spec_to_pb(record.spec), allocation_to_pb(record.allocation)
+        for i, node in enumerate(nodes):
+            self._session(node).send(launch=apb.Launch(
+                job_id=record.job_id, attempt=record.attempt, spec=spec, allocation=allocation, leader=i == 0,
+                iterations_total=record.iterations_total, iterations_done=record.iterations_done(now),
+                restore_s=max(0.0, record.resume_at - now), start_time=now))
+
+    def _session(self, node: str) -> AgentSession:
+        # The ledger only offers nodes with a connected agent, so a placement always has one.
+        return self.sessions[node]
+
+    async def _liveness(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            wall = time.monotonic()
+            for session in list(self.sessions.values()):
+                if wall - session.last_seen > self.heartbeat_timeout_s:
+                    log.warning("agent missed its heartbeats", node=session.node)
+                    session.closed = True
+                    self.agent_gone(session)
+            lost = {n for n, since in self._absent_since.items() if wall - since > self.heartbeat_timeout_s}
+            requeued = False
+            for job_id, nodes in list(self.placed.items()):
+                if lost.intersection(nodes):
+                    self._requeue(job_id, f"lost agent on {', '.join(sorted(lost.intersection(nodes)))}")
+                    requeued = True
+            if requeued:
+                self._changed()

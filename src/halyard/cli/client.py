@@ -1,0 +1,124 @@
+"""Client commands against a running control plane: submit, jobs, cancel, watch."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import grpc
+from google.protobuf.json_format import MessageToDict
+from rich.console import Console
+from rich.table import Table
+
+from halyard.datamodel import HalyardError
+from halyard.v1 import job_service_pb2 as jpb
+from halyard.v1 import job_service_pb2_grpc as jgrpc
+from halyard.v1 import types_pb2 as tpb
+
+DEFAULT_TARGET = "127.0.0.1:50051"
+
+
+class RpcFailed(HalyardError):
+    """The control plane answered with an error status; the message says which."""
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    def client(name: str, help_: str) -> argparse.ArgumentParser:
+        p = commands.add_parser(name, help=help_)
+        p.add_argument("--control-plane", default=DEFAULT_TARGET, help=f"HOST:PORT (default {DEFAULT_TARGET})")
+        return p
+
+    s = client("submit", "submit a job")
+    s.add_argument("--id", required=True, dest="job_id")
+    s.add_argument("--model", required=True)
+    s.add_argument("--gpus", type=int, required=True)
+    work = s.add_mutually_exclusive_group(required=True)
+    work.add_argument("--iterations", type=int)
+    work.add_argument("--duration-s", type=float)
+    s.add_argument("--batch-size", type=int, default=0)
+    s.add_argument("--gpu-type", default="")
+    s.add_argument("--tenant", default="")
+    s.set_defaults(run=run_submit)
+    j = client("jobs", "list jobs")
+    states = [name for name in tpb.JobState.keys() if name != "JOB_STATE_UNSPECIFIED"]  # noqa: SIM118 (enum wrapper)
+    j.add_argument("--state", action="append", default=[], choices=states)
+    j.add_argument("--tenant", default="")
+    j.add_argument("--json", action="store_true")
+    j.set_defaults(run=run_jobs)
+    c = client("cancel", "cancel a job")
+    c.add_argument("job_id")
+    c.set_defaults(run=run_cancel)
+    w = client("watch", "stream job events")
+    w.add_argument("--after", type=int, default=0, help="resume after this sequence number")
+    w.add_argument("--job", default="")
+    w.add_argument("--count", type=int, default=0, help="stop after this many events (0: run until interrupted)")
+    w.set_defaults(run=run_watch)
+
+
+def _stub(args: argparse.Namespace) -> tuple[grpc.Channel, jgrpc.JobServiceStub]:
+    channel = grpc.insecure_channel(args.control_plane)
+    return channel, jgrpc.JobServiceStub(channel)
+
+
+def _rpc(fn, *a):
+    try:
+        return fn(*a)
+    except grpc.RpcError as exc:
+        raise RpcFailed(f"{exc.code().name}: {exc.details()}") from None
+
+
+def run_submit(args: argparse.Namespace) -> int:
+    channel, stub = _stub(args)
+    with channel:
+        spec = tpb.JobSpec(job_id=args.job_id, model=args.model, num_gpus=args.gpus, iterations=args.iterations or 0,
+                           duration_s=args.duration_s or 0.0, batch_size=args.batch_size, gpu_type=args.gpu_type,
+                           tenant=args.tenant)
+        job = _rpc(stub.SubmitJob, jpb.SubmitJobRequest(spec=spec))
+    print(f"{job.spec.job_id} {tpb.JobState.Name(job.state)} ({job.iterations_total} iterations)")
+    return 0
+
+
+def run_jobs(args: argparse.Namespace) -> int:
+    channel, stub = _stub(args)
+    jobs, token = [], ""
+    with channel:
+        while True:
+            page = _rpc(stub.ListJobs, jpb.ListJobsRequest(page_size=500, page_token=token, tenant=args.tenant,
+                                                           states=[tpb.JobState.Value(s) for s in args.state]))
+            jobs.extend(page.jobs)
+            token = page.next_page_token
+            if not token:
+                break
+    if args.json:
+        print(json.dumps([MessageToDict(j, preserving_proto_field_name=True) for j in jobs], indent=2))
+        return 0
+    table = Table("job", "state", "model", "GPUs", "progress", "nodes")
+    for j in jobs:
+        done = f"{100 * j.iterations_done / j.iterations_total:.0f}%" if j.iterations_total else "-"
+        table.add_row(j.spec.job_id, tpb.JobState.Name(j.state), j.spec.model, str(j.spec.num_gpus), done,
+                      ",".join(n.node for n in j.allocation.nodes))
+    Console().print(table)
+    return 0
+
+
+def run_cancel(args: argparse.Namespace) -> int:
+    channel, stub = _stub(args)
+    with channel:
+        job = _rpc(stub.CancelJob, jpb.CancelJobRequest(job_id=args.job_id))
+    print(f"{job.spec.job_id} {tpb.JobState.Name(job.state)}")
+    return 0
+
+
+def run_watch(args: argparse.Namespace) -> int:
+    channel, stub = _stub(args)
+    seen = 0
+    with channel:
+        try:
+            for event in stub.WatchEvents(jpb.WatchEventsRequest(after_seq=args.after, job_id=args.job)):
+                print(f"{event.seq} t={event.time:.1f} {event.job_id} {event.kind} {event.detail}".rstrip(), flush=True)
+                seen += 1
+                if args.count and seen >= args.count:
+                    break
+        except grpc.RpcError as exc:
+            raise RpcFailed(f"{exc.code().name}: {exc.details()}") from None
+    return 0

@@ -1,0 +1,104 @@
+"""``halyard controlplane`` and ``halyard agent``: the production daemons."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from pathlib import Path
+
+import structlog
+
+from halyard.clock import ScaledClock
+from halyard.controlplane.server import ControlPlaneServer
+from halyard.controlplane.service import DEFAULT_HEARTBEAT_S, DEFAULT_HEARTBEAT_TIMEOUT_S, ControlPlane
+from halyard.controlplane.store import SqliteStore
+from halyard.datamodel import ValidationError, load_cluster, parse_cluster, read_cluster_text
+from halyard.emulator import PerformanceModel
+from halyard.logs import configure_logging
+from halyard.policies import make_policy, policy_names
+
+log = structlog.get_logger("halyard")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    cp = commands.add_parser("controlplane", help="run the control plane daemon")
+    cp.add_argument("--cluster", required=True, help="built-in cluster name or TOML path")
+    cp.add_argument("--db", type=Path, required=True, help="SQLite state file (created if missing)")
+    cp.add_argument("--listen", default="127.0.0.1:50051", help="gRPC HOST:PORT (default 127.0.0.1:50051)")
+    cp.add_argument("--http", default=None, help="HOST:PORT for /healthz and /metrics")
+    cp.add_argument("--policy", default="fifo", help=f"one of: {', '.join(policy_names())}")
+    cp.add_argument("--round-s", type=float, default=300.0)
+    cp.add_argument("--speedup", type=float, default=1.0, help="cluster seconds per wall second (1 = real time)")
+    cp.add_argument("--heartbeat-s", type=float, default=DEFAULT_HEARTBEAT_S)
+    cp.add_argument("--heartbeat-timeout-s", type=float, default=DEFAULT_HEARTBEAT_TIMEOUT_S)
+    cp.add_argument("--log-json", action="store_true", help="JSON logs even on a terminal")
+    cp.set_defaults(run=run_controlplane)
+
+    ag = commands.add_parser("agent", help="run a node agent")
+    ag.add_argument("--control-plane", required=True, help="HOST:PORT of the control plane")
+    ag.add_argument("--node", required=True, help="this node's name in the cluster")
+    ag.add_argument("--backend", default="emulated", choices=["emulated"],
+                    help="emulated: the performance model runs the jobs (process and gpu come with issue 8)")
+    ag.add_argument("--cluster", default=None, help="cluster file to read this node's spec from (optional)")
+    ag.add_argument("--log-json", action="store_true")
+    ag.set_defaults(run=run_agent)
+
+
+def _positive(value: float, flag: str) -> None:
+    if not value > 0:
+        raise ValidationError("must be positive", field=flag)
+
+
+def run_controlplane(args: argparse.Namespace) -> int:
+    configure_logging(json=True if args.log_json else None)
+    for flag in ("round_s", "speedup", "heartbeat_s", "heartbeat_timeout_s"):
+        _positive(getattr(args, flag), "--" + flag.replace("_", "-"))
+    text, source = read_cluster_text(args.cluster)
+    cluster = parse_cluster(text, source=source)
+    policy = make_policy(args.policy)
+    store = SqliteStore(args.db)
+    origin = store.get_meta("clock_origin_unix_s")
+    # Cluster time continues across restarts: the origin is fixed when the database is created.
+    clock = ScaledClock(args.speedup, wall_origin=float(origin) if origin else None)
+    if origin is None:
+        store.set_meta("clock_origin_unix_s", repr(clock.wall_origin))
+    cp = ControlPlane(cluster, policy, PerformanceModel(), clock, store, cluster_toml=text, round_s=args.round_s,
+                      heartbeat_s=args.heartbeat_s, heartbeat_timeout_s=args.heartbeat_timeout_s)
+    server = ControlPlaneServer(cp, listen=args.listen, http=args.http)
+    asyncio.run(_serve(server))
+    return 0
+
+
+async def _serve(server: ControlPlaneServer) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await server.start()
+    print(f"listening on {server.address}", flush=True)  # for scripts that wait for readiness
+    await stop.wait()
+    log.info("shutting down")
+    await server.stop()
+
+
+def run_agent(args: argparse.Namespace) -> int:
+    from halyard.agent.emulated import EmulatedAgent
+
+    configure_logging(json=True if args.log_json else None)
+    node = load_cluster(args.cluster).node(args.node) if args.cluster else args.node
+    agent = EmulatedAgent(args.control_plane, node)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        runner = agent.start()
+        done, _ = await asyncio.wait({runner, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
+        await agent.stop()
+        if runner in done and runner.exception() is not None:
+            raise runner.exception()
+
+    asyncio.run(main())
+    return 0

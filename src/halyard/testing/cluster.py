@@ -1,0 +1,126 @@
+"""TestCluster: a control plane and emulated agents in this process, on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+
+from halyard.agent.emulated import EmulatedAgent
+from halyard.clock import ManualClock
+from halyard.controlplane.records import JobRecord
+from halyard.controlplane.server import ControlPlaneServer
+from halyard.controlplane.service import ControlPlane
+from halyard.controlplane.store import SqliteStore
+from halyard.datamodel import parse_cluster
+from halyard.emulator import PerformanceModel
+from halyard.policies import make_policy
+
+READY_TIMEOUT_S = 10.0
+
+
+def small_cluster_toml(nodes: int, gpus_per_node: int = 8, nodes_per_rack: int = 4) -> str:
+    """A cluster of ``nodes`` V100 servers (Synergy's: 24 cores, 500 GB), 4 per rack."""
+    racks = [min(nodes_per_rack, nodes - i) for i in range(0, nodes, nodes_per_rack)]
+    blocks = [f'name = "test-{nodes}"\n']
+    for r, count in enumerate(racks):
+        blocks.append(f'[[racks]]\nname = "r{r}"\nuplink_gbit_s = 400\n[[racks.nodes]]\nname = "r{r}-n{{i}}"\n'
+                      f'count = {count}\ngpu_type = "V100"\ngpus = {gpus_per_node}\ncpus = 24\nmemory_gb = 500\n'
+                      f'fabric = "nvlink"\nfabric_gbyte_s = 150\nnic_gbit_s = 200\n')
+    return "\n".join(blocks)
+
+
+class TestCluster:
+    """Start with ``async with``; ready (all agents registered) on entry."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, nodes: int = 4, *, policy: str = "fifo", cluster_toml: str | None = None,
+                 db: str | Path = ":memory:", round_s: float = 300.0, heartbeat_s: float = 0.2,
+                 heartbeat_timeout_s: float = 1.0, start_time: float = 0.0) -> None:
+        self.cluster_toml = cluster_toml or small_cluster_toml(nodes)
+        self.cluster = parse_cluster(self.cluster_toml, source="<test cluster>")
+        self.clock = ManualClock(start_time)
+        self.perf = PerformanceModel()
+        self._db = db
+        self._policy = policy
+        self._round_s = round_s
+        self._heartbeat = (heartbeat_s, heartbeat_timeout_s)
+        self.server: ControlPlaneServer | None = None
+        self.agents: dict[str, EmulatedAgent] = {}
+        self.channel: grpc.aio.Channel | None = None
+
+    # --- lifecycle ----------------------------------------------------------
+
+    async def __aenter__(self) -> TestCluster:
+        cp = ControlPlane(self.cluster, make_policy(self._policy), self.perf, self.clock, SqliteStore(self._db),
+                          cluster_toml=self.cluster_toml, round_s=self._round_s, heartbeat_s=self._heartbeat[0],
+                          heartbeat_timeout_s=self._heartbeat[1])
+        self.server = ControlPlaneServer(cp, listen="127.0.0.1:0")
+        await self.server.start()
+        for node in self.cluster.nodes:
+            agent = EmulatedAgent(self.address, node, shared_clock=self.clock, perf=self.perf)
+            agent.start()
+            self.agents[node.name] = agent
+        await self.wait_for(lambda: len(cp.sessions) == len(self.agents), timeout=READY_TIMEOUT_S)
+        self.channel = grpc.aio.insecure_channel(self.address)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.channel is not None:
+            await self.channel.close()
+        for agent in self.agents.values():
+            await agent.stop()
+        if self.server is not None:
+            await self.server.stop(grace=0)
+
+    @property
+    def address(self) -> str:
+        return self.server.address
+
+    @property
+    def control_plane(self) -> ControlPlane:
+        return self.server.cp
+
+    # --- time -----------------------------------------------------------------
+
+    async def advance(self, seconds: float) -> None:
+        """Move cluster time forward; jobs finish and rounds fire in order on the way."""
+        await self.clock.advance(seconds)
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    # --- faults ---------------------------------------------------------------
+
+    async def stop_agent(self, node: str) -> None:
+        """Kill the node's agent (its stream breaks; its jobs are gone)."""
+        await self.agents[node].stop()
+
+    async def restart_agent(self, node: str) -> None:
+        """A fresh agent process for the node: it registers with no jobs."""
+        await self.agents[node].stop()
+        agent = EmulatedAgent(self.address, self.cluster.node(node), shared_clock=self.clock, perf=self.perf)
+        agent.start()
+        self.agents[node] = agent
+        await self.wait_for(lambda: node in self.control_plane.sessions)
+
+    def break_stream(self, node: str) -> None:
+        """Cut the node's stream; the agent reconnects and reports what it runs."""
+        self.agents[node].break_stream()
+
+    # --- inspection -------------------------------------------------------------
+
+    def job(self, job_id: str) -> JobRecord:
+        return self.control_plane.job(job_id)
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+        """Wait (in wall time) until ``predicate()`` holds; TimeoutError says which did not."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"condition not met within {timeout} s: {predicate}")
+            await asyncio.sleep(0.005)
