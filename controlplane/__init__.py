@@ -7,11 +7,11 @@ simulated agent pool. (The gRPC server is a second driver of the same core.)
 
 from halyard.controlplane.core import PlanError, SchedulingCore
 from halyard.controlplane.eventlog import EventLog, describe
-from halyard.controlplane.metrics import summarize
+from halyard.controlplane.metrics import job_metrics, summarize
 from halyard.controlplane.records import JobRecord
 from halyard.controlplane.simulator import Rejected, SimulatedPool, SimulationRun, Simulator
 
 __all__ = [
     "EventLog", "JobRecord", "PlanError", "Rejected", "SchedulingCore", "SimulatedPool",
-    "SimulationRun", "Simulator", "describe", "summarize",
+    "SimulationRun", "Simulator", "describe", "job_metrics", "summarize",
 ]

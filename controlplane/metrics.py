@@ -15,6 +15,11 @@ def summarize(core: SchedulingCore, *, policy: str, trace_jobs: int, rejected: i
     JCT = completion - submit; queueing delay = all time spent PENDING
     (first wait and waits after preemptions); makespan = last completion -
     first submission; GPU utilisation = GPU-seconds held / (GPUs x makespan).
+    Tails: ``p95_*`` is the 95th percentile, ``tail95_*`` the mean of the values at
+    or above it (Dally's ">P95"). Communication: ``exposed_comm_s`` sums each
+    completed job's exposed (not overlapped) communication seconds,
+    ``comm_share`` is that over the jobs' summed run time, ``avg_comm_share`` the
+    mean of the per-job shares (:func:`job_metrics` has them per job).
     ``measure`` restricts the job metrics to arrival positions [start, end)
     (steady-state windows as in Synergy §5.1).
     """
@@ -34,6 +39,10 @@ def summarize(core: SchedulingCore, *, policy: str, trace_jobs: int, rejected: i
     def pct(q: float) -> float:
         return float(np.percentile(jct, q)) if jct.size else 0.0
 
+    exposed = np.array([r.exposed_comm_s(r.end_time) for r in done], dtype=float)
+    run = np.array([r.run_time_s(r.end_time) for r in done], dtype=float)
+    share = np.divide(exposed, run, out=np.zeros_like(exposed), where=run > 0)
+
     return {
         "policy": policy,
         "cluster": core.cluster.name,
@@ -46,6 +55,16 @@ def summarize(core: SchedulingCore, *, policy: str, trace_jobs: int, rejected: i
         "p99_jct_s": pct(99),
         "makespan_s": makespan,
         "avg_queue_s": float(queue.mean()) if queue.size else 0.0,
+        "p95_queue_s": _percentile(queue, 95),
+        "p99_queue_s": _percentile(queue, 99),
+        "tail95_queue_s": tail_mean(queue, 95),
+        "tail99_queue_s": tail_mean(queue, 99),
+        "tail95_jct_s": tail_mean(jct, 95),
+        "tail99_jct_s": tail_mean(jct, 99),
+        "exposed_comm_s": float(exposed.sum()),
+        "avg_exposed_comm_s": float(exposed.mean()) if exposed.size else 0.0,
+        "comm_share": float(exposed.sum() / run.sum()) if run.sum() > 0 else 0.0,
+        "avg_comm_share": float(share.mean()) if share.size else 0.0,
         "gpu_utilization": gpu_s / capacity if capacity > 0 else 0.0,
         "preemptions": sum(r.preemptions for r in records),
         "passes": core.passes,
@@ -54,3 +73,44 @@ def summarize(core: SchedulingCore, *, policy: str, trace_jobs: int, rejected: i
         "wall_s": wall_s,
         "jobs_per_wall_s": trace_jobs / wall_s if wall_s > 0 else 0.0,
     }
+
+
+def _percentile(values: np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q)) if values.size else 0.0
+
+
+def tail_mean(values: np.ndarray, q: float) -> float:
+    """Mean of the values at or above the ``q``-th percentile (0 for none)."""
+    if not values.size:
+        return 0.0
+    cut = np.percentile(values, q)
+    return float(values[values >= cut].mean())
+
+
+def job_metrics(core: SchedulingCore, now: float = 0.0) -> list[dict[str, float | int | str | None]]:
+    """Per job, in arrival order: times, preemptions and exposed communication.
+
+    Jobs that have not ended are measured at ``now``. ``comm_share`` = exposed
+    communication seconds / run seconds (0 if it never ran).
+    """
+    out: list[dict[str, float | int | str | None]] = []
+    for r in sorted(core.records.values(), key=lambda r: r.arrival_seq):
+        end = r.end_time
+        at = end if end is not None else now
+        run = r.run_time_s(at)
+        exposed = r.exposed_comm_s(at)
+        out.append({
+            "job_id": r.job_id,
+            "model": r.spec.model,
+            "gpus": r.spec.num_gpus,
+            "state": r.state.value,
+            "submit_s": r.spec.submit_time,
+            "jct_s": None if end is None else end - r.spec.submit_time,
+            "queue_s": r.queued_s,
+            "run_s": run,
+            "exposed_comm_s": exposed,
+            "comm_share": exposed / run if run > 0 else 0.0,
+            "preemptions": r.preemptions,
+            "restarts": r.restarts,
+        })
+    return out

@@ -20,8 +20,9 @@ from halyard.datamodel import Allocation, JobSpec, JobState, NodeAllocation, Par
 
 class JobRecord:
     __slots__ = (
-        "_anchor", "_done", "_gpu_s", "_rate", "_resume_at", "_run_s", "_run_start",
-        "allocation", "arrival_seq", "attempt", "end_time", "epoch", "first_start", "ideal_iteration_s",
+        "_anchor", "_done", "_exposed_s", "_gpu_s", "_rate", "_resume_at", "_run_s", "_run_start",
+        "allocation", "arrival_seq", "attempt", "end_time", "epoch", "exposed_iteration_s", "first_start",
+        "ideal_iteration_s",
         "iteration_s", "iterations_total", "job_id", "last_assignment_time", "num_gpus", "pending_since",
         "preemptions", "queued_s", "restarts", "spec", "state",
     )
@@ -53,6 +54,10 @@ class JobRecord:
         self._gpu_s = 0.0
         self._run_s = 0.0
         self._run_start: float | None = None
+        # Exposed (not overlapped) communication: seconds per iteration at the current
+        # rate, and seconds accrued over the iterations run before ``_anchor``.
+        self.exposed_iteration_s = 0.0
+        self._exposed_s = 0.0
 
     # --- read side (the JobInfo protocol) ---------------------------------
 
@@ -74,6 +79,11 @@ class JobRecord:
 
     def run_time_s(self, now: float) -> float:
         return self._run_s if self._run_start is None else self._run_s + (now - self._run_start)
+
+    def exposed_comm_s(self, now: float) -> float:
+        """Exposed communication seconds so far: iterations run x exposed seconds per iteration,
+        summed over every run segment (a re-run partial iteration counts again)."""
+        return self._exposed_s + (self.iterations_done(now) - self._done) * self.exposed_iteration_s
 
     @property
     def resume_at(self) -> float:
@@ -108,6 +118,7 @@ class JobRecord:
     def end_run(self, now: float, *, checkpoint: bool) -> None:
         """Stop running; with ``checkpoint`` keep only whole iterations (the last checkpoint)."""
         done = self.iterations_done(now)
+        self._exposed_s += (done - self._done) * self.exposed_iteration_s
         self._done = math.floor(done + 1e-9) if checkpoint else done
         self._anchor = now
         self._rate = 0.0
@@ -133,10 +144,12 @@ class JobRecord:
         self.iteration_s = self.ideal_iteration_s
         return allocation
 
-    def set_rate(self, now: float, iteration_s: float, restore_s: float = 0.0) -> None:
-        """One iteration now takes ``iteration_s``; with ``restore_s`` > 0 progress
-        restarts only after that long (restoring a checkpoint), else a restore
-        already under way still finishes first."""
+    def set_rate(self, now: float, iteration_s: float, restore_s: float = 0.0, exposed_s: float = 0.0) -> None:
+        """One iteration now takes ``iteration_s``, of which ``exposed_s`` is exposed
+        communication; with ``restore_s`` > 0 progress restarts only after that long
+        (restoring a checkpoint), else a restore already under way still finishes first."""
+        self._exposed_s = self.exposed_comm_s(now)
+        self.exposed_iteration_s = exposed_s
         self._done = self.iterations_done(now)
         self._anchor = now
         self._resume_at = now + restore_s if restore_s > 0.0 else max(self._resume_at, now)
@@ -145,6 +158,8 @@ class JobRecord:
         self.epoch += 1
 
     def finish(self, now: float, state: JobState) -> None:
+        done = float(self.iterations_total) if state is JobState.COMPLETED else self.iterations_done(now)
+        self._exposed_s += (done - self._done) * self.exposed_iteration_s
         if state is JobState.COMPLETED:
             self._done = float(self.iterations_total)
         if self._run_start is not None:

@@ -82,6 +82,7 @@ _SLOTS: tuple[str, ...] = (
     "ideal_iteration_s", "iteration_s", "pending_since", "queued_s", "first_start",
     "last_assignment_time", "end_time", "preemptions", "restarts", "epoch", "attempt",
     "_done", "_anchor", "_resume_at", "_rate", "_gpu_s", "_run_s", "_run_start",
+    "exposed_iteration_s", "_exposed_s",
 )
 _COLUMNS: tuple[str, ...] = tuple(s.lstrip("_") for s in _SLOTS)
 
@@ -116,6 +117,8 @@ CREATE TABLE jobs (
     gpu_s NOT NULL,
     run_s NOT NULL,
     run_start,
+    exposed_iteration_s NOT NULL,
+    exposed_s NOT NULL,
     CHECK (state != 'RUNNING' OR allocation IS NOT NULL),
     CHECK (state != 'PENDING' OR allocation IS NULL)
 );

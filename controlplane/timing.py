@@ -31,6 +31,7 @@ def expect(core: SchedulingCore, perf: PerformanceModel, actions: list[Action], 
             continue
         timing = perf.iteration_time(record.spec, record.allocation, core.cluster)
         resumes = isinstance(action, Migrate | Resize) or (isinstance(action, Start) and record.has_checkpoint)
-        record.set_rate(now, timing.total_s, perf.restart_cost_s(record.spec) if resumes else 0.0)
+        record.set_rate(now, timing.total_s, perf.restart_cost_s(record.spec) if resumes else 0.0,
+                        exposed_s=timing.exposed_s)
         touched.append(record)
     return touched
