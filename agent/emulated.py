@@ -110,6 +110,10 @@ class EmulatedAgent:
             try:
                 await self._session()
                 backoff = BACKOFF_START_S
+            except asyncio.CancelledError:
+                if asyncio.current_task().cancelling():
+                    raise  # the agent itself is stopping
+                log.info("stream cut, reconnecting", node=self.node_name)  # only the call was cancelled
             except grpc.aio.AioRpcError as exc:
                 if exc.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
                     log.error("control plane refused this agent", node=self.node_name, error=exc.details())
@@ -156,6 +160,10 @@ class EmulatedAgent:
         running = [apb.RunningJob(job_id=j.job_id, attempt=j.attempt, leader=j.leader,
                                   iterations_done=j.iterations_at(self.clock.now()) if self.clock else j.done)
                    for j in self.jobs.values()]
+        # Jobs that ended while the stream was down are still ours until their exit is delivered
+        # (right after Registered); listing them keeps reconciliation from requeueing them.
+        running += [apb.RunningJob(job_id=m.exited.job_id, attempt=m.exited.attempt, leader=True,
+                                   iterations_done=m.exited.checkpoint_iteration) for m in self._unsent]
         return apb.Register(node=node, running=running, backend="emulated", version=VERSION)
 
     def _on_registered(self, registered: apb.Registered) -> None:
