@@ -17,23 +17,32 @@ Paper: shared/papers/dally-network-sensitive-scheduling.txt. What each piece is:
   machine or rack level appends the job's starvation time to the list of that
   (level, GPU demand) (Algorithm 1 lines 7 and 15); a timer is the list's mean
   plus two sample standard deviations (Algorithm 2 lines 13-14,
-  :func:`tuned_timer`), over waits no longer than the history limit (lines 2-6,
-  8-12). Dally-manual uses fixed timers instead (:class:`ManualTimers`, the
-  paper's 12 h + 12 h).
+  :func:`tuned_timer`), over the waits recorded within the history limit
+  (lines 2-6, 8-12). Dally-manual uses fixed timers instead
+  (:class:`ManualTimers`, the paper's 12 h + 12 h).
 * **Nw_sens** (§4.3.1, :func:`nw_sens`). ``W_compl / T_norm`` with ``W_compl =
   I_compl / I_total`` and ``T_norm = T_run / T_total_ideal_run``,
   ``T_total_ideal_run`` = compute-only seconds per iteration x ``I_total``. Low
   means the job has been slowed (by the network, or by restarts); offers are
   made in increasing Nw_sens.
-* **Preemption.** A waiting job whose offer fails may preempt running jobs that
-  are markedly less network-slowed than itself, when that frees a placement the
-  job accepts now (a machine; a rack once its machine timer has elapsed; any
-  GPUs once its rack timer has). Victims are taken worst Nw_sens first among
-  the running jobs in the worse half of the Nw_sens range (the "priority
-  gradient" of Dally's reference simulator, REFERENCE-NUMBERS) and at least
-  ``min_gain`` above the waiting job's Nw_sens (Halyard's hysteresis, not in the
-  paper: without it two jobs a hair apart would swap GPUs every pass). A victim
-  checkpoints and pays the performance model's restart cost when it resumes.
+* **Preemption** "so that the most network-slowed jobs get consolidated
+  placements". (a) A waiting job whose offer fails may preempt running jobs
+  that are markedly less network-slowed than itself, when that frees a
+  placement the job accepts now (a machine; a rack once its machine timer has
+  elapsed; any GPUs once its rack timer has). (b) A running job slowed by its
+  placement (Nw_sens at least ``min_gain`` below 1 and in the more slowed half)
+  whose GPUs span racks, or machines, is re-placed on one rack or one machine
+  when the free GPUs, its own and those of such victims allow it: it is
+  checkpointed and restarted there (a ``Migrate``, paying the restart cost).
+  Dally's reference simulator gets the same effect from its leases: GPUs go
+  back to auction at every lease end and are offered again in Nw_sens order,
+  so a slowed job is offered the best consolidated GPUs first. Victims are
+  taken worst Nw_sens first among the running jobs in the worse half of the
+  Nw_sens range (the "priority gradient" of the reference simulator,
+  REFERENCE-NUMBERS) and at least ``min_gain`` above the beneficiary's Nw_sens
+  (Halyard's hysteresis, not in the paper: without it two jobs a hair apart
+  would swap GPUs every pass). A victim checkpoints and pays the performance
+  model's restart cost when it resumes.
 
 Why Dally is its own :class:`~halyard.policies.stages.Policy` and not a
 :class:`~halyard.policies.staged.StagedPolicy`: an offer is accepted or rejected
@@ -60,7 +69,7 @@ from typing import Protocol
 
 import numpy as np
 
-from halyard.datamodel import Cluster
+from halyard.datamodel import Allocation, Cluster
 from halyard.policies.placement import FirstFitConsolidated, _Shape, build_allocation, usable_gpus
 from halyard.policies.plan import Plan
 from halyard.policies.resources import FreeResources
@@ -77,9 +86,11 @@ MANUAL_RACK_TIMER_S = 12 * HOUR_S
 # capped by the history window. A lease is the round length of the view.
 MACHINE_FLOOR_LEASES = 6
 RACK_FLOOR_LEASES = 12
-# Algorithm 2's HISTORY_TIME_LIMIT. The paper gives no value ("tailor the history limit
-# according to the cluster size"); Halyard's default is the manual timers' 24 h total.
-HISTORY_LIMIT_S = 24 * HOUR_S
+# Algorithm 2's HISTORY_TIME_LIMIT, read as the age of a recorded wait (§4.3.3: "in larger
+# clusters, a smaller history time limit is advised ... because more jobs get placed over
+# time in a large cluster"). The paper gives no value; Halyard's default is a week, long
+# enough to learn multi-day waits on a contended cluster (docs/dally-reproduction.md).
+HISTORY_LIMIT_S = 7 * 24 * HOUR_S
 # The "size of the wait-time list" (§4.3.3): the most recent acceptances kept per list.
 HISTORY_WINDOW = 100
 # Preemption hysteresis (Halyard's choice; see the module docstring).
@@ -105,12 +116,12 @@ def tuned_timer(waits: Sequence[float]) -> float | None:
 class TimerSource(Protocol):
     """Where the (machine, rack) delay timers of a GPU demand come from."""
 
-    def timers(self, demand: int, lease_s: float) -> tuple[float, float]:
+    def timers(self, demand: int, lease_s: float, now: float) -> tuple[float, float]:
         """(T_Mc, T_Rk): seconds of starvation before a rack, resp. network, placement is taken."""
         ...
 
-    def record(self, level: Level, demand: int, wait_s: float) -> None:
-        """A job of ``demand`` GPUs accepted a ``level`` placement after ``wait_s`` of starvation."""
+    def record(self, level: Level, demand: int, wait_s: float, now: float) -> None:
+        """At ``now`` a job of ``demand`` GPUs accepted a ``level`` placement after ``wait_s`` of starvation."""
         ...
 
 
@@ -125,10 +136,10 @@ class ManualTimers:
     machine_s: float = MANUAL_MACHINE_TIMER_S
     rack_s: float = MANUAL_RACK_TIMER_S
 
-    def timers(self, demand: int, lease_s: float) -> tuple[float, float]:
+    def timers(self, demand: int, lease_s: float, now: float) -> tuple[float, float]:
         return self.machine_s, self.machine_s + self.rack_s
 
-    def record(self, level: Level, demand: int, wait_s: float) -> None:
+    def record(self, level: Level, demand: int, wait_s: float, now: float) -> None:
         return None
 
 
@@ -136,9 +147,10 @@ class ManualTimers:
 class AutoTuner:
     """Algorithm 2: delay timers from the wait times of past acceptances, per (level, GPU demand).
 
-    * waits longer than ``history_limit_s`` are discarded (lines 3-4, 9-10), and a
-      timer never exceeds it (REFERENCE-NUMBERS: "capped by the history window");
-    * a list keeps the ``window`` most recent acceptances (the "size of the
+    * a wait recorded more than ``history_limit_s`` ago leaves its list (lines 2-6,
+      8-12), and a timer never exceeds the limit (REFERENCE-NUMBERS: "capped by
+      the history window");
+    * a list keeps at most the ``window`` most recent waits (the "size of the
       wait-time list");
     * timer = mean + 2 sample std (:func:`tuned_timer`), floored at
       ``machine_floor_leases`` / ``rack_floor_leases`` rounds (Dally's reference
@@ -150,26 +162,32 @@ class AutoTuner:
     window: int = HISTORY_WINDOW
     machine_floor_leases: float = MACHINE_FLOOR_LEASES
     rack_floor_leases: float = RACK_FLOOR_LEASES
-    lists: dict[tuple[Level, int], deque[float]] = field(default_factory=dict)
+    lists: dict[tuple[Level, int], deque[tuple[float, float]]] = field(default_factory=dict)
 
-    def record(self, level: Level, demand: int, wait_s: float) -> None:
-        if level is Level.NETWORK or wait_s > self.history_limit_s:
-            return
+    def record(self, level: Level, demand: int, wait_s: float, now: float) -> None:
+        if level is Level.NETWORK:
+            return  # Algorithm 1 line 21 records nothing
         waits = self.lists.get((level, demand))
         if waits is None:
             waits = self.lists[(level, demand)] = deque(maxlen=self.window)
-        waits.append(max(0.0, wait_s))
+        waits.append((now, max(0.0, wait_s)))
 
-    def waits(self, level: Level, demand: int) -> list[float]:
-        return list(self.lists.get((level, demand), ()))
+    def waits(self, level: Level, demand: int, now: float) -> list[float]:
+        """The list of (level, demand) at ``now``: waits recorded within the history limit."""
+        waits = self.lists.get((level, demand))
+        if not waits:
+            return []
+        while waits and now - waits[0][0] > self.history_limit_s:
+            waits.popleft()
+        return [w for _, w in waits]
 
-    def timers(self, demand: int, lease_s: float) -> tuple[float, float]:
-        mc = self._timer(Level.MACHINE, demand, self.machine_floor_leases * lease_s)
-        rk = self._timer(Level.RACK, demand, self.rack_floor_leases * lease_s)
+    def timers(self, demand: int, lease_s: float, now: float) -> tuple[float, float]:
+        mc = self._timer(Level.MACHINE, demand, self.machine_floor_leases * lease_s, now)
+        rk = self._timer(Level.RACK, demand, self.rack_floor_leases * lease_s, now)
         return mc, max(rk, mc)
 
-    def _timer(self, level: Level, demand: int, floor: float) -> float:
-        tuned = tuned_timer(self.waits(level, demand))
+    def _timer(self, level: Level, demand: int, floor: float, now: float) -> float:
+        tuned = tuned_timer(self.waits(level, demand, now))
         value = floor if tuned is None else max(tuned, floor)
         return min(value, max(self.history_limit_s, floor))
 
@@ -217,7 +235,6 @@ class Dally:
     """Delay scheduling with auto-tuned (or manual) timers and Nw_sens preemption."""
 
     needs_rounds = True  # timers elapse and Nw_sens drifts with time alone
-    acts_without_pending = False
 
     def __init__(self, timers: TimerSource | None = None, *, name: str = "dally", preemption: bool = True,
                  min_gain: float = MIN_GAIN) -> None:
@@ -228,6 +245,11 @@ class Dally:
         self._shapes = FirstFitConsolidated()  # its per-cluster shape cache
         self._compute: dict[tuple[str, int, str], float] = {}
         self._sizes: dict[tuple[int, str | None], tuple[Cluster, int, int]] = {}
+
+    @property
+    def acts_without_pending(self) -> bool:
+        """With preemption, slowed running jobs are re-consolidated even when nothing waits."""
+        return self.preemption
 
     # ------------------------------------------------------------------ reading the view
     def sensitivity(self, view: ClusterView, job: JobInfo) -> float:
@@ -258,7 +280,7 @@ class Dally:
         machine, rack = self.sizes(view.cluster, job.spec.gpu_type)
         if demand > rack:
             return 0.0, 0.0
-        t_mc, t_rk = self.timers.timers(demand, view.round_s)
+        t_mc, t_rk = self.timers.timers(demand, view.round_s, view.now)
         if demand > machine:
             t_mc = 0.0
         return t_mc, t_rk
@@ -272,14 +294,28 @@ class Dally:
     # ------------------------------------------------------------------ the pass
     def schedule(self, view: ClusterView) -> Plan:
         plan = Plan()
-        if not view.pending:
+        if not view.pending and not (self.preemption and view.running):
             return plan
         shape = self._shapes.shape(view.cluster)
         free = view.free.copy()
         sens = {job.job_id: self.sensitivity(view, job) for job in view.pending}
-        pending = sorted(view.pending, key=lambda j: (sens[j.job_id], j.spec.submit_time, j.arrival_seq))
-        victims = self._victims(view) if self.preemption else []
-        for job in pending:
+        victims: list[_Victim] = []
+        movers: list[JobInfo] = []
+        if self.preemption and view.running:
+            running = {job_id: self.sensitivity(view, job) for job_id, job in view.running.items()}
+            measured = [sens[j.job_id] for j in view.pending if j.run_time_s(view.now) > 0.0]
+            values = [*measured, *running.values()]
+            middle = min(values) + (max(values) - min(values)) / 2.0
+            victims = self._victims(view, running, middle)
+            slowed = min(middle, 1.0 - self.min_gain)
+            movers = [job for job_id, job in view.running.items()
+                      if running[job_id] <= slowed and self._can_tighten(view, job)]
+            sens.update((job.job_id, running[job.job_id]) for job in movers)
+        order = sorted([*view.pending, *movers], key=lambda j: (sens[j.job_id], j.spec.submit_time, j.arrival_seq))
+        for job in order:
+            if job.allocation is not None:
+                self._reconsolidate(view, job, sens[job.job_id], free, shape, victims, plan)
+                continue
             demand = job.spec.num_gpus
             if free.total_gpus < demand and not victims:
                 continue
@@ -298,19 +334,12 @@ class Dally:
             allocation = build_allocation(free, picked)
             free.take(allocation)
             plan.start(job.job_id, allocation)
-            self.timers.record(level, demand, starvation)  # Algorithm 1 lines 7 and 15
+            self.timers.record(level, demand, starvation, view.now)  # Algorithm 1 lines 7 and 15
         return plan
 
     # ------------------------------------------------------------------ preemption
-    def _victims(self, view: ClusterView) -> list[_Victim]:
+    def _victims(self, view: ClusterView, running: dict[str, float], middle: float) -> list[_Victim]:
         """Running jobs in the worse half of the Nw_sens range, worst (highest) first."""
-        if not view.running:
-            return []
-        measured = [self.sensitivity(view, j) for j in view.pending if j.run_time_s(view.now) > 0.0]
-        running = {job_id: self.sensitivity(view, j) for job_id, j in view.running.items()}
-        values = [*measured, *running.values()]
-        low, high = min(values), max(values)
-        middle = low + (high - low) / 2.0
         out = []
         for job_id, s in running.items():
             job = view.running[job_id]
@@ -326,9 +355,19 @@ class Dally:
         out.sort(key=lambda v: (-v.sens, -v.job.spec.submit_time, -v.job.arrival_seq))
         return out
 
+    def _best_level(self, view: ClusterView, job: JobInfo) -> Level:
+        machine, rack = self.sizes(view.cluster, job.spec.gpu_type)
+        gpus = job.num_gpus
+        return Level.MACHINE if gpus <= machine else Level.RACK if gpus <= rack else Level.NETWORK
+
+    def _can_tighten(self, view: ClusterView, job: JobInfo) -> bool:
+        """Whether a running job spans more than its GPU count forces (racks, or machines)."""
+        return allocation_level(job.allocation, view.cluster) > self._best_level(view, job)
+
     def _preempt_for(self, view: ClusterView, job: JobInfo, sens: float, starvation: float,
                      t_mc: float, t_rk: float, free: FreeResources, shape: _Shape,
                      victims: list[_Victim], plan: Plan) -> tuple[Picked, Level] | None:
+        """(a): free a placement the waiting ``job`` accepts now by preempting victims."""
         eligible = [v for v in victims if v.sens >= sens + self.min_gain]
         if not eligible:
             return None
@@ -343,23 +382,72 @@ class Dally:
         if starvation >= t_rk:
             levels.append(Level.NETWORK)
         for level in levels:
-            chosen = _cheapest(level, demand, avail, shape, eligible)
-            if chosen is None:
+            found = _with_victims(level, demand, free, avail, shape, eligible, job.spec.gpu_type)
+            if found is None:
                 continue
-            domain, group = chosen
-            trial = free.copy()
-            for v in group:
-                trial.give(v.job.allocation)
-            after = usable_gpus(trial, shape, job.spec.gpu_type)
-            picked = _place_in(level, domain, after, shape, demand)
-            if picked is None or level_of(picked, shape) > level:
-                continue
+            picked, group = found
             for v in group:
                 plan.preempt(v.job.job_id)
                 free.give(v.job.allocation)
                 victims.remove(v)
             return picked, level_of(picked, shape)
         return None
+
+    def _reconsolidate(self, view: ClusterView, job: JobInfo, sens: float, free: FreeResources,
+                       shape: _Shape, victims: list[_Victim], plan: Plan) -> None:
+        """(b): move a slowed running ``job`` to one machine or one rack if that is possible now."""
+        allocation = job.allocation
+        assert allocation is not None
+        current = allocation_level(allocation, view.cluster)
+        demand = allocation.num_gpus
+        trial = free.copy()
+        trial.give(allocation)
+        avail = usable_gpus(trial, shape, job.spec.gpu_type)
+        eligible = [v for v in victims if v.sens >= sens + self.min_gain]
+        for level in range(self._best_level(view, job), current):
+            level = Level(level)
+            picked = on_machine(avail, demand) if level is Level.MACHINE else on_rack(avail, shape, demand)
+            group: list[_Victim] = []
+            if picked is None and eligible:
+                found = _with_victims(level, demand, trial, avail, shape, eligible, job.spec.gpu_type)
+                if found is not None:
+                    picked, group = found
+            if picked is None or level_of(picked, shape) >= current:
+                continue
+            for v in group:
+                plan.preempt(v.job.job_id)
+                free.give(v.job.allocation)
+                trial.give(v.job.allocation)
+                victims.remove(v)
+            moved = build_allocation(trial, picked)
+            free.give(allocation)
+            free.take(moved)
+            plan.migrate(job.job_id, moved)
+            return
+
+
+def allocation_level(allocation: Allocation, cluster: Cluster) -> Level:
+    """The consolidation level of an allocation: one machine, one rack, or the network."""
+    nodes = [cluster.node(p.node) for p in allocation.nodes if p.gpus]
+    if len(nodes) == 1:
+        return Level.MACHINE
+    return Level.RACK if len({n.rack_index for n in nodes}) == 1 else Level.NETWORK
+
+
+def _with_victims(level: Level, demand: int, free: FreeResources, avail: np.ndarray, shape: _Shape,
+                  eligible: list[_Victim], gpu_type: str | None) -> tuple[Picked, list[_Victim]] | None:
+    """A ``level`` placement of ``demand`` GPUs on ``free`` plus the GPUs of the cheapest victims."""
+    chosen = _cheapest(level, demand, avail, shape, eligible)
+    if chosen is None:
+        return None
+    domain, group = chosen
+    trial = free.copy()
+    for v in group:
+        trial.give(v.job.allocation)
+    picked = _place_in(level, domain, usable_gpus(trial, shape, gpu_type), shape, demand)
+    if picked is None or level_of(picked, shape) > level:
+        return None
+    return picked, group
 
 
 def _cheapest(level: Level, demand: int, avail: np.ndarray, shape: _Shape,

@@ -12,8 +12,8 @@ from factories import job
 from policy_fakes import FakeJob, FakePerf, on, view_of
 
 from halyard.controlplane import SchedulingCore, Simulator
-from halyard.datamodel import JobState
-from halyard.policies import Preempt, Start, make_policy, policy_names
+from halyard.datamodel import Allocation, JobState, NodeAllocation
+from halyard.policies import Migrate, Preempt, Start, make_policy, policy_names
 from halyard.policies.dally import (
     MANUAL_MACHINE_TIMER_S,
     AutoTuner,
@@ -52,47 +52,47 @@ def test_timer_is_mean_plus_two_sample_std():
 
 def test_autotuner_lists_per_level_and_demand():
     """§4.3.3: one wait-time list per (consolidation level, GPU demand), fed on acceptance."""
-    tuner = AutoTuner(history_limit_s=100 * H, machine_floor_leases=0, rack_floor_leases=0)
+    tuner = AutoTuner(machine_floor_leases=0, rack_floor_leases=0)
     for w in (2 * H, 4 * H, 6 * H):
-        tuner.record(Level.MACHINE, 4, w)
-    tuner.record(Level.RACK, 4, 10 * H)
-    tuner.record(Level.MACHINE, 2, 1 * H)          # another demand: another list
-    tuner.record(Level.NETWORK, 4, 50 * H)         # Algorithm 1 line 21 records nothing
-    assert tuner.timers(4, lease_s=300.0) == pytest.approx((8 * H, 10 * H))
-    assert tuner.waits(Level.MACHINE, 2) == [1 * H]
-    assert tuner.waits(Level.NETWORK, 4) == []
+        tuner.record(Level.MACHINE, 4, w, now=10 * H)
+    tuner.record(Level.RACK, 4, 10 * H, now=10 * H)
+    tuner.record(Level.MACHINE, 2, 1 * H, now=10 * H)          # another demand: another list
+    tuner.record(Level.NETWORK, 4, 50 * H, now=10 * H)         # Algorithm 1 line 21 records nothing
+    assert tuner.timers(4, lease_s=300.0, now=10 * H) == pytest.approx((8 * H, 10 * H))
+    assert tuner.waits(Level.MACHINE, 2, now=10 * H) == [1 * H]
+    assert tuner.waits(Level.NETWORK, 4, now=10 * H) == []
 
 
-def test_autotuner_discards_waits_beyond_the_history_limit():
-    """Algorithm 2 lines 2-6 and 8-12: waits longer than HISTORY_TIME_LIMIT leave the list;
+def test_autotuner_forgets_waits_older_than_the_history_limit():
+    """Algorithm 2 lines 2-6 and 8-12: a wait recorded more than HISTORY_TIME_LIMIT ago leaves
+    the list (§4.3.3: a larger cluster, placing more jobs per hour, needs a shorter limit);
     a timer never exceeds the limit (REFERENCE-NUMBERS: capped by the history window)."""
     tuner = AutoTuner(history_limit_s=10 * H, machine_floor_leases=0, rack_floor_leases=0)
-    tuner.record(Level.MACHINE, 8, 2 * H)
-    tuner.record(Level.MACHINE, 8, 30 * H)
-    assert tuner.waits(Level.MACHINE, 8) == [2 * H]
-    for w in (0.0, 9 * H, 9 * H):
-        tuner.record(Level.RACK, 8, w)
-    _, rack = tuner.timers(8, lease_s=300.0)
-    assert rack == 10 * H  # mean 6 h + 2 x 5.2 h = 16.4 h, capped at the limit
+    tuner.record(Level.MACHINE, 8, 30 * H, now=0.0)
+    tuner.record(Level.MACHINE, 8, 2 * H, now=5 * H)
+    assert tuner.waits(Level.MACHINE, 8, now=10 * H) == [30 * H, 2 * H]
+    assert tuner.timers(8, 300.0, now=10 * H)[0] == 10 * H       # capped at the limit
+    assert tuner.waits(Level.MACHINE, 8, now=10 * H + 1) == [2 * H]
+    assert tuner.timers(8, 300.0, now=10 * H + 1)[0] == 2 * H
 
 
 def test_autotuner_floors_and_window():
     """Empty lists give the reference simulator's floors (6 and 12 leases); T_Rk >= T_Mc;
     a list keeps only the most recent `window` waits."""
     tuner = AutoTuner(window=3)
-    assert tuner.timers(4, lease_s=300.0) == (6 * 300.0, 12 * 300.0)
+    assert tuner.timers(4, lease_s=300.0, now=0.0) == (6 * 300.0, 12 * 300.0)
     for w in (10 * H, 1.0, 2.0, 3.0):
-        tuner.record(Level.MACHINE, 4, w)
-    assert tuner.waits(Level.MACHINE, 4) == [1.0, 2.0, 3.0]
-    tuner.record(Level.MACHINE, 2, 20 * H)
-    machine, rack = tuner.timers(2, lease_s=300.0)
+        tuner.record(Level.MACHINE, 4, w, now=0.0)
+    assert tuner.waits(Level.MACHINE, 4, now=0.0) == [1.0, 2.0, 3.0]
+    tuner.record(Level.MACHINE, 2, 20 * H, now=0.0)
+    machine, rack = tuner.timers(2, lease_s=300.0, now=0.0)
     assert machine == 20 * H and rack == machine  # the rack list is empty: its floor is below T_Mc
 
 
 def test_manual_timers_are_cumulative():
     """§4.3.2: 12 h for the machine, then another 12 h (24 h in total) for the rack."""
-    assert ManualTimers().timers(4, lease_s=300.0) == (MANUAL_MACHINE_TIMER_S, 24 * H)
-    assert ManualTimers(1.0, 2.0).timers(1, 300.0) == (1.0, 3.0)
+    assert ManualTimers().timers(4, lease_s=300.0, now=0.0) == (MANUAL_MACHINE_TIMER_S, 24 * H)
+    assert ManualTimers(1.0, 2.0).timers(1, 300.0, 0.0) == (1.0, 3.0)
 
 
 # --------------------------------------------------------------------------- Algorithm 1
@@ -155,10 +155,10 @@ def test_pass_waits_then_relaxes_and_tunes(small_cluster):
     plan = policy.schedule(view_of(small_cluster, 300.0, blockers, [waiting]))
     (start,) = plan.actions
     assert isinstance(start, Start) and start.allocation.node_names == ("r0-n0", "r0-n1")
-    assert tuner.waits(Level.RACK, 4) == [300.0]
+    assert tuner.waits(Level.RACK, 4, now=300.0) == [300.0]
     # and a machine acceptance feeds the machine list (line 7)
     plan = policy.schedule(view_of(small_cluster, 50.0, [], [fake("k", 2, pending_since=20.0)]))
-    assert len(plan) == 1 and tuner.waits(Level.MACHINE, 2) == [30.0]
+    assert len(plan) == 1 and tuner.waits(Level.MACHINE, 2, now=50.0) == [30.0]
 
 
 # --------------------------------------------------------------------------- Nw_sens
@@ -224,6 +224,48 @@ def test_preemption_respects_the_delay_ladder(small_cluster):
     plan = Dally(ManualTimers(100.0, 100.0)).schedule(view_of(small_cluster, 10.0, running, [slowed]))
     # one victim (a, 2 GPUs) frees a whole machine r0-n0: 2 free + 2 = 4
     assert plan.actions == [Preempt("a"), Start("s", on(small_cluster, ("r0-n0", 4)))]
+
+
+def test_slowed_running_job_is_reconsolidated(small_cluster):
+    """Preemption (b): a running job slowed by a placement across racks moves to one machine
+    when GPUs allow (a Migrate: checkpoint, restart cost), even with nothing waiting - as the
+    reference simulator's lease-end re-auction in Nw_sens order does."""
+    spread = fake("spread", 4, seq=0, allocation=on(small_cluster, ("r0-n0", 2), ("r1-n0", 2)),
+                  done=300, run_s=1000)
+    fine = fake("fine", 4, seq=1, allocation=on(small_cluster, ("r0-n1", 4)), done=990, run_s=1000)
+    policy = Dally(ManualTimers())
+    assert policy.acts_without_pending
+    plan = policy.schedule(view_of(small_cluster, 10.0, [spread, fine], []))
+    (move,) = plan.actions
+    assert isinstance(move, Migrate) and move.job_id == "spread" and len(move.allocation.nodes) == 1
+
+
+def test_reconsolidation_preempts_less_slowed_victims(small_cluster):
+    """With no free machine, the slowed job takes the machine it half holds from a victim in the
+    worse half of the Nw_sens range."""
+    spread = fake("spread", 4, seq=0, done=300, run_s=1000)
+    spread.allocation = Allocation((NodeAllocation("r0-n0", (0, 1), 6, 125_000),
+                                    NodeAllocation("r1-n0", (0, 1), 6, 125_000)))
+    victim = FakeJob(job(2, job_id="victim"), arrival_seq=1, done=990, run_s=1000,
+                     allocation=Allocation((NodeAllocation("r0-n0", (2, 3), 6, 125_000),)))
+    others = [fake("o1", 4, seq=2, allocation=on(small_cluster, ("r0-n1", 4)), done=700, run_s=1000),
+              fake("o2", 2, seq=3, allocation=Allocation((NodeAllocation("r1-n0", (2, 3), 6, 125_000),)),
+                   done=700, run_s=1000),
+              fake("o3", 4, seq=4, allocation=on(small_cluster, ("r1-n1", 4)), done=700, run_s=1000)]
+    plan = Dally(ManualTimers()).schedule(view_of(small_cluster, 10.0, [spread, victim, *others], []))
+    assert [type(a).__name__ for a in plan.actions] == ["Preempt", "Migrate"]
+    assert plan.actions[0].job_id == "victim"
+    assert plan.actions[1].allocation.node_names == ("r0-n0",)
+
+
+def test_unslowed_or_tight_jobs_stay(small_cluster):
+    """No move for a job within MIN_GAIN of ideal speed, nor for one already as tight as it can be."""
+    near_ideal = fake("near", 4, allocation=on(small_cluster, ("r0-n0", 2), ("r1-n0", 2)), done=980, run_s=1000)
+    slowed_low = fake("low", 1, allocation=on(small_cluster, ("r0-n1", 1)), done=100, run_s=1000)
+    assert not Dally(ManualTimers()).schedule(view_of(small_cluster, 10.0, [near_ideal, slowed_low], []))
+    rack_wide = fake("wide", 8, allocation=on(small_cluster, ("r1-n0", 4), ("r1-n1", 4)), done=100, run_s=1000)
+    assert not Dally(ManualTimers()).schedule(view_of(small_cluster, 10.0, [rack_wide], []))
+    assert not Dally(ManualTimers(), preemption=False).acts_without_pending
 
 
 # --------------------------------------------------------------------------- end to end
