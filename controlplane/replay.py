@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import subprocess
 import sys
@@ -101,6 +102,7 @@ class ReplayRun:
 async def _submit_all(stub: jgrpc.JobServiceStub, jobs: Sequence[JobSpec], clock: ScaledClock, cp: ControlPlane,
                       on_progress: Callable[[int, int, float], None] | None) -> None:
     for spec in jobs:
+        cp.set_arrival_horizon(spec.submit_time)  # lockstep: nothing after it happens before it is in
         await clock.sleep_until(spec.submit_time)
         request = jpb.SubmitJobRequest(spec=spec_to_pb(spec), submit_time=spec.submit_time)
         while True:
@@ -115,6 +117,7 @@ async def _submit_all(stub: jgrpc.JobServiceStub, jobs: Sequence[JobSpec], clock
                 await asyncio.sleep(SUBMIT_RETRY_S)
         if on_progress is not None:
             on_progress(_ended(cp), len(jobs), clock.now())
+    cp.set_arrival_horizon(math.inf)
 
 
 def _ended(cp: ControlPlane) -> int:

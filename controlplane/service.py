@@ -96,6 +96,10 @@ class ControlPlane:
         self._due: list[tuple[float, int, AgentSession, apb.Exited]] = []  # lockstep: completions to apply
         self._due_seq = itertools.count()
         self._due_added = asyncio.Event()
+        # Lockstep: the time of the next arrival the replay client has not submitted yet;
+        # completions and rounds after it wait, as the simulator handles events in time order.
+        self.arrival_horizon = math.inf
+        self._horizon_moved = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.on_pass: Callable[[float], None] | None = None  # metrics hook: pass wall seconds
         self.core.free.schedulable[:] = False  # until agents register
@@ -193,6 +197,17 @@ class ControlPlane:
                 log.warning("lockstep: completions before the arrival did not come", cluster_time=t)
                 return
             await asyncio.sleep(LOCKSTEP_POLL_S)
+
+    def set_arrival_horizon(self, t: float) -> None:
+        """Lockstep replay: no arrival before ``t`` is still to come (``inf`` once all are in)."""
+        self.arrival_horizon = t
+        self._horizon_moved.set()
+
+    async def _await_arrivals_before(self, t: float) -> None:
+        """Wait until every arrival at or before ``t`` is in (completions go first at equal times)."""
+        while self.arrival_horizon < t:
+            self._horizon_moved.clear()
+            await self._horizon_moved.wait()
 
     def _event_at(self, t: float) -> None:
         self._latest_event = max(self._latest_event, t)
@@ -313,6 +328,7 @@ class ControlPlane:
                 continue
             await self.clock.sleep_until(self._due[0][0])
             await asyncio.sleep(LOCKSTEP_LAG_WALL_S)  # later reports of earlier instants land first
+            await self._await_arrivals_before(self._due[0][0])
             t = self._due[0][0]
             while self._due and self._due[0][0] == t:
                 _, _, session, exited = heapq.heappop(self._due)
@@ -360,6 +376,8 @@ class ControlPlane:
                 waker.cancel()
                 if round_due:
                     await self.settle(deadline)
+                    if self.lockstep:
+                        await self._await_arrivals_before(math.nextafter(deadline, math.inf))
                     self._event_at(deadline)  # the round boundary is the event
             else:
                 round_due = False

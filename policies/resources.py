@@ -48,6 +48,11 @@ class FreeResources:
         return int(self.gpus.sum())
 
     @property
+    def usable_free_gpus(self) -> int:
+        """Free GPUs on nodes that accept new work (what a pass can hand out)."""
+        return int(self.gpus[self.schedulable].sum())
+
+    @property
     def schedulable_gpus(self) -> int:
         """GPUs on nodes that accept new work, free or not."""
         return int(self.capacity[self.schedulable].sum())

@@ -72,7 +72,7 @@ class StagedPolicy:
     def _in_order(self, view: ClusterView, jobs: list[JobInfo], plan: Plan, free: FreeResources) -> None:
         if not self.ordering.arrival_order:  # view.pending is already in arrival order
             jobs.sort(key=self.ordering.key(view))
-        left = free.total_gpus
+        left = free.usable_free_gpus  # GPUs on drained or agent-less nodes cannot be handed out
         # With every pending job admitted at its requested size, the pass can stop
         # as soon as no job still to be visited asks for <= `left` GPUs: on a long
         # queue that is the difference between O(started) and O(queue) per pass.

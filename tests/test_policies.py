@@ -150,3 +150,15 @@ def test_fifo_pass_stops_when_nothing_left_fits(small_cluster, perf):
     started = [a.job_id for a in core.schedule(2.0)]
     assert started == ["two"]  # the bound never skips a job that fits at the back of the queue
     assert sizing.calls == 31
+
+
+def test_fifo_pass_ignores_free_gpus_on_unschedulable_nodes(small_cluster, perf):
+    sizing = CountingSize()
+    core = SchedulingCore(small_cluster, StagedPolicy("fifo", Fifo(), sizing=sizing), perf)
+    core.free.schedulable[:] = False  # e.g. no agent connected yet
+    for i in range(20):
+        core.submit(job(1, job_id=f"one{i}"), 0.0)
+    assert core.schedule(1.0) == []
+    assert sizing.calls == 0  # nothing can be handed out, so no job is even looked at
+    core.free.schedulable[3] = True
+    assert len(core.schedule(2.0)) == 4  # the one node that takes work fills up
