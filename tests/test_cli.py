@@ -91,3 +91,24 @@ def test_profiles_show_lists_numbers_and_sources(tmp_path):
     assert listed.returncode == 0 and "resnet50" in listed.stdout and "bert-large" in listed.stdout
     bad = halyard("profiles", "show", "nosuchnet", cwd=tmp_path)
     assert bad.returncode == 2 and "unknown model 'nosuchnet'" in bad.stderr
+
+
+def test_replay_cli_writes_simulate_keys_and_speedup(tmp_path):
+    from halyard.datamodel import JobSpec
+    from halyard.traces import write_trace
+
+    trace = tmp_path / "t.csv"
+    write_trace([JobSpec(job_id=f"r{i}", submit_time=60.0 * i, model="resnet18", num_gpus=8, iterations=2000)
+                 for i in range(12)], trace)
+    out = tmp_path / "replay.json"
+    proc = halyard("replay", "--trace", str(trace), "--speedup", "2000", "--no-progress", "--out", str(out),
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    assert REQUIRED_KEYS | {"speedup_achieved"} <= set(result)
+    assert result["completed"] == 12 and result["speedup_achieved"] > 100
+    sim_out = tmp_path / "sim.json"
+    assert halyard("simulate", "--trace", str(trace), "--out", str(sim_out), cwd=tmp_path).returncode == 0
+    expected = json.loads(sim_out.read_text())
+    assert result["avg_jct_s"] == pytest.approx(expected["avg_jct_s"], rel=0.02)
+    assert result["makespan_s"] == pytest.approx(expected["makespan_s"], rel=0.02)

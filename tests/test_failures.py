@@ -169,3 +169,20 @@ def wait_until(predicate, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"not reached within {timeout} s")
         time.sleep(0.05)
+
+
+async def test_losing_any_node_of_a_multi_node_job_requeues_it():
+    async with TestCluster(nodes=3, heartbeat_s=0.05, heartbeat_timeout_s=0.3) as tc:
+        jobs = jgrpc.JobServiceStub(tc.channel)
+        await jobs.SubmitJob(jpb.SubmitJobRequest(spec=spec("wide", 16, 10_000)))
+        await tc.wait_for(lambda: tc.job("wide").state is JobState.RUNNING)
+        leader, follower = tc.job("wide").allocation.node_names
+        await tc.wait_for(lambda: all("wide" in tc.agents[n].jobs for n in (leader, follower)))
+        assert tc.agents[leader].jobs["wide"].leader and not tc.agents[follower].jobs["wide"].leader
+        first = tc.job("wide").attempt
+        await tc.stop_agent(follower)  # the follower, not the leader
+        await tc.wait_for(lambda: tc.job("wide").preemptions == 1)
+        await tc.wait_for(lambda: tc.job("wide").state is JobState.RUNNING)
+        assert follower not in tc.job("wide").allocation.node_names
+        # the leader stopped the old attempt: what it runs now, if anything, is the new one
+        await tc.wait_for(lambda: getattr(tc.agents[leader].jobs.get("wide"), "attempt", None) != first)
