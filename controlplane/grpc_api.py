@@ -18,6 +18,7 @@ import structlog
 from halyard.controlplane.errors import AlreadyExists, FailedPrecondition, NotFound
 from halyard.controlplane.records import JobRecord
 from halyard.controlplane.service import ControlPlane
+from halyard.controlplane.store import StoreError
 from halyard.datamodel import HalyardError, ValidationError
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import agent_service_pb2_grpc as agrpc
@@ -37,6 +38,8 @@ T = TypeVar("T")
 
 
 def _status(exc: HalyardError) -> grpc.StatusCode:
+    if isinstance(exc, StoreError):
+        return grpc.StatusCode.INTERNAL  # the state could not be saved: not the caller's fault
     if isinstance(exc, NotFound):
         return grpc.StatusCode.NOT_FOUND
     if isinstance(exc, AlreadyExists):

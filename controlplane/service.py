@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import heapq
 import itertools
+import json
 import math
 import time
 from collections.abc import Callable
@@ -51,6 +52,7 @@ log = structlog.get_logger("halyard.controlplane")
 DEFAULT_HEARTBEAT_S = 1.0
 DEFAULT_HEARTBEAT_TIMEOUT_S = 5.0  # five missed heartbeats
 DEFAULT_PREEMPT_GRACE_S = 30.0  # wall seconds an agent has to checkpoint on Preempt
+DRAINED_META = "drained_nodes"
 LOCKSTEP_WAIT_S = 2.0  # wall seconds an arrival waits for earlier completions before going ahead
 LOCKSTEP_POLL_S = 0.001
 LOCKSTEP_LAG_WALL_S = 0.05  # a completion is applied this long (wall) after its instant: > any message jitter
@@ -114,6 +116,8 @@ class ControlPlane:
                 self.placed[record.job_id] = record.allocation.node_names
             log.info("restored", jobs=len(state.records), running=len(self.placed), events=len(state.events))
         self._last_pass = max((e.time for e in state.events), default=-math.inf)
+        drained = self.store.get_meta(DRAINED_META)
+        self.drained = {n for n in json.loads(drained) if self.cluster.has_node(n)} if drained else set()
         started = time.monotonic()
         self._absent_since = {n.name: started for n in self.cluster.nodes}
         self._tasks = [asyncio.create_task(self._scheduler(), name="scheduler"),
@@ -158,6 +162,7 @@ class ControlPlane:
         if not self.cluster.has_node(node):
             raise NotFound(f"no node {node!r} in cluster {self.cluster.name!r}")
         (self.drained.add if drained else self.drained.discard)(node)
+        self.store.set_meta(DRAINED_META, json.dumps(sorted(self.drained)))  # a restart keeps it
         if drained and node in self.sessions:
             self.sessions[node].send(drain=apb.Drain(reason="drained by operator"))
         self._update_schedulable(node)

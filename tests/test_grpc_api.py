@@ -150,3 +150,12 @@ def get_cluster_by_reflection(address: str):
                                    request_serializer=request_cls.SerializeToString,
                                    response_deserializer=response_cls.FromString)
         return services, call(request_cls(), timeout=5)
+
+
+async def test_drain_survives_a_control_plane_restart(tmp_path):
+    db = tmp_path / "state.db"
+    async with TestCluster(nodes=2, db=db) as tc:
+        await cgrpc.ClusterServiceStub(tc.channel).DrainNode(cpb.NodeRequest(node="r0-n1"))
+    async with TestCluster(nodes=2, db=db) as tc:
+        view = await cgrpc.ClusterServiceStub(tc.channel).GetCluster(cpb.GetClusterRequest())
+        assert {n.spec.name: n.drained for n in view.nodes} == {"r0-n0": False, "r0-n1": True}
