@@ -76,7 +76,7 @@ def check_ledger(view: ClusterView) -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(jobs=traces(), policy=st.sampled_from(["fifo", "srtf", "las"]))
+@given(jobs=traces(), policy=st.sampled_from(["fifo", "srtf", "las", "tiresias", "gandiva", "dally", "dally-manual"]))
 def test_never_over_allocates(small_cluster, perf, jobs, policy):
     checked = Checked(make_policy(policy))
     sim = Simulator(small_cluster, checked, perf, round_s=300.0)
