@@ -48,6 +48,8 @@ def summary_table(result: Mapping[str, object], title: str) -> Table:
         ("makespan", _hours(result["makespan_s"])),
         ("GPU utilisation", f"{100 * float(result['gpu_utilization']):.1f}%"),
         ("preemptions", result["preemptions"]),
+        *([("exposed communication / run time", f"{100 * float(result['comm_share']):.2f}%")]
+          if "comm_share" in result else []),
         ("scheduling passes (avg wall)", f"{result['passes']} ({float(result['avg_pass_ms']):.3f} ms)"),
         ("wall time", f"{float(result['wall_s']):.2f} s ({float(result['jobs_per_wall_s']):,.0f} jobs/s)"),
     ]
