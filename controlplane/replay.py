@@ -31,15 +31,15 @@ from halyard.controlplane.metrics import summarize
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import SqliteStore
-from halyard.datamodel import Cluster, JobSpec
+from halyard.datamodel import Cluster, HalyardError, JobSpec
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc
 from halyard.wire import spec_to_pb
 
-AGENT_LEAD_WALL_S = 0.5  # wall time given to agents to register before cluster time 0
-AGENT_LEAD_PER_PROCESS_S = 0.15  # more when each agent is a Python process to start
+AGENT_WAIT_S = 60.0  # wall seconds the agents get to register (processes start slowly on a busy machine)
+START_MARGIN_WALL_S = 0.05  # between the last registration and the first arrival
 SUBMIT_RETRY_S = 0.05
 POLL_S = 0.02
 
@@ -47,8 +47,7 @@ POLL_S = 0.02
 async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *, policy: str, speedup: float,
                  processes: bool = False, db: str | Path = ":memory:", round_s: float = 300.0,
                  on_progress: Callable[[int, int, float], None] | None = None) -> ReplayRun:
-    lead = AGENT_LEAD_WALL_S + (AGENT_LEAD_PER_PROCESS_S * len(cluster.nodes) if processes else 0.0)
-    clock = ScaledClock(speedup, wall_origin=time.time() + lead)  # cluster time 0 comes after the agents
+    clock = ScaledClock(speedup)
     perf = PerformanceModel()
     cp = ControlPlane(cluster, make_policy(policy), perf, clock, SqliteStore(db), cluster_toml=cluster_toml,
                       round_s=round_s, lockstep=True)
@@ -64,13 +63,18 @@ async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *
                 agent = EmulatedAgent(server.address, node, perf=perf)
                 agent.start()
                 agents.append(agent)
+        deadline = time.monotonic() + AGENT_WAIT_S
         while len(cp.sessions) < len(cluster.nodes):
-            if clock.now() > 0:
-                raise RuntimeError(f"only {len(cp.sessions)} of {len(cluster.nodes)} agents registered in time")
+            if time.monotonic() > deadline:
+                raise ReplayError(f"only {len(cp.sessions)} of {len(cluster.nodes)} agents registered "
+                                  f"within {AGENT_WAIT_S:g} s")
             await asyncio.sleep(POLL_S)
+        # The trace starts once every agent is in, shifted by whole rounds so round
+        # boundaries fall where the simulator has them (times are relative anyway).
+        offset = math.ceil((clock.now() + START_MARGIN_WALL_S * speedup) / round_s) * round_s
         wall_start = time.perf_counter()
         async with grpc.aio.insecure_channel(server.address) as channel:
-            await _submit_all(jgrpc.JobServiceStub(channel), jobs, clock, cp, on_progress)
+            await _submit_all(jgrpc.JobServiceStub(channel), jobs, clock, cp, on_progress, offset)
             while any(not r.state.terminal for r in cp.core.records.values()):
                 if on_progress is not None:
                     on_progress(_ended(cp), len(jobs), clock.now())
@@ -86,11 +90,15 @@ async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *
                 proc.wait(timeout=5)
         await server.stop(grace=0)
     result = summarize(cp.core, policy=policy, trace_jobs=len(jobs), rejected=0, wall_s=wall_s)
-    first = min((j.submit_time for j in jobs), default=0.0)
+    first = offset + min((j.submit_time for j in jobs), default=0.0)
     last = max((r.end_time or 0.0 for r in cp.core.records.values()), default=first)
     result["speedup_achieved"] = (last - first) / wall_s if wall_s > 0 else 0.0
     result["speedup"] = speedup
     return ReplayRun(result, cp.core)
+
+
+class ReplayError(HalyardError):
+    """The replay could not run (e.g. its agents did not come up)."""
 
 
 @dataclass
@@ -100,11 +108,12 @@ class ReplayRun:
 
 
 async def _submit_all(stub: jgrpc.JobServiceStub, jobs: Sequence[JobSpec], clock: ScaledClock, cp: ControlPlane,
-                      on_progress: Callable[[int, int, float], None] | None) -> None:
+                      on_progress: Callable[[int, int, float], None] | None, offset: float) -> None:
     for spec in jobs:
-        cp.set_arrival_horizon(spec.submit_time)  # lockstep: nothing after it happens before it is in
-        await clock.sleep_until(spec.submit_time)
-        request = jpb.SubmitJobRequest(spec=spec_to_pb(spec), submit_time=spec.submit_time)
+        arrival = offset + spec.submit_time
+        cp.set_arrival_horizon(arrival)  # lockstep: nothing after it happens before it is in
+        await clock.sleep_until(arrival)
+        request = jpb.SubmitJobRequest(spec=spec_to_pb(spec), submit_time=arrival)
         while True:
             try:
                 await stub.SubmitJob(request)
