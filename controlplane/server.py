@@ -132,6 +132,5 @@ class ControlPlaneServer:
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         host, port = self.http.rsplit(":", 1)
-        site = web.TCPSite(self._runner, host, int(port))
-        await site.start()
-        self.http_port = site._server.sockets[0].getsockname()[1]  # the port actually bound (0 = any)
+        await web.TCPSite(self._runner, host, int(port)).start()
+        self.http_port = self._runner.addresses[0][1]  # the port actually bound (0 = any free one)
