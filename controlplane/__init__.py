@@ -2,7 +2,8 @@
 
 :class:`SchedulingCore` holds jobs, the resource ledger and the event log and
 applies policy plans; :class:`Simulator` drives it on a virtual clock with a
-simulated agent pool. (The gRPC server is a second driver of the same core.)
+simulated agent pool. The gRPC control plane (service.py, grpc_api.py, server.py) is the
+second driver of the same core; it is imported from its modules so that `simulate` does not load gRPC.
 """
 
 from halyard.controlplane.core import PlanError, SchedulingCore
