@@ -1,0 +1,222 @@
+"""What every node agent shares: the AgentService stream, reconnection and reporting.
+
+A backend (:mod:`emulated`, :mod:`process`, :mod:`gpu`) subclasses
+:class:`StreamAgent` and supplies what differs: the jobs it lists in Register,
+its heartbeat and progress reports, and what it does on each command. The
+stream itself is the same for all of them:
+
+* one ``AgentService.Connect`` stream; Register first, commands after Registered;
+* on a broken stream or an unreachable control plane, reconnect with
+  exponential backoff (INVALID_ARGUMENT / FAILED_PRECONDITION stop the agent:
+  the control plane refused this node);
+* exits that happen while the stream is down are kept and delivered right after
+  the next Registered, and listed in Register so reconciliation keeps them;
+* heartbeats (and the backend's progress reports) every ``heartbeat_interval_s``
+  the control plane asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import grpc
+import structlog
+
+from halyard.clock import Clock, ClockParams, clock_from_params
+from halyard.datamodel import Cluster, Node, parse_cluster
+from halyard.v1 import agent_service_pb2 as apb
+from halyard.v1 import agent_service_pb2_grpc as agrpc
+from halyard.v1.types_pb2 import NodeSpec
+from halyard.wire import node_to_pb
+
+log = structlog.get_logger("halyard.agent")
+
+BACKOFF_START_S = 0.05
+BACKOFF_MAX_S = 2.0
+
+
+class StreamAgent:
+    """The stream, reconnect and reporting loop; subclasses implement the ``on_*`` hooks."""
+
+    backend = "unknown"
+    version = "halyard/1"
+
+    def __init__(self, target: str, node: Node | str, *, shared_clock: Clock | None = None) -> None:
+        self.target = target
+        self.node_name = node if isinstance(node, str) else node.name
+        self.node = None if isinstance(node, str) else node
+        self.shared_clock = shared_clock
+        self.clock: Clock | None = None
+        self.clock_params: ClockParams | None = None
+        self.cluster: Cluster | None = None
+        self.connected = asyncio.Event()
+        self._unsent: list[apb.AgentMessage] = []  # exits to deliver once connected
+        self._outbox: asyncio.Queue[apb.AgentMessage | None] | None = None
+        self._call: grpc.aio.StreamStreamCall | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._cluster_text = ""
+
+    # --- lifecycle ----------------------------------------------------------
+
+    def start(self) -> asyncio.Task[None]:
+        self._runner = asyncio.create_task(self.run(), name=f"agent {self.node_name}")
+        return self._runner
+
+    async def stop(self) -> None:
+        """Stop like a killed process would: the stream breaks, the jobs stop with it."""
+        if self._runner is not None:
+            self._runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._runner
+        await self.stop_jobs()
+        self.connected.clear()
+
+    async def stop_jobs(self) -> None:
+        """Backends stop whatever they run (called by :meth:`stop`)."""
+
+    def break_stream(self) -> None:
+        """Cut the current stream (a network fault); the agent reconnects and keeps its jobs."""
+        if self._call is not None:
+            self._call.cancel()
+
+    async def run(self) -> None:
+        backoff = BACKOFF_START_S
+        while True:
+            try:
+                await self._session()
+                backoff = BACKOFF_START_S
+            except asyncio.CancelledError:
+                if asyncio.current_task().cancelling():
+                    raise  # the agent itself is stopping
+                log.info("stream cut, reconnecting", node=self.node_name)  # only the call was cancelled
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
+                    log.error("control plane refused this agent", node=self.node_name, error=exc.details())
+                    raise
+                log.info("control plane unreachable, retrying", node=self.node_name, code=exc.code().name,
+                         retry_s=backoff)
+            finally:
+                self.connected.clear()
+                self._outbox = None
+            await asyncio.sleep(backoff)
+            backoff = min(BACKOFF_MAX_S, backoff * 2)
+
+    # --- the stream -----------------------------------------------------------
+
+    async def _session(self) -> None:
+        outbox: asyncio.Queue[apb.AgentMessage | None] = asyncio.Queue()
+        outbox.put_nowait(apb.AgentMessage(register=self._register()))
+        async with grpc.aio.insecure_channel(self.target) as channel:
+            call = agrpc.AgentServiceStub(channel).Connect(_drain(outbox))
+            self._call = call
+            heartbeat: asyncio.Task[None] | None = None
+            try:
+                async for msg in call:
+                    kind = msg.WhichOneof("body")
+                    if kind == "registered":
+                        self._on_registered(msg.registered)
+                        self._outbox = outbox
+                        for report in self._unsent:
+                            outbox.put_nowait(report)
+                        self._unsent.clear()
+                        heartbeat = asyncio.create_task(self._heartbeats(outbox, msg.registered.heartbeat_interval_s))
+                        self.connected.set()
+                    else:
+                        self._handle(kind, getattr(msg, kind))
+            finally:
+                self._call = None
+                self._outbox = None
+                outbox.put_nowait(None)
+                if heartbeat is not None:
+                    heartbeat.cancel()
+
+    def _register(self) -> apb.Register:
+        node = self.node_spec()
+        running = self.running_jobs()
+        # Jobs that ended while the stream was down are still ours until their exit is delivered
+        # (right after Registered); listing them keeps reconciliation from requeueing them.
+        running += [apb.RunningJob(job_id=m.exited.job_id, attempt=m.exited.attempt, leader=True,
+                                   iterations_done=m.exited.checkpoint_iteration) for m in self._unsent]
+        return apb.Register(node=node, running=running, backend=self.backend, version=self.version)
+
+    def node_spec(self) -> NodeSpec:
+        return node_to_pb(self.node) if self.node is not None else NodeSpec(name=self.node_name)
+
+    def _on_registered(self, registered: apb.Registered) -> None:
+        if registered.cluster_toml != self._cluster_text:
+            self.cluster = parse_cluster(registered.cluster_toml, source="<control plane>")
+            self._cluster_text = registered.cluster_toml
+        c = registered.clock
+        params = ClockParams("manual" if c.kind == apb.MANUAL else "scaled", c.wall_origin_unix_s,
+                             c.cluster_origin_s, c.speedup or 1.0)
+        self.clock_params = params
+        self.clock = clock_from_params(params, shared=self.shared_clock)
+
+    async def _heartbeats(self, outbox: asyncio.Queue[apb.AgentMessage | None], interval: float) -> None:
+        while True:
+            now = self.clock.now()
+            outbox.put_nowait(apb.AgentMessage(heartbeat=self.heartbeat(now)))
+            for progress in self.progress_reports(now):
+                outbox.put_nowait(apb.AgentMessage(progress=progress))
+            await asyncio.sleep(interval)
+
+    def send(self, msg: apb.AgentMessage, *, keep: bool) -> None:
+        """Send now if connected; else keep it for the next stream (``keep``) or drop it."""
+        if self._outbox is not None:
+            self._outbox.put_nowait(msg)
+        elif keep:
+            self._unsent.append(msg)
+
+    _send = send  # the emulated agent's historical name
+
+    def _handle(self, kind: str, body) -> None:
+        if kind == "launch":
+            self.on_launch(body)
+        elif kind == "preempt":
+            self.on_preempt(body)
+        elif kind == "reconfigure":
+            self.on_reconfigure(body)
+        elif kind == "set_time_shift":
+            self.on_set_time_shift(body)
+        elif kind == "drain":
+            self.on_drain(body)
+        elif kind == "profile":
+            self.on_profile(body)
+
+    # --- what a backend supplies ----------------------------------------------
+
+    def running_jobs(self) -> list[apb.RunningJob]:
+        """The jobs this agent runs, for Register (reconciliation)."""
+        return []
+
+    def heartbeat(self, now: float) -> apb.Heartbeat:
+        return apb.Heartbeat(cluster_time=now, healthy=True)
+
+    def progress_reports(self, now: float) -> list[apb.Progress]:
+        return []
+
+    def on_launch(self, launch: apb.Launch) -> None:
+        raise NotImplementedError
+
+    def on_preempt(self, preempt: apb.Preempt) -> None:
+        raise NotImplementedError
+
+    def on_reconfigure(self, reconfigure: apb.Reconfigure) -> None:
+        raise NotImplementedError
+
+    def on_set_time_shift(self, shift: apb.SetTimeShift) -> None:
+        raise NotImplementedError
+
+    def on_drain(self, drain: apb.Drain) -> None:
+        log.info("node drained", node=self.node_name, reason=drain.reason)
+
+    def on_profile(self, profile: apb.Profile) -> None:
+        log.info("profile requests are not supported by this backend", node=self.node_name, backend=self.backend,
+                 job=profile.job_id)
+
+
+async def _drain(outbox: asyncio.Queue[apb.AgentMessage | None]) -> AsyncIterator[apb.AgentMessage]:
+    while (msg := await outbox.get()) is not None:
+        yield msg
