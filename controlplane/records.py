@@ -157,6 +157,27 @@ class JobRecord:
         self._rate = 1.0 / iteration_s
         self.epoch += 1
 
+    def report_progress(self, now: float, iterations: float, iteration_s: float | None = None) -> None:
+        """An agent that runs the job for real (not on the performance model) says how far it is.
+
+        Progress is re-anchored at ``iterations`` now and extrapolates from there at
+        the measured ``iteration_s`` (cluster seconds) if given, else at the current
+        rate; so a preemption's checkpoint and a policy's remaining work follow what
+        the job really did. Progress under way means any restore is over.
+        """
+        if self.state is not JobState.RUNNING:
+            return
+        done = min(float(self.iterations_total), max(0.0, float(iterations)))
+        self._exposed_s = self.exposed_comm_s(now)
+        if done > self._done:
+            self._resume_at = min(self._resume_at, now)
+        self._done = done
+        self._anchor = now
+        if iteration_s is not None and iteration_s > 0.0:
+            self.iteration_s = iteration_s
+            self._rate = 1.0 / iteration_s
+        self.epoch += 1  # saved with the next change
+
     def finish(self, now: float, state: JobState) -> None:
         done = float(self.iterations_total) if state is JobState.COMPLETED else self.iterations_done(now)
         self._exposed_s += (done - self._done) * self.exposed_iteration_s

@@ -260,9 +260,22 @@ class ControlPlane:
         if kind == "exited":
             self._on_exited(session, msg.exited)
         elif kind == "progress":
-            self._check_owner(session, msg.progress.job_id, msg.progress.attempt)
+            record = self._check_owner(session, msg.progress.job_id, msg.progress.attempt)
+            if record is not None and self._reports_real_progress(session):
+                recent = [s for s in msg.progress.recent_iteration_s if s > 0]
+                record.report_progress(self.now(), msg.progress.iterations_done,
+                                       sum(recent) / len(recent) if recent else None)
         elif kind == "register":
             raise ValidationError("register is only allowed as the first message", field="register")
+
+    @staticmethod
+    def _reports_real_progress(session: AgentSession) -> bool:
+        """Agents that run real processes: their reports, not the performance model, say how far a job is.
+
+        An emulated agent runs the model itself, so its reports agree with the
+        record already (and replay stays the simulator's schedule).
+        """
+        return session.backend != "emulated"
 
     def agent_gone(self, session: AgentSession) -> None:
         """The stream ended; the node gets the heartbeat timeout to come back."""
@@ -320,6 +333,8 @@ class ControlPlane:
             self._stop_on_agents(record.job_id, record.attempt, skip=session.node)
             self.core.fail(record.job_id, when, exited.message)
         else:  # preempted or lost on its own: back to the queue from the last checkpoint
+            if self._reports_real_progress(session):
+                record.report_progress(self.now(), exited.checkpoint_iteration)
             self._stop_on_agents(record.job_id, record.attempt, skip=session.node)
             self.core.requeue(record.job_id, self.now(), f"agent {session.node}: {apb.ExitStatus.Name(exited.status)}")
         self._changed()

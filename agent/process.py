@@ -1,0 +1,482 @@
+"""The process backend: an agent that runs each job's command as real processes.
+
+It speaks the same AgentService stream as the emulated agent
+(:class:`halyard.agent.base.StreamAgent`); only what happens on the commands
+differs:
+
+* **Launch** starts ``JobSpec.command`` once on this node (the job's share of
+  the node), with the ``HALYARD_*`` environment of :mod:`halyard.agent.worker`,
+  through :mod:`halyard.agent.spawn` so that the CPU cores are pinned
+  (``sched_setaffinity``) and the process joins a cgroup v2 with ``memory.max``
+  before it runs a line of the script. Where the machine gives no cgroup v2
+  memory controller to the agent, memory is not enforced and the log and every
+  heartbeat's ``detail`` say so. A job with no command is refused with
+  ``Exited(FAILED)`` naming the reason. A relaunch of a job whose previous
+  attempt is still checkpointing on this node waits for it to exit.
+* The worker library in the script connects to the agent's Unix socket and
+  reports iterations and checkpoints; the leader's agent forwards them as
+  ``Progress`` on each heartbeat.
+* **Preempt**: a ``preempt`` message and SIGTERM to the job's process group;
+  after the grace period, SIGKILL. The exit is ``Exited(PREEMPTED)`` with the
+  last checkpoint the worker reported.
+* **Reconfigure** (CPU/memory): re-pin every thread of the job's processes and
+  rewrite ``memory.max``; the worker is told its new share.
+* **SetTimeShift**: forwarded to the worker, which paces its iterations.
+* **Drain**: logged and reported in heartbeats; the control plane stops placing
+  work here and decides about the running jobs.
+* **Exit**: ``Exited(COMPLETED)`` when the script ran all its iterations (the
+  worker said ``done``) and exited 0, else ``Exited(FAILED)`` with the exit code
+  and the tail of its output; both carry the last checkpointed iteration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from halyard.agent.base import StreamAgent
+from halyard.agent.worker import clock_env
+from halyard.clock import Clock
+from halyard.datamodel import Allocation, JobSpec, Node
+from halyard.v1 import agent_service_pb2 as apb
+from halyard.wire import allocation_from_pb, spec_from_pb
+
+log = structlog.get_logger("halyard.agent")
+
+VERSION = "halyard-process/1"
+RECENT_ITERATIONS = 8  # iteration times each Progress carries
+OUTPUT_TAIL_CHARS = 400  # of a failed job's output, in Exited.message
+MASTER_PORT_BASE, MASTER_PORT_SPAN = 20000, 20000  # rendezvous port: a hash of the job id in this range
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+WORKER_DRAIN_S = 2.0  # wall seconds to read a worker's last messages after its process exited
+
+
+@dataclass
+class ProcessJob:
+    """One job's process on this node and what its worker has reported."""
+
+    job_id: str
+    attempt: int
+    spec: JobSpec
+    allocation: Allocation
+    leader: bool
+    total: int
+    cores: tuple[int, ...] = ()
+    cgroup: Path | None = None
+    process: asyncio.subprocess.Process | None = None
+    writer: asyncio.StreamWriter | None = None
+    disconnected: asyncio.Event = field(default_factory=asyncio.Event)  # the worker's socket closed
+    iterations_done: float = 0.0
+    checkpoint: int = 0
+    finished: bool = False  # the worker said done
+    stopping: bool = False  # a Preempt asked it to stop
+    time_shift_s: float = 0.0
+    recent: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=RECENT_ITERATIONS))
+    exited: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    log_path: Path | None = None
+
+    def tell(self, message: dict) -> None:
+        if self.writer is not None and not self.writer.is_closing():
+            self.writer.write((json.dumps(message) + "\n").encode())
+
+
+class Enforcement:
+    """What this machine lets the agent enforce: CPU affinity always (Linux), memory with a cgroup v2."""
+
+    def __init__(self, cgroup_root: Path = CGROUP_ROOT) -> None:
+        self.cores: tuple[int, ...] = tuple(sorted(os.sched_getaffinity(0)))
+        self.cgroup_parent: Path | None = None
+        self.memory_reason = ""
+        controllers = cgroup_root / "cgroup.controllers"
+        if not controllers.exists():
+            self.memory_reason = f"no cgroup v2 hierarchy at {cgroup_root}"
+            return
+        own = _own_cgroup()
+        parent = cgroup_root / own.lstrip("/") if own is not None else None
+        if parent is None:
+            self.memory_reason = "this process is in no cgroup v2 (/proc/self/cgroup)"
+        elif "memory" not in _read(parent / "cgroup.subtree_control").split():
+            self.memory_reason = (f"the memory controller is not enabled for children of {parent} "
+                                  "(run the agent in a delegated cgroup, e.g. systemd Delegate=yes)")
+        elif not os.access(parent, os.W_OK):
+            self.memory_reason = f"{parent} is not writable by the agent"
+        else:
+            self.cgroup_parent = parent
+
+    @property
+    def memory_enforced(self) -> bool:
+        return self.cgroup_parent is not None
+
+    def describe(self) -> str:
+        cpus = f"cpus: pinned (sched_setaffinity over {len(self.cores)} cores)"
+        memory = (f"memory: cgroup v2 memory.max under {self.cgroup_parent}" if self.memory_enforced
+                  else f"memory: unenforced ({self.memory_reason})")
+        return f"{cpus}; {memory}"
+
+
+def _own_cgroup() -> str | None:
+    for line in _read(Path("/proc/self/cgroup")).splitlines():
+        if line.startswith("0::"):
+            return line[3:]
+    return None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="ascii")
+    except OSError:
+        return ""
+
+
+class ProcessAgent(StreamAgent):
+    """``halyard agent --backend process``: real processes, no GPU needed."""
+
+    backend = "process"
+    version = VERSION
+
+    def __init__(self, target: str, node: Node | str, *, work_dir: str | Path, shared_clock: Clock | None = None,
+                 hosts: dict[str, str] | None = None, enforcement: Enforcement | None = None) -> None:
+        super().__init__(target, node, shared_clock=shared_clock)
+        self.work_dir = Path(work_dir).resolve()
+        self.hosts = dict(hosts or {})  # node name -> address for HALYARD_MASTER_ADDR (default: the name)
+        self.enforcement = enforcement or Enforcement()
+        self.jobs: dict[str, ProcessJob] = {}
+        self._stopping: dict[tuple[str, int], ProcessJob] = {}  # preempted, not exited yet
+        self.drained: str | None = None
+        self._socket_dir: str | None = None
+        self.socket_path: str | None = None
+        self._server: asyncio.AbstractServer | None = None
+        if not self.enforcement.memory_enforced:
+            log.warning("memory limits are not enforced on this machine", node=self.node_name,
+                        reason=self.enforcement.memory_reason)
+
+    # --- lifecycle ----------------------------------------------------------------
+
+    async def run(self) -> None:
+        if self._server is None:
+            # Unix socket paths are limited to ~108 bytes, so the socket lives in a short temp dir.
+            self._socket_dir = tempfile.mkdtemp(prefix="halyard-agent-")
+            self.socket_path = os.path.join(self._socket_dir, "agent.sock")
+            self._server = await asyncio.start_unix_server(self._on_worker, path=self.socket_path)
+        await super().run()
+
+    async def stop_jobs(self) -> None:
+        """The agent is going away: kill what it runs (a killed agent's jobs die with it)."""
+        jobs = [*self.jobs.values(), *self._stopping.values()]
+        self.jobs.clear()
+        self._stopping.clear()
+        for job in jobs:
+            if job.task is not None:
+                job.task.cancel()
+            _signal_group(job, signal.SIGKILL)
+        for job in jobs:
+            if job.process is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    await job.process.wait()
+            _remove_cgroup(job)
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+            self._socket_dir = None
+
+    # --- reports ------------------------------------------------------------------
+
+    def running_jobs(self) -> list[apb.RunningJob]:
+        return [apb.RunningJob(job_id=j.job_id, attempt=j.attempt, leader=j.leader, iterations_done=j.iterations_done)
+                for j in self.jobs.values()]
+
+    def heartbeat(self, now: float) -> apb.Heartbeat:
+        busy = sum(len(p.gpus) for j in self.jobs.values() for p in j.allocation.nodes if p.node == self.node_name)
+        total = self.cluster.node(self.node_name).gpus if self.cluster is not None else 0
+        detail = self.enforcement.describe() + (f"; drained: {self.drained}" if self.drained else "")
+        return apb.Heartbeat(cluster_time=now, gpu_utilization=busy / total if total else 0.0, healthy=True,
+                             detail=detail)
+
+    def progress_reports(self, now: float) -> list[apb.Progress]:
+        speedup = self.clock_params.speedup if self.clock_params is not None else 1.0
+        return [apb.Progress(job_id=j.job_id, attempt=j.attempt, iterations_done=j.iterations_done,
+                             cluster_time=now, recent_iteration_s=[d * speedup for d in j.recent])
+                for j in self.jobs.values() if j.leader and j.writer is not None]
+
+    # --- commands -------------------------------------------------------------------
+
+    def on_launch(self, body: apb.Launch) -> None:
+        current = self.jobs.get(body.job_id)
+        if current is not None and current.attempt == body.attempt:
+            return  # a repeated Launch
+        spec = spec_from_pb(body.spec, submit_time=0.0)
+        allocation = allocation_from_pb(body.allocation, self.cluster)
+        if current is not None:  # an older attempt the control plane has moved on from
+            self._preempt(current, grace_s=0.0)
+        job = ProcessJob(body.job_id, body.attempt, spec, allocation, body.leader, body.iterations_total,
+                         iterations_done=body.iterations_done, checkpoint=int(body.iterations_done + 1e-9),
+                         time_shift_s=allocation.time_shift_s)
+        self.jobs[job.job_id] = job
+        if not spec.command:
+            self._end(job, apb.EXIT_FAILED, "the job has no command: the process backend runs JobSpec.command "
+                                            "(submit it with a command, or use an emulated agent)")
+            return
+        job.task = asyncio.create_task(self._supervise(job), name=f"job {job.job_id}@{self.node_name}")
+
+    def on_preempt(self, body: apb.Preempt) -> None:
+        job = self.jobs.get(body.job_id)
+        if job is not None and job.attempt == body.attempt:
+            self._preempt(job, body.grace_s)
+
+    def on_reconfigure(self, body: apb.Reconfigure) -> None:
+        job = self.jobs.get(body.job_id)
+        if job is None or job.attempt != body.attempt:
+            return
+        job.allocation = allocation_from_pb(body.allocation, self.cluster)
+        job.leader = body.leader
+        share = self._share(job)
+        if share is None:
+            return
+        job.cores = self._pick_cores(share.cpus, exclude=job)
+        if job.process is not None:
+            _pin_group(job.process.pid, job.cores)
+        if job.cgroup is not None:
+            _write(job.cgroup / "memory.max", str(share.memory_mb * 1_000_000))
+        job.tell({"type": "resources", "cpus": share.cpus, "memory_mb": share.memory_mb})
+        log.info("job reconfigured", node=self.node_name, job=job.job_id, cores=job.cores, memory_mb=share.memory_mb,
+                 memory_enforced=job.cgroup is not None)
+
+    def on_set_time_shift(self, body: apb.SetTimeShift) -> None:
+        job = self.jobs.get(body.job_id)
+        if job is not None and job.attempt == body.attempt:
+            job.time_shift_s = body.seconds
+            job.tell({"type": "time_shift", "seconds": body.seconds})
+
+    def on_drain(self, drain: apb.Drain) -> None:
+        self.drained = drain.reason or "drained"
+        log.info("node drained", node=self.node_name, reason=drain.reason, running=len(self.jobs))
+
+    # --- running a job ----------------------------------------------------------------
+
+    def _share(self, job: ProcessJob):
+        return next((p for p in job.allocation.nodes if p.node == self.node_name), None)
+
+    def _pick_cores(self, count: int, *, exclude: ProcessJob | None = None) -> tuple[int, ...]:
+        """``count`` of this machine's cores, least used first (all of them, shared, if it has fewer)."""
+        use = dict.fromkeys(self.enforcement.cores, 0)
+        for other in self.jobs.values():
+            if other is not exclude:
+                for core in other.cores:
+                    use[core] = use.get(core, 0) + 1
+        ranked = sorted(use, key=lambda c: (use[c], c))
+        return tuple(sorted(ranked[:max(1, min(count, len(ranked)))]))
+
+    def _environment(self, job: ProcessJob) -> dict[str, str]:
+        nodes = job.allocation.node_names
+        share = self._share(job)
+        rank = nodes.index(self.node_name) if self.node_name in nodes else 0
+        master = self.hosts.get(nodes[0], nodes[0]) if nodes else "127.0.0.1"
+        port = MASTER_PORT_BASE + zlib.crc32(job.job_id.encode()) % MASTER_PORT_SPAN
+        params = self.clock_params
+        halyard = {
+            "HALYARD_JOB_ID": job.job_id, "HALYARD_ATTEMPT": str(job.attempt), "HALYARD_NODE": self.node_name,
+            "HALYARD_RANK": str(rank), "HALYARD_WORLD_SIZE": str(len(nodes)),
+            "HALYARD_MASTER_ADDR": master, "HALYARD_MASTER_PORT": str(port),
+            "HALYARD_CHECKPOINT_DIR": str(self.work_dir / "checkpoints" / job.job_id),
+            "HALYARD_START_ITERATION": str(job.checkpoint), "HALYARD_ITERATIONS_TOTAL": str(job.total),
+            "HALYARD_AGENT_SOCKET": self.socket_path or "", "HALYARD_TIME_SHIFT_S": repr(job.time_shift_s),
+            "HALYARD_CPUS": str(share.cpus if share else 0), "HALYARD_MEMORY_MB": str(share.memory_mb if share else 0),
+            "HALYARD_GPUS": ",".join(str(g) for g in share.gpus) if share else "",
+            "RANK": str(rank), "WORLD_SIZE": str(len(nodes)), "MASTER_ADDR": master, "MASTER_PORT": str(port),
+            "OMP_NUM_THREADS": str(len(job.cores) or 1),
+        }
+        if params is not None and params.kind == "scaled":
+            halyard["HALYARD_CLOCK"] = clock_env(params.wall_origin_unix_s, params.cluster_origin_s, params.speedup)
+        return os.environ | halyard | dict(job.spec.env) | self.extra_environment(job)
+
+    def extra_environment(self, job: ProcessJob) -> dict[str, str]:
+        """What a subclass adds (the gpu backend: CUDA_VISIBLE_DEVICES)."""
+        return {}
+
+    def _make_cgroup(self, job: ProcessJob, memory_mb: int) -> Path | None:
+        parent = self.enforcement.cgroup_parent
+        if parent is None:
+            return None
+        path = parent / f"halyard-{job.job_id}-{job.attempt}-{self.node_name}".replace("/", "_")
+        try:
+            path.mkdir(exist_ok=True)
+            _write(path / "memory.max", str(memory_mb * 1_000_000))
+        except OSError as exc:
+            log.warning("cannot create the job's cgroup; memory unenforced", node=self.node_name, job=job.job_id,
+                        error=str(exc))
+            return None
+        return path
+
+    async def _supervise(self, job: ProcessJob) -> None:
+        for (job_id, _), old in list(self._stopping.items()):
+            if job_id == job.job_id:
+                await old.exited.wait()  # the previous attempt is still checkpointing here
+        if self.jobs.get(job.job_id) is not job:
+            return
+        share = self._share(job)
+        job.cores = self._pick_cores(share.cpus if share else 1, exclude=job)
+        job.cgroup = self._make_cgroup(job, share.memory_mb) if share else None
+        logs = self.work_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        job.log_path = logs / f"{job.job_id}-{job.attempt}-{self.node_name}.log".replace("/", "_")
+        argv = [sys.executable, "-m", "halyard.agent.spawn", "--cpus", ",".join(map(str, job.cores))]
+        if job.cgroup is not None:
+            argv += ["--cgroup", str(job.cgroup)]
+        argv += ["--", *job.spec.command]
+        (self.work_dir / "checkpoints" / job.job_id).mkdir(parents=True, exist_ok=True)
+        with open(job.log_path, "wb") as output:
+            try:
+                job.process = await asyncio.create_subprocess_exec(
+                    *argv, stdin=asyncio.subprocess.DEVNULL, stdout=output, stderr=asyncio.subprocess.STDOUT,
+                    env=self._environment(job), cwd=self.work_dir, start_new_session=True)
+            except OSError as exc:
+                self._end(job, apb.EXIT_FAILED, f"cannot start {job.spec.command[0]!r}: {exc}")
+                return
+        log.info("job started", node=self.node_name, job=job.job_id, attempt=job.attempt, pid=job.process.pid,
+                 cores=job.cores, memory_enforced=job.cgroup is not None)
+        code = await job.process.wait()
+        if job.writer is not None:  # read what the worker said last ("done") before judging the exit
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(job.disconnected.wait(), WORKER_DRAIN_S)
+        if job.stopping:
+            self._end(job, apb.EXIT_PREEMPTED, "preempted")
+        elif code == 0 and job.finished:
+            job.iterations_done = job.checkpoint = job.total
+            self._end(job, apb.EXIT_COMPLETED, "")
+        else:
+            how = f"exit code {code}" if code >= 0 else f"killed by {signal.Signals(-code).name}"
+            if code == 0:
+                how += f" before its last iteration ({job.iterations_done:g} of {job.total})"
+            self._end(job, apb.EXIT_FAILED, f"{how}: {_tail(job.log_path)}")
+
+    def _end(self, job: ProcessJob, status: int, message: str) -> None:
+        job.exited.set()
+        _remove_cgroup(job)
+        self._stopping.pop((job.job_id, job.attempt), None)
+        if self.jobs.get(job.job_id) is job:
+            del self.jobs[job.job_id]
+        if job.writer is not None:
+            job.writer.close()
+        log.info("job exited", node=self.node_name, job=job.job_id, attempt=job.attempt,
+                 status=apb.ExitStatus.Name(status), checkpoint=job.checkpoint, message=message)
+        # The leader reports the job's end; any node reports a failure of its own part.
+        if job.leader or status == apb.EXIT_FAILED:
+            self.send(apb.AgentMessage(exited=apb.Exited(
+                job_id=job.job_id, attempt=job.attempt, status=status,
+                cluster_time=self.clock.now() if self.clock else 0.0, checkpoint_iteration=job.checkpoint,
+                message=message)), keep=status != apb.EXIT_PREEMPTED)
+
+    def _preempt(self, job: ProcessJob, grace_s: float) -> None:
+        if self.jobs.get(job.job_id) is job:
+            del self.jobs[job.job_id]
+        job.stopping = True
+        if job.process is None:  # not started yet (waiting for an older attempt), or refused
+            if job.task is not None:
+                job.task.cancel()
+            self._end(job, apb.EXIT_PREEMPTED, "preempted before it started")
+            return
+        self._stopping[(job.job_id, job.attempt)] = job
+        job.tell({"type": "preempt", "grace_s": grace_s})
+        _signal_group(job, signal.SIGTERM if grace_s > 0 else signal.SIGKILL)
+        if grace_s > 0:
+            asyncio.get_running_loop().call_later(grace_s, self._kill_if_alive, job)
+
+    def _kill_if_alive(self, job: ProcessJob) -> None:
+        if not job.exited.is_set():
+            log.warning("job did not stop within its grace period; killing it", node=self.node_name, job=job.job_id)
+            _signal_group(job, signal.SIGKILL)
+
+    # --- the worker socket --------------------------------------------------------------
+
+    async def _on_worker(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        job: ProcessJob | None = None
+        try:
+            while line := await reader.readline():
+                message = json.loads(line)
+                kind = message.get("type")
+                if kind == "hello":
+                    key = (str(message.get("job_id")), int(message.get("attempt", 0)))
+                    job = self.jobs.get(key[0]) if key not in self._stopping else self._stopping[key]
+                    if job is None or job.attempt != key[1]:
+                        log.warning("a worker of no job of ours connected", node=self.node_name, hello=message)
+                        return
+                    job.writer = writer
+                    if job.time_shift_s:
+                        job.tell({"type": "time_shift", "seconds": job.time_shift_s})
+                elif job is None:
+                    return
+                elif kind == "iteration":
+                    job.iterations_done = float(message["index"])
+                    job.recent.append(float(message.get("duration_s", 0.0)))
+                elif kind == "checkpoint":
+                    job.checkpoint = int(message["iteration"])
+                elif kind == "done":
+                    job.finished = int(message.get("iterations", 0)) >= job.total
+                elif kind == "preempted":
+                    job.checkpoint = int(message.get("checkpoint", job.checkpoint))
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("bad message from a worker", node=self.node_name, error=str(exc))
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+            if job is not None:
+                job.disconnected.set()
+
+
+def _signal_group(job: ProcessJob, sig: signal.Signals) -> None:
+    if job.process is not None and job.process.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(job.process.pid, sig)  # start_new_session: the group is the job's
+
+
+def _pin_group(pgid: int, cores: tuple[int, ...]) -> None:
+    """Re-pin every thread of every process in the job's process group."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = _read(Path("/proc", entry, "stat"))
+            if not stat or int(stat.rsplit(")", 1)[1].split()[2]) != pgid:
+                continue
+            for tid in os.listdir(f"/proc/{entry}/task"):
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(int(tid), cores)
+        except (OSError, ValueError, IndexError):
+            continue
+
+
+def _write(path: Path, value: str) -> None:
+    path.write_text(value, encoding="ascii")
+
+
+def _remove_cgroup(job: ProcessJob) -> None:
+    if job.cgroup is not None:
+        with contextlib.suppress(OSError):
+            job.cgroup.rmdir()
+        job.cgroup = None
+
+
+def _tail(path: Path | None) -> str:
+    if path is None:
+        return ""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return ""
+    return text[-OUTPUT_TAIL_CHARS:].replace("\n", " | ") or "(no output)"

@@ -1,0 +1,120 @@
+"""The process backend: real training processes (examples/train_numpy.py) under a real control plane."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+from worlds import World, train_spec
+
+from halyard.agent.process import Enforcement, ProcessAgent
+from halyard.datamodel import EventKind, JobState
+
+
+def events(world: World, job_id: str) -> list[EventKind]:
+    return [e.kind for e in world.cp.core.log if e.job_id == job_id]
+
+
+async def test_a_job_runs_its_command_to_completion_and_reports_progress(tmp_path):
+    async with World("process", tmp_path) as w:
+        await w.submit(train_spec("a", 60, pace_s=0.01))
+        await w.wait_for(lambda: w.job("a").state is JobState.RUNNING)
+        agent = w.agents["r0-n0"]
+        await w.wait_for(lambda: "a" in agent.jobs and agent.jobs["a"].iterations_done >= 5)
+        await w.wait_for(lambda: w.done("a") >= 5)  # the control plane follows the reported progress
+        await w.wait_for(lambda: w.job("a").state is JobState.COMPLETED, timeout=20)
+    summary = json.loads((tmp_path / "checkpoints" / "a" / "summary.json").read_text())
+    assert summary["started_at"] == 0 and summary["loss"] < summary["first_batch_loss"]  # it learned
+    log = (tmp_path / "logs" / "a-1-r0-n0.log").read_text()
+    assert '"rank": 0' in log
+    assert events(w, "a") == [EventKind.SUBMITTED, EventKind.STARTED, EventKind.COMPLETED]
+
+
+async def test_preemption_checkpoints_and_the_next_attempt_resumes_from_it(tmp_path):
+    async with World("process", tmp_path, policy="srtf") as w:
+        await w.submit(train_spec("long", 400, pace_s=0.005))
+        await w.wait_for(lambda: w.done("long") >= 30)
+        await w.submit(train_spec("short", 20))  # SRTF preempts the long job for it
+        await w.wait_for(lambda: w.job("long").preemptions == 1)
+        checkpoint = w.job("long").iterations_done(w.cp.now())
+        assert checkpoint >= 30  # what the worker really did, not the model's guess
+        await w.wait_for(lambda: w.job("long").state is JobState.COMPLETED, timeout=30)
+        assert w.job("short").state is JobState.COMPLETED
+    summary = json.loads((tmp_path / "checkpoints" / "long" / "summary.json").read_text())
+    assert summary["attempt"] == 2 and summary["started_at"] >= 30  # resumed, did not start over
+    assert summary["loss"] < 0.5
+    first = (tmp_path / "logs" / "long-1-r0-n0.log").read_text()
+    assert "summary" not in first and '"attempt": 1' not in first  # the first run stopped before the end
+
+
+async def test_a_job_without_a_command_is_refused_with_a_reason(tmp_path):
+    async with World("process", tmp_path) as w:
+        await w.submit(train_spec("bare", 10, command=[]))
+        await w.wait_for(lambda: w.job("bare").state is JobState.FAILED)
+    failed = [e for e in w.cp.core.log if e.kind is EventKind.FAILED]
+    assert "no command" in failed[0].detail
+
+
+async def test_a_crashing_command_fails_with_its_exit_code_and_output(tmp_path):
+    crash = [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"]
+    async with World("process", tmp_path) as w:
+        await w.submit(train_spec("crash", 10, command=crash))
+        await w.wait_for(lambda: w.job("crash").state is JobState.FAILED)
+    detail = next(e.detail for e in w.cp.core.log if e.kind is EventKind.FAILED)
+    assert "exit code 3" in detail and "boom" in detail
+
+
+async def test_processes_are_pinned_and_the_environment_is_set(tmp_path):
+    probe = [sys.executable, "-c",
+             "import json, os; print(json.dumps({'cpus': sorted(os.sched_getaffinity(0)), "
+             "'env': {k: v for k, v in os.environ.items() if k.startswith('HALYARD_') or k == 'RANK'}}))"]
+    async with World("process", tmp_path) as w:
+        await w.submit(train_spec("probe", 10, command=probe))
+        await w.wait_for(lambda: w.job("probe").state is JobState.FAILED)  # it never ran the iterations
+    out = json.loads((tmp_path / "logs" / "probe-1-r0-n0.log").read_text().splitlines()[0])
+    assert set(out["cpus"]) <= os.sched_getaffinity(0)
+    env = out["env"]
+    assert env["HALYARD_JOB_ID"] == "probe" and env["HALYARD_ATTEMPT"] == "1" and env["HALYARD_RANK"] == "0"
+    assert env["HALYARD_WORLD_SIZE"] == "1" and env["HALYARD_MASTER_ADDR"] == "127.0.0.1" and env["RANK"] == "0"
+    assert env["HALYARD_ITERATIONS_TOTAL"] == "10" and env["HALYARD_START_ITERATION"] == "0"
+    assert env["HALYARD_CHECKPOINT_DIR"] == str(tmp_path / "checkpoints" / "probe")
+    assert os.path.basename(env["HALYARD_AGENT_SOCKET"]) == "agent.sock"
+    assert env["HALYARD_CPUS"] == "24" and env["HALYARD_MEMORY_MB"] == "500000"  # the whole test node
+    assert len(env["HALYARD_CLOCK"].split(",")) == 3
+
+
+def test_enforcement_says_why_memory_is_not_enforced(tmp_path):
+    (tmp_path / "cgroup.controllers").write_text("cpu io\n")
+    enforcement = Enforcement(cgroup_root=tmp_path)
+    assert not enforcement.memory_enforced
+    assert "memory: unenforced" in enforcement.describe()
+    missing = Enforcement(cgroup_root=tmp_path / "nothing")
+    assert "no cgroup v2" in missing.describe()
+
+
+async def test_heartbeats_state_the_enforcement(tmp_path):
+    async with World("process", tmp_path) as w:
+        agent = w.agents["r0-n0"]
+        assert isinstance(agent, ProcessAgent)
+        beat = agent.heartbeat(0.0)
+        assert beat.healthy and beat.detail.startswith("cpus: pinned") and "memory:" in beat.detail
+
+
+@pytest.mark.parametrize("grace", [0.0, 5.0])
+async def test_preempt_stops_the_process_within_the_grace_period(tmp_path, grace):
+    from halyard.v1 import agent_service_pb2 as apb
+
+    async with World("process", tmp_path) as w:
+        await w.submit(train_spec("a", 100_000, pace_s=0.01))
+        agent = w.agents["r0-n0"]
+        await w.wait_for(lambda: "a" in agent.jobs and agent.jobs["a"].iterations_done >= 3)
+        job = agent.jobs["a"]
+        agent.on_preempt(apb.Preempt(job_id="a", attempt=job.attempt, grace_s=grace))
+        await w.wait_for(lambda: job.exited.is_set(), timeout=5)
+        if grace:  # SIGTERM: the worker checkpointed the iterations it had finished
+            assert job.checkpoint >= 3
+            assert job.process.returncode == 0
+        else:
+            assert job.process.returncode < 0  # SIGKILL at once
