@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from halyard import __version__
-from halyard.cli import client, daemons, profiles, replay, simulate, trace
+from halyard.cli import calibrate, client, daemons, profiles, replay, simulate, trace
 from halyard.datamodel import HalyardError
 
 EXIT_BAD_INPUT = 2
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.register(commands)
     daemons.register(commands)
     client.register(commands)
+    calibrate.register(commands)
     return parser
 
 

@@ -38,9 +38,17 @@ def register(commands: argparse._SubParsersAction) -> None:
     ag = commands.add_parser("agent", help="run a node agent")
     ag.add_argument("--control-plane", required=True, help="HOST:PORT of the control plane")
     ag.add_argument("--node", required=True, help="this node's name in the cluster")
-    ag.add_argument("--backend", default="emulated", choices=["emulated"],
-                    help="emulated: the performance model runs the jobs (process and gpu come with issue 8)")
+    ag.add_argument("--backend", default="emulated", choices=["emulated", "process", "gpu"],
+                    help="emulated: the performance model runs the jobs; process: each job's command runs as real "
+                         "processes (no GPU needed); gpu: process plus NVML discovery, health and "
+                         "CUDA_VISIBLE_DEVICES (needs nvidia-ml-py: pip install 'halyard[gpu]')")
     ag.add_argument("--cluster", default=None, help="cluster file to read this node's spec from (optional)")
+    ag.add_argument("--work-dir", type=Path, default=Path("halyard-work"),
+                    help="process/gpu: where job checkpoints (checkpoints/JOB) and logs go; point it at shared "
+                         "storage when jobs span machines (default ./halyard-work)")
+    ag.add_argument("--host", action="append", default=[], metavar="NODE=ADDRESS",
+                    help="process/gpu: the address of a node for HALYARD_MASTER_ADDR (default: the node's name); "
+                         "repeat for each node")
     ag.add_argument("--log-json", action="store_true")
     ag.set_defaults(run=run_agent)
 
@@ -83,11 +91,9 @@ async def _serve(server: ControlPlaneServer) -> None:
 
 
 def run_agent(args: argparse.Namespace) -> int:
-    from halyard.agent.emulated import EmulatedAgent
-
     configure_logging(json=True if args.log_json else None)
     node = load_cluster(args.cluster).node(args.node) if args.cluster else args.node
-    agent = EmulatedAgent(args.control_plane, node)
+    agent = _make_agent(args, node)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -102,3 +108,24 @@ def run_agent(args: argparse.Namespace) -> int:
 
     asyncio.run(main())
     return 0
+
+
+def _make_agent(args: argparse.Namespace, node):
+    """The agent of the chosen backend; the real backends are imported only when chosen."""
+    if args.backend == "emulated":
+        from halyard.agent.emulated import EmulatedAgent
+
+        return EmulatedAgent(args.control_plane, node)
+    hosts = {}
+    for item in args.host:
+        name, sep, address = item.partition("=")
+        if not sep or not name or not address:
+            raise ValidationError(f"expected NODE=ADDRESS, got {item!r}", field="--host")
+        hosts[name] = address
+    if args.backend == "process":
+        from halyard.agent.process import ProcessAgent
+
+        return ProcessAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts)
+    from halyard.agent.gpu import GpuAgent  # raises GpuUnavailable (exit 2, one line) without NVML
+
+    return GpuAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts)
