@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 
 import grpc
 from google.protobuf.json_format import MessageToDict
 from rich.console import Console
 from rich.table import Table
 
-from halyard.datamodel import HalyardError
+from halyard.datamodel import HalyardError, ValidationError
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc
 from halyard.v1 import types_pb2 as tpb
@@ -38,6 +39,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     s.add_argument("--batch-size", type=int, default=0)
     s.add_argument("--gpu-type", default="")
     s.add_argument("--tenant", default="")
+    s.add_argument("--command", default="", help="what process/gpu agents run, one shell-quoted string "
+                                                  "(e.g. 'python train.py --lr 0.1'); emulated agents ignore it")
+    s.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="environment for the command")
     s.set_defaults(run=run_submit)
     j = client("jobs", "list jobs")
     states = [name for name in tpb.JobState.keys() if name != "JOB_STATE_UNSPECIFIED"]  # noqa: SIM118 (enum wrapper)
@@ -68,11 +72,17 @@ def _rpc(fn, *a):
 
 
 def run_submit(args: argparse.Namespace) -> int:
+    env = {}
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValidationError(f"expected KEY=VALUE, got {item!r}", field="--env")
+        env[key] = value
     channel, stub = _stub(args)
     with channel:
         spec = tpb.JobSpec(job_id=args.job_id, model=args.model, num_gpus=args.gpus, iterations=args.iterations or 0,
                            duration_s=args.duration_s or 0.0, batch_size=args.batch_size, gpu_type=args.gpu_type,
-                           tenant=args.tenant)
+                           tenant=args.tenant, command=shlex.split(args.command), env=env)
         job = _rpc(stub.SubmitJob, jpb.SubmitJobRequest(spec=spec))
     print(f"{job.spec.job_id} {tpb.JobState.Name(job.state)} ({job.iterations_total} iterations)")
     return 0
