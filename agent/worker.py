@@ -80,6 +80,7 @@ log = logging.getLogger("halyard.worker")
 DRIFT_TOLERANCE = 0.1  # share of a period a start may drift off its grid point before it is re-aligned
 EWMA_WEIGHT = 0.2  # weight of the newest iteration in the measured period
 MARKER = "halyard-checkpoint.json"
+CLOSE_WAIT_S = 1.0  # wall seconds to wait for the agent to finish reading before the socket closes
 
 
 class ClusterClock:
@@ -174,6 +175,7 @@ class Worker:
         self._bytes = 0
         self._lock = threading.Lock()
         self._sock: socket.socket | None = None
+        self._listener: threading.Thread | None = None
         path = env.get("HALYARD_AGENT_SOCKET")
         if path:
             self._connect(path)
@@ -224,6 +226,7 @@ class Worker:
         if i > self.last_checkpoint:
             self.checkpoint(i)
         self._send({"type": "done", "iterations": i})
+        self.close()  # nothing more to report; close cleanly rather than at exit
 
     def add_bytes(self, n: int) -> None:
         """Bytes this iteration communicated (reported with the iteration)."""
@@ -264,7 +267,8 @@ class Worker:
         self._sock = sock
         self._send({"type": "hello", "job_id": self.job_id, "attempt": self.attempt, "rank": self.rank,
                     "pid": os.getpid()})
-        threading.Thread(target=self._listen, args=(sock,), name="halyard-worker", daemon=True).start()
+        self._listener = threading.Thread(target=self._listen, args=(sock,), name="halyard-worker", daemon=True)
+        self._listener.start()
 
     def _send(self, message: dict) -> None:
         if self._sock is None:
@@ -298,8 +302,13 @@ class Worker:
         with self._lock:
             sock, self._sock = self._sock, None
         if sock is not None:
+            # Half-close and let the listener read to the end before closing: closing a Unix socket
+            # with unread data (a `preempt` the agent sent as it signalled us) resets the connection,
+            # and the agent could lose our last messages (the checkpoint).
             with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+                sock.shutdown(socket.SHUT_WR)
+            if self._listener is not None and self._listener is not threading.current_thread():
+                self._listener.join(CLOSE_WAIT_S)
             sock.close()
 
 

@@ -112,7 +112,7 @@ async def test_preempt_stops_the_process_within_the_grace_period(tmp_path, grace
         await w.wait_for(lambda: "a" in agent.jobs and agent.jobs["a"].iterations_done >= 3)
         job = agent.jobs["a"]
         agent.on_preempt(apb.Preempt(job_id="a", attempt=job.attempt, grace_s=grace))
-        await w.wait_for(lambda: job.exited.is_set(), timeout=5)
+        await w.wait_for(lambda: job.exited.is_set(), timeout=15)
         if grace:  # SIGTERM: the worker checkpointed the iterations it had finished
             assert job.checkpoint >= 3
             assert job.process.returncode == 0
