@@ -31,8 +31,8 @@ from halyard.controlplane.metrics import summarize
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import SqliteStore
+from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import Cluster, HalyardError, JobSpec
-from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc
@@ -48,8 +48,9 @@ async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *
                  processes: bool = False, db: str | Path = ":memory:", round_s: float = 300.0,
                  on_progress: Callable[[int, int, float], None] | None = None) -> ReplayRun:
     clock = ScaledClock(speedup)
-    perf = PerformanceModel()
-    cp = ControlPlane(cluster, make_policy(policy), perf, clock, SqliteStore(db), cluster_toml=cluster_toml,
+    scheduler = make_policy(policy)
+    perf = performance_model_for(scheduler)  # the agents below share it: same model, same settings
+    cp = ControlPlane(cluster, scheduler, perf, clock, SqliteStore(db), cluster_toml=cluster_toml,
                       round_s=round_s, lockstep=True)
     server = ControlPlaneServer(cp, listen="127.0.0.1:0")
     await server.start()

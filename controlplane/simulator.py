@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from halyard.controlplane.core import SchedulingCore
-from halyard.controlplane.timing import expect
+from halyard.controlplane.timing import expect, performance_model_for
 from halyard.datamodel import Cluster, JobSpec, JobState, ValidationError
 from halyard.emulator import PerformanceModel
 from halyard.policies import Action, Policy
@@ -60,7 +60,7 @@ class SimulatedPool:
 class Simulator:
     def __init__(self, cluster: Cluster, policy: Policy, perf: PerformanceModel | None = None,
                  *, round_s: float = 300.0) -> None:
-        self.perf = perf or PerformanceModel()
+        self.perf = perf or performance_model_for(policy)
         self.core = SchedulingCore(cluster, policy, self.perf, round_s=round_s)
         self.round_s = round_s
         self._heap: list[tuple[float, int, int, str, int]] = []

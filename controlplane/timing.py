@@ -15,6 +15,15 @@ from halyard.emulator import PerformanceModel
 from halyard.policies import Action, Migrate, Preempt, Resize, Start
 
 
+def performance_model_for(policy: object, **settings: object) -> PerformanceModel:
+    """The performance model a run of ``policy`` uses: data stalls on for a policy that
+    declares ``resource_sensitive`` (Synergy's, which give jobs other CPU/memory than the
+    GPU-proportional share), off otherwise (every other policy keeps its iteration times).
+    Every driver (simulate, replay, the test cluster, the daemons) and the emulated agents
+    of a run must use the model this returns."""
+    return PerformanceModel(data_stalls=bool(getattr(policy, "resource_sensitive", False)), **settings)
+
+
 def expect(core: SchedulingCore, perf: PerformanceModel, actions: list[Action], now: float) -> list[JobRecord]:
     """Set the rate of every running job an action touched; returns them in action order.
 

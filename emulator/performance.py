@@ -203,6 +203,16 @@ class PerformanceModel:
         curve = self.host_curve(model)
         return 1.0 if curve is None else curve.hit_rate(memory_gb_per_gpu)
 
+    def cache_fetch_s(self, model: str, memory_gb_per_gpu: float, batch: int = 0) -> float:
+        """Seconds per iteration reading the batch's cache misses from storage (the cache model,
+        ``(1 - h(m)) x T_miss`` scaled by the batch; 0 if the model is not input-bound).
+        What optimistic profiling fills the memory columns of the sensitivity matrix with."""
+        curve = self.host_curve(model)
+        if curve is None:
+            return 0.0
+        p = self.profile(model)
+        return (batch or p.reference_batch) / p.reference_batch * curve.fetch_s(memory_gb_per_gpu)
+
     def stalled_compute_s(self, model: str, gpu_type: str, cpus_per_gpu: float, memory_gb_per_gpu: float,
                           batch: int = 0) -> float:
         """``max(T_gpu, T_cpu(c), T_fetch(m))`` for one GPU of ``gpu_type`` (datastall module)."""

@@ -11,6 +11,7 @@ from halyard.policies.ordering import Fifo, Las, Srtf
 from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import Policy
+from halyard.policies.synergy import MECHANISMS, ORDERINGS, make_synergy
 from halyard.policies.tiresias import SkewConsolidation, TwoDimensionalLas
 
 _POLICIES: dict[str, Callable[[], Policy]] = {
@@ -27,6 +28,12 @@ _POLICIES: dict[str, Callable[[], Policy]] = {
     "gandiva": lambda: StagedPolicy("gandiva", Fifo(), placement=NetworkAgnostic(),
                                     network=ConsolidatingMigration()),
 }
+
+# Synergy (policies/synergy.py): MECHANISM:ORDERING for every mechanism and ordering,
+# e.g. synergy-tune:srtf, synergy-greedy:fifo, proportional:las, synergy-opt:ftf.
+for _mechanism in MECHANISMS:
+    for _ordering in ORDERINGS:
+        _POLICIES[f"{_mechanism}:{_ordering}"] = (lambda m=_mechanism, o=_ordering: make_synergy(m, o))
 
 
 def policy_names() -> list[str]:

@@ -71,6 +71,15 @@ class PerformanceEstimator(Protocol):
     def ideal_iteration_time(self, spec: JobSpec, gpu_type: str) -> float:
         """Compute-only seconds per iteration on one GPU of ``gpu_type`` (Dally's ideal run time)."""
         ...
+    def stalled_compute_s(self, model: str, gpu_type: str, cpus_per_gpu: float, memory_gb_per_gpu: float,
+                          batch: int = 0) -> float:
+        """Seconds per iteration on one GPU with these CPU cores and memory per GPU (data stalls):
+        what Synergy's optimistic profiling measures for one CPU point at full memory."""
+        ...
+    def cache_fetch_s(self, model: str, memory_gb_per_gpu: float, batch: int = 0) -> float:
+        """Seconds per iteration reading cache misses with this memory per GPU (the cache model
+        optimistic profiling fills the memory columns with)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

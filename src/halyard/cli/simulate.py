@@ -13,8 +13,8 @@ from rich.console import Console
 from halyard.cli.report import progress_bar, summary_table
 from halyard.cli.trace import add_trace_options, load_trace
 from halyard.controlplane import Simulator, summarize
+from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import ValidationError, load_cluster
-from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy, policy_names
 
 DEFAULT_ROUND_S = 300.0  # DESIGN.md: lease of 5 minutes of cluster time
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     trace_path = args.trace or default_trace()
     loaded = load_trace(trace_path, trace_format=args.trace_format, strict=args.strict, seed=args.seed)
     console = Console(stderr=True)
-    simulator = Simulator(cluster, policy, PerformanceModel(), round_s=args.round_s)
+    simulator = Simulator(cluster, policy, performance_model_for(policy), round_s=args.round_s)
     started = time.perf_counter()
     with progress_bar(len(loaded.jobs), enabled=not args.no_progress, label=f"simulate {policy.name}") as bar:
         outcome = simulator.run(loaded.jobs, on_progress=bar, total_jobs=len(loaded.jobs))

@@ -15,8 +15,8 @@ from halyard.controlplane.records import JobRecord
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import SqliteStore
+from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import parse_cluster
-from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
 
 READY_TIMEOUT_S = 10.0
@@ -44,7 +44,7 @@ class TestCluster:
         self.cluster_toml = cluster_toml or small_cluster_toml(nodes)
         self.cluster = parse_cluster(self.cluster_toml, source="<test cluster>")
         self.clock = ManualClock(start_time)
-        self.perf = PerformanceModel()
+        self.perf = performance_model_for(make_policy(policy))  # shared with the emulated agents
         self._db = db
         self._policy = policy
         self._round_s = round_s

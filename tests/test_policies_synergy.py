@@ -1,0 +1,226 @@
+"""Synergy (papers/synergy-multi-resource-scheduling.txt): profiling, mechanisms, the guarantee."""
+
+from __future__ import annotations
+
+import pytest
+from factories import job
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_properties import check_ledger
+
+from halyard.controlplane import SchedulingCore, Simulator
+from halyard.controlplane.timing import expect, performance_model_for
+from halyard.datamodel import Allocation, JobSpec, JobState, NodeAllocation, load_cluster
+from halyard.emulator import PerformanceModel
+from halyard.policies import ClusterView, Plan, make_policy, policy_names
+from halyard.policies.synergy import (
+    MECHANISMS,
+    ORDERINGS,
+    SynergyPolicy,
+    binary_search_points,
+    cpus_memory_per_gpu,
+    optimistic_profile,
+)
+
+STALLS = PerformanceModel(data_stalls=True)
+
+
+def profile(model: str):
+    return optimistic_profile(lambda c: STALLS.stalled_compute_s(model, "V100", c, 500.0),
+                              lambda m: STALLS.cache_fetch_s(model, m / 1000.0),
+                              max_cpus=24, proportional_cpus=3, proportional_memory_mb=62_500)
+
+
+@pytest.mark.parametrize(("model", "cpus", "speedup"), [
+    ("alexnet", 12, 2.94), ("shufflenetv2", 12, 2.89), ("resnet18", 9, 2.4), ("mobilenetv2", 6, 1.55),
+    ("resnet50", 4, 1.15), ("m5", 6, 2.5), ("deepspeech", 3, 1.0), ("gnmt", 1, 1.0), ("lstm", 1, 1.0)])
+def test_demand_vector_is_the_smallest_saturating_point_s3_2(model, cpus, speedup):
+    """§3.2: the demand is the minimum CPU and memory that saturate throughput
+    (REFERENCE-NUMBERS: the best CPU demands and speed-ups of Synergy's matrices)."""
+    p = profile(model)
+    assert p.demand_cpus == cpus
+    assert p.demand_speedup == pytest.approx(speedup, rel=0.01)
+    assert p.speedup(3, 62_500) == pytest.approx(1.0)
+    # No smaller point on the grid reaches the same throughput.
+    assert p.speedup(cpus - 1, p.demand_memory_mb) < p.demand_speedup * 0.99 or cpus == 1
+    smaller = [m for m in p.memory_mb if m < p.demand_memory_mb]
+    assert all(p.speedup(cpus, m) < p.demand_speedup * 0.99 for m in smaller)
+
+
+def test_binary_search_profiles_few_cpu_points_s3_1():
+    """§3.1: binary search from the maximum; ResNet18 took 8 points instead of 24."""
+    calls = []
+
+    def thr(c):
+        calls.append(c)
+        return 1.0 / STALLS.stalled_compute_s("resnet18", "V100", c, 500.0)
+
+    points = binary_search_points(thr, 24)
+    assert calls[0] == 24 and len(points) == len(calls) <= 9
+    p = profile("resnet18")
+    assert set(p.measured) >= {1, 3, 24} and len(p.measured) <= 9
+    # Memory is analytic (the cache model): no probe at another memory size.
+    assert p.memory_mb == (20_833, 62_500, 125_000, 187_500, 250_000)
+
+
+def test_every_mechanism_and_ordering_is_registered():
+    names = policy_names()
+    for m in MECHANISMS:
+        for o in ORDERINGS:
+            assert f"{m}:{o}" in names
+            assert make_policy(f"{m}:{o}").resource_sensitive
+    assert performance_model_for(make_policy("synergy-tune:srtf"))._data_stalls
+    assert not performance_model_for(make_policy("fifo"))._data_stalls
+
+
+def core(cluster, name: str) -> SchedulingCore:
+    return SchedulingCore(cluster, make_policy(name), STALLS)
+
+
+def test_tune_gives_the_demand_when_it_fits(small_cluster):
+    c = core(small_cluster, "synergy-tune:fifo")
+    c.submit(job(1, model="alexnet", job_id="a"), 0.0)
+    c.schedule(0.0)
+    alloc = c.records["a"].allocation
+    assert cpus_memory_per_gpu(alloc) == (12, 125_000)
+
+
+def test_proportional_mechanism_gives_the_proportional_share(small_cluster):
+    c = core(small_cluster, "proportional:fifo")
+    c.submit(job(2, model="alexnet", job_id="a"), 0.0)
+    c.schedule(0.0)
+    assert cpus_memory_per_gpu(c.records["a"].allocation) == (3, 62_500)
+
+
+def test_greedy_skips_a_job_that_does_not_fit_s3_3(small_cluster):
+    """§3.3: a job whose demand fits no server is skipped for the round (GPUs stay idle)."""
+    c = core(small_cluster, "synergy-greedy:fifo")
+    for i in range(4):  # 4 alexnet at 12 CPUs each: one per node, all CPUs taken
+        c.submit(job(1, model="alexnet", job_id=f"a{i}"), 0.0)
+    c.submit(job(1, model="resnet18", job_id="r"), 0.0)
+    c.schedule(0.0)
+    assert [r.job_id for r in c.running.values()] == ["a0", "a1", "a2", "a3"]
+    assert c.records["r"].state is JobState.PENDING
+
+
+def test_tune_reverts_to_proportional_instead_of_skipping_s4_2(small_cluster):
+    """§4.2 (1) and (2a): the job that does not fit at its demand runs at the proportional
+    share, and jobs holding more than their share on its server are switched back."""
+    c = core(small_cluster, "synergy-tune:fifo")
+    for i in range(4):
+        c.submit(job(1, model="alexnet", job_id=f"a{i}"), 0.0)
+    c.schedule(0.0)
+    assert all(cpus_memory_per_gpu(r.allocation) == (12, 125_000) for r in c.running.values())
+    c.submit(job(1, model="resnet18", job_id="r"), 1.0)
+    c.schedule(1.0)
+    assert c.records["r"].state is JobState.RUNNING
+    # It started at the proportional share; the re-tune then raised it to its demand (9 CPUs)
+    # with what the reverted alexnet left free.
+    assert cpus_memory_per_gpu(c.records["r"].allocation) == (9, 62_500)
+    node = c.records["r"].allocation.nodes[0].node
+    reverted = [r for r in c.running.values() if r.job_id != "r" and r.allocation.on(node) is not None]
+    assert [cpus_memory_per_gpu(r.allocation) for r in reverted] == [(3, 62_500)]
+    check_ledger(c.view(1.0))
+
+
+def test_multi_gpu_split_keeps_cpu_and_memory_proportional_to_gpus_s4_2(small_cluster):
+    """§4.2: a job split across servers gets CPU and memory proportional to its GPUs on each."""
+    c = core(small_cluster, "synergy-tune:fifo")
+    c.submit(job(2, model="alexnet", job_id="big"), 0.0)  # 24 CPUs: two servers of 12
+    c.schedule(0.0)
+    parts = c.records["big"].allocation.nodes
+    assert len(parts) == 2
+    assert all(p.cpus == 12 * len(p.gpus) and p.memory_mb == 125_000 * len(p.gpus) for p in parts)
+
+
+def test_data_stalls_only_for_resource_sensitive_policies(small_cluster):
+    """The existing policies keep their iteration times: the default model has no stalls."""
+    spec = job(1, model="alexnet")
+    alloc = Allocation((NodeAllocation("r0-n0", (0,), 3, 62_500),))
+    plain = PerformanceModel().iteration_time(spec, alloc, small_cluster).total_s
+    assert Simulator(small_cluster, make_policy("fifo")).perf.iteration_time(spec, alloc, small_cluster).total_s \
+        == plain
+    stalled = Simulator(small_cluster, make_policy("synergy-tune:fifo")).perf
+    assert stalled.iteration_time(spec, alloc, small_cluster).total_s == pytest.approx(2.94 * plain, rel=0.01)
+
+
+# ----------------------------------------------------------------------------- the guarantee
+
+MODELS = ("alexnet", "shufflenetv2", "resnet18", "mobilenetv2", "resnet50", "m5", "deepspeech", "gnmt", "lstm")
+
+
+@st.composite
+def traces(draw):
+    n = draw(st.integers(1, 30))
+    gaps = draw(st.lists(st.floats(0, 1500, allow_nan=False), min_size=n, max_size=n))
+    jobs, t = [], 0.0
+    for i, gap in enumerate(gaps):
+        t += gap
+        jobs.append(JobSpec(job_id=f"s{i}", submit_time=t, model=draw(st.sampled_from(MODELS)),
+                            num_gpus=draw(st.sampled_from([1, 1, 1, 2, 4, 8])),
+                            iterations=draw(st.integers(1, 3000))))
+    return jobs
+
+
+class Guarded:
+    """Checks, at every pass, the ledger and that no running job is slower than it would be
+    at the GPU-proportional share of its GPUs (Synergy §4.2's guarantee)."""
+
+    def __init__(self, policy: SynergyPolicy) -> None:
+        self.inner, self.name, self.checks = policy, policy.name, 0
+        self.resource_sensitive = True
+
+    needs_rounds = property(lambda self: self.inner.needs_rounds)
+    acts_without_pending = property(lambda self: self.inner.acts_without_pending)
+
+    def schedule(self, view: ClusterView) -> Plan:
+        check_ledger(view)
+        for info in view.running.values():
+            prop = Allocation(tuple(
+                NodeAllocation(p.node, p.gpus, view.cluster.node(p.node).proportional_cpus(len(p.gpus)),
+                               view.cluster.node(p.node).proportional_memory_mb(len(p.gpus)))
+                for p in info.allocation.nodes))
+            got = STALLS.iteration_time(info.spec, info.allocation, view.cluster).total_s
+            fair = STALLS.iteration_time(info.spec, prop, view.cluster).total_s
+            assert got <= fair * (1 + 1e-9), f"{info.job_id} ({info.spec.model}) slower than proportional"
+            self.checks += 1
+        return self.inner.schedule(view)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(jobs=traces(), ordering=st.sampled_from(sorted(ORDERINGS)))
+def test_tune_never_slower_than_proportional_nor_over_allocated(small_cluster, jobs, ordering):
+    guarded = Guarded(make_policy(f"synergy-tune:{ordering}"))
+    sim = Simulator(small_cluster, guarded, STALLS)
+    run = sim.run(jobs)
+    check_ledger(sim.core.view(float("inf")))
+    assert run.rejected == []
+    assert all(r.state is JobState.COMPLETED for r in sim.core.records.values())
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(jobs=traces(), mechanism=st.sampled_from(["proportional", "synergy-greedy"]))
+def test_other_mechanisms_never_over_allocate(small_cluster, jobs, mechanism):
+    sim = Simulator(small_cluster, Guarded(make_policy(f"{mechanism}:las")), STALLS)
+    sim.run(jobs)
+    check_ledger(sim.core.view(float("inf")))
+    assert all(r.state is JobState.COMPLETED for r in sim.core.records.values())
+
+
+def test_expect_uses_the_allocations_cpus_and_memory(small_cluster):
+    """Enforcement: a SetResources changes the job's rate through timing.expect."""
+    c = core(small_cluster, "synergy-tune:fifo")
+    c.submit(job(1, model="alexnet", job_id="a"), 0.0)
+    actions = c.schedule(0.0)
+    fast = expect(c, STALLS, actions, 0.0)[0].iteration_s
+    c.submit(job(1, model="alexnet", job_id="b"), 0.0)
+    c2 = core(small_cluster, "proportional:fifo")
+    c2.submit(job(1, model="alexnet", job_id="a"), 0.0)
+    slow = expect(c2, STALLS, c2.schedule(0.0), 0.0)[0].iteration_s
+    assert slow / fast == pytest.approx(2.94, rel=0.01)
+
+
+def test_synergy_128_is_built_in():
+    cluster = load_cluster("synergy-128")
+    assert cluster.total_gpus == 128 and len(cluster.nodes) == 16
+    assert {(n.cpus, n.memory_mb, n.gpu_type) for n in cluster.nodes} == {(24, 500_000, "V100")}
