@@ -58,7 +58,7 @@ SATURATION_TOLERANCE = 0.01
 # (REFERENCE-NUMBERS "Synergy CPU/memory sensitivity").
 MEMORY_COLUMNS = (1.0 / 3.0, 1.0, 2.0, 3.0, 4.0)
 
-MECHANISMS = ("proportional", "synergy-greedy", "synergy-tune")
+MECHANISMS = ("proportional", "synergy-greedy", "synergy-tune", "synergy-opt")
 
 
 # ----------------------------------------------------------------------------- profiling
@@ -379,14 +379,17 @@ class SynergyPolicy:
             hit = self._profiles[key] = profile_job(view, job, gpu_type)
         return hit
 
+    def _cap(self, view: ClusterView, job: JobInfo) -> tuple[int, int]:
+        nodes = view.cluster.nodes
+        per_node = -(-job.num_gpus // max(1, len(nodes)))
+        return nodes[0].cpus // per_node, nodes[0].memory_mb // per_node
+
     def demand(self, view: ClusterView, job: JobInfo) -> tuple[int, int]:
         """The job's demand vector per GPU, capped so that it fits the empty cluster with its GPUs
         spread over as many servers as possible (else GREEDY would skip it forever)."""
         p = self.profile(view, job)
-        nodes = view.cluster.nodes
-        per_node = -(-job.num_gpus // max(1, len(nodes)))
-        node = nodes[0]
-        return (min(p.demand_cpus, node.cpus // per_node), min(p.demand_memory_mb, node.memory_mb // per_node))
+        cap_c, cap_m = self._cap(view, job)
+        return min(p.demand_cpus, cap_c), min(p.demand_memory_mb, cap_m)
 
     def _shape(self, cluster: Cluster) -> _Shape:
         entry = self._shapes.get(id(cluster))
@@ -429,7 +432,8 @@ class SynergyPolicy:
             if self.mechanism == "synergy-opt":
                 from halyard.policies.synergy_opt import opt_vectors  # scipy only when OPT runs
 
-                vectors, self.last_bound = opt_vectors(view, runnable, [self.profile(view, j) for j in runnable])
+                vectors, self.last_bound = opt_vectors(view, runnable, [self.profile(view, j) for j in runnable],
+                                                       [self._cap(view, j) for j in runnable])
             self._tune(view, packer, runnable, new, vectors)
         self._emit(view, plan, packer, new)
         return plan

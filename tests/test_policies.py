@@ -124,7 +124,7 @@ def test_preemptive_pass_evicts_lowest_priority(small_cluster, perf):
 def test_unknown_policy_lists_names():
     with pytest.raises(ValidationError, match="known: dally, dally-manual, fifo, gandiva, las, proportional:fifo"):
         make_policy("round-robin")
-    synergy = [f"{m}:{o}" for m in ("proportional", "synergy-greedy", "synergy-tune")
+    synergy = [f"{m}:{o}" for m in ("proportional", "synergy-greedy", "synergy-opt", "synergy-tune")
                for o in ("fifo", "ftf", "las", "srtf")]
     assert policy_names() == sorted(["dally", "dally-manual", "fifo", "gandiva", "las", "srtf", "tiresias",
                                      *synergy])

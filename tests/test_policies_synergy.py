@@ -224,3 +224,27 @@ def test_synergy_128_is_built_in():
     cluster = load_cluster("synergy-128")
     assert cluster.total_gpus == 128 and len(cluster.nodes) == 16
     assert {(n.cpus, n.memory_mb, n.gpu_type) for n in cluster.nodes} == {(24, 500_000, "V100")}
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(jobs=traces())
+def test_opt_keeps_the_guarantee_and_the_ledger(small_cluster, jobs):
+    """§4.1 constraint (5): OPT's points are never below the proportional throughput."""
+    sim = Simulator(small_cluster, Guarded(make_policy("synergy-opt:srtf")), STALLS)
+    sim.run(jobs)
+    assert all(r.state is JobState.COMPLETED for r in sim.core.records.values())
+
+
+def test_opt_ilp_respects_the_super_machine_s4_1(small_cluster):
+    """§4.1 (2)-(4): one point per job, total CPUs and memory within the cluster's; CPUs are
+    scarce here (8 alexnet want 96 cores of 48), so the ILP shares them out."""
+    policy = make_policy("synergy-opt:fifo")
+    c = SchedulingCore(small_cluster, policy, STALLS)
+    for i in range(8):
+        c.submit(job(1, model="alexnet", job_id=f"a{i}"), 0.0)
+    c.schedule(0.0)
+    assert len(c.running) == 8
+    held = sum(p.cpus for r in c.running.values() for p in r.allocation.nodes)
+    assert held <= 48
+    assert policy.last_bound >= 8.0  # every job at least at its proportional throughput (W = 1)
+    assert all(cpus_memory_per_gpu(r.allocation)[0] >= 3 for r in c.running.values())
