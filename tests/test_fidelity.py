@@ -42,3 +42,28 @@ async def test_simulate_and_replay_make_the_same_schedule(policy):
     assert got["makespan_s"] == pytest.approx(expected["makespan_s"], rel=TOLERANCE)
     assert got["preemptions"] == expected["preemptions"]
     assert got["speedup_achieved"] > SPEEDUP / 5
+
+
+async def test_synergy_tune_replays_its_simulation():
+    """CPU/memory allocations reach the emulated agents (Reconfigure; data stalls on the model both
+    drivers build with ``performance_model_for``): the same schedule and JCTs. A slower speed-up
+    than above: a Reconfigure that speeds a job up must reach the agent before the agent's
+    accelerated clock passes the job's old finish (lockstep does not hold agents back)."""
+    from halyard.controlplane.timing import performance_model_for
+
+    policy = "synergy-tune:srtf"
+    toml = small_cluster_toml(2)
+    cluster = parse_cluster(toml)
+    jobs = generate_synergy_trace(16, rate_per_hour=60, split=(60, 30, 10), multi_gpu=True, seed=3,
+                                  duration_scale=0.02)
+    scheduler = make_policy(policy)
+    sim = Simulator(cluster, scheduler, performance_model_for(scheduler))
+    sim.run(jobs)
+    expected = summarize(sim.core, policy=policy, trace_jobs=len(jobs), rejected=0, wall_s=1.0)
+    assert any(e.kind is EventKind.RESOURCES for e in sim.core.log)
+    run = await replay(jobs, cluster, toml, policy=policy, speedup=2000.0)
+    got = run.summary
+    assert got["completed"] == expected["completed"] == len(jobs)
+    assert placements(run.core) == placements(sim.core)
+    assert got["avg_jct_s"] == pytest.approx(expected["avg_jct_s"], rel=TOLERANCE)
+    assert got["makespan_s"] == pytest.approx(expected["makespan_s"], rel=TOLERANCE)
