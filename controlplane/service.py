@@ -95,7 +95,8 @@ class ControlPlane:
         self._last_pass = -math.inf
         self._latest_event = -math.inf  # lockstep: the cluster time of the newest event handled
         self.lockstep = lockstep
-        self._due: list[tuple[float, int, AgentSession, apb.Exited]] = []  # lockstep: completions to apply
+        # Lockstep: completions the model predicts, (finish, seq, job id, record epoch), as in the simulator.
+        self._due: list[tuple[float, int, str, int]] = []
         self._due_seq = itertools.count()
         self._due_added = asyncio.Event()
         # Lockstep: the time of the next arrival the replay client has not submitted yet;
@@ -322,9 +323,7 @@ class ControlPlane:
             return
         when = max(exited.cluster_time, record.last_assignment_time or 0.0)
         if exited.status == apb.EXIT_COMPLETED and self.lockstep:
-            heapq.heappush(self._due, (when, next(self._due_seq), session, exited))
-            self._due_added.set()
-            return
+            return  # lockstep: the model's own completion (already due) ends the job; agents follow it
         self._event_at(when)
         if exited.status == apb.EXIT_COMPLETED:
             self.placed.pop(record.job_id, None)
@@ -340,24 +339,34 @@ class ControlPlane:
         self._changed()
 
     async def _lockstep_completions(self) -> None:
-        """Apply buffered completions in cluster-time order, each instant's group then its pass."""
+        """Apply the model's completions in cluster-time order, each instant's group then its pass.
+
+        In lockstep the emulated agents compute exactly this model, so the control
+        plane completes jobs on the model's schedule (entries whose record epoch has
+        moved on are stale, as in the simulator's heap) and does not depend on when
+        an agent's report travels: a Reconfigure that reaches an agent late cannot
+        change the schedule.
+        """
         while True:
             if not self._due:
                 self._due_added.clear()
                 await self._due_added.wait()
                 continue
             await self.clock.sleep_until(self._due[0][0])
-            await asyncio.sleep(LOCKSTEP_LAG_WALL_S)  # later reports of earlier instants land first
+            await asyncio.sleep(LOCKSTEP_LAG_WALL_S)  # arrivals stamped just before land first
             await self._await_arrivals_before(self._due[0][0])
             t = self._due[0][0]
+            completed = False
             while self._due and self._due[0][0] == t:
-                _, _, session, exited = heapq.heappop(self._due)
-                record = self._check_owner(session, exited.job_id, exited.attempt)
-                if record is not None and record.state is JobState.RUNNING:
-                    self.placed.pop(record.job_id, None)
-                    self.core.complete(record.job_id, t)
-            self._event_at(t)
-            self._changed()
+                _, _, job_id, epoch = heapq.heappop(self._due)
+                record = self.core.records[job_id]
+                if record.epoch == epoch and record.state is JobState.RUNNING:
+                    self.placed.pop(job_id, None)
+                    self.core.complete(job_id, t)
+                    completed = True
+            if completed:
+                self._event_at(t)
+                self._changed()
 
     def _reconcile(self, session: AgentSession, register: apb.Register) -> None:
         reported = {(r.job_id, r.attempt) for r in register.running}
@@ -426,7 +435,12 @@ class ControlPlane:
         started = time.perf_counter()
         actions = self.core.schedule(now)
         self._last_pass = now
-        expect(self.core, self.perf, actions, now)
+        touched = expect(self.core, self.perf, actions, now)
+        if self.lockstep:
+            for record in touched:
+                if math.isfinite(finish := record.finish_time()):
+                    heapq.heappush(self._due, (finish, next(self._due_seq), record.job_id, record.epoch))
+            self._due_added.set()
         for action in actions:
             self._dispatch(action, now)
         self._persist()

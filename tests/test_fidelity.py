@@ -46,9 +46,9 @@ async def test_simulate_and_replay_make_the_same_schedule(policy):
 
 async def test_synergy_tune_replays_its_simulation():
     """CPU/memory allocations reach the emulated agents (Reconfigure; data stalls on the model both
-    drivers build with ``performance_model_for``): the same schedule and JCTs. A slower speed-up
-    than above: a Reconfigure that speeds a job up must reach the agent before the agent's
-    accelerated clock passes the job's old finish (lockstep does not hold agents back)."""
+    drivers build with ``performance_model_for``): the same schedule and JCTs, at the same high
+    speed-up as above: in lockstep the control plane completes jobs on the model's schedule, so a
+    Reconfigure that reaches an agent late cannot change it."""
     from halyard.controlplane.timing import performance_model_for
 
     policy = "synergy-tune:srtf"
@@ -61,7 +61,7 @@ async def test_synergy_tune_replays_its_simulation():
     sim.run(jobs)
     expected = summarize(sim.core, policy=policy, trace_jobs=len(jobs), rejected=0, wall_s=1.0)
     assert any(e.kind is EventKind.RESOURCES for e in sim.core.log)
-    run = await replay(jobs, cluster, toml, policy=policy, speedup=2000.0)
+    run = await replay(jobs, cluster, toml, policy=policy, speedup=SPEEDUP)
     got = run.summary
     assert got["completed"] == expected["completed"] == len(jobs)
     assert placements(run.core) == placements(sim.core)
