@@ -64,6 +64,12 @@ class EmulatedAgent(StreamAgent):
         self.perf = perf or PerformanceModel()
         self.jobs: dict[str, EmulatedJob] = {}
 
+    def _on_registered(self, registered: apb.Registered) -> None:
+        super()._on_registered(registered)
+        if registered.data_stalls != self.perf.data_stalls:
+            # Compute what the control plane computes: its model settings win over our default.
+            self.perf = PerformanceModel(data_stalls=registered.data_stalls)
+
     async def stop_jobs(self) -> None:
         for job in self.jobs.values():
             if job.task is not None:

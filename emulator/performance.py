@@ -139,6 +139,11 @@ class PerformanceModel:
 
     # ----------------------------------------------------------------- catalog
     @property
+    def data_stalls(self) -> bool:
+        """Whether compute is bounded by the CPU/memory data-stall model."""
+        return self._data_stalls
+
+    @property
     def catalog(self) -> Catalog:
         return self._catalog
 

@@ -8,6 +8,8 @@ within 2%.
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from halyard.controlplane import Simulator, summarize
@@ -67,3 +69,23 @@ async def test_synergy_tune_replays_its_simulation():
     assert placements(run.core) == placements(sim.core)
     assert got["avg_jct_s"] == pytest.approx(expected["avg_jct_s"], rel=TOLERANCE)
     assert got["makespan_s"] == pytest.approx(expected["makespan_s"], rel=TOLERANCE)
+
+
+async def test_agents_take_the_control_planes_model_settings():
+    """An agent process builds its own performance model; Registered tells it to turn data stalls
+    on when the control plane's policy is resource-sensitive (Synergy), so both compute the same."""
+    from halyard.agent.emulated import EmulatedAgent
+    from halyard.testing import TestCluster
+
+    for policy, stalls in (("synergy-tune:fifo", True), ("fifo", False)):
+        async with TestCluster(nodes=2, policy=policy) as tc:
+            await tc.stop_agent("r0-n1")
+            agent = EmulatedAgent(tc.address, "r0-n1", shared_clock=tc.clock)  # no shared model
+            assert agent.perf.data_stalls is False
+            agent.start()
+            try:
+                await asyncio.wait_for(agent.connected.wait(), 5)
+                assert agent.perf.data_stalls is stalls
+                assert tc.control_plane.perf.data_stalls is stalls
+            finally:
+                await agent.stop()
