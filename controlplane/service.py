@@ -105,6 +105,7 @@ class ControlPlane:
         self._horizon_moved = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.on_pass: Callable[[float], None] | None = None  # metrics hook: pass wall seconds
+        self.on_action: Callable[[Action], None] | None = None  # observer: each applied action, in order
         self.core.free.schedulable[:] = False  # until agents register
 
     # --- lifecycle ----------------------------------------------------------
@@ -449,6 +450,8 @@ class ControlPlane:
             self.on_pass(time.perf_counter() - started)
 
     def _dispatch(self, action: Action, now: float) -> None:
+        if self.on_action is not None:
+            self.on_action(action)
         record = self.core.records[action.job_id]
         if isinstance(action, Preempt):
             self._stop_on_agents(record.job_id, record.attempt)

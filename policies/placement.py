@@ -56,22 +56,25 @@ def choose_nodes(avail: np.ndarray, shape: _Shape, gpus: int) -> list[tuple[int,
     rack_free = np.bincount(shape.rack, weights=avail, minlength=shape.n_racks)
     for r in np.flatnonzero(rack_free >= gpus):
         members = shape.rack_nodes[r]
-        picked = _greedy(members, avail[members], gpus)
+        picked = fill(members, avail[members], gpus)
         if best is None or len(picked) < len(best):
             best = picked
     if best is not None:
         return best
-    return _greedy(np.arange(avail.size), avail, gpus)
+    return fill(np.arange(avail.size), avail, gpus)
 
 
-def _greedy(indices: np.ndarray, avail: np.ndarray, gpus: int) -> list[tuple[int, int]]:
-    """Fill the nodes with the most free GPUs first (fewest nodes), ties by index."""
-    order = np.argsort(-avail, kind="stable")
+def fill(indices: np.ndarray, avail: np.ndarray, gpus: int, *, presorted: bool = False) -> list[tuple[int, int]]:
+    """Take ``gpus`` from ``indices``: nodes with the most usable GPUs first, ties by position
+    (fewest nodes); with ``presorted`` in the given order, skipping nodes with nothing free."""
+    order = np.arange(avail.size) if presorted else np.argsort(-avail, kind="stable")
     picked: list[tuple[int, int]] = []
     left = gpus
     for i in order:
         take = min(int(avail[i]), left)
         if take <= 0:
+            if presorted:
+                continue
             break
         picked.append((int(indices[i]), take))
         left -= take

@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from halyard.datamodel import Allocation, Cluster
-from halyard.policies.placement import _Shape, choose_nodes
+from halyard.policies.placement import _Shape, choose_nodes, fill
 
 Picked = list[tuple[int, int]]
 
@@ -90,24 +90,6 @@ def first_fit(avail: np.ndarray, gpus: int) -> Picked | None:
 def fewest_nodes(avail: np.ndarray, shape: _Shape, gpus: int) -> Picked | None:
     """The fewest nodes, then the fewest racks (the consolidated baseline's choice)."""
     return choose_nodes(avail, shape, gpus)
-
-
-def fill(indices: np.ndarray, avail: np.ndarray, gpus: int, *, presorted: bool = False) -> Picked:
-    """Take ``gpus`` from ``indices``, nodes with the most usable GPUs first (ties by position)."""
-    order = np.arange(avail.size) if presorted else np.argsort(-avail, kind="stable")
-    picked: Picked = []
-    left = gpus
-    for i in order:
-        take = min(int(avail[i]), left)
-        if take <= 0:
-            if presorted:
-                continue
-            break
-        picked.append((int(indices[i]), take))
-        left -= take
-        if left == 0:
-            break
-    return picked
 
 
 def level_of(picked: Picked, shape: _Shape) -> Level:

@@ -62,19 +62,17 @@ class World:
         cp = ControlPlane(self.cluster, make_policy(self.policy), PerformanceModel(), self.clock,
                           SqliteStore(":memory:"), cluster_toml=self.cluster_toml, heartbeat_s=0.05,
                           heartbeat_timeout_s=5.0)
-        dispatch = cp._dispatch
 
-        def recording(action, now):
-            record = cp.core.records[action.job_id]
+        def record(action) -> None:
+            job = cp.core.records[action.job_id]
             if isinstance(action, Start | Migrate | Resize):
-                self.decisions.append((type(action).__name__, action.job_id, record.allocation.node_names))
+                self.decisions.append((type(action).__name__, action.job_id, job.allocation.node_names))
             elif isinstance(action, SetResources):
                 self.decisions.append(("SetResources", action.job_id, (action.node, action.cpus, action.memory_mb)))
             elif isinstance(action, SetTimeShift | Preempt):
                 self.decisions.append((type(action).__name__, action.job_id, ()))
-            dispatch(action, now)
 
-        cp._dispatch = recording
+        cp.on_action = record
         self.server = ControlPlaneServer(cp, listen="127.0.0.1:0")
         await self.server.start()
         for node in self.cluster.nodes:

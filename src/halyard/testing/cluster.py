@@ -23,7 +23,12 @@ READY_TIMEOUT_S = 10.0
 
 
 def small_cluster_toml(nodes: int, gpus_per_node: int = 8, nodes_per_rack: int = 4) -> str:
-    """A cluster of ``nodes`` V100 servers (Synergy's: 24 cores, 500 GB), 4 per rack."""
+    """A cluster of ``nodes`` V100 servers (Synergy's: 24 cores, 500 GB), 4 per rack.
+
+    Link figures are the bundled ``default`` cluster's, sourced there
+    (src/halyard/data/clusters/default.toml): NVLink 150 GB/s one way, 200 Gbit/s
+    NICs, 400 Gbit/s rack uplinks.
+    """
     racks = [min(nodes_per_rack, nodes - i) for i in range(0, nodes, nodes_per_rack)]
     blocks = [f'name = "test-{nodes}"\n']
     for r, count in enumerate(racks):
