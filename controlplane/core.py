@@ -7,6 +7,8 @@ invariants centrally, whatever the policy returns:
 
 * no GPU, CPU core or megabyte of memory is given out twice (the ledger);
 * a job holds at most one allocation, and only in state RUNNING;
+* no job gets GPUs of a type whose memory one of its workers does not fit
+  (:meth:`PerformanceModel.fits_memory`; submission refuses a job that fits no type);
 * a plan is applied atomically: all its actions or none;
 * every state change is an event with the next sequence number.
 
@@ -83,6 +85,7 @@ class SchedulingCore:
         self._demand_view: Mapping[int, int] = MappingProxyType(self._demand)
         self._gpus_by_type = {t: sum(n.gpus for n in cluster.nodes if n.gpu_type == t)
                               for t in cluster.gpu_types}
+        self._gpu_types_for: dict = {}  # ClusterView.gpu_types_for's cache, kept over passes
         self.passes = 0
         self.pass_wall_s = 0.0
         # Changes not yet handed out by take_changes(): jobs the core changed, the
@@ -111,6 +114,7 @@ class SchedulingCore:
                                   f"{' of type ' + gpu_type if spec.gpu_type else ''}", field="num_gpus")
         if not self.perf.supports_gpu(spec.model, gpu_type):
             raise ValidationError(f"model {spec.model!r} has no profile for {gpu_type}", field="gpu_type")
+        self._check_memory(spec)
         iterations = self.perf.iterations_for(spec, self.cluster)
         ideal = self.perf.consolidated_iteration_time(spec, self.cluster)
         record = JobRecord(spec, len(self.records), iterations, ideal, now)
@@ -120,12 +124,35 @@ class SchedulingCore:
         self.log.append(now, spec.job_id, EventKind.SUBMITTED, JobState.PENDING)
         return record
 
+    def _check_memory(self, spec: JobSpec) -> None:
+        """Refuse a job whose worker fits the GPU memory of no type it may run on (its
+        ``gpu_type``, else every type of the cluster), or of too few GPUs for its request.
+
+        A job left at its reference batch fits wherever micro-batches make it fit
+        (:meth:`PerformanceModel.memory_footprint`); an explicit batch must fit as given.
+        """
+        types = (spec.gpu_type,) if spec.gpu_type else self.cluster.gpu_types
+        fitting = [t for t in types if self.perf.fits_memory(spec, t)]
+        if not fitting:
+            largest = max(types, key=self.perf.gpu_memory_bytes)
+            f = self.perf.memory_footprint(spec, largest)
+            split = f" even in {f.micro_batches} micro-batches" if f.micro_batches > 1 else ""
+            raise ValidationError(f"model {spec.model!r} at batch {f.batch} needs {f.total_bytes / 1e9:.1f} GB "
+                                  f"per GPU{split}; the largest eligible GPU ({largest}) has "
+                                  f"{f.capacity_bytes / 1e9:.1f} GB", field="batch_size")
+        if len(fitting) < len(types):
+            gpus = sum(self._gpus_by_type[t] for t in fitting)
+            if spec.num_gpus > gpus:
+                raise ValidationError(f"asks for {spec.num_gpus} GPUs, the cluster has {gpus} on which model "
+                                      f"{spec.model!r} at this batch fits ({', '.join(fitting)})",
+                                      field="num_gpus")
+
     # --- passes ------------------------------------------------------------
 
     def view(self, now: float) -> ClusterView:
         return ClusterView(now=now, cluster=self.cluster, free=self.free, running=self._running_view,
                            pending=self.pending, perf=self.perf, round_s=self.round_s,
-                           pending_demand=self._demand_view)
+                           pending_demand=self._demand_view, type_cache=self._gpu_types_for)
 
     def schedule(self, now: float) -> list[Action]:
         """Run one policy pass and apply its plan; returns the applied actions."""
@@ -372,11 +399,14 @@ class SchedulingCore:
         high = (spec.max_gpus or spec.num_gpus) if elastic else spec.num_gpus
         if not low <= gpus <= high:
             raise ValueError(f"allocation has {gpus} GPUs, job allows {low}..{high}")
-        if spec.gpu_type is not None:
-            for part in allocation.nodes:
-                node = self.cluster.node(part.node)
-                if node.gpu_type != spec.gpu_type:
-                    raise ValueError(f"node {node.name} has {node.gpu_type} GPUs, job needs {spec.gpu_type}")
+        for part in allocation.nodes:
+            node = self.cluster.node(part.node)
+            if spec.gpu_type is not None and node.gpu_type != spec.gpu_type:
+                raise ValueError(f"node {node.name} has {node.gpu_type} GPUs, job needs {spec.gpu_type}")
+            if part.gpus and not self.perf.fits_memory(spec, node.gpu_type):
+                f = self.perf.memory_footprint(spec, node.gpu_type)
+                raise ValueError(f"node {node.name} has {node.gpu_type} GPUs of {f.capacity_bytes / 1e9:.1f} GB; "
+                                 f"model {spec.model!r} at batch {f.batch} needs {f.total_bytes / 1e9:.1f} GB per GPU")
 
     def _apply(self, action: Action, now: float) -> None:
         record = self.records[action.job_id]

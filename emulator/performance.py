@@ -71,13 +71,22 @@ class MemoryFootprint:
     (``state_bytes_per_parameter x parameters``, divided over tensor and
     pipeline shards); ``activation_bytes`` = the catalog's activations at the
     reference batch scaled to the job's per-GPU batch (divided over tensor
-    shards); ``reserve_bytes`` = CUDA context, workspaces and fragmentation.
+    shards) -- per micro-batch when ``micro_batches`` > 1; ``reserve_bytes`` =
+    CUDA context, workspaces and fragmentation.
+
+    ``micro_batches`` is 1 unless the job runs at its model's reference batch
+    (``batch_size`` 0) and those activations do not fit: the per-GPU batch then
+    runs as that many micro-batches with gradient accumulation
+    (:meth:`PerformanceModel.memory_footprint`). ``batch`` is the per-GPU batch
+    the footprint is for (the reference batch when the job leaves it at 0).
     """
 
     state_bytes: float
     activation_bytes: float
     reserve_bytes: float
     capacity_bytes: float
+    micro_batches: int = 1
+    batch: int = 0
 
     @property
     def total_bytes(self) -> float:
@@ -136,6 +145,7 @@ class PerformanceModel:
         self._clusters: dict[int, _ClusterIndex] = {}
         self._timings: dict[tuple[str, int, _Shape], IterationTime] = {}
         self._tightest: dict[tuple[int, str, int], _Shape] = {}
+        self._footprints: dict[tuple[str, int, int, int, str], MemoryFootprint] = {}
 
     # ----------------------------------------------------------------- catalog
     @property
@@ -251,21 +261,53 @@ class PerformanceModel:
         activations are ``activation_bytes x batch / reference_batch / tensor``
         (1F1B pipelining keeps about one stage's worth per in-flight micro-batch,
         which the per-stage split cancels; docs/performance-model.md).
+
+        Micro-batch fallback: a job left at its model's reference batch
+        (``batch_size`` 0, what trace loaders produce) whose activations do not
+        fit runs the batch as ``k`` micro-batches with gradient accumulation,
+        ``k`` the smallest number (at most the batch) for which state + the
+        largest micro-batch's activations (``ceil(batch / k)`` samples) + reserve
+        fits. Its iteration time is unchanged: compute is linear in the batch
+        above the batch-independent optimizer step, which runs once per
+        iteration, and so does the gradient all-reduce, so ``k`` micro-batches
+        of ``b / k`` cost what one batch of ``b`` does. An explicit
+        ``batch_size`` is the user's per-GPU batch and must fit as given (a real
+        job would run out of memory), so it never gets micro-batches. If no
+        ``k`` fits, the footprint is the one at ``k`` = the batch (one sample per
+        micro-batch: the least the job could run with) and ``fits`` is False.
+
+        Cached per (model, batch, tensor, pipeline, GPU type): the scheduling core
+        asks at every submission and for every allocation it validates, and
+        policies ask per pending job and pass.
         """
-        p = self.profile(spec.model)
-        c = self._catalog.constants
         par = spec.parallelism
-        tensor = par.tensor if par else 1
-        pipeline = par.pipeline if par else 1
-        batch = spec.batch_size or p.reference_batch
+        key = (spec.model, spec.batch_size, par.tensor if par else 1, par.pipeline if par else 1, gpu_type)
+        hit = self._footprints.get(key)
+        if hit is None:
+            hit = self._footprints[key] = self._footprint(*key)
+        return hit
+
+    def _footprint(self, model: str, batch_size: int, tensor: int, pipeline: int, gpu_type: str) -> MemoryFootprint:
+        p = self.profile(model)
+        c = self._catalog.constants
+        capacity = self.gpu_memory_bytes(gpu_type)
+        batch = batch_size or p.reference_batch
         state = c.state_bytes_per_parameter * p.parameters / (tensor * pipeline)
-        activations = p.activation_bytes * batch / p.reference_batch / tensor
-        return MemoryFootprint(state_bytes=state, activation_bytes=activations,
-                               reserve_bytes=c.framework_reserve_bytes,
-                               capacity_bytes=self.gpu_memory_bytes(gpu_type))
+        reserve = c.framework_reserve_bytes
+        per_sample = p.activation_bytes / p.reference_batch / tensor
+        micro = 1
+        if batch_size == 0 and state + per_sample * batch + reserve > capacity:
+            room = capacity - state - reserve
+            largest = math.floor(room / per_sample) if per_sample > 0 and room > 0 else 0  # samples that fit
+            micro = batch if largest < 1 else min(batch, math.ceil(batch / largest))
+            while micro < batch and state + per_sample * math.ceil(batch / micro) + reserve > capacity:
+                micro += 1  # only against rounding in the division above
+        return MemoryFootprint(state_bytes=state, activation_bytes=per_sample * math.ceil(batch / micro),
+                               reserve_bytes=reserve, capacity_bytes=capacity, micro_batches=micro, batch=batch)
 
     def fits_memory(self, spec: JobSpec, gpu_type: str) -> bool:
-        """Whether one worker of ``spec`` fits in the memory of a ``gpu_type`` GPU."""
+        """Whether one worker of ``spec`` fits in the memory of a ``gpu_type`` GPU
+        (with micro-batches where the fallback of :meth:`memory_footprint` applies)."""
         return self.memory_footprint(spec, gpu_type).fits
 
     # ----------------------------------------------------------------- timing

@@ -2,7 +2,8 @@
 
 `profile_rows(pm, model)` lists every number the performance model holds for a
 model -- the catalog's figures with their sources, the GPU types filled in by the
-scaling rule (marked as estimates), the memory footprint per GPU type and the
+scaling rule (marked as estimates), the memory footprint per GPU type at the
+reference batch (with the micro-batches it needs where it only fits in them) and the
 data-stall summary -- and `format_profile` renders them as text. `list_rows(pm)`
 is one line per model. The CLI (`halyard profiles list|show MODEL`) only has to
 print these.
@@ -44,11 +45,13 @@ def profile_rows(pm: PerformanceModel, model: str) -> list[ProfileRow]:
     spec = JobSpec(job_id="profile", submit_time=0.0, model=model, num_gpus=1, iterations=1)
     c = pm.catalog.constants
     for gpu in pm.gpu_types():
-        f = pm.memory_footprint(spec, gpu)
+        f = pm.memory_footprint(spec, gpu)  # at the reference batch: micro-batches where it needs them
+        fits = "fits" if f.fits else "does not fit"
+        split = "" if f.micro_batches == 1 else f" in {f.micro_batches} micro-batches"
         rows.append(ProfileRow(
-            f"memory.{gpu}", f.total_bytes, f"B per GPU ({'fits' if f.fits else 'does not fit'} "
-            f"{f.capacity_bytes / 1e9:.0f} GB)",
-            f"state {c.state_bytes_per_parameter:g} B/param + activations + reserve "
+            f"memory.{gpu}", f.total_bytes, f"B per GPU ({fits} {f.capacity_bytes / 1e9:.0f} GB{split})",
+            f"state {c.state_bytes_per_parameter:g} B/param + activations{' of one micro-batch' if split else ''} "
+            f"+ reserve "
             f"(docs/performance-model.md, Memory)"))
     if p.data is not None:
         for key in ("best_cpus", "best_memory_gb", "best_speedup"):
@@ -66,7 +69,7 @@ def format_profile(pm: PerformanceModel, model: str) -> str:
     for r in profile_rows(pm, model):
         value = f"{r.value:.4g}" if isinstance(r.value, float) else str(r.value)
         mark = "*" if r.estimated else " "
-        lines.append(f"  {r.field:24} {value:>12}{mark} {r.unit:32} {r.source}")
+        lines.append(f"  {r.field:24} {value:>12}{mark} {r.unit:44} {r.source}")
     lines.append("  (* estimate)")
     return "\n".join(lines)
 

@@ -70,7 +70,7 @@ from typing import Protocol
 import numpy as np
 
 from halyard.datamodel import Allocation, Cluster
-from halyard.policies.placement import FirstFitConsolidated, _Shape, build_allocation, usable_gpus
+from halyard.policies.placement import FirstFitConsolidated, GpuTypes, _Shape, build_allocation, usable_gpus
 from halyard.policies.plan import Plan
 from halyard.policies.resources import FreeResources
 from halyard.policies.topology import Level, Picked, level_of, on_machine, on_network, on_rack
@@ -244,7 +244,7 @@ class Dally:
         self.min_gain = min_gain
         self._shapes = FirstFitConsolidated()  # its per-cluster shape cache
         self._compute: dict[tuple[str, int, str], float] = {}
-        self._sizes: dict[tuple[int, str | None], tuple[Cluster, int, int]] = {}
+        self._sizes: dict[tuple[int, GpuTypes], tuple[Cluster, int, int]] = {}
 
     @property
     def acts_without_pending(self) -> bool:
@@ -264,20 +264,26 @@ class Dally:
             value = self._compute[key] = view.perf.ideal_iteration_time(spec, gpu_type)
         return value
 
-    def sizes(self, cluster: Cluster, gpu_type: str | None) -> tuple[int, int]:
-        """(GPUs of the largest machine, GPUs of the largest rack) of ``gpu_type`` (any if None)."""
-        entry = self._sizes.get((id(cluster), gpu_type))
+    def sizes(self, cluster: Cluster, gpu_types: GpuTypes) -> tuple[int, int]:
+        """(GPUs of the largest machine, GPUs of the largest rack) of ``gpu_types`` (any if None;
+        a job's are :meth:`ClusterView.gpu_types_for`: its constraint and the types it fits)."""
+        entry = self._sizes.get((id(cluster), gpu_types))
         if entry is None or entry[0] is not cluster:
-            per_rack = [sum(cluster.nodes[i].gpus for i in r.node_indices
-                            if gpu_type in (None, cluster.nodes[i].gpu_type)) for r in cluster.racks]
-            entry = (cluster, cluster.max_gpus_per_node(gpu_type), max(per_rack, default=0))
-            self._sizes[(id(cluster), gpu_type)] = entry
+            allowed = (gpu_types,) if isinstance(gpu_types, str) else gpu_types
+
+            def counts(i: int) -> bool:
+                return allowed is None or cluster.nodes[i].gpu_type in allowed
+
+            per_rack = [sum(cluster.nodes[i].gpus for i in r.node_indices if counts(i)) for r in cluster.racks]
+            machine = max((cluster.nodes[i].gpus for i in range(len(cluster.nodes)) if counts(i)), default=0)
+            entry = (cluster, machine, max(per_rack, default=0))
+            self._sizes[(id(cluster), gpu_types)] = entry
         return entry[1], entry[2]
 
     def job_timers(self, view: ClusterView, job: JobInfo) -> tuple[float, float]:
         """(T_Mc, T_Rk) for ``job``: zero for a level its demand cannot fit (§4.3.2)."""
         demand = job.spec.num_gpus
-        machine, rack = self.sizes(view.cluster, job.spec.gpu_type)
+        machine, rack = self.sizes(view.cluster, view.gpu_types_for(job.spec))
         if demand > rack:
             return 0.0, 0.0
         t_mc, t_rk = self.timers.timers(demand, view.round_s, view.now)
@@ -323,7 +329,7 @@ class Dally:
             t_mc, t_rk = self.job_timers(view, job)
             decision = None
             if free.total_gpus >= demand:
-                avail = usable_gpus(free, shape, job.spec.gpu_type)
+                avail = usable_gpus(free, shape, view.gpu_types_for(job.spec))
                 decision = delay_decision(avail, shape, demand, starvation, t_mc, t_rk)
             if decision is None and victims:
                 decision = self._preempt_for(view, job, sens[job.job_id], starvation, t_mc, t_rk,
@@ -356,7 +362,7 @@ class Dally:
         return out
 
     def _best_level(self, view: ClusterView, job: JobInfo) -> Level:
-        machine, rack = self.sizes(view.cluster, job.spec.gpu_type)
+        machine, rack = self.sizes(view.cluster, view.gpu_types_for(job.spec))
         gpus = job.num_gpus
         return Level.MACHINE if gpus <= machine else Level.RACK if gpus <= rack else Level.NETWORK
 
@@ -372,8 +378,9 @@ class Dally:
         if not eligible:
             return None
         demand = job.spec.num_gpus
-        machine, _ = self.sizes(view.cluster, job.spec.gpu_type)
-        avail = usable_gpus(free, shape, job.spec.gpu_type)
+        types = view.gpu_types_for(job.spec)
+        machine, _ = self.sizes(view.cluster, types)
+        avail = usable_gpus(free, shape, types)
         levels = []
         if demand <= machine:
             levels.append(Level.MACHINE)
@@ -382,7 +389,7 @@ class Dally:
         if starvation >= t_rk:
             levels.append(Level.NETWORK)
         for level in levels:
-            found = _with_victims(level, demand, free, avail, shape, eligible, job.spec.gpu_type)
+            found = _with_victims(level, demand, free, avail, shape, eligible, types)
             if found is None:
                 continue
             picked, group = found
@@ -402,14 +409,15 @@ class Dally:
         demand = allocation.num_gpus
         trial = free.copy()
         trial.give(allocation)
-        avail = usable_gpus(trial, shape, job.spec.gpu_type)
+        types = view.gpu_types_for(job.spec)
+        avail = usable_gpus(trial, shape, types)
         eligible = [v for v in victims if v.sens >= sens + self.min_gain]
         for level in range(self._best_level(view, job), current):
             level = Level(level)
             picked = on_machine(avail, demand) if level is Level.MACHINE else on_rack(avail, shape, demand)
             group: list[_Victim] = []
             if picked is None and eligible:
-                found = _with_victims(level, demand, trial, avail, shape, eligible, job.spec.gpu_type)
+                found = _with_victims(level, demand, trial, avail, shape, eligible, types)
                 if found is not None:
                     picked, group = found
             if picked is None or level_of(picked, shape) >= current:
@@ -435,7 +443,7 @@ def allocation_level(allocation: Allocation, cluster: Cluster) -> Level:
 
 
 def _with_victims(level: Level, demand: int, free: FreeResources, avail: np.ndarray, shape: _Shape,
-                  eligible: list[_Victim], gpu_type: str | None) -> tuple[Picked, list[_Victim]] | None:
+                  eligible: list[_Victim], gpu_types: GpuTypes) -> tuple[Picked, list[_Victim]] | None:
     """A ``level`` placement of ``demand`` GPUs on ``free`` plus the GPUs of the cheapest victims."""
     chosen = _cheapest(level, demand, avail, shape, eligible)
     if chosen is None:
@@ -444,7 +452,7 @@ def _with_victims(level: Level, demand: int, free: FreeResources, avail: np.ndar
     trial = free.copy()
     for v in group:
         trial.give(v.job.allocation)
-    picked = _place_in(level, domain, usable_gpus(trial, shape, gpu_type), shape, demand)
+    picked = _place_in(level, domain, usable_gpus(trial, shape, gpu_types), shape, demand)
     if picked is None or level_of(picked, shape) > level:
         return None
     return picked, group

@@ -38,7 +38,7 @@ class NetworkAgnostic:
         self._shapes = FirstFitConsolidated()
 
     def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources) -> Allocation | None:
-        avail = usable_gpus(free, self._shapes.shape(free.cluster), job.spec.gpu_type)
+        avail = usable_gpus(free, self._shapes.shape(free.cluster), view.gpu_types_for(job.spec))
         picked = first_fit(avail, gpus)
         return None if picked is None else build_allocation(free, picked)
 
@@ -66,11 +66,12 @@ class ConsolidatingMigration:
                 continue
             gpus = allocation.num_gpus
             current = spread(allocation, cluster)
-            if current <= tightest_spread(gpus, cluster.max_gpus_per_node(job.spec.gpu_type), rack_gpus):
+            types = view.gpu_types_for(job.spec)
+            if current <= tightest_spread(gpus, shape.max_gpus_per_node(types), rack_gpus):
                 continue
             trial = free.copy()
             trial.give(allocation)
-            picked = choose_nodes(usable_gpus(trial, shape, job.spec.gpu_type), shape, gpus)
+            picked = choose_nodes(usable_gpus(trial, shape, types), shape, gpus)
             if picked is None:
                 continue
             target = (len({int(shape.rack[i]) for i, _ in picked}), len(picked))

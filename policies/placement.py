@@ -15,6 +15,10 @@ from halyard.datamodel import Allocation, Cluster, NodeAllocation
 from halyard.policies.resources import FreeResources
 from halyard.policies.view import ClusterView, JobInfo
 
+# The GPU types a job may be placed on: one type, a set of types, or None for any
+# (:meth:`halyard.policies.ClusterView.gpu_types_for` gives a job's, memory included).
+GpuTypes = str | frozenset[str] | None
+
 
 class _Shape:
     """Static per-cluster arrays, computed once per cluster."""
@@ -27,21 +31,40 @@ class _Shape:
         self.rack = np.array([n.rack_index for n in nodes], dtype=np.int64)
         self.n_racks = len(cluster.racks)
         self.rack_nodes = [np.array(r.node_indices, dtype=np.int64) for r in cluster.racks]
-        self.of_type = {t: np.array([n.gpu_type == t for n in nodes]) for t in cluster.gpu_types}
+        self._types = tuple(n.gpu_type for n in nodes)
+        self._excluded: dict[GpuTypes, np.ndarray] = {}
+        self._largest: dict[GpuTypes, int] = {}
+
+    def excluded(self, gpu_types: GpuTypes) -> np.ndarray | None:
+        """Mask of the nodes whose GPU type is not in ``gpu_types`` (None: no restriction)."""
+        if gpu_types is None:
+            return None
+        mask = self._excluded.get(gpu_types)
+        if mask is None:
+            allowed = (gpu_types,) if isinstance(gpu_types, str) else gpu_types
+            mask = self._excluded[gpu_types] = np.array([t not in allowed for t in self._types], dtype=bool)
+        return mask
+
+    def max_gpus_per_node(self, gpu_types: GpuTypes) -> int:
+        """GPUs of the largest node of ``gpu_types`` (any type if None; 0 if there is none)."""
+        largest = self._largest.get(gpu_types)
+        if largest is None:
+            excluded = self.excluded(gpu_types)
+            gpus = self.gpus if excluded is None else self.gpus[~excluded]
+            largest = self._largest[gpu_types] = int(gpus.max()) if gpus.size else 0
+        return largest
 
 
-def usable_gpus(free: FreeResources, shape: _Shape, gpu_type: str | None) -> np.ndarray:
-    """GPUs per node that could be taken with their proportional CPU and memory."""
+def usable_gpus(free: FreeResources, shape: _Shape, gpu_types: GpuTypes) -> np.ndarray:
+    """GPUs per node of ``gpu_types`` that could be taken with their proportional CPU and memory."""
     # proportional_cpus(k) = cpus*k // gpus <= free  <=>  k <= ((free+1)*gpus - 1) // cpus
     by_cpu = ((free.cpus + 1) * shape.gpus - 1) // np.maximum(shape.cpus, 1)
     by_mem = ((free.memory_mb + 1) * shape.gpus - 1) // np.maximum(shape.memory_mb, 1)
     avail = np.minimum(free.gpus, np.minimum(by_cpu, by_mem))
     avail[~free.schedulable] = 0
-    if gpu_type is not None:
-        mask = shape.of_type.get(gpu_type)
-        if mask is None:
-            return np.zeros_like(avail)
-        avail[~mask] = 0
+    excluded = shape.excluded(gpu_types)
+    if excluded is not None:
+        avail[excluded] = 0
     return avail
 
 
@@ -107,5 +130,5 @@ class FirstFitConsolidated:
 
     def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources) -> Allocation | None:
         shape = self.shape(free.cluster)
-        picked = choose_nodes(usable_gpus(free, shape, job.spec.gpu_type), shape, gpus)
+        picked = choose_nodes(usable_gpus(free, shape, view.gpu_types_for(job.spec)), shape, gpus)
         return None if picked is None else build_allocation(free, picked)

@@ -41,7 +41,7 @@ import numpy as np
 
 from halyard.datamodel import Allocation, Cluster, NodeAllocation
 from halyard.policies.ordering import Fifo, Las, Srtf
-from halyard.policies.placement import _Shape, choose_nodes
+from halyard.policies.placement import GpuTypes, _Shape, choose_nodes
 from halyard.policies.plan import Plan
 from halyard.policies.resources import FreeResources, OverAllocation
 from halyard.policies.stages import Ordering
@@ -288,20 +288,18 @@ class _Packer:
         for part in allocation.nodes:
             self.on_node[self.cluster.node(part.node).index].discard(job_id)
 
-    def usable(self, need: _Need, gpu_type: str | None) -> np.ndarray:
-        """GPUs per node that can be taken with ``need``'s CPU and memory."""
+    def usable(self, need: _Need, gpu_types: GpuTypes) -> np.ndarray:
+        """GPUs per node of ``gpu_types`` that can be taken with ``need``'s CPU and memory."""
         avail = need.max_gpus(self.free, self.shape)
         avail[~self.free.schedulable] = 0
-        if gpu_type is not None:
-            mask = self.shape.of_type.get(gpu_type)
-            if mask is None:
-                return np.zeros_like(avail)
-            avail[~mask] = 0
+        excluded = self.shape.excluded(gpu_types)
+        if excluded is not None:
+            avail[excluded] = 0
         return avail
 
-    def select(self, need: _Need, gpus: int, gpu_type: str | None, *, best_fit: bool
+    def select(self, need: _Need, gpus: int, gpu_types: GpuTypes, *, best_fit: bool
                ) -> list[tuple[int, int]] | None:
-        avail = self.usable(need, gpu_type)
+        avail = self.usable(need, gpu_types)
         single = np.flatnonzero(avail >= gpus)
         if single.size:
             if not best_fit:
@@ -443,7 +441,7 @@ class SynergyPolicy:
     def _proportional(self, view: ClusterView, packer: _Packer, new: Sequence[JobInfo]) -> None:
         need = packer.proportional()
         for job in new:
-            picked = packer.select(need, job.num_gpus, job.spec.gpu_type, best_fit=False)
+            picked = packer.select(need, job.num_gpus, view.gpu_types_for(job.spec), best_fit=False)
             if picked is not None:
                 packer.place(job.job_id, picked, need)
 
@@ -451,7 +449,7 @@ class SynergyPolicy:
         """§3.3: in priority order, first fit at the demand vector; skip a job that does not fit."""
         for job in new:
             need = packer.demand(*self.demand(view, job))
-            picked = packer.select(need, job.num_gpus, job.spec.gpu_type, best_fit=False)
+            picked = packer.select(need, job.num_gpus, view.gpu_types_for(job.spec), best_fit=False)
             if picked is not None:
                 packer.place(job.job_id, picked, need)
 
@@ -475,7 +473,7 @@ class SynergyPolicy:
         order = sorted(new, key=lambda j: (-j.num_gpus, -vector(j)[0], -vector(j)[1], j.arrival_seq))
         for job in order:
             c, m = vector(job)
-            gpus, gtype = job.num_gpus, job.spec.gpu_type
+            gpus, gtype = job.num_gpus, view.gpu_types_for(job.spec)
             need = packer.demand(c, m)
             picked = packer.select(need, gpus, gtype, best_fit=True)
             if picked is not None and packer.place(job.job_id, picked, need):

@@ -108,10 +108,11 @@ class SkewConsolidation:
 
     def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources) -> Allocation | None:
         shape = self._shapes.shape(free.cluster)
-        avail = usable_gpus(free, shape, job.spec.gpu_type)
+        types = view.gpu_types_for(job.spec)
+        avail = usable_gpus(free, shape, types)
         if self.is_high_skew(job.spec.model):
             picked = choose_nodes(avail, shape, gpus)
-            fewest = math.ceil(gpus / max(free.cluster.max_gpus_per_node(job.spec.gpu_type), 1))
+            fewest = math.ceil(gpus / max(shape.max_gpus_per_node(types), 1))
             if picked is None or len(picked) > fewest:
                 return None
         else:

@@ -8,8 +8,8 @@ them breaks the contract (the core re-validates every action anyway).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from halyard.datamodel import Allocation, Cluster, JobSpec, JobState
@@ -80,6 +80,14 @@ class PerformanceEstimator(Protocol):
         """Seconds per iteration reading cache misses with this memory per GPU (the cache model
         optimistic profiling fills the memory columns with)."""
         ...
+    def fits_memory(self, spec: JobSpec, gpu_type: str) -> bool:
+        """Whether one worker of ``spec`` fits the memory of a ``gpu_type`` GPU (cheap: cached)."""
+        ...
+
+
+# A job's memory-relevant identity: (model, per-GPU batch, parallelism, gpu_type constraint).
+_TypeKey = tuple[str, int, object, str | None]
+_MISSING = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +106,32 @@ class ClusterView:
     perf: PerformanceEstimator
     round_s: float
     pending_demand: Mapping[int, int]  # requested GPUs -> number of pending jobs
+    # gpu_types_for's answers; the core passes one dict for all its passes (its cluster is fixed).
+    type_cache: MutableMapping[_TypeKey, frozenset[str] | None] = field(default_factory=dict, repr=False,
+                                                                        compare=False)
 
     @property
     def schedulable_gpus(self) -> int:
         """GPUs on nodes that accept new work, free or not."""
         return self.free.schedulable_gpus
+
+    def gpu_types_for(self, spec: JobSpec) -> frozenset[str] | None:
+        """The GPU types ``spec`` may be placed on, or None for every type of the cluster.
+
+        Its ``gpu_type`` constraint (if any) intersected with the cluster's types on
+        which one worker fits the GPU memory (``perf.fits_memory``, micro-batch
+        fallback included). None is the common case -- no constraint and every type
+        fits -- so placement needs no mask; an empty set means no node will do.
+        Called per pending job and pass, hence cached per (model, batch,
+        parallelism, constraint) in :attr:`type_cache`.
+        """
+        key = (spec.model, spec.batch_size, spec.parallelism, spec.gpu_type)
+        hit = self.type_cache.get(key, _MISSING)
+        if hit is not _MISSING:
+            return hit  # type: ignore[return-value]
+        present = self.cluster.gpu_types
+        wanted = present if spec.gpu_type is None else (spec.gpu_type,)
+        fit = frozenset(t for t in wanted if t in present and self.perf.fits_memory(spec, t))
+        value = None if spec.gpu_type is None and len(fit) == len(present) else fit
+        self.type_cache[key] = value
+        return value

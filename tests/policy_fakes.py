@@ -71,6 +71,9 @@ class FakePerf:
     def consolidated_iteration_time(self, spec, cluster, gpu_type=None):  # pragma: no cover
         return self.compute_s
 
+    def fits_memory(self, spec: JobSpec, gpu_type: str) -> bool:
+        return True  # every job fits every GPU: these tests are about time, not memory
+
 
 def on(cluster: Cluster, *parts: tuple[str, int]) -> Allocation:
     """An allocation of the first ``k`` GPUs of each named node (GPU-proportional CPU/memory)."""
