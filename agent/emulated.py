@@ -43,6 +43,7 @@ class EmulatedJob:
     start: float
     restore_s: float
     iteration_s: float
+    link_slowdown: float = 1.0  # the emulated fabric's contention, as the control plane computed it
     task: asyncio.Task[None] | None = None
 
     def iterations_at(self, t: float) -> float:
@@ -97,7 +98,7 @@ class EmulatedAgent(StreamAgent):
 
     def on_launch(self, body: apb.Launch) -> None:
         self._run(body.job_id, body.attempt, body.spec, body.allocation, body.leader, body.iterations_total,
-                  body.iterations_done, body.start_time, body.restore_s)
+                  body.iterations_done, body.start_time, body.restore_s, link_slowdown=body.link_slowdown)
 
     def on_preempt(self, body: apb.Preempt) -> None:
         self._stop(body.job_id, body.attempt)
@@ -106,7 +107,8 @@ class EmulatedAgent(StreamAgent):
         job = self.jobs.get(body.job_id)
         if job is not None and job.attempt == body.attempt:
             self._run(job.job_id, job.attempt, None, body.allocation, body.leader, job.total,
-                      body.iterations_done, body.start_time, body.restore_s, spec=job.spec)
+                      body.iterations_done, body.start_time, body.restore_s, spec=job.spec,
+                      link_slowdown=body.link_slowdown)
 
     def on_set_time_shift(self, body: apb.SetTimeShift) -> None:
         job = self.jobs.get(body.job_id)
@@ -115,18 +117,19 @@ class EmulatedAgent(StreamAgent):
             allocation = Allocation(job.allocation.nodes, body.seconds, job.allocation.stages)
             restore = max(0.0, job.start + job.restore_s - now)
             self._run(job.job_id, job.attempt, None, None, job.leader, job.total, job.iterations_at(now),
-                      now, restore, spec=job.spec, allocation=allocation)
+                      now, restore, spec=job.spec, allocation=allocation, link_slowdown=job.link_slowdown)
 
     def _run(self, job_id: str, attempt: int, spec_pb, allocation_pb, leader: bool, total: int, done: float,
-             start: float, restore_s: float, *, spec: JobSpec | None = None, allocation: Allocation | None = None
-             ) -> None:
+             start: float, restore_s: float, *, spec: JobSpec | None = None, allocation: Allocation | None = None,
+             link_slowdown: float = 1.0) -> None:
         old = self.jobs.pop(job_id, None)
         if old is not None and old.task is not None:
             old.task.cancel()
         spec = spec or spec_from_pb(spec_pb, submit_time=0.0)
         allocation = allocation or allocation_from_pb(allocation_pb, self.cluster)
-        step = self.perf.iteration_time(spec, allocation, self.cluster).total_s
-        job = EmulatedJob(job_id, attempt, spec, allocation, leader, total, done, start, restore_s, step)
+        slowdown = max(1.0, link_slowdown)  # 0: an older control plane that does not say
+        step = self.perf.iteration_time(spec, allocation, self.cluster).total_s * slowdown
+        job = EmulatedJob(job_id, attempt, spec, allocation, leader, total, done, start, restore_s, step, slowdown)
         job.task = asyncio.create_task(self._finish(job), name=f"job {job_id}@{self.node_name}")
         self.jobs[job_id] = job
 

@@ -46,10 +46,12 @@ POLL_S = 0.02
 
 async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *, policy: str, speedup: float,
                  processes: bool = False, db: str | Path = ":memory:", round_s: float = 300.0,
+                 contention: str = "fair",
                  on_progress: Callable[[int, int, float], None] | None = None) -> ReplayRun:
     clock = ScaledClock(speedup)
     scheduler = make_policy(policy)
-    perf = performance_model_for(scheduler)  # the agents below share it: same model, same settings
+    # The agents below share it: same model, same settings.
+    perf = performance_model_for(scheduler, contention=contention)
     cp = ControlPlane(cluster, scheduler, perf, clock, SqliteStore(db), cluster_toml=cluster_toml,
                       round_s=round_s, lockstep=True)
     server = ControlPlaneServer(cp, listen="127.0.0.1:0")

@@ -40,7 +40,7 @@ from halyard.controlplane.core import SchedulingCore
 from halyard.controlplane.errors import AlreadyExists, FailedPrecondition, NotFound
 from halyard.controlplane.records import JobRecord
 from halyard.controlplane.store import Store
-from halyard.controlplane.timing import expect
+from halyard.controlplane.timing import Pacer
 from halyard.datamodel import Cluster, JobSpec, JobState, ValidationError
 from halyard.emulator import PerformanceModel
 from halyard.policies import Action, Migrate, Policy, Preempt, Resize, SetResources, SetTimeShift, Start
@@ -86,6 +86,7 @@ class ControlPlane:
         self.heartbeat_s = heartbeat_s
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.core = SchedulingCore(cluster, policy, perf, round_s=round_s)
+        self.pacer = Pacer(self.core, perf)
         self.sessions: dict[str, AgentSession] = {}
         self.drained: set[str] = set()
         self.placed: dict[str, tuple[str, ...]] = {}  # running job -> nodes whose agents hold it
@@ -429,24 +430,28 @@ class ControlPlane:
         return (math.floor(self.now() / self.round_s) + 1) * self.round_s
 
     def _pass(self) -> None:
+        """Run the policy if it has work, then re-rate every job whose iteration time changed."""
         policy = self.core.policy
-        if not (self.core.pending or policy.acts_without_pending):
-            return
+        runs = bool(self.core.pending or policy.acts_without_pending)
         # Lockstep passes run at the newest event's instant, as the simulator's do.
         now = max(self._latest_event, self._last_pass) if self.lockstep else self.now()
         started = time.perf_counter()
-        actions = self.core.schedule(now)
-        self._last_pass = now
-        touched = expect(self.core, self.perf, actions, now)
+        actions = self.core.schedule(now) if runs else []
+        if runs:
+            self._last_pass = now
+        # Jobs whose actions send their agents the new allocation (and with it the slowdown).
+        told = {a.job_id for a in actions if isinstance(a, Start | Migrate | Resize | SetResources)}
+        for record in self.pacer.update(actions, now):
+            if self.lockstep and math.isfinite(finish := record.finish_time()):
+                heapq.heappush(self._due, (finish, next(self._due_seq), record.job_id, record.epoch))
+            if record.job_id not in told:  # a co-runner on its links came or went, or its time-shift moved
+                self._reconfigure(record, now, emulated_only=True)
         if self.lockstep:
-            for record in touched:
-                if math.isfinite(finish := record.finish_time()):
-                    heapq.heappush(self._due, (finish, next(self._due_seq), record.job_id, record.epoch))
             self._due_added.set()
         for action in actions:
             self._dispatch(action, now)
         self._persist()
-        if self.on_pass is not None:
+        if runs and self.on_pass is not None:
             self.on_pass(time.perf_counter() - started)
 
     def _dispatch(self, action: Action, now: float) -> None:
@@ -463,12 +468,20 @@ class ControlPlane:
                 self._session(node).send(set_time_shift=apb.SetTimeShift(
                     job_id=record.job_id, attempt=record.attempt, seconds=action.seconds))
         elif isinstance(action, SetResources):
-            allocation = allocation_to_pb(record.allocation)
-            for i, node in enumerate(self.placed.get(record.job_id, ())):
-                self._session(node).send(reconfigure=apb.Reconfigure(
-                    job_id=record.job_id, attempt=record.attempt, allocation=allocation, leader=i == 0,
-                    restore_s=max(0.0, record.resume_at - now), iterations_done=record.iterations_done(now),
-                    start_time=now))
+            self._reconfigure(record, now)
+
+    def _reconfigure(self, record: JobRecord, now: float, *, emulated_only: bool = False) -> None:
+        """Tell the job's agents its allocation and link slowdown as of now (real agents
+        skip a slowdown-only change with ``emulated_only``: their network is real)."""
+        allocation = allocation_to_pb(record.allocation)
+        for i, node in enumerate(self.placed.get(record.job_id, ())):
+            session = self.sessions.get(node)
+            if session is None or (emulated_only and self._reports_real_progress(session)):
+                continue  # an agent that is away learns its jobs' state when it registers again
+            session.send(reconfigure=apb.Reconfigure(
+                job_id=record.job_id, attempt=record.attempt, allocation=allocation, leader=i == 0,
+                restore_s=max(0.0, record.resume_at - now), iterations_done=record.iterations_done(now),
+                start_time=now, link_slowdown=self.pacer.slowdown(record.job_id)))
 
     def _launch(self, record: JobRecord, now: float) -> None:
         record.attempt += 1
@@ -479,7 +492,8 @@ class ControlPlane:
             self._session(node).send(launch=apb.Launch(
                 job_id=record.job_id, attempt=record.attempt, spec=spec, allocation=allocation, leader=i == 0,
                 iterations_total=record.iterations_total, iterations_done=record.iterations_done(now),
-                restore_s=max(0.0, record.resume_at - now), start_time=now))
+                restore_s=max(0.0, record.resume_at - now), start_time=now,
+                link_slowdown=self.pacer.slowdown(record.job_id)))
 
     def _session(self, node: str) -> AgentSession:
         # The ledger only offers nodes with a connected agent, so a placement always has one.

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from halyard.controlplane.core import SchedulingCore
-from halyard.controlplane.timing import expect, performance_model_for
+from halyard.controlplane.timing import Pacer, performance_model_for
 from halyard.datamodel import Cluster, JobSpec, JobState, ValidationError
 from halyard.emulator import PerformanceModel
 from halyard.policies import Action, Policy
@@ -44,16 +44,17 @@ class SimulationRun:
 
 
 class SimulatedPool:
-    """Carries out applied actions the way emulated agents would: each touched job
-    runs at the performance model's rate and completes when its work is done."""
+    """Carries out applied actions the way emulated agents would: each running job
+    runs at the performance model's rate (its links' co-runners included) and
+    completes when its work is done."""
 
     def __init__(self, core: SchedulingCore, perf: PerformanceModel, push: Callable[[float, int, str, int], None]):
         self.core = core
-        self.perf = perf
+        self.pacer = Pacer(core, perf)
         self.push = push
 
     def execute(self, actions: list[Action], now: float) -> None:
-        for record in expect(self.core, self.perf, actions, now):
+        for record in self.pacer.update(actions, now):
             self.push(record.finish_time(), _COMPLETION, record.job_id, record.epoch)
 
 
@@ -118,8 +119,9 @@ class Simulator:
                 else:
                     round_at = math.inf
                     changed = True
-            if changed and (core.pending or policy.acts_without_pending):
-                self.pool.execute(core.schedule(now), now)
+            if changed:
+                passes = core.pending or policy.acts_without_pending
+                self.pool.execute(core.schedule(now) if passes else [], now)
             waiting = core.pending or (policy.acts_without_pending and core.running)
             if policy.needs_rounds and waiting and round_at == math.inf:
                 round_at = (math.floor(now / self.round_s) + 1) * self.round_s

@@ -1,9 +1,12 @@
-"""What the performance model expects of each job an applied plan touched.
+"""What the performance model expects of running jobs after every change.
 
-Both drivers of the core call this after applying a plan: the simulator then
-schedules the completion it implies, the control plane tells agents to run the
-job and relies on them to report. Sharing it is what keeps `simulate` and
-`replay` on the same schedule (DESIGN.md: one performance model).
+Both drivers of the core use a :class:`Pacer`: after a plan is applied or jobs
+ended, it sets the rate of every running job whose iteration time changed --
+the jobs an action touched, and the jobs that share a link with something that
+started, moved or stopped (:class:`halyard.emulator.fabric.Fabric`). The
+simulator then schedules the completions those rates imply; the control plane
+tells agents. Sharing it is what keeps `simulate` and `replay` on the same
+schedule (DESIGN.md: one performance model).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from halyard.controlplane.core import SchedulingCore
 from halyard.controlplane.records import JobRecord
 from halyard.datamodel import JobState
 from halyard.emulator import PerformanceModel
+from halyard.emulator.fabric import Fabric
 from halyard.policies import Action, Migrate, Preempt, Resize, Start
 
 
@@ -24,23 +28,67 @@ def performance_model_for(policy: object, **settings: object) -> PerformanceMode
     return PerformanceModel(data_stalls=bool(getattr(policy, "resource_sensitive", False)), **settings)
 
 
-def expect(core: SchedulingCore, perf: PerformanceModel, actions: list[Action], now: float) -> list[JobRecord]:
-    """Set the rate of every running job an action touched; returns them in action order.
+class Pacer:
+    """Keeps each running job's rate what the model says for its allocation and its link co-runners.
 
     A start from a checkpoint, a migration and a resize restore a checkpoint
-    first (the model's restart cost); a time-shift or a CPU/memory change
-    keeps the job running.
+    first (the model's restart cost); a time-shift, a CPU/memory change or a
+    co-runner coming or going keeps the job running at a new rate.
     """
-    touched: list[JobRecord] = []
-    for action in actions:
-        if isinstance(action, Preempt):
-            continue  # the core already stopped it at its last checkpoint
-        record = core.records[action.job_id]
-        if record.state is not JobState.RUNNING:
-            continue
-        timing = perf.iteration_time(record.spec, record.allocation, core.cluster)
-        resumes = isinstance(action, Migrate | Resize) or (isinstance(action, Start) and record.has_checkpoint)
-        record.set_rate(now, timing.total_s, perf.restart_cost_s(record.spec) if resumes else 0.0,
-                        exposed_s=timing.exposed_s)
-        touched.append(record)
-    return touched
+
+    def __init__(self, core: SchedulingCore, perf: PerformanceModel) -> None:
+        self.core = core
+        self.perf = perf
+        self.fabric = None if perf.contention == "off" else Fabric(perf, core.cluster, sharing=perf.contention)
+        self._seen_events = len(core.log)
+
+    def update(self, actions: list[Action], now: float) -> list[JobRecord]:
+        """Rates after ``actions`` (a pass's applied plan, possibly empty) and any job that ended
+        since the last call; returns the re-rated running jobs, the touched ones first in action order."""
+        core = self.core
+        restore: dict[str, float] = {}
+        for action in actions:
+            if isinstance(action, Preempt):
+                continue  # the core already stopped it at its last checkpoint
+            record = core.records[action.job_id]
+            if record.state is JobState.RUNNING:
+                resumes = isinstance(action, Migrate | Resize) or (isinstance(action, Start) and record.has_checkpoint)
+                restore[record.job_id] = self.perf.restart_cost_s(record.spec) if resumes else 0.0
+        slowdowns = self._sync_fabric(restore, now)
+        out: list[JobRecord] = []
+        for job_id, restore_s in restore.items():
+            out.append(self._rate(core.records[job_id], now, restore_s))
+        for job_id in slowdowns:
+            record = core.records[job_id]
+            if job_id not in restore and record.state is JobState.RUNNING:
+                out.append(self._rate(record, now, 0.0))
+        return out
+
+    def _sync_fabric(self, restore: dict[str, float], now: float) -> dict[str, float]:
+        """Move the fabric to the core's running set as of now; the jobs whose slowdown changed."""
+        log = self.core.log
+        if self.fabric is None:
+            self._seen_events = len(log)
+            return {}
+        fabric, records = self.fabric, self.core.records
+        for event in log.since(self._seen_events):
+            record = records[event.job_id]
+            if record.state is JobState.RUNNING:
+                if not fabric.holds(record.job_id, record.allocation):
+                    start = now + restore.get(record.job_id, 0.0)
+                    fabric.place(record.job_id, record.spec, record.allocation, start)
+            else:
+                fabric.remove(record.job_id)
+        self._seen_events = len(log)
+        return fabric.settle()
+
+    def _rate(self, record: JobRecord, now: float, restore_s: float) -> JobRecord:
+        timing = self.perf.iteration_time(record.spec, record.allocation, self.core.cluster)
+        if self.fabric is not None:
+            timing = self.fabric.contended(record.job_id, timing)
+        record.set_rate(now, timing.total_s, restore_s, exposed_s=timing.exposed_s)
+        return record
+
+    def slowdown(self, job_id: str) -> float:
+        """The job's contended over dedicated iteration time (1.0 with contention off)."""
+        return 1.0 if self.fabric is None else self.fabric.slowdown(job_id)

@@ -41,6 +41,9 @@ from halyard.emulator.datastall import HostCurve, host_curve, stalled_iteration_
 from halyard.emulator.elastic import est_step_s
 
 OVERLAP_MODES = ("ddp", "layerwise")
+# How jobs sharing a link split it (halyard.emulator.fabric): not at all (every job at its
+# dedicated speed), fair max-min sharing (TCP-like; DESIGN.md's default) or MLTCP's unfair sharing.
+CONTENTION_MODES = ("off", "fair", "mltcp")
 
 
 class UnsupportedGPUError(HalyardError, ValueError):
@@ -120,18 +123,23 @@ class PerformanceModel:
     """The one performance model the simulator and the emulated agents share."""
 
     def __init__(self, catalog: Catalog | None = None, *, allreduce: str = "ring",
-                 overlap: str = "ddp", data_stalls: bool = False) -> None:
+                 overlap: str = "ddp", data_stalls: bool = False, contention: str = "fair") -> None:
         """``allreduce``: ``ring`` (default; two-level across nodes), ``tree`` or ``auto``
         for the all-reduce between nodes (inside a node it is always a ring).
         ``overlap``: ``ddp`` (buckets overlap backward only; default) or
         ``layerwise`` (each layer's all-reduce may run until its next forward,
         as in ASTRA-sim and Dally's simulator). ``data_stalls``: bound compute by
         the CPU cores and memory per GPU of the allocation (Synergy; off by
-        default, see docs/performance-model.md "Data stalls" for why)."""
+        default, see docs/performance-model.md "Data stalls" for why). ``contention``:
+        how jobs sharing a NIC or rack uplink slow each other (``CONTENTION_MODES``;
+        the drivers apply it through :class:`halyard.emulator.fabric.Fabric`)."""
         if allreduce not in ALGORITHMS:
             raise ValueError(f"allreduce must be one of {', '.join(ALGORITHMS)}, got {allreduce!r}")
         if overlap not in OVERLAP_MODES:
             raise ValueError(f"overlap must be one of {', '.join(OVERLAP_MODES)}, got {overlap!r}")
+        if contention not in CONTENTION_MODES:
+            raise ValueError(f"contention must be one of {', '.join(CONTENTION_MODES)}, got {contention!r}")
+        self._contention = contention
         self._allreduce = allreduce
         self._overlap = overlap
         self._data_stalls = data_stalls
@@ -152,6 +160,11 @@ class PerformanceModel:
     def data_stalls(self) -> bool:
         """Whether compute is bounded by the CPU/memory data-stall model."""
         return self._data_stalls
+
+    @property
+    def contention(self) -> str:
+        """How jobs sharing a link slow each other: ``off``, ``fair`` or ``mltcp``."""
+        return self._contention
 
     @property
     def catalog(self) -> Catalog:

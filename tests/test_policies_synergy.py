@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from test_properties import check_ledger
 
 from halyard.controlplane import SchedulingCore, Simulator
-from halyard.controlplane.timing import expect, performance_model_for
+from halyard.controlplane.timing import Pacer, performance_model_for
 from halyard.datamodel import Allocation, JobSpec, JobState, NodeAllocation, load_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import ClusterView, Plan, make_policy, policy_names
@@ -208,15 +208,15 @@ def test_other_mechanisms_never_over_allocate(small_cluster, jobs, mechanism):
 
 
 def test_expect_uses_the_allocations_cpus_and_memory(small_cluster):
-    """Enforcement: a SetResources changes the job's rate through timing.expect."""
+    """Enforcement: a SetResources changes the job's rate through the drivers' Pacer."""
     c = core(small_cluster, "synergy-tune:fifo")
     c.submit(job(1, model="alexnet", job_id="a"), 0.0)
     actions = c.schedule(0.0)
-    fast = expect(c, STALLS, actions, 0.0)[0].iteration_s
+    fast = Pacer(c, STALLS).update(actions, 0.0)[0].iteration_s
     c.submit(job(1, model="alexnet", job_id="b"), 0.0)
     c2 = core(small_cluster, "proportional:fifo")
     c2.submit(job(1, model="alexnet", job_id="a"), 0.0)
-    slow = expect(c2, STALLS, c2.schedule(0.0), 0.0)[0].iteration_s
+    slow = Pacer(c2, STALLS).update(c2.schedule(0.0), 0.0)[0].iteration_s
     assert slow / fast == pytest.approx(2.94, rel=0.01)
 
 

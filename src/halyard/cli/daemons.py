@@ -9,12 +9,13 @@ from pathlib import Path
 
 import structlog
 
+from halyard.cli.simulate import add_contention_option
 from halyard.clock import ScaledClock
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import DEFAULT_HEARTBEAT_S, DEFAULT_HEARTBEAT_TIMEOUT_S, ControlPlane
 from halyard.controlplane.store import SqliteStore
+from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import ValidationError, load_cluster, parse_cluster, read_cluster_text
-from halyard.emulator import PerformanceModel
 from halyard.logs import configure_logging
 from halyard.policies import make_policy, policy_names
 
@@ -29,6 +30,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     cp.add_argument("--http", default=None, help="HOST:PORT for /healthz and /metrics")
     cp.add_argument("--policy", default="fifo", help=f"one of: {', '.join(policy_names())}")
     cp.add_argument("--round-s", type=float, default=300.0)
+    add_contention_option(cp)
     cp.add_argument("--speedup", type=float, default=1.0, help="cluster seconds per wall second (1 = real time)")
     cp.add_argument("--heartbeat-s", type=float, default=DEFAULT_HEARTBEAT_S)
     cp.add_argument("--heartbeat-timeout-s", type=float, default=DEFAULT_HEARTBEAT_TIMEOUT_S)
@@ -71,7 +73,8 @@ def run_controlplane(args: argparse.Namespace) -> int:
     clock = ScaledClock(args.speedup, wall_origin=float(origin) if origin else None)
     if origin is None:
         store.set_meta("clock_origin_unix_s", repr(clock.wall_origin))
-    cp = ControlPlane(cluster, policy, PerformanceModel(), clock, store, cluster_toml=text, round_s=args.round_s,
+    perf = performance_model_for(policy, contention=args.contention)
+    cp = ControlPlane(cluster, policy, perf, clock, store, cluster_toml=text, round_s=args.round_s,
                       heartbeat_s=args.heartbeat_s, heartbeat_timeout_s=args.heartbeat_timeout_s)
     server = ControlPlaneServer(cp, listen=args.listen, http=args.http)
     asyncio.run(_serve(server))

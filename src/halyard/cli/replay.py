@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from halyard.cli.report import progress_bar, summary_table
-from halyard.cli.simulate import DEFAULT_ROUND_S, default_trace
+from halyard.cli.simulate import DEFAULT_ROUND_S, add_contention_option, default_trace
 from halyard.cli.trace import add_trace_options, load_trace
 from halyard.controlplane.replay import replay
 from halyard.datamodel import ValidationError, parse_cluster, read_cluster_text
@@ -28,6 +28,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--speedup", type=float, default=DEFAULT_SPEEDUP,
                    help=f"cluster seconds per wall second (default: {DEFAULT_SPEEDUP:g})")
     p.add_argument("--round-s", type=float, default=DEFAULT_ROUND_S, help="round length in seconds")
+    add_contention_option(p)
     p.add_argument("--agent-processes", action="store_true",
                    help="run each agent as its own `halyard agent` process (default: asyncio tasks)")
     p.add_argument("--db", default=":memory:", help="state database (default: in memory)")
@@ -51,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     with progress_bar(len(loaded.jobs), enabled=not args.no_progress, label=f"replay {args.policy}") as bar:
         result = asyncio.run(replay(loaded.jobs, cluster, text, policy=args.policy, speedup=args.speedup,
                                     processes=args.agent_processes, db=args.db, round_s=args.round_s,
+                                    contention=args.contention,
                                     on_progress=bar)).summary
     result["trace"] = str(trace_path)
     result["trace_format"] = loaded.format

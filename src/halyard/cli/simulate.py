@@ -15,6 +15,7 @@ from halyard.cli.trace import add_trace_options, load_trace
 from halyard.controlplane import Simulator, summarize
 from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import ValidationError, load_cluster
+from halyard.emulator.performance import CONTENTION_MODES
 from halyard.policies import make_policy, policy_names
 
 DEFAULT_ROUND_S = 300.0  # DESIGN.md: lease of 5 minutes of cluster time
@@ -24,12 +25,19 @@ def default_trace() -> Path:
     return Path(str(resources.files("halyard.data") / "traces" / "default.csv"))
 
 
+def add_contention_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--contention", default="fair", choices=CONTENTION_MODES,
+                   help="how jobs sharing a NIC or rack uplink slow each other: fair sharing (default), "
+                        "MLTCP's unfair sharing, or off (every job at its dedicated speed)")
+
+
 def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("simulate", help="replay a trace through a policy in virtual time")
     p.add_argument("--trace", type=Path, default=None, help="trace file (default: the bundled trace)")
     p.add_argument("--cluster", default="default", help="built-in cluster name or TOML path (default: default)")
     p.add_argument("--policy", default="fifo", help=f"one of: {', '.join(policy_names())} (default: fifo)")
     p.add_argument("--round-s", type=float, default=DEFAULT_ROUND_S, help="round length in seconds")
+    add_contention_option(p)
     p.add_argument("--measure", default=None, metavar="START:END",
                    help="report job metrics over arrival positions START..END-1 only")
     add_trace_options(p)
@@ -59,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     trace_path = args.trace or default_trace()
     loaded = load_trace(trace_path, trace_format=args.trace_format, strict=args.strict, seed=args.seed)
     console = Console(stderr=True)
-    simulator = Simulator(cluster, policy, performance_model_for(policy), round_s=args.round_s)
+    simulator = Simulator(cluster, policy, performance_model_for(policy, contention=args.contention),
+                          round_s=args.round_s)
     started = time.perf_counter()
     with progress_bar(len(loaded.jobs), enabled=not args.no_progress, label=f"simulate {policy.name}") as bar:
         outcome = simulator.run(loaded.jobs, on_progress=bar, total_jobs=len(loaded.jobs))

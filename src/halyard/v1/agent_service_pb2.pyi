@@ -179,7 +179,7 @@ class Registered(_message.Message):
     def __init__(self, node: _Optional[str] = ..., clock: _Optional[_Union[ClockParams, _Mapping]] = ..., cluster_toml: _Optional[str] = ..., heartbeat_interval_s: _Optional[float] = ..., data_stalls: _Optional[bool] = ...) -> None: ...
 
 class Launch(_message.Message):
-    __slots__ = ("job_id", "attempt", "spec", "allocation", "leader", "iterations_total", "iterations_done", "restore_s", "start_time")
+    __slots__ = ("job_id", "attempt", "spec", "allocation", "leader", "iterations_total", "iterations_done", "restore_s", "start_time", "link_slowdown")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
@@ -189,6 +189,7 @@ class Launch(_message.Message):
     ITERATIONS_DONE_FIELD_NUMBER: _ClassVar[int]
     RESTORE_S_FIELD_NUMBER: _ClassVar[int]
     START_TIME_FIELD_NUMBER: _ClassVar[int]
+    LINK_SLOWDOWN_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     attempt: int
     spec: _types_pb2.JobSpec
@@ -198,7 +199,8 @@ class Launch(_message.Message):
     iterations_done: float
     restore_s: float
     start_time: float
-    def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., spec: _Optional[_Union[_types_pb2.JobSpec, _Mapping]] = ..., allocation: _Optional[_Union[_types_pb2.Allocation, _Mapping]] = ..., leader: _Optional[bool] = ..., iterations_total: _Optional[int] = ..., iterations_done: _Optional[float] = ..., restore_s: _Optional[float] = ..., start_time: _Optional[float] = ...) -> None: ...
+    link_slowdown: float
+    def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., spec: _Optional[_Union[_types_pb2.JobSpec, _Mapping]] = ..., allocation: _Optional[_Union[_types_pb2.Allocation, _Mapping]] = ..., leader: _Optional[bool] = ..., iterations_total: _Optional[int] = ..., iterations_done: _Optional[float] = ..., restore_s: _Optional[float] = ..., start_time: _Optional[float] = ..., link_slowdown: _Optional[float] = ...) -> None: ...
 
 class Preempt(_message.Message):
     __slots__ = ("job_id", "attempt", "grace_s")
@@ -211,7 +213,7 @@ class Preempt(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., grace_s: _Optional[float] = ...) -> None: ...
 
 class Reconfigure(_message.Message):
-    __slots__ = ("job_id", "attempt", "allocation", "leader", "restore_s", "iterations_done", "start_time")
+    __slots__ = ("job_id", "attempt", "allocation", "leader", "restore_s", "iterations_done", "start_time", "link_slowdown")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_FIELD_NUMBER: _ClassVar[int]
@@ -219,6 +221,7 @@ class Reconfigure(_message.Message):
     RESTORE_S_FIELD_NUMBER: _ClassVar[int]
     ITERATIONS_DONE_FIELD_NUMBER: _ClassVar[int]
     START_TIME_FIELD_NUMBER: _ClassVar[int]
+    LINK_SLOWDOWN_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     attempt: int
     allocation: _types_pb2.Allocation
@@ -226,7 +229,8 @@ class Reconfigure(_message.Message):
     restore_s: float
     iterations_done: float
     start_time: float
-    def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., allocation: _Optional[_Union[_types_pb2.Allocation, _Mapping]] = ..., leader: _Optional[bool] = ..., restore_s: _Optional[float] = ..., iterations_done: _Optional[float] = ..., start_time: _Optional[float] = ...) -> None: ...
+    link_slowdown: float
+    def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., allocation: _Optional[_Union[_types_pb2.Allocation, _Mapping]] = ..., leader: _Optional[bool] = ..., restore_s: _Optional[float] = ..., iterations_done: _Optional[float] = ..., start_time: _Optional[float] = ..., link_slowdown: _Optional[float] = ...) -> None: ...
 
 class SetTimeShift(_message.Message):
     __slots__ = ("job_id", "attempt", "seconds")

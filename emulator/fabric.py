@@ -1,0 +1,224 @@
+"""The simulated fabric: which running jobs share which links, and how much they slow each other.
+
+A job whose GPUs sit on several nodes all-reduces its gradients through each of
+those nodes' NICs, and through the uplinks of its racks when it spans racks
+(the two-level all-reduce of :mod:`halyard.emulator.collectives`). Every such
+link is shared by the jobs that cross it. Per link, each job's demand over one
+iteration is the data-parallel Up/Down profile of its dedicated iteration
+(Cassini §4.1, :func:`~halyard.emulator.contention.profile_from_iteration`) and
+the jobs' iteration times come from the fluid simulation of
+:func:`~halyard.emulator.contention.shared_link_iteration_times` under fair or
+MLTCP sharing. A job's slowdown is the largest over the links it crosses (links
+are treated independently, as Cassini's per-link compatibility does).
+
+Where each job's phase starts matters: identical jobs whose all-reduces start
+together halve each other's bandwidth, and fair sharing keeps whatever offset
+they have (a fluid fair share neither pulls colliding jobs apart nor together).
+A job's phase is where its iterations sit on the cluster clock: its time-shift
+when a policy set one (the worker library keeps iteration starts on that grid),
+else the instant it started making progress, modulo its iteration.
+
+Drivers :meth:`Fabric.place` and :meth:`Fabric.remove` jobs as they start,
+move and stop, then :meth:`Fabric.settle` recomputes only the links whose set
+of jobs changed and says whose slowdown moved. Results are cached per link
+state (profiles, phases on a 1/``PHASE_BINS`` grid, capacity), since a trace
+repeats the same models and placements many times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from halyard.datamodel import Allocation, Cluster, JobSpec
+from halyard.emulator.collectives import GBYTE
+from halyard.emulator.contention import (
+    SHARING,
+    DemandProfile,
+    mean_field_iteration_times,
+    profile_from_iteration,
+    shared_link_iteration_times,
+)
+from halyard.emulator.performance import IterationTime, PerformanceModel
+
+# A job's phase on the clock is rounded to 1/PHASE_BINS of its iteration for the cache key:
+# a 1/64 iteration offset is far below an all-reduce phase (tens of % of an iteration).
+PHASE_BINS = 64
+# Slowdowns closer than this are the same rate: a driver does not re-rate a job for less.
+SLOWDOWN_TOLERANCE = 1e-9
+# The fluid simulation's window (iterations simulated, of which the last are averaged);
+# enough for fair sharing's steady state (it keeps offsets) and MLTCP's convergence.
+SIM_ITERATIONS, SIM_STEADY = 24, 8
+# Beyond this many jobs on a link the fluid simulation (cost ~ jobs^2 x the ratio of the
+# longest to the shortest iteration) gives way to its mean-field limit, which costs
+# ~0.3 ms at any size and slows jobs 6-10% less on average (docs/performance-model.md).
+FLUID_MAX_JOBS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A shared link: a node's NIC (``kind="nic"``) or a rack's uplink to the spine (``"uplink"``)."""
+
+    kind: str
+    name: str
+    capacity_gbyte_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Member:
+    """A job on the fabric: its dedicated iteration, the links it crosses and its demand on each."""
+
+    allocation: Allocation
+    dedicated: IterationTime
+    phase_s: float
+    links: tuple[Link, ...]
+    profile: DemandProfile  # the same on every link it crosses (see link_gbytes)
+    key: tuple[tuple[float, float], ...]  # the profile as plain numbers: the cache key's part
+
+
+class Fabric:
+    """Link membership of running jobs and their contended slowdowns (no global state)."""
+
+    def __init__(self, perf: PerformanceModel, cluster: Cluster, *, sharing: str = "fair") -> None:
+        if sharing not in SHARING:
+            raise ValueError(f"sharing must be one of {', '.join(SHARING)}, got {sharing!r}")
+        self.perf = perf
+        self.cluster = cluster
+        self.sharing = sharing
+        racks = cluster.racks
+        self._nic = {n.name: Link("nic", n.name, n.nic_gbyte_s) for n in cluster.nodes}
+        self._uplink = [Link("uplink", r.name, r.uplink_gbyte_s / cluster.spine_oversubscription) for r in racks]
+        self._rack_of = {n.name: n.rack_index for n in cluster.nodes}
+        self._members: dict[str, _Member] = {}
+        self._on_link: dict[Link, set[str]] = {}
+        self._link_slowdown: dict[Link, dict[str, float]] = {}
+        self._slowdown: dict[str, float] = {}
+        self._dirty: set[Link] = set()
+        self._cache: dict[tuple[object, ...], tuple[float, ...]] = {}
+
+    # --- membership ---------------------------------------------------------
+
+    def links_of(self, allocation: Allocation) -> tuple[Link, ...]:
+        """The NICs of a multi-node allocation, plus its racks' uplinks when it spans racks."""
+        nodes = [p.node for p in allocation.nodes if p.gpus]
+        if len(nodes) < 2:
+            return ()
+        racks = sorted({self._rack_of[n] for n in nodes})
+        uplinks = [self._uplink[r] for r in racks] if len(racks) > 1 else []
+        return (*(self._nic[n] for n in nodes), *uplinks)
+
+    def place(self, job_id: str, spec: JobSpec, allocation: Allocation, start_s: float) -> None:
+        """Put a running job on the links its allocation crosses (replacing where it was).
+
+        ``start_s``: when its iterations began on the cluster clock; ignored when the
+        allocation carries a time-shift, which fixes the phase instead.
+        """
+        self.remove(job_id)
+        links = self.links_of(allocation)
+        if not links:
+            return
+        dedicated = self.perf.iteration_time(spec, allocation, self.cluster)
+        if dedicated.communication_s <= 0.0:
+            return
+        m = sum(1 for p in allocation.nodes if p.gpus)
+        profile = profile_from_iteration(dedicated, link_gbytes(self.perf.profile(spec.model).gradient_bytes, m))
+        anchor = allocation.time_shift_s if allocation.time_shift_s > 0.0 else start_s
+        key = tuple((p.duration_s, p.demand_gbyte_s) for p in profile.phases)
+        self._members[job_id] = _Member(allocation, dedicated, anchor % dedicated.total_s, links, profile, key)
+        for link in links:
+            self._on_link.setdefault(link, set()).add(job_id)
+            self._dirty.add(link)
+
+    def remove(self, job_id: str) -> None:
+        """Take a job off its links (it stopped, or is about to be placed elsewhere)."""
+        member = self._members.pop(job_id, None)
+        if member is None:
+            return
+        for link in member.links:
+            jobs = self._on_link[link]
+            jobs.discard(job_id)
+            self._link_slowdown.get(link, {}).pop(job_id, None)
+            if not jobs:
+                del self._on_link[link]
+                self._link_slowdown.pop(link, None)
+            self._dirty.add(link)
+        self._slowdown.pop(job_id, None)
+
+    def holds(self, job_id: str, allocation: Allocation) -> bool:
+        """Whether the fabric has this job on exactly this allocation (a driver's no-op check)."""
+        member = self._members.get(job_id)
+        return member is not None and member.allocation is allocation
+
+    # --- results --------------------------------------------------------------
+
+    def slowdown(self, job_id: str) -> float:
+        """Contended over dedicated iteration time (1.0 for a job alone on its links)."""
+        return self._slowdown.get(job_id, 1.0)
+
+    def settle(self) -> dict[str, float]:
+        """Recompute the links whose jobs changed; the jobs on the fabric whose slowdown moved."""
+        if not self._dirty:
+            return {}
+        touched: set[str] = set()
+        for link in self._dirty:
+            jobs = self._on_link.get(link)
+            if jobs:
+                self._link_slowdown[link] = self._solve(link, jobs)
+                touched |= jobs
+        self._dirty.clear()
+        changed: dict[str, float] = {}
+        for job_id in touched:
+            member = self._members[job_id]
+            s = max(self._link_slowdown[link].get(job_id, 1.0) for link in member.links)
+            if abs(s - self._slowdown.get(job_id, 1.0)) > SLOWDOWN_TOLERANCE:
+                changed[job_id] = s
+            if s > 1.0 + SLOWDOWN_TOLERANCE:
+                self._slowdown[job_id] = s
+            else:
+                self._slowdown.pop(job_id, None)
+        return changed
+
+    def contended(self, job_id: str, dedicated: IterationTime) -> IterationTime:
+        """``dedicated`` stretched by the job's slowdown; the extra time is exposed communication
+        (compute is unchanged, the all-reduce waits for the link)."""
+        s = self.slowdown(job_id)
+        if s == 1.0:
+            return dedicated
+        extra = dedicated.total_s * (s - 1.0)
+        return IterationTime(compute_s=dedicated.compute_s, communication_s=dedicated.communication_s + extra,
+                             exposed_s=dedicated.exposed_s + extra, total_s=dedicated.total_s + extra,
+                             tier=dedicated.tier)
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    # --- internals ---------------------------------------------------------------
+
+    def _solve(self, link: Link, jobs: Iterable[str]) -> dict[str, float]:
+        members = [(job_id, self._members[job_id]) for job_id in sorted(jobs)]
+        peak = sum(max(p.demand_gbyte_s for p in m.profile.phases) for _, m in members)
+        if len(members) < 2 or peak <= link.capacity_gbyte_s:
+            return {}  # the link never runs out: everyone at dedicated speed
+        # Cache key: profiles and phases on the grid, in a canonical order.
+        keyed = sorted(((m.key, round(m.phase_s / m.profile.iteration_s * PHASE_BINS) % PHASE_BINS), job_id)
+                       for job_id, m in members)
+        key = (link.capacity_gbyte_s, self.sharing, tuple(k for k, _ in keyed))
+        slowdowns = self._cache.get(key)
+        if slowdowns is None:
+            profiles = [self._members[job_id].profile for _, job_id in keyed]
+            if len(profiles) > FLUID_MAX_JOBS:
+                times = mean_field_iteration_times(profiles, link.capacity_gbyte_s)
+            else:
+                shifts = [b / PHASE_BINS * p.iteration_s for ((_, b), _), p in zip(keyed, profiles, strict=True)]
+                times = shared_link_iteration_times(profiles, link.capacity_gbyte_s, sharing=self.sharing,
+                                                    time_shifts_s=shifts, iterations=SIM_ITERATIONS,
+                                                    steady=SIM_STEADY).iteration_s
+            slowdowns = self._cache[key] = tuple(max(1.0, t / p.iteration_s) for t, p in zip(times, profiles,
+                                                                                              strict=True))
+        return {job_id: s for (_, job_id), s in zip(keyed, slowdowns, strict=True)}
+
+
+def link_gbytes(gradient_bytes: float, nodes: int) -> float:
+    """GB one node's NIC (and a rack's uplink, for a ring ordered by rack) carries per iteration
+    in the two-level all-reduce: ``2 (m-1)/m x S`` for ``m`` nodes (reduce-scatter + all-gather)."""
+    return 2.0 * (nodes - 1) / nodes * gradient_bytes / GBYTE
