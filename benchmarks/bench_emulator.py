@@ -16,7 +16,8 @@ from collections.abc import Callable
 
 from halyard.datamodel import Allocation, JobSpec, NodeAllocation, load_cluster
 from halyard.emulator import PerformanceModel
-from halyard.emulator.contention import data_parallel_profile, shared_link_iteration_times
+from halyard.emulator.contention import data_parallel_profile, mean_field_iteration_times, shared_link_iteration_times
+from halyard.emulator.fabric import Fabric
 
 
 def alloc(*parts: tuple[str, int]) -> Allocation:
@@ -31,6 +32,26 @@ def rate(fn: Callable[[], object], calls: int) -> float:
             fn()
         best = min(best, time.perf_counter() - t0)
     return calls / best
+
+
+_FABRICS: dict[bool, Fabric] = {}
+
+
+def fabric_churn(pm: PerformanceModel, cluster, spec: JobSpec, *, cached: bool) -> None:
+    """What the simulator pays when a co-runner comes and goes: place, settle, remove, settle.
+    One GPU per node: the all-reduce is NIC-bound, so two vgg11 jobs contend on Philly's NICs."""
+    fabric = _FABRICS.get(cached) if cached else None
+    if fabric is None:
+        fabric = Fabric(pm, cluster)
+        fabric.place("a", spec, alloc(("r0-n0", 1), ("r0-n1", 1)), 0.0)
+        fabric.settle()
+        if cached:
+            _FABRICS[cached] = fabric
+    fabric.place("b", spec, Allocation((NodeAllocation("r0-n0", (1,), 3, 62_500),
+                                        NodeAllocation("r0-n1", (1,), 3, 62_500))), 0.0)
+    fabric.settle()
+    fabric.remove("b")
+    fabric.settle()
 
 
 def main() -> None:
@@ -63,6 +84,14 @@ def main() -> None:
     rows.append(("shared_link_iteration_times, 2 jobs, mltcp",
                  rate(lambda: shared_link_iteration_times([a, a], 10.0, sharing="mltcp", time_shifts_s=[0, .01]),
                       max(1, n // 20000))))
+    vgg = JobSpec(job_id="v", submit_time=0.0, model="vgg11", num_gpus=2, iterations=1)
+    many = [data_parallel_profile(1.0 + 0.1 * i, 0.4, 10.0) for i in range(12)]
+    rows.append(("mean_field_iteration_times, 12 jobs",
+                 rate(lambda: mean_field_iteration_times(many, 20.0), max(1, n // 200))))
+    rows.append(("Fabric: a job joins and leaves a shared NIC (cold)",
+                 rate(lambda: fabric_churn(pm, cluster, vgg, cached=False), max(1, n // 2000))))
+    rows.append(("Fabric: a job joins and leaves a shared NIC (cached)",
+                 rate(lambda: fabric_churn(pm, cluster, vgg, cached=True), max(1, n // 20))))
     base = rows[0][1]
     print(f"{'evaluation':52} {'calls/s':>12} {'cost vs baseline':>17}")
     for name, r in rows:
