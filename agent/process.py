@@ -271,6 +271,10 @@ class ProcessAgent(StreamAgent):
     def _share(self, job: ProcessJob):
         return next((p for p in job.allocation.nodes if p.node == self.node_name), None)
 
+    def _gpus_here(self, job: ProcessJob) -> set[int]:
+        share = self._share(job)
+        return set(share.gpus) if share else set()
+
     def _pick_cores(self, count: int, *, exclude: ProcessJob | None = None) -> tuple[int, ...]:
         """``count`` of this machine's cores, least used first (all of them, shared, if it has fewer)."""
         use = dict.fromkeys(self.enforcement.cores, 0)
@@ -323,9 +327,13 @@ class ProcessAgent(StreamAgent):
         return path
 
     async def _supervise(self, job: ProcessJob) -> None:
+        # The control plane frees a preempted job's GPUs at once, but its process may still be
+        # checkpointing (at most its grace period): wait for it, as for our own previous attempt,
+        # so that no GPU ever holds two jobs' processes.
+        mine = self._gpus_here(job)
         for (job_id, _), old in list(self._stopping.items()):
-            if job_id == job.job_id:
-                await old.exited.wait()  # the previous attempt is still checkpointing here
+            if job_id == job.job_id or mine & self._gpus_here(old):
+                await old.exited.wait()
         if self.jobs.get(job.job_id) is not job:
             return
         share = self._share(job)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -118,3 +119,30 @@ async def test_preempt_stops_the_process_within_the_grace_period(tmp_path, grace
             assert job.process.returncode == 0
         else:
             assert job.process.returncode < 0  # SIGKILL at once
+
+
+async def test_a_launch_waits_for_the_stopping_process_that_holds_its_gpus(tmp_path):
+    """The control plane frees a preempted job's GPUs at once; the agent starts the next job on them
+    only after the old process has exited (here it takes 1 s to checkpoint), so no GPU holds two."""
+    from halyard.datamodel import Allocation, JobSpec, NodeAllocation
+    from halyard.v1 import agent_service_pb2 as apb
+    from halyard.wire import allocation_to_pb, spec_to_pb
+
+    slow_stop = [sys.executable, "-c", "import signal, sys, time; "
+                 "signal.signal(signal.SIGTERM, lambda *_: (time.sleep(1.0), sys.exit(0))); time.sleep(60)"]
+    async with World("process", tmp_path) as w:
+        await w.submit(train_spec("a", 100, command=slow_stop))
+        agent = w.agents["r0-n0"]
+        await w.wait_for(lambda: "a" in agent.jobs and agent.jobs["a"].process is not None)
+        old = agent.jobs["a"]
+        await asyncio.sleep(0.5)  # the script has installed its SIGTERM handler
+        agent.on_preempt(apb.Preempt(job_id="a", attempt=old.attempt, grace_s=5.0))
+        spec = JobSpec(job_id="b", submit_time=0.0, model="resnet50", num_gpus=2, iterations=1,
+                       command=(sys.executable, "-c", "pass"))
+        agent.on_launch(apb.Launch(job_id="b", attempt=1, spec=spec_to_pb(spec), leader=True, iterations_total=1,
+                                   allocation=allocation_to_pb(Allocation((NodeAllocation("r0-n0", (6, 7), 2,
+                                                                                          1000),)))))
+        await asyncio.sleep(0.4)
+        assert not old.exited.is_set() and agent.jobs["b"].process is None  # still waiting for a's GPUs 6, 7
+        await w.wait_for(lambda: old.exited.is_set(), timeout=10)
+        await w.wait_for(lambda: "b" not in agent.jobs or agent.jobs["b"].process is not None, timeout=10)
