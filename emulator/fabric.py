@@ -66,10 +66,9 @@ class Link:
 
 @dataclass(frozen=True, slots=True)
 class _Member:
-    """A job on the fabric: its dedicated iteration, the links it crosses and its demand on each."""
+    """A job on the fabric: its allocation, phase, the links it crosses and its demand on each."""
 
     allocation: Allocation
-    dedicated: IterationTime
     phase_s: float
     links: tuple[Link, ...]
     profile: DemandProfile  # the same on every link it crosses (see link_gbytes)
@@ -124,7 +123,7 @@ class Fabric:
         profile = profile_from_iteration(dedicated, link_gbytes(self.perf.profile(spec.model).gradient_bytes, m))
         anchor = allocation.time_shift_s if allocation.time_shift_s > 0.0 else start_s
         key = tuple((p.duration_s, p.demand_gbyte_s) for p in profile.phases)
-        self._members[job_id] = _Member(allocation, dedicated, anchor % dedicated.total_s, links, profile, key)
+        self._members[job_id] = _Member(allocation, anchor % dedicated.total_s, links, profile, key)
         for link in links:
             self._on_link.setdefault(link, set()).add(job_id)
             self._dirty.add(link)
@@ -188,9 +187,6 @@ class Fabric:
         return IterationTime(compute_s=dedicated.compute_s, communication_s=dedicated.communication_s + extra,
                              exposed_s=dedicated.exposed_s + extra, total_s=dedicated.total_s + extra,
                              tier=dedicated.tier)
-
-    def __len__(self) -> int:
-        return len(self._members)
 
     # --- internals ---------------------------------------------------------------
 
