@@ -269,14 +269,11 @@ class Dally:
         a job's are :meth:`ClusterView.gpu_types_for`: its constraint and the types it fits)."""
         entry = self._sizes.get((id(cluster), gpu_types))
         if entry is None or entry[0] is not cluster:
-            allowed = (gpu_types,) if isinstance(gpu_types, str) else gpu_types
-
-            def counts(i: int) -> bool:
-                return allowed is None or cluster.nodes[i].gpu_type in allowed
-
-            per_rack = [sum(cluster.nodes[i].gpus for i in r.node_indices if counts(i)) for r in cluster.racks]
-            machine = max((cluster.nodes[i].gpus for i in range(len(cluster.nodes)) if counts(i)), default=0)
-            entry = (cluster, machine, max(per_rack, default=0))
+            shape = self._shapes.shape(cluster)
+            excluded = shape.excluded(gpu_types)
+            gpus = shape.gpus if excluded is None else np.where(excluded, 0, shape.gpus)
+            rack = int(np.bincount(shape.rack, weights=gpus, minlength=shape.n_racks).max(initial=0))
+            entry = (cluster, shape.max_gpus_per_node(gpu_types), rack)
             self._sizes[(id(cluster), gpu_types)] = entry
         return entry[1], entry[2]
 

@@ -30,7 +30,9 @@ from halyard.policies import Plan, make_policy, policy_names
 
 GIB = 2**30
 
-# One rack: a P100 node first, then a V100 node (node order is what first fit follows).
+# One rack: a P100 node first, then a V100 node (node order is what first fit follows). Links:
+# PCIe 3.0 x16 (about 16 GB/s one way) between the P100s, NVLink as in SMALL_CLUSTER_TOML
+# (tests/factories.py) between the V100s, 100 Gbit/s NICs; only the GPU types matter here.
 MIXED_CLUSTER_TOML = """
 name = "mixed"
 [[racks]]
