@@ -45,10 +45,12 @@ from halyard.datamodel import (
 from halyard.emulator import PerformanceModel
 from halyard.policies import (
     Action,
+    ClusterFacts,
     ClusterView,
     FreeResources,
     Migrate,
     OverAllocation,
+    PassState,
     Plan,
     Policy,
     Preempt,
@@ -56,6 +58,8 @@ from halyard.policies import (
     SetResources,
     SetTimeShift,
     Start,
+    Unplaced,
+    WaitCode,
 )
 
 
@@ -85,8 +89,12 @@ class SchedulingCore:
         self._demand_view: Mapping[int, int] = MappingProxyType(self._demand)
         self._gpus_by_type = {t: sum(n.gpus for n in cluster.nodes if n.gpu_type == t)
                               for t in cluster.gpu_types}
-        self._gpu_types_for: dict = {}  # ClusterView.gpu_types_for's cache, kept over passes
+        self.facts = ClusterFacts(cluster, perf)  # what policies derive from the cluster alone, kept over passes
         self.passes = 0
+        # Why jobs wait: the reason of the last pass for the jobs it did not look at
+        # (Plan.otherwise), and the pending jobs per reason code after the last pass.
+        self._otherwise: Unplaced | None = None
+        self.waiting: Counter[WaitCode] = Counter()
         self.pass_wall_s = 0.0
         # Changes not yet handed out by take_changes(): jobs the core changed, the
         # epoch of each running job then (drivers change rates, which bumps it),
@@ -152,16 +160,53 @@ class SchedulingCore:
     def view(self, now: float) -> ClusterView:
         return ClusterView(now=now, cluster=self.cluster, free=self.free, running=self._running_view,
                            pending=self.pending, perf=self.perf, round_s=self.round_s,
-                           pending_demand=self._demand_view, type_cache=self._gpu_types_for)
+                           pending_demand=self._demand_view, facts=self.facts)
 
     def schedule(self, now: float) -> list[Action]:
-        """Run one policy pass and apply its plan; returns the applied actions."""
+        """Run one policy pass and apply its plan; returns the applied actions.
+
+        The policy learns from the pass only through ``on_applied`` after the plan is
+        applied, or ``on_rejected`` if the core refuses it (Kubernetes' Reserve/Unreserve).
+        """
         started = time.perf_counter()
-        plan = self.policy.schedule(self.view(now))
-        applied = self.apply(plan, now)
+        view = self.view(now)
+        state = PassState()
+        plan = self.policy.schedule(view, state)
+        try:
+            applied = self.apply(plan, now)
+        except PlanError:
+            self.policy.on_rejected(view, plan, state)
+            raise
+        self.policy.on_applied(view, plan, state)
         self.passes += 1
+        self._note_reasons(plan)
         self.pass_wall_s += time.perf_counter() - started
         return applied
+
+    def _note_reasons(self, plan: Plan) -> None:
+        """Keep each unplaced job's reason on its record and count pending jobs by code: O(jobs looked at)."""
+        waiting: Counter[WaitCode] = Counter()
+        told = 0
+        for job_id, why in plan.unplaced.items():
+            record = self.records[job_id]
+            if record.state is JobState.PENDING:
+                record.wait = why
+                record.wait_pass = self.passes
+                waiting[why.code] += 1
+                told += 1
+        self._otherwise = plan.otherwise
+        if plan.otherwise is not None and len(self.pending) > told:
+            waiting[plan.otherwise.code] += len(self.pending) - told
+        self.waiting = waiting
+
+    def wait_of(self, record: JobRecord) -> Unplaced | None:
+        """Why a pending job waits: its reason from the last pass that looked at it, or the last
+        pass's reason for the jobs it did not look at; None if no pass has said anything yet."""
+        if record.state is not JobState.PENDING:
+            return None
+        if record.wait_pass == self.passes or self._otherwise is None:
+            return record.wait
+        return self._otherwise
 
     def apply(self, plan: Plan, now: float) -> list[Action]:
         """Validate the whole plan, then apply it in order; raise :class:`PlanError` if any action is wrong."""
@@ -275,10 +320,7 @@ class SchedulingCore:
             except OverAllocation as exc:
                 raise InconsistentState(f"{job}: its allocation does not fit cluster "
                                         f"{self.cluster.name!r}: {exc}") from None
-        try:
-            self.log.extend(state.events)
-        except ValueError as exc:  # unreachable after the checks above; kept as the log's own guard
-            raise InconsistentState(str(exc)) from None
+        self.log.extend(state.events)
         self.records.update(records)
         running = [r for r in records.values() if r.state is JobState.RUNNING]
         # The running map keeps start order (policies see it in that order).
@@ -419,6 +461,7 @@ class SchedulingCore:
             if record.has_checkpoint:
                 record.restarts += 1
             record.begin_run(action.allocation, now)
+            record.wait = None
             self.log.append(now, record.job_id, EventKind.STARTED, JobState.RUNNING, describe(action.allocation))
         elif isinstance(action, Preempt):
             check_transition(record.job_id, record.state, JobState.PREEMPTED)

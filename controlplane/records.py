@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from halyard.datamodel import Allocation, JobSpec, JobState, NodeAllocation, Parallelism, StagePlan
+from halyard.policies.reasons import Unplaced
 
 
 class JobRecord:
@@ -24,7 +25,7 @@ class JobRecord:
         "allocation", "arrival_seq", "attempt", "end_time", "epoch", "exposed_iteration_s", "first_start",
         "ideal_iteration_s",
         "iteration_s", "iterations_total", "job_id", "last_assignment_time", "num_gpus", "pending_since",
-        "preemptions", "queued_s", "restarts", "spec", "state",
+        "preemptions", "queued_s", "restarts", "spec", "state", "wait", "wait_pass",
     )
 
     def __init__(self, spec: JobSpec, arrival_seq: int, iterations_total: int,
@@ -58,6 +59,10 @@ class JobRecord:
         # rate, and seconds accrued over the iterations run before ``_anchor``.
         self.exposed_iteration_s = 0.0
         self._exposed_s = 0.0
+        # Why it waits: the latest reason a pass gave, and that pass's number (not persisted:
+        # the first pass after a restart gives it again). Read through SchedulingCore.wait_of.
+        self.wait: Unplaced | None = None
+        self.wait_pass = -1
 
     # --- read side (the JobInfo protocol) ---------------------------------
 
@@ -198,7 +203,7 @@ class JobRecord:
 
     def snapshot(self) -> dict[str, Any]:
         """Every slot (private progress fields included) as plain JSON-able values."""
-        data = {name: getattr(self, name) for name in JobRecord.__slots__}
+        data = {name: getattr(self, name) for name in PERSISTED}
         data["spec"] = spec_to_dict(self.spec)
         data["state"] = self.state.value
         data["allocation"] = None if self.allocation is None else allocation_to_dict(self.allocation)
@@ -207,19 +212,24 @@ class JobRecord:
     @classmethod
     def restore(cls, data: Mapping[str, Any]) -> JobRecord:
         """The record :meth:`snapshot` gave ``data`` for, exactly; raises ValueError on a malformed dict."""
-        missing = sorted(set(JobRecord.__slots__) - data.keys())
-        unknown = sorted(data.keys() - set(JobRecord.__slots__))
+        missing = sorted(set(PERSISTED) - data.keys())
+        unknown = sorted(data.keys() - set(PERSISTED))
         if missing or unknown:
             raise ValueError(f"job record fields missing {missing}, unknown {unknown}")
         record = cls.__new__(cls)
-        for name in JobRecord.__slots__:
+        for name in PERSISTED:
             setattr(record, name, data[name])
+        record.wait, record.wait_pass = None, -1
         record.spec = spec_from_dict(data["spec"])
         record.state = JobState(data["state"])
         record.allocation = None if data["allocation"] is None else allocation_from_dict(data["allocation"])
         if record.job_id != record.spec.job_id:
             raise ValueError(f"job_id {record.job_id!r} differs from spec.job_id {record.spec.job_id!r}")
         return record
+
+
+# Every slot but the waiting reason, which the first pass after a restart gives again.
+PERSISTED = tuple(name for name in JobRecord.__slots__ if name not in ("wait", "wait_pass"))
 
 
 def spec_to_dict(spec: JobSpec) -> dict[str, Any]:

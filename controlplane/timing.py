@@ -16,16 +16,16 @@ from halyard.controlplane.records import JobRecord
 from halyard.datamodel import JobState
 from halyard.emulator import PerformanceModel
 from halyard.emulator.fabric import Fabric
-from halyard.policies import Action, Migrate, Preempt, Resize, Start
+from halyard.policies import Action, Migrate, Policy, Preempt, Resize, Start
 
 
-def performance_model_for(policy: object, **settings: object) -> PerformanceModel:
+def performance_model_for(policy: Policy, **settings: object) -> PerformanceModel:
     """The performance model a run of ``policy`` uses: data stalls on for a policy that
     declares ``resource_sensitive`` (Synergy's, which give jobs other CPU/memory than the
     GPU-proportional share), off otherwise (every other policy keeps its iteration times).
     Every driver (simulate, replay, the test cluster, the daemons) and the emulated agents
     of a run must use the model this returns."""
-    return PerformanceModel(data_stalls=bool(getattr(policy, "resource_sensitive", False)), **settings)
+    return PerformanceModel(data_stalls=policy.resource_sensitive, **settings)
 
 
 class Pacer:

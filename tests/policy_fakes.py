@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from halyard.datamodel import Allocation, Cluster, JobSpec, JobState, NodeAllocation
-from halyard.policies import ClusterView, FreeResources
+from halyard.policies import ClusterView, FreeResources, PassState, Plan, Policy
 
 
 @dataclass
@@ -94,3 +94,27 @@ def view_of(cluster: Cluster, now: float, running: list[FakeJob], pending: list[
     return ClusterView(now=now, cluster=cluster, free=free, running={j.job_id: j for j in running},
                        pending=pending, perf=perf or FakePerf(), round_s=round_s,
                        pending_demand=Counter(j.spec.num_gpus for j in pending))
+
+
+class Wrapping(Policy):
+    """A policy that forwards everything to ``inner``; subclasses check the view in ``schedule``."""
+
+    def __init__(self, inner: Policy) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    needs_rounds = property(lambda self: self.inner.needs_rounds)
+    acts_without_pending = property(lambda self: self.inner.acts_without_pending)
+    resource_sensitive = property(lambda self: self.inner.resource_sensitive)
+
+    def stages(self) -> list[tuple[str, str]]:
+        return self.inner.stages()
+
+    def schedule(self, view: ClusterView, state: PassState) -> Plan:
+        return self.inner.schedule(view, state)
+
+    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        self.inner.on_applied(view, plan, state)
+
+    def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        self.inner.on_rejected(view, plan, state)
