@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, expo
 
 from halyard.controlplane.grpc_api import AgentServicer, ClusterServicer, JobServicer
 from halyard.controlplane.service import ControlPlane
+from halyard.policies import WaitCode
 from halyard.v1 import (
     agent_service_pb2,
     agent_service_pb2_grpc,
@@ -55,6 +56,10 @@ class Metrics:
         Gauge("halyard_agents_connected", "Agents with a live stream", registry=self.registry).set_function(
             lambda: len(cp.sessions))
         Gauge("halyard_cluster_time_seconds", "Cluster time", registry=self.registry).set_function(cp.now)
+        waiting = Gauge("halyard_waiting_jobs", "Pending jobs by why they wait, after the last pass",
+                        ["code"], registry=self.registry)
+        for code in WaitCode:
+            waiting.labels(code=code.value).set_function(lambda c=code: core.waiting.get(c, 0))
         self.pass_seconds = Histogram("halyard_pass_seconds", "Wall time of a scheduling pass",
                                       registry=self.registry,
                                       buckets=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0))

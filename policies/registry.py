@@ -81,7 +81,7 @@ def make_policy(name: str) -> Policy:
     text = name.strip()
     if text in _PRESETS:
         return _PRESETS[text]()
-    if "=" not in text:
+    if "=" not in text and "," not in text:
         raise ValidationError(f"unknown policy {name!r} (presets: {', '.join(policy_names())}; or a pipeline "
                               f"such as ordering=las,placement=synergy-tune)", field="policy")
     parts = [p.strip() for p in text.split(",")]

@@ -68,7 +68,7 @@ class StagedPolicy:
     def stages(self) -> list[tuple[str, str]]:
         return [("admission", self.admission.name), ("ordering", self.ordering.name),
                 ("sizing", self.sizing.name), ("placement", self.placement.name),
-                *(("adjuster", a.name) for a in self.adjusters)]
+                *(("adjust", a.name) for a in self.adjusters)]
 
     def _all(self) -> Iterator[Stage]:
         yield from (self.admission, self.ordering, self.sizing, self.placement, *self.adjusters)

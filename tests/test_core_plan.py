@@ -6,7 +6,7 @@ import pytest
 from factories import job
 
 from halyard.controlplane import PlanError, SchedulingCore, SimulatedPool
-from halyard.datamodel import Allocation, EventKind, JobState, NodeAllocation
+from halyard.datamodel import Allocation, EventKind, JobState, NodeAllocation, ValidationError
 from halyard.policies import Plan, make_policy
 
 
@@ -169,14 +169,14 @@ def test_time_shift_and_resources(core):
 
 def test_submit_validation(core):
     core.submit(job(1, job_id="dup"), 0.0)
-    with pytest.raises(Exception, match="duplicate job id 'dup'"):
+    with pytest.raises(ValidationError, match="duplicate job id 'dup'"):
         core.submit(job(1, job_id="dup"), 0.0)
-    with pytest.raises(Exception, match="unknown model 'nosuchnet'") as err:
+    with pytest.raises(ValidationError, match="unknown model 'nosuchnet'") as err:
         core.submit(job(1, model="nosuchnet"), 0.0)
     assert err.value.field == "model"
-    with pytest.raises(Exception, match="asks for 17 GPUs, the cluster has 16"):
+    with pytest.raises(ValidationError, match="asks for 17 GPUs, the cluster has 16"):
         core.submit(job(17), 0.0)
-    with pytest.raises(Exception, match="no A100 GPUs"):
+    with pytest.raises(ValidationError, match="no A100 GPUs"):
         core.submit(job(1, gpu_type="A100"), 0.0)
     assert list(core.records) == ["dup"]
 
