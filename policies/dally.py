@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -83,6 +83,7 @@ from halyard.policies.placement import build_allocation, no_fit, usable_gpus
 from halyard.policies.plan import Plan
 from halyard.policies.reasons import Unplaced, by_policy, cannot_fit
 from halyard.policies.resources import FreeResources
+from halyard.policies.stages import Ordering, Placement
 from halyard.policies.topology import Level, Picked, level_of, on_machine, on_network, on_rack
 from halyard.policies.view import ClusterView, JobInfo
 
@@ -255,18 +256,118 @@ class _Victim:
     per_rack: dict[int, int]
 
 
+def starvation(view: ClusterView, job: JobInfo) -> float:
+    """Algorithm 1 lines 1-2: time since the last resource assignment (or submission)."""
+    last = job.last_assignment_time
+    return view.now - (job.pending_since if last is None else last)
+
+
+class NwSensOrdering(Ordering):
+    """§4.3.1 as an ordering stage: offers in increasing Nw_sens (never-run jobs 1.0), then arrival.
+
+    Not preemptive: Dally's preemption is placement-aware (:class:`Dally`); this stage lets a
+    pipeline order by network sensitivity with any placement (``ordering=nw-sens,...``)."""
+
+    name = "nw-sens"
+    preemptive = False
+    needs_rounds = True  # Nw_sens drifts with time alone
+    arrival_order = False
+
+    def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, float, int]]:
+        now, facts = view.now, view.facts
+        return lambda job: (nw_sens(job, now, facts.compute_s(job.spec)), job.spec.submit_time, job.arrival_seq)
+
+
+class DelayScheduling(Placement):
+    """Algorithm 1 as a placement stage: a job takes a machine, else (after its machine timer) a
+    rack, else (after its rack timer) any GPUs; a rejected offer is ``WAITING_BY_POLICY``.
+
+    Acceptances go into the pass's state at once (later jobs of the pass see them, lines 7
+    and 15) and reach the timer source only in :meth:`on_applied`."""
+
+    name = "delay-scheduling"
+
+    def __init__(self, timers: TimerSource | None = None) -> None:
+        self.timers: TimerSource = timers if timers is not None else AutoTuner()
+
+    def job_timers(self, view: ClusterView, job: JobInfo,
+                   tentative: Sequence[Acceptance] = ()) -> tuple[float, float]:
+        """(T_Mc, T_Rk) for ``job``: zero for a level its demand cannot fit (§4.3.2)."""
+        demand = job.spec.num_gpus
+        machine, rack = view.shape.largest(view.gpu_types_for(job.spec))
+        if demand > rack:
+            return 0.0, 0.0
+        t_mc, t_rk = self.timers.timers(demand, view.round_s, view.now, tentative)
+        if demand > machine:
+            t_mc = 0.0
+        return t_mc, t_rk
+
+    def decide(self, view: ClusterView, job: JobInfo, free: FreeResources,
+               state: PassState) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
+        """Algorithm 1 for ``job`` on ``free``: (decision or None, usable GPUs, starvation, T_Mc, T_Rk)."""
+        wait_s = starvation(view, job)
+        t_mc, t_rk = self.job_timers(view, job, state.get(ACCEPTANCES_KEY, ()))
+        avail = usable_gpus(free, view.shape, view.gpu_types_for(job.spec))
+        return delay_decision(avail, view.shape, job.spec.num_gpus, wait_s, t_mc, t_rk), avail, wait_s, t_mc, t_rk
+
+    @staticmethod
+    def accept(view: ClusterView, job: JobInfo, level: Level, wait_s: float, state: PassState) -> None:
+        """Algorithm 1 lines 7 and 15, tentatively: in the pass's state until the plan is applied."""
+        state.setdefault(ACCEPTANCES_KEY, list).append((level, job.spec.num_gpus, wait_s, view.now))
+
+    def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources,
+              state: PassState) -> Allocation | Unplaced:
+        decision, avail, wait_s, t_mc, t_rk = self.decide(view, job, free, state)
+        if decision is None:
+            return self.why(view, job, avail, wait_s, t_mc, t_rk)
+        picked, level = decision
+        self.accept(view, job, level, wait_s, state)
+        return build_allocation(free, picked)
+
+    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        for level, demand, wait_s, now in state.get(ACCEPTANCES_KEY, ()):
+            self.timers.record(level, demand, wait_s, now)
+
+    def why(self, view: ClusterView, job: JobInfo, avail: np.ndarray | None, wait_s: float,
+            t_mc: float, t_rk: float) -> Unplaced:
+        """Why ``job`` rejected its offer (Algorithm 1 lines 10-11 and 18-19) or got none."""
+        demand = job.spec.num_gpus
+        if avail is None:
+            return cannot_fit(self.name, "needs {} GPUs; {} free and no running job may be preempted for it",
+                              demand, view.free.total_gpus)
+        shape = view.shape
+        if wait_s < t_mc:
+            return by_policy(self.name, "delay timer: waits for one machine with {} GPUs ({:.0f} s of its "
+                             "{:.0f} s machine timer); the best machine has {} usable free", demand, wait_s,
+                             t_mc, int(avail.max(initial=0)))
+        if wait_s < t_rk:
+            best_rack = int(np.bincount(shape.rack, weights=avail, minlength=shape.n_racks).max(initial=0))
+            return by_policy(self.name, "delay timer: waits for one rack with {} GPUs ({:.0f} s of its "
+                             "{:.0f} s rack timer); the best rack has {} usable free", demand, wait_s, t_rk,
+                             best_rack)
+        return no_fit(self.name, view, job, demand, avail)
+
+
 class Dally:
-    """Delay scheduling with auto-tuned (or manual) timers and Nw_sens preemption."""
+    """Delay scheduling with auto-tuned (or manual) timers and Nw_sens preemption.
+
+    Its parts are the stages above (:class:`NwSensOrdering`'s order, :class:`DelayScheduling`'s
+    offers and timers) plus the placement-aware preemption that needs both at once."""
 
     needs_rounds = True  # timers elapse and Nw_sens drifts with time alone
     resource_sensitive = False
+    starvation = staticmethod(starvation)
 
     def __init__(self, timers: TimerSource | None = None, *, name: str = "dally", preemption: bool = True,
                  min_gain: float = MIN_GAIN) -> None:
         self.name = name
-        self.timers: TimerSource = timers if timers is not None else AutoTuner()
+        self.delay = DelayScheduling(timers)
         self.preemption = preemption
         self.min_gain = min_gain
+
+    @property
+    def timers(self) -> TimerSource:
+        return self.delay.timers
 
     @property
     def acts_without_pending(self) -> bool:
@@ -274,13 +375,11 @@ class Dally:
         return self.preemption
 
     def stages(self) -> list[tuple[str, str]]:
-        return [("ordering", "nw-sens"), ("placement", "delay-scheduling"), ("timers", self.timers.name),
+        return [("ordering", NwSensOrdering.name), ("placement", self.delay.name), ("timers", self.timers.name),
                 ("preemption", "nw-sens" if self.preemption else "off")]
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
-        """Algorithm 1 lines 7 and 15, for the acceptances of a plan the core applied."""
-        for level, demand, wait_s, now in state.get(ACCEPTANCES_KEY, ()):
-            self.timers.record(level, demand, wait_s, now)
+        self.delay.on_applied(view, plan, state)
 
     def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         return None  # the pass's acceptances never happened; nothing was recorded
@@ -295,24 +394,6 @@ class Dally:
         a job's are :meth:`ClusterView.gpu_types_for`: its constraint and the types it fits)."""
         return view.shape.largest(gpu_types)
 
-    def job_timers(self, view: ClusterView, job: JobInfo,
-                   tentative: Sequence[Acceptance] = ()) -> tuple[float, float]:
-        """(T_Mc, T_Rk) for ``job``: zero for a level its demand cannot fit (§4.3.2)."""
-        demand = job.spec.num_gpus
-        machine, rack = self.sizes(view, view.gpu_types_for(job.spec))
-        if demand > rack:
-            return 0.0, 0.0
-        t_mc, t_rk = self.timers.timers(demand, view.round_s, view.now, tentative)
-        if demand > machine:
-            t_mc = 0.0
-        return t_mc, t_rk
-
-    @staticmethod
-    def starvation(view: ClusterView, job: JobInfo) -> float:
-        """Algorithm 1 lines 1-2: time since the last resource assignment (or submission)."""
-        last = job.last_assignment_time
-        return view.now - (job.pending_since if last is None else last)
-
     # ------------------------------------------------------------------ the pass
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
         plan = Plan()
@@ -320,7 +401,6 @@ class Dally:
             return plan
         shape = view.shape
         free = view.free.copy()
-        accepted: list[Acceptance] = state.setdefault(ACCEPTANCES_KEY, list)
         sens = {job.job_id: self.sensitivity(view, job) for job in view.pending}
         victims: list[_Victim] = []
         movers: list[JobInfo] = []
@@ -341,46 +421,28 @@ class Dally:
                 continue
             demand = job.spec.num_gpus
             if free.total_gpus < demand and not victims:
-                plan.wait(job.job_id, cannot_fit(self.name, "needs {} GPUs; {} free", demand, free.total_gpus))
+                plan.wait(job.job_id, cannot_fit(self.delay.name, "needs {} GPUs; {} free", demand,
+                                                 free.total_gpus))
                 continue
-            starvation = self.starvation(view, job)
-            t_mc, t_rk = self.job_timers(view, job, accepted)
             decision: tuple[Picked, Level] | None = None
             avail = None
             if free.total_gpus >= demand:
-                avail = usable_gpus(free, shape, view.gpu_types_for(job.spec))
-                decision = delay_decision(avail, shape, demand, starvation, t_mc, t_rk)
+                decision, avail, wait_s, t_mc, t_rk = self.delay.decide(view, job, free, state)
+            else:
+                wait_s = starvation(view, job)
+                t_mc, t_rk = self.delay.job_timers(view, job, state.get(ACCEPTANCES_KEY, ()))
             if decision is None and victims:
-                decision = self._preempt_for(view, job, sens[job.job_id], starvation, t_mc, t_rk,
+                decision = self._preempt_for(view, job, sens[job.job_id], wait_s, t_mc, t_rk,
                                              free, shape, victims, plan)
             if decision is None:
-                plan.wait(job.job_id, self._why(view, job, avail, starvation, t_mc, t_rk))
+                plan.wait(job.job_id, self.delay.why(view, job, avail, wait_s, t_mc, t_rk))
                 continue
             picked, level = decision
             allocation = build_allocation(free, picked)
             free.take(allocation)
             plan.start(job.job_id, allocation)
-            accepted.append((level, demand, starvation, view.now))  # Algorithm 1 lines 7 and 15
+            self.delay.accept(view, job, level, wait_s, state)
         return plan
-
-    def _why(self, view: ClusterView, job: JobInfo, avail: np.ndarray | None, starvation: float,
-             t_mc: float, t_rk: float) -> Unplaced:
-        """Why ``job`` rejected its offer (Algorithm 1 lines 10-11 and 18-19) or got none."""
-        demand = job.spec.num_gpus
-        if avail is None:
-            return cannot_fit(self.name, "needs {} GPUs; {} free and no running job may be preempted for it",
-                              demand, view.free.total_gpus)
-        shape = view.shape
-        if starvation < t_mc:
-            return by_policy(self.name, "delay timer: waits for one machine with {} GPUs ({:.0f} s of its "
-                             "{:.0f} s machine timer); the best machine has {} usable free", demand, starvation,
-                             t_mc, int(avail.max(initial=0)))
-        if starvation < t_rk:
-            best_rack = int(np.bincount(shape.rack, weights=avail, minlength=shape.n_racks).max(initial=0))
-            return by_policy(self.name, "delay timer: waits for one rack with {} GPUs ({:.0f} s of its "
-                             "{:.0f} s rack timer); the best rack has {} usable free", demand, starvation, t_rk,
-                             best_rack)
-        return no_fit(self.name, view, job, demand, avail)
 
     # ------------------------------------------------------------------ preemption
     def _victims(self, view: ClusterView, running: dict[str, float], middle: float) -> list[_Victim]:

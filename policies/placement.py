@@ -107,3 +107,30 @@ class FirstFitConsolidated(Placement):
         avail = usable_gpus(free, view.shape, view.gpu_types_for(job.spec))
         picked = choose_nodes(avail, view.shape, gpus)
         return no_fit(self.name, view, job, gpus, avail) if picked is None else build_allocation(free, picked)
+
+    def candidates(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources, state: PassState,
+                   limit: int = 8) -> list[Allocation]:
+        """:meth:`place`'s choice, then every other single node that holds the job, every rack, and the
+        whole cluster, ranked by (nodes, racks) touched; distinct node/GPU-count sets only."""
+        shape = view.shape
+        avail = usable_gpus(free, shape, view.gpu_types_for(job.spec))
+        first = choose_nodes(avail, shape, gpus)
+        if first is None:
+            return []
+        picks = [first, *([(int(i), gpus)] for i in np.flatnonzero(avail >= gpus))]
+        rack_free = np.bincount(shape.rack, weights=avail, minlength=shape.n_racks)
+        for r in np.flatnonzero(rack_free >= gpus):
+            members = shape.rack_nodes[r]
+            picks.append(fill(members, avail[members], gpus))
+        picks.append(fill(np.arange(avail.size), avail, gpus))
+        picks.sort(key=lambda p: (len(p), len({int(shape.rack[i]) for i, _ in p})))  # stable: `first` leads
+        seen: set[tuple[tuple[int, int], ...]] = set()
+        out = []
+        for picked in picks:
+            key = tuple(sorted(picked))
+            if key not in seen:
+                seen.add(key)
+                out.append(build_allocation(free, picked))
+                if len(out) == limit:
+                    break
+        return out

@@ -8,8 +8,10 @@ and a compact grammar for a pipeline::
     ordering=srtf,adjust=gandiva-migration+...   # several adjusters, in order, joined by '+'
 
 Today's names (``fifo``, ``tiresias``, ``synergy-tune:srtf``, ...) are presets.
-Dally is not staged (its offers and placement-aware preemption are one decision,
-policies/dally.py says why), so it is a preset only. :func:`make_policy` parses
+Dally's preset is one policy (its placement-aware preemption needs its ordering and
+offers at once, policies/dally.py says why), but its ordering (``nw-sens``) and its
+delay scheduling (``delay-scheduling``, auto-tuned timers) are stages any pipeline
+may name: ``ordering=nw-sens,placement=synergy-tune``. :func:`make_policy` parses
 a name and raises :class:`ValidationError` naming the unknown part.
 """
 
@@ -19,7 +21,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from halyard.datamodel import ValidationError
-from halyard.policies.dally import AutoTuner, Dally, ManualTimers
+from halyard.policies.dally import AutoTuner, Dally, DelayScheduling, ManualTimers, NwSensOrdering
 from halyard.policies.gandiva import ConsolidatingMigration, NetworkAgnostic
 from halyard.policies.ordering import ORDERINGS, Fifo, Las, Srtf
 from halyard.policies.placement import FirstFitConsolidated
@@ -31,10 +33,11 @@ from halyard.policies.tiresias import SkewConsolidation, TwoDimensionalLas
 # One registry per extension point: stage name -> factory.
 STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
     "admission": MappingProxyType({"all": AdmitAll}),
-    "ordering": MappingProxyType({**ORDERINGS, "tiresias-2das": TwoDimensionalLas}),
+    "ordering": MappingProxyType({**ORDERINGS, "tiresias-2das": TwoDimensionalLas, "nw-sens": NwSensOrdering}),
     "sizing": MappingProxyType({"fixed": FixedSize}),
     "placement": MappingProxyType({"consolidated": FirstFitConsolidated, "tiresias-skew": SkewConsolidation,
-                                   "network-agnostic": NetworkAgnostic, **MECHANISMS}),
+                                   "network-agnostic": NetworkAgnostic, "delay-scheduling": DelayScheduling,
+                                   **MECHANISMS}),
     "adjust": MappingProxyType({"gandiva-migration": ConsolidatingMigration}),
 })
 

@@ -127,6 +127,14 @@ class Placement(Stage, Protocol):
     def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources,
               state: PassState) -> Allocation | Unplaced: ...
 
+    def candidates(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources, state: PassState,
+                   limit: int = 8) -> list[Allocation]:
+        """Up to ``limit`` distinct placements on ``free``, best first (the first is :meth:`place`'s),
+        for a stage that scores them (Cassini's compatibility, Kubernetes' PlacementGenerate/Score).
+        This default offers :meth:`place`'s one; a placement with several good answers overrides it."""
+        placed = self.place(view, job, gpus, free, state)
+        return [] if isinstance(placed, Unplaced) else [placed]
+
 
 @runtime_checkable
 class BatchPlacement(Stage, Protocol):

@@ -168,3 +168,23 @@ def test_fifo_pass_ignores_free_gpus_on_unschedulable_nodes(small_cluster, perf)
     assert sizing.calls == 0  # nothing can be handed out, so no job is even looked at
     core.free.schedulable[3] = True
     assert len(core.schedule(2.0)) == 4  # the one node that takes work fills up
+
+
+def test_placement_candidates_are_ranked_and_distinct(small_cluster, perf):
+    """Generate, then score (Kubernetes PlacementGenerate/Score; Cassini ranks these by compatibility):
+    place()'s choice first, then other tight placements, never the same node set twice."""
+    core = core_with(small_cluster, perf)
+    occupy(core, "busy", "r0-n0", (0, 1))              # r0-n0 has 2 free, the other three nodes 4
+    spec = job(2, job_id="two")
+    rec = core.submit(spec, 0.0)
+    view = core.view(0.0)
+    placement = FirstFitConsolidated()
+    got = placement.candidates(view, rec, 2, core.free.copy(), PassState())
+    assert got[0] == placement.place(view, rec, 2, core.free.copy(), PassState())
+    assert [a.node_names for a in got[:4]] == [("r0-n0",), ("r0-n1",), ("r1-n0",), ("r1-n1",)]
+    assert len({tuple((p.node, p.gpus) for p in a.nodes) for a in got}) == len(got)
+    assert len(placement.candidates(view, rec, 2, core.free.copy(), PassState(), limit=2)) == 2
+    eight = core.submit(job(8, job_id="eight"), 0.0)
+    wide = placement.candidates(view, eight, 8, core.free.copy(), PassState())
+    assert [len(a.nodes) for a in wide] == sorted(len(a.nodes) for a in wide)
+    assert wide[0].node_names == ("r1-n0", "r1-n1")  # one whole rack beats the half-busy one

@@ -12,12 +12,13 @@ from factories import job
 from policy_fakes import FakeJob, FakePerf, on, view_of
 
 from halyard.controlplane import SchedulingCore, Simulator
-from halyard.datamodel import Allocation, JobState, NodeAllocation
+from halyard.datamodel import Allocation, EventKind, JobState, NodeAllocation
 from halyard.policies import Migrate, PassState, Preempt, Start, WaitCode, make_policy, policy_names
 from halyard.policies.dally import (
     MANUAL_MACHINE_TIMER_S,
     AutoTuner,
     Dally,
+    DelayScheduling,
     ManualTimers,
     delay_decision,
     nw_sens,
@@ -127,7 +128,7 @@ def test_delay_ladder_network_after_rack_timer(shape):
 
 def test_timers_are_zero_for_levels_the_job_cannot_fit(small_cluster):
     """§4.3.2: larger than a machine -> machine timer 0; larger than a rack -> both 0."""
-    policy = Dally(ManualTimers(10.0, 10.0))
+    policy = DelayScheduling(ManualTimers(10.0, 10.0))
     view = view_of(small_cluster, 0.0, [], [])
     assert policy.job_timers(view, fake("a", 4)) == (10.0, 20.0)
     assert policy.job_timers(view, fake("b", 6)) == (0.0, 20.0)
@@ -352,3 +353,20 @@ def test_plan_passes_core_validation(small_cluster, perf):
         core.submit(job(3, job_id=f"v{i}"), 0.0)
     applied = core.schedule(0.0)
     assert [type(a) for a in applied] == [Start] * 4  # one 3-GPU job per machine
+
+
+def test_dallys_stages_in_a_pipeline_make_dallys_schedule(small_cluster, perf):
+    """Nw_sens ordering + delay scheduling as stages of the staged pass give exactly the schedule
+    of Dally without preemption (its preemption is the one part that needs both at once)."""
+    jobs = [job(g, job_id=f"s{i}", submit=20.0 * i, iterations=300 + 70 * i, model=m)
+            for i, (g, m) in enumerate([(4, "vgg11"), (2, "alexnet"), (6, "resnet18"), (1, "resnet50"),
+                                        (8, "mobilenetv3"), (3, "bert-large"), (4, "vgg11"), (2, "resnet18"),
+                                        (5, "vgg11"), (2, "gnmt")])]
+
+    def log(policy):
+        run = Simulator(small_cluster, policy, perf, round_s=60.0).run(jobs)
+        return [(e.job_id, e.kind, e.time, e.detail) for e in run.core.log]
+
+    staged = log(make_policy("ordering=nw-sens,placement=delay-scheduling"))
+    assert staged == log(Dally(AutoTuner(), preemption=False))
+    assert any(kind is EventKind.STARTED and "," in detail for _, kind, _, detail in staged)  # some waited for racks

@@ -27,7 +27,7 @@ from halyard.v1 import types_pb2 as tpb
 def expected(policy: str) -> tuple[str, str, str]:
     """(code, stage, reason) the policy's waiting job must report."""
     if policy.startswith("dally"):
-        return "CANNOT_FIT_NOW", policy, "needs 16 GPUs; 0 free"
+        return "CANNOT_FIT_NOW", "delay-scheduling", "needs 16 GPUs; 0 free"
     ordering = dict(make_policy(policy).stages())["ordering"]
     if ordering == "fifo" and ":" not in policy:  # the in-order pass stops where nothing fits
         return "CANNOT_FIT_NOW", "fifo", "0 usable GPUs free; every job still waiting needs more"
@@ -87,9 +87,9 @@ async def test_halyard_job_and_jobs_print_the_reason():
     async with TestCluster(nodes=2, policy="dally") as tc:
         await hog_and_late(tc)
         shown = await halyard("job", "late", "--control-plane", tc.address)
-        assert "waiting:    CANNOT_FIT_NOW (dally): needs 16 GPUs; 0 free" in shown
+        assert "waiting:    CANNOT_FIT_NOW (delay-scheduling): needs 16 GPUs; 0 free" in shown
         listed = await halyard("jobs", "--control-plane", tc.address)
-        assert "CANNOT_FIT_NOW (dally): needs 16 GPUs; 0 free" in listed
+        assert "CANNOT_FIT_NOW (delay-scheduling): needs 16 GPUs; 0 free" in listed
         assert "hog" in (await halyard("job", "hog", "--control-plane", tc.address))
 
 
