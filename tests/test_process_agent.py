@@ -146,3 +146,64 @@ async def test_a_launch_waits_for_the_stopping_process_that_holds_its_gpus(tmp_p
         assert not old.exited.is_set() and agent.jobs["b"].process is None  # still waiting for a's GPUs 6, 7
         await w.wait_for(lambda: old.exited.is_set(), timeout=10)
         await w.wait_for(lambda: "b" not in agent.jobs or agent.jobs["b"].process is not None, timeout=10)
+
+
+class ShrinkOnce:
+    """Starts elastic job ``e`` on GPUs 0 and 1 and, once it has done ``after`` iterations, resizes it to GPU 0."""
+
+    name = "shrink-once"
+    needs_rounds = True
+    acts_without_pending = True
+
+    def __init__(self, after: int) -> None:
+        self.after = after
+        self.resized_at: float | None = None
+
+    def schedule(self, view):
+        from halyard.datamodel import Allocation, NodeAllocation
+        from halyard.policies import Plan
+
+        plan = Plan()
+        if any(j.job_id == "e" for j in view.pending):
+            plan.start("e", Allocation((NodeAllocation("r0-n0", (0, 1), 6, 1000),)))
+        elif self.resized_at is None and "e" in view.running:
+            done = view.running["e"].iterations_done(view.now)
+            if done >= self.after:
+                self.resized_at = done
+                plan.resize("e", Allocation((NodeAllocation("r0-n0", (0,), 3, 500),)))
+        return plan
+
+
+async def test_a_resize_checkpoints_and_resumes_on_the_new_gpus(tmp_path):
+    """Issue 12: a running job resized from 2 GPUs to 1 on a process agent checkpoints on demand,
+    restarts on the new GPU from that checkpoint with the new size, and completes. Each step's
+    batches are a function of (logical worker, step), so a lost or repeated step would change
+    the final weights: they equal those of an uninterrupted run."""
+    import subprocess
+
+    import numpy as np
+    from worlds import EXAMPLE
+
+    total, policy = 300, ShrinkOnce(after=60)
+    spec = train_spec("e", total, gpus=2, pace_s=0.01, every=100_000, min_gpus=1, max_gpus=2, logical_workers=2)
+    async with World("process", tmp_path, policy=policy, round_s=0.05) as w:
+        await w.submit(spec)
+        await w.wait_for(lambda: w.job("e").state is JobState.COMPLETED, timeout=40)
+        record = w.job("e")
+    assert events(w, "e") == [EventKind.SUBMITTED, EventKind.STARTED, EventKind.RESIZED, EventKind.COMPLETED]
+    assert record.preemptions == 0 and record.allocation.num_gpus == 1 and record.allocation.nodes[0].workers == (2,)
+    summary = json.loads((tmp_path / "checkpoints" / "e" / "summary.json").read_text())
+    assert summary["attempt"] == 2 and summary["num_gpus"] == 1
+    assert summary["logical_workers"] == 2 and summary["rank_workers"] == 2
+    assert policy.resized_at <= summary["started_at"] < total  # resumed at its on-demand checkpoint
+    first = (tmp_path / "logs" / "e-1-r0-n0.log").read_text()
+    assert "summary" not in first and '"attempt": 1' not in first  # the first attempt stopped early
+    reference = tmp_path / "reference"
+    subprocess.run([sys.executable, *spec.command[1:], "--iterations", str(total), "--min-iteration-s", "0"],
+                   env=os.environ | {"HALYARD_CHECKPOINT_DIR": str(reference), "HALYARD_LOGICAL_WORKERS": "2"},
+                   check=True, capture_output=True, timeout=60)
+    assert spec.command[1] == EXAMPLE
+    resized = np.load(tmp_path / "checkpoints" / "e" / "model.npz")
+    straight = np.load(reference / "model.npz")
+    assert int(resized["iteration"]) == int(straight["iteration"]) == total
+    assert np.array_equal(resized["weights"], straight["weights"])
