@@ -403,6 +403,10 @@ class SchedulingCore:
             allowed = (f"exactly {low} GPUs (num_gpus)" if low == high
                        else f"{low}..{high} GPUs (min_gpus..max_gpus)")
             raise ValueError(f"allocation has {gpus} GPUs; job {spec.job_id} allows {allowed}")
+        if spec.logical_workers and (len(allocation.stages) > 1 or any(st.tensor > 1 for st in allocation.stages)):
+            raise ValueError(f"job {spec.job_id} runs logical workers, which are data-parallel replicas "
+                             f"(EasyScale §3.2); the allocation plans {len(allocation.stages)} pipeline stages "
+                             "or tensor parallelism")
         workers = allocation.logical_workers
         if workers and workers != spec.logical_workers:
             raise ValueError(f"allocation's per-GPU logical workers add up to {workers}; job {spec.job_id} has "

@@ -118,6 +118,9 @@ def test_start_and_resize_anywhere_in_the_range(core):
     (lambda p: p.start("r", on("r0-n0", 0)), r"Start\(r\): allocation has 1 GPUs; job r allows exactly 2 GPUs"),
     (lambda p: p.start("e", on("r0-n0", 0, 1, workers=(2, 1))),
      r"Start\(e\): allocation's per-GPU logical workers add up to 3; job e has 4 \(logical_workers\)"),
+    (lambda p: p.start("e", Allocation((NodeAllocation("r0-n0", (0, 1), 6, 1),), stages=(StagePlan(1), StagePlan(1)))),
+     r"Start\(e\): job e runs logical workers, which are data-parallel .* 2 pipeline stages"),
+    (lambda p: p.resize("e", on("r0-n0", 0)), r"Resize\(e\): job is not running"),
 ])
 def test_out_of_range_start_names_job_and_range(core, build, text):
     core.submit(job(2, job_id="e", min_gpus=1, max_gpus=4, logical_workers=4), 0.0)
@@ -275,7 +278,11 @@ async def test_resize_on_emulated_agents_follows_the_model(tmp_path):
         await w.wait_for(lambda: w.job("e").state is JobState.RUNNING and w.job("e").num_gpus == 4, timeout=20)
         record = w.job("e")
         assert record.attempt == 2
-        assert {n: a.jobs["e"].attempt for n, a in w.agents.items()} == {"r0-n0": 2, "r0-n1": 2}
+
+        def attempts() -> dict[str, int]:
+            return {n: a.jobs["e"].attempt for n, a in w.agents.items() if "e" in a.jobs}
+
+        await w.wait_for(lambda: attempts() == {"r0-n0": 2, "r0-n1": 2}, timeout=5)
         assert w.agents["r0-n0"].jobs["e"].leader and not w.agents["r0-n1"].jobs["e"].leader
         await w.wait_for(lambda: record.state is JobState.COMPLETED, timeout=30)
         perf, cluster = w.cp.perf, w.cp.cluster

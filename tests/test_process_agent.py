@@ -188,6 +188,9 @@ async def test_a_resize_checkpoints_and_resumes_on_the_new_gpus(tmp_path):
     spec = train_spec("e", total, gpus=2, pace_s=0.01, every=100_000, min_gpus=1, max_gpus=2, logical_workers=2)
     async with World("process", tmp_path, policy=policy, round_s=0.05) as w:
         await w.submit(spec)
+        agent = w.agents["r0-n0"]
+        await w.wait_for(lambda: "e" in agent.jobs)
+        first_attempt = agent.jobs["e"]
         await w.wait_for(lambda: w.job("e").state is JobState.COMPLETED, timeout=40)
         record = w.job("e")
     assert events(w, "e") == [EventKind.SUBMITTED, EventKind.STARTED, EventKind.RESIZED, EventKind.COMPLETED]
@@ -195,7 +198,10 @@ async def test_a_resize_checkpoints_and_resumes_on_the_new_gpus(tmp_path):
     summary = json.loads((tmp_path / "checkpoints" / "e" / "summary.json").read_text())
     assert summary["attempt"] == 2 and summary["num_gpus"] == 1
     assert summary["logical_workers"] == 2 and summary["rank_workers"] == 2
-    assert policy.resized_at <= summary["started_at"] < total  # resumed at its on-demand checkpoint
+    # The first attempt checkpointed every iteration it finished, on demand, and the second resumed there.
+    assert first_attempt.attempt == 1 and first_attempt.restarting and first_attempt.exited.is_set()
+    assert first_attempt.checkpoint >= first_attempt.iterations_done >= policy.after / 2
+    assert summary["started_at"] == first_attempt.checkpoint < total
     first = (tmp_path / "logs" / "e-1-r0-n0.log").read_text()
     assert "summary" not in first and '"attempt": 1' not in first  # the first attempt stopped early
     reference = tmp_path / "reference"
