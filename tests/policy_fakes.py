@@ -94,3 +94,28 @@ def view_of(cluster: Cluster, now: float, running: list[FakeJob], pending: list[
     return ClusterView(now=now, cluster=cluster, free=free, running={j.job_id: j for j in running},
                        pending=pending, perf=perf or FakePerf(), round_s=round_s,
                        pending_demand=Counter(j.spec.num_gpus for j in pending))
+
+
+class OneResize:
+    """A tiny Policy: starts job ``job_id`` on ``first`` and, at the first pass where ``when(view, job)``
+    holds, resizes it to ``then``; ``resized`` records (time, iterations done then)."""
+
+    name = "one-resize"
+    needs_rounds = True
+    acts_without_pending = True
+
+    def __init__(self, job_id: str, first: Allocation, then: Allocation, when) -> None:
+        self.job_id, self.first, self.then, self.when = job_id, first, then, when
+        self.resized: tuple[float, float] | None = None
+
+    def schedule(self, view: ClusterView):
+        from halyard.policies import Plan
+
+        plan = Plan()
+        job = view.running.get(self.job_id)
+        if job is None and any(j.job_id == self.job_id for j in view.pending):
+            plan.start(self.job_id, self.first)
+        elif job is not None and self.resized is None and self.when(view, job):
+            self.resized = (view.now, job.iterations_done(view.now))
+            plan.resize(self.job_id, self.then)
+        return plan

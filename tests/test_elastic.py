@@ -10,6 +10,7 @@ import math
 
 import pytest
 from factories import job
+from policy_fakes import OneResize
 
 from halyard.controlplane import PlanError, SchedulingCore, Simulator
 from halyard.controlplane.records import JobRecord, allocation_from_dict, allocation_to_dict
@@ -24,7 +25,7 @@ from halyard.datamodel import (
     StagePlan,
     ValidationError,
 )
-from halyard.policies import ClusterView, Plan, make_policy
+from halyard.policies import Plan, make_policy
 from halyard.wire import allocation_from_pb, allocation_to_pb, spec_from_pb, spec_to_pb
 
 
@@ -147,31 +148,9 @@ def test_out_of_range_resize_names_job_and_range(core):
 # --- the simulator: a resize mid-run --------------------------------------------------
 
 
-class ResizeOnce:
-    """Starts the job on two GPUs, shrinks it to one at ``at`` and records what it saw then."""
-
-    name = "resize-once"
-    needs_rounds = True
-    acts_without_pending = True
-
-    def __init__(self, at: float) -> None:
-        self.at = at
-        self.done_before: float | None = None
-
-    def schedule(self, view: ClusterView) -> Plan:
-        plan = Plan()
-        if view.now == 0.0:
-            plan.start("e", on("r0-n0", 0, 1))
-        elif view.now == self.at:
-            (info,) = [j for j in view.running.values() if j.job_id == "e"]
-            self.done_before = info.iterations_done(view.now)
-            plan.resize("e", on("r0-n0", 0))
-        return plan
-
-
 def test_resize_keeps_progress_and_pays_the_reconfigure_cost(small_cluster, perf):
     spec = job(2, job_id="e", iterations=4_000, min_gpus=1, max_gpus=2, logical_workers=2)
-    policy = ResizeOnce(at=100.0)
+    policy = OneResize("e", on("r0-n0", 0, 1), on("r0-n0", 0), when=lambda view, job: view.now == 100.0)
     sim = Simulator(small_cluster, policy, perf, round_s=100.0)
     sim.run([spec])
     record = sim.core.records["e"]
@@ -182,7 +161,7 @@ def test_resize_keeps_progress_and_pays_the_reconfigure_cost(small_cluster, perf
     cost = perf.reconfigure_cost_s(spec)
     assert cost == pytest.approx(perf.checkpoint_s(spec) + perf.restart_cost_s(spec)) and cost > 0
     # Until the resize the job ran at the two-GPU rate from t = 0 ...
-    assert policy.done_before == pytest.approx(100.0 / two)
+    assert policy.resized == pytest.approx((100.0, 100.0 / two))
     # ... it keeps the whole iterations of its on-demand checkpoint, pays the cost, then runs at the one-GPU rate.
     kept = math.floor(100.0 / two)
     assert record.end_time == pytest.approx(100.0 + cost + (4_000 - kept) * one)
@@ -245,34 +224,13 @@ def test_store_keeps_worker_counts_and_logical_workers(tmp_path, small_cluster, 
 # --- the control plane and emulated agents: a resize across nodes -----------------------
 
 
-class GrowAcross:
-    """Starts ``e`` on one node, and at its first pass after ``at`` grows it onto a second node."""
-
-    name = "grow-across"
-    needs_rounds = True
-    acts_without_pending = True
-
-    def __init__(self, at: float) -> None:
-        self.at = at
-        self.resized: tuple[float, float] | None = None  # (when, iterations done then)
-
-    def schedule(self, view: ClusterView) -> Plan:
-        plan = Plan()
-        if any(j.job_id == "e" for j in view.pending):
-            plan.start("e", on("r0-n0", 0, 1))
-        elif self.resized is None and "e" in view.running and view.now >= self.at:
-            self.resized = (view.now, view.running["e"].iterations_done(view.now))
-            plan.resize("e", Allocation((NodeAllocation("r0-n0", (0, 1), 6, 1000),
-                                         NodeAllocation("r0-n1", (4, 5), 6, 1000))))
-        return plan
-
-
 async def test_resize_on_emulated_agents_follows_the_model(tmp_path):
     """Through the control plane: the node the job keeps gets a Reconfigure that restarts it as
     the next attempt, the node it joins a Launch; the job ends when the model says it does."""
     from worlds import World, train_spec
 
-    policy = GrowAcross(at=20.0)
+    across = Allocation((NodeAllocation("r0-n0", (0, 1), 6, 1000), NodeAllocation("r0-n1", (4, 5), 6, 1000)))
+    policy = OneResize("e", on("r0-n0", 0, 1), across, when=lambda view, job: view.now >= 20.0)
     async with World("emulated", tmp_path, nodes=2, policy=policy, speedup=50.0, round_s=10.0) as w:
         await w.submit(train_spec("e", 400, gpus=2, min_gpus=2, max_gpus=4, logical_workers=4))
         await w.wait_for(lambda: w.job("e").state is JobState.RUNNING and w.job("e").num_gpus == 4, timeout=20)

@@ -8,10 +8,11 @@ import os
 import sys
 
 import pytest
+from policy_fakes import OneResize
 from worlds import World, train_spec
 
 from halyard.agent.process import Enforcement, ProcessAgent
-from halyard.datamodel import EventKind, JobState
+from halyard.datamodel import Allocation, EventKind, JobState, NodeAllocation
 
 
 def events(world: World, job_id: str) -> list[EventKind]:
@@ -148,32 +149,6 @@ async def test_a_launch_waits_for_the_stopping_process_that_holds_its_gpus(tmp_p
         await w.wait_for(lambda: "b" not in agent.jobs or agent.jobs["b"].process is not None, timeout=10)
 
 
-class ShrinkOnce:
-    """Starts elastic job ``e`` on GPUs 0 and 1 and, once it has done ``after`` iterations, resizes it to GPU 0."""
-
-    name = "shrink-once"
-    needs_rounds = True
-    acts_without_pending = True
-
-    def __init__(self, after: int) -> None:
-        self.after = after
-        self.resized_at: float | None = None
-
-    def schedule(self, view):
-        from halyard.datamodel import Allocation, NodeAllocation
-        from halyard.policies import Plan
-
-        plan = Plan()
-        if any(j.job_id == "e" for j in view.pending):
-            plan.start("e", Allocation((NodeAllocation("r0-n0", (0, 1), 6, 1000),)))
-        elif self.resized_at is None and "e" in view.running:
-            done = view.running["e"].iterations_done(view.now)
-            if done >= self.after:
-                self.resized_at = done
-                plan.resize("e", Allocation((NodeAllocation("r0-n0", (0,), 3, 500),)))
-        return plan
-
-
 async def test_a_resize_checkpoints_and_resumes_on_the_new_gpus(tmp_path):
     """Issue 12: a running job resized from 2 GPUs to 1 on a process agent checkpoints on demand,
     restarts on the new GPU from that checkpoint with the new size, and completes. Each step's
@@ -184,7 +159,10 @@ async def test_a_resize_checkpoints_and_resumes_on_the_new_gpus(tmp_path):
     import numpy as np
     from worlds import EXAMPLE
 
-    total, policy = 300, ShrinkOnce(after=60)
+    total, after = 300, 60
+    policy = OneResize("e", Allocation((NodeAllocation("r0-n0", (0, 1), 6, 1000),)),
+                       Allocation((NodeAllocation("r0-n0", (0,), 3, 500),)),
+                       when=lambda view, job: job.iterations_done(view.now) >= after)
     spec = train_spec("e", total, gpus=2, pace_s=0.01, every=100_000, min_gpus=1, max_gpus=2, logical_workers=2)
     async with World("process", tmp_path, policy=policy, round_s=0.05) as w:
         await w.submit(spec)
@@ -200,7 +178,7 @@ async def test_a_resize_checkpoints_and_resumes_on_the_new_gpus(tmp_path):
     assert summary["logical_workers"] == 2 and summary["rank_workers"] == 2
     # The first attempt checkpointed every iteration it finished, on demand, and the second resumed there.
     assert first_attempt.attempt == 1 and first_attempt.restarting and first_attempt.exited.is_set()
-    assert first_attempt.checkpoint >= first_attempt.iterations_done >= policy.after / 2
+    assert first_attempt.checkpoint >= first_attempt.iterations_done >= after / 2
     assert summary["started_at"] == first_attempt.checkpoint < total
     first = (tmp_path / "logs" / "e-1-r0-n0.log").read_text()
     assert "summary" not in first and '"attempt": 1' not in first  # the first attempt stopped early
