@@ -394,15 +394,18 @@ class SchedulingCore:
 
     def _check_size(self, spec: JobSpec, allocation: Allocation) -> None:
         """A Start, Migrate or Resize allocation fits the job: a GPU count in its range
-        (exactly ``num_gpus`` unless it is elastic), per-GPU logical-worker counts that
-        add up to its ``logical_workers`` (or none: :func:`_placed` spreads them), GPUs
-        of its type on which it fits in memory."""
+        (exactly ``num_gpus`` unless it is elastic), pipeline stages that hold all its
+        GPUs, per-GPU logical-worker counts that add up to its ``logical_workers`` (or
+        none: :func:`_placed` spreads them), GPUs of its type on which it fits in memory."""
         gpus = allocation.num_gpus
         low, high = spec.gpu_range
         if not low <= gpus <= high:
             allowed = (f"exactly {low} GPUs (num_gpus)" if low == high
                        else f"{low}..{high} GPUs (min_gpus..max_gpus)")
             raise ValueError(f"allocation has {gpus} GPUs; job {spec.job_id} allows {allowed}")
+        staged = sum(st.gpus for st in allocation.stages)
+        if allocation.stages and staged != gpus:
+            raise ValueError(f"allocation's pipeline stages hold {staged} GPUs; it has {gpus}")
         if spec.logical_workers and (len(allocation.stages) > 1 or any(st.tensor > 1 for st in allocation.stages)):
             raise ValueError(f"job {spec.job_id} runs logical workers, which are data-parallel replicas "
                              f"(EasyScale §3.2); the allocation plans {len(allocation.stages)} pipeline stages "

@@ -70,7 +70,6 @@ def test_bad_ranges_name_the_field(kw, field, text):
 @pytest.mark.parametrize(("build", "text"), [
     (lambda: StagePlan(4, data=2), "split data 2 x tensor 1"),
     (lambda: StagePlan(0), ">= 1"),
-    (lambda: Allocation((NodeAllocation("n", (0, 1), 0, 0),), stages=(StagePlan(1),)), "stages hold 1 GPUs"),
     (lambda: NodeAllocation("n", (0, 1), 0, 0, (2,)), "1 worker counts for 2 GPUs"),
     (lambda: NodeAllocation("n", (0, 1), 0, 0, (2, 0)), "at least one logical worker"),
     (lambda: Allocation((NodeAllocation("a", (0,), 0, 0, (2,)), NodeAllocation("b", (0,), 0, 0))),
@@ -122,6 +121,8 @@ def test_start_and_resize_anywhere_in_the_range(core):
     (lambda p: p.start("e", Allocation((NodeAllocation("r0-n0", (0, 1), 6, 1),), stages=(StagePlan(1), StagePlan(1)))),
      r"Start\(e\): job e runs logical workers, which are data-parallel .* 2 pipeline stages"),
     (lambda p: p.resize("e", on("r0-n0", 0)), r"Resize\(e\): job is not running"),
+    (lambda p: p.start("r", Allocation((NodeAllocation("r0-n0", (0, 1), 6, 1),), stages=(StagePlan(1),))),
+     r"Start\(r\): allocation's pipeline stages hold 1 GPUs; it has 2"),
 ])
 def test_out_of_range_start_names_job_and_range(core, build, text):
     core.submit(job(2, job_id="e", min_gpus=1, max_gpus=4, logical_workers=4), 0.0)

@@ -4,9 +4,11 @@ Besides GPUs, CPU cores and memory, an allocation says how the job runs on them:
 its pipeline stages (Crius' Cells, papers/crius-cell-scheduling.txt §4.2: a job x
 GPU count x pipeline stages, each stage split DP x TP) and, for a job with logical
 workers, how many of them each GPU runs (EasyScale's EST-to-GPU mapping,
-papers/easyscale-elastic-training.txt §3.2, §3.4). Both are checked here for
-consistency with the GPUs; :meth:`halyard.controlplane.SchedulingCore` checks them
-against the job (its GPU range and logical-worker count).
+papers/easyscale-elastic-training.txt §3.2, §3.4). Each node's counts are checked
+here against its GPUs; :class:`halyard.controlplane.SchedulingCore` checks a
+policy's allocation as a whole against the job (its GPU range, its logical
+workers, stages that hold all its GPUs), and the performance model refuses a
+plan it cannot cost.
 """
 
 from __future__ import annotations
@@ -73,10 +75,7 @@ class Allocation:
             raise ValueError("an allocation needs at least one node")
         if len(set(names)) != len(names):
             raise ValueError(f"a node appears twice in allocation: {names}")
-        gpus = sum(len(n.gpus) for n in self.nodes)
-        object.__setattr__(self, "num_gpus", gpus)
-        if self.stages and sum(s.gpus for s in self.stages) != gpus:
-            raise ValueError(f"stages hold {sum(s.gpus for s in self.stages)} GPUs, the allocation {gpus}")
+        object.__setattr__(self, "num_gpus", sum(len(n.gpus) for n in self.nodes))
         counted = [bool(n.workers) for n in self.nodes if n.gpus]
         if any(counted) and not all(counted):
             raise ValueError("give logical-worker counts for the GPUs of every node or of none")
