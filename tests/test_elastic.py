@@ -159,6 +159,7 @@ def test_resize_keeps_progress_and_pays_the_reconfigure_cost(small_cluster, perf
 
     two = perf.iteration_time(spec, on("r0-n0", 0, 1, workers=(1, 1)), small_cluster).total_s
     one = perf.iteration_time(spec, on("r0-n0", 0, workers=(2,)), small_cluster).total_s
+    assert one > 1.9 * perf.ideal_iteration_time(spec, "V100") > two  # one GPU time-slices both ESTs
     cost = perf.reconfigure_cost_s(spec)
     assert cost == pytest.approx(perf.checkpoint_s(spec) + perf.restart_cost_s(spec)) and cost > 0
     # Until the resize the job ran at the two-GPU rate from t = 0 ...
@@ -172,6 +173,21 @@ def test_resize_keeps_progress_and_pays_the_reconfigure_cost(small_cluster, perf
     assert record.allocation.nodes[0].workers == (2,)
     kinds = [e.kind for e in sim.core.log]
     assert kinds == [EventKind.SUBMITTED, EventKind.STARTED, EventKind.RESIZED, EventKind.COMPLETED]
+
+
+def test_time_slicing_of_logical_workers(small_cluster, perf):
+    """EasyScale §3.2: a GPU with A ESTs runs A local steps per global step, the gradient copy of
+    all but the last hidden behind the next EST's compute; one EST per GPU is plain data parallel."""
+    spec = job(2, job_id="e", min_gpus=1, max_gpus=4, logical_workers=4)
+    t = perf.ideal_iteration_time(spec, "V100")
+    copy = perf.profile("resnet50").gradient_bytes / (perf.catalog.constants.gradient_copy_gbyte_s * 1e9)
+    sliced = perf.iteration_time(spec, on("r0-n0", 0, workers=(4,)), small_cluster)
+    assert sliced.total_s == pytest.approx(4 * t + 3 * max(0.0, copy - t))
+    uneven = perf.iteration_time(spec, on("r0-n0", 0, 1, 2, workers=(2, 1, 1)), small_cluster)
+    flat = perf.iteration_time(spec, on("r0-n0", 0, 1, 2), small_cluster)
+    assert uneven.total_s == pytest.approx(2 * t + max(0.0, copy - t) + flat.exposed_s)  # the 2-EST GPU sets the pace
+    assert perf.iteration_time(spec, on("r0-n0", 0, 1, workers=(1, 1)), small_cluster) == \
+        perf.iteration_time(spec, on("r0-n0", 0, 1), small_cluster)
 
 
 # --- the wire and the store ---------------------------------------------------------------
