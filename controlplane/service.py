@@ -516,7 +516,9 @@ class ControlPlane:
         slowdown = self.pacer.slowdown(record.job_id)
         for i, node in enumerate(nodes):
             if node in old_nodes:
-                self._session(node).send(reconfigure=apb.Reconfigure(
+                if node not in self.sessions:
+                    continue  # away: when it registers again it reports the old attempt, which is requeued
+                self.sessions[node].send(reconfigure=apb.Reconfigure(
                     job_id=record.job_id, attempt=old_attempt, allocation=allocation, leader=i == 0,
                     restore_s=restore_s, iterations_done=done, start_time=now, link_slowdown=slowdown,
                     restart_attempt=record.attempt, iterations_total=record.iterations_total,

@@ -190,6 +190,23 @@ def test_time_slicing_of_logical_workers(small_cluster, perf):
         perf.iteration_time(spec, on("r0-n0", 0, 1), small_cluster)
 
 
+def test_each_rank_learns_its_logical_workers():
+    """The process agent's environment: ranks hold consecutive logical workers in allocation order."""
+    from halyard.agent.process import _worker_environment
+    from halyard.agent.worker import Worker
+
+    a = Allocation((NodeAllocation("r0-n0", (0, 1), 6, 1, (2, 1)), NodeAllocation("r0-n1", (3,), 3, 1, (1,))))
+    first, second = (_worker_environment(a, part) for part in a.nodes)
+    assert first == {"HALYARD_NUM_GPUS": "3", "HALYARD_LOGICAL_WORKERS": "4", "HALYARD_RANK_WORKERS": "3",
+                     "HALYARD_GPU_WORKERS": "2,1", "HALYARD_WORKER_OFFSET": "0"}
+    assert (second["HALYARD_RANK_WORKERS"], second["HALYARD_WORKER_OFFSET"]) == ("1", "3")
+    worker = Worker(env=second | {"HALYARD_RANK": "1", "HALYARD_WORLD_SIZE": "2"}, handle_sigterm=False)
+    assert (worker.num_gpus, worker.logical_workers, worker.gpu_workers) == (3, 4, (1,))
+    assert list(worker.logical_ranks) == [3]
+    alone = Worker(env={}, handle_sigterm=False)  # outside Halyard: one worker, one GPU
+    assert (alone.num_gpus, alone.logical_workers, list(alone.logical_ranks)) == (1, 1, [0])
+
+
 # --- the wire and the store ---------------------------------------------------------------
 
 

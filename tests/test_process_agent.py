@@ -85,6 +85,9 @@ async def test_processes_are_pinned_and_the_environment_is_set(tmp_path):
     assert os.path.basename(env["HALYARD_AGENT_SOCKET"]) == "agent.sock"
     assert env["HALYARD_CPUS"] == "24" and env["HALYARD_MEMORY_MB"] == "500000"  # the whole test node
     assert len(env["HALYARD_CLOCK"].split(",")) == 3
+    # One logical worker per GPU for a job that declares none.
+    assert env["HALYARD_NUM_GPUS"] == env["HALYARD_LOGICAL_WORKERS"] == env["HALYARD_RANK_WORKERS"] == "8"
+    assert env["HALYARD_GPU_WORKERS"] == ",".join(["1"] * 8) and env["HALYARD_WORKER_OFFSET"] == "0"
 
 
 def test_enforcement_says_why_memory_is_not_enforced(tmp_path):
