@@ -38,7 +38,6 @@ from halyard.datamodel import (
     JobEvent,
     JobSpec,
     JobState,
-    NodeAllocation,
     ValidationError,
     check_transition,
 )
@@ -402,7 +401,7 @@ class SchedulingCore:
                 if isinstance(action, Start):
                     if current is not None:
                         raise ValueError("job is already running (a job holds at most one allocation)")
-                    self._check_size(spec, action.allocation, elastic=False)
+                    self._check_size(spec, action.allocation)
                     free.take(action.allocation)
                     held[action.job_id] = action.allocation
                 elif current is None:
@@ -413,7 +412,7 @@ class SchedulingCore:
                 elif isinstance(action, Migrate | Resize):
                     if isinstance(action, Migrate) and action.allocation.num_gpus != current.num_gpus:
                         raise ValueError("migrate keeps the GPU count; use resize to change it")
-                    self._check_size(spec, action.allocation, elastic=isinstance(action, Resize))
+                    self._check_size(spec, action.allocation)
                     free.give(current)
                     free.take(action.allocation)
                     held[action.job_id] = action.allocation
@@ -435,12 +434,28 @@ class SchedulingCore:
             except (ValueError, OverAllocation) as exc:
                 raise PlanError(i, action, str(exc)) from None
 
-    def _check_size(self, spec: JobSpec, allocation: Allocation, *, elastic: bool) -> None:
+    def _check_size(self, spec: JobSpec, allocation: Allocation) -> None:
+        """A Start, Migrate or Resize allocation fits the job: a GPU count in its range
+        (exactly ``num_gpus`` unless it is elastic), pipeline stages that hold all its
+        GPUs, per-GPU logical-worker counts that add up to its ``logical_workers`` (or
+        none: :func:`_placed` spreads them), GPUs of its type on which it fits in memory."""
         gpus = allocation.num_gpus
-        low = (spec.min_gpus or spec.num_gpus) if elastic else spec.num_gpus
-        high = (spec.max_gpus or spec.num_gpus) if elastic else spec.num_gpus
+        low, high = spec.gpu_range
         if not low <= gpus <= high:
-            raise ValueError(f"allocation has {gpus} GPUs, job allows {low}..{high}")
+            allowed = (f"exactly {low} GPUs (num_gpus)" if low == high
+                       else f"{low}..{high} GPUs (min_gpus..max_gpus)")
+            raise ValueError(f"allocation has {gpus} GPUs; job {spec.job_id} allows {allowed}")
+        staged = sum(st.gpus for st in allocation.stages)
+        if allocation.stages and staged != gpus:
+            raise ValueError(f"allocation's pipeline stages hold {staged} GPUs; it has {gpus}")
+        if spec.logical_workers and (len(allocation.stages) > 1 or any(st.tensor > 1 for st in allocation.stages)):
+            raise ValueError(f"job {spec.job_id} runs logical workers, which are data-parallel replicas "
+                             f"(EasyScale §3.2); the allocation plans {len(allocation.stages)} pipeline stages "
+                             "or tensor parallelism")
+        workers = allocation.logical_workers
+        if workers and workers != spec.logical_workers:
+            raise ValueError(f"allocation's per-GPU logical workers add up to {workers}; job {spec.job_id} has "
+                             f"{spec.logical_workers} (logical_workers)")
         for part in allocation.nodes:
             node = self.cluster.node(part.node)
             if spec.gpu_type is not None and node.gpu_type != spec.gpu_type:
@@ -460,7 +475,7 @@ class SchedulingCore:
             self.running[record.job_id] = record
             if record.has_checkpoint:
                 record.restarts += 1
-            record.begin_run(action.allocation, now)
+            record.begin_run(_placed(record.spec, action.allocation), now)
             record.wait = None
             self.log.append(now, record.job_id, EventKind.STARTED, JobState.RUNNING, describe(action.allocation))
         elif isinstance(action, Preempt):
@@ -469,7 +484,7 @@ class SchedulingCore:
         elif isinstance(action, Migrate | Resize):
             self.free.give(record.allocation)
             self.free.take(action.allocation)
-            record.rearm(now, action.allocation, checkpoint=True)
+            record.rearm(now, _placed(record.spec, action.allocation), checkpoint=True)
             record.restarts += 1
             kind = EventKind.MIGRATED if isinstance(action, Migrate) else EventKind.RESIZED
             self.log.append(now, record.job_id, kind, JobState.RUNNING, describe(action.allocation))
@@ -486,9 +501,18 @@ class SchedulingCore:
                             f"{action.node}: {action.cpus} CPUs, {action.memory_mb} MB")
 
 
+def _placed(spec: JobSpec, allocation: Allocation) -> Allocation:
+    """The allocation a job runs on: a job with logical workers whose allocation gives no
+    per-GPU counts gets them spread evenly (:meth:`Allocation.with_workers`), so agents
+    and the store always see the EST-to-GPU mapping."""
+    if spec.logical_workers and not allocation.logical_workers:
+        return allocation.with_workers(spec.logical_workers)
+    return allocation
+
+
 def _with_resources(allocation: Allocation, action: SetResources) -> Allocation:
     parts = tuple(
-        NodeAllocation(p.node, p.gpus, action.cpus, action.memory_mb) if p.node == action.node else p
+        dataclasses.replace(p, cpus=action.cpus, memory_mb=action.memory_mb) if p.node == action.node else p
         for p in allocation.nodes
     )
     return dataclasses.replace(allocation, nodes=parts)

@@ -258,14 +258,15 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
 
 def allocation_to_dict(allocation: Allocation) -> dict[str, Any]:
     return {
-        "nodes": [{"node": p.node, "gpus": list(p.gpus), "cpus": p.cpus, "memory_mb": p.memory_mb}
-                  for p in allocation.nodes],
+        "nodes": [{"node": p.node, "gpus": list(p.gpus), "cpus": p.cpus, "memory_mb": p.memory_mb,
+                   "workers": list(p.workers)} for p in allocation.nodes],
         "time_shift_s": allocation.time_shift_s,
         "stages": [{"gpus": s.gpus, "data": s.data, "tensor": s.tensor} for s in allocation.stages],
     }
 
 
 def allocation_from_dict(data: Mapping[str, Any]) -> Allocation:
-    nodes = tuple(NodeAllocation(p["node"], tuple(p["gpus"]), p["cpus"], p["memory_mb"]) for p in data["nodes"])
+    nodes = tuple(NodeAllocation(p["node"], tuple(p["gpus"]), p["cpus"], p["memory_mb"], tuple(p.get("workers", ())))
+                  for p in data["nodes"])
     stages = tuple(StagePlan(s["gpus"], s["data"], s["tensor"]) for s in data.get("stages", ()))
     return Allocation(nodes, data.get("time_shift_s", 0.0), stages)

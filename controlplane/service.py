@@ -460,9 +460,11 @@ class ControlPlane:
         record = self.core.records[action.job_id]
         if isinstance(action, Preempt):
             self._stop_on_agents(record.job_id, record.attempt)
-        elif isinstance(action, Start | Migrate | Resize):
+        elif isinstance(action, Start):
             self._stop_on_agents(record.job_id, record.attempt)
             self._launch(record, now)
+        elif isinstance(action, Migrate | Resize):
+            self._relaunch(record, now)
         elif isinstance(action, SetTimeShift):
             for node in self.placed.get(record.job_id, ()):
                 self._session(node).send(set_time_shift=apb.SetTimeShift(
@@ -494,6 +496,38 @@ class ControlPlane:
                 iterations_total=record.iterations_total, iterations_done=record.iterations_done(now),
                 restore_s=max(0.0, record.resume_at - now), start_time=now,
                 link_slowdown=self.pacer.slowdown(record.job_id)))
+
+    def _relaunch(self, record: JobRecord, now: float) -> None:
+        """A migration or resize on agents (EasyScale §3.2, "Adapting to elasticity"): the job
+        checkpoints on demand and restarts on its new allocation as its next attempt. Nodes it
+        keeps get a Reconfigure naming that attempt (their agent stops the old processes with a
+        checkpoint, then starts the new ones from it); nodes it leaves get a Preempt, nodes it
+        joins a Launch."""
+        old_attempt, old_nodes = record.attempt, self.placed.get(record.job_id, ())
+        record.attempt += 1
+        nodes = record.allocation.node_names
+        self.placed[record.job_id] = nodes
+        for node in old_nodes:
+            if node not in nodes and node in self.sessions:
+                self.sessions[node].send(preempt=apb.Preempt(job_id=record.job_id, attempt=old_attempt,
+                                                             grace_s=DEFAULT_PREEMPT_GRACE_S))
+        spec, allocation = spec_to_pb(record.spec), allocation_to_pb(record.allocation)
+        restore_s, done = max(0.0, record.resume_at - now), record.iterations_done(now)
+        slowdown = self.pacer.slowdown(record.job_id)
+        for i, node in enumerate(nodes):
+            if node in old_nodes:
+                if node not in self.sessions:
+                    continue  # away: when it registers again it reports the old attempt, which is requeued
+                self.sessions[node].send(reconfigure=apb.Reconfigure(
+                    job_id=record.job_id, attempt=old_attempt, allocation=allocation, leader=i == 0,
+                    restore_s=restore_s, iterations_done=done, start_time=now, link_slowdown=slowdown,
+                    restart_attempt=record.attempt, iterations_total=record.iterations_total,
+                    grace_s=DEFAULT_PREEMPT_GRACE_S))
+            else:
+                self._session(node).send(launch=apb.Launch(
+                    job_id=record.job_id, attempt=record.attempt, spec=spec, allocation=allocation,
+                    leader=i == 0, iterations_total=record.iterations_total, iterations_done=done,
+                    restore_s=restore_s, start_time=now, link_slowdown=slowdown))
 
     def _session(self, node: str) -> AgentSession:
         # The ledger only offers nodes with a connected agent, so a placement always has one.

@@ -118,3 +118,26 @@ class Wrapping(Policy):
 
     def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         self.inner.on_rejected(view, plan, state)
+
+
+class OneResize(Policy):
+    """A tiny Policy: starts job ``job_id`` on ``first`` and, at the first pass where ``when(view, job)``
+    holds, resizes it to ``then``; ``resized`` records (time, iterations done then)."""
+
+    name = "one-resize"
+    needs_rounds = True
+    acts_without_pending = True
+
+    def __init__(self, job_id: str, first: Allocation, then: Allocation, when) -> None:
+        self.job_id, self.first, self.then, self.when = job_id, first, then, when
+        self.resized: tuple[float, float] | None = None
+
+    def schedule(self, view: ClusterView, state: PassState) -> Plan:
+        plan = Plan()
+        job = view.running.get(self.job_id)
+        if job is None and any(j.job_id == self.job_id for j in view.pending):
+            plan.start(self.job_id, self.first)
+        elif job is not None and self.resized is None and self.when(view, job):
+            self.resized = (view.now, job.iterations_done(view.now))
+            plan.resize(self.job_id, self.then)
+        return plan

@@ -24,7 +24,7 @@ from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import SqliteStore
 from halyard.datamodel import parse_cluster
 from halyard.emulator import PerformanceModel
-from halyard.policies import Migrate, Preempt, Resize, SetResources, SetTimeShift, Start, make_policy
+from halyard.policies import Migrate, Policy, Preempt, Resize, SetResources, SetTimeShift, Start, make_policy
 from halyard.testing.cluster import small_cluster_toml
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc
@@ -34,34 +34,37 @@ EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "train_numpy.py
 
 
 def train_spec(job_id: str, iterations: int, *, gpus: int = 8, pace_s: float = 0.005, every: int = 10,
-               command: list[str] | None = None) -> tpb.JobSpec:
+               command: list[str] | None = None, **elastic: int) -> tpb.JobSpec:
     """resnet50 for the model; the example script (paced to ``pace_s`` per iteration) for the process."""
     if command is None:
         command = [sys.executable, EXAMPLE, "--min-iteration-s", str(pace_s), "--checkpoint-every", str(every),
                    "--samples", "4000", "--dim", "32"]
-    return tpb.JobSpec(job_id=job_id, model="resnet50", num_gpus=gpus, iterations=iterations, command=command)
+    return tpb.JobSpec(job_id=job_id, model="resnet50", num_gpus=gpus, iterations=iterations, command=command,
+                       **elastic)
 
 
 class World:
     """``async with World("process" | "emulated", tmp_path)``: ready (all agents registered) on entry."""
 
-    def __init__(self, backend: str, work_dir: Path, *, nodes: int = 1, policy: str = "fifo",
-                 speedup: float = 1.0) -> None:
+    def __init__(self, backend: str, work_dir: Path, *, nodes: int = 1, policy: str | Policy = "fifo",
+                 speedup: float = 1.0, round_s: float = 300.0) -> None:
         self.backend = backend
         self.work_dir = work_dir
         self.cluster_toml = small_cluster_toml(nodes)
         self.cluster = parse_cluster(self.cluster_toml, source="<world>")
         self.clock = ScaledClock(speedup)
         self.policy = policy
+        self.round_s = round_s
         self.server: ControlPlaneServer | None = None
         self.agents: dict[str, ProcessAgent | EmulatedAgent] = {}
         self.channel: grpc.aio.Channel | None = None
         self.decisions: list[tuple] = []  # (action, job, nodes or detail), in dispatch order
 
     async def __aenter__(self) -> World:
-        cp = ControlPlane(self.cluster, make_policy(self.policy), PerformanceModel(), self.clock,
+        policy = make_policy(self.policy) if isinstance(self.policy, str) else self.policy
+        cp = ControlPlane(self.cluster, policy, PerformanceModel(), self.clock,
                           SqliteStore(":memory:"), cluster_toml=self.cluster_toml, heartbeat_s=0.05,
-                          heartbeat_timeout_s=5.0)
+                          heartbeat_timeout_s=5.0, round_s=self.round_s)
 
         def record(action) -> None:
             job = cp.core.records[action.job_id]
