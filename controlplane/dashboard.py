@@ -12,6 +12,7 @@ history, restarts included, in cluster time.
 from __future__ import annotations
 
 import bisect
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,8 @@ from halyard.wire import event_to_pb
 MAX_JOBS = 1000  # newest jobs a list returns; the total says how many matched
 MAX_WINDOW_S = 7 * 86400.0
 TIMELINE_POINTS = 240
+MEASURED_SAMPLES = 5760  # measured-utilisation samples kept: 24 h at one per MEASURE_EVERY_S
+MEASURE_EVERY_S = 15.0  # wall seconds between samples (and one more at each timeline request)
 ALLOCATING = (EventKind.STARTED, EventKind.MIGRATED, EventKind.RESIZED)
 
 
@@ -67,8 +70,6 @@ def cluster_view(cp: ControlPlane) -> dict[str, Any]:
             "free_memory_mb": int(free.memory_mb[node.index]),
             "slots": [holder.get((node.name, g)) for g in range(node.gpus)],
         })
-    measured = [(n["gpu_utilization"], n["gpus"]) for n in nodes if n["connected"] and n["gpu_utilization"] is not None]
-    gpus = sum(g for _, g in measured)
     policy = cp.core.policy
     return {
         "name": cp.cluster.name, "policy": policy.name, "cluster_time": cp.now(),
@@ -76,8 +77,19 @@ def cluster_view(cp: ControlPlane) -> dict[str, Any]:
         "total_gpus": cp.cluster.total_gpus, "free_gpus": int(free.total_gpus),
         "pending_jobs": len(cp.core.pending), "running_jobs": len(cp.core.running),
         "agents_connected": len(cp.sessions), "nodes_drained": len(cp.drained),
-        "gpu_utilization_measured": sum(u * g for u, g in measured) / gpus if gpus else None,
+        "gpu_utilization_measured": measured_utilisation(cp),
     }
+
+
+def measured_utilisation(cp: ControlPlane) -> float | None:
+    """GPU-weighted mean of the utilisation connected agents measured in their latest heartbeat (None: no report)."""
+    busy = gpus = 0.0
+    for name, session in list(cp.sessions.items()):
+        if session.heartbeat is not None:
+            node_gpus = cp.cluster.node(name).gpus
+            busy += session.heartbeat.gpu_utilization * node_gpus
+            gpus += node_gpus
+    return busy / gpus if gpus else None
 
 
 def parse_state(value: str | None) -> JobState | None:
@@ -183,12 +195,37 @@ class Timeline:
         return out
 
 
-def timeline_view(cp: ControlPlane, timeline: Timeline, window_s: float) -> dict[str, Any]:
+class MeasuredSeries:
+    """The agents' measured GPU utilisation over cluster time: samples kept in memory, the newest
+    ``keep`` (heartbeats are not persisted, so this history starts with the process)."""
+
+    def __init__(self, keep: int = MEASURED_SAMPLES) -> None:
+        self._times: deque[float] = deque(maxlen=keep)
+        self._values: deque[float | None] = deque(maxlen=keep)
+
+    def record(self, cp: ControlPlane) -> None:
+        t, value = cp.now(), measured_utilisation(cp)
+        if self._times and self._times[-1] >= t:  # the clock stood still: the newest reading wins
+            self._values[-1] = value
+        else:
+            self._times.append(t)
+            self._values.append(value)
+
+    def at(self, instants: list[float]) -> list[float | None]:
+        """The latest sample at or before each instant (None before the first)."""
+        times = list(self._times)
+        return [self._values[k] if (k := bisect.bisect_right(times, t) - 1) >= 0 else None for t in instants]
+
+
+def timeline_view(cp: ControlPlane, timeline: Timeline, measured: MeasuredSeries, window_s: float) -> dict[str, Any]:
     if not 0 < window_s <= MAX_WINDOW_S:
         raise ValidationError(f"must be in (0, {MAX_WINDOW_S:g}] seconds", field="window_s")
     timeline.update(cp.core.log.since(timeline.cursor))
+    measured.record(cp)
     end = cp.now()
     samples = timeline.sample(end - window_s, end)
+    instants = [p.time for p in samples]
     return {"total_gpus": cp.cluster.total_gpus, "start": end - window_s, "end": end,
-            "time": [p.time for p in samples], "gpus_busy": [p.gpus_busy for p in samples],
-            "pending": [p.pending for p in samples], "running": [p.running for p in samples]}
+            "time": instants, "gpus_busy": [p.gpus_busy for p in samples],
+            "pending": [p.pending for p in samples], "running": [p.running for p in samples],
+            "measured": measured.at(instants)}

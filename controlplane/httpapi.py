@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import resources
 from typing import Any
 
@@ -49,6 +49,7 @@ def build_app(cp: ControlPlane, metrics: Metrics) -> web.Application:
     started = time.monotonic()
     closing = asyncio.Event()
     timeline = dashboard.Timeline()
+    measured = dashboard.MeasuredSeries()
     static = {name: (resources.files("halyard.controlplane").joinpath("static", name).read_bytes(), kind)
               for name, kind in STATIC.items()}
 
@@ -85,8 +86,18 @@ def build_app(cp: ControlPlane, metrics: Metrics) -> web.Application:
         return _json(dashboard.queue_view(cp))
 
     async def utilisation(request: web.Request) -> web.Response:
-        return _json(dashboard.timeline_view(cp, timeline, _number(request.query, "window_s", float,
-                                                                   DEFAULT_WINDOW_S)))
+        window = _number(request.query, "window_s", float, DEFAULT_WINDOW_S)
+        return _json(dashboard.timeline_view(cp, timeline, measured, window))
+
+    async def sample_measured(app: web.Application) -> AsyncIterator[None]:
+        """Background: the agents' measured utilisation every MEASURE_EVERY_S, for the timeline."""
+        async def loop() -> None:
+            while True:
+                measured.record(cp)
+                await asyncio.sleep(dashboard.MEASURE_EVERY_S)
+        task = asyncio.create_task(loop(), name="measured-utilisation")
+        yield
+        task.cancel()
 
     async def events(request: web.Request) -> web.StreamResponse:
         """The event log as server-sent events, from ``after`` (or ``Last-Event-ID``), then live."""
@@ -116,6 +127,7 @@ def build_app(cp: ControlPlane, metrics: Metrics) -> web.Application:
         closing.set()
 
     app.on_shutdown.append(shutdown)
+    app.cleanup_ctx.append(sample_measured)
     routes = app.router
     routes.add_get("/healthz", healthz)
     routes.add_get("/metrics", prometheus)

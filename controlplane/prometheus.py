@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from halyard.controlplane.dashboard import measured_utilisation
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import StoreError
 from halyard.datamodel import EventKind
@@ -151,18 +152,13 @@ class _AgentCollector(Collector):
         unhealthy = GaugeMetricFamily("halyard_agents_unhealthy", "Connected agents whose heartbeat says unhealthy")
         cluster = GaugeMetricFamily("halyard_gpu_utilization_measured",
                                     "GPU-weighted mean of the measured utilisation of nodes with a connected agent")
-        busy = gpus = bad = 0.0
+        bad = 0
         for name, session in list(self.cp.sessions.items()):
-            beat = session.heartbeat
-            if beat is None:
-                continue
-            node_gpus = self.cp.cluster.node(name).gpus
-            per_node.add_metric([name], beat.gpu_utilization)
-            busy += beat.gpu_utilization * node_gpus
-            gpus += node_gpus
-            bad += not beat.healthy
+            if session.heartbeat is not None:
+                per_node.add_metric([name], session.heartbeat.gpu_utilization)
+                bad += not session.heartbeat.healthy
         unhealthy.add_metric([], bad)
-        cluster.add_metric([], busy / gpus if gpus else 0.0)
+        cluster.add_metric([], measured_utilisation(self.cp) or 0.0)
         yield per_node
         yield unhealthy
         yield cluster

@@ -63,9 +63,17 @@ async def test_json_views_filter_validate_and_stream_events(tmp_path):
         assert [e["kind"] for e in detail["events"]] == ["SUBMITTED", "STARTED"]
         assert detail["events"][1]["detail"].endswith(":0,1,2,3,4,5,6,7")
 
+        sessions = tc.control_plane.sessions.values()
+        await tc.wait_for(lambda: all(s.heartbeat and s.heartbeat.gpu_utilization == 1.0 for s in sessions))
+        assert (await get_json(http, "/api/utilization"))["measured"][-1] == 1.0  # sampled at t=0
         await tc.advance(600)
-        timeline = await get_json(http, "/api/utilization?window_s=600")
-        assert timeline["gpus_busy"][-1] == 16 and timeline["pending"][-1] == 1 and timeline["running"][-1] == 2
+        timeline = await get_json(http, "/api/utilization?window_s=1200")
+        assert timeline["start"] == -600 and timeline["end"] == 600 and len(timeline["time"]) == 241
+        half = len(timeline["time"]) // 2  # t = 0: every job submitted, two started
+        assert timeline["gpus_busy"][half - 1:] == [0] + [16] * (half + 1)
+        assert timeline["pending"][half - 1:] == [0] + [1] * (half + 1)
+        assert timeline["running"][-1] == 2
+        assert timeline["measured"][:half] == [None] * half and set(timeline["measured"][half:]) == {1.0}
 
         assert "state" in (await get_json(http, "/api/jobs?state=lost", 400))["error"]
         assert "window_s" in (await get_json(http, "/api/utilization?window_s=-1", 400))["error"]
@@ -225,3 +233,32 @@ async def test_dashboard_in_chromium_shows_jobs_and_follows_new_ones_without_rel
             assert errors == []  # no script error, no request blocked by the Content-Security-Policy
     finally:
         await asyncio.to_thread(driver.quit)
+
+
+def test_timeline_follows_allocations_preemptions_and_resizes_through_the_event_log():
+    from halyard.controlplane.dashboard import Timeline, allocation_gpus
+    from halyard.controlplane.eventlog import EventLog, describe
+    from halyard.datamodel import Allocation, EventKind, JobState, NodeAllocation
+
+    two_nodes = describe(Allocation((NodeAllocation("n0", (0, 1), 8, 1000), NodeAllocation("n1", (2, 3), 8, 1000))))
+    assert allocation_gpus(two_nodes) == 4 and allocation_gpus("n0:5") == 1
+    log = EventLog()
+    steps = [  # (time, job, kind, state after, detail) -> (GPUs busy, pending, running) after it
+        (0, "a", EventKind.SUBMITTED, JobState.PENDING, "", (0, 1, 0)),
+        (0, "b", EventKind.SUBMITTED, JobState.PENDING, "", (0, 2, 0)),
+        (10, "a", EventKind.STARTED, JobState.RUNNING, two_nodes, (4, 1, 1)),
+        (20, "a", EventKind.RESIZED, JobState.RUNNING, "n0:0", (1, 1, 1)),
+        (25, "a", EventKind.TIME_SHIFT, JobState.RUNNING, "0.5s", (1, 1, 1)),
+        (30, "a", EventKind.PREEMPTED, JobState.PREEMPTED, "by policy", (0, 1, 0)),
+        (30, "a", EventKind.REQUEUED, JobState.PENDING, "", (0, 2, 0)),
+        (40, "b", EventKind.CANCELLED, JobState.CANCELLED, "", (0, 1, 0)),
+        (50, "a", EventKind.STARTED, JobState.RUNNING, "n1:0,1,2", (3, 0, 1)),
+        (60, "a", EventKind.COMPLETED, JobState.COMPLETED, "", (0, 0, 0)),
+    ]
+    timeline = Timeline()
+    for t, job, kind, state, detail, expected in steps:
+        timeline.update([log.append(t, job, kind, state, detail)])
+        point = timeline.sample(t, t, points=1)[-1]
+        assert (point.gpus_busy, point.pending, point.running) == expected, (t, kind)
+    assert [(p.time, p.gpus_busy) for p in timeline.sample(-10, 60, points=7)] == [
+        (-10, 0), (0, 0), (10, 4), (20, 1), (30, 0), (40, 0), (50, 3), (60, 0)]

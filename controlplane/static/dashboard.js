@@ -106,7 +106,14 @@ function renderTimeline(t) {
   t.gpus_busy.forEach((v, i) => { area += ` L ${x(i)} ${yBusy(v)}`; });
   area += ` L ${x(t.time.length - 1)} ${T + h} Z`;
   const line = t.pending.map((v, i) => `${i ? "L" : "M"} ${x(i)} ${yPending(v)}`).join(" ");
-  chart.append(svg("path", { d: area, class: "busy" }), svg("path", { d: line, class: "pending" }));
+  let measured = "", pen = "M"; // a gap where no agent had reported yet
+  t.measured.forEach((v, i) => {
+    if (v == null) { pen = "M"; return; }
+    measured += ` ${pen} ${x(i)} ${T + h - h * v}`;
+    pen = "L";
+  });
+  chart.append(svg("path", { d: area, class: "busy" }), svg("path", { d: line, class: "pending" }),
+    svg("path", { d: measured || "M 0 0", class: "measured" }));
   for (const f of [0, 0.5, 1]) {
     chart.append(svg("line", { x1: L, x2: L + w, y1: T + h * (1 - f), y2: T + h * (1 - f), class: "axis" }));
     const label = svg("text", { x: L - 4, y: T + h * (1 - f) + 3, "text-anchor": "end" });
