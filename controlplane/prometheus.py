@@ -171,7 +171,9 @@ def _split_method(full: str) -> tuple[str, str]:
 
 
 def _code_name(context: grpc.aio.ServicerContext, exc: BaseException | None) -> str:
-    if isinstance(exc, asyncio.CancelledError):
+    """The status a call ended with: the one it aborted with, CANCELLED when the call went away under it
+    (its task cancelled, or its response stream closed before the end), UNKNOWN for any other exception."""
+    if isinstance(exc, asyncio.CancelledError | GeneratorExit):
         return grpc.StatusCode.CANCELLED.name
     code = context.code()
     if code is not None and code != grpc.StatusCode.OK:

@@ -9,6 +9,7 @@ from pathlib import Path
 import aiohttp
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from halyard.controlplane.prometheus import OTHER_TENANT, BoundedLabels
@@ -52,6 +53,14 @@ async def test_metrics_after_real_grpc_traffic():
             codes.append(error.value.code())
         assert codes == [grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND]
         await stub.CancelJob(jpb.CancelJobRequest(job_id="a2"))  # pending: cancelled, never ran
+        watch = stub.WatchEvents(jpb.WatchEventsRequest())  # a stream the client walks away from
+        assert (await anext(aiter(watch))).job_id == "a1"
+        watch.cancel()
+        health = health_pb2_grpc.HealthStub(tc.channel)
+        assert (await health.Check(health_pb2.HealthCheckRequest())).status == health_pb2.HealthCheckResponse.SERVING
+        with pytest.raises(grpc.aio.AioRpcError) as error:  # a method nobody serves: no series of its own
+            await tc.channel.unary_unary("/halyard.v1.Invented/Method")(b"")
+        assert error.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
         # Measured utilisation: each busy node's agent reports 1.0 in its next heartbeat.
         cp = tc.control_plane
@@ -79,6 +88,10 @@ async def test_metrics_after_real_grpc_traffic():
         assert value(samples, handled, service=JOBS, method="SubmitJob", code="INVALID_ARGUMENT") == 1
         assert value(samples, handled, service=JOBS, method="GetJob", code="NOT_FOUND") == 1
         assert value(samples, handled, service=JOBS, method="CancelJob", code="OK") == 1
+        assert value(samples, handled, service=JOBS, method="WatchEvents", code="CANCELLED") == 1
+        assert value(samples, handled, service="grpc.health.v1.Health", method="Check", code="OK") == 1
+        assert value(samples, handled, service="unknown", method="unknown", code="UNIMPLEMENTED") == 1
+        assert not any("Invented" in str(labels) for _, labels in samples)
 
         assert value(samples, "halyard_jobs_submitted_total", tenant="alpha") == 2
         assert value(samples, "halyard_jobs_finished_total", state="COMPLETED", tenant="alpha") == 1

@@ -6,7 +6,8 @@ const MAX_EVENTS = 200;
 const REFRESH_MS = 5000; // heartbeats and cluster time move without events
 const DEBOUNCE_MS = 200;
 const SVG = "http://www.w3.org/2000/svg";
-const ui = { selected: null, timer: null, tenants: "" };
+const JOB_ROWS = 300; // newest jobs listed; the count says how many match
+const ui = { selected: null, timer: null, soon: null, tenants: "" };
 
 function $(id) { return document.getElementById(id); }
 
@@ -210,14 +211,15 @@ function follow() {
 
 // --- refresh ----------------------------------------------------------------------------
 
-function scheduleRefresh() {
+function scheduleRefresh() { // at most one refresh per DEBOUNCE_MS, however fast events come
+  if (ui.soon) return;
   clearTimeout(ui.timer);
-  ui.timer = setTimeout(refresh, DEBOUNCE_MS);
+  ui.soon = setTimeout(() => { ui.soon = null; refresh(); }, DEBOUNCE_MS);
 }
 
 async function refresh() {
   clearTimeout(ui.timer);
-  const filters = new URLSearchParams();
+  const filters = new URLSearchParams({ limit: JOB_ROWS });
   if ($("state-filter").value) filters.set("state", $("state-filter").value);
   if ($("tenant-filter").value) filters.set("tenant", $("tenant-filter").value);
   try {
