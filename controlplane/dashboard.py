@@ -39,7 +39,10 @@ def to_json(message: Message) -> dict[str, Any]:
 
 
 def job_json(record: JobRecord, now: float) -> dict[str, Any]:
-    return to_json(job_to_pb(record, now))
+    """GetJob's message, plus ``waiting_s``: how long a pending job has waited since it last
+    became pending (the message's ``queued_s`` counts only waits that are over)."""
+    waiting = now - record.pending_since if record.state is JobState.PENDING else 0.0
+    return {**to_json(job_to_pb(record, now)), "waiting_s": max(0.0, waiting)}
 
 
 def event_json(event: JobEvent) -> dict[str, Any]:
@@ -129,7 +132,7 @@ def queue_view(cp: ControlPlane) -> dict[str, Any]:
     """Pending jobs in the core's queue order (submit time, then arrival), with how long each has waited."""
     now = cp.now()
     return {"cluster_time": now,
-            "jobs": [{**job_json(r, now), "waiting_s": max(0.0, now - r.pending_since)} for r in cp.core.pending]}
+            "jobs": [job_json(r, now) for r in cp.core.pending]}
 
 
 def allocation_gpus(detail: str) -> int:

@@ -6,25 +6,19 @@ import asyncio
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import aiohttp
 import pytest
 
 from halyard.testing import TestCluster
+from halyard.testing.browser import browser_missing, headless_chromium
 from halyard.v1 import cluster_service_pb2 as cpb
 from halyard.v1 import cluster_service_pb2_grpc as cgrpc
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc
 from halyard.v1 import types_pb2 as tpb
 
-# Debian's packages, installed by .ci/run: the browser and the WebDriver of the same build.
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--window-size=1440,1250")
 PAGE_TIMEOUT_S = 20.0
 
 
@@ -67,6 +61,7 @@ async def test_json_views_filter_validate_and_stream_events(tmp_path):
         await tc.wait_for(lambda: all(s.heartbeat and s.heartbeat.gpu_utilization == 1.0 for s in sessions))
         assert (await get_json(http, "/api/utilization"))["measured"][-1] == 1.0  # sampled at t=0
         await tc.advance(600)
+        assert [j["waiting_s"] for j in (await get_json(http, "/api/queue"))["jobs"]] == [600.0]
         timeline = await get_json(http, "/api/utilization?window_s=1200")
         assert timeline["start"] == -600 and timeline["end"] == 600 and len(timeline["time"]) == 241
         half = len(timeline["time"]) // 2  # t = 0: every job submitted, two started
@@ -145,19 +140,10 @@ class BrokenPolicy:
 
 
 def chromium():
-    """A headless Chromium driven over WebDriver; skips (saying why) only when no browser is installed."""
-    if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
-        pytest.skip(f"no browser: {CHROMIUM} and {CHROMEDRIVER} are needed "
-                    "(apt-get install chromium chromium-driver; .ci/run installs them)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tempfile.mkdtemp(prefix='halyard-chromium-')}"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    """Headless Chromium; the test skips, saying why, only when no browser is installed."""
+    if (why := browser_missing()) is not None:
+        pytest.skip(why)
+    return headless_chromium()
 
 
 def rows(driver, table: str) -> list[str]:

@@ -159,7 +159,7 @@ function renderJobs(j) {
     const row = el("tr", { data: { jobId: id }, class: id === ui.selected ? "selected" : "" },
       el("td", {}, el("span", { class: "dot" }), id), el("td", {}, job.spec.tenant), el("td", {}, job.spec.model),
       el("td", {}, job.spec.num_gpus), el("td", {}, el("span", { class: `state ${job.state}` }, job.state)),
-      el("td", {}, progress(job)), el("td", {}, clock(job.submit_time)), el("td", {}, duration(job.queued_s)),
+      el("td", {}, progress(job)), el("td", {}, clock(job.submit_time)), el("td", {}, duration(Number(job.queued_s) + job.waiting_s)),
       el("td", {}, job.preemptions), el("td", { class: "muted" }, placement(job)));
     row.querySelector(".dot").style.background = job.state === "RUNNING" ? jobColor(id) : "transparent";
     row.addEventListener("click", () => { ui.selected = id; refresh(); });
@@ -182,7 +182,7 @@ function renderDetail(d) {
     ["model", `${spec.model}, batch ${spec.batch_size || "reference"}`], ["GPUs", `${spec.num_gpus}${spec.gpu_type ? " × " + spec.gpu_type : ""}`],
     ["iterations", `${Math.floor(Number(job.iterations_done))} / ${job.iterations_total}`],
     ["submitted", clock(job.submit_time)], ["first start", job.start_time == null ? "–" : clock(job.start_time)],
-    ["ended", job.end_time == null ? "–" : clock(job.end_time)], ["queued", duration(job.queued_s)],
+    ["ended", job.end_time == null ? "–" : clock(job.end_time)], ["queued", duration(Number(job.queued_s) + job.waiting_s)],
     ["preemptions", job.preemptions], ["placement", placement(job) || "–"]];
   const dl = el("dl", {}, ...rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
   const events = el("ol", { class: "job-events" }, ...d.events.map((e) =>
