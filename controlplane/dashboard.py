@@ -108,8 +108,7 @@ def parse_state(value: str | None) -> JobState | None:
 def jobs_view(cp: ControlPlane, *, state: JobState | None = None, tenant: str | None = None,
               limit: int = MAX_JOBS) -> dict[str, Any]:
     """Jobs matching the filters, newest first, at most ``limit``; and every tenant, for the filter's choices."""
-    if not 1 <= limit <= MAX_JOBS:
-        raise ValidationError(f"must be between 1 and {MAX_JOBS}", field="limit")
+    _check_limit(limit)
     now = cp.now()
     matching = [r for r in cp.core.records.values()
                 if (state is None or r.state is state) and (not tenant or r.spec.tenant == tenant)]
@@ -128,11 +127,17 @@ def job_view(cp: ControlPlane, job_id: str) -> dict[str, Any]:
             "events": [event_json(e) for e in cp.core.log if e.job_id == job_id]}
 
 
-def queue_view(cp: ControlPlane) -> dict[str, Any]:
-    """Pending jobs in the core's queue order (submit time, then arrival), with how long each has waited."""
+def queue_view(cp: ControlPlane, *, limit: int = MAX_JOBS) -> dict[str, Any]:
+    """The first ``limit`` pending jobs in the core's queue order (submit time, then arrival)."""
+    _check_limit(limit)
     now = cp.now()
-    return {"cluster_time": now,
-            "jobs": [job_json(r, now) for r in cp.core.pending]}
+    return {"cluster_time": now, "total": len(cp.core.pending),
+            "jobs": [job_json(r, now) for r in cp.core.pending.islice(0, limit)]}
+
+
+def _check_limit(limit: int) -> None:
+    if not 1 <= limit <= MAX_JOBS:
+        raise ValidationError(f"must be between 1 and {MAX_JOBS}", field="limit")
 
 
 def allocation_gpus(detail: str) -> int:

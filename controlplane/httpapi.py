@@ -82,8 +82,8 @@ def build_app(cp: ControlPlane, metrics: Metrics) -> web.Application:
     async def job(request: web.Request) -> web.Response:
         return _json(dashboard.job_view(cp, request.match_info["job_id"]))
 
-    async def queue(_: web.Request) -> web.Response:
-        return _json(dashboard.queue_view(cp))
+    async def queue(request: web.Request) -> web.Response:
+        return _json(dashboard.queue_view(cp, limit=_number(request.query, "limit", int, dashboard.MAX_JOBS)))
 
     async def utilisation(request: web.Request) -> web.Response:
         window = _number(request.query, "window_s", float, DEFAULT_WINDOW_S)

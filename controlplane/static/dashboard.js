@@ -168,7 +168,7 @@ function renderJobs(j) {
 }
 
 function renderQueue(q) {
-  $("queue-count").textContent = q.jobs.length;
+  $("queue-count").textContent = q.total;
   $("queue").replaceChildren(...q.jobs.map((job) => el("tr", { data: { jobId: job.spec.job_id } },
     el("td", {}, job.spec.job_id), el("td", {}, job.spec.tenant), el("td", {}, job.spec.num_gpus),
     el("td", {}, duration(job.waiting_s)))));
@@ -224,7 +224,7 @@ async function refresh() {
   if ($("tenant-filter").value) filters.set("tenant", $("tenant-filter").value);
   try {
     const [cluster, jobs, queue, timeline, detail] = await Promise.all([
-      getJSON("/api/cluster"), getJSON(`/api/jobs?${filters}`), getJSON("/api/queue"),
+      getJSON("/api/cluster"), getJSON(`/api/jobs?${filters}`), getJSON(`/api/queue?limit=${JOB_ROWS}`),
       getJSON(`/api/utilization?window_s=${$("window").value}`),
       ui.selected ? getJSON(`/api/jobs/${encodeURIComponent(ui.selected)}`) : Promise.resolve(null)]);
     renderCluster(cluster); renderJobs(jobs); renderQueue(queue); renderTimeline(timeline); renderDetail(detail);
