@@ -2,10 +2,10 @@
 
 :class:`ControlPlaneServer` owns the :class:`ControlPlane`, a ``grpc.aio``
 server (JobService, ClusterService, AgentService, standard health checking and
-server reflection) and, optionally, the aiohttp app of :mod:`httpapi` (``/healthz``,
-Prometheus ``/metrics`` and the web dashboard). Every call is counted by
-status code (:class:`prometheus.RpcStatusInterceptor`). Used by ``halyard controlplane``, ``halyard replay``
-and the test cluster alike.
+server reflection) and, optionally, the aiohttp app of :mod:`httpapi`
+(``/healthz``, Prometheus ``/metrics`` and the web dashboard). Every call is
+counted by status code (:class:`prometheus.RpcStatusInterceptor`). Used by
+``halyard controlplane``, ``halyard replay`` and the test cluster alike.
 """
 
 from __future__ import annotations
