@@ -67,6 +67,7 @@ class AgentSession:
     outbox: asyncio.Queue[apb.ControlMessage] = field(default_factory=asyncio.Queue)
     last_seen: float = field(default_factory=time.monotonic)
     closed: bool = False
+    heartbeat: apb.Heartbeat | None = None  # the latest: measured GPU utilisation and health (dashboard, metrics)
 
     def send(self, **body: object) -> None:
         if not self.closed:
@@ -94,6 +95,7 @@ class ControlPlane:
         self._wake = asyncio.Event()
         self._events_changed = asyncio.Condition()
         self._last_pass = -math.inf
+        self.pass_error: str | None = None  # why the latest scheduling pass failed; None once one succeeds
         self._latest_event = -math.inf  # lockstep: the cluster time of the newest event handled
         self.lockstep = lockstep
         # Lockstep: completions the model predicts, (finish, seq, job id, record epoch), as in the simulator.
@@ -170,6 +172,17 @@ class ControlPlane:
             self.sessions[node].send(drain=apb.Drain(reason="drained by operator"))
         self._update_schedulable(node)
         self._changed()
+
+    def scheduler_problem(self) -> str | None:
+        """Why the scheduling loop is unhealthy (for /healthz), or None: not started, ended, or its last pass failed."""
+        loop = next((t for t in self._tasks if t.get_name() == "scheduler"), None)
+        if loop is None:
+            return "the scheduling loop is not running"
+        if loop.done():
+            return "the scheduling loop has stopped"
+        if self.pass_error is not None:
+            return f"the last scheduling pass failed: {self.pass_error}"
+        return None
 
     def now(self) -> float:
         """Cluster time of the next change: never before the last pass."""
@@ -261,7 +274,9 @@ class ControlPlane:
     def agent_message(self, session: AgentSession, msg: apb.AgentMessage) -> None:
         session.last_seen = time.monotonic()
         kind = msg.WhichOneof("body")
-        if kind == "exited":
+        if kind == "heartbeat":
+            session.heartbeat = msg.heartbeat
+        elif kind == "exited":
             self._on_exited(session, msg.exited)
         elif kind == "progress":
             record = self._check_owner(session, msg.progress.job_id, msg.progress.attempt)
@@ -419,8 +434,10 @@ class ControlPlane:
                 continue  # lockstep passes already ran with their events
             try:
                 self._pass()
-            except Exception:  # a policy bug must not kill the control plane
+                self.pass_error = None
+            except Exception as exc:  # a policy bug must not kill the control plane
                 log.exception("scheduling pass failed")
+                self.pass_error = f"{type(exc).__name__}: {exc}"
 
     def _next_round(self) -> float:
         policy = self.core.policy

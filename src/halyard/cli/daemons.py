@@ -28,7 +28,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     cp.add_argument("--cluster", required=True, help="built-in cluster name or TOML path")
     cp.add_argument("--db", type=Path, required=True, help="SQLite state file (created if missing)")
     cp.add_argument("--listen", default="127.0.0.1:50051", help="gRPC HOST:PORT (default 127.0.0.1:50051)")
-    cp.add_argument("--http", default=None, help="HOST:PORT for /healthz and /metrics")
+    cp.add_argument("--http", default=None, help="HOST:PORT for /healthz, /metrics and the web dashboard (/)")
     cp.add_argument("--policy", default="fifo", help=policy_help())
     cp.add_argument("--round-s", type=float, default=300.0)
     add_contention_option(cp)
