@@ -19,10 +19,10 @@ from rich.table import Table
 
 from halyard.cli.simulate import DEFAULT_ROUND_S, add_contention_option, default_trace, parse_measure
 from halyard.cli.trace import load_trace
-from halyard.controlplane.runtables import TABLE_FORMATS, write_run
+from halyard.controlplane.runtables import TABLE_FORMATS
 from halyard.datamodel import ValidationError, load_cluster
-from halyard.experiments.report import policy_means, ratios, write_report
-from halyard.experiments.runs import RunResult, RunSpec, run_many
+from halyard.experiments.report import policy_means, ratios, write_sweep_report
+from halyard.experiments.runs import RunResult, RunSpec, run_and_save
 from halyard.policies import make_policy, policy_names
 from halyard.traces import AUTO, FORMAT_NAMES
 
@@ -116,23 +116,18 @@ def run(args: argparse.Namespace) -> int:
              for p in policies for s in seeds]
     out = args.out_dir
     runs_dir = out / RUNS_DIR
-
-    def save(result: RunResult) -> None:  # as each run finishes: a long sweep keeps what it has done
-        write_run(runs_dir / result.spec.name, result.tables, fmt=args.table_format)
-
-    results = run_many(specs, totals=[len(loaded.jobs)] * len(specs), workers=args.workers,
-                       ray_address=args.ray, progress=not args.no_progress, label="compare", on_result=save)
+    results = run_and_save(specs, runs_dir, totals=[len(loaded.jobs)] * len(specs), table_format=args.table_format,
+                           workers=args.workers, ray_address=args.ray, progress=not args.no_progress,
+                           label="compare")
     command = command_line(args, policies, seeds, baseline)
-    run_commands = {s.name: s.command(runs_dir / s.name) for s in specs}
     (out / "compare.json").write_text(json.dumps({
         "command": command, "baseline": baseline,
-        "runs": [{"name": r.spec.name, "command": run_commands[r.spec.name], "summary": r.summary}
+        "runs": [{"name": r.spec.name, "command": r.spec.command(runs_dir / r.spec.name), "summary": r.summary}
                  for r in results],
     }, indent=2) + "\n", encoding="utf-8")
     report = out / REPORT_FILE
-    write_report(results, report, baseline=baseline, command=command,
-                 run_dirs={s.name: f"{RUNS_DIR}/{s.name}" for s in specs}, run_commands=run_commands,
-                 table_format=args.table_format, cluster_gpus=cluster.total_gpus)
+    write_sweep_report(results, report, runs_dir=runs_dir, baseline=baseline, command=command,
+                       table_format=args.table_format, cluster_gpus=cluster.total_gpus)
     Console().print(_table(results, baseline, f"halyard compare: {trace.name} on {cluster.name}"))
     Console().print(f"report: {report}", highlight=False)
     return 0

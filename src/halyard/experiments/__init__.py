@@ -12,9 +12,11 @@ from halyard.experiments.runs import (
     RunResult,
     RunSpec,
     execute,
+    run_and_save,
     run_many,
     simulate_jobs,
     trace_jobs,
 )
 
-__all__ = ["DEFAULT_ROUND_S", "RunResult", "RunSpec", "execute", "run_many", "simulate_jobs", "trace_jobs"]
+__all__ = ["DEFAULT_ROUND_S", "RunResult", "RunSpec", "execute", "run_and_save", "run_many", "simulate_jobs",
+           "trace_jobs"]

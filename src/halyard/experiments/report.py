@@ -13,6 +13,7 @@ import base64
 import datetime as dt
 import html
 import io
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +89,18 @@ def write_report(results: Sequence[RunResult], path: Path, *, baseline: str, com
     path.write_text(render_report(results, baseline=baseline, command=command, run_dirs=run_dirs,
                                   run_commands=run_commands, table_format=table_format, title=title,
                                   cluster_gpus=cluster_gpus), encoding="utf-8")
+
+
+def write_sweep_report(results: Sequence[RunResult], path: Path, *, runs_dir: Path, baseline: str, command: str,
+                       table_format: str = "parquet", title: str = "Halyard policy comparison",
+                       cluster_gpus: int | None = None) -> None:
+    """:func:`write_report` for runs that :func:`halyard.experiments.runs.run_and_save` wrote under
+    ``runs_dir``: links relative to the report, each run's command writing to its folder."""
+    base = os.path.relpath(runs_dir, path.parent)
+    write_report(results, path, baseline=baseline, command=command,
+                 run_dirs={r.spec.name: f"{Path(base).as_posix()}/{r.spec.name}" for r in results},
+                 run_commands={r.spec.name: r.spec.command(runs_dir / r.spec.name) for r in results},
+                 table_format=table_format, title=title, cluster_gpus=cluster_gpus)
 
 
 def render_report(results: Sequence[RunResult], *, baseline: str, command: str, run_dirs: Mapping[str, str],
@@ -166,7 +179,8 @@ def _ratio_cell(ratio: float | None, *, lower_is_better: bool, is_baseline: bool
 def _summary_table(means: Mapping[str, Mapping[str, float]], rel: Mapping[str, Mapping[str, float | None]],
                    baseline: str) -> str:
     head = "".join(f"<th>{html.escape(m.label)}</th>" for m in METRICS)
-    rows = [f'<table class="summary"><thead><tr><th>policy</th><th>completed</th>{head}</tr></thead><tbody>']
+    rows = ['<div class="wide"><table class="summary"><thead><tr><th>policy</th><th>completed</th>'
+            f"{head}</tr></thead><tbody>"]
     for policy, values in means.items():
         is_base = policy == baseline
         cells = "".join(
@@ -176,7 +190,7 @@ def _summary_table(means: Mapping[str, Mapping[str, float]], rel: Mapping[str, M
         mark = " (baseline)" if is_base else ""
         rows.append(f'<tr data-policy="{html.escape(policy)}"><th>{html.escape(policy)}{mark}</th>'
                     f"<td>{values['completed']:g} / {values['jobs']:g}</td>{cells}</tr>")
-    rows.append("</tbody></table>")
+    rows.append("</tbody></table></div>")
     return "\n".join(rows)
 
 
@@ -201,7 +215,8 @@ def _tenant_table(results: Sequence[RunResult], policies: list[str], baseline: s
     shown = tenants[:MAX_TENANTS]
     head = "".join(f'<th colspan="2">{html.escape(p)}</th>' for p in policies)
     sub = "<th>avg JCT</th><th>avg queueing</th>" * len(policies)
-    rows = [f'<table class="tenants"><thead><tr><th rowspan="2">tenant</th><th rowspan="2">completed jobs per run</th>'
+    rows = ['<div class="wide"><table class="tenants"><thead><tr><th rowspan="2">tenant</th>'
+            '<th rowspan="2">completed jobs per run</th>'
             f"{head}</tr><tr>{sub}</tr></thead><tbody>"]
     for tenant in shown:
         base = per_policy[baseline].get(tenant)
@@ -217,7 +232,7 @@ def _tenant_table(results: Sequence[RunResult], policies: list[str], baseline: s
                          f"<td>{_fmt(got[1], 'h')}</td>")
         rows.append(f'<tr data-tenant="{html.escape(tenant)}"><th>{html.escape(tenant)}</th>'
                     f"<td>{counts[tenant]:g}</td>{''.join(cells)}</tr>")
-    rows.append("</tbody></table>")
+    rows.append("</tbody></table></div>")
     if len(tenants) > len(shown):
         rows.append(f'<p class="note">{len(tenants) - len(shown)} smaller tenants not shown; '
                     "every job is in the runs' jobs tables.</p>")
@@ -317,7 +332,8 @@ body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200p
 h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }
 table { border-collapse: collapse; margin: 0.5em 0; }
 th, td { padding: 4px 8px; border: 1px solid #ddd; text-align: right; vertical-align: top; white-space: nowrap; }
-td:last-child { white-space: normal; }
+thead th, td:last-child { white-space: normal; } table.runs th { text-align: left; }
+div.wide { overflow-x: auto; }
 th { background: #f6f6f6; } table.meta th, table.meta td, table.runs td { text-align: left; }
 table.meta th { width: 7em; }
 .ratio { font-size: 0.85em; color: #666; } .better { color: #17803d; font-weight: 600; }

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from halyard.controlplane import Simulator, summarize
-from halyard.controlplane.runtables import RunTables, TimelineRecorder, job_table
+from halyard.controlplane.runtables import RunTables, TimelineRecorder, job_table, write_run
 from halyard.controlplane.simulator import Rejected
 from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import Cluster, HalyardError, JobSpec, ValidationError, load_cluster
@@ -301,6 +301,27 @@ def _run_on_ray(specs: Sequence[RunSpec], address: str, tracker: _Tracker,
 
 def _ray_execute(index: int, spec: RunSpec, sink: Any) -> RunResult:
     return execute(spec, _Reporter(index, sink))
+
+
+def run_and_save(specs: Sequence[RunSpec], runs_dir: Path, *, totals: Sequence[int] | None = None,
+                 table_format: str = "parquet", workers: int | None = None, ray_address: str | None = None,
+                 progress: bool = True, label: str = "runs") -> list[RunResult]:
+    """:func:`run_many`, writing each run's summary and tables to ``runs_dir/<name>`` as it finishes
+    (what ``halyard simulate --out-dir`` writes, so a long sweep keeps what it has done).
+    Without ``totals`` each distinct trace is read once here to size the progress bar."""
+    if totals is None:
+        counts: dict[tuple[str, str, int], int] = {}
+        for s in specs:
+            key = (s.trace, s.trace_format, s.seed)
+            if key not in counts:
+                counts[key] = trace_jobs(s.trace, trace_format=s.trace_format, seed=s.seed)
+        totals = [counts[(s.trace, s.trace_format, s.seed)] for s in specs]
+
+    def save(result: RunResult) -> None:
+        write_run(runs_dir / result.spec.name, result.tables, fmt=table_format)
+
+    return run_many(specs, totals=totals, workers=workers, ray_address=ray_address, progress=progress,
+                    label=label, on_result=save)
 
 
 def trace_jobs(path: str, *, trace_format: str = "auto", seed: int = 0) -> int:
