@@ -86,6 +86,7 @@ def write_report(results: Sequence[RunResult], path: Path, *, baseline: str, com
     command that reproduces it alone, ``run_dirs`` to its folder relative to the
     report (linked, with its tables in ``table_format``).
     """
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_report(results, baseline=baseline, command=command, run_dirs=run_dirs,
                                   run_commands=run_commands, table_format=table_format, title=title,
                                   cluster_gpus=cluster_gpus), encoding="utf-8")
