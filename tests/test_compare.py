@@ -234,3 +234,16 @@ def test_runs_go_to_a_local_ray_instance(inputs):
     for a, b in zip(on_ray, local, strict=True):
         assert a.tables.jobs.equals(b.tables.jobs) and a.tables.timeline.equals(b.tables.timeline)
     assert time.perf_counter() - started < 120
+
+
+def test_a_failed_run_is_named_and_finished_runs_are_reported(inputs, tmp_path, capsys):
+    """Off a terminal each finished run gets a line (no silent minutes); a run that fails in its
+    worker process ends the sweep with an error naming it and its command."""
+    from halyard.datamodel import HalyardError
+
+    trace, cluster = inputs
+    specs = [RunSpec(name="good", trace=str(trace), policy="fifo", cluster=str(cluster)),
+             RunSpec(name="broken", trace=str(tmp_path / "missing.csv"), policy="fifo", cluster=str(cluster))]
+    with pytest.raises(HalyardError, match=r"run broken failed: .*missing\.csv.*halyard simulate"):
+        run_many(specs, totals=[36, 1], workers=1, progress=True, label="sweep")
+    assert "sweep: 1/2 good: avg JCT" in capsys.readouterr().err

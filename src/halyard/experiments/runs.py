@@ -227,7 +227,8 @@ def _drain(sink: Any, tracker: _Tracker) -> None:
 
 
 def _failure(spec: RunSpec, exc: BaseException) -> HalyardError:
-    return HalyardError(f"run {spec.name} ({spec.command()}) failed: {type(exc).__name__}: {exc}")
+    """The error of a failed run, naming the run and the command that repeats it alone."""
+    return HalyardError(f"run {spec.name} failed: {type(exc).__name__}: {exc} (alone: {spec.command()})")
 
 
 def _run_in_pool(specs: Sequence[RunSpec], workers: int | None, tracker: _Tracker,
@@ -245,13 +246,11 @@ def _run_in_pool(specs: Sequence[RunSpec], workers: int | None, tracker: _Tracke
             while pending:
                 done, pending = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)
                 _drain(sink, tracker)
-                for future in done:
+                for future in sorted(done, key=futures.__getitem__):  # in spec order
                     index = futures[future]
                     try:
                         result = future.result()
-                    except HalyardError:
-                        raise
-                    except Exception as exc:
+                    except Exception as exc:  # a bad trace row, a policy's PlanError, a lost worker
                         raise _failure(specs[index], exc) from exc
                     finished(index, result)
                 redraw()
