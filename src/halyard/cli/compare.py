@@ -21,7 +21,6 @@ from halyard.cli.simulate import DEFAULT_ROUND_S, add_contention_option, default
 from halyard.cli.trace import load_trace
 from halyard.controlplane.runtables import TABLE_FORMATS
 from halyard.datamodel import ValidationError, load_cluster
-from halyard.experiments.report import policy_means, ratios, write_sweep_report
 from halyard.experiments.runs import RunResult, RunSpec, run_and_save
 from halyard.policies import make_policy, policy_names
 from halyard.traces import AUTO, FORMAT_NAMES
@@ -93,6 +92,10 @@ def command_line(args: argparse.Namespace, policies: list[str], seeds: list[int]
 
 
 def run(args: argparse.Namespace) -> int:
+    # Here, not at the top: matplotlib takes a few hundred ms to import, and every
+    # `halyard` command (agents, daemons) builds this command's parser.
+    from halyard.experiments.report import write_sweep_report
+
     if args.round_s <= 0:
         raise ValidationError("must be positive", field="--round-s")
     if args.workers is not None and args.workers < 1:
@@ -134,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _table(results: list[RunResult], baseline: str, title: str) -> Table:
+    from halyard.experiments.report import policy_means, ratios
+
     means = policy_means(results)
     rel = ratios(means, baseline)
     table = Table(title=title, title_justify="left")
