@@ -221,16 +221,17 @@ async def test_replay_makes_the_tables_simulate_makes():
                                rtol=0.02)
 
 
-def test_runs_go_to_a_local_ray_instance(inputs):
+def test_runs_go_to_a_local_ray_instance(inputs, monkeypatch):
     ray = pytest.importorskip("ray", reason="Ray is an optional extra (pip install -e '.[ray]'); "
                                             "without it --ray cannot run and this test has nothing to check")
     trace, cluster = inputs
-    specs = [RunSpec(name=p, trace=str(trace), policy=p, cluster=str(cluster)) for p in ("fifo", "srtf")]
+    monkeypatch.chdir(trace.parent)  # paths relative to here, which Ray's workers need not share
+    specs = [RunSpec(name=p, trace=trace.name, policy=p, cluster=cluster.name) for p in ("fifo", "srtf")]
     started = time.perf_counter()
     on_ray = run_many(specs, totals=[36, 36], ray_address="local", progress=False)
     assert not ray.is_initialized()  # the instance it started is shut down again
     local = run_many(specs, totals=[36, 36], workers=1, progress=False)
-    assert [r.spec.name for r in on_ray] == ["fifo", "srtf"]
+    assert [r.spec for r in on_ray] == specs
     for a, b in zip(on_ray, local, strict=True):
         assert a.tables.jobs.equals(b.tables.jobs) and a.tables.timeline.equals(b.tables.timeline)
     assert time.perf_counter() - started < 120

@@ -10,6 +10,7 @@ reproduces it and its files.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import queue as queue_module
 import shlex
@@ -274,7 +275,7 @@ def _run_on_ray(specs: Sequence[RunSpec], address: str, tracker: _Tracker,
     try:
         sink = RayQueue()
         task = ray.remote(_ray_execute)
-        refs = {task.remote(i, s, sink): i for i, s in enumerate(specs)}
+        refs = {task.remote(i, _absolute(s), sink): i for i, s in enumerate(specs)}
         pending = list(refs)
         while pending:
             done, pending = ray.wait(pending, num_returns=1, timeout=POLL_S)
@@ -291,11 +292,19 @@ def _run_on_ray(specs: Sequence[RunSpec], address: str, tracker: _Tracker,
                     result = ray.get(ref)
                 except Exception as exc:
                     raise _failure(specs[index], exc) from exc
-                finished(index, result)
+                finished(index, dataclasses.replace(result, spec=specs[index]))
             redraw()
     finally:
         if started_here:
             ray.shutdown()
+
+
+def _absolute(spec: RunSpec) -> RunSpec:
+    """``spec`` with its trace (and cluster, if a file) as absolute paths: the workers of a Ray
+    cluster read them at the paths given, not relative to wherever each worker runs."""
+    cluster = Path(spec.cluster)
+    return dataclasses.replace(spec, trace=str(Path(spec.trace).resolve()),
+                               cluster=str(cluster.resolve()) if cluster.is_file() else spec.cluster)
 
 
 def _ray_execute(index: int, spec: RunSpec, sink: Any) -> RunResult:
