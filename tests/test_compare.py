@@ -248,3 +248,36 @@ def test_a_failed_run_is_named_and_finished_runs_are_reported(inputs, tmp_path, 
     with pytest.raises(HalyardError, match=r"run broken failed: .*missing\.csv.*halyard simulate"):
         run_many(specs, totals=[36, 1], workers=1, progress=True, label="sweep")
     assert "sweep: 1/2 good: avg JCT" in capsys.readouterr().err
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("script, args, outputs", [
+    ("reproduce_dally.py", ["--racks", "2", "--policies", "dally", "tiresias"],
+     ["dally-reproduction.json", "dally-reproduction-table.md", "img/dally-reproduction.png"]),
+    ("reproduce_synergy.py", [], ["synergy-trace.json", "synergy-trace-table.md", "synergy-trace.html"]),
+])
+def test_reproduction_scripts_take_a_trace_and_report_progress(script, args, outputs, tmp_path):
+    """The scripts are callers of the compare machinery: --trace, a line per finished run off a
+    terminal, and each run's files and command under --work."""
+    import subprocess
+    import sys
+
+    trace = tmp_path / "small.csv"
+    write_trace(small_trace(24), trace)
+    out, work = tmp_path / "out", tmp_path / "work"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--trace", str(trace), *args,
+                           "--out", str(out), "--work", str(work), "--workers", "2"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    runs = sorted(p.name for p in (work / "runs").iterdir())
+    assert len(runs) == (2 if "dally" in script else 8)
+    assert proc.stderr.count("reproduction: ") == len(runs)  # one progress line per run
+    for name in outputs:
+        assert (out / name).stat().st_size > 0
+    for run in runs:
+        summary = json.loads((work / "runs" / run / "summary.json").read_text())
+        # Synergy's figures are over the middle half of the arrivals (its --measure window).
+        assert summary["trace"] == str(trace) and summary["completed"] == (24 if "dally" in script else 12)
+        assert pq.read_table(work / "runs" / run / "jobs.parquet").num_rows == 24
