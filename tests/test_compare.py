@@ -166,6 +166,18 @@ def test_each_runs_command_reproduces_its_files(compared, tmp_path):
             assert again[key] == value, key
 
 
+def test_a_runs_command_parses_back_to_its_settings():
+    from halyard.cli import build_parser
+
+    spec = RunSpec(name="x", trace="my trace.csv", policy="synergy-tune:srtf", cluster="dally-2rack", seed=7,
+                   round_s=123.456789, contention="mltcp", trace_format="csv", measure=(5, 10))
+    args = build_parser().parse_args(spec.argv("out/x", "csv")[1:])
+    assert (str(args.trace), args.policy, args.cluster, args.seed, args.round_s, args.contention, args.trace_format,
+            args.measure, str(args.out_dir), args.table_format) == (
+        "my trace.csv", "synergy-tune:srtf", "dally-2rack", 7, 123.456789, "mltcp", "csv", "5:10", "out/x", "csv")
+    assert "--table-format" not in spec.argv("out/x")  # parquet is simulate's default
+
+
 def test_compare_refuses_bad_input_naming_the_option(inputs, tmp_path, capsys):
     trace, cluster = inputs
     base = ["compare", "--trace", str(trace), "--cluster", str(cluster), "--out-dir", str(tmp_path / "x")]

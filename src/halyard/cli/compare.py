@@ -82,7 +82,7 @@ def command_line(args: argparse.Namespace, policies: list[str], seeds: list[int]
     """The ``halyard compare`` command that makes this report, every setting spelt out."""
     argv = ["halyard", "compare", "--trace", str(args.trace or default_trace()), "--trace-format", args.trace_format,
             "--cluster", args.cluster, "--policies", ",".join(policies), "--seeds", ",".join(map(str, seeds)),
-            "--baseline", baseline, "--out-dir", str(args.out_dir), "--round-s", f"{args.round_s:g}",
+            "--baseline", baseline, "--out-dir", str(args.out_dir), "--round-s", str(args.round_s),
             "--contention", args.contention, "--table-format", args.table_format]
     if args.measure:
         argv += ["--measure", args.measure]
@@ -125,8 +125,8 @@ def run(args: argparse.Namespace) -> int:
     command = command_line(args, policies, seeds, baseline)
     (out / "compare.json").write_text(json.dumps({
         "command": command, "baseline": baseline,
-        "runs": [{"name": r.spec.name, "command": r.spec.command(runs_dir / r.spec.name), "summary": r.summary}
-                 for r in results],
+        "runs": [{"name": r.spec.name, "command": r.spec.command(runs_dir / r.spec.name, args.table_format),
+                  "summary": r.summary} for r in results],
     }, indent=2) + "\n", encoding="utf-8")
     report = out / REPORT_FILE
     write_sweep_report(results, report, runs_dir=runs_dir, baseline=baseline, command=command,

@@ -100,7 +100,7 @@ def write_sweep_report(results: Sequence[RunResult], path: Path, *, runs_dir: Pa
     base = os.path.relpath(runs_dir, path.parent)
     write_report(results, path, baseline=baseline, command=command,
                  run_dirs={r.spec.name: f"{Path(base).as_posix()}/{r.spec.name}" for r in results},
-                 run_commands={r.spec.name: r.spec.command(runs_dir / r.spec.name) for r in results},
+                 run_commands={r.spec.name: r.spec.command(runs_dir / r.spec.name, table_format) for r in results},
                  table_format=table_format, title=title, cluster_gpus=cluster_gpus)
 
 

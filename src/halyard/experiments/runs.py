@@ -58,19 +58,21 @@ class RunSpec:
     # not options of the run.
     tags: tuple[tuple[str, Any], ...] = ()
 
-    def argv(self, out_dir: Path | str | None = None) -> list[str]:
+    def argv(self, out_dir: Path | str | None = None, table_format: str = "parquet") -> list[str]:
         """The ``halyard simulate`` command line of this run (writing its files to ``out_dir``)."""
         argv = ["halyard", "simulate", "--trace", self.trace, "--trace-format", self.trace_format,
                 "--cluster", self.cluster, "--policy", self.policy, "--seed", str(self.seed),
-                "--round-s", f"{self.round_s:g}", "--contention", self.contention]
+                "--round-s", str(self.round_s), "--contention", self.contention]
         if self.measure is not None:
             argv += ["--measure", f"{self.measure[0]}:{self.measure[1]}"]
         if out_dir is not None:
             argv += ["--out-dir", str(out_dir)]
+            if table_format != "parquet":
+                argv += ["--table-format", table_format]
         return argv
 
-    def command(self, out_dir: Path | str | None = None) -> str:
-        return shlex.join(self.argv(out_dir))
+    def command(self, out_dir: Path | str | None = None, table_format: str = "parquet") -> str:
+        return shlex.join(self.argv(out_dir, table_format))
 
 
 @dataclass(frozen=True)
