@@ -247,13 +247,37 @@ def delay_decision(avail: np.ndarray, shape: ClusterShape, demand: int, starvati
     return None if picked is None else (picked, Level.NETWORK)
 
 
-@dataclass(frozen=True, slots=True)
 class _Victim:
-    job: JobInfo
-    sens: float
-    gpus: int
-    per_node: dict[int, int]  # node index -> GPUs held there
-    per_rack: dict[int, int]
+    """A running job that may be preempted; where its GPUs are is worked out only if asked
+    (most passes never look: nothing waits that a preemption would help)."""
+
+    __slots__ = ("_cluster", "_where", "gpus", "job", "sens")
+
+    def __init__(self, job: JobInfo, sens: float, cluster: Cluster) -> None:
+        self.job, self.sens, self._cluster = job, sens, cluster
+        self.gpus = job.allocation.num_gpus
+        self._where: tuple[dict[int, int], dict[int, int]] | None = None
+
+    def _locate(self) -> tuple[dict[int, int], dict[int, int]]:
+        if self._where is None:
+            per_node: dict[int, int] = {}
+            per_rack: dict[int, int] = {}
+            for part in self.job.allocation.nodes:
+                node = self._cluster.node(part.node)
+                per_node[node.index] = per_node.get(node.index, 0) + len(part.gpus)
+                per_rack[node.rack_index] = per_rack.get(node.rack_index, 0) + len(part.gpus)
+            self._where = (per_node, per_rack)
+        return self._where
+
+    @property
+    def per_node(self) -> dict[int, int]:
+        """Node index -> GPUs held there."""
+        return self._locate()[0]
+
+    @property
+    def per_rack(self) -> dict[int, int]:
+        """Rack index -> GPUs held there."""
+        return self._locate()[1]
 
 
 def starvation(view: ClusterView, job: JobInfo) -> float:
@@ -405,14 +429,18 @@ class Dally:
         victims: list[_Victim] = []
         movers: list[JobInfo] = []
         if self.preemption and view.running:
+            # Only a job spread over more machines or racks than its size needs can be moved.
+            tighter = [job for job in view.running.values()
+                       if len(job.allocation.nodes) > 1 and self._can_tighten(view, job)]
+            if not view.pending and not tighter:
+                return plan  # nothing waits and nothing can move: no Nw_sens needed
             running = {job_id: self.sensitivity(view, job) for job_id, job in view.running.items()}
             measured = [sens[j.job_id] for j in view.pending if j.run_time_s(view.now) > 0.0]
             values = [*measured, *running.values()]
             middle = min(values) + (max(values) - min(values)) / 2.0
             victims = self._victims(view, running, middle)
             slowed = min(middle, 1.0 - self.min_gain)
-            movers = [job for job_id, job in view.running.items()
-                      if running[job_id] <= slowed and self._can_tighten(view, job)]
+            movers = [job for job in tighter if running[job.job_id] <= slowed]
             sens.update((job.job_id, running[job.job_id]) for job in movers)
         order = sorted([*view.pending, *movers], key=lambda j: (sens[j.job_id], j.spec.submit_time, j.arrival_seq))
         for job in order:
@@ -452,13 +480,7 @@ class Dally:
             job = view.running[job_id]
             if s <= middle or job.allocation is None:
                 continue
-            per_node: dict[int, int] = {}
-            per_rack: dict[int, int] = {}
-            for part in job.allocation.nodes:
-                node = view.cluster.node(part.node)
-                per_node[node.index] = per_node.get(node.index, 0) + len(part.gpus)
-                per_rack[node.rack_index] = per_rack.get(node.rack_index, 0) + len(part.gpus)
-            out.append(_Victim(job, s, job.allocation.num_gpus, per_node, per_rack))
+            out.append(_Victim(job, s, view.cluster))
         out.sort(key=lambda v: (-v.sens, -v.job.spec.submit_time, -v.job.arrival_seq))
         return out
 

@@ -51,17 +51,19 @@ class ConsolidatingMigration(Adjuster):
     acts_without_pending = True
 
     def adjust(self, view: ClusterView, plan: Plan, free: FreeResources, state: PassState) -> None:
-        if not view.running:
+        # A job's own GPUs alone cannot be rearranged into a tighter shape, and a migration
+        # keeps the GPU count, so no free GPUs now means none for the whole loop.
+        if not view.running or free.total_gpus == 0:
             return
         cluster = view.cluster
         shape = view.shape
         touched = {a.job_id for a in plan.actions}
         rack_gpus = shape.largest(None)[1]
-        for job in sorted(view.running.values(), key=lambda j: (j.spec.submit_time, j.arrival_seq)):
-            if free.total_gpus == 0:
-                return  # a job's own GPUs alone cannot be rearranged into a tighter shape
+        # A job on one node is as tight as can be: only multi-node jobs are candidates.
+        spread_out = [j for j in view.running.values() if j.allocation is not None and len(j.allocation.nodes) > 1]
+        for job in sorted(spread_out, key=lambda j: (j.spec.submit_time, j.arrival_seq)):
             allocation = job.allocation
-            if allocation is None or job.job_id in touched:
+            if job.job_id in touched:
                 continue
             gpus = allocation.num_gpus
             current = spread(allocation, cluster)

@@ -138,8 +138,20 @@ class StagedPolicy:
 
     def _runnable(self, view: ClusterView, pending: list[JobInfo], plan: Plan, free: FreeResources,
                   state: PassState) -> None:
+        key = self.ordering.key(view, state)
+        if not (self.placement.batch or self.ordering.remembers):
+            # When every running and pending job fits the schedulable GPUs, nothing is preempted
+            # and the runnable set is everything: placing the pending jobs in their own order is
+            # the same pass without ranking (and keying) every running job.
+            sizes = [(job, self.sizing.gpus(view, job)) for job in pending]
+            held = view.cluster.total_gpus - view.free.total_gpus
+            if held + sum(g for _, g in sizes) <= view.schedulable_gpus:
+                sizes.sort(key=lambda pair: key(pair[0]))
+                for job, gpus in sizes:
+                    self._place(view, job, gpus, plan, free, state)
+                return
         ranked: list[JobInfo] = [*view.running.values(), *pending]
-        ranked.sort(key=self.ordering.key(view, state))
+        ranked.sort(key=key)
         budget = view.schedulable_gpus
         runnable: list[JobInfo] = []
         starts: list[tuple[JobInfo, int]] = []

@@ -103,6 +103,9 @@ class Ordering(Stage, Protocol):
     preemptive: bool
     needs_rounds: bool
     arrival_order: bool
+    # True if key() records what it sees in the pass state for on_applied (Tiresias' queues):
+    # then every running job must be keyed every pass, even when nothing can be preempted.
+    remembers: ClassVar[bool] = False
 
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], Any]: ...
 

@@ -59,9 +59,15 @@ class SynergyMechanism(BatchPlacement):
     def demand(self, view: ClusterView, job: JobInfo) -> tuple[int, int]:
         """The job's demand vector per GPU, capped so that it fits the empty cluster with its GPUs
         spread over as many servers as possible (else GREEDY would skip it forever)."""
-        p = job_profile(view, job)
-        cap_c, cap_m = self._cap(view, job)
-        return min(p.demand_cpus, cap_c), min(p.demand_memory_mb, cap_m)
+        spec = job.spec
+        key = (spec.model, spec.batch_size, spec.gpu_type, job.num_gpus)
+
+        def compute() -> tuple[int, int]:
+            p = job_profile(view, job)
+            cap_c, cap_m = self._cap(view, job)
+            return min(p.demand_cpus, cap_c), min(p.demand_memory_mb, cap_m)
+
+        return view.facts.memo("synergy/demand", key, compute)
 
     def place_all(self, view: ClusterView, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
                   plan: Plan, free: FreeResources, state: PassState) -> None:
@@ -133,11 +139,13 @@ class Tune(SynergyMechanism):
     def pack(self, view: ClusterView, packer: Packer, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
              plan: Plan, state: PassState) -> None:
         vectors = self.vectors(view, runnable, state)
+        known: dict[str, tuple[int, int]] = dict(vectors) if vectors is not None else {}
 
         def vector(job: JobInfo) -> tuple[int, int]:
-            if vectors is not None and job.job_id in vectors:
-                return vectors[job.job_id]
-            return self.demand(view, job)
+            found = known.get(job.job_id)
+            if found is None:
+                found = known[job.job_id] = self.demand(view, job)
+            return found
 
         order = sorted(new, key=lambda j: (-j.num_gpus, -vector(j)[0], -vector(j)[1], j.arrival_seq))
         for job in order:

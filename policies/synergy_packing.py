@@ -8,6 +8,7 @@ job -> allocation and node -> jobs maps on the pass's free resources.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -134,13 +135,11 @@ class Packer:
     def reshape(self, job_id: str, need: Callable[[int, int], tuple[int, int]]) -> bool:
         """Give a held job ``need``'s CPU and memory on its nodes (same GPUs); False if it does not fit."""
         old = self.alloc[job_id]
-        parts = []
-        for p in old.nodes:
-            c, m = need(self.cluster.node(p.node).index, len(p.gpus))
-            parts.append(NodeAllocation(p.node, p.gpus, c, m))
-        new = Allocation(tuple(parts), old.time_shift_s, old.stages)
-        if new == old:
-            return True
+        wanted = [need(self.cluster.node(p.node).index, len(p.gpus)) for p in old.nodes]
+        if all((p.cpus, p.memory_mb) == cm for p, cm in zip(old.nodes, wanted, strict=True)):
+            return True  # the common case on a re-tune: build nothing
+        new = dataclasses.replace(old, nodes=tuple(dataclasses.replace(p, cpus=c, memory_mb=m)
+                                                   for p, (c, m) in zip(old.nodes, wanted, strict=True)))
         self.free.give(old)
         try:
             self.free.take(new)

@@ -73,6 +73,7 @@ class TwoDimensionalLas(Ordering):
     preemptive = True
     needs_rounds = True  # service accrues with time alone
     arrival_order = False
+    remembers = True  # queue changes are kept from applied passes (on_applied)
 
     def __init__(self, thresholds: tuple[float, ...] = TIRESIAS_THRESHOLDS_GPU_S,
                  starvation_knob: float | None = None) -> None:
