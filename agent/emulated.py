@@ -128,7 +128,7 @@ class EmulatedAgent(StreamAgent):
         spec = spec or spec_from_pb(spec_pb, submit_time=0.0)
         allocation = allocation or allocation_from_pb(allocation_pb, self.cluster)
         slowdown = max(1.0, link_slowdown)  # 0: an older control plane that does not say
-        step = self.perf.iteration_time(spec, allocation, self.cluster).total_s * slowdown
+        step = self.perf.job_timing(spec, allocation, self.cluster).iteration.total_s * slowdown
         job = EmulatedJob(job_id, attempt, spec, allocation, leader, total, done, start, restore_s, step, slowdown)
         job.task = asyncio.create_task(self._finish(job), name=f"job {job_id}@{self.node_name}")
         self.jobs[job_id] = job

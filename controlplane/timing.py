@@ -83,7 +83,7 @@ class Pacer:
         return fabric.settle()
 
     def _rate(self, record: JobRecord, now: float, restore_s: float) -> JobRecord:
-        timing = self.perf.iteration_time(record.spec, record.allocation, self.core.cluster)
+        timing = self.perf.job_timing(record.spec, record.allocation, self.core.cluster).iteration
         if self.fabric is not None:
             timing = self.fabric.contended(record.job_id, timing)
         record.set_rate(now, timing.total_s, restore_s, exposed_s=timing.exposed_s)
