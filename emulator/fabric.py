@@ -17,7 +17,8 @@ Where each job's phase starts matters: identical jobs whose all-reduces start
 together halve each other's bandwidth, and fair sharing keeps whatever offset
 they have (a fluid fair share neither pulls colliding jobs apart nor together).
 A job's phase is where its iterations sit on the cluster clock: its time-shift
-when a policy set one (the worker library keeps iteration starts on that grid),
+grid ``epoch + shift + k x period`` when a policy set one (the worker library and
+the emulated agents start iterations on that grid; a shift of 0 s is a shift),
 else the instant it started making progress, modulo its iteration.
 
 Drivers :meth:`Fabric.place` and :meth:`Fabric.remove` jobs as they start,
@@ -128,7 +129,8 @@ class Fabric:
         profiles = {self._link(load.kind, load.name): load.profile for load in loads}
         keys = {link: tuple((p.duration_s, p.demand_gbyte_s) for p in profile.phases)
                 for link, profile in profiles.items()}
-        anchor = allocation.time_shift_s if allocation.time_shift_s > 0.0 else start_s
+        # A time-shift puts iteration starts on its grid (epoch + shift + k x period; 0 s is a shift).
+        anchor = allocation.time_shift_epoch_s + allocation.time_shift_s if allocation.has_time_shift else start_s
         self._members[job_id] = _Member(allocation, anchor % timing.iteration.total_s, tuple(profiles),
                                         profiles, keys)
         for link in profiles:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -333,7 +333,7 @@ class _Packer:
         for p in old.nodes:
             c, m = need(self.cluster.node(p.node).index, len(p.gpus))
             parts.append(NodeAllocation(p.node, p.gpus, c, m))
-        new = Allocation(tuple(parts), old.time_shift_s, old.stages)
+        new = replace(old, nodes=tuple(parts))  # keeps the stages and any time-shift grid
         if new == old:
             return True
         self.free.give(old)

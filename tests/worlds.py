@@ -24,7 +24,7 @@ from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import SqliteStore
 from halyard.datamodel import parse_cluster
 from halyard.emulator import PerformanceModel
-from halyard.policies import Migrate, Preempt, Resize, SetResources, SetTimeShift, Start, make_policy
+from halyard.policies import Migrate, Policy, Preempt, Resize, SetResources, SetTimeShift, Start, make_policy
 from halyard.testing.cluster import small_cluster_toml
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc
@@ -45,7 +45,7 @@ def train_spec(job_id: str, iterations: int, *, gpus: int = 8, pace_s: float = 0
 class World:
     """``async with World("process" | "emulated", tmp_path)``: ready (all agents registered) on entry."""
 
-    def __init__(self, backend: str, work_dir: Path, *, nodes: int = 1, policy: str = "fifo",
+    def __init__(self, backend: str, work_dir: Path, *, nodes: int = 1, policy: str | Policy = "fifo",
                  speedup: float = 1.0) -> None:
         self.backend = backend
         self.work_dir = work_dir
@@ -59,7 +59,8 @@ class World:
         self.decisions: list[tuple] = []  # (action, job, nodes or detail), in dispatch order
 
     async def __aenter__(self) -> World:
-        cp = ControlPlane(self.cluster, make_policy(self.policy), PerformanceModel(), self.clock,
+        policy = make_policy(self.policy) if isinstance(self.policy, str) else self.policy
+        cp = ControlPlane(self.cluster, policy, PerformanceModel(), self.clock,
                           SqliteStore(":memory:"), cluster_toml=self.cluster_toml, heartbeat_s=0.05,
                           heartbeat_timeout_s=5.0)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,12 @@ class Allocation:
     nodes: tuple[NodeAllocation, ...]
     time_shift_s: float = 0.0
     stages: tuple[StagePlan, ...] = ()
+    # Cassini time-shift grid: iterations start at epoch + shift + k x period (halyard.timeshift).
+    # has_time_shift says a shift is set, so a shift of 0 is a real one; a non-zero
+    # time_shift_s always is (allocations built before the flag existed).
+    time_shift_period_s: float = 0.0  # 0: the job's own iteration time
+    time_shift_epoch_s: float = 0.0
+    has_time_shift: bool = False
     # Derived once: priority keys read it for every job in every pass.
     num_gpus: int = field(init=False, repr=False, compare=False)
 
@@ -47,6 +53,13 @@ class Allocation:
         if len(set(names)) != len(names):
             raise ValueError(f"a node appears twice in allocation: {names}")
         object.__setattr__(self, "num_gpus", sum(len(n.gpus) for n in self.nodes))
+        if self.time_shift_s != 0.0 and not self.has_time_shift:
+            object.__setattr__(self, "has_time_shift", True)
+
+    def with_time_shift(self, seconds: float, period_s: float = 0.0, epoch_s: float = 0.0) -> Allocation:
+        """This allocation with iterations on the grid ``epoch_s + seconds + k x period_s``."""
+        return replace(self, time_shift_s=seconds, time_shift_period_s=period_s, time_shift_epoch_s=epoch_s,
+                       has_time_shift=True)
 
     @property
     def node_names(self) -> tuple[str, ...]:
