@@ -125,10 +125,11 @@ class JobTiming:
 
 
 # ------------------------------------------------------------------ data parallel
-def data_parallel_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation,
-                         cluster: Cluster) -> JobTiming:
-    """The data-parallel model: ``pm.iteration_time`` and its all-reduce profile on each NIC and uplink."""
-    timing = pm.iteration_time(spec, allocation, cluster)
+def data_parallel_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, cluster: Cluster,
+                         timing: IterationTime | None = None) -> JobTiming:
+    """The data-parallel model: ``pm.iteration_time`` (or ``timing``, already computed) and its
+    all-reduce profile on each NIC and uplink."""
+    timing = timing if timing is not None else pm.iteration_time(spec, allocation, cluster)
     nodes = [p.node for p in allocation.nodes if p.gpus]
     if len(nodes) < 2 or timing.communication_s <= 0.0:
         return JobTiming(timing, ())

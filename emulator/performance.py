@@ -344,8 +344,15 @@ class PerformanceModel:
         the fabric charges a job for are the ones its iteration time was computed with. Plans
         other than data parallelism are cached per (model, batch, plan, GPUs per node).
         """
-        if is_data_parallel(spec, allocation):
-            return data_parallel_timing(self, spec, allocation, cluster)
+        if (spec.parallelism is None and not allocation.stages) or is_data_parallel(spec, allocation):
+            timing = self.iteration_time(spec, allocation, cluster)
+            if len(allocation.nodes) < 2 or timing.communication_s <= 0.0:
+                return JobTiming(timing, ())  # no NIC crossed (a part without GPUs holds no link either)
+            dp_key = (id(cluster), spec.model, timing, tuple(p.node for p in allocation.nodes if p.gpus))
+            hit = self._plans.get(dp_key)
+            if hit is None:
+                hit = self._plans[dp_key] = data_parallel_timing(self, spec, allocation, cluster, timing)
+            return hit
         key = (id(cluster), spec.model, spec.batch_size, spec.parallelism, allocation.stages,
                tuple((p.node, len(p.gpus)) for p in allocation.nodes if p.gpus))
         hit = self._plans.get(key)

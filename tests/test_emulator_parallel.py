@@ -13,6 +13,7 @@ from factories import job
 
 from halyard.controlplane import Simulator
 from halyard.datamodel import Allocation, NodeAllocation, Parallelism, StagePlan, Tier, parse_cluster
+from halyard.emulator import PerformanceModel
 from halyard.emulator.collectives import GBYTE
 from halyard.emulator.contention import profile_from_iteration
 from halyard.emulator.fabric import Fabric, link_gbytes
@@ -204,3 +205,42 @@ def test_simulator_and_fabric_charge_the_plan(perf, small_cluster):
         fabric.settle()
         slowed[name] = fabric.slowdown("dp")
     assert slowed["tp"] > 1.01 and slowed["pp"] == 1.0
+
+
+async def test_replay_runs_plans_as_the_simulator_does():
+    """DESIGN.md's invariant for parallel plans: a tensor-parallel job split over two nodes, a
+    data-parallel co-runner on one of its NICs and a pipeline, through the control plane and the
+    emulated agents (which time iterations with job_timing too), finish when the simulator says."""
+    from halyard.controlplane.replay import replay
+    from halyard.testing.cluster import small_cluster_toml
+
+    toml = small_cluster_toml(3, gpus_per_node=4)
+    cluster = parse_cluster(toml, source="three.toml")
+    jobs = [job(6, job_id="tp", model=MODEL, iterations=1500, parallelism=Parallelism(1, 6, 1)),
+            job(6, job_id="dp", model="vgg11", iterations=1500),
+            job(4, job_id="pp", model=MODEL, iterations=60, parallelism=Parallelism(1, 2, 2), submit=20.0)]
+    sim = Simulator(cluster, make_policy("fifo"), PerformanceModel())
+    sim.run(jobs)
+    tp, dp = sim.core.records["tp"], sim.core.records["dp"]
+    assert len(tp.allocation.node_names) == 2  # it crosses NICs, one of them with dp
+    dedicated = sim.perf.job_timing(dp.spec, dp.allocation, cluster).iteration.total_s
+    assert dp.end_time > 1.03 * 1500 * dedicated  # the tensor collectives slow its all-reduce
+    run = await replay(jobs, cluster, toml, policy="fifo", speedup=2000.0)
+    assert run.summary["completed"] == len(jobs)
+    for j in jobs:
+        ran, simulated = run.core.records[j.job_id], sim.core.records[j.job_id]
+        assert ran.end_time - ran.spec.submit_time == pytest.approx(simulated.end_time - j.submit_time, rel=0.02)
+
+
+def test_consolidated_time_of_a_plan_is_its_tightest_allocation(perf, small_cluster):
+    """Trace durations become iterations with the job's own plan on its tightest placement."""
+    tp = spec(4, Parallelism(1, 4, 1))
+    one_node = alloc(("r0-n0", (0, 1, 2, 3)))
+    assert perf.consolidated_iteration_time(tp, small_cluster) == perf.job_timing(tp, one_node,
+                                                                                  small_cluster).iteration.total_s
+    pp = spec(8, Parallelism(1, 4, 2))
+    one_rack = alloc(("r0-n0", (0, 1, 2, 3)), ("r0-n1", (0, 1, 2, 3)))
+    assert perf.consolidated_iteration_time(pp, small_cluster) == perf.job_timing(pp, one_rack,
+                                                                                  small_cluster).iteration.total_s
+    assert perf.consolidated_iteration_time(pp, small_cluster) != perf.consolidated_iteration_time(
+        spec(8, None), small_cluster)
