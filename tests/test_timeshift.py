@@ -27,8 +27,9 @@ from halyard.agent.emulated import EmulatedAgent
 from halyard.agent.worker import clock_env, time_shift_env
 from halyard.clock import ManualClock
 from halyard.controlplane import Simulator
+from halyard.controlplane.core import PlanError
 from halyard.controlplane.records import allocation_from_dict, allocation_to_dict
-from halyard.datamodel import Allocation, JobState, NodeAllocation, parse_cluster
+from halyard.datamodel import Allocation, EventKind, JobState, NodeAllocation, parse_cluster
 from halyard.emulator.fabric import Fabric
 from halyard.policies import Plan
 from halyard.testing.cluster import small_cluster_toml
@@ -70,6 +71,12 @@ def test_a_shift_of_zero_is_a_shift_everywhere_it_travels():
     assert not allocation_from_pb(legacy, cluster).has_time_shift
     assert not allocation_from_dict({"nodes": [{"node": "r0-n0", "gpus": [0], "cpus": 0, "memory_mb": 0}],
                                      "time_shift_s": 0.0}).has_time_shift
+
+
+def test_a_bad_period_is_refused(small_cluster, perf):
+    policy = Scripted({0.0: [lambda p: p.start("a", on(("r0-n0", (0,)))), lambda p: p.set_time_shift("a", 0.0, -1.0)]})
+    with pytest.raises(PlanError, match="period"):
+        Simulator(small_cluster, policy, perf, round_s=100.0).run([job(1, job_id="a")])
 
 
 def test_the_core_sets_the_epoch_and_the_simulator_paces_on_the_grid(small_cluster, perf):
@@ -244,3 +251,22 @@ async def test_a_process_job_shifted_by_zero_through_the_control_plane(tmp_path)
     offsets = sorted(abs(drift_s(s, shift.time_shift_epoch_s, period)) for s in starts)
     assert offsets[len(offsets) // 2] < 0.2 * period, offsets  # on the grid counted from the pass
     assert starts[-1] - starts[0] >= 0.8 * (len(starts) - 1) * period  # paced, not back to back
+
+
+async def test_emulated_agents_run_a_shifted_job_as_the_simulator_does(tmp_path, perf):
+    """Started and shifted by a quarter period in one plan: the first iteration waits for
+    epoch + shift, then one iteration per period -- the simulator's pacer and the emulated
+    agent (which decides when the job ends) agree on the job's completion time."""
+    cluster = parse_cluster(small_cluster_toml(1), source="one.toml")
+    spec = job(8, job_id="s", iterations=200)
+    step = perf.iteration_time(spec, on(("r0-n0", tuple(range(8)))), cluster).total_s
+    period = 2.5 * step
+    sim = Simulator(cluster, StartShifted(0.25 * period, period), perf)
+    sim.run([spec])
+    simulated = sim.core.records["s"].end_time - spec.submit_time  # started at its submission
+    assert simulated == pytest.approx(0.25 * period + 200 * period)
+    async with World("emulated", tmp_path, policy=StartShifted(0.25 * period, period), speedup=200.0) as w:
+        await w.submit(tpb.JobSpec(job_id="s", model=spec.model, num_gpus=8, iterations=200))
+        await w.wait_for(lambda: w.job("s").state is JobState.COMPLETED, timeout=20)
+        started = next(e.time for e in w.cp.core.log if e.job_id == "s" and e.kind is EventKind.STARTED)
+        assert w.job("s").end_time - started == pytest.approx(simulated, rel=0.01)
