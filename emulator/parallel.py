@@ -12,7 +12,9 @@ rack when it spans racks. Any other plan is costed here:
 
 - **Stages.** ``Allocation.stages`` (a Crius Cell's per-stage DP x TP plan), else
   ``parallelism.pipeline`` stages of ``data x tensor`` GPUs. The allocation's GPUs,
-  in allocation order, fill the stages in turn; inside a stage tensor-parallel
+  in allocation order, fill the stages in turn (an allocation of another size
+  than ``num_gpus`` -- an elastic resize -- keeps the tensor and pipeline
+  degrees and changes the data degree); inside a stage tensor-parallel
   groups are consecutive GPUs (Megatron-LM's rank order: tensor innermost, so a
   group stays inside a node's NVSwitch when it can) and data-parallel groups take
   every ``tensor``-th GPU. Each stage holds ``1/stages`` of the layers (Crius
@@ -153,9 +155,20 @@ def plan_stages(spec: JobSpec, allocation: Allocation | None) -> tuple[tuple[int
     if allocation is not None and allocation.stages:
         return tuple((s.data, s.tensor) for s in allocation.stages)
     par = spec.parallelism
+    gpus = allocation.num_gpus if allocation is not None else spec.num_gpus
     if par is None:
-        return ((allocation.num_gpus if allocation is not None else spec.num_gpus, 1),)
-    return ((par.data, par.tensor),) * par.pipeline
+        return ((gpus, 1),)
+    per_replica = par.tensor * par.pipeline
+    data = gpus // per_replica if gpus % per_replica == 0 else par.data  # resized: more or fewer replicas
+    return ((data, par.tensor),) * par.pipeline
+
+
+def _replicas(spec: JobSpec, allocation: Allocation, stages: Sequence[tuple[int, int]]) -> int:
+    """Data-parallel replicas of the job's batch: the uniform plan's data degree (which follows the
+    allocation's size), else ``parallelism.data`` for a Cell's stage plan (1 when not given)."""
+    if allocation.stages:
+        return spec.parallelism.data if spec.parallelism is not None else 1
+    return stages[0][0]
 
 
 def is_data_parallel(spec: JobSpec, allocation: Allocation | None) -> bool:
@@ -300,7 +313,7 @@ def plan_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, clu
         raise UnsupportedParallelismError(f"job {spec.job_id}: stage degrees must be >= 1, got {stages}")
     n_stages = len(stages)
     micro = MICRO_BATCHES_PER_STAGE * n_stages if n_stages > 1 else 1
-    replicas = spec.parallelism.data if spec.parallelism is not None else 1
+    replicas = _replicas(spec, allocation, stages)
     samples = replicas * (spec.batch_size or profile.reference_batch)  # one micro-batch, all replicas
     share = 1.0 / n_stages  # of the layers, compute and gradients (Crius §6.1: stages cut by FLOPs)
     bwd = profile.backward_fraction
@@ -422,7 +435,7 @@ def plan_memory(pm: PerformanceModel, spec: JobSpec, allocation: Allocation,
     types = [cluster.node(p.node).gpu_type for p in allocation.nodes for _ in p.gpus]
     n = len(stages)
     micro = MICRO_BATCHES_PER_STAGE * n if n > 1 else 1
-    replicas = spec.parallelism.data if spec.parallelism is not None else 1
+    replicas = _replicas(spec, allocation, stages)
     batch = spec.batch_size or profile.reference_batch
     out: list[MemoryFootprint] = []
     at = 0

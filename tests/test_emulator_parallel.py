@@ -166,6 +166,18 @@ def test_stage_plans_from_the_allocation_and_their_errors(perf, small_cluster):
                         small_cluster)
 
 
+def test_a_resized_plan_keeps_tensor_and_pipeline_and_grows_data(perf, small_cluster):
+    """An elastic resize of a (1, 2, 2) job to 8 GPUs runs two replicas of the same pipeline: the
+    same work per GPU, plus each stage's gradient all-reduce between the replicas."""
+    s = spec(4, Parallelism(1, 2, 2))
+    four = perf.job_timing(s, alloc(("r0-n0", (0, 1, 2, 3))), small_cluster)
+    eight = perf.job_timing(s, alloc(("r0-n0", (0, 1, 2, 3)), ("r0-n1", (0, 1, 2, 3))), small_cluster)
+    assert [(st.data, st.tensor) for st in eight.stages] == [(2, 2), (2, 2)]
+    assert eight.stages[0].compute_s == pytest.approx(four.stages[0].compute_s)
+    assert eight.stages[0].allreduce_s > 0.0 == four.stages[0].allreduce_s
+    assert eight.iteration.total_s > four.iteration.total_s
+
+
 def test_memory_per_gpu_under_the_plan(perf, small_cluster):
     """State sharded over stages x tensor; activations of the micro-batches in flight (1F1B:
     stages - i for stage i), so stage 0 of a uniform plan needs what memory_footprint says."""
