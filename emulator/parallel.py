@@ -296,7 +296,7 @@ def _transfer(pm: PerformanceModel, src: Sequence[_Gpu], dst: Sequence[_Gpu], gb
 
 def plan_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> JobTiming:
     """Tensor, pipeline or hybrid parallelism on ``allocation`` (see the module docstring)."""
-    from halyard.emulator.performance import IterationTime  # performance imports this module lazily
+    from halyard.emulator.performance import IterationTime  # performance imports this module at its top
 
     profile = pm.profile(spec.model)
     stages = plan_stages(spec, allocation)
