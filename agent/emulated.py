@@ -120,9 +120,11 @@ class EmulatedAgent(StreamAgent):
     def on_reconfigure(self, body: apb.Reconfigure) -> None:
         job = self.jobs.get(body.job_id)
         if job is not None and job.attempt == body.attempt:
-            self._run(job.job_id, job.attempt, None, body.allocation, body.leader, job.total,
-                      body.iterations_done, body.start_time, body.restore_s, spec=job.spec,
-                      link_slowdown=body.link_slowdown)
+            # restart_attempt: a resize or migration, which goes on as the next attempt from
+            # the checkpoint (the control plane's iterations_done and restore_s say where and when).
+            self._run(job.job_id, body.restart_attempt or job.attempt, None, body.allocation, body.leader,
+                      body.iterations_total or job.total, body.iterations_done, body.start_time, body.restore_s,
+                      spec=job.spec, link_slowdown=body.link_slowdown)
 
     def on_set_time_shift(self, body: apb.SetTimeShift) -> None:
         """Re-phase the job on the grid ``epoch + seconds + k x period`` (0 s is a shift): with a

@@ -20,7 +20,13 @@ differs:
   after the grace period, SIGKILL. The exit is ``Exited(PREEMPTED)`` with the
   last checkpoint the worker reported.
 * **Reconfigure** (CPU/memory): re-pin every thread of the job's processes and
-  rewrite ``memory.max``; the worker is told its new share.
+  rewrite ``memory.max``; the worker is told its new share. A Reconfigure with a
+  ``restart_attempt`` (a resize or migration, EasyScale §3.2 "Adapting to
+  elasticity") stops the current attempt as a preemption does (the worker
+  checkpoints on demand and exits), reports no exit for it, and starts the new
+  attempt on the new allocation once the old process is gone, from the iteration
+  that checkpoint ends at, with the new size and logical-worker counts in its
+  environment.
 * **SetTimeShift**: forwarded to the worker (shift, period, epoch; 0 s is a shift), which starts its
   iterations on the grid ``epoch + shift + k x period`` and reports each start's drift, passed on
   in ``Progress.time_shift_drift_s``.
@@ -51,7 +57,7 @@ import structlog
 from halyard.agent.base import StreamAgent
 from halyard.agent.worker import clock_env, time_shift_env
 from halyard.clock import Clock
-from halyard.datamodel import Allocation, JobSpec, Node
+from halyard.datamodel import Allocation, JobSpec, Node, NodeAllocation
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.wire import allocation_from_pb, spec_from_pb
 
@@ -63,6 +69,7 @@ OUTPUT_TAIL_CHARS = 400  # of a failed job's output, in Exited.message
 MASTER_PORT_BASE, MASTER_PORT_SPAN = 20000, 20000  # rendezvous port: a hash of the job id in this range
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 WORKER_DRAIN_S = 2.0  # wall seconds to read a worker's last messages after its process exited
+DEFAULT_RESTART_GRACE_S = 30.0  # a Reconfigure restart that names no grace: the control plane's preempt grace
 
 
 @dataclass
@@ -84,6 +91,8 @@ class ProcessJob:
     checkpoint: int = 0
     finished: bool = False  # the worker said done
     stopping: bool = False  # a Preempt asked it to stop
+    restarting: bool = False  # stopped for a resize/migration: the job goes on as a newer attempt
+    follows: ProcessJob | None = None  # the attempt this one restarts from (a resize or migration)
     time_shift: tuple[float, float, float] | None = None  # (seconds, period_s, epoch_s); 0 s is a shift
     drift_s: float | None = None  # the worker's last measured offset of an iteration start from its grid
     recent: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=RECENT_ITERATIONS))
@@ -229,8 +238,7 @@ class ProcessAgent(StreamAgent):
             self._preempt(current, grace_s=0.0)
         job = ProcessJob(body.job_id, body.attempt, spec, allocation, body.leader, body.iterations_total,
                          iterations_done=body.iterations_done, checkpoint=int(body.iterations_done + 1e-9),
-                         time_shift=(allocation.time_shift_s, allocation.time_shift_period_s,
-                                     allocation.time_shift_epoch_s) if allocation.has_time_shift else None)
+                         time_shift=_shift_of(allocation))
         self.jobs[job.job_id] = job
         if not spec.command:
             self._end(job, apb.EXIT_FAILED, "the job has no command: the process backend runs JobSpec.command "
@@ -247,6 +255,9 @@ class ProcessAgent(StreamAgent):
         job = self.jobs.get(body.job_id)
         if job is None or job.attempt != body.attempt:
             return
+        if body.restart_attempt:
+            self._restart(job, body)
+            return
         job.allocation = allocation_from_pb(body.allocation, self.cluster)
         job.leader = body.leader
         share = self._share(job)
@@ -260,6 +271,19 @@ class ProcessAgent(StreamAgent):
         job.tell({"type": "resources", "cpus": share.cpus, "memory_mb": share.memory_mb})
         log.info("job reconfigured", node=self.node_name, job=job.job_id, cores=job.cores, memory_mb=share.memory_mb,
                  memory_enforced=job.cgroup is not None)
+
+    def _restart(self, job: ProcessJob, body: apb.Reconfigure) -> None:
+        """Checkpoint and stop ``job``, then run attempt ``restart_attempt`` on the new allocation."""
+        allocation = allocation_from_pb(body.allocation, self.cluster)
+        new = ProcessJob(job.job_id, body.restart_attempt, job.spec, allocation, body.leader,
+                         body.iterations_total or job.total, iterations_done=float(job.checkpoint),
+                         checkpoint=job.checkpoint, time_shift=_shift_of(allocation), follows=job)
+        job.restarting = True
+        self._preempt(job, body.grace_s or DEFAULT_RESTART_GRACE_S)
+        self.jobs[new.job_id] = new
+        log.info("job restarting on a new allocation", node=self.node_name, job=job.job_id,
+                 attempt=new.attempt, gpus=allocation.num_gpus)
+        new.task = asyncio.create_task(self._supervise(new), name=f"job {new.job_id}@{self.node_name}")
 
     def on_set_time_shift(self, body: apb.SetTimeShift) -> None:
         job = self.jobs.get(body.job_id)
@@ -307,6 +331,7 @@ class ProcessAgent(StreamAgent):
             "HALYARD_TIME_SHIFT_S": repr(job.time_shift[0] if job.time_shift else 0.0),
             "HALYARD_CPUS": str(share.cpus if share else 0), "HALYARD_MEMORY_MB": str(share.memory_mb if share else 0),
             "HALYARD_GPUS": ",".join(str(g) for g in share.gpus) if share else "",
+            **_worker_environment(job.allocation, share),
             "RANK": str(rank), "WORLD_SIZE": str(len(nodes)), "MASTER_ADDR": master, "MASTER_PORT": str(port),
             "OMP_NUM_THREADS": str(len(job.cores) or 1),
         }
@@ -344,6 +369,10 @@ class ProcessAgent(StreamAgent):
                 await old.exited.wait()
         if self.jobs.get(job.job_id) is not job:
             return
+        if job.follows is not None:  # a restart: resume where the old attempt's on-demand checkpoint ends
+            job.checkpoint = job.follows.checkpoint
+            job.iterations_done = float(job.checkpoint)
+            job.follows = None
         share = self._share(job)
         job.cores = self._pick_cores(share.cpus if share else 1, exclude=job)
         job.cgroup = self._make_cgroup(job, share.memory_mb) if share else None
@@ -390,7 +419,10 @@ class ProcessAgent(StreamAgent):
             job.writer.close()
         log.info("job exited", node=self.node_name, job=job.job_id, attempt=job.attempt,
                  status=apb.ExitStatus.Name(status), checkpoint=job.checkpoint, message=message)
-        # The leader reports the job's end; any node reports a failure of its own part.
+        # The leader reports the job's end; any node reports a failure of its own part. An attempt
+        # stopped for a restart reports nothing: the job goes on as the newer attempt.
+        if job.restarting and status == apb.EXIT_PREEMPTED:
+            return
         if job.leader or status == apb.EXIT_FAILED:
             self.send(apb.AgentMessage(exited=apb.Exited(
                 job_id=job.job_id, attempt=job.attempt, status=status,
@@ -457,9 +489,42 @@ class ProcessAgent(StreamAgent):
                 job.disconnected.set()
 
 
+def _shift_of(allocation: Allocation) -> tuple[float, float, float] | None:
+    """(seconds, period_s, epoch_s) of the allocation's time-shift; None without one (0 s is one)."""
+    if not allocation.has_time_shift:
+        return None
+    return allocation.time_shift_s, allocation.time_shift_period_s, allocation.time_shift_epoch_s
+
+
 def _shift_message(shift: tuple[float, float, float]) -> dict:
     seconds, period_s, epoch_s = shift
     return {"type": "time_shift", "seconds": seconds, "period_s": period_s or None, "epoch_s": epoch_s}
+
+
+def _worker_environment(allocation: Allocation, share: NodeAllocation | None) -> dict[str, str]:
+    """The job's size and its logical workers (EasyScale's ESTs, §3.2) as this rank sees them.
+
+    A job without logical workers runs one per GPU. ``HALYARD_WORKER_OFFSET`` is the
+    global index of this rank's first logical worker: ranks hold consecutive ones in
+    allocation order, so a worker's index (its data shard, its RNG stream) does not
+    depend on how many GPUs the job holds.
+    """
+    def counts(part: NodeAllocation) -> tuple[int, ...]:
+        return part.workers or (1,) * len(part.gpus)
+
+    offset = 0
+    for part in allocation.nodes:
+        if share is not None and part.node == share.node:
+            break
+        offset += sum(counts(part))
+    mine = counts(share) if share is not None else ()
+    return {
+        "HALYARD_NUM_GPUS": str(allocation.num_gpus),
+        "HALYARD_LOGICAL_WORKERS": str(allocation.logical_workers or allocation.num_gpus),
+        "HALYARD_RANK_WORKERS": str(sum(mine)),
+        "HALYARD_GPU_WORKERS": ",".join(str(c) for c in mine),
+        "HALYARD_WORKER_OFFSET": str(offset),
+    }
 
 
 def _signal_group(job: ProcessJob, sig: signal.Signals) -> None:

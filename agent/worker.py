@@ -52,6 +52,11 @@ HALYARD_TIME_SHIFT_S        the shift's seconds alone (older agents; 0 there mea
 HALYARD_CLOCK               cluster clock: ``wall_origin_unix_s,cluster_origin_s,speedup``
 HALYARD_CPUS, HALYARD_MEMORY_MB  the CPU cores and memory this node's share has
 HALYARD_GPUS                GPU indices of this node's share (also CUDA_VISIBLE_DEVICES on gpu)
+HALYARD_NUM_GPUS            GPUs the whole job holds now (changes when it is resized)
+HALYARD_LOGICAL_WORKERS     the job's logical workers (EasyScale ESTs; else one per GPU)
+HALYARD_RANK_WORKERS        logical workers this process runs, time-sliced on its GPUs
+HALYARD_GPU_WORKERS         logical workers per GPU of this share, aligned with HALYARD_GPUS
+HALYARD_WORKER_OFFSET       global index of this process's first logical worker
 ==========================  =======================================================
 
 ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` are set too, so
@@ -175,6 +180,14 @@ class Worker:
         self.total = int(total) if total else None
         self.cpus = int(env.get("HALYARD_CPUS", "0")) or None
         self.memory_mb = int(env.get("HALYARD_MEMORY_MB", "0")) or None
+        # Elastic jobs (EasyScale §3.2): the job's size now and the logical workers this process
+        # runs; a resize restarts the script with new values, the logical workers' total stays.
+        self.num_gpus = int(env.get("HALYARD_NUM_GPUS", "1"))
+        self.logical_workers = int(env.get("HALYARD_LOGICAL_WORKERS", "0")) or self.num_gpus
+        self.rank_workers = int(env.get("HALYARD_RANK_WORKERS", "0")) or self.logical_workers // self.world_size
+        counts = env.get("HALYARD_GPU_WORKERS", "")
+        self.gpu_workers = tuple(int(c) for c in counts.split(",")) if counts else (self.rank_workers,)
+        self.worker_offset = int(env.get("HALYARD_WORKER_OFFSET", "0"))
         self.clock = ClusterClock(env.get("HALYARD_CLOCK"))
         self.pacer = Pacer()
         if env.get("HALYARD_TIME_SHIFT"):  # present = a shift, 0 s included
@@ -203,6 +216,11 @@ class Worker:
     @property
     def is_leader(self) -> bool:
         return self.rank == 0
+
+    @property
+    def logical_ranks(self) -> range:
+        """Global indices of the logical workers this process runs (each one's data shard and seed)."""
+        return range(self.worker_offset, self.worker_offset + self.rank_workers)
 
     def _start_iteration(self, env: Mapping[str, str]) -> int:
         """The iteration the last completed checkpoint ends at: the marker file, else the control plane's figure."""

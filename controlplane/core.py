@@ -38,17 +38,18 @@ from halyard.datamodel import (
     JobEvent,
     JobSpec,
     JobState,
-    NodeAllocation,
     ValidationError,
     check_transition,
 )
 from halyard.emulator import PerformanceModel
 from halyard.policies import (
     Action,
+    ClusterFacts,
     ClusterView,
     FreeResources,
     Migrate,
     OverAllocation,
+    PassState,
     Plan,
     Policy,
     Preempt,
@@ -56,6 +57,8 @@ from halyard.policies import (
     SetResources,
     SetTimeShift,
     Start,
+    Unplaced,
+    WaitCode,
 )
 
 
@@ -85,8 +88,12 @@ class SchedulingCore:
         self._demand_view: Mapping[int, int] = MappingProxyType(self._demand)
         self._gpus_by_type = {t: sum(n.gpus for n in cluster.nodes if n.gpu_type == t)
                               for t in cluster.gpu_types}
-        self._gpu_types_for: dict = {}  # ClusterView.gpu_types_for's cache, kept over passes
+        self.facts = ClusterFacts(cluster, perf)  # what policies derive from the cluster alone, kept over passes
         self.passes = 0
+        # Why jobs wait: the reason of the last pass for the jobs it did not look at
+        # (Plan.otherwise), and the pending jobs per reason code after the last pass.
+        self._otherwise: Unplaced | None = None
+        self.waiting: Counter[WaitCode] = Counter()
         self.pass_wall_s = 0.0
         # Changes not yet handed out by take_changes(): jobs the core changed, the
         # epoch of each running job then (drivers change rates, which bumps it),
@@ -152,16 +159,53 @@ class SchedulingCore:
     def view(self, now: float) -> ClusterView:
         return ClusterView(now=now, cluster=self.cluster, free=self.free, running=self._running_view,
                            pending=self.pending, perf=self.perf, round_s=self.round_s,
-                           pending_demand=self._demand_view, type_cache=self._gpu_types_for)
+                           pending_demand=self._demand_view, facts=self.facts)
 
     def schedule(self, now: float) -> list[Action]:
-        """Run one policy pass and apply its plan; returns the applied actions."""
+        """Run one policy pass and apply its plan; returns the applied actions.
+
+        The policy learns from the pass only through ``on_applied`` after the plan is
+        applied, or ``on_rejected`` if the core refuses it (Kubernetes' Reserve/Unreserve).
+        """
         started = time.perf_counter()
-        plan = self.policy.schedule(self.view(now))
-        applied = self.apply(plan, now)
+        view = self.view(now)
+        state = PassState()
+        plan = self.policy.schedule(view, state)
+        try:
+            applied = self.apply(plan, now)
+        except PlanError:
+            self.policy.on_rejected(view, plan, state)
+            raise
+        self.policy.on_applied(view, plan, state)
         self.passes += 1
+        self._note_reasons(plan)
         self.pass_wall_s += time.perf_counter() - started
         return applied
+
+    def _note_reasons(self, plan: Plan) -> None:
+        """Keep each unplaced job's reason on its record and count pending jobs by code: O(jobs looked at)."""
+        waiting: Counter[WaitCode] = Counter()
+        told = 0
+        for job_id, why in plan.unplaced.items():
+            record = self.records[job_id]
+            if record.state is JobState.PENDING:
+                record.wait = why
+                record.wait_pass = self.passes
+                waiting[why.code] += 1
+                told += 1
+        self._otherwise = plan.otherwise
+        if plan.otherwise is not None and len(self.pending) > told:
+            waiting[plan.otherwise.code] += len(self.pending) - told
+        self.waiting = waiting
+
+    def wait_of(self, record: JobRecord) -> Unplaced | None:
+        """Why a pending job waits: its reason from the last pass that looked at it, or the last
+        pass's reason for the jobs it did not look at; None if no pass has said anything yet."""
+        if record.state is not JobState.PENDING:
+            return None
+        if record.wait_pass == self.passes or self._otherwise is None:
+            return record.wait
+        return self._otherwise
 
     def apply(self, plan: Plan, now: float) -> list[Action]:
         """Validate the whole plan, then apply it in order; raise :class:`PlanError` if any action is wrong."""
@@ -275,10 +319,7 @@ class SchedulingCore:
             except OverAllocation as exc:
                 raise InconsistentState(f"{job}: its allocation does not fit cluster "
                                         f"{self.cluster.name!r}: {exc}") from None
-        try:
-            self.log.extend(state.events)
-        except ValueError as exc:  # unreachable after the checks above; kept as the log's own guard
-            raise InconsistentState(str(exc)) from None
+        self.log.extend(state.events)
         self.records.update(records)
         running = [r for r in records.values() if r.state is JobState.RUNNING]
         # The running map keeps start order (policies see it in that order).
@@ -360,7 +401,7 @@ class SchedulingCore:
                 if isinstance(action, Start):
                     if current is not None:
                         raise ValueError("job is already running (a job holds at most one allocation)")
-                    self._check_size(spec, action.allocation, elastic=False)
+                    self._check_size(spec, action.allocation)
                     free.take(action.allocation)
                     held[action.job_id] = action.allocation
                 elif current is None:
@@ -371,7 +412,7 @@ class SchedulingCore:
                 elif isinstance(action, Migrate | Resize):
                     if isinstance(action, Migrate) and action.allocation.num_gpus != current.num_gpus:
                         raise ValueError("migrate keeps the GPU count; use resize to change it")
-                    self._check_size(spec, action.allocation, elastic=isinstance(action, Resize))
+                    self._check_size(spec, action.allocation)
                     free.give(current)
                     free.take(action.allocation)
                     held[action.job_id] = action.allocation
@@ -395,12 +436,28 @@ class SchedulingCore:
             except (ValueError, OverAllocation) as exc:
                 raise PlanError(i, action, str(exc)) from None
 
-    def _check_size(self, spec: JobSpec, allocation: Allocation, *, elastic: bool) -> None:
+    def _check_size(self, spec: JobSpec, allocation: Allocation) -> None:
+        """A Start, Migrate or Resize allocation fits the job: a GPU count in its range
+        (exactly ``num_gpus`` unless it is elastic), pipeline stages that hold all its
+        GPUs, per-GPU logical-worker counts that add up to its ``logical_workers`` (or
+        none: :func:`_placed` spreads them), GPUs of its type on which it fits in memory."""
         gpus = allocation.num_gpus
-        low = (spec.min_gpus or spec.num_gpus) if elastic else spec.num_gpus
-        high = (spec.max_gpus or spec.num_gpus) if elastic else spec.num_gpus
+        low, high = spec.gpu_range
         if not low <= gpus <= high:
-            raise ValueError(f"allocation has {gpus} GPUs, job allows {low}..{high}")
+            allowed = (f"exactly {low} GPUs (num_gpus)" if low == high
+                       else f"{low}..{high} GPUs (min_gpus..max_gpus)")
+            raise ValueError(f"allocation has {gpus} GPUs; job {spec.job_id} allows {allowed}")
+        staged = sum(st.gpus for st in allocation.stages)
+        if allocation.stages and staged != gpus:
+            raise ValueError(f"allocation's pipeline stages hold {staged} GPUs; it has {gpus}")
+        if spec.logical_workers and (len(allocation.stages) > 1 or any(st.tensor > 1 for st in allocation.stages)):
+            raise ValueError(f"job {spec.job_id} runs logical workers, which are data-parallel replicas "
+                             f"(EasyScale §3.2); the allocation plans {len(allocation.stages)} pipeline stages "
+                             "or tensor parallelism")
+        workers = allocation.logical_workers
+        if workers and workers != spec.logical_workers:
+            raise ValueError(f"allocation's per-GPU logical workers add up to {workers}; job {spec.job_id} has "
+                             f"{spec.logical_workers} (logical_workers)")
         for part in allocation.nodes:
             node = self.cluster.node(part.node)
             if spec.gpu_type is not None and node.gpu_type != spec.gpu_type:
@@ -420,7 +477,8 @@ class SchedulingCore:
             self.running[record.job_id] = record
             if record.has_checkpoint:
                 record.restarts += 1
-            record.begin_run(action.allocation, now)
+            record.begin_run(_placed(record.spec, action.allocation), now)
+            record.wait = None
             self.log.append(now, record.job_id, EventKind.STARTED, JobState.RUNNING, describe(action.allocation))
         elif isinstance(action, Preempt):
             check_transition(record.job_id, record.state, JobState.PREEMPTED)
@@ -428,7 +486,7 @@ class SchedulingCore:
         elif isinstance(action, Migrate | Resize):
             self.free.give(record.allocation)
             self.free.take(action.allocation)
-            record.rearm(now, action.allocation, checkpoint=True)
+            record.rearm(now, _placed(record.spec, action.allocation), checkpoint=True)
             record.restarts += 1
             kind = EventKind.MIGRATED if isinstance(action, Migrate) else EventKind.RESIZED
             self.log.append(now, record.job_id, kind, JobState.RUNNING, describe(action.allocation))
@@ -446,9 +504,18 @@ class SchedulingCore:
                             f"{action.node}: {action.cpus} CPUs, {action.memory_mb} MB")
 
 
+def _placed(spec: JobSpec, allocation: Allocation) -> Allocation:
+    """The allocation a job runs on: a job with logical workers whose allocation gives no
+    per-GPU counts gets them spread evenly (:meth:`Allocation.with_workers`), so agents
+    and the store always see the EST-to-GPU mapping."""
+    if spec.logical_workers and not allocation.logical_workers:
+        return allocation.with_workers(spec.logical_workers)
+    return allocation
+
+
 def _with_resources(allocation: Allocation, action: SetResources) -> Allocation:
     parts = tuple(
-        NodeAllocation(p.node, p.gpus, action.cpus, action.memory_mb) if p.node == action.node else p
+        dataclasses.replace(p, cpus=action.cpus, memory_mb=action.memory_mb) if p.node == action.node else p
         for p in allocation.nodes
     )
     return dataclasses.replace(allocation, nodes=parts)

@@ -20,6 +20,7 @@ from halyard.controlplane.records import JobRecord
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import StoreError
 from halyard.datamodel import HalyardError, ValidationError
+from halyard.policies import Unplaced
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import agent_service_pb2_grpc as agrpc
 from halyard.v1 import cluster_service_pb2 as cpb
@@ -60,7 +61,8 @@ async def _call(context: grpc.aio.ServicerContext, count: Callable[[str], None] 
         raise  # unreachable: abort raises
 
 
-def job_to_pb(record: JobRecord, now: float) -> jpb.Job:
+def job_to_pb(record: JobRecord, now: float, wait: Unplaced | None = None) -> jpb.Job:
+    """The Job message of ``record`` at ``now``; ``wait`` is why it waits (SchedulingCore.wait_of)."""
     job = jpb.Job(spec=spec_to_pb(record.spec), state=state_to_pb(record.state),
                   iterations_done=record.iterations_done(now), iterations_total=record.iterations_total,
                   submit_time=record.spec.submit_time, preemptions=record.preemptions, queued_s=record.queued_s)
@@ -70,6 +72,9 @@ def job_to_pb(record: JobRecord, now: float) -> jpb.Job:
         job.start_time = record.first_start
     if record.end_time is not None:
         job.end_time = record.end_time
+    if wait is not None:
+        job.wait.CopyFrom(jpb.WaitReason(code=jpb.WaitCode.Value(wait.code.value), stage=wait.stage,
+                                         reason=wait.reason))
     return job
 
 
@@ -88,12 +93,15 @@ class JobServicer(jgrpc.JobServiceServicer):
             # Stamped when it arrived, not after the lockstep wait (never before the last pass).
             now = max(arrival, self.cp.last_pass_time)
             record = self.cp.submit(spec_from_pb(request.spec, submit_time=now))
-            return job_to_pb(record, now)
+            return job_to_pb(record, now, self.cp.core.wait_of(record))
         return await _call(context, self.count, "SubmitJob", submit)
 
     async def GetJob(self, request: jpb.GetJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
         return await _call(context, self.count, "GetJob",
-                           lambda: job_to_pb(self.cp.job(_job_id(request.job_id)), self.cp.now()))
+                           lambda: self._job(self.cp.job(_job_id(request.job_id))))
+
+    def _job(self, record: JobRecord) -> jpb.Job:
+        return job_to_pb(record, self.cp.now(), self.cp.core.wait_of(record))
 
     async def CancelJob(self, request: jpb.CancelJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
         return await _call(context, self.count, "CancelJob",
@@ -115,7 +123,7 @@ class JobServicer(jgrpc.JobServiceServicer):
                 r = records[i]
                 i += 1
                 if (not states or r.state in states) and (not request.tenant or r.spec.tenant == request.tenant):
-                    out.jobs.append(job_to_pb(r, now))
+                    out.jobs.append(job_to_pb(r, now, self.cp.core.wait_of(r)))
             out.next_page_token = str(i) if i < len(records) else ""
             return out
         return await _call(context, self.count, "ListJobs", page)
@@ -169,8 +177,7 @@ class ClusterServicer(cgrpc.ClusterServiceServicer):
     async def GetPolicy(self, request: cpb.GetPolicyRequest, context: grpc.aio.ServicerContext) -> cpb.PolicyInfo:
         def info() -> cpb.PolicyInfo:
             policy = self.cp.core.policy
-            stages = [cpb.PolicyStage(stage=s, choice=getattr(policy, s).name)
-                      for s in ("admission", "ordering", "sizing", "placement", "network") if hasattr(policy, s)]
+            stages = [cpb.PolicyStage(stage=kind, choice=choice) for kind, choice in policy.stages()]
             return cpb.PolicyInfo(name=policy.name, stages=stages, round_s=self.cp.round_s)
         return await _call(context, self.count, "GetPolicy", info)
 

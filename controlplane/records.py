@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from halyard.datamodel import Allocation, JobSpec, JobState, NodeAllocation, Parallelism, StagePlan
+from halyard.policies.reasons import Unplaced
 
 
 class JobRecord:
@@ -24,7 +25,7 @@ class JobRecord:
         "allocation", "arrival_seq", "attempt", "end_time", "epoch", "exposed_iteration_s", "first_start",
         "ideal_iteration_s",
         "iteration_s", "iterations_total", "job_id", "last_assignment_time", "num_gpus", "pending_since",
-        "preemptions", "queued_s", "restarts", "spec", "state",
+        "preemptions", "queued_s", "restarts", "spec", "state", "wait", "wait_pass",
     )
 
     def __init__(self, spec: JobSpec, arrival_seq: int, iterations_total: int,
@@ -58,6 +59,10 @@ class JobRecord:
         # rate, and seconds accrued over the iterations run before ``_anchor``.
         self.exposed_iteration_s = 0.0
         self._exposed_s = 0.0
+        # Why it waits: the latest reason a pass gave, and that pass's number (not persisted:
+        # the first pass after a restart gives it again). Read through SchedulingCore.wait_of.
+        self.wait: Unplaced | None = None
+        self.wait_pass = -1
 
     # --- read side (the JobInfo protocol) ---------------------------------
 
@@ -198,7 +203,7 @@ class JobRecord:
 
     def snapshot(self) -> dict[str, Any]:
         """Every slot (private progress fields included) as plain JSON-able values."""
-        data = {name: getattr(self, name) for name in JobRecord.__slots__}
+        data = {name: getattr(self, name) for name in PERSISTED}
         data["spec"] = spec_to_dict(self.spec)
         data["state"] = self.state.value
         data["allocation"] = None if self.allocation is None else allocation_to_dict(self.allocation)
@@ -207,19 +212,24 @@ class JobRecord:
     @classmethod
     def restore(cls, data: Mapping[str, Any]) -> JobRecord:
         """The record :meth:`snapshot` gave ``data`` for, exactly; raises ValueError on a malformed dict."""
-        missing = sorted(set(JobRecord.__slots__) - data.keys())
-        unknown = sorted(data.keys() - set(JobRecord.__slots__))
+        missing = sorted(set(PERSISTED) - data.keys())
+        unknown = sorted(data.keys() - set(PERSISTED))
         if missing or unknown:
             raise ValueError(f"job record fields missing {missing}, unknown {unknown}")
         record = cls.__new__(cls)
-        for name in JobRecord.__slots__:
+        for name in PERSISTED:
             setattr(record, name, data[name])
+        record.wait, record.wait_pass = None, -1
         record.spec = spec_from_dict(data["spec"])
         record.state = JobState(data["state"])
         record.allocation = None if data["allocation"] is None else allocation_from_dict(data["allocation"])
         if record.job_id != record.spec.job_id:
             raise ValueError(f"job_id {record.job_id!r} differs from spec.job_id {record.spec.job_id!r}")
         return record
+
+
+# Every slot but the waiting reason, which the first pass after a restart gives again.
+PERSISTED = tuple(name for name in JobRecord.__slots__ if name not in ("wait", "wait_pass"))
 
 
 def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
@@ -248,8 +258,8 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
 
 def allocation_to_dict(allocation: Allocation) -> dict[str, Any]:
     return {
-        "nodes": [{"node": p.node, "gpus": list(p.gpus), "cpus": p.cpus, "memory_mb": p.memory_mb}
-                  for p in allocation.nodes],
+        "nodes": [{"node": p.node, "gpus": list(p.gpus), "cpus": p.cpus, "memory_mb": p.memory_mb,
+                   "workers": list(p.workers)} for p in allocation.nodes],
         "time_shift_s": allocation.time_shift_s,
         "stages": [{"gpus": s.gpus, "data": s.data, "tensor": s.tensor} for s in allocation.stages],
         **({"time_shift": {"seconds": allocation.time_shift_s, "period_s": allocation.time_shift_period_s,
@@ -258,7 +268,8 @@ def allocation_to_dict(allocation: Allocation) -> dict[str, Any]:
 
 
 def allocation_from_dict(data: Mapping[str, Any]) -> Allocation:
-    nodes = tuple(NodeAllocation(p["node"], tuple(p["gpus"]), p["cpus"], p["memory_mb"]) for p in data["nodes"])
+    nodes = tuple(NodeAllocation(p["node"], tuple(p["gpus"]), p["cpus"], p["memory_mb"], tuple(p.get("workers", ())))
+                  for p in data["nodes"])
     stages = tuple(StagePlan(s["gpus"], s["data"], s["tensor"]) for s in data.get("stages", ()))
     shift = data.get("time_shift")  # absent in stores written before shifts of 0 s were real
     if shift is not None:

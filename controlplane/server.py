@@ -2,23 +2,23 @@
 
 :class:`ControlPlaneServer` owns the :class:`ControlPlane`, a ``grpc.aio``
 server (JobService, ClusterService, AgentService, standard health checking and
-server reflection) and, optionally, an aiohttp app serving ``/healthz`` and
-Prometheus ``/metrics``. Used by ``halyard controlplane``, ``halyard replay``
-and the test cluster alike.
+server reflection) and, optionally, the aiohttp app of :mod:`httpapi`
+(``/healthz``, Prometheus ``/metrics`` and the web dashboard). Every call is
+counted by status code (:class:`prometheus.RpcStatusInterceptor`). Used by
+``halyard controlplane``, ``halyard replay`` and the test cluster alike.
 """
 
 from __future__ import annotations
-
-import time
 
 import grpc
 import structlog
 from aiohttp import web
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, exposition, generate_latest
 
 from halyard.controlplane.grpc_api import AgentServicer, ClusterServicer, JobServicer
+from halyard.controlplane.httpapi import build_app, start_http
+from halyard.controlplane.prometheus import Metrics
 from halyard.controlplane.service import ControlPlane
 from halyard.v1 import (
     agent_service_pb2,
@@ -39,32 +39,6 @@ SERVICE_NAMES = (
 )
 
 
-class Metrics:
-    """The control plane's Prometheus metrics, in a registry of its own (no global state)."""
-
-    def __init__(self, cp: ControlPlane) -> None:
-        self.registry = CollectorRegistry()
-        core = cp.core
-        Gauge("halyard_pending_jobs", "Jobs waiting for GPUs", registry=self.registry).set_function(
-            lambda: len(core.pending))
-        Gauge("halyard_running_jobs", "Jobs holding GPUs", registry=self.registry).set_function(
-            lambda: len(core.running))
-        Gauge("halyard_gpus_allocated", "GPUs held by running jobs", registry=self.registry).set_function(
-            lambda: cp.cluster.total_gpus - core.free.total_gpus)
-        Gauge("halyard_gpus_total", "GPUs in the cluster", registry=self.registry).set(cp.cluster.total_gpus)
-        Gauge("halyard_agents_connected", "Agents with a live stream", registry=self.registry).set_function(
-            lambda: len(cp.sessions))
-        Gauge("halyard_cluster_time_seconds", "Cluster time", registry=self.registry).set_function(cp.now)
-        self.pass_seconds = Histogram("halyard_pass_seconds", "Wall time of a scheduling pass",
-                                      registry=self.registry,
-                                      buckets=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0))
-        self.rpcs = Counter("halyard_rpcs", "RPCs received", ["method"], registry=self.registry)
-        cp.on_pass = self.pass_seconds.observe
-
-    def count(self, method: str) -> None:
-        self.rpcs.labels(method=method).inc()
-
-
 class ControlPlaneServer:
     def __init__(self, cp: ControlPlane, *, listen: str = "127.0.0.1:0", http: str | None = None) -> None:
         self.cp = cp
@@ -83,11 +57,11 @@ class ControlPlaneServer:
 
     async def start(self) -> None:
         await self.cp.start()
-        server = grpc.aio.server()
-        job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.cp, self.metrics.count), server)
-        cluster_service_pb2_grpc.add_ClusterServiceServicer_to_server(
-            ClusterServicer(self.cp, self.metrics.count), server)
-        agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(self.cp, self.metrics.count), server)
+        self.metrics.skip_history()  # restored events were counted by the process that handled them
+        server = grpc.aio.server(interceptors=[self.metrics.interceptor()])
+        job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.cp), server)
+        cluster_service_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(self.cp), server)
+        agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(self.cp), server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         self.port = server.add_insecure_port(self.listen)
@@ -115,22 +89,4 @@ class ControlPlaneServer:
         await self._health.set(name, status)
 
     async def _start_http(self) -> None:
-        app = web.Application()
-        started = time.monotonic()
-
-        async def healthz(_: web.Request) -> web.Response:
-            return web.json_response({"status": "ok", "uptime_s": round(time.monotonic() - started, 3),
-                                      "agents": len(self.cp.sessions), "pending": len(self.cp.core.pending),
-                                      "running": len(self.cp.core.running)})
-
-        async def metrics(_: web.Request) -> web.Response:
-            return web.Response(body=generate_latest(self.metrics.registry),
-                                headers={"Content-Type": exposition.CONTENT_TYPE_LATEST})
-
-        app.router.add_get("/healthz", healthz)
-        app.router.add_get("/metrics", metrics)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        host, port = self.http.rsplit(":", 1)
-        await web.TCPSite(self._runner, host, int(port)).start()
-        self.http_port = self._runner.addresses[0][1]  # the port actually bound (0 = any free one)
+        self._runner, self.http_port = await start_http(build_app(self.cp, self.metrics), self.http)

@@ -67,6 +67,7 @@ class AgentSession:
     outbox: asyncio.Queue[apb.ControlMessage] = field(default_factory=asyncio.Queue)
     last_seen: float = field(default_factory=time.monotonic)
     closed: bool = False
+    heartbeat: apb.Heartbeat | None = None  # the latest: measured GPU utilisation and health (dashboard, metrics)
 
     def send(self, **body: object) -> None:
         if not self.closed:
@@ -94,6 +95,7 @@ class ControlPlane:
         self._wake = asyncio.Event()
         self._events_changed = asyncio.Condition()
         self._last_pass = -math.inf
+        self.pass_error: str | None = None  # why the latest scheduling pass failed; None once one succeeds
         self._latest_event = -math.inf  # lockstep: the cluster time of the newest event handled
         self.lockstep = lockstep
         # Lockstep: completions the model predicts, (finish, seq, job id, record epoch), as in the simulator.
@@ -170,6 +172,17 @@ class ControlPlane:
             self.sessions[node].send(drain=apb.Drain(reason="drained by operator"))
         self._update_schedulable(node)
         self._changed()
+
+    def scheduler_problem(self) -> str | None:
+        """Why the scheduling loop is unhealthy (for /healthz), or None: not started, ended, or its last pass failed."""
+        loop = next((t for t in self._tasks if t.get_name() == "scheduler"), None)
+        if loop is None:
+            return "the scheduling loop is not running"
+        if loop.done():
+            return "the scheduling loop has stopped"
+        if self.pass_error is not None:
+            return f"the last scheduling pass failed: {self.pass_error}"
+        return None
 
     def now(self) -> float:
         """Cluster time of the next change: never before the last pass."""
@@ -261,7 +274,9 @@ class ControlPlane:
     def agent_message(self, session: AgentSession, msg: apb.AgentMessage) -> None:
         session.last_seen = time.monotonic()
         kind = msg.WhichOneof("body")
-        if kind == "exited":
+        if kind == "heartbeat":
+            session.heartbeat = msg.heartbeat
+        elif kind == "exited":
             self._on_exited(session, msg.exited)
         elif kind == "progress":
             record = self._check_owner(session, msg.progress.job_id, msg.progress.attempt)
@@ -419,8 +434,10 @@ class ControlPlane:
                 continue  # lockstep passes already ran with their events
             try:
                 self._pass()
-            except Exception:  # a policy bug must not kill the control plane
+                self.pass_error = None
+            except Exception as exc:  # a policy bug must not kill the control plane
                 log.exception("scheduling pass failed")
+                self.pass_error = f"{type(exc).__name__}: {exc}"
 
     def _next_round(self) -> float:
         policy = self.core.policy
@@ -460,9 +477,11 @@ class ControlPlane:
         record = self.core.records[action.job_id]
         if isinstance(action, Preempt):
             self._stop_on_agents(record.job_id, record.attempt)
-        elif isinstance(action, Start | Migrate | Resize):
+        elif isinstance(action, Start):
             self._stop_on_agents(record.job_id, record.attempt)
             self._launch(record, now)
+        elif isinstance(action, Migrate | Resize):
+            self._relaunch(record, now)
         elif isinstance(action, SetTimeShift):
             for node in self.placed.get(record.job_id, ()):
                 self._session(node).send(set_time_shift=apb.SetTimeShift(
@@ -495,6 +514,38 @@ class ControlPlane:
                 iterations_total=record.iterations_total, iterations_done=record.iterations_done(now),
                 restore_s=max(0.0, record.resume_at - now), start_time=now,
                 link_slowdown=self.pacer.slowdown(record.job_id)))
+
+    def _relaunch(self, record: JobRecord, now: float) -> None:
+        """A migration or resize on agents (EasyScale §3.2, "Adapting to elasticity"): the job
+        checkpoints on demand and restarts on its new allocation as its next attempt. Nodes it
+        keeps get a Reconfigure naming that attempt (their agent stops the old processes with a
+        checkpoint, then starts the new ones from it); nodes it leaves get a Preempt, nodes it
+        joins a Launch."""
+        old_attempt, old_nodes = record.attempt, self.placed.get(record.job_id, ())
+        record.attempt += 1
+        nodes = record.allocation.node_names
+        self.placed[record.job_id] = nodes
+        for node in old_nodes:
+            if node not in nodes and node in self.sessions:
+                self.sessions[node].send(preempt=apb.Preempt(job_id=record.job_id, attempt=old_attempt,
+                                                             grace_s=DEFAULT_PREEMPT_GRACE_S))
+        spec, allocation = spec_to_pb(record.spec), allocation_to_pb(record.allocation)
+        restore_s, done = max(0.0, record.resume_at - now), record.iterations_done(now)
+        slowdown = self.pacer.slowdown(record.job_id)
+        for i, node in enumerate(nodes):
+            if node in old_nodes:
+                if node not in self.sessions:
+                    continue  # away: when it registers again it reports the old attempt, which is requeued
+                self.sessions[node].send(reconfigure=apb.Reconfigure(
+                    job_id=record.job_id, attempt=old_attempt, allocation=allocation, leader=i == 0,
+                    restore_s=restore_s, iterations_done=done, start_time=now, link_slowdown=slowdown,
+                    restart_attempt=record.attempt, iterations_total=record.iterations_total,
+                    grace_s=DEFAULT_PREEMPT_GRACE_S))
+            else:
+                self._session(node).send(launch=apb.Launch(
+                    job_id=record.job_id, attempt=record.attempt, spec=spec, allocation=allocation,
+                    leader=i == 0, iterations_total=record.iterations_total, iterations_done=done,
+                    restore_s=restore_s, start_time=now, link_slowdown=slowdown))
 
     def _session(self, node: str) -> AgentSession:
         # The ledger only offers nodes with a connected agent, so a placement always has one.

@@ -16,25 +16,33 @@ from halyard.controlplane.records import JobRecord
 from halyard.datamodel import JobState
 from halyard.emulator import PerformanceModel
 from halyard.emulator.fabric import Fabric
-from halyard.policies import Action, Migrate, Preempt, Resize, SetTimeShift, Start
+from halyard.policies import Action, Migrate, Policy, Preempt, Resize, SetTimeShift, Start
 from halyard.timeshift import grid_at_or_after, paced_iteration_s
 
 
-def performance_model_for(policy: object, **settings: object) -> PerformanceModel:
+def performance_model_for(policy: Policy, **settings: object) -> PerformanceModel:
     """The performance model a run of ``policy`` uses: data stalls on for a policy that
     declares ``resource_sensitive`` (Synergy's, which give jobs other CPU/memory than the
     GPU-proportional share), off otherwise (every other policy keeps its iteration times).
     Every driver (simulate, replay, the test cluster, the daemons) and the emulated agents
     of a run must use the model this returns."""
-    return PerformanceModel(data_stalls=bool(getattr(policy, "resource_sensitive", False)), **settings)
+    return PerformanceModel(data_stalls=policy.resource_sensitive, **settings)
 
 
 class Pacer:
     """Keeps each running job's rate what the model says for its allocation and its link co-runners.
 
-    A start from a checkpoint, a migration and a resize restore a checkpoint
-    first (the model's restart cost); a time-shift, a CPU/memory change or a
-    co-runner coming or going keeps the job running at a new rate.
+    A start from a checkpoint restores it first (the model's restart cost). A
+    resize reconfigures the running job (EasyScale §3.2, "Adapting to
+    elasticity"): it writes an on-demand checkpoint of its whole iterations, then
+    restarts on the new allocation from it, making no progress for the model's
+    ``reconfigure_cost_s`` (checkpoint write + restart); its rate then follows the
+    new allocation. A migration keeps its whole iterations too but pays the
+    restart cost alone, as it always has: charging it the checkpoint write as
+    well would change the schedules of the policies that migrate (Gandiva, Dally)
+    and their published reproductions (docs/architecture.md, "Elastic sizing").
+    A time-shift, a CPU/memory change or a co-runner coming or going keeps the
+    job running at a new rate.
 
     A job with a time-shift and a period starts its iterations on the grid
     ``epoch + shift + k x period`` (:mod:`halyard.timeshift`), as the emulated
@@ -59,8 +67,11 @@ class Pacer:
                 continue  # the core already stopped it at its last checkpoint
             record = core.records[action.job_id]
             if record.state is JobState.RUNNING:
-                resumes = isinstance(action, Migrate | Resize) or (isinstance(action, Start) and record.has_checkpoint)
-                restore[record.job_id] = self.perf.restart_cost_s(record.spec) if resumes else 0.0
+                if isinstance(action, Resize):
+                    restore[record.job_id] = self.perf.reconfigure_cost_s(record.spec)
+                else:
+                    resumes = isinstance(action, Migrate) or (isinstance(action, Start) and record.has_checkpoint)
+                    restore[record.job_id] = self.perf.restart_cost_s(record.spec) if resumes else 0.0
                 if isinstance(action, Start | Migrate | Resize | SetTimeShift):
                     align.add(record.job_id)
         slowdowns = self._sync_fabric(restore, now)

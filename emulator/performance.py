@@ -441,8 +441,28 @@ class PerformanceModel:
                 else:
                     c, g = na.cpus / k, na.memory_mb / 1000.0 / k
                 cpus, mem = min(cpus, c), min(mem, g)
-            return self._timing_stalled(spec.model, spec.batch_size, shape, cpus, mem)
-        return self._timing(spec.model, spec.batch_size, shape)
+            timing = self._timing_stalled(spec.model, spec.batch_size, shape, cpus, mem)
+        else:
+            timing = self._timing(spec.model, spec.batch_size, shape)
+        if allocation.logical_workers > n:
+            return self._time_sliced(spec, allocation, nodes, timing)
+        return timing
+
+    def _time_sliced(self, spec: JobSpec, allocation: Allocation, nodes: dict, timing: IterationTime) -> IterationTime:
+        """One global step of a job whose GPUs time-slice several logical workers each
+        (EasyScale §3.2): GPU g runs its ``A_g`` ESTs' local steps one after another, each
+        the per-GPU batch's compute on its type (data stalls included: the one-worker compute
+        scaled by the same factor), copying gradients behind the next EST
+        (:func:`halyard.emulator.elastic.est_step_s`); the all-reduce, once per step, overlaps
+        the last EST's backward as it would a single worker's, so it shows as before."""
+        ideal = {t: self.ideal_iteration_time(spec, t) for t in {nodes[p.node][0] for p in allocation.nodes if p.gpus}}
+        stall = timing.compute_s / max(ideal.values())
+        compute = [ideal[nodes[p.node][0]] * stall for p in allocation.nodes for _ in p.workers]
+        ests = [a for p in allocation.nodes for a in p.workers]
+        copy = self.profile(spec.model).gradient_bytes / (self._catalog.constants.gradient_copy_gbyte_s * GBYTE)
+        local = est_step_s(compute, ests, [copy] * len(ests))
+        return IterationTime(compute_s=local, communication_s=timing.communication_s, exposed_s=timing.exposed_s,
+                             total_s=local + timing.exposed_s, tier=timing.tier)
 
     def ideal_iteration_time(self, spec: JobSpec, gpu_type: str) -> float:
         """Compute-only seconds per iteration (Dally's "ideal" has no communication)."""

@@ -6,8 +6,14 @@ after a preemption. The Halyard-specific lines are marked ``# halyard``;
 everything else is an ordinary training loop, and the script runs on its own
 too (``python examples/train_numpy.py --iterations 200``).
 
-Each rank trains on its own shard of the data; rank 0 saves the checkpoints
-(a multi-node job would average gradients with its collective library here).
+The job trains as ``worker.logical_workers`` data-parallel workers (EasyScale's
+ESTs; one per GPU unless the job declares more): logical worker ``e`` owns data
+shard ``e`` and draws its batch at step ``i`` from a generator seeded by
+``(seed, e, i)``, and each process runs its logical workers one after another
+(time slicing) and averages their gradients. So the weights after ``i`` steps do
+not depend on how many GPUs the job held, or when it was resized. Rank 0 saves
+the checkpoints (a multi-node job would average gradients across processes with
+its collective library here).
 """
 
 from __future__ import annotations
@@ -67,15 +73,20 @@ def main() -> None:
         state["weights"] = saved["weights"]
 
     x, y = synthetic(args.samples, args.dim, args.seed)
-    shard = slice(worker.rank, None, worker.world_size)
-    x, y = x[shard], y[shard]
-    rng = np.random.default_rng(args.seed + 1000 * worker.rank + worker.start_iteration)
+    ests = worker.logical_workers  # halyard: logical workers, whatever the GPU count
+    shards = [(x[e::ests], y[e::ests]) for e in worker.logical_ranks]
     first_loss, loss = None, None
-    for _step in worker.iterations(args.iterations):  # halyard: was `for _step in range(args.iterations):`
+    for step in worker.iterations(args.iterations):  # halyard: was `for step in range(args.iterations):`
         began = time.perf_counter()
-        batch = rng.integers(0, len(y), args.batch)
-        loss, grad = loss_and_gradient(state["weights"], x[batch], y[batch])
-        state["weights"] = state["weights"] - args.lr * grad
+        grad = np.zeros_like(state["weights"])
+        losses = []
+        for e, (xs, ys) in zip(worker.logical_ranks, shards, strict=True):  # time-sliced logical workers
+            batch = np.random.default_rng([args.seed, e, step]).integers(0, len(ys), args.batch)
+            est_loss, est_grad = loss_and_gradient(state["weights"], xs[batch], ys[batch])
+            grad += est_grad
+            losses.append(est_loss)
+        loss = float(np.mean(losses))
+        state["weights"] = state["weights"] - args.lr * grad / len(shards)
         first_loss = loss if first_loss is None else first_loss
         if args.min_iteration_s:
             time.sleep(max(0.0, args.min_iteration_s - (time.perf_counter() - began)))
@@ -83,6 +94,7 @@ def main() -> None:
     full_loss, _ = loss_and_gradient(state["weights"], x, y)
     accuracy = float(np.mean(((x @ state["weights"]) > 0) == (y > 0.5)))
     summary = {"rank": worker.rank, "attempt": worker.attempt, "started_at": worker.start_iteration,
+               "num_gpus": worker.num_gpus, "logical_workers": ests, "rank_workers": worker.rank_workers,
                "first_batch_loss": first_loss, "loss": full_loss, "accuracy": accuracy}
     if worker.is_leader:
         Path(worker.checkpoint_dir / "summary.json").write_text(json.dumps(summary), encoding="utf-8")

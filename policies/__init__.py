@@ -4,41 +4,50 @@ Nothing here touches sockets, clocks, threads or storage, and nothing imports
 from ``halyard.controlplane`` or ``halyard.agent``.
 """
 
-from halyard.policies.ordering import Fifo, Las, Srtf
+from halyard.policies.facts import ClusterFacts, ClusterShape
+from halyard.policies.ordering import Fifo, FinishTimeFairness, Las, Srtf
+from halyard.policies.passstate import PassState
 from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.plan import Action, Migrate, Plan, Preempt, Resize, SetResources, SetTimeShift, Start
-from halyard.policies.registry import make_policy, policy_names
+from halyard.policies.reasons import Unplaced, WaitCode
+from halyard.policies.registry import STAGES, make_policy, policy_names, stage_names
 from halyard.policies.resources import FreeResources, OverAllocation
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import (
+    Adjuster,
     Admission,
     AdmitAll,
+    BatchPlacement,
     FixedSize,
-    NetworkAugmenter,
-    NoAugmentation,
     Ordering,
     Placement,
     Policy,
     Sizing,
+    Stage,
 )
 from halyard.policies.view import ClusterView, JobInfo, PerformanceEstimator
 
 __all__ = [
+    "STAGES",
     "Action",
+    "Adjuster",
     "Admission",
     "AdmitAll",
+    "BatchPlacement",
+    "ClusterFacts",
+    "ClusterShape",
     "ClusterView",
     "Fifo",
+    "FinishTimeFairness",
     "FirstFitConsolidated",
     "FixedSize",
     "FreeResources",
     "JobInfo",
     "Las",
     "Migrate",
-    "NetworkAugmenter",
-    "NoAugmentation",
     "Ordering",
     "OverAllocation",
+    "PassState",
     "PerformanceEstimator",
     "Placement",
     "Plan",
@@ -49,8 +58,12 @@ __all__ = [
     "SetTimeShift",
     "Sizing",
     "Srtf",
+    "Stage",
     "StagedPolicy",
     "Start",
+    "Unplaced",
+    "WaitCode",
     "make_policy",
     "policy_names",
+    "stage_names",
 ]

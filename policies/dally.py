@@ -56,23 +56,34 @@ unslowed job has) rather than the undefined 0/0. So newly arrived jobs never
 preempt, and a preempted, network-slowed job is offered GPUs before them.
 
 All state (the auto-tuner's lists) lives in the policy instance and is a
-function of the sequence of views; nothing reads a clock.
+function of the sequence of views of applied passes; nothing reads a clock. A
+pass records its acceptances in its :class:`PassState` (later jobs of the same
+pass see them, as Algorithm 1 records as it goes) and the tuner keeps them only
+once the core has applied the plan (``on_applied``).
+
+A job that is offered GPUs and rejects them, or cannot be offered enough, gets
+a reason in the plan: a delay timer that has not elapsed is
+``WAITING_BY_POLICY`` (Kubernetes' Wait), too few GPUs free ``CANNOT_FIT_NOW``.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
 from halyard.datamodel import Allocation, Cluster
-from halyard.policies.placement import FirstFitConsolidated, GpuTypes, _Shape, build_allocation, usable_gpus
+from halyard.policies.facts import ClusterShape, GpuTypes
+from halyard.policies.passstate import PassState
+from halyard.policies.placement import build_allocation, no_fit, usable_gpus
 from halyard.policies.plan import Plan
+from halyard.policies.reasons import Unplaced, by_policy, cannot_fit
 from halyard.policies.resources import FreeResources
+from halyard.policies.stages import Ordering, Placement
 from halyard.policies.topology import Level, Picked, level_of, on_machine, on_network, on_rack
 from halyard.policies.view import ClusterView, JobInfo
 
@@ -113,11 +124,20 @@ def tuned_timer(waits: Sequence[float]) -> float | None:
     return mean + 2.0 * math.sqrt(var)
 
 
+# An acceptance of this pass, not yet recorded: (level, GPU demand, starvation s, when).
+Acceptance = tuple[Level, int, float, float]
+ACCEPTANCES_KEY = "dally/acceptances"  # PassState: this pass's acceptances, in order
+
+
 class TimerSource(Protocol):
     """Where the (machine, rack) delay timers of a GPU demand come from."""
 
-    def timers(self, demand: int, lease_s: float, now: float) -> tuple[float, float]:
-        """(T_Mc, T_Rk): seconds of starvation before a rack, resp. network, placement is taken."""
+    name: str
+
+    def timers(self, demand: int, lease_s: float, now: float,
+               tentative: Sequence[Acceptance] = ()) -> tuple[float, float]:
+        """(T_Mc, T_Rk): seconds of starvation before a rack, resp. network, placement is taken,
+        counting the pass's ``tentative`` acceptances as recorded."""
         ...
 
     def record(self, level: Level, demand: int, wait_s: float, now: float) -> None:
@@ -135,8 +155,10 @@ class ManualTimers:
 
     machine_s: float = MANUAL_MACHINE_TIMER_S
     rack_s: float = MANUAL_RACK_TIMER_S
+    name = "manual-timers"
 
-    def timers(self, demand: int, lease_s: float, now: float) -> tuple[float, float]:
+    def timers(self, demand: int, lease_s: float, now: float,
+               tentative: Sequence[Acceptance] = ()) -> tuple[float, float]:
         return self.machine_s, self.machine_s + self.rack_s
 
     def record(self, level: Level, demand: int, wait_s: float, now: float) -> None:
@@ -163,6 +185,7 @@ class AutoTuner:
     machine_floor_leases: float = MACHINE_FLOOR_LEASES
     rack_floor_leases: float = RACK_FLOOR_LEASES
     lists: dict[tuple[Level, int], deque[tuple[float, float]]] = field(default_factory=dict)
+    name = "auto-tuner"
 
     def record(self, level: Level, demand: int, wait_s: float, now: float) -> None:
         if level is Level.NETWORK:
@@ -172,22 +195,24 @@ class AutoTuner:
             waits = self.lists[(level, demand)] = deque(maxlen=self.window)
         waits.append((now, max(0.0, wait_s)))
 
-    def waits(self, level: Level, demand: int, now: float) -> list[float]:
-        """The list of (level, demand) at ``now``: waits recorded within the history limit."""
+    def waits(self, level: Level, demand: int, now: float, tentative: Sequence[Acceptance] = ()) -> list[float]:
+        """The list of (level, demand) at ``now``: waits recorded within the history limit, the
+        ``tentative`` ones of the running pass appended (the last ``window`` of all of them)."""
         waits = self.lists.get((level, demand))
-        if not waits:
-            return []
         while waits and now - waits[0][0] > self.history_limit_s:
             waits.popleft()
-        return [w for _, w in waits]
+        listed = [w for _, w in waits] if waits else []
+        extra = [max(0.0, w) for lv, d, w, _ in tentative if lv is level and d == demand]
+        return (listed + extra)[-self.window:] if extra else listed
 
-    def timers(self, demand: int, lease_s: float, now: float) -> tuple[float, float]:
-        mc = self._timer(Level.MACHINE, demand, self.machine_floor_leases * lease_s, now)
-        rk = self._timer(Level.RACK, demand, self.rack_floor_leases * lease_s, now)
+    def timers(self, demand: int, lease_s: float, now: float,
+               tentative: Sequence[Acceptance] = ()) -> tuple[float, float]:
+        mc = self._timer(Level.MACHINE, demand, self.machine_floor_leases * lease_s, now, tentative)
+        rk = self._timer(Level.RACK, demand, self.rack_floor_leases * lease_s, now, tentative)
         return mc, max(rk, mc)
 
-    def _timer(self, level: Level, demand: int, floor: float, now: float) -> float:
-        tuned = tuned_timer(self.waits(level, demand, now))
+    def _timer(self, level: Level, demand: int, floor: float, now: float, tentative: Sequence[Acceptance]) -> float:
+        tuned = tuned_timer(self.waits(level, demand, now, tentative))
         value = floor if tuned is None else max(tuned, floor)
         return min(value, max(self.history_limit_s, floor))
 
@@ -205,7 +230,7 @@ def nw_sens(job: JobInfo, now: float, compute_s: float) -> float:
     return (job.iterations_done(now) / total) / (run / (compute_s * total))
 
 
-def delay_decision(avail: np.ndarray, shape: _Shape, demand: int, starvation_s: float,
+def delay_decision(avail: np.ndarray, shape: ClusterShape, demand: int, starvation_s: float,
                    machine_timer_s: float, rack_timer_s: float) -> tuple[Picked, Level] | None:
     """Algorithm 1 on the offer ``avail`` (usable GPUs per node): a placement and its level, or None (reject)."""
     picked = on_machine(avail, demand)                      # lines 5-9
@@ -231,75 +256,150 @@ class _Victim:
     per_rack: dict[int, int]
 
 
+def starvation(view: ClusterView, job: JobInfo) -> float:
+    """Algorithm 1 lines 1-2: time since the last resource assignment (or submission)."""
+    last = job.last_assignment_time
+    return view.now - (job.pending_since if last is None else last)
+
+
+class NwSensOrdering(Ordering):
+    """§4.3.1 as an ordering stage: offers in increasing Nw_sens (never-run jobs 1.0), then arrival.
+
+    Not preemptive: Dally's preemption is placement-aware (:class:`Dally`); this stage lets a
+    pipeline order by network sensitivity with any placement (``ordering=nw-sens,...``)."""
+
+    name = "nw-sens"
+    preemptive = False
+    needs_rounds = True  # Nw_sens drifts with time alone
+    arrival_order = False
+
+    def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, float, int]]:
+        now, facts = view.now, view.facts
+        return lambda job: (nw_sens(job, now, facts.compute_s(job.spec)), job.spec.submit_time, job.arrival_seq)
+
+
+class DelayScheduling(Placement):
+    """Algorithm 1 as a placement stage: a job takes a machine, else (after its machine timer) a
+    rack, else (after its rack timer) any GPUs; a rejected offer is ``WAITING_BY_POLICY``.
+
+    Acceptances go into the pass's state at once (later jobs of the pass see them, lines 7
+    and 15) and reach the timer source only in :meth:`on_applied`."""
+
+    name = "delay-scheduling"
+
+    def __init__(self, timers: TimerSource | None = None) -> None:
+        self.timers: TimerSource = timers if timers is not None else AutoTuner()
+
+    def job_timers(self, view: ClusterView, job: JobInfo,
+                   tentative: Sequence[Acceptance] = ()) -> tuple[float, float]:
+        """(T_Mc, T_Rk) for ``job``: zero for a level its demand cannot fit (§4.3.2)."""
+        demand = job.spec.num_gpus
+        machine, rack = view.shape.largest(view.gpu_types_for(job.spec))
+        if demand > rack:
+            return 0.0, 0.0
+        t_mc, t_rk = self.timers.timers(demand, view.round_s, view.now, tentative)
+        if demand > machine:
+            t_mc = 0.0
+        return t_mc, t_rk
+
+    def decide(self, view: ClusterView, job: JobInfo, free: FreeResources,
+               state: PassState) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
+        """Algorithm 1 for ``job`` on ``free``: (decision or None, usable GPUs, starvation, T_Mc, T_Rk)."""
+        wait_s = starvation(view, job)
+        t_mc, t_rk = self.job_timers(view, job, state.get(ACCEPTANCES_KEY, ()))
+        avail = usable_gpus(free, view.shape, view.gpu_types_for(job.spec))
+        return delay_decision(avail, view.shape, job.spec.num_gpus, wait_s, t_mc, t_rk), avail, wait_s, t_mc, t_rk
+
+    @staticmethod
+    def accept(view: ClusterView, job: JobInfo, level: Level, wait_s: float, state: PassState) -> None:
+        """Algorithm 1 lines 7 and 15, tentatively: in the pass's state until the plan is applied."""
+        state.setdefault(ACCEPTANCES_KEY, list).append((level, job.spec.num_gpus, wait_s, view.now))
+
+    def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources,
+              state: PassState) -> Allocation | Unplaced:
+        decision, avail, wait_s, t_mc, t_rk = self.decide(view, job, free, state)
+        if decision is None:
+            return self.why(view, job, avail, wait_s, t_mc, t_rk)
+        picked, level = decision
+        self.accept(view, job, level, wait_s, state)
+        return build_allocation(free, picked)
+
+    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        for level, demand, wait_s, now in state.get(ACCEPTANCES_KEY, ()):
+            self.timers.record(level, demand, wait_s, now)
+
+    def why(self, view: ClusterView, job: JobInfo, avail: np.ndarray | None, wait_s: float,
+            t_mc: float, t_rk: float) -> Unplaced:
+        """Why ``job`` rejected its offer (Algorithm 1 lines 10-11 and 18-19) or got none."""
+        demand = job.spec.num_gpus
+        if avail is None:
+            return cannot_fit(self.name, "needs {} GPUs; {} free and no running job may be preempted for it",
+                              demand, view.free.total_gpus)
+        shape = view.shape
+        if wait_s < t_mc:
+            return by_policy(self.name, "delay timer: waits for one machine with {} GPUs ({:.0f} s of its "
+                             "{:.0f} s machine timer); the best machine has {} usable free", demand, wait_s,
+                             t_mc, int(avail.max(initial=0)))
+        if wait_s < t_rk:
+            best_rack = int(np.bincount(shape.rack, weights=avail, minlength=shape.n_racks).max(initial=0))
+            return by_policy(self.name, "delay timer: waits for one rack with {} GPUs ({:.0f} s of its "
+                             "{:.0f} s rack timer); the best rack has {} usable free", demand, wait_s, t_rk,
+                             best_rack)
+        return no_fit(self.name, view, job, demand, avail)
+
+
 class Dally:
-    """Delay scheduling with auto-tuned (or manual) timers and Nw_sens preemption."""
+    """Delay scheduling with auto-tuned (or manual) timers and Nw_sens preemption.
+
+    Its parts are the stages above (:class:`NwSensOrdering`'s order, :class:`DelayScheduling`'s
+    offers and timers) plus the placement-aware preemption that needs both at once."""
 
     needs_rounds = True  # timers elapse and Nw_sens drifts with time alone
+    resource_sensitive = False
+    starvation = staticmethod(starvation)
 
     def __init__(self, timers: TimerSource | None = None, *, name: str = "dally", preemption: bool = True,
                  min_gain: float = MIN_GAIN) -> None:
         self.name = name
-        self.timers: TimerSource = timers if timers is not None else AutoTuner()
+        self.delay = DelayScheduling(timers)
         self.preemption = preemption
         self.min_gain = min_gain
-        self._shapes = FirstFitConsolidated()  # its per-cluster shape cache
-        self._compute: dict[tuple[str, int, str], float] = {}
-        self._sizes: dict[tuple[int, GpuTypes], tuple[Cluster, int, int]] = {}
+
+    @property
+    def timers(self) -> TimerSource:
+        return self.delay.timers
 
     @property
     def acts_without_pending(self) -> bool:
         """With preemption, slowed running jobs are re-consolidated even when nothing waits."""
         return self.preemption
 
+    def stages(self) -> list[tuple[str, str]]:
+        return [("ordering", NwSensOrdering.name), ("placement", self.delay.name), ("timers", self.timers.name),
+                ("preemption", "nw-sens" if self.preemption else "off")]
+
+    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        self.delay.on_applied(view, plan, state)
+
+    def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        return None  # the pass's acceptances never happened; nothing was recorded
+
     # ------------------------------------------------------------------ reading the view
     def sensitivity(self, view: ClusterView, job: JobInfo) -> float:
-        return nw_sens(job, view.now, self._compute_s(view, job))
-
-    def _compute_s(self, view: ClusterView, job: JobInfo) -> float:
-        spec = job.spec
-        gpu_type = spec.gpu_type or view.cluster.gpu_types[0]
-        key = (spec.model, spec.batch_size, gpu_type)
-        value = self._compute.get(key)
-        if value is None:
-            value = self._compute[key] = view.perf.ideal_iteration_time(spec, gpu_type)
-        return value
-
-    def sizes(self, cluster: Cluster, gpu_types: GpuTypes) -> tuple[int, int]:
-        """(GPUs of the largest machine, GPUs of the largest rack) of ``gpu_types`` (any if None;
-        a job's are :meth:`ClusterView.gpu_types_for`: its constraint and the types it fits)."""
-        entry = self._sizes.get((id(cluster), gpu_types))
-        if entry is None or entry[0] is not cluster:
-            shape = self._shapes.shape(cluster)
-            excluded = shape.excluded(gpu_types)
-            gpus = shape.gpus if excluded is None else np.where(excluded, 0, shape.gpus)
-            rack = int(np.bincount(shape.rack, weights=gpus, minlength=shape.n_racks).max(initial=0))
-            entry = (cluster, shape.max_gpus_per_node(gpu_types), rack)
-            self._sizes[(id(cluster), gpu_types)] = entry
-        return entry[1], entry[2]
-
-    def job_timers(self, view: ClusterView, job: JobInfo) -> tuple[float, float]:
-        """(T_Mc, T_Rk) for ``job``: zero for a level its demand cannot fit (§4.3.2)."""
-        demand = job.spec.num_gpus
-        machine, rack = self.sizes(view.cluster, view.gpu_types_for(job.spec))
-        if demand > rack:
-            return 0.0, 0.0
-        t_mc, t_rk = self.timers.timers(demand, view.round_s, view.now)
-        if demand > machine:
-            t_mc = 0.0
-        return t_mc, t_rk
+        return nw_sens(job, view.now, view.facts.compute_s(job.spec))
 
     @staticmethod
-    def starvation(view: ClusterView, job: JobInfo) -> float:
-        """Algorithm 1 lines 1-2: time since the last resource assignment (or submission)."""
-        last = job.last_assignment_time
-        return view.now - (job.pending_since if last is None else last)
+    def sizes(view: ClusterView, gpu_types: GpuTypes) -> tuple[int, int]:
+        """(GPUs of the largest machine, GPUs of the largest rack) of ``gpu_types`` (any if None;
+        a job's are :meth:`ClusterView.gpu_types_for`: its constraint and the types it fits)."""
+        return view.shape.largest(gpu_types)
 
     # ------------------------------------------------------------------ the pass
-    def schedule(self, view: ClusterView) -> Plan:
+    def schedule(self, view: ClusterView, state: PassState) -> Plan:
         plan = Plan()
         if not view.pending and not (self.preemption and view.running):
             return plan
-        shape = self._shapes.shape(view.cluster)
+        shape = view.shape
         free = view.free.copy()
         sens = {job.job_id: self.sensitivity(view, job) for job in view.pending}
         victims: list[_Victim] = []
@@ -321,23 +421,27 @@ class Dally:
                 continue
             demand = job.spec.num_gpus
             if free.total_gpus < demand and not victims:
+                plan.wait(job.job_id, cannot_fit(self.delay.name, "needs {} GPUs; {} free", demand,
+                                                 free.total_gpus))
                 continue
-            starvation = self.starvation(view, job)
-            t_mc, t_rk = self.job_timers(view, job)
-            decision = None
+            decision: tuple[Picked, Level] | None = None
+            avail = None
             if free.total_gpus >= demand:
-                avail = usable_gpus(free, shape, view.gpu_types_for(job.spec))
-                decision = delay_decision(avail, shape, demand, starvation, t_mc, t_rk)
+                decision, avail, wait_s, t_mc, t_rk = self.delay.decide(view, job, free, state)
+            else:
+                wait_s = starvation(view, job)
+                t_mc, t_rk = self.delay.job_timers(view, job, state.get(ACCEPTANCES_KEY, ()))
             if decision is None and victims:
-                decision = self._preempt_for(view, job, sens[job.job_id], starvation, t_mc, t_rk,
+                decision = self._preempt_for(view, job, sens[job.job_id], wait_s, t_mc, t_rk,
                                              free, shape, victims, plan)
             if decision is None:
+                plan.wait(job.job_id, self.delay.why(view, job, avail, wait_s, t_mc, t_rk))
                 continue
             picked, level = decision
             allocation = build_allocation(free, picked)
             free.take(allocation)
             plan.start(job.job_id, allocation)
-            self.timers.record(level, demand, starvation, view.now)  # Algorithm 1 lines 7 and 15
+            self.delay.accept(view, job, level, wait_s, state)
         return plan
 
     # ------------------------------------------------------------------ preemption
@@ -359,7 +463,7 @@ class Dally:
         return out
 
     def _best_level(self, view: ClusterView, job: JobInfo) -> Level:
-        machine, rack = self.sizes(view.cluster, view.gpu_types_for(job.spec))
+        machine, rack = self.sizes(view, view.gpu_types_for(job.spec))
         gpus = job.num_gpus
         return Level.MACHINE if gpus <= machine else Level.RACK if gpus <= rack else Level.NETWORK
 
@@ -368,7 +472,7 @@ class Dally:
         return allocation_level(job.allocation, view.cluster) > self._best_level(view, job)
 
     def _preempt_for(self, view: ClusterView, job: JobInfo, sens: float, starvation: float,
-                     t_mc: float, t_rk: float, free: FreeResources, shape: _Shape,
+                     t_mc: float, t_rk: float, free: FreeResources, shape: ClusterShape,
                      victims: list[_Victim], plan: Plan) -> tuple[Picked, Level] | None:
         """(a): free a placement the waiting ``job`` accepts now by preempting victims."""
         eligible = [v for v in victims if v.sens >= sens + self.min_gain]
@@ -376,7 +480,7 @@ class Dally:
             return None
         demand = job.spec.num_gpus
         types = view.gpu_types_for(job.spec)
-        machine, _ = self.sizes(view.cluster, types)
+        machine, _ = self.sizes(view, types)
         avail = usable_gpus(free, shape, types)
         levels = []
         if demand <= machine:
@@ -398,7 +502,7 @@ class Dally:
         return None
 
     def _reconsolidate(self, view: ClusterView, job: JobInfo, sens: float, free: FreeResources,
-                       shape: _Shape, victims: list[_Victim], plan: Plan) -> None:
+                       shape: ClusterShape, victims: list[_Victim], plan: Plan) -> None:
         """(b): move a slowed running ``job`` to one machine or one rack if that is possible now."""
         allocation = job.allocation
         assert allocation is not None
@@ -439,7 +543,7 @@ def allocation_level(allocation: Allocation, cluster: Cluster) -> Level:
     return Level.RACK if len({n.rack_index for n in nodes}) == 1 else Level.NETWORK
 
 
-def _with_victims(level: Level, demand: int, free: FreeResources, avail: np.ndarray, shape: _Shape,
+def _with_victims(level: Level, demand: int, free: FreeResources, avail: np.ndarray, shape: ClusterShape,
                   eligible: list[_Victim], gpu_types: GpuTypes) -> tuple[Picked, list[_Victim]] | None:
     """A ``level`` placement of ``demand`` GPUs on ``free`` plus the GPUs of the cheapest victims."""
     chosen = _cheapest(level, demand, avail, shape, eligible)
@@ -455,7 +559,7 @@ def _with_victims(level: Level, demand: int, free: FreeResources, avail: np.ndar
     return picked, group
 
 
-def _cheapest(level: Level, demand: int, avail: np.ndarray, shape: _Shape,
+def _cheapest(level: Level, demand: int, avail: np.ndarray, shape: ClusterShape,
               eligible: list[_Victim]) -> tuple[int, list[_Victim]] | None:
     """The domain (node, rack, or -1 for the whole network) needing the fewest preempted GPUs.
 
@@ -488,7 +592,7 @@ def _cheapest(level: Level, demand: int, avail: np.ndarray, shape: _Shape,
     return None if best is None else (best[1], best[2])
 
 
-def _place_in(level: Level, domain: int, avail: np.ndarray, shape: _Shape, demand: int) -> Picked | None:
+def _place_in(level: Level, domain: int, avail: np.ndarray, shape: ClusterShape, demand: int) -> Picked | None:
     if level is Level.MACHINE:
         return [(domain, demand)] if avail[domain] >= demand else None
     if level is Level.RACK:

@@ -7,7 +7,7 @@ whenever resources become available."
 * Ordering: FIFO, non-preemptive, with backfilling (the staged pass).
 * Placement (:class:`NetworkAgnostic`): the first usable GPUs in node order,
   whatever machines and racks that spans.
-* Migration (:class:`ConsolidatingMigration`, a network stage, so it also runs
+* Migration (:class:`ConsolidatingMigration`, an adjuster, so it also runs
   when nothing waits): after the pass has started what it can, each running job
   (in arrival order) whose GPUs span more racks, or more machines, than the
   tightest placement it could now have (the free GPUs plus its own) migrates to
@@ -22,42 +22,41 @@ baseline names only these two features.
 from __future__ import annotations
 
 from halyard.datamodel import Allocation
-from halyard.policies.placement import FirstFitConsolidated, build_allocation, choose_nodes, usable_gpus
+from halyard.policies.passstate import PassState
+from halyard.policies.placement import build_allocation, choose_nodes, no_fit, usable_gpus
 from halyard.policies.plan import Plan
+from halyard.policies.reasons import Unplaced
 from halyard.policies.resources import FreeResources
+from halyard.policies.stages import Adjuster, Placement
 from halyard.policies.topology import first_fit, spread, tightest_spread
 from halyard.policies.view import ClusterView, JobInfo
 
 
-class NetworkAgnostic:
+class NetworkAgnostic(Placement):
     """The first usable GPUs in node order (a placement stage)."""
 
     name = "network-agnostic"
 
-    def __init__(self) -> None:
-        self._shapes = FirstFitConsolidated()
-
-    def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources) -> Allocation | None:
-        avail = usable_gpus(free, self._shapes.shape(free.cluster), view.gpu_types_for(job.spec))
+    def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources,
+              state: PassState) -> Allocation | Unplaced:
+        avail = usable_gpus(free, view.shape, view.gpu_types_for(job.spec))
         picked = first_fit(avail, gpus)
-        return None if picked is None else build_allocation(free, picked)
+        return no_fit(self.name, view, job, gpus, avail) if picked is None else build_allocation(free, picked)
 
 
-class ConsolidatingMigration:
-    """Migrate running jobs to a tighter placement when free GPUs allow one (a network stage)."""
+class ConsolidatingMigration(Adjuster):
+    """Migrate running jobs to a tighter placement when free GPUs allow one (an adjuster)."""
 
     name = "gandiva-migration"
+    acts_without_pending = True
 
-    def __init__(self) -> None:
-        self._shapes = FirstFitConsolidated()
-
-    def augment(self, view: ClusterView, plan: Plan, free: FreeResources) -> None:
+    def adjust(self, view: ClusterView, plan: Plan, free: FreeResources, state: PassState) -> None:
         if not view.running:
             return
         cluster = view.cluster
-        shape = self._shapes.shape(cluster)
+        shape = view.shape
         touched = {a.job_id for a in plan.actions}
-        rack_gpus = max(sum(cluster.nodes[i].gpus for i in r.node_indices) for r in cluster.racks)
+        rack_gpus = shape.largest(None)[1]
         for job in sorted(view.running.values(), key=lambda j: (j.spec.submit_time, j.arrival_seq)):
             if free.total_gpus == 0:
                 return  # a job's own GPUs alone cannot be rearranged into a tighter shape

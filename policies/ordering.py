@@ -1,4 +1,4 @@
-"""Baseline orderings: FIFO, SRTF and LAS.
+"""Baseline orderings: FIFO, SRTF, LAS and Themis' finish-time fairness.
 
 Ties break by arrival order, so every ordering is a total order and passes are
 deterministic.
@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from halyard.policies.passstate import PassState
+from halyard.policies.stages import Ordering
 from halyard.policies.view import ClusterView, JobInfo
 
 
-class Fifo:
+class Fifo(Ordering):
     """First in, first out by submit time; never preempts."""
 
     name = "fifo"
@@ -19,11 +21,11 @@ class Fifo:
     needs_rounds = False
     arrival_order = True  # the core keeps pending jobs by (submit time, arrival)
 
-    def key(self, view: ClusterView) -> Callable[[JobInfo], tuple[float, int]]:
+    def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, int]]:
         return lambda job: (job.spec.submit_time, job.arrival_seq)
 
 
-class Srtf:
+class Srtf(Ordering):
     """Shortest remaining time first, preemptive.
 
     Remaining time = remaining iterations x the job's ideal (consolidated)
@@ -37,13 +39,13 @@ class Srtf:
     arrival_order = False
     needs_rounds = False
 
-    def key(self, view: ClusterView) -> Callable[[JobInfo], tuple[float, float, int]]:
+    def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, float, int]]:
         now = view.now
         return lambda job: (job.remaining_iterations(now) * job.ideal_iteration_s,
                             job.spec.submit_time, job.arrival_seq)
 
 
-class Las:
+class Las(Ordering):
     """Least attained service first: attained GPU-seconds (GPUs x time held), preemptive."""
 
     name = "las"
@@ -51,6 +53,41 @@ class Las:
     arrival_order = False
     needs_rounds = True
 
-    def key(self, view: ClusterView) -> Callable[[JobInfo], tuple[float, float, int]]:
+    def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, float, int]]:
         now = view.now
         return lambda job: (job.attained_gpu_s(now), job.spec.submit_time, job.arrival_seq)
+
+
+class FinishTimeFairness(Ordering):
+    """Themis finish-time fairness (REFERENCE-NUMBERS "Themis finish-time fairness").
+
+    rho = (time since submission + remaining iterations x current iteration time)
+        / (isolated time so far + remaining iterations / isolated throughput),
+    isolated = a 1/N share of the cluster's GPUs (N = active jobs); a job that waits
+    runs at no rate, so its shared time is its wait plus its remaining ideal time.
+    Highest rho first (minimise the maximum rho); preemptive, drifts with time.
+    """
+
+    name = "ftf"
+    preemptive = True
+    arrival_order = False
+    needs_rounds = True
+
+    def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, float, int]]:
+        now = view.now
+        n = max(1, len(view.running) + len(view.pending))
+        share = view.cluster.total_gpus / n
+
+        def rho(job: JobInfo) -> tuple[float, float, int]:
+            gpus = job.spec.num_gpus
+            isolated_s = job.ideal_iteration_s / min(1.0, share / gpus)
+            remaining = job.remaining_iterations(now)
+            current_s = job.iteration_s if job.allocation is not None else job.ideal_iteration_s
+            shared = (now - job.spec.submit_time) + remaining * current_s
+            isolated = job.iterations_done(now) * isolated_s + remaining * isolated_s
+            return (-shared / max(isolated, 1e-9), job.spec.submit_time, job.arrival_seq)
+
+        return rho
+
+
+ORDERINGS: dict[str, Callable[[], Ordering]] = {"fifo": Fifo, "srtf": Srtf, "las": Las, "ftf": FinishTimeFairness}

@@ -11,51 +11,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from halyard.datamodel import Allocation, Cluster, NodeAllocation
+from halyard.datamodel import Allocation, NodeAllocation
+from halyard.policies.facts import ClusterShape, GpuTypes
+from halyard.policies.passstate import PassState
+from halyard.policies.reasons import Unplaced, cannot_fit, never_fits
 from halyard.policies.resources import FreeResources
+from halyard.policies.stages import Placement
 from halyard.policies.view import ClusterView, JobInfo
 
-# The GPU types a job may be placed on: one type, a set of types, or None for any
-# (:meth:`halyard.policies.ClusterView.gpu_types_for` gives a job's, memory included).
-GpuTypes = str | frozenset[str] | None
 
-
-class _Shape:
-    """Static per-cluster arrays, computed once per cluster."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        nodes = cluster.nodes
-        self.gpus = np.array([n.gpus for n in nodes], dtype=np.int64)
-        self.cpus = np.array([n.cpus for n in nodes], dtype=np.int64)
-        self.memory_mb = np.array([n.memory_mb for n in nodes], dtype=np.int64)
-        self.rack = np.array([n.rack_index for n in nodes], dtype=np.int64)
-        self.n_racks = len(cluster.racks)
-        self.rack_nodes = [np.array(r.node_indices, dtype=np.int64) for r in cluster.racks]
-        self._types = tuple(n.gpu_type for n in nodes)
-        self._excluded: dict[GpuTypes, np.ndarray] = {}
-        self._largest: dict[GpuTypes, int] = {}
-
-    def excluded(self, gpu_types: GpuTypes) -> np.ndarray | None:
-        """Mask of the nodes whose GPU type is not in ``gpu_types`` (None: no restriction)."""
-        if gpu_types is None:
-            return None
-        mask = self._excluded.get(gpu_types)
-        if mask is None:
-            allowed = (gpu_types,) if isinstance(gpu_types, str) else gpu_types
-            mask = self._excluded[gpu_types] = np.array([t not in allowed for t in self._types], dtype=bool)
-        return mask
-
-    def max_gpus_per_node(self, gpu_types: GpuTypes) -> int:
-        """GPUs of the largest node of ``gpu_types`` (any type if None; 0 if there is none)."""
-        largest = self._largest.get(gpu_types)
-        if largest is None:
-            excluded = self.excluded(gpu_types)
-            gpus = self.gpus if excluded is None else self.gpus[~excluded]
-            largest = self._largest[gpu_types] = int(gpus.max()) if gpus.size else 0
-        return largest
-
-
-def usable_gpus(free: FreeResources, shape: _Shape, gpu_types: GpuTypes) -> np.ndarray:
+def usable_gpus(free: FreeResources, shape: ClusterShape, gpu_types: GpuTypes) -> np.ndarray:
     """GPUs per node of ``gpu_types`` that could be taken with their proportional CPU and memory."""
     # proportional_cpus(k) = cpus*k // gpus <= free  <=>  k <= ((free+1)*gpus - 1) // cpus
     by_cpu = ((free.cpus + 1) * shape.gpus - 1) // np.maximum(shape.cpus, 1)
@@ -68,7 +33,7 @@ def usable_gpus(free: FreeResources, shape: _Shape, gpu_types: GpuTypes) -> np.n
     return avail
 
 
-def choose_nodes(avail: np.ndarray, shape: _Shape, gpus: int) -> list[tuple[int, int]] | None:
+def choose_nodes(avail: np.ndarray, shape: ClusterShape, gpus: int) -> list[tuple[int, int]] | None:
     """(node index, GPUs on it) on the fewest nodes, then the fewest racks."""
     single = np.flatnonzero(avail >= gpus)
     if single.size:
@@ -116,19 +81,56 @@ def build_allocation(free: FreeResources, picked: list[tuple[int, int]]) -> Allo
     return Allocation(tuple(parts))
 
 
-class FirstFitConsolidated:
+def no_fit(stage: str, view: ClusterView, job: JobInfo, gpus: int, avail: np.ndarray) -> Unplaced:
+    """Why ``gpus`` GPUs of ``job`` found no placement in ``avail`` (usable GPUs per node).
+
+    Never, if the cluster does not have that many GPUs of the types the job may use;
+    else not now, with what is usable, Kubernetes-style ("3 usable on 2 nodes").
+    """
+    types = view.gpu_types_for(job.spec)
+    kinds = "" if types is None else f" of type {'/'.join(sorted(types)) or 'none that fits'}"
+    total = view.shape.total_gpus(types)
+    if gpus > total:
+        return never_fits(stage, "needs {} GPUs; the cluster has {}{}", gpus, total, kinds)
+    usable = int(avail.sum())
+    nodes = int(np.count_nonzero(avail))
+    return cannot_fit(stage, "needs {} GPUs{}; {} usable free on {} node(s)", gpus, kinds, usable, nodes)
+
+
+class FirstFitConsolidated(Placement):
+    """The fewest nodes, then the fewest racks, with GPU-proportional CPU and memory."""
+
     name = "consolidated"
 
-    def __init__(self) -> None:
-        self._shapes: dict[int, tuple[Cluster, _Shape]] = {}
+    def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources,
+              state: PassState) -> Allocation | Unplaced:
+        avail = usable_gpus(free, view.shape, view.gpu_types_for(job.spec))
+        picked = choose_nodes(avail, view.shape, gpus)
+        return no_fit(self.name, view, job, gpus, avail) if picked is None else build_allocation(free, picked)
 
-    def shape(self, cluster: Cluster) -> _Shape:
-        entry = self._shapes.get(id(cluster))
-        if entry is None or entry[0] is not cluster:
-            entry = self._shapes[id(cluster)] = (cluster, _Shape(cluster))
-        return entry[1]
-
-    def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources) -> Allocation | None:
-        shape = self.shape(free.cluster)
-        picked = choose_nodes(usable_gpus(free, shape, view.gpu_types_for(job.spec)), shape, gpus)
-        return None if picked is None else build_allocation(free, picked)
+    def candidates(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources, state: PassState,
+                   limit: int = 8) -> list[Allocation]:
+        """:meth:`place`'s choice, then every other single node that holds the job, every rack, and the
+        whole cluster, ranked by (nodes, racks) touched; distinct node/GPU-count sets only."""
+        shape = view.shape
+        avail = usable_gpus(free, shape, view.gpu_types_for(job.spec))
+        first = choose_nodes(avail, shape, gpus)
+        if first is None:
+            return []
+        picks = [first, *([(int(i), gpus)] for i in np.flatnonzero(avail >= gpus))]
+        rack_free = np.bincount(shape.rack, weights=avail, minlength=shape.n_racks)
+        for r in np.flatnonzero(rack_free >= gpus):
+            members = shape.rack_nodes[r]
+            picks.append(fill(members, avail[members], gpus))
+        picks.append(fill(np.arange(avail.size), avail, gpus))
+        picks.sort(key=lambda p: (len(p), len({int(shape.rack[i]) for i, _ in p})))  # stable: `first` leads
+        seen: set[tuple[tuple[int, int], ...]] = set()
+        out = []
+        for picked in picks:
+            key = tuple(sorted(picked))
+            if key not in seen:
+                seen.add(key)
+                out.append(build_allocation(free, picked))
+                if len(out) == limit:
+                    break
+        return out

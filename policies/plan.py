@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from halyard.datamodel import Allocation
+from halyard.policies.reasons import Unplaced
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,19 @@ Action = Start | Preempt | Migrate | Resize | SetTimeShift | SetResources
 
 @dataclass(slots=True)
 class Plan:
+    """Actions in order, and why the jobs the pass looked at and did not start wait.
+
+    ``unplaced`` keeps each job's latest reason in this pass; ``otherwise`` is the
+    reason for every pending job the pass did not look at (a pass over a long queue
+    stops once nothing more can fit), so reasons cost nothing per unvisited job.
+    """
+
     actions: list[Action] = field(default_factory=list)
+    unplaced: dict[str, Unplaced] = field(default_factory=dict)
+    otherwise: Unplaced | None = None
+
+    def wait(self, job_id: str, why: Unplaced) -> None:
+        self.unplaced[job_id] = why
 
     def start(self, job_id: str, allocation: Allocation) -> None:
         self.actions.append(Start(job_id, allocation))

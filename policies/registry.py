@@ -1,20 +1,47 @@
-"""Named policy configurations, selectable with ``--policy NAME``."""
+"""Policies by name: presets, and pipelines composed from stages by name.
+
+One registry per extension point (Kubernetes' in-tree registry: name -> factory),
+and a compact grammar for a pipeline::
+
+    ordering=las,placement=synergy-tune          # any stage left out takes its default
+    tiresias,adjust=gandiva-migration            # a staged preset with stages replaced
+    ordering=srtf,adjust=gandiva-migration+...   # several adjusters, in order, joined by '+'
+
+Today's names (``fifo``, ``tiresias``, ``synergy-tune:srtf``, ...) are presets.
+Dally's preset is one policy (its placement-aware preemption needs its ordering and
+offers at once, policies/dally.py says why), but its ordering (``nw-sens``) and its
+delay scheduling (``delay-scheduling``, auto-tuned timers) are stages any pipeline
+may name: ``ordering=nw-sens,placement=synergy-tune``. :func:`make_policy` parses
+a name and raises :class:`ValidationError` naming the unknown part.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 from halyard.datamodel import ValidationError
-from halyard.policies.dally import AutoTuner, Dally, ManualTimers
+from halyard.policies.dally import AutoTuner, Dally, DelayScheduling, ManualTimers, NwSensOrdering
 from halyard.policies.gandiva import ConsolidatingMigration, NetworkAgnostic
-from halyard.policies.ordering import Fifo, Las, Srtf
+from halyard.policies.ordering import ORDERINGS, Fifo, Las, Srtf
 from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.staged import StagedPolicy
-from halyard.policies.stages import Policy
-from halyard.policies.synergy import MECHANISMS, ORDERINGS, make_synergy
+from halyard.policies.stages import AdmitAll, FixedSize, Policy
+from halyard.policies.synergy import MECHANISMS, make_synergy
 from halyard.policies.tiresias import SkewConsolidation, TwoDimensionalLas
 
-_POLICIES: dict[str, Callable[[], Policy]] = {
+# One registry per extension point: stage name -> factory.
+STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
+    "admission": MappingProxyType({"all": AdmitAll}),
+    "ordering": MappingProxyType({**ORDERINGS, "tiresias-2das": TwoDimensionalLas, "nw-sens": NwSensOrdering}),
+    "sizing": MappingProxyType({"fixed": FixedSize}),
+    "placement": MappingProxyType({"consolidated": FirstFitConsolidated, "tiresias-skew": SkewConsolidation,
+                                   "network-agnostic": NetworkAgnostic, "delay-scheduling": DelayScheduling,
+                                   **MECHANISMS}),
+    "adjust": MappingProxyType({"gandiva-migration": ConsolidatingMigration}),
+})
+
+_PRESETS: dict[str, Callable[[], Policy]] = {
     "fifo": lambda: StagedPolicy("fifo", Fifo(), placement=FirstFitConsolidated()),
     "srtf": lambda: StagedPolicy("srtf", Srtf(), placement=FirstFitConsolidated()),
     "las": lambda: StagedPolicy("las", Las(), placement=FirstFitConsolidated()),
@@ -26,24 +53,67 @@ _POLICIES: dict[str, Callable[[], Policy]] = {
     # Gandiva (FIFO, network-agnostic placement, migration to tighter placements).
     "tiresias": lambda: StagedPolicy("tiresias", TwoDimensionalLas(), placement=SkewConsolidation()),
     "gandiva": lambda: StagedPolicy("gandiva", Fifo(), placement=NetworkAgnostic(),
-                                    network=ConsolidatingMigration()),
+                                    adjusters=(ConsolidatingMigration(),)),
 }
-
 # Synergy (policies/synergy.py): MECHANISM:ORDERING for every mechanism and ordering,
 # e.g. synergy-tune:srtf, synergy-greedy:fifo, proportional:las, synergy-opt:ftf.
 for _mechanism in MECHANISMS:
     for _ordering in ORDERINGS:
-        _POLICIES[f"{_mechanism}:{_ordering}"] = (lambda m=_mechanism, o=_ordering: make_synergy(m, o))
+        _PRESETS[f"{_mechanism}:{_ordering}"] = (lambda m=_mechanism, o=_ordering: make_synergy(m, o))
 
 
 def policy_names() -> list[str]:
-    return sorted(_POLICIES)
+    """The presets; any pipeline of registered stages is a name too (:func:`make_policy`)."""
+    return sorted(_PRESETS)
+
+
+def stage_names(kind: str) -> list[str]:
+    return sorted(STAGES[kind])
+
+
+def _stage(kind: str, name: str) -> object:
+    try:
+        return STAGES[kind][name]()
+    except KeyError:
+        raise ValidationError(f"unknown {kind} stage {name!r} (known: {', '.join(stage_names(kind))})",
+                              field="policy") from None
 
 
 def make_policy(name: str) -> Policy:
-    """A fresh policy instance for ``name`` (policies keep per-run caches)."""
-    try:
-        return _POLICIES[name]()
-    except KeyError:
-        raise ValidationError(f"unknown policy {name!r} (known: {', '.join(policy_names())})",
-                              field="policy") from None
+    """A fresh policy for a preset name or a pipeline (see the module docstring)."""
+    text = name.strip()
+    if text in _PRESETS:
+        return _PRESETS[text]()
+    if "=" not in text and "," not in text:
+        raise ValidationError(f"unknown policy {name!r} (presets: {', '.join(policy_names())}; or a pipeline "
+                              f"such as ordering=las,placement=synergy-tune)", field="policy")
+    parts = [p.strip() for p in text.split(",")]
+    base = StagedPolicy(text, Fifo())
+    if "=" not in parts[0]:
+        preset = _PRESETS.get(parts[0])
+        built = preset() if preset is not None else None
+        if not isinstance(built, StagedPolicy):
+            why = "is not a staged preset" if built is not None else "is not a preset"
+            staged = ", ".join(n for n in policy_names() if not n.startswith("dally"))
+            raise ValidationError(f"{parts[0]!r} {why}; a pipeline starts from a staged preset ({staged}) "
+                                  f"or from stages", field="policy")
+        base = built
+        base.name = text
+        parts = parts[1:]
+    seen: set[str] = set()
+    for part in parts:
+        kind, sep, value = (s.strip() for s in part.partition("="))
+        if not sep or not value:
+            raise ValidationError(f"pipeline part {part!r} is not STAGE=NAME", field="policy")
+        if kind not in STAGES:
+            raise ValidationError(f"unknown stage kind {kind!r} in {part!r} (known: {', '.join(STAGES)})",
+                                  field="policy")
+        if kind in seen:
+            raise ValidationError(f"stage {kind!r} is given twice", field="policy")
+        seen.add(kind)
+        if kind == "adjust":
+            base.adjusters = tuple(_stage(kind, v.strip()) for v in value.split("+"))  # type: ignore[misc]
+        else:
+            setattr(base, kind, _stage(kind, value))
+    return base
+

@@ -1,35 +1,43 @@
-"""A policy made of stages: admission, ordering, sizing, placement, network.
+"""A policy made of stages: admission, ordering, sizing, placement, adjusters.
 
 One pass (:meth:`StagedPolicy.schedule`):
 
 * non-preemptive ordering: walk the admitted pending jobs in priority order
   and start each one that can be placed in what is still free (later jobs may
   start ahead of an earlier one that does not fit: backfilling);
-* preemptive ordering: rank running and admitted pending jobs together, keep
-  the top jobs whose GPU demands fit in the schedulable GPUs, preempt the
-  running jobs outside that set, then place the pending jobs inside it.
+* preemptive ordering, or a batch placement (Synergy's packing): rank running
+  and admitted pending jobs together, keep the top jobs whose GPU demands fit in
+  the schedulable GPUs (the runnable set), preempt the running jobs outside it,
+  then place the pending jobs inside it -- one by one, or all at once by a batch
+  placement, which may also change running jobs' CPU and memory.
 
-Then the network stage may add time-shifts. The result is a :class:`Plan`;
-the core validates and applies it.
+Then each adjuster in turn may add migrations or time-shifts. Every job the pass
+looks at and does not start gets a reason in the plan (:mod:`halyard.policies.reasons`).
+The result is a :class:`Plan`; the core validates and applies it, then calls
+:meth:`StagedPolicy.on_applied`, which every stage receives.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from halyard.policies.passstate import PassState
 from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.plan import Plan
+from halyard.policies.reasons import Unplaced, cannot_fit
 from halyard.policies.resources import FreeResources
 from halyard.policies.stages import (
+    Adjuster,
     Admission,
     AdmitAll,
+    BatchPlacement,
     FixedSize,
-    NetworkAugmenter,
-    NoAugmentation,
     Ordering,
     Placement,
     Sizing,
+    Stage,
 )
 from halyard.policies.view import ClusterView, JobInfo
 
@@ -40,8 +48,8 @@ class StagedPolicy:
     ordering: Ordering
     admission: Admission = field(default_factory=AdmitAll)
     sizing: Sizing = field(default_factory=FixedSize)
-    placement: Placement = field(default_factory=FirstFitConsolidated)
-    network: NetworkAugmenter = field(default_factory=NoAugmentation)
+    placement: Placement | BatchPlacement = field(default_factory=FirstFitConsolidated)
+    adjusters: tuple[Adjuster, ...] = ()
 
     @property
     def needs_rounds(self) -> bool:
@@ -50,28 +58,56 @@ class StagedPolicy:
 
     @property
     def acts_without_pending(self) -> bool:
-        """Whether a pass can do anything when no job is waiting.
+        """Whether a pass can do anything when no job is waiting: only an adjuster can."""
+        return any(a.acts_without_pending for a in self.adjusters)
 
-        The baselines only start or preempt for waiting jobs; a network stage
-        may re-shift running jobs at any time.
-        """
-        return not isinstance(self.network, NoAugmentation)
+    @property
+    def resource_sensitive(self) -> bool:
+        return self.placement.resource_sensitive
 
-    def schedule(self, view: ClusterView) -> Plan:
+    def stages(self) -> list[tuple[str, str]]:
+        return [("admission", self.admission.name), ("ordering", self.ordering.name),
+                ("sizing", self.sizing.name), ("placement", self.placement.name),
+                *(("adjust", a.name) for a in self.adjusters)]
+
+    def _all(self) -> Iterator[Stage]:
+        yield from (self.admission, self.ordering, self.sizing, self.placement, *self.adjusters)
+
+    def schedule(self, view: ClusterView, state: PassState) -> Plan:
         plan = Plan()
         free = view.free.copy()
-        admitted = list(self.admission.admit(view, view.pending))
+        admitted = list(self.admission.admit(view, view.pending, plan, state))
         if admitted:
-            if self.ordering.preemptive:
-                self._preemptive(view, admitted, plan, free)
+            if self.ordering.preemptive or self.placement.batch:
+                self._runnable(view, admitted, plan, free, state)
             else:
-                self._in_order(view, admitted, plan, free)
-        self.network.augment(view, plan, free)
+                self._in_order(view, admitted, plan, free, state)
+        for adjuster in self.adjusters:
+            adjuster.adjust(view, plan, free, state)
         return plan
 
-    def _in_order(self, view: ClusterView, jobs: list[JobInfo], plan: Plan, free: FreeResources) -> None:
+    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        for stage in self._all():
+            stage.on_applied(view, plan, state)
+
+    def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        for stage in self._all():
+            stage.on_rejected(view, plan, state)
+
+    def _place(self, view: ClusterView, job: JobInfo, gpus: int, plan: Plan, free: FreeResources,
+               state: PassState) -> bool:
+        placed = self.placement.place(view, job, gpus, free, state)
+        if isinstance(placed, Unplaced):
+            plan.wait(job.job_id, placed)
+            return False
+        free.take(placed)
+        plan.start(job.job_id, placed)
+        return True
+
+    def _in_order(self, view: ClusterView, jobs: list[JobInfo], plan: Plan, free: FreeResources,
+                  state: PassState) -> None:
         if not self.ordering.arrival_order:  # view.pending is already in arrival order
-            jobs.sort(key=self.ordering.key(view))
+            jobs.sort(key=self.ordering.key(view, state))
         left = free.usable_free_gpus  # GPUs on drained or agent-less nodes cannot be handed out
         # With every pending job admitted at its requested size, the pass can stop
         # as soon as no job still to be visited asks for <= `left` GPUs: on a long
@@ -80,6 +116,8 @@ class StagedPolicy:
         smallest = min(waiting) if waiting else 0
         for job in jobs:
             if left < smallest or left == 0:
+                plan.otherwise = cannot_fit(self.ordering.name, "{} usable GPUs free; every job still waiting "
+                                            "needs more", left)
                 break
             if waiting is not None:
                 n = job.spec.num_gpus
@@ -90,33 +128,38 @@ class StagedPolicy:
                         smallest = min(waiting)
             gpus = self.sizing.gpus(view, job)
             if gpus > left:
+                plan.wait(job.job_id, cannot_fit(self.placement.name, "needs {} GPUs; {} usable free", gpus, left))
                 continue
-            allocation = self.placement.place(view, job, gpus, free)
-            if allocation is not None:
-                free.take(allocation)
-                plan.start(job.job_id, allocation)
+            if self._place(view, job, gpus, plan, free, state):
                 left -= gpus
 
     def _bounded(self, jobs: list[JobInfo], view: ClusterView) -> bool:
         return isinstance(self.sizing, FixedSize) and len(jobs) == len(view.pending)
 
-    def _preemptive(self, view: ClusterView, pending: list[JobInfo], plan: Plan, free: FreeResources) -> None:
+    def _runnable(self, view: ClusterView, pending: list[JobInfo], plan: Plan, free: FreeResources,
+                  state: PassState) -> None:
         ranked: list[JobInfo] = [*view.running.values(), *pending]
-        ranked.sort(key=self.ordering.key(view))
+        ranked.sort(key=self.ordering.key(view, state))
         budget = view.schedulable_gpus
+        runnable: list[JobInfo] = []
         starts: list[tuple[JobInfo, int]] = []
         for job in ranked:
             running = job.allocation is not None
             gpus = job.num_gpus if running else self.sizing.gpus(view, job)
             if gpus <= budget:
                 budget -= gpus
+                runnable.append(job)
                 if not running:
                     starts.append((job, gpus))
             elif running:
                 plan.preempt(job.job_id)
                 free.give(job.allocation)
+            else:
+                plan.wait(job.job_id, cannot_fit(self.ordering.name, "needs {} GPUs; jobs ahead of it in {} order "
+                                                 "hold or take the schedulable GPUs ({} left)", gpus,
+                                                 self.ordering.name, budget))
+        if self.placement.batch:
+            self.placement.place_all(view, runnable, [job for job, _ in starts], plan, free, state)
+            return
         for job, gpus in starts:
-            allocation = self.placement.place(view, job, gpus, free)
-            if allocation is not None:
-                free.take(allocation)
-                plan.start(job.job_id, allocation)
+            self._place(view, job, gpus, plan, free, state)

@@ -1,103 +1,181 @@
-"""The five replaceable stages of a policy (DESIGN.md, "The policy contract").
+"""The replaceable stages of a policy (DESIGN.md, "The policy contract").
 
 A configuration names one implementation per stage; :class:`StagedPolicy` in
-:mod:`halyard.policies.staged` runs them in order. Each stage is a small
-object with no hidden state beyond what its constructor takes, so passes are
-deterministic given the view.
+:mod:`halyard.policies.staged` runs them in order. Every member a driver or the
+staged pass reads is declared here (Kubernetes checks its plugins against their
+interfaces at compile time; ``tests/test_policy_contract.py`` checks every
+registered policy and stage against these protocols). Concrete stages subclass
+their protocol, so they inherit the no-op hooks they do not need.
+
+Stages keep no state between passes except what they learn, and they learn only
+from plans the core applied: the core calls :meth:`Stage.on_applied` after
+``apply`` and :meth:`Stage.on_rejected` after a plan it refused (Kubernetes'
+Reserve / Unreserve), with the same :class:`~halyard.policies.passstate.PassState`
+the pass used.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from halyard.datamodel import Allocation
+from halyard.policies.passstate import PassState
 from halyard.policies.plan import Plan
+from halyard.policies.reasons import Unplaced
 from halyard.policies.resources import FreeResources
 from halyard.policies.view import ClusterView, JobInfo
 
 
+@runtime_checkable
+class Stage(Protocol):
+    """What every stage has: a name (reported by GetPolicy) and the two learning hooks."""
+
+    name: str
+
+    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        """The core applied ``plan``: commit what the pass decided tentatively."""
+        return None
+
+    def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        """The core refused ``plan``: forget what the pass decided tentatively."""
+        return None
+
+
+@runtime_checkable
 class Policy(Protocol):
-    """What the core runs each pass. :class:`StagedPolicy` is the usual one."""
+    """What the core runs each pass. :class:`StagedPolicy` is the usual one.
 
-    name: str
-
-    @property
-    def needs_rounds(self) -> bool: ...
-    @property
-    def acts_without_pending(self) -> bool: ...
-    def schedule(self, view: ClusterView) -> Plan: ...
-
-
-class Admission(Protocol):
-    """Which pending jobs may be considered this pass."""
-
-    name: str
-
-    def admit(self, view: ClusterView, jobs: Sequence[JobInfo]) -> Iterable[JobInfo]: ...
-
-
-class Ordering(Protocol):
-    """Priority among jobs: lower key first.
-
-    ``preemptive`` orderings rank running and pending jobs together and
-    preempt running jobs that fall out of the top set. ``needs_rounds`` says
-    whether priorities change with time alone (so the round timer must run
-    passes); FIFO and SRTF only change on events, LAS changes as service accrues.
-    ``arrival_order`` says the order is exactly arrival order, which the view's
-    pending list already has, so a pass need not sort.
+    ``needs_rounds``: priorities drift with time alone, so the round timer must run
+    passes. ``acts_without_pending``: a pass can act when no job waits (a migration or
+    time-shift stage). ``resource_sensitive``: CPU cores and memory per GPU change
+    iteration times, so drivers run the performance model with data stalls on.
+    Subclass it (as the tests' scripted policies do) to inherit these defaults.
     """
 
     name: str
+
+    @property
+    def needs_rounds(self) -> bool:
+        return False
+
+    @property
+    def acts_without_pending(self) -> bool:
+        return False
+
+    @property
+    def resource_sensitive(self) -> bool:
+        return False
+
+    def stages(self) -> list[tuple[str, str]]:
+        """(stage kind, choice) pairs, in pass order: what GetPolicy and ``halyard policies`` show."""
+        return [("policy", self.name)]
+
+    def schedule(self, view: ClusterView, state: PassState) -> Plan: ...
+
+    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        return None
+
+    def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        return None
+
+
+@runtime_checkable
+class Admission(Stage, Protocol):
+    """Which pending jobs may be considered this pass; a refused job gets a reason in ``plan``."""
+
+    def admit(self, view: ClusterView, jobs: Sequence[JobInfo], plan: Plan, state: PassState) -> Iterable[JobInfo]:
+        ...
+
+
+@runtime_checkable
+class Ordering(Stage, Protocol):
+    """Priority among jobs: lower key first.
+
+    ``preemptive`` orderings rank running and pending jobs together and preempt
+    running jobs that fall out of the top set. ``needs_rounds`` says whether
+    priorities change with time alone (so the round timer must run passes); FIFO and
+    SRTF only change on events, LAS changes as service accrues. ``arrival_order``
+    says the order is exactly arrival order, which the view's pending list already
+    has, so a pass need not sort.
+    """
+
     preemptive: bool
     needs_rounds: bool
     arrival_order: bool
 
-    def key(self, view: ClusterView) -> Callable[[JobInfo], Any]: ...
+    def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], Any]: ...
 
 
-class Sizing(Protocol):
+@runtime_checkable
+class Sizing(Stage, Protocol):
     """How many GPUs a job gets if it is started now."""
-
-    name: str
 
     def gpus(self, view: ClusterView, job: JobInfo) -> int: ...
 
 
-class Placement(Protocol):
-    """Where a job's GPUs (and CPU and memory) go; None if it does not fit."""
+@runtime_checkable
+class Placement(Stage, Protocol):
+    """Where one job's GPUs (and CPU and memory) go, or why they cannot go anywhere now.
 
-    name: str
+    ``batch`` is False: the staged pass calls :meth:`place` job by job.
+    """
 
-    def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources) -> Allocation | None: ...
+    batch: ClassVar[bool] = False
+    resource_sensitive: ClassVar[bool] = False
+
+    def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources,
+              state: PassState) -> Allocation | Unplaced: ...
+
+    def candidates(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources, state: PassState,
+                   limit: int = 8) -> list[Allocation]:
+        """Up to ``limit`` distinct placements on ``free``, best first (the first is :meth:`place`'s),
+        for a stage that scores them (Cassini's compatibility, Kubernetes' PlacementGenerate/Score).
+        This default offers :meth:`place`'s one; a placement with several good answers overrides it."""
+        placed = self.place(view, job, gpus, free, state)
+        return [] if isinstance(placed, Unplaced) else [placed]
 
 
-class NetworkAugmenter(Protocol):
-    """Adds network actions (time-shifts) to a plan after placement."""
+@runtime_checkable
+class BatchPlacement(Stage, Protocol):
+    """Places a whole runnable set at once and may change running jobs' CPU and memory
+    (Synergy's packing, §3-4). ``batch`` is True: the staged pass picks the runnable set
+    by ordering and GPU budget, preempts the rest, then calls :meth:`place_all` once."""
 
-    name: str
+    batch: ClassVar[bool] = True
+    resource_sensitive: ClassVar[bool] = False
 
-    def augment(self, view: ClusterView, plan: Plan, free: FreeResources) -> None: ...
+    def place_all(self, view: ClusterView, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
+                  plan: Plan, free: FreeResources, state: PassState) -> None:
+        """Add starts for ``new`` (pending members of ``runnable``, in priority order), resource changes
+        for running ones, and reasons for the new jobs it does not start; ``free`` has the preempted
+        jobs' resources back."""
+        ...
 
 
-class AdmitAll:
+@runtime_checkable
+class Adjuster(Stage, Protocol):
+    """Changes running jobs after placement: migrations (Gandiva), time-shifts (Cassini), resizes.
+
+    ``acts_without_pending``: whether it may act in a pass with no job waiting.
+    """
+
+    acts_without_pending: ClassVar[bool] = True
+
+    def adjust(self, view: ClusterView, plan: Plan, free: FreeResources, state: PassState) -> None: ...
+
+
+class AdmitAll(Admission):
     name = "all"
 
-    def admit(self, view: ClusterView, jobs: Sequence[JobInfo]) -> Iterable[JobInfo]:
+    def admit(self, view: ClusterView, jobs: Sequence[JobInfo], plan: Plan, state: PassState) -> Iterable[JobInfo]:
         return jobs
 
 
-class FixedSize:
+class FixedSize(Sizing):
     """Every job gets exactly the GPUs it asked for."""
 
     name = "fixed"
 
     def gpus(self, view: ClusterView, job: JobInfo) -> int:
         return job.spec.num_gpus
-
-
-class NoAugmentation:
-    name = "none"
-
-    def augment(self, view: ClusterView, plan: Plan, free: FreeResources) -> None:
-        return None

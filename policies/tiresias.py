@@ -18,8 +18,10 @@
   (first fit in node order): "jobs with high skew are consolidated into as few
   machines as possible, while others are left unconsolidated" (Dally §1).
 
-Queue membership is policy state, kept per job id in the ordering instance and
-updated from the view at every pass, so it is a function of the views seen.
+Queue membership is policy state, kept per job id in the ordering instance. A pass
+works out each job's queue on a copy in its :class:`PassState` and the ordering
+keeps it only once the core has applied the pass's plan (``on_applied``), so it
+is a function of the views of applied passes.
 """
 
 from __future__ import annotations
@@ -29,8 +31,12 @@ import math
 from collections.abc import Callable, Mapping
 
 from halyard.datamodel import Allocation
-from halyard.policies.placement import FirstFitConsolidated, build_allocation, choose_nodes, usable_gpus
+from halyard.policies.passstate import PassState
+from halyard.policies.placement import build_allocation, choose_nodes, no_fit, usable_gpus
+from halyard.policies.plan import Plan
+from halyard.policies.reasons import Unplaced, by_policy
 from halyard.policies.resources import FreeResources
+from halyard.policies.stages import Ordering, Placement
 from halyard.policies.topology import first_fit
 from halyard.policies.view import ClusterView, JobInfo
 
@@ -57,7 +63,10 @@ def high_skew(model: str, skew: Mapping[str, float] = TENSOR_SKEW,
     return labels.get(model, False)
 
 
-class TwoDimensionalLas:
+QUEUES_KEY = "tiresias/queues"  # PassState: job id -> (queue, service baseline) worked out this pass
+
+
+class TwoDimensionalLas(Ordering):
     """Discretised 2D-LAS with optional starvation promotion (an :class:`~halyard.policies.stages.Ordering`)."""
 
     name = "tiresias-2das"
@@ -76,45 +85,61 @@ class TwoDimensionalLas:
         self._queue: dict[str, int] = {}
         self._baseline: dict[str, float] = {}  # attained service when last promoted
 
-    def queue_of(self, job: JobInfo, now: float) -> int:
-        """The job's queue at ``now`` after any promotion and demotion (and remember it)."""
+    def queue_of(self, job: JobInfo, now: float, state: PassState | None = None) -> int:
+        """The job's queue at ``now`` after any promotion and demotion.
+
+        With a pass ``state`` the result is remembered there, and kept by the ordering
+        once the plan is applied (:meth:`on_applied`); without one it is only computed.
+        """
         job_id = job.job_id
-        queue = self._queue.get(job_id, 0)
+        tentative = state.setdefault(QUEUES_KEY, dict) if state is not None else {}
+        queue, baseline = tentative.get(job_id) or (self._queue.get(job_id, 0), self._baseline.get(job_id, 0.0))
         attained = job.attained_gpu_s(now)
         if self.starvation_knob is not None and queue > 0 and job.allocation is None:
             executed = job.run_time_s(now)
             if now - job.pending_since >= self.starvation_knob * executed:
-                queue = 0
-                self._baseline[job_id] = attained
-        service = attained - self._baseline.get(job_id, 0.0)
+                queue, baseline = 0, attained
+        service = attained - baseline
         while queue < len(self.thresholds) and service >= self.thresholds[queue]:
             queue += 1
-        self._queue[job_id] = queue
+        tentative[job_id] = (queue, baseline)
         return queue
 
-    def key(self, view: ClusterView) -> Callable[[JobInfo], tuple[int, float, int]]:
+    def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[int, float, int]]:
         now = view.now
-        return lambda job: (self.queue_of(job, now), job.spec.submit_time, job.arrival_seq)
+        return lambda job: (self.queue_of(job, now, state), job.spec.submit_time, job.arrival_seq)
+
+    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        for job_id, (queue, baseline) in state.get(QUEUES_KEY, {}).items():
+            self._queue[job_id] = queue
+            if baseline:
+                self._baseline[job_id] = baseline
 
 
-class SkewConsolidation:
+class SkewConsolidation(Placement):
     """Strict consolidation for high-skew models, any free GPUs for the others (a placement stage)."""
 
     name = "tiresias-skew"
 
     def __init__(self, is_high_skew: Callable[[str], bool] = high_skew) -> None:
         self.is_high_skew = is_high_skew
-        self._shapes = FirstFitConsolidated()
 
-    def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources) -> Allocation | None:
-        shape = self._shapes.shape(free.cluster)
+    def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources,
+              state: PassState) -> Allocation | Unplaced:
+        shape = view.shape
         types = view.gpu_types_for(job.spec)
         avail = usable_gpus(free, shape, types)
         if self.is_high_skew(job.spec.model):
             picked = choose_nodes(avail, shape, gpus)
             fewest = math.ceil(gpus / max(shape.max_gpus_per_node(types), 1))
-            if picked is None or len(picked) > fewest:
-                return None
+            if picked is None:
+                return no_fit(self.name, view, job, gpus, avail)
+            if len(picked) > fewest:
+                return by_policy(self.name, "high-skew model {} is consolidated strictly: needs {} GPUs on {} "
+                                 "machine(s); the tightest free placement spans {}", job.spec.model, gpus, fewest,
+                                 len(picked))
         else:
             picked = first_fit(avail, gpus)
-        return None if picked is None else build_allocation(free, picked)
+            if picked is None:
+                return no_fit(self.name, view, job, gpus, avail)
+        return build_allocation(free, picked)

@@ -17,7 +17,8 @@ import math
 import numpy as np
 
 from halyard.datamodel import Allocation, Cluster
-from halyard.policies.placement import _Shape, choose_nodes, fill
+from halyard.policies.facts import ClusterShape
+from halyard.policies.placement import fill
 
 Picked = list[tuple[int, int]]
 
@@ -42,7 +43,7 @@ def on_machine(avail: np.ndarray, gpus: int) -> Picked | None:
     return [(int(fits[np.argmin(avail[fits])]), gpus)]  # argmin: the first (lowest index) on ties
 
 
-def on_rack(avail: np.ndarray, shape: _Shape, gpus: int) -> Picked | None:
+def on_rack(avail: np.ndarray, shape: ClusterShape, gpus: int) -> Picked | None:
     """All ``gpus`` inside one rack: the rack needing the fewest nodes, then the fullest (best fit).
 
     Inside the rack, nodes with the most usable GPUs are filled first.
@@ -59,7 +60,7 @@ def on_rack(avail: np.ndarray, shape: _Shape, gpus: int) -> Picked | None:
     return chosen
 
 
-def on_network(avail: np.ndarray, shape: _Shape, gpus: int) -> Picked | None:
+def on_network(avail: np.ndarray, shape: ClusterShape, gpus: int) -> Picked | None:
     """``gpus`` from anywhere: the racks with the most usable GPUs first, fullest nodes first.
 
     That crosses as few racks as the free GPUs allow.
@@ -87,12 +88,7 @@ def first_fit(avail: np.ndarray, gpus: int) -> Picked | None:
     return picked
 
 
-def fewest_nodes(avail: np.ndarray, shape: _Shape, gpus: int) -> Picked | None:
-    """The fewest nodes, then the fewest racks (the consolidated baseline's choice)."""
-    return choose_nodes(avail, shape, gpus)
-
-
-def level_of(picked: Picked, shape: _Shape) -> Level:
+def level_of(picked: Picked, shape: ClusterShape) -> Level:
     """The consolidation level of a placement."""
     if len(picked) == 1:
         return Level.MACHINE

@@ -8,11 +8,12 @@ them breaks the contract (the core re-validates every action anyway).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from halyard.datamodel import Allocation, Cluster, JobSpec, JobState
+from halyard.policies.facts import ClusterFacts, ClusterShape
 from halyard.policies.resources import FreeResources
 
 
@@ -85,17 +86,14 @@ class PerformanceEstimator(Protocol):
         ...
 
 
-# A job's memory-relevant identity: (model, per-GPU batch, parallelism, gpu_type constraint).
-_TypeKey = tuple[str, int, object, str | None]
-_MISSING = object()
-
-
 @dataclass(frozen=True, slots=True)
 class ClusterView:
     """The cluster at ``now``: free resources, running and pending jobs.
 
     ``pending`` is in arrival order; ``free`` must not be modified (take a
-    :meth:`FreeResources.copy` to plan on).
+    :meth:`FreeResources.copy` to plan on). ``facts`` are what stages derive from
+    the cluster and the performance model alone (the core passes one for all its
+    passes; a view built without one gets its own).
     """
 
     now: float
@@ -106,32 +104,21 @@ class ClusterView:
     perf: PerformanceEstimator
     round_s: float
     pending_demand: Mapping[int, int]  # requested GPUs -> number of pending jobs
-    # gpu_types_for's answers; the core passes one dict for all its passes (its cluster is fixed).
-    type_cache: MutableMapping[_TypeKey, frozenset[str] | None] = field(default_factory=dict, repr=False,
-                                                                        compare=False)
+    facts: ClusterFacts = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.facts is None:
+            object.__setattr__(self, "facts", ClusterFacts(self.cluster, self.perf))
 
     @property
     def schedulable_gpus(self) -> int:
         """GPUs on nodes that accept new work, free or not."""
         return self.free.schedulable_gpus
 
-    def gpu_types_for(self, spec: JobSpec) -> frozenset[str] | None:
-        """The GPU types ``spec`` may be placed on, or None for every type of the cluster.
+    @property
+    def shape(self) -> ClusterShape:
+        return self.facts.shape
 
-        Its ``gpu_type`` constraint (if any) intersected with the cluster's types on
-        which one worker fits the GPU memory (``perf.fits_memory``, micro-batch
-        fallback included). None is the common case -- no constraint and every type
-        fits -- so placement needs no mask; an empty set means no node will do.
-        Called per pending job and pass, hence cached per (model, batch,
-        parallelism, constraint) in :attr:`type_cache`.
-        """
-        key = (spec.model, spec.batch_size, spec.parallelism, spec.gpu_type)
-        hit = self.type_cache.get(key, _MISSING)
-        if hit is not _MISSING:
-            return hit  # type: ignore[return-value]
-        present = self.cluster.gpu_types
-        wanted = present if spec.gpu_type is None else (spec.gpu_type,)
-        fit = frozenset(t for t in wanted if t in present and self.perf.fits_memory(spec, t))
-        value = None if spec.gpu_type is None and len(fit) == len(present) else fit
-        self.type_cache[key] = value
-        return value
+    def gpu_types_for(self, spec: JobSpec) -> frozenset[str] | None:
+        """The GPU types ``spec`` may be placed on (:meth:`ClusterFacts.gpu_types_for`)."""
+        return self.facts.gpu_types_for(spec)

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from halyard.datamodel import Allocation, Cluster, JobSpec, JobState, NodeAllocation
-from halyard.policies import ClusterView, FreeResources
+from halyard.policies import ClusterView, FreeResources, PassState, Plan, Policy
 
 
 @dataclass
@@ -94,3 +94,50 @@ def view_of(cluster: Cluster, now: float, running: list[FakeJob], pending: list[
     return ClusterView(now=now, cluster=cluster, free=free, running={j.job_id: j for j in running},
                        pending=pending, perf=perf or FakePerf(), round_s=round_s,
                        pending_demand=Counter(j.spec.num_gpus for j in pending))
+
+
+class Wrapping(Policy):
+    """A policy that forwards everything to ``inner``; subclasses check the view in ``schedule``."""
+
+    def __init__(self, inner: Policy) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    needs_rounds = property(lambda self: self.inner.needs_rounds)
+    acts_without_pending = property(lambda self: self.inner.acts_without_pending)
+    resource_sensitive = property(lambda self: self.inner.resource_sensitive)
+
+    def stages(self) -> list[tuple[str, str]]:
+        return self.inner.stages()
+
+    def schedule(self, view: ClusterView, state: PassState) -> Plan:
+        return self.inner.schedule(view, state)
+
+    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        self.inner.on_applied(view, plan, state)
+
+    def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        self.inner.on_rejected(view, plan, state)
+
+
+class OneResize(Policy):
+    """A tiny Policy: starts job ``job_id`` on ``first`` and, at the first pass where ``when(view, job)``
+    holds, resizes it to ``then``; ``resized`` records (time, iterations done then)."""
+
+    name = "one-resize"
+    needs_rounds = True
+    acts_without_pending = True
+
+    def __init__(self, job_id: str, first: Allocation, then: Allocation, when) -> None:
+        self.job_id, self.first, self.then, self.when = job_id, first, then, when
+        self.resized: tuple[float, float] | None = None
+
+    def schedule(self, view: ClusterView, state: PassState) -> Plan:
+        plan = Plan()
+        job = view.running.get(self.job_id)
+        if job is None and any(j.job_id == self.job_id for j in view.pending):
+            plan.start(self.job_id, self.first)
+        elif job is not None and self.resized is None and self.when(view, job):
+            self.resized = (view.now, job.iterations_done(view.now))
+            plan.resize(self.job_id, self.then)
+        return plan

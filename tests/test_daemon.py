@@ -51,7 +51,10 @@ def test_daemon_serves_clients_http_and_stops_cleanly(tmp_path):
         assert "j1 CANCELLED" in cancelled.stdout
         metrics = get(f"http://127.0.0.1:{http}/metrics")
         assert "halyard_gpus_total 8.0" in metrics and "halyard_agents_connected 1.0" in metrics
-        assert 'halyard_rpcs_total{method="SubmitJob"} 2.0' in metrics
+        submits = 'halyard_grpc_server_handled_total{code="%s",method="SubmitJob",service="halyard.v1.JobService"}'
+        assert submits % "OK" + " 1.0" in metrics and submits % "ALREADY_EXISTS" + " 1.0" in metrics
+        assert 'halyard_jobs_finished_total{state="CANCELLED",tenant="default"} 1.0' in metrics
+        assert "<title>Halyard dashboard</title>" in get(f"http://127.0.0.1:{http}/")  # shipped as package data
         assert "halyard_pass_seconds_count" in metrics
     finally:
         agent.terminate()

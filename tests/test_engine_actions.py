@@ -7,7 +7,7 @@ from factories import job
 
 from halyard.controlplane import Simulator
 from halyard.datamodel import Allocation, EventKind, JobState, NodeAllocation
-from halyard.policies import ClusterView, Plan
+from halyard.policies import ClusterView, PassState, Plan, Policy
 
 ROUND_S = 100.0
 
@@ -16,7 +16,7 @@ def on(node: str, *gpus: int, cpus: int = 3, mem: int = 62_500) -> Allocation:
     return Allocation((NodeAllocation(node, gpus, cpus * len(gpus), mem * len(gpus)),))
 
 
-class Scripted:
+class Scripted(Policy):
     """Issues a fixed plan at each round; records the views it saw."""
 
     name = "scripted"
@@ -27,7 +27,7 @@ class Scripted:
         self.script = script
         self.seen: list[float] = []
 
-    def schedule(self, view: ClusterView) -> Plan:
+    def schedule(self, view: ClusterView, state: PassState) -> Plan:
         self.seen.append(view.now)
         plan = Plan()
         for step in self.script.get(view.now, []):

@@ -183,6 +183,9 @@ async def test_losing_any_node_of_a_multi_node_job_requeues_it():
         await tc.stop_agent(follower)  # the follower, not the leader
         await tc.wait_for(lambda: tc.job("wide").preemptions == 1)
         await tc.wait_for(lambda: tc.job("wide").state is JobState.RUNNING)
-        assert follower not in tc.job("wide").allocation.node_names
-        # the leader stopped the old attempt: what it runs now, if anything, is the new one
-        await tc.wait_for(lambda: getattr(tc.agents[leader].jobs.get("wide"), "attempt", None) != first)
+        again = tc.job("wide")
+        # the two nodes left, the leader among them: it stopped the old attempt and runs the new one
+        assert sorted(again.allocation.node_names) == sorted(set(tc.agents) - {follower})
+        assert again.attempt != first
+        await tc.wait_for(lambda: all(getattr(tc.agents[n].jobs.get("wide"), "attempt", None) == again.attempt
+                                      for n in again.allocation.node_names))

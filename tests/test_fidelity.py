@@ -28,7 +28,8 @@ def placements(core) -> list[tuple[str, str]]:
     return [(e.job_id, e.detail) for e in core.log if e.kind is EventKind.STARTED]
 
 
-@pytest.mark.parametrize("policy", ["fifo", "srtf"])
+# A composed pipeline (no preset) keeps the invariant too.
+@pytest.mark.parametrize("policy", ["fifo", "srtf", "ordering=srtf,placement=tiresias-skew"])
 async def test_simulate_and_replay_make_the_same_schedule(policy):
     toml = small_cluster_toml(2)
     cluster = parse_cluster(toml)

@@ -232,7 +232,7 @@ def test_a_job_that_fits_no_node_of_the_view_waits(mixed, perf):
     assert view.gpu_types_for(mobilenet(512, gpu_type="P100")) == frozenset()
     assert view.gpu_types_for(mobilenet(0)) is None  # everything fits: no mask
     assert view.gpu_types_for(job(1, gpu_type="P100")) == frozenset({"P100"})
-    assert core.view(1.0).type_cache is view.type_cache  # kept over passes
+    assert core.view(1.0).facts is view.facts  # kept over passes
 
 
 @pytest.mark.parametrize("policy", policy_names())

@@ -12,9 +12,11 @@ from halyard.policies import (
     FirstFitConsolidated,
     FixedSize,
     Las,
+    PassState,
     Plan,
     Srtf,
     StagedPolicy,
+    Unplaced,
     make_policy,
     policy_names,
 )
@@ -37,7 +39,8 @@ def occupy(core: SchedulingCore, job_id: str, node: str, gpus: tuple[int, ...]) 
 def place(core: SchedulingCore, gpus: int, **kw) -> Allocation | None:
     spec = job(gpus, **kw)
     rec = core.submit(spec, 0.0)
-    return FirstFitConsolidated().place(core.view(0.0), rec, gpus, core.free.copy())
+    placed = FirstFitConsolidated().place(core.view(0.0), rec, gpus, core.free.copy(), PassState())
+    return None if isinstance(placed, Unplaced) else placed
 
 
 def test_placement_prefers_one_node_with_room(small_cluster, perf):
@@ -94,7 +97,7 @@ def test_orderings(small_cluster, perf):
     b = core.submit(job(1, job_id="b", submit=1.0, iterations=100), 1.0)
     c = core.submit(job(4, job_id="c", submit=2.0, iterations=100), 2.0)
     view = core.view(10.0)
-    ranked = lambda ordering: [j.job_id for j in sorted([a, b, c], key=ordering.key(view))]  # noqa: E731
+    ranked = lambda ordering: [j.job_id for j in sorted([a, b, c], key=ordering.key(view, PassState()))]  # noqa: E731
     assert ranked(Fifo()) == ["a", "b", "c"]
     assert ranked(Srtf()) == ["b", "c", "a"]  # equal remaining iterations: submit time breaks the tie
     assert (Fifo().preemptive, Srtf().preemptive, Las().preemptive) == (False, True, True)
@@ -109,7 +112,7 @@ def test_las_ranks_by_attained_gpu_seconds(small_cluster, perf):
     view = core.view(100.0)
     jobs = [*core.running.values(), fresh]
     assert [j.attained_gpu_s(100.0) for j in jobs] == [400.0, 100.0, 0.0]
-    assert [j.job_id for j in sorted(jobs, key=Las().key(view))] == ["fresh", "narrow", "wide"]
+    assert [j.job_id for j in sorted(jobs, key=Las().key(view, PassState()))] == ["fresh", "narrow", "wide"]
 
 
 def test_preemptive_pass_evicts_lowest_priority(small_cluster, perf):
@@ -122,7 +125,7 @@ def test_preemptive_pass_evicts_lowest_priority(small_cluster, perf):
 
 
 def test_unknown_policy_lists_names():
-    with pytest.raises(ValidationError, match="known: dally, dally-manual, fifo, gandiva, las, proportional:fifo"):
+    with pytest.raises(ValidationError, match="presets: dally, dally-manual, fifo, gandiva, las, proportional:fifo"):
         make_policy("round-robin")
     synergy = [f"{m}:{o}" for m in ("proportional", "synergy-greedy", "synergy-opt", "synergy-tune")
                for o in ("fifo", "ftf", "las", "srtf")]
@@ -165,3 +168,23 @@ def test_fifo_pass_ignores_free_gpus_on_unschedulable_nodes(small_cluster, perf)
     assert sizing.calls == 0  # nothing can be handed out, so no job is even looked at
     core.free.schedulable[3] = True
     assert len(core.schedule(2.0)) == 4  # the one node that takes work fills up
+
+
+def test_placement_candidates_are_ranked_and_distinct(small_cluster, perf):
+    """Generate, then score (Kubernetes PlacementGenerate/Score; Cassini ranks these by compatibility):
+    place()'s choice first, then other tight placements, never the same node set twice."""
+    core = core_with(small_cluster, perf)
+    occupy(core, "busy", "r0-n0", (0, 1))              # r0-n0 has 2 free, the other three nodes 4
+    spec = job(2, job_id="two")
+    rec = core.submit(spec, 0.0)
+    view = core.view(0.0)
+    placement = FirstFitConsolidated()
+    got = placement.candidates(view, rec, 2, core.free.copy(), PassState())
+    assert got[0] == placement.place(view, rec, 2, core.free.copy(), PassState())
+    assert [a.node_names for a in got[:4]] == [("r0-n0",), ("r0-n1",), ("r1-n0",), ("r1-n1",)]
+    assert len({tuple((p.node, p.gpus) for p in a.nodes) for a in got}) == len(got)
+    assert len(placement.candidates(view, rec, 2, core.free.copy(), PassState(), limit=2)) == 2
+    eight = core.submit(job(8, job_id="eight"), 0.0)
+    wide = placement.candidates(view, eight, 8, core.free.copy(), PassState())
+    assert [len(a.nodes) for a in wide] == sorted(len(a.nodes) for a in wide)
+    assert wide[0].node_names == ("r1-n0", "r1-n1")  # one whole rack beats the half-busy one

@@ -12,7 +12,18 @@ from policy_fakes import FakeJob, on, view_of
 
 from halyard.controlplane import Simulator
 from halyard.datamodel import JobState
-from halyard.policies import FreeResources, Migrate, Preempt, StagedPolicy, Start, make_policy
+from halyard.policies import (
+    FreeResources,
+    Migrate,
+    PassState,
+    Plan,
+    Preempt,
+    StagedPolicy,
+    Start,
+    Unplaced,
+    WaitCode,
+    make_policy,
+)
 from halyard.policies.gandiva import ConsolidatingMigration, NetworkAgnostic
 from halyard.policies.tiresias import SkewConsolidation, TwoDimensionalLas, high_skew
 
@@ -46,7 +57,7 @@ def test_order_is_queue_then_fifo(small_cluster):
     jobs = [fake("old-demoted", 1, seq=0, submit=0.0, gpu_s=500.0),
             fake("late", 1, seq=2, submit=20.0, gpu_s=0.0),
             fake("early", 1, seq=1, submit=10.0, gpu_s=50.0)]
-    key = las.key(view_of(small_cluster, 30.0, [], []))
+    key = las.key(view_of(small_cluster, 30.0, [], []), PassState())
     assert [j.job_id for j in sorted(jobs, key=key)] == ["early", "late", "old-demoted"]
 
 
@@ -56,14 +67,36 @@ def test_starvation_promotion():
     knob x executed time)."""
     las = TwoDimensionalLas(thresholds=(100.0,), starvation_knob=2.0)
     j = fake("j", 1, gpu_s=300.0, run_s=300.0, pending_since=1000.0)
-    assert las.queue_of(j, 1000.0) == 1
-    assert las.queue_of(j, 1599.0) == 1       # waited 599 < 2 x 300
-    assert las.queue_of(j, 1600.0) == 0       # waited 600: promoted
+    assert applied_pass(las, j, 1000.0) == 1
+    assert applied_pass(las, j, 1599.0) == 1       # waited 599 < 2 x 300
+    assert applied_pass(las, j, 1600.0) == 0       # waited 600: promoted
     j.gpu_s = 399.0
-    assert las.queue_of(j, 1700.0) == 0       # 99 GPU-s since the promotion
+    assert applied_pass(las, j, 1700.0) == 0       # 99 GPU-s since the promotion
     j.gpu_s = 400.0
-    assert las.queue_of(j, 1800.0) == 1       # 100 since the promotion: demoted again
+    assert applied_pass(las, j, 1800.0) == 1       # 100 since the promotion: demoted again
     assert TwoDimensionalLas(thresholds=(100.0,)).queue_of(j, 1e9) == 1  # off by default
+
+
+def applied_pass(las: TwoDimensionalLas, job, now: float) -> int:
+    """The job's queue in a pass whose plan the core applied (the ordering keeps it then)."""
+    state = PassState()
+    queue = las.queue_of(job, now, state)
+    las.on_applied(None, Plan(), state)
+    return queue
+
+
+def test_queues_are_kept_only_from_applied_passes():
+    """Learn only from applied plans: a promotion worked out in a rejected pass is forgotten."""
+    las = TwoDimensionalLas(thresholds=(100.0,), starvation_knob=2.0)
+    j = fake("j", 1, gpu_s=300.0, run_s=300.0, pending_since=1000.0)
+    assert applied_pass(las, j, 1000.0) == 1
+    rejected = PassState()
+    assert las.queue_of(j, 1600.0, rejected) == 0     # promoted in this pass ...
+    las.on_rejected(None, Plan(), rejected)
+    j.gpu_s = 450.0                                   # ... which the core refused: the baseline stays 0
+    assert applied_pass(las, j, 1601.0) == 0          # promoted again at 1601 (baseline 450) ...
+    j.gpu_s = 549.0
+    assert applied_pass(las, j, 1700.0) == 0          # ... so 99 GPU-s later it is still in queue 0
 
 
 def test_running_jobs_are_not_promoted(small_cluster):
@@ -85,7 +118,7 @@ def test_new_job_preempts_a_demoted_one(small_cluster, perf):
     hog = fake("hog", 16, seq=0, gpu_s=1e6, run_s=1e5, done=1.0,
                allocation=on(small_cluster, ("r0-n0", 4), ("r0-n1", 4), ("r1-n0", 4), ("r1-n1", 4)))
     new = fake("new", 4, seq=1, submit=5.0)
-    plan = policy.schedule(view_of(small_cluster, 10.0, [hog], [new]))
+    plan = policy.schedule(view_of(small_cluster, 10.0, [hog], [new]), PassState())
     assert [type(a) for a in plan.actions] == [Preempt, Start]
 
 
@@ -107,12 +140,15 @@ def test_high_skew_is_consolidated_strictly(small_cluster):
         free.take(part)
     view = view_of(small_cluster, 0.0, [], [])
     placement = SkewConsolidation()
-    assert placement.place(view, fake("v", 4, model="vgg11"), 4, free) is None
-    spread = placement.place(view, fake("r", 4, model="resnet50"), 4, free)
+    held_back = placement.place(view, fake("v", 4, model="vgg11"), 4, free, PassState())
+    assert isinstance(held_back, Unplaced) and held_back.code is WaitCode.WAITING_BY_POLICY
+    assert held_back.reason == ("high-skew model vgg11 is consolidated strictly: needs 4 GPUs on 1 machine(s); "
+                                "the tightest free placement spans 2")
+    spread = placement.place(view, fake("r", 4, model="resnet50"), 4, free, PassState())
     assert spread is not None and spread.node_names == ("r0-n0", "r0-n1")
     # 6 GPUs of a high-skew model: two machines is the fewest, so it is placed
     free2 = FreeResources(small_cluster)
-    assert len(placement.place(view, fake("v6", 6, model="vgg11"), 6, free2).nodes) == 2
+    assert len(placement.place(view, fake("v6", 6, model="vgg11"), 6, free2, PassState()).nodes) == 2
 
 
 # --------------------------------------------------------------------------- Gandiva
@@ -123,7 +159,7 @@ def test_network_agnostic_placement_takes_the_first_free_gpus(small_cluster):
     takes 2 + 2, though r0-n1 alone would hold it."""
     free = FreeResources(small_cluster)
     free.take(on(small_cluster, ("r0-n0", 2)))
-    a = NetworkAgnostic().place(view_of(small_cluster, 0.0, [], []), fake("g", 4), 4, free)
+    a = NetworkAgnostic().place(view_of(small_cluster, 0.0, [], []), fake("g", 4), 4, free, PassState())
     assert [(p.node, len(p.gpus)) for p in a.nodes] == [("r0-n0", 2), ("r0-n1", 2)]
 
 
@@ -132,9 +168,9 @@ def test_migrates_to_a_tighter_placement_when_gpus_free_up(small_cluster):
     spread = fake("spread", 4, seq=0, allocation=on(small_cluster, ("r0-n0", 2), ("r1-n0", 2)))
     tight = fake("tight", 2, seq=1, allocation=on(small_cluster, ("r0-n1", 2)))
     policy = StagedPolicy("g", make_policy("fifo").ordering, placement=NetworkAgnostic(),
-                          network=ConsolidatingMigration())
+                          adjusters=(ConsolidatingMigration(),))
     assert policy.acts_without_pending
-    plan = policy.schedule(view_of(small_cluster, 0.0, [spread, tight], []))
+    plan = policy.schedule(view_of(small_cluster, 0.0, [spread, tight], []), PassState())
     (move,) = plan.actions
     assert isinstance(move, Migrate) and move.job_id == "spread"
     assert move.allocation.node_names == ("r0-n0",)  # its own 2 GPUs there plus the 2 free ones
@@ -144,13 +180,13 @@ def test_no_migration_without_improvement(small_cluster):
     tight = fake("tight", 4, allocation=on(small_cluster, ("r0-n0", 4)))
     rack = fake("rack", 8, allocation=on(small_cluster, ("r1-n0", 4), ("r1-n1", 4)))
     policy = make_policy("gandiva")
-    assert not policy.schedule(view_of(small_cluster, 0.0, [tight, rack], []))
+    assert not policy.schedule(view_of(small_cluster, 0.0, [tight, rack], []), PassState())
 
 
 def test_pending_jobs_are_placed_before_migrations(small_cluster):
     spread = fake("spread", 4, seq=0, allocation=on(small_cluster, ("r0-n0", 2), ("r1-n0", 2)))
     waiting = fake("w", 4, seq=1)
-    plan = make_policy("gandiva").schedule(view_of(small_cluster, 0.0, [spread], [waiting]))
+    plan = make_policy("gandiva").schedule(view_of(small_cluster, 0.0, [spread], [waiting]), PassState())
     assert isinstance(plan.actions[0], Start) and plan.actions[0].job_id == "w"
     # w took the first free GPUs (2 on r0-n0, 2 on r0-n1); spread then moves onto one machine
     assert plan.actions[1] == Migrate("spread", on(small_cluster, ("r1-n0", 4)))

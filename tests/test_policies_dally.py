@@ -12,18 +12,19 @@ from factories import job
 from policy_fakes import FakeJob, FakePerf, on, view_of
 
 from halyard.controlplane import SchedulingCore, Simulator
-from halyard.datamodel import Allocation, JobState, NodeAllocation
-from halyard.policies import Migrate, Preempt, Start, make_policy, policy_names
+from halyard.datamodel import Allocation, EventKind, JobState, NodeAllocation
+from halyard.policies import Migrate, PassState, Preempt, Start, WaitCode, make_policy, policy_names
 from halyard.policies.dally import (
     MANUAL_MACHINE_TIMER_S,
     AutoTuner,
     Dally,
+    DelayScheduling,
     ManualTimers,
     delay_decision,
     nw_sens,
     tuned_timer,
 )
-from halyard.policies.placement import FirstFitConsolidated
+from halyard.policies.facts import ClusterShape
 from halyard.policies.topology import Level
 
 H = 3600.0
@@ -31,7 +32,7 @@ H = 3600.0
 
 @pytest.fixture
 def shape(small_cluster):
-    return FirstFitConsolidated().shape(small_cluster)
+    return ClusterShape(small_cluster)
 
 
 def fake(job_id: str, gpus: int, *, seq: int = 0, **kw) -> FakeJob:
@@ -127,7 +128,7 @@ def test_delay_ladder_network_after_rack_timer(shape):
 
 def test_timers_are_zero_for_levels_the_job_cannot_fit(small_cluster):
     """§4.3.2: larger than a machine -> machine timer 0; larger than a rack -> both 0."""
-    policy = Dally(ManualTimers(10.0, 10.0))
+    policy = DelayScheduling(ManualTimers(10.0, 10.0))
     view = view_of(small_cluster, 0.0, [], [])
     assert policy.job_timers(view, fake("a", 4)) == (10.0, 20.0)
     assert policy.job_timers(view, fake("b", 6)) == (0.0, 20.0)
@@ -151,14 +152,48 @@ def test_pass_waits_then_relaxes_and_tunes(small_cluster):
                 fake("z", 4, allocation=on(small_cluster, ("r1-n0", 4)), run_s=1.0, done=1.0),
                 fake("w", 4, allocation=on(small_cluster, ("r1-n1", 4)), run_s=1.0, done=1.0)]
     waiting = fake("j", 4, pending_since=0.0)
-    assert not policy.schedule(view_of(small_cluster, 299.0, blockers, [waiting]))
-    plan = policy.schedule(view_of(small_cluster, 300.0, blockers, [waiting]))
+    early = policy.schedule(view_of(small_cluster, 299.0, blockers, [waiting]), PassState())
+    assert not early
+    why = early.unplaced["j"]
+    assert why.code is WaitCode.WAITING_BY_POLICY
+    assert why.reason == ("delay timer: waits for one machine with 4 GPUs (299 s of its 300 s machine timer); "
+                          "the best machine has 2 usable free")
+    state = PassState()
+    plan = policy.schedule(view_of(small_cluster, 300.0, blockers, [waiting]), state)
     (start,) = plan.actions
     assert isinstance(start, Start) and start.allocation.node_names == ("r0-n0", "r0-n1")
+    assert tuner.waits(Level.RACK, 4, now=300.0) == []       # nothing learned before the core applies it
+    policy.on_applied(view_of(small_cluster, 300.0, blockers, [waiting]), plan, state)
     assert tuner.waits(Level.RACK, 4, now=300.0) == [300.0]
     # and a machine acceptance feeds the machine list (line 7)
-    plan = policy.schedule(view_of(small_cluster, 50.0, [], [fake("k", 2, pending_since=20.0)]))
+    state = PassState()
+    plan = policy.schedule(view_of(small_cluster, 50.0, [], [fake("k", 2, pending_since=20.0)]), state)
+    policy.on_applied(view_of(small_cluster, 50.0, [], []), plan, state)
     assert len(plan) == 1 and tuner.waits(Level.MACHINE, 2, now=50.0) == [30.0]
+
+
+def test_the_tuner_learns_nothing_from_a_rejected_plan(small_cluster):
+    """Learn only from applied plans (Kubernetes' Reserve/Unreserve): acceptances of a pass whose
+    plan the core refused never reach the wait-time lists; within a pass they count at once."""
+    tuner = AutoTuner(machine_floor_leases=0, rack_floor_leases=0)
+    policy = Dally(tuner, preemption=False)
+    jobs = [fake(f"j{i}", 2, seq=i, pending_since=0.0) for i in range(2)]
+    state = PassState()
+    plan = policy.schedule(view_of(small_cluster, 100.0, [], jobs), state)
+    assert len(plan) == 2
+    # j1's timers already counted j0's acceptance (Algorithm 1 records as it goes) ...
+    assert tuner.timers(2, 300.0, 100.0, state.get("dally/acceptances")) == (100.0, 100.0)
+    policy.on_rejected(view_of(small_cluster, 100.0, [], jobs), plan, state)
+    assert tuner.waits(Level.MACHINE, 2, now=100.0) == []  # ... but the tuner keeps none of them
+
+
+def test_a_job_that_no_free_gpus_can_hold_says_so(small_cluster):
+    busy = [fake(f"b{i}", 4, seq=i, allocation=on(small_cluster, (n, 4)), run_s=1.0, done=1.0)
+            for i, n in enumerate(("r0-n0", "r0-n1", "r1-n0"))]
+    plan = Dally(ManualTimers(), preemption=False).schedule(
+        view_of(small_cluster, 10.0, busy, [fake("big", 8, seq=9)]), PassState())
+    why = plan.unplaced["big"]
+    assert (why.code, why.reason) == (WaitCode.CANNOT_FIT_NOW, "needs 8 GPUs; 4 free")
 
 
 # --------------------------------------------------------------------------- Nw_sens
@@ -182,7 +217,7 @@ def test_offers_go_in_increasing_nw_sens(small_cluster):
     occupied = [fake(f"o{i}", 4, allocation=on(small_cluster, (n, 4)), run_s=1.0, done=1.0)
                 for i, n in enumerate(("r0-n1", "r1-n0", "r1-n1"))]
     policy = Dally(ManualTimers(), preemption=False)
-    plan = policy.schedule(view_of(small_cluster, 10.0, occupied, [fast, slow], perf=perf))
+    plan = policy.schedule(view_of(small_cluster, 10.0, occupied, [fast, slow], perf=perf), PassState())
     assert [a.job_id for a in plan.actions] == ["slow"]
 
 
@@ -196,21 +231,36 @@ def test_preemption_consolidates_the_network_slowed_job(small_cluster):
     slowed = fake("slowed", 4, seq=4, done=300, run_s=1000, pending_since=0.0, last_assignment_time=0.0)
     new = fake("new", 4, seq=5)
     policy = Dally(ManualTimers())
-    plan = policy.schedule(view_of(small_cluster, 10.0, running, [new, slowed]))
+    plan = policy.schedule(view_of(small_cluster, 10.0, running, [new, slowed]), PassState())
     # range [0.3, 0.99], middle 0.645: victims ok1 (0.99), ok2 (0.95), ok3 (0.70); the worst is ok1
     assert plan.actions == [Preempt("ok1"), Start("slowed", on(small_cluster, ("r0-n1", 4)))]
-    plan = Dally(ManualTimers()).schedule(view_of(small_cluster, 10.0, running, [new]))
+    plan = Dally(ManualTimers()).schedule(view_of(small_cluster, 10.0, running, [new]), PassState())
     assert not plan
 
 
-def test_preemption_needs_a_margin_and_the_worse_half(small_cluster):
-    """Victims must be in the worse half of the Nw_sens range and MIN_GAIN above the waiting job."""
-    running = [fake("a", 4, allocation=on(small_cluster, ("r0-n0", 4)), done=620, run_s=1000),
-               fake("b", 4, allocation=on(small_cluster, ("r0-n1", 4)), done=400, run_s=1000),
-               fake("c", 4, allocation=on(small_cluster, ("r1-n0", 4)), done=400, run_s=1000),
-               fake("d", 4, allocation=on(small_cluster, ("r1-n1", 4)), done=400, run_s=1000)]
-    waiting = fake("w", 4, done=600, run_s=1000, last_assignment_time=0.0)
-    assert not Dally(ManualTimers()).schedule(view_of(small_cluster, 10.0, running, [waiting]))  # gain 0.02
+@pytest.mark.parametrize(("b_sens", "waiting_sens", "preempted"), [
+    (0.62, 0.50, "b"),    # b is in the worse half (above 0.5) and 0.12 above the waiting job: preempted
+    (0.62, 0.60, None),   # only 0.02 above the waiting job: below MIN_GAIN (0.05)
+    (0.45, 0.30, None),   # 0.15 above it, but in the better half of the range [0.1, 0.9]
+])
+def test_preemption_needs_a_margin_and_the_worse_half(small_cluster, b_sens, waiting_sens, preempted):
+    """Victims must be in the worse half of the Nw_sens range and MIN_GAIN above the waiting job.
+
+    Nw_sens = done / run here (compute 1 s, 1,000 iterations). Only b can free a machine for the
+    4-GPU job (a holds half of r0-n0, beside the badly slowed c), so b's eligibility decides."""
+    half = (lambda gpus: Allocation((NodeAllocation("r0-n0", gpus, 6, 125_000),)))  # noqa: E731
+    running = [fake("a", 2, seq=0, allocation=half((0, 1)), done=900, run_s=1000),
+               fake("c", 2, seq=1, allocation=half((2, 3)), done=100, run_s=1000),
+               fake("b", 4, seq=2, allocation=on(small_cluster, ("r0-n1", 4)), done=1000 * b_sens, run_s=1000),
+               fake("d", 4, seq=3, allocation=on(small_cluster, ("r1-n0", 4)), done=100, run_s=1000),
+               fake("e", 4, seq=4, allocation=on(small_cluster, ("r1-n1", 4)), done=100, run_s=1000)]
+    waiting = fake("w", 4, seq=5, done=1000 * waiting_sens, run_s=1000, last_assignment_time=0.0)
+    plan = Dally(ManualTimers()).schedule(view_of(small_cluster, 10.0, running, [waiting]), PassState())
+    if preempted is None:
+        assert not plan
+        assert plan.unplaced["w"].reason == "needs 4 GPUs; 0 free and no running job may be preempted for it"
+    else:
+        assert plan.actions == [Preempt(preempted), Start("w", on(small_cluster, ("r0-n1", 4)))]
 
 
 def test_preemption_respects_the_delay_ladder(small_cluster):
@@ -221,7 +271,7 @@ def test_preemption_respects_the_delay_ladder(small_cluster):
                fake("c", 2, allocation=on(small_cluster, ("r1-n0", 2)), done=100, run_s=1000),
                fake("d", 2, allocation=on(small_cluster, ("r1-n1", 2)), done=100, run_s=1000)]
     slowed = fake("s", 4, done=200, run_s=1000, last_assignment_time=0.0)
-    plan = Dally(ManualTimers(100.0, 100.0)).schedule(view_of(small_cluster, 10.0, running, [slowed]))
+    plan = Dally(ManualTimers(100.0, 100.0)).schedule(view_of(small_cluster, 10.0, running, [slowed]), PassState())
     # one victim (a, 2 GPUs) frees a whole machine r0-n0: 2 free + 2 = 4
     assert plan.actions == [Preempt("a"), Start("s", on(small_cluster, ("r0-n0", 4)))]
 
@@ -235,7 +285,7 @@ def test_slowed_running_job_is_reconsolidated(small_cluster):
     fine = fake("fine", 4, seq=1, allocation=on(small_cluster, ("r0-n1", 4)), done=990, run_s=1000)
     policy = Dally(ManualTimers())
     assert policy.acts_without_pending
-    plan = policy.schedule(view_of(small_cluster, 10.0, [spread, fine], []))
+    plan = policy.schedule(view_of(small_cluster, 10.0, [spread, fine], []), PassState())
     (move,) = plan.actions
     assert isinstance(move, Migrate) and move.job_id == "spread" and len(move.allocation.nodes) == 1
 
@@ -252,7 +302,7 @@ def test_reconsolidation_preempts_less_slowed_victims(small_cluster):
               fake("o2", 2, seq=3, allocation=Allocation((NodeAllocation("r1-n0", (2, 3), 6, 125_000),)),
                    done=700, run_s=1000),
               fake("o3", 4, seq=4, allocation=on(small_cluster, ("r1-n1", 4)), done=700, run_s=1000)]
-    plan = Dally(ManualTimers()).schedule(view_of(small_cluster, 10.0, [spread, victim, *others], []))
+    plan = Dally(ManualTimers()).schedule(view_of(small_cluster, 10.0, [spread, victim, *others], []), PassState())
     assert [type(a).__name__ for a in plan.actions] == ["Preempt", "Migrate"]
     assert plan.actions[0].job_id == "victim"
     assert plan.actions[1].allocation.node_names == ("r0-n0",)
@@ -262,9 +312,9 @@ def test_unslowed_or_tight_jobs_stay(small_cluster):
     """No move for a job within MIN_GAIN of ideal speed, nor for one already as tight as it can be."""
     near_ideal = fake("near", 4, allocation=on(small_cluster, ("r0-n0", 2), ("r1-n0", 2)), done=980, run_s=1000)
     slowed_low = fake("low", 1, allocation=on(small_cluster, ("r0-n1", 1)), done=100, run_s=1000)
-    assert not Dally(ManualTimers()).schedule(view_of(small_cluster, 10.0, [near_ideal, slowed_low], []))
+    assert not Dally(ManualTimers()).schedule(view_of(small_cluster, 10.0, [near_ideal, slowed_low], []), PassState())
     rack_wide = fake("wide", 8, allocation=on(small_cluster, ("r1-n0", 4), ("r1-n1", 4)), done=100, run_s=1000)
-    assert not Dally(ManualTimers()).schedule(view_of(small_cluster, 10.0, [rack_wide], []))
+    assert not Dally(ManualTimers()).schedule(view_of(small_cluster, 10.0, [rack_wide], []), PassState())
     assert not Dally(ManualTimers(), preemption=False).acts_without_pending
 
 
@@ -303,3 +353,20 @@ def test_plan_passes_core_validation(small_cluster, perf):
         core.submit(job(3, job_id=f"v{i}"), 0.0)
     applied = core.schedule(0.0)
     assert [type(a) for a in applied] == [Start] * 4  # one 3-GPU job per machine
+
+
+def test_dallys_stages_in_a_pipeline_make_dallys_schedule(small_cluster, perf):
+    """Nw_sens ordering + delay scheduling as stages of the staged pass give exactly the schedule
+    of Dally without preemption (its preemption is the one part that needs both at once)."""
+    jobs = [job(g, job_id=f"s{i}", submit=20.0 * i, iterations=300 + 70 * i, model=m)
+            for i, (g, m) in enumerate([(4, "vgg11"), (2, "alexnet"), (6, "resnet18"), (1, "resnet50"),
+                                        (8, "mobilenetv3"), (3, "bert-large"), (4, "vgg11"), (2, "resnet18"),
+                                        (5, "vgg11"), (2, "gnmt")])]
+
+    def log(policy):
+        run = Simulator(small_cluster, policy, perf, round_s=60.0).run(jobs)
+        return [(e.job_id, e.kind, e.time, e.detail) for e in run.core.log]
+
+    staged = log(make_policy("ordering=nw-sens,placement=delay-scheduling"))
+    assert staged == log(Dally(AutoTuner(), preemption=False))
+    assert any(kind is EventKind.STARTED and "," in detail for _, kind, _, detail in staged)  # some waited for racks

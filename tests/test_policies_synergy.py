@@ -6,23 +6,25 @@ import pytest
 from factories import job
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from policy_fakes import Wrapping
 from test_properties import check_ledger
 
 from halyard.controlplane import SchedulingCore, Simulator
 from halyard.controlplane.timing import Pacer, performance_model_for
 from halyard.datamodel import Allocation, JobSpec, JobState, NodeAllocation, load_cluster
 from halyard.emulator import PerformanceModel
-from halyard.policies import ClusterView, Plan, make_policy, policy_names
-from halyard.policies.synergy import (
-    MECHANISMS,
-    ORDERINGS,
-    SynergyPolicy,
-    binary_search_points,
-    cpus_memory_per_gpu,
-    optimistic_profile,
-)
+from halyard.policies import ClusterView, PassState, Plan, Policy, WaitCode, make_policy, policy_names
+from halyard.policies.ordering import ORDERINGS
+from halyard.policies.synergy import MECHANISMS
+from halyard.policies.synergy_profile import binary_search_points, optimistic_profile
 
 STALLS = PerformanceModel(data_stalls=True)
+
+
+def cpus_memory_per_gpu(allocation: Allocation) -> tuple[float, float]:
+    """The smallest CPU cores and memory (MB) per GPU over an allocation's nodes."""
+    return (min(p.cpus / len(p.gpus) for p in allocation.nodes if p.gpus),
+            min(p.memory_mb / len(p.gpus) for p in allocation.nodes if p.gpus))
 
 
 def profile(model: str):
@@ -39,12 +41,12 @@ def test_demand_vector_is_the_smallest_saturating_point_s3_2(model, cpus, speedu
     (REFERENCE-NUMBERS: the best CPU demands and speed-ups of Synergy's matrices)."""
     p = profile(model)
     assert p.demand_cpus == cpus
-    assert p.demand_speedup == pytest.approx(speedup, rel=0.01)
+    assert p.speedup(p.demand_cpus, p.demand_memory_mb) == pytest.approx(speedup, rel=0.01)
     assert p.speedup(3, 62_500) == pytest.approx(1.0)
     # No smaller point on the grid reaches the same throughput.
-    assert p.speedup(cpus - 1, p.demand_memory_mb) < p.demand_speedup * 0.99 or cpus == 1
+    assert p.speedup(cpus - 1, p.demand_memory_mb) < p.speedup(p.demand_cpus, p.demand_memory_mb) * 0.99 or cpus == 1
     smaller = [m for m in p.memory_mb if m < p.demand_memory_mb]
-    assert all(p.speedup(cpus, m) < p.demand_speedup * 0.99 for m in smaller)
+    assert all(p.speedup(cpus, m) < p.speedup(p.demand_cpus, p.demand_memory_mb) * 0.99 for m in smaller)
 
 
 def test_binary_search_profiles_few_cpu_points_s3_1():
@@ -101,6 +103,9 @@ def test_greedy_skips_a_job_that_does_not_fit_s3_3(small_cluster):
     c.schedule(0.0)
     assert [r.job_id for r in c.running.values()] == ["a0", "a1", "a2", "a3"]
     assert c.records["r"].state is JobState.PENDING
+    why = c.wait_of(c.records["r"])
+    assert (why.code, why.stage) == (WaitCode.CANNOT_FIT_NOW, "synergy-greedy")
+    assert "9 CPUs" in why.reason  # resnet18's demand vector (REFERENCE-NUMBERS: 9 CPUs)
 
 
 def test_tune_reverts_to_proportional_instead_of_skipping_s4_2(small_cluster):
@@ -162,18 +167,16 @@ def traces(draw):
     return jobs
 
 
-class Guarded:
+class Guarded(Wrapping):
     """Checks, at every pass, the ledger and that no running job is slower than it would be
-    at the GPU-proportional share of its GPUs (Synergy §4.2's guarantee)."""
+    at the GPU-proportional share of its GPUs (Synergy §4.2's guarantee). ``checks`` counts the
+    passes it checked and ``jobs_checked`` the running jobs, so a test can assert both ran."""
 
-    def __init__(self, policy: SynergyPolicy) -> None:
-        self.inner, self.name, self.checks = policy, policy.name, 0
-        self.resource_sensitive = True
+    def __init__(self, policy: Policy) -> None:
+        super().__init__(policy)
+        self.checks = self.jobs_checked = 0
 
-    needs_rounds = property(lambda self: self.inner.needs_rounds)
-    acts_without_pending = property(lambda self: self.inner.acts_without_pending)
-
-    def schedule(self, view: ClusterView) -> Plan:
+    def schedule(self, view: ClusterView, state: PassState) -> Plan:
         check_ledger(view)
         for info in view.running.values():
             prop = Allocation(tuple(
@@ -183,8 +186,9 @@ class Guarded:
             got = STALLS.iteration_time(info.spec, info.allocation, view.cluster).total_s
             fair = STALLS.iteration_time(info.spec, prop, view.cluster).total_s
             assert got <= fair * (1 + 1e-9), f"{info.job_id} ({info.spec.model}) slower than proportional"
-            self.checks += 1
-        return self.inner.schedule(view)
+            self.jobs_checked += 1
+        self.checks += 1
+        return self.inner.schedule(view, state)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -193,16 +197,28 @@ def test_tune_never_slower_than_proportional_nor_over_allocated(small_cluster, j
     guarded = Guarded(make_policy(f"synergy-tune:{ordering}"))
     sim = Simulator(small_cluster, guarded, STALLS)
     run = sim.run(jobs)
+    assert guarded.checks == sim.core.passes > 0
     check_ledger(sim.core.view(float("inf")))
     assert run.rejected == []
     assert all(r.state is JobState.COMPLETED for r in sim.core.records.values())
 
 
+def test_the_guarantee_is_checked_against_running_jobs(small_cluster):
+    """The property tests above check the guarantee only on running jobs: make sure it is exercised."""
+    jobs = [JobSpec(job_id=f"g{i}", submit_time=60.0 * i, model=MODELS[i], num_gpus=1, iterations=2000)
+            for i in range(6)]
+    guarded = Guarded(make_policy("synergy-tune:fifo"))
+    Simulator(small_cluster, guarded, STALLS).run(jobs)
+    assert guarded.jobs_checked >= 5 and guarded.checks >= 6
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(jobs=traces(), mechanism=st.sampled_from(["proportional", "synergy-greedy"]))
 def test_other_mechanisms_never_over_allocate(small_cluster, jobs, mechanism):
-    sim = Simulator(small_cluster, Guarded(make_policy(f"{mechanism}:las")), STALLS)
+    guarded = Guarded(make_policy(f"{mechanism}:las"))
+    sim = Simulator(small_cluster, guarded, STALLS)
     sim.run(jobs)
+    assert guarded.checks == sim.core.passes > 0
     check_ledger(sim.core.view(float("inf")))
     assert all(r.state is JobState.COMPLETED for r in sim.core.records.values())
 
@@ -230,8 +246,10 @@ def test_synergy_128_is_built_in():
 @given(jobs=traces())
 def test_opt_keeps_the_guarantee_and_the_ledger(small_cluster, jobs):
     """§4.1 constraint (5): OPT's points are never below the proportional throughput."""
-    sim = Simulator(small_cluster, Guarded(make_policy("synergy-opt:srtf")), STALLS)
+    guarded = Guarded(make_policy("synergy-opt:srtf"))
+    sim = Simulator(small_cluster, guarded, STALLS)
     sim.run(jobs)
+    assert guarded.checks == sim.core.passes > 0
     assert all(r.state is JobState.COMPLETED for r in sim.core.records.values())
 
 
@@ -246,5 +264,5 @@ def test_opt_ilp_respects_the_super_machine_s4_1(small_cluster):
     assert len(c.running) == 8
     held = sum(p.cpus for r in c.running.values() for p in r.allocation.nodes)
     assert held <= 48
-    assert policy.last_bound >= 8.0  # every job at least at its proportional throughput (W = 1)
+    assert policy.placement.last_bound >= 8.0  # every job at least at its proportional throughput (W = 1)
     assert all(cpus_memory_per_gpu(r.allocation)[0] >= 3 for r in c.running.values())

@@ -8,10 +8,11 @@ import os
 import sys
 
 import pytest
+from policy_fakes import OneResize
 from worlds import World, train_spec
 
 from halyard.agent.process import Enforcement, ProcessAgent
-from halyard.datamodel import EventKind, JobState
+from halyard.datamodel import Allocation, EventKind, JobState, NodeAllocation
 
 
 def events(world: World, job_id: str) -> list[EventKind]:
@@ -84,6 +85,9 @@ async def test_processes_are_pinned_and_the_environment_is_set(tmp_path):
     assert os.path.basename(env["HALYARD_AGENT_SOCKET"]) == "agent.sock"
     assert env["HALYARD_CPUS"] == "24" and env["HALYARD_MEMORY_MB"] == "500000"  # the whole test node
     assert len(env["HALYARD_CLOCK"].split(",")) == 3
+    # One logical worker per GPU for a job that declares none.
+    assert env["HALYARD_NUM_GPUS"] == env["HALYARD_LOGICAL_WORKERS"] == env["HALYARD_RANK_WORKERS"] == "8"
+    assert env["HALYARD_GPU_WORKERS"] == ",".join(["1"] * 8) and env["HALYARD_WORKER_OFFSET"] == "0"
 
 
 def test_enforcement_says_why_memory_is_not_enforced(tmp_path):
@@ -146,3 +150,47 @@ async def test_a_launch_waits_for_the_stopping_process_that_holds_its_gpus(tmp_p
         assert not old.exited.is_set() and agent.jobs["b"].process is None  # still waiting for a's GPUs 6, 7
         await w.wait_for(lambda: old.exited.is_set(), timeout=10)
         await w.wait_for(lambda: "b" not in agent.jobs or agent.jobs["b"].process is not None, timeout=10)
+
+
+async def test_a_resize_checkpoints_and_resumes_on_the_new_gpus(tmp_path):
+    """Issue 12: a running job resized from 2 GPUs to 1 on a process agent checkpoints on demand,
+    restarts on the new GPU from that checkpoint with the new size, and completes. Each step's
+    batches are a function of (logical worker, step), so a lost or repeated step would change
+    the final weights: they equal those of an uninterrupted run."""
+    import subprocess
+
+    import numpy as np
+    from worlds import EXAMPLE
+
+    total, after = 300, 60
+    policy = OneResize("e", Allocation((NodeAllocation("r0-n0", (0, 1), 6, 1000),)),
+                       Allocation((NodeAllocation("r0-n0", (0,), 3, 500),)),
+                       when=lambda view, job: job.iterations_done(view.now) >= after)
+    spec = train_spec("e", total, gpus=2, pace_s=0.01, every=100_000, min_gpus=1, max_gpus=2, logical_workers=2)
+    async with World("process", tmp_path, policy=policy, round_s=0.05) as w:
+        await w.submit(spec)
+        agent = w.agents["r0-n0"]
+        await w.wait_for(lambda: "e" in agent.jobs)
+        first_attempt = agent.jobs["e"]
+        await w.wait_for(lambda: w.job("e").state is JobState.COMPLETED, timeout=40)
+        record = w.job("e")
+    assert events(w, "e") == [EventKind.SUBMITTED, EventKind.STARTED, EventKind.RESIZED, EventKind.COMPLETED]
+    assert record.preemptions == 0 and record.allocation.num_gpus == 1 and record.allocation.nodes[0].workers == (2,)
+    summary = json.loads((tmp_path / "checkpoints" / "e" / "summary.json").read_text())
+    assert summary["attempt"] == 2 and summary["num_gpus"] == 1
+    assert summary["logical_workers"] == 2 and summary["rank_workers"] == 2
+    # The first attempt checkpointed every iteration it finished, on demand, and the second resumed there.
+    assert first_attempt.attempt == 1 and first_attempt.restarting and first_attempt.exited.is_set()
+    assert first_attempt.checkpoint >= first_attempt.iterations_done >= after / 2
+    assert summary["started_at"] == first_attempt.checkpoint < total
+    first = (tmp_path / "logs" / "e-1-r0-n0.log").read_text()
+    assert "summary" not in first and '"attempt": 1' not in first  # the first attempt stopped early
+    reference = tmp_path / "reference"
+    subprocess.run([sys.executable, *spec.command[1:], "--iterations", str(total), "--min-iteration-s", "0"],
+                   env=os.environ | {"HALYARD_CHECKPOINT_DIR": str(reference), "HALYARD_LOGICAL_WORKERS": "2"},
+                   check=True, capture_output=True, timeout=60)
+    assert spec.command[1] == EXAMPLE
+    resized = np.load(tmp_path / "checkpoints" / "e" / "model.npz")
+    straight = np.load(reference / "model.npz")
+    assert int(resized["iteration"]) == int(straight["iteration"]) == total
+    assert np.array_equal(resized["weights"], straight["weights"])

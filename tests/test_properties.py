@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from policy_fakes import Wrapping
 
 from halyard.controlplane import Simulator
 from halyard.datamodel import JobSpec, JobState
-from halyard.policies import ClusterView, Plan, make_policy
+from halyard.policies import ClusterView, PassState, Plan, Policy, make_policy
 
 MODELS = ("resnet50", "resnet18", "bert-large", "gnmt", "alexnet")
 
@@ -31,26 +32,17 @@ def traces(draw, max_gpus: int = 16):
     return jobs
 
 
-class Checked:
+class Checked(Wrapping):
     """Wraps a policy and checks the core's state each time it is asked for a plan."""
 
-    def __init__(self, policy):
-        self.inner = policy
-        self.name = policy.name
+    def __init__(self, policy: Policy) -> None:
+        super().__init__(policy)
         self.checks = 0
 
-    @property
-    def needs_rounds(self):
-        return self.inner.needs_rounds
-
-    @property
-    def acts_without_pending(self):
-        return self.inner.acts_without_pending
-
-    def schedule(self, view: ClusterView) -> Plan:
+    def schedule(self, view: ClusterView, state: PassState) -> Plan:
         check_ledger(view)
         self.checks += 1
-        return self.inner.schedule(view)
+        return self.inner.schedule(view, state)
 
 
 def check_ledger(view: ClusterView) -> None:

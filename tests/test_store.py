@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from halyard.controlplane import SchedulingCore, SimulatedPool
-from halyard.controlplane.records import JobRecord
+from halyard.controlplane.records import PERSISTED, JobRecord
 from halyard.controlplane.store import (
     SCHEMA_VERSION,
     InconsistentState,
@@ -40,7 +40,7 @@ from halyard.datamodel import (
     Parallelism,
     StagePlan,
 )
-from halyard.policies import Plan, make_policy
+from halyard.policies import PassState, Plan, make_policy
 
 
 def alloc(*parts: tuple[str, tuple[int, ...]], shift: float = 0.0) -> Allocation:
@@ -126,7 +126,7 @@ def lived(core: SchedulingCore) -> JobRecord:
 def test_record_round_trip_is_exact(core):
     rec = lived(core)
     snap = rec.snapshot()
-    assert set(snap) == set(JobRecord.__slots__)
+    assert set(snap) == set(PERSISTED) == set(JobRecord.__slots__) - {"wait", "wait_pass"}
     assert {"_done", "_anchor", "_resume_at", "_rate", "_gpu_s", "_run_s", "_run_start"} <= snap.keys()
     back = JobRecord.restore(json.loads(json.dumps(snap)))
     assert typed(back.snapshot()) == typed(snap)
@@ -149,7 +149,7 @@ def test_record_restore_refuses_malformed(core):
 def test_every_slot_has_a_column():
     from halyard.controlplane import store
 
-    assert sorted(store._SLOTS) == sorted(JobRecord.__slots__)
+    assert sorted(store._SLOTS) == sorted(PERSISTED)
 
 
 def test_store_round_trip_through_a_file(core, tmp_path):
@@ -381,7 +381,7 @@ def pass_state(core: SchedulingCore, now: float) -> tuple:
     return (list(view.running), [r.job_id for r in view.pending], dict(view.pending_demand),
             view.free.gpus.tolist(), view.free.cpus.tolist(), view.free.memory_mb.tolist(), view.free.gpu_mask,
             {j: typed(r.snapshot()) for j, r in core.records.items()}, list(core.log),
-            core.policy.schedule(view).actions)
+            core.policy.schedule(view, PassState()).actions)
 
 
 def test_restored_core_runs_on_identically(small_cluster, perf):

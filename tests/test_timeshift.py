@@ -31,7 +31,7 @@ from halyard.controlplane.core import PlanError
 from halyard.controlplane.records import allocation_from_dict, allocation_to_dict
 from halyard.datamodel import Allocation, EventKind, JobState, NodeAllocation, parse_cluster
 from halyard.emulator.fabric import Fabric
-from halyard.policies import Plan
+from halyard.policies import Plan, Policy
 from halyard.testing.cluster import small_cluster_toml
 from halyard.timeshift import DRIFT_TOLERANCE, drift_s, grid_at_or_after, paced_iteration_s
 from halyard.v1 import agent_service_pb2 as apb
@@ -150,17 +150,15 @@ async def test_the_emulated_agent_starts_on_the_grid_and_reports_drift(small_clu
     await agent.stop_jobs()
 
 
-class StartShifted:
+class StartShifted(Policy):
     """Starts each pending job on r0-n0 and time-shifts it in the same plan."""
 
     name = "start-shifted"
-    needs_rounds = False
-    acts_without_pending = False
 
     def __init__(self, seconds: float, period_s: float) -> None:
         self.seconds, self.period_s = seconds, period_s
 
-    def schedule(self, view) -> Plan:
+    def schedule(self, view, state) -> Plan:
         plan = Plan()
         for pending in view.pending:
             plan.start(pending.job_id, on(("r0-n0", tuple(range(8)))))

@@ -279,6 +279,7 @@ def test_bad_jsonl_rows(tmp_path: Path) -> None:
     ("parallelism", Parallelism(data=2)),
     ("command", ("python", "train.py")),
     ("env", {"A": "1"}),
+    ("logical_workers", 4),
 ])
 def test_write_refuses_unrepresentable_fields(tmp_path: Path, field: str, value: object) -> None:
     j = job("p", num_gpus=2, **{field: value})

@@ -34,25 +34,27 @@ EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "train_numpy.py
 
 
 def train_spec(job_id: str, iterations: int, *, gpus: int = 8, pace_s: float = 0.005, every: int = 10,
-               command: list[str] | None = None) -> tpb.JobSpec:
+               command: list[str] | None = None, **elastic: int) -> tpb.JobSpec:
     """resnet50 for the model; the example script (paced to ``pace_s`` per iteration) for the process."""
     if command is None:
         command = [sys.executable, EXAMPLE, "--min-iteration-s", str(pace_s), "--checkpoint-every", str(every),
                    "--samples", "4000", "--dim", "32"]
-    return tpb.JobSpec(job_id=job_id, model="resnet50", num_gpus=gpus, iterations=iterations, command=command)
+    return tpb.JobSpec(job_id=job_id, model="resnet50", num_gpus=gpus, iterations=iterations, command=command,
+                       **elastic)
 
 
 class World:
     """``async with World("process" | "emulated", tmp_path)``: ready (all agents registered) on entry."""
 
     def __init__(self, backend: str, work_dir: Path, *, nodes: int = 1, policy: str | Policy = "fifo",
-                 speedup: float = 1.0) -> None:
+                 speedup: float = 1.0, round_s: float = 300.0) -> None:
         self.backend = backend
         self.work_dir = work_dir
         self.cluster_toml = small_cluster_toml(nodes)
         self.cluster = parse_cluster(self.cluster_toml, source="<world>")
         self.clock = ScaledClock(speedup)
         self.policy = policy
+        self.round_s = round_s
         self.server: ControlPlaneServer | None = None
         self.agents: dict[str, ProcessAgent | EmulatedAgent] = {}
         self.channel: grpc.aio.Channel | None = None
@@ -62,7 +64,7 @@ class World:
         policy = make_policy(self.policy) if isinstance(self.policy, str) else self.policy
         cp = ControlPlane(self.cluster, policy, PerformanceModel(), self.clock,
                           SqliteStore(":memory:"), cluster_toml=self.cluster_toml, heartbeat_s=0.05,
-                          heartbeat_timeout_s=5.0)
+                          heartbeat_timeout_s=5.0, round_s=self.round_s)
 
         def record(action) -> None:
             job = cp.core.records[action.job_id]

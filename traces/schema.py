@@ -80,7 +80,7 @@ COLUMN_BY_NAME = {c.name: c for c in COLUMNS}
 
 # JobSpec fields that the canonical schema cannot carry; write_trace refuses
 # jobs that set them rather than dropping them silently.
-UNREPRESENTABLE_FIELDS: tuple[str, ...] = ("parallelism", "command", "env")
+UNREPRESENTABLE_FIELDS: tuple[str, ...] = ("parallelism", "command", "env", "logical_workers")
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         iterations=spec.iterations, duration_s=spec.duration_s or 0.0, batch_size=spec.batch_size,
         gpu_type=spec.gpu_type or "", min_gpus=spec.min_gpus or 0, max_gpus=spec.max_gpus or 0,
         priority=spec.priority, command=list(spec.command), env=dict(spec.env),
+        logical_workers=spec.logical_workers,
     )
     if spec.parallelism is not None:
         p = spec.parallelism
@@ -71,7 +72,7 @@ def spec_from_pb(msg: pb.JobSpec, *, submit_time: float, prefix: str = "spec") -
             max_gpus=msg.max_gpus or None, parallelism=parallelism, priority=msg.priority,
             deadline=submit_time + msg.deadline if msg.HasField("deadline") else None,
             duration_s=msg.duration_s or None, command=tuple(msg.command),
-            env=MappingProxyType(dict(msg.env)),
+            env=MappingProxyType(dict(msg.env)), logical_workers=msg.logical_workers,
         )
     except ValidationError as exc:
         raise ValidationError(exc.message, field=f"{prefix}.{exc.field}" if exc.field else prefix) from None
@@ -79,8 +80,8 @@ def spec_from_pb(msg: pb.JobSpec, *, submit_time: float, prefix: str = "spec") -
 
 def allocation_to_pb(allocation: Allocation) -> pb.Allocation:
     msg = pb.Allocation(
-        nodes=[pb.NodeAllocation(node=p.node, gpus=list(p.gpus), cpus=p.cpus, memory_mb=p.memory_mb)
-               for p in allocation.nodes],
+        nodes=[pb.NodeAllocation(node=p.node, gpus=list(p.gpus), cpus=p.cpus, memory_mb=p.memory_mb,
+                                 workers=list(p.workers)) for p in allocation.nodes],
         time_shift_s=allocation.time_shift_s,
         stages=[pb.StagePlan(gpus=s.gpus, data=s.data, tensor=s.tensor) for s in allocation.stages],
     )
@@ -97,10 +98,15 @@ def allocation_from_pb(msg: pb.Allocation, cluster: Cluster, prefix: str = "allo
         if not cluster.has_node(p.node):
             raise ValidationError(f"unknown node {p.node!r}", field=f"{prefix}.nodes[{i}].node")
         try:
-            parts.append(NodeAllocation(p.node, tuple(p.gpus), p.cpus, p.memory_mb))
+            parts.append(NodeAllocation(p.node, tuple(p.gpus), p.cpus, p.memory_mb, tuple(p.workers)))
         except ValueError as exc:
             raise ValidationError(str(exc), field=f"{prefix}.nodes[{i}]") from None
-    stages = tuple(StagePlan(s.gpus, s.data, s.tensor) for s in msg.stages)
+    stages = []
+    for i, s in enumerate(msg.stages):
+        try:
+            stages.append(StagePlan(s.gpus, s.data or 1, s.tensor or 1))
+        except ValueError as exc:
+            raise ValidationError(str(exc), field=f"{prefix}.stages[{i}]") from None
     shift = msg.time_shift
     if msg.HasField("time_shift") and not all(math.isfinite(x) and x >= 0.0
                                               for x in (shift.seconds, shift.period_s, shift.epoch_s)):
@@ -108,9 +114,9 @@ def allocation_from_pb(msg: pb.Allocation, cluster: Cluster, prefix: str = "allo
                               field=f"{prefix}.time_shift")
     try:
         if msg.HasField("time_shift"):
-            return Allocation(tuple(parts), stages=stages).with_time_shift(shift.seconds, shift.period_s,
-                                                                          shift.epoch_s)
-        return Allocation(tuple(parts), time_shift_s=msg.time_shift_s, stages=stages)  # an older sender
+            return Allocation(tuple(parts), stages=tuple(stages)).with_time_shift(shift.seconds, shift.period_s,
+                                                                                 shift.epoch_s)
+        return Allocation(tuple(parts), time_shift_s=msg.time_shift_s, stages=tuple(stages))  # an older sender
     except ValueError as exc:
         raise ValidationError(str(exc), field=prefix) from None
 

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from halyard import __version__
-from halyard.cli import calibrate, client, daemons, profiles, replay, simulate, trace
+from halyard.cli import calibrate, client, daemons, policies, profiles, replay, simulate, trace
 from halyard.datamodel import HalyardError
 
 EXIT_BAD_INPUT = 2
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.register(commands)
     trace.register(commands)
     profiles.register(commands)
+    policies.register(commands)
     replay.register(commands)
     daemons.register(commands)
     client.register(commands)

@@ -1,4 +1,4 @@
-"""Client commands against a running control plane: submit, jobs, cancel, watch."""
+"""Client commands against a running control plane: submit, job, jobs, cancel, watch."""
 
 from __future__ import annotations
 
@@ -43,6 +43,10 @@ def register(commands: argparse._SubParsersAction) -> None:
                                                   "(e.g. 'python train.py --lr 0.1'); emulated agents ignore it")
     s.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="environment for the command")
     s.set_defaults(run=run_submit)
+    g = client("job", "one job: state, progress, placement, and why it waits")
+    g.add_argument("job_id")
+    g.add_argument("--json", action="store_true")
+    g.set_defaults(run=run_job)
     j = client("jobs", "list jobs")
     states = [name for name in tpb.JobState.keys() if name != "JOB_STATE_UNSPECIFIED"]  # noqa: SIM118 (enum wrapper)
     j.add_argument("--state", action="append", default=[], choices=states)
@@ -102,12 +106,41 @@ def run_jobs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([MessageToDict(j, preserving_proto_field_name=True) for j in jobs], indent=2))
         return 0
-    table = Table("job", "state", "model", "GPUs", "progress", "nodes")
+    table = Table("job", "state", "model", "GPUs", "progress", "nodes / why waiting")
     for j in jobs:
         done = f"{100 * j.iterations_done / j.iterations_total:.0f}%" if j.iterations_total else "-"
         table.add_row(j.spec.job_id, tpb.JobState.Name(j.state), j.spec.model, str(j.spec.num_gpus), done,
-                      ",".join(n.node for n in j.allocation.nodes))
+                      ",".join(n.node for n in j.allocation.nodes) or waiting(j))
     Console().print(table)
+    return 0
+
+
+def waiting(job: jpb.Job) -> str:
+    """"CODE (stage): reason" for a job that waits and was told why, else ""."""
+    if not job.HasField("wait"):
+        return ""
+    return f"{jpb.WaitCode.Name(job.wait.code)} ({job.wait.stage}): {job.wait.reason}"
+
+
+def run_job(args: argparse.Namespace) -> int:
+    channel, stub = _stub(args)
+    with channel:
+        job = _rpc(stub.GetJob, jpb.GetJobRequest(job_id=args.job_id))
+    if args.json:
+        print(json.dumps(MessageToDict(job, preserving_proto_field_name=True), indent=2))
+        return 0
+    s = job.spec
+    lines = [f"job:        {s.job_id} (tenant {s.tenant or 'default'})",
+             f"state:      {tpb.JobState.Name(job.state)}",
+             f"model:      {s.model}, {s.num_gpus} GPUs{' of type ' + s.gpu_type if s.gpu_type else ''}",
+             f"progress:   {job.iterations_done:.0f} of {job.iterations_total} iterations, "
+             f"{job.preemptions} preemptions, queued {job.queued_s:.0f} s"]
+    if job.allocation.nodes:
+        lines.append("placement:  " + ", ".join(f"{n.node}[{','.join(map(str, n.gpus))}]"
+                                                 for n in job.allocation.nodes))
+    if job.HasField("wait"):
+        lines.append(f"waiting:    {waiting(job)}")
+    print("\n".join(lines))
     return 0
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import structlog
 
+from halyard.cli.policies import policy_help
 from halyard.cli.simulate import add_contention_option
 from halyard.clock import ScaledClock
 from halyard.controlplane.server import ControlPlaneServer
@@ -17,7 +18,7 @@ from halyard.controlplane.store import SqliteStore
 from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import ValidationError, load_cluster, parse_cluster, read_cluster_text
 from halyard.logs import configure_logging
-from halyard.policies import make_policy, policy_names
+from halyard.policies import make_policy
 
 log = structlog.get_logger("halyard")
 
@@ -27,8 +28,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     cp.add_argument("--cluster", required=True, help="built-in cluster name or TOML path")
     cp.add_argument("--db", type=Path, required=True, help="SQLite state file (created if missing)")
     cp.add_argument("--listen", default="127.0.0.1:50051", help="gRPC HOST:PORT (default 127.0.0.1:50051)")
-    cp.add_argument("--http", default=None, help="HOST:PORT for /healthz and /metrics")
-    cp.add_argument("--policy", default="fifo", help=f"one of: {', '.join(policy_names())}")
+    cp.add_argument("--http", default=None, help="HOST:PORT for /healthz, /metrics and the web dashboard (/)")
+    cp.add_argument("--policy", default="fifo", help=policy_help())
     cp.add_argument("--round-s", type=float, default=300.0)
     add_contention_option(cp)
     cp.add_argument("--speedup", type=float, default=1.0, help="cluster seconds per wall second (1 = real time)")

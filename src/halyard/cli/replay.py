@@ -9,13 +9,14 @@ from pathlib import Path
 
 from rich.console import Console
 
+from halyard.cli.policies import policy_help
 from halyard.cli.report import progress_bar, summary_table
 from halyard.cli.simulate import DEFAULT_ROUND_S, add_contention_option, default_trace
 from halyard.cli.trace import add_trace_options, load_trace
 from halyard.controlplane.replay import replay
 from halyard.datamodel import ValidationError, parse_cluster, read_cluster_text
 from halyard.logs import configure_logging
-from halyard.policies import make_policy, policy_names
+from halyard.policies import make_policy
 
 DEFAULT_SPEEDUP = 100.0
 
@@ -24,7 +25,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("replay", help="replay a trace through the real control plane and emulated agents")
     p.add_argument("--trace", type=Path, default=None, help="trace file (default: the bundled trace)")
     p.add_argument("--cluster", default="default", help="built-in cluster name or TOML path (default: default)")
-    p.add_argument("--policy", default="fifo", help=f"one of: {', '.join(policy_names())} (default: fifo)")
+    p.add_argument("--policy", default="fifo", help=policy_help())
     p.add_argument("--speedup", type=float, default=DEFAULT_SPEEDUP,
                    help=f"cluster seconds per wall second (default: {DEFAULT_SPEEDUP:g})")
     p.add_argument("--round-s", type=float, default=DEFAULT_ROUND_S, help="round length in seconds")

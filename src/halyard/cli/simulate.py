@@ -10,13 +10,14 @@ from pathlib import Path
 
 from rich.console import Console
 
+from halyard.cli.policies import policy_help
 from halyard.cli.report import progress_bar, summary_table
 from halyard.cli.trace import add_trace_options, load_trace
 from halyard.controlplane import Simulator, summarize
 from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import ValidationError, load_cluster
 from halyard.emulator.performance import CONTENTION_MODES
-from halyard.policies import make_policy, policy_names
+from halyard.policies import make_policy
 
 DEFAULT_ROUND_S = 300.0  # DESIGN.md: lease of 5 minutes of cluster time
 
@@ -35,7 +36,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("simulate", help="replay a trace through a policy in virtual time")
     p.add_argument("--trace", type=Path, default=None, help="trace file (default: the bundled trace)")
     p.add_argument("--cluster", default="default", help="built-in cluster name or TOML path (default: default)")
-    p.add_argument("--policy", default="fifo", help=f"one of: {', '.join(policy_names())} (default: fifo)")
+    p.add_argument("--policy", default="fifo", help=policy_help())
     p.add_argument("--round-s", type=float, default=DEFAULT_ROUND_S, help="round length in seconds")
     add_contention_option(p)
     p.add_argument("--measure", default=None, metavar="START:END",

@@ -34,6 +34,14 @@ class JobSpec:
     sets ``duration_s`` and leaves ``iterations`` at 0; the performance model
     then converts it (:meth:`halyard.emulator.PerformanceModel.iterations_for`)
     so that the job's ideal run time matches the trace.
+
+    An elastic job gives a GPU range ``min_gpus..max_gpus`` around ``num_gpus``
+    (its initial size: Crius' ``N_G``, whose Cells use ``N_G/2, N_G, 2 N_G`` GPUs,
+    papers/crius-cell-scheduling.txt §6), and the core accepts any allocation in
+    that range. ``logical_workers`` is EasyScale's ``maxP`` (papers/easyscale-elastic-training.txt
+    §3.2): the job always trains as that many data-parallel workers, time-sliced
+    over however many GPUs it holds, so its global batch and its results do not
+    depend on its size; 0 means one worker per GPU.
     """
 
     job_id: str
@@ -47,6 +55,7 @@ class JobSpec:
     gpu_type: str | None = None
     min_gpus: int | None = None  # elastic jobs only
     max_gpus: int | None = None
+    logical_workers: int = 0  # EasyScale ESTs (maxP); 0: one worker per GPU
     parallelism: Parallelism | None = None  # None: pure data parallel over num_gpus
     priority: int = 0
     deadline: float | None = None
@@ -79,14 +88,37 @@ class JobSpec:
         if self.batch_size < 0:
             raise bad("batch_size", f"must be >= 0, got {self.batch_size}")
         if self.min_gpus is not None and not 1 <= self.min_gpus <= self.num_gpus:
-            raise bad("min_gpus", f"must be between 1 and num_gpus ({self.num_gpus})")
+            # 0 is refused: a job that holds no GPUs is PENDING, which already says "waits for its first allocation".
+            raise bad("min_gpus", f"must be between 1 and num_gpus ({self.num_gpus}), got {self.min_gpus}")
         if self.max_gpus is not None and self.max_gpus < self.num_gpus:
-            raise bad("max_gpus", f"must be >= num_gpus ({self.num_gpus})")
+            raise bad("max_gpus", f"must be >= num_gpus ({self.num_gpus}), got {self.max_gpus}")
+        if self.logical_workers < 0:
+            raise bad("logical_workers", f"must be >= 0, got {self.logical_workers}")
+        if self.logical_workers:
+            most = self.gpu_range[1]
+            if self.logical_workers < most:
+                raise bad("logical_workers", f"{self.logical_workers} logical workers cannot cover up to {most} GPUs "
+                                             "(every GPU runs at least one)")
+            if self.parallelism is not None and (self.parallelism.tensor > 1 or self.parallelism.pipeline > 1):
+                raise bad("logical_workers", "logical workers are data-parallel replicas (EasyScale §3.2); "
+                                             "tensor and pipeline degrees must be 1")
         if self.parallelism is not None and self.parallelism.world_size != self.num_gpus:
             raise bad("parallelism", f"data x tensor x pipeline = {self.parallelism.world_size}, "
                                      f"but num_gpus = {self.num_gpus}")
         if self.deadline is not None and self.deadline < self.submit_time:
             raise bad("deadline", "must not be before submit_time")
+
+
+    @property
+    def gpu_range(self) -> tuple[int, int]:
+        """The fewest and most GPUs the job may hold (both ``num_gpus`` for a fixed-size job)."""
+        return (self.min_gpus or self.num_gpus, self.max_gpus or self.num_gpus)
+
+    @property
+    def elastic(self) -> bool:
+        """Whether the job may run on another GPU count than ``num_gpus``."""
+        low, high = self.gpu_range
+        return low != high
 
 
 class JobState(enum.StrEnum):

@@ -45,7 +45,7 @@ class TestCluster:
 
     def __init__(self, nodes: int = 4, *, policy: str = "fifo", cluster_toml: str | None = None,
                  db: str | Path = ":memory:", round_s: float = 300.0, heartbeat_s: float = 0.2,
-                 heartbeat_timeout_s: float = 1.0, start_time: float = 0.0) -> None:
+                 heartbeat_timeout_s: float = 1.0, start_time: float = 0.0, http: str | None = None) -> None:
         self.cluster_toml = cluster_toml or small_cluster_toml(nodes)
         self.cluster = parse_cluster(self.cluster_toml, source="<test cluster>")
         self.clock = ManualClock(start_time)
@@ -54,6 +54,7 @@ class TestCluster:
         self._policy = policy
         self._round_s = round_s
         self._heartbeat = (heartbeat_s, heartbeat_timeout_s)
+        self._http = http  # HOST:PORT for /healthz, /metrics and the dashboard (port 0: any free one)
         self.server: ControlPlaneServer | None = None
         self.agents: dict[str, EmulatedAgent] = {}
         self.channel: grpc.aio.Channel | None = None
@@ -64,7 +65,7 @@ class TestCluster:
         cp = ControlPlane(self.cluster, make_policy(self._policy), self.perf, self.clock, SqliteStore(self._db),
                           cluster_toml=self.cluster_toml, round_s=self._round_s, heartbeat_s=self._heartbeat[0],
                           heartbeat_timeout_s=self._heartbeat[1])
-        self.server = ControlPlaneServer(cp, listen="127.0.0.1:0")
+        self.server = ControlPlaneServer(cp, listen="127.0.0.1:0", http=self._http)
         await self.server.start()
         for node in self.cluster.nodes:
             agent = EmulatedAgent(self.address, node, shared_clock=self.clock, perf=self.perf)
@@ -85,6 +86,13 @@ class TestCluster:
     @property
     def address(self) -> str:
         return self.server.address
+
+    @property
+    def http_url(self) -> str:
+        """Base URL of the HTTP port (started with ``http=``): dashboard at /, /metrics, /healthz."""
+        if self._http is None:
+            raise RuntimeError("TestCluster was started without http=HOST:PORT")
+        return f"http://{self._http.rsplit(':', 1)[0]}:{self.server.http_port}"
 
     @property
     def control_plane(self) -> ControlPlane:

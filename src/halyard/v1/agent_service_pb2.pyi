@@ -215,7 +215,7 @@ class Preempt(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., grace_s: _Optional[float] = ...) -> None: ...
 
 class Reconfigure(_message.Message):
-    __slots__ = ("job_id", "attempt", "allocation", "leader", "restore_s", "iterations_done", "start_time", "link_slowdown")
+    __slots__ = ("job_id", "attempt", "allocation", "leader", "restore_s", "iterations_done", "start_time", "link_slowdown", "restart_attempt", "iterations_total", "grace_s")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_FIELD_NUMBER: _ClassVar[int]
@@ -224,6 +224,9 @@ class Reconfigure(_message.Message):
     ITERATIONS_DONE_FIELD_NUMBER: _ClassVar[int]
     START_TIME_FIELD_NUMBER: _ClassVar[int]
     LINK_SLOWDOWN_FIELD_NUMBER: _ClassVar[int]
+    RESTART_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    GRACE_S_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     attempt: int
     allocation: _types_pb2.Allocation
@@ -232,7 +235,10 @@ class Reconfigure(_message.Message):
     iterations_done: float
     start_time: float
     link_slowdown: float
-    def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., allocation: _Optional[_Union[_types_pb2.Allocation, _Mapping]] = ..., leader: _Optional[bool] = ..., restore_s: _Optional[float] = ..., iterations_done: _Optional[float] = ..., start_time: _Optional[float] = ..., link_slowdown: _Optional[float] = ...) -> None: ...
+    restart_attempt: int
+    iterations_total: int
+    grace_s: float
+    def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., allocation: _Optional[_Union[_types_pb2.Allocation, _Mapping]] = ..., leader: _Optional[bool] = ..., restore_s: _Optional[float] = ..., iterations_done: _Optional[float] = ..., start_time: _Optional[float] = ..., link_slowdown: _Optional[float] = ..., restart_attempt: _Optional[int] = ..., iterations_total: _Optional[int] = ..., grace_s: _Optional[float] = ...) -> None: ...
 
 class SetTimeShift(_message.Message):
     __slots__ = ("job_id", "attempt", "seconds", "period_s", "epoch_s")

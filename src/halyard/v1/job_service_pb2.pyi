@@ -1,5 +1,6 @@
 from halyard.v1 import types_pb2 as _types_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -7,8 +8,19 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class WaitCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    WAIT_CODE_UNSPECIFIED: _ClassVar[WaitCode]
+    CANNOT_FIT_NOW: _ClassVar[WaitCode]
+    NEVER_FITS: _ClassVar[WaitCode]
+    WAITING_BY_POLICY: _ClassVar[WaitCode]
+WAIT_CODE_UNSPECIFIED: WaitCode
+CANNOT_FIT_NOW: WaitCode
+NEVER_FITS: WaitCode
+WAITING_BY_POLICY: WaitCode
+
 class Job(_message.Message):
-    __slots__ = ("spec", "state", "allocation", "iterations_done", "iterations_total", "submit_time", "start_time", "end_time", "preemptions", "queued_s")
+    __slots__ = ("spec", "state", "allocation", "iterations_done", "iterations_total", "submit_time", "start_time", "end_time", "preemptions", "queued_s", "wait")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_FIELD_NUMBER: _ClassVar[int]
@@ -19,6 +31,7 @@ class Job(_message.Message):
     END_TIME_FIELD_NUMBER: _ClassVar[int]
     PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
     QUEUED_S_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
     spec: _types_pb2.JobSpec
     state: _types_pb2.JobState
     allocation: _types_pb2.Allocation
@@ -29,7 +42,18 @@ class Job(_message.Message):
     end_time: float
     preemptions: int
     queued_s: float
-    def __init__(self, spec: _Optional[_Union[_types_pb2.JobSpec, _Mapping]] = ..., state: _Optional[_Union[_types_pb2.JobState, str]] = ..., allocation: _Optional[_Union[_types_pb2.Allocation, _Mapping]] = ..., iterations_done: _Optional[float] = ..., iterations_total: _Optional[int] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., preemptions: _Optional[int] = ..., queued_s: _Optional[float] = ...) -> None: ...
+    wait: WaitReason
+    def __init__(self, spec: _Optional[_Union[_types_pb2.JobSpec, _Mapping]] = ..., state: _Optional[_Union[_types_pb2.JobState, str]] = ..., allocation: _Optional[_Union[_types_pb2.Allocation, _Mapping]] = ..., iterations_done: _Optional[float] = ..., iterations_total: _Optional[int] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., preemptions: _Optional[int] = ..., queued_s: _Optional[float] = ..., wait: _Optional[_Union[WaitReason, _Mapping]] = ...) -> None: ...
+
+class WaitReason(_message.Message):
+    __slots__ = ("code", "stage", "reason")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    code: WaitCode
+    stage: str
+    reason: str
+    def __init__(self, code: _Optional[_Union[WaitCode, str]] = ..., stage: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("spec", "submit_time")

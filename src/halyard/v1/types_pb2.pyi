@@ -35,7 +35,7 @@ class Parallelism(_message.Message):
     def __init__(self, data: _Optional[int] = ..., tensor: _Optional[int] = ..., pipeline: _Optional[int] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("job_id", "tenant", "user", "model", "num_gpus", "iterations", "duration_s", "batch_size", "gpu_type", "min_gpus", "max_gpus", "parallelism", "priority", "deadline", "command", "env")
+    __slots__ = ("job_id", "tenant", "user", "model", "num_gpus", "iterations", "duration_s", "batch_size", "gpu_type", "min_gpus", "max_gpus", "parallelism", "priority", "deadline", "command", "env", "logical_workers")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -59,6 +59,7 @@ class JobSpec(_message.Message):
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
+    LOGICAL_WORKERS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     tenant: str
     user: str
@@ -75,19 +76,22 @@ class JobSpec(_message.Message):
     deadline: float
     command: _containers.RepeatedScalarFieldContainer[str]
     env: _containers.ScalarMap[str, str]
-    def __init__(self, job_id: _Optional[str] = ..., tenant: _Optional[str] = ..., user: _Optional[str] = ..., model: _Optional[str] = ..., num_gpus: _Optional[int] = ..., iterations: _Optional[int] = ..., duration_s: _Optional[float] = ..., batch_size: _Optional[int] = ..., gpu_type: _Optional[str] = ..., min_gpus: _Optional[int] = ..., max_gpus: _Optional[int] = ..., parallelism: _Optional[_Union[Parallelism, _Mapping]] = ..., priority: _Optional[int] = ..., deadline: _Optional[float] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    logical_workers: int
+    def __init__(self, job_id: _Optional[str] = ..., tenant: _Optional[str] = ..., user: _Optional[str] = ..., model: _Optional[str] = ..., num_gpus: _Optional[int] = ..., iterations: _Optional[int] = ..., duration_s: _Optional[float] = ..., batch_size: _Optional[int] = ..., gpu_type: _Optional[str] = ..., min_gpus: _Optional[int] = ..., max_gpus: _Optional[int] = ..., parallelism: _Optional[_Union[Parallelism, _Mapping]] = ..., priority: _Optional[int] = ..., deadline: _Optional[float] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., logical_workers: _Optional[int] = ...) -> None: ...
 
 class NodeAllocation(_message.Message):
-    __slots__ = ("node", "gpus", "cpus", "memory_mb")
+    __slots__ = ("node", "gpus", "cpus", "memory_mb", "workers")
     NODE_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
     CPUS_FIELD_NUMBER: _ClassVar[int]
     MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
     node: str
     gpus: _containers.RepeatedScalarFieldContainer[int]
     cpus: int
     memory_mb: int
-    def __init__(self, node: _Optional[str] = ..., gpus: _Optional[_Iterable[int]] = ..., cpus: _Optional[int] = ..., memory_mb: _Optional[int] = ...) -> None: ...
+    workers: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, node: _Optional[str] = ..., gpus: _Optional[_Iterable[int]] = ..., cpus: _Optional[int] = ..., memory_mb: _Optional[int] = ..., workers: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class StagePlan(_message.Message):
     __slots__ = ("gpus", "data", "tensor")

@@ -1,0 +1,240 @@
+"""The control plane's Prometheus metrics, its gRPC status-code interceptor and its health checks.
+
+Everything lives in one :class:`Metrics` object with a registry of its own (no
+global state). Job counters and histograms are derived from the event log, the
+record every state change already goes through, at scrape time: a scrape
+reads the events appended since the previous one. Counting starts at the log's
+end when the server starts, so a restart resets the counters (as Prometheus
+expects of a new process) instead of counting the restored history again.
+
+(``metrics.py`` beside this holds the run summaries of ``simulate`` and
+``replay``; those are not Prometheus metrics.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import grpc
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from halyard.controlplane.dashboard import measured_utilisation
+from halyard.controlplane.service import ControlPlane
+from halyard.controlplane.store import StoreError
+from halyard.datamodel import EventKind
+from halyard.policies import WaitCode
+
+MAX_TENANT_LABELS = 32  # distinct tenants that get a label value of their own; later ones share OTHER_TENANT
+OTHER_TENANT = "_other"
+# Cluster seconds. JCTs of DL training jobs run from minutes to weeks (Philly, Helios).
+JCT_BUCKETS = (60, 300, 900, 1800, 3600, 2 * 3600, 4 * 3600, 8 * 3600, 12 * 3600, 86400, 2 * 86400, 4 * 86400,
+               7 * 86400, 14 * 86400)
+QUEUE_BUCKETS = (0, 1, 10, 60, 300, 900, 1800, 3600, 2 * 3600, 4 * 3600, 8 * 3600, 86400, 2 * 86400)
+PASS_BUCKETS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)
+FINAL_KINDS = (EventKind.COMPLETED, EventKind.FAILED, EventKind.CANCELLED)
+
+
+class BoundedLabels:
+    """Label values from an open set (tenants) kept to a bounded number of series.
+
+    The first ``limit`` distinct values keep their name; every later one is
+    reported as ``other``, so a client inventing tenants cannot grow the
+    number of time series without bound.
+    """
+
+    def __init__(self, limit: int = MAX_TENANT_LABELS, other: str = OTHER_TENANT) -> None:
+        self.limit = limit
+        self.other = other
+        self._seen: set[str] = set()
+
+    def __call__(self, value: str) -> str:
+        if value in self._seen:
+            return value
+        if len(self._seen) < self.limit:
+            self._seen.add(value)
+            return value
+        return self.other
+
+
+class Metrics:
+    """The metrics an operator scrapes from ``/metrics``, and ``/healthz``'s checks."""
+
+    def __init__(self, cp: ControlPlane, *, tenant_labels: int = MAX_TENANT_LABELS) -> None:
+        self.cp = cp
+        self.registry = r = CollectorRegistry()
+        core = cp.core
+        Gauge("halyard_pending_jobs", "Jobs waiting for GPUs", registry=r).set_function(lambda: len(core.pending))
+        Gauge("halyard_running_jobs", "Jobs holding GPUs", registry=r).set_function(lambda: len(core.running))
+        Gauge("halyard_gpus_allocated", "GPUs held by running jobs", registry=r).set_function(
+            lambda: cp.cluster.total_gpus - core.free.total_gpus)
+        Gauge("halyard_gpus_total", "GPUs in the cluster", registry=r).set(cp.cluster.total_gpus)
+        Gauge("halyard_agents_connected", "Agents with a live stream", registry=r).set_function(
+            lambda: len(cp.sessions))
+        Gauge("halyard_nodes_drained", "Nodes drained by an operator", registry=r).set_function(
+            lambda: len(cp.drained))
+        Gauge("halyard_cluster_time_seconds", "Cluster time", registry=r).set_function(cp.now)
+        waiting = Gauge("halyard_waiting_jobs", "Pending jobs by why they wait, after the last pass",
+                        ["code"], registry=r)
+        for code in WaitCode:
+            waiting.labels(code=code.value).set_function(lambda c=code: core.waiting.get(c, 0))
+        Gauge("halyard_healthy", "1 while /healthz passes (store readable, scheduling loop running)",
+              registry=r).set_function(lambda: 0 if self.problems() else 1)
+        self.pass_seconds = Histogram("halyard_pass_seconds", "Wall time of a scheduling pass", registry=r,
+                                      buckets=PASS_BUCKETS)
+        self.rpcs = Counter("halyard_grpc_server_handled", "gRPC calls handled, by final status code",
+                            ["service", "method", "code"], registry=r)
+        self.finished = Counter("halyard_jobs_finished", "Jobs that reached a final state",
+                                ["state", "tenant"], registry=r)
+        self.submitted = Counter("halyard_jobs_submitted", "Jobs accepted", ["tenant"], registry=r)
+        self.preemptions = Counter("halyard_preemptions", "Jobs preempted (by the policy or a lost agent)",
+                                   ["tenant"], registry=r)
+        self.jct = Histogram("halyard_job_completion_seconds", "JCT of completed jobs: completion - submit, "
+                             "cluster seconds", buckets=JCT_BUCKETS, registry=r)
+        self.queueing = Histogram("halyard_job_queueing_seconds", "Time completed jobs spent pending "
+                                  "(every wait, preemptions included), cluster seconds", buckets=QUEUE_BUCKETS,
+                                  registry=r)
+        r.register(_AgentCollector(cp))
+        self.tenant = BoundedLabels(tenant_labels)
+        self._cursor = 0
+        cp.on_pass = self.pass_seconds.observe
+
+    def skip_history(self) -> None:
+        """Count from the log's current end (call once the control plane restored its state)."""
+        self._cursor = len(self.cp.core.log)
+
+    def catch_up(self) -> None:
+        """Fold the events appended since the last call into the job counters and histograms."""
+        records = self.cp.core.records
+        for event in self.cp.core.log.since(self._cursor):
+            self._cursor = event.seq
+            record = records.get(event.job_id)
+            tenant = self.tenant(record.spec.tenant if record is not None else "")
+            if event.kind is EventKind.SUBMITTED:
+                self.submitted.labels(tenant).inc()
+            elif event.kind is EventKind.PREEMPTED:
+                self.preemptions.labels(tenant).inc()
+            elif event.kind in FINAL_KINDS:
+                self.finished.labels(event.state.value, tenant).inc()
+                if event.kind is EventKind.COMPLETED and record is not None:
+                    self.jct.observe(event.time - record.spec.submit_time)
+                    self.queueing.observe(record.queued_s)
+
+    def render(self) -> bytes:
+        """The text exposition format, after catching up with the event log."""
+        self.catch_up()
+        return generate_latest(self.registry)
+
+    def problems(self) -> list[str]:
+        """What makes the control plane unhealthy now; empty when healthy."""
+        found = []
+        try:
+            self.cp.store.get_meta("schema_version")
+        except StoreError as exc:
+            found.append(f"store: {exc}")
+        if (problem := self.cp.scheduler_problem()) is not None:
+            found.append(f"scheduler: {problem}")
+        return found
+
+    def interceptor(self) -> RpcStatusInterceptor:
+        return RpcStatusInterceptor(self.rpcs)
+
+
+class _AgentCollector(Collector):
+    """Per node, at scrape time: the GPU utilisation its agent measured in its latest heartbeat."""
+
+    def __init__(self, cp: ControlPlane) -> None:
+        self.cp = cp
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        per_node = GaugeMetricFamily("halyard_node_gpu_utilization",
+                                     "GPU utilisation (0..1) the node's agent measured in its latest heartbeat",
+                                     labels=["node"])
+        unhealthy = GaugeMetricFamily("halyard_agents_unhealthy", "Connected agents whose heartbeat says unhealthy")
+        cluster = GaugeMetricFamily("halyard_gpu_utilization_measured",
+                                    "GPU-weighted mean of the measured utilisation of nodes with a connected agent")
+        bad = 0
+        for name, session in list(self.cp.sessions.items()):
+            if session.heartbeat is not None:
+                per_node.add_metric([name], session.heartbeat.gpu_utilization)
+                bad += not session.heartbeat.healthy
+        unhealthy.add_metric([], bad)
+        cluster.add_metric([], measured_utilisation(self.cp) or 0.0)
+        yield per_node
+        yield unhealthy
+        yield cluster
+
+
+def _split_method(full: str) -> tuple[str, str]:
+    """``/halyard.v1.JobService/SubmitJob`` -> (``halyard.v1.JobService``, ``SubmitJob``)."""
+    service, _, method = full.lstrip("/").rpartition("/")
+    return service, method
+
+
+def _code_name(context: grpc.aio.ServicerContext, exc: BaseException | None) -> str:
+    """The status a call ended with: the one it aborted with, CANCELLED when the call went away under it
+    (its task cancelled, or its response stream closed before the end), UNKNOWN for any other exception."""
+    if isinstance(exc, asyncio.CancelledError | GeneratorExit):
+        return grpc.StatusCode.CANCELLED.name
+    code = context.code()
+    if code is not None and code != grpc.StatusCode.OK:
+        return code.name if isinstance(code, grpc.StatusCode) else grpc.StatusCode(code).name
+    return grpc.StatusCode.UNKNOWN.name if exc is not None else grpc.StatusCode.OK.name
+
+
+class RpcStatusInterceptor(grpc.aio.ServerInterceptor):
+    """Counts every call by service, method and the status code it ended with.
+
+    Unknown methods (answered UNIMPLEMENTED by gRPC) are counted under
+    ``unknown`` so a client cannot create series by inventing method names.
+    """
+
+    def __init__(self, counter: Counter) -> None:
+        self.counter = counter
+
+    async def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Any],
+                                details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        handler = await continuation(details)
+        if handler is None:
+            self.counter.labels("unknown", "unknown", grpc.StatusCode.UNIMPLEMENTED.name).inc()
+            return None
+        service, method = _split_method(details.method)
+
+        def done(context: grpc.aio.ServicerContext, exc: BaseException | None) -> None:
+            self.counter.labels(service, method, _code_name(context, exc)).inc()
+
+        for kind in ("unary_unary", "unary_stream", "stream_unary", "stream_stream"):
+            behavior = getattr(handler, kind)
+            if behavior is not None:
+                return handler._replace(**{kind: _wrap(behavior, done)})
+        return handler
+
+
+def _wrap(behavior: Callable[..., Any], done: Callable[[grpc.aio.ServicerContext, BaseException | None], None]
+          ) -> Callable[..., Any]:
+    """The same behaviour, reporting how it ended to ``done`` (async generators and coroutines alike)."""
+    if inspect.isasyncgenfunction(behavior):
+        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            try:
+                async for item in behavior(request, context):
+                    yield item
+            except BaseException as exc:
+                done(context, exc)
+                raise
+            done(context, None)
+        return stream
+
+    async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            result = await behavior(request, context)
+        except BaseException as exc:
+            done(context, exc)
+            raise
+        done(context, None)
+        return result
+    return call
+

@@ -1,0 +1,116 @@
+"""What a policy derives from the cluster and the performance model alone, computed once.
+
+The cluster is fixed for a run and the performance model is a pure function, so
+a node-shape array, the GPU types a job fits or a job's compute-only iteration
+time are the same in every pass. :class:`ClusterFacts` memoises them for all
+the policy's stages (one per core, reached through ``ClusterView.facts``): no
+stage keeps its own shape cache, and nothing here depends on the jobs' state,
+which is per pass (:class:`~halyard.policies.passstate.PassState`) or the
+policy's learning (``on_applied``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from halyard.datamodel import Cluster, JobSpec
+
+if TYPE_CHECKING:
+    from halyard.policies.view import PerformanceEstimator
+
+# The GPU types a job may be placed on: one type, a set of types, or None for any
+# (:meth:`ClusterFacts.gpu_types_for` gives a job's, memory included).
+GpuTypes = str | frozenset[str] | None
+
+
+class ClusterShape:
+    """Static per-cluster arrays: GPUs, CPUs, memory and rack of every node, by node index."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        nodes = cluster.nodes
+        self.gpus = np.array([n.gpus for n in nodes], dtype=np.int64)
+        self.cpus = np.array([n.cpus for n in nodes], dtype=np.int64)
+        self.memory_mb = np.array([n.memory_mb for n in nodes], dtype=np.int64)
+        self.rack = np.array([n.rack_index for n in nodes], dtype=np.int64)
+        self.n_racks = len(cluster.racks)
+        self.rack_nodes = [np.array(r.node_indices, dtype=np.int64) for r in cluster.racks]
+        self._types = tuple(n.gpu_type for n in nodes)
+        self._excluded: dict[GpuTypes, np.ndarray] = {}
+        self._largest: dict[GpuTypes, tuple[int, int]] = {}
+
+    def excluded(self, gpu_types: GpuTypes) -> np.ndarray | None:
+        """Mask of the nodes whose GPU type is not in ``gpu_types`` (None: no restriction)."""
+        if gpu_types is None:
+            return None
+        mask = self._excluded.get(gpu_types)
+        if mask is None:
+            allowed = (gpu_types,) if isinstance(gpu_types, str) else gpu_types
+            mask = self._excluded[gpu_types] = np.array([t not in allowed for t in self._types], dtype=bool)
+        return mask
+
+    def largest(self, gpu_types: GpuTypes) -> tuple[int, int]:
+        """(GPUs of the largest node, GPUs of the largest rack) counting nodes of ``gpu_types`` (0 if none)."""
+        sizes = self._largest.get(gpu_types)
+        if sizes is None:
+            excluded = self.excluded(gpu_types)
+            gpus = self.gpus if excluded is None else np.where(excluded, 0, self.gpus)
+            rack = np.bincount(self.rack, weights=gpus, minlength=self.n_racks)
+            sizes = self._largest[gpu_types] = (int(gpus.max(initial=0)), int(rack.max(initial=0)))
+        return sizes
+
+    def max_gpus_per_node(self, gpu_types: GpuTypes) -> int:
+        """GPUs of the largest node of ``gpu_types`` (any type if None; 0 if there is none)."""
+        return self.largest(gpu_types)[0]
+
+    def total_gpus(self, gpu_types: GpuTypes) -> int:
+        """GPUs of ``gpu_types`` in the whole cluster, schedulable or not."""
+        excluded = self.excluded(gpu_types)
+        return int(self.gpus.sum() if excluded is None else self.gpus[~excluded].sum())
+
+
+_MISSING = object()
+
+
+class ClusterFacts:
+    """Memoised pure functions of (cluster, performance model) that stages share."""
+
+    def __init__(self, cluster: Cluster, perf: PerformanceEstimator) -> None:
+        self.cluster = cluster
+        self.perf = perf
+        self.shape = ClusterShape(cluster)
+        self._memo: dict[tuple[str, Hashable], Any] = {}
+
+    def memo(self, namespace: str, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """``compute()`` once per (``namespace``, ``key``); for values that depend on nothing but
+        the cluster and the performance model (a profile of a model, a compute time)."""
+        full = (namespace, key)
+        value = self._memo.get(full, _MISSING)
+        if value is _MISSING:
+            value = self._memo[full] = compute()
+        return value
+
+    def gpu_types_for(self, spec: JobSpec) -> frozenset[str] | None:
+        """The GPU types ``spec`` may be placed on, or None for every type of the cluster.
+
+        Its ``gpu_type`` constraint (if any) intersected with the cluster's types on
+        which one worker fits the GPU memory (``perf.fits_memory``, micro-batch
+        fallback included). None is the common case -- no constraint and every type
+        fits -- so placement needs no mask; an empty set means no node will do.
+        """
+        return self.memo("gpu-types", (spec.model, spec.batch_size, spec.parallelism, spec.gpu_type),
+                         lambda: self._gpu_types(spec))
+
+    def _gpu_types(self, spec: JobSpec) -> frozenset[str] | None:
+        present = self.cluster.gpu_types
+        wanted = present if spec.gpu_type is None else (spec.gpu_type,)
+        fit = frozenset(t for t in wanted if t in present and self.perf.fits_memory(spec, t))
+        return None if spec.gpu_type is None and len(fit) == len(present) else fit
+
+    def compute_s(self, spec: JobSpec) -> float:
+        """Compute-only seconds per iteration on one GPU of the job's type (Dally's ideal run time)."""
+        gpu_type = spec.gpu_type or self.cluster.gpu_types[0]
+        return self.memo("compute-s", (spec.model, spec.batch_size, gpu_type),
+                         lambda: self.perf.ideal_iteration_time(spec, gpu_type))
