@@ -1,7 +1,7 @@
 """Reproduce Synergy's simulation results (§5.3-§5.6) on the built-in synergy-128 cluster.
 
-    .venv/bin/pip install -e '.[plots]'
     .venv/bin/python benchmarks/reproduce_synergy.py --workers 2
+    .venv/bin/python benchmarks/reproduce_synergy.py --trace my.csv --out out/synergy-mine
 
 Three experiments, all on ``--cluster synergy-128`` (16 x 8 V100, 24 CPUs, 500 GB)
 with Synergy's production-derived trace generator (traces/generator.py), metrics
@@ -17,22 +17,36 @@ Scaled down from the paper (which replays 6,000+ jobs and measures ids 4000-4999
 the whole script runs in a few minutes on 2 cores: ``--jobs`` jobs per run (default
 2,000), measured over ids [jobs/4, 3*jobs/4) (the first quarter warms the cluster up,
 the last quarter keeps it loaded while the window finishes). Writes
-``docs/synergy-reproduction.json``, ``docs/synergy-reproduction-table.md`` and, with
-matplotlib, ``docs/img/synergy-reproduction.png``. Not part of the tests.
+``docs/synergy-reproduction.json``, ``docs/synergy-reproduction-table.md`` and
+``docs/img/synergy-reproduction.png``. Not part of the tests.
+
+``--trace FILE`` instead runs GPU-proportional and TUNE under each ordering on that
+trace (same cluster and window rule) and writes its table, the JSON and an HTML
+comparison report. The runs are ``halyard simulate`` runs through the machinery of
+``halyard compare`` (halyard.experiments): the generated traces are written as
+canonical CSV (which reads back to the same jobs), runs go to worker processes
+(``--workers``) or a Ray cluster (``--ray``) under one progress bar, and each run's
+summary, per-job table, timeline and exact command land under ``<work>/runs/``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from halyard.controlplane import Simulator, summarize
+import matplotlib
+
 from halyard.datamodel import load_cluster
-from halyard.policies import make_policy
-from halyard.traces.generator import generate_synergy_trace
+from halyard.experiments import RunResult, RunSpec, run_and_save
+from halyard.experiments.report import write_sweep_report
+from halyard.traces import generate_synergy_trace, read_trace, write_trace
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
 
 ORDERINGS = ("fifo", "srtf", "las", "ftf")
 SPLIT = (60, 30, 10)  # (image, language, speech): one of the paper's splits (§5.4), image-heavy
@@ -41,24 +55,11 @@ SINGLE_LOADS = (8.0, 12.0, 16.0, 20.0)  # single-GPU trace
 OPT_LOADS = (6.0, 8.0)
 GREEDY_SPLITS = ((20, 70, 10), (40, 50, 10), (60, 30, 10), (80, 10, 10))
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def run_one(task: tuple) -> dict:
-    experiment, policy, load, multi, split, jobs, seed = task
-    trace = generate_synergy_trace(jobs, rate_per_hour=load, split=split, multi_gpu=multi, seed=seed)
-    cluster = load_cluster("synergy-128")
-    started = time.perf_counter()
-    sim = Simulator(cluster, make_policy(policy))
-    sim.run(trace)
-    wall = time.perf_counter() - started
-    s = summarize(sim.core, policy=policy, trace_jobs=len(trace), rejected=0, wall_s=wall,
-                  measure=(jobs // 4, 3 * jobs // 4))
-    return {"experiment": experiment, "policy": policy, "load": load, "multi_gpu": multi, "split": list(split),
-            "jobs": jobs, "avg_jct_h": s["avg_jct_s"] / 3600.0, "p99_jct_h": s["p99_jct_s"] / 3600.0,
-            "makespan_h": s["makespan_s"] / 3600.0, "wall_s": wall}
+CLUSTER = "synergy-128"
 
 
 def tasks(jobs: int, opt_jobs: int, seed: int) -> list[tuple]:
+    """(experiment, policy, load, multi-GPU, split, jobs, seed) of every run of the three experiments."""
     out = []
     for multi, loads in ((False, SINGLE_LOADS), (True, LOADS)):
         for load in loads:
@@ -72,6 +73,57 @@ def tasks(jobs: int, opt_jobs: int, seed: int) -> list[tuple]:
         for mech in ("proportional", "synergy-greedy", "synergy-tune"):
             out.append(("greedy", f"{mech}:srtf", 8.0, True, split, jobs, seed))
     return out
+
+
+def window(jobs: int) -> tuple[int, int]:
+    return jobs // 4, 3 * jobs // 4
+
+
+def specs(work: list[tuple], folder: Path) -> list[RunSpec]:
+    """One run per task; each distinct generated trace is written once as canonical CSV."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for experiment, policy, load, multi, split, jobs, seed in work:
+        stem = f"synergy-{'multi' if multi else 'single'}-{load:g}jph-{'-'.join(map(str, split))}-{jobs}-s{seed}"
+        path = folder / f"{stem}.csv"
+        if not path.exists():
+            write_trace(generate_synergy_trace(jobs, rate_per_hour=load, split=split, multi_gpu=multi, seed=seed),
+                        path)
+        out.append(RunSpec(name=f"{experiment}-{stem}-{policy.replace(':', '_')}", trace=str(path), policy=policy,
+                           cluster=CLUSTER, seed=seed, measure=window(jobs),
+                           tags=(("experiment", experiment), ("load", load), ("multi_gpu", multi),
+                                 ("split", tuple(split)), ("jobs", jobs))))
+    return out
+
+
+def row(result: RunResult) -> dict:
+    """The reproduction's record of a run (its labels and the figures the tables use)."""
+    s = result.summary
+    tags = dict(result.spec.tags)
+    if "split" in tags:
+        tags["split"] = list(tags["split"])
+    return tags | {"policy": result.spec.policy, "avg_jct_h": s["avg_jct_s"] / 3600.0,
+                                     "p99_jct_h": s["p99_jct_s"] / 3600.0, "makespan_h": s["makespan_s"] / 3600.0,
+                                     "wall_s": s["wall_s"]}
+
+
+def trace_specs(trace: Path) -> list[RunSpec]:
+    """Proportional and TUNE under each ordering on a given trace, over the same window rule."""
+    jobs = len(read_trace(trace).jobs)
+    return [RunSpec(name=f"{mech}_{o}", trace=str(trace), policy=f"{mech}:{o}", cluster=CLUSTER,
+                    measure=window(jobs), tags=(("experiment", "trace"), ("jobs", jobs)))
+            for o in ORDERINGS for mech in ("proportional", "synergy-tune")]
+
+
+def trace_table(rows: list[dict], trace: Path) -> str:
+    by_policy = {r["policy"]: r for r in rows}
+    lines = ["<!-- generated by benchmarks/reproduce_synergy.py --trace; do not edit -->", "",
+             f"### {trace.name} on {CLUSTER}: average JCT (h), proportional -> TUNE (speed-up)", "",
+             "| ordering | proportional | TUNE | speed-up |", "| --- | --- | --- | --- |"]
+    for o in ORDERINGS:
+        p, t = by_policy[f"proportional:{o}"]["avg_jct_h"], by_policy[f"synergy-tune:{o}"]["avg_jct_h"]
+        lines.append(f"| {o.upper()} | {p:.1f} | {t:.1f} | {p / t:.2f}x |")
+    return "\n".join(lines) + "\n"
 
 
 def table(rows: list[dict]) -> str:
@@ -111,14 +163,6 @@ def table(rows: list[dict]) -> str:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed (pip install -e '.[plots]'): no plot")
-        return
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, multi, loads in ((axes[0], False, SINGLE_LOADS), (axes[1], True, LOADS)):
         for o in ORDERINGS:
@@ -141,20 +185,36 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2000)
     ap.add_argument("--opt-jobs", type=int, default=600)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--trace", type=Path, default=None,
+                    help="compare proportional and TUNE under each ordering on this trace instead")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--ray", default=None, metavar="ADDRESS", help="run on this Ray cluster (halyard compare --ray)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs")
+    ap.add_argument("--work", type=Path, default=ROOT / "out" / "synergy-reproduction",
+                    help="generated traces and each run's files (default: out/synergy-reproduction)")
     args = ap.parse_args()
     started = time.perf_counter()
-    work = tasks(args.jobs, args.opt_jobs, args.seed)
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        rows = list(pool.map(run_one, work))
+    work = trace_specs(args.trace) if args.trace else specs(tasks(args.jobs, args.opt_jobs, args.seed),
+                                                             args.work / "traces")
+    runs = run_and_save(work, args.work / "runs", workers=args.workers, ray_address=args.ray,
+                        label="synergy reproduction")
+    rows = [row(r) for r in runs]
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "synergy-reproduction.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
-    text = table(rows)
-    (args.out / "synergy-reproduction-table.md").write_text(text, encoding="utf-8")
-    plot(rows, args.out / "img" / "synergy-reproduction.png")
+    if args.trace:
+        (args.out / "synergy-trace.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+        text = trace_table(rows, args.trace)
+        (args.out / "synergy-trace-table.md").write_text(text, encoding="utf-8")
+        write_sweep_report(runs, args.out / "synergy-trace.html", runs_dir=args.work / "runs",
+                           baseline="proportional:fifo", command=shlex.join(["python", *sys.argv]),
+                           title=f"Synergy: proportional vs TUNE on {args.trace.name}",
+                           cluster_gpus=load_cluster(CLUSTER).total_gpus)
+    else:
+        (args.out / "synergy-reproduction.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+        text = table(rows)
+        (args.out / "synergy-reproduction-table.md").write_text(text, encoding="utf-8")
+        plot(rows, args.out / "img" / "synergy-reproduction.png")
     print(text)
-    print(f"{len(rows)} runs in {time.perf_counter() - started:.0f} s")
+    print(f"{len(rows)} runs in {time.perf_counter() - started:.0f} s; per-run files in {args.work / 'runs'}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from halyard.datamodel import Allocation, EventKind, JobEvent, JobState
 
@@ -10,11 +10,19 @@ from halyard.datamodel import Allocation, EventKind, JobEvent, JobState
 class EventLog:
     def __init__(self) -> None:
         self._events: list[JobEvent] = []
+        self._observers: list[Callable[[JobEvent], None]] = []
 
     def append(self, time: float, job_id: str, kind: EventKind, state: JobState, detail: str = "") -> JobEvent:
         event = JobEvent(len(self._events) + 1, time, job_id, kind, state, detail)
         self._events.append(event)
+        for observer in self._observers:
+            observer(event)
         return event
+
+    def observe(self, callback: Callable[[JobEvent], None]) -> None:
+        """Call ``callback`` after each new event is appended (the core has applied the change
+        by then), so a recorder can sample the cluster on events whichever driver runs the core."""
+        self._observers.append(callback)
 
     def extend(self, events: Iterable[JobEvent]) -> None:
         """Append stored events (after a restart) so that numbering continues after them;

@@ -28,6 +28,7 @@ from halyard.agent.emulated import EmulatedAgent
 from halyard.clock import ScaledClock
 from halyard.controlplane.core import SchedulingCore
 from halyard.controlplane.metrics import summarize
+from halyard.controlplane.runtables import RunTables, TimelineRecorder, job_table
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import SqliteStore
@@ -54,6 +55,7 @@ async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *
     perf = performance_model_for(scheduler, contention=contention)
     cp = ControlPlane(cluster, scheduler, perf, clock, SqliteStore(db), cluster_toml=cluster_toml,
                       round_s=round_s, lockstep=True)
+    timeline = TimelineRecorder(cp.core)
     server = ControlPlaneServer(cp, listen="127.0.0.1:0")
     await server.start()
     agents: list[EmulatedAgent] = []
@@ -97,7 +99,9 @@ async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *
     last = max((r.end_time or 0.0 for r in cp.core.records.values()), default=first)
     result["speedup_achieved"] = (last - first) / wall_s if wall_s > 0 else 0.0
     result["speedup"] = speedup
-    return ReplayRun(result, cp.core)
+    # Tables in trace time (the trace starts at `offset` on the control plane's clock), as simulate has them.
+    tables = RunTables(result, job_table(cp.core, origin=offset, now=last), timeline.table(origin=offset))
+    return ReplayRun(result, cp.core, tables)
 
 
 class ReplayError(HalyardError):
@@ -108,6 +112,7 @@ class ReplayError(HalyardError):
 class ReplayRun:
     summary: dict[str, object]  # simulate's keys plus speedup_achieved
     core: SchedulingCore  # the control plane's state at the end (event log, records)
+    tables: RunTables  # the summary, per-job table and timeline, times from the trace's start
 
 
 async def _submit_all(stub: jgrpc.JobServiceStub, jobs: Sequence[JobSpec], clock: ScaledClock, cp: ControlPlane,

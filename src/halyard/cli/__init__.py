@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from halyard import __version__
-from halyard.cli import calibrate, client, daemons, policies, profiles, replay, simulate, trace
+from halyard.cli import calibrate, client, compare, daemons, policies, profiles, replay, simulate, trace
 from halyard.datamodel import HalyardError
 
 EXIT_BAD_INPUT = 2
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"halyard {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     simulate.register(commands)
+    compare.register(commands)
     trace.register(commands)
     profiles.register(commands)
     policies.register(commands)

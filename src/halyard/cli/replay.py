@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 from pathlib import Path
 
 from rich.console import Console
 
 from halyard.cli.policies import policy_help
 from halyard.cli.report import progress_bar, summary_table
-from halyard.cli.simulate import DEFAULT_ROUND_S, add_contention_option, default_trace
+from halyard.cli.simulate import (
+    DEFAULT_ROUND_S,
+    add_contention_option,
+    add_output_options,
+    default_trace,
+    write_outputs,
+)
 from halyard.cli.trace import add_trace_options, load_trace
 from halyard.controlplane.replay import replay
+from halyard.controlplane.runtables import RunTables, check_table_format
 from halyard.datamodel import ValidationError, parse_cluster, read_cluster_text
 from halyard.logs import configure_logging
 from halyard.policies import make_policy
@@ -34,7 +40,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help="run each agent as its own `halyard agent` process (default: asyncio tasks)")
     p.add_argument("--db", default=":memory:", help="state database (default: in memory)")
     add_trace_options(p)
-    p.add_argument("--out", type=Path, default=None, help="write the summary as JSON here")
+    add_output_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
 
@@ -46,21 +52,19 @@ def run(args: argparse.Namespace) -> int:
     if args.round_s <= 0:
         raise ValidationError("must be positive", field="--round-s")
     make_policy(args.policy)  # fail early on an unknown name
+    check_table_format(args.table_format)
     text, source = read_cluster_text(args.cluster)
     cluster = parse_cluster(text, source=source)
     trace_path = args.trace or default_trace()
     loaded = load_trace(trace_path, trace_format=args.trace_format, strict=args.strict, seed=args.seed)
     with progress_bar(len(loaded.jobs), enabled=not args.no_progress, label=f"replay {args.policy}") as bar:
-        result = asyncio.run(replay(loaded.jobs, cluster, text, policy=args.policy, speedup=args.speedup,
-                                    processes=args.agent_processes, db=args.db, round_s=args.round_s,
-                                    contention=args.contention,
-                                    on_progress=bar)).summary
-    result["trace"] = str(trace_path)
-    result["trace_format"] = loaded.format
+        run = asyncio.run(replay(loaded.jobs, cluster, text, policy=args.policy, speedup=args.speedup,
+                                 processes=args.agent_processes, db=args.db, round_s=args.round_s,
+                                 contention=args.contention, on_progress=bar))
+    result = dict(run.summary) | {"trace": str(trace_path), "trace_format": loaded.format, "seed": args.seed,
+                                  "contention": args.contention, "round_s": args.round_s}
     table = summary_table(result, f"halyard replay: {trace_path.name} on {cluster.name} at {args.speedup:g}x")
     table.add_row("speed-up reached", f"{result['speedup_achieved']:.0f}x")
     Console().print(table)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_outputs(args, RunTables(result, run.tables.jobs, run.tables.timeline))
     return 0

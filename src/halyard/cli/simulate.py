@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from importlib import resources
 from pathlib import Path
 
@@ -13,13 +12,11 @@ from rich.console import Console
 from halyard.cli.policies import policy_help
 from halyard.cli.report import progress_bar, summary_table
 from halyard.cli.trace import add_trace_options, load_trace
-from halyard.controlplane import Simulator, summarize
-from halyard.controlplane.timing import performance_model_for
+from halyard.controlplane.runtables import TABLE_FORMATS, RunTables, check_table_format, write_run
 from halyard.datamodel import ValidationError, load_cluster
 from halyard.emulator.performance import CONTENTION_MODES
+from halyard.experiments.runs import DEFAULT_ROUND_S, annotate, simulate_jobs
 from halyard.policies import make_policy
-
-DEFAULT_ROUND_S = 300.0  # DESIGN.md: lease of 5 minutes of cluster time
 
 
 def default_trace() -> Path:
@@ -32,6 +29,24 @@ def add_contention_option(p: argparse.ArgumentParser) -> None:
                         "MLTCP's unfair sharing, or off (every job at its dedicated speed)")
 
 
+def add_output_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, default=None, help="write the summary as JSON here")
+    p.add_argument("--out-dir", type=Path, default=None,
+                   help="write summary.json, jobs.<fmt> (one row per job) and timeline.<fmt> (cluster "
+                        "utilisation, queue and running jobs after every event) into this folder")
+    p.add_argument("--table-format", default="parquet", choices=TABLE_FORMATS,
+                   help="format of the --out-dir tables (default: parquet)")
+
+
+def write_outputs(args: argparse.Namespace, tables: RunTables) -> None:
+    """--out (the summary) and --out-dir (summary and tables), as asked."""
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(dict(tables.summary), indent=2) + "\n", encoding="utf-8")
+    if args.out_dir is not None:
+        write_run(args.out_dir, tables, fmt=check_table_format(args.table_format))
+
+
 def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("simulate", help="replay a trace through a policy in virtual time")
     p.add_argument("--trace", type=Path, default=None, help="trace file (default: the bundled trace)")
@@ -42,7 +57,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--measure", default=None, metavar="START:END",
                    help="report job metrics over arrival positions START..END-1 only")
     add_trace_options(p)
-    p.add_argument("--out", type=Path, default=None, help="write the summary as JSON here")
+    add_output_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
 
@@ -64,26 +79,17 @@ def run(args: argparse.Namespace) -> int:
         raise ValidationError("must be positive", field="--round-s")
     measure = parse_measure(args.measure)
     cluster = load_cluster(args.cluster)
-    policy = make_policy(args.policy)
+    policy = make_policy(args.policy)  # fail on an unknown name before reading the trace
     trace_path = args.trace or default_trace()
     loaded = load_trace(trace_path, trace_format=args.trace_format, strict=args.strict, seed=args.seed)
     console = Console(stderr=True)
-    simulator = Simulator(cluster, policy, performance_model_for(policy, contention=args.contention),
-                          round_s=args.round_s)
-    started = time.perf_counter()
     with progress_bar(len(loaded.jobs), enabled=not args.no_progress, label=f"simulate {policy.name}") as bar:
-        outcome = simulator.run(loaded.jobs, on_progress=bar, total_jobs=len(loaded.jobs))
-    wall_s = time.perf_counter() - started
-    result = summarize(simulator.core, policy=policy.name, trace_jobs=len(loaded.jobs),
-                       rejected=len(outcome.rejected), wall_s=wall_s, measure=measure)
-    result["trace"] = str(trace_path)
-    result["trace_format"] = loaded.format
-    result["skipped_rows"] = len(loaded.errors)
-    result["dropped_rows"] = loaded.dropped_total
-    for rejected in outcome.rejected[:5]:
-        console.print(f"[yellow]rejected {rejected.job_id}: {rejected.reason}")
+        tables, rejected = simulate_jobs(loaded.jobs, cluster, args.policy, round_s=args.round_s,
+                                         contention=args.contention, measure=measure, on_progress=bar)
+    result = annotate(tables.summary, trace=str(trace_path), loaded=loaded, seed=args.seed,
+                      contention=args.contention, round_s=args.round_s)
+    for r in rejected[:5]:
+        console.print(f"[yellow]rejected {r.job_id}: {r.reason}")
     Console().print(summary_table(result, f"halyard simulate: {trace_path.name} on {cluster.name}"))
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_outputs(args, RunTables(result, tables.jobs, tables.timeline))
     return 0
