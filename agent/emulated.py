@@ -21,6 +21,7 @@ from halyard.agent.base import BACKOFF_MAX_S, BACKOFF_START_S, StreamAgent
 from halyard.clock import Clock
 from halyard.datamodel import Allocation, JobSpec, Node
 from halyard.emulator import PerformanceModel
+from halyard.timeshift import drift_s, grid_at_or_after, paced_iteration_s
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.wire import allocation_from_pb, spec_from_pb
 
@@ -53,6 +54,17 @@ class EmulatedJob:
     @property
     def finish(self) -> float:
         return self.start + self.restore_s + (self.total - self.done) * self.iteration_s
+
+    def drift_at(self, t: float) -> float | None:
+        """With a time-shift: the offset of the iteration under way at ``t`` from its grid point
+        (the shift's period, else the job's own iteration); None without a shift or before it runs."""
+        a = self.allocation
+        begun = self.start + self.restore_s
+        if not a.has_time_shift or t < begun:
+            return None
+        k = math.floor((t - begun) / self.iteration_s)
+        return drift_s(begun + k * self.iteration_s, a.time_shift_epoch_s + a.time_shift_s,
+                       a.time_shift_period_s or self.iteration_s)
 
 
 class EmulatedAgent(StreamAgent):
@@ -91,14 +103,16 @@ class EmulatedAgent(StreamAgent):
 
     def progress_reports(self, now: float) -> list[apb.Progress]:
         return [apb.Progress(job_id=job.job_id, attempt=job.attempt, iterations_done=job.iterations_at(now),
-                             cluster_time=now, recent_iteration_s=[job.iteration_s])
+                             cluster_time=now, recent_iteration_s=[job.iteration_s],
+                             time_shift_drift_s=job.drift_at(now))
                 for job in self.jobs.values() if job.leader]
 
     # --- commands ---------------------------------------------------------------
 
     def on_launch(self, body: apb.Launch) -> None:
         self._run(body.job_id, body.attempt, body.spec, body.allocation, body.leader, body.iterations_total,
-                  body.iterations_done, body.start_time, body.restore_s, link_slowdown=body.link_slowdown)
+                  body.iterations_done, body.start_time, body.restore_s, link_slowdown=body.link_slowdown,
+                  align=True)
 
     def on_preempt(self, body: apb.Preempt) -> None:
         self._stop(body.job_id, body.attempt)
@@ -113,24 +127,33 @@ class EmulatedAgent(StreamAgent):
                       spec=job.spec, link_slowdown=body.link_slowdown)
 
     def on_set_time_shift(self, body: apb.SetTimeShift) -> None:
+        """Re-phase the job on the grid ``epoch + seconds + k x period`` (0 s is a shift): with a
+        period its next iteration starts on the next grid point, as the worker library's would."""
         job = self.jobs.get(body.job_id)
         if job is not None and job.attempt == body.attempt:
             now = self.clock.now()
-            allocation = Allocation(job.allocation.nodes, body.seconds, job.allocation.stages)
+            allocation = job.allocation.with_time_shift(body.seconds, body.period_s, body.epoch_s)
             restore = max(0.0, job.start + job.restore_s - now)
             self._run(job.job_id, job.attempt, None, None, job.leader, job.total, job.iterations_at(now),
-                      now, restore, spec=job.spec, allocation=allocation, link_slowdown=job.link_slowdown)
+                      now, restore, spec=job.spec, allocation=allocation, link_slowdown=job.link_slowdown,
+                      align=True)
 
     def _run(self, job_id: str, attempt: int, spec_pb, allocation_pb, leader: bool, total: int, done: float,
              start: float, restore_s: float, *, spec: JobSpec | None = None, allocation: Allocation | None = None,
-             link_slowdown: float = 1.0) -> None:
+             link_slowdown: float = 1.0, align: bool = False) -> None:
         old = self.jobs.pop(job_id, None)
         if old is not None and old.task is not None:
             old.task.cancel()
         spec = spec or spec_from_pb(spec_pb, submit_time=0.0)
         allocation = allocation or allocation_from_pb(allocation_pb, self.cluster)
         slowdown = max(1.0, link_slowdown)  # 0: an older control plane that does not say
-        step = self.perf.iteration_time(spec, allocation, self.cluster).total_s * slowdown
+        step = self.perf.job_timing(spec, allocation, self.cluster).iteration.total_s * slowdown
+        period = allocation.time_shift_period_s
+        if allocation.has_time_shift and period > 0.0:  # iterations start on the grid (halyard.timeshift)
+            step = paced_iteration_s(step, period)
+            if align:  # the first one waits for the next grid point (the control plane's pacer does the same)
+                anchor = allocation.time_shift_epoch_s + allocation.time_shift_s
+                restore_s = grid_at_or_after(start + restore_s, anchor, period) - start
         job = EmulatedJob(job_id, attempt, spec, allocation, leader, total, done, start, restore_s, step, slowdown)
         job.task = asyncio.create_task(self._finish(job), name=f"job {job_id}@{self.node_name}")
         self.jobs[job_id] = job

@@ -27,7 +27,9 @@ differs:
   attempt on the new allocation once the old process is gone, from the iteration
   that checkpoint ends at, with the new size and logical-worker counts in its
   environment.
-* **SetTimeShift**: forwarded to the worker, which paces its iterations.
+* **SetTimeShift**: forwarded to the worker (shift, period, epoch; 0 s is a shift), which starts its
+  iterations on the grid ``epoch + shift + k x period`` and reports each start's drift, passed on
+  in ``Progress.time_shift_drift_s``.
 * **Drain**: logged and reported in heartbeats; the control plane stops placing
   work here and decides about the running jobs.
 * **Exit**: ``Exited(COMPLETED)`` when the script ran all its iterations (the
@@ -53,7 +55,7 @@ from pathlib import Path
 import structlog
 
 from halyard.agent.base import StreamAgent
-from halyard.agent.worker import clock_env
+from halyard.agent.worker import clock_env, time_shift_env
 from halyard.clock import Clock
 from halyard.datamodel import Allocation, JobSpec, Node, NodeAllocation
 from halyard.v1 import agent_service_pb2 as apb
@@ -91,7 +93,8 @@ class ProcessJob:
     stopping: bool = False  # a Preempt asked it to stop
     restarting: bool = False  # stopped for a resize/migration: the job goes on as a newer attempt
     follows: ProcessJob | None = None  # the attempt this one restarts from (a resize or migration)
-    time_shift_s: float = 0.0
+    time_shift: tuple[float, float, float] | None = None  # (seconds, period_s, epoch_s); 0 s is a shift
+    drift_s: float | None = None  # the worker's last measured offset of an iteration start from its grid
     recent: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=RECENT_ITERATIONS))
     exited: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
@@ -219,7 +222,8 @@ class ProcessAgent(StreamAgent):
     def progress_reports(self, now: float) -> list[apb.Progress]:
         speedup = self.clock_params.speedup if self.clock_params is not None else 1.0
         return [apb.Progress(job_id=j.job_id, attempt=j.attempt, iterations_done=j.iterations_done,
-                             cluster_time=now, recent_iteration_s=[d * speedup for d in j.recent])
+                             cluster_time=now, recent_iteration_s=[d * speedup for d in j.recent],
+                             time_shift_drift_s=j.drift_s)
                 for j in self.jobs.values() if j.leader and j.writer is not None]
 
     # --- commands -------------------------------------------------------------------
@@ -234,7 +238,7 @@ class ProcessAgent(StreamAgent):
             self._preempt(current, grace_s=0.0)
         job = ProcessJob(body.job_id, body.attempt, spec, allocation, body.leader, body.iterations_total,
                          iterations_done=body.iterations_done, checkpoint=int(body.iterations_done + 1e-9),
-                         time_shift_s=allocation.time_shift_s)
+                         time_shift=_shift_of(allocation))
         self.jobs[job.job_id] = job
         if not spec.command:
             self._end(job, apb.EXIT_FAILED, "the job has no command: the process backend runs JobSpec.command "
@@ -273,7 +277,7 @@ class ProcessAgent(StreamAgent):
         allocation = allocation_from_pb(body.allocation, self.cluster)
         new = ProcessJob(job.job_id, body.restart_attempt, job.spec, allocation, body.leader,
                          body.iterations_total or job.total, iterations_done=float(job.checkpoint),
-                         checkpoint=job.checkpoint, time_shift_s=allocation.time_shift_s, follows=job)
+                         checkpoint=job.checkpoint, time_shift=_shift_of(allocation), follows=job)
         job.restarting = True
         self._preempt(job, body.grace_s or DEFAULT_RESTART_GRACE_S)
         self.jobs[new.job_id] = new
@@ -284,8 +288,8 @@ class ProcessAgent(StreamAgent):
     def on_set_time_shift(self, body: apb.SetTimeShift) -> None:
         job = self.jobs.get(body.job_id)
         if job is not None and job.attempt == body.attempt:
-            job.time_shift_s = body.seconds
-            job.tell({"type": "time_shift", "seconds": body.seconds})
+            job.time_shift = (body.seconds, body.period_s, body.epoch_s)
+            job.tell(_shift_message(job.time_shift))
 
     def on_drain(self, drain: apb.Drain) -> None:
         self.drained = drain.reason or "drained"
@@ -323,13 +327,16 @@ class ProcessAgent(StreamAgent):
             "HALYARD_MASTER_ADDR": master, "HALYARD_MASTER_PORT": str(port),
             "HALYARD_CHECKPOINT_DIR": str(self.work_dir / "checkpoints" / job.job_id),
             "HALYARD_START_ITERATION": str(job.checkpoint), "HALYARD_ITERATIONS_TOTAL": str(job.total),
-            "HALYARD_AGENT_SOCKET": self.socket_path or "", "HALYARD_TIME_SHIFT_S": repr(job.time_shift_s),
+            "HALYARD_AGENT_SOCKET": self.socket_path or "",
+            "HALYARD_TIME_SHIFT_S": repr(job.time_shift[0] if job.time_shift else 0.0),
             "HALYARD_CPUS": str(share.cpus if share else 0), "HALYARD_MEMORY_MB": str(share.memory_mb if share else 0),
             "HALYARD_GPUS": ",".join(str(g) for g in share.gpus) if share else "",
             **_worker_environment(job.allocation, share),
             "RANK": str(rank), "WORLD_SIZE": str(len(nodes)), "MASTER_ADDR": master, "MASTER_PORT": str(port),
             "OMP_NUM_THREADS": str(len(job.cores) or 1),
         }
+        if job.time_shift is not None:  # present = a shift (0 s included)
+            halyard["HALYARD_TIME_SHIFT"] = time_shift_env(*job.time_shift)
         if params is not None and params.kind == "scaled":
             halyard["HALYARD_CLOCK"] = clock_env(params.wall_origin_unix_s, params.cluster_origin_s, params.speedup)
         return os.environ | halyard | dict(job.spec.env) | self.extra_environment(job)
@@ -457,13 +464,15 @@ class ProcessAgent(StreamAgent):
                         log.warning("a worker of no job of ours connected", node=self.node_name, hello=message)
                         return
                     job.writer = writer
-                    if job.time_shift_s:
-                        job.tell({"type": "time_shift", "seconds": job.time_shift_s})
+                    if job.time_shift is not None:
+                        job.tell(_shift_message(job.time_shift))
                 elif job is None:
                     return
                 elif kind == "iteration":
                     job.iterations_done = float(message["index"])
                     job.recent.append(float(message.get("duration_s", 0.0)))
+                    if message.get("drift_s") is not None:
+                        job.drift_s = float(message["drift_s"])
                 elif kind == "checkpoint":
                     job.checkpoint = int(message["iteration"])
                 elif kind == "done":
@@ -478,6 +487,18 @@ class ProcessAgent(StreamAgent):
             writer.close()
             if job is not None:
                 job.disconnected.set()
+
+
+def _shift_of(allocation: Allocation) -> tuple[float, float, float] | None:
+    """(seconds, period_s, epoch_s) of the allocation's time-shift; None without one (0 s is one)."""
+    if not allocation.has_time_shift:
+        return None
+    return allocation.time_shift_s, allocation.time_shift_period_s, allocation.time_shift_epoch_s
+
+
+def _shift_message(shift: tuple[float, float, float]) -> dict:
+    seconds, period_s, epoch_s = shift
+    return {"type": "time_shift", "seconds": seconds, "period_s": period_s or None, "epoch_s": epoch_s}
 
 
 def _worker_environment(allocation: Allocation, share: NodeAllocation | None) -> dict[str, str]:

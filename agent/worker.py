@@ -16,11 +16,13 @@ and that is all (docs/worker.md has a complete example). The worker
   communicated: :meth:`Worker.add_bytes`) to the agent over the local Unix
   socket named by ``HALYARD_AGENT_SOCKET``;
 * delays the start of the next iteration to honour the time-shift the agent
-  passes on (Cassini): iteration starts are kept on a grid ``shift + k x period``
-  of the *cluster* clock, shared by every worker on every node, and when a start
-  drifts off the grid by more than :data:`DRIFT_TOLERANCE` of a period it waits
-  for the next grid point (drift correction, as Cassini's agents re-apply their
-  shift);
+  passes on (Cassini): iteration starts are kept on a grid
+  ``epoch + shift + k x period`` of the *cluster* clock (:mod:`halyard.timeshift`),
+  shared by every worker on every node -- a shift of 0 is a real shift -- and
+  when a start drifts off the grid by more than :data:`DRIFT_TOLERANCE` of a
+  period it waits for the next grid point (drift correction, as Cassini's
+  agents re-apply their shift); each iteration report carries the measured
+  drift of its start, which the agent passes on in ``Progress``;
 * on preemption (SIGTERM from the agent, or a ``preempt`` message) finishes the
   iteration under way, calls the checkpoint function and exits with status 0,
   well inside the agent's grace period;
@@ -45,7 +47,8 @@ HALYARD_CHECKPOINT_DIR      where to save and load checkpoints (same for every a
 HALYARD_START_ITERATION     the control plane's last checkpointed iteration
 HALYARD_ITERATIONS_TOTAL    iterations the whole job runs
 HALYARD_AGENT_SOCKET        Unix socket of the local agent
-HALYARD_TIME_SHIFT_S        the time-shift (cluster seconds) at launch
+HALYARD_TIME_SHIFT          the time-shift at launch, if any: ``seconds,period_s,epoch_s``
+HALYARD_TIME_SHIFT_S        the shift's seconds alone (older agents; 0 there means none)
 HALYARD_CLOCK               cluster clock: ``wall_origin_unix_s,cluster_origin_s,speedup``
 HALYARD_CPUS, HALYARD_MEMORY_MB  the CPU cores and memory this node's share has
 HALYARD_GPUS                GPU indices of this node's share (also CUDA_VISIBLE_DEVICES on gpu)
@@ -60,10 +63,11 @@ HALYARD_WORKER_OFFSET       global index of this process's first logical worker
 ``torch.distributed.init_process_group("env://")`` works unchanged.
 
 Wire format (one JSON object per line). Worker to agent: ``hello`` (job_id,
-attempt, rank, pid), ``iteration`` (index, duration_s, bytes), ``checkpoint``
-(iteration), ``done`` (iterations), ``preempted`` (checkpoint). Agent to
-worker: ``time_shift`` (seconds, optional period_s), ``preempt`` (grace_s),
-``resources`` (cpus, memory_mb).
+attempt, rank, pid), ``iteration`` (index, duration_s, bytes, and drift_s --
+the start's signed offset from its grid point, cluster seconds -- when a shift
+is set), ``checkpoint`` (iteration), ``done`` (iterations), ``preempted``
+(checkpoint). Agent to worker: ``time_shift`` (seconds, optional period_s and
+epoch_s), ``preempt`` (grace_s), ``resources`` (cpus, memory_mb).
 """
 
 from __future__ import annotations
@@ -80,9 +84,10 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+from halyard.timeshift import DRIFT_TOLERANCE, drift_s, grid_wait_s
+
 log = logging.getLogger("halyard.worker")
 
-DRIFT_TOLERANCE = 0.1  # share of a period a start may drift off its grid point before it is re-aligned
 EWMA_WEIGHT = 0.2  # weight of the newest iteration in the measured period
 MARKER = "halyard-checkpoint.json"
 CLOSE_WAIT_S = 1.0  # wall seconds to wait for the agent to finish reading before the socket closes
@@ -105,26 +110,40 @@ class ClusterClock:
 
 
 class Pacer:
-    """Keeps iteration starts on the grid ``shift + k x period`` of the cluster clock.
+    """Keeps iteration starts on the grid ``epoch + shift + k x period`` of the cluster clock.
 
     ``wait_s(now)`` says how long (cluster seconds) to wait before starting the
     next iteration: right after a new shift, until the next grid point; after
     that nothing while the start is within ``DRIFT_TOLERANCE`` of a period of
     its grid point, until the grid point when it is early, and until the next
-    grid point when it has drifted late.
+    grid point when it has drifted late (:func:`halyard.timeshift.grid_wait_s`).
+    ``shift`` is None without a shift; 0.0 is a shift.
     """
 
     def __init__(self) -> None:
         self.shift: float | None = None
+        self.epoch = 0.0
         self.period: float | None = None  # cluster seconds; from the agent, else measured
         self.fixed_period = False
         self._realign = False
 
-    def set_shift(self, seconds: float, period_s: float | None = None) -> None:
+    def set_shift(self, seconds: float, period_s: float | None = None, epoch_s: float = 0.0) -> None:
         self.shift = seconds
+        self.epoch = epoch_s
         if period_s:
             self.period, self.fixed_period = period_s, True
         self._realign = True
+
+    @property
+    def anchor(self) -> float | None:
+        """The grid's origin, ``epoch + shift`` (None without a shift)."""
+        return None if self.shift is None else self.epoch + self.shift
+
+    def drift_s(self, start: float) -> float | None:
+        """Signed offset of an iteration that started at ``start`` from its grid point (None without one)."""
+        if self.shift is None or not self.period:
+            return None
+        return drift_s(start, self.epoch + self.shift, self.period)
 
     def observe(self, iteration_s: float) -> None:
         if self.fixed_period or iteration_s <= 0:
@@ -135,18 +154,11 @@ class Pacer:
     def wait_s(self, now: float) -> float:
         if self.shift is None or not self.period:
             return 0.0
-        period = self.period
-        phase = (now - self.shift) % period  # how far past the last grid point
-        to_next = (period - phase) % period
-        if self._realign:
+        anchor = self.epoch + self.shift
+        if self._realign:  # a new shift: the next grid point, however close
             self._realign = False
-            return to_next
-        tolerance = DRIFT_TOLERANCE * period
-        if to_next <= tolerance:
-            return to_next  # a little early: wait for the grid point
-        if phase <= tolerance:
-            return 0.0  # a little late: start now
-        return to_next  # drifted: re-align on the next grid point
+            return (self.period - (now - anchor) % self.period) % self.period
+        return grid_wait_s(now, anchor, self.period, DRIFT_TOLERANCE)
 
 
 class Worker:
@@ -178,10 +190,11 @@ class Worker:
         self.worker_offset = int(env.get("HALYARD_WORKER_OFFSET", "0"))
         self.clock = ClusterClock(env.get("HALYARD_CLOCK"))
         self.pacer = Pacer()
-        if env.get("HALYARD_TIME_SHIFT_S"):
-            shift = float(env["HALYARD_TIME_SHIFT_S"])
-            if shift:
-                self.pacer.set_shift(shift)
+        if env.get("HALYARD_TIME_SHIFT"):  # present = a shift, 0 s included
+            seconds, period, epoch = (float(x) for x in env["HALYARD_TIME_SHIFT"].split(","))
+            self.pacer.set_shift(seconds, period or None, epoch)
+        elif env.get("HALYARD_TIME_SHIFT_S") and float(env["HALYARD_TIME_SHIFT_S"]):
+            self.pacer.set_shift(float(env["HALYARD_TIME_SHIFT_S"]))  # an older agent: 0 meant none
         self.start_iteration = self._start_iteration(env)
         self.last_checkpoint = self.start_iteration
         self.preempt_requested = threading.Event()
@@ -231,6 +244,7 @@ class Worker:
             wait = self.pacer.wait_s(self.clock.now())
             if wait > 0 and self.preempt_requested.wait(self.clock.to_wall(wait)):
                 self._stop(i)
+            drift = self.pacer.drift_s(self.clock.now())
             began = time.perf_counter()
             yield i
             i += 1
@@ -238,7 +252,10 @@ class Worker:
             self.pacer.observe(took * self.clock.speedup)
             with self._lock:
                 sent, self._bytes = self._bytes, 0
-            self._send({"type": "iteration", "index": i, "duration_s": took, "bytes": sent})
+            report = {"type": "iteration", "index": i, "duration_s": took, "bytes": sent}
+            if drift is not None:
+                report["drift_s"] = drift
+            self._send(report)
             if self.checkpoint_every and i % self.checkpoint_every == 0 and i < total:
                 self.checkpoint(i)
         if i > self.last_checkpoint:
@@ -309,7 +326,8 @@ class Worker:
     def _on_message(self, message: dict) -> None:
         kind = message.get("type")
         if kind == "time_shift":
-            self.pacer.set_shift(float(message["seconds"]), message.get("period_s"))
+            self.pacer.set_shift(float(message["seconds"]), message.get("period_s"),
+                                 float(message.get("epoch_s") or 0.0))
         elif kind == "preempt":
             self.preempt_requested.set()
         elif kind == "resources":
@@ -335,4 +353,9 @@ def clock_env(wall_origin_unix_s: float, cluster_origin_s: float, speedup: float
     return f"{wall_origin_unix_s!r},{cluster_origin_s!r},{speedup!r}"
 
 
-__all__ = ["DRIFT_TOLERANCE", "ClusterClock", "Pacer", "Worker", "clock_env"]
+def time_shift_env(seconds: float, period_s: float, epoch_s: float) -> str:
+    """The value of ``HALYARD_TIME_SHIFT`` for this shift."""
+    return f"{seconds!r},{period_s!r},{epoch_s!r}"
+
+
+__all__ = ["DRIFT_TOLERANCE", "ClusterClock", "Pacer", "Worker", "clock_env", "time_shift_env"]

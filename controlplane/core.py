@@ -419,7 +419,9 @@ class SchedulingCore:
                 elif isinstance(action, SetTimeShift):
                     if not (action.seconds >= 0.0 and action.seconds < float("inf")):
                         raise ValueError(f"time shift must be a finite number >= 0, got {action.seconds!r}")
-                    held[action.job_id] = dataclasses.replace(current, time_shift_s=action.seconds)
+                    if not (action.period_s >= 0.0 and action.period_s < float("inf")):
+                        raise ValueError(f"time-shift period must be a finite number >= 0, got {action.period_s!r}")
+                    held[action.job_id] = current.with_time_shift(action.seconds, action.period_s)
                 elif isinstance(action, SetResources):
                     part = current.on(action.node)
                     if part is None:
@@ -489,7 +491,8 @@ class SchedulingCore:
             kind = EventKind.MIGRATED if isinstance(action, Migrate) else EventKind.RESIZED
             self.log.append(now, record.job_id, kind, JobState.RUNNING, describe(action.allocation))
         elif isinstance(action, SetTimeShift):
-            record.rearm(now, dataclasses.replace(record.allocation, time_shift_s=action.seconds),
+            # The grid counts from this pass: iterations start at now + seconds + k x period.
+            record.rearm(now, record.allocation.with_time_shift(action.seconds, action.period_s, now),
                          checkpoint=False)
             self.log.append(now, record.job_id, EventKind.TIME_SHIFT, JobState.RUNNING, f"{action.seconds:g}s")
         elif isinstance(action, SetResources):

@@ -262,6 +262,8 @@ def allocation_to_dict(allocation: Allocation) -> dict[str, Any]:
                    "workers": list(p.workers)} for p in allocation.nodes],
         "time_shift_s": allocation.time_shift_s,
         "stages": [{"gpus": s.gpus, "data": s.data, "tensor": s.tensor} for s in allocation.stages],
+        **({"time_shift": {"seconds": allocation.time_shift_s, "period_s": allocation.time_shift_period_s,
+                           "epoch_s": allocation.time_shift_epoch_s}} if allocation.has_time_shift else {}),
     }
 
 
@@ -269,4 +271,8 @@ def allocation_from_dict(data: Mapping[str, Any]) -> Allocation:
     nodes = tuple(NodeAllocation(p["node"], tuple(p["gpus"]), p["cpus"], p["memory_mb"], tuple(p.get("workers", ())))
                   for p in data["nodes"])
     stages = tuple(StagePlan(s["gpus"], s["data"], s["tensor"]) for s in data.get("stages", ()))
+    shift = data.get("time_shift")  # absent in stores written before shifts of 0 s were real
+    if shift is not None:
+        return Allocation(nodes, stages=stages).with_time_shift(shift["seconds"], shift["period_s"],
+                                                                shift["epoch_s"])
     return Allocation(nodes, data.get("time_shift_s", 0.0), stages)

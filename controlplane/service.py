@@ -485,7 +485,8 @@ class ControlPlane:
         elif isinstance(action, SetTimeShift):
             for node in self.placed.get(record.job_id, ()):
                 self._session(node).send(set_time_shift=apb.SetTimeShift(
-                    job_id=record.job_id, attempt=record.attempt, seconds=action.seconds))
+                    job_id=record.job_id, attempt=record.attempt, seconds=action.seconds,
+                    period_s=action.period_s, epoch_s=record.allocation.time_shift_epoch_s))
         elif isinstance(action, SetResources):
             self._reconfigure(record, now)
 

@@ -16,7 +16,8 @@ from halyard.controlplane.records import JobRecord
 from halyard.datamodel import JobState
 from halyard.emulator import PerformanceModel
 from halyard.emulator.fabric import Fabric
-from halyard.policies import Action, Migrate, Policy, Preempt, Resize, Start
+from halyard.policies import Action, Migrate, Policy, Preempt, Resize, SetTimeShift, Start
+from halyard.timeshift import grid_at_or_after, paced_iteration_s
 
 
 def performance_model_for(policy: Policy, **settings: object) -> PerformanceModel:
@@ -42,6 +43,11 @@ class Pacer:
     and their published reproductions (docs/architecture.md, "Elastic sizing").
     A time-shift, a CPU/memory change or a co-runner coming or going keeps the
     job running at a new rate.
+
+    A job with a time-shift and a period starts its iterations on the grid
+    ``epoch + shift + k x period`` (:mod:`halyard.timeshift`), as the emulated
+    agents and the worker library do: a start, move or new shift waits for the
+    next grid point, and each iteration takes the paced time.
     """
 
     def __init__(self, core: SchedulingCore, perf: PerformanceModel) -> None:
@@ -55,6 +61,7 @@ class Pacer:
         since the last call; returns the re-rated running jobs, the touched ones first in action order."""
         core = self.core
         restore: dict[str, float] = {}
+        align: set[str] = set()  # started, moved or re-shifted: a shifted job waits for its grid
         for action in actions:
             if isinstance(action, Preempt):
                 continue  # the core already stopped it at its last checkpoint
@@ -65,10 +72,12 @@ class Pacer:
                 else:
                     resumes = isinstance(action, Migrate) or (isinstance(action, Start) and record.has_checkpoint)
                     restore[record.job_id] = self.perf.restart_cost_s(record.spec) if resumes else 0.0
+                if isinstance(action, Start | Migrate | Resize | SetTimeShift):
+                    align.add(record.job_id)
         slowdowns = self._sync_fabric(restore, now)
         out: list[JobRecord] = []
         for job_id, restore_s in restore.items():
-            out.append(self._rate(core.records[job_id], now, restore_s))
+            out.append(self._rate(core.records[job_id], now, restore_s, align=job_id in align))
         for job_id in slowdowns:
             record = core.records[job_id]
             if job_id not in restore and record.state is JobState.RUNNING:
@@ -93,11 +102,19 @@ class Pacer:
         self._seen_events = len(log)
         return fabric.settle()
 
-    def _rate(self, record: JobRecord, now: float, restore_s: float) -> JobRecord:
-        timing = self.perf.iteration_time(record.spec, record.allocation, self.core.cluster)
+    def _rate(self, record: JobRecord, now: float, restore_s: float, *, align: bool = False) -> JobRecord:
+        timing = self.perf.job_timing(record.spec, record.allocation, self.core.cluster).iteration
         if self.fabric is not None:
             timing = self.fabric.contended(record.job_id, timing)
-        record.set_rate(now, timing.total_s, restore_s, exposed_s=timing.exposed_s)
+        step = timing.total_s
+        shift = record.allocation
+        if shift.has_time_shift and shift.time_shift_period_s > 0.0:
+            step = paced_iteration_s(step, shift.time_shift_period_s)
+            if align:
+                ready = now + restore_s if restore_s > 0.0 else max(now, record.resume_at)
+                restore_s = grid_at_or_after(ready, shift.time_shift_epoch_s + shift.time_shift_s,
+                                             shift.time_shift_period_s) - now
+        record.set_rate(now, step, restore_s, exposed_s=timing.exposed_s)
         return record
 
     def slowdown(self, job_id: str) -> float:

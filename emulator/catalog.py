@@ -28,7 +28,7 @@ TASKS = ("image", "language", "speech")  # Synergy Table 4's three task classes
 REQUIRED_GPU_TYPES = ("V100", "P100", "A100")
 
 _MODEL_KEYS = {"task", "description", "reference_batch", "gradient_bytes", "backward_fraction",
-               "activation_bytes", "compute_s", "data"}
+               "activation_bytes", "compute_s", "data", "layers", "layer_output_bytes"}
 _DATA_KEYS = {"best_cpus", "best_memory_gb", "best_speedup"}
 _CONSTANT_KEYS = {
     "node_latency_s", "rack_latency_s", "spine_latency_s",
@@ -110,6 +110,11 @@ class ModelProfile:
     activation_bytes: float = 0.0
     derived: frozenset[str] = frozenset()
     data: DataProfile | None = None  # None: not input-bound (flat in CPUs and memory)
+    # Tensor and pipeline parallelism (halyard.emulator.parallel): the layers a plan splits over
+    # stages and shards, and one layer's output activation per sample (what a pipeline stage sends
+    # and a tensor-parallel collective carries). 0: unknown, the model runs data parallel only.
+    layers: int = 0
+    layer_output_bytes: float = 0.0
 
     @property
     def gpu_types(self) -> tuple[str, ...]:
@@ -232,7 +237,8 @@ def _derive(profile: ModelProfile, gpus: Mapping[str, GpuSpec]) -> ModelProfile:
         reference_batch=profile.reference_batch, gradient_bytes=profile.gradient_bytes,
         backward_fraction=profile.backward_fraction, compute_s=MappingProxyType(compute),
         sources=MappingProxyType(sources), activation_bytes=profile.activation_bytes,
-        derived=frozenset(missing), data=profile.data)
+        derived=frozenset(missing), data=profile.data, layers=profile.layers,
+        layer_output_bytes=profile.layer_output_bytes)
 
 
 def _constants(table: dict[str, Any], fail: Any) -> Constants:
@@ -297,6 +303,13 @@ def _model(name: str, body: Any, fail: Any) -> ModelProfile:
         data = DataProfile(best_cpus=figs["best_cpus"].value, best_memory_gb=figs["best_memory_gb"].value,
                            best_speedup=figs["best_speedup"].value)
         sources.update({f"data.{key}": fig.source for key, fig in figs.items()})
+    split: dict[str, float] = {}
+    for key in ("layers", "layer_output_bytes"):  # optional: needed by tensor/pipeline plans only
+        if key in body:
+            fig = _figure(body, key, f"{where}.{key}", fail)
+            split[key], sources[key] = fig.value, fig.source
+    if split.get("layers", 1.0) != int(split.get("layers", 1.0)):
+        raise fail("must be a whole number", f"{where}.layers")
     missing = [g for g in REQUIRED_GPU_TYPES if g not in compute]
     if missing:
         raise fail(f"missing required GPU types {', '.join(missing)} "
@@ -305,7 +318,8 @@ def _model(name: str, body: Any, fail: Any) -> ModelProfile:
         name=name, task=task, description=description, reference_batch=int(batch.value),
         gradient_bytes=grad.value, backward_fraction=bwd.value,
         compute_s=MappingProxyType(compute), sources=MappingProxyType(sources),
-        activation_bytes=act.value, data=data,
+        activation_bytes=act.value, data=data, layers=int(split.get("layers", 0)),
+        layer_output_bytes=split.get("layer_output_bytes", 0.0),
     )
 
 

@@ -35,10 +35,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from halyard.emulator.performance import IterationTime
+if TYPE_CHECKING:
+    from halyard.emulator.performance import IterationTime
 
 SHARING = ("fair", "mltcp")
 # MLTCP's F(bytes_ratio) is "a linearly increasing function" (Cassini/MLTCP thesis §1,

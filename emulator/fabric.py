@@ -1,12 +1,14 @@
 """The simulated fabric: which running jobs share which links, and how much they slow each other.
 
-A job whose GPUs sit on several nodes all-reduces its gradients through each of
-those nodes' NICs, and through the uplinks of its racks when it spans racks
-(the two-level all-reduce of :mod:`halyard.emulator.collectives`). Every such
-link is shared by the jobs that cross it. Per link, each job's demand over one
-iteration is the data-parallel Up/Down profile of its dedicated iteration
-(Cassini §4.1, :func:`~halyard.emulator.contention.profile_from_iteration`) and
-the jobs' iteration times come from the fluid simulation of
+A job whose GPUs sit on several nodes communicates through each of those
+nodes' NICs, and through the uplinks of its racks when it spans racks. Every
+such link is shared by the jobs that cross it. Per link, each job's demand over
+one iteration is the Up/Down profile that
+:meth:`~halyard.emulator.PerformanceModel.job_timing` computed its dedicated
+iteration with (Cassini §4.1): the two-level gradient all-reduce of a
+data-parallel job (Fig. 4.1a), the tensor collectives, activation sends and
+per-stage all-reduces of a tensor, pipeline or hybrid plan (Fig. 4.1c/d). The
+jobs' iteration times come from the fluid simulation of
 :func:`~halyard.emulator.contention.shared_link_iteration_times` under fair or
 MLTCP sharing. A job's slowdown is the largest over the links it crosses (links
 are treated independently, as Cassini's per-link compatibility does).
@@ -15,7 +17,8 @@ Where each job's phase starts matters: identical jobs whose all-reduces start
 together halve each other's bandwidth, and fair sharing keeps whatever offset
 they have (a fluid fair share neither pulls colliding jobs apart nor together).
 A job's phase is where its iterations sit on the cluster clock: its time-shift
-when a policy set one (the worker library keeps iteration starts on that grid),
+grid ``epoch + shift + k x period`` when a policy set one (the worker library and
+the emulated agents start iterations on that grid; a shift of 0 s is a shift),
 else the instant it started making progress, modulo its iteration.
 
 Drivers :meth:`Fabric.place` and :meth:`Fabric.remove` jobs as they start,
@@ -31,15 +34,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from halyard.datamodel import Allocation, Cluster, JobSpec
-from halyard.emulator.collectives import GBYTE
 from halyard.emulator.contention import (
     SHARING,
     DemandProfile,
     mean_field_iteration_times,
-    profile_from_iteration,
     shared_link_iteration_times,
 )
+from halyard.emulator.parallel import link_gbytes
 from halyard.emulator.performance import IterationTime, PerformanceModel
+
+__all__ = ["FLUID_MAX_JOBS", "PHASE_BINS", "SIM_ITERATIONS", "SIM_STEADY", "Fabric", "Link", "link_gbytes"]
 
 # A job's phase on the clock is rounded to 1/PHASE_BINS of its iteration for the cache key:
 # a 1/64 iteration offset is far below an all-reduce phase (tens of % of an iteration).
@@ -71,8 +75,8 @@ class _Member:
     allocation: Allocation
     phase_s: float
     links: tuple[Link, ...]
-    profile: DemandProfile  # the same on every link it crosses (see link_gbytes)
-    key: tuple[tuple[float, float], ...]  # the profile as plain numbers: the cache key's part
+    profiles: dict[Link, DemandProfile]  # its demand on each link it crosses
+    keys: dict[Link, tuple[tuple[float, float], ...]]  # the profiles as plain numbers: the cache key's part
 
 
 class Fabric:
@@ -88,6 +92,7 @@ class Fabric:
         self._nic = {n.name: Link("nic", n.name, n.nic_gbyte_s) for n in cluster.nodes}
         self._uplink = [Link("uplink", r.name, r.uplink_gbyte_s / cluster.spine_oversubscription) for r in racks]
         self._rack_of = {n.name: n.rack_index for n in cluster.nodes}
+        self._uplink_by_name = {link.name: link for link in self._uplink}
         self._members: dict[str, _Member] = {}
         self._on_link: dict[Link, set[str]] = {}
         self._link_slowdown: dict[Link, dict[str, float]] = {}
@@ -109,22 +114,26 @@ class Fabric:
     def place(self, job_id: str, spec: JobSpec, allocation: Allocation, start_s: float) -> None:
         """Put a running job on the links its allocation crosses (replacing where it was).
 
-        ``start_s``: when its iterations began on the cluster clock; ignored when the
-        allocation carries a time-shift, which fixes the phase instead.
+        Its demand on each link is the Up/Down profile of
+        :meth:`~halyard.emulator.PerformanceModel.job_timing` -- the all-reduce of a
+        data-parallel job, the tensor collectives, activation sends and stage
+        all-reduces of a tensor, pipeline or hybrid plan. ``start_s``: when its
+        iterations began on the cluster clock; ignored when the allocation carries a
+        time-shift, which fixes the phase instead.
         """
         self.remove(job_id)
-        links = self.links_of(allocation)
-        if not links:
+        timing = self.perf.job_timing(spec, allocation, self.cluster)
+        loads = [load for load in timing.links if load.profile.gbytes > 0.0]
+        if not loads:
             return
-        dedicated = self.perf.iteration_time(spec, allocation, self.cluster)
-        if dedicated.communication_s <= 0.0:
-            return
-        m = sum(1 for p in allocation.nodes if p.gpus)
-        profile = profile_from_iteration(dedicated, link_gbytes(self.perf.profile(spec.model).gradient_bytes, m))
-        anchor = allocation.time_shift_s if allocation.time_shift_s > 0.0 else start_s
-        key = tuple((p.duration_s, p.demand_gbyte_s) for p in profile.phases)
-        self._members[job_id] = _Member(allocation, anchor % dedicated.total_s, links, profile, key)
-        for link in links:
+        profiles = {self._link(load.kind, load.name): load.profile for load in loads}
+        keys = {link: tuple((p.duration_s, p.demand_gbyte_s) for p in profile.phases)
+                for link, profile in profiles.items()}
+        # A time-shift puts iteration starts on its grid (epoch + shift + k x period; 0 s is a shift).
+        anchor = allocation.time_shift_epoch_s + allocation.time_shift_s if allocation.has_time_shift else start_s
+        self._members[job_id] = _Member(allocation, anchor % timing.iteration.total_s, tuple(profiles),
+                                        profiles, keys)
+        for link in profiles:
             self._on_link.setdefault(link, set()).add(job_id)
             self._dirty.add(link)
 
@@ -147,6 +156,9 @@ class Fabric:
         """Whether the fabric has this job on exactly this allocation (a driver's no-op check)."""
         member = self._members.get(job_id)
         return member is not None and member.allocation is allocation
+
+    def _link(self, kind: str, name: str) -> Link:
+        return self._nic[name] if kind == "nic" else self._uplink_by_name[name]
 
     # --- results --------------------------------------------------------------
 
@@ -191,17 +203,18 @@ class Fabric:
     # --- internals ---------------------------------------------------------------
 
     def _solve(self, link: Link, jobs: Iterable[str]) -> dict[str, float]:
-        members = [(job_id, self._members[job_id]) for job_id in sorted(jobs)]
-        peak = sum(max(p.demand_gbyte_s for p in m.profile.phases) for _, m in members)
+        members = [(job_id, self._members[job_id].profiles[link], self._members[job_id])
+                   for job_id in sorted(jobs)]
+        peak = sum(max(p.demand_gbyte_s for p in profile.phases) for _, profile, _ in members)
         if len(members) < 2 or peak <= link.capacity_gbyte_s:
             return {}  # the link never runs out: everyone at dedicated speed
         # Cache key: profiles and phases on the grid, in a canonical order.
-        keyed = sorted(((m.key, round(m.phase_s / m.profile.iteration_s * PHASE_BINS) % PHASE_BINS), job_id)
-                       for job_id, m in members)
+        keyed = sorted(((m.keys[link], round(m.phase_s / profile.iteration_s * PHASE_BINS) % PHASE_BINS), job_id)
+                       for job_id, profile, m in members)
         key = (link.capacity_gbyte_s, self.sharing, tuple(k for k, _ in keyed))
         slowdowns = self._cache.get(key)
         if slowdowns is None:
-            profiles = [self._members[job_id].profile for _, job_id in keyed]
+            profiles = [self._members[job_id].profiles[link] for _, job_id in keyed]
             if len(profiles) > FLUID_MAX_JOBS:
                 times = mean_field_iteration_times(profiles, link.capacity_gbyte_s)
             else:
@@ -212,9 +225,3 @@ class Fabric:
             slowdowns = self._cache[key] = tuple(max(1.0, t / p.iteration_s) for t, p in zip(times, profiles,
                                                                                               strict=True))
         return {job_id: s for (_, job_id), s in zip(keyed, slowdowns, strict=True)}
-
-
-def link_gbytes(gradient_bytes: float, nodes: int) -> float:
-    """GB one node's NIC (and a rack's uplink, for a ring ordered by rack) carries per iteration
-    in the two-level all-reduce: ``2 (m-1)/m x S`` for ``m`` nodes (reduce-scatter + all-gather)."""
-    return 2.0 * (nodes - 1) / nodes * gradient_bytes / GBYTE

@@ -27,7 +27,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from halyard.datamodel import Allocation, Cluster, HalyardError, JobSpec, Tier
+from halyard.datamodel import Allocation, Cluster, HalyardError, JobSpec, NodeAllocation, Tier
 from halyard.emulator.catalog import Catalog, GpuSpec, ModelProfile, load_catalog
 from halyard.emulator.collectives import (
     ALGORITHMS,
@@ -39,6 +39,7 @@ from halyard.emulator.collectives import (
 )
 from halyard.emulator.datastall import HostCurve, host_curve, stalled_iteration_s
 from halyard.emulator.elastic import est_step_s
+from halyard.emulator.parallel import JobTiming, data_parallel_timing, is_data_parallel, plan_memory, plan_timing
 
 OVERLAP_MODES = ("ddp", "layerwise")
 # How jobs sharing a link split it (halyard.emulator.fabric): not at all (every job at its
@@ -154,6 +155,7 @@ class PerformanceModel:
         self._timings: dict[tuple[str, int, _Shape], IterationTime] = {}
         self._tightest: dict[tuple[int, str, int], _Shape] = {}
         self._footprints: dict[tuple[str, int, int, int, str], MemoryFootprint] = {}
+        self._plans: dict[tuple[object, ...], JobTiming] = {}
 
     # ----------------------------------------------------------------- catalog
     @property
@@ -165,6 +167,15 @@ class PerformanceModel:
     def contention(self) -> str:
         """How jobs sharing a link slow each other: ``off``, ``fair`` or ``mltcp``."""
         return self._contention
+
+    @property
+    def overlap(self) -> str:
+        """How the gradient all-reduce overlaps compute: ``ddp`` or ``layerwise``."""
+        return self._overlap
+
+    def tier_latency_s(self, tier: Tier) -> float:
+        """Latency of one collective step at ``tier`` (the catalog's node/rack/spine constants)."""
+        return self._latency[tier]
 
     @property
     def catalog(self) -> Catalog:
@@ -324,8 +335,55 @@ class PerformanceModel:
         return self.memory_footprint(spec, gpu_type).fits
 
     # ----------------------------------------------------------------- timing
+    def job_timing(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> JobTiming:
+        """The one answer for a job on an allocation: its iteration time and its Up/Down demand
+        on every NIC and rack uplink it crosses, under its data, tensor, pipeline or hybrid plan
+        (``spec.parallelism``, ``allocation.stages``; :mod:`halyard.emulator.parallel`).
+
+        The simulator's pacer, the fabric and the emulated agents all call this, so the phases
+        the fabric charges a job for are the ones its iteration time was computed with. Plans
+        other than data parallelism are cached per (model, batch, plan, GPUs per node).
+        """
+        if (spec.parallelism is None and not allocation.stages) or is_data_parallel(spec, allocation):
+            timing = self.iteration_time(spec, allocation, cluster)
+            if len(allocation.nodes) < 2 or timing.communication_s <= 0.0:
+                return JobTiming(timing, ())  # no NIC crossed (a part without GPUs holds no link either)
+            dp_key = (id(cluster), spec.model, timing, tuple(p.node for p in allocation.nodes if p.gpus))
+            hit = self._plans.get(dp_key)
+            if hit is None:
+                hit = self._plans[dp_key] = data_parallel_timing(self, spec, allocation, cluster, timing)
+            return hit
+        key = (id(cluster), spec.model, spec.batch_size, spec.parallelism, allocation.stages,
+               tuple((p.node, len(p.gpus)) for p in allocation.nodes if p.gpus))
+        hit = self._plans.get(key)
+        if hit is None:
+            if self._clusters.get(id(cluster)) is None or self._clusters[id(cluster)].cluster is not cluster:
+                self._index(cluster)  # keeps the cluster alive, so its id() stays unique while cached
+            hit = self._plans[key] = plan_timing(self, spec, allocation, cluster)
+        return hit
+
+    def plan_memory(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> tuple[MemoryFootprint, ...]:
+        """Memory per GPU of each pipeline stage under the job's plan, on the stage's smallest GPU.
+
+        State ``state_bytes_per_parameter x parameters / (stages x tensor)``; activations of the
+        micro-batches a stage keeps in flight under 1F1B (``min(B, stages - i)`` for stage i,
+        Narayanan et al. SC'21 §2.2), each ``parallelism.data x batch / data`` samples of the
+        stage's layers divided over its tensor shards. For a uniform plan stage 0 needs what
+        :meth:`memory_footprint` says.
+        """
+        return plan_memory(self, spec, allocation, cluster)
+
+    def fits_plan(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> bool:
+        """Whether every GPU of ``allocation`` holds its stage's share of the job (:meth:`plan_memory`)."""
+        return all(f.fits for f in self.plan_memory(spec, allocation, cluster))
+
     def iteration_time(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> IterationTime:
-        """Compute, all-reduce and exposed time of one iteration on ``allocation``."""
+        """Compute, all-reduce and exposed time of one iteration on ``allocation``.
+
+        Data parallel here; a tensor, pipeline or hybrid plan is :meth:`job_timing`'s iteration.
+        """
+        if (spec.parallelism is not None or allocation.stages) and not is_data_parallel(spec, allocation):
+            return self.job_timing(spec, allocation, cluster).iteration
         index = self._clusters.get(id(cluster))
         if index is None or index.cluster is not cluster:
             index = self._index(cluster)
@@ -428,6 +486,11 @@ class PerformanceModel:
         shape = self._tightest.get(key)
         if shape is None:
             shape = self._tightest[key] = self._tightest_shape(index, gtype, spec.num_gpus)
+        if spec.parallelism is not None and not is_data_parallel(spec, None):
+            nodes = self._tightest_nodes(index, gtype, spec.num_gpus)
+            if nodes is not None:  # else (larger than the cluster) costed as data parallel, below
+                allocation = Allocation(tuple(NodeAllocation(name, tuple(range(k)), 0, 0) for name, k in nodes))
+                return self.job_timing(spec, allocation, cluster).iteration.total_s
         if self._data_stalls:
             cpus, mem = max((h for name, h in index.host.items() if index.nodes[name][0] == gtype),
                             key=lambda h: (h[0], h[1]))
@@ -568,6 +631,33 @@ class PerformanceModel:
             self._tightest = {k: v for k, v in self._tightest.items() if k[0] != id(cluster)}
         self._clusters[id(cluster)] = index
         return index
+
+    def _tightest_nodes(self, index: _ClusterIndex, gpu_type: str, n: int) -> list[tuple[str, int]] | None:
+        """The tightest placement as (node, GPUs) of one type: one node if it fits, else whole
+        nodes, largest first, in the rack that needs the fewest, else across racks (most GPUs
+        first); None if the cluster has fewer than ``n`` GPUs of the type."""
+        of_type = sorted(((name, info) for name, info in index.nodes.items() if info[0] == gpu_type),
+                         key=lambda ni: (-ni[1][1], -ni[1][2], -ni[1][3], ni[0]))
+        if not of_type or sum(info[1] for _, info in of_type) < n:
+            return None
+        if n <= of_type[0][1][1]:
+            return [(of_type[0][0], n)]
+        by_rack: dict[int, list[tuple[str, _NodeInfo]]] = {}
+        for name, info in of_type:
+            by_rack.setdefault(info[4], []).append((name, info))
+        candidates = [nodes for nodes in by_rack.values() if sum(i[1] for _, i in nodes) >= n]
+        if candidates:
+            pool = min(candidates, key=lambda nodes: (len(_fill([i for _, i in nodes], n)), nodes[0][0]))
+        else:
+            pool = [ni for nodes in sorted(by_rack.values(), key=lambda ns: -sum(i[1] for _, i in ns))
+                    for ni in nodes]
+        out: list[tuple[str, int]] = []
+        for name, info in pool:
+            if n <= 0:
+                break
+            out.append((name, min(n, info[1])))
+            n -= info[1]
+        return out
 
     def _tightest_shape(self, index: _ClusterIndex, gpu_type: str, n: int) -> _Shape:
         of_type = [info for info in index.nodes.values() if info[0] == gpu_type]

@@ -40,6 +40,10 @@ def profile_rows(pm: PerformanceModel, model: str) -> list[ProfileRow]:
         ProfileRow("backward_fraction", p.backward_fraction, "", p.sources["backward_fraction"]),
         ProfileRow("activation_bytes", p.activation_bytes, "B at reference_batch", p.sources["activation_bytes"]),
     ]
+    if p.layers:  # tensor / pipeline plans (halyard.emulator.parallel)
+        rows += [ProfileRow("layers", p.layers, "", p.sources["layers"]),
+                 ProfileRow("layer_output_bytes", p.layer_output_bytes, "B per sample",
+                            p.sources["layer_output_bytes"])]
     for gpu in sorted(p.compute_s, key=lambda g: -p.compute_s[g]):
         rows.append(ProfileRow(f"compute_s.{gpu}", p.compute_s[gpu], "s per iteration", p.sources[f"compute_s.{gpu}"]))
     spec = JobSpec(job_id="profile", submit_time=0.0, model=model, num_gpus=1, iterations=1)

@@ -42,8 +42,12 @@ class Resize:
 
 @dataclass(frozen=True, slots=True)
 class SetTimeShift:
+    """Start the job's iterations at ``epoch + seconds + k x period_s`` (Cassini Eq. 4.5); the core
+    takes the pass time as the epoch. ``period_s`` 0: the job's own iteration time. 0 s is a shift."""
+
     job_id: str
     seconds: float
+    period_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +91,8 @@ class Plan:
     def resize(self, job_id: str, allocation: Allocation) -> None:
         self.actions.append(Resize(job_id, allocation))
 
-    def set_time_shift(self, job_id: str, seconds: float) -> None:
-        self.actions.append(SetTimeShift(job_id, seconds))
+    def set_time_shift(self, job_id: str, seconds: float, period_s: float = 0.0) -> None:
+        self.actions.append(SetTimeShift(job_id, seconds, period_s))
 
     def set_resources(self, job_id: str, node: str, cpus: int, memory_mb: int) -> None:
         self.actions.append(SetResources(job_id, node, cpus, memory_mb))

@@ -87,6 +87,8 @@ def test_every_figure_names_its_source():
         fields |= {f"compute_s.{g}" for g in p.compute_s}
         if p.data is not None:
             fields |= {"data.best_cpus", "data.best_memory_gb", "data.best_speedup"}
+        if p.layers:
+            fields |= {"layers", "layer_output_bytes"}
         assert set(p.sources) == fields, name
         for field, src in p.sources.items():
             assert len(src) > 20, (name, field, src)

@@ -79,12 +79,17 @@ def spec_from_pb(msg: pb.JobSpec, *, submit_time: float, prefix: str = "spec") -
 
 
 def allocation_to_pb(allocation: Allocation) -> pb.Allocation:
-    return pb.Allocation(
+    msg = pb.Allocation(
         nodes=[pb.NodeAllocation(node=p.node, gpus=list(p.gpus), cpus=p.cpus, memory_mb=p.memory_mb,
                                  workers=list(p.workers)) for p in allocation.nodes],
         time_shift_s=allocation.time_shift_s,
         stages=[pb.StagePlan(gpus=s.gpus, data=s.data, tensor=s.tensor) for s in allocation.stages],
     )
+    if allocation.has_time_shift:  # presence: a shift of 0 s is a real shift
+        msg.time_shift.CopyFrom(pb.TimeShift(seconds=allocation.time_shift_s,
+                                             period_s=allocation.time_shift_period_s,
+                                             epoch_s=allocation.time_shift_epoch_s))
+    return msg
 
 
 def allocation_from_pb(msg: pb.Allocation, cluster: Cluster, prefix: str = "allocation") -> Allocation:
@@ -102,8 +107,16 @@ def allocation_from_pb(msg: pb.Allocation, cluster: Cluster, prefix: str = "allo
             stages.append(StagePlan(s.gpus, s.data or 1, s.tensor or 1))
         except ValueError as exc:
             raise ValidationError(str(exc), field=f"{prefix}.stages[{i}]") from None
+    shift = msg.time_shift
+    if msg.HasField("time_shift") and not all(math.isfinite(x) and x >= 0.0
+                                              for x in (shift.seconds, shift.period_s, shift.epoch_s)):
+        raise ValidationError("seconds, period_s and epoch_s must be finite numbers >= 0",
+                              field=f"{prefix}.time_shift")
     try:
-        return Allocation(tuple(parts), time_shift_s=msg.time_shift_s, stages=tuple(stages))
+        if msg.HasField("time_shift"):
+            return Allocation(tuple(parts), stages=tuple(stages)).with_time_shift(shift.seconds, shift.period_s,
+                                                                                 shift.epoch_s)
+        return Allocation(tuple(parts), time_shift_s=msg.time_shift_s, stages=tuple(stages))  # an older sender
     except ValueError as exc:
         raise ValidationError(str(exc), field=prefix) from None
 

@@ -13,7 +13,7 @@ plan it cannot cost.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +66,12 @@ class Allocation:
     nodes: tuple[NodeAllocation, ...]
     time_shift_s: float = 0.0
     stages: tuple[StagePlan, ...] = ()
+    # Cassini time-shift grid: iterations start at epoch + shift + k x period (halyard.timeshift).
+    # has_time_shift says a shift is set, so a shift of 0 is a real one; a non-zero
+    # time_shift_s always is (allocations built before the flag existed).
+    time_shift_period_s: float = 0.0  # 0: the job's own iteration time
+    time_shift_epoch_s: float = 0.0
+    has_time_shift: bool = False
     # Derived once: priority keys read it for every job in every pass.
     num_gpus: int = field(init=False, repr=False, compare=False)
 
@@ -79,6 +85,13 @@ class Allocation:
         counted = [bool(n.workers) for n in self.nodes if n.gpus]
         if any(counted) and not all(counted):
             raise ValueError("give logical-worker counts for the GPUs of every node or of none")
+        if self.time_shift_s != 0.0 and not self.has_time_shift:
+            object.__setattr__(self, "has_time_shift", True)
+
+    def with_time_shift(self, seconds: float, period_s: float = 0.0, epoch_s: float = 0.0) -> Allocation:
+        """This allocation with iterations on the grid ``epoch_s + seconds + k x period_s``."""
+        return replace(self, time_shift_s=seconds, time_shift_period_s=period_s, time_shift_epoch_s=epoch_s,
+                       has_time_shift=True)
 
     @property
     def node_names(self) -> tuple[str, ...]:
@@ -108,4 +121,4 @@ class Allocation:
             counts = tuple(base + (1 if k + i < extra else 0) for i in range(len(n.gpus)))
             k += len(n.gpus)
             parts.append(NodeAllocation(n.node, n.gpus, n.cpus, n.memory_mb, counts if n.gpus else ()))
-        return Allocation(tuple(parts), self.time_shift_s, self.stages)
+        return replace(self, nodes=tuple(parts))  # keeps the stages and any time-shift grid

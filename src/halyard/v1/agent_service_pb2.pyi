@@ -83,7 +83,7 @@ class Heartbeat(_message.Message):
     def __init__(self, cluster_time: _Optional[float] = ..., gpu_utilization: _Optional[float] = ..., healthy: _Optional[bool] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class Progress(_message.Message):
-    __slots__ = ("job_id", "attempt", "iterations_done", "cluster_time", "recent_iteration_s", "compute_s", "communication_s")
+    __slots__ = ("job_id", "attempt", "iterations_done", "cluster_time", "recent_iteration_s", "compute_s", "communication_s", "time_shift_drift_s")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     ITERATIONS_DONE_FIELD_NUMBER: _ClassVar[int]
@@ -91,6 +91,7 @@ class Progress(_message.Message):
     RECENT_ITERATION_S_FIELD_NUMBER: _ClassVar[int]
     COMPUTE_S_FIELD_NUMBER: _ClassVar[int]
     COMMUNICATION_S_FIELD_NUMBER: _ClassVar[int]
+    TIME_SHIFT_DRIFT_S_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     attempt: int
     iterations_done: float
@@ -98,7 +99,8 @@ class Progress(_message.Message):
     recent_iteration_s: _containers.RepeatedScalarFieldContainer[float]
     compute_s: float
     communication_s: float
-    def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., iterations_done: _Optional[float] = ..., cluster_time: _Optional[float] = ..., recent_iteration_s: _Optional[_Iterable[float]] = ..., compute_s: _Optional[float] = ..., communication_s: _Optional[float] = ...) -> None: ...
+    time_shift_drift_s: float
+    def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., iterations_done: _Optional[float] = ..., cluster_time: _Optional[float] = ..., recent_iteration_s: _Optional[_Iterable[float]] = ..., compute_s: _Optional[float] = ..., communication_s: _Optional[float] = ..., time_shift_drift_s: _Optional[float] = ...) -> None: ...
 
 class Exited(_message.Message):
     __slots__ = ("job_id", "attempt", "status", "cluster_time", "checkpoint_iteration", "message")
@@ -239,14 +241,18 @@ class Reconfigure(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., allocation: _Optional[_Union[_types_pb2.Allocation, _Mapping]] = ..., leader: _Optional[bool] = ..., restore_s: _Optional[float] = ..., iterations_done: _Optional[float] = ..., start_time: _Optional[float] = ..., link_slowdown: _Optional[float] = ..., restart_attempt: _Optional[int] = ..., iterations_total: _Optional[int] = ..., grace_s: _Optional[float] = ...) -> None: ...
 
 class SetTimeShift(_message.Message):
-    __slots__ = ("job_id", "attempt", "seconds")
+    __slots__ = ("job_id", "attempt", "seconds", "period_s", "epoch_s")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_S_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_S_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     attempt: int
     seconds: float
-    def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., seconds: _Optional[float] = ...) -> None: ...
+    period_s: float
+    epoch_s: float
+    def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., seconds: _Optional[float] = ..., period_s: _Optional[float] = ..., epoch_s: _Optional[float] = ...) -> None: ...
 
 class Profile(_message.Message):
     __slots__ = ("job_id", "spec", "points")

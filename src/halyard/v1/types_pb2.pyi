@@ -103,15 +103,27 @@ class StagePlan(_message.Message):
     tensor: int
     def __init__(self, gpus: _Optional[int] = ..., data: _Optional[int] = ..., tensor: _Optional[int] = ...) -> None: ...
 
+class TimeShift(_message.Message):
+    __slots__ = ("seconds", "period_s", "epoch_s")
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_S_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_S_FIELD_NUMBER: _ClassVar[int]
+    seconds: float
+    period_s: float
+    epoch_s: float
+    def __init__(self, seconds: _Optional[float] = ..., period_s: _Optional[float] = ..., epoch_s: _Optional[float] = ...) -> None: ...
+
 class Allocation(_message.Message):
-    __slots__ = ("nodes", "time_shift_s", "stages")
+    __slots__ = ("nodes", "time_shift_s", "stages", "time_shift")
     NODES_FIELD_NUMBER: _ClassVar[int]
     TIME_SHIFT_S_FIELD_NUMBER: _ClassVar[int]
     STAGES_FIELD_NUMBER: _ClassVar[int]
+    TIME_SHIFT_FIELD_NUMBER: _ClassVar[int]
     nodes: _containers.RepeatedCompositeFieldContainer[NodeAllocation]
     time_shift_s: float
     stages: _containers.RepeatedCompositeFieldContainer[StagePlan]
-    def __init__(self, nodes: _Optional[_Iterable[_Union[NodeAllocation, _Mapping]]] = ..., time_shift_s: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StagePlan, _Mapping]]] = ...) -> None: ...
+    time_shift: TimeShift
+    def __init__(self, nodes: _Optional[_Iterable[_Union[NodeAllocation, _Mapping]]] = ..., time_shift_s: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StagePlan, _Mapping]]] = ..., time_shift: _Optional[_Union[TimeShift, _Mapping]] = ...) -> None: ...
 
 class NodeSpec(_message.Message):
     __slots__ = ("name", "rack", "gpu_type", "gpus", "cpus", "memory_mb", "fabric", "fabric_gbyte_s", "nic_gbyte_s")

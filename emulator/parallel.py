@@ -1,0 +1,451 @@
+"""Iteration time and per-link demand of a job under data, tensor, pipeline or hybrid parallelism.
+
+:meth:`halyard.emulator.PerformanceModel.job_timing` is the one entry point; the
+simulator's pacer, the fabric and the emulated agents all call it, so the Up/Down
+phases a job puts on a link are the ones its iteration time was computed with.
+
+A data-parallel job (``JobSpec.parallelism`` None or data-only, no multi-stage
+``Allocation.stages``) keeps the data-parallel model of
+:class:`~halyard.emulator.PerformanceModel` unchanged, with its all-reduce profile
+(Cassini Fig. 4.1a) on the NIC of every node it spans and the uplink of every
+rack when it spans racks. Any other plan is costed here:
+
+- **Stages.** ``Allocation.stages`` (a Crius Cell's per-stage DP x TP plan), else
+  ``parallelism.pipeline`` stages of ``data x tensor`` GPUs. The allocation's GPUs,
+  in allocation order, fill the stages in turn (an allocation of another size
+  than ``num_gpus`` -- an elastic resize -- keeps the tensor and pipeline
+  degrees and changes the data degree); inside a stage tensor-parallel
+  groups are consecutive GPUs (Megatron-LM's rank order: tensor innermost, so a
+  group stays inside a node's NVSwitch when it can) and data-parallel groups take
+  every ``tensor``-th GPU. Each stage holds ``1/stages`` of the layers (Crius
+  §6.1 cuts stages by FLOPs, so equal compute).
+- **Micro-batches.** ``B = 4 x stages`` (Crius §5.1, Fig. 10: "Crius follows GPipe
+  to set it to 4x the number of stages"); 1 without a pipeline. A micro-batch is
+  the job's per-GPU batch ``b`` for each of its ``parallelism.data`` replicas
+  (the memory model's convention: with 1F1B a stage keeps one micro-batch per
+  stage in flight).
+- **Stage latency** per micro-batch (forward + backward), Crius'
+  ``T_i = compute_i + comm_i``: the compute of the stage's share of the layers
+  for its samples on its slowest GPU, divided over its DP x TP GPUs
+  (:func:`~halyard.emulator.elastic.stage_latency_s`), plus the tensor-parallel
+  collectives of every layer on the critical path -- with sequence parallelism
+  two all-gathers and two reduce-scatters per layer in forward and the same in
+  backward (Korthikanti et al., MLSys'23 §4.2.2), each a ring of ``t - 1``
+  steps moving ``(t-1)/t`` of one layer's output over the slowest tier the group
+  spans -- plus the send/recv of the activation (forward) and its gradient
+  (backward) from the previous stage over the tier crossed.
+- **Pipeline** (Crius §5.1): ``sum_i T_i + (B - 1) x (T_s - T_comm,s)``
+  (:func:`~halyard.emulator.elastic.pipeline_latency_s`).
+- **Data-parallel all-reduce per stage**: each stage's gradients (its share,
+  divided over its tensor shards) all-reduced in DDP buckets by each
+  data-parallel group, as a ring over the slowest tier the group spans; it
+  overlaps the last micro-batch's backward (the model's overlap rule) and the
+  slowest stage's exposed part ends the iteration, followed by the optimizer
+  step of each GPU's shard.
+- **Links.** Groups that run at once and cross the same NIC or uplink share it:
+  a collective never runs faster than its bytes on the busiest link it crosses
+  allow. Per link, the profile is one iteration of Up/Down phases (Cassini
+  Fig. 4.1c/d): the forward micro-batches (tensor collectives and activation
+  sends), the backward ones, the stage all-reduce, then Down for the rest.
+- **Heterogeneous GPUs.** A stage waits for its slowest GPU; the pipeline for
+  its slowest stage.
+
+Data stalls (Synergy) are applied to data-parallel jobs only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from halyard.datamodel import Allocation, Cluster, JobSpec, Tier
+from halyard.emulator.collectives import GBYTE, buckets_for, exposed_s
+from halyard.emulator.contention import DemandProfile, Phase, profile_from_iteration
+from halyard.emulator.elastic import pipeline_latency_s, stage_latency_s
+
+if TYPE_CHECKING:
+    from halyard.emulator.performance import IterationTime, MemoryFootprint, PerformanceModel
+
+# Crius §5.1 (Fig. 10 caption): "Crius follows GPipe to set [the micro-batches B] to 4x the number
+# of stages" (GPipe, Huang et al. 2019, §2.2: B >= 4 x stages makes the bubble negligible).
+MICRO_BATCHES_PER_STAGE = 4
+# Megatron-LM with sequence parallelism (Korthikanti et al., MLSys'23 §4.2.2, Fig. 5): per
+# transformer layer two all-gathers and two reduce-scatters in the forward pass, and the same
+# in the backward pass, each of one layer's output activation.
+TP_COLLECTIVES_PER_LAYER = 8
+
+
+class UnsupportedParallelismError(ValueError):
+    """A plan the model cannot cost: no layer figures, or stages that do not match the allocation."""
+
+
+@dataclass(frozen=True, slots=True)
+class LinkLoad:
+    """A job's demand on one shared link over one iteration (running alone).
+
+    ``kind`` is ``"nic"`` (``name`` a node) or ``"uplink"`` (``name`` a rack), as in
+    :class:`halyard.emulator.fabric.Link`.
+    """
+
+    kind: str
+    name: str
+    profile: DemandProfile
+
+    @property
+    def gbytes(self) -> float:
+        return self.profile.gbytes
+
+
+@dataclass(frozen=True, slots=True)
+class StageTiming:
+    """One pipeline stage per micro-batch: compute, tensor collectives, receive; and its all-reduce."""
+
+    gpu_type: str
+    data: int
+    tensor: int
+    compute_s: float
+    tensor_comm_s: float
+    recv_s: float
+    allreduce_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobTiming:
+    """The answer of :meth:`~halyard.emulator.PerformanceModel.job_timing`.
+
+    ``iteration``: compute, communication, exposed and total time of one iteration
+    and the slowest tier crossed; ``links``: the per-link Up/Down profile (empty
+    when the job crosses no NIC); ``micro_batches`` and ``stages`` for a pipeline
+    (1 and empty for data parallelism).
+    """
+
+    iteration: IterationTime
+    links: tuple[LinkLoad, ...]
+    micro_batches: int = 1
+    stages: tuple[StageTiming, ...] = ()
+
+
+# ------------------------------------------------------------------ data parallel
+def data_parallel_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, cluster: Cluster,
+                         timing: IterationTime | None = None) -> JobTiming:
+    """The data-parallel model: ``pm.iteration_time`` (or ``timing``, already computed) and its
+    all-reduce profile on each NIC and uplink."""
+    timing = timing if timing is not None else pm.iteration_time(spec, allocation, cluster)
+    nodes = [p.node for p in allocation.nodes if p.gpus]
+    if len(nodes) < 2 or timing.communication_s <= 0.0:
+        return JobTiming(timing, ())
+    profile = profile_from_iteration(timing, link_gbytes(pm.profile(spec.model).gradient_bytes, len(nodes)))
+    racks = sorted({cluster.node(n).rack_index for n in nodes})
+    loads = [LinkLoad("nic", n, profile) for n in nodes]
+    if len(racks) > 1:
+        loads += [LinkLoad("uplink", cluster.racks[r].name, profile) for r in racks]
+    return JobTiming(timing, tuple(loads))
+
+
+def link_gbytes(gradient_bytes: float, nodes: int) -> float:
+    """GB one node's NIC (and a rack's uplink, for a ring ordered by rack) carries per iteration
+    in the two-level all-reduce: ``2 (m-1)/m x S`` for ``m`` nodes (reduce-scatter + all-gather)."""
+    return 2.0 * (nodes - 1) / nodes * gradient_bytes / GBYTE
+
+
+def plan_stages(spec: JobSpec, allocation: Allocation | None) -> tuple[tuple[int, int], ...]:
+    """The (data, tensor) degree of each pipeline stage: ``allocation.stages`` when given,
+    else ``parallelism.pipeline`` stages of ``data x tensor``; one data-parallel stage otherwise."""
+    if allocation is not None and allocation.stages:
+        return tuple((s.data, s.tensor) for s in allocation.stages)
+    par = spec.parallelism
+    gpus = allocation.num_gpus if allocation is not None else spec.num_gpus
+    if par is None:
+        return ((gpus, 1),)
+    per_replica = par.tensor * par.pipeline
+    data = gpus // per_replica if gpus % per_replica == 0 else par.data  # resized: more or fewer replicas
+    return ((data, par.tensor),) * par.pipeline
+
+
+def _replicas(spec: JobSpec, allocation: Allocation, stages: Sequence[tuple[int, int]]) -> int:
+    """Data-parallel replicas of the job's batch: the uniform plan's data degree (which follows the
+    allocation's size), else ``parallelism.data`` for a Cell's stage plan (1 when not given)."""
+    if allocation.stages:
+        return spec.parallelism.data if spec.parallelism is not None else 1
+    return stages[0][0]
+
+
+def is_data_parallel(spec: JobSpec, allocation: Allocation | None) -> bool:
+    """Whether the job runs as one data-parallel stage (the model of PerformanceModel.iteration_time)."""
+    stages = plan_stages(spec, allocation)
+    return len(stages) == 1 and stages[0][1] == 1
+
+
+# ------------------------------------------------------------------ tensor / pipeline / hybrid
+@dataclass(frozen=True, slots=True)
+class _Gpu:
+    node: str
+    gpu_type: str
+    rack: int
+    fabric_gbyte_s: float
+    nic_gbyte_s: float
+
+
+_LinkKey = tuple[str, str]  # ("nic", node) or ("uplink", rack name)
+
+
+class _Links:
+    """Bytes per link and the phases they fall in, accumulated over a plan's collectives."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.capacity: dict[_LinkKey, float] = {}
+        # link -> segment ("fwd", "bwd", "dp") -> [GB per iteration, span of the stage's segment]
+        self.load: dict[_LinkKey, dict[str, list[float]]] = {}
+
+    def key_nic(self, node: str) -> _LinkKey:
+        key = ("nic", node)
+        self.capacity.setdefault(key, self.cluster.node(node).nic_gbyte_s)
+        return key
+
+    def key_uplink(self, rack: int) -> _LinkKey:
+        r = self.cluster.racks[rack]
+        key = ("uplink", r.name)
+        self.capacity.setdefault(key, r.uplink_gbyte_s / self.cluster.spine_oversubscription)
+        return key
+
+    def add(self, key: _LinkKey, segment: str, gbytes: float, span_s: float) -> None:
+        slot = self.load.setdefault(key, {}).setdefault(segment, [0.0, 0.0])
+        slot[0] += gbytes
+        slot[1] = max(slot[1], span_s)
+
+
+def _crossed(nodes: Sequence[_Gpu], links: _Links) -> list[_LinkKey]:
+    """The links a ring over ``nodes`` (one entry per node) crosses: each node's NIC, each rack's uplink."""
+    if len(nodes) < 2:
+        return []
+    keys = [links.key_nic(g.node) for g in nodes]
+    racks = sorted({g.rack for g in nodes})
+    if len(racks) > 1:
+        keys += [links.key_uplink(r) for r in racks]
+    return keys
+
+
+def _ring_groups(pm: PerformanceModel, groups: Sequence[Sequence[_Gpu]], edge_bytes: float, steps: int,
+                 links: _Links) -> tuple[float, Tier, dict[_LinkKey, float]]:
+    """Concurrent rings, one per group, each moving ``edge_bytes`` over every ring edge in ``steps``
+    latency-paying steps (nccl-tests' alpha-beta ring; REFERENCE-NUMBERS "Collective cost").
+
+    A group inside one node runs at its fabric; across nodes at the slowest of the NICs
+    (and the intra-node fabric where a node holds two or more of its GPUs, and the rack
+    uplinks over the spine oversubscription when it spans racks). Groups crossing the
+    same link share it: the time is at least the bytes on the busiest link over its
+    capacity. Returns the time, the slowest tier and the GB each link carries.
+    """
+    latency = pm.tier_latency_s
+    slowest, tier = 0.0, Tier.GPU
+    per_link: dict[_LinkKey, float] = {}
+    for group in groups:
+        if len(group) < 2:
+            continue
+        by_node: dict[str, list[_Gpu]] = {}
+        for g in group:
+            by_node.setdefault(g.node, []).append(g)
+        heads = [gs[0] for gs in by_node.values()]
+        if len(heads) == 1:
+            t_group, t_tier = edge_bytes / (heads[0].fabric_gbyte_s * GBYTE) + steps * latency(Tier.NODE), Tier.NODE
+        else:
+            bw = min(g.nic_gbyte_s for g in heads)
+            shared = [gs[0].fabric_gbyte_s for gs in by_node.values() if len(gs) > 1]
+            if shared:
+                bw = min(bw, *shared)
+            racks = {g.rack for g in heads}
+            t_tier = Tier.SPINE if len(racks) > 1 else Tier.RACK
+            if t_tier is Tier.SPINE:
+                bw = min(bw, *(links.capacity[links.key_uplink(r)] for r in racks))
+            t_group = edge_bytes / (bw * GBYTE) + steps * latency(t_tier)
+            for key in _crossed(heads, links):
+                per_link[key] = per_link.get(key, 0.0) + edge_bytes / GBYTE
+        slowest, tier = max(slowest, t_group), max(tier, t_tier)
+    for key, gb in per_link.items():
+        slowest = max(slowest, gb / links.capacity[key] + steps * latency(Tier.SPINE if key[0] == "uplink"
+                                                                           else Tier.RACK))
+    return slowest, tier, per_link
+
+
+def _transfer(pm: PerformanceModel, src: Sequence[_Gpu], dst: Sequence[_Gpu], gbytes: float,
+              links: _Links) -> tuple[float, Tier, dict[_LinkKey, float]]:
+    """Send/recv of ``gbytes`` from one stage's GPUs to the next's, split evenly over GPU pairs
+    (pair j: the j-th GPU of each stage, wrapping the smaller); the time of the busiest pair or link."""
+    pairs = max(len(src), len(dst))
+    share = gbytes / pairs
+    per_link: dict[_LinkKey, float] = {}
+    intra, tier = 0.0, Tier.GPU
+    for j in range(pairs):
+        a, b = src[j % len(src)], dst[j % len(dst)]
+        if a.node == b.node:
+            intra, tier = max(intra, share / a.fabric_gbyte_s), max(tier, Tier.NODE)
+            continue
+        keys = [links.key_nic(a.node), links.key_nic(b.node)]
+        if a.rack != b.rack:
+            keys += [links.key_uplink(a.rack), links.key_uplink(b.rack)]
+        tier = max(tier, Tier.SPINE if a.rack != b.rack else Tier.RACK)
+        for key in keys:
+            per_link[key] = per_link.get(key, 0.0) + share
+    if tier is Tier.GPU:
+        return 0.0, tier, per_link
+    busiest = max((gb / links.capacity[key] for key, gb in per_link.items()), default=0.0)
+    return max(intra, busiest) + pm.tier_latency_s(tier), tier, per_link
+
+
+def plan_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> JobTiming:
+    """Tensor, pipeline or hybrid parallelism on ``allocation`` (see the module docstring)."""
+    from halyard.emulator.performance import IterationTime  # performance imports this module at its top
+
+    profile = pm.profile(spec.model)
+    stages = plan_stages(spec, allocation)
+    if profile.layers <= 0 or profile.layer_output_bytes <= 0:
+        raise UnsupportedParallelismError(
+            f"model {spec.model!r} has no layers / layer_output_bytes in the catalog ({pm.catalog.source}): "
+            f"it can run data parallel only")
+    gpus = [_gpu(cluster, p.node) for p in allocation.nodes for _ in p.gpus]
+    if sum(d * t for d, t in stages) != len(gpus):
+        raise UnsupportedParallelismError(
+            f"job {spec.job_id}: stages {stages} need {sum(d * t for d, t in stages)} GPUs (data x tensor each), "
+            f"the allocation holds {len(gpus)}")
+    if any(d < 1 or t < 1 for d, t in stages):
+        raise UnsupportedParallelismError(f"job {spec.job_id}: stage degrees must be >= 1, got {stages}")
+    n_stages = len(stages)
+    micro = MICRO_BATCHES_PER_STAGE * n_stages if n_stages > 1 else 1
+    replicas = _replicas(spec, allocation, stages)
+    samples = replicas * (spec.batch_size or profile.reference_batch)  # one micro-batch, all replicas
+    share = 1.0 / n_stages  # of the layers, compute and gradients (Crius §6.1: stages cut by FLOPs)
+    bwd = profile.backward_fraction
+    constants = pm.catalog.constants
+    links = _Links(cluster)
+
+    stage_gpus: list[list[_Gpu]] = []
+    at = 0
+    for d, t in stages:
+        stage_gpus.append(gpus[at:at + d * t])
+        at += d * t
+
+    timings: list[StageTiming] = []
+    dp_loads: list[dict[_LinkKey, float]] = []
+    fwd_loads: list[dict[_LinkKey, float]] = []
+    opt_s: list[float] = []
+    tier = Tier.GPU
+    for i, ((d, t), members) in enumerate(zip(stages, stage_gpus, strict=True)):
+        gpu_type = max({g.gpu_type for g in members}, key=lambda g: (pm.ideal_iteration_time(spec, g), g))
+        fixed = pm.optimizer_step_s(spec.model, gpu_type)
+        per_gpu = pm.ideal_iteration_time(spec, gpu_type)
+        fixed = min(fixed, per_gpu)
+        one_gpu = (per_gpu - fixed) * replicas * share  # the stage's micro-batch on one GPU
+        tp_groups = [members[k * t:(k + 1) * t] for k in range(d)]
+        message = profile.layer_output_bytes * samples / d  # one layer's output on one TP group
+        collectives = TP_COLLECTIVES_PER_LAYER * profile.layers * share
+        tp_one, tp_tier, tp_links = _ring_groups(pm, tp_groups, (t - 1) / t * message, t - 1, links)
+        compute, _ = stage_latency_s(one_gpu, d, t)
+        tp_s = collectives * tp_one
+        recv_s, fwd_link = 0.0, {}
+        if i > 0:
+            one_way, p_tier, fwd_link = _transfer(pm, stage_gpus[i - 1], members,
+                                                  profile.layer_output_bytes * samples / GBYTE, links)
+            recv_s, tier = 2.0 * one_way, max(tier, p_tier)  # activation forward, its gradient backward
+        grads = profile.gradient_bytes * share / t
+        buckets = buckets_for(grads, constants.ddp_bucket_bytes)
+        dp_groups = [members[r::t] for r in range(t)]
+        ar_s, dp_tier, dp_link = _ring_groups(pm, dp_groups, 2.0 * (d - 1) / d * grads, 2 * (d - 1) * buckets,
+                                              links)
+        tier = max(tier, tp_tier, dp_tier)
+        timings.append(StageTiming(gpu_type, d, t, compute, tp_s, recv_s, ar_s))
+        fwd_loads.append({k: gb * collectives / 2.0 for k, gb in tp_links.items()})
+        for k, gb in fwd_link.items():
+            fwd_loads[-1][k] = fwd_loads[-1].get(k, 0.0) + gb
+        dp_loads.append(dp_link)
+        opt_s.append(fixed * share / t)
+
+    latency = pipeline_latency_s([s.compute_s + s.tensor_comm_s for s in timings], [s.recv_s for s in timings],
+                                 micro)
+    compute_only = pipeline_latency_s([s.compute_s for s in timings], [0.0] * n_stages, micro)
+    tail = 0.0
+    for s, opt in zip(timings, opt_s, strict=True):
+        window = s.compute_s if pm.overlap == "layerwise" else bwd * s.compute_s
+        buckets = buckets_for(profile.gradient_bytes * share / s.tensor, constants.ddp_bucket_bytes)
+        tail = max(tail, (exposed_s(s.allreduce_s, window, buckets) if s.allreduce_s > 0 else 0.0) + opt)
+    total = latency + tail
+    compute_total = compute_only + max(opt_s)
+    communication = max(micro * (s.tensor_comm_s + s.recv_s) + s.allreduce_s for s in timings)
+    iteration = IterationTime(compute_s=compute_total, communication_s=communication,
+                              exposed_s=total - compute_total, total_s=total, tier=tier)
+
+    # Per link: forward micro-batches, backward micro-batches, the stage all-reduce (Cassini Fig. 4.1d).
+    for s, fwd, dp in zip(timings, fwd_loads, dp_loads, strict=True):
+        busy = s.compute_s + s.tensor_comm_s
+        for key, gb in fwd.items():  # sends and collectives: the same bytes each way
+            links.add(key, "fwd", micro * gb, micro * ((1.0 - bwd) * busy + s.recv_s / 2.0))
+            links.add(key, "bwd", micro * gb, micro * (bwd * busy + s.recv_s / 2.0))
+        for key, gb in dp.items():
+            links.add(key, "dp", gb, s.allreduce_s)
+    loads = tuple(LinkLoad(kind, name, _profile(links.load[(kind, name)], total))
+                  for kind, name in sorted(links.load))
+    return JobTiming(iteration, loads, micro, tuple(timings))
+
+
+def _profile(segments: dict[str, list[float]], total_s: float) -> DemandProfile:
+    """Up phases for the forward, backward and all-reduce segments, Down for the rest of the iteration;
+    spans that add up to more than the iteration (the all-reduce overlaps backward) are scaled to fit."""
+    order = [segments[k] for k in ("fwd", "bwd", "dp") if k in segments and segments[k][0] > 0]
+    busy = sum(span for _, span in order)
+    scale = min(1.0, total_s / busy) if busy > 0 else 1.0
+    phases = [Phase(span * scale, gb / (span * scale)) for gb, span in order if span > 0]
+    rest = total_s - sum(p.duration_s for p in phases)
+    if rest > 1e-12 * total_s or not phases:
+        phases.append(Phase(max(rest, 0.0)))
+    return DemandProfile(tuple(phases))
+
+
+def _gpu(cluster: Cluster, node: str) -> _Gpu:
+    nd = cluster.node(node)
+    return _Gpu(node, nd.gpu_type, nd.rack_index, nd.fabric_gbyte_s, nd.nic_gbyte_s)
+
+
+def job_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> JobTiming:
+    """Data-parallel jobs keep the data-parallel model; every other plan goes through :func:`plan_timing`."""
+    if is_data_parallel(spec, allocation):
+        return data_parallel_timing(pm, spec, allocation, cluster)
+    return plan_timing(pm, spec, allocation, cluster)
+
+
+def plan_memory(pm: PerformanceModel, spec: JobSpec, allocation: Allocation,
+                cluster: Cluster) -> tuple[MemoryFootprint, ...]:
+    """Memory per GPU of each stage under the job's plan, against the stage's smallest GPU.
+
+    State: ``state_bytes_per_parameter x parameters / stages / tensor`` (the stage's layers,
+    sharded over its tensor group). Activations: the micro-batches a stage keeps in flight
+    under 1F1B, ``min(B, stages - i)`` for stage i (Narayanan et al., SC'21 §2.2), each of
+    ``parallelism.data x batch / data`` samples through the stage's layers, over ``tensor``
+    shards. A data-parallel job is one stage: :meth:`PerformanceModel.memory_footprint`.
+    """
+    from halyard.emulator.performance import MemoryFootprint
+
+    stages = plan_stages(spec, allocation)
+    if sum(d * t for d, t in stages) != allocation.num_gpus:
+        raise UnsupportedParallelismError(
+            f"job {spec.job_id}: stages {stages} need {sum(d * t for d, t in stages)} GPUs, "
+            f"the allocation holds {allocation.num_gpus}")
+    profile = pm.profile(spec.model)
+    c = pm.catalog.constants
+    types = [cluster.node(p.node).gpu_type for p in allocation.nodes for _ in p.gpus]
+    n = len(stages)
+    micro = MICRO_BATCHES_PER_STAGE * n if n > 1 else 1
+    replicas = _replicas(spec, allocation, stages)
+    batch = spec.batch_size or profile.reference_batch
+    out: list[MemoryFootprint] = []
+    at = 0
+    for i, (d, t) in enumerate(stages):
+        smallest = min(types[at:at + d * t], key=pm.gpu_memory_bytes)
+        at += d * t
+        in_flight = min(micro, n - i)
+        samples = replicas * batch / d
+        activations = in_flight * samples * profile.activation_bytes / profile.reference_batch / n / t
+        out.append(MemoryFootprint(state_bytes=c.state_bytes_per_parameter * profile.parameters / n / t,
+                                   activation_bytes=activations, reserve_bytes=c.framework_reserve_bytes,
+                                   capacity_bytes=pm.gpu_memory_bytes(smallest), batch=batch))
+    return tuple(out)
