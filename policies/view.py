@@ -64,8 +64,37 @@ class JobInfo(Protocol):
         ...
 
 
+class LinkDemand(Protocol):
+    """A job's demand on one shared link over one iteration: ``kind`` "nic" (``name`` a node) or
+    "uplink" (``name`` a rack), its Up/Down ``profile`` and ``gbytes`` (Cassini's input, §4.1)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def profile(self) -> object: ...
+    @property
+    def gbytes(self) -> float: ...
+
+
+class Timing(Protocol):
+    """What :meth:`PerformanceEstimator.job_timing` answers: ``iteration`` (``total_s``,
+    ``comm_s``, ...) and the per-link ``links`` of the placement."""
+
+    @property
+    def iteration(self) -> object: ...
+    @property
+    def links(self) -> Sequence[LinkDemand]: ...
+
+
 class PerformanceEstimator(Protocol):
     """The part of the performance model a policy may consult."""
+
+    def job_timing(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> Timing:
+        """Iteration time and per-link Up/Down profiles of ``spec`` on a (candidate) ``allocation``,
+        under its parallelism plan: the links a placement crosses and what it puts on them."""
+        ...
 
     def iteration_time(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> object: ...
     def consolidated_iteration_time(self, spec: JobSpec, cluster: Cluster, gpu_type: str | None = None) -> float: ...

@@ -188,3 +188,21 @@ def test_placement_candidates_are_ranked_and_distinct(small_cluster, perf):
     wide = placement.candidates(view, eight, 8, core.free.copy(), PassState())
     assert [len(a.nodes) for a in wide] == sorted(len(a.nodes) for a in wide)
     assert wide[0].node_names == ("r1-n0", "r1-n1")  # one whole rack beats the half-busy one
+
+
+def test_a_policy_reads_the_links_of_a_candidate_through_the_view(small_cluster, perf):
+    """The estimator gives a stage the links a candidate crosses and the job's demand on each
+    (what Cassini scores): none on one node, both NICs on two nodes, the uplinks across racks."""
+    core = core_with(small_cluster, perf)
+    rec = core.submit(job(8, job_id="eight", model="resnet50"), 0.0)
+    view = core.view(0.0)
+
+    def links(*parts):
+        allocation = Allocation(tuple(NodeAllocation(n, tuple(range(k)), 3 * k, 62_500 * k) for n, k in parts))
+        return {(link.kind, link.name) for link in view.perf.job_timing(rec.spec, allocation, view.cluster).links}
+
+    assert links(("r0-n0", 4), ("r0-n1", 4)) == {("nic", "r0-n0"), ("nic", "r0-n1")}
+    across = links(("r0-n0", 4), ("r1-n0", 4))
+    assert {("uplink", "r0"), ("uplink", "r1")} <= across and ("nic", "r1-n0") in across
+    one = Allocation((NodeAllocation("r0-n0", (0, 1), 6, 125_000),))
+    assert view.perf.job_timing(job(2, model="resnet50"), one, view.cluster).links == ()
