@@ -15,11 +15,19 @@ from typing import TypeVar
 import grpc
 import structlog
 
-from halyard.controlplane.errors import AlreadyExists, FailedPrecondition, NotFound
+from halyard.controlplane.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+    Unavailable,
+)
 from halyard.controlplane.records import JobRecord
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import StoreError
 from halyard.datamodel import HalyardError, ValidationError
+from halyard.datamodel import limits as lim
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import agent_service_pb2_grpc as agrpc
 from halyard.v1 import cluster_service_pb2 as cpb
@@ -38,8 +46,12 @@ T = TypeVar("T")
 
 
 def _status(exc: HalyardError) -> grpc.StatusCode:
-    if isinstance(exc, StoreError):
-        return grpc.StatusCode.INTERNAL  # the state could not be saved: not the caller's fault
+    if isinstance(exc, StoreError | Unavailable):
+        return grpc.StatusCode.UNAVAILABLE  # the state could not be saved: the control plane restarts; retry
+    if isinstance(exc, Unauthenticated):
+        return grpc.StatusCode.UNAUTHENTICATED
+    if isinstance(exc, PermissionDenied):
+        return grpc.StatusCode.PERMISSION_DENIED
     if isinstance(exc, NotFound):
         return grpc.StatusCode.NOT_FOUND
     if isinstance(exc, AlreadyExists):
@@ -58,6 +70,10 @@ async def _call(context: grpc.aio.ServicerContext, count: Callable[[str], None] 
     except HalyardError as exc:
         await context.abort(_status(exc), str(exc))
         raise  # unreachable: abort raises
+    except Exception:  # a bug of ours: logged with its trace, never sent to the client
+        log.exception("request failed", method=name)
+        await context.abort(grpc.StatusCode.INTERNAL, f"{name} failed inside the control plane (logged)")
+        raise
 
 
 def job_to_pb(record: JobRecord, now: float) -> jpb.Job:
@@ -79,12 +95,16 @@ class JobServicer(jgrpc.JobServiceServicer):
         self.count = count
 
     async def SubmitJob(self, request: jpb.SubmitJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
+        if request.HasField("submit_time"):
+            await _call(context, None, "SubmitJob", lambda: lim.check_seconds(
+                request.submit_time, "submit_time", lim.MAX_TIME_S))
         arrival = self.cp.arrival_time(request.submit_time if request.HasField("submit_time") else None)
         await self.cp.settle(arrival)
 
         def submit() -> jpb.Job:
             if not request.HasField("spec"):
                 raise ValidationError("is required", field="spec")
+            self.cp.check_writable()
             # Stamped when it arrived, not after the lockstep wait (never before the last pass).
             now = max(arrival, self.cp.last_pass_time)
             record = self.cp.submit(spec_from_pb(request.spec, submit_time=now))
@@ -104,10 +124,12 @@ class JobServicer(jgrpc.JobServiceServicer):
             size = request.page_size or DEFAULT_PAGE
             if size > MAX_PAGE:
                 raise ValidationError(f"must be <= {MAX_PAGE}", field="page_size")
-            try:
-                start = int(request.page_token or 0)
-            except ValueError:
-                raise ValidationError("not a token this server issued", field="page_token") from None
+            token = request.page_token
+            if token and not (len(token) <= lim.MAX_PAGE_TOKEN and token.isascii() and token.isdigit()):
+                raise ValidationError("not a token this server issued", field="page_token")
+            start = int(token or 0)
+            if start > len(self.cp.core.records):
+                raise ValidationError("not a token this server issued", field="page_token")
             states = {state_from_pb(s, "states") for s in request.states}
             records = list(self.cp.core.records.values())  # arrival order
             now, out, i = self.cp.now(), jpb.ListJobsResponse(), start
@@ -124,6 +146,8 @@ class JobServicer(jgrpc.JobServiceServicer):
                           context: grpc.aio.ServicerContext) -> AsyncIterator[jpb.JobEvent]:
         if self.count is not None:
             self.count("WatchEvents")
+        if request.job_id:
+            await _call(context, None, "WatchEvents", lambda: _job_id(request.job_id))
         seq = request.after_seq
         while True:
             for event in self.cp.core.log.since(seq):
@@ -156,13 +180,13 @@ class ClusterServicer(cgrpc.ClusterServiceServicer):
 
     async def DrainNode(self, request: cpb.NodeRequest, context: grpc.aio.ServicerContext) -> cpb.NodeStatus:
         def drain() -> cpb.NodeStatus:
-            self.cp.set_drained(request.node, True)
+            self.cp.set_drained(_node_name(request.node), True)
             return self._node(request.node)
         return await _call(context, self.count, "DrainNode", drain)
 
     async def UndrainNode(self, request: cpb.NodeRequest, context: grpc.aio.ServicerContext) -> cpb.NodeStatus:
         def undrain() -> cpb.NodeStatus:
-            self.cp.set_drained(request.node, False)
+            self.cp.set_drained(_node_name(request.node), False)
             return self._node(request.node)
         return await _call(context, self.count, "UndrainNode", undrain)
 
@@ -224,4 +248,81 @@ class AgentServicer(agrpc.AgentServiceServicer):
 def _job_id(job_id: str) -> str:
     if not job_id:
         raise ValidationError("is required", field="job_id")
+    if len(job_id) > lim.MAX_REQUEST_ID:
+        raise ValidationError(f"is {len(job_id)} characters long; at most {lim.MAX_REQUEST_ID} allowed",
+                              field="job_id")
     return job_id
+
+
+def _node_name(node: str) -> str:
+    if len(node) > lim.MAX_REQUEST_ID:
+        raise ValidationError(f"is {len(node)} characters long; at most {lim.MAX_REQUEST_ID} allowed", field="node")
+    return node
+
+
+class _Undecodable:
+    """What a request that does not decode becomes, so the call answers INVALID_ARGUMENT (not UNKNOWN)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+
+def _lenient(deserializer: Callable[[bytes], object] | None) -> Callable[[bytes], object] | None:
+    if deserializer is None:
+        return None
+
+    def decode(data: bytes) -> object:
+        try:
+            return deserializer(data)
+        except Exception as exc:  # DecodeError, and whatever else a malformed message raises
+            return _Undecodable(f"{type(exc).__name__}: {exc}"[:200])
+    return decode
+
+
+async def _refuse(context: grpc.aio.ServicerContext, bad: _Undecodable) -> None:
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the request message does not decode ({bad.error})")
+
+
+class DecodeGuard(grpc.aio.ServerInterceptor):
+    """Answers INVALID_ARGUMENT to a message that does not decode, for every method of every service."""
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        decode, encode = _lenient(handler.request_deserializer), handler.response_serializer
+        if handler.unary_unary is not None:
+            inner_uu = handler.unary_unary
+
+            async def unary_unary(request, context):
+                if isinstance(request, _Undecodable):
+                    await _refuse(context, request)
+                return await inner_uu(request, context)
+            return grpc.unary_unary_rpc_method_handler(unary_unary, decode, encode)
+        if handler.unary_stream is not None:
+            inner_us = handler.unary_stream
+
+            async def unary_stream(request, context):
+                if isinstance(request, _Undecodable):
+                    await _refuse(context, request)
+                async for reply in inner_us(request, context):
+                    yield reply
+            return grpc.unary_stream_rpc_method_handler(unary_stream, decode, encode)
+        inner = handler.stream_stream or handler.stream_unary
+
+        async def checked(requests, context):
+            async for request in requests:
+                if isinstance(request, _Undecodable):
+                    await _refuse(context, request)
+                yield request
+        if handler.stream_stream is not None:
+            async def stream_stream(requests, context):
+                async for reply in inner(checked(requests, context), context):
+                    yield reply
+            return grpc.stream_stream_rpc_method_handler(stream_stream, decode, encode)
+
+        async def stream_unary(requests, context):
+            return await inner(checked(requests, context), context)
+        return grpc.stream_unary_rpc_method_handler(stream_unary, decode, encode)

@@ -18,8 +18,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, exposition, generate_latest
 
-from halyard.controlplane.grpc_api import AgentServicer, ClusterServicer, JobServicer
+from halyard.controlplane.grpc_api import AgentServicer, ClusterServicer, DecodeGuard, JobServicer
 from halyard.controlplane.service import ControlPlane
+from halyard.datamodel.limits import MAX_REQUEST_BYTES
 from halyard.v1 import (
     agent_service_pb2,
     agent_service_pb2_grpc,
@@ -83,7 +84,8 @@ class ControlPlaneServer:
 
     async def start(self) -> None:
         await self.cp.start()
-        server = grpc.aio.server()
+        server = grpc.aio.server(interceptors=[DecodeGuard()],
+                                 options=[("grpc.max_receive_message_length", MAX_REQUEST_BYTES)])
         job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.cp, self.metrics.count), server)
         cluster_service_pb2_grpc.add_ClusterServiceServicer_to_server(
             ClusterServicer(self.cp, self.metrics.count), server)

@@ -77,20 +77,33 @@ def run_controlplane(args: argparse.Namespace) -> int:
     cp = ControlPlane(cluster, policy, perf, clock, store, cluster_toml=text, round_s=args.round_s,
                       heartbeat_s=args.heartbeat_s, heartbeat_timeout_s=args.heartbeat_timeout_s)
     server = ControlPlaneServer(cp, listen=args.listen, http=args.http)
-    asyncio.run(_serve(server))
-    return 0
+    return asyncio.run(_serve(server))
 
 
-async def _serve(server: ControlPlaneServer) -> None:
+EXIT_STORE_FAILED = 3
+
+
+async def _serve(server: ControlPlaneServer) -> int:
+    """Serve until SIGTERM/SIGINT (exit 0) or a failure of the state store (exit 3, for a supervisor)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await server.start()
     print(f"listening on {server.address}", flush=True)  # for scripts that wait for readiness
-    await stop.wait()
+    stopped = asyncio.create_task(stop.wait())
+    fatal = asyncio.create_task(server.cp.fatal.wait())
+    await asyncio.wait({stopped, fatal}, return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    fatal.cancel()
+    if server.cp.failed is not None:
+        log.critical("exiting: the state store failed; a restart reloads the last committed state",
+                     error=server.cp.failed)
+        await server.stop(grace=0)
+        return EXIT_STORE_FAILED
     log.info("shutting down")
     await server.stop()
+    return 0
 
 
 def run_agent(args: argparse.Namespace) -> int:
