@@ -51,6 +51,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     ag.add_argument("--host", action="append", default=[], metavar="NODE=ADDRESS",
                     help="process/gpu: the address of a node for HALYARD_MASTER_ADDR (default: the node's name); "
                          "repeat for each node")
+    ag.add_argument("--run-as", default=None, metavar="USER",
+                    help="process/gpu: run every job as this unprivileged user (name or uid); the agent must be "
+                         "root. Default: jobs run as the agent's own user")
     ag.add_argument("--log-json", action="store_true")
     ag.set_defaults(run=run_agent)
 
@@ -141,7 +144,7 @@ def _make_agent(args: argparse.Namespace, node):
     if args.backend == "process":
         from halyard.agent.process import ProcessAgent
 
-        return ProcessAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts)
+        return ProcessAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts, run_as=args.run_as)
     from halyard.agent.gpu import GpuAgent  # raises GpuUnavailable (exit 2, one line) without NVML
 
-    return GpuAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts)
+    return GpuAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts, run_as=args.run_as)
