@@ -7,8 +7,11 @@ stream itself is the same for all of them:
 
 * one ``AgentService.Connect`` stream; Register first, commands after Registered;
 * on a broken stream or an unreachable control plane, reconnect with
-  exponential backoff (INVALID_ARGUMENT / FAILED_PRECONDITION stop the agent:
-  the control plane refused this node);
+  exponential backoff (INVALID_ARGUMENT / FAILED_PRECONDITION / PERMISSION_DENIED /
+  UNAUTHENTICATED stop the agent: the control plane refused this node or these
+  credentials; ALREADY_EXISTS, another agent holds this node, is logged and retried);
+* with ``tls`` the stream is mutual TLS (the node's certificate); without, plaintext
+  (insecure mode, loopback);
 * exits that happen while the stream is down are kept and delivered right after
   the next Registered, and listed in Register so reconciliation keeps them;
 * heartbeats (and the backend's progress reports) every ``heartbeat_interval_s``
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncIterator
 
 import grpc
@@ -26,6 +30,7 @@ import structlog
 
 from halyard.clock import Clock, ClockParams, clock_from_params
 from halyard.datamodel import Cluster, Node, parse_cluster
+from halyard.tls import ClientTLS
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import agent_service_pb2_grpc as agrpc
 from halyard.v1.types_pb2 import NodeSpec
@@ -35,6 +40,8 @@ log = structlog.get_logger("halyard.agent")
 
 BACKOFF_START_S = 0.05
 BACKOFF_MAX_S = 2.0
+FATAL_CODES = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
+               grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
 
 
 class StreamAgent:
@@ -43,8 +50,11 @@ class StreamAgent:
     backend = "unknown"
     version = "halyard/1"
 
-    def __init__(self, target: str, node: Node | str, *, shared_clock: Clock | None = None) -> None:
+    def __init__(self, target: str, node: Node | str, *, shared_clock: Clock | None = None,
+                 tls: ClientTLS | None = None) -> None:
         self.target = target
+        self.tls = tls
+        self.instance = uuid.uuid4().hex  # a reconnect of this agent replaces its stream; another agent is refused
         self.node_name = node if isinstance(node, str) else node.name
         self.node = None if isinstance(node, str) else node
         self.shared_clock = shared_clock
@@ -92,11 +102,16 @@ class StreamAgent:
                     raise  # the agent itself is stopping
                 log.info("stream cut, reconnecting", node=self.node_name)  # only the call was cancelled
             except grpc.aio.AioRpcError as exc:
-                if exc.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
-                    log.error("control plane refused this agent", node=self.node_name, error=exc.details())
+                if exc.code() in FATAL_CODES:
+                    log.error("control plane refused this agent", node=self.node_name, code=exc.code().name,
+                              error=exc.details())
                     raise
-                log.info("control plane unreachable, retrying", node=self.node_name, code=exc.code().name,
-                         retry_s=backoff)
+                if exc.code() == grpc.StatusCode.ALREADY_EXISTS:
+                    log.error("another agent holds this node; retrying", node=self.node_name, error=exc.details(),
+                              retry_s=backoff)
+                else:
+                        log.info("control plane unreachable, retrying", node=self.node_name, code=exc.code().name,
+                             retry_s=backoff)
             finally:
                 self.connected.clear()
                 self._outbox = None
@@ -108,7 +123,9 @@ class StreamAgent:
     async def _session(self) -> None:
         outbox: asyncio.Queue[apb.AgentMessage | None] = asyncio.Queue()
         outbox.put_nowait(apb.AgentMessage(register=self._register()))
-        async with grpc.aio.insecure_channel(self.target) as channel:
+        channel = (grpc.aio.secure_channel(self.target, self.tls.credentials()) if self.tls is not None
+                   else grpc.aio.insecure_channel(self.target))
+        async with channel:
             call = agrpc.AgentServiceStub(channel).Connect(_drain(outbox))
             self._call = call
             heartbeat: asyncio.Task[None] | None = None
@@ -139,7 +156,8 @@ class StreamAgent:
         # (right after Registered); listing them keeps reconciliation from requeueing them.
         running += [apb.RunningJob(job_id=m.exited.job_id, attempt=m.exited.attempt, leader=True,
                                    iterations_done=m.exited.checkpoint_iteration) for m in self._unsent]
-        return apb.Register(node=node, running=running, backend=self.backend, version=self.version)
+        return apb.Register(node=node, running=running, backend=self.backend, version=self.version,
+                            instance=self.instance)
 
     def node_spec(self) -> NodeSpec:
         return node_to_pb(self.node) if self.node is not None else NodeSpec(name=self.node_name)

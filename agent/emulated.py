@@ -21,6 +21,7 @@ from halyard.agent.base import BACKOFF_MAX_S, BACKOFF_START_S, StreamAgent
 from halyard.clock import Clock
 from halyard.datamodel import Allocation, JobSpec, Node
 from halyard.emulator import PerformanceModel
+from halyard.tls import ClientTLS
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.wire import allocation_from_pb, spec_from_pb
 
@@ -60,8 +61,8 @@ class EmulatedAgent(StreamAgent):
     version = VERSION
 
     def __init__(self, target: str, node: Node | str, *, shared_clock: Clock | None = None,
-                 perf: PerformanceModel | None = None) -> None:
-        super().__init__(target, node, shared_clock=shared_clock)
+                 perf: PerformanceModel | None = None, tls: ClientTLS | None = None) -> None:
+        super().__init__(target, node, shared_clock=shared_clock, tls=tls)
         self.perf = perf or PerformanceModel()
         self.jobs: dict[str, EmulatedJob] = {}
 

@@ -15,6 +15,7 @@ from typing import TypeVar
 import grpc
 import structlog
 
+from halyard.controlplane.auth import Authenticator
 from halyard.controlplane.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -28,12 +29,14 @@ from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import StoreError
 from halyard.datamodel import HalyardError, ValidationError
 from halyard.datamodel import limits as lim
+from halyard.tls import ROLE_TENANT_USER, Principal
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import agent_service_pb2_grpc as agrpc
 from halyard.v1 import cluster_service_pb2 as cpb
 from halyard.v1 import cluster_service_pb2_grpc as cgrpc
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc
+from halyard.v1 import types_pb2 as tpb
 from halyard.wire import allocation_to_pb, event_to_pb, node_to_pb, spec_from_pb, spec_to_pb, state_from_pb, state_to_pb
 
 log = structlog.get_logger("halyard.grpc")
@@ -89,12 +92,42 @@ def job_to_pb(record: JobRecord, now: float) -> jpb.Job:
     return job
 
 
+def _tenant_of(who: Principal) -> str | None:
+    """The one tenant the caller may see (None: every tenant)."""
+    return who.tenant if who.role == ROLE_TENANT_USER else None
+
+
+def _check_tenant(who: Principal, record: JobRecord) -> JobRecord:
+    tenant = _tenant_of(who)
+    if tenant is not None and record.spec.tenant != tenant:
+        raise PermissionDenied(f"job {record.job_id!r} belongs to another tenant; {who.describe()} may see and "
+                               f"cancel only tenant {tenant!r}'s jobs")
+    return record
+
+
+def _as_caller(spec: tpb.JobSpec, who: Principal) -> tpb.JobSpec:
+    """The spec a caller may submit: a tenant's user submits into its own tenant, under its own name."""
+    tenant = _tenant_of(who)
+    if tenant is None:
+        return spec
+    if spec.tenant and spec.tenant != tenant:
+        raise PermissionDenied(f"field 'spec.tenant': {who.describe()} submits into its own tenant, "
+                               f"not {spec.tenant[:lim.MAX_TENANT]!r}")
+    mine = tpb.JobSpec()
+    mine.CopyFrom(spec)
+    mine.tenant, mine.user = tenant, who.name
+    return mine
+
+
 class JobServicer(jgrpc.JobServiceServicer):
-    def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None) -> None:
+    def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None,
+                 auth: Authenticator | None = None) -> None:
         self.cp = cp
         self.count = count
+        self.auth = auth or Authenticator(secure=False)
 
     async def SubmitJob(self, request: jpb.SubmitJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
+        who = await _call(context, None, "SubmitJob", lambda: self.auth.client(context))
         if request.HasField("submit_time"):
             await _call(context, None, "SubmitJob", lambda: lim.check_seconds(
                 request.submit_time, "submit_time", lim.MAX_TIME_S))
@@ -107,20 +140,32 @@ class JobServicer(jgrpc.JobServiceServicer):
             self.cp.check_writable()
             # Stamped when it arrived, not after the lockstep wait (never before the last pass).
             now = max(arrival, self.cp.last_pass_time)
-            record = self.cp.submit(spec_from_pb(request.spec, submit_time=now))
+            record = self.cp.submit(spec_from_pb(_as_caller(request.spec, who), submit_time=now))
             return job_to_pb(record, now)
         return await _call(context, self.count, "SubmitJob", submit)
 
     async def GetJob(self, request: jpb.GetJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
-        return await _call(context, self.count, "GetJob",
-                           lambda: job_to_pb(self.cp.job(_job_id(request.job_id)), self.cp.now()))
+        def get() -> jpb.Job:
+            who = self.auth.client(context)
+            return job_to_pb(_check_tenant(who, self.cp.job(_job_id(request.job_id))), self.cp.now())
+        return await _call(context, self.count, "GetJob", get)
 
     async def CancelJob(self, request: jpb.CancelJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
-        return await _call(context, self.count, "CancelJob",
-                           lambda: job_to_pb(self.cp.cancel(_job_id(request.job_id)), self.cp.now()))
+        def cancel() -> jpb.Job:
+            who = self.auth.client(context)
+            job_id = _check_tenant(who, self.cp.job(_job_id(request.job_id))).job_id
+            record = self.cp.cancel(job_id)
+            log.info("job cancelled", job=job_id, by=who.describe())
+            return job_to_pb(record, self.cp.now())
+        return await _call(context, self.count, "CancelJob", cancel)
 
     async def ListJobs(self, request: jpb.ListJobsRequest, context: grpc.aio.ServicerContext) -> jpb.ListJobsResponse:
         def page() -> jpb.ListJobsResponse:
+            who = self.auth.client(context)
+            tenant = _tenant_of(who)
+            if tenant is not None and request.tenant and request.tenant != tenant:
+                raise PermissionDenied(f"field 'tenant': {who.describe()} may list only tenant {tenant!r}'s jobs")
+            tenant = tenant or request.tenant
             size = request.page_size or DEFAULT_PAGE
             if size > MAX_PAGE:
                 raise ValidationError(f"must be <= {MAX_PAGE}", field="page_size")
@@ -136,7 +181,7 @@ class JobServicer(jgrpc.JobServiceServicer):
             while i < len(records) and len(out.jobs) < size:
                 r = records[i]
                 i += 1
-                if (not states or r.state in states) and (not request.tenant or r.spec.tenant == request.tenant):
+                if (not states or r.state in states) and (not tenant or r.spec.tenant == tenant):
                     out.jobs.append(job_to_pb(r, now))
             out.next_page_token = str(i) if i < len(records) else ""
             return out
@@ -146,21 +191,32 @@ class JobServicer(jgrpc.JobServiceServicer):
                           context: grpc.aio.ServicerContext) -> AsyncIterator[jpb.JobEvent]:
         if self.count is not None:
             self.count("WatchEvents")
+        who = await _call(context, None, "WatchEvents", lambda: self.auth.client(context))
+        tenant = _tenant_of(who)
         if request.job_id:
             await _call(context, None, "WatchEvents", lambda: _job_id(request.job_id))
+            if tenant is not None and request.job_id in self.cp.core.records:
+                await _call(context, None, "WatchEvents",
+                            lambda: _check_tenant(who, self.cp.core.records[request.job_id]))
+        records = self.cp.core.records
         seq = request.after_seq
         while True:
             for event in self.cp.core.log.since(seq):
                 seq = event.seq
-                if not request.job_id or event.job_id == request.job_id:
-                    yield event_to_pb(event)
+                if request.job_id and event.job_id != request.job_id:
+                    continue
+                if tenant is not None and records[event.job_id].spec.tenant != tenant:
+                    continue
+                yield event_to_pb(event)
             await self.cp.wait_events(seq, WATCH_POLL_S)
 
 
 class ClusterServicer(cgrpc.ClusterServiceServicer):
-    def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None) -> None:
+    def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None,
+                 auth: Authenticator | None = None) -> None:
         self.cp = cp
         self.count = count
+        self.auth = auth or Authenticator(secure=False)
 
     def _node(self, name: str) -> cpb.NodeStatus:
         node = self.cp.cluster.node(name)
@@ -171,6 +227,7 @@ class ClusterServicer(cgrpc.ClusterServiceServicer):
 
     async def GetCluster(self, request: cpb.GetClusterRequest, context: grpc.aio.ServicerContext) -> cpb.ClusterStatus:
         def status() -> cpb.ClusterStatus:
+            self.auth.client(context)
             core = self.cp.core
             return cpb.ClusterStatus(
                 name=self.cp.cluster.name, nodes=[self._node(n.name) for n in self.cp.cluster.nodes],
@@ -180,18 +237,23 @@ class ClusterServicer(cgrpc.ClusterServiceServicer):
 
     async def DrainNode(self, request: cpb.NodeRequest, context: grpc.aio.ServicerContext) -> cpb.NodeStatus:
         def drain() -> cpb.NodeStatus:
+            who = self.auth.operator(context, "drain a node")
+            log.info("node drained", node=request.node[:lim.MAX_REQUEST_ID], by=who.describe())
             self.cp.set_drained(_node_name(request.node), True)
             return self._node(request.node)
         return await _call(context, self.count, "DrainNode", drain)
 
     async def UndrainNode(self, request: cpb.NodeRequest, context: grpc.aio.ServicerContext) -> cpb.NodeStatus:
         def undrain() -> cpb.NodeStatus:
+            who = self.auth.operator(context, "undrain a node")
+            log.info("node undrained", node=request.node[:lim.MAX_REQUEST_ID], by=who.describe())
             self.cp.set_drained(_node_name(request.node), False)
             return self._node(request.node)
         return await _call(context, self.count, "UndrainNode", undrain)
 
     async def GetPolicy(self, request: cpb.GetPolicyRequest, context: grpc.aio.ServicerContext) -> cpb.PolicyInfo:
         def info() -> cpb.PolicyInfo:
+            self.auth.client(context)
             policy = self.cp.core.policy
             stages = [cpb.PolicyStage(stage=s, choice=getattr(policy, s).name)
                       for s in ("admission", "ordering", "sizing", "placement", "network") if hasattr(policy, s)]
@@ -202,20 +264,27 @@ class ClusterServicer(cgrpc.ClusterServiceServicer):
 class AgentServicer(agrpc.AgentServiceServicer):
     """One bidirectional stream per agent: Register first, then messages both ways."""
 
-    def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None) -> None:
+    def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None,
+                 auth: Authenticator | None = None) -> None:
         self.cp = cp
         self.count = count
+        self.auth = auth or Authenticator(secure=False)
 
     async def Connect(self, request_iterator: AsyncIterator[apb.AgentMessage],
                       context: grpc.aio.ServicerContext) -> AsyncIterator[apb.ControlMessage]:
         if self.count is not None:
             self.count("Connect")
+        try:
+            who = self.auth.agent(context)
+        except HalyardError as exc:
+            log.warning("agent refused", peer=context.peer(), error=str(exc))
+            await context.abort(_status(exc), str(exc))
         first = await anext(aiter(request_iterator), None)
         if first is None or first.WhichOneof("body") != "register":
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 "field 'register': the first message must be Register")
         try:
-            session, registered = self.cp.agent_register(first.register)
+            session, registered = self.cp.agent_register(first.register, who, peer=context.peer())
         except HalyardError as exc:
             await context.abort(_status(exc), str(exc))
         reader = asyncio.create_task(self._read(session, request_iterator, context))

@@ -18,9 +18,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, exposition, generate_latest
 
+from halyard.controlplane.auth import Authenticator, TokenFile
 from halyard.controlplane.grpc_api import AgentServicer, ClusterServicer, DecodeGuard, JobServicer
 from halyard.controlplane.service import ControlPlane
+from halyard.datamodel import HalyardError
 from halyard.datamodel.limits import MAX_REQUEST_BYTES
+from halyard.tls import ServerTLS, is_loopback
 from halyard.v1 import (
     agent_service_pb2,
     agent_service_pb2_grpc,
@@ -66,13 +69,35 @@ class Metrics:
         self.rpcs.labels(method=method).inc()
 
 
+class InsecureRefused(HalyardError):
+    """Insecure mode was asked for on an address other machines can reach."""
+
+
 class ControlPlaneServer:
-    def __init__(self, cp: ControlPlane, *, listen: str = "127.0.0.1:0", http: str | None = None) -> None:
+    """The control plane's gRPC (and HTTP) endpoints.
+
+    With ``tls`` it listens on two ports: ``listen`` for clients (TLS; a bearer token
+    from ``tokens`` or a client certificate) and ``agent_listen`` for agents (mutual
+    TLS: no peer without a certificate of the cluster CA gets past the handshake).
+    Without ``tls`` it is in insecure mode: one plaintext port, loopback only, every
+    client an operator (unless ``tokens`` is given) and every agent trusted.
+    """
+
+    def __init__(self, cp: ControlPlane, *, listen: str = "127.0.0.1:0", http: str | None = None,
+                 tls: ServerTLS | None = None, agent_listen: str = "127.0.0.1:0",
+                 tokens: TokenFile | None = None) -> None:
+        if tls is None and not is_loopback(listen):
+            raise InsecureRefused(f"--listen {listen}: insecure mode (no TLS) serves loopback addresses only; "
+                                  "give the control plane certificates (`halyard certs init`)")
         self.cp = cp
         self.listen = listen
+        self.agent_listen = agent_listen
         self.http = http
+        self.tls = tls
+        self.tokens = tokens
         self.metrics = Metrics(cp)
         self.port = 0
+        self.agent_port = 0
         self.http_port = 0
         self._server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
@@ -80,29 +105,48 @@ class ControlPlaneServer:
 
     @property
     def address(self) -> str:
+        """Where clients connect."""
         return f"{self.listen.rsplit(':', 1)[0]}:{self.port}"
+
+    @property
+    def agent_address(self) -> str:
+        """Where agents connect (the client address in insecure mode)."""
+        if self.tls is None:
+            return self.address
+        return f"{self.agent_listen.rsplit(':', 1)[0]}:{self.agent_port}"
 
     async def start(self) -> None:
         await self.cp.start()
         server = grpc.aio.server(interceptors=[DecodeGuard()],
                                  options=[("grpc.max_receive_message_length", MAX_REQUEST_BYTES)])
-        job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.cp, self.metrics.count), server)
-        cluster_service_pb2_grpc.add_ClusterServiceServicer_to_server(
-            ClusterServicer(self.cp, self.metrics.count), server)
-        agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(self.cp, self.metrics.count), server)
+        auth = Authenticator(secure=self.tls is not None, tokens=self.tokens)
+        count = self.metrics.count
+        job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.cp, count, auth), server)
+        cluster_service_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(self.cp, count, auth), server)
+        agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(self.cp, count, auth), server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-        self.port = server.add_insecure_port(self.listen)
-        if self.port == 0:
-            raise OSError(f"cannot listen on {self.listen}")
+        if self.tls is None:
+            self.port = _bind(server.add_insecure_port, self.listen)
+            self.agent_port = self.port
+        else:
+            pair = [(self.tls.key, self.tls.cert)]
+            self.port = _bind(server.add_secure_port, self.listen, grpc.ssl_server_credentials(pair))
+            self.agent_port = _bind(server.add_secure_port, self.agent_listen, grpc.ssl_server_credentials(
+                pair, root_certificates=self.tls.ca, require_client_auth=True))
         await server.start()
         self._server = server
         for name in ("", *SERVICE_NAMES):
             await self._set_health(name, health_pb2.HealthCheckResponse.SERVING)
         if self.http is not None:
             await self._start_http()
-        log.info("control plane listening", grpc=self.address, http=self.http and f"port {self.http_port}",
-                 cluster=self.cp.cluster.name, policy=self.cp.core.policy.name, insecure=True)
+        if self.tls is None:
+            log.warning("INSECURE MODE: no TLS; agents are not authenticated and may speak for any node"
+                        + ("; clients need a token" if self.tokens else "; every client is an operator"),
+                        grpc=self.address)
+        log.info("control plane listening", grpc=self.address, agents=self.agent_address,
+                 http=self.http and f"port {self.http_port}", cluster=self.cp.cluster.name,
+                 policy=self.cp.core.policy.name, insecure=self.tls is None, tokens=self.tokens is not None)
 
     async def stop(self, grace: float = SHUTDOWN_GRACE_S) -> None:
         for name in ("", *SERVICE_NAMES):
@@ -136,3 +180,13 @@ class ControlPlaneServer:
         host, port = self.http.rsplit(":", 1)
         await web.TCPSite(self._runner, host, int(port)).start()
         self.http_port = self._runner.addresses[0][1]  # the port actually bound (0 = any free one)
+
+
+def _bind(add_port, address: str, *credentials: object) -> int:
+    try:
+        port = add_port(address, *credentials)
+    except RuntimeError as exc:  # newer grpcio raises instead of returning 0
+        raise OSError(f"cannot listen on {address}: {exc}") from None
+    if port == 0:
+        raise OSError(f"cannot listen on {address}")
+    return port

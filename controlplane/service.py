@@ -37,14 +37,16 @@ import structlog
 
 from halyard.clock import Clock
 from halyard.controlplane.core import SchedulingCore
-from halyard.controlplane.errors import AlreadyExists, FailedPrecondition, NotFound, Unavailable
+from halyard.controlplane.errors import AlreadyExists, FailedPrecondition, NotFound, PermissionDenied, Unavailable
 from halyard.controlplane.records import JobRecord
 from halyard.controlplane.store import Store, StoreError
 from halyard.controlplane.timing import Pacer
 from halyard.datamodel import Cluster, JobSpec, JobState, ValidationError
 from halyard.datamodel import limits as lim
+from halyard.datamodel.limits import MAX_REQUEST_ID
 from halyard.emulator import PerformanceModel
 from halyard.policies import Action, Migrate, Policy, Preempt, Resize, SetResources, SetTimeShift, Start
+from halyard.tls import Principal
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.wire import allocation_to_pb, spec_to_pb
 
@@ -65,6 +67,8 @@ class AgentSession:
 
     node: str
     backend: str
+    instance: str = ""
+    peer: str = ""
     outbox: asyncio.Queue[apb.ControlMessage] = field(default_factory=asyncio.Queue)
     last_seen: float = field(default_factory=time.monotonic)
     closed: bool = False
@@ -252,10 +256,18 @@ class ControlPlane:
 
     # --- agents ---------------------------------------------------------------
 
-    def agent_register(self, register: apb.Register) -> tuple[AgentSession, apb.Registered]:
-        """Accept an agent's stream; raises ValidationError if it is not a node of this cluster."""
+    def agent_register(self, register: apb.Register, who: Principal | None = None,
+                       peer: str = "") -> tuple[AgentSession, apb.Registered]:
+        """Accept an agent's stream, or refuse it naming why: not a node of this cluster
+        (INVALID_ARGUMENT), a node its certificate is not for (PERMISSION_DENIED), or a node
+        another agent holds a live stream for (ALREADY_EXISTS)."""
         self.check_writable()
         name = register.node.name
+        if who is not None and who.node and name != who.node:
+            log.warning("agent refused: registers as another node", certificate_node=who.node,
+                        node=name[:MAX_REQUEST_ID], peer=peer)
+            raise PermissionDenied(f"this agent's certificate is for node {who.node!r}; it may not speak for "
+                                   f"node {name[:MAX_REQUEST_ID]!r}")
         if not self.cluster.has_node(name):
             raise ValidationError(f"no node {name!r} in cluster {self.cluster.name!r}", field="register.node.name")
         node = self.cluster.node(name)
@@ -263,9 +275,17 @@ class ControlPlane:
             raise ValidationError(f"node {name} has {node.gpus} GPUs in the cluster file, the agent says "
                                   f"{register.node.gpus}", field="register.node.gpus")
         old = self.sessions.get(name)
+        if old is not None and not old.closed:
+            alive = time.monotonic() - old.last_seen <= self.heartbeat_timeout_s
+            if alive and not (register.instance and register.instance == old.instance):
+                log.warning("agent refused: the node already has a connected agent", node=name, peer=peer,
+                            connected_peer=old.peer, instance=register.instance[:64], connected=old.instance)
+                raise AlreadyExists(f"node {name!r} already has a connected agent ({old.peer or 'another stream'}); "
+                                    "a second agent for it is refused (stop the other, or wait "
+                                    f"{self.heartbeat_timeout_s:g} s after it is gone)")
         if old is not None:
-            old.closed = True  # a reconnect replaces the old stream
-        session = AgentSession(name, register.backend or "unknown")
+            old.closed = True  # a reconnect of the same agent (or one after the old went silent) replaces it
+        session = AgentSession(name, register.backend or "unknown", instance=register.instance[:64], peer=peer)
         self.sessions[name] = session
         self._absent_since.pop(name, None)
         self._reconcile(session, register)
