@@ -12,8 +12,11 @@ stream itself is the same for all of them:
   credentials; ALREADY_EXISTS, another agent holds this node, is logged and retried);
 * with ``tls`` the stream is mutual TLS (the node's certificate); without, plaintext
   (insecure mode, loopback);
-* exits that happen while the stream is down are kept and delivered right after
-  the next Registered, and listed in Register so reconciliation keeps them;
+* every exit (but a preemption the control plane asked for) is kept until the control
+  plane acknowledges it (ExitAck, sent once it is stored): it is sent again right after
+  each Registered and listed in Register meanwhile, so reconciliation keeps the job and a
+  completion lost in flight (a killed control plane, a cut stream) is delivered, never
+  re-run;
 * heartbeats (and the backend's progress reports) every ``heartbeat_interval_s``
   the control plane asked for.
 """
@@ -62,7 +65,7 @@ class StreamAgent:
         self.clock_params: ClockParams | None = None
         self.cluster: Cluster | None = None
         self.connected = asyncio.Event()
-        self._unsent: list[apb.AgentMessage] = []  # exits to deliver once connected
+        self._unacked: dict[tuple[str, int], apb.AgentMessage] = {}  # exits until the control plane acks them
         self._outbox: asyncio.Queue[apb.AgentMessage | None] | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
         self._runner: asyncio.Task[None] | None = None
@@ -135,9 +138,8 @@ class StreamAgent:
                     if kind == "registered":
                         self._on_registered(msg.registered)
                         self._outbox = outbox
-                        for report in self._unsent:
+                        for report in self._unacked.values():
                             outbox.put_nowait(report)
-                        self._unsent.clear()
                         heartbeat = asyncio.create_task(self._heartbeats(outbox, msg.registered.heartbeat_interval_s))
                         self.connected.set()
                     else:
@@ -152,10 +154,12 @@ class StreamAgent:
     def _register(self) -> apb.Register:
         node = self.node_spec()
         running = self.running_jobs()
-        # Jobs that ended while the stream was down are still ours until their exit is delivered
-        # (right after Registered); listing them keeps reconciliation from requeueing them.
+        # Jobs whose exit is not acknowledged yet are still ours until it is delivered (again,
+        # right after Registered); listing them keeps reconciliation from requeueing them.
+        listed = {(r.job_id, r.attempt) for r in running}
         running += [apb.RunningJob(job_id=m.exited.job_id, attempt=m.exited.attempt, leader=True,
-                                   iterations_done=m.exited.checkpoint_iteration) for m in self._unsent]
+                                   iterations_done=m.exited.checkpoint_iteration)
+                    for key, m in self._unacked.items() if key not in listed]
         return apb.Register(node=node, running=running, backend=self.backend, version=self.version,
                             instance=self.instance)
 
@@ -181,11 +185,16 @@ class StreamAgent:
             await asyncio.sleep(interval)
 
     def send(self, msg: apb.AgentMessage, *, keep: bool) -> None:
-        """Send now if connected; else keep it for the next stream (``keep``) or drop it."""
+        """Send now if connected (else drop it), and with ``keep`` (an Exited) also keep it until
+        the control plane acknowledges it, resending it on every new stream."""
+        if keep and msg.WhichOneof("body") == "exited":
+            self._unacked[(msg.exited.job_id, msg.exited.attempt)] = msg
         if self._outbox is not None:
             self._outbox.put_nowait(msg)
-        elif keep:
-            self._unsent.append(msg)
+
+    def pending_exits(self) -> list[apb.Exited]:
+        """Exits sent or to send that the control plane has not acknowledged yet."""
+        return [m.exited for m in self._unacked.values()]
 
     _send = send  # the emulated agent's historical name
 
@@ -202,6 +211,8 @@ class StreamAgent:
             self.on_drain(body)
         elif kind == "profile":
             self.on_profile(body)
+        elif kind == "exit_ack":
+            self._unacked.pop((body.job_id, body.attempt), None)
 
     # --- what a backend supplies ----------------------------------------------
 

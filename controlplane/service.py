@@ -378,6 +378,13 @@ class ControlPlane:
         return record
 
     def _on_exited(self, session: AgentSession, exited: apb.Exited) -> None:
+        """Apply an exit (if it is the current attempt's), store it, then acknowledge it: until the
+        ack the agent keeps it and sends it again after a reconnect or a restart of ours, so an
+        exit is never lost; one already applied is stale the second time and only acknowledged."""
+        self._apply_exit(session, exited)  # a store failure raises: no ack, the agent keeps the exit
+        session.send(exit_ack=apb.ExitAck(job_id=exited.job_id, attempt=exited.attempt))
+
+    def _apply_exit(self, session: AgentSession, exited: apb.Exited) -> None:
         record = self._check_owner(session, exited.job_id, exited.attempt)
         if record is None or record.state is not JobState.RUNNING:
             return

@@ -14,7 +14,7 @@ import pytest
 from cryptography import x509
 
 from halyard.agent.emulated import EmulatedAgent
-from halyard.datamodel import JobState
+from halyard.datamodel import EventKind, JobState
 from halyard.testing import TestCluster
 from halyard.tls import (
     ROLE_AGENT,
@@ -141,3 +141,29 @@ async def test_a_reconnect_of_the_same_agent_still_replaces_its_stream():
         tc.break_stream("r0-n0")
         await tc.wait_for(lambda: tc.control_plane.sessions.get("r0-n0") not in (None, old))
         assert tc.job("kept").state is JobState.RUNNING and tc.job("kept").preemptions == 0
+
+
+async def test_an_exit_lost_in_flight_is_delivered_again_and_the_job_is_not_rerun():
+    """Item 6: the issue's job that finished around a kill and ran a second time."""
+    async with TestCluster(nodes=1) as tc:
+        cp, agent = tc.control_plane, tc.agents["r0-n0"]
+        await jgrpc.JobServiceStub(tc.channel).SubmitJob(jpb.SubmitJobRequest(spec=spec("once", iterations=100)))
+        await tc.wait_for(lambda: "once" in agent.jobs)
+        delivered, dropped = cp.agent_message, []
+
+        def lossy(session, msg) -> None:  # the exit reaches a control plane that dies before storing it
+            if msg.WhichOneof("body") == "exited":
+                dropped.append(msg)
+                return
+            delivered(session, msg)
+
+        cp.agent_message = lossy
+        await tc.advance(tc.job("once").finish_time() + 1)
+        await tc.wait_for(lambda: dropped)
+        assert [e.job_id for e in agent.pending_exits()] == ["once"]  # kept until acknowledged
+        cp.agent_message = delivered
+        tc.break_stream("r0-n0")  # the reconnect (after a restart, in real life)
+        await tc.wait_for(lambda: tc.job("once").state is JobState.COMPLETED)
+        assert [e.kind for e in cp.core.log if e.job_id == "once"] == [
+            EventKind.SUBMITTED, EventKind.STARTED, EventKind.COMPLETED]  # not requeued, not run again
+        await tc.wait_for(lambda: not agent.pending_exits())  # the ack came

@@ -39,7 +39,7 @@ def launch(job_id: str, command: list[str], spec_id: str | None = None) -> apb.L
 
 
 def exits(agent: ProcessAgent) -> dict[str, apb.Exited]:
-    return {m.exited.job_id: m.exited for m in agent._unsent if m.WhichOneof("body") == "exited"}
+    return {e.job_id: e for e in agent.pending_exits()}
 
 
 async def wait_exit(agent: ProcessAgent, job_id: str, timeout: float = 10.0) -> apb.Exited:
