@@ -36,6 +36,16 @@ from halyard.v1 import (
 log = structlog.get_logger("halyard.server")
 
 SHUTDOWN_GRACE_S = 5.0
+# A burst of calls waits in gRPC's queue until the event loop takes them. gRPC's own limits
+# (1,000 waiting calls, or 1 s in the queue beyond that) answer the excess CANCELLED, which tells
+# a client nothing; with these, a burst of tens of thousands is queued and served in turn.
+MAX_QUEUED_CALLS = 16_384
+SERVER_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),  # larger requests: RESOURCE_EXHAUSTED
+    ("grpc.server.max_pending_requests", MAX_QUEUED_CALLS),
+    ("grpc.server.max_pending_requests_hard_limit", 2 * MAX_QUEUED_CALLS),
+    ("grpc.server_max_unrequested_time_in_server", 30),
+]
 SERVICE_NAMES = (
     job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
     cluster_service_pb2.DESCRIPTOR.services_by_name["ClusterService"].full_name,
@@ -117,8 +127,7 @@ class ControlPlaneServer:
 
     async def start(self) -> None:
         await self.cp.start()
-        server = grpc.aio.server(interceptors=[DecodeGuard()],
-                                 options=[("grpc.max_receive_message_length", MAX_REQUEST_BYTES)])
+        server = grpc.aio.server(interceptors=[DecodeGuard()], options=SERVER_OPTIONS)
         auth = Authenticator(secure=self.tls is not None, tokens=self.tokens)
         count = self.metrics.count
         job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.cp, count, auth), server)
