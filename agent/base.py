@@ -43,6 +43,7 @@ log = structlog.get_logger("halyard.agent")
 
 BACKOFF_START_S = 0.05
 BACKOFF_MAX_S = 2.0
+MAX_FINISHED_PARTS = 4096  # finished non-leader parts remembered (only a reconnect needs them)
 FATAL_CODES = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
                grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
 
@@ -66,6 +67,9 @@ class StreamAgent:
         self.cluster: Cluster | None = None
         self.connected = asyncio.Event()
         self._unacked: dict[tuple[str, int], apb.AgentMessage] = {}  # exits until the control plane acks them
+        # Non-leader parts that ended normally: listed in Register (so reconciliation does not requeue a
+        # job whose leader's exit is still on its way) until a Preempt or a newer Launch says the attempt is over.
+        self._finished_parts: dict[tuple[str, int], apb.RunningJob] = {}
         self._outbox: asyncio.Queue[apb.AgentMessage | None] | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
         self._runner: asyncio.Task[None] | None = None
@@ -160,6 +164,8 @@ class StreamAgent:
         running += [apb.RunningJob(job_id=m.exited.job_id, attempt=m.exited.attempt, leader=True,
                                    iterations_done=m.exited.checkpoint_iteration)
                     for key, m in self._unacked.items() if key not in listed]
+        listed |= set(self._unacked)
+        running += [r for key, r in self._finished_parts.items() if key not in listed]
         return apb.Register(node=node, running=running, backend=self.backend, version=self.version,
                             instance=self.instance)
 
@@ -192,6 +198,13 @@ class StreamAgent:
         if self._outbox is not None:
             self._outbox.put_nowait(msg)
 
+    def part_finished(self, job_id: str, attempt: int, iterations: float) -> None:
+        """A non-leader's share of a job ended normally; the leader reports the job's end."""
+        self._finished_parts[(job_id, attempt)] = apb.RunningJob(job_id=job_id, attempt=attempt, leader=False,
+                                                                 iterations_done=iterations)
+        while len(self._finished_parts) > MAX_FINISHED_PARTS:
+            del self._finished_parts[next(iter(self._finished_parts))]
+
     def pending_exits(self) -> list[apb.Exited]:
         """Exits sent or to send that the control plane has not acknowledged yet."""
         return [m.exited for m in self._unacked.values()]
@@ -200,8 +213,13 @@ class StreamAgent:
 
     def _handle(self, kind: str, body) -> None:
         if kind == "launch":
+            log.info("launch received", node=self.node_name, job=body.job_id[:128], attempt=body.attempt,
+                     leader=body.leader)
+            for key in [k for k in self._finished_parts if k[0] == body.job_id]:
+                del self._finished_parts[key]
             self.on_launch(body)
         elif kind == "preempt":
+            self._finished_parts.pop((body.job_id, body.attempt), None)
             self.on_preempt(body)
         elif kind == "reconfigure":
             self.on_reconfigure(body)

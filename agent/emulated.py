@@ -142,6 +142,8 @@ class EmulatedAgent(StreamAgent):
                 self._send(apb.AgentMessage(exited=apb.Exited(
                     job_id=job.job_id, attempt=job.attempt, status=apb.EXIT_COMPLETED, cluster_time=job.finish,
                     checkpoint_iteration=job.total)), keep=True)
+            else:
+                self.part_finished(job.job_id, job.attempt, job.total)
 
     def _stop(self, job_id: str, attempt: int) -> None:
         job = self.jobs.get(job_id)

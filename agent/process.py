@@ -429,6 +429,8 @@ class ProcessAgent(StreamAgent):
         log.info("job exited", node=self.node_name, job=job.job_id, attempt=job.attempt,
                  status=apb.ExitStatus.Name(status), checkpoint=job.checkpoint, message=message)
         # The leader reports the job's end; any node reports a failure of its own part.
+        if status == apb.EXIT_COMPLETED and not job.leader:
+            self.part_finished(job.job_id, job.attempt, job.checkpoint)
         if job.leader or status == apb.EXIT_FAILED:
             self.send(apb.AgentMessage(exited=apb.Exited(
                 job_id=job.job_id, attempt=job.attempt, status=status,

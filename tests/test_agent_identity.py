@@ -167,3 +167,33 @@ async def test_an_exit_lost_in_flight_is_delivered_again_and_the_job_is_not_reru
         assert [e.kind for e in cp.core.log if e.job_id == "once"] == [
             EventKind.SUBMITTED, EventKind.STARTED, EventKind.COMPLETED]  # not requeued, not run again
         await tc.wait_for(lambda: not agent.pending_exits())  # the ack came
+
+
+async def test_a_finished_non_leader_part_keeps_its_job_until_the_leaders_exit_lands():
+    """The soak's re-run: a two-node job whose follower finished and reconnected before the leader's exit landed."""
+    async with TestCluster(nodes=2) as tc:
+        cp = tc.control_plane
+        await jgrpc.JobServiceStub(tc.channel).SubmitJob(jpb.SubmitJobRequest(spec=spec("wide", gpus=16,
+                                                                                         iterations=100)))
+        await tc.wait_for(lambda: all("wide" in a.jobs for a in tc.agents.values()))
+        leader, follower = tc.job("wide").allocation.node_names
+        delivered, dropped = cp.agent_message, []
+
+        def lossy(session, msg) -> None:
+            if msg.WhichOneof("body") == "exited":
+                dropped.append(msg)
+                return
+            delivered(session, msg)
+
+        cp.agent_message = lossy
+        await tc.advance(tc.job("wide").finish_time() + 1)
+        await tc.wait_for(lambda: dropped and "wide" not in tc.agents[follower].jobs)
+        old = cp.sessions[follower]
+        tc.break_stream(follower)  # the follower reconnects first and lists its finished part
+        await tc.wait_for(lambda: cp.sessions.get(follower) not in (None, old))
+        assert tc.job("wide").state is JobState.RUNNING
+        cp.agent_message = delivered
+        tc.break_stream(leader)
+        await tc.wait_for(lambda: tc.job("wide").state is JobState.COMPLETED)
+        assert [e.kind for e in cp.core.log if e.job_id == "wide"] == [
+            EventKind.SUBMITTED, EventKind.STARTED, EventKind.COMPLETED]
