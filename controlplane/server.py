@@ -149,6 +149,9 @@ class ControlPlaneServer:
             await self._set_health(name, health_pb2.HealthCheckResponse.SERVING)
         if self.http is not None:
             await self._start_http()
+        if self.tokens is not None and not self.tokens.path.exists():
+            log.warning("the token file does not exist (yet): every token is refused until it does",
+                        tokens=str(self.tokens.path))
         if self.tls is None:
             log.warning("INSECURE MODE: no TLS; agents are not authenticated and may speak for any node"
                         + ("; clients need a token" if self.tokens else "; every client is an operator"),
