@@ -7,10 +7,16 @@ stream itself is the same for all of them:
 
 * one ``AgentService.Connect`` stream; Register first, commands after Registered;
 * on a broken stream or an unreachable control plane, reconnect with
-  exponential backoff (INVALID_ARGUMENT / FAILED_PRECONDITION stop the agent:
-  the control plane refused this node);
-* exits that happen while the stream is down are kept and delivered right after
-  the next Registered, and listed in Register so reconciliation keeps them;
+  exponential backoff (INVALID_ARGUMENT / FAILED_PRECONDITION / PERMISSION_DENIED /
+  UNAUTHENTICATED stop the agent: the control plane refused this node or these
+  credentials; ALREADY_EXISTS, another agent holds this node, is logged and retried);
+* with ``tls`` the stream is mutual TLS (the node's certificate); without, plaintext
+  (insecure mode, loopback);
+* every exit (but a preemption the control plane asked for) is kept until the control
+  plane acknowledges it (ExitAck, sent once it is stored): it is sent again right after
+  each Registered and listed in Register meanwhile, so reconciliation keeps the job and a
+  completion lost in flight (a killed control plane, a cut stream) is delivered, never
+  re-run;
 * heartbeats (and the backend's progress reports) every ``heartbeat_interval_s``
   the control plane asked for.
 """
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncIterator
 
 import grpc
@@ -26,6 +33,7 @@ import structlog
 
 from halyard.clock import Clock, ClockParams, clock_from_params
 from halyard.datamodel import Cluster, Node, parse_cluster
+from halyard.tls import ClientTLS
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import agent_service_pb2_grpc as agrpc
 from halyard.v1.types_pb2 import NodeSpec
@@ -35,6 +43,9 @@ log = structlog.get_logger("halyard.agent")
 
 BACKOFF_START_S = 0.05
 BACKOFF_MAX_S = 2.0
+MAX_FINISHED_PARTS = 4096  # finished non-leader parts remembered (only a reconnect needs them)
+FATAL_CODES = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
+               grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
 
 
 class StreamAgent:
@@ -43,8 +54,11 @@ class StreamAgent:
     backend = "unknown"
     version = "halyard/1"
 
-    def __init__(self, target: str, node: Node | str, *, shared_clock: Clock | None = None) -> None:
+    def __init__(self, target: str, node: Node | str, *, shared_clock: Clock | None = None,
+                 tls: ClientTLS | None = None) -> None:
         self.target = target
+        self.tls = tls
+        self.instance = uuid.uuid4().hex  # a reconnect of this agent replaces its stream; another agent is refused
         self.node_name = node if isinstance(node, str) else node.name
         self.node = None if isinstance(node, str) else node
         self.shared_clock = shared_clock
@@ -52,7 +66,10 @@ class StreamAgent:
         self.clock_params: ClockParams | None = None
         self.cluster: Cluster | None = None
         self.connected = asyncio.Event()
-        self._unsent: list[apb.AgentMessage] = []  # exits to deliver once connected
+        self._unacked: dict[tuple[str, int], apb.AgentMessage] = {}  # exits until the control plane acks them
+        # Non-leader parts that ended normally: listed in Register (so reconciliation does not requeue a
+        # job whose leader's exit is still on its way) until a Preempt or a newer Launch says the attempt is over.
+        self._finished_parts: dict[tuple[str, int], apb.RunningJob] = {}
         self._outbox: asyncio.Queue[apb.AgentMessage | None] | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
         self._runner: asyncio.Task[None] | None = None
@@ -92,11 +109,16 @@ class StreamAgent:
                     raise  # the agent itself is stopping
                 log.info("stream cut, reconnecting", node=self.node_name)  # only the call was cancelled
             except grpc.aio.AioRpcError as exc:
-                if exc.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
-                    log.error("control plane refused this agent", node=self.node_name, error=exc.details())
+                if exc.code() in FATAL_CODES:
+                    log.error("control plane refused this agent", node=self.node_name, code=exc.code().name,
+                              error=exc.details())
                     raise
-                log.info("control plane unreachable, retrying", node=self.node_name, code=exc.code().name,
-                         retry_s=backoff)
+                if exc.code() == grpc.StatusCode.ALREADY_EXISTS:
+                    log.error("another agent holds this node; retrying", node=self.node_name, error=exc.details(),
+                              retry_s=backoff)
+                else:
+                        log.info("control plane unreachable, retrying", node=self.node_name, code=exc.code().name,
+                             retry_s=backoff)
             finally:
                 self.connected.clear()
                 self._outbox = None
@@ -108,7 +130,9 @@ class StreamAgent:
     async def _session(self) -> None:
         outbox: asyncio.Queue[apb.AgentMessage | None] = asyncio.Queue()
         outbox.put_nowait(apb.AgentMessage(register=self._register()))
-        async with grpc.aio.insecure_channel(self.target) as channel:
+        channel = (grpc.aio.secure_channel(self.target, self.tls.credentials()) if self.tls is not None
+                   else grpc.aio.insecure_channel(self.target))
+        async with channel:
             call = agrpc.AgentServiceStub(channel).Connect(_drain(outbox))
             self._call = call
             heartbeat: asyncio.Task[None] | None = None
@@ -118,9 +142,8 @@ class StreamAgent:
                     if kind == "registered":
                         self._on_registered(msg.registered)
                         self._outbox = outbox
-                        for report in self._unsent:
+                        for report in self._unacked.values():
                             outbox.put_nowait(report)
-                        self._unsent.clear()
                         heartbeat = asyncio.create_task(self._heartbeats(outbox, msg.registered.heartbeat_interval_s))
                         self.connected.set()
                     else:
@@ -135,11 +158,16 @@ class StreamAgent:
     def _register(self) -> apb.Register:
         node = self.node_spec()
         running = self.running_jobs()
-        # Jobs that ended while the stream was down are still ours until their exit is delivered
-        # (right after Registered); listing them keeps reconciliation from requeueing them.
+        # Jobs whose exit is not acknowledged yet are still ours until it is delivered (again,
+        # right after Registered); listing them keeps reconciliation from requeueing them.
+        listed = {(r.job_id, r.attempt) for r in running}
         running += [apb.RunningJob(job_id=m.exited.job_id, attempt=m.exited.attempt, leader=True,
-                                   iterations_done=m.exited.checkpoint_iteration) for m in self._unsent]
-        return apb.Register(node=node, running=running, backend=self.backend, version=self.version)
+                                   iterations_done=m.exited.checkpoint_iteration)
+                    for key, m in self._unacked.items() if key not in listed]
+        listed |= set(self._unacked)
+        running += [r for key, r in self._finished_parts.items() if key not in listed]
+        return apb.Register(node=node, running=running, backend=self.backend, version=self.version,
+                            instance=self.instance)
 
     def node_spec(self) -> NodeSpec:
         return node_to_pb(self.node) if self.node is not None else NodeSpec(name=self.node_name)
@@ -163,18 +191,35 @@ class StreamAgent:
             await asyncio.sleep(interval)
 
     def send(self, msg: apb.AgentMessage, *, keep: bool) -> None:
-        """Send now if connected; else keep it for the next stream (``keep``) or drop it."""
+        """Send now if connected (else drop it), and with ``keep`` (an Exited) also keep it until
+        the control plane acknowledges it, resending it on every new stream."""
+        if keep and msg.WhichOneof("body") == "exited":
+            self._unacked[(msg.exited.job_id, msg.exited.attempt)] = msg
         if self._outbox is not None:
             self._outbox.put_nowait(msg)
-        elif keep:
-            self._unsent.append(msg)
+
+    def part_finished(self, job_id: str, attempt: int, iterations: float) -> None:
+        """A non-leader's share of a job ended normally; the leader reports the job's end."""
+        self._finished_parts[(job_id, attempt)] = apb.RunningJob(job_id=job_id, attempt=attempt, leader=False,
+                                                                 iterations_done=iterations)
+        while len(self._finished_parts) > MAX_FINISHED_PARTS:
+            del self._finished_parts[next(iter(self._finished_parts))]
+
+    def pending_exits(self) -> list[apb.Exited]:
+        """Exits sent or to send that the control plane has not acknowledged yet."""
+        return [m.exited for m in self._unacked.values()]
 
     _send = send  # the emulated agent's historical name
 
     def _handle(self, kind: str, body) -> None:
         if kind == "launch":
+            log.info("launch received", node=self.node_name, job=body.job_id[:128], attempt=body.attempt,
+                     leader=body.leader)
+            for key in [k for k in self._finished_parts if k[0] == body.job_id]:
+                del self._finished_parts[key]
             self.on_launch(body)
         elif kind == "preempt":
+            self._finished_parts.pop((body.job_id, body.attempt), None)
             self.on_preempt(body)
         elif kind == "reconfigure":
             self.on_reconfigure(body)
@@ -184,6 +229,8 @@ class StreamAgent:
             self.on_drain(body)
         elif kind == "profile":
             self.on_profile(body)
+        elif kind == "exit_ack":
+            self._unacked.pop((body.job_id, body.attempt), None)
 
     # --- what a backend supplies ----------------------------------------------
 

@@ -22,6 +22,7 @@ from halyard.clock import Clock
 from halyard.datamodel import Allocation, JobSpec, Node
 from halyard.emulator import PerformanceModel
 from halyard.timeshift import drift_s, grid_at_or_after, paced_iteration_s
+from halyard.tls import ClientTLS
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.wire import allocation_from_pb, spec_from_pb
 
@@ -72,8 +73,8 @@ class EmulatedAgent(StreamAgent):
     version = VERSION
 
     def __init__(self, target: str, node: Node | str, *, shared_clock: Clock | None = None,
-                 perf: PerformanceModel | None = None) -> None:
-        super().__init__(target, node, shared_clock=shared_clock)
+                 perf: PerformanceModel | None = None, tls: ClientTLS | None = None) -> None:
+        super().__init__(target, node, shared_clock=shared_clock, tls=tls)
         self.perf = perf or PerformanceModel()
         self.jobs: dict[str, EmulatedJob] = {}
 
@@ -166,6 +167,8 @@ class EmulatedAgent(StreamAgent):
                 self._send(apb.AgentMessage(exited=apb.Exited(
                     job_id=job.job_id, attempt=job.attempt, status=apb.EXIT_COMPLETED, cluster_time=job.finish,
                     checkpoint_iteration=job.total)), keep=True)
+            else:
+                self.part_finished(job.job_id, job.attempt, job.total)
 
     def _stop(self, job_id: str, attempt: int) -> None:
         job = self.jobs.get(job_id)

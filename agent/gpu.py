@@ -73,7 +73,7 @@ class GpuAgent(ProcessAgent):
 
     def __init__(self, target: str, node: Node | str, *, work_dir: str | Path, shared_clock: Clock | None = None,
                  hosts: dict[str, str] | None = None, enforcement: Enforcement | None = None,
-                 nvml: ModuleType | None = None) -> None:
+                 nvml: ModuleType | None = None, **process: object) -> None:
         self.nvml = nvml or load_nvml()
         count = self.nvml.nvmlDeviceGetCount()
         if count == 0:
@@ -88,7 +88,7 @@ class GpuAgent(ProcessAgent):
         self._xid_set = self._watch_xid()
         self._faults: list[str] = []
         super().__init__(target, node, work_dir=work_dir, shared_clock=shared_clock, hosts=hosts,
-                         enforcement=enforcement)
+                         enforcement=enforcement, **process)
         log.info("gpus discovered", node=self.node_name, gpus=count, type=self.gpu_type, names=sorted(set(names)))
 
     def node_spec(self) -> NodeSpec:

@@ -44,6 +44,7 @@ import collections
 import contextlib
 import json
 import os
+import pwd
 import shutil
 import signal
 import sys
@@ -57,7 +58,8 @@ import structlog
 from halyard.agent.base import StreamAgent
 from halyard.agent.worker import clock_env, time_shift_env
 from halyard.clock import Clock
-from halyard.datamodel import Allocation, JobSpec, Node, NodeAllocation
+from halyard.datamodel import Allocation, JobSpec, Node, NodeAllocation, ValidationError
+from halyard.datamodel.limits import MAX_JOB_ID, check_name
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.wire import allocation_from_pb, spec_from_pb
 
@@ -160,9 +162,11 @@ class ProcessAgent(StreamAgent):
     version = VERSION
 
     def __init__(self, target: str, node: Node | str, *, work_dir: str | Path, shared_clock: Clock | None = None,
-                 hosts: dict[str, str] | None = None, enforcement: Enforcement | None = None) -> None:
-        super().__init__(target, node, shared_clock=shared_clock)
+                 hosts: dict[str, str] | None = None, enforcement: Enforcement | None = None,
+                 run_as: str | None = None, **stream: object) -> None:
+        super().__init__(target, node, shared_clock=shared_clock, **stream)
         self.work_dir = Path(work_dir).resolve()
+        self.run_as = RunAs.lookup(run_as) if run_as else None
         self.hosts = dict(hosts or {})  # node name -> address for HALYARD_MASTER_ADDR (default: the name)
         self.enforcement = enforcement or Enforcement()
         self.jobs: dict[str, ProcessJob] = {}
@@ -180,9 +184,11 @@ class ProcessAgent(StreamAgent):
     async def run(self) -> None:
         if self._server is None:
             # Unix socket paths are limited to ~108 bytes, so the socket lives in a short temp dir.
-            self._socket_dir = tempfile.mkdtemp(prefix="halyard-agent-")
+            self._socket_dir = tempfile.mkdtemp(prefix="halyard-agent-")  # 0700: the agent's user only
             self.socket_path = os.path.join(self._socket_dir, "agent.sock")
             self._server = await asyncio.start_unix_server(self._on_worker, path=self.socket_path)
+            if self.run_as is not None:  # the jobs' user reaches the socket; nobody else does
+                os.chown(self._socket_dir, self.run_as.uid, self.run_as.gid)
         await super().run()
 
     async def stop_jobs(self) -> None:
@@ -232,8 +238,20 @@ class ProcessAgent(StreamAgent):
         current = self.jobs.get(body.job_id)
         if current is not None and current.attempt == body.attempt:
             return  # a repeated Launch
-        spec = spec_from_pb(body.spec, submit_time=0.0)
-        allocation = allocation_from_pb(body.allocation, self.cluster)
+        try:
+            # The control plane checks these at SubmitJob; the agent checks again, as every path it
+            # makes for the job must stay under --work-dir whoever sent the Launch.
+            check_name(body.job_id, "launch.job_id", MAX_JOB_ID)
+            spec = spec_from_pb(body.spec, submit_time=0.0, prefix="launch.spec")
+            if spec.job_id != body.job_id:
+                raise ValidationError(f"names job {spec.job_id!r}, the launch {body.job_id!r}", field="launch.spec")
+            allocation = allocation_from_pb(body.allocation, self.cluster)
+        except ValidationError as exc:
+            log.error("launch refused", node=self.node_name, job=body.job_id[:MAX_JOB_ID], error=str(exc))
+            self.send(apb.AgentMessage(exited=apb.Exited(
+                job_id=body.job_id, attempt=body.attempt, status=apb.EXIT_FAILED,
+                cluster_time=self.clock.now() if self.clock else 0.0, message=f"launch refused: {exc}")), keep=True)
+            return
         if current is not None:  # an older attempt the control plane has moved on from
             self._preempt(current, grace_s=0.0)
         job = ProcessJob(body.job_id, body.attempt, spec, allocation, body.leader, body.iterations_total,
@@ -339,7 +357,10 @@ class ProcessAgent(StreamAgent):
             halyard["HALYARD_TIME_SHIFT"] = time_shift_env(*job.time_shift)
         if params is not None and params.kind == "scaled":
             halyard["HALYARD_CLOCK"] = clock_env(params.wall_origin_unix_s, params.cluster_origin_s, params.speedup)
-        return os.environ | halyard | dict(job.spec.env) | self.extra_environment(job)
+        user = {}
+        if self.run_as is not None:
+            user = {"HOME": self.run_as.home, "USER": self.run_as.name, "LOGNAME": self.run_as.name}
+        return os.environ | user | halyard | dict(job.spec.env) | self.extra_environment(job)
 
     def extra_environment(self, job: ProcessJob) -> dict[str, str]:
         """What a subclass adds (the gpu backend: CUDA_VISIBLE_DEVICES)."""
@@ -376,20 +397,23 @@ class ProcessAgent(StreamAgent):
         share = self._share(job)
         job.cores = self._pick_cores(share.cpus if share else 1, exclude=job)
         job.cgroup = self._make_cgroup(job, share.memory_mb) if share else None
-        logs = self.work_dir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        job.log_path = logs / f"{job.job_id}-{job.attempt}-{self.node_name}.log".replace("/", "_")
         argv = [sys.executable, "-m", "halyard.agent.spawn", "--cpus", ",".join(map(str, job.cores))]
         if job.cgroup is not None:
             argv += ["--cgroup", str(job.cgroup)]
+        if self.run_as is not None:
+            argv += ["--user", str(self.run_as.uid), "--group", str(self.run_as.gid)]
         argv += ["--", *job.spec.command]
-        (self.work_dir / "checkpoints" / job.job_id).mkdir(parents=True, exist_ok=True)
-        with open(job.log_path, "wb") as output:
+        try:
+            job.log_path, output = self._job_files(job)
+        except (OSError, ValidationError) as exc:
+            self._end(job, apb.EXIT_FAILED, f"cannot prepare the job's files under {self.work_dir}: {exc}")
+            return
+        with output:
             try:
                 job.process = await asyncio.create_subprocess_exec(
                     *argv, stdin=asyncio.subprocess.DEVNULL, stdout=output, stderr=asyncio.subprocess.STDOUT,
                     env=self._environment(job), cwd=self.work_dir, start_new_session=True)
-            except OSError as exc:
+            except (OSError, ValueError) as exc:
                 self._end(job, apb.EXIT_FAILED, f"cannot start {job.spec.command[0]!r}: {exc}")
                 return
         log.info("job started", node=self.node_name, job=job.job_id, attempt=job.attempt, pid=job.process.pid,
@@ -409,6 +433,28 @@ class ProcessAgent(StreamAgent):
                 how += f" before its last iteration ({job.iterations_done:g} of {job.total})"
             self._end(job, apb.EXIT_FAILED, f"{how}: {_tail(job.log_path)}")
 
+    def inside_work_dir(self, *parts: str) -> Path:
+        """``work_dir/parts...``, refused (ValidationError) unless it resolves to a path under ``work_dir``."""
+        path = self.work_dir.joinpath(*parts)
+        resolved = path.resolve()
+        if resolved == self.work_dir or not resolved.is_relative_to(self.work_dir):
+            raise ValidationError(f"{path} leaves the work directory {self.work_dir}", field="job_id")
+        return path
+
+    def _job_files(self, job: ProcessJob):
+        """The job's checkpoint directory (made, and given to the run-as user) and its log file (opened
+        without following a link), both checked to lie under ``work_dir``."""
+        logs = self.inside_work_dir("logs")
+        logs.mkdir(parents=True, exist_ok=True)
+        checkpoints = self.inside_work_dir("checkpoints", job.job_id)
+        checkpoints.mkdir(parents=True, exist_ok=True)
+        self.inside_work_dir("checkpoints", job.job_id)  # again, now that it exists (no link planted meanwhile)
+        if self.run_as is not None:
+            os.chown(checkpoints, self.run_as.uid, self.run_as.gid, follow_symlinks=False)
+        log_path = self.inside_work_dir("logs", f"{job.job_id}-{job.attempt}-{self.node_name}.log".replace("/", "_"))
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o640)
+        return log_path, os.fdopen(fd, "wb")
+
     def _end(self, job: ProcessJob, status: int, message: str) -> None:
         job.exited.set()
         _remove_cgroup(job)
@@ -423,6 +469,8 @@ class ProcessAgent(StreamAgent):
         # stopped for a restart reports nothing: the job goes on as the newer attempt.
         if job.restarting and status == apb.EXIT_PREEMPTED:
             return
+        if status == apb.EXIT_COMPLETED and not job.leader:
+            self.part_finished(job.job_id, job.attempt, job.checkpoint)
         if job.leader or status == apb.EXIT_FAILED:
             self.send(apb.AgentMessage(exited=apb.Exited(
                 job_id=job.job_id, attempt=job.attempt, status=status,
@@ -525,6 +573,28 @@ def _worker_environment(allocation: Allocation, share: NodeAllocation | None) ->
         "HALYARD_GPU_WORKERS": ",".join(str(c) for c in mine),
         "HALYARD_WORKER_OFFSET": str(offset),
     }
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """The unprivileged user jobs run as (``--run-as``): the agent stays root, each job drops to this user."""
+
+    name: str
+    uid: int
+    gid: int
+    home: str
+
+    @classmethod
+    def lookup(cls, who: str) -> RunAs:
+        try:
+            entry = pwd.getpwuid(int(who)) if who.isdigit() else pwd.getpwnam(who)
+        except KeyError:
+            raise ValidationError(f"no user {who!r} on this machine", field="--run-as") from None
+        if entry.pw_uid == 0:
+            raise ValidationError("jobs must not run as root", field="--run-as")
+        if os.geteuid() != 0 and entry.pw_uid != os.geteuid():
+            raise ValidationError(f"the agent must run as root to start jobs as {entry.pw_name!r}", field="--run-as")
+        return cls(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
 
 
 def _signal_group(job: ProcessJob, sig: signal.Signals) -> None:

@@ -49,7 +49,7 @@ def start_controlplane(folder: Path, nodes: int, port: int) -> subprocess.Popen[
     cluster.write_text(small_cluster_toml(nodes), encoding="utf-8")
     proc = subprocess.Popen([sys.executable, "-m", "halyard.cli", "controlplane", "--cluster", str(cluster),
                              "--db", str(folder / f"state-{port}.db"), "--listen", f"127.0.0.1:{port}",
-                             "--log-json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                             "--log-json", "--insecure"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdout.readline().startswith(b"listening on")
     return proc
 

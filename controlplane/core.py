@@ -41,6 +41,7 @@ from halyard.datamodel import (
     ValidationError,
     check_transition,
 )
+from halyard.datamodel.limits import MAX_ITERATIONS
 from halyard.emulator import PerformanceModel
 from halyard.policies import (
     Action,
@@ -123,6 +124,9 @@ class SchedulingCore:
             raise ValidationError(f"model {spec.model!r} has no profile for {gpu_type}", field="gpu_type")
         self._check_memory(spec)
         iterations = self.perf.iterations_for(spec, self.cluster)
+        if not 0 < iterations <= MAX_ITERATIONS:
+            raise ValidationError(f"converts to {iterations} iterations; at most {MAX_ITERATIONS} allowed",
+                                  field="duration_s" if spec.duration_s else "iterations")
         ideal = self.perf.consolidated_iteration_time(spec, self.cluster)
         record = JobRecord(spec, len(self.records), iterations, ideal, now)
         self.records[spec.job_id] = record

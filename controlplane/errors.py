@@ -15,3 +15,15 @@ class AlreadyExists(HalyardError):
 
 class FailedPrecondition(HalyardError):
     """FAILED_PRECONDITION: the request is valid but not in this state (cancel a finished job)."""
+
+
+class PermissionDenied(HalyardError):
+    """PERMISSION_DENIED: the caller is known but may not do this (another tenant's job, another node)."""
+
+
+class Unauthenticated(HalyardError):
+    """UNAUTHENTICATED: no valid credentials came with the request."""
+
+
+class Unavailable(HalyardError):
+    """UNAVAILABLE: the control plane cannot take this now (its store failed; it is stopping). Retry later."""

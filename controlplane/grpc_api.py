@@ -15,18 +15,29 @@ from typing import TypeVar
 import grpc
 import structlog
 
-from halyard.controlplane.errors import AlreadyExists, FailedPrecondition, NotFound
+from halyard.controlplane.auth import Authenticator
+from halyard.controlplane.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+    Unavailable,
+)
 from halyard.controlplane.records import JobRecord
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import StoreError
 from halyard.datamodel import HalyardError, ValidationError
+from halyard.datamodel import limits as lim
 from halyard.policies import Unplaced
+from halyard.tls import ROLE_TENANT_USER, Principal
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import agent_service_pb2_grpc as agrpc
 from halyard.v1 import cluster_service_pb2 as cpb
 from halyard.v1 import cluster_service_pb2_grpc as cgrpc
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc
+from halyard.v1 import types_pb2 as tpb
 from halyard.wire import allocation_to_pb, event_to_pb, node_to_pb, spec_from_pb, spec_to_pb, state_from_pb, state_to_pb
 
 log = structlog.get_logger("halyard.grpc")
@@ -39,8 +50,12 @@ T = TypeVar("T")
 
 
 def _status(exc: HalyardError) -> grpc.StatusCode:
-    if isinstance(exc, StoreError):
-        return grpc.StatusCode.INTERNAL  # the state could not be saved: not the caller's fault
+    if isinstance(exc, StoreError | Unavailable):
+        return grpc.StatusCode.UNAVAILABLE  # the state could not be saved: the control plane restarts; retry
+    if isinstance(exc, Unauthenticated):
+        return grpc.StatusCode.UNAUTHENTICATED
+    if isinstance(exc, PermissionDenied):
+        return grpc.StatusCode.PERMISSION_DENIED
     if isinstance(exc, NotFound):
         return grpc.StatusCode.NOT_FOUND
     if isinstance(exc, AlreadyExists):
@@ -59,6 +74,10 @@ async def _call(context: grpc.aio.ServicerContext, count: Callable[[str], None] 
     except HalyardError as exc:
         await context.abort(_status(exc), str(exc))
         raise  # unreachable: abort raises
+    except Exception:  # a bug of ours: logged with its trace, never sent to the client
+        log.exception("request failed", method=name)
+        await context.abort(grpc.StatusCode.INTERNAL, f"{name} failed inside the control plane (logged)")
+        raise
 
 
 def job_to_pb(record: JobRecord, now: float, wait: Unplaced | None = None) -> jpb.Job:
@@ -78,51 +97,97 @@ def job_to_pb(record: JobRecord, now: float, wait: Unplaced | None = None) -> jp
     return job
 
 
+def _tenant_of(who: Principal) -> str | None:
+    """The one tenant the caller may see (None: every tenant)."""
+    return who.tenant if who.role == ROLE_TENANT_USER else None
+
+
+def _check_tenant(who: Principal, record: JobRecord) -> JobRecord:
+    tenant = _tenant_of(who)
+    if tenant is not None and record.spec.tenant != tenant:
+        raise PermissionDenied(f"job {record.job_id!r} belongs to another tenant; {who.describe()} may see and "
+                               f"cancel only tenant {tenant!r}'s jobs")
+    return record
+
+
+def _as_caller(spec: tpb.JobSpec, who: Principal) -> tpb.JobSpec:
+    """The spec a caller may submit: a tenant's user submits into its own tenant, under its own name."""
+    tenant = _tenant_of(who)
+    if tenant is None:
+        return spec
+    if spec.tenant and spec.tenant != tenant:
+        raise PermissionDenied(f"field 'spec.tenant': {who.describe()} submits into its own tenant, "
+                               f"not {spec.tenant[:lim.MAX_TENANT]!r}")
+    mine = tpb.JobSpec()
+    mine.CopyFrom(spec)
+    mine.tenant, mine.user = tenant, who.name
+    return mine
+
+
 class JobServicer(jgrpc.JobServiceServicer):
-    def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None) -> None:
+    def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None,
+                 auth: Authenticator | None = None) -> None:
         self.cp = cp
         self.count = count
+        self.auth = auth or Authenticator(secure=False)
 
     async def SubmitJob(self, request: jpb.SubmitJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
+        who = await _call(context, None, "SubmitJob", lambda: self.auth.client(context))
+        if request.HasField("submit_time"):
+            await _call(context, None, "SubmitJob", lambda: lim.check_seconds(
+                request.submit_time, "submit_time", lim.MAX_TIME_S))
         arrival = self.cp.arrival_time(request.submit_time if request.HasField("submit_time") else None)
         await self.cp.settle(arrival)
 
         def submit() -> jpb.Job:
             if not request.HasField("spec"):
                 raise ValidationError("is required", field="spec")
+            self.cp.check_writable()
             # Stamped when it arrived, not after the lockstep wait (never before the last pass).
             now = max(arrival, self.cp.last_pass_time)
-            record = self.cp.submit(spec_from_pb(request.spec, submit_time=now))
+            record = self.cp.submit(spec_from_pb(_as_caller(request.spec, who), submit_time=now))
             return job_to_pb(record, now, self.cp.core.wait_of(record))
         return await _call(context, self.count, "SubmitJob", submit)
 
     async def GetJob(self, request: jpb.GetJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
-        return await _call(context, self.count, "GetJob",
-                           lambda: self._job(self.cp.job(_job_id(request.job_id))))
-
-    def _job(self, record: JobRecord) -> jpb.Job:
-        return job_to_pb(record, self.cp.now(), self.cp.core.wait_of(record))
+        def get() -> jpb.Job:
+            who = self.auth.client(context)
+            record = _check_tenant(who, self.cp.job(_job_id(request.job_id)))
+            return job_to_pb(record, self.cp.now(), self.cp.core.wait_of(record))
+        return await _call(context, self.count, "GetJob", get)
 
     async def CancelJob(self, request: jpb.CancelJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
-        return await _call(context, self.count, "CancelJob",
-                           lambda: job_to_pb(self.cp.cancel(_job_id(request.job_id)), self.cp.now()))
+        def cancel() -> jpb.Job:
+            who = self.auth.client(context)
+            job_id = _check_tenant(who, self.cp.job(_job_id(request.job_id))).job_id
+            record = self.cp.cancel(job_id)
+            log.info("job cancelled", job=job_id, by=who.describe())
+            return job_to_pb(record, self.cp.now())
+        return await _call(context, self.count, "CancelJob", cancel)
 
     async def ListJobs(self, request: jpb.ListJobsRequest, context: grpc.aio.ServicerContext) -> jpb.ListJobsResponse:
         def page() -> jpb.ListJobsResponse:
+            who = self.auth.client(context)
+            tenant = _tenant_of(who)
+            if tenant is not None and request.tenant and request.tenant != tenant:
+                raise PermissionDenied(f"field 'tenant': {who.describe()} may list only tenant {tenant!r}'s jobs")
+            tenant = tenant or request.tenant
             size = request.page_size or DEFAULT_PAGE
             if size > MAX_PAGE:
                 raise ValidationError(f"must be <= {MAX_PAGE}", field="page_size")
-            try:
-                start = int(request.page_token or 0)
-            except ValueError:
-                raise ValidationError("not a token this server issued", field="page_token") from None
+            token = request.page_token
+            if token and not (len(token) <= lim.MAX_PAGE_TOKEN and token.isascii() and token.isdigit()):
+                raise ValidationError("not a token this server issued", field="page_token")
+            start = int(token or 0)
+            if start > len(self.cp.core.records):
+                raise ValidationError("not a token this server issued", field="page_token")
             states = {state_from_pb(s, "states") for s in request.states}
             records = list(self.cp.core.records.values())  # arrival order
             now, out, i = self.cp.now(), jpb.ListJobsResponse(), start
             while i < len(records) and len(out.jobs) < size:
                 r = records[i]
                 i += 1
-                if (not states or r.state in states) and (not request.tenant or r.spec.tenant == request.tenant):
+                if (not states or r.state in states) and (not tenant or r.spec.tenant == tenant):
                     out.jobs.append(job_to_pb(r, now, self.cp.core.wait_of(r)))
             out.next_page_token = str(i) if i < len(records) else ""
             return out
@@ -132,19 +197,32 @@ class JobServicer(jgrpc.JobServiceServicer):
                           context: grpc.aio.ServicerContext) -> AsyncIterator[jpb.JobEvent]:
         if self.count is not None:
             self.count("WatchEvents")
+        who = await _call(context, None, "WatchEvents", lambda: self.auth.client(context))
+        tenant = _tenant_of(who)
+        if request.job_id:
+            await _call(context, None, "WatchEvents", lambda: _job_id(request.job_id))
+            if tenant is not None and request.job_id in self.cp.core.records:
+                await _call(context, None, "WatchEvents",
+                            lambda: _check_tenant(who, self.cp.core.records[request.job_id]))
+        records = self.cp.core.records
         seq = request.after_seq
         while True:
             for event in self.cp.core.log.since(seq):
                 seq = event.seq
-                if not request.job_id or event.job_id == request.job_id:
-                    yield event_to_pb(event)
+                if request.job_id and event.job_id != request.job_id:
+                    continue
+                if tenant is not None and records[event.job_id].spec.tenant != tenant:
+                    continue
+                yield event_to_pb(event)
             await self.cp.wait_events(seq, WATCH_POLL_S)
 
 
 class ClusterServicer(cgrpc.ClusterServiceServicer):
-    def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None) -> None:
+    def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None,
+                 auth: Authenticator | None = None) -> None:
         self.cp = cp
         self.count = count
+        self.auth = auth or Authenticator(secure=False)
 
     def _node(self, name: str) -> cpb.NodeStatus:
         node = self.cp.cluster.node(name)
@@ -155,6 +233,7 @@ class ClusterServicer(cgrpc.ClusterServiceServicer):
 
     async def GetCluster(self, request: cpb.GetClusterRequest, context: grpc.aio.ServicerContext) -> cpb.ClusterStatus:
         def status() -> cpb.ClusterStatus:
+            self.auth.client(context)
             core = self.cp.core
             return cpb.ClusterStatus(
                 name=self.cp.cluster.name, nodes=[self._node(n.name) for n in self.cp.cluster.nodes],
@@ -164,18 +243,23 @@ class ClusterServicer(cgrpc.ClusterServiceServicer):
 
     async def DrainNode(self, request: cpb.NodeRequest, context: grpc.aio.ServicerContext) -> cpb.NodeStatus:
         def drain() -> cpb.NodeStatus:
-            self.cp.set_drained(request.node, True)
+            who = self.auth.operator(context, "drain a node")
+            log.info("node drained", node=request.node[:lim.MAX_REQUEST_ID], by=who.describe())
+            self.cp.set_drained(_node_name(request.node), True)
             return self._node(request.node)
         return await _call(context, self.count, "DrainNode", drain)
 
     async def UndrainNode(self, request: cpb.NodeRequest, context: grpc.aio.ServicerContext) -> cpb.NodeStatus:
         def undrain() -> cpb.NodeStatus:
-            self.cp.set_drained(request.node, False)
+            who = self.auth.operator(context, "undrain a node")
+            log.info("node undrained", node=request.node[:lim.MAX_REQUEST_ID], by=who.describe())
+            self.cp.set_drained(_node_name(request.node), False)
             return self._node(request.node)
         return await _call(context, self.count, "UndrainNode", undrain)
 
     async def GetPolicy(self, request: cpb.GetPolicyRequest, context: grpc.aio.ServicerContext) -> cpb.PolicyInfo:
         def info() -> cpb.PolicyInfo:
+            self.auth.client(context)
             policy = self.cp.core.policy
             stages = [cpb.PolicyStage(stage=kind, choice=choice) for kind, choice in policy.stages()]
             return cpb.PolicyInfo(name=policy.name, stages=stages, round_s=self.cp.round_s)
@@ -185,20 +269,27 @@ class ClusterServicer(cgrpc.ClusterServiceServicer):
 class AgentServicer(agrpc.AgentServiceServicer):
     """One bidirectional stream per agent: Register first, then messages both ways."""
 
-    def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None) -> None:
+    def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None,
+                 auth: Authenticator | None = None) -> None:
         self.cp = cp
         self.count = count
+        self.auth = auth or Authenticator(secure=False)
 
     async def Connect(self, request_iterator: AsyncIterator[apb.AgentMessage],
                       context: grpc.aio.ServicerContext) -> AsyncIterator[apb.ControlMessage]:
         if self.count is not None:
             self.count("Connect")
+        try:
+            who = self.auth.agent(context)
+        except HalyardError as exc:
+            log.warning("agent refused", peer=context.peer(), error=str(exc))
+            await context.abort(_status(exc), str(exc))
         first = await anext(aiter(request_iterator), None)
         if first is None or first.WhichOneof("body") != "register":
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 "field 'register': the first message must be Register")
         try:
-            session, registered = self.cp.agent_register(first.register)
+            session, registered = self.cp.agent_register(first.register, who, peer=context.peer())
         except HalyardError as exc:
             await context.abort(_status(exc), str(exc))
         reader = asyncio.create_task(self._read(session, request_iterator, context))
@@ -231,4 +322,81 @@ class AgentServicer(agrpc.AgentServiceServicer):
 def _job_id(job_id: str) -> str:
     if not job_id:
         raise ValidationError("is required", field="job_id")
+    if len(job_id) > lim.MAX_REQUEST_ID:
+        raise ValidationError(f"is {len(job_id)} characters long; at most {lim.MAX_REQUEST_ID} allowed",
+                              field="job_id")
     return job_id
+
+
+def _node_name(node: str) -> str:
+    if len(node) > lim.MAX_REQUEST_ID:
+        raise ValidationError(f"is {len(node)} characters long; at most {lim.MAX_REQUEST_ID} allowed", field="node")
+    return node
+
+
+class _Undecodable:
+    """What a request that does not decode becomes, so the call answers INVALID_ARGUMENT (not UNKNOWN)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+
+def _lenient(deserializer: Callable[[bytes], object] | None) -> Callable[[bytes], object] | None:
+    if deserializer is None:
+        return None
+
+    def decode(data: bytes) -> object:
+        try:
+            return deserializer(data)
+        except Exception as exc:  # DecodeError, and whatever else a malformed message raises
+            return _Undecodable(f"{type(exc).__name__}: {exc}"[:200])
+    return decode
+
+
+async def _refuse(context: grpc.aio.ServicerContext, bad: _Undecodable) -> None:
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the request message does not decode ({bad.error})")
+
+
+class DecodeGuard(grpc.aio.ServerInterceptor):
+    """Answers INVALID_ARGUMENT to a message that does not decode, for every method of every service."""
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        decode, encode = _lenient(handler.request_deserializer), handler.response_serializer
+        if handler.unary_unary is not None:
+            inner_uu = handler.unary_unary
+
+            async def unary_unary(request, context):
+                if isinstance(request, _Undecodable):
+                    await _refuse(context, request)
+                return await inner_uu(request, context)
+            return grpc.unary_unary_rpc_method_handler(unary_unary, decode, encode)
+        if handler.unary_stream is not None:
+            inner_us = handler.unary_stream
+
+            async def unary_stream(request, context):
+                if isinstance(request, _Undecodable):
+                    await _refuse(context, request)
+                async for reply in inner_us(request, context):
+                    yield reply
+            return grpc.unary_stream_rpc_method_handler(unary_stream, decode, encode)
+        inner = handler.stream_stream or handler.stream_unary
+
+        async def checked(requests, context):
+            async for request in requests:
+                if isinstance(request, _Undecodable):
+                    await _refuse(context, request)
+                yield request
+        if handler.stream_stream is not None:
+            async def stream_stream(requests, context):
+                async for reply in inner(checked(requests, context), context):
+                    yield reply
+            return grpc.stream_stream_rpc_method_handler(stream_stream, decode, encode)
+
+        async def stream_unary(requests, context):
+            return await inner(checked(requests, context), context)
+        return grpc.stream_unary_rpc_method_handler(stream_unary, decode, encode)

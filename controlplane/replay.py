@@ -148,5 +148,6 @@ def _agent_processes(address: str, cluster_toml: str, nodes: list[str]) -> list[
     path.write_text(cluster_toml, encoding="utf-8")
     env = os.environ | {"PYTHONUNBUFFERED": "1"}
     return [subprocess.Popen([sys.executable, "-m", "halyard.cli", "agent", "--control-plane", address,
-                              "--backend", "emulated", "--node", node, "--cluster", str(path)],
+                              "--backend", "emulated", "--node", node, "--cluster", str(path),
+                              "--insecure"],  # loopback, in-process control plane
                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for node in nodes]

@@ -16,10 +16,14 @@ from aiohttp import web
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from halyard.controlplane.grpc_api import AgentServicer, ClusterServicer, JobServicer
+from halyard.controlplane.auth import Authenticator, TokenFile
+from halyard.controlplane.grpc_api import AgentServicer, ClusterServicer, DecodeGuard, JobServicer
 from halyard.controlplane.httpapi import build_app, start_http
 from halyard.controlplane.prometheus import Metrics
 from halyard.controlplane.service import ControlPlane
+from halyard.datamodel import HalyardError
+from halyard.datamodel.limits import MAX_REQUEST_BYTES
+from halyard.tls import ServerTLS, is_loopback
 from halyard.v1 import (
     agent_service_pb2,
     agent_service_pb2_grpc,
@@ -32,6 +36,16 @@ from halyard.v1 import (
 log = structlog.get_logger("halyard.server")
 
 SHUTDOWN_GRACE_S = 5.0
+# A burst of calls waits in gRPC's queue until the event loop takes them. gRPC's own limits
+# (1,000 waiting calls, or 1 s in the queue beyond that) answer the excess CANCELLED, which tells
+# a client nothing; with these, a burst of tens of thousands is queued and served in turn.
+MAX_QUEUED_CALLS = 16_384
+SERVER_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),  # larger requests: RESOURCE_EXHAUSTED
+    ("grpc.server.max_pending_requests", MAX_QUEUED_CALLS),
+    ("grpc.server.max_pending_requests_hard_limit", 2 * MAX_QUEUED_CALLS),
+    ("grpc.server_max_unrequested_time_in_server", 30),
+]
 SERVICE_NAMES = (
     job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
     cluster_service_pb2.DESCRIPTOR.services_by_name["ClusterService"].full_name,
@@ -39,13 +53,35 @@ SERVICE_NAMES = (
 )
 
 
+class InsecureRefused(HalyardError):
+    """Insecure mode was asked for on an address other machines can reach."""
+
+
 class ControlPlaneServer:
-    def __init__(self, cp: ControlPlane, *, listen: str = "127.0.0.1:0", http: str | None = None) -> None:
+    """The control plane's gRPC (and HTTP) endpoints.
+
+    With ``tls`` it listens on two ports: ``listen`` for clients (TLS; a bearer token
+    from ``tokens`` or a client certificate) and ``agent_listen`` for agents (mutual
+    TLS: no peer without a certificate of the cluster CA gets past the handshake).
+    Without ``tls`` it is in insecure mode: one plaintext port, loopback only, every
+    client an operator (unless ``tokens`` is given) and every agent trusted.
+    """
+
+    def __init__(self, cp: ControlPlane, *, listen: str = "127.0.0.1:0", http: str | None = None,
+                 tls: ServerTLS | None = None, agent_listen: str = "127.0.0.1:0",
+                 tokens: TokenFile | None = None) -> None:
+        if tls is None and not is_loopback(listen):
+            raise InsecureRefused(f"--listen {listen}: insecure mode (no TLS) serves loopback addresses only; "
+                                  "give the control plane certificates (`halyard certs init`)")
         self.cp = cp
         self.listen = listen
+        self.agent_listen = agent_listen
         self.http = http
+        self.tls = tls
+        self.tokens = tokens
         self.metrics = Metrics(cp)
         self.port = 0
+        self.agent_port = 0
         self.http_port = 0
         self._server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
@@ -53,28 +89,51 @@ class ControlPlaneServer:
 
     @property
     def address(self) -> str:
+        """Where clients connect."""
         return f"{self.listen.rsplit(':', 1)[0]}:{self.port}"
+
+    @property
+    def agent_address(self) -> str:
+        """Where agents connect (the client address in insecure mode)."""
+        if self.tls is None:
+            return self.address
+        return f"{self.agent_listen.rsplit(':', 1)[0]}:{self.agent_port}"
 
     async def start(self) -> None:
         await self.cp.start()
         self.metrics.skip_history()  # restored events were counted by the process that handled them
-        server = grpc.aio.server(interceptors=[self.metrics.interceptor()])
-        job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.cp), server)
-        cluster_service_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(self.cp), server)
-        agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(self.cp), server)
+        # The metrics interceptor is outermost, so it counts the status a call really ended with.
+        server = grpc.aio.server(interceptors=[self.metrics.interceptor(), DecodeGuard()], options=SERVER_OPTIONS)
+        auth = Authenticator(secure=self.tls is not None, tokens=self.tokens)
+        job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.cp, auth=auth), server)
+        cluster_service_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(self.cp, auth=auth), server)
+        agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(self.cp, auth=auth), server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-        self.port = server.add_insecure_port(self.listen)
-        if self.port == 0:
-            raise OSError(f"cannot listen on {self.listen}")
+        if self.tls is None:
+            self.port = _bind(server.add_insecure_port, self.listen)
+            self.agent_port = self.port
+        else:
+            pair = [(self.tls.key, self.tls.cert)]
+            self.port = _bind(server.add_secure_port, self.listen, grpc.ssl_server_credentials(pair))
+            self.agent_port = _bind(server.add_secure_port, self.agent_listen, grpc.ssl_server_credentials(
+                pair, root_certificates=self.tls.ca, require_client_auth=True))
         await server.start()
         self._server = server
         for name in ("", *SERVICE_NAMES):
             await self._set_health(name, health_pb2.HealthCheckResponse.SERVING)
         if self.http is not None:
             await self._start_http()
-        log.info("control plane listening", grpc=self.address, http=self.http and f"port {self.http_port}",
-                 cluster=self.cp.cluster.name, policy=self.cp.core.policy.name, insecure=True)
+        if self.tokens is not None and not self.tokens.path.exists():
+            log.warning("the token file does not exist (yet): every token is refused until it does",
+                        tokens=str(self.tokens.path))
+        if self.tls is None:
+            log.warning("INSECURE MODE: no TLS; agents are not authenticated and may speak for any node"
+                        + ("; clients need a token" if self.tokens else "; every client is an operator"),
+                        grpc=self.address)
+        log.info("control plane listening", grpc=self.address, agents=self.agent_address,
+                 http=self.http and f"port {self.http_port}", cluster=self.cp.cluster.name,
+                 policy=self.cp.core.policy.name, insecure=self.tls is None, tokens=self.tokens is not None)
 
     async def stop(self, grace: float = SHUTDOWN_GRACE_S) -> None:
         for name in ("", *SERVICE_NAMES):
@@ -90,3 +149,13 @@ class ControlPlaneServer:
 
     async def _start_http(self) -> None:
         self._runner, self.http_port = await start_http(build_app(self.cp, self.metrics), self.http)
+
+
+def _bind(add_port, address: str, *credentials: object) -> int:
+    try:
+        port = add_port(address, *credentials)
+    except RuntimeError as exc:  # newer grpcio raises instead of returning 0
+        raise OSError(f"cannot listen on {address}: {exc}") from None
+    if port == 0:
+        raise OSError(f"cannot listen on {address}")
+    return port

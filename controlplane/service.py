@@ -37,13 +37,16 @@ import structlog
 
 from halyard.clock import Clock
 from halyard.controlplane.core import SchedulingCore
-from halyard.controlplane.errors import AlreadyExists, FailedPrecondition, NotFound
+from halyard.controlplane.errors import AlreadyExists, FailedPrecondition, NotFound, PermissionDenied, Unavailable
 from halyard.controlplane.records import JobRecord
-from halyard.controlplane.store import Store
+from halyard.controlplane.store import Store, StoreError
 from halyard.controlplane.timing import Pacer
 from halyard.datamodel import Cluster, JobSpec, JobState, ValidationError
+from halyard.datamodel import limits as lim
+from halyard.datamodel.limits import MAX_REQUEST_ID
 from halyard.emulator import PerformanceModel
 from halyard.policies import Action, Migrate, Policy, Preempt, Resize, SetResources, SetTimeShift, Start
+from halyard.tls import Principal
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.wire import allocation_to_pb, spec_to_pb
 
@@ -64,6 +67,8 @@ class AgentSession:
 
     node: str
     backend: str
+    instance: str = ""
+    peer: str = ""
     outbox: asyncio.Queue[apb.ControlMessage] = field(default_factory=asyncio.Queue)
     last_seen: float = field(default_factory=time.monotonic)
     closed: bool = False
@@ -110,6 +115,11 @@ class ControlPlane:
         self.on_pass: Callable[[float], None] | None = None  # metrics hook: pass wall seconds
         self.on_action: Callable[[Action], None] | None = None  # observer: each applied action, in order
         self.core.free.schedulable[:] = False  # until agents register
+        # Set when the store fails: memory may then hold changes the store does not, so the
+        # control plane refuses every write and its daemon exits non-zero (a supervisor
+        # restarts it from the store, which holds the last committed state).
+        self.failed: str | None = None
+        self.fatal = asyncio.Event()
 
     # --- lifecycle ----------------------------------------------------------
 
@@ -136,11 +146,20 @@ class ControlPlane:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for session in self.sessions.values():
             session.closed = True
-        self._persist()
+        if self.failed is None:
+            self._persist()
 
     # --- clients --------------------------------------------------------------
 
+    def check_writable(self) -> None:
+        """Raise :class:`Unavailable` once the store has failed (no change may be accepted)."""
+        if self.failed is not None:
+            raise Unavailable(f"the control plane is stopping: its state store failed ({self.failed}); "
+                              "retry once it has restarted")
+
     def submit(self, spec: JobSpec) -> JobRecord:
+        """Validate, then apply and persist before answering (a store failure is fatal: see ``failed``)."""
+        self.check_writable()
         if spec.job_id in self.core.records:
             raise AlreadyExists(f"job {spec.job_id!r} was already submitted")
         record = self.core.submit(spec, spec.submit_time)
@@ -155,6 +174,7 @@ class ControlPlane:
             raise NotFound(f"no job {job_id!r}") from None
 
     def cancel(self, job_id: str) -> JobRecord:
+        self.check_writable()
         record = self.job(job_id)
         if record.state.terminal:
             raise FailedPrecondition(f"job {job_id!r} already ended: {record.state.value}")
@@ -164,10 +184,16 @@ class ControlPlane:
         return record
 
     def set_drained(self, node: str, drained: bool) -> None:
+        self.check_writable()
         if not self.cluster.has_node(node):
             raise NotFound(f"no node {node!r} in cluster {self.cluster.name!r}")
-        (self.drained.add if drained else self.drained.discard)(node)
-        self.store.set_meta(DRAINED_META, json.dumps(sorted(self.drained)))  # a restart keeps it
+        after = self.drained | {node} if drained else self.drained - {node}
+        try:
+            self.store.set_meta(DRAINED_META, json.dumps(sorted(after)))  # persisted first; a restart keeps it
+        except StoreError as exc:
+            self._fail(exc)
+            raise
+        self.drained = after
         if drained and node in self.sessions:
             self.sessions[node].send(drain=apb.Drain(reason="drained by operator"))
         self._update_schedulable(node)
@@ -243,9 +269,18 @@ class ControlPlane:
 
     # --- agents ---------------------------------------------------------------
 
-    def agent_register(self, register: apb.Register) -> tuple[AgentSession, apb.Registered]:
-        """Accept an agent's stream; raises ValidationError if it is not a node of this cluster."""
+    def agent_register(self, register: apb.Register, who: Principal | None = None,
+                       peer: str = "") -> tuple[AgentSession, apb.Registered]:
+        """Accept an agent's stream, or refuse it naming why: not a node of this cluster
+        (INVALID_ARGUMENT), a node its certificate is not for (PERMISSION_DENIED), or a node
+        another agent holds a live stream for (ALREADY_EXISTS)."""
+        self.check_writable()
         name = register.node.name
+        if who is not None and who.node and name != who.node:
+            log.warning("agent refused: registers as another node", certificate_node=who.node,
+                        node=name[:MAX_REQUEST_ID], peer=peer)
+            raise PermissionDenied(f"this agent's certificate is for node {who.node!r}; it may not speak for "
+                                   f"node {name[:MAX_REQUEST_ID]!r}")
         if not self.cluster.has_node(name):
             raise ValidationError(f"no node {name!r} in cluster {self.cluster.name!r}", field="register.node.name")
         node = self.cluster.node(name)
@@ -253,9 +288,17 @@ class ControlPlane:
             raise ValidationError(f"node {name} has {node.gpus} GPUs in the cluster file, the agent says "
                                   f"{register.node.gpus}", field="register.node.gpus")
         old = self.sessions.get(name)
+        if old is not None and not old.closed:
+            alive = time.monotonic() - old.last_seen <= self.heartbeat_timeout_s
+            if alive and not (register.instance and register.instance == old.instance):
+                log.warning("agent refused: the node already has a connected agent", node=name, peer=peer,
+                            connected_peer=old.peer, instance=register.instance[:64], connected=old.instance)
+                raise AlreadyExists(f"node {name!r} already has a connected agent ({old.peer or 'another stream'}); "
+                                    "a second agent for it is refused (stop the other, or wait "
+                                    f"{self.heartbeat_timeout_s:g} s after it is gone)")
         if old is not None:
-            old.closed = True  # a reconnect replaces the old stream
-        session = AgentSession(name, register.backend or "unknown")
+            old.closed = True  # a reconnect of the same agent (or one after the old went silent) replaces it
+        session = AgentSession(name, register.backend or "unknown", instance=register.instance[:64], peer=peer)
         self.sessions[name] = session
         self._absent_since.pop(name, None)
         self._reconcile(session, register)
@@ -272,8 +315,10 @@ class ControlPlane:
         return session, registered
 
     def agent_message(self, session: AgentSession, msg: apb.AgentMessage) -> None:
+        self.check_writable()
         session.last_seen = time.monotonic()
         kind = msg.WhichOneof("body")
+        _check_report(msg, kind)
         if kind == "heartbeat":
             session.heartbeat = msg.heartbeat
         elif kind == "exited":
@@ -315,9 +360,21 @@ class ControlPlane:
     def _persist(self) -> None:
         records, events = self.core.take_changes()
         if records or events:
-            self.store.save(records, events)
+            try:
+                self.store.save(records, events)
+            except StoreError as exc:
+                self._fail(exc)
+                raise
             if events:
                 asyncio.get_running_loop().create_task(self._notify_events())
+
+    def _fail(self, exc: Exception) -> None:
+        """The store failed: from now on refuse every change, and tell the daemon to exit non-zero."""
+        if self.failed is None:
+            self.failed = str(exc)
+            log.critical("state store failed: refusing writes and stopping; restart from the store",
+                         error=str(exc))
+        self.fatal.set()
 
     async def _notify_events(self) -> None:
         async with self._events_changed:
@@ -336,6 +393,13 @@ class ControlPlane:
         return record
 
     def _on_exited(self, session: AgentSession, exited: apb.Exited) -> None:
+        """Apply an exit (if it is the current attempt's), store it, then acknowledge it: until the
+        ack the agent keeps it and sends it again after a reconnect or a restart of ours, so an
+        exit is never lost; one already applied is stale the second time and only acknowledged."""
+        self._apply_exit(session, exited)  # a store failure raises: no ack, the agent keeps the exit
+        session.send(exit_ack=apb.ExitAck(job_id=exited.job_id, attempt=exited.attempt))
+
+    def _apply_exit(self, session: AgentSession, exited: apb.Exited) -> None:
         record = self._check_owner(session, exited.job_id, exited.attempt)
         if record is None or record.state is not JobState.RUNNING:
             return
@@ -384,7 +448,10 @@ class ControlPlane:
                     completed = True
             if completed:
                 self._event_at(t)
-                self._changed()
+                try:
+                    self._changed()
+                except StoreError:
+                    return  # fatal: _persist has stopped the control plane
 
     def _reconcile(self, session: AgentSession, register: apb.Register) -> None:
         reported = {(r.job_id, r.attempt) for r in register.running}
@@ -432,9 +499,13 @@ class ControlPlane:
             self._wake.clear()
             if self.lockstep and not round_due:
                 continue  # lockstep passes already ran with their events
+            if self.failed is not None:
+                return
             try:
                 self._pass()
                 self.pass_error = None
+            except StoreError:
+                return  # fatal: _persist has stopped the control plane
             except Exception as exc:  # a policy bug must not kill the control plane
                 log.exception("scheduling pass failed")
                 self.pass_error = f"{type(exc).__name__}: {exc}"
@@ -567,4 +638,26 @@ class ControlPlane:
                     self._requeue(job_id, f"lost agent on {', '.join(sorted(lost.intersection(nodes)))}")
                     requeued = True
             if requeued:
-                self._changed()
+                try:
+                    self._changed()
+                except StoreError:
+                    return  # fatal: _persist has stopped the control plane
+
+
+def _check_report(msg: apb.AgentMessage, kind: str | None) -> None:
+    """An agent's numbers are finite and in range before they touch a record (a NaN would poison the store)."""
+    if kind == "progress":
+        p = msg.progress
+        lim.check_seconds(p.iterations_done, "progress.iterations_done", lim.MAX_ITERATIONS)
+        lim.check_seconds(p.cluster_time, "progress.cluster_time", lim.MAX_TIME_S)
+        if len(p.recent_iteration_s) > 1000:
+            raise ValidationError("too many entries", field="progress.recent_iteration_s")
+        for x in p.recent_iteration_s:
+            lim.check_seconds(x, "progress.recent_iteration_s", lim.MAX_DURATION_S)
+    elif kind == "exited":
+        e = msg.exited
+        lim.check_seconds(e.cluster_time, "exited.cluster_time", lim.MAX_TIME_S)
+        lim.check_int(e.checkpoint_iteration, "exited.checkpoint_iteration", 0, lim.MAX_ITERATIONS)
+        if len(e.message) > 64 * 1024:
+            raise ValidationError("is too long", field="exited.message")
+

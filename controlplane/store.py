@@ -223,7 +223,11 @@ class SqliteStore(Store):
 
         Events must continue the stored log without a gap, and each must name a
         job that is stored (before or in this same call)."""
-        rows = [_row(r) for r in records]
+        try:
+            rows = [_row(r) for r in records]
+        except (ValueError, TypeError) as exc:
+            raise StoreError(f"{self.path}: save failed, nothing was written: a record cannot be stored: "
+                             f"{exc}") from exc
         appended = [(e.seq, e.time, e.job_id, e.kind.value, e.state.value, e.detail) for e in events]
         for expected, row in enumerate(appended, start=self._last_seq + 1):
             if row[0] != expected:
@@ -244,7 +248,8 @@ class SqliteStore(Store):
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OverflowError, ValueError, TypeError) as exc:
+            # OverflowError: an integer beyond SQLite's 64 bits (the request limits keep them out).
             raise StoreError(f"{self.path}: save failed, nothing was written: {exc}") from exc
         if appended:
             self._last_seq = appended[-1][0]

@@ -17,8 +17,10 @@ from halyard.testing.cluster import small_cluster_toml
 CLI = [sys.executable, "-m", "halyard.cli"]
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60)
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """A client command; plaintext to the loopback control plane unless ``env`` says otherwise."""
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60,
+                          env=os.environ | ({"HALYARD_INSECURE": "1"} if env is None else env))
 
 
 def test_daemon_serves_clients_http_and_stops_cleanly(tmp_path):
@@ -27,9 +29,9 @@ def test_daemon_serves_clients_http_and_stops_cleanly(tmp_path):
     port, http = free_port(), free_port()
     target = f"127.0.0.1:{port}"
     cp = subprocess.Popen([*CLI, "controlplane", "--cluster", str(cluster), "--db", str(tmp_path / "s.db"),
-                           "--listen", target, "--http", f"127.0.0.1:{http}", "--speedup", "1"],
+                           "--listen", target, "--http", f"127.0.0.1:{http}", "--speedup", "1", "--insecure"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ | {"PYTHONUNBUFFERED": "1"})
-    agent = subprocess.Popen([*CLI, "agent", "--control-plane", target, "--node", "r0-n0"],
+    agent = subprocess.Popen([*CLI, "agent", "--control-plane", target, "--node", "r0-n0", "--insecure"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         assert cp.stdout.readline().decode().startswith("listening on")

@@ -21,10 +21,10 @@ def test_process_agent_daemon_runs_a_submitted_command_to_completion(tmp_path):
     cluster.write_text(small_cluster_toml(1), encoding="utf-8")
     target = f"127.0.0.1:{free_port()}"
     cp = subprocess.Popen([*CLI, "controlplane", "--cluster", str(cluster), "--db", str(tmp_path / "s.db"),
-                           "--listen", target, "--heartbeat-s", "0.1"],
+                           "--listen", target, "--heartbeat-s", "0.1", "--insecure"],
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=os.environ | {"PYTHONUNBUFFERED": "1"})
     agent = subprocess.Popen([*CLI, "agent", "--control-plane", target, "--node", "r0-n0", "--backend", "process",
-                              "--work-dir", str(tmp_path / "work"), "--log-json"],
+                              "--work-dir", str(tmp_path / "work"), "--log-json", "--insecure"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         assert cp.stdout.readline().decode().startswith("listening on")

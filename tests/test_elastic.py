@@ -55,7 +55,7 @@ def test_crius_cells_and_easyscale_ests_are_expressible():
     ({"num_gpus": 2, "min_gpus": 0}, "min_gpus", "between 1 and num_gpus"),
     ({"num_gpus": 2, "min_gpus": 3}, "min_gpus", "between 1 and num_gpus"),
     ({"num_gpus": 2, "max_gpus": 1}, "max_gpus", ">= num_gpus"),
-    ({"num_gpus": 2, "logical_workers": -1}, "logical_workers", ">= 0"),
+    ({"num_gpus": 2, "logical_workers": -1}, "logical_workers", "between 0 and"),
     ({"num_gpus": 2, "max_gpus": 8, "logical_workers": 4}, "logical_workers", "cannot cover up to 8 GPUs"),
     ({"num_gpus": 2, "logical_workers": 4, "parallelism": Parallelism(data=1, tensor=2)}, "logical_workers",
      "data-parallel"),

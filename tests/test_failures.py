@@ -97,7 +97,7 @@ def start_controlplane(cluster: Path, db: Path, port: int) -> subprocess.Popen[b
     proc = subprocess.Popen(
         [sys.executable, "-m", "halyard.cli", "controlplane", "--cluster", str(cluster), "--db", str(db),
          "--listen", f"127.0.0.1:{port}", "--speedup", str(SPEEDUP), "--heartbeat-s", "0.1",
-         "--heartbeat-timeout-s", "3", "--log-json"],
+         "--heartbeat-timeout-s", "3", "--log-json", "--insecure"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=os.environ | {"PYTHONUNBUFFERED": "1"})
     line = proc.stdout.readline().decode()
     assert line.startswith("listening on"), line
@@ -110,7 +110,7 @@ def test_controlplane_killed_mid_run_loses_nothing_and_runs_nothing_twice(tmp_pa
     db, port = tmp_path / "state.db", free_port()
     cp = start_controlplane(cluster, db, port)
     agents = [subprocess.Popen([sys.executable, "-m", "halyard.cli", "agent", "--control-plane",
-                                f"127.0.0.1:{port}", "--node", node, "--cluster", str(cluster)],
+                                f"127.0.0.1:{port}", "--node", node, "--cluster", str(cluster), "--insecure"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
               for node in ("r0-n0", "r0-n1")]
     ids = [f"j{i}" for i in range(8)]

@@ -86,11 +86,11 @@ async def halyard(*args: str) -> str:
 async def test_halyard_job_and_jobs_print_the_reason():
     async with TestCluster(nodes=2, policy="dally") as tc:
         await hog_and_late(tc)
-        shown = await halyard("job", "late", "--control-plane", tc.address)
+        shown = await halyard("job", "late", "--control-plane", tc.address, "--insecure")
         assert "waiting:    CANNOT_FIT_NOW (delay-scheduling): needs 16 GPUs; 0 free" in shown
-        listed = await halyard("jobs", "--control-plane", tc.address)
+        listed = await halyard("jobs", "--control-plane", tc.address, "--insecure")
         assert "CANNOT_FIT_NOW (delay-scheduling): needs 16 GPUs; 0 free" in listed
-        assert "hog" in (await halyard("job", "hog", "--control-plane", tc.address))
+        assert "hog" in (await halyard("job", "hog", "--control-plane", tc.address, "--insecure"))
 
 
 async def test_halyard_policies_lists_presets_and_stages():

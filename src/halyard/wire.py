@@ -23,6 +23,7 @@ from halyard.datamodel import (
     StagePlan,
     ValidationError,
 )
+from halyard.datamodel import limits as lim
 from halyard.v1 import types_pb2 as pb
 
 _STATE_TO_PB = {s: pb.JobState.Value(s.value) for s in JobState}
@@ -56,10 +57,25 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
     return msg
 
 
+def check_spec_strings(msg: pb.JobSpec, prefix: str = "spec") -> None:
+    """The names, ``command`` and ``env`` of a job arriving over the wire, within
+    :mod:`halyard.datamodel.limits`; raises :class:`ValidationError` naming ``prefix.field``."""
+    lim.check_name(msg.job_id, f"{prefix}.job_id", lim.MAX_JOB_ID)
+    lim.check_name(msg.tenant, f"{prefix}.tenant", lim.MAX_TENANT, required=False)
+    lim.check_text(msg.user, f"{prefix}.user", lim.MAX_USER)
+    lim.check_text(msg.model, f"{prefix}.model", lim.MAX_MODEL)
+    lim.check_name(msg.gpu_type, f"{prefix}.gpu_type", lim.MAX_GPU_TYPE, required=False)
+    lim.check_command(msg.command, f"{prefix}.command")
+    lim.check_env(dict(msg.env), f"{prefix}.env")
+
+
 def spec_from_pb(msg: pb.JobSpec, *, submit_time: float, prefix: str = "spec") -> JobSpec:
     """A validated :class:`JobSpec`; errors name ``prefix.field``."""
+    check_spec_strings(msg, prefix)
     if msg.duration_s and not math.isfinite(msg.duration_s):
         raise ValidationError("must be finite", field=f"{prefix}.duration_s")
+    if msg.HasField("deadline"):
+        lim.check_seconds(msg.deadline, f"{prefix}.deadline", lim.MAX_DEADLINE_S)
     parallelism = None
     if msg.HasField("parallelism"):
         p = msg.parallelism

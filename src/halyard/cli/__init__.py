@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from halyard import __version__
-from halyard.cli import calibrate, client, compare, daemons, policies, profiles, replay, simulate, trace
+from halyard.cli import calibrate, client, compare, daemons, policies, profiles, replay, security, simulate, trace
 from halyard.datamodel import HalyardError
 
 EXIT_BAD_INPUT = 2
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     daemons.register(commands)
     client.register(commands)
     calibrate.register(commands)
+    security.register(commands)
     return parser
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
+from pathlib import Path
 
 import grpc
 from google.protobuf.json_format import MessageToDict
@@ -12,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from halyard.datamodel import HalyardError, ValidationError
+from halyard.tls import ClientTLS, is_loopback
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc
 from halyard.v1 import types_pb2 as tpb
@@ -27,6 +30,16 @@ def register(commands: argparse._SubParsersAction) -> None:
     def client(name: str, help_: str) -> argparse.ArgumentParser:
         p = commands.add_parser(name, help=help_)
         p.add_argument("--control-plane", default=DEFAULT_TARGET, help=f"HOST:PORT (default {DEFAULT_TARGET})")
+        p.add_argument("--ca", type=Path, default=_env_path("HALYARD_CA"),
+                       help="the cluster CA certificate that signed the control plane's (env HALYARD_CA)")
+        p.add_argument("--token", default=os.environ.get("HALYARD_TOKEN"),
+                       help="bearer token from `halyard tokens create` (env HALYARD_TOKEN)")
+        p.add_argument("--cert", type=Path, default=_env_path("HALYARD_CERT"),
+                       help="client certificate, instead of a token (env HALYARD_CERT)")
+        p.add_argument("--key", type=Path, default=_env_path("HALYARD_KEY"), help="its key (env HALYARD_KEY)")
+        p.add_argument("--insecure", action="store_true", default=os.environ.get("HALYARD_INSECURE") == "1",
+                       help="plaintext, to a control plane on a loopback address started with --insecure "
+                            "(env HALYARD_INSECURE=1)")
         return p
 
     s = client("submit", "submit a job")
@@ -63,14 +76,36 @@ def register(commands: argparse._SubParsersAction) -> None:
     w.set_defaults(run=run_watch)
 
 
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name)
+    return Path(value) if value else None
+
+
+def open_channel(args: argparse.Namespace) -> grpc.Channel:
+    """A channel as the flags say: TLS with the cluster CA (and a client certificate), or insecure on loopback."""
+    if args.insecure:
+        if not is_loopback(args.control_plane):
+            raise ValidationError(f"{args.control_plane}: insecure mode connects to loopback addresses only",
+                                  field="--control-plane")
+        return grpc.insecure_channel(args.control_plane)
+    if args.ca is None:
+        raise ValidationError("give --ca (the cluster CA) and --token or --cert/--key, or --insecure for a "
+                              "control plane on loopback started with --insecure", field="--ca")
+    return grpc.secure_channel(args.control_plane, ClientTLS.from_files(args.ca, args.cert, args.key).credentials())
+
+
+def call_metadata(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {args.token}"),) if args.token else ()
+
+
 def _stub(args: argparse.Namespace) -> tuple[grpc.Channel, jgrpc.JobServiceStub]:
-    channel = grpc.insecure_channel(args.control_plane)
+    channel = open_channel(args)
     return channel, jgrpc.JobServiceStub(channel)
 
 
-def _rpc(fn, *a):
+def _rpc(args: argparse.Namespace, fn, request):
     try:
-        return fn(*a)
+        return fn(request, metadata=call_metadata(args))
     except grpc.RpcError as exc:
         raise RpcFailed(f"{exc.code().name}: {exc.details()}") from None
 
@@ -87,7 +122,7 @@ def run_submit(args: argparse.Namespace) -> int:
         spec = tpb.JobSpec(job_id=args.job_id, model=args.model, num_gpus=args.gpus, iterations=args.iterations or 0,
                            duration_s=args.duration_s or 0.0, batch_size=args.batch_size, gpu_type=args.gpu_type,
                            tenant=args.tenant, command=shlex.split(args.command), env=env)
-        job = _rpc(stub.SubmitJob, jpb.SubmitJobRequest(spec=spec))
+        job = _rpc(args, stub.SubmitJob, jpb.SubmitJobRequest(spec=spec))
     print(f"{job.spec.job_id} {tpb.JobState.Name(job.state)} ({job.iterations_total} iterations)")
     return 0
 
@@ -97,7 +132,7 @@ def run_jobs(args: argparse.Namespace) -> int:
     jobs, token = [], ""
     with channel:
         while True:
-            page = _rpc(stub.ListJobs, jpb.ListJobsRequest(page_size=500, page_token=token, tenant=args.tenant,
+            page = _rpc(args, stub.ListJobs, jpb.ListJobsRequest(page_size=500, page_token=token, tenant=args.tenant,
                                                            states=[tpb.JobState.Value(s) for s in args.state]))
             jobs.extend(page.jobs)
             token = page.next_page_token
@@ -125,7 +160,7 @@ def waiting(job: jpb.Job) -> str:
 def run_job(args: argparse.Namespace) -> int:
     channel, stub = _stub(args)
     with channel:
-        job = _rpc(stub.GetJob, jpb.GetJobRequest(job_id=args.job_id))
+        job = _rpc(args, stub.GetJob, jpb.GetJobRequest(job_id=args.job_id))
     if args.json:
         print(json.dumps(MessageToDict(job, preserving_proto_field_name=True), indent=2))
         return 0
@@ -147,7 +182,7 @@ def run_job(args: argparse.Namespace) -> int:
 def run_cancel(args: argparse.Namespace) -> int:
     channel, stub = _stub(args)
     with channel:
-        job = _rpc(stub.CancelJob, jpb.CancelJobRequest(job_id=args.job_id))
+        job = _rpc(args, stub.CancelJob, jpb.CancelJobRequest(job_id=args.job_id))
     print(f"{job.spec.job_id} {tpb.JobState.Name(job.state)}")
     return 0
 
@@ -157,7 +192,8 @@ def run_watch(args: argparse.Namespace) -> int:
     seen = 0
     with channel:
         try:
-            for event in stub.WatchEvents(jpb.WatchEventsRequest(after_seq=args.after, job_id=args.job)):
+            for event in stub.WatchEvents(jpb.WatchEventsRequest(after_seq=args.after, job_id=args.job),
+                                          metadata=call_metadata(args)):
                 print(f"{event.seq} t={event.time:.1f} {event.job_id} {event.kind} {event.detail}".rstrip(), flush=True)
                 seen += 1
                 if args.count and seen >= args.count:

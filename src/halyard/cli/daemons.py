@@ -12,6 +12,7 @@ import structlog
 from halyard.cli.policies import policy_help
 from halyard.cli.simulate import add_contention_option
 from halyard.clock import ScaledClock
+from halyard.controlplane.auth import TokenFile
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import DEFAULT_HEARTBEAT_S, DEFAULT_HEARTBEAT_TIMEOUT_S, ControlPlane
 from halyard.controlplane.store import SqliteStore
@@ -19,6 +20,7 @@ from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import ValidationError, load_cluster, parse_cluster, read_cluster_text
 from halyard.logs import configure_logging
 from halyard.policies import make_policy
+from halyard.tls import ClientTLS, ServerTLS, is_loopback
 
 log = structlog.get_logger("halyard")
 
@@ -27,7 +29,18 @@ def register(commands: argparse._SubParsersAction) -> None:
     cp = commands.add_parser("controlplane", help="run the control plane daemon")
     cp.add_argument("--cluster", required=True, help="built-in cluster name or TOML path")
     cp.add_argument("--db", type=Path, required=True, help="SQLite state file (created if missing)")
-    cp.add_argument("--listen", default="127.0.0.1:50051", help="gRPC HOST:PORT (default 127.0.0.1:50051)")
+    cp.add_argument("--listen", default="127.0.0.1:50051",
+                    help="gRPC HOST:PORT for clients (default 127.0.0.1:50051); TLS, bearer tokens")
+    cp.add_argument("--agent-listen", default="127.0.0.1:50052",
+                    help="gRPC HOST:PORT for agents (default 127.0.0.1:50052): mutual TLS, node certificates; "
+                         "unused with --insecure (agents use --listen)")
+    cp.add_argument("--certs", type=Path, default=None, metavar="DIR",
+                    help="TLS material from `halyard certs init`: DIR/ca.crt, DIR/controlplane.crt, "
+                         "DIR/controlplane.key")
+    cp.add_argument("--tokens", type=Path, default=None, metavar="FILE",
+                    help="client bearer tokens (`halyard tokens create --file FILE`); re-read when it changes")
+    add_insecure_option(cp, "no TLS: one plaintext port on a loopback address; agents are not authenticated, "
+                            "and without --tokens every client is an operator")
     cp.add_argument("--http", default=None, help="HOST:PORT for /healthz, /metrics and the web dashboard (/)")
     cp.add_argument("--policy", default="fifo", help=policy_help())
     cp.add_argument("--round-s", type=float, default=300.0)
@@ -46,14 +59,25 @@ def register(commands: argparse._SubParsersAction) -> None:
                          "processes (no GPU needed); gpu: process plus NVML discovery, health and "
                          "CUDA_VISIBLE_DEVICES (needs nvidia-ml-py: pip install 'halyard[gpu]')")
     ag.add_argument("--cluster", default=None, help="cluster file to read this node's spec from (optional)")
+    ag.add_argument("--certs", type=Path, default=None, metavar="DIR",
+                    help="DIR/ca.crt and this node's DIR/node-NODE.crt and .key (`halyard certs issue node NODE`); "
+                         "connect to the control plane's --agent-listen port")
+    add_insecure_option(ag, "plaintext to a control plane on a loopback address, no certificate")
     ag.add_argument("--work-dir", type=Path, default=Path("halyard-work"),
                     help="process/gpu: where job checkpoints (checkpoints/JOB) and logs go; point it at shared "
                          "storage when jobs span machines (default ./halyard-work)")
     ag.add_argument("--host", action="append", default=[], metavar="NODE=ADDRESS",
                     help="process/gpu: the address of a node for HALYARD_MASTER_ADDR (default: the node's name); "
                          "repeat for each node")
+    ag.add_argument("--run-as", default=None, metavar="USER",
+                    help="process/gpu: run every job as this unprivileged user (name or uid); the agent must be "
+                         "root. Default: jobs run as the agent's own user")
     ag.add_argument("--log-json", action="store_true")
     ag.set_defaults(run=run_agent)
+
+
+def add_insecure_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--insecure", action="store_true", help=f"insecure mode, for local use and tests: {what}")
 
 
 def _positive(value: float, flag: str) -> None:
@@ -65,6 +89,7 @@ def run_controlplane(args: argparse.Namespace) -> int:
     configure_logging(json=True if args.log_json else None)
     for flag in ("round_s", "speedup", "heartbeat_s", "heartbeat_timeout_s"):
         _positive(getattr(args, flag), "--" + flag.replace("_", "-"))
+    tls = _server_tls(args)
     text, source = read_cluster_text(args.cluster)
     cluster = parse_cluster(text, source=source)
     policy = make_policy(args.policy)
@@ -77,26 +102,42 @@ def run_controlplane(args: argparse.Namespace) -> int:
     perf = performance_model_for(policy, contention=args.contention)
     cp = ControlPlane(cluster, policy, perf, clock, store, cluster_toml=text, round_s=args.round_s,
                       heartbeat_s=args.heartbeat_s, heartbeat_timeout_s=args.heartbeat_timeout_s)
-    server = ControlPlaneServer(cp, listen=args.listen, http=args.http)
-    asyncio.run(_serve(server))
-    return 0
+    server = ControlPlaneServer(cp, listen=args.listen, http=args.http, tls=tls, agent_listen=args.agent_listen,
+                               tokens=TokenFile(args.tokens) if args.tokens else None)
+    return asyncio.run(_serve(server))
 
 
-async def _serve(server: ControlPlaneServer) -> None:
+EXIT_STORE_FAILED = 3
+
+
+async def _serve(server: ControlPlaneServer) -> int:
+    """Serve until SIGTERM/SIGINT (exit 0) or a failure of the state store (exit 3, for a supervisor)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await server.start()
-    print(f"listening on {server.address}", flush=True)  # for scripts that wait for readiness
-    await stop.wait()
+    agents = "" if server.tls is None else f" (agents on {server.agent_address})"
+    print(f"listening on {server.address}{agents}", flush=True)  # for scripts that wait for readiness
+    stopped = asyncio.create_task(stop.wait())
+    fatal = asyncio.create_task(server.cp.fatal.wait())
+    await asyncio.wait({stopped, fatal}, return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    fatal.cancel()
+    if server.cp.failed is not None:
+        log.critical("exiting: the state store failed; a restart reloads the last committed state",
+                     error=server.cp.failed)
+        await server.stop(grace=0)
+        return EXIT_STORE_FAILED
     log.info("shutting down")
     await server.stop()
+    return 0
 
 
 def run_agent(args: argparse.Namespace) -> int:
     configure_logging(json=True if args.log_json else None)
     node = load_cluster(args.cluster).node(args.node) if args.cluster else args.node
+    args.tls = _agent_tls(args)
     agent = _make_agent(args, node)
 
     async def main() -> None:
@@ -119,7 +160,7 @@ def _make_agent(args: argparse.Namespace, node):
     if args.backend == "emulated":
         from halyard.agent.emulated import EmulatedAgent
 
-        return EmulatedAgent(args.control_plane, node)
+        return EmulatedAgent(args.control_plane, node, tls=args.tls)
     hosts = {}
     for item in args.host:
         name, sep, address = item.partition("=")
@@ -129,7 +170,35 @@ def _make_agent(args: argparse.Namespace, node):
     if args.backend == "process":
         from halyard.agent.process import ProcessAgent
 
-        return ProcessAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts)
+        return ProcessAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts, run_as=args.run_as,
+                            tls=args.tls)
     from halyard.agent.gpu import GpuAgent  # raises GpuUnavailable (exit 2, one line) without NVML
 
-    return GpuAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts)
+    return GpuAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts, run_as=args.run_as, tls=args.tls)
+
+
+def _server_tls(args: argparse.Namespace) -> ServerTLS | None:
+    if args.certs is not None and args.insecure:
+        raise ValidationError("give --certs or --insecure, not both", field="--insecure")
+    if args.certs is not None:
+        return ServerTLS.from_dir(args.certs)
+    if not args.insecure:
+        raise ValidationError("no TLS material: give --certs DIR (make it with `halyard certs init`), or --insecure "
+                              "for a control plane on a loopback address only", field="--certs")
+    return None  # ControlPlaneServer refuses a non-loopback --listen and logs the warning
+
+
+def _agent_tls(args: argparse.Namespace) -> ClientTLS | None:
+    if args.certs is not None and args.insecure:
+        raise ValidationError("give --certs or --insecure, not both", field="--insecure")
+    if args.certs is not None:
+        return ClientTLS.for_node(args.certs, args.node)
+    if not args.insecure:
+        raise ValidationError("no TLS material: give --certs DIR with this node's certificate "
+                              "(`halyard certs issue node NODE`), or --insecure for a control plane on a loopback "
+                              "address", field="--certs")
+    if not is_loopback(args.control_plane):
+        raise ValidationError(f"{args.control_plane}: insecure mode connects to loopback addresses only",
+                              field="--control-plane")
+    log.warning("INSECURE MODE: plaintext stream, no certificate", node=args.node, control_plane=args.control_plane)
+    return None

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from halyard.datamodel import limits as lim
 from halyard.datamodel.errors import InvalidTransition, ValidationError
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -73,27 +73,30 @@ class JobSpec:
 
         if not self.job_id or not self.job_id.strip():
             raise bad("job_id", "must be a non-empty string")
-        if not math.isfinite(self.submit_time) or self.submit_time < 0:
-            raise bad("submit_time", f"must be a finite number >= 0, got {self.submit_time!r}")
+        lim.check_seconds(self.submit_time, "submit_time", lim.MAX_TIME_S)
         if not self.model:
             raise bad("model", "must be a non-empty model name")
         if self.num_gpus < 1:
             raise bad("num_gpus", f"must be >= 1, got {self.num_gpus}")
+        lim.check_int(self.num_gpus, "num_gpus", 1, lim.MAX_GPUS)
         if self.iterations < 0:
             raise bad("iterations", f"must be >= 0, got {self.iterations}")
+        lim.check_int(self.iterations, "iterations", 0, lim.MAX_ITERATIONS)
         if self.iterations == 0 and (self.duration_s is None or self.duration_s <= 0):
             raise bad("iterations", "give iterations > 0 or a positive duration_s")
-        if self.duration_s is not None and not (math.isfinite(self.duration_s) and self.duration_s > 0):
-            raise bad("duration_s", f"must be a positive number, got {self.duration_s!r}")
+        if self.duration_s is not None:
+            lim.check_seconds(self.duration_s, "duration_s", lim.MAX_DURATION_S, positive=True)
         if self.batch_size < 0:
             raise bad("batch_size", f"must be >= 0, got {self.batch_size}")
+        lim.check_int(self.batch_size, "batch_size", 0, lim.MAX_BATCH_SIZE)
         if self.min_gpus is not None and not 1 <= self.min_gpus <= self.num_gpus:
             # 0 is refused: a job that holds no GPUs is PENDING, which already says "waits for its first allocation".
             raise bad("min_gpus", f"must be between 1 and num_gpus ({self.num_gpus}), got {self.min_gpus}")
         if self.max_gpus is not None and self.max_gpus < self.num_gpus:
             raise bad("max_gpus", f"must be >= num_gpus ({self.num_gpus}), got {self.max_gpus}")
-        if self.logical_workers < 0:
-            raise bad("logical_workers", f"must be >= 0, got {self.logical_workers}")
+        if self.max_gpus is not None:
+            lim.check_int(self.max_gpus, "max_gpus", self.num_gpus, lim.MAX_GPUS)
+        lim.check_int(self.logical_workers, "logical_workers", 0, lim.MAX_LOGICAL_WORKERS)
         if self.logical_workers:
             most = self.gpu_range[1]
             if self.logical_workers < most:
@@ -102,11 +105,17 @@ class JobSpec:
             if self.parallelism is not None and (self.parallelism.tensor > 1 or self.parallelism.pipeline > 1):
                 raise bad("logical_workers", "logical workers are data-parallel replicas (EasyScale §3.2); "
                                              "tensor and pipeline degrees must be 1")
-        if self.parallelism is not None and self.parallelism.world_size != self.num_gpus:
-            raise bad("parallelism", f"data x tensor x pipeline = {self.parallelism.world_size}, "
-                                     f"but num_gpus = {self.num_gpus}")
-        if self.deadline is not None and self.deadline < self.submit_time:
-            raise bad("deadline", "must not be before submit_time")
+        if self.parallelism is not None:
+            for name in ("data", "tensor", "pipeline"):
+                lim.check_int(getattr(self.parallelism, name), f"parallelism.{name}", 1, lim.MAX_GPUS)
+            if self.parallelism.world_size != self.num_gpus:
+                raise bad("parallelism", f"data x tensor x pipeline = {self.parallelism.world_size}, "
+                                         f"but num_gpus = {self.num_gpus}")
+        lim.check_int(self.priority, "priority", -lim.MAX_PRIORITY, lim.MAX_PRIORITY)
+        if self.deadline is not None:
+            if self.deadline < self.submit_time:
+                raise bad("deadline", "must not be before submit_time")
+            lim.check_seconds(self.deadline - self.submit_time, "deadline", lim.MAX_DEADLINE_S)
 
 
     @property

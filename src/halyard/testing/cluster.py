@@ -1,8 +1,16 @@
-"""TestCluster: a control plane and emulated agents in this process, on loopback."""
+"""TestCluster: a control plane and emulated agents in this process, on loopback.
+
+Insecure mode by default (plaintext on loopback, the test client an operator); with
+``tls=True`` the cluster makes a CA and certificates in a temporary directory, the
+agents connect over mutual TLS with their node certificates, and :attr:`channel`
+is an operator's (a client certificate); :meth:`client_channel` makes others.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +19,7 @@ import grpc
 
 from halyard.agent.emulated import EmulatedAgent
 from halyard.clock import ManualClock
+from halyard.controlplane.auth import TokenFile
 from halyard.controlplane.records import JobRecord
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import ControlPlane
@@ -18,6 +27,7 @@ from halyard.controlplane.store import SqliteStore
 from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import parse_cluster
 from halyard.policies import make_policy
+from halyard.tls import ClientTLS, ServerTLS, init_ca, issue
 
 READY_TIMEOUT_S = 10.0
 
@@ -45,7 +55,8 @@ class TestCluster:
 
     def __init__(self, nodes: int = 4, *, policy: str = "fifo", cluster_toml: str | None = None,
                  db: str | Path = ":memory:", round_s: float = 300.0, heartbeat_s: float = 0.2,
-                 heartbeat_timeout_s: float = 1.0, start_time: float = 0.0, http: str | None = None) -> None:
+                 heartbeat_timeout_s: float = 1.0, start_time: float = 0.0, http: str | None = None,
+                 tls: bool = False, tokens: str | Path | None = None) -> None:
         self.cluster_toml = cluster_toml or small_cluster_toml(nodes)
         self.cluster = parse_cluster(self.cluster_toml, source="<test cluster>")
         self.clock = ManualClock(start_time)
@@ -58,6 +69,9 @@ class TestCluster:
         self.server: ControlPlaneServer | None = None
         self.agents: dict[str, EmulatedAgent] = {}
         self.channel: grpc.aio.Channel | None = None
+        self.tls = tls
+        self.certs: Path | None = None  # with tls: the CA and every certificate (node-NAME, operator-test)
+        self._tokens = tokens
 
     # --- lifecycle ----------------------------------------------------------
 
@@ -65,15 +79,40 @@ class TestCluster:
         cp = ControlPlane(self.cluster, make_policy(self._policy), self.perf, self.clock, SqliteStore(self._db),
                           cluster_toml=self.cluster_toml, round_s=self._round_s, heartbeat_s=self._heartbeat[0],
                           heartbeat_timeout_s=self._heartbeat[1])
-        self.server = ControlPlaneServer(cp, listen="127.0.0.1:0", http=self._http)
+        server_tls = None
+        if self.tls:
+            self.certs = Path(tempfile.mkdtemp(prefix="halyard-test-certs-"))
+            init_ca(self.certs, cluster=self.cluster.name)
+            for node in self.cluster.nodes:
+                issue(self.certs, "node", node.name)
+            issue(self.certs, "operator", "test")
+            server_tls = ServerTLS.from_dir(self.certs)
+        tokens = TokenFile(self._tokens) if self._tokens is not None else None
+        self.server = ControlPlaneServer(cp, listen="127.0.0.1:0", http=self._http, tls=server_tls, tokens=tokens)
         await self.server.start()
         for node in self.cluster.nodes:
-            agent = EmulatedAgent(self.address, node, shared_clock=self.clock, perf=self.perf)
-            agent.start()
-            self.agents[node.name] = agent
+            self._start_agent(node.name)
         await self.wait_for(lambda: len(cp.sessions) == len(self.agents), timeout=READY_TIMEOUT_S)
-        self.channel = grpc.aio.insecure_channel(self.address)
+        self.channel = self.client_channel("operator-test") if self.tls else grpc.aio.insecure_channel(self.address)
         return self
+
+    def _start_agent(self, node: str) -> EmulatedAgent:
+        tls = ClientTLS.for_node(self.certs, node) if self.certs is not None else None
+        agent = EmulatedAgent(self.agent_address, self.cluster.node(node), shared_clock=self.clock, perf=self.perf,
+                              tls=tls)
+        agent.start()
+        self.agents[node] = agent
+        return agent
+
+    def client_channel(self, cert: str | None = None) -> grpc.aio.Channel:
+        """With tls: a channel with certificate ``cert`` (a file stem in :attr:`certs`) on the agent port, or
+        without one on the client port (then send a token); insecure: a plaintext channel."""
+        if self.certs is None:
+            return grpc.aio.insecure_channel(self.address)
+        if cert is None:
+            return grpc.aio.secure_channel(self.address, ClientTLS.from_files(self.certs / "ca.crt").credentials())
+        creds = ClientTLS.from_files(self.certs / "ca.crt", self.certs / f"{cert}.crt", self.certs / f"{cert}.key")
+        return grpc.aio.secure_channel(self.agent_address, creds.credentials())
 
     async def __aexit__(self, *exc: object) -> None:
         if self.channel is not None:
@@ -82,9 +121,12 @@ class TestCluster:
             await agent.stop()
         if self.server is not None:
             await self.server.stop(grace=0)
+        if self.certs is not None:
+            shutil.rmtree(self.certs, ignore_errors=True)
 
     @property
     def address(self) -> str:
+        """Where clients connect."""
         return self.server.address
 
     @property
@@ -93,6 +135,11 @@ class TestCluster:
         if self._http is None:
             raise RuntimeError("TestCluster was started without http=HOST:PORT")
         return f"http://{self._http.rsplit(':', 1)[0]}:{self.server.http_port}"
+
+    @property
+    def agent_address(self) -> str:
+        """Where agents connect (the same as :attr:`address` in insecure mode)."""
+        return self.server.agent_address
 
     @property
     def control_plane(self) -> ControlPlane:
@@ -116,10 +163,9 @@ class TestCluster:
     async def restart_agent(self, node: str) -> None:
         """A fresh agent process for the node: it registers with no jobs."""
         await self.agents[node].stop()
-        agent = EmulatedAgent(self.address, self.cluster.node(node), shared_clock=self.clock, perf=self.perf)
-        agent.start()
-        self.agents[node] = agent
-        await self.wait_for(lambda: node in self.control_plane.sessions)
+        agent = self._start_agent(node)
+        sessions = self.control_plane.sessions
+        await self.wait_for(lambda: node in sessions and sessions[node].instance == agent.instance)
 
     def break_stream(self, node: str) -> None:
         """Cut the node's stream; the agent reconnects and reports what it runs."""

@@ -59,16 +59,18 @@ class RunningJob(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., iterations_done: _Optional[float] = ..., leader: _Optional[bool] = ...) -> None: ...
 
 class Register(_message.Message):
-    __slots__ = ("node", "running", "backend", "version")
+    __slots__ = ("node", "running", "backend", "version", "instance")
     NODE_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
     node: _types_pb2.NodeSpec
     running: _containers.RepeatedCompositeFieldContainer[RunningJob]
     backend: str
     version: str
-    def __init__(self, node: _Optional[_Union[_types_pb2.NodeSpec, _Mapping]] = ..., running: _Optional[_Iterable[_Union[RunningJob, _Mapping]]] = ..., backend: _Optional[str] = ..., version: _Optional[str] = ...) -> None: ...
+    instance: str
+    def __init__(self, node: _Optional[_Union[_types_pb2.NodeSpec, _Mapping]] = ..., running: _Optional[_Iterable[_Union[RunningJob, _Mapping]]] = ..., backend: _Optional[str] = ..., version: _Optional[str] = ..., instance: _Optional[str] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("cluster_time", "gpu_utilization", "healthy", "detail")
@@ -118,6 +120,14 @@ class Exited(_message.Message):
     message: str
     def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., status: _Optional[_Union[ExitStatus, str]] = ..., cluster_time: _Optional[float] = ..., checkpoint_iteration: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
+class ExitAck(_message.Message):
+    __slots__ = ("job_id", "attempt")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    attempt: int
+    def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+
 class ProfilePoint(_message.Message):
     __slots__ = ("cpus", "memory_mb", "throughput")
     CPUS_FIELD_NUMBER: _ClassVar[int]
@@ -137,7 +147,7 @@ class ProfileResult(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., points: _Optional[_Iterable[_Union[ProfilePoint, _Mapping]]] = ...) -> None: ...
 
 class ControlMessage(_message.Message):
-    __slots__ = ("registered", "launch", "preempt", "reconfigure", "set_time_shift", "profile", "drain")
+    __slots__ = ("registered", "launch", "preempt", "reconfigure", "set_time_shift", "profile", "drain", "exit_ack")
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_FIELD_NUMBER: _ClassVar[int]
     PREEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -145,6 +155,7 @@ class ControlMessage(_message.Message):
     SET_TIME_SHIFT_FIELD_NUMBER: _ClassVar[int]
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     DRAIN_FIELD_NUMBER: _ClassVar[int]
+    EXIT_ACK_FIELD_NUMBER: _ClassVar[int]
     registered: Registered
     launch: Launch
     preempt: Preempt
@@ -152,7 +163,8 @@ class ControlMessage(_message.Message):
     set_time_shift: SetTimeShift
     profile: Profile
     drain: Drain
-    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., launch: _Optional[_Union[Launch, _Mapping]] = ..., preempt: _Optional[_Union[Preempt, _Mapping]] = ..., reconfigure: _Optional[_Union[Reconfigure, _Mapping]] = ..., set_time_shift: _Optional[_Union[SetTimeShift, _Mapping]] = ..., profile: _Optional[_Union[Profile, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ...) -> None: ...
+    exit_ack: ExitAck
+    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., launch: _Optional[_Union[Launch, _Mapping]] = ..., preempt: _Optional[_Union[Preempt, _Mapping]] = ..., reconfigure: _Optional[_Union[Reconfigure, _Mapping]] = ..., set_time_shift: _Optional[_Union[SetTimeShift, _Mapping]] = ..., profile: _Optional[_Union[Profile, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ..., exit_ack: _Optional[_Union[ExitAck, _Mapping]] = ...) -> None: ...
 
 class ClockParams(_message.Message):
     __slots__ = ("kind", "wall_origin_unix_s", "cluster_origin_s", "speedup")
