@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from array import array
 from collections import Counter
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -96,6 +97,7 @@ class SchedulingCore:
         self._otherwise: Unplaced | None = None
         self.waiting: Counter[WaitCode] = Counter()
         self.pass_wall_s = 0.0
+        self.pass_seconds = array("d")  # wall seconds of every pass, for the latency distribution
         # Changes not yet handed out by take_changes(): jobs the core changed, the
         # epoch of each running job then (drivers change rates, which bumps it),
         # and how many events had been handed out.
@@ -183,7 +185,9 @@ class SchedulingCore:
         self.policy.on_applied(view, plan, state)
         self.passes += 1
         self._note_reasons(plan)
-        self.pass_wall_s += time.perf_counter() - started
+        took = time.perf_counter() - started
+        self.pass_wall_s += took
+        self.pass_seconds.append(took)
         return applied
 
     def _note_reasons(self, plan: Plan) -> None:

@@ -50,7 +50,9 @@ def summary_table(result: Mapping[str, object], title: str) -> Table:
         ("preemptions", result["preemptions"]),
         *([("exposed communication / run time", f"{100 * float(result['comm_share']):.2f}%")]
           if "comm_share" in result else []),
-        ("scheduling passes (avg wall)", f"{result['passes']} ({float(result['avg_pass_ms']):.3f} ms)"),
+        ("scheduling passes (avg / p99 / max wall)",
+         f"{result['passes']} ({float(result['avg_pass_ms']):.3f} / {float(result.get('p99_pass_ms', 0)):.3f} / "
+         f"{float(result.get('max_pass_ms', 0)):.3f} ms)"),
         ("wall time", f"{float(result['wall_s']):.2f} s ({float(result['jobs_per_wall_s']):,.0f} jobs/s)"),
     ]
     table = Table(title=title, show_header=False, title_justify="left")
