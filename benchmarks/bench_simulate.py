@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from halyard.controlplane import Simulator, summarize
+from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import load_cluster
-from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
 from halyard.traces import read_trace
 
@@ -54,7 +54,8 @@ def main() -> None:
         for n in (int(x) for x in args.sizes.split(",")):
             subset = [dataclasses.replace(j, submit_time=j.submit_time / factor) for j in jobs[:n]]
             for name, contention in itertools.product(args.policies.split(","), args.contention.split(",")):
-                sim = Simulator(cluster, make_policy(name), PerformanceModel(contention=contention))
+                policy = make_policy(name)  # Synergy's mechanisms run with data stalls, as simulate does
+                sim = Simulator(cluster, policy, performance_model_for(policy, contention=contention))
                 t0 = time.perf_counter()
                 sim.run(subset)
                 wall = time.perf_counter() - t0

@@ -277,6 +277,26 @@ def share_link(capacity: float, caps: Sequence[float], weights: Sequence[float])
     return rates
 
 
+def share_link_fairly(capacity: float, caps: Sequence[float]) -> list[float]:
+    """:func:`share_link` with every weight 1 (fair sharing), to the last bit: ``left x 1 / n`` is
+    ``left / n``, and a sum of n ones is n. The fluid simulation calls it at every step."""
+    rates = [0.0] * len(caps)
+    active = [i for i, c in enumerate(caps) if c > 0]
+    left = capacity
+    while active and left > 1e-15:
+        share = left / len(active)
+        capped = [i for i in active if caps[i] - rates[i] <= share + 1e-15]
+        if not capped:
+            for i in active:
+                rates[i] += share
+            break
+        for i in capped:
+            left -= caps[i] - rates[i]
+            rates[i] = caps[i]
+        active = [i for i in active if i not in capped]
+    return rates
+
+
 def shared_link_iteration_times(
     profiles: Sequence[DemandProfile],
     capacity_gbyte_s: float,
@@ -304,6 +324,15 @@ def shared_link_iteration_times(
     shifts = list(time_shifts_s) if time_shifts_s is not None else [0.0] * n
     if len(shifts) != n:
         raise ValueError("give one time-shift per profile")
+    # Each phase's figures read once (the loop below runs millions of steps on a loaded link):
+    # up or not, demand, duration, and what entering it leaves to do (GB for Up, seconds for Down).
+    ups = [[ph.up for ph in p.phases] for p in profiles]
+    demands = [[ph.demand_gbyte_s for ph in p.phases] for p in profiles]
+    amounts = [[ph.duration_s * ph.demand_gbyte_s if ph.up else ph.duration_s for ph in p.phases]
+               for p in profiles]
+    steps = [[ph.duration_s / mltcp_steps_per_phase for ph in p.phases] for p in profiles]
+    lengths = [len(p.phases) for p in profiles]
+    mltcp = sharing == "mltcp"
     phase = [0] * n
     left = [0.0] * n  # seconds (Down) or GB (Up) left in the current phase
     sent = [0.0] * n  # GB sent this iteration
@@ -311,57 +340,57 @@ def shared_link_iteration_times(
     iter_start = [0.0] * n
     history: list[list[float]] = [[] for _ in range(n)]
     total_gb = [max(p.gbytes, 1e-300) for p in profiles]
-
-    def enter(j: int, k: int) -> None:
-        phase[j] = k
-        ph = profiles[j].phases[k]
-        left[j] = ph.duration_s * ph.demand_gbyte_s if ph.up else ph.duration_s
+    up_done = [1e-12 * max(1.0, g) for g in total_gb]
+    jobs = range(n)
 
     t = 0.0
-    while min(len(h) for h in history) < iterations:
-        for j in range(n):
+    fewest = 0  # iterations finished by the job that has finished fewest
+    while fewest < iterations:
+        for j in jobs:
             if not started[j] and shifts[j] <= t + 1e-12:
                 started[j], iter_start[j] = True, t
-                enter(j, 0)
-        up = [started[j] and profiles[j].phases[phase[j]].up for j in range(n)]
-        caps = [profiles[j].phases[phase[j]].demand_gbyte_s if up[j] else 0.0 for j in range(n)]
-        weights = [mltcp_weight(sent[j] / total_gb[j]) if sharing == "mltcp" else 1.0 for j in range(n)]
-        rates = share_link(capacity_gbyte_s, caps, weights)
+                phase[j], left[j] = 0, amounts[j][0]
+        up = [started[j] and ups[j][phase[j]] for j in jobs]
+        caps = [demands[j][phase[j]] if up[j] else 0.0 for j in jobs]
+        if mltcp:
+            rates = share_link(capacity_gbyte_s, caps, [mltcp_weight(sent[j] / total_gb[j]) for j in jobs])
+        else:
+            rates = share_link_fairly(capacity_gbyte_s, caps)
         dt = math.inf
-        for j in range(n):
+        for j in jobs:
             if not started[j]:
                 dt = min(dt, shifts[j] - t)
             elif up[j]:
                 if rates[j] > 0:
                     dt = min(dt, left[j] / rates[j])
-                if sharing == "mltcp":  # rates follow the bytes ratio: re-evaluate often
-                    ph = profiles[j].phases[phase[j]]
-                    dt = min(dt, ph.duration_s / mltcp_steps_per_phase)
+                if mltcp:  # rates follow the bytes ratio: re-evaluate often
+                    dt = min(dt, steps[j][phase[j]])
             else:
                 dt = min(dt, left[j])
         if not math.isfinite(dt):
             raise RuntimeError("no job can make progress on the link")
         dt = max(dt, 0.0)
         t += dt
-        for j in range(n):
+        for j in jobs:
             if not started[j]:
                 continue
             if up[j]:
                 moved = rates[j] * dt
                 left[j] -= moved
                 sent[j] += moved
-                done = left[j] <= 1e-12 * max(1.0, total_gb[j])
+                done = left[j] <= up_done[j]
             else:
                 left[j] -= dt
                 done = left[j] <= 1e-12
             # A phase of zero length (or one just finished) hands over to the next.
             while done:
                 k = phase[j] + 1
-                if k == len(profiles[j].phases):
+                if k == lengths[j]:
                     history[j].append(t - iter_start[j])
                     iter_start[j], sent[j] = t, 0.0
+                    fewest = min(len(h) for h in history)
                     k = 0
-                enter(j, k)
+                phase[j], left[j] = k, amounts[j][k]
                 done = left[j] <= 0.0
     means = tuple(float(np.mean(h[iterations - steady:iterations])) for h in history)
     return SharedLinkResult(iteration_s=means, history_s=tuple(tuple(h) for h in history))
