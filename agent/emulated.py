@@ -77,6 +77,9 @@ class EmulatedAgent(StreamAgent):
         super().__init__(target, node, shared_clock=shared_clock, tls=tls)
         self.perf = perf or PerformanceModel()
         self.jobs: dict[str, EmulatedJob] = {}
+        # What the next heartbeats report about the node's health: (healthy, detail). An emulated
+        # node is healthy unless a test kit injects a fault (TestCluster.set_health).
+        self.health: tuple[bool, str] = (True, "")
 
     def _on_registered(self, registered: apb.Registered) -> None:
         super()._on_registered(registered)
@@ -100,7 +103,9 @@ class EmulatedAgent(StreamAgent):
     def heartbeat(self, now: float) -> apb.Heartbeat:
         busy = sum(len(p.gpus) for j in self.jobs.values() for p in j.allocation.nodes if p.node == self.node_name)
         total = self.cluster.node(self.node_name).gpus
-        return apb.Heartbeat(cluster_time=now, gpu_utilization=busy / total if total else 0.0, healthy=True)
+        healthy, detail = self.health
+        return apb.Heartbeat(cluster_time=now, gpu_utilization=busy / total if total else 0.0, healthy=healthy,
+                             detail=detail)
 
     def progress_reports(self, now: float) -> list[apb.Progress]:
         return [apb.Progress(job_id=job.job_id, attempt=job.attempt, iterations_done=job.iterations_at(now),

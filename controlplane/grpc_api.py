@@ -227,9 +227,14 @@ class ClusterServicer(cgrpc.ClusterServiceServicer):
     def _node(self, name: str) -> cpb.NodeStatus:
         node = self.cp.cluster.node(name)
         free = self.cp.core.free
-        return cpb.NodeStatus(spec=node_to_pb(node), connected=name in self.cp.sessions,
-                              drained=name in self.cp.drained, free_gpus=int(free.gpus[node.index]),
-                              free_cpus=int(free.cpus[node.index]), free_memory_mb=int(free.memory_mb[node.index]))
+        status = cpb.NodeStatus(spec=node_to_pb(node), connected=name in self.cp.sessions,
+                                drained=name in self.cp.drained, free_gpus=int(free.gpus[node.index]),
+                                free_cpus=int(free.cpus[node.index]), free_memory_mb=int(free.memory_mb[node.index]),
+                                drain_reason=self.cp.drain_reasons.get(name, ""))
+        session = self.cp.sessions.get(name)
+        if session is not None and session.heartbeat is not None:
+            status.gpu_utilization = session.heartbeat.gpu_utilization
+        return status
 
     async def GetCluster(self, request: cpb.GetClusterRequest, context: grpc.aio.ServicerContext) -> cpb.ClusterStatus:
         def status() -> cpb.ClusterStatus:
@@ -245,7 +250,7 @@ class ClusterServicer(cgrpc.ClusterServiceServicer):
         def drain() -> cpb.NodeStatus:
             who = self.auth.operator(context, "drain a node")
             log.info("node drained", node=request.node[:lim.MAX_REQUEST_ID], by=who.describe())
-            self.cp.set_drained(_node_name(request.node), True)
+            self.cp.set_drained(_node_name(request.node), True, _reason(request.reason))
             return self._node(request.node)
         return await _call(context, self.count, "DrainNode", drain)
 
@@ -326,6 +331,13 @@ def _job_id(job_id: str) -> str:
         raise ValidationError(f"is {len(job_id)} characters long; at most {lim.MAX_REQUEST_ID} allowed",
                               field="job_id")
     return job_id
+
+
+def _reason(reason: str) -> str:
+    if len(reason) > lim.MAX_DRAIN_REASON:
+        raise ValidationError(f"is {len(reason)} characters long; at most {lim.MAX_DRAIN_REASON} allowed",
+                              field="reason")
+    return reason
 
 
 def _node_name(node: str) -> str:

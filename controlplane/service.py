@@ -56,6 +56,7 @@ DEFAULT_HEARTBEAT_S = 1.0
 DEFAULT_HEARTBEAT_TIMEOUT_S = 5.0  # five missed heartbeats
 DEFAULT_PREEMPT_GRACE_S = 30.0  # wall seconds an agent has to checkpoint on Preempt
 DRAINED_META = "drained_nodes"
+DRAIN_REASONS_META = "drain_reasons"  # node -> why it is drained (an operator's reason, or its health)
 LOCKSTEP_WAIT_S = 2.0  # wall seconds an arrival waits for earlier completions before going ahead
 LOCKSTEP_POLL_S = 0.001
 LOCKSTEP_LAG_WALL_S = 0.05  # a completion is applied this long (wall) after its instant: > any message jitter
@@ -95,6 +96,7 @@ class ControlPlane:
         self.pacer = Pacer(self.core, perf)
         self.sessions: dict[str, AgentSession] = {}
         self.drained: set[str] = set()
+        self.drain_reasons: dict[str, str] = {}
         self.placed: dict[str, tuple[str, ...]] = {}  # running job -> nodes whose agents hold it
         self._absent_since: dict[str, float] = {}  # node -> wall time its agent went away
         self._wake = asyncio.Event()
@@ -133,6 +135,8 @@ class ControlPlane:
         self._last_pass = max((e.time for e in state.events), default=-math.inf)
         drained = self.store.get_meta(DRAINED_META)
         self.drained = {n for n in json.loads(drained) if self.cluster.has_node(n)} if drained else set()
+        reasons = self.store.get_meta(DRAIN_REASONS_META)
+        self.drain_reasons = {n: r for n, r in json.loads(reasons).items() if n in self.drained} if reasons else {}
         started = time.monotonic()
         self._absent_since = {n.name: started for n in self.cluster.nodes}
         self._tasks = [asyncio.create_task(self._scheduler(), name="scheduler"),
@@ -183,19 +187,23 @@ class ControlPlane:
         self._changed()
         return record
 
-    def set_drained(self, node: str, drained: bool) -> None:
+    def set_drained(self, node: str, drained: bool, reason: str = "") -> None:
         self.check_writable()
         if not self.cluster.has_node(node):
             raise NotFound(f"no node {node!r} in cluster {self.cluster.name!r}")
         after = self.drained | {node} if drained else self.drained - {node}
-        try:
-            self.store.set_meta(DRAINED_META, json.dumps(sorted(after)))  # persisted first; a restart keeps it
+        reasons = {n: r for n, r in self.drain_reasons.items() if n != node}
+        if drained:
+            reasons[node] = reason or "drained by operator"
+        try:  # persisted first; a restart keeps it
+            self.store.set_meta(DRAINED_META, json.dumps(sorted(after)))
+            self.store.set_meta(DRAIN_REASONS_META, json.dumps(reasons, sort_keys=True))
         except StoreError as exc:
             self._fail(exc)
             raise
-        self.drained = after
+        self.drained, self.drain_reasons = after, reasons
         if drained and node in self.sessions:
-            self.sessions[node].send(drain=apb.Drain(reason="drained by operator"))
+            self.sessions[node].send(drain=apb.Drain(reason=reasons[node]))
         self._update_schedulable(node)
         self._changed()
 
@@ -321,6 +329,8 @@ class ControlPlane:
         _check_report(msg, kind)
         if kind == "heartbeat":
             session.heartbeat = msg.heartbeat
+            if not msg.heartbeat.healthy and session.node not in self.drained:
+                self._drain_unhealthy(session.node, msg.heartbeat.detail)
         elif kind == "exited":
             self._on_exited(session, msg.exited)
         elif kind == "progress":
@@ -464,6 +474,18 @@ class ControlPlane:
         for job_id, nodes in list(self.placed.items()):
             if session.node in nodes and (job_id, self.core.records[job_id].attempt) not in reported:
                 self._requeue(job_id, f"agent {session.node} no longer runs it")
+
+    def _drain_unhealthy(self, node: str, detail: str) -> None:
+        """An unhealthy heartbeat (ECC or Xid errors, NVML failing) drains the node with its reason and
+        requeues its jobs from their checkpoints: a faulty node gets no more work until an operator
+        undrains it."""
+        reason = f"unhealthy: {detail or 'the agent reported unhealthy without a detail'}"
+        log.warning("node drained: unhealthy heartbeat", node=node, detail=detail)
+        self.set_drained(node, True, reason)
+        for job_id, nodes in list(self.placed.items()):
+            if node in nodes:
+                self._requeue(job_id, f"node {node} {reason}")
+        self._changed()
 
     def _requeue(self, job_id: str, reason: str) -> None:
         record = self.core.records[job_id]

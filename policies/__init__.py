@@ -22,6 +22,7 @@ from halyard.policies.stages import (
     Ordering,
     Placement,
     Policy,
+    Preemption,
     Sizing,
     Stage,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "Plan",
     "Policy",
     "Preempt",
+    "Preemption",
     "Resize",
     "SetResources",
     "SetTimeShift",

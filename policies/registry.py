@@ -6,6 +6,8 @@ and a compact grammar for a pipeline::
     ordering=las,placement=synergy-tune          # any stage left out takes its default
     tiresias,adjust=gandiva-migration            # a staged preset with stages replaced
     ordering=srtf,adjust=gandiva-migration+...   # several adjusters, in order, joined by '+'
+    fifo,priority=first,preempt=priority         # priorities first; lower-priority jobs preempted
+    fifo,admission=tenant-quota,preempt=quota-reclaim   # Kueue-style quotas, borrowing, reclaim
 
 Today's names (``fifo``, ``tiresias``, ``synergy-tune:srtf``, ...) are presets.
 Dally's preset is one policy (its placement-aware preemption needs its ordering and
@@ -28,17 +30,20 @@ from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import AdmitAll, FixedSize, Policy
 from halyard.policies.synergy import MECHANISMS, make_synergy
+from halyard.policies.tenancy import PriorityFirst, PriorityPreemption, QuotaReclaim, TenantQuota
 from halyard.policies.tiresias import SkewConsolidation, TwoDimensionalLas
 
 # One registry per extension point: stage name -> factory.
 STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
-    "admission": MappingProxyType({"all": AdmitAll}),
+    "admission": MappingProxyType({"all": AdmitAll, "tenant-quota": TenantQuota,
+                                   "tenant-quota-strict": lambda: TenantQuota(borrowing=False)}),
     "ordering": MappingProxyType({**ORDERINGS, "tiresias-2das": TwoDimensionalLas, "nw-sens": NwSensOrdering}),
     "sizing": MappingProxyType({"fixed": FixedSize}),
     "placement": MappingProxyType({"consolidated": FirstFitConsolidated, "tiresias-skew": SkewConsolidation,
                                    "network-agnostic": NetworkAgnostic, "delay-scheduling": DelayScheduling,
                                    **MECHANISMS}),
     "adjust": MappingProxyType({"gandiva-migration": ConsolidatingMigration}),
+    "preempt": MappingProxyType({"priority": PriorityPreemption, "quota-reclaim": QuotaReclaim}),
 })
 
 _PRESETS: dict[str, Callable[[], Policy]] = {
@@ -101,19 +106,29 @@ def make_policy(name: str) -> Policy:
         base.name = text
         parts = parts[1:]
     seen: set[str] = set()
+    priority_first = False
     for part in parts:
         kind, sep, value = (s.strip() for s in part.partition("="))
         if not sep or not value:
             raise ValidationError(f"pipeline part {part!r} is not STAGE=NAME", field="policy")
-        if kind not in STAGES:
-            raise ValidationError(f"unknown stage kind {kind!r} in {part!r} (known: {', '.join(STAGES)})",
+        if kind not in STAGES and kind != "priority":
+            raise ValidationError(f"unknown stage kind {kind!r} in {part!r} (known: {', '.join(STAGES)}, priority)",
                                   field="policy")
         if kind in seen:
             raise ValidationError(f"stage {kind!r} is given twice", field="policy")
         seen.add(kind)
         if kind == "adjust":
             base.adjusters = tuple(_stage(kind, v.strip()) for v in value.split("+"))  # type: ignore[misc]
+        elif kind == "preempt":
+            base.preemptions = tuple(_stage(kind, v.strip()) for v in value.split("+"))  # type: ignore[misc]
+        elif kind == "priority":
+            if value != "first":
+                raise ValidationError(f"priority={value!r}: the only choice is 'first' (a higher JobSpec.priority "
+                                      "goes first, the ordering breaks ties)", field="policy")
+            priority_first = True
         else:
             setattr(base, kind, _stage(kind, value))
+    if priority_first:  # after the ordering is known, whichever part named it
+        base.ordering = PriorityFirst(base.ordering)
     return base
 

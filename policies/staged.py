@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import FirstFitConsolidated
-from halyard.policies.plan import Plan
+from halyard.policies.plan import Plan, Preempt
 from halyard.policies.reasons import Unplaced, cannot_fit
 from halyard.policies.resources import FreeResources
 from halyard.policies.stages import (
@@ -36,6 +36,7 @@ from halyard.policies.stages import (
     FixedSize,
     Ordering,
     Placement,
+    Preemption,
     Sizing,
     Stage,
 )
@@ -50,6 +51,7 @@ class StagedPolicy:
     sizing: Sizing = field(default_factory=FixedSize)
     placement: Placement | BatchPlacement = field(default_factory=FirstFitConsolidated)
     adjusters: tuple[Adjuster, ...] = ()
+    preemptions: tuple[Preemption, ...] = ()
 
     @property
     def needs_rounds(self) -> bool:
@@ -68,10 +70,10 @@ class StagedPolicy:
     def stages(self) -> list[tuple[str, str]]:
         return [("admission", self.admission.name), ("ordering", self.ordering.name),
                 ("sizing", self.sizing.name), ("placement", self.placement.name),
-                *(("adjust", a.name) for a in self.adjusters)]
+                *(("preempt", p.name) for p in self.preemptions), *(("adjust", a.name) for a in self.adjusters)]
 
     def _all(self) -> Iterator[Stage]:
-        yield from (self.admission, self.ordering, self.sizing, self.placement, *self.adjusters)
+        yield from (self.admission, self.ordering, self.sizing, self.placement, *self.preemptions, *self.adjusters)
 
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
         plan = Plan()
@@ -98,11 +100,36 @@ class StagedPolicy:
                state: PassState) -> bool:
         placed = self.placement.place(view, job, gpus, free, state)
         if isinstance(placed, Unplaced):
+            for preemption in self.preemptions:
+                if self._preempt_for(view, job, gpus, preemption, plan, free, state):
+                    return True
             plan.wait(job.job_id, placed)
             return False
         free.take(placed)
         plan.start(job.job_id, placed)
         return True
+
+    def _preempt_for(self, view: ClusterView, job: JobInfo, gpus: int, preemption: Preemption, plan: Plan,
+                     free: FreeResources, state: PassState) -> bool:
+        """Preempt the fewest of ``preemption``'s victims (in its order) that let ``job`` be placed."""
+        gone = {a.job_id for a in plan.actions if isinstance(a, Preempt)}
+        trial = free.copy()
+        taken: list[JobInfo] = []
+        for victim in preemption.victims(view, job, plan, state):
+            if victim.job_id in gone or victim.allocation is None:
+                continue
+            trial.give(victim.allocation)
+            taken.append(victim)
+            placed = self.placement.place(view, job, gpus, trial, state)
+            if isinstance(placed, Unplaced):
+                continue
+            for v in taken:
+                plan.preempt(v.job_id)
+                free.give(v.allocation)
+            free.take(placed)
+            plan.start(job.job_id, placed)
+            return True
+        return False
 
     def _in_order(self, view: ClusterView, jobs: list[JobInfo], plan: Plan, free: FreeResources,
                   state: PassState) -> None:
@@ -115,7 +142,7 @@ class StagedPolicy:
         waiting = Counter(view.pending_demand) if self._bounded(jobs, view) else None
         smallest = min(waiting) if waiting else 0
         for job in jobs:
-            if left < smallest or left == 0:
+            if (left < smallest or left == 0) and not self.preemptions:
                 plan.otherwise = cannot_fit(self.ordering.name, "{} usable GPUs free; every job still waiting "
                                             "needs more", left)
                 break
@@ -127,14 +154,16 @@ class StagedPolicy:
                     if n == smallest and waiting:
                         smallest = min(waiting)
             gpus = self.sizing.gpus(view, job)
-            if gpus > left:
+            if gpus > left and not self.preemptions:
                 plan.wait(job.job_id, cannot_fit(self.placement.name, "needs {} GPUs; {} usable free", gpus, left))
                 continue
             if self._place(view, job, gpus, plan, free, state):
-                left -= gpus
+                left = free.usable_free_gpus if self.preemptions else left - gpus
 
     def _bounded(self, jobs: list[JobInfo], view: ClusterView) -> bool:
-        return isinstance(self.sizing, FixedSize) and len(jobs) == len(view.pending)
+        """Whether the pass may stop at the first job no free GPUs can hold: not when a preemption
+        stage could free GPUs for it."""
+        return isinstance(self.sizing, FixedSize) and len(jobs) == len(view.pending) and not self.preemptions
 
     def _runnable(self, view: ClusterView, pending: list[JobInfo], plan: Plan, free: FreeResources,
                   state: PassState) -> None:

@@ -168,6 +168,15 @@ class Adjuster(Stage, Protocol):
     def adjust(self, view: ClusterView, plan: Plan, free: FreeResources, state: PassState) -> None: ...
 
 
+@runtime_checkable
+class Preemption(Stage, Protocol):
+    """Victims for a job the placement could not place (Kubernetes' PostFilter): the staged pass
+    preempts them in the given order, as few as let the placement succeed, or none if even all
+    of them would not."""
+
+    def victims(self, view: ClusterView, job: JobInfo, plan: Plan, state: PassState) -> list[JobInfo]: ...
+
+
 class AdmitAll(Admission):
     name = "all"
 

@@ -24,6 +24,7 @@ from halyard.policies import (
     Placement,
     Plan,
     Policy,
+    Preemption,
     Sizing,
     Stage,
     StagedPolicy,
@@ -32,7 +33,7 @@ from halyard.policies import (
 )
 from halyard.policies.tiresias import TwoDimensionalLas
 
-PROTOCOLS = {"admission": Admission, "ordering": Ordering, "sizing": Sizing, "adjust": Adjuster}
+PROTOCOLS = {"admission": Admission, "ordering": Ordering, "sizing": Sizing, "adjust": Adjuster, "preempt": Preemption}
 
 
 @pytest.mark.parametrize("name", policy_names())

@@ -15,6 +15,8 @@ from rich.table import Table
 
 from halyard.datamodel import HalyardError, ValidationError
 from halyard.tls import ClientTLS, is_loopback
+from halyard.v1 import cluster_service_pb2 as cpb
+from halyard.v1 import cluster_service_pb2_grpc as cgrpc
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc
 from halyard.v1 import types_pb2 as tpb
@@ -55,6 +57,16 @@ def register(commands: argparse._SubParsersAction) -> None:
     s.add_argument("--command", default="", help="what process/gpu agents run, one shell-quoted string "
                                                   "(e.g. 'python train.py --lr 0.1'); emulated agents ignore it")
     s.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="environment for the command")
+    s.add_argument("--priority", type=int, default=0,
+                   help="a higher number goes first where the policy orders by priority (e.g. 10); default 0")
+    s.add_argument("--deadline-s", type=float, default=None,
+                   help="seconds after submission the job should finish by (deadline-aware policies)")
+    s.add_argument("--min-gpus", type=int, default=0, help="elastic jobs: the fewest GPUs it may run on")
+    s.add_argument("--max-gpus", type=int, default=0, help="elastic jobs: the most GPUs it may run on")
+    s.add_argument("--logical-workers", type=int, default=0,
+                   help="EasyScale logical workers (maxP): the job's result does not depend on its GPU count")
+    s.add_argument("--parallelism", default="", metavar="DATA,TENSOR,PIPELINE",
+                   help="degrees whose product is --gpus, e.g. 2,4,1 (default: data parallel)")
     s.set_defaults(run=run_submit)
     g = client("job", "one job: state, progress, placement, and why it waits")
     g.add_argument("job_id")
@@ -64,8 +76,18 @@ def register(commands: argparse._SubParsersAction) -> None:
     states = [name for name in tpb.JobState.keys() if name != "JOB_STATE_UNSPECIFIED"]  # noqa: SIM118 (enum wrapper)
     j.add_argument("--state", action="append", default=[], choices=states)
     j.add_argument("--tenant", default="")
+    j.add_argument("--limit", type=int, default=0, help="at most this many jobs, oldest first (0: all)")
     j.add_argument("--json", action="store_true")
     j.set_defaults(run=run_jobs)
+    k = client("cluster", "nodes: GPUs free, agent connected, drained and why, measured utilisation")
+    k.add_argument("--json", action="store_true")
+    k.set_defaults(run=run_cluster)
+    for verb, drained in (("drain", True), ("undrain", False)):
+        d = client(verb, f"{verb} a node (operators)" + (": no new work; running jobs stay" if drained else ""))
+        d.add_argument("node")
+        if drained:
+            d.add_argument("--reason", default="", help="kept with the node and shown by `halyard cluster`")
+        d.set_defaults(run=run_drain, drained=drained)
     c = client("cancel", "cancel a job")
     c.add_argument("job_id")
     c.set_defaults(run=run_cancel)
@@ -121,7 +143,12 @@ def run_submit(args: argparse.Namespace) -> int:
     with channel:
         spec = tpb.JobSpec(job_id=args.job_id, model=args.model, num_gpus=args.gpus, iterations=args.iterations or 0,
                            duration_s=args.duration_s or 0.0, batch_size=args.batch_size, gpu_type=args.gpu_type,
-                           tenant=args.tenant, command=shlex.split(args.command), env=env)
+                           tenant=args.tenant, command=shlex.split(args.command), env=env, priority=args.priority,
+                           min_gpus=args.min_gpus, max_gpus=args.max_gpus, logical_workers=args.logical_workers)
+        if args.deadline_s is not None:
+            spec.deadline = args.deadline_s
+        if args.parallelism:
+            spec.parallelism.CopyFrom(_parallelism(args.parallelism))
         job = _rpc(args, stub.SubmitJob, jpb.SubmitJobRequest(spec=spec))
     print(f"{job.spec.job_id} {tpb.JobState.Name(job.state)} ({job.iterations_total} iterations)")
     return 0
@@ -136,8 +163,11 @@ def run_jobs(args: argparse.Namespace) -> int:
                                                            states=[tpb.JobState.Value(s) for s in args.state]))
             jobs.extend(page.jobs)
             token = page.next_page_token
-            if not token:
+            if not token or (args.limit and len(jobs) >= args.limit):
                 break
+    if args.limit < 0:
+        raise ValidationError(f"must be >= 0, got {args.limit}", field="--limit")
+    jobs = jobs[:args.limit] if args.limit else jobs
     if args.json:
         print(json.dumps([MessageToDict(j, preserving_proto_field_name=True) for j in jobs], indent=2))
         return 0
@@ -147,6 +177,49 @@ def run_jobs(args: argparse.Namespace) -> int:
         table.add_row(j.spec.job_id, tpb.JobState.Name(j.state), j.spec.model, str(j.spec.num_gpus), done,
                       ",".join(n.node for n in j.allocation.nodes) or waiting(j))
     Console().print(table)
+    return 0
+
+
+def _parallelism(text: str) -> tpb.Parallelism:
+    try:
+        data, tensor, pipeline = (int(x) for x in text.split(","))
+    except ValueError:
+        raise ValidationError(f"expected DATA,TENSOR,PIPELINE (three whole numbers), got {text!r}",
+                              field="--parallelism") from None
+    return tpb.Parallelism(data=data, tensor=tensor, pipeline=pipeline)
+
+
+def _cluster_stub(args: argparse.Namespace) -> tuple[grpc.Channel, cgrpc.ClusterServiceStub]:
+    channel = open_channel(args)
+    return channel, cgrpc.ClusterServiceStub(channel)
+
+
+def run_cluster(args: argparse.Namespace) -> int:
+    channel, stub = _cluster_stub(args)
+    with channel:
+        cluster = _rpc(args, stub.GetCluster, cpb.GetClusterRequest())
+    if args.json:
+        print(json.dumps(MessageToDict(cluster, preserving_proto_field_name=True), indent=2))
+        return 0
+    table = Table("node", "type", "GPUs free", "agent", "utilisation", "drained",
+                  title=f"{cluster.name}: {cluster.free_gpus}/{cluster.total_gpus} GPUs free, "
+                        f"{cluster.running_jobs} running, {cluster.pending_jobs} pending")
+    for n in cluster.nodes:
+        util = f"{100 * n.gpu_utilization:.0f}%" if n.HasField("gpu_utilization") else "-"
+        table.add_row(n.spec.name, n.spec.gpu_type, f"{n.free_gpus}/{n.spec.gpus}",
+                      "connected" if n.connected else "absent", util, n.drain_reason if n.drained else "")
+    Console().print(table)
+    return 0
+
+
+def run_drain(args: argparse.Namespace) -> int:
+    channel, stub = _cluster_stub(args)
+    with channel:
+        if args.drained:
+            node = _rpc(args, stub.DrainNode, cpb.NodeRequest(node=args.node, reason=args.reason))
+        else:
+            node = _rpc(args, stub.UndrainNode, cpb.NodeRequest(node=args.node))
+    print(f"{node.spec.name} {'drained: ' + node.drain_reason if node.drained else 'takes work'}")
     return 0
 
 

@@ -10,7 +10,7 @@ units people write (GB of memory, Gbit/s for NICs) into these.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -77,6 +77,9 @@ class Cluster:
     nodes: tuple[Node, ...]
     spine_oversubscription: float = 1.0
     description: str = ""
+    # Nominal GPU quota per tenant (Kueue's ClusterQueue nominalQuota), read by the tenant-quota
+    # admission stage; tenants not listed have none of their own and may only borrow.
+    quotas: Mapping[str, int] = field(default_factory=dict, compare=False)
     _by_name: dict[str, Node] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from halyard.datamodel.cluster import Cluster, Fabric, Node, Rack
@@ -38,7 +39,7 @@ from halyard.datamodel.toml_text import parse_toml
 
 GBIT_PER_GBYTE = 8.0  # 8 bits per byte
 
-_TOP_KEYS = {"name", "description", "spine_oversubscription", "racks"}
+_TOP_KEYS = {"name", "description", "spine_oversubscription", "racks", "quotas"}
 _RACK_KEYS = {"name", "count", "uplink_gbit_s", "nodes"}
 _NODE_KEYS = {
     "name", "count", "gpu_type", "gpus", "cpus", "memory_gb",
@@ -202,5 +203,13 @@ def parse_cluster(text: str, *, source: str = "<string>") -> Cluster:
                                       rack_index=rack_index, **spec))
             racks.append(Rack(name=rack_name, index=rack_index,
                               node_indices=tuple(members), uplink_gbyte_s=uplink))
+    quotas = doc.get("quotas", {})
+    if not isinstance(quotas, dict):
+        raise fail("must be a table of tenant = GPUs", "quotas")
+    for tenant, gpus in quotas.items():
+        if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+            raise fail(f"tenant {tenant!r}: a nominal quota is a whole number of GPUs >= 0, got {gpus!r}",
+                       "quotas")
     return Cluster(name=name, racks=tuple(racks), nodes=tuple(nodes),
-                   spine_oversubscription=oversub, description=str(doc.get("description", "")))
+                   spine_oversubscription=oversub, description=str(doc.get("description", "")),
+                   quotas=MappingProxyType(dict(quotas)))

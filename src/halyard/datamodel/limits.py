@@ -47,6 +47,7 @@ ENV_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*"
 MAX_ENV_NAME = 256
 
 # --- other request fields ---------------------------------------------------------------
+MAX_DRAIN_REASON = 512  # DrainNode's reason, kept with the node
 MAX_REQUEST_ID = MAX_JOB_ID  # job ids and node names in Get/Cancel/Watch/Drain requests
 MAX_PAGE_TOKEN = 20
 MAX_REQUEST_BYTES = 1 << 20  # the control plane refuses larger messages (RESOURCE_EXHAUSTED)

@@ -167,6 +167,11 @@ class TestCluster:
         sessions = self.control_plane.sessions
         await self.wait_for(lambda: node in sessions and sessions[node].instance == agent.instance)
 
+    def set_health(self, node: str, healthy: bool, detail: str = "") -> None:
+        """What the node's agent reports in its next heartbeats, e.g. ``(False, "GPU 3: Xid 79")``:
+        an unhealthy heartbeat drains the node and requeues its jobs."""
+        self.agents[node].health = (healthy, detail)
+
     def break_stream(self, node: str) -> None:
         """Cut the node's stream; the agent reconnects and reports what it runs."""
         self.agents[node].break_stream()

@@ -12,26 +12,32 @@ class GetClusterRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class NodeRequest(_message.Message):
-    __slots__ = ("node",)
+    __slots__ = ("node", "reason")
     NODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     node: str
-    def __init__(self, node: _Optional[str] = ...) -> None: ...
+    reason: str
+    def __init__(self, node: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("spec", "connected", "drained", "free_gpus", "free_cpus", "free_memory_mb")
+    __slots__ = ("spec", "connected", "drained", "free_gpus", "free_cpus", "free_memory_mb", "drain_reason", "gpu_utilization")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     CONNECTED_FIELD_NUMBER: _ClassVar[int]
     DRAINED_FIELD_NUMBER: _ClassVar[int]
     FREE_GPUS_FIELD_NUMBER: _ClassVar[int]
     FREE_CPUS_FIELD_NUMBER: _ClassVar[int]
     FREE_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_REASON_FIELD_NUMBER: _ClassVar[int]
+    GPU_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
     spec: _types_pb2.NodeSpec
     connected: bool
     drained: bool
     free_gpus: int
     free_cpus: int
     free_memory_mb: int
-    def __init__(self, spec: _Optional[_Union[_types_pb2.NodeSpec, _Mapping]] = ..., connected: _Optional[bool] = ..., drained: _Optional[bool] = ..., free_gpus: _Optional[int] = ..., free_cpus: _Optional[int] = ..., free_memory_mb: _Optional[int] = ...) -> None: ...
+    drain_reason: str
+    gpu_utilization: float
+    def __init__(self, spec: _Optional[_Union[_types_pb2.NodeSpec, _Mapping]] = ..., connected: _Optional[bool] = ..., drained: _Optional[bool] = ..., free_gpus: _Optional[int] = ..., free_cpus: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., drain_reason: _Optional[str] = ..., gpu_utilization: _Optional[float] = ...) -> None: ...
 
 class ClusterStatus(_message.Message):
     __slots__ = ("name", "nodes", "cluster_time", "total_gpus", "free_gpus", "pending_jobs", "running_jobs")
