@@ -24,10 +24,13 @@ runs on however many GPUs, of whatever types, it holds (``min_gpus..max_gpus``).
   EasyScale keeps them on one type; :func:`halyard.emulator.elastic.needs_homogeneous`).
 
 Rules not in the paper or its artifact, each a named option of :class:`EasyScaleOptions`:
-``top_k`` (the paper says "top-K" without a K; 3), and a proposal must be strictly faster than
+``top_k`` (the paper says "top-K" without a K; 3), a proposal must be strictly faster than
 the current plan (the artifact says "speed-up >= the current one"; an equal-speed scale-out only
-holds GPUs, so ``allow_equal_speed`` is off by default). Co-location with serving work (giving
-GPUs back when high-priority jobs arrive) is not implemented.
+holds GPUs, so ``allow_equal_speed`` is off by default), and a GPU set a job fell back from is not
+proposed again for ``retry_after_rounds`` rounds (10; the paper's companion module instead corrects
+its estimates, which Eq. 1 alone cannot: it has no communication term). Role-3 judges a scale-out
+once, at the first pass after it (the job's rate on the new GPUs is known by then).
+Co-location with serving work (giving GPUs back when high-priority jobs arrive) is not implemented.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ class EasyScaleOptions:
     top_k: int = 3  # ours: the paper's "top-K" gives no K
     allow_equal_speed: bool = False  # ours: the artifact's ">=" would also grant no-gain scale-outs
     homogeneous_d2_models: bool = True  # §3.3: models that need vendor kernels stay on one GPU type
+    retry_after_rounds: int = 10  # ours: a GPU set that slowed a job is not proposed again for this many rounds
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +228,7 @@ class EasyScaleProposals(Adjuster):
     needs_rounds: ClassVar[bool] = True
     # Learned from applied plans only: scale-outs not yet judged, and GPU sets that slowed a job.
     _grants: dict[str, _Grant] = field(default_factory=dict)
-    _blocked: dict[str, frozenset[Counts]] = field(default_factory=dict)
+    _blocked: dict[str, dict[Counts, float]] = field(default_factory=dict)  # GPU set -> until when
 
     def __post_init__(self) -> None:
         self.intra = IntraJob(self.options)
@@ -233,7 +237,9 @@ class EasyScaleProposals(Adjuster):
         touched = {a.job_id for a in plan.actions}
         granted: dict[str, _Grant] = state.setdefault("easyscale/granted", dict)
         fallen: dict[str, Counts] = state.setdefault("easyscale/fallen", dict)
+        judged: list[str] = state.setdefault("easyscale/judged", list)
         for job_id, grant in sorted(self._grants.items()):
+            judged.append(job_id)
             job = view.running.get(job_id)
             if job is None or job_id in touched or job.allocation != grant.after:
                 continue
@@ -252,7 +258,8 @@ class EasyScaleProposals(Adjuster):
             # (a relative margin: replay's clock carries an offset, so exactly one round may read 59.999...)
             if job.job_id in touched or (last is not None and view.now - last < view.round_s * (1 - 1e-6)):
                 continue
-            proposals += self.intra.proposals(view, job, left, self._blocked.get(job.job_id, frozenset()))
+            blocked = frozenset(c for c, until in self._blocked.get(job.job_id, {}).items() if until > view.now)
+            proposals += self.intra.proposals(view, job, left, blocked)
         proposals.sort(key=lambda p: p.rank)
         for p in proposals:
             if p.job_id in touched or left.get(p.gpu_type, 0) < p.delta:
@@ -299,13 +306,14 @@ class EasyScaleProposals(Adjuster):
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         resized = {a.job_id for a in plan.actions if isinstance(a, Resize)}
-        for job_id in resized:
+        for job_id in [*resized, *state.get("easyscale/judged", [])]:
             self._grants.pop(job_id, None)
         for job_id, grant in state.get("easyscale/granted", {}).items():
             self._grants[job_id] = grant
+        until = view.now + self.options.retry_after_rounds * view.round_s
         for job_id, counts in state.get("easyscale/fallen", {}).items():
-            self._blocked[job_id] = self._blocked.get(job_id, frozenset()) | {counts}
-        # A grant is judged at every pass until the job's GPUs change again; forget jobs that left.
+            self._blocked.setdefault(job_id, {})[counts] = until
+        # Forget jobs that left.
         live = set(view.running) | resized
         for job_id in [j for j in self._grants if j not in live]:
             del self._grants[job_id]

@@ -44,8 +44,11 @@ EASYSCALE_64_TYPE_SHARES = (("V100", 32), ("P100", 16), ("T4", 16))
 
 def generate_easyscale_trace(n_jobs: int, *, rate_per_hour: float, seed: int = 0, elastic: bool = True,
                              duration_scale: float = 1.0,
-                             type_shares: tuple[tuple[str, int], ...] = EASYSCALE_64_TYPE_SHARES) -> list[JobSpec]:
-    """``n_jobs`` jobs of EasyScale's §5.2 workload (module docstring), ``es-0000`` ... in arrival order."""
+                             type_shares: tuple[tuple[str, int], ...] = EASYSCALE_64_TYPE_SHARES,
+                             gpu_probabilities: tuple[float, ...] = GPU_SCALE_PROBABILITIES) -> list[JobSpec]:
+    """``n_jobs`` jobs of EasyScale's §5.2 workload (module docstring), ``es-0000`` ... in arrival order.
+
+    ``gpu_probabilities`` weighs the GPU counts of :data:`GPU_SCALES` (default Gavel's 70/10/15/5 %)."""
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 0:
         raise ValidationError(f"must be an integer >= 0, got {n_jobs!r}", field="n_jobs")
     if not (math.isfinite(rate_per_hour) and rate_per_hour > 0):
@@ -58,7 +61,11 @@ def generate_easyscale_trace(n_jobs: int, *, rate_per_hour: float, seed: int = 0
     exponent = np.where(short, duration_rng.uniform(1.5, 3.0, n_jobs), duration_rng.uniform(3.0, 4.0, n_jobs))
     durations = 60.0 * 10.0 ** exponent * duration_scale
     models = model_rng.integers(0, len(EASYSCALE_MODELS), size=n_jobs)
-    gpus = gpu_rng.choice(GPU_SCALES, size=n_jobs, p=GPU_SCALE_PROBABILITIES)
+    if len(gpu_probabilities) != len(GPU_SCALES) or min(gpu_probabilities) < 0 or sum(gpu_probabilities) <= 0:
+        raise ValidationError(f"give {len(GPU_SCALES)} non-negative weights for {GPU_SCALES}",
+                              field="gpu_probabilities")
+    weights_g = np.array(gpu_probabilities, dtype=float)
+    gpus = gpu_rng.choice(GPU_SCALES, size=n_jobs, p=weights_g / weights_g.sum())
     weights = np.array([w for _, w in type_shares], dtype=float)
     types = type_rng.choice(len(type_shares), size=n_jobs, p=weights / weights.sum())
     jobs = []
