@@ -13,7 +13,9 @@ gets them as elastic jobs (maxP = GPUs requested, 1..maxP GPUs, any type).
 
 Writes ``<out>/easyscale-reproduction.json`` (every run's summary and allocation timeline),
 ``<out>/easyscale-reproduction-table.md`` and ``<out>/img/easyscale-reproduction.png``
-(JCT and makespan over YARN-CS, and allocated GPUs over time as the paper's Fig. 15).
+(JCT and makespan over YARN-CS, and allocated GPUs over time as the paper's Fig. 15), and the
+co-location experiment (§5.3): one day of a serving load that takes GPUs at peak hours, alone, with
+YARN-CS training jobs, and with EasyScale_heter training jobs filling the gaps.
 Not part of the tests.
 """
 
@@ -87,6 +89,55 @@ def run(policy: str, jobs: list[JobSpec], cluster, perf: PerformanceModel) -> di
             "gpu_hours": busy / 3600.0, "wall_s": s["wall_s"], "timeline": timeline}
 
 
+# Co-location (§5.3, Fig. 16): a serving load of 16 GPUs all day and 32 more at peak hours (8:00-20:00),
+# as high-priority fixed jobs (NeuMF inference stands in for serving: it barely communicates), and
+# elastic training jobs that fill what serving leaves idle. Shape and sizes are ours (the paper's
+# cluster has 3,000+ GPUs and gives no per-hour load); the day is 24 h of simulated time.
+DAY_S = 24 * 3600.0
+SERVING = [(0.0, DAY_S, 8), (0.0, DAY_S, 8)] + [(8 * 3600.0, 20 * 3600.0, 8)] * 4  # (start, end, GPUs)
+TRAINING_JOBS = 12  # maxP 8 each, enough to fill the cluster at night
+TRAINING_MODELS = ("bert-large", "swint", "neumf")  # no convolution models: heterogeneous GPUs are fair game
+
+
+def colocation_jobs(elastic: bool) -> list[JobSpec]:
+    serving = [JobSpec(job_id=f"serve-{i}", submit_time=t0, model="neumf", num_gpus=g, duration_s=t1 - t0,
+                       priority=1) for i, (t0, t1, g) in enumerate(SERVING)]
+    shape = {"min_gpus": 1, "max_gpus": 8, "logical_workers": 8} if elastic else {}
+    training = [JobSpec(job_id=f"train-{i:02d}", submit_time=1.0 + i, model=TRAINING_MODELS[i % len(TRAINING_MODELS)],
+                        num_gpus=8, duration_s=2 * DAY_S, **shape) for i in range(TRAINING_JOBS)]
+    return sorted(serving + training, key=lambda j: j.submit_time)
+
+
+def colocation(cluster, perf: PerformanceModel) -> list[dict]:
+    """GPU allocation over the day and the serving jobs' waits: serving alone, with YARN-CS gang jobs,
+    with EasyScale_heter elastic jobs."""
+    out = []
+    for label, policy, jobs in (("serving only", "yarn-cs", [j for j in colocation_jobs(False)
+                                                              if j.job_id.startswith("serve")]),
+                                ("+ YARN-CS training", "yarn-cs", colocation_jobs(False)),
+                                ("+ EasyScale_heter training", "easyscale-heter", colocation_jobs(True))):
+        sim = Simulator(cluster, make_policy(policy), perf, round_s=ROUND_S)
+        sim.run([replace(j, iterations=perf.iterations_for(j, cluster), duration_s=None) for j in jobs])
+        timeline = [(t, g) for t, g in allocation_timeline(sim.core) if t <= DAY_S]
+        timeline.append((DAY_S, timeline[-1][1]))  # held until the end of the day
+        ends = [*(t for t, _ in timeline[1:]), DAY_S]
+        gpu_s = sum((t1 - t0) * g for (t0, g), t1 in zip(timeline, ends, strict=True))
+        serving = [r for r in sim.core.records.values() if r.spec.priority > 0]
+        out.append({"setting": label, "policy": policy, "allocation": gpu_s / (DAY_S * cluster.total_gpus),
+                    "serving_wait_s": max(r.queued_s for r in serving),
+                    "scale_ins": sum(1 for e in sim.core.log if e.kind is EventKind.RESIZED),
+                    "timeline": timeline})
+    return out
+
+
+def colocation_table(rows: list[dict]) -> str:
+    lines = ["| setting | GPU allocation over the day | longest serving wait (s) | resizes |", "|---|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['setting']} | {100 * r['allocation']:.1f} % | {r['serving_wait_s']:.0f} "
+                     f"| {r['scale_ins']} |")
+    return "\n".join(lines) + "\n"
+
+
 def table(results: dict[str, list[dict]]) -> str:
     lines = ["| workload | policy | avg JCT (h) | makespan (h) | avg wait (h) | resizes | JCT gain | makespan gain "
              "| paper JCT / makespan gain |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
@@ -102,8 +153,8 @@ def table(results: dict[str, list[dict]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(results: dict[str, list[dict]], path: Path) -> None:
-    fig, axes = plt.subplots(1, 1 + len(results), figsize=(5 * (1 + len(results)), 3.6))
+def plot(results: dict[str, list[dict]], coloc: list[dict], path: Path) -> None:
+    fig, axes = plt.subplots(1, 2 + len(results), figsize=(5 * (2 + len(results)), 3.6))
     names = list(results)
     width = 0.25
     for k, policy in enumerate(POLICIES[1:]):
@@ -118,7 +169,14 @@ def plot(results: dict[str, list[dict]], path: Path) -> None:
     axes[0].axhline(1.0, color="grey", lw=0.8)
     axes[0].set_ylabel("improvement over YARN-CS (x)")
     axes[0].legend(fontsize=7)
-    for ax, name in zip(axes[1:], names, strict=True):
+    for r in coloc:
+        axes[-1].step([t / 3600 for t, _ in r["timeline"]], [g for _, g in r["timeline"]], where="post",
+                      label=r["setting"], lw=1)
+    axes[-1].set_title("co-location with serving (one day)", fontsize=9)
+    axes[-1].set_xlabel("hour of day")
+    axes[-1].set_ylim(0, 66)
+    axes[-1].legend(fontsize=7)
+    for ax, name in zip(axes[1:-1], names, strict=True):
         for r in results[name]:
             ts = [t / 3600 for t, _ in r["timeline"]]
             ax.step(ts, [g for _, g in r["timeline"]], where="post", label=r["policy"], lw=1)
@@ -151,10 +209,11 @@ def main() -> int:
             results[name].append(r)
             print(f"{name} {policy}: avg JCT {r['avg_jct_s'] / 3600:.2f} h, makespan {r['makespan_s'] / 3600:.2f} h, "
                   f"{r['resizes']} resizes ({r['wall_s']:.1f} s)", file=sys.stderr)
+    coloc = colocation(cluster, perf)
     command = "python benchmarks/reproduce_easyscale.py " + shlex.join(sys.argv[1:])
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "easyscale-reproduction-table.md").write_text(
-        f"<!-- generated by `{command.strip()}` -->\n\n" + table(results))
+        f"<!-- generated by `{command.strip()}` -->\n\n" + table(results) + "\n" + colocation_table(coloc))
     def slim(r: dict) -> dict:  # the timeline thinned to about 400 points
         step = max(1, len(r["timeline"]) // 400)
         return {k: v for k, v in r.items() if k != "timeline"} | {"timeline": r["timeline"][::step]}
@@ -162,9 +221,10 @@ def main() -> int:
     (args.out / "easyscale-reproduction.json").write_text(json.dumps(
         {"command": command.strip(), "cluster": CLUSTER, "round_s": ROUND_S, "jobs": args.jobs,
          "rate_per_hour": args.rate, "duration_scale": args.duration_scale, "seed": args.seed,
-         "results": {n: [slim(r) for r in rows] for n, rows in results.items()}}, indent=1) + "\n")
-    plot(results, args.out / "img" / "easyscale-reproduction.png")
-    print(table(results))
+         "results": {n: [slim(r) for r in rows] for n, rows in results.items()},
+         "colocation": [slim(r) for r in coloc]}, indent=1) + "\n")
+    plot(results, coloc, args.out / "img" / "easyscale-reproduction.png")
+    print(table(results) + "\n" + colocation_table(coloc))
     return 0
 
 

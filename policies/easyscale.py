@@ -30,7 +30,10 @@ holds GPUs, so ``allow_equal_speed`` is off by default), and a GPU set a job fel
 proposed again for ``retry_after_rounds`` rounds (10; the paper's companion module instead corrects
 its estimates, which Eq. 1 alone cannot: it has no communication term). Role-3 judges a scale-out
 once, at the first pass after it (the job's rate on the new GPUs is known by then).
-Co-location with serving work (giving GPUs back when high-priority jobs arrive) is not implemented.
+Co-location (§3.4, §5.3): a waiting job of higher ``priority`` (online serving) that cannot
+start takes GPUs back at once from running elastic jobs of lower priority, newest first, each scaled
+in by Resize to no fewer than its ``min_gpus`` (``reclaim_for_priority``); the elastic jobs grow back
+by their proposals once the GPUs are free again.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from halyard.datamodel import Allocation, JobSpec, NodeAllocation
 from halyard.emulator.elastic import PlanThroughput, best_est_mapping, needs_homogeneous, spread_ests
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, choose_nodes, usable_gpus
-from halyard.policies.plan import Plan, Resize
+from halyard.policies.plan import Plan, Resize, Start
 from halyard.policies.resources import FreeResources
 from halyard.policies.stages import Adjuster, Sizing
 from halyard.policies.view import ClusterView, JobInfo
@@ -64,6 +67,7 @@ class EasyScaleOptions:
     allow_equal_speed: bool = False  # ours: the artifact's ">=" would also grant no-gain scale-outs
     homogeneous_d2_models: bool = True  # §3.3: models that need vendor kernels stay on one GPU type
     retry_after_rounds: int = 10  # ours: a GPU set that slowed a job is not proposed again for this many rounds
+    reclaim_for_priority: bool = True  # §3.4/§5.3: higher-priority (serving) jobs take GPUs back from elastic ones
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +239,8 @@ class EasyScaleProposals(Adjuster):
 
     def adjust(self, view: ClusterView, plan: Plan, free: FreeResources, state: PassState) -> None:
         touched = {a.job_id for a in plan.actions}
+        if self.options.reclaim_for_priority:
+            self._reclaim(view, plan, free, touched)
         granted: dict[str, _Grant] = state.setdefault("easyscale/granted", dict)
         fallen: dict[str, Counts] = state.setdefault("easyscale/fallen", dict)
         judged: list[str] = state.setdefault("easyscale/judged", list)
@@ -273,6 +279,73 @@ class EasyScaleProposals(Adjuster):
             left[p.gpu_type] -= p.delta
             current = counts_of([view.cluster.node(n.node).gpu_type for n in grown.nodes for _ in n.gpus])
             granted[p.job_id] = _Grant(job.allocation, job.iteration_s, grown, current)  # type: ignore[arg-type]
+
+    def _reclaim(self, view: ClusterView, plan: Plan, free: FreeResources, touched: set[str]) -> None:
+        """Co-location (§3.4 inter-job scheduler, §5.3): a waiting job of higher priority (online
+        serving) that the pass could not start takes GPUs back from elastic jobs of lower priority,
+        newest first, each scaled in by Resize down to its ``min_gpus``; it starts in the same pass.
+        An elastic job may give GPUs to several such jobs in one pass (one Resize, its last size)."""
+        started = {a.job_id for a in plan.actions if isinstance(a, Start)}
+        urgent = sorted((j for j in view.pending if j.spec.priority > 0 and j.job_id not in started),
+                        key=lambda j: (-j.spec.priority, j.arrival_seq))
+        current: dict[str, Allocation] = {}  # elastic jobs scaled in by this pass: their allocation now
+        where: dict[str, int] = {}  # ... and the index of their Resize in the plan
+        for job in urgent:
+            need = job.spec.gpu_range[0]
+            types = view.gpu_types_for(job.spec)
+            short = need - int(usable_gpus(free, view.shape, types).sum())
+            shrunk: list[tuple[str, Allocation, Allocation]] = []
+            for victim in sorted(view.running.values(), key=lambda j: -j.arrival_seq):
+                if short <= 0:
+                    break
+                held = current.get(victim.job_id, victim.allocation)
+                if (not victim.spec.logical_workers or victim.spec.priority >= job.spec.priority or held is None
+                        or (victim.job_id in touched and victim.job_id not in current)):
+                    continue
+                smaller = self._shrink(view, victim.spec, held, short, types)
+                if smaller is not None:
+                    shrunk.append((victim.job_id, held, smaller))
+                    short -= held.num_gpus - smaller.num_gpus
+            if short > 0:
+                continue  # elastic jobs cannot make room: it waits with the staged pass's reason
+            for job_id, held, smaller in shrunk:
+                free.give(held)
+                free.take(smaller)
+                current[job_id] = smaller
+                if job_id in where:
+                    plan.actions[where[job_id]] = Resize(job_id, smaller)
+                else:
+                    where[job_id] = len(plan.actions)
+                    plan.resize(job_id, smaller)
+                touched.add(job_id)
+            picked = choose_nodes(usable_gpus(free, view.shape, types), view.shape, need)
+            if picked is None:
+                continue
+            allocation = build_allocation(free, picked)
+            free.take(allocation)
+            plan.start(job.job_id, allocation)
+            plan.unplaced.pop(job.job_id, None)
+            touched.add(job.job_id)
+
+    def _shrink(self, view: ClusterView, spec: JobSpec, allocation: Allocation, want: int,
+                types: frozenset[str] | None) -> Allocation | None:
+        """``allocation`` with up to ``want`` fewer GPUs (of ``types``; last nodes first), ``min_gpus`` kept."""
+        spare = allocation.num_gpus - spec.gpu_range[0]
+        if spare <= 0:
+            return None
+        left = min(spare, want)
+        parts: list[NodeAllocation] = []
+        for n in reversed(allocation.nodes):
+            node = view.cluster.node(n.node)
+            drop = 0 if types is not None and node.gpu_type not in types else min(left, len(n.gpus))
+            left -= drop
+            keep = n.gpus[:len(n.gpus) - drop]
+            if keep:
+                parts.append(NodeAllocation(n.node, keep, node.proportional_cpus(len(keep)),
+                                            node.proportional_memory_mb(len(keep))))
+        if sum(len(p.gpus) for p in parts) == allocation.num_gpus:
+            return None
+        return self.intra.mapped(view, spec, Allocation(tuple(reversed(parts))))
 
     def _grow(self, view: ClusterView, job: JobInfo, p: Proposal, free: FreeResources) -> Allocation | None:
         """The job's GPUs plus ``p.delta`` free GPUs of ``p.gpu_type``: on nodes it already uses first,

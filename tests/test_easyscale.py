@@ -198,3 +198,25 @@ def test_yarn_cs_gang_schedules_one_gpu_type_per_job(perf):
     heter = Simulator(cluster, make_policy("easyscale-heter"), perf, round_s=60.0)
     heter.run([jobs[0], jobs[1], elastic(2, job_id="w", model="bert-large", iterations=500, submit=1.0)])
     assert [e.time for e in heter.core.log if e.job_id == "w" and e.kind is EventKind.STARTED] == [1.0]
+
+
+def test_elastic_jobs_give_gpus_back_to_serving_at_once_and_refill_after(perf):
+    """Co-location (§3.4, §5.3): a higher-priority serving job arriving on a cluster that an elastic
+    job fills starts at its arrival instant -- the elastic job scales in by Resize in the same pass --
+    and once the serving job leaves the elastic job grows back by its proposals. YARN-CS's gang job
+    holds its GPUs and the serving job waits for it to finish."""
+    toml = MIXED_TOML.split("[[racks.nodes]]")[0] + "[[racks.nodes]]" + MIXED_TOML.split("[[racks.nodes]]")[1]
+    cluster = parse_cluster(toml.replace("gpus = 2", "gpus = 4"))
+    serving = job(2, job_id="serve", model="neumf", iterations=20_000, submit=500.0, priority=1)
+    sim = Simulator(cluster, make_policy("easyscale-heter"), perf, round_s=60.0)
+    sim.run([elastic(4, job_id="train", model="bert-large", iterations=20_000), serving])
+    events = log_of(sim.core, (EventKind.STARTED, EventKind.RESIZED, EventKind.COMPLETED))
+    at_500 = [(kind, jid, gpus_in(d) if d else 0) for t, kind, jid, d in events if t == 500.0]
+    assert at_500 == [("RESIZED", "train", 2), ("STARTED", "serve", 2)]
+    serve_end = sim.core.records["serve"].end_time
+    regrown = [(t, gpus_in(d)) for t, kind, jid, d in events if jid == "train" and kind == "RESIZED" and t >= serve_end]
+    assert regrown and regrown[0][1] == 4 and regrown[0][0] - serve_end <= 60.0
+    assert sim.core.records["serve"].queued_s == 0.0
+    yarn = Simulator(cluster, make_policy("yarn-cs"), perf, round_s=60.0)
+    yarn.run([job(4, job_id="train", model="bert-large", iterations=20_000), serving])
+    assert yarn.core.records["serve"].queued_s == pytest.approx(yarn.core.records["train"].end_time - 500.0)
