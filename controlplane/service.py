@@ -537,7 +537,10 @@ class ControlPlane:
         waiting = self.core.pending or (policy.acts_without_pending and self.core.running)
         if not (policy.needs_rounds and waiting):
             return math.inf
-        return (math.floor(self.now() / self.round_s) + 1) * self.round_s
+        # In lockstep the next round follows the last event's instant, as in the simulator, not the
+        # clock, which may already be past a boundary when a pass ends late (a busy machine).
+        now = max(self._latest_event, self._last_pass) if self.lockstep else self.now()
+        return (math.floor(now / self.round_s) + 1) * self.round_s
 
     def _pass(self) -> None:
         """Run the policy if it has work, then re-rate every job whose iteration time changed."""

@@ -38,7 +38,7 @@ from halyard.emulator.collectives import (
     hierarchical_allreduce_s,
 )
 from halyard.emulator.datastall import HostCurve, host_curve, stalled_iteration_s
-from halyard.emulator.elastic import est_step_s
+from halyard.emulator.elastic import determinism_factor, est_step_s
 from halyard.emulator.parallel import JobTiming, data_parallel_timing, is_data_parallel, plan_memory, plan_timing
 
 OVERLAP_MODES = ("ddp", "layerwise")
@@ -445,8 +445,18 @@ class PerformanceModel:
         else:
             timing = self._timing(spec.model, spec.batch_size, shape)
         if allocation.logical_workers > n:
-            return self._time_sliced(spec, allocation, nodes, timing)
+            timing = self._time_sliced(spec, allocation, nodes, timing)
+        if spec.logical_workers:
+            timing = self._deterministic(spec, timing, heterogeneous=types is not None)
         return timing
+
+    @staticmethod
+    def _deterministic(spec: JobSpec, timing: IterationTime, heterogeneous: bool) -> IterationTime:
+        """An EasyScale job trains bit-for-bit reproducibly (D1; D1+D2 on mixed GPU types), which
+        slows its compute by :func:`halyard.emulator.elastic.determinism_factor` (§5.1.3)."""
+        compute = timing.compute_s * determinism_factor(spec.model, heterogeneous)
+        return IterationTime(compute_s=compute, communication_s=timing.communication_s,
+                             exposed_s=timing.exposed_s, total_s=compute + timing.exposed_s, tier=timing.tier)
 
     def _time_sliced(self, spec: JobSpec, allocation: Allocation, nodes: dict, timing: IterationTime) -> IterationTime:
         """One global step of a job whose GPUs time-slice several logical workers each

@@ -24,6 +24,13 @@ from types import MappingProxyType
 
 from halyard.datamodel import ValidationError
 from halyard.policies.dally import AutoTuner, Dally, DelayScheduling, ManualTimers, NwSensOrdering
+from halyard.policies.easyscale import (
+    EasyScaleOptions,
+    EasyScalePlacement,
+    SmallestProposal,
+    easyscale_heter,
+    easyscale_homo,
+)
 from halyard.policies.gandiva import ConsolidatingMigration, NetworkAgnostic
 from halyard.policies.ordering import ORDERINGS, Fifo, Las, Srtf
 from halyard.policies.placement import FirstFitConsolidated
@@ -32,17 +39,20 @@ from halyard.policies.stages import AdmitAll, FixedSize, Policy
 from halyard.policies.synergy import MECHANISMS, make_synergy
 from halyard.policies.tenancy import PriorityFirst, PriorityPreemption, QuotaReclaim, TenantQuota
 from halyard.policies.tiresias import SkewConsolidation, TwoDimensionalLas
+from halyard.policies.yarn import OneTypeConsolidated
 
 # One registry per extension point: stage name -> factory.
 STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
     "admission": MappingProxyType({"all": AdmitAll, "tenant-quota": TenantQuota,
                                    "tenant-quota-strict": lambda: TenantQuota(borrowing=False)}),
     "ordering": MappingProxyType({**ORDERINGS, "tiresias-2das": TwoDimensionalLas, "nw-sens": NwSensOrdering}),
-    "sizing": MappingProxyType({"fixed": FixedSize}),
+    "sizing": MappingProxyType({"fixed": FixedSize, "easyscale-smallest": SmallestProposal}),
     "placement": MappingProxyType({"consolidated": FirstFitConsolidated, "tiresias-skew": SkewConsolidation,
                                    "network-agnostic": NetworkAgnostic, "delay-scheduling": DelayScheduling,
+                                   "one-type": OneTypeConsolidated, "easyscale": EasyScalePlacement,
                                    **MECHANISMS}),
-    "adjust": MappingProxyType({"gandiva-migration": ConsolidatingMigration}),
+    "adjust": MappingProxyType({"gandiva-migration": ConsolidatingMigration, "easyscale-homo": easyscale_homo,
+                                "easyscale-heter": easyscale_heter}),
     "preempt": MappingProxyType({"priority": PriorityPreemption, "quota-reclaim": QuotaReclaim}),
 })
 
@@ -59,6 +69,16 @@ _PRESETS: dict[str, Callable[[], Policy]] = {
     "tiresias": lambda: StagedPolicy("tiresias", TwoDimensionalLas(), placement=SkewConsolidation()),
     "gandiva": lambda: StagedPolicy("gandiva", Fifo(), placement=NetworkAgnostic(),
                                     adjusters=(ConsolidatingMigration(),)),
+    # EasyScale (§3.4, §5.2; policies/easyscale.py): FIFO, a new job's smallest proposal on the
+    # fastest type with room, then greedy scale-out proposals each round, on one GPU type (homo) or
+    # mixed types (heter). Its baseline, YARN-CS: FIFO, gang scheduling, one GPU type per job.
+    "easyscale-homo": lambda: StagedPolicy(
+        "easyscale-homo", Fifo(), sizing=SmallestProposal(),
+        placement=EasyScalePlacement(EasyScaleOptions(heterogeneous=False)), adjusters=(easyscale_homo(),)),
+    "easyscale-heter": lambda: StagedPolicy(
+        "easyscale-heter", Fifo(), sizing=SmallestProposal(), placement=EasyScalePlacement(),
+        adjusters=(easyscale_heter(),)),
+    "yarn-cs": lambda: StagedPolicy("yarn-cs", Fifo(), placement=OneTypeConsolidated()),
 }
 # Synergy (policies/synergy.py): MECHANISM:ORDERING for every mechanism and ordering,
 # e.g. synergy-tune:srtf, synergy-greedy:fifo, proportional:las, synergy-opt:ftf.

@@ -55,8 +55,9 @@ class StagedPolicy:
 
     @property
     def needs_rounds(self) -> bool:
-        """Whether the round timer must trigger passes (priorities drift with time)."""
-        return self.ordering.needs_rounds
+        """Whether the round timer must trigger passes (priorities drift with time, or an adjuster
+        acts on a round clock)."""
+        return self.ordering.needs_rounds or any(a.needs_rounds for a in self.adjusters)
 
     @property
     def acts_without_pending(self) -> bool:

@@ -160,10 +160,12 @@ class BatchPlacement(Stage, Protocol):
 class Adjuster(Stage, Protocol):
     """Changes running jobs after placement: migrations (Gandiva), time-shifts (Cassini), resizes.
 
-    ``acts_without_pending``: whether it may act in a pass with no job waiting.
+    ``acts_without_pending``: whether it may act in a pass with no job waiting. ``needs_rounds``:
+    whether it acts on a round clock (EasyScale's proposal rounds), so the round timer must run passes.
     """
 
     acts_without_pending: ClassVar[bool] = True
+    needs_rounds: ClassVar[bool] = False
 
     def adjust(self, view: ClusterView, plan: Plan, free: FreeResources, state: PassState) -> None: ...
 

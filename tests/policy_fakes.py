@@ -141,3 +141,28 @@ class OneResize(Policy):
             self.resized = (view.now, job.iterations_done(view.now))
             plan.resize(self.job_id, self.then)
         return plan
+
+
+class Resizes(Policy):
+    """A tiny Policy: starts job ``job_id`` on ``first``, then resizes it to each ``(then, when)`` step in
+    turn at the first pass where ``when(view, job)`` holds; ``resized`` records (time, iterations done)."""
+
+    name = "resizes"
+    needs_rounds = True
+    acts_without_pending = True
+
+    def __init__(self, job_id: str, first: Allocation, steps) -> None:
+        self.job_id, self.first, self.steps = job_id, first, list(steps)
+        self.resized: list[tuple[float, float]] = []
+
+    def schedule(self, view: ClusterView, state: PassState) -> Plan:
+        plan = Plan()
+        job = view.running.get(self.job_id)
+        if job is None and any(j.job_id == self.job_id for j in view.pending):
+            plan.start(self.job_id, self.first)
+        elif job is not None and len(self.resized) < len(self.steps):
+            then, when = self.steps[len(self.resized)]
+            if when(view, job):
+                self.resized.append((view.now, job.iterations_done(view.now)))
+                plan.resize(self.job_id, then)
+        return plan

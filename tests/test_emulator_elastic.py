@@ -6,7 +6,18 @@ import pytest
 
 from halyard.datamodel import JobSpec
 from halyard.emulator import PerformanceModel
-from halyard.emulator.elastic import easyscale_plan_throughput, est_step_s, pipeline_latency_s, stage_latency_s
+from halyard.emulator.elastic import (
+    DETERMINISM_D1_OVERHEAD,
+    DETERMINISM_D2_OVERHEAD,
+    best_est_mapping,
+    determinism_factor,
+    easyscale_plan_throughput,
+    est_step_s,
+    needs_homogeneous,
+    pipeline_latency_s,
+    spread_ests,
+    stage_latency_s,
+)
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +108,74 @@ def test_stage_plan_dp_and_tp():
     s1, s2 = stage_latency_s(8.0, 2, 1), stage_latency_s(8.0, 1, 2, tensor_comm_s=0.5, recv_s=0.3)
     total = pipeline_latency_s([s1[0], s2[0]], [s1[1], s2[1]], 6)
     assert total == pytest.approx((4.0 + 4.8) + 5 * 4.5)
+
+
+# ---------------------------------------------------------------- EasyScale: the Eq. 1c erratum, plans, determinism
+def test_eq_1c_as_printed_overestimates_and_the_corrected_form_is_maxp_over_f():
+    """The issue's erratum: 2 V100 (C=4) and 2 T4 (C=2), A=(3, 1), maxP=8. Printed Eq. 1c counts the
+    idle T4 capability once per type: 12 - 0.667 = 11.33/s. Each of the two T4s idles it, so the real
+    rate is maxP / f_overload = 8 / 0.75 = 10.67/s (one global step every 0.75 s)."""
+    gpus, cap, a = {"V100": 2, "T4": 2}, {"V100": 4.0, "T4": 2.0}, {"V100": 3, "T4": 1}
+    printed = easyscale_plan_throughput(gpus, cap, a, 8)
+    corrected = easyscale_plan_throughput(gpus, cap, a, 8, per_gpu=True)
+    assert printed.throughput == pytest.approx(11.33, abs=0.005)
+    assert corrected.throughput == pytest.approx(10.67, abs=0.005)
+    assert corrected.throughput == pytest.approx(8 / corrected.overload)
+    assert corrected.steps_per_s == pytest.approx(4 / 3)
+    # The two forms agree when every used type has one GPU (the case the printed form got right).
+    one_each = {"V100": 1, "T4": 1}
+    assert easyscale_plan_throughput(one_each, cap, {"V100": 2, "T4": 1}, 3).throughput == pytest.approx(
+        easyscale_plan_throughput(one_each, cap, {"V100": 2, "T4": 1}, 3, per_gpu=True).throughput)
+
+
+def test_best_mapping_balances_ests_by_capability():
+    """The companion module (§3.4) picks A_i minimising f_overload under Eq. 1a."""
+    cap = {"V100": 4.0, "T4": 2.0}
+    plan = best_est_mapping({"V100": 2, "T4": 2}, cap, 8)
+    assert plan.ests_per_gpu == {"V100": 3, "T4": 1} and plan.overload == pytest.approx(0.75)
+    assert plan.throughput == pytest.approx(8 / 0.75)
+    # Exactly maxP ESTs are handed out; the surplus (Eq. 1a's nEST - maxP) comes off the slowest GPUs.
+    plan = best_est_mapping({"V100": 1, "T4": 2}, cap, 5)
+    assert plan.ests_per_gpu == {"V100": 3, "T4": 1} and plan.ests == 5
+    assert spread_ests(["V100", "T4", "T4"], plan.ests_per_gpu, cap, 5) == [3, 1, 1]
+    assert spread_ests(["V100", "V100"], {"V100": 3}, {"V100": 4.0}, 5) == [3, 2]
+    # A homogeneous set: ceil(maxP / N) ESTs per GPU; 6 GPUs for 8 ESTs waste a third of their capability.
+    homo = best_est_mapping({"V100": 6}, {"V100": 4.0}, 8)
+    assert homo.ests_per_gpu == {"V100": 2} and homo.waste_fraction({"V100": 6}, {"V100": 4.0}) == pytest.approx(1 / 3)
+    # Every GPU must run one EST: a T4 joins even when it is the bottleneck, never with zero ESTs.
+    slow = best_est_mapping({"V100": 1, "T4": 1}, {"V100": 10.0, "T4": 1.0}, 2)
+    assert slow.overload == pytest.approx(1.0) and slow.throughput == pytest.approx(2.0)
+    assert spread_ests(["V100", "T4"], slow.ests_per_gpu, {"V100": 10.0, "T4": 1.0}, 2) == [1, 1]
+    with pytest.raises(ValueError, match="maxP"):
+        best_est_mapping({"V100": 3}, cap, 2)
+
+
+def test_determinism_overhead_is_small_for_d1_and_large_for_d2_on_convolutions(pm):
+    """§5.1.3: D1 (and D1+D2 for transformer-like models) under 1%; D1+D2 on heterogeneous GPUs
+    236% on average for convolution models, which EasyScale therefore keeps on one GPU type."""
+    assert determinism_factor("resnet50", heterogeneous=False) == pytest.approx(1 + DETERMINISM_D1_OVERHEAD)
+    assert DETERMINISM_D1_OVERHEAD <= 0.01 < 2 < DETERMINISM_D2_OVERHEAD
+    assert determinism_factor("bert-large", heterogeneous=True) == pytest.approx(1 + DETERMINISM_D1_OVERHEAD)
+    assert determinism_factor("resnet50", heterogeneous=True) == pytest.approx(1 + DETERMINISM_D2_OVERHEAD)
+    assert needs_homogeneous("vgg19") and not needs_homogeneous("bert-large")
+
+
+def test_mixed_gpus_step_is_gated_by_the_slowest_and_pays_d2(pm):
+    """A global step on mixed GPUs (the same iteration_time the simulator and emulated agents use):
+    the slowest GPU type gates the step; a D2-costly model pays the D2 factor there."""
+    from halyard.datamodel import Allocation, NodeAllocation, load_cluster
+
+    cluster = load_cluster("easyscale-64")
+    v100 = next(n.name for n in cluster.nodes if n.gpu_type == "V100")
+    t4 = next(n.name for n in cluster.nodes if n.gpu_type == "T4")
+    bert = JobSpec(job_id="b", submit_time=0.0, model="bert-large", num_gpus=2, iterations=1, min_gpus=1,
+                   max_gpus=2, logical_workers=2)
+    mixed = Allocation((NodeAllocation(v100, (0,), 1, 1, (1,)), NodeAllocation(t4, (0,), 1, 1, (1,))))
+    only_v = Allocation((NodeAllocation(v100, (0, 1), 1, 1, (1, 1)),))
+    t_mixed = pm.iteration_time(bert, mixed, cluster)
+    assert t_mixed.compute_s == pytest.approx(pm.ideal_iteration_time(bert, "T4") * (1 + DETERMINISM_D1_OVERHEAD))
+    assert t_mixed.total_s > pm.iteration_time(bert, only_v, cluster).total_s
+    resnet = JobSpec(job_id="r", submit_time=0.0, model="resnet50", num_gpus=2, iterations=1, min_gpus=1,
+                     max_gpus=2, logical_workers=2)
+    assert pm.iteration_time(resnet, mixed, cluster).compute_s == pytest.approx(
+        pm.ideal_iteration_time(resnet, "T4") * (1 + DETERMINISM_D2_OVERHEAD))

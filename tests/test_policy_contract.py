@@ -45,7 +45,7 @@ def test_every_preset_declares_what_drivers_read(name):
     stages = policy.stages()
     assert stages and all(isinstance(k, str) and isinstance(c, str) and c for k, c in stages)
     if isinstance(policy, StagedPolicy):
-        assert policy.needs_rounds == policy.ordering.needs_rounds
+        assert policy.needs_rounds == (policy.ordering.needs_rounds or any(a.needs_rounds for a in policy.adjusters))
         assert policy.resource_sensitive == policy.placement.resource_sensitive
         assert [c for _, c in stages] == [s.name for s in policy._all()]
 
@@ -62,7 +62,7 @@ def test_every_registered_stage_meets_its_protocol(kind, name):
     if kind == "ordering":
         assert all(type(getattr(stage, m)) is bool for m in ("preemptive", "needs_rounds", "arrival_order"))
     if kind == "adjust":
-        assert type(stage.acts_without_pending) is bool
+        assert type(stage.acts_without_pending) is bool and type(stage.needs_rounds) is bool
 
 
 def test_a_pipeline_names_one_choice_per_stage():

@@ -194,3 +194,43 @@ async def test_a_resize_checkpoints_and_resumes_on_the_new_gpus(tmp_path):
     straight = np.load(reference / "model.npz")
     assert int(resized["iteration"]) == int(straight["iteration"]) == total
     assert np.array_equal(resized["weights"], straight["weights"])
+
+
+async def test_scaled_out_and_in_a_job_ends_as_if_never_resized(tmp_path):
+    """Issue 15 (EasyScale D1 on CPU processes): maxP 4 logical workers start on 1 GPU (4 ESTs
+    time-sliced), scale out to 4 GPUs (one each), then in to 2 (two each). Every resize is an
+    on-demand checkpoint and a relaunch with the same maxP; the job ends with exactly the global
+    steps asked for and bit-identical weights to an uninterrupted run of 4 logical workers."""
+    import subprocess
+
+    import numpy as np
+    from policy_fakes import Resizes
+
+    def on(*gpus: int, workers: tuple[int, ...]) -> Allocation:
+        return Allocation((NodeAllocation("r0-n0", gpus, 3 * len(gpus), 500 * len(gpus), workers),))
+
+    total = 300
+    policy = Resizes("e", on(0, workers=(4,)), [
+        (on(0, 1, 2, 3, workers=(1, 1, 1, 1)), lambda view, job: job.iterations_done(view.now) >= 60),
+        (on(0, 1, workers=(2, 2)), lambda view, job: job.iterations_done(view.now) >= 150)])
+    spec = train_spec("e", total, gpus=4, pace_s=0.01, every=100_000, min_gpus=1, max_gpus=4, logical_workers=4)
+    async with World("process", tmp_path, policy=policy, round_s=0.05) as w:
+        await w.submit(spec)
+        await w.wait_for(lambda: w.job("e").state is JobState.COMPLETED, timeout=60)
+        record = w.job("e")
+    assert events(w, "e") == [EventKind.SUBMITTED, EventKind.STARTED, EventKind.RESIZED, EventKind.RESIZED,
+                              EventKind.COMPLETED]
+    assert [done for _, done in policy.resized] == sorted(done for _, done in policy.resized)
+    assert record.allocation.nodes[0].workers == (2, 2)
+    summary = json.loads((tmp_path / "checkpoints" / "e" / "summary.json").read_text())
+    assert summary["attempt"] == 3 and summary["num_gpus"] == 2
+    assert summary["logical_workers"] == 4 and summary["rank_workers"] == 4
+    assert 150 <= summary["started_at"] < total  # the last attempt resumed from the scale-in checkpoint
+    reference = tmp_path / "reference"
+    subprocess.run([sys.executable, *spec.command[1:], "--iterations", str(total), "--min-iteration-s", "0"],
+                   env=os.environ | {"HALYARD_CHECKPOINT_DIR": str(reference), "HALYARD_LOGICAL_WORKERS": "4"},
+                   check=True, capture_output=True, timeout=60)
+    resized = np.load(tmp_path / "checkpoints" / "e" / "model.npz")
+    straight = np.load(reference / "model.npz")
+    assert int(resized["iteration"]) == int(straight["iteration"]) == total
+    assert np.array_equal(resized["weights"], straight["weights"])

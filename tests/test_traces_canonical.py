@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from halyard.datamodel import JobSpec, Parallelism, ValidationError
 from halyard.traces import CANONICAL_COLUMNS, TraceLoad, read_trace, write_trace
 
-HEADER = ",".join(CANONICAL_COLUMNS)
+# The hand-written rows below give the first 14 columns (a header may leave optional ones out).
+HEADER = ",".join(c for c in CANONICAL_COLUMNS if c != "logical_workers")
 
 
 def job(job_id: str = "j1", submit_time: float = 0.0, **kw) -> JobSpec:
@@ -32,7 +33,7 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 def test_canonical_columns_order_and_required() -> None:
     assert CANONICAL_COLUMNS == (
         "job_id", "submit_time", "model", "num_gpus", "iterations", "duration_s", "batch_size",
-        "tenant", "user", "gpu_type", "min_gpus", "max_gpus", "priority", "deadline",
+        "tenant", "user", "gpu_type", "min_gpus", "max_gpus", "priority", "deadline", "logical_workers",
     )
 
 
@@ -279,7 +280,6 @@ def test_bad_jsonl_rows(tmp_path: Path) -> None:
     ("parallelism", Parallelism(data=2)),
     ("command", ("python", "train.py")),
     ("env", {"A": "1"}),
-    ("logical_workers", 4),
 ])
 def test_write_refuses_unrepresentable_fields(tmp_path: Path, field: str, value: object) -> None:
     j = job("p", num_gpus=2, **{field: value})
@@ -288,6 +288,14 @@ def test_write_refuses_unrepresentable_fields(tmp_path: Path, field: str, value:
         write_trace([job("ok"), j], path)
     assert info.value.field == field
     assert not path.exists()  # nothing half-written
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_elastic_jobs_with_logical_workers_round_trip(tmp_path: Path, suffix: str) -> None:
+    """EasyScale jobs (maxP logical workers over 1..maxP GPUs) survive a write and a read."""
+    jobs = [job("e", num_gpus=4, min_gpus=1, max_gpus=4, logical_workers=4), job("plain")]
+    write_trace(jobs, tmp_path / f"t{suffix}")
+    assert list(read_trace(tmp_path / f"t{suffix}").jobs) == jobs
 
 
 def test_write_refuses_what_csv_would_read_back_differently(tmp_path: Path) -> None:
@@ -306,7 +314,7 @@ def test_written_csv_uses_canonical_header_then_extra(tmp_path: Path) -> None:
     path = tmp_path / "t.csv"
     write_trace([job("a", extra={"vc": "x"}), job("b", extra={"site": "y"})], path)
     lines = path.read_text().splitlines()
-    assert lines[0] == HEADER + ",vc,site"
+    assert lines[0] == ",".join(CANONICAL_COLUMNS) + ",vc,site"
     assert lines[1].startswith("a,0.0,resnet50,1,0,60.0,")
     assert read_trace(path).jobs[1].extra == {"site": "y"}
 

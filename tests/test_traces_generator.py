@@ -156,3 +156,27 @@ def test_bundled_default_trace_matches_its_readme() -> None:
     assert load.format == "csv" and load.errors == ()
     expected = generate_synergy_trace(120, rate_per_hour=40, multi_gpu=True, seed=0, duration_scale=0.25)
     assert list(load.jobs) == expected
+
+
+def test_easyscale_workload_is_seeded_and_elastic_or_fixed():
+    """EasyScale §5.2's workload (traces/easyscale.py): the same seed gives the same jobs; the elastic
+    version has maxP = GPUs asked and 1..maxP GPUs, the fixed one the requested GPU type instead."""
+    from halyard.traces import EASYSCALE_MODELS, generate_easyscale_trace
+
+    elastic = generate_easyscale_trace(400, rate_per_hour=30, seed=4)
+    assert elastic == generate_easyscale_trace(400, rate_per_hour=30, seed=4)
+    fixed = generate_easyscale_trace(400, rate_per_hour=30, seed=4, elastic=False)
+    assert [(j.submit_time, j.model, j.num_gpus, j.duration_s) for j in elastic] == \
+        [(j.submit_time, j.model, j.num_gpus, j.duration_s) for j in fixed]
+    assert all(j.logical_workers == j.num_gpus == j.max_gpus and j.min_gpus == 1 and j.gpu_type is None
+               for j in elastic)
+    assert all(j.logical_workers == 0 and j.gpu_type == j.extra["requested_gpu_type"] for j in fixed)
+    assert {j.model for j in elastic} == set(EASYSCALE_MODELS)
+    ones = sum(j.num_gpus == 1 for j in elastic) / len(elastic)
+    assert 0.6 < ones < 0.8  # Gavel's 70 % single-GPU jobs
+    v100 = sum(j.gpu_type == "V100" for j in fixed) / len(fixed)
+    assert 0.4 < v100 < 0.6  # the cluster's 32 of 64 GPUs
+    durations = sorted(j.duration_s for j in elastic)
+    assert durations[0] >= 60 * 10**1.5 and durations[-1] <= 60 * 10**4
+    submits = [j.submit_time for j in elastic]
+    assert submits == sorted(submits)

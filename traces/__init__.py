@@ -22,6 +22,7 @@ This package imports nothing of Halyard's but :mod:`halyard.datamodel`.
 
 from halyard.traces.alibaba import read_alibaba
 from halyard.traces.canonical import read_canonical_csv, read_canonical_jsonl, write_trace
+from halyard.traces.easyscale import EASYSCALE_MODELS, generate_easyscale_trace
 from halyard.traces.gavel import read_gavel
 from halyard.traces.generator import (
     SYNERGY_DEFAULT_SPLIT,
@@ -54,6 +55,7 @@ __all__ = [
     "ACCEPTED_FORMATS",
     "AUTO",
     "CANONICAL_COLUMNS",
+    "EASYSCALE_MODELS",
     "FORMATS",
     "FORMAT_NAMES",
     "SYNERGY_DEFAULT_SPLIT",
@@ -64,6 +66,7 @@ __all__ = [
     "TraceFormat",
     "TraceLoad",
     "detect_format",
+    "generate_easyscale_trace",
     "generate_synergy_trace",
     "read_alibaba",
     "read_canonical_csv",

@@ -20,6 +20,7 @@ min_gpus      int    GPUs                      no        elastic jobs: fewest GP
 max_gpus      int    GPUs                      no        elastic jobs: most GPUs
 priority      int    -                         no        larger = more important; unset = 0
 deadline      float  seconds from trace start  no        absolute, same clock as submit_time
+logical_workers int  workers                   no        EasyScale maxP; 0 or unset = one per GPU
 ============  =====  ========================  ========  =====================================
 
 "one of": a job needs ``iterations > 0`` or ``duration_s > 0`` (or both).
@@ -68,6 +69,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("max_gpus", "int", "GPUs", False, "elastic jobs: largest allocation"),
     Column("priority", "int", "", False, "priority; larger is more important"),
     Column("deadline", "float", "s", False, "absolute deadline, same clock as submit_time"),
+    Column("logical_workers", "int", "workers", False, "EasyScale's maxP (ESTs); 0/unset = one worker per GPU"),
 )
 
 _NO_DROPS: Mapping[str, int] = MappingProxyType({})
@@ -80,7 +82,7 @@ COLUMN_BY_NAME = {c.name: c for c in COLUMNS}
 
 # JobSpec fields that the canonical schema cannot carry; write_trace refuses
 # jobs that set them rather than dropping them silently.
-UNREPRESENTABLE_FIELDS: tuple[str, ...] = ("parallelism", "command", "env", "logical_workers")
+UNREPRESENTABLE_FIELDS: tuple[str, ...] = ("parallelism", "command", "env")
 
 
 @dataclass(frozen=True, slots=True)

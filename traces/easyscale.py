@@ -1,0 +1,80 @@
+"""EasyScale's trace experiment workload (papers/easyscale-elastic-training.txt §5.2).
+
+The paper: Table 1's models, "job arrival time ... configured according to Microsoft [59]"
+(Gandiva's Philly-derived arrivals), "job runtime distribution ... down-sampled from our
+production training jobs" (not published), every job in one tenant at one priority, and
+"the minimal number of GPUs was set to 0 in EasyScale". What is drawn here, by a seeded
+generator (the same arguments always give the same trace):
+
+* model: uniform over :data:`EASYSCALE_MODELS` (Table 1 without Electra, which has no
+  step-time figure in the artifact; the catalog's ``bert-large`` carries its BERT figures);
+* arrivals: Poisson at ``rate_per_hour`` (Microsoft's traces, as Gandiva and Gavel model them);
+* GPUs requested: 1 / 2 / 4 / 8 with probability 70 / 10 / 15 / 5 % (Gavel's trace
+  generator's scale factors for Philly-like jobs, REFERENCE-NUMBERS.md Baseline parameters);
+* GPU type requested: V100 / P100 / T4 in proportion to ``type_shares`` (default the
+  easyscale-64 cluster's 32 / 16 / 16 GPUs; the paper's YARN-CS "allocates the same type of
+  GPUs (e.g., all V100 GPUs) for a job based on its requirement"; the trace's requirements are
+  not published, so they follow the cluster's mix);
+* run time on the requested GPUs: ``60 x 10^U(1.5, 3)`` s with probability 0.8, else
+  ``60 x 10^U(3, 4)`` s (Gavel's generator, the same source; the production distribution is
+  not public), times ``duration_scale``.
+
+``elastic=True`` makes EasyScale jobs: ``maxP`` = the GPUs requested (``logical_workers``; the
+job's global batch is what it was tuned for on that many GPUs), ``min_gpus`` 1 (a job holding
+no GPUs is pending, which is the paper's "minimum 0": it waits for its first proposal) and
+``max_gpus`` = ``maxP``, and no GPU type (EasyScale's schedulers choose the types; the
+requested type is kept in ``extra["requested_gpu_type"]``). ``elastic=False`` gives the same
+jobs as plain gang-scheduled DDP jobs of the requested type, what YARN-CS runs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from halyard.datamodel import JobSpec, ValidationError
+
+EASYSCALE_MODELS = ("shufflenetv2", "resnet50", "vgg19", "yolov3", "neumf", "bert-large", "swint")
+GPU_SCALES = (1, 2, 4, 8)
+GPU_SCALE_PROBABILITIES = (0.70, 0.10, 0.15, 0.05)
+SHORT_JOB_PROBABILITY = 0.8
+EASYSCALE_64_TYPE_SHARES = (("V100", 32), ("P100", 16), ("T4", 16))
+
+
+def generate_easyscale_trace(n_jobs: int, *, rate_per_hour: float, seed: int = 0, elastic: bool = True,
+                             duration_scale: float = 1.0,
+                             type_shares: tuple[tuple[str, int], ...] = EASYSCALE_64_TYPE_SHARES,
+                             gpu_probabilities: tuple[float, ...] = GPU_SCALE_PROBABILITIES) -> list[JobSpec]:
+    """``n_jobs`` jobs of EasyScale's §5.2 workload (module docstring), ``es-0000`` ... in arrival order.
+
+    ``gpu_probabilities`` weighs the GPU counts of :data:`GPU_SCALES` (default Gavel's 70/10/15/5 %)."""
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 0:
+        raise ValidationError(f"must be an integer >= 0, got {n_jobs!r}", field="n_jobs")
+    if not (math.isfinite(rate_per_hour) and rate_per_hour > 0):
+        raise ValidationError(f"must be a finite number > 0, got {rate_per_hour!r}", field="rate_per_hour")
+    if not (math.isfinite(duration_scale) and duration_scale > 0):
+        raise ValidationError(f"must be a finite number > 0, got {duration_scale!r}", field="duration_scale")
+    arrival_rng, duration_rng, model_rng, gpu_rng, type_rng = np.random.default_rng(seed).spawn(5)
+    submit = np.cumsum(arrival_rng.exponential(3600.0 / rate_per_hour, size=n_jobs))
+    short = duration_rng.random(n_jobs) < SHORT_JOB_PROBABILITY
+    exponent = np.where(short, duration_rng.uniform(1.5, 3.0, n_jobs), duration_rng.uniform(3.0, 4.0, n_jobs))
+    durations = 60.0 * 10.0 ** exponent * duration_scale
+    models = model_rng.integers(0, len(EASYSCALE_MODELS), size=n_jobs)
+    if len(gpu_probabilities) != len(GPU_SCALES) or min(gpu_probabilities) < 0 or sum(gpu_probabilities) <= 0:
+        raise ValidationError(f"give {len(GPU_SCALES)} non-negative weights for {GPU_SCALES}",
+                              field="gpu_probabilities")
+    weights_g = np.array(gpu_probabilities, dtype=float)
+    gpus = gpu_rng.choice(GPU_SCALES, size=n_jobs, p=weights_g / weights_g.sum())
+    weights = np.array([w for _, w in type_shares], dtype=float)
+    types = type_rng.choice(len(type_shares), size=n_jobs, p=weights / weights.sum())
+    jobs = []
+    for i in range(n_jobs):
+        g = int(gpus[i])
+        wanted = type_shares[int(types[i])][0]
+        shape: dict = ({"min_gpus": 1, "max_gpus": g, "logical_workers": g} if elastic else {"gpu_type": wanted})
+        jobs.append(JobSpec(job_id=f"es-{i:04d}", submit_time=round(float(submit[i]), 3),
+                            model=EASYSCALE_MODELS[int(models[i])], num_gpus=g,
+                            duration_s=round(float(durations[i]), 3), extra={"requested_gpu_type": wanted},
+                            **shape))
+    return jobs
