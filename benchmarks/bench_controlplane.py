@@ -68,12 +68,12 @@ async def rate(n: int, clients: int, call) -> float:
     return n / (time.perf_counter() - started)
 
 
-async def bench_submit(folder: Path, n: int) -> None:
+async def bench_submit(folder: Path, n: int, in_flight: list[int]) -> None:
     proc = start_controlplane(folder, 4, 50611)
     try:
         async with grpc.aio.insecure_channel("127.0.0.1:50611") as channel:
             jobs, cluster = jgrpc.JobServiceStub(channel), cgrpc.ClusterServiceStub(channel)
-            for clients in (1, 8):
+            for clients in in_flight:
                 base = await rate(n, clients, lambda i: cluster.GetCluster(cpb.GetClusterRequest()))
                 sub = await rate(n, clients, lambda i, c=clients: jobs.SubmitJob(jpb.SubmitJobRequest(spec=tpb.JobSpec(
                     job_id=f"c{c}-{i}", model="resnet50", num_gpus=1, iterations=10**9))))
@@ -135,6 +135,7 @@ async def bench_replay(jobs_n: int, nodes: int, speedup: float) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--submits", type=int, default=2000)
+    ap.add_argument("--in-flight", default="1,8,50", help="concurrent SubmitJob calls, e.g. 1,8,50")
     ap.add_argument("--agents", default="64,256,512")
     ap.add_argument("--replay-jobs", type=int, default=2000)
     ap.add_argument("--replay-nodes", type=int, default=64)
@@ -147,7 +148,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         if args.only in (None, "submit"):
-            asyncio.run(bench_submit(folder, args.submits))
+            asyncio.run(bench_submit(folder, args.submits, [int(x) for x in args.in_flight.split(",")]))
         if args.only in (None, "agents"):
             asyncio.run(bench_agents(folder, [int(x) for x in args.agents.split(",")]))
     if args.only in (None, "replay"):
