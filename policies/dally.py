@@ -72,6 +72,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import takewhile
 from typing import Protocol
 
 import numpy as np
@@ -127,6 +128,7 @@ def tuned_timer(waits: Sequence[float]) -> float | None:
 # An acceptance of this pass, not yet recorded: (level, GPU demand, starvation s, when).
 Acceptance = tuple[Level, int, float, float]
 ACCEPTANCES_KEY = "dally/acceptances"  # PassState: this pass's acceptances, in order
+TIMERS_KEY = "dally/timers"  # PassState: (demand, acceptances so far) -> (T_Mc, T_Rk)
 
 
 class TimerSource(Protocol):
@@ -314,14 +316,22 @@ class DelayScheduling(Placement):
     def __init__(self, timers: TimerSource | None = None) -> None:
         self.timers: TimerSource = timers if timers is not None else AutoTuner()
 
-    def job_timers(self, view: ClusterView, job: JobInfo,
-                   tentative: Sequence[Acceptance] = ()) -> tuple[float, float]:
-        """(T_Mc, T_Rk) for ``job``: zero for a level its demand cannot fit (§4.3.2)."""
+    def job_timers(self, view: ClusterView, job: JobInfo, state: PassState | None = None) -> tuple[float, float]:
+        """(T_Mc, T_Rk) for ``job``: zero for a level its demand cannot fit (§4.3.2); with the pass's
+        ``state``, counting its acceptances so far (and worked out once per demand and acceptance count)."""
         demand = job.spec.num_gpus
         machine, rack = view.shape.largest(view.gpu_types_for(job.spec))
         if demand > rack:
             return 0.0, 0.0
-        t_mc, t_rk = self.timers.timers(demand, view.round_s, view.now, tentative)
+        if state is None:
+            t_mc, t_rk = self.timers.timers(demand, view.round_s, view.now)
+        else:
+            tentative = state.get(ACCEPTANCES_KEY, ())
+            memo = state.setdefault(TIMERS_KEY, dict)
+            key = (demand, len(tentative))
+            if key not in memo:
+                memo[key] = self.timers.timers(demand, view.round_s, view.now, tentative)
+            t_mc, t_rk = memo[key]
         if demand > machine:
             t_mc = 0.0
         return t_mc, t_rk
@@ -330,7 +340,7 @@ class DelayScheduling(Placement):
                state: PassState) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
         """Algorithm 1 for ``job`` on ``free``: (decision or None, usable GPUs, starvation, T_Mc, T_Rk)."""
         wait_s = starvation(view, job)
-        t_mc, t_rk = self.job_timers(view, job, state.get(ACCEPTANCES_KEY, ()))
+        t_mc, t_rk = self.job_timers(view, job, state)
         avail = usable_gpus(free, view.shape, view.gpu_types_for(job.spec))
         return delay_decision(avail, view.shape, job.spec.num_gpus, wait_s, t_mc, t_rk), avail, wait_s, t_mc, t_rk
 
@@ -458,7 +468,7 @@ class Dally:
                 decision, avail, wait_s, t_mc, t_rk = self.delay.decide(view, job, free, state)
             else:
                 wait_s = starvation(view, job)
-                t_mc, t_rk = self.delay.job_timers(view, job, state.get(ACCEPTANCES_KEY, ()))
+                t_mc, t_rk = self.delay.job_timers(view, job, state)
             if decision is None and victims:
                 decision = self._preempt_for(view, job, sens[job.job_id], wait_s, t_mc, t_rk,
                                              free, shape, victims, plan)
@@ -497,7 +507,7 @@ class Dally:
                      t_mc: float, t_rk: float, free: FreeResources, shape: ClusterShape,
                      victims: list[_Victim], plan: Plan) -> tuple[Picked, Level] | None:
         """(a): free a placement the waiting ``job`` accepts now by preempting victims."""
-        eligible = [v for v in victims if v.sens >= sens + self.min_gain]
+        eligible = list(takewhile(lambda v: v.sens >= sens + self.min_gain, victims))  # worst Nw_sens first
         if not eligible:
             return None
         demand = job.spec.num_gpus
@@ -534,7 +544,7 @@ class Dally:
         trial.give(allocation)
         types = view.gpu_types_for(job.spec)
         avail = usable_gpus(trial, shape, types)
-        eligible = [v for v in victims if v.sens >= sens + self.min_gain]
+        eligible = list(takewhile(lambda v: v.sens >= sens + self.min_gain, victims))  # worst Nw_sens first
         for level in range(self._best_level(view, job), current):
             level = Level(level)
             picked = on_machine(avail, demand) if level is Level.MACHINE else on_rack(avail, shape, demand)
