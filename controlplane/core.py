@@ -462,11 +462,16 @@ class SchedulingCore:
         if workers and workers != spec.logical_workers:
             raise ValueError(f"allocation's per-GPU logical workers add up to {workers}; job {spec.job_id} has "
                              f"{spec.logical_workers} (logical_workers)")
+        if allocation.stages and not self.perf.fits_plan(spec, allocation, self.cluster):
+            # A Cell's plan (Crius §5.1: a plan whose stage exceeds a GPU's memory is dropped).
+            worst = max(self.perf.plan_memory(spec, allocation, self.cluster), key=lambda f: f.total_bytes)
+            raise ValueError(f"allocation's pipeline plan needs {worst.total_bytes / 1e9:.1f} GB on a GPU of "
+                             f"{worst.capacity_bytes / 1e9:.1f} GB (model {spec.model!r})")
         for part in allocation.nodes:
             node = self.cluster.node(part.node)
             if spec.gpu_type is not None and node.gpu_type != spec.gpu_type:
                 raise ValueError(f"node {node.name} has {node.gpu_type} GPUs, job needs {spec.gpu_type}")
-            if part.gpus and not self.perf.fits_memory(spec, node.gpu_type):
+            if part.gpus and not allocation.stages and not self.perf.fits_memory(spec, node.gpu_type):
                 f = self.perf.memory_footprint(spec, node.gpu_type)
                 raise ValueError(f"node {node.name} has {node.gpu_type} GPUs of {f.capacity_bytes / 1e9:.1f} GB; "
                                  f"model {spec.model!r} at batch {f.batch} needs {f.total_bytes / 1e9:.1f} GB per GPU")

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from halyard.datamodel import ValidationError
+from halyard.policies.crius import Crius
 from halyard.policies.dally import AutoTuner, Dally, DelayScheduling, ManualTimers, NwSensOrdering
 from halyard.policies.gandiva import ConsolidatingMigration, NetworkAgnostic
 from halyard.policies.ordering import ORDERINGS, Fifo, Las, Srtf
@@ -54,6 +55,10 @@ _PRESETS: dict[str, Callable[[], Policy]] = {
     "tiresias": lambda: StagedPolicy("tiresias", TwoDimensionalLas(), placement=SkewConsolidation()),
     "gandiva": lambda: StagedPolicy("gandiva", Fifo(), placement=NetworkAgnostic(),
                                     adjusters=(ConsolidatingMigration(),)),
+    # Crius (Algorithm 1, its own Policy: policies/crius.py says why) at the paper's search depth 3;
+    # FCFS, its baseline, is FIFO with consolidated placement.
+    "crius": lambda: Crius(name="crius"),
+    "fcfs": lambda: StagedPolicy("fcfs", Fifo(), placement=FirstFitConsolidated()),
 }
 # Synergy (policies/synergy.py): MECHANISM:ORDERING for every mechanism and ordering,
 # e.g. synergy-tune:srtf, synergy-greedy:fifo, proportional:las, synergy-opt:ftf.

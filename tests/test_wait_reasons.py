@@ -28,6 +28,8 @@ def expected(policy: str) -> tuple[str, str, str]:
     """(code, stage, reason) the policy's waiting job must report."""
     if policy.startswith("dally"):
         return "CANNOT_FIT_NOW", "delay-scheduling", "needs 16 GPUs; 0 free"
+    if policy.startswith("crius"):  # Algorithm 1: no Cell fits even with running jobs scaled
+        return "CANNOT_FIT_NOW", "crius", "needs 16 GPUs of one type; no Cell fits with up to 3 jobs scaled (0 free)"
     ordering = dict(make_policy(policy).stages())["ordering"]
     if ordering == "fifo" and ":" not in policy:  # the in-order pass stops where nothing fits
         return "CANNOT_FIT_NOW", "fifo", "0 usable GPUs free; every job still waiting needs more"
