@@ -34,11 +34,12 @@ estimated iterations per second over those of its requested ``N_G`` GPUs on the 
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, product
+
+from sortedcontainers import SortedKeyList, SortedList
 
 from halyard.datamodel import Allocation, JobSpec, NodeAllocation, StagePlan
 from halyard.policies.passstate import PassState
@@ -189,6 +190,37 @@ def _estimate(view: ClusterView, spec: JobSpec, cell: Cell) -> CellEstimate | No
     return best
 
 
+def stage_splits(gpus: int) -> list[StagePlan]:
+    """Every DP x TP split of one stage of ``gpus`` GPUs (the space a Cell leaves open, §4.2)."""
+    return [StagePlan(gpus, data=gpus // t, tensor=t) for t in range(1, gpus + 1) if gpus % t == 0]
+
+
+def tuned_cell(view: ClusterView, spec: JobSpec, cell: Cell, *, limit: int = 4096) -> CellEstimate | None:
+    """The best plan of the Cell's whole space (every stage any DP x TP split, each costed by the
+    performance model): what the Cell-guided tuner of §5.2 searches for, the ``Td`` against which
+    §8.2 measures the estimate. Above ``limit`` plans every stage takes the same split."""
+    base = cell_allocation(view, cell.gpu_type, cell.gpus)
+    split = determine_stages([1.0] * _layers(view, spec), [1.0] * (_layers(view, spec) - 1), cell.gpus,
+                             cell.stages) if base is not None else None
+    if base is None or split is None:
+        return None
+    options = [stage_splits(g) for _, _, g in split]
+    if math.prod(len(o) for o in options) <= limit:
+        plans: Iterator[tuple[StagePlan, ...]] = product(*options)
+    else:
+        plans = (tuple(StagePlan(g, data=g // o.tensor, tensor=o.tensor) for _, _, g in split)
+                 for o in options[0] if all(g % o.tensor == 0 for _, _, g in split))
+    best: CellEstimate | None = None
+    for plan in plans:
+        alloc = Allocation(base.nodes, stages=tuple(plan))
+        if not view.perf.fits_plan(spec, alloc, view.cluster):
+            continue
+        t = float(view.perf.job_timing(spec, alloc, view.cluster).iteration.total_s)  # type: ignore[attr-defined]
+        if best is None or t < best.iteration_s:
+            best = CellEstimate(cell, t, tuple(plan))
+    return best
+
+
 def _layers(view: ClusterView, spec: JobSpec) -> int:
     """The model's layers: operators of equal FLOPs and equal output, so stages cut evenly (the
     catalog gives one ``layer_output_bytes`` for every layer)."""
@@ -243,6 +275,14 @@ class _Virtual:
         return (self.option.cell.gpu_type, self.option.cell.gpus)
 
 
+# A scaling operation: (throughput lost per GPU freed, job, new GPU type, new GPU count, GPUs freed, Cell).
+_Op = tuple[float, str, str, int, int, CellEstimate]
+
+
+def _op_key(op: _Op) -> tuple[float, str, str, int]:
+    return op[:4]
+
+
 @dataclass(slots=True)
 class _PassVirtual:
     free: dict[str, int]
@@ -250,6 +290,12 @@ class _PassVirtual:
     scaled: set[str] = field(default_factory=set)
     suspended: list[str] = field(default_factory=list)
     started: list[str] = field(default_factory=list)
+    # Memo of the pass: scaling operations per GPU type (:meth:`Crius._ops`) and the Cells that
+    # found no choice, valid while ``version`` (bumped by every virtual change) stays the same.
+    version: int = 0
+    ops: dict[str, SortedKeyList] = field(default_factory=dict)
+    largest: dict[str, SortedList] = field(default_factory=dict)
+    failed: dict[tuple[object, ...], int] = field(default_factory=dict)
 
 
 class Crius(Policy):
@@ -333,6 +379,10 @@ class Crius(Policy):
 
     def _cell_based_sched(self, view: ClusterView, v: _PassVirtual, job: JobInfo) -> bool:
         """Lines 14-20: ScaleResource, BestPerf, VirtualAlloc; False if no choice is feasible."""
+        spec = job.spec
+        same = (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, spec.gpu_range, spec.gpu_type)
+        if v.failed.get(same) == v.version:  # a job of the same Cells already found no choice
+            return False
         ref = reference_s(view, job.spec)
         best: tuple[float, int, tuple[str, int], list[tuple[str, CellEstimate]]] | None = None
         for key, option in job_cells(view, job.spec).items():
@@ -344,13 +394,16 @@ class Crius(Policy):
             if best is None or rank < (best[0], best[1], best[2]):
                 best = (-gain, len(ops), key, ops)
         if best is None:
+            v.failed[same] = v.version
             return False
         _, _, key, ops = best
         for job_id, option in ops:
             self._move(v, job_id, option)
         v.free[key[0]] -= key[1]
-        v.jobs[job.job_id] = _Virtual(job, job_cells(view, job.spec)[key], ref, False, None)
+        v.jobs[job.job_id] = started = _Virtual(job, job_cells(view, job.spec)[key], ref, False, None)
+        self._add_ops(view, v, started)
         v.started.append(job.job_id)
+        v.version += 1
         return True
 
     def _scale_resource(self, view: ClusterView, v: _PassVirtual, gpu_type: str, deficit: int,
@@ -363,22 +416,17 @@ class Crius(Policy):
             return []
         if self.search_depth == 0:
             return None
-        heap: list[tuple[float, str, str, int, CellEstimate]] = []
-        for job_id, vj in v.jobs.items():
-            if job_id == exclude or job_id in v.scaled or vj.key[0] != gpu_type:
-                continue
-            for (t, g), option in job_cells(view, vj.job.spec).items():
-                freed = vj.key[1] - g if t == gpu_type else vj.key[1]
-                if freed <= 0:
-                    continue
-                loss = max(vj.throughput - vj.ref_s / option.iteration_s, 0.0)
-                heapq.heappush(heap, (loss / freed, job_id, t, g, option))
+        candidates, bound = self._ops(view, v, gpu_type)
+        if bound < deficit:  # even the largest ``search_depth`` operations free too little
+            return None
         ops: list[tuple[str, CellEstimate]] = []
         used: set[str] = set()
         room = dict(v.free)
-        while heap and deficit > 0 and len(ops) < self.search_depth:
-            _, job_id, t, g, option = heapq.heappop(heap)
-            if job_id in used or (t != gpu_type and g > room[t]):
+        for _, job_id, t, g, _, option in candidates:
+            if deficit <= 0 or len(ops) == self.search_depth:
+                break
+            if (job_id in used or job_id == exclude or job_id in v.scaled or job_id not in v.jobs
+                    or (t != gpu_type and g > room[t])):
                 continue
             vj = v.jobs[job_id]
             used.add(job_id)
@@ -390,12 +438,43 @@ class Crius(Policy):
             ops.append((job_id, option))
         return ops if deficit <= 0 else None
 
+    def _ops(self, view: ClusterView, v: _PassVirtual, gpu_type: str) -> tuple[SortedKeyList, int]:
+        """Every single scaling operation that frees GPUs of ``gpu_type``, least throughput lost per
+        GPU freed first, and an upper bound of what ``search_depth`` of them free (the largest
+        operation of each of the ``search_depth`` jobs that free most). Built once per type and
+        pass; a job started later is added (:meth:`_add_ops`), scaled or suspended ones skipped."""
+        if gpu_type not in v.ops:
+            v.ops[gpu_type] = SortedKeyList(key=_op_key)
+            v.largest[gpu_type] = SortedList()
+            for vj in v.jobs.values():
+                if vj.key[0] == gpu_type and vj.job.job_id not in v.scaled:
+                    self._add_ops(view, v, vj)
+        largest = v.largest[gpu_type]
+        return v.ops[gpu_type], sum(largest[-self.search_depth:]) if self.search_depth else 0
+
+    @staticmethod
+    def _add_ops(view: ClusterView, v: _PassVirtual, vj: _Virtual) -> None:
+        gpu_type, held = vj.key
+        ops = v.ops.get(gpu_type)
+        if ops is None:
+            return
+        most = 0
+        for (t, g), option in job_cells(view, vj.job.spec).items():
+            freed = held - g if t == gpu_type else held
+            if freed > 0:
+                loss = max(vj.throughput - vj.ref_s / option.iteration_s, 0.0)
+                ops.add((loss / freed, vj.job.job_id, t, g, freed, option))
+                most = max(most, freed)
+        if most:
+            v.largest[gpu_type].add(most)
+
     def _move(self, v: _PassVirtual, job_id: str, option: CellEstimate) -> None:
         vj = v.jobs[job_id]
         v.free[vj.key[0]] += vj.key[1]
         v.free[option.cell.gpu_type] -= option.cell.gpus
         vj.option = option
         v.scaled.add(job_id)
+        v.version += 1
 
     def _suspend_for(self, view: ClusterView, v: _PassVirtual, job: JobInfo) -> bool:
         """Opportunistic execution (§6.1): suspend the opportunistic jobs (latest first) once the
@@ -415,12 +494,14 @@ class Crius(Policy):
             if room < gpus:
                 continue
             popped = {job_id: v.jobs.pop(job_id) for job_id in chosen}
+            v.version += 1
             v.free[gpu_type] += sum(vj.key[1] for vj in popped.values())
             if self._cell_based_sched(view, v, job):
                 v.suspended.extend(chosen)
                 return True
             v.jobs.update(popped)
             v.free[gpu_type] -= sum(vj.key[1] for vj in popped.values())
+            v.version += 1
         return False
 
     def _extra(self, view: ClusterView, v: _PassVirtual) -> None:

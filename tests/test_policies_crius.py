@@ -23,6 +23,7 @@ from halyard.policies.crius import (
     gpu_choices,
     job_cells,
     stage_choices,
+    tuned_cell,
 )
 from halyard.policies.plan import Migrate, Preempt, Resize, Start
 from halyard.testing.cluster import small_cluster_toml
@@ -211,3 +212,18 @@ def test_presets():
     assert make_policy("crius").stages() == [("policy", "crius"), ("search-depth", "3")]
     fcfs, fifo = make_policy("fcfs"), make_policy("fifo")
     assert fcfs.stages() == fifo.stages()
+
+
+def test_estimation_accuracy_against_the_tuned_plan_of_the_cell():
+    """§8.2: Te (best assembled plan) against Td (the best plan of the Cell's whole DP x TP space,
+    what the tuner of §5.2 finds): Te >= Td, equal when a DP-only or TP-only plan is optimal; a
+    hybrid optimum (GNMT on 8 A100 as one stage: DP x TP inside a node) lowers the accuracy."""
+    cluster = load_cluster("crius-1280")
+    v = view(cluster)
+    one = spec("a", 1)
+    assert estimate_cell(v, one, Cell("A40", 1, 1)).iteration_s == tuned_cell(v, one, Cell("A40", 1, 1)).iteration_s
+    gnmt = spec("g", 8, model="gnmt")
+    te, td = estimate_cell(v, gnmt, Cell("A100", 8, 1)), tuned_cell(v, gnmt, Cell("A100", 8, 1))
+    assert te.iteration_s > td.iteration_s
+    assert td.plan[0].data > 1 and td.plan[0].tensor > 1
+    assert 0.5 < estimation_accuracy(te.iteration_s, td.iteration_s) < 0.9
