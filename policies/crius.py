@@ -42,11 +42,11 @@ from itertools import accumulate, product
 from sortedcontainers import SortedKeyList, SortedList
 
 from halyard.datamodel import Allocation, JobSpec, NodeAllocation, StagePlan
+from halyard.policies.moves import emit_in_order
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, choose_nodes, usable_gpus
 from halyard.policies.plan import Plan, Preempt, Start
 from halyard.policies.reasons import cannot_fit, never_fits
-from halyard.policies.resources import OverAllocation
 from halyard.policies.stages import Policy
 from halyard.policies.view import ClusterView, JobInfo
 
@@ -300,15 +300,20 @@ class _PassVirtual:
 
 class Crius(Policy):
     """Algorithm 1 (see the module docstring). ``search_depth``: §6.1's limit on scaling operations
-    per scheduling choice (§8.7 evaluates 1-5). ``upscale``: run the extra scheduling of line 12."""
+    per scheduling choice (§8.7 evaluates 1-5). ``upscale``: run the extra scheduling of line 12.
+    ``suspend``: suspend opportunistic jobs for the job they ran beside (§6.1); both are the
+    paper's rules, on by default, and can be turned off for ablations."""
 
-    def __init__(self, *, search_depth: int = SEARCH_DEPTH, upscale: bool = True, name: str = "crius") -> None:
+    def __init__(self, *, search_depth: int = SEARCH_DEPTH, upscale: bool = True, suspend: bool = True,
+                 name: str = "crius") -> None:
         if search_depth < 0:
             raise ValueError(f"search_depth must be >= 0, got {search_depth}")
         self.name = name
         self.search_depth = search_depth
         self.upscale = upscale
-        self._opportunistic: set[str] = set()  # learned in on_applied only
+        self.suspend = suspend
+        # Opportunistic job -> the blocked job it runs beside (learned in on_applied only).
+        self._opportunistic: dict[str, str] = {}
 
     @property
     def acts_without_pending(self) -> bool:
@@ -323,7 +328,7 @@ class Crius(Policy):
         plan = Plan()
         v = self._virtual(view)
         blocked: str | None = None
-        opportunistic: list[str] = []
+        opportunistic: list[tuple[str, str]] = []
         for job in view.pending:  # SchedArrival / SchedDeparture: arrival order
             if not job_cells(view, job.spec):
                 plan.wait(job.job_id, never_fits(self.name, "no Cell of {} GPUs fits any GPU type of the cluster",
@@ -331,9 +336,9 @@ class Crius(Policy):
                 continue
             if self._cell_based_sched(view, v, job):
                 if blocked is not None:
-                    opportunistic.append(job.job_id)
+                    opportunistic.append((job.job_id, blocked))
                 continue
-            if blocked is None and self._suspend_for(view, v, job):
+            if blocked is None and self.suspend and self._suspend_for(view, v, job):
                 continue
             if blocked is None:
                 blocked = job.job_id
@@ -348,15 +353,15 @@ class Crius(Policy):
         return plan
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
-        started, suspended = state.get("crius/opportunistic", ((), ()))
-        self._opportunistic.difference_update(suspended)
-        self._opportunistic.intersection_update(view.running.keys() | {a.job_id for a in plan.actions
-                                                                       if isinstance(a, Start)})
-        self._opportunistic.update(j for j in started if any(isinstance(a, Start) and a.job_id == j
-                                                            for a in plan.actions))
-        for action in plan.actions:
-            if isinstance(action, Preempt):
-                self._opportunistic.discard(action.job_id)
+        started, _ = state.get("crius/opportunistic", ((), ()))
+        starts = {a.job_id for a in plan.actions if isinstance(a, Start)}
+        gone = {a.job_id for a in plan.actions if isinstance(a, Preempt)}
+        waiting = {j.job_id for j in view.pending} - starts
+        self._opportunistic.update((job_id, blocked) for job_id, blocked in started if job_id in starts)
+        # An opportunistic job is one no longer once it stops or the job it ran beside starts.
+        self._opportunistic = {job_id: blocked for job_id, blocked in self._opportunistic.items()
+                               if blocked in waiting and job_id not in gone
+                               and (job_id in view.running or job_id in starts)}
 
     # ---------------------------------------------------------------- virtual state
     def _virtual(self, view: ClusterView) -> _PassVirtual:
@@ -477,12 +482,12 @@ class Crius(Policy):
         v.version += 1
 
     def _suspend_for(self, view: ClusterView, v: _PassVirtual, job: JobInfo) -> bool:
-        """Opportunistic execution (§6.1): suspend the opportunistic jobs (latest first) once the
-        blocked job's minimum requirement fits on one GPU type without them."""
+        """Opportunistic execution (§6.1): suspend the jobs that started opportunistically while
+        ``job`` waited (latest first) once its minimum requirement fits on one GPU type without them."""
         if not self._opportunistic:
             return False
         for (gpu_type, gpus), _ in sorted(job_cells(view, job.spec).items(), key=lambda kv: (kv[0][1], kv[0][0])):
-            victims = [vj for j, vj in v.jobs.items() if j in self._opportunistic and vj.running
+            victims = [vj for j, vj in v.jobs.items() if self._opportunistic.get(j) == job.job_id and vj.running
                        and vj.key[0] == gpu_type and j not in v.scaled]
             victims.sort(key=lambda vj: -vj.job.arrival_seq)
             room, chosen = v.free[gpu_type], []
@@ -555,32 +560,10 @@ class Crius(Policy):
             alloc = Allocation(build_allocation(free, picked).nodes, stages=vj.option.plan)
             free.take(alloc)
             todo.append((vj, alloc))
-        while todo:
-            left = []
-            for vj, alloc in todo:
-                current = vj.job.allocation if vj.running else None
-                if current is not None:
-                    order.give(current)
-                try:
-                    order.take(alloc)
-                except OverAllocation:
-                    if current is not None:
-                        order.take(current)
-                    left.append((vj, alloc))
-                    continue
-                if current is None:
-                    plan.start(vj.job.job_id, alloc)
-                elif alloc.num_gpus != current.num_gpus:
-                    plan.resize(vj.job.job_id, alloc)
-                else:
-                    plan.migrate(vj.job.job_id, alloc)
-            if len(left) == len(todo):
-                for vj, _ in left:
-                    if not vj.running:
-                        plan.wait(vj.job.job_id, cannot_fit(self.name, "its Cell's GPUs are held by jobs whose "
-                                                            "moves could not be ordered this pass"))
-                break
-            todo = left
+        for job in emit_in_order(plan, order, [(vj.job, alloc) for vj, alloc in todo]):
+            if job.allocation is None:
+                plan.wait(job.job_id, cannot_fit(self.name, "its Cell's GPUs are held by jobs whose moves could "
+                                                 "not be ordered this pass"))
 
 
 def ref_of(v: _PassVirtual, job_id: str, option: CellEstimate) -> float:

@@ -24,6 +24,7 @@ from halyard.datamodel import ValidationError
 from halyard.policies.crius import Crius
 from halyard.policies.dally import AutoTuner, Dally, DelayScheduling, ManualTimers, NwSensOrdering
 from halyard.policies.gandiva import ConsolidatingMigration, NetworkAgnostic
+from halyard.policies.gavel import Gavel
 from halyard.policies.ordering import ORDERINGS, Fifo, Las, Srtf
 from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.staged import StagedPolicy
@@ -58,7 +59,10 @@ _PRESETS: dict[str, Callable[[], Policy]] = {
     # Crius (Algorithm 1, its own Policy: policies/crius.py says why) at the paper's search depth 3;
     # FCFS, its baseline, is FIFO with consolidated placement.
     "crius": lambda: Crius(name="crius"),
+    # Ablation (ours): Crius without suspending opportunistic jobs (docs/crius-reproduction.md).
+    "crius-no-suspend": lambda: Crius(suspend=False, name="crius-no-suspend"),
     "fcfs": lambda: StagedPolicy("fcfs", Fifo(), placement=FirstFitConsolidated()),
+    "gavel": lambda: Gavel(),  # max-throughput LP and rounds (policies/gavel.py)
 }
 # Synergy (policies/synergy.py): MECHANISM:ORDERING for every mechanism and ordering,
 # e.g. synergy-tune:srtf, synergy-greedy:fifo, proportional:las, synergy-opt:ftf.
