@@ -9,7 +9,7 @@ rebased to 0, adapted by Crius' §8.1 rule (:func:`halyard.traces.adapt_for_criu
 BERT-large / Transformer-XL / ResNet-50, ``N_G`` in 1-8, elastic ``N_G/2 .. 2 N_G``, iterations
 from the Philly duration at ``N_G`` GPUs). Every policy is simulated in-process
 (:class:`halyard.controlplane.Simulator`, the same core ``halyard simulate`` runs) on
-``crius-64`` (16 x 2 A40 + 16 x 2 A10). Policies: FCFS, Gandiva, Gavel (max-throughput LP),
+``crius-64`` (16 x 2 A40 + 16 x 2 A10). Policies: FCFS, Gandiva, Gavel (max-throughput LP), ElasticFlow-LS,
 Crius (search depth 3) and the ablation Crius without suspending opportunistic jobs; then
 Crius at search depths 1-5 (average JCT and scheduling time per pass).
 
@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TRACE = ROOT / "src/halyard/data/traces/philly_sample.csv"
 WINDOW_S = 6 * 3600.0  # §8.3: "a 6-hour trace of 244 jobs from Microsoft Philly trace"
 PAPER_JOBS = 244
-POLICIES = ("fcfs", "gandiva", "gavel", "crius", "crius-no-suspend")
+POLICIES = ("fcfs", "gandiva", "gavel", "elasticflow-ls", "crius", "crius-no-suspend")
 DEPTHS = (1, 2, 3, 4, 5)  # §8.7, Fig. 21
 
 

@@ -23,6 +23,7 @@ from types import MappingProxyType
 from halyard.datamodel import ValidationError
 from halyard.policies.crius import Crius
 from halyard.policies.dally import AutoTuner, Dally, DelayScheduling, ManualTimers, NwSensOrdering
+from halyard.policies.elasticflow import ElasticFlowLS
 from halyard.policies.gandiva import ConsolidatingMigration, NetworkAgnostic
 from halyard.policies.gavel import Gavel
 from halyard.policies.ordering import ORDERINGS, Fifo, Las, Srtf
@@ -63,6 +64,7 @@ _PRESETS: dict[str, Callable[[], Policy]] = {
     "crius-no-suspend": lambda: Crius(suspend=False, name="crius-no-suspend"),
     "fcfs": lambda: StagedPolicy("fcfs", Fifo(), placement=FirstFitConsolidated()),
     "gavel": lambda: Gavel(),  # max-throughput LP and rounds (policies/gavel.py)
+    "elasticflow-ls": lambda: ElasticFlowLS(),  # ElasticFlow with loosened deadlines (policies/elasticflow.py)
 }
 # Synergy (policies/synergy.py): MECHANISM:ORDERING for every mechanism and ordering,
 # e.g. synergy-tune:srtf, synergy-greedy:fifo, proportional:las, synergy-opt:ftf.
