@@ -560,10 +560,7 @@ class Crius(Policy):
             alloc = Allocation(build_allocation(free, picked).nodes, stages=vj.option.plan)
             free.take(alloc)
             todo.append((vj, alloc))
-        for job in emit_in_order(plan, order, [(vj.job, alloc) for vj, alloc in todo]):
-            if job.allocation is None:
-                plan.wait(job.job_id, cannot_fit(self.name, "its Cell's GPUs are held by jobs whose moves could "
-                                                 "not be ordered this pass"))
+        emit_in_order(plan, order, [(vj.job, alloc) for vj, alloc in todo], self.name)
 
 
 def ref_of(v: _PassVirtual, job_id: str, option: CellEstimate) -> float:

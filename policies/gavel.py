@@ -135,10 +135,7 @@ class Gavel(Policy):
             alloc = build_allocation(free, picked)
             free.take(alloc)
             targets.append((job, alloc))
-        for job in emit_in_order(plan, order, targets):
-            if job.allocation is None:
-                plan.wait(job.job_id, by_policy(self.name, "its GPUs are held by jobs whose moves could not be "
-                                                "ordered this round"))
+        emit_in_order(plan, order, targets, self.name)
         return plan
 
     @staticmethod

@@ -12,14 +12,17 @@ from collections.abc import Sequence
 
 from halyard.datamodel import Allocation
 from halyard.policies.plan import Plan
+from halyard.policies.reasons import cannot_fit
 from halyard.policies.resources import FreeResources, OverAllocation
 from halyard.policies.view import JobInfo
 
 
-def emit_in_order(plan: Plan, free: FreeResources, targets: Sequence[tuple[JobInfo, Allocation]]) -> list[JobInfo]:
+def emit_in_order(plan: Plan, free: FreeResources, targets: Sequence[tuple[JobInfo, Allocation]],
+                  stage: str) -> list[JobInfo]:
     """Add a Start (a pending job), Resize (another GPU count) or Migrate for each target, in an
     order that applies on ``free`` (the cluster after the plan's preemptions; it is updated).
-    Returns the jobs left out because their moves form a cycle (they keep what they hold)."""
+    Returns the jobs left out because their moves form a cycle: running ones keep what they
+    hold, pending ones wait with a reason from ``stage``."""
     todo = list(targets)
     while todo:
         left = []
@@ -41,6 +44,10 @@ def emit_in_order(plan: Plan, free: FreeResources, targets: Sequence[tuple[JobIn
             else:
                 plan.migrate(job.job_id, alloc)
         if len(left) == len(todo):
+            for job, _ in left:
+                if job.allocation is None:
+                    plan.wait(job.job_id, cannot_fit(stage, "its GPUs are held by jobs whose moves could not be "
+                                                     "ordered this pass"))
             return [job for job, _ in left]
         todo = left
     return []
