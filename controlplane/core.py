@@ -47,6 +47,7 @@ from halyard.policies import (
     Action,
     ClusterFacts,
     ClusterView,
+    Drop,
     FreeResources,
     Migrate,
     OverAllocation,
@@ -408,6 +409,9 @@ class SchedulingCore:
                     self._check_size(spec, action.allocation)
                     free.take(action.allocation)
                     held[action.job_id] = action.allocation
+                elif isinstance(action, Drop):
+                    if current is not None or self.records[action.job_id].state is not JobState.PENDING:
+                        raise ValueError("only a pending job can be dropped")
                 elif current is None:
                     raise ValueError("job is not running")
                 elif isinstance(action, Preempt):
@@ -479,7 +483,9 @@ class SchedulingCore:
     def _apply(self, action: Action, now: float) -> None:
         record = self.records[action.job_id]
         self._changed.add(record.job_id)
-        if isinstance(action, Start):
+        if isinstance(action, Drop):
+            self._finish(record.job_id, now, JobState.CANCELLED, EventKind.CANCELLED, f"dropped: {action.reason}")
+        elif isinstance(action, Start):
             check_transition(record.job_id, record.state, JobState.RUNNING)
             self.free.take(action.allocation)
             self._dequeue(record)

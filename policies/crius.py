@@ -302,16 +302,20 @@ class Crius(Policy):
     """Algorithm 1 (see the module docstring). ``search_depth``: §6.1's limit on scaling operations
     per scheduling choice (§8.7 evaluates 1-5). ``upscale``: run the extra scheduling of line 12.
     ``suspend``: suspend opportunistic jobs for the job they ran beside (§6.1); both are the
-    paper's rules, on by default, and can be turned off for ablations."""
+    paper's rules, on by default, and can be turned off for ablations. ``deadlines``: Crius-DDL
+    (§8.5): a job with a deadline only gets Cells that finish by it, running jobs with deadlines
+    are only scaled to Cells that still do, and a pending job that cannot finish by its deadline
+    on its fastest Cell is dropped early (:class:`~halyard.policies.plan.Drop`)."""
 
     def __init__(self, *, search_depth: int = SEARCH_DEPTH, upscale: bool = True, suspend: bool = True,
-                 name: str = "crius") -> None:
+                 deadlines: bool = False, name: str = "crius") -> None:
         if search_depth < 0:
             raise ValueError(f"search_depth must be >= 0, got {search_depth}")
         self.name = name
         self.search_depth = search_depth
         self.upscale = upscale
         self.suspend = suspend
+        self.deadlines = deadlines
         # Opportunistic job -> the blocked job it runs beside (learned in on_applied only).
         self._opportunistic: dict[str, str] = {}
 
@@ -330,6 +334,10 @@ class Crius(Policy):
         blocked: str | None = None
         opportunistic: list[tuple[str, str]] = []
         for job in view.pending:  # SchedArrival / SchedDeparture: arrival order
+            if self.deadlines and job_cells(view, job.spec) and not self._meets(view, job, min(
+                    e.iteration_s for e in job_cells(view, job.spec).values())):
+                plan.drop(job.job_id, "cannot finish before its deadline on its fastest Cell")
+                continue
             if not job_cells(view, job.spec):
                 plan.wait(job.job_id, never_fits(self.name, "no Cell of {} GPUs fits any GPU type of the cluster",
                                                  "/".join(map(str, gpu_choices(job.spec)))))
@@ -391,6 +399,8 @@ class Crius(Policy):
         ref = reference_s(view, job.spec)
         best: tuple[float, int, tuple[str, int], list[tuple[str, CellEstimate]]] | None = None
         for key, option in job_cells(view, job.spec).items():
+            if self.deadlines and not self._meets(view, job, option.iteration_s):
+                continue
             ops = self._scale_resource(view, v, key[0], key[1] - v.free[key[0]], exclude=job.job_id)
             if ops is None:
                 continue
@@ -457,8 +467,12 @@ class Crius(Policy):
         largest = v.largest[gpu_type]
         return v.ops[gpu_type], sum(largest[-self.search_depth:]) if self.search_depth else 0
 
-    @staticmethod
-    def _add_ops(view: ClusterView, v: _PassVirtual, vj: _Virtual) -> None:
+    def _meets(self, view: ClusterView, job: JobInfo, iteration_s: float) -> bool:
+        """Whether ``job`` finishes by its deadline at ``iteration_s`` from now (no deadline: yes)."""
+        deadline = job.spec.deadline
+        return deadline is None or view.now + job.remaining_iterations(view.now) * iteration_s <= deadline
+
+    def _add_ops(self, view: ClusterView, v: _PassVirtual, vj: _Virtual) -> None:
         gpu_type, held = vj.key
         ops = v.ops.get(gpu_type)
         if ops is None:
@@ -466,7 +480,7 @@ class Crius(Policy):
         most = 0
         for (t, g), option in job_cells(view, vj.job.spec).items():
             freed = held - g if t == gpu_type else held
-            if freed > 0:
+            if freed > 0 and (not self.deadlines or self._meets(view, vj.job, option.iteration_s)):
                 loss = max(vj.throughput - vj.ref_s / option.iteration_s, 0.0)
                 ops.add((loss / freed, vj.job.job_id, t, g, freed, option))
                 most = max(most, freed)

@@ -1,4 +1,8 @@
-"""ElasticFlow-LS (Gu et al., ASPLOS'23, "ElasticFlow"), the baseline Crius compares against.
+"""ElasticFlow (Gu et al., ASPLOS'23) and ElasticFlow-LS, the baselines Crius compares against.
+
+ElasticFlow (``loosened=False``, preset ``elasticflow``) admits a job only if a share of GPUs that
+finishes it by its deadline fits beside the admitted jobs' and drops it otherwise (Crius §8.5
+compares Crius-DDL against it). With deadlines loosened (preset ``elasticflow-ls``):
 
 Crius §8.3: "ElasticFlow-LS denotes the primary ElasticFlow policy with loosened job deadline";
 "it scales down small jobs when the workload is high to accommodate more jobs and maximize
@@ -51,11 +55,15 @@ def dp_rate(view: ClusterView, spec: JobSpec, gpus: int) -> float:
                            compute)
 
 
-class ElasticFlowLS(Policy):
-    """ElasticFlow with loosened deadlines (module docstring)."""
+class ElasticFlow(Policy):
+    """ElasticFlow (module docstring). ``loosened`` (ElasticFlow-LS) ignores deadlines; otherwise a
+    job's minimum share is the least power-of-two multiple of ``min_gpus`` that finishes it by its
+    deadline, running (admitted) jobs keep theirs first, pending jobs are admitted in deadline
+    order, and a pending job that cannot be admitted is dropped (ElasticFlow's admission control)."""
 
-    def __init__(self, name: str = "elasticflow-ls") -> None:
+    def __init__(self, *, loosened: bool = True, name: str = "elasticflow-ls") -> None:
         self.name = name
+        self.loosened = loosened
 
     @property
     def acts_without_pending(self) -> bool:
@@ -63,14 +71,21 @@ class ElasticFlowLS(Policy):
 
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
         plan = Plan()
-        jobs: list[JobInfo] = sorted([*view.running.values(), *view.pending], key=lambda j: j.arrival_seq)
+        if self.loosened:
+            jobs: list[JobInfo] = sorted([*view.running.values(), *view.pending], key=lambda j: j.arrival_seq)
+        else:  # admitted (running) jobs first, then earliest deadline first
+            jobs = sorted([*view.running.values(), *view.pending], key=lambda j: (
+                j.allocation is None, j.spec.deadline if j.spec.deadline is not None else float("inf"), j.arrival_seq))
         budget = view.schedulable_gpus
         size: dict[str, int] = {}
-        for job in jobs:  # 1. minimum shares in deadline (= arrival) order
-            low = job.spec.gpu_range[0]
-            if low <= budget and dp_rate(view, job.spec, low) > 0:
+        for job in jobs:  # 1. minimum shares in deadline order
+            low = job.spec.gpu_range[0] if self.loosened else self._minimum_share(view, job)
+            if low and low <= budget and dp_rate(view, job.spec, low) > 0:
                 size[job.job_id] = low
                 budget -= low
+            elif not self.loosened and job.allocation is None and job.spec.deadline is not None:
+                plan.drop(job.job_id, f"admission: no share of up to {job.spec.gpu_range[1]} GPUs meets its deadline "
+                                      f"beside the admitted jobs ({budget} GPUs left)")
             elif job.allocation is None:
                 plan.wait(job.job_id, cannot_fit(self.name, "its minimum share of {} GPUs does not fit beside "
                                                  "the earlier jobs' ({} left)", low, budget))
@@ -89,6 +104,23 @@ class ElasticFlowLS(Policy):
                 heapq.heappush(heap, offer)
         self._finalize(view, plan, jobs, size)
         return plan
+
+    @staticmethod
+    def _minimum_share(view: ClusterView, job: JobInfo) -> int:
+        """The least power-of-two multiple of ``min_gpus`` that finishes the job by its deadline at
+        the data-parallel rate (``min_gpus`` without a deadline; 0 if none does)."""
+        low, high = job.spec.gpu_range
+        deadline = job.spec.deadline
+        if deadline is None:
+            return low
+        left = job.remaining_iterations(view.now)
+        g = low
+        while g <= high:
+            rate = dp_rate(view, job.spec, g)
+            if rate > 0 and view.now + left / rate <= deadline:
+                return g
+            g *= 2
+        return 0
 
     @staticmethod
     def _offer(view: ClusterView, job: JobInfo, g: int) -> tuple[float, int, str, int] | None:

@@ -125,13 +125,14 @@ def test_preemptive_pass_evicts_lowest_priority(small_cluster, perf):
 
 
 def test_unknown_policy_lists_names():
-    with pytest.raises(ValidationError, match="presets: crius, crius-no-suspend, dally, dally-manual, elasticflow-ls, "
-                                              "fcfs, fifo, gandiva, gavel, las, proportional:fifo"):
+    with pytest.raises(ValidationError, match="presets: crius, crius-ddl, crius-no-suspend, dally, dally-manual, "
+                                              "elasticflow, elasticflow-ls, fcfs, fifo, gandiva, gavel, las"):
         make_policy("round-robin")
     synergy = [f"{m}:{o}" for m in ("proportional", "synergy-greedy", "synergy-opt", "synergy-tune")
                for o in ("fifo", "ftf", "las", "srtf")]
-    assert policy_names() == sorted(["crius", "crius-no-suspend", "elasticflow-ls", "fcfs", "gavel", "dally",
-                                     "dally-manual", "fifo", "gandiva", "las", "srtf", "tiresias", *synergy])
+    assert policy_names() == sorted(["crius", "crius-ddl", "crius-no-suspend", "elasticflow", "elasticflow-ls", "fcfs",
+                                     "gavel", "dally", "dally-manual", "fifo", "gandiva", "las", "srtf", "tiresias",
+                                     *synergy])
 
 
 class CountingSize(FixedSize):

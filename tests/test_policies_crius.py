@@ -25,7 +25,7 @@ from halyard.policies.crius import (
     stage_choices,
     tuned_cell,
 )
-from halyard.policies.plan import Migrate, Preempt, Resize, Start
+from halyard.policies.plan import Drop, Migrate, Preempt, Resize, Start
 from halyard.testing.cluster import small_cluster_toml
 
 PM = PerformanceModel()
@@ -227,3 +227,52 @@ def test_estimation_accuracy_against_the_tuned_plan_of_the_cell():
     assert te.iteration_s > td.iteration_s
     assert td.plan[0].data > 1 and td.plan[0].tensor > 1
     assert 0.5 < estimation_accuracy(te.iteration_s, td.iteration_s) < 0.9
+
+
+# ------------------------------------------------------------------ Crius-DDL (§8.5)
+def test_ddl_drops_early_a_job_that_cannot_meet_its_deadline():
+    """§8.5: "Crius early drops those jobs that cannot be completed before their deadlines"."""
+    v = view(ONE_TYPE)
+    fastest = min(e.iteration_s for e in job_cells(v, spec("x", 8)).values())
+    late = FakeJob(spec("late", 8, deadline=1000 * fastest * 0.9))  # 1,000 iterations left
+    ok = FakeJob(spec("ok", 8, deadline=1000 * fastest * 1.1), arrival_seq=1)
+    plan = Crius(deadlines=True).schedule(view(ONE_TYPE, pending=[late, ok]), PassState())
+    assert [(type(a), a.job_id) for a in plan.actions] == [(Drop, "late"), (Start, "ok")]
+    assert by_kind(plan, Start)["ok"].num_gpus == 16  # the only Cell that meets its deadline
+
+
+@pytest.mark.parametrize("deadlines", [False, True])
+def test_ddl_never_scales_a_running_job_past_its_deadline(deadlines):
+    """§8.5 "strict deadline guarantees for each scheduled job": Crius would halve a running job
+    for a new one; Crius-DDL does not when the halved Cell would miss the running job's deadline."""
+    v = view(ONE_TYPE)
+    t16 = job_cells(v, spec("x", 8))[("V100", 16)].iteration_s
+    running = FakeJob(spec("running", 8, deadline=1000 * t16 * 1.2), allocation=on(ONE_TYPE, ("r0-n0", 8),
+                                                                                       ("r0-n1", 8)))
+    new = FakeJob(spec("new", 8, elastic=False), arrival_seq=1)
+    plan = Crius(deadlines=deadlines).schedule(view(ONE_TYPE, [running], [new]), PassState())
+    assert ("new" in by_kind(plan, Start)) is not deadlines
+    assert ("running" in by_kind(plan, Resize)) is not deadlines
+
+
+def test_a_dropped_job_is_cancelled_with_the_reason_and_counts_against_the_deadline_ratio():
+    from halyard.controlplane import SchedulingCore, summarize
+    from halyard.controlplane.core import PlanError
+    from halyard.policies import Plan
+
+    core = SchedulingCore(ONE_TYPE, make_policy("fifo"), PM)
+    core.submit(spec("d", 8, deadline=10.0), 0.0)
+    core.submit(spec("r", 8), 0.0)
+    core.schedule(0.0)  # both start under FIFO
+    drop_running = Plan()
+    drop_running.drop("r", "test")
+    with pytest.raises(PlanError, match="only a pending job can be dropped"):
+        core.apply(drop_running, 1.0)
+    core.submit(spec("p", 8, deadline=20.0), 1.0)
+    plan = Plan()
+    plan.drop("p", "cannot finish before its deadline")
+    core.apply(plan, 2.0)
+    assert core.records["p"].state.value == "CANCELLED"
+    assert [e.detail for e in core.log if e.job_id == "p"][-1] == "dropped: cannot finish before its deadline"
+    s = summarize(core, policy="x", trace_jobs=3, rejected=0, wall_s=1.0)
+    assert (s["deadline_jobs"], s["dropped"], s["deadline_met_ratio"]) == (2, 1, 0.0)

@@ -62,3 +62,14 @@ def test_iterations_keep_the_samples_at_the_drawn_amount():
     """§8.1 "The number of iterations ... is calculated from scaling by global batch size"."""
     (it,) = [j for j in adapt_for_crius(trace(0), seed=0)]
     assert it.iterations == pytest.approx(1000 * 4 / it.num_gpus, abs=1)
+
+
+def test_deadlines_scale_with_the_duration_when_asked():
+    jobs = trace(200)
+    adapted = adapt_for_crius(jobs, seed=3, deadline_factor=(0.5, 1.5))
+    factors = [(a.deadline - j.submit_time) / j.duration_s for j, a in zip(jobs[:-1], adapted, strict=False)]
+    assert all(0.5 <= f <= 1.5 for f in factors) and max(factors) - min(factors) > 0.9
+    assert adapted[-1].deadline is None  # no duration, no deadline
+    assert all(j.deadline is None for j in adapt_for_crius(jobs, seed=3))
+    assert [j.deadline for j in adapt_for_crius(jobs, seed=3, deadline_factor=(0.5, 1.5))] == [
+        j.deadline for j in adapted]

@@ -30,7 +30,7 @@ def expected(policy: str) -> tuple[str, str, str]:
         return "CANNOT_FIT_NOW", "delay-scheduling", "needs 16 GPUs; 0 free"
     if policy.startswith("crius"):  # Algorithm 1: no Cell fits even with running jobs scaled
         return "CANNOT_FIT_NOW", policy, "needs 16 GPUs of one type; no Cell fits with up to 3 jobs scaled (0 free)"
-    if policy == "elasticflow-ls":  # minimum shares in arrival order
+    if policy.startswith("elasticflow"):  # minimum shares in (deadline) order; no deadline: it waits
         return ("CANNOT_FIT_NOW", policy,
                 "its minimum share of 16 GPUs does not fit beside the earlier jobs' (0 left)")
     if policy == "gavel":  # the LP gives the round's GPUs to the job of higher priority

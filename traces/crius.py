@@ -32,17 +32,30 @@ CRIUS_GPU_CHOICES: tuple[int, ...] = (1, 2, 4, 8)
 
 
 def adapt_for_crius(jobs: Sequence[JobSpec], *, seed: int = 0, models: Sequence[str] = CRIUS_MODELS,
-                    gpu_choices: Sequence[int] = CRIUS_GPU_CHOICES) -> list[JobSpec]:
-    """The jobs with a drawn model and elastic GPU amount (module docstring), in the same order."""
+                    gpu_choices: Sequence[int] = CRIUS_GPU_CHOICES,
+                    deadline_factor: tuple[float, float] | None = None) -> list[JobSpec]:
+    """The jobs with a drawn model and elastic GPU amount (module docstring), in the same order.
+
+    ``deadline_factor`` ``(lo, hi)`` also gives each job with a duration the deadline
+    ``submit + lam x duration_s``, ``lam = lo + H(seed, key', 0) x (hi - lo)`` with
+    ``key' = text_key("crius-deadline:" + job_id)``: ElasticFlow's (and Crius-DDL's, §8.5) deadlines
+    scale with the job's run time; the range is the caller's (Crius does not give it)."""
     if not models or not gpu_choices or min(gpu_choices) < 1:
         raise ValidationError("models and gpu_choices must be non-empty, GPU amounts >= 1", field="gpu_choices")
+    if deadline_factor is not None and not 0 < deadline_factor[0] <= deadline_factor[1]:
+        raise ValidationError(f"deadline_factor must be 0 < lo <= hi, got {deadline_factor}", field="deadline_factor")
     keys = [text_key("crius:" + j.job_id) for j in jobs]
     u_model, u_gpus = uniform(seed, keys, 0), uniform(seed, keys, 1)
+    u_deadline = uniform(seed, [text_key("crius-deadline:" + j.job_id) for j in jobs], 0).tolist()
     out = []
-    for job, um, ug in zip(jobs, u_model.tolist(), u_gpus.tolist(), strict=True):
+    for job, um, ug, ud in zip(jobs, u_model.tolist(), u_gpus.tolist(), u_deadline, strict=True):
         n = gpu_choices[int(ug * len(gpu_choices))]
         iterations = max(1, round(job.iterations * job.num_gpus / n)) if job.iterations else 0
+        deadline = job.deadline
+        if deadline_factor is not None and job.duration_s:
+            lo, hi = deadline_factor
+            deadline = job.submit_time + (lo + ud * (hi - lo)) * job.duration_s
         out.append(replace(job, model=models[int(um * len(models))], num_gpus=n, min_gpus=max(1, n // 2),
                            max_gpus=2 * n, gpu_type=None, batch_size=0, parallelism=None, logical_workers=0,
-                           iterations=iterations))
+                           iterations=iterations, deadline=deadline))
     return out
