@@ -1,6 +1,6 @@
 """Reproduce Crius' testbed comparison (§8.3, Fig. 14) and search-depth study (§8.7) on crius-64.
 
-    .venv/bin/python benchmarks/reproduce_crius.py            # about a minute on one core
+    .venv/bin/python benchmarks/reproduce_crius.py            # about 15 s on one core
 
 The trace is the 6-hour window of the bundled processed Philly sample
 (``src/halyard/data/traces/philly_sample.csv``, read with ``read_philly``) whose job count is
