@@ -48,6 +48,7 @@ from halyard.policies import (
     Action,
     ClusterFacts,
     ClusterView,
+    Drop,
     FreeResources,
     Migrate,
     OverAllocation,
@@ -412,6 +413,9 @@ class SchedulingCore:
                     self._check_size(spec, action.allocation)
                     free.take(action.allocation)
                     held[action.job_id] = action.allocation
+                elif isinstance(action, Drop):
+                    if current is not None or self.records[action.job_id].state is not JobState.PENDING:
+                        raise ValueError("only a pending job can be dropped")
                 elif current is None:
                     raise ValueError("job is not running")
                 elif isinstance(action, Preempt):
@@ -466,11 +470,16 @@ class SchedulingCore:
         if workers and workers != spec.logical_workers:
             raise ValueError(f"allocation's per-GPU logical workers add up to {workers}; job {spec.job_id} has "
                              f"{spec.logical_workers} (logical_workers)")
+        if allocation.stages and not self.perf.fits_plan(spec, allocation, self.cluster):
+            # A Cell's plan (Crius §5.1: a plan whose stage exceeds a GPU's memory is dropped).
+            worst = max(self.perf.plan_memory(spec, allocation, self.cluster), key=lambda f: f.total_bytes)
+            raise ValueError(f"allocation's pipeline plan needs {worst.total_bytes / 1e9:.1f} GB on a GPU of "
+                             f"{worst.capacity_bytes / 1e9:.1f} GB (model {spec.model!r})")
         for part in allocation.nodes:
             node = self.cluster.node(part.node)
             if spec.gpu_type is not None and node.gpu_type != spec.gpu_type:
                 raise ValueError(f"node {node.name} has {node.gpu_type} GPUs, job needs {spec.gpu_type}")
-            if part.gpus and not self.perf.fits_memory(spec, node.gpu_type):
+            if part.gpus and not allocation.stages and not self.perf.fits_memory(spec, node.gpu_type):
                 f = self.perf.memory_footprint(spec, node.gpu_type)
                 raise ValueError(f"node {node.name} has {node.gpu_type} GPUs of {f.capacity_bytes / 1e9:.1f} GB; "
                                  f"model {spec.model!r} at batch {f.batch} needs {f.total_bytes / 1e9:.1f} GB per GPU")
@@ -478,7 +487,9 @@ class SchedulingCore:
     def _apply(self, action: Action, now: float) -> None:
         record = self.records[action.job_id]
         self._changed.add(record.job_id)
-        if isinstance(action, Start):
+        if isinstance(action, Drop):
+            self._finish(record.job_id, now, JobState.CANCELLED, EventKind.CANCELLED, f"dropped: {action.reason}")
+        elif isinstance(action, Start):
             check_transition(record.job_id, record.state, JobState.RUNNING)
             self.free.take(action.allocation)
             self._dequeue(record)

@@ -45,7 +45,7 @@ def summarize(core: SchedulingCore, *, policy: str, trace_jobs: int, rejected: i
     run = np.array([r.run_time_s(r.end_time) for r in done], dtype=float)
     share = np.divide(exposed, run, out=np.zeros_like(exposed), where=run > 0)
 
-    return {
+    summary: dict[str, float | int | str] = {
         "policy": policy,
         "cluster": core.cluster.name,
         "jobs": trace_jobs,
@@ -76,6 +76,13 @@ def summarize(core: SchedulingCore, *, policy: str, trace_jobs: int, rejected: i
         "wall_s": wall_s,
         "jobs_per_wall_s": trace_jobs / wall_s if wall_s > 0 else 0.0,
     }
+    with_deadline = [r for r in records if r.spec.deadline is not None]
+    if with_deadline:  # ElasticFlow's deadline satisfactory ratio (Crius §8.5): met / jobs with a deadline
+        met = sum(1 for r in with_deadline if r.state is JobState.COMPLETED and r.end_time <= r.spec.deadline)
+        summary["deadline_jobs"] = len(with_deadline)
+        summary["deadline_met_ratio"] = met / len(with_deadline)
+        summary["dropped"] = sum(1 for r in with_deadline if r.state is JobState.CANCELLED)
+    return summary
 
 
 def _percentile(values: np.ndarray, q: float) -> float:

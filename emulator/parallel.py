@@ -165,14 +165,22 @@ def plan_stages(spec: JobSpec, allocation: Allocation | None) -> tuple[tuple[int
 
 def _replicas(spec: JobSpec, allocation: Allocation, stages: Sequence[tuple[int, int]]) -> int:
     """Data-parallel replicas of the job's batch: the uniform plan's data degree (which follows the
-    allocation's size), else ``parallelism.data`` for a Cell's stage plan (1 when not given)."""
+    allocation's size), else ``parallelism.data`` for a Cell's stage plan (``num_gpus`` when not given)."""
     if allocation.stages:
-        return spec.parallelism.data if spec.parallelism is not None else 1
+        # The job's data degree as submitted: parallelism.data, or num_gpus for a pure data-parallel
+        # job, so a Cell of another size trains the same global batch (Crius §8.1 counts iterations
+        # by global batch size).
+        return spec.parallelism.data if spec.parallelism is not None else spec.num_gpus
     return stages[0][0]
 
 
 def is_data_parallel(spec: JobSpec, allocation: Allocation | None) -> bool:
-    """Whether the job runs as one data-parallel stage (the model of PerformanceModel.iteration_time)."""
+    """Whether the job runs as one data-parallel stage (the model of PerformanceModel.iteration_time).
+
+    An explicit Cell plan (``allocation.stages``, Crius §4.2) never does, even as one data-parallel
+    stage: it keeps the job's global batch whatever its GPU count, which :func:`plan_timing` models."""
+    if allocation is not None and allocation.stages:
+        return False
     stages = plan_stages(spec, allocation)
     return len(stages) == 1 and stages[0][1] == 1
 

@@ -194,6 +194,11 @@ class PerformanceModel:
             raise KeyError(f"unknown model {name!r}; the catalog ({self._catalog.source}) has: "
                            f"{', '.join(sorted(self._models))}") from None
 
+    def layers(self, model: str) -> int:
+        """The layers a tensor or pipeline plan of ``model`` splits; 0 when the catalog gives none."""
+        profile = self.profile(model)
+        return int(profile.layers) if profile.layer_output_bytes > 0 else 0
+
     def models_by_task(self) -> dict[str, tuple[str, ...]]:
         out: dict[str, list[str]] = {}
         for name, p in self._models.items():
@@ -354,6 +359,7 @@ class PerformanceModel:
                 hit = self._plans[dp_key] = data_parallel_timing(self, spec, allocation, cluster, timing)
             return hit
         key = (id(cluster), spec.model, spec.batch_size, spec.parallelism, allocation.stages,
+               spec.num_gpus if spec.parallelism is None else 0,  # a Cell's global batch (parallel._replicas)
                tuple((p.node, len(p.gpus)) for p in allocation.nodes if p.gpus))
         hit = self._plans.get(key)
         if hit is None:

@@ -8,7 +8,7 @@ from halyard.policies.facts import ClusterFacts, ClusterShape
 from halyard.policies.ordering import Fifo, FinishTimeFairness, Las, Srtf
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import FirstFitConsolidated
-from halyard.policies.plan import Action, Migrate, Plan, Preempt, Resize, SetResources, SetTimeShift, Start
+from halyard.policies.plan import Action, Drop, Migrate, Plan, Preempt, Resize, SetResources, SetTimeShift, Start
 from halyard.policies.reasons import Unplaced, WaitCode
 from halyard.policies.registry import STAGES, make_policy, policy_names, stage_names
 from halyard.policies.resources import FreeResources, OverAllocation
@@ -38,6 +38,7 @@ __all__ = [
     "ClusterFacts",
     "ClusterShape",
     "ClusterView",
+    "Drop",
     "Fifo",
     "FinishTimeFairness",
     "FirstFitConsolidated",

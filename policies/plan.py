@@ -60,7 +60,17 @@ class SetResources:
     memory_mb: int
 
 
-Action = Start | Preempt | Migrate | Resize | SetTimeShift | SetResources
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """End a pending job the policy will never run: deadline-aware policies drop a job that cannot
+    meet its deadline (Crius §8.5 "early drops", ElasticFlow's admission control). CANCELLED,
+    with ``reason`` in the event."""
+
+    job_id: str
+    reason: str
+
+
+Action = Start | Preempt | Migrate | Resize | SetTimeShift | SetResources | Drop
 
 
 @dataclass(slots=True)
@@ -96,6 +106,9 @@ class Plan:
 
     def set_resources(self, job_id: str, node: str, cpus: int, memory_mb: int) -> None:
         self.actions.append(SetResources(job_id, node, cpus, memory_mb))
+
+    def drop(self, job_id: str, reason: str) -> None:
+        self.actions.append(Drop(job_id, reason))
 
     def __len__(self) -> int:
         return len(self.actions)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from halyard.datamodel import ValidationError
+from halyard.policies.crius import Crius
 from halyard.policies.dally import AutoTuner, Dally, DelayScheduling, ManualTimers, NwSensOrdering
 from halyard.policies.easyscale import (
     EasyScaleOptions,
@@ -31,7 +32,9 @@ from halyard.policies.easyscale import (
     easyscale_heter,
     easyscale_homo,
 )
+from halyard.policies.elasticflow import ElasticFlow
 from halyard.policies.gandiva import ConsolidatingMigration, NetworkAgnostic
+from halyard.policies.gavel import Gavel
 from halyard.policies.ordering import ORDERINGS, Fifo, Las, Srtf
 from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.staged import StagedPolicy
@@ -79,6 +82,18 @@ _PRESETS: dict[str, Callable[[], Policy]] = {
         "easyscale-heter", Fifo(), sizing=SmallestProposal(), placement=EasyScalePlacement(),
         adjusters=(easyscale_heter(),)),
     "yarn-cs": lambda: StagedPolicy("yarn-cs", Fifo(), placement=OneTypeConsolidated()),
+    # Crius (Algorithm 1, its own Policy: policies/crius.py says why) at the paper's search depth 3;
+    # FCFS, its baseline, is FIFO with consolidated placement.
+    "crius": lambda: Crius(name="crius"),
+    # Crius-DDL (§8.5): strict deadlines, early drop; a scheduled job is never suspended.
+    "crius-ddl": lambda: Crius(deadlines=True, suspend=False, name="crius-ddl"),
+    # Ablation (ours): Crius without suspending opportunistic jobs (docs/crius.md).
+    "crius-no-suspend": lambda: Crius(suspend=False, name="crius-no-suspend"),
+    "fcfs": lambda: StagedPolicy("fcfs", Fifo(), placement=FirstFitConsolidated()),
+    "gavel": lambda: Gavel(),  # max-throughput LP and rounds (policies/gavel.py)
+    # ElasticFlow (deadline admission, drops what it cannot admit) and ElasticFlow-LS (loosened deadlines).
+    "elasticflow": lambda: ElasticFlow(loosened=False, name="elasticflow"),
+    "elasticflow-ls": lambda: ElasticFlow(),
 }
 # Synergy (policies/synergy.py): MECHANISM:ORDERING for every mechanism and ordering,
 # e.g. synergy-tune:srtf, synergy-greedy:fifo, proportional:las, synergy-opt:ftf.

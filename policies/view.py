@@ -110,6 +110,13 @@ class PerformanceEstimator(Protocol):
         """Seconds per iteration reading cache misses with this memory per GPU (the cache model
         optimistic profiling fills the memory columns with)."""
         ...
+    def layers(self, model: str) -> int:
+        """The layers a pipeline plan of ``model`` splits (0: data parallel only)."""
+        ...
+    def fits_plan(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> bool:
+        """Whether every GPU of ``allocation`` holds its pipeline stage's share of ``spec`` (Crius §5.1
+        drops a plan whose stage exceeds a GPU's memory)."""
+        ...
     def fits_memory(self, spec: JobSpec, gpu_type: str) -> bool:
         """Whether one worker of ``spec`` fits the memory of a ``gpu_type`` GPU (cheap: cached)."""
         ...

@@ -26,6 +26,24 @@ nic_gbit_s = 200
 """
 
 
+def two_type_toml(nodes: int, gpus: int) -> str:
+    """One rack of ``nodes`` A40 servers then ``nodes`` A10 servers of ``gpus`` GPUs each (crius-64's
+    GPU types and NICs, src/halyard/data/clusters/crius-64.toml); node indices run on over the rack."""
+    blocks = "".join(f"""
+[[racks.nodes]]
+name = "{{rack}}-{kind.lower()}-{{i}}"
+count = {nodes}
+gpu_type = "{kind}"
+gpus = {gpus}
+cpus = 48
+memory_gb = 512
+fabric = "pcie"
+fabric_gbyte_s = 32
+nic_gbit_s = {nic}
+""" for kind, nic in (("A40", 100), ("A10", 200)))
+    return f'name = "two-types"\n[[racks]]\nname = "r{{i}}"\nuplink_gbit_s = 400\n{blocks}'
+
+
 _ids = itertools.count()
 
 

@@ -123,3 +123,31 @@ async def test_easyscale_heter_replays_its_simulation():
     assert resizes(run.core) == resizes(sim.core)
     assert got["avg_jct_s"] == pytest.approx(expected["avg_jct_s"], rel=TOLERANCE)
     assert got["makespan_s"] == pytest.approx(expected["makespan_s"], rel=TOLERANCE)
+
+
+async def test_crius_replays_its_simulation():
+    """Crius' Cells (stage plans, resizes and moves across GPU types, §6.1) on a heterogeneous
+    cluster: simulate and replay make the same starts, resizes and migrations."""
+    from factories import two_type_toml
+
+    from halyard.traces import adapt_for_crius
+
+    policy = "crius"
+    toml = two_type_toml(2, 4)  # 2 x 4 A40 + 2 x 4 A10
+    cluster = parse_cluster(toml)
+    jobs = adapt_for_crius(generate_synergy_trace(16, rate_per_hour=60, multi_gpu=True, seed=3,
+                                                  duration_scale=0.02), seed=0)
+    sim = Simulator(cluster, make_policy(policy), PerformanceModel())
+    sim.run(jobs)
+    expected = summarize(sim.core, policy=policy, trace_jobs=len(jobs), rejected=0, wall_s=1.0)
+    changes = [e for e in sim.core.log if e.kind in (EventKind.RESIZED, EventKind.MIGRATED)]
+    assert changes  # the trace exercises ScaleResource, not only starts
+    run = await replay(jobs, cluster, toml, policy=policy, speedup=SPEEDUP)
+    got = run.summary
+    assert got["completed"] == expected["completed"] == len(jobs)
+    assert placements(run.core) == placements(sim.core)
+    assert ([(e.job_id, e.kind, e.detail) for e in run.core.log if e.kind in (EventKind.RESIZED, EventKind.MIGRATED)]
+            == [(e.job_id, e.kind, e.detail) for e in changes])
+    assert got["avg_jct_s"] == pytest.approx(expected["avg_jct_s"], rel=TOLERANCE)
+    assert got["makespan_s"] == pytest.approx(expected["makespan_s"], rel=TOLERANCE)
+

@@ -234,3 +234,43 @@ async def test_scaled_out_and_in_a_job_ends_as_if_never_resized(tmp_path):
     straight = np.load(reference / "model.npz")
     assert int(resized["iteration"]) == int(straight["iteration"]) == total
     assert np.array_equal(resized["weights"], straight["weights"])
+
+
+async def test_crius_moves_a_cell_across_gpu_types_and_it_resumes_from_its_checkpoint(tmp_path):
+    """Issue 14: under the real Crius policy a job runs as a 4-GPU Cell on the A40 server; a job
+    that must have A40s arrives, ScaleResource moves the first job's Cell to the A10 server (§6.1
+    "moves them to another type of GPU"), and back when the A40s are idle again (Algorithm 1 line
+    12); the real training process checkpoints on demand, restarts from that checkpoint each time
+    and ends with the weights of an uninterrupted run."""
+    import subprocess
+
+    import numpy as np
+    from factories import two_type_toml
+    from worlds import EXAMPLE
+
+    total, after = 400, 60
+    spec = train_spec("e", total, gpus=2, pace_s=0.01, every=100_000, min_gpus=1, max_gpus=4, logical_workers=4)
+    pin = train_spec("pin", 20, gpus=4, pace_s=0.01)
+    pin.gpu_type = "A40"
+    async with World("process", tmp_path, policy="crius", round_s=0.05, cluster_toml=two_type_toml(1, 4)) as w:
+        await w.submit(spec)
+        await w.wait_for(lambda: w.done("e") >= after, timeout=20)
+        assert w.job("e").allocation.node_names == ("r0-a40-0",) and w.job("e").num_gpus == 4  # 2 N_G, faster type
+        await w.submit(pin)
+        await w.wait_for(lambda: w.job("pin").state is JobState.COMPLETED and w.job("e").state is JobState.COMPLETED,
+                         timeout=60)
+        record = w.job("e")
+    # Moved to the A10s for the pinned job, and back to the idle A40s once it left (line 12).
+    assert [(a, nodes) for a, j, nodes in w.decisions if j == "e"] == [
+        ("Start", ("r0-a40-0",)), ("Migrate", ("r0-a10-1",)), ("Migrate", ("r0-a40-0",))]
+    assert record.preemptions == 0 and [d for d in w.decisions if d[1] == "pin"] == [("Start", "pin", ("r0-a40-0",))]
+    summary = json.loads((tmp_path / "checkpoints" / "e" / "summary.json").read_text())
+    assert summary["attempt"] == 3 and after <= summary["started_at"] < total  # resumed, did not start over
+    reference = tmp_path / "reference"
+    subprocess.run([sys.executable, *spec.command[1:], "--iterations", str(total), "--min-iteration-s", "0"],
+                   env=os.environ | {"HALYARD_CHECKPOINT_DIR": str(reference), "HALYARD_LOGICAL_WORKERS": "4"},
+                   check=True, capture_output=True, timeout=60)
+    assert spec.command[1] == EXAMPLE
+    moved, straight = np.load(tmp_path / "checkpoints" / "e" / "model.npz"), np.load(reference / "model.npz")
+    assert int(moved["iteration"]) == int(straight["iteration"]) == total
+    assert np.array_equal(moved["weights"], straight["weights"])

@@ -28,6 +28,14 @@ def expected(policy: str) -> tuple[str, str, str]:
     """(code, stage, reason) the policy's waiting job must report."""
     if policy.startswith("dally"):
         return "CANNOT_FIT_NOW", "delay-scheduling", "needs 16 GPUs; 0 free"
+    if policy.startswith("crius"):  # Algorithm 1: no Cell fits even with running jobs scaled
+        return "CANNOT_FIT_NOW", policy, "needs 16 GPUs of one type; no Cell fits with up to 3 jobs scaled (0 free)"
+    if policy.startswith("elasticflow"):  # minimum shares in (deadline) order; no deadline: it waits
+        return ("CANNOT_FIT_NOW", policy,
+                "its minimum share of 16 GPUs does not fit beside the earlier jobs' (0 left)")
+    if policy == "gavel":  # the LP gives the round's GPUs to the job of higher priority
+        return ("WAITING_BY_POLICY", "gavel",
+                "the max-throughput allocation gives the GPUs to jobs of higher priority this round")
     ordering = dict(make_policy(policy).stages())["ordering"]
     if ordering == "fifo" and ":" not in policy:  # the in-order pass stops where nothing fits
         return "CANNOT_FIT_NOW", "fifo", "0 usable GPUs free; every job still waiting needs more"

@@ -47,10 +47,10 @@ class World:
     """``async with World("process" | "emulated", tmp_path)``: ready (all agents registered) on entry."""
 
     def __init__(self, backend: str, work_dir: Path, *, nodes: int = 1, policy: str | Policy = "fifo",
-                 speedup: float = 1.0, round_s: float = 300.0) -> None:
+                 speedup: float = 1.0, round_s: float = 300.0, cluster_toml: str | None = None) -> None:
         self.backend = backend
         self.work_dir = work_dir
-        self.cluster_toml = small_cluster_toml(nodes)
+        self.cluster_toml = cluster_toml or small_cluster_toml(nodes)
         self.cluster = parse_cluster(self.cluster_toml, source="<world>")
         self.clock = ScaledClock(speedup)
         self.policy = policy

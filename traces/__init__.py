@@ -13,6 +13,7 @@ Public surface:
 * :data:`CANONICAL_COLUMNS` are the schema's columns (``docs/trace-format.md``).
 * :func:`read_philly` reads the Pollux artifact's processed Philly file with a
   seeded, documented model assignment.
+* :func:`adapt_for_crius` draws Crius' model and elastic GPU amount for any trace (§8.1).
 * :func:`generate_synergy_trace` builds Synergy's production-derived synthetic
   trace; the Synergy Table 4 model names are :data:`SYNERGY_IMAGE_MODELS`,
   :data:`SYNERGY_LANGUAGE_MODELS` and :data:`SYNERGY_SPEECH_MODELS`.
@@ -22,6 +23,7 @@ This package imports nothing of Halyard's but :mod:`halyard.datamodel`.
 
 from halyard.traces.alibaba import read_alibaba
 from halyard.traces.canonical import read_canonical_csv, read_canonical_jsonl, write_trace
+from halyard.traces.crius import CRIUS_GPU_CHOICES, CRIUS_MODELS, adapt_for_crius
 from halyard.traces.easyscale import EASYSCALE_MODELS, generate_easyscale_trace
 from halyard.traces.gavel import read_gavel
 from halyard.traces.generator import (
@@ -55,6 +57,8 @@ __all__ = [
     "ACCEPTED_FORMATS",
     "AUTO",
     "CANONICAL_COLUMNS",
+    "CRIUS_GPU_CHOICES",
+    "CRIUS_MODELS",
     "EASYSCALE_MODELS",
     "FORMATS",
     "FORMAT_NAMES",
@@ -65,6 +69,7 @@ __all__ = [
     "SYNERGY_TASK_MODELS",
     "TraceFormat",
     "TraceLoad",
+    "adapt_for_crius",
     "detect_format",
     "generate_easyscale_trace",
     "generate_synergy_trace",

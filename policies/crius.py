@@ -1,0 +1,583 @@
+"""Crius: Cell-based scheduling of large models on heterogeneous GPUs (papers/crius-cell-scheduling.txt).
+
+* **Cells** (§4.2): a job x GPU type x GPU count x pipeline stages (:class:`Cell`). Stages are
+  determined by mapping GPUs to operators by FLOPs and cutting at the smallest inter-operator
+  communication (:func:`determine_stages`, Fig. 7). A job's initial Cells take ``N_G/2, N_G, 2 N_G``
+  GPUs (within its ``min_gpus..max_gpus``) and ``log N_G`` stage counts from 1 to ``N_G``
+  (:func:`gpu_choices`, :func:`stage_choices`, §6.1).
+* **Agile estimation** (§5.1, Fig. 9): a Cell's time is the best of the ``2^S`` plans assembled
+  from data-parallel-only and tensor-parallel-only stages (:func:`assembled_plans`), each costed
+  by the performance model (``view.perf.job_timing``: first micro-batch through all stages plus
+  ``(B - 1)`` x the slowest, ``B = 4 x stages``); plans that do not fit a GPU's memory are dropped.
+  :func:`estimation_accuracy` is §8.2's ``1 - |Te - Td| / Td``.
+* **Algorithm 1** (§6.1): :class:`Crius` runs ``CellBasedSched`` for each pending job in arrival
+  order (SchedArrival, lines 2-8; SchedDeparture resumes pending jobs, line 10): ScaleResource
+  explores choices for each of the job's Cells, downscaling running jobs or moving them to
+  another GPU type with at most ``search_depth`` scaling operations (default 3, §8.4); BestPerf
+  takes the choice of highest estimated cluster throughput; VirtualAlloc applies it to the
+  virtual state only. With no job left pending, the extra scheduling of line 12 scales running
+  jobs up into idle GPUs (at most ``search_depth`` operations). FinalizeAlloc (lines 8 and 13)
+  turns the virtual state into one plan: Resize / Migrate / Start with each Cell's stage plan.
+* **Opportunistic execution** (§6.1): a job that finds no feasible choice blocks; jobs started
+  after it while it waits are opportunistic and are suspended (preempted) as soon as its
+  minimum requirement can be met on one GPU type with them gone.
+
+Why Crius is its own :class:`~halyard.policies.stages.Policy` and not a
+:class:`~halyard.policies.stages.BatchPlacement`: the staged pass fixes the runnable set by each
+job's requested size before placement, while ScaleResource decides sizes, GPU types and which
+running jobs shrink or move together with the placement of each new job.
+
+Cluster throughput (BestPerf's objective) sums each job's normalised throughput: its Cell's
+estimated iterations per second over those of its requested ``N_G`` GPUs on the fastest GPU type
+(summing raw iterations per second of different models would favour small models).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import accumulate, product
+
+from sortedcontainers import SortedKeyList, SortedList
+
+from halyard.datamodel import Allocation, JobSpec, NodeAllocation, StagePlan
+from halyard.policies.moves import emit_in_order
+from halyard.policies.passstate import PassState
+from halyard.policies.placement import build_allocation, choose_nodes, usable_gpus
+from halyard.policies.plan import Plan, Preempt, Start
+from halyard.policies.reasons import cannot_fit, never_fits
+from halyard.policies.stages import Policy
+from halyard.policies.view import ClusterView, JobInfo
+
+# §6.1 "search depth, the maximum job scaling times for generating a scheduling choice";
+# §8.4 "In our simulation, we set the search depth to 3".
+SEARCH_DEPTH = 3
+# §5.1, Fig. 9: 2^S assembled plans. Ours: above this many stages the assembly keeps the S + 1
+# plans whose first k stages are tensor-parallel (memory is tightest in the first stages under
+# 1F1B, so they take TP first); 2^S plans of a 32-stage Cell are not enumerable.
+MAX_FULL_ASSEMBLY_STAGES = 4
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Cell:
+    """A job's scheduling unit (§4.2): GPU type x GPU count x pipeline stages."""
+
+    gpu_type: str
+    gpus: int
+    stages: int
+
+
+@dataclass(frozen=True, slots=True)
+class CellEstimate:
+    """A Cell's estimated iteration time and the assembled plan that achieves it."""
+
+    cell: Cell
+    iteration_s: float
+    plan: tuple[StagePlan, ...]
+
+
+# ------------------------------------------------------------------ Cells (§4.2, §6.1)
+def gpu_choices(spec: JobSpec) -> tuple[int, ...]:
+    """§6.1 "Crius selects 3 available values (N_G/2, N_G, 2N_G)": those in the job's GPU range."""
+    n = spec.num_gpus
+    low, high = spec.gpu_range
+    return tuple(sorted({c for c in (n // 2, n, 2 * n) if c >= 1 and low <= c <= high}))
+
+
+def stage_choices(n_g: int, layers: int) -> tuple[int, ...]:
+    """§6.1 "log N_G choices ranging from 1 to N_G": 1, 2, 4, ... up to ``N_G`` and the layer count."""
+    out, s = [], 1
+    while s <= n_g and s <= max(layers, 1):
+        out.append(s)
+        s *= 2
+    return tuple(out)
+
+
+def determine_stages(flops: Sequence[float], comm: Sequence[float], gpus: int,
+                     stages: int) -> tuple[tuple[int, int, int], ...] | None:
+    """Stage determination of a Cell (§4.2, Fig. 7): ``(first op, end op, GPUs)`` per stage.
+
+    Each operator gets ``gpus x its share of the FLOPs`` (so every operator's elapsed time
+    FLOPs / GPUs is equal); the ``stages - 1`` smallest inter-operator communications
+    (``comm[i]`` between operators i and i + 1) are the cuts, ties broken towards balanced
+    stages; a stage's GPUs are the mapped GPUs of its operators, rounded. None if a stage
+    would get no GPU or ``stages`` exceeds the operators or GPUs.
+    """
+    n = len(flops)
+    if len(comm) != n - 1:
+        raise ValueError(f"{n} operators need {n - 1} inter-operator communications, got {len(comm)}")
+    if not 1 <= stages <= min(n, gpus):
+        return None
+    total = float(sum(flops))
+    cum = list(accumulate(gpus * f / total for f in flops))  # GPUs mapped up to and including op i
+    unit = gpus / stages
+    order = sorted(range(n - 1), key=lambda i: (comm[i], abs(cum[i] / unit - round(cum[i] / unit)), i))
+    cuts = sorted(order[:stages - 1])
+    bounds = [0, *(math.floor(cum[c] + 0.5) for c in cuts), gpus]
+    ops = [0, *(c + 1 for c in cuts), n]
+    out = tuple((ops[k], ops[k + 1], bounds[k + 1] - bounds[k]) for k in range(stages))
+    return None if any(g < 1 for _, _, g in out) else out
+
+
+def assembled_plans(stage_gpus: Sequence[int]) -> list[tuple[StagePlan, ...]]:
+    """§5.1 "parallelism assembly" (Fig. 9): each stage data-parallel-only or tensor-parallel-only,
+    ``2^S`` plans (duplicates of one-GPU stages removed); past :data:`MAX_FULL_ASSEMBLY_STAGES`
+    stages the ``S + 1`` plans with the first k stages tensor-parallel (ours, see there)."""
+    def stage(g: int, dp: bool) -> StagePlan:
+        return StagePlan(g, data=g, tensor=1) if dp else StagePlan(g, data=1, tensor=g)
+
+    n = len(stage_gpus)
+    if n <= MAX_FULL_ASSEMBLY_STAGES:
+        choices: Iterator[tuple[bool, ...]] = product((True, False), repeat=n)
+    else:
+        choices = (tuple(i >= k for i in range(n)) for k in range(n + 1))
+    seen: dict[tuple[StagePlan, ...], None] = {}
+    for choice in choices:
+        seen.setdefault(tuple(stage(g, dp) for g, dp in zip(stage_gpus, choice, strict=True)))
+    return list(seen)
+
+
+def estimation_accuracy(estimated_s: float, measured_s: float) -> float:
+    """§8.2: ``1 - |Te - Td| / Td``."""
+    return 1.0 - abs(estimated_s - measured_s) / measured_s
+
+
+def cell_allocation(view: ClusterView, gpu_type: str, gpus: int) -> Allocation | None:
+    """The consolidated placement a Cell is estimated on: nodes of ``gpu_type``, largest first,
+    in cluster order (the single-device profiling of §5.1 assumes the type's interconnect)."""
+    nodes = sorted((n for n in view.cluster.nodes if n.gpu_type == gpu_type), key=lambda n: (-n.gpus, n.index))
+    parts, left = [], gpus
+    for node in nodes:
+        k = min(node.gpus, left)
+        parts.append(NodeAllocation(node.name, tuple(range(k)), node.proportional_cpus(k),
+                                    node.proportional_memory_mb(k)))
+        left -= k
+        if left == 0:
+            return Allocation(tuple(parts))
+    return None
+
+
+def estimate_cell(view: ClusterView, spec: JobSpec, cell: Cell) -> CellEstimate | None:
+    """Agile estimation of ``cell`` (§5.1): the best assembled plan that fits memory, or None.
+    A pure function of the cluster and the model, memoised in ``view.facts``."""
+    key = (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, cell)
+    return view.facts.memo("crius/cell", key, lambda: _estimate(view, spec, cell))
+
+
+def _estimate(view: ClusterView, spec: JobSpec, cell: Cell) -> CellEstimate | None:
+    base = cell_allocation(view, cell.gpu_type, cell.gpus)
+    if base is None:
+        return None
+    if view.facts.memo("crius/layers", spec.model, lambda: view.perf.layers(spec.model)) <= 0:
+        # No layer figures: the model runs data parallel only, one Cell of its N_G GPUs.
+        if cell.stages != 1 or cell.gpus != spec.num_gpus:
+            return None
+        t = float(view.perf.job_timing(spec, base, view.cluster).iteration.total_s)  # type: ignore[attr-defined]
+        return CellEstimate(cell, t, ())
+    layers = _layers(view, spec)
+    split = determine_stages([1.0] * layers, [1.0] * (layers - 1), cell.gpus, cell.stages)
+    if split is None:
+        return None
+    best: CellEstimate | None = None
+    for plan in assembled_plans([g for _, _, g in split]):
+        alloc = Allocation(base.nodes, stages=plan)
+        if not view.perf.fits_plan(spec, alloc, view.cluster):
+            continue
+        t = float(view.perf.job_timing(spec, alloc, view.cluster).iteration.total_s)  # type: ignore[attr-defined]
+        if best is None or t < best.iteration_s:
+            best = CellEstimate(cell, t, plan)
+    return best
+
+
+def stage_splits(gpus: int) -> list[StagePlan]:
+    """Every DP x TP split of one stage of ``gpus`` GPUs (the space a Cell leaves open, §4.2)."""
+    return [StagePlan(gpus, data=gpus // t, tensor=t) for t in range(1, gpus + 1) if gpus % t == 0]
+
+
+def tuned_cell(view: ClusterView, spec: JobSpec, cell: Cell, *, limit: int = 4096) -> CellEstimate | None:
+    """The best plan of the Cell's whole space (every stage any DP x TP split, each costed by the
+    performance model): what the Cell-guided tuner of §5.2 searches for, the ``Td`` against which
+    §8.2 measures the estimate. Above ``limit`` plans every stage takes the same split."""
+    base = cell_allocation(view, cell.gpu_type, cell.gpus)
+    split = determine_stages([1.0] * _layers(view, spec), [1.0] * (_layers(view, spec) - 1), cell.gpus,
+                             cell.stages) if base is not None else None
+    if base is None or split is None:
+        return None
+    options = [stage_splits(g) for _, _, g in split]
+    if math.prod(len(o) for o in options) <= limit:
+        plans: Iterator[tuple[StagePlan, ...]] = product(*options)
+    else:
+        plans = (tuple(StagePlan(g, data=g // o.tensor, tensor=o.tensor) for _, _, g in split)
+                 for o in options[0] if all(g % o.tensor == 0 for _, _, g in split))
+    best: CellEstimate | None = None
+    for plan in plans:
+        alloc = Allocation(base.nodes, stages=tuple(plan))
+        if not view.perf.fits_plan(spec, alloc, view.cluster):
+            continue
+        t = float(view.perf.job_timing(spec, alloc, view.cluster).iteration.total_s)  # type: ignore[attr-defined]
+        if best is None or t < best.iteration_s:
+            best = CellEstimate(cell, t, tuple(plan))
+    return best
+
+
+def _layers(view: ClusterView, spec: JobSpec) -> int:
+    """The model's layers: operators of equal FLOPs and equal output, so stages cut evenly (the
+    catalog gives one ``layer_output_bytes`` for every layer)."""
+    return max(int(view.facts.memo("crius/layers", spec.model, lambda: view.perf.layers(spec.model))), 1)
+
+
+def job_cells(view: ClusterView, spec: JobSpec) -> dict[tuple[str, int], CellEstimate]:
+    """The job's cells_set (Algorithm 1 line 5): per (GPU type, GPU count), its best-stage Cell."""
+    return view.facts.memo("crius/cells", (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus,
+                                           spec.gpu_range, spec.gpu_type), lambda: _cells(view, spec))
+
+
+def _cells(view: ClusterView, spec: JobSpec) -> dict[tuple[str, int], CellEstimate]:
+    types = view.gpu_types_for(spec)
+    out: dict[tuple[str, int], CellEstimate] = {}
+    stage_options = stage_choices(spec.num_gpus, _layers(view, spec))
+    for gpu_type in view.cluster.gpu_types:
+        if types is not None and gpu_type not in types:
+            continue
+        for gpus in gpu_choices(spec):
+            ests = [estimate_cell(view, spec, Cell(gpu_type, gpus, s)) for s in stage_options if gpus % s == 0]
+            found = [e for e in ests if e is not None]
+            if found:
+                out[(gpu_type, gpus)] = min(found, key=lambda e: e.iteration_s)
+    return out
+
+
+def reference_s(view: ClusterView, spec: JobSpec) -> float:
+    """Iteration time of the job's requested ``N_G`` GPUs on its fastest GPU type (normalises throughput)."""
+    cells = job_cells(view, spec)
+    at_n = [e.iteration_s for (_, g), e in cells.items() if g == spec.num_gpus]
+    return min(at_n or [e.iteration_s for e in cells.values()] or [1.0])
+
+
+# ------------------------------------------------------------------ Algorithm 1
+@dataclass(slots=True)
+class _Virtual:
+    """A job's Cell in the pass's virtual allocation."""
+
+    job: JobInfo
+    option: CellEstimate
+    ref_s: float
+    running: bool  # holds GPUs at the start of the pass
+    original: tuple[str, int] | None  # (type, count) it holds at the start of the pass
+
+    @property
+    def throughput(self) -> float:
+        return self.ref_s / self.option.iteration_s
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.option.cell.gpu_type, self.option.cell.gpus)
+
+
+# A scaling operation: (throughput lost per GPU freed, job, new GPU type, new GPU count, GPUs freed, Cell).
+_Op = tuple[float, str, str, int, int, CellEstimate]
+
+
+def _op_key(op: _Op) -> tuple[float, str, str, int]:
+    return op[:4]
+
+
+@dataclass(slots=True)
+class _PassVirtual:
+    free: dict[str, int]
+    jobs: dict[str, _Virtual] = field(default_factory=dict)
+    scaled: set[str] = field(default_factory=set)
+    suspended: list[str] = field(default_factory=list)
+    started: list[str] = field(default_factory=list)
+    # Memo of the pass: scaling operations per GPU type (:meth:`Crius._ops`) and the Cells that
+    # found no choice, valid while ``version`` (bumped by every virtual change) stays the same.
+    version: int = 0
+    ops: dict[str, SortedKeyList] = field(default_factory=dict)
+    largest: dict[str, SortedList] = field(default_factory=dict)
+    failed: dict[tuple[object, ...], int] = field(default_factory=dict)
+
+
+class Crius(Policy):
+    """Algorithm 1 (see the module docstring). ``search_depth``: §6.1's limit on scaling operations
+    per scheduling choice (§8.7 evaluates 1-5). ``upscale``: run the extra scheduling of line 12.
+    ``suspend``: suspend opportunistic jobs for the job they ran beside (§6.1); both are the
+    paper's rules, on by default, and can be turned off for ablations. ``deadlines``: Crius-DDL
+    (§8.5): a job with a deadline only gets Cells that finish by it, running jobs with deadlines
+    are only scaled to Cells that still do, and a pending job that cannot finish by its deadline
+    on its fastest Cell is dropped early (:class:`~halyard.policies.plan.Drop`)."""
+
+    def __init__(self, *, search_depth: int = SEARCH_DEPTH, upscale: bool = True, suspend: bool = True,
+                 deadlines: bool = False, name: str = "crius") -> None:
+        if search_depth < 0:
+            raise ValueError(f"search_depth must be >= 0, got {search_depth}")
+        self.name = name
+        self.search_depth = search_depth
+        self.upscale = upscale
+        self.suspend = suspend
+        self.deadlines = deadlines
+        # Opportunistic job -> the blocked job it runs beside (learned in on_applied only).
+        self._opportunistic: dict[str, str] = {}
+
+    @property
+    def acts_without_pending(self) -> bool:
+        """The extra scheduling of line 12 runs when no job is pending (SchedDeparture)."""
+        return self.upscale
+
+    def stages(self) -> list[tuple[str, str]]:
+        return [("policy", self.name), ("search-depth", str(self.search_depth))]
+
+    # ---------------------------------------------------------------- the pass
+    def schedule(self, view: ClusterView, state: PassState) -> Plan:
+        plan = Plan()
+        v = self._virtual(view)
+        blocked: str | None = None
+        opportunistic: list[tuple[str, str]] = []
+        for job in view.pending:  # SchedArrival / SchedDeparture: arrival order
+            if self.deadlines and job_cells(view, job.spec) and not self._meets(view, job, min(
+                    e.iteration_s for e in job_cells(view, job.spec).values())):
+                plan.drop(job.job_id, "cannot finish before its deadline on its fastest Cell")
+                continue
+            if not job_cells(view, job.spec):
+                plan.wait(job.job_id, never_fits(self.name, "no Cell of {} GPUs fits any GPU type of the cluster",
+                                                 "/".join(map(str, gpu_choices(job.spec)))))
+                continue
+            if self._cell_based_sched(view, v, job):
+                if blocked is not None:
+                    opportunistic.append((job.job_id, blocked))
+                continue
+            if blocked is None and self.suspend and self._suspend_for(view, v, job):
+                continue
+            if blocked is None:
+                blocked = job.job_id
+            need = min(g for _, g in job_cells(view, job.spec))
+            plan.wait(job.job_id, cannot_fit(self.name, "needs {} GPUs of one type; no Cell fits with up to {} "
+                                             "jobs scaled ({} free)", need, self.search_depth,
+                                             sum(v.free.values())))
+        if self.upscale and blocked is None:
+            self._extra(view, v)  # line 12: extra scheduling for released resources
+        self._finalize(view, v, plan)
+        state.put("crius/opportunistic", (tuple(opportunistic), tuple(v.suspended)))
+        return plan
+
+    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        started, _ = state.get("crius/opportunistic", ((), ()))
+        starts = {a.job_id for a in plan.actions if isinstance(a, Start)}
+        gone = {a.job_id for a in plan.actions if isinstance(a, Preempt)}
+        waiting = {j.job_id for j in view.pending} - starts
+        self._opportunistic.update((job_id, blocked) for job_id, blocked in started if job_id in starts)
+        # An opportunistic job is one no longer once it stops or the job it ran beside starts.
+        self._opportunistic = {job_id: blocked for job_id, blocked in self._opportunistic.items()
+                               if blocked in waiting and job_id not in gone
+                               and (job_id in view.running or job_id in starts)}
+
+    # ---------------------------------------------------------------- virtual state
+    def _virtual(self, view: ClusterView) -> _PassVirtual:
+        avail = usable_gpus(view.free, view.shape, None)
+        free = {t: 0 for t in view.cluster.gpu_types}
+        for node, n in zip(view.cluster.nodes, avail.tolist(), strict=True):
+            free[node.gpu_type] += int(n)
+        v = _PassVirtual(free)
+        for job in view.running.values():
+            alloc = job.allocation
+            if alloc is None:
+                continue
+            types = {view.cluster.node(p.node).gpu_type for p in alloc.nodes if p.gpus}
+            key = (next(iter(types)), alloc.num_gpus) if len(types) == 1 else None
+            option = job_cells(view, job.spec).get(key) if key is not None else None
+            if option is None:  # not a Cell of this job (started by another policy): left as it is
+                continue
+            v.jobs[job.job_id] = _Virtual(job, option, reference_s(view, job.spec), True, key)
+        return v
+
+    def _cell_based_sched(self, view: ClusterView, v: _PassVirtual, job: JobInfo) -> bool:
+        """Lines 14-20: ScaleResource, BestPerf, VirtualAlloc; False if no choice is feasible."""
+        spec = job.spec
+        same = (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, spec.gpu_range, spec.gpu_type)
+        if v.failed.get(same) == v.version:  # a job of the same Cells already found no choice
+            return False
+        ref = reference_s(view, job.spec)
+        best: tuple[float, int, tuple[str, int], list[tuple[str, CellEstimate]]] | None = None
+        for key, option in job_cells(view, job.spec).items():
+            if self.deadlines and not self._meets(view, job, option.iteration_s):
+                continue
+            ops = self._scale_resource(view, v, key[0], key[1] - v.free[key[0]], exclude=job.job_id)
+            if ops is None:
+                continue
+            gain = ref / option.iteration_s - sum(v.jobs[j].throughput - ref_of(v, j, o) for j, o in ops)
+            rank = (-gain, len(ops), key)
+            if best is None or rank < (best[0], best[1], best[2]):
+                best = (-gain, len(ops), key, ops)
+        if best is None:
+            v.failed[same] = v.version
+            return False
+        _, _, key, ops = best
+        for job_id, option in ops:
+            self._move(v, job_id, option)
+        v.free[key[0]] -= key[1]
+        v.jobs[job.job_id] = started = _Virtual(job, job_cells(view, job.spec)[key], ref, False, None)
+        self._add_ops(view, v, started)
+        v.started.append(job.job_id)
+        v.version += 1
+        return True
+
+    def _scale_resource(self, view: ClusterView, v: _PassVirtual, gpu_type: str, deficit: int,
+                        exclude: str) -> list[tuple[str, CellEstimate]] | None:
+        """ScaleResource (§6.1 "Scaling training jobs"): free ``deficit`` GPUs of ``gpu_type`` by
+        downscaling running jobs on it or moving them to another type with room, at most
+        ``search_depth`` operations, least throughput lost per GPU freed first. [] if nothing is
+        needed, None if the depth does not suffice."""
+        if deficit <= 0:
+            return []
+        if self.search_depth == 0:
+            return None
+        candidates, bound = self._ops(view, v, gpu_type)
+        if bound < deficit:  # even the largest ``search_depth`` operations free too little
+            return None
+        ops: list[tuple[str, CellEstimate]] = []
+        used: set[str] = set()
+        room = dict(v.free)
+        for _, job_id, t, g, _, option in candidates:
+            if deficit <= 0 or len(ops) == self.search_depth:
+                break
+            if (job_id in used or job_id == exclude or job_id in v.scaled or job_id not in v.jobs
+                    or (t != gpu_type and g > room[t])):
+                continue
+            vj = v.jobs[job_id]
+            used.add(job_id)
+            if t == gpu_type:
+                deficit -= vj.key[1] - g
+            else:
+                room[t] -= g
+                deficit -= vj.key[1]
+            ops.append((job_id, option))
+        return ops if deficit <= 0 else None
+
+    def _ops(self, view: ClusterView, v: _PassVirtual, gpu_type: str) -> tuple[SortedKeyList, int]:
+        """Every single scaling operation that frees GPUs of ``gpu_type``, least throughput lost per
+        GPU freed first, and an upper bound of what ``search_depth`` of them free (the largest
+        operation of each of the ``search_depth`` jobs that free most). Built once per type and
+        pass; a job started later is added (:meth:`_add_ops`), scaled or suspended ones skipped."""
+        if gpu_type not in v.ops:
+            v.ops[gpu_type] = SortedKeyList(key=_op_key)
+            v.largest[gpu_type] = SortedList()
+            for vj in v.jobs.values():
+                if vj.key[0] == gpu_type and vj.job.job_id not in v.scaled:
+                    self._add_ops(view, v, vj)
+        largest = v.largest[gpu_type]
+        return v.ops[gpu_type], sum(largest[-self.search_depth:]) if self.search_depth else 0
+
+    def _meets(self, view: ClusterView, job: JobInfo, iteration_s: float) -> bool:
+        """Whether ``job`` finishes by its deadline at ``iteration_s`` from now (no deadline: yes)."""
+        deadline = job.spec.deadline
+        return deadline is None or view.now + job.remaining_iterations(view.now) * iteration_s <= deadline
+
+    def _add_ops(self, view: ClusterView, v: _PassVirtual, vj: _Virtual) -> None:
+        gpu_type, held = vj.key
+        ops = v.ops.get(gpu_type)
+        if ops is None:
+            return
+        most = 0
+        for (t, g), option in job_cells(view, vj.job.spec).items():
+            freed = held - g if t == gpu_type else held
+            if freed > 0 and (not self.deadlines or self._meets(view, vj.job, option.iteration_s)):
+                loss = max(vj.throughput - vj.ref_s / option.iteration_s, 0.0)
+                ops.add((loss / freed, vj.job.job_id, t, g, freed, option))
+                most = max(most, freed)
+        if most:
+            v.largest[gpu_type].add(most)
+
+    def _move(self, v: _PassVirtual, job_id: str, option: CellEstimate) -> None:
+        vj = v.jobs[job_id]
+        v.free[vj.key[0]] += vj.key[1]
+        v.free[option.cell.gpu_type] -= option.cell.gpus
+        vj.option = option
+        v.scaled.add(job_id)
+        v.version += 1
+
+    def _suspend_for(self, view: ClusterView, v: _PassVirtual, job: JobInfo) -> bool:
+        """Opportunistic execution (§6.1): suspend the jobs that started opportunistically while
+        ``job`` waited (latest first) once its minimum requirement fits on one GPU type without them."""
+        if not self._opportunistic:
+            return False
+        for (gpu_type, gpus), _ in sorted(job_cells(view, job.spec).items(), key=lambda kv: (kv[0][1], kv[0][0])):
+            victims = [vj for j, vj in v.jobs.items() if self._opportunistic.get(j) == job.job_id and vj.running
+                       and vj.key[0] == gpu_type and j not in v.scaled]
+            victims.sort(key=lambda vj: -vj.job.arrival_seq)
+            room, chosen = v.free[gpu_type], []
+            for vj in victims:
+                if room >= gpus:
+                    break
+                room += vj.key[1]
+                chosen.append(vj.job.job_id)
+            if room < gpus:
+                continue
+            popped = {job_id: v.jobs.pop(job_id) for job_id in chosen}
+            v.version += 1
+            v.free[gpu_type] += sum(vj.key[1] for vj in popped.values())
+            if self._cell_based_sched(view, v, job):
+                v.suspended.extend(chosen)
+                return True
+            v.jobs.update(popped)
+            v.free[gpu_type] -= sum(vj.key[1] for vj in popped.values())
+            v.version += 1
+        return False
+
+    def _extra(self, view: ClusterView, v: _PassVirtual) -> None:
+        """Algorithm 1 line 12: scale running jobs up into idle GPUs, the largest throughput gain
+        per GPU first, at most ``search_depth`` operations."""
+        for _ in range(self.search_depth):
+            best: tuple[float, str, str, int] | None = None
+            for job_id, vj in v.jobs.items():
+                if job_id in v.scaled:
+                    continue
+                for (t, g), option in job_cells(view, vj.job.spec).items():
+                    extra = g - vj.key[1] if t == vj.key[0] else g
+                    if extra <= 0 or extra > v.free[t]:
+                        continue
+                    gain = vj.ref_s / option.iteration_s - vj.throughput
+                    if gain <= 0:
+                        continue
+                    rank = (-gain / max(g - vj.key[1], 1), job_id, t, g)
+                    if best is None or rank < best:
+                        best = rank
+            if best is None:
+                return
+            _, job_id, t, g = best
+            self._move(v, job_id, job_cells(view, v.jobs[job_id].job.spec)[(t, g)])
+
+    # ---------------------------------------------------------------- FinalizeAlloc
+    def _finalize(self, view: ClusterView, v: _PassVirtual, plan: Plan) -> None:
+        """Lines 8 and 13: one plan from the virtual allocation: suspensions, then resized or moved
+        running jobs (their old GPUs given back first), then new jobs, on consolidated nodes.
+
+        The core applies a plan's actions in order, so each move or start is emitted once the GPUs
+        it takes are free after the actions before it; a cycle of moves that cannot be ordered is
+        left out (those jobs keep their Cells, the jobs that needed their GPUs wait)."""
+        free = view.free.copy()
+        for job_id in v.suspended:
+            plan.preempt(job_id)
+            free.give(view.running[job_id].allocation)  # type: ignore[arg-type]
+        order = free.copy()  # the core's view as the actions are applied
+        moved = [vj for vj in v.jobs.values() if vj.running and vj.key != vj.original]
+        for vj in moved:
+            free.give(vj.job.allocation)  # type: ignore[arg-type]
+        todo: list[tuple[_Virtual, Allocation]] = []
+        for vj in moved + [v.jobs[j] for j in v.started]:
+            cell = vj.option.cell
+            picked = choose_nodes(usable_gpus(free, view.shape, cell.gpu_type), view.shape, cell.gpus)
+            if picked is None:  # fragmented CPU/memory: the job keeps what it had, or waits
+                if not vj.running:
+                    plan.wait(vj.job.job_id, cannot_fit(self.name, "its Cell of {} {} GPUs does not fit the "
+                                                        "free nodes' CPU and memory", cell.gpus, cell.gpu_type))
+                continue
+            alloc = Allocation(build_allocation(free, picked).nodes, stages=vj.option.plan)
+            free.take(alloc)
+            todo.append((vj, alloc))
+        emit_in_order(plan, order, [(vj.job, alloc) for vj, alloc in todo], self.name)
+
+
+def ref_of(v: _PassVirtual, job_id: str, option: CellEstimate) -> float:
+    """A job's normalised throughput on ``option``."""
+    return v.jobs[job_id].ref_s / option.iteration_s
+

@@ -1,0 +1,163 @@
+"""ElasticFlow (Gu et al., ASPLOS'23) and ElasticFlow-LS, the baselines Crius compares against.
+
+ElasticFlow (``loosened=False``, preset ``elasticflow``) admits a job only if a share of GPUs that
+finishes it by its deadline fits beside the admitted jobs' and drops it otherwise (Crius §8.5
+compares Crius-DDL against it). With deadlines loosened (preset ``elasticflow-ls``):
+
+Crius §8.3: "ElasticFlow-LS denotes the primary ElasticFlow policy with loosened job deadline";
+"it scales down small jobs when the workload is high to accommodate more jobs and maximize
+throughput"; and, as every baseline, it schedules "with data profiled from data parallelism"
+(§8.1). With deadlines loosened no job is refused admission, so what remains of ElasticFlow is:
+
+1. **Minimum shares.** Jobs in deadline order (ElasticFlow's EDF admission; with loosened
+   deadlines that is arrival order) each get their minimum share, ``min_gpus`` (the least
+   that meets a loosened deadline), while the cluster's GPUs last; the others wait.
+2. **Leftover by marginal return.** The remaining GPUs go, one doubling at a time, to the job
+   whose throughput rises most per extra GPU (ElasticFlow's greedy allocation of free
+   resources), up to its ``max_gpus``.
+3. The plan resizes, starts and preempts jobs to match; sizes are powers of two times
+   ``min_gpus``. Throughput is the data-parallel rate (one data-parallel stage keeping the
+   job's global batch) on the cluster's most numerous GPU type: ElasticFlow targets
+   homogeneous clusters, so it neither prefers nor avoids a type (placement is consolidated
+   over all nodes).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from halyard.datamodel import Allocation, JobSpec, StagePlan
+from halyard.policies.crius import cell_allocation
+from halyard.policies.moves import emit_in_order
+from halyard.policies.passstate import PassState
+from halyard.policies.placement import build_allocation, choose_nodes, usable_gpus
+from halyard.policies.plan import Plan
+from halyard.policies.reasons import cannot_fit
+from halyard.policies.resources import OverAllocation
+from halyard.policies.stages import Policy
+from halyard.policies.view import ClusterView, JobInfo
+
+
+def dp_rate(view: ClusterView, spec: JobSpec, gpus: int) -> float:
+    """Iterations per second of ``spec`` data parallel on ``gpus`` GPUs (its global batch kept) on
+    the cluster's most numerous GPU type; 0 if that does not fit or the type is too small."""
+    def compute() -> float:
+        types = view.cluster.gpu_types
+        ref = max(types, key=lambda t: (view.shape.total_gpus(t), t))
+        base = cell_allocation(view, ref, gpus)
+        if base is None:
+            return 0.0
+        alloc = Allocation(base.nodes, stages=(StagePlan(gpus, data=gpus),))
+        if not view.perf.fits_plan(spec, alloc, view.cluster):
+            return 0.0
+        return 1.0 / float(view.perf.job_timing(spec, alloc, view.cluster).iteration.total_s)  # type: ignore[attr-defined]
+    return view.facts.memo("elasticflow/rate", (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, gpus),
+                           compute)
+
+
+class ElasticFlow(Policy):
+    """ElasticFlow (module docstring). ``loosened`` (ElasticFlow-LS) ignores deadlines; otherwise a
+    job's minimum share is the least power-of-two multiple of ``min_gpus`` that finishes it by its
+    deadline, running (admitted) jobs keep theirs first, pending jobs are admitted in deadline
+    order, and a pending job that cannot be admitted is dropped (ElasticFlow's admission control)."""
+
+    def __init__(self, *, loosened: bool = True, name: str = "elasticflow-ls") -> None:
+        self.name = name
+        self.loosened = loosened
+
+    @property
+    def acts_without_pending(self) -> bool:
+        return True  # released GPUs go to running jobs (step 2)
+
+    def schedule(self, view: ClusterView, state: PassState) -> Plan:
+        plan = Plan()
+        if self.loosened:
+            jobs: list[JobInfo] = sorted([*view.running.values(), *view.pending], key=lambda j: j.arrival_seq)
+        else:  # admitted (running) jobs first, then earliest deadline first
+            jobs = sorted([*view.running.values(), *view.pending], key=lambda j: (
+                j.allocation is None, j.spec.deadline if j.spec.deadline is not None else float("inf"), j.arrival_seq))
+        budget = view.schedulable_gpus
+        size: dict[str, int] = {}
+        for job in jobs:  # 1. minimum shares in deadline order
+            low = job.spec.gpu_range[0] if self.loosened else self._minimum_share(view, job)
+            if low and low <= budget and dp_rate(view, job.spec, low) > 0:
+                size[job.job_id] = low
+                budget -= low
+            elif not self.loosened and job.allocation is None and job.spec.deadline is not None:
+                plan.drop(job.job_id, f"admission: no share of up to {job.spec.gpu_range[1]} GPUs meets its deadline "
+                                      f"beside the admitted jobs ({budget} GPUs left)")
+            elif job.allocation is None:
+                plan.wait(job.job_id, cannot_fit(self.name, "its minimum share of {} GPUs does not fit beside "
+                                                 "the earlier jobs' ({} left)", low, budget))
+        by_id = {j.job_id: j for j in jobs}
+        heap = [self._offer(view, by_id[j], g) for j, g in size.items()]
+        heap = [h for h in heap if h is not None]
+        heapq.heapify(heap)
+        while heap and budget > 0:  # 2. leftover, largest marginal return per GPU first
+            _, _, job_id, g = heapq.heappop(heap)
+            if g > budget:
+                continue
+            budget -= g
+            size[job_id] = 2 * g
+            offer = self._offer(view, by_id[job_id], 2 * g)
+            if offer is not None:
+                heapq.heappush(heap, offer)
+        self._finalize(view, plan, jobs, size)
+        return plan
+
+    @staticmethod
+    def _minimum_share(view: ClusterView, job: JobInfo) -> int:
+        """The least power-of-two multiple of ``min_gpus`` that finishes the job by its deadline at
+        the data-parallel rate (``min_gpus`` without a deadline; 0 if none does)."""
+        low, high = job.spec.gpu_range
+        deadline = job.spec.deadline
+        if deadline is None:
+            return low
+        left = job.remaining_iterations(view.now)
+        g = low
+        while g <= high:
+            rate = dp_rate(view, job.spec, g)
+            if rate > 0 and view.now + left / rate <= deadline:
+                return g
+            g *= 2
+        return 0
+
+    @staticmethod
+    def _offer(view: ClusterView, job: JobInfo, g: int) -> tuple[float, int, str, int] | None:
+        """Doubling ``job`` from ``g`` GPUs: (-rate gained per extra GPU, normalised to its minimum
+        share's rate, arrival, job, g), or None past ``max_gpus`` or without a gain."""
+        if 2 * g > job.spec.gpu_range[1]:
+            return None
+        base = dp_rate(view, job.spec, job.spec.gpu_range[0])
+        gain = (dp_rate(view, job.spec, 2 * g) - dp_rate(view, job.spec, g)) / base / g
+        return (-gain, job.arrival_seq, job.job_id, g) if gain > 0 else None
+
+    def _finalize(self, view: ClusterView, plan: Plan, jobs: list[JobInfo], size: dict[str, int]) -> None:
+        free = view.free.copy()
+        for job in view.running.values():
+            if job.job_id not in size:
+                plan.preempt(job.job_id)
+                free.give(job.allocation)  # type: ignore[arg-type]
+        order = free.copy()
+        changed = [j for j in jobs if j.job_id in size and (j.allocation is None or j.num_gpus != size[j.job_id])]
+        for job in changed:
+            if job.allocation is not None:
+                free.give(job.allocation)
+        targets: list[tuple[JobInfo, Allocation]] = []
+        for job in sorted(changed, key=lambda j: size[j.job_id]):  # shrinking jobs' GPUs go first
+            g = size[job.job_id]
+            picked = choose_nodes(usable_gpus(free, view.shape, view.gpu_types_for(job.spec)), view.shape, g)
+            if picked is None:
+                if job.allocation is None:
+                    plan.wait(job.job_id, cannot_fit(self.name, "its {} GPUs are fragmented over the nodes", g))
+                else:
+                    try:
+                        free.take(job.allocation)  # it keeps its size
+                    except OverAllocation:  # a smaller job took its GPUs: it waits a pass
+                        plan.preempt(job.job_id)
+                        order.give(job.allocation)
+                continue
+            alloc = Allocation(build_allocation(free, picked).nodes, stages=(StagePlan(g, data=g),))
+            free.take(alloc)
+            targets.append((job, alloc))
+        emit_in_order(plan, order, targets, self.name)

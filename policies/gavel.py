@@ -1,0 +1,147 @@
+"""Gavel's heterogeneity-aware max-throughput policy (Narayanan et al., OSDI'20), Crius' baseline.
+
+Crius §8.1: "Gavel is a heterogeneity-aware scheduler designed for various scheduling policies,
+including throughput maximization. Although it considers the GPU heterogeneity, it does not support
+the scaling of GPU numbers"; and baselines schedule "with data profiled from data parallelism".
+
+* **Throughput matrix**: ``T[j, t]``, iterations per second of job j's requested GPUs on GPU type
+  t, data parallel and consolidated (``view.perf.consolidated_iteration_time``), 0 where it does
+  not fit the type's memory.
+* **Allocation LP** (Gavel §4, max-sum-throughput): maximise ``sum_j sum_t T[j,t] / max_t T[j,t]
+  x X[j,t]`` over the time fractions ``X[j,t] >= 0`` with ``sum_t X[j,t] <= 1`` per job and
+  ``sum_j X[j,t] x gpus_j <= GPUs of type t``, solved with ``scipy.optimize.linprog`` (HiGHS).
+  Normalising each job by its best type keeps the objective in "jobs' worth of throughput" (the
+  raw sum would favour fast models).
+* **Rounds** (Gavel §5): each pass (on events and on the round timer) ranks (job, type) pairs by
+  ``X[j,t] / share received``, the share being the fraction of the job's time in the system it
+  has run (ours: Gavel counts rounds received per type; this counts time on any type), and
+  gives each job at most one type while the type's GPUs last; running jobs that lose their
+  GPUs are preempted, those moved to another type migrate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import linprog
+
+from halyard.datamodel import Allocation, JobSpec
+from halyard.policies.moves import emit_in_order
+from halyard.policies.passstate import PassState
+from halyard.policies.placement import build_allocation, choose_nodes, usable_gpus
+from halyard.policies.plan import Plan
+from halyard.policies.reasons import by_policy, never_fits
+from halyard.policies.stages import Policy
+from halyard.policies.view import ClusterView, JobInfo
+
+# Ours: the smallest received share, so a job that never ran ranks by X / this (Gavel starts a
+# new job's rounds-received count at 0 and breaks the division the same way).
+MIN_SHARE = 1e-3
+
+
+def throughputs(view: ClusterView, spec: JobSpec) -> np.ndarray:
+    """``T[j, t]`` over ``view.cluster.gpu_types``: iterations per second of the job's requested GPUs
+    on each type, data parallel and consolidated; 0 where it does not fit or the type is too small."""
+    def compute() -> np.ndarray:
+        types = view.gpu_types_for(spec)
+        out = []
+        for t in view.cluster.gpu_types:
+            ok = (types is None or t in types) and view.shape.total_gpus(t) >= spec.num_gpus
+            out.append(1.0 / view.perf.consolidated_iteration_time(spec, view.cluster, t) if ok else 0.0)
+        return np.array(out)
+    return view.facts.memo("gavel/throughput", (spec.model, spec.batch_size, spec.num_gpus, spec.gpu_type), compute)
+
+
+def max_throughput_allocation(thr: np.ndarray, gpus: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Gavel's max-sum-throughput LP: ``X`` (jobs x types) maximising normalised throughput under
+    one unit of time per job and the GPUs of each type (module docstring)."""
+    n, k = thr.shape
+    best = thr.max(axis=1, keepdims=True)
+    norm = np.divide(thr, best, out=np.zeros_like(thr), where=best > 0)
+    a_job = np.kron(np.eye(n), np.ones((1, k)))  # sum_t X[j,t] <= 1
+    a_type = np.kron(gpus.reshape(1, n), np.eye(k))  # sum_j gpus_j X[j,t] <= capacity_t
+    bounds = [(0.0, 1.0 if v > 0 else 0.0) for v in thr.ravel()]
+    res = linprog(-norm.ravel(), A_ub=np.vstack([a_job, a_type]), b_ub=np.concatenate([np.ones(n), capacity]),
+                  bounds=bounds, method="highs")
+    if not res.success:  # pragma: no cover - the zero allocation is always feasible
+        raise RuntimeError(f"Gavel LP failed: {res.message}")
+    return res.x.reshape(n, k)
+
+
+class Gavel(Policy):
+    """Max-throughput Gavel with its round-based mechanism (module docstring)."""
+
+    def __init__(self, name: str = "gavel") -> None:
+        self.name = name
+
+    @property
+    def needs_rounds(self) -> bool:
+        return True  # priorities change as service accrues
+
+    def schedule(self, view: ClusterView, state: PassState) -> Plan:
+        plan = Plan()
+        jobs: list[JobInfo] = [*view.running.values(), *view.pending]
+        if not jobs:
+            return plan
+        types = list(view.cluster.gpu_types)
+        thr = np.array([throughputs(view, j.spec) for j in jobs])
+        demand = np.array([j.spec.num_gpus for j in jobs], dtype=float)
+        capacity = np.array([float(view.shape.total_gpus(t)) for t in types])
+        x = max_throughput_allocation(thr, demand, capacity)
+        share = np.array([max(j.run_time_s(view.now) / max(view.now - j.spec.submit_time, 1e-9), MIN_SHARE)
+                          for j in jobs])
+        priority = x / share[:, None]
+        order = sorted((-priority[i, t], jobs[i].arrival_seq, i, t) for i in range(len(jobs))
+                        for t in range(len(types)) if x[i, t] > 1e-9)
+        left = {t: int(sum(usable_gpus(view.free, view.shape, t)) + sum(
+            j.num_gpus for j in view.running.values() if self._type(view, j) == t)) for t in types}
+        chosen: dict[str, str] = {}
+        for _, _, i, t in order:
+            job, gpu_type = jobs[i], types[t]
+            if job.job_id in chosen or job.spec.num_gpus > left[gpu_type]:
+                continue
+            chosen[job.job_id] = gpu_type
+            left[gpu_type] -= job.spec.num_gpus
+        free = view.free.copy()
+        for job in view.running.values():  # a running job that keeps its type keeps its GPUs
+            if chosen.get(job.job_id) != self._type(view, job):
+                if job.job_id not in chosen:
+                    plan.preempt(job.job_id)
+                free.give(job.allocation)  # type: ignore[arg-type]
+        order = free.copy()  # what the core sees after the preemptions
+        for job in view.running.values():
+            if job.job_id in chosen and chosen[job.job_id] != self._type(view, job):
+                order.take(job.allocation)  # type: ignore[arg-type]  # still held until it migrates
+        targets: list[tuple[JobInfo, Allocation]] = []
+        for i, job in enumerate(jobs):
+            gpu_type = chosen.get(job.job_id)
+            if gpu_type is None:
+                if job.allocation is None:
+                    plan.wait(job.job_id, never_fits(self.name, "no GPU type of the cluster holds its {} GPUs",
+                                                     job.spec.num_gpus) if not thr[i].any() else
+                              by_policy(self.name, "the max-throughput allocation gives the GPUs to jobs of higher "
+                                                   "priority this round"))
+                continue
+            if gpu_type == self._type(view, job):
+                continue
+            picked = choose_nodes(usable_gpus(free, view.shape, gpu_type), view.shape, job.spec.num_gpus)
+            if picked is None:  # CPU/memory fragmentation: not this round
+                if job.allocation is not None:
+                    plan.preempt(job.job_id)
+                    order.give(job.allocation)
+                else:
+                    plan.wait(job.job_id, by_policy(self.name, "its {} GPUs of type {} are fragmented this round",
+                                                    job.spec.num_gpus, gpu_type))
+                continue
+            alloc = build_allocation(free, picked)
+            free.take(alloc)
+            targets.append((job, alloc))
+        emit_in_order(plan, order, targets, self.name)
+        return plan
+
+    @staticmethod
+    def _type(view: ClusterView, job: JobInfo) -> str | None:
+        alloc = job.allocation
+        if alloc is None:
+            return None
+        types = {view.cluster.node(p.node).gpu_type for p in alloc.nodes if p.gpus}
+        return next(iter(types)) if len(types) == 1 else None

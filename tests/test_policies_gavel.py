@@ -1,0 +1,61 @@
+"""Gavel's max-throughput policy (Narayanan et al., OSDI'20), Crius' heterogeneity-aware baseline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from factories import two_type_toml
+from policy_fakes import FakeJob, on, view_of
+
+from halyard.datamodel import JobSpec, parse_cluster
+from halyard.emulator import PerformanceModel
+from halyard.policies import PassState
+from halyard.policies.gavel import Gavel, max_throughput_allocation, throughputs
+from halyard.policies.plan import Preempt, Start
+from halyard.testing.cluster import small_cluster_toml
+
+PM = PerformanceModel()
+
+
+def test_the_lp_maximises_normalised_throughput_under_each_types_gpus():
+    """Job 0 is 2x faster on type A, job 1 barely: A goes to job 0, B to job 1."""
+    x = max_throughput_allocation(np.array([[2.0, 1.0], [1.1, 1.0]]), np.array([1.0, 1.0]), np.array([1.0, 1.0]))
+    assert x == pytest.approx(np.array([[1.0, 0.0], [0.0, 1.0]]), abs=1e-6)
+
+
+def test_the_lp_respects_time_and_gpus():
+    rng = np.random.default_rng(0)
+    thr = rng.uniform(0.5, 2.0, size=(12, 3))
+    thr[0, 1] = 0.0  # job 0 cannot run on type 1
+    gpus = rng.choice([1.0, 2.0, 4.0], size=12)
+    cap = np.array([4.0, 8.0, 2.0])
+    x = max_throughput_allocation(thr, gpus, cap)
+    assert (x >= -1e-9).all() and (x.sum(axis=1) <= 1 + 1e-9).all()
+    assert (gpus @ x <= cap + 1e-9).all() and x[0, 1] == pytest.approx(0.0)
+    assert x.sum() > 0
+
+
+def test_a_round_gives_the_gpus_to_the_job_with_the_smallest_share_of_its_allocation():
+    """Gavel §5: priority = X / share received. On 16 GPUs the LP gives an 8-GPU job X = 1 and a
+    16-GPU one X = 1/2; the 16-GPU job ran all its time, so the new job's priority wins the round
+    and the 16-GPU job, which no longer fits, is preempted."""
+    cluster = parse_cluster(small_cluster_toml(2))
+    ran = FakeJob(JobSpec("ran", 0.0, "resnet50", 16, iterations=10), run_s=1000.0,
+                  allocation=on(cluster, ("r0-n0", 8), ("r0-n1", 8)))
+    waited = FakeJob(JobSpec("waited", 0.0, "resnet50", 8, iterations=10), arrival_seq=1)
+    plan = Gavel().schedule(view_of(cluster, 1000.0, [ran], [waited], perf=PM), PassState())
+    assert [(type(a), a.job_id) for a in plan.actions] == [(Preempt, "ran"), (Start, "waited")]
+
+
+def test_a_job_goes_to_the_type_the_allocation_gives_it():
+    """With both types free, each job runs on its fastest type (the LP's optimum); the type a job
+    does not fit (BERT-large at 64 per GPU on 24 GB A10s) has throughput 0."""
+    cluster = parse_cluster(two_type_toml(1, 8))
+    job = FakeJob(JobSpec("a", 0.0, "bert-large", 8, iterations=10))
+    plan = Gavel().schedule(view_of(cluster, 0.0, [], [job], perf=PM), PassState())
+    (start,) = plan.actions
+    assert {cluster.node(p.node).gpu_type for p in start.allocation.nodes} == {"A40"}
+    v = view_of(cluster, 0.0, [], [], perf=PM)
+    big = JobSpec("b", 0.0, "bert-large", 1, iterations=10, batch_size=64)
+    thr = dict(zip(cluster.gpu_types, throughputs(v, big), strict=True))
+    assert thr["A10"] == 0.0 and thr["A40"] > 0.0

@@ -1,0 +1,75 @@
+"""Crius' heterogeneous clusters and trace adaptation (papers/crius-cell-scheduling.txt §8.1, Table 1)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from halyard.datamodel import JobSpec, load_cluster
+from halyard.traces import CRIUS_GPU_CHOICES, CRIUS_MODELS, adapt_for_crius
+
+
+def gpus_by_type(name: str) -> dict[str, tuple[int, int]]:
+    """GPU type -> (nodes, GPUs per node)."""
+    cluster = load_cluster(name)
+    out: dict[str, set[int]] = {}
+    nodes = Counter(n.gpu_type for n in cluster.nodes)
+    for n in cluster.nodes:
+        out.setdefault(n.gpu_type, set()).add(n.gpus)
+    return {t: (nodes[t], *sizes) for t, sizes in out.items()}
+
+
+def test_crius_64_is_the_physical_testbed():
+    """§8.1: 16 servers x 2 A40 and 16 servers x 2 A10, 256 GB each; A10 servers on ConnectX-6."""
+    assert gpus_by_type("crius-64") == {"A40": (16, 2), "A10": (16, 2)}
+    cluster = load_cluster("crius-64")
+    assert cluster.total_gpus == 64 and {n.memory_mb for n in cluster.nodes} == {256_000}
+    nic = {n.gpu_type: n.nic_gbyte_s for n in cluster.nodes}
+    assert nic["A10"] == 2 * nic["A40"]  # CX6 (HDR 200) vs CX5 (EDR 100)
+
+
+def test_crius_1280_is_table_1():
+    """Table 1: A100 80 x 4, A40 160 x 2, A10 160 x 2, V100 20 x 16 = 1,280 GPUs."""
+    assert gpus_by_type("crius-1280") == {"A100": (80, 4), "A40": (160, 2), "A10": (160, 2), "V100": (20, 16)}
+    assert load_cluster("crius-1280").total_gpus == 1280
+
+
+def trace(n: int) -> list[JobSpec]:
+    return [JobSpec(f"j{i}", float(i), "resnet18", 1 + i % 3, duration_s=100.0 + i) for i in range(n)] + [
+        JobSpec("it", 0.0, "resnet18", 4, iterations=1000)]
+
+
+def test_adaptation_draws_model_and_elastic_gpu_amount_seeded_and_order_independent():
+    """§8.1: the GPU amount (and here the model) is drawn per job; the same seed gives the same jobs
+    whatever the order, another seed other jobs."""
+    jobs = trace(300)
+    adapted = adapt_for_crius(jobs, seed=7)
+    by_id = {j.job_id: j for j in adapted}
+    assert {j.job_id: j for j in adapt_for_crius(jobs[::-1], seed=7)} == by_id
+    assert adapt_for_crius(jobs, seed=8) != adapted
+    for j in adapted:
+        assert j.model in CRIUS_MODELS and j.num_gpus in CRIUS_GPU_CHOICES
+        assert (j.min_gpus, j.max_gpus) == (max(1, j.num_gpus // 2), 2 * j.num_gpus)
+        assert j.gpu_type is None and j.batch_size == 0
+    models = Counter(j.model for j in adapted)
+    gpus = Counter(j.num_gpus for j in adapted)
+    assert min(models.values()) > 60 and min(gpus.values()) > 45  # uniform draws over 301 jobs
+    assert all(by_id[j.job_id].duration_s == j.duration_s and by_id[j.job_id].iterations == 0 for j in jobs[:-1])
+
+
+def test_iterations_keep_the_samples_at_the_drawn_amount():
+    """§8.1 "The number of iterations ... is calculated from scaling by global batch size"."""
+    (it,) = [j for j in adapt_for_crius(trace(0), seed=0)]
+    assert it.iterations == pytest.approx(1000 * 4 / it.num_gpus, abs=1)
+
+
+def test_deadlines_scale_with_the_duration_when_asked():
+    jobs = trace(200)
+    adapted = adapt_for_crius(jobs, seed=3, deadline_factor=(0.5, 1.5))
+    factors = [(a.deadline - j.submit_time) / j.duration_s for j, a in zip(jobs[:-1], adapted, strict=False)]
+    assert all(0.5 <= f <= 1.5 for f in factors) and max(factors) - min(factors) > 0.9
+    assert adapted[-1].deadline is None  # no duration, no deadline
+    assert all(j.deadline is None for j in adapt_for_crius(jobs, seed=3))
+    assert [j.deadline for j in adapt_for_crius(jobs, seed=3, deadline_factor=(0.5, 1.5))] == [
+        j.deadline for j in adapted]
