@@ -46,6 +46,9 @@ TIME_QUANTUM_S = 1e-3
 # -> 28.2 s); beyond the cap the quantum is doubled until the LCM fits (our rounding rule; the
 # paper does not say what it does with such times).
 MAX_CIRCLE_ITERATIONS = 16
+# Arcs of the unified circle at most (cost: a search scores rotations x arcs numbers per job); a
+# circle of 16 iterations of 72 arcs each would otherwise take 1,152 arcs per job's iteration.
+MAX_ARCS = 1440
 COORDINATE_ROUNDS = 3  # passes of coordinate ascent over the jobs when more than two share a link
 MAX_CANDIDATES = 10  # "up to 10 placement candidates from Themis" (§4.5.1)
 
@@ -110,7 +113,7 @@ class LinkSolution:
 
 
 def _arcs(iteration_times: Sequence[float], perimeter: float) -> int:
-    return max(ANGLES_PER_ITERATION, round(ANGLES_PER_ITERATION * perimeter / min(iteration_times)))
+    return min(MAX_ARCS, max(ANGLES_PER_ITERATION, round(ANGLES_PER_ITERATION * perimeter / min(iteration_times))))
 
 
 def link_score(profiles: Sequence[ProfileLike], capacity: float, shifts_s: Sequence[float]) -> float:
@@ -130,7 +133,8 @@ def solve_link(profiles: Sequence[ProfileLike], capacity: float) -> LinkSolution
 
     Job 0 is the reference (rotation 0: only relative rotations matter). Job j's rotation
     is one of the discrete angles in ``[0, 2 pi / r_j)`` (Eq. 4.4, ``r_j`` = its iterations
-    on the circle); a rotation of k arcs delays the job by ``k x p / |A|``, i.e. Eq. 4.5's
+    on the circle) at ``ANGLE_PRECISION_DEG`` of that iteration; a rotation of k arcs delays the
+    job by ``k x p / |A|``, i.e. Eq. 4.5's
     ``t_j = (theta_j / 2 pi x p) mod iter_time_j``. All rotations of one job are scored at
     once (numpy); exhaustive for two jobs, coordinate ascent for more. Ties keep the
     smallest rotation.
@@ -153,12 +157,14 @@ def solve_link(profiles: Sequence[ProfileLike], capacity: float) -> LinkSolution
             improved = False
             for j in range(1, n):
                 others = total - rolled(j, int(rot[j]))
-                ks = np.arange(max(1, round(arcs * times[j] / perimeter)))  # theta_j < 2 pi / r_j
+                # theta_j < 2 pi / r_j, at the angle precision of the job's own iteration
+                ks = np.unique(np.linspace(0, arcs * times[j] / perimeter, ANGLES_PER_ITERATION,
+                                           endpoint=False).astype(np.int64))
                 trial = others[None, :] + demand[j][(base[None, :] - ks[:, None]) % arcs]
                 scores = score_of(trial, capacity)
                 k = int(np.argmax(scores))
                 if scores[k] > best + 1e-12:
-                    best, rot[j], improved = float(scores[k]), k, True
+                    best, rot[j], improved = float(scores[k]), int(ks[k]), True
                 total = others + rolled(j, int(rot[j]))
             if not improved or best >= 1.0:
                 break
@@ -235,10 +241,7 @@ def bfs_time_shifts(graph: AffinityGraph, weights: Mapping[tuple[Hashable, Hasha
     """
     nbrs = graph.neighbours()
     shifts: dict[Hashable, float] = {}
-    for start in graph.jobs:
-        if start in shifts:
-            continue
-        component = _component(graph, nbrs, start)
+    for component in components(graph):
         ref = reference(component) if reference is not None else component[0]
         shifts[ref] = 0.0
         queue = deque([ref])
@@ -252,18 +255,27 @@ def bfs_time_shifts(graph: AffinityGraph, weights: Mapping[tuple[Hashable, Hasha
     return shifts
 
 
-def _component(graph: AffinityGraph, nbrs: Mapping[Hashable, list[Hashable]], start: Hashable) -> list[Hashable]:
-    seen = {start: None}
-    queue = deque([start])
-    while queue:
-        j = queue.popleft()
-        for link in nbrs[j]:
-            for k in graph.links[link]:
-                if k not in seen:
-                    seen[k] = None
-                    queue.append(k)
+def components(graph: AffinityGraph) -> list[list[Hashable]]:
+    """The jobs of each connected subgraph (Algorithm 1 line 3), each in the graph's job order."""
+    nbrs = graph.neighbours()
     order = {job: i for i, job in enumerate(graph.jobs)}
-    return sorted(seen, key=order.__getitem__)
+    seen: set[Hashable] = set()
+    out = []
+    for start in graph.jobs:
+        if start in seen:
+            continue
+        found = {start}
+        queue = deque([start])
+        while queue:
+            j = queue.popleft()
+            for link in nbrs[j]:
+                for k in graph.links[link]:
+                    if k not in found:
+                        found.add(k)
+                        queue.append(k)
+        seen |= found
+        out.append(sorted(found, key=order.__getitem__))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +319,6 @@ def edge_weights(scored: Scored) -> dict[tuple[Hashable, Hashable], float]:
 
 __all__ = [
     "ANGLES_PER_ITERATION", "ANGLE_PRECISION_DEG", "MAX_CANDIDATES", "MAX_CIRCLE_ITERATIONS", "TIME_QUANTUM_S",
-    "AffinityGraph", "LinkSolution", "Scored", "bfs_time_shifts", "circle_demand", "edge_weights", "link_score",
-    "score_candidate", "score_of", "select_candidate", "solve_link", "unified_perimeter_s",
+    "AffinityGraph", "LinkSolution", "Scored", "bfs_time_shifts", "circle_demand", "components", "edge_weights",
+    "link_score", "score_candidate", "score_of", "select_candidate", "solve_link", "unified_perimeter_s",
 ]

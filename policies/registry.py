@@ -6,6 +6,12 @@ and a compact grammar for a pipeline::
     ordering=las,placement=synergy-tune          # any stage left out takes its default
     tiresias,adjust=gandiva-migration            # a staged preset with stages replaced
     ordering=srtf,adjust=gandiva-migration+...   # several adjusters, in order, joined by '+'
+    tiresias+cassini                             # a preset with an augmentation appended
+    synergy-tune:srtf+cassini, dally+cassini
+
+An augmentation (``AUGMENTATIONS``) is named as a ``+suffix`` on any preset: Cassini
+wraps the preset's per-job placement (compatibility-ranked candidates) and appends its
+time-shift adjuster (policies/cassini.py says why it takes both).
 
 Today's names (``fifo``, ``tiresias``, ``synergy-tune:srtf``, ...) are presets.
 Dally's preset is one policy (its placement-aware preemption needs its ordering and
@@ -21,6 +27,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from halyard.datamodel import ValidationError
+from halyard.policies.cassini import CassiniShifts, augment
 from halyard.policies.dally import AutoTuner, Dally, DelayScheduling, ManualTimers, NwSensOrdering
 from halyard.policies.gandiva import ConsolidatingMigration, NetworkAgnostic
 from halyard.policies.ordering import ORDERINGS, Fifo, Las, Srtf
@@ -38,8 +45,10 @@ STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
     "placement": MappingProxyType({"consolidated": FirstFitConsolidated, "tiresias-skew": SkewConsolidation,
                                    "network-agnostic": NetworkAgnostic, "delay-scheduling": DelayScheduling,
                                    **MECHANISMS}),
-    "adjust": MappingProxyType({"gandiva-migration": ConsolidatingMigration}),
+    "adjust": MappingProxyType({"gandiva-migration": ConsolidatingMigration, "cassini": CassiniShifts}),
 })
+# Augmentations named as a '+suffix' on a preset: name -> (policy -> augmented policy).
+AUGMENTATIONS: Mapping[str, Callable[[Policy], Policy]] = MappingProxyType({"cassini": augment})
 
 _PRESETS: dict[str, Callable[[], Policy]] = {
     "fifo": lambda: StagedPolicy("fifo", Fifo(), placement=FirstFitConsolidated()),
@@ -60,6 +69,13 @@ _PRESETS: dict[str, Callable[[], Policy]] = {
 for _mechanism in MECHANISMS:
     for _ordering in ORDERINGS:
         _PRESETS[f"{_mechanism}:{_ordering}"] = (lambda m=_mechanism, o=_ordering: make_synergy(m, o))
+
+
+# Cassini on the schedulers it was built for and evaluated against (§4.4.2, §4.5.1): Themis's
+# finish-time fairness (here the FTF ordering), Tiresias, and Synergy's packing (shifts only).
+for _base in ("tiresias", "synergy-tune:srtf"):
+    _PRESETS[f"{_base}+cassini"] = (lambda b=_base: augment(_PRESETS[b]()))
+_PRESETS["themis-ftf+cassini"] = lambda: augment(StagedPolicy("themis-ftf", ORDERINGS["ftf"]()))
 
 
 def policy_names() -> list[str]:
@@ -84,6 +100,16 @@ def make_policy(name: str) -> Policy:
     text = name.strip()
     if text in _PRESETS:
         return _PRESETS[text]()
+    base, plus, suffixes = text.partition("+")
+    if plus and "=" not in text and "," not in text:
+        policy = make_policy(base)
+        for suffix in suffixes.split("+"):
+            augmentation = AUGMENTATIONS.get(suffix.strip())
+            if augmentation is None:
+                raise ValidationError(f"unknown augmentation {suffix.strip()!r} in {name!r} "
+                                      f"(known: {', '.join(sorted(AUGMENTATIONS))})", field="policy")
+            policy = augmentation(policy)
+        return policy
     if "=" not in text and "," not in text:
         raise ValidationError(f"unknown policy {name!r} (presets: {', '.join(policy_names())}; or a pipeline "
                               f"such as ordering=las,placement=synergy-tune)", field="policy")
