@@ -35,15 +35,18 @@ from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import AdmitAll, FixedSize, Policy
 from halyard.policies.synergy import MECHANISMS, make_synergy
+from halyard.policies.themis import LeasedFinishTimeFairness, RandomPlacement
 from halyard.policies.tiresias import SkewConsolidation, TwoDimensionalLas
 
 # One registry per extension point: stage name -> factory.
 STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
     "admission": MappingProxyType({"all": AdmitAll}),
-    "ordering": MappingProxyType({**ORDERINGS, "tiresias-2das": TwoDimensionalLas, "nw-sens": NwSensOrdering}),
+    "ordering": MappingProxyType({**ORDERINGS, "tiresias-2das": TwoDimensionalLas, "nw-sens": NwSensOrdering,
+                                  "themis": LeasedFinishTimeFairness}),
     "sizing": MappingProxyType({"fixed": FixedSize}),
     "placement": MappingProxyType({"consolidated": FirstFitConsolidated, "tiresias-skew": SkewConsolidation,
                                    "network-agnostic": NetworkAgnostic, "delay-scheduling": DelayScheduling,
+                                   "random": RandomPlacement,
                                    **MECHANISMS}),
     "adjust": MappingProxyType({"gandiva-migration": ConsolidatingMigration, "cassini": CassiniShifts}),
 })
@@ -71,11 +74,14 @@ for _mechanism in MECHANISMS:
         _PRESETS[f"{_mechanism}:{_ordering}"] = (lambda m=_mechanism, o=_ordering: make_synergy(m, o))
 
 
-# Cassini on the schedulers it was built for and evaluated against (§4.4.2, §4.5.1): Themis's
-# finish-time fairness (here the FTF ordering), Tiresias, and Synergy's packing (shifts only).
-for _base in ("tiresias", "synergy-tune:srtf"):
+# The Cassini thesis' baselines (§4.4.2, §4.5.1, policies/themis.py): Themis (finish-time fairness
+# with 10-minute leases, consolidated placement) and Random placement.
+_PRESETS["themis"] = lambda: StagedPolicy("themis", LeasedFinishTimeFairness(), placement=FirstFitConsolidated())
+_PRESETS["random"] = lambda: StagedPolicy("random", Fifo(), placement=RandomPlacement())
+# Cassini on the schedulers it augments (§4.4.2): Themis, and beside it Tiresias and Synergy's
+# packing (shifts only: a batch placement has no per-job candidates).
+for _base in ("themis", "tiresias", "synergy-tune:srtf"):
     _PRESETS[f"{_base}+cassini"] = (lambda b=_base: augment(_PRESETS[b]()))
-_PRESETS["themis-ftf+cassini"] = lambda: augment(StagedPolicy("themis-ftf", ORDERINGS["ftf"]()))
 
 
 def policy_names() -> list[str]:

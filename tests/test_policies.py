@@ -129,9 +129,9 @@ def test_unknown_policy_lists_names():
         make_policy("round-robin")
     synergy = [f"{m}:{o}" for m in ("proportional", "synergy-greedy", "synergy-opt", "synergy-tune")
                for o in ("fifo", "ftf", "las", "srtf")]
-    cassini = ["themis-ftf+cassini", "tiresias+cassini", "synergy-tune:srtf+cassini"]
+    cassini = ["themis+cassini", "tiresias+cassini", "synergy-tune:srtf+cassini"]
     assert policy_names() == sorted(["dally", "dally-manual", "fifo", "gandiva", "las", "srtf", "tiresias",
-                                     *synergy, *cassini])
+                                     "themis", "random", *synergy, *cassini])
 
 
 class CountingSize(FixedSize):
