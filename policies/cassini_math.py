@@ -87,6 +87,11 @@ def unified_perimeter_s(iteration_times: Sequence[float], quantum_s: float = TIM
         q *= 2
 
 
+def rotation_to_time_shift(theta: float, perimeter_s: float, iteration_s: float) -> float:
+    """Eq. 4.5: ``t_j = (theta_j / 2 pi x p) mod iter_time_j``."""
+    return (theta / (2 * math.pi) * perimeter_s) % iteration_s
+
+
 def circle_demand(profile: ProfileLike, perimeter_s: float, arcs: int) -> np.ndarray:
     """``bw_circle_j(theta)`` of Table 4.1: the job's demand on each of ``arcs`` equal arcs of the unified
     circle (the demand at the arc's midpoint; the job's pattern repeats every iteration)."""
@@ -168,7 +173,7 @@ def solve_link(profiles: Sequence[ProfileLike], capacity: float) -> LinkSolution
                 total = others + rolled(j, int(rot[j]))
             if not improved or best >= 1.0:
                 break
-    shifts = tuple(float((rot[j] * perimeter / arcs) % times[j]) for j in range(n))
+    shifts = tuple(rotation_to_time_shift(2 * math.pi * int(rot[j]) / arcs, perimeter, times[j]) for j in range(n))
     return LinkSolution(best, shifts, perimeter)
 
 
@@ -320,5 +325,6 @@ def edge_weights(scored: Scored) -> dict[tuple[Hashable, Hashable], float]:
 __all__ = [
     "ANGLES_PER_ITERATION", "ANGLE_PRECISION_DEG", "MAX_CANDIDATES", "MAX_CIRCLE_ITERATIONS", "TIME_QUANTUM_S",
     "AffinityGraph", "LinkSolution", "Scored", "bfs_time_shifts", "circle_demand", "components", "edge_weights",
-    "link_score", "score_candidate", "score_of", "select_candidate", "solve_link", "unified_perimeter_s",
+    "link_score", "rotation_to_time_shift", "score_candidate", "score_of", "select_candidate", "solve_link",
+    "unified_perimeter_s",
 ]
