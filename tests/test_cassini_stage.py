@@ -145,3 +145,22 @@ def test_link_sharing_is_selectable_per_run(tmp_path):
                        check=True, capture_output=True, timeout=120)
         out[sharing] = json.loads(path.read_text())
     assert out["fair"]["contention"] == "fair" and out["mltcp"]["contention"] == "mltcp"
+
+
+def test_tiresias_offers_candidates_its_rule_allows():
+    """For tiresias+cassini: Tiresias' skew placement offers its own choice first, then consolidated
+    candidates -- any for a low-skew model, only those on the fewest machines for a high-skew one."""
+    from halyard.policies.tiresias import SkewConsolidation, high_skew
+
+    cluster = parse_cluster(small_cluster_toml(4, gpus_per_node=4))
+    placement = SkewConsolidation()
+    for model in ("resnet50", "vgg11"):
+        job = FakeJob(spec("t", gpus=4, model=model))
+        view = view_of(cluster, 0.0, [], [job], perf=PerformanceModel())
+        free = view.free.copy()
+        first = placement.place(view, job, 4, free, PassState())
+        options = placement.candidates(view, job, 4, free, PassState(), 10)
+        assert options[0] == first and len(options) > 1 and len(set(options)) == len(options)
+        if high_skew(model):
+            assert all(len(a.nodes) == 1 for a in options)
+    assert high_skew("vgg11") and not high_skew("resnet50")
