@@ -20,15 +20,13 @@ from halyard.emulator.collectives import (
 from halyard.emulator.contention import (
     DemandProfile,
     Phase,
-    best_time_shifts,
-    compatibility_score,
     shared_link_iteration_times,
 )
 from halyard.emulator.performance import IterationTime, MemoryFootprint, PerformanceModel, UnsupportedGPUError
 
 __all__ = [
     "Catalog", "Constants", "DemandProfile", "GpuSpec", "IterationTime", "MemoryFootprint", "ModelProfile",
-    "PerformanceModel", "Phase", "UnsupportedGPUError", "allreduce_s", "best_time_shifts", "buckets_for",
-    "compatibility_score", "exposed_s", "hierarchical_allreduce_s", "load_catalog", "parse_catalog",
+    "PerformanceModel", "Phase", "UnsupportedGPUError", "allreduce_s", "buckets_for",
+    "exposed_s", "hierarchical_allreduce_s", "load_catalog", "parse_catalog",
     "ring_allreduce_s", "shared_link_iteration_times", "tree_allreduce_s",
 ]

@@ -9,11 +9,8 @@ module gives
 - :class:`DemandProfile` and builders for data-parallel, tensor-parallel and
   pipeline/hybrid plans (:func:`data_parallel_profile`, :func:`profile_from_iteration`,
   :func:`tensor_parallel_profile`, :func:`pipeline_profile`);
-- Cassini's geometric abstraction: each job's demand laid around a *unified
-  circle* whose perimeter is the LCM of the iteration times (§4.3.2),
-  :func:`compatibility_score` = ``1 - mean(Excess(demand)) / C`` (Table 4.1),
-  :func:`best_time_shifts` (rotation angles by search, turned into time-shifts by
-  Eq. 4.5, ``t_j = (theta_j / 2 pi x p) mod iter_time_j``);
+- (Cassini's geometric abstraction -- the unified circle, Table 4.1's score and
+  Eq. 4.5's time-shifts -- is what a policy computes: :mod:`halyard.policies.cassini_math`.)
 - :func:`shared_link_iteration_times`: the jobs' iteration times on a shared link
   under (a) fair sharing, (b) given time-shifts (jobs start at their shift, so
   interleaved phases never compete), (c) MLTCP-style unfair sharing that scales a
@@ -48,13 +45,6 @@ SHARING = ("fair", "mltcp")
 # sent all of its iteration's bytes grows its window twice as fast as one that has sent none.
 MLTCP_INTERCEPT = 1.0
 MLTCP_SLOPE = 1.0
-# The unified circle is discretised into this many arcs per shortest iteration (Cassini
-# Table 4.1: a set A of discrete angles); 1/200 of an iteration is well below a phase.
-ANGLES_PER_ITERATION = 200
-# Iteration times are put on a grid of this many steps per shortest iteration before the
-# LCM is taken, so that measured times (never exact multiples) give a finite circle.
-LCM_GRID_PER_ITERATION = 100
-MAX_PERIODS = 64  # cap on the unified circle, in longest iterations
 MEAN_FIELD_BISECTIONS = 50  # halvings of the water level: far below any measurable slowdown
 
 
@@ -146,98 +136,6 @@ def pipeline_profile(stage_s: float, micro_batches: int, activation_gbyte_s: flo
     if allreduce_s > 0:
         phases.append(Phase(allreduce_s, allreduce_gbyte_s))
     return DemandProfile(tuple(phases))
-
-
-# ---------------------------------------------------------------- the unified circle
-def unified_perimeter_s(iteration_times: Sequence[float]) -> float:
-    """The LCM of the iteration times (Cassini §4.3.2).
-
-    Times are rounded to a grid of ``1/LCM_GRID_PER_ITERATION`` of the shortest
-    one so their LCM exists; the circle is capped at ``MAX_PERIODS`` longest
-    iterations (an approximation the docs state).
-    """
-    shortest, longest = min(iteration_times), max(iteration_times)
-    step = shortest / LCM_GRID_PER_ITERATION
-    lcm = 1
-    for t in iteration_times:
-        lcm = math.lcm(lcm, max(1, round(t / step)))
-        if lcm * step > MAX_PERIODS * longest:
-            return MAX_PERIODS * longest
-    return lcm * step
-
-
-def circle_demand(profile: DemandProfile, perimeter_s: float, angles: int, shift_s: float = 0.0) -> np.ndarray:
-    """Demand on each of ``angles`` equal arcs of the unified circle, the job rotated by ``shift_s``.
-
-    The job starts ``shift_s`` late, so the arc at time t carries the demand of
-    the job's own time ``t - shift_s``. Each arc takes the demand at its midpoint.
-    """
-    t = (np.arange(angles) + 0.5) * (perimeter_s / angles) - shift_s
-    t = np.mod(t, profile.iteration_s)
-    edges = np.cumsum([p.duration_s for p in profile.phases])
-    idx = np.minimum(np.searchsorted(edges, t, side="right"), len(profile.phases) - 1)
-    demand = np.array([p.demand_gbyte_s for p in profile.phases])
-    return demand[idx]
-
-
-def compatibility_score(profiles: Sequence[DemandProfile], capacity_gbyte_s: float,
-                        time_shifts_s: Sequence[float] | None = None) -> float:
-    """Cassini Table 4.1: ``score = 1 - sum_theta Excess(demand_theta) / (|A| x C)``,
-    ``Excess(d) = d - C if d > C else 0``, over the unified circle of the jobs
-    rotated by their time-shifts. 1 = fully compatible; it may go negative."""
-    total, angles = _total_demand(profiles, time_shifts_s)
-    excess = np.maximum(total - capacity_gbyte_s, 0.0)
-    return 1.0 - float(excess.sum()) / (angles * capacity_gbyte_s)
-
-
-def rotation_to_time_shift(theta: float, perimeter_s: float, iteration_s: float) -> float:
-    """Cassini Eq. 4.5: ``t_j = (theta_j / 2 pi x p) mod iter_time_j``."""
-    return (theta / (2 * math.pi) * perimeter_s) % iteration_s
-
-
-def best_time_shifts(profiles: Sequence[DemandProfile], capacity_gbyte_s: float,
-                     candidates: int = 100, rounds: int = 3) -> tuple[tuple[float, ...], float]:
-    """Time-shifts that maximise the compatibility score, and the score.
-
-    The first job stays at 0 (only relative rotations matter). Each other job's
-    rotation is searched over ``candidates`` angles within its first iteration
-    (Table 4.1's bound ``theta_j < 2 pi / r_j``), one job at a time, for
-    ``rounds`` passes (exhaustive for two jobs; coordinate ascent beyond). The
-    angles are turned into time-shifts with Eq. 4.5.
-    """
-    n = len(profiles)
-    shifts = [0.0] * n
-    if n < 2:
-        return tuple(shifts), compatibility_score(profiles, capacity_gbyte_s, shifts)
-    perimeter = unified_perimeter_s([p.iteration_s for p in profiles])
-    best = compatibility_score(profiles, capacity_gbyte_s, shifts)
-    for _ in range(rounds if n > 2 else 1):
-        improved = False
-        for j in range(1, n):
-            r_j = perimeter / profiles[j].iteration_s
-            for c in range(candidates):
-                theta = 2 * math.pi / r_j * c / candidates
-                trial = shifts.copy()
-                trial[j] = rotation_to_time_shift(theta, perimeter, profiles[j].iteration_s)
-                score = compatibility_score(profiles, capacity_gbyte_s, trial)
-                if score > best + 1e-12:
-                    best, shifts, improved = score, trial, True
-        if not improved:
-            break
-    return tuple(shifts), best
-
-
-def _total_demand(profiles: Sequence[DemandProfile], time_shifts_s: Sequence[float] | None) -> tuple[np.ndarray, int]:
-    shifts = list(time_shifts_s) if time_shifts_s is not None else [0.0] * len(profiles)
-    if len(shifts) != len(profiles):
-        raise ValueError("give one time-shift per profile")
-    perimeter = unified_perimeter_s([p.iteration_s for p in profiles])
-    shortest = min(p.iteration_s for p in profiles)
-    angles = max(ANGLES_PER_ITERATION, round(ANGLES_PER_ITERATION * perimeter / shortest))
-    total = np.zeros(angles)
-    for p, s in zip(profiles, shifts, strict=True):
-        total += circle_demand(p, perimeter, angles, s)
-    return total, angles
 
 
 # ---------------------------------------------------------------- shared-link iteration times

@@ -84,7 +84,7 @@ from halyard.policies.placement import build_allocation, no_fit, usable_gpus
 from halyard.policies.plan import Plan
 from halyard.policies.reasons import Unplaced, by_policy, cannot_fit
 from halyard.policies.resources import FreeResources
-from halyard.policies.stages import Ordering, Placement
+from halyard.policies.stages import Adjuster, Ordering, Placement
 from halyard.policies.topology import Level, Picked, level_of, on_machine, on_network, on_rack
 from halyard.policies.view import ClusterView, JobInfo
 
@@ -393,11 +393,14 @@ class Dally:
     starvation = staticmethod(starvation)
 
     def __init__(self, timers: TimerSource | None = None, *, name: str = "dally", preemption: bool = True,
-                 min_gain: float = MIN_GAIN) -> None:
+                 min_gain: float = MIN_GAIN, adjusters: tuple[Adjuster, ...] = ()) -> None:
         self.name = name
         self.delay = DelayScheduling(timers)
         self.preemption = preemption
         self.min_gain = min_gain
+        # Adjusters run after Dally's pass on what is still free, as in a staged policy
+        # (``dally+cassini``: Cassini's time-shifts on Dally's placements).
+        self.adjusters = adjusters
 
     @property
     def timers(self) -> TimerSource:
@@ -406,17 +409,21 @@ class Dally:
     @property
     def acts_without_pending(self) -> bool:
         """With preemption, slowed running jobs are re-consolidated even when nothing waits."""
-        return self.preemption
+        return self.preemption or any(a.acts_without_pending for a in self.adjusters)
 
     def stages(self) -> list[tuple[str, str]]:
         return [("ordering", NwSensOrdering.name), ("placement", self.delay.name), ("timers", self.timers.name),
-                ("preemption", "nw-sens" if self.preemption else "off")]
+                ("preemption", "nw-sens" if self.preemption else "off"),
+                *(("adjust", a.name) for a in self.adjusters)]
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         self.delay.on_applied(view, plan, state)
+        for adjuster in self.adjusters:
+            adjuster.on_applied(view, plan, state)
 
     def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
-        return None  # the pass's acceptances never happened; nothing was recorded
+        for adjuster in self.adjusters:  # the pass's acceptances never happened; nothing was recorded
+            adjuster.on_rejected(view, plan, state)
 
     # ------------------------------------------------------------------ reading the view
     def sensitivity(self, view: ClusterView, job: JobInfo) -> float:
@@ -430,9 +437,18 @@ class Dally:
 
     # ------------------------------------------------------------------ the pass
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
+        plan, free = self._schedule(view, state)
+        if self.adjusters:
+            free = free if free is not None else view.free.copy()
+            for adjuster in self.adjusters:
+                adjuster.adjust(view, plan, free, state)
+        return plan
+
+    def _schedule(self, view: ClusterView, state: PassState) -> tuple[Plan, FreeResources | None]:
+        """Dally's own pass: the plan, and what it left free (None when it returned before copying)."""
         plan = Plan()
         if not view.pending and not (self.preemption and view.running):
-            return plan
+            return plan, None
         shape = view.shape
         free = view.free.copy()
         sens = {job.job_id: self.sensitivity(view, job) for job in view.pending}
@@ -443,7 +459,7 @@ class Dally:
             tighter = [job for job in view.running.values()
                        if len(job.allocation.nodes) > 1 and self._can_tighten(view, job)]
             if not view.pending and not tighter:
-                return plan  # nothing waits and nothing can move: no Nw_sens needed
+                return plan, free  # nothing waits and nothing can move: no Nw_sens needed
             running = {job_id: self.sensitivity(view, job) for job_id, job in view.running.items()}
             measured = [sens[j.job_id] for j in view.pending if j.run_time_s(view.now) > 0.0]
             values = [*measured, *running.values()]
@@ -480,7 +496,7 @@ class Dally:
             free.take(allocation)
             plan.start(job.job_id, allocation)
             self.delay.accept(view, job, level, wait_s, state)
-        return plan
+        return plan, free
 
     # ------------------------------------------------------------------ preemption
     def _victims(self, view: ClusterView, running: dict[str, float], middle: float) -> list[_Victim]:

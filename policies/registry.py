@@ -8,6 +8,12 @@ and a compact grammar for a pipeline::
     ordering=srtf,adjust=gandiva-migration+...   # several adjusters, in order, joined by '+'
     fifo,priority=first,preempt=priority         # priorities first; lower-priority jobs preempted
     fifo,admission=tenant-quota,preempt=quota-reclaim   # Kueue-style quotas, borrowing, reclaim
+    tiresias+cassini                             # a preset with an augmentation appended
+    synergy-tune:srtf+cassini, dally+cassini
+
+An augmentation (``AUGMENTATIONS``) is named as a ``+suffix`` on any preset: Cassini
+wraps the preset's per-job placement (compatibility-ranked candidates) and appends its
+time-shift adjuster (policies/cassini.py says why it takes both).
 
 Today's names (``fifo``, ``tiresias``, ``synergy-tune:srtf``, ...) are presets.
 Dally's preset is one policy (its placement-aware preemption needs its ordering and
@@ -23,6 +29,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from halyard.datamodel import ValidationError
+from halyard.policies.cassini import CassiniShifts, augment
 from halyard.policies.crius import Crius
 from halyard.policies.dally import AutoTuner, Dally, DelayScheduling, ManualTimers, NwSensOrdering
 from halyard.policies.easyscale import (
@@ -41,6 +48,7 @@ from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import AdmitAll, FixedSize, Policy
 from halyard.policies.synergy import MECHANISMS, make_synergy
 from halyard.policies.tenancy import PriorityFirst, PriorityPreemption, QuotaReclaim, TenantQuota
+from halyard.policies.themis import LeasedFinishTimeFairness, RandomPlacement
 from halyard.policies.tiresias import SkewConsolidation, TwoDimensionalLas
 from halyard.policies.yarn import OneTypeConsolidated
 
@@ -48,16 +56,19 @@ from halyard.policies.yarn import OneTypeConsolidated
 STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
     "admission": MappingProxyType({"all": AdmitAll, "tenant-quota": TenantQuota,
                                    "tenant-quota-strict": lambda: TenantQuota(borrowing=False)}),
-    "ordering": MappingProxyType({**ORDERINGS, "tiresias-2das": TwoDimensionalLas, "nw-sens": NwSensOrdering}),
+    "ordering": MappingProxyType({**ORDERINGS, "tiresias-2das": TwoDimensionalLas, "nw-sens": NwSensOrdering,
+                                  "themis": LeasedFinishTimeFairness}),
     "sizing": MappingProxyType({"fixed": FixedSize, "easyscale-smallest": SmallestProposal}),
     "placement": MappingProxyType({"consolidated": FirstFitConsolidated, "tiresias-skew": SkewConsolidation,
                                    "network-agnostic": NetworkAgnostic, "delay-scheduling": DelayScheduling,
                                    "one-type": OneTypeConsolidated, "easyscale": EasyScalePlacement,
-                                   **MECHANISMS}),
+                                   "random": RandomPlacement, **MECHANISMS}),
     "adjust": MappingProxyType({"gandiva-migration": ConsolidatingMigration, "easyscale-homo": easyscale_homo,
-                                "easyscale-heter": easyscale_heter}),
+                                "easyscale-heter": easyscale_heter, "cassini": CassiniShifts}),
     "preempt": MappingProxyType({"priority": PriorityPreemption, "quota-reclaim": QuotaReclaim}),
 })
+# Augmentations named as a '+suffix' on a preset: name -> (policy -> augmented policy).
+AUGMENTATIONS: Mapping[str, Callable[[Policy], Policy]] = MappingProxyType({"cassini": augment})
 
 _PRESETS: dict[str, Callable[[], Policy]] = {
     "fifo": lambda: StagedPolicy("fifo", Fifo(), placement=FirstFitConsolidated()),
@@ -102,6 +113,16 @@ for _mechanism in MECHANISMS:
         _PRESETS[f"{_mechanism}:{_ordering}"] = (lambda m=_mechanism, o=_ordering: make_synergy(m, o))
 
 
+# The Cassini thesis' baselines (§4.4.2, §4.5.1, policies/themis.py): Themis (finish-time fairness
+# with 10-minute leases, consolidated placement) and Random placement.
+_PRESETS["themis"] = lambda: StagedPolicy("themis", LeasedFinishTimeFairness(), placement=FirstFitConsolidated())
+_PRESETS["random"] = lambda: StagedPolicy("random", Fifo(), placement=RandomPlacement())
+# Cassini on the schedulers it augments (§4.4.2): Themis, and beside it Tiresias and Synergy's
+# packing (shifts only: a batch placement has no per-job candidates).
+for _base in ("themis", "tiresias", "synergy-tune:srtf"):
+    _PRESETS[f"{_base}+cassini"] = (lambda b=_base: augment(_PRESETS[b]()))
+
+
 def policy_names() -> list[str]:
     """The presets; any pipeline of registered stages is a name too (:func:`make_policy`)."""
     return sorted(_PRESETS)
@@ -124,6 +145,16 @@ def make_policy(name: str) -> Policy:
     text = name.strip()
     if text in _PRESETS:
         return _PRESETS[text]()
+    base, plus, suffixes = text.partition("+")
+    if plus and "=" not in text and "," not in text:
+        policy = make_policy(base)
+        for suffix in suffixes.split("+"):
+            augmentation = AUGMENTATIONS.get(suffix.strip())
+            if augmentation is None:
+                raise ValidationError(f"unknown augmentation {suffix.strip()!r} in {name!r} "
+                                      f"(known: {', '.join(sorted(AUGMENTATIONS))})", field="policy")
+            policy = augmentation(policy)
+        return policy
     if "=" not in text and "," not in text:
         raise ValidationError(f"unknown policy {name!r} (presets: {', '.join(policy_names())}; or a pipeline "
                               f"such as ordering=las,placement=synergy-tune)", field="policy")

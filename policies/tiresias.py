@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 
 from halyard.datamodel import Allocation
 from halyard.policies.passstate import PassState
-from halyard.policies.placement import build_allocation, choose_nodes, no_fit, usable_gpus
+from halyard.policies.placement import FirstFitConsolidated, build_allocation, choose_nodes, no_fit, usable_gpus
 from halyard.policies.plan import Plan
 from halyard.policies.reasons import Unplaced, by_policy
 from halyard.policies.resources import FreeResources
@@ -144,3 +144,16 @@ class SkewConsolidation(Placement):
             if picked is None:
                 return no_fit(self.name, view, job, gpus, avail)
         return build_allocation(free, picked)
+
+    def candidates(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources, state: PassState,
+                   limit: int = 8) -> list[Allocation]:
+        """:meth:`place`'s choice, then the consolidated placement's candidates this rule allows: for a
+        high-skew model those on the fewest machines, for the others any (Tiresias places them on any
+        free GPUs). For a stage that scores them (Cassini)."""
+        placed = self.place(view, job, gpus, free, state)
+        if isinstance(placed, Unplaced):
+            return []
+        others = FirstFitConsolidated().candidates(view, job, gpus, free, state, limit + 1)
+        if self.is_high_skew(job.spec.model):
+            others = [a for a in others if len(a.nodes) <= len(placed.nodes)]
+        return [placed, *(a for a in others if a != placed)][:limit]

@@ -14,19 +14,31 @@ from halyard.emulator import IterationTime
 from halyard.emulator.contention import (
     DemandProfile,
     Phase,
-    best_time_shifts,
-    circle_demand,
-    compatibility_score,
     data_parallel_profile,
     mltcp_weight,
     pipeline_profile,
     profile_from_iteration,
-    rotation_to_time_shift,
     share_link,
     shared_link_iteration_times,
     tensor_parallel_profile,
+)
+from halyard.policies.cassini_math import (
+    circle_demand,
+    link_score,
+    rotation_to_time_shift,
+    solve_link,
     unified_perimeter_s,
 )
+
+
+def best_time_shifts(profiles, capacity):
+    """The policy's Table 4.1 search (policies/cassini_math.py), checked here against the fluid model."""
+    sol = solve_link(profiles, capacity)
+    return sol.shifts_s, sol.score
+
+
+def compatibility_score(profiles, capacity, shifts=None):
+    return link_score(profiles, capacity, shifts if shifts is not None else [0.0] * len(profiles))
 
 C = 10.0  # GB/s link
 HALF = data_parallel_profile(1.0, 0.5, C)  # Up for half of a 1 s iteration, at the full link

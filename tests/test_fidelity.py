@@ -72,6 +72,36 @@ async def test_synergy_tune_replays_its_simulation():
     assert got["makespan_s"] == pytest.approx(expected["makespan_s"], rel=TOLERANCE)
 
 
+@pytest.mark.parametrize(("policy", "seed"), [("fifo+cassini", 1), ("srtf+cassini", 5)])
+async def test_cassini_replays_its_simulation_with_the_same_shifts(policy, seed):
+    """Issue 13, done when: a Cassini preset through `simulate` and `replay` gives the same placements
+    and the same time-shifts (job, instant, seconds) in the same order, JCTs within the tolerance."""
+    toml = small_cluster_toml(4, gpus_per_node=2)  # 4-GPU jobs span nodes and share their NICs
+    cluster = parse_cluster(toml)
+    jobs = generate_synergy_trace(20, rate_per_hour=30, multi_gpu=True, seed=seed, duration_scale=0.05)
+
+    def shifts(core) -> list[tuple[float, str, str]]:
+        return [(e.time, e.job_id, e.detail) for e in core.log if e.kind is EventKind.TIME_SHIFT]
+
+    sim = Simulator(cluster, make_policy(policy), PerformanceModel())
+    sim.run(jobs)
+    expected = summarize(sim.core, policy=policy, trace_jobs=len(jobs), rejected=0, wall_s=1.0)
+    assert shifts(sim.core)  # multi-node jobs shared NICs and were shifted
+    run = await replay(jobs, cluster, toml, policy=policy, speedup=SPEEDUP)
+    assert run.summary["completed"] == expected["completed"] == len(jobs)
+    assert placements(run.core) == placements(sim.core)
+    # Replay's clock starts elsewhere, and its completions may land a fraction of a second off the
+    # simulator's (plain srtf on this trace too); a shift set at the same instant is the same shift.
+    origin = next(iter(run.core.log)).time - next(iter(sim.core.log)).time
+    got, want = shifts(run.core), shifts(sim.core)
+    assert [j for _, j, _ in got] == [j for _, j, _ in want]
+    for (t_run, _, s_run), (t_sim, _, s_sim) in zip(got, want, strict=True):
+        assert t_run - origin == pytest.approx(t_sim, abs=1.0)
+        if t_run - origin == pytest.approx(t_sim, abs=1e-6):
+            assert s_run == s_sim
+    assert run.summary["avg_jct_s"] == pytest.approx(expected["avg_jct_s"], rel=TOLERANCE)
+
+
 async def test_agents_take_the_control_planes_model_settings():
     """An agent process builds its own performance model; Registered tells it to turn data stalls
     on when the control plane's policy is resource-sensitive (Synergy), so both compute the same."""

@@ -130,9 +130,10 @@ def test_unknown_policy_lists_names():
         make_policy("round-robin")
     synergy = [f"{m}:{o}" for m in ("proportional", "synergy-greedy", "synergy-opt", "synergy-tune")
                for o in ("fifo", "ftf", "las", "srtf")]
+    cassini = ["themis+cassini", "tiresias+cassini", "synergy-tune:srtf+cassini"]
     assert names == sorted(["crius", "crius-ddl", "crius-no-suspend", "elasticflow", "elasticflow-ls", "fcfs",
                             "gavel", "dally", "dally-manual", "easyscale-heter", "easyscale-homo", "fifo", "gandiva",
-                            "las", "srtf", "tiresias", "yarn-cs", *synergy])
+                            "las", "srtf", "tiresias", "yarn-cs", "themis", "random", *synergy, *cassini])
 
 
 class CountingSize(FixedSize):

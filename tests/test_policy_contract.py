@@ -77,7 +77,7 @@ def test_a_pipeline_names_one_choice_per_stage():
 
 @pytest.mark.parametrize(("name", "message"), [
     ("ordering=round-robin",
-     "unknown ordering stage 'round-robin' (known: fifo, ftf, las, nw-sens, srtf, tiresias-2das)"),
+     "unknown ordering stage 'round-robin' (known: fifo, ftf, las, nw-sens, srtf, themis, tiresias-2das)"),
     ("ordering=las,network=cassini", "unknown stage kind 'network' in 'network=cassini'"),
     ("ordering=las,ordering=srtf", "stage 'ordering' is given twice"),
     ("ordering", "unknown policy 'ordering'"),

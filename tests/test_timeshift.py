@@ -251,6 +251,44 @@ async def test_a_process_job_shifted_by_zero_through_the_control_plane(tmp_path)
     assert starts[-1] - starts[0] >= 0.8 * (len(starts) - 1) * period  # paced, not back to back
 
 
+class StartInterleaved(Policy):
+    """Waits for both jobs, then starts them in one pass on halves of r0-n0, shifted 0 and half a period."""
+
+    name = "start-interleaved"
+
+    def __init__(self, period_s: float) -> None:
+        self.period_s = period_s
+
+    def schedule(self, view, state) -> Plan:
+        plan = Plan()
+        if len(view.pending) == 2:
+            for k, pending in enumerate(sorted(view.pending, key=lambda j: j.job_id)):
+                plan.start(pending.job_id, on(("r0-n0", tuple(range(4 * k, 4 * k + 4)))))
+                plan.set_time_shift(pending.job_id, k * self.period_s / 2, self.period_s)
+        return plan
+
+
+async def test_two_process_jobs_interleave_their_iterations_as_planned(tmp_path):
+    """Cassini §4.4.2 step 3 with two real processes: shifted by 0 and by half of a common period in
+    one pass, each worker starts its iterations on its own grid, so their starts alternate: each of
+    b's starts lies about half a period from a's nearest start."""
+    period = 0.1
+    files = {j: tmp_path / f"{j}.txt" for j in ("a", "b")}
+    async with World("process", tmp_path, policy=StartInterleaved(period)) as w:
+        for j in ("a", "b"):
+            await w.submit(train_spec(j, 12, gpus=4, command=[sys.executable, "-c", WORKER, str(files[j])]))
+        await w.wait_for(lambda: all(w.job(j).state is JobState.RUNNING for j in ("a", "b")), timeout=20)
+        grids = {j: w.job(j).allocation for j in ("a", "b")}
+        await w.wait_for(lambda: all(w.job(j).state is JobState.COMPLETED for j in ("a", "b")), timeout=40)
+    assert grids["a"].time_shift_epoch_s == grids["b"].time_shift_epoch_s  # one pass, one epoch
+    starts = {j: [float(x) for x in files[j].read_text().split()] for j in ("a", "b")}
+    for j, grid in grids.items():  # each on its own grid: epoch + shift + k x period
+        off = sorted(abs(drift_s(s, grid.time_shift_epoch_s + grid.time_shift_s, period)) for s in starts[j])
+        assert off[len(off) // 2] < 0.2 * period, (j, off)
+    gaps = sorted(min(abs(sb - sa) for sa in starts["a"]) for sb in starts["b"])
+    assert 0.3 * period < gaps[len(gaps) // 2] <= 0.5 * period + 1e-9, gaps  # interleaved, not together
+
+
 async def test_emulated_agents_run_a_shifted_job_as_the_simulator_does(tmp_path, perf):
     """Started and shifted by a quarter period in one plan: the first iteration waits for
     epoch + shift, then one iteration per period -- the simulator's pacer and the emulated

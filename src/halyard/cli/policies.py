@@ -9,13 +9,15 @@ from rich.console import Console
 from rich.table import Table
 
 from halyard.policies import STAGES, make_policy, policy_names
+from halyard.policies.registry import AUGMENTATIONS
 
 
 def policy_help(default: str | None = "fifo") -> str:
     """The --policy help of every command that takes one."""
     tail = f" (default: {default})" if default else ""
     return (f"a preset ({', '.join(policy_names())}) or a pipeline of stages such as "
-            f"'ordering=las,placement=synergy-tune' (halyard policies lists them){tail}")
+            f"'ordering=las,placement=synergy-tune', or a preset with an augmentation such as "
+            f"'tiresias+cassini' (halyard policies lists them){tail}")
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -30,7 +32,8 @@ def run(args: argparse.Namespace) -> int:
     presets = {name: make_policy(name).stages() for name in names}
     if args.json:
         print(json.dumps({"policies": {n: [list(s) for s in st] for n, st in presets.items()},
-                          "stages": {kind: sorted(reg) for kind, reg in STAGES.items()}}, indent=2))
+                          "stages": {kind: sorted(reg) for kind, reg in STAGES.items()},
+                          "augmentations": sorted(AUGMENTATIONS)}, indent=2))
         return 0
     console = Console()
     table = Table("policy", "stages")
@@ -41,5 +44,6 @@ def run(args: argparse.Namespace) -> int:
         stages = Table("stage", "choices (compose as STAGE=NAME,...; adjusters joined by '+')")
         for kind, registry in STAGES.items():
             stages.add_row(kind, ", ".join(sorted(registry)))
+        stages.add_row("+augmentation", ", ".join(sorted(AUGMENTATIONS)) + " (PRESET+NAME, e.g. tiresias+cassini)")
         console.print(stages)
     return 0

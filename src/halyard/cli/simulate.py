@@ -24,9 +24,10 @@ def default_trace() -> Path:
 
 
 def add_contention_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--contention", default="fair", choices=CONTENTION_MODES,
+    p.add_argument("--contention", "--link-sharing", dest="contention", default="fair", choices=CONTENTION_MODES,
                    help="how jobs sharing a NIC or rack uplink slow each other: fair sharing (default), "
-                        "MLTCP's unfair sharing, or off (every job at its dedicated speed)")
+                        "MLTCP's unfair sharing (share weighted by F(bytes_ratio), Eq. 1.2 of the "
+                        "Cassini/MLTCP thesis), or off (every job at its dedicated speed)")
 
 
 def add_output_options(p: argparse.ArgumentParser) -> None:

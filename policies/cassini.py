@@ -1,0 +1,244 @@
+"""Cassini as stages: compatibility-ranked placement and unique time-shifts (§4.4.2).
+
+papers/cassini-mltcp-network-interleaving.txt §4.4.2 augments a scheduler in three steps:
+(1) the base scheduler returns up to K placement candidates instead of one; (2) Cassini
+builds each candidate's affinity graph, drops those with loops, scores the rest by the
+mean compatibility of their links, takes the top one and computes unique time-shifts
+with Algorithm 1 (Algorithm 2); (3) agents apply the shifts. Here:
+
+* :class:`CassiniPlacement` is a *placement* that wraps the base policy's placement: it
+  asks it for up to ``limit`` candidates (:meth:`Placement.candidates`, paper K = 10)
+  for each job the pass starts and returns the one Algorithm 2 ranks first, scored
+  against the jobs already running and those placed earlier in the pass. It must be a
+  placement, not an adjuster: choosing where a job goes after the pass has decided
+  would mean undoing a Start and re-doing its resource accounting, and the base
+  placement's candidates are computed on the pass's ``free`` resources, which only
+  the placement step sees. Per-job candidates are the paper's cluster-wide candidates
+  reduced to one job at a time (the paper's Themis arbiter re-places several jobs per
+  auction; a greedy pass places them in priority order).
+* :class:`CassiniShifts` is an *adjuster*: after placement it builds the affinity graph
+  of what will run (running jobs less the preempted, plus the plan's starts and moves),
+  solves Table 4.1 on every shared link and runs Algorithm 1, then adds a
+  ``SetTimeShift`` for every job whose iteration grid must move.
+* :func:`augment` applies both to a policy: the ``+cassini`` suffix of the registry
+  (``tiresias+cassini``). A batch placement (Synergy's packer places a whole set at
+  once and has no per-job candidates) and Dally (its delay scheduling decides offers
+  itself) get the time-shifts only.
+
+Shifts are absolute on the cluster clock: the core sets the epoch to the pass time, so a
+job's grid is ``now + t_j``. Each component keeps the grid of one job that already has a
+shift (Algorithm 1's reference, chosen so rather than at random: nothing moves that need
+not move), and a job whose grid is where it should be gets no new ``SetTimeShift``.
+The period sent is 0 -- the job's own iteration time (its workers measure it): with a
+fixed period a job slowed by a partly compatible link would wait for the next grid point
+every iteration (``halyard.timeshift``), which the paper's agents, that "delay the start
+of the next immediate training iteration" and correct drift rarely (§4.4.2 step 3), do not.
+``pace=True`` sends the model's dedicated iteration time as the period instead (our option,
+off by default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from halyard.datamodel import Allocation, Cluster, JobSpec
+from halyard.policies.cassini_math import (
+    MAX_CANDIDATES,
+    AffinityGraph,
+    LinkSolution,
+    Scored,
+    bfs_time_shifts,
+    components,
+    edge_weights,
+    score_candidate,
+    select_candidate,
+    solve_link,
+)
+from halyard.policies.passstate import PassState
+from halyard.policies.plan import Migrate, Plan, Preempt, Resize, Start
+from halyard.policies.reasons import Unplaced
+from halyard.policies.resources import FreeResources
+from halyard.policies.stages import Adjuster, Placement
+from halyard.policies.view import ClusterView, JobInfo
+
+PLACED_KEY = "cassini/placed"  # job id -> links of the jobs placed so far in this pass
+WORLD_KEY = "cassini/world"  # job id -> links of the running jobs this pass sees
+# Two grids closer than this (seconds, modulo the period) are the same: no SetTimeShift is sent.
+SHIFT_TOLERANCE_S = 1e-6
+
+LinkKey = tuple[str, str]  # ("nic", node) or ("uplink", rack)
+
+
+@dataclass(frozen=True, slots=True)
+class JobLinks:
+    """What Cassini needs of a job on an allocation: its dedicated iteration and its demand per shared link."""
+
+    iteration_s: float
+    profiles: Mapping[LinkKey, Any]  # link -> Up/Down profile (phases of duration_s, demand_gbyte_s)
+
+
+def job_links(view: ClusterView, spec: JobSpec, allocation: Allocation) -> JobLinks:
+    """The links ``allocation`` crosses and the job's Up/Down profile on each (``view.perf.job_timing``:
+    the phases the fabric charges), links it sends nothing over left out."""
+    timing = view.perf.job_timing(spec, allocation, view.cluster)
+    profiles = {(load.kind, load.name): load.profile for load in timing.links if load.gbytes > 0.0}
+    return JobLinks(float(timing.iteration.total_s), profiles)  # type: ignore[attr-defined]
+
+
+def link_capacity(cluster: Cluster, link: LinkKey) -> float:
+    """GB/s of a NIC, or of a rack's uplink over the spine oversubscription (as the fabric has them)."""
+    kind, name = link
+    if kind == "nic":
+        return cluster.node(name).nic_gbyte_s
+    rack = next(r for r in cluster.racks if r.name == name)
+    return rack.uplink_gbyte_s / cluster.spine_oversubscription
+
+
+def _phase_key(profile: Any) -> tuple[tuple[float, float], ...]:
+    return tuple((p.duration_s, p.demand_gbyte_s) for p in profile.phases)
+
+
+def solver(view: ClusterView, jobs: Mapping[str, JobLinks]) -> Callable[[Hashable, tuple[Hashable, ...]], LinkSolution]:
+    """Table 4.1 for one link of a world (job id -> its links), memoised per link state in
+    ``view.facts`` (a pure function of the profiles, in order, and the capacity)."""
+    def solve(link: Hashable, members: tuple[Hashable, ...]) -> LinkSolution:
+        profiles = [jobs[j].profiles[link] for j in members]  # type: ignore[index]
+        capacity = link_capacity(view.cluster, link)  # type: ignore[arg-type]
+        key = (capacity, tuple(_phase_key(p) for p in profiles))
+        return view.facts.memo("cassini/link", key, lambda: solve_link(profiles, capacity))
+
+    return solve
+
+
+def score(view: ClusterView, jobs: Mapping[str, JobLinks]) -> Scored:
+    """Algorithm 2 lines 3-23 for one candidate world (job id -> its links)."""
+    return score_candidate({j: tuple(links.profiles) for j, links in jobs.items()}, solver(view, jobs))
+
+
+class CassiniPlacement(Placement):
+    """The base placement's candidates, ranked by Algorithm 2 (a placement stage; see the module doc)."""
+
+    batch: ClassVar[bool] = False
+
+    def __init__(self, base: Placement, limit: int = MAX_CANDIDATES) -> None:
+        self.base = base
+        self.limit = limit
+        self.name = f"{base.name}+cassini"
+
+    @property
+    def resource_sensitive(self) -> bool:  # type: ignore[override]
+        return self.base.resource_sensitive
+
+    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        self.base.on_applied(view, plan, state)
+
+    def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        self.base.on_rejected(view, plan, state)
+
+    def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources,
+              state: PassState) -> Allocation | Unplaced:
+        ranked = self.candidates(view, job, gpus, free, state, self.limit)
+        if not ranked:
+            return self.base.place(view, job, gpus, free, state)  # the base says why
+        chosen = ranked[0]
+        placed: dict[str, JobLinks] = state.setdefault(PLACED_KEY, dict)
+        placed[job.job_id] = job_links(view, job.spec, chosen)
+        return chosen
+
+    def candidates(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources, state: PassState,
+                   limit: int = MAX_CANDIDATES) -> list[Allocation]:
+        """The base's candidates, Algorithm 2's top one first (the rest in the base's order). When every
+        candidate's graph has a loop, the base's first (our fallback: the paper finds loop-free ones
+        among Themis' many candidates, §4.4.1)."""
+        options = self.base.candidates(view, job, gpus, free, state, limit)
+        if len(options) < 2:
+            return options
+        world = {**_running(view, free, state), **state.get(PLACED_KEY, {})}
+        scored = [score(view, {**world, job.job_id: job_links(view, job.spec, c)}) for c in options]
+        best = select_candidate(scored) or 0
+        return [options[best], *options[:best], *options[best + 1:]]
+
+
+def _running(view: ClusterView, free: FreeResources, state: PassState) -> dict[str, JobLinks]:
+    """Links of the running jobs that still hold their GPUs in ``free`` (a job preempted or moved
+    earlier in the pass has given them back)."""
+    cached: dict[str, JobLinks] = state.setdefault(WORLD_KEY, lambda: {
+        job_id: job_links(view, job.spec, job.allocation) for job_id, job in view.running.items()
+        if job.allocation is not None and len(job.allocation.nodes) > 1})
+    index = {n.name: n.index for n in view.cluster.nodes}
+    out = {}
+    for job_id, links in cached.items():
+        part = view.running[job_id].allocation.nodes[0]  # type: ignore[union-attr]
+        if part.gpus and free.gpu_mask[index[part.node]] >> part.gpus[0] & 1:
+            continue
+        out[job_id] = links
+    return out
+
+
+class CassiniShifts(Adjuster):
+    """Algorithm 1's unique time-shifts for what will run after the plan (an adjuster)."""
+
+    name = "cassini"
+    acts_without_pending: ClassVar[bool] = False  # shifts change only when placements do
+
+    def __init__(self, *, pace: bool = False) -> None:
+        self.pace = pace
+
+    def adjust(self, view: ClusterView, plan: Plan, free: FreeResources, state: PassState) -> None:
+        changed = [a for a in plan.actions if isinstance(a, Start | Migrate | Resize | Preempt)]
+        if not changed:
+            return  # nothing moved: every component keeps the shifts it has
+        after: dict[str, tuple[JobSpec, Allocation]] = {
+            job_id: (job.spec, job.allocation) for job_id, job in view.running.items()
+            if job.allocation is not None}
+        pending = {j.job_id: j.spec for j in view.pending} if any(isinstance(a, Start) for a in changed) else {}
+        for action in changed:
+            if isinstance(action, Preempt):
+                after.pop(action.job_id, None)
+            else:
+                spec = view.running[action.job_id].spec if action.job_id in view.running else pending[action.job_id]
+                after[action.job_id] = (spec, action.allocation)
+        links = {job_id: job_links(view, spec, alloc) for job_id, (spec, alloc) in after.items()
+                 if len(alloc.nodes) > 1}
+        graph = AffinityGraph.of({j: tuple(jl.profiles) for j, jl in links.items()})
+        solve = solver(view, links)
+        # On a graph with a loop (the base placed one, or running jobs already formed one) every link is
+        # still solved and Algorithm 1 still gives one shift per job; Eq. 4.6 may then fail on a link.
+        weights = edge_weights(Scored(graph, {link: solve(link, jobs) for link, jobs in graph.links.items()}, 0.0))
+        iters = {j: links[j].iteration_s for j in graph.jobs}  # type: ignore[index]
+        moved = {a.job_id for a in changed}
+
+        def reference(component: list[Hashable]) -> Hashable:
+            """Algorithm 1 line 6, deterministic: a job that keeps its grid (shifted, not moved), else the first."""
+            return next((j for j in component if j not in moved and after[j][1].has_time_shift),  # type: ignore[index]
+                        component[0])
+
+        shifts = bfs_time_shifts(graph, weights, iters, reference)
+        for component in components(graph):
+            ref = reference(component)
+            ref_alloc = after[ref][1]  # type: ignore[index]
+            # Keep the reference's grid: its shift from now is (epoch + shift - now); the others follow it.
+            delta = (ref_alloc.time_shift_epoch_s + ref_alloc.time_shift_s - view.now
+                     if ref not in moved and ref_alloc.has_time_shift else 0.0)
+            for j in component:
+                alloc, period = after[j][1], iters[j]  # type: ignore[index]
+                seconds = (shifts[j] + delta) % period
+                if j not in moved and alloc.has_time_shift:
+                    off = (alloc.time_shift_epoch_s + alloc.time_shift_s - view.now - seconds) % period
+                    if min(off, period - off) < SHIFT_TOLERANCE_S:
+                        continue  # already on this grid
+                plan.set_time_shift(str(j), seconds, period if self.pace else 0.0)
+
+
+def augment(policy: Any) -> Any:
+    """``policy`` with Cassini: its per-job placement wrapped by :class:`CassiniPlacement` (a batch
+    placement or a policy without a placement stage keeps its own) and :class:`CassiniShifts`
+    appended to its adjusters; the name gains ``+cassini``."""
+    placement = getattr(policy, "placement", None)
+    if isinstance(placement, Placement) and not placement.batch:
+        policy.placement = CassiniPlacement(placement)
+    policy.adjusters = (*policy.adjusters, CassiniShifts())
+    policy.name = f"{policy.name}+cassini"
+    return policy
