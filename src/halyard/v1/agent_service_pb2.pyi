@@ -179,18 +179,20 @@ class ClockParams(_message.Message):
     def __init__(self, kind: _Optional[_Union[ClockKind, str]] = ..., wall_origin_unix_s: _Optional[float] = ..., cluster_origin_s: _Optional[float] = ..., speedup: _Optional[float] = ...) -> None: ...
 
 class Registered(_message.Message):
-    __slots__ = ("node", "clock", "cluster_toml", "heartbeat_interval_s", "data_stalls")
+    __slots__ = ("node", "clock", "cluster_toml", "heartbeat_interval_s", "data_stalls", "catalog_toml")
     NODE_FIELD_NUMBER: _ClassVar[int]
     CLOCK_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_TOML_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
     DATA_STALLS_FIELD_NUMBER: _ClassVar[int]
+    CATALOG_TOML_FIELD_NUMBER: _ClassVar[int]
     node: str
     clock: ClockParams
     cluster_toml: str
     heartbeat_interval_s: float
     data_stalls: bool
-    def __init__(self, node: _Optional[str] = ..., clock: _Optional[_Union[ClockParams, _Mapping]] = ..., cluster_toml: _Optional[str] = ..., heartbeat_interval_s: _Optional[float] = ..., data_stalls: _Optional[bool] = ...) -> None: ...
+    catalog_toml: str
+    def __init__(self, node: _Optional[str] = ..., clock: _Optional[_Union[ClockParams, _Mapping]] = ..., cluster_toml: _Optional[str] = ..., heartbeat_interval_s: _Optional[float] = ..., data_stalls: _Optional[bool] = ..., catalog_toml: _Optional[str] = ...) -> None: ...
 
 class Launch(_message.Message):
     __slots__ = ("job_id", "attempt", "spec", "allocation", "leader", "iterations_total", "iterations_done", "restore_s", "start_time", "link_slowdown")
