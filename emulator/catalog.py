@@ -203,17 +203,7 @@ def extend_catalog(base: Catalog, text: str, *, source: str = "<profile>") -> Ca
     if base.profile_text:
         raise ValidationError("one profile at a time: the base catalog already has one", source=source,
                               field="--catalog")
-    doc = parse_toml(text, source=source)
-    lines = text.splitlines()
-
-    def fail(msg: str, field: str) -> ValidationError:
-        return ValidationError(msg, source=source, line=_line_of(lines, field), field=field)
-
-    for key in doc:
-        if key not in _TOP_KEYS:
-            raise fail(f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})", key)
-    if doc.get("schema_version") != SCHEMA_VERSION:
-        raise fail(f"must be {SCHEMA_VERSION}, got {doc.get('schema_version')!r}", "schema_version")
+    doc, fail = _document(text, source)
     if not any(key in doc for key in ("constants", "gpus", "models")):
         raise fail("the profile holds nothing: give [gpus.TYPE], [models.NAME] or [constants] tables", "models")
     constants = base.constants
@@ -252,6 +242,20 @@ def _underived(profile: ModelProfile) -> ModelProfile:
 
 
 def parse_catalog(text: str, *, source: str = "<string>") -> Catalog:
+    doc, fail = _document(text, source)
+    constants = _constants(_table(doc, "constants", fail), fail)
+    gpus_doc = _table(doc, "gpus", fail)
+    gpus = {name: _gpu(name, body, fail) for name, body in gpus_doc.items()}
+    models_doc = _table(doc, "models", fail)
+    if not models_doc:
+        raise fail("the catalog needs at least one model", "models")
+    models = {name: _derive(_model(name, body, fail), gpus) for name, body in models_doc.items()}
+    return Catalog(models=MappingProxyType(models), constants=constants, source=source,
+                   gpus=MappingProxyType(gpus))
+
+
+def _document(text: str, source: str) -> tuple[dict[str, Any], Any]:
+    """The parsed file, its top-level keys and schema version checked, and its error maker."""
     doc = parse_toml(text, source=source)
     lines = text.splitlines()
 
@@ -263,15 +267,7 @@ def parse_catalog(text: str, *, source: str = "<string>") -> Catalog:
             raise fail(f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})", key)
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise fail(f"must be {SCHEMA_VERSION}, got {doc.get('schema_version')!r}", "schema_version")
-    constants = _constants(_table(doc, "constants", fail), fail)
-    gpus_doc = _table(doc, "gpus", fail)
-    gpus = {name: _gpu(name, body, fail) for name, body in gpus_doc.items()}
-    models_doc = _table(doc, "models", fail)
-    if not models_doc:
-        raise fail("the catalog needs at least one model", "models")
-    models = {name: _derive(_model(name, body, fail), gpus) for name, body in models_doc.items()}
-    return Catalog(models=MappingProxyType(models), constants=constants, source=source,
-                   gpus=MappingProxyType(gpus))
+    return doc, fail
 
 
 def _gpu(name: str, body: Any, fail: Any) -> GpuSpec:
