@@ -18,6 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from halyard.controlplane.auth import Authenticator, TokenFile
 from halyard.controlplane.grpc_api import AgentServicer, ClusterServicer, DecodeGuard, JobServicer
 from halyard.controlplane.httpapi import build_app, start_http
+from halyard.controlplane.logs import LogRelay
 from halyard.controlplane.prometheus import Metrics
 from halyard.controlplane.reflection import enable_reflection
 from halyard.controlplane.service import ControlPlane
@@ -105,9 +106,11 @@ class ControlPlaneServer:
         # The metrics interceptor is outermost, so it counts the status a call really ended with.
         server = grpc.aio.server(interceptors=[self.metrics.interceptor(), DecodeGuard()], options=SERVER_OPTIONS)
         auth = Authenticator(secure=self.tls is not None, tokens=self.tokens)
-        job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.cp, auth=auth), server)
+        relay = LogRelay(self.cp)  # StreamLogs asks the agents, whose answers come in on their streams
+        job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.cp, auth=auth, logs=relay), server)
         cluster_service_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(self.cp, auth=auth), server)
-        agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(self.cp, auth=auth), server)
+        agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(self.cp, auth=auth, logs=relay),
+                                                                  server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         enable_reflection(SERVICE_NAMES, server)  # v1 and v1alpha
         if self.tls is None:

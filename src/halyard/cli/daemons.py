@@ -9,6 +9,7 @@ from pathlib import Path
 
 import structlog
 
+from halyard.agent.joblogs import DEFAULT_MAX_BYTES
 from halyard.cli.policies import policy_help
 from halyard.cli.simulate import add_catalog_option, add_contention_option
 from halyard.clock import ScaledClock
@@ -74,6 +75,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     ag.add_argument("--run-as", default=None, metavar="USER",
                     help="process/gpu: run every job as this unprivileged user (name or uid); the agent must be "
                          "root. Default: jobs run as the agent's own user")
+    ag.add_argument("--log-max-mb", type=float, default=DEFAULT_MAX_BYTES / 2**20, metavar="MIB",
+                    help="process/gpu: output kept per job attempt (stdout and stderr, for `halyard logs`); past it "
+                         f"the oldest half goes (default {DEFAULT_MAX_BYTES >> 20}), e.g. --log-max-mb 256")
     ag.add_argument("--log-json", action="store_true")
     ag.set_defaults(run=run_agent)
 
@@ -173,10 +177,11 @@ def _make_agent(args: argparse.Namespace, node):
         from halyard.agent.process import ProcessAgent
 
         return ProcessAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts, run_as=args.run_as,
-                            tls=args.tls)
+                            tls=args.tls, log_max_bytes=int(args.log_max_mb * 2**20))
     from halyard.agent.gpu import GpuAgent  # raises GpuUnavailable (exit 2, one line) without NVML
 
-    return GpuAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts, run_as=args.run_as, tls=args.tls)
+    return GpuAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts, run_as=args.run_as, tls=args.tls,
+                    log_max_bytes=int(args.log_max_mb * 2**20))
 
 
 def _server_tls(args: argparse.Namespace) -> ServerTLS | None:
