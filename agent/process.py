@@ -107,6 +107,7 @@ class ProcessJob:
     task: asyncio.Task[None] | None = None
     log_path: Path | None = None
     output: CappedLog | None = None
+    pump: asyncio.Task[None] | None = None  # copies the output pipe into ``output`` (held: tasks are weakly referenced)
 
     def tell(self, message: dict) -> None:
         if self.writer is not None and not self.writer.is_closing():
@@ -428,12 +429,12 @@ class ProcessAgent(StreamAgent):
             job.output.close()
             self._end(job, apb.EXIT_FAILED, f"cannot start {job.spec.command[0]!r}: {exc}")
             return
-        pump = asyncio.create_task(_pump(job.process.stdout, job.output), name=f"output {job.job_id}")
+        job.pump = asyncio.create_task(_pump(job.process.stdout, job.output), name=f"output {job.job_id}")
         log.info("job started", node=self.node_name, job=job.job_id, attempt=job.attempt, pid=job.process.pid,
                  cores=job.cores, memory_enforced=job.cgroup is not None)
         code = await job.process.wait()
         try:  # the rest of its output (a child it left behind may hold the pipe open: not for long)
-            await asyncio.wait_for(pump, WORKER_DRAIN_S)
+            await asyncio.wait_for(job.pump, WORKER_DRAIN_S)
         except TimeoutError:
             log.warning("the job's output pipe stayed open after it exited", node=self.node_name, job=job.job_id)
         job.output.close()
