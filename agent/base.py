@@ -146,7 +146,7 @@ class StreamAgent:
                             outbox.put_nowait(report)
                         heartbeat = asyncio.create_task(self._heartbeats(outbox, msg.registered.heartbeat_interval_s))
                         self.connected.set()
-                    else:
+                    elif kind is not None:  # None: a command newer than this agent
                         self._handle(kind, getattr(msg, kind))
             finally:
                 self._call = None
@@ -231,6 +231,8 @@ class StreamAgent:
             self.on_profile(body)
         elif kind == "exit_ack":
             self._unacked.pop((body.job_id, body.attempt), None)
+        elif kind == "read_log":
+            self.on_read_log(body)
 
     # --- what a backend supplies ----------------------------------------------
 
@@ -258,6 +260,12 @@ class StreamAgent:
 
     def on_drain(self, drain: apb.Drain) -> None:
         log.info("node drained", node=self.node_name, reason=drain.reason)
+
+    def on_read_log(self, read: apb.ReadLog) -> None:
+        """A piece of a job's output; backends that run no processes have none."""
+        self.send(apb.AgentMessage(log_data=apb.LogData(
+            request_id=read.request_id, error=f"node {self.node_name}'s agent (backend {self.backend}) runs no "
+                                              "processes and keeps no job output")), keep=False)
 
     def on_profile(self, profile: apb.Profile) -> None:
         log.info("profile requests are not supported by this backend", node=self.node_name, backend=self.backend,

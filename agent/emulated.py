@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from halyard.agent.base import BACKOFF_MAX_S, BACKOFF_START_S, StreamAgent
 from halyard.clock import Clock
 from halyard.datamodel import Allocation, JobSpec, Node
-from halyard.emulator import PerformanceModel
+from halyard.emulator import PerformanceModel, extend_catalog, load_catalog
 from halyard.timeshift import drift_s, grid_at_or_after, paced_iteration_s
 from halyard.tls import ClientTLS
 from halyard.v1 import agent_service_pb2 as apb
@@ -83,9 +83,12 @@ class EmulatedAgent(StreamAgent):
 
     def _on_registered(self, registered: apb.Registered) -> None:
         super()._on_registered(registered)
-        if registered.data_stalls != self.perf.data_stalls:
+        if (registered.data_stalls != self.perf.data_stalls
+                or registered.catalog_toml != self.perf.catalog.profile_text):
             # Compute what the control plane computes: its model settings win over our default.
-            self.perf = PerformanceModel(data_stalls=registered.data_stalls)
+            catalog = (extend_catalog(load_catalog(), registered.catalog_toml, source="<control plane's --catalog>")
+                       if registered.catalog_toml else None)
+            self.perf = PerformanceModel(catalog, data_stalls=registered.data_stalls)
 
     async def stop_jobs(self) -> None:
         for job in self.jobs.values():

@@ -32,6 +32,10 @@ differs:
   in ``Progress.time_shift_drift_s``.
 * **Drain**: logged and reported in heartbeats; the control plane stops placing
   work here and decides about the running jobs.
+* **Output**: the job's stdout and stderr go through a pipe to
+  ``--work-dir/logs/JOB-ATTEMPT-NODE.log``, capped at ``log_max_bytes`` (the newest output
+  kept, :mod:`halyard.agent.joblogs`); **ReadLog** answers with a piece of it, which the
+  control plane streams to ``halyard logs``.
 * **Exit**: ``Exited(COMPLETED)`` when the script ran all its iterations (the
   worker said ``done``) and exited 0, else ``Exited(FAILED)`` with the exit code
   and the tail of its output; both carry the last checkpointed iteration.
@@ -56,6 +60,7 @@ from pathlib import Path
 import structlog
 
 from halyard.agent.base import StreamAgent
+from halyard.agent.joblogs import DEFAULT_MAX_BYTES, READ_MAX_BYTES, CappedLog, read_log
 from halyard.agent.worker import clock_env, time_shift_env
 from halyard.clock import Clock
 from halyard.datamodel import Allocation, JobSpec, Node, NodeAllocation, ValidationError
@@ -101,6 +106,8 @@ class ProcessJob:
     exited: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     log_path: Path | None = None
+    output: CappedLog | None = None
+    pump: asyncio.Task[None] | None = None  # copies the output pipe into ``output`` (held: tasks are weakly referenced)
 
     def tell(self, message: dict) -> None:
         if self.writer is not None and not self.writer.is_closing():
@@ -163,8 +170,11 @@ class ProcessAgent(StreamAgent):
 
     def __init__(self, target: str, node: Node | str, *, work_dir: str | Path, shared_clock: Clock | None = None,
                  hosts: dict[str, str] | None = None, enforcement: Enforcement | None = None,
-                 run_as: str | None = None, **stream: object) -> None:
+                 run_as: str | None = None, log_max_bytes: int = DEFAULT_MAX_BYTES, **stream: object) -> None:
         super().__init__(target, node, shared_clock=shared_clock, **stream)
+        if log_max_bytes < 1024:
+            raise ValidationError(f"must be at least 1 KiB, got {log_max_bytes} bytes", field="--log-max-mb")
+        self.log_max_bytes = log_max_bytes
         self.work_dir = Path(work_dir).resolve()
         self.run_as = RunAs.lookup(run_as) if run_as else None
         self.hosts = dict(hosts or {})  # node name -> address for HALYARD_MASTER_ADDR (default: the name)
@@ -204,6 +214,8 @@ class ProcessAgent(StreamAgent):
             if job.process is not None:
                 with contextlib.suppress(ProcessLookupError):
                     await job.process.wait()
+            if job.output is not None:
+                job.output.close()
             _remove_cgroup(job)
         if self._server is not None:
             self._server.close()
@@ -404,21 +416,28 @@ class ProcessAgent(StreamAgent):
             argv += ["--user", str(self.run_as.uid), "--group", str(self.run_as.gid)]
         argv += ["--", *job.spec.command]
         try:
-            job.log_path, output = self._job_files(job)
+            job.log_path, job.output = self._job_files(job)
         except (OSError, ValidationError) as exc:
             self._end(job, apb.EXIT_FAILED, f"cannot prepare the job's files under {self.work_dir}: {exc}")
             return
-        with output:
-            try:
-                job.process = await asyncio.create_subprocess_exec(
-                    *argv, stdin=asyncio.subprocess.DEVNULL, stdout=output, stderr=asyncio.subprocess.STDOUT,
-                    env=self._environment(job), cwd=self.work_dir, start_new_session=True)
-            except (OSError, ValueError) as exc:
-                self._end(job, apb.EXIT_FAILED, f"cannot start {job.spec.command[0]!r}: {exc}")
-                return
+        try:
+            job.process = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT, env=self._environment(job), cwd=self.work_dir,
+                start_new_session=True)
+        except (OSError, ValueError) as exc:
+            job.output.close()
+            self._end(job, apb.EXIT_FAILED, f"cannot start {job.spec.command[0]!r}: {exc}")
+            return
+        job.pump = asyncio.create_task(_pump(job.process.stdout, job.output), name=f"output {job.job_id}")
         log.info("job started", node=self.node_name, job=job.job_id, attempt=job.attempt, pid=job.process.pid,
                  cores=job.cores, memory_enforced=job.cgroup is not None)
         code = await job.process.wait()
+        try:  # the rest of its output (a child it left behind may hold the pipe open: not for long)
+            await asyncio.wait_for(job.pump, WORKER_DRAIN_S)
+        except TimeoutError:
+            log.warning("the job's output pipe stayed open after it exited", node=self.node_name, job=job.job_id)
+        job.output.close()
         if job.writer is not None:  # read what the worker said last ("done") before judging the exit
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(job.disconnected.wait(), WORKER_DRAIN_S)
@@ -451,9 +470,29 @@ class ProcessAgent(StreamAgent):
         self.inside_work_dir("checkpoints", job.job_id)  # again, now that it exists (no link planted meanwhile)
         if self.run_as is not None:
             os.chown(checkpoints, self.run_as.uid, self.run_as.gid, follow_symlinks=False)
-        log_path = self.inside_work_dir("logs", f"{job.job_id}-{job.attempt}-{self.node_name}.log".replace("/", "_"))
-        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o640)
-        return log_path, os.fdopen(fd, "wb")
+        log_path = self._log_path(job.job_id, job.attempt)
+        return log_path, CappedLog(log_path, self.log_max_bytes)
+
+    def _log_path(self, job_id: str, attempt: int) -> Path:
+        return self.inside_work_dir("logs", f"{job_id}-{attempt}-{self.node_name}.log".replace("/", "_"))
+
+    def on_read_log(self, body: apb.ReadLog) -> None:
+        """A piece of an attempt's output; complete once the attempt has ended here (its output is whole)."""
+        answer = apb.LogData(request_id=body.request_id)
+        try:
+            check_name(body.job_id, "read_log.job_id", MAX_JOB_ID)
+            path = self._log_path(body.job_id, body.attempt)
+            answer.offset, answer.data = read_log(path, body.offset, min(body.max_bytes or READ_MAX_BYTES,
+                                                                         READ_MAX_BYTES))
+        except FileNotFoundError:
+            answer.error = f"no output of job {body.job_id!r} attempt {body.attempt} on node {self.node_name}"
+        except (OSError, ValidationError) as exc:
+            answer.error = f"cannot read the output on node {self.node_name}: {exc}"
+        else:
+            running = [j for j in (*self.jobs.values(), *self._stopping.values())
+                       if j.job_id == body.job_id and j.attempt == body.attempt and not j.exited.is_set()]
+            answer.complete = not running
+        self.send(apb.AgentMessage(log_data=answer), keep=False)
 
     def _end(self, job: ProcessJob, status: int, message: str) -> None:
         job.exited.set()
@@ -535,6 +574,17 @@ class ProcessAgent(StreamAgent):
             writer.close()
             if job is not None:
                 job.disconnected.set()
+
+
+async def _pump(stream: asyncio.StreamReader | None, output: CappedLog) -> None:
+    """Copy a job's output pipe into its capped log until the pipe closes."""
+    if stream is None:
+        return
+    while chunk := await stream.read(1 << 16):
+        try:
+            output.write(chunk)
+        except OSError as exc:  # a full disk: keep draining the pipe, or the job blocks on its writes
+            log.warning("cannot write the job's output", path=str(output.path), error=str(exc))
 
 
 def _shift_of(allocation: Allocation) -> tuple[float, float, float] | None:

@@ -15,6 +15,7 @@ from typing import TypeVar
 import grpc
 import structlog
 
+from halyard.controlplane import logs
 from halyard.controlplane.auth import Authenticator
 from halyard.controlplane.errors import (
     AlreadyExists,
@@ -24,6 +25,7 @@ from halyard.controlplane.errors import (
     Unauthenticated,
     Unavailable,
 )
+from halyard.controlplane.logs import LogRelay
 from halyard.controlplane.records import JobRecord
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import StoreError
@@ -126,10 +128,11 @@ def _as_caller(spec: tpb.JobSpec, who: Principal) -> tpb.JobSpec:
 
 class JobServicer(jgrpc.JobServiceServicer):
     def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None,
-                 auth: Authenticator | None = None) -> None:
+                 auth: Authenticator | None = None, logs: LogRelay | None = None) -> None:
         self.cp = cp
         self.count = count
         self.auth = auth or Authenticator(secure=False)
+        self.logs = logs or LogRelay(cp)
 
     async def SubmitJob(self, request: jpb.SubmitJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
         who = await _call(context, None, "SubmitJob", lambda: self.auth.client(context))
@@ -217,6 +220,20 @@ class JobServicer(jgrpc.JobServiceServicer):
             await self.cp.wait_events(seq, WATCH_POLL_S)
 
 
+    async def StreamLogs(self, request: jpb.StreamLogsRequest,
+                         context: grpc.aio.ServicerContext) -> AsyncIterator[jpb.LogChunk]:
+        def check() -> tuple[JobRecord, int]:
+            who = self.auth.client(context)
+            record = _check_tenant(who, self.cp.job(_job_id(request.job_id)))
+            return record, logs.resolve(record, request)
+        record, attempt = await _call(context, self.count, "StreamLogs", check)
+        try:
+            async for chunk in logs.stream_logs(self.logs, record, attempt, request):
+                yield chunk
+        except HalyardError as exc:
+            await context.abort(_status(exc), str(exc))
+
+
 class ClusterServicer(cgrpc.ClusterServiceServicer):
     def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None,
                  auth: Authenticator | None = None) -> None:
@@ -275,10 +292,11 @@ class AgentServicer(agrpc.AgentServiceServicer):
     """One bidirectional stream per agent: Register first, then messages both ways."""
 
     def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None,
-                 auth: Authenticator | None = None) -> None:
+                 auth: Authenticator | None = None, logs: LogRelay | None = None) -> None:
         self.cp = cp
         self.count = count
         self.auth = auth or Authenticator(secure=False)
+        self.logs = logs or LogRelay(cp)
 
     async def Connect(self, request_iterator: AsyncIterator[apb.AgentMessage],
                       context: grpc.aio.ServicerContext) -> AsyncIterator[apb.ControlMessage]:
@@ -318,6 +336,9 @@ class AgentServicer(agrpc.AgentServiceServicer):
         async for msg in request_iterator:
             if session.closed:
                 return
+            if msg.WhichOneof("body") == "log_data":  # an answer to StreamLogs, not a change of state
+                self.logs.deliver(session.node, msg.log_data)
+                continue
             try:
                 self.cp.agent_message(session, msg)
             except HalyardError as exc:

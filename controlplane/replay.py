@@ -34,6 +34,7 @@ from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import SqliteStore
 from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import Cluster, HalyardError, JobSpec
+from halyard.emulator import Catalog
 from halyard.policies import make_policy
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc
@@ -48,11 +49,12 @@ POLL_S = 0.02
 async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *, policy: str, speedup: float,
                  processes: bool = False, db: str | Path = ":memory:", round_s: float = 300.0,
                  contention: str = "fair",
-                 on_progress: Callable[[int, int, float], None] | None = None) -> ReplayRun:
+                 on_progress: Callable[[int, int, float], None] | None = None,
+                 catalog: Catalog | None = None) -> ReplayRun:
     clock = ScaledClock(speedup)
     scheduler = make_policy(policy)
     # The agents below share it: same model, same settings.
-    perf = performance_model_for(scheduler, contention=contention)
+    perf = performance_model_for(scheduler, contention=contention, catalog=catalog)
     cp = ControlPlane(cluster, scheduler, perf, clock, SqliteStore(db), cluster_toml=cluster_toml,
                       round_s=round_s, lockstep=True)
     timeline = TimelineRecorder(cp.core)

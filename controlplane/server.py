@@ -2,7 +2,7 @@
 
 :class:`ControlPlaneServer` owns the :class:`ControlPlane`, a ``grpc.aio``
 server (JobService, ClusterService, AgentService, standard health checking and
-server reflection) and, optionally, the aiohttp app of :mod:`httpapi`
+server reflection v1 and v1alpha) and, optionally, the aiohttp app of :mod:`httpapi`
 (``/healthz``, Prometheus ``/metrics`` and the web dashboard). Every call is
 counted by status code (:class:`prometheus.RpcStatusInterceptor`). Used by
 ``halyard controlplane``, ``halyard replay`` and the test cluster alike.
@@ -14,12 +14,13 @@ import grpc
 import structlog
 from aiohttp import web
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from halyard.controlplane.auth import Authenticator, TokenFile
 from halyard.controlplane.grpc_api import AgentServicer, ClusterServicer, DecodeGuard, JobServicer
 from halyard.controlplane.httpapi import build_app, start_http
+from halyard.controlplane.logs import LogRelay
 from halyard.controlplane.prometheus import Metrics
+from halyard.controlplane.reflection import enable_reflection
 from halyard.controlplane.service import ControlPlane
 from halyard.datamodel import HalyardError
 from halyard.datamodel.limits import MAX_REQUEST_BYTES
@@ -105,11 +106,13 @@ class ControlPlaneServer:
         # The metrics interceptor is outermost, so it counts the status a call really ended with.
         server = grpc.aio.server(interceptors=[self.metrics.interceptor(), DecodeGuard()], options=SERVER_OPTIONS)
         auth = Authenticator(secure=self.tls is not None, tokens=self.tokens)
-        job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.cp, auth=auth), server)
+        relay = LogRelay(self.cp)  # StreamLogs asks the agents, whose answers come in on their streams
+        job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.cp, auth=auth, logs=relay), server)
         cluster_service_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(self.cp, auth=auth), server)
-        agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(self.cp, auth=auth), server)
+        agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(self.cp, auth=auth, logs=relay),
+                                                                  server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        enable_reflection(SERVICE_NAMES, server)  # v1 and v1alpha
         if self.tls is None:
             self.port = _bind(server.add_insecure_port, self.listen)
             self.agent_port = self.port

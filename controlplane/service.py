@@ -315,7 +315,7 @@ class ControlPlane:
         params = self.clock.params()
         registered = apb.Registered(
             node=name, cluster_toml=self.cluster_toml, heartbeat_interval_s=self.heartbeat_s,
-            data_stalls=self.perf.data_stalls,
+            data_stalls=self.perf.data_stalls, catalog_toml=self.perf.catalog.profile_text,
             clock=apb.ClockParams(kind=apb.MANUAL if params.kind == "manual" else apb.ACCELERATED,
                                   wall_origin_unix_s=params.wall_origin_unix_s,
                                   cluster_origin_s=params.cluster_origin_s, speedup=params.speedup))

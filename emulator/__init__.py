@@ -8,7 +8,16 @@ with backward compute, and restart costs. Formulas and sources:
 ``docs/performance-model.md``.
 """
 
-from halyard.emulator.catalog import Catalog, Constants, GpuSpec, ModelProfile, load_catalog, parse_catalog
+from halyard.emulator.catalog import (
+    Catalog,
+    Constants,
+    GpuSpec,
+    ModelProfile,
+    extend_catalog,
+    load_catalog,
+    load_model_catalog,
+    parse_catalog,
+)
 from halyard.emulator.collectives import (
     allreduce_s,
     buckets_for,
@@ -27,6 +36,6 @@ from halyard.emulator.performance import IterationTime, MemoryFootprint, Perform
 __all__ = [
     "Catalog", "Constants", "DemandProfile", "GpuSpec", "IterationTime", "MemoryFootprint", "ModelProfile",
     "PerformanceModel", "Phase", "UnsupportedGPUError", "allreduce_s", "buckets_for",
-    "exposed_s", "hierarchical_allreduce_s", "load_catalog", "parse_catalog",
+    "exposed_s", "extend_catalog", "hierarchical_allreduce_s", "load_catalog", "load_model_catalog", "parse_catalog",
     "ring_allreduce_s", "shared_link_iteration_times", "tree_allreduce_s",
 ]

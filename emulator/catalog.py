@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
@@ -161,6 +161,9 @@ class Catalog:
     constants: Constants
     source: str
     gpus: Mapping[str, GpuSpec] = field(default_factory=lambda: MappingProxyType({}))
+    # The text of the profile (``--catalog FILE``) laid over the built-in catalog, "" for none: what a
+    # control plane sends its emulated agents so they compute with the same catalog.
+    profile_text: str = ""
 
 
 def load_catalog(path: str | Path | None = None) -> Catalog:
@@ -174,7 +177,85 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
     return parse_catalog(p.read_text(encoding="utf-8"), source=str(p))
 
 
+def load_model_catalog(path: str | Path | None) -> Catalog:
+    """The catalog of ``--catalog FILE``: the built-in catalog with FILE laid over it (None: the built-in)."""
+    if path is None:
+        return load_catalog()
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValidationError(f"cannot read the catalog profile: {exc.strerror or exc}", source=str(p),
+                              field="--catalog") from None
+    return extend_catalog(load_catalog(), text, source=str(p))
+
+
+def extend_catalog(base: Catalog, text: str, *, source: str = "<profile>") -> Catalog:
+    """``base`` with a profile laid over it: what ``halyard calibrate --out`` writes, or any part of a catalog.
+
+    The profile has the catalog's schema with every table optional: ``[constants]`` entries
+    replace the base's one by one, a ``[gpus.T]`` table adds or replaces a GPU type, a
+    ``[models.M]`` table adds or replaces a model. A profile's model needs ``compute_s`` on
+    at least one GPU type of the merged ``[gpus]`` table; the other types are derived by
+    the GPU scaling rule (marked as estimates), as are the base models' types that had no
+    figure of their own, now against the merged GPU table (a measured GPU spec changes them).
+    """
+    if base.profile_text:
+        raise ValidationError("one profile at a time: the base catalog already has one", source=source,
+                              field="--catalog")
+    doc, fail = _document(text, source)
+    if not any(key in doc for key in ("constants", "gpus", "models")):
+        raise fail("the profile holds nothing: give [gpus.TYPE], [models.NAME] or [constants] tables", "models")
+    constants = base.constants
+    if "constants" in doc:
+        table = _table(doc, "constants", fail)
+        figures = {}
+        for key in table:
+            if key not in _CONSTANT_KEYS:
+                raise fail(f"unknown constant (allowed: {', '.join(sorted(_CONSTANT_KEYS))})", f"constants.{key}")
+            figures[key] = _figure(table, key, f"constants.{key}", fail, allow_zero=key.endswith("latency_s"))
+        constants = replace(constants, **{k: f.value for k, f in figures.items()},
+                            sources=MappingProxyType(dict(constants.sources) | {k: f.source
+                                                                                for k, f in figures.items()}))
+    gpus = dict(base.gpus)
+    if "gpus" in doc:
+        gpus |= {name: _gpu(name, body, fail) for name, body in _table(doc, "gpus", fail).items()}
+    models = {name: _derive(_underived(p), gpus) for name, p in base.models.items()}
+    for name, body in (_table(doc, "models", fail) if "models" in doc else {}).items():
+        profile = _model(name, body, fail, required=())
+        if not any(g in gpus for g in profile.compute_s):
+            raise fail(f"no figure on a GPU type of the [gpus] table (known: {', '.join(gpus)}); add a [gpus.TYPE] "
+                       "table with memory_gib, tensor_tflops and memory_gbyte_s", f"models.{name}.compute_s")
+        models[name] = _derive(profile, gpus)
+    return Catalog(models=MappingProxyType(models), constants=constants, source=f"{base.source} + {source}",
+                   gpus=MappingProxyType(gpus), profile_text=text)
+
+
+def _underived(profile: ModelProfile) -> ModelProfile:
+    """``profile`` without the figures the scaling rule filled in (to derive them again)."""
+    if not profile.derived:
+        return profile
+    keep = {g: v for g, v in profile.compute_s.items() if g not in profile.derived}
+    sources = {k: v for k, v in profile.sources.items()
+               if not (k.startswith("compute_s.") and k.removeprefix("compute_s.") in profile.derived)}
+    return replace(profile, compute_s=MappingProxyType(keep), sources=MappingProxyType(sources), derived=frozenset())
+
+
 def parse_catalog(text: str, *, source: str = "<string>") -> Catalog:
+    doc, fail = _document(text, source)
+    constants = _constants(_table(doc, "constants", fail), fail)
+    gpus_doc = _table(doc, "gpus", fail)
+    gpus = {name: _gpu(name, body, fail) for name, body in gpus_doc.items()}
+    models_doc = _table(doc, "models", fail)
+    if not models_doc:
+        raise fail("the catalog needs at least one model", "models")
+    models = {name: _derive(_model(name, body, fail), gpus) for name, body in models_doc.items()}
+    return Catalog(models=MappingProxyType(models), constants=constants, source=source,
+                   gpus=MappingProxyType(gpus))
+
+
+def _document(text: str, source: str) -> tuple[dict[str, Any], Any]:
+    """The parsed file, its top-level keys and schema version checked, and its error maker."""
     doc = parse_toml(text, source=source)
     lines = text.splitlines()
 
@@ -186,15 +267,7 @@ def parse_catalog(text: str, *, source: str = "<string>") -> Catalog:
             raise fail(f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})", key)
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise fail(f"must be {SCHEMA_VERSION}, got {doc.get('schema_version')!r}", "schema_version")
-    constants = _constants(_table(doc, "constants", fail), fail)
-    gpus_doc = _table(doc, "gpus", fail)
-    gpus = {name: _gpu(name, body, fail) for name, body in gpus_doc.items()}
-    models_doc = _table(doc, "models", fail)
-    if not models_doc:
-        raise fail("the catalog needs at least one model", "models")
-    models = {name: _derive(_model(name, body, fail), gpus) for name, body in models_doc.items()}
-    return Catalog(models=MappingProxyType(models), constants=constants, source=source,
-                   gpus=MappingProxyType(gpus))
+    return doc, fail
 
 
 def _gpu(name: str, body: Any, fail: Any) -> GpuSpec:
@@ -253,7 +326,7 @@ def _constants(table: dict[str, Any], fail: Any) -> Constants:
     return Constants(**values, sources=MappingProxyType(sources))
 
 
-def _model(name: str, body: Any, fail: Any) -> ModelProfile:
+def _model(name: str, body: Any, fail: Any, *, required: tuple[str, ...] = REQUIRED_GPU_TYPES) -> ModelProfile:
     where = f"models.{name}"
     if not _NAME.match(name):
         raise fail("model names are lower-case letters, digits, '.', '_' and '-'", where)
@@ -310,10 +383,10 @@ def _model(name: str, body: Any, fail: Any) -> ModelProfile:
             split[key], sources[key] = fig.value, fig.source
     if split.get("layers", 1.0) != int(split.get("layers", 1.0)):
         raise fail("must be a whole number", f"{where}.layers")
-    missing = [g for g in REQUIRED_GPU_TYPES if g not in compute]
+    missing = [g for g in required if g not in compute]
     if missing:
         raise fail(f"missing required GPU types {', '.join(missing)} "
-                   f"(every model needs {', '.join(REQUIRED_GPU_TYPES)})", f"{where}.compute_s")
+                   f"(every model needs {', '.join(required)})", f"{where}.compute_s")
     return ModelProfile(
         name=name, task=task, description=description, reference_batch=int(batch.value),
         gradient_bytes=grad.value, backward_fraction=bwd.value,

@@ -4,7 +4,9 @@
     .venv/bin/python proto/generate.py --check   # exit 1 if the checked-in files are stale (CI)
 
 The output lands in src/halyard/v1, so the modules import as ``halyard.v1.*``,
-which is also the protobuf package name. grpcio-tools is pinned in the
+which is also the protobuf package name. The .proto sources are copied beside
+them, so the wheel ships them (package data of ``halyard.v1``) under the same
+include root as their import paths: ``halyard.v1.PROTO_INCLUDE``. grpcio-tools is pinned in the
 ``dev`` extra of pyproject.toml so every machine generates the same bytes.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import shutil
 import sys
 import tempfile
 from importlib import resources
@@ -23,7 +26,18 @@ ROOT = Path(__file__).resolve().parents[1]
 PROTO_DIR = ROOT / "proto"
 OUT_DIR = ROOT / "src"
 PACKAGE = Path("halyard") / "v1"
-INIT = '"""Generated protocol modules (package halyard.v1); regenerate with proto/generate.py."""\n'
+INIT = '''"""Generated protocol modules (package halyard.v1); regenerate with proto/generate.py.
+
+The .proto sources ship beside these modules. ``PROTO_INCLUDE`` is their include root, the
+directory that holds the ``halyard`` package: ``protoc -I PROTO_INCLUDE halyard/v1/job_service.proto``,
+``grpcurl -import-path PROTO_INCLUDE -proto halyard/v1/job_service.proto`` (docs/api.md).
+"""
+
+from pathlib import Path
+
+PROTO_INCLUDE = str(Path(__file__).resolve().parents[2])
+PROTO_FILES = {files}
+'''
 
 
 def generate(out: Path) -> list[Path]:
@@ -33,7 +47,10 @@ def generate(out: Path) -> list[Path]:
             f"--grpc_python_out={out}", *(str(s.relative_to(PROTO_DIR)) for s in sources)]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
-    (out / PACKAGE / "__init__.py").write_text(INIT, encoding="utf-8")
+    for source in sources:  # shipped in the wheel as package data (pyproject.toml)
+        shutil.copyfile(source, out / PACKAGE / source.name)
+    names = tuple(str(s.relative_to(PROTO_DIR)) for s in sources)
+    (out / PACKAGE / "__init__.py").write_text(INIT.format(files=names), encoding="utf-8")
     return sorted((out / PACKAGE).iterdir())
 
 

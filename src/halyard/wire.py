@@ -14,6 +14,7 @@ from types import MappingProxyType
 from halyard.datamodel import (
     Allocation,
     Cluster,
+    EventKind,
     JobEvent,
     JobSpec,
     JobState,
@@ -143,6 +144,13 @@ def node_to_pb(node: Node) -> pb.NodeSpec:
                        nic_gbyte_s=node.nic_gbyte_s)
 
 
+def event_kind_to_pb(kind: EventKind) -> int:
+    """The typed kind of an event (EVENT_KIND_UNSPECIFIED for a kind the enum lacks: ``kind`` still says it)."""
+    value = pb.EventKind.DESCRIPTOR.values_by_name.get(f"EVENT_{kind.value}")
+    return value.number if value is not None else pb.EVENT_KIND_UNSPECIFIED
+
+
 def event_to_pb(event: JobEvent) -> pb.JobEvent:
     return pb.JobEvent(seq=event.seq, time=event.time, job_id=event.job_id, kind=event.kind.value,
-                       state=state_to_pb(event.state), detail=event.detail)
+                       event_kind=event_kind_to_pb(event.kind), state=state_to_pb(event.state),
+                       detail=event.detail)

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import shlex
+import sys
 from pathlib import Path
 
 import grpc
@@ -96,6 +97,14 @@ def register(commands: argparse._SubParsersAction) -> None:
     w.add_argument("--job", default="")
     w.add_argument("--count", type=int, default=0, help="stop after this many events (0: run until interrupted)")
     w.set_defaults(run=run_watch)
+    lg = client("logs", "a job's output (stdout and stderr) from the node that ran it; "
+                        "example: halyard logs train-7 --follow")
+    lg.add_argument("job_id")
+    lg.add_argument("--follow", "-f", action="store_true", help="keep printing new output until the attempt ends")
+    lg.add_argument("--attempt", type=int, default=0,
+                    help="which run of the job (1 = its first; default: the latest), e.g. --attempt 1")
+    lg.add_argument("--node", default="", help="whose part of a multi-node job (default: its first node)")
+    lg.set_defaults(run=run_logs)
 
 
 def _env_path(name: str) -> Path | None:
@@ -271,6 +280,28 @@ def run_watch(args: argparse.Namespace) -> int:
                 seen += 1
                 if args.count and seen >= args.count:
                     break
+        except grpc.RpcError as exc:
+            raise RpcFailed(f"{exc.code().name}: {exc.details()}") from None
+    return 0
+
+
+def run_logs(args: argparse.Namespace) -> int:
+    if args.attempt < 0:
+        raise ValidationError(f"must be 1 or more (0: the latest), got {args.attempt}", field="--attempt")
+    channel, stub = _stub(args)
+    out = sys.stdout.buffer
+    expected = 0  # the offset the next byte should have
+    with channel:
+        try:
+            for chunk in stub.StreamLogs(jpb.StreamLogsRequest(job_id=args.job_id, attempt=args.attempt,
+                                                               follow=args.follow, node=args.node),
+                                         metadata=call_metadata(args)):
+                if chunk.offset > expected:
+                    print(f"[halyard: {chunk.offset - expected} bytes of output before this were dropped by the "
+                          "agent's size cap]", file=sys.stderr, flush=True)
+                out.write(chunk.data)
+                out.flush()
+                expected = chunk.offset + len(chunk.data)
         except grpc.RpcError as exc:
             raise RpcFailed(f"{exc.code().name}: {exc.details()}") from None
     return 0

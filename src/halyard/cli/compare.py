@@ -17,10 +17,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from halyard.cli.simulate import DEFAULT_ROUND_S, add_contention_option, default_trace, parse_measure
+from halyard.cli.simulate import (
+    DEFAULT_ROUND_S,
+    add_catalog_option,
+    add_contention_option,
+    default_trace,
+    parse_measure,
+)
 from halyard.cli.trace import load_trace
 from halyard.controlplane.runtables import TABLE_FORMATS
 from halyard.datamodel import ValidationError, load_cluster
+from halyard.emulator.catalog import load_model_catalog
 from halyard.experiments.runs import RunResult, RunSpec, run_and_save
 from halyard.policies import make_policy, policy_names
 from halyard.traces import AUTO, FORMAT_NAMES
@@ -45,6 +52,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--out-dir", type=Path, required=True, help="folder for report.html, compare.json and runs/")
     p.add_argument("--round-s", type=float, default=DEFAULT_ROUND_S, help="round length in seconds")
     add_contention_option(p)
+    add_catalog_option(p)
     p.add_argument("--measure", default=None, metavar="START:END",
                    help="report job metrics over arrival positions START..END-1 only")
     p.add_argument("--table-format", default="parquet", choices=TABLE_FORMATS,
@@ -90,6 +98,8 @@ def command_line(args: argparse.Namespace, policies: list[str], seeds: list[int]
             "--contention", args.contention, "--table-format", args.table_format]
     if args.measure:
         argv += ["--measure", args.measure]
+    if args.catalog is not None:
+        argv += ["--catalog", str(args.catalog)]
     if args.ray:
         argv += ["--ray", args.ray]
     return shlex.join(argv)
@@ -113,13 +123,15 @@ def run(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds)
     measure = parse_measure(args.measure)
     cluster = load_cluster(args.cluster)
+    if args.catalog is not None:
+        load_model_catalog(args.catalog)  # a bad profile fails here, once, not in every worker
     trace = args.trace or default_trace()
     loaded = load_trace(trace, trace_format=args.trace_format, seed=seeds[0])
     if not loaded.jobs:
         raise ValidationError(f"{trace}: no jobs to run", field="--trace")
     specs = [RunSpec(name=run_name(p, s), trace=str(trace), policy=p, cluster=args.cluster, seed=s,
                      round_s=args.round_s, contention=args.contention, trace_format=args.trace_format,
-                     measure=measure)
+                     measure=measure, catalog=str(args.catalog.resolve()) if args.catalog else None)
              for p in policies for s in seeds]
     out = args.out_dir
     runs_dir = out / RUNS_DIR

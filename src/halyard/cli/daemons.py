@@ -9,8 +9,9 @@ from pathlib import Path
 
 import structlog
 
+from halyard.agent.joblogs import DEFAULT_MAX_BYTES
 from halyard.cli.policies import policy_help
-from halyard.cli.simulate import add_contention_option
+from halyard.cli.simulate import add_catalog_option, add_contention_option
 from halyard.clock import ScaledClock
 from halyard.controlplane.auth import TokenFile
 from halyard.controlplane.server import ControlPlaneServer
@@ -18,6 +19,7 @@ from halyard.controlplane.service import DEFAULT_HEARTBEAT_S, DEFAULT_HEARTBEAT_
 from halyard.controlplane.store import SqliteStore
 from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import ValidationError, load_cluster, parse_cluster, read_cluster_text
+from halyard.emulator.catalog import load_model_catalog
 from halyard.logs import configure_logging
 from halyard.policies import make_policy
 from halyard.tls import ClientTLS, ServerTLS, is_loopback
@@ -45,6 +47,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     cp.add_argument("--policy", default="fifo", help=policy_help())
     cp.add_argument("--round-s", type=float, default=300.0)
     add_contention_option(cp)
+    add_catalog_option(cp)  # sent to the emulated agents at registration
     cp.add_argument("--speedup", type=float, default=1.0, help="cluster seconds per wall second (1 = real time)")
     cp.add_argument("--heartbeat-s", type=float, default=DEFAULT_HEARTBEAT_S)
     cp.add_argument("--heartbeat-timeout-s", type=float, default=DEFAULT_HEARTBEAT_TIMEOUT_S)
@@ -72,6 +75,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     ag.add_argument("--run-as", default=None, metavar="USER",
                     help="process/gpu: run every job as this unprivileged user (name or uid); the agent must be "
                          "root. Default: jobs run as the agent's own user")
+    ag.add_argument("--log-max-mb", type=float, default=DEFAULT_MAX_BYTES / 2**20, metavar="MIB",
+                    help="process/gpu: output kept per job attempt (stdout and stderr, for `halyard logs`); past it "
+                         f"the oldest half goes (default {DEFAULT_MAX_BYTES >> 20}), e.g. --log-max-mb 256")
     ag.add_argument("--log-json", action="store_true")
     ag.set_defaults(run=run_agent)
 
@@ -99,7 +105,7 @@ def run_controlplane(args: argparse.Namespace) -> int:
     clock = ScaledClock(args.speedup, wall_origin=float(origin) if origin else None)
     if origin is None:
         store.set_meta("clock_origin_unix_s", repr(clock.wall_origin))
-    perf = performance_model_for(policy, contention=args.contention)
+    perf = performance_model_for(policy, contention=args.contention, catalog=load_model_catalog(args.catalog))
     cp = ControlPlane(cluster, policy, perf, clock, store, cluster_toml=text, round_s=args.round_s,
                       heartbeat_s=args.heartbeat_s, heartbeat_timeout_s=args.heartbeat_timeout_s)
     server = ControlPlaneServer(cp, listen=args.listen, http=args.http, tls=tls, agent_listen=args.agent_listen,
@@ -171,10 +177,11 @@ def _make_agent(args: argparse.Namespace, node):
         from halyard.agent.process import ProcessAgent
 
         return ProcessAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts, run_as=args.run_as,
-                            tls=args.tls)
+                            tls=args.tls, log_max_bytes=int(args.log_max_mb * 2**20))
     from halyard.agent.gpu import GpuAgent  # raises GpuUnavailable (exit 2, one line) without NVML
 
-    return GpuAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts, run_as=args.run_as, tls=args.tls)
+    return GpuAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts, run_as=args.run_as, tls=args.tls,
+                    log_max_bytes=int(args.log_max_mb * 2**20))
 
 
 def _server_tls(args: argparse.Namespace) -> ServerTLS | None:

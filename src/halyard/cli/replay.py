@@ -12,6 +12,7 @@ from halyard.cli.policies import policy_help
 from halyard.cli.report import progress_bar, summary_table
 from halyard.cli.simulate import (
     DEFAULT_ROUND_S,
+    add_catalog_option,
     add_contention_option,
     add_output_options,
     default_trace,
@@ -21,6 +22,7 @@ from halyard.cli.trace import add_trace_options, load_trace
 from halyard.controlplane.replay import replay
 from halyard.controlplane.runtables import RunTables, check_table_format
 from halyard.datamodel import ValidationError, parse_cluster, read_cluster_text
+from halyard.emulator.catalog import load_model_catalog
 from halyard.logs import configure_logging
 from halyard.policies import make_policy
 
@@ -36,6 +38,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help=f"cluster seconds per wall second (default: {DEFAULT_SPEEDUP:g})")
     p.add_argument("--round-s", type=float, default=DEFAULT_ROUND_S, help="round length in seconds")
     add_contention_option(p)
+    add_catalog_option(p)
     p.add_argument("--agent-processes", action="store_true",
                    help="run each agent as its own `halyard agent` process (default: asyncio tasks)")
     p.add_argument("--db", default=":memory:", help="state database (default: in memory)")
@@ -52,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if args.round_s <= 0:
         raise ValidationError("must be positive", field="--round-s")
     make_policy(args.policy)  # fail early on an unknown name
+    catalog = load_model_catalog(args.catalog)
     check_table_format(args.table_format)
     text, source = read_cluster_text(args.cluster)
     cluster = parse_cluster(text, source=source)
@@ -60,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     with progress_bar(len(loaded.jobs), enabled=not args.no_progress, label=f"replay {args.policy}") as bar:
         run = asyncio.run(replay(loaded.jobs, cluster, text, policy=args.policy, speedup=args.speedup,
                                  processes=args.agent_processes, db=args.db, round_s=args.round_s,
-                                 contention=args.contention, on_progress=bar))
+                                 contention=args.contention, on_progress=bar, catalog=catalog))
     result = dict(run.summary) | {"trace": str(trace_path), "trace_format": loaded.format, "seed": args.seed,
                                   "contention": args.contention, "round_s": args.round_s}
     table = summary_table(result, f"halyard replay: {trace_path.name} on {cluster.name} at {args.speedup:g}x")

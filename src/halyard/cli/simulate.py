@@ -14,6 +14,7 @@ from halyard.cli.report import progress_bar, summary_table
 from halyard.cli.trace import add_trace_options, load_trace
 from halyard.controlplane.runtables import TABLE_FORMATS, RunTables, check_table_format, write_run
 from halyard.datamodel import ValidationError, load_cluster
+from halyard.emulator.catalog import load_model_catalog
 from halyard.emulator.performance import CONTENTION_MODES
 from halyard.experiments.runs import DEFAULT_ROUND_S, annotate, simulate_jobs
 from halyard.policies import make_policy
@@ -28,6 +29,13 @@ def add_contention_option(p: argparse.ArgumentParser) -> None:
                    help="how jobs sharing a NIC or rack uplink slow each other: fair sharing (default), "
                         "MLTCP's unfair sharing (share weighted by F(bytes_ratio), Eq. 1.2 of the "
                         "Cassini/MLTCP thesis), or off (every job at its dedicated speed)")
+
+
+def add_catalog_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--catalog", type=Path, default=None, metavar="FILE",
+                   help="a model profile laid over the built-in catalog: what `halyard calibrate --out` writes, or "
+                        "any part of a catalog in emulator/data/models.toml's schema (its [gpus.T] and [models.M] "
+                        "tables add or replace, [constants] entries replace). Example: --catalog calibration.toml")
 
 
 def add_output_options(p: argparse.ArgumentParser) -> None:
@@ -55,6 +63,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", default="fifo", help=policy_help())
     p.add_argument("--round-s", type=float, default=DEFAULT_ROUND_S, help="round length in seconds")
     add_contention_option(p)
+    add_catalog_option(p)
     p.add_argument("--measure", default=None, metavar="START:END",
                    help="report job metrics over arrival positions START..END-1 only")
     add_trace_options(p)
@@ -81,12 +90,14 @@ def run(args: argparse.Namespace) -> int:
     measure = parse_measure(args.measure)
     cluster = load_cluster(args.cluster)
     policy = make_policy(args.policy)  # fail on an unknown name before reading the trace
+    catalog = load_model_catalog(args.catalog)
     trace_path = args.trace or default_trace()
     loaded = load_trace(trace_path, trace_format=args.trace_format, strict=args.strict, seed=args.seed)
     console = Console(stderr=True)
     with progress_bar(len(loaded.jobs), enabled=not args.no_progress, label=f"simulate {policy.name}") as bar:
         tables, rejected = simulate_jobs(loaded.jobs, cluster, args.policy, round_s=args.round_s,
-                                         contention=args.contention, measure=measure, on_progress=bar)
+                                         contention=args.contention, measure=measure, on_progress=bar,
+                                         catalog=catalog)
     result = annotate(tables.summary, trace=str(trace_path), loaded=loaded, seed=args.seed,
                       contention=args.contention, round_s=args.round_s)
     for r in rejected[:5]:

@@ -30,6 +30,7 @@ from halyard.controlplane.runtables import RunTables, TimelineRecorder, job_tabl
 from halyard.controlplane.simulator import Rejected
 from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import Cluster, HalyardError, JobSpec, ValidationError, load_cluster
+from halyard.emulator.catalog import Catalog, load_model_catalog
 from halyard.emulator.performance import CONTENTION_MODES
 from halyard.policies import make_policy
 from halyard.traces import TraceLoad, read_trace
@@ -54,6 +55,7 @@ class RunSpec:
     contention: str = "fair"
     trace_format: str = "auto"
     measure: tuple[int, int] | None = None
+    catalog: str | None = None  # a model profile over the built-in catalog (--catalog FILE)
     # Labels a caller sorts results by (a reproduction's arrival pattern, load, ...);
     # not options of the run.
     tags: tuple[tuple[str, Any], ...] = ()
@@ -65,6 +67,8 @@ class RunSpec:
                 "--round-s", str(self.round_s), "--contention", self.contention]
         if self.measure is not None:
             argv += ["--measure", f"{self.measure[0]}:{self.measure[1]}"]
+        if self.catalog is not None:
+            argv += ["--catalog", self.catalog]
         if out_dir is not None:
             argv += ["--out-dir", str(out_dir)]
             if table_format != "parquet":
@@ -89,15 +93,18 @@ class RunResult:
 def simulate_jobs(jobs: Sequence[JobSpec], cluster: Cluster, policy_name: str, *,
                   round_s: float = DEFAULT_ROUND_S, contention: str = "fair",
                   measure: tuple[int, int] | None = None,
-                  on_progress: ProgressCallback | None = None) -> tuple[RunTables, list[Rejected]]:
-    """Replay ``jobs`` through ``policy_name`` on the simulator: summary, per-job table and timeline."""
+                  on_progress: ProgressCallback | None = None,
+                  catalog: Catalog | None = None) -> tuple[RunTables, list[Rejected]]:
+    """Replay ``jobs`` through ``policy_name`` on the simulator: summary, per-job table and timeline
+    (``catalog``: the performance model's, default the built-in one)."""
     if round_s <= 0:
         raise ValidationError("must be positive", field="--round-s")
     if contention not in CONTENTION_MODES:
         raise ValidationError(f"must be one of {', '.join(CONTENTION_MODES)}, got {contention!r}",
                               field="--contention")
     policy = make_policy(policy_name)
-    simulator = Simulator(cluster, policy, performance_model_for(policy, contention=contention), round_s=round_s)
+    simulator = Simulator(cluster, policy, performance_model_for(policy, contention=contention, catalog=catalog),
+                          round_s=round_s)
     timeline = TimelineRecorder(simulator.core)
     started = time.perf_counter()
     outcome = simulator.run(jobs, on_progress=on_progress, total_jobs=len(jobs))
@@ -113,7 +120,8 @@ def execute(spec: RunSpec, on_progress: ProgressCallback | None = None) -> RunRe
     """Run ``spec`` here (a worker process, a Ray task or ``halyard simulate``)."""
     loaded = read_trace(spec.trace, seed=spec.seed, format=spec.trace_format)
     tables, rejected = simulate_jobs(loaded.jobs, load_cluster(spec.cluster), spec.policy, round_s=spec.round_s,
-                                     contention=spec.contention, measure=spec.measure, on_progress=on_progress)
+                                     contention=spec.contention, measure=spec.measure, on_progress=on_progress,
+                                     catalog=load_model_catalog(spec.catalog) if spec.catalog else None)
     summary = annotate(tables.summary, trace=spec.trace, loaded=loaded, seed=spec.seed,
                        contention=spec.contention, round_s=spec.round_s)
     return RunResult(spec, RunTables(summary, tables.jobs, tables.timeline), tuple(rejected))

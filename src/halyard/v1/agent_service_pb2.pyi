@@ -33,18 +33,20 @@ ACCELERATED: ClockKind
 MANUAL: ClockKind
 
 class AgentMessage(_message.Message):
-    __slots__ = ("register", "heartbeat", "progress", "exited", "profile_result")
+    __slots__ = ("register", "heartbeat", "progress", "exited", "profile_result", "log_data")
     REGISTER_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     EXITED_FIELD_NUMBER: _ClassVar[int]
     PROFILE_RESULT_FIELD_NUMBER: _ClassVar[int]
+    LOG_DATA_FIELD_NUMBER: _ClassVar[int]
     register: Register
     heartbeat: Heartbeat
     progress: Progress
     exited: Exited
     profile_result: ProfileResult
-    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., exited: _Optional[_Union[Exited, _Mapping]] = ..., profile_result: _Optional[_Union[ProfileResult, _Mapping]] = ...) -> None: ...
+    log_data: LogData
+    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., exited: _Optional[_Union[Exited, _Mapping]] = ..., profile_result: _Optional[_Union[ProfileResult, _Mapping]] = ..., log_data: _Optional[_Union[LogData, _Mapping]] = ...) -> None: ...
 
 class RunningJob(_message.Message):
     __slots__ = ("job_id", "attempt", "iterations_done", "leader")
@@ -128,6 +130,20 @@ class ExitAck(_message.Message):
     attempt: int
     def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
 
+class LogData(_message.Message):
+    __slots__ = ("request_id", "offset", "data", "complete", "error")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    offset: int
+    data: bytes
+    complete: bool
+    error: str
+    def __init__(self, request_id: _Optional[int] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ..., complete: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
+
 class ProfilePoint(_message.Message):
     __slots__ = ("cpus", "memory_mb", "throughput")
     CPUS_FIELD_NUMBER: _ClassVar[int]
@@ -147,7 +163,7 @@ class ProfileResult(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., points: _Optional[_Iterable[_Union[ProfilePoint, _Mapping]]] = ...) -> None: ...
 
 class ControlMessage(_message.Message):
-    __slots__ = ("registered", "launch", "preempt", "reconfigure", "set_time_shift", "profile", "drain", "exit_ack")
+    __slots__ = ("registered", "launch", "preempt", "reconfigure", "set_time_shift", "profile", "drain", "exit_ack", "read_log")
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_FIELD_NUMBER: _ClassVar[int]
     PREEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -156,6 +172,7 @@ class ControlMessage(_message.Message):
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     DRAIN_FIELD_NUMBER: _ClassVar[int]
     EXIT_ACK_FIELD_NUMBER: _ClassVar[int]
+    READ_LOG_FIELD_NUMBER: _ClassVar[int]
     registered: Registered
     launch: Launch
     preempt: Preempt
@@ -164,7 +181,8 @@ class ControlMessage(_message.Message):
     profile: Profile
     drain: Drain
     exit_ack: ExitAck
-    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., launch: _Optional[_Union[Launch, _Mapping]] = ..., preempt: _Optional[_Union[Preempt, _Mapping]] = ..., reconfigure: _Optional[_Union[Reconfigure, _Mapping]] = ..., set_time_shift: _Optional[_Union[SetTimeShift, _Mapping]] = ..., profile: _Optional[_Union[Profile, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ..., exit_ack: _Optional[_Union[ExitAck, _Mapping]] = ...) -> None: ...
+    read_log: ReadLog
+    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., launch: _Optional[_Union[Launch, _Mapping]] = ..., preempt: _Optional[_Union[Preempt, _Mapping]] = ..., reconfigure: _Optional[_Union[Reconfigure, _Mapping]] = ..., set_time_shift: _Optional[_Union[SetTimeShift, _Mapping]] = ..., profile: _Optional[_Union[Profile, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ..., exit_ack: _Optional[_Union[ExitAck, _Mapping]] = ..., read_log: _Optional[_Union[ReadLog, _Mapping]] = ...) -> None: ...
 
 class ClockParams(_message.Message):
     __slots__ = ("kind", "wall_origin_unix_s", "cluster_origin_s", "speedup")
@@ -179,18 +197,20 @@ class ClockParams(_message.Message):
     def __init__(self, kind: _Optional[_Union[ClockKind, str]] = ..., wall_origin_unix_s: _Optional[float] = ..., cluster_origin_s: _Optional[float] = ..., speedup: _Optional[float] = ...) -> None: ...
 
 class Registered(_message.Message):
-    __slots__ = ("node", "clock", "cluster_toml", "heartbeat_interval_s", "data_stalls")
+    __slots__ = ("node", "clock", "cluster_toml", "heartbeat_interval_s", "data_stalls", "catalog_toml")
     NODE_FIELD_NUMBER: _ClassVar[int]
     CLOCK_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_TOML_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
     DATA_STALLS_FIELD_NUMBER: _ClassVar[int]
+    CATALOG_TOML_FIELD_NUMBER: _ClassVar[int]
     node: str
     clock: ClockParams
     cluster_toml: str
     heartbeat_interval_s: float
     data_stalls: bool
-    def __init__(self, node: _Optional[str] = ..., clock: _Optional[_Union[ClockParams, _Mapping]] = ..., cluster_toml: _Optional[str] = ..., heartbeat_interval_s: _Optional[float] = ..., data_stalls: _Optional[bool] = ...) -> None: ...
+    catalog_toml: str
+    def __init__(self, node: _Optional[str] = ..., clock: _Optional[_Union[ClockParams, _Mapping]] = ..., cluster_toml: _Optional[str] = ..., heartbeat_interval_s: _Optional[float] = ..., data_stalls: _Optional[bool] = ..., catalog_toml: _Optional[str] = ...) -> None: ...
 
 class Launch(_message.Message):
     __slots__ = ("job_id", "attempt", "spec", "allocation", "leader", "iterations_total", "iterations_done", "restore_s", "start_time", "link_slowdown")
@@ -275,6 +295,20 @@ class Profile(_message.Message):
     spec: _types_pb2.JobSpec
     points: _containers.RepeatedCompositeFieldContainer[ProfilePoint]
     def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[_types_pb2.JobSpec, _Mapping]] = ..., points: _Optional[_Iterable[_Union[ProfilePoint, _Mapping]]] = ...) -> None: ...
+
+class ReadLog(_message.Message):
+    __slots__ = ("request_id", "job_id", "attempt", "offset", "max_bytes")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    job_id: str
+    attempt: int
+    offset: int
+    max_bytes: int
+    def __init__(self, request_id: _Optional[int] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., offset: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
 
 class Drain(_message.Message):
     __slots__ = ("reason",)

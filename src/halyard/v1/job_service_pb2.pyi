@@ -95,6 +95,32 @@ class CancelJobRequest(_message.Message):
     job_id: str
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
+class StreamLogsRequest(_message.Message):
+    __slots__ = ("job_id", "attempt", "follow", "offset", "node")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    attempt: int
+    follow: bool
+    offset: int
+    node: str
+    def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., follow: _Optional[bool] = ..., offset: _Optional[int] = ..., node: _Optional[str] = ...) -> None: ...
+
+class LogChunk(_message.Message):
+    __slots__ = ("node", "attempt", "offset", "data")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    attempt: int
+    offset: int
+    data: bytes
+    def __init__(self, node: _Optional[str] = ..., attempt: _Optional[int] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+
 class WatchEventsRequest(_message.Message):
     __slots__ = ("after_seq", "job_id")
     AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]

@@ -60,6 +60,11 @@ class JobServiceStub:
                 request_serializer=halyard_dot_v1_dot_job__service__pb2.WatchEventsRequest.SerializeToString,
                 response_deserializer=halyard_dot_v1_dot_types__pb2.JobEvent.FromString,
                 _registered_method=True)
+        self.StreamLogs = channel.unary_stream(
+                '/halyard.v1.JobService/StreamLogs',
+                request_serializer=halyard_dot_v1_dot_job__service__pb2.StreamLogsRequest.SerializeToString,
+                response_deserializer=halyard_dot_v1_dot_job__service__pb2.LogChunk.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -96,6 +101,14 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StreamLogs(self, request, context):
+        """One attempt's output (stdout and stderr, interleaved as written) on one node, read from
+        that node's agent (process and gpu backends); with follow, new output until the attempt ends.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -123,6 +136,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.WatchEvents,
                     request_deserializer=halyard_dot_v1_dot_job__service__pb2.WatchEventsRequest.FromString,
                     response_serializer=halyard_dot_v1_dot_types__pb2.JobEvent.SerializeToString,
+            ),
+            'StreamLogs': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamLogs,
+                    request_deserializer=halyard_dot_v1_dot_job__service__pb2.StreamLogsRequest.FromString,
+                    response_serializer=halyard_dot_v1_dot_job__service__pb2.LogChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -260,6 +278,33 @@ class JobService:
             '/halyard.v1.JobService/WatchEvents',
             halyard_dot_v1_dot_job__service__pb2.WatchEventsRequest.SerializeToString,
             halyard_dot_v1_dot_types__pb2.JobEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamLogs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/halyard.v1.JobService/StreamLogs',
+            halyard_dot_v1_dot_job__service__pb2.StreamLogsRequest.SerializeToString,
+            halyard_dot_v1_dot_job__service__pb2.LogChunk.FromString,
             options,
             channel_credentials,
             insecure,

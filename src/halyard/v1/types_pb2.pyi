@@ -16,6 +16,21 @@ class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     COMPLETED: _ClassVar[JobState]
     FAILED: _ClassVar[JobState]
     CANCELLED: _ClassVar[JobState]
+
+class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EVENT_KIND_UNSPECIFIED: _ClassVar[EventKind]
+    EVENT_SUBMITTED: _ClassVar[EventKind]
+    EVENT_STARTED: _ClassVar[EventKind]
+    EVENT_PREEMPTED: _ClassVar[EventKind]
+    EVENT_REQUEUED: _ClassVar[EventKind]
+    EVENT_MIGRATED: _ClassVar[EventKind]
+    EVENT_RESIZED: _ClassVar[EventKind]
+    EVENT_TIME_SHIFT: _ClassVar[EventKind]
+    EVENT_RESOURCES: _ClassVar[EventKind]
+    EVENT_COMPLETED: _ClassVar[EventKind]
+    EVENT_FAILED: _ClassVar[EventKind]
+    EVENT_CANCELLED: _ClassVar[EventKind]
 JOB_STATE_UNSPECIFIED: JobState
 PENDING: JobState
 RUNNING: JobState
@@ -23,6 +38,18 @@ PREEMPTED: JobState
 COMPLETED: JobState
 FAILED: JobState
 CANCELLED: JobState
+EVENT_KIND_UNSPECIFIED: EventKind
+EVENT_SUBMITTED: EventKind
+EVENT_STARTED: EventKind
+EVENT_PREEMPTED: EventKind
+EVENT_REQUEUED: EventKind
+EVENT_MIGRATED: EventKind
+EVENT_RESIZED: EventKind
+EVENT_TIME_SHIFT: EventKind
+EVENT_RESOURCES: EventKind
+EVENT_COMPLETED: EventKind
+EVENT_FAILED: EventKind
+EVENT_CANCELLED: EventKind
 
 class Parallelism(_message.Message):
     __slots__ = ("data", "tensor", "pipeline")
@@ -148,17 +175,19 @@ class NodeSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., rack: _Optional[str] = ..., gpu_type: _Optional[str] = ..., gpus: _Optional[int] = ..., cpus: _Optional[int] = ..., memory_mb: _Optional[int] = ..., fabric: _Optional[str] = ..., fabric_gbyte_s: _Optional[float] = ..., nic_gbyte_s: _Optional[float] = ...) -> None: ...
 
 class JobEvent(_message.Message):
-    __slots__ = ("seq", "time", "job_id", "kind", "state", "detail")
+    __slots__ = ("seq", "time", "job_id", "kind", "state", "detail", "event_kind")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
+    EVENT_KIND_FIELD_NUMBER: _ClassVar[int]
     seq: int
     time: float
     job_id: str
     kind: str
     state: JobState
     detail: str
-    def __init__(self, seq: _Optional[int] = ..., time: _Optional[float] = ..., job_id: _Optional[str] = ..., kind: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., detail: _Optional[str] = ...) -> None: ...
+    event_kind: EventKind
+    def __init__(self, seq: _Optional[int] = ..., time: _Optional[float] = ..., job_id: _Optional[str] = ..., kind: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., detail: _Optional[str] = ..., event_kind: _Optional[_Union[EventKind, str]] = ...) -> None: ...
