@@ -165,3 +165,16 @@ def test_more_bandwidth_is_never_slower(up, shift, extra):
     fast = shared_link_iteration_times([a, b], C * extra, time_shifts_s=[0.0, shift], iterations=12, steady=4)
     for s, f in zip(slow.history_s, fast.history_s, strict=True):
         assert sum(f[:12]) <= sum(s[:12]) + 1e-9
+
+
+def test_fair_sharing_fast_path_is_share_link_with_unit_weights_to_the_last_bit():
+    """share_link_fairly is the fluid simulation's hot path; it must stay the same arithmetic."""
+    import random
+
+    from halyard.emulator.contention import share_link, share_link_fairly
+
+    rng = random.Random(3)
+    for _ in range(2000):
+        caps = [rng.choice([0.0, rng.uniform(0.1, 40.0)]) for _ in range(rng.randint(1, 8))]
+        capacity = rng.uniform(1.0, 60.0)
+        assert share_link_fairly(capacity, caps) == share_link(capacity, caps, [1.0] * len(caps))
