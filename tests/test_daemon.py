@@ -44,7 +44,8 @@ def test_daemon_serves_clients_http_and_stops_cleanly(tmp_path):
         assert sub.returncode == 0 and "j1 PENDING" in sub.stdout, sub.stderr
         bad = cli("submit", "--control-plane", target, "--id", "j1", "--model", "resnet50", "--gpus", "8",
                   "--iterations", "5")
-        assert bad.returncode == 2 and "ALREADY_EXISTS" in bad.stderr
+        assert bad.returncode == 4 and "ALREADY_EXISTS" in bad.stderr  # EXIT_REJECTED: the server said no
+        assert bad.stderr.startswith("halyard submit: error:")
         listed = json.loads(cli("jobs", "--control-plane", target, "--json").stdout)
         assert [(j["spec"]["job_id"], j["state"]) for j in listed] == [("j1", "RUNNING")]
         watched = cli("watch", "--control-plane", target, "--count", "2")

@@ -60,11 +60,11 @@ def test_control_plane_agent_and_clients_over_mutual_tls(tmp_path):
         assert listed[0]["spec"]["tenant"] == "team-a"
         assert json.loads(tls_cli("jobs", *ca, "--json", token=bob).stdout) == []  # another tenant sees nothing
         denied = tls_cli("cancel", *ca, "j1", token=bob)
-        assert denied.returncode == 2 and "PERMISSION_DENIED" in denied.stderr
+        assert denied.returncode == 4 and "PERMISSION_DENIED" in denied.stderr  # rejected by the server
         none = tls_cli("jobs", *ca)
-        assert none.returncode == 2 and "UNAUTHENTICATED" in none.stderr
+        assert none.returncode == 4 and "UNAUTHENTICATED" in none.stderr
         plain = tls_cli("jobs", "--control-plane", target, "--insecure", token=alice)  # plaintext to a TLS port
-        assert plain.returncode == 2 and "UNAVAILABLE" in plain.stderr
+        assert plain.returncode == 5 and "UNAVAILABLE" in plain.stderr  # no plaintext server answered
         watched = tls_cli("watch", *ca, "--count", "2", token=alice)
         assert [line.split()[3] for line in watched.stdout.splitlines()] == ["SUBMITTED", "STARTED"]
         operator = tls_cli("jobs", "--control-plane", agent_target, "--ca", str(certs / "ca.crt"), "--cert",

@@ -50,9 +50,9 @@ async def test_logs_follows_a_process_job_and_prints_all_its_output(tmp_path):
         code, again, _ = await halyard_logs(w, "chatty", "--attempt", "1")
         assert code == 0 and again == followed  # after the end: the same output, from the file the agent kept
         code, _, err = await halyard_logs(w, "chatty", "--attempt", "2")
-        assert code == 2 and "field 'attempt'" in err and "attempts 1 to 1" in err and "Traceback" not in err
+        assert code == 4 and "field 'attempt'" in err and "attempts 1 to 1" in err and "Traceback" not in err
         code, _, err = await halyard_logs(w, "nosuchjob")
-        assert code == 2 and "NOT_FOUND" in err
+        assert code == 4 and "NOT_FOUND" in err
 
 
 async def test_the_size_cap_keeps_the_newest_output_and_says_what_was_dropped(tmp_path):

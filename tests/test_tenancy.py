@@ -129,3 +129,51 @@ async def test_the_operator_cli_shows_the_cluster_and_drains_with_a_reason():
         assert "r0-n1 takes work" in await halyard("undrain", "r0-n1", *connect)
         listed = await halyard("jobs", "--limit", "1", "--json", *connect)
         assert [j["spec"]["job_id"] for j in json.loads(listed)] == ["p"]
+
+
+async def test_submit_takes_a_job_file_and_exit_codes_say_what_failed(tmp_path):
+    from test_wait_reasons import halyard_status
+
+    job_file = tmp_path / "job.toml"
+    job_file.write_text('id = "from-file"\nmodel = "resnet50"\ngpus = 4\niterations = 100\npriority = 3\n'
+                        'parallelism = [2, 2, 1]\nenv = { LR = "0.1" }\ncommand = ["python", "train.py"]\n')
+    async with TestCluster(nodes=2) as tc:
+        connect = ("--control-plane", tc.address, "--insecure")
+        code, _, _ = await halyard_status("submit", "--file", str(job_file), "--priority", "5", *connect)
+        assert code == 0
+        spec = tc.job("from-file").spec
+        assert (spec.priority, spec.parallelism.tensor, dict(spec.env), spec.command) == (
+            5, 2, {"LR": "0.1"}, ("python", "train.py"))  # the flag wins over the file
+        code, _, err = await halyard_status("job", "nosuch", *connect)
+        assert code == 4 and "NOT_FOUND" in err                      # the server rejected it
+        code, _, err = await halyard_status("submit", "--model", "resnet50", "--gpus", "1", *connect)
+        assert code == 2 and "--id" in err                           # bad input, named
+    code, _, err = await halyard_status("jobs", "--control-plane", "127.0.0.1:9", "--insecure")
+    assert code == 5 and "UNAVAILABLE" in err                        # nobody answered
+
+
+async def test_a_daemon_reads_its_options_from_a_config_file(tmp_path):
+    """`halyard controlplane --config FILE`: the file's keys are the options; --log-level warning
+    keeps the info lines out."""
+    import asyncio
+    import sys
+
+    config = tmp_path / "cp.toml"
+    config.write_text(f'cluster = "default"\ndb = "{tmp_path / "state.db"}"\nlisten = "127.0.0.1:0"\n'
+                      'insecure = true\nlog_level = "warning"\n')
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "halyard.cli", "controlplane", "--config",
+                                                str(config), stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
+    try:
+        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        assert line.startswith("listening on"), line
+    finally:
+        proc.terminate()
+        _, err = await proc.communicate()
+    assert "INSECURE MODE" in err.decode() and "control plane listening" not in err.decode()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(f'cluster = "default"\ndb = "{tmp_path / "b.db"}"\nnosuch_option = 1\n')
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "halyard.cli", "controlplane", "--config",
+                                                str(bad), stderr=asyncio.subprocess.PIPE)
+    _, err = await proc.communicate()
+    assert proc.returncode == 2 and "--nosuch-option" in err.decode()

@@ -81,14 +81,21 @@ async def test_the_reason_goes_once_the_job_starts():
         assert tc.control_plane.core.waiting == {}
 
 
-async def halyard(*args: str) -> str:
-    """The `halyard` command as a user runs it (a real process; the test cluster keeps serving)."""
+async def halyard_status(*args: str) -> tuple[int, str, str]:
+    """The `halyard` command as a user runs it (a real process; the test cluster keeps serving):
+    exit status, stdout, stderr."""
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "halyard.cli", *args,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
                                                 env=os.environ | {"COLUMNS": "200"})
     out, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
-    return out.decode()
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def halyard(*args: str) -> str:
+    """``halyard_status`` for a command that must succeed: its stdout."""
+    code, out, err = await halyard_status(*args)
+    assert code == 0, err
+    return out
 
 
 async def test_halyard_job_and_jobs_print_the_reason():

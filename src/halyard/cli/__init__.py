@@ -15,7 +15,10 @@ from halyard import __version__
 from halyard.cli import calibrate, client, compare, daemons, policies, profiles, replay, security, simulate, trace
 from halyard.datamodel import HalyardError
 
-EXIT_BAD_INPUT = 2
+EXIT_BAD_INPUT = 2  # a usage error, bad input or a bad file: the message names it
+# 3 is the control plane daemon's: its state store failed (cli/daemons.py).
+EXIT_REJECTED = 4  # the control plane answered with an error status (not found, permission denied, ...)
+EXIT_UNREACHABLE = 5  # no control plane answered at the address (UNAVAILABLE, DEADLINE_EXCEEDED)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -43,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        argv = daemons.expand_config(argv)
+    except HalyardError as exc:
+        print(f"halyard: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args) or 0)
@@ -51,6 +60,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Point stdout at /dev/null so the interpreter's final flush stays quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except client.ServerUnreachable as exc:
+        print(f"halyard {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except client.RpcFailed as exc:
+        print(f"halyard {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_REJECTED
     except (HalyardError, OSError) as exc:
         print(f"halyard {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

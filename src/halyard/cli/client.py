@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import sys
+import tomllib
 from pathlib import Path
 
 import grpc
@@ -29,6 +30,16 @@ class RpcFailed(HalyardError):
     """The control plane answered with an error status; the message says which."""
 
 
+class ServerUnreachable(RpcFailed):
+    """No control plane answered at the address (the command exits with its own status)."""
+
+
+def rpc_failed(exc: grpc.RpcError) -> RpcFailed:
+    """The CLI's error for a failed call: unreachable or rejected, with gRPC's code and message."""
+    unreachable = exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+    return (ServerUnreachable if unreachable else RpcFailed)(f"{exc.code().name}: {exc.details()}")
+
+
 def register(commands: argparse._SubParsersAction) -> None:
     def client(name: str, help_: str) -> argparse.ArgumentParser:
         p = commands.add_parser(name, help=help_)
@@ -45,28 +56,31 @@ def register(commands: argparse._SubParsersAction) -> None:
                             "(env HALYARD_INSECURE=1)")
         return p
 
-    s = client("submit", "submit a job")
-    s.add_argument("--id", required=True, dest="job_id")
-    s.add_argument("--model", required=True)
-    s.add_argument("--gpus", type=int, required=True)
-    work = s.add_mutually_exclusive_group(required=True)
-    work.add_argument("--iterations", type=int)
-    work.add_argument("--duration-s", type=float)
-    s.add_argument("--batch-size", type=int, default=0)
-    s.add_argument("--gpu-type", default="")
-    s.add_argument("--tenant", default="")
-    s.add_argument("--command", default="", help="what process/gpu agents run, one shell-quoted string "
-                                                  "(e.g. 'python train.py --lr 0.1'); emulated agents ignore it")
+    s = client("submit", "submit a job, from flags or a TOML job file (--file), flags winning")
+    s.add_argument("--file", type=Path, default=None, metavar="JOB.toml",
+                   help="the job as TOML: id, model, gpus, iterations or duration_s, and any option below by its "
+                        "name (command as a string or a list, env as a table, parallelism as [d, t, p])")
+    s.add_argument("--id", dest="job_id", help="the job's id, e.g. --id resnet-1")
+    s.add_argument("--model", help="a catalog model (halyard profiles list), e.g. --model resnet50")
+    s.add_argument("--gpus", type=int, help="GPUs it asks for, e.g. --gpus 8")
+    work = s.add_mutually_exclusive_group()
+    work.add_argument("--iterations", type=int, help="the work to do, e.g. --iterations 5000")
+    work.add_argument("--duration-s", type=float, help="or its ideal run time, converted by the model")
+    s.add_argument("--batch-size", type=int, help="per GPU; default: the model's reference batch")
+    s.add_argument("--gpu-type", help="only this GPU type, e.g. --gpu-type A100")
+    s.add_argument("--tenant", help="an operator's submission for a tenant (a tenant's user submits as itself)")
+    s.add_argument("--command", dest="job_command", help="what process/gpu agents run, one shell-quoted string "
+                                     "(e.g. 'python train.py --lr 0.1'); emulated agents ignore it")
     s.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="environment for the command")
-    s.add_argument("--priority", type=int, default=0,
+    s.add_argument("--priority", type=int,
                    help="a higher number goes first where the policy orders by priority (e.g. 10); default 0")
-    s.add_argument("--deadline-s", type=float, default=None,
+    s.add_argument("--deadline-s", type=float,
                    help="seconds after submission the job should finish by (deadline-aware policies)")
-    s.add_argument("--min-gpus", type=int, default=0, help="elastic jobs: the fewest GPUs it may run on")
-    s.add_argument("--max-gpus", type=int, default=0, help="elastic jobs: the most GPUs it may run on")
-    s.add_argument("--logical-workers", type=int, default=0,
+    s.add_argument("--min-gpus", type=int, help="elastic jobs: the fewest GPUs it may run on, e.g. 2")
+    s.add_argument("--max-gpus", type=int, help="elastic jobs: the most GPUs it may run on, e.g. 16")
+    s.add_argument("--logical-workers", type=int,
                    help="EasyScale logical workers (maxP): the job's result does not depend on its GPU count")
-    s.add_argument("--parallelism", default="", metavar="DATA,TENSOR,PIPELINE",
+    s.add_argument("--parallelism", metavar="DATA,TENSOR,PIPELINE",
                    help="degrees whose product is --gpus, e.g. 2,4,1 (default: data parallel)")
     s.set_defaults(run=run_submit)
     g = client("job", "one job: state, progress, placement, and why it waits")
@@ -138,26 +152,76 @@ def _rpc(args: argparse.Namespace, fn, request):
     try:
         return fn(request, metadata=call_metadata(args))
     except grpc.RpcError as exc:
-        raise RpcFailed(f"{exc.code().name}: {exc.details()}") from None
+        raise rpc_failed(exc) from None
+
+
+# Job-file keys and the flag each one stands for (the file's key is the flag's name).
+_JOB_FILE_KEYS = {"id": "job_id", "model": "model", "gpus": "gpus", "iterations": "iterations",
+                  "duration_s": "duration_s", "batch_size": "batch_size", "gpu_type": "gpu_type", "tenant": "tenant",
+                  "command": "job_command", "env": "env", "priority": "priority", "deadline_s": "deadline_s",
+                  "min_gpus": "min_gpus", "max_gpus": "max_gpus", "logical_workers": "logical_workers",
+                  "parallelism": "parallelism"}
+
+
+def _job_options(args: argparse.Namespace) -> dict[str, object]:
+    """The submission's options: the job file's, then every flag given on the command line over them."""
+    options: dict[str, object] = {}
+    if args.file is not None:
+        try:
+            table = tomllib.loads(args.file.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ValidationError(f"{args.file}: {exc}", field="--file") from None
+        unknown = sorted(set(table) - set(_JOB_FILE_KEYS))
+        if unknown:
+            raise ValidationError(f"{args.file}: unknown key {unknown[0]!r} (known: {', '.join(_JOB_FILE_KEYS)})",
+                                  field="--file")
+        options = {_JOB_FILE_KEYS[k]: v for k, v in table.items()}
+    for name in _JOB_FILE_KEYS.values():
+        value = getattr(args, name)
+        if value is not None and value != []:
+            options[name] = value
+    for name, flag in (("job_id", "--id"), ("model", "--model"), ("gpus", "--gpus")):
+        if name not in options:
+            raise ValidationError("is required (give the flag, or its key in --file)", field=flag)
+    if "iterations" not in options and "duration_s" not in options:
+        raise ValidationError("give --iterations or --duration-s (or iterations / duration_s in --file)",
+                              field="--iterations")
+    return options
+
+
+def _env_of(value: object) -> dict[str, str]:
+    if isinstance(value, dict):
+        return {str(k): str(v) for k, v in value.items()}
+    env = {}
+    for item in value or ():
+        key, sep, val = str(item).partition("=")
+        if not sep or not key:
+            raise ValidationError(f"expected KEY=VALUE, got {item!r}", field="--env")
+        env[key] = val
+    return env
 
 
 def run_submit(args: argparse.Namespace) -> int:
-    env = {}
-    for item in args.env:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValidationError(f"expected KEY=VALUE, got {item!r}", field="--env")
-        env[key] = value
+    o = _job_options(args)
+    command = o.get("job_command") or ""
+    parallelism = o.get("parallelism")
     channel, stub = _stub(args)
     with channel:
-        spec = tpb.JobSpec(job_id=args.job_id, model=args.model, num_gpus=args.gpus, iterations=args.iterations or 0,
-                           duration_s=args.duration_s or 0.0, batch_size=args.batch_size, gpu_type=args.gpu_type,
-                           tenant=args.tenant, command=shlex.split(args.command), env=env, priority=args.priority,
-                           min_gpus=args.min_gpus, max_gpus=args.max_gpus, logical_workers=args.logical_workers)
-        if args.deadline_s is not None:
-            spec.deadline = args.deadline_s
-        if args.parallelism:
-            spec.parallelism.CopyFrom(_parallelism(args.parallelism))
+        try:
+            spec = tpb.JobSpec(job_id=o["job_id"], model=o["model"], num_gpus=o["gpus"],
+                               iterations=o.get("iterations") or 0, duration_s=o.get("duration_s") or 0.0,
+                               batch_size=o.get("batch_size") or 0, gpu_type=o.get("gpu_type") or "",
+                               tenant=o.get("tenant") or "", env=_env_of(o.get("env")),
+                               command=shlex.split(command) if isinstance(command, str) else [str(c) for c in command],
+                               priority=o.get("priority") or 0, min_gpus=o.get("min_gpus") or 0,
+                               max_gpus=o.get("max_gpus") or 0, logical_workers=o.get("logical_workers") or 0)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"a value has the wrong type: {exc}", field="--file") from None
+        if o.get("deadline_s") is not None:
+            spec.deadline = o["deadline_s"]
+        if parallelism:
+            text = parallelism if isinstance(parallelism, str) else ",".join(str(x) for x in parallelism)
+            spec.parallelism.CopyFrom(_parallelism(text))
         job = _rpc(args, stub.SubmitJob, jpb.SubmitJobRequest(spec=spec))
     print(f"{job.spec.job_id} {tpb.JobState.Name(job.state)} ({job.iterations_total} iterations)")
     return 0
@@ -281,7 +345,7 @@ def run_watch(args: argparse.Namespace) -> int:
                 if args.count and seen >= args.count:
                     break
         except grpc.RpcError as exc:
-            raise RpcFailed(f"{exc.code().name}: {exc.details()}") from None
+            raise rpc_failed(exc) from None
     return 0
 
 
@@ -303,5 +367,5 @@ def run_logs(args: argparse.Namespace) -> int:
                 out.flush()
                 expected = chunk.offset + len(chunk.data)
         except grpc.RpcError as exc:
-            raise RpcFailed(f"{exc.code().name}: {exc.details()}") from None
+            raise rpc_failed(exc) from None
     return 0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
+import tomllib
 from pathlib import Path
 
 import structlog
@@ -51,7 +53,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     cp.add_argument("--speedup", type=float, default=1.0, help="cluster seconds per wall second (1 = real time)")
     cp.add_argument("--heartbeat-s", type=float, default=DEFAULT_HEARTBEAT_S)
     cp.add_argument("--heartbeat-timeout-s", type=float, default=DEFAULT_HEARTBEAT_TIMEOUT_S)
-    cp.add_argument("--log-json", action="store_true", help="JSON logs even on a terminal")
+    add_log_options(cp)
     cp.set_defaults(run=run_controlplane)
 
     ag = commands.add_parser("agent", help="run a node agent")
@@ -78,8 +80,59 @@ def register(commands: argparse._SubParsersAction) -> None:
     ag.add_argument("--log-max-mb", type=float, default=DEFAULT_MAX_BYTES / 2**20, metavar="MIB",
                     help="process/gpu: output kept per job attempt (stdout and stderr, for `halyard logs`); past it "
                          f"the oldest half goes (default {DEFAULT_MAX_BYTES >> 20}), e.g. --log-max-mb 256")
-    ag.add_argument("--log-json", action="store_true")
+    add_log_options(ag)
     ag.set_defaults(run=run_agent)
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+DAEMONS = ("controlplane", "agent")
+
+
+def add_log_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--log-json", action="store_true", help="JSON logs even on a terminal")
+    parser.add_argument("--log-level", default=os.environ.get("HALYARD_LOG_LEVEL", "info"), choices=LOG_LEVELS,
+                        help="the least severe level logged, e.g. --log-level warning (env HALYARD_LOG_LEVEL; "
+                             "default info)")
+    parser.add_argument("--config", type=Path, default=None, metavar="FILE",
+                        help="a TOML file of this command's options, e.g. `db = \"state.db\"` or `insecure = true` "
+                             "(env HALYARD_CONFIG); options on the command line win")
+
+
+def expand_config(argv: list[str]) -> list[str]:
+    """``halyard controlplane|agent --config FILE`` (or ``HALYARD_CONFIG``): the file's keys become the
+    options they name, ahead of the command line's, so a flag given there overrides the file.
+
+    ``key = value`` gives ``--key value``, ``key = true`` gives ``--key``, a list repeats the option;
+    a key that is no option of the command is refused by the parser as ``--key``, naming it.
+    """
+    if not argv or argv[0] not in DAEMONS:
+        return argv
+    path: str | None = os.environ.get("HALYARD_CONFIG")
+    rest = list(argv[1:])
+    for i, arg in enumerate(rest):
+        if arg == "--config" and i + 1 < len(rest):
+            path = rest[i + 1]
+        elif arg.startswith("--config="):
+            path = arg.split("=", 1)[1]
+    if not path:
+        return argv
+    try:
+        table = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValidationError(f"{path}: {exc}", field="--config") from None
+    options: list[str] = []
+    for key, value in table.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            options.append(flag)
+        elif value is False:
+            continue
+        elif isinstance(value, list):
+            for item in value:
+                options += [flag, str(item)]
+        else:
+            options += [flag, str(value)]
+    return [argv[0], *options, *rest]
 
 
 def add_insecure_option(parser: argparse.ArgumentParser, what: str) -> None:
@@ -92,7 +145,7 @@ def _positive(value: float, flag: str) -> None:
 
 
 def run_controlplane(args: argparse.Namespace) -> int:
-    configure_logging(json=True if args.log_json else None)
+    configure_logging(json=True if args.log_json else None, level=args.log_level)
     for flag in ("round_s", "speedup", "heartbeat_s", "heartbeat_timeout_s"):
         _positive(getattr(args, flag), "--" + flag.replace("_", "-"))
     tls = _server_tls(args)
@@ -141,7 +194,7 @@ async def _serve(server: ControlPlaneServer) -> int:
 
 
 def run_agent(args: argparse.Namespace) -> int:
-    configure_logging(json=True if args.log_json else None)
+    configure_logging(json=True if args.log_json else None, level=args.log_level)
     node = load_cluster(args.cluster).node(args.node) if args.cluster else args.node
     args.tls = _agent_tls(args)
     agent = _make_agent(args, node)
