@@ -135,8 +135,17 @@ class SchedulingCore:
         self.records[spec.job_id] = record
         self._changed.add(spec.job_id)
         self._enqueue(record)
-        self.log.append(now, spec.job_id, EventKind.SUBMITTED, JobState.PENDING)
+        self.log.append(now, spec.job_id, EventKind.SUBMITTED, JobState.PENDING, self.ignored_fields(spec))
         return record
+
+    def ignored_fields(self, spec: JobSpec) -> str:
+        """What the job sets that the policy does not act on, said in its SUBMITTED event ("" if nothing)
+        rather than ignored silently (issue 18): a priority under a policy without priorities, a
+        deadline under one that is not deadline-aware."""
+        honours = self.policy.honours
+        ignored = [name for name, given in (("priority", spec.priority != 0), ("deadline", spec.deadline is not None))
+                   if given and name not in honours]
+        return f"{' and '.join(ignored)} ignored by policy {self.policy.name}" if ignored else ""
 
     def _check_memory(self, spec: JobSpec) -> None:
         """Refuse a job whose worker fits the GPU memory of no type it may run on (its

@@ -82,8 +82,9 @@ async def _call(context: grpc.aio.ServicerContext, count: Callable[[str], None] 
         raise
 
 
-def job_to_pb(record: JobRecord, now: float, wait: Unplaced | None = None) -> jpb.Job:
-    """The Job message of ``record`` at ``now``; ``wait`` is why it waits (SchedulingCore.wait_of)."""
+def job_to_pb(record: JobRecord, now: float, wait: Unplaced | None = None, ignored: str = "") -> jpb.Job:
+    """The Job message of ``record`` at ``now``; ``wait`` is why it waits (SchedulingCore.wait_of),
+    ``ignored`` what of its spec the policy does not act on (SchedulingCore.ignored_fields)."""
     job = jpb.Job(spec=spec_to_pb(record.spec), state=state_to_pb(record.state),
                   iterations_done=record.iterations_done(now), iterations_total=record.iterations_total,
                   submit_time=record.spec.submit_time, preemptions=record.preemptions, queued_s=record.queued_s)
@@ -93,6 +94,8 @@ def job_to_pb(record: JobRecord, now: float, wait: Unplaced | None = None) -> jp
         job.start_time = record.first_start
     if record.end_time is not None:
         job.end_time = record.end_time
+    if ignored:
+        job.ignored = ignored
     if wait is not None:
         job.wait.CopyFrom(jpb.WaitReason(code=jpb.WaitCode.Value(wait.code.value), stage=wait.stage,
                                          reason=wait.reason))
@@ -149,7 +152,7 @@ class JobServicer(jgrpc.JobServiceServicer):
             # Stamped when it arrived, not after the lockstep wait (never before the last pass).
             now = max(arrival, self.cp.last_pass_time)
             record = self.cp.submit(spec_from_pb(_as_caller(request.spec, who), submit_time=now))
-            return job_to_pb(record, now, self.cp.core.wait_of(record))
+            return job_to_pb(record, now, self.cp.core.wait_of(record), self.cp.core.ignored_fields(record.spec))
         return await _call(context, self.count, "SubmitJob", submit)
 
     async def GetJob(self, request: jpb.GetJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:

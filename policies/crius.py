@@ -328,6 +328,10 @@ class Crius(Policy):
         return [("policy", self.name), ("search-depth", str(self.search_depth))]
 
     # ---------------------------------------------------------------- the pass
+    @property
+    def honours(self) -> frozenset[str]:
+        return frozenset({"deadline"}) if self.deadlines else frozenset()
+
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
         plan = Plan()
         v = self._virtual(view)

@@ -390,6 +390,7 @@ class Dally:
 
     needs_rounds = True  # timers elapse and Nw_sens drifts with time alone
     resource_sensitive = False
+    honours: frozenset[str] = frozenset()  # neither priority nor deadlines (§4.3)
     starvation = staticmethod(starvation)
 
     def __init__(self, timers: TimerSource | None = None, *, name: str = "dally", preemption: bool = True,

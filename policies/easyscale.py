@@ -226,6 +226,8 @@ class EasyScaleProposals(Adjuster):
     """The inter-job scheduler's rounds: fall back from scale-outs that slowed a job (Role-3), then
     grant the running jobs' proposals greedily by speed-up per GPU, one per job per round."""
 
+    honours = frozenset({"priority"})  # co-location: higher-priority jobs take GPUs back (§3.4, §5.3)
+
     options: EasyScaleOptions = field(default_factory=EasyScaleOptions)
     name: str = "easyscale-heter"
     acts_without_pending: ClassVar[bool] = True

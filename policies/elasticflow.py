@@ -69,6 +69,10 @@ class ElasticFlow(Policy):
     def acts_without_pending(self) -> bool:
         return True  # released GPUs go to running jobs (step 2)
 
+    @property
+    def honours(self) -> frozenset[str]:
+        return frozenset() if self.loosened else frozenset({"deadline"})
+
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
         plan = Plan()
         if self.loosened:

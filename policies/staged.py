@@ -68,6 +68,10 @@ class StagedPolicy:
     def resource_sensitive(self) -> bool:
         return self.placement.resource_sensitive
 
+    @property
+    def honours(self) -> frozenset[str]:
+        return frozenset().union(*(stage.honours for stage in self._all()))
+
     def stages(self) -> list[tuple[str, str]]:
         return [("admission", self.admission.name), ("ordering", self.ordering.name),
                 ("sizing", self.sizing.name), ("placement", self.placement.name),

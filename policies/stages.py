@@ -32,6 +32,9 @@ class Stage(Protocol):
     """What every stage has: a name (reported by GetPolicy) and the two learning hooks."""
 
     name: str
+    # JobSpec fields beyond the basics the stage acts on ("priority", "deadline"): a job that sets
+    # one no stage of its policy honours is told so at submission instead of being ignored silently.
+    honours: ClassVar[frozenset[str]] = frozenset()
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         """The core applied ``plan``: commit what the pass decided tentatively."""
@@ -66,6 +69,11 @@ class Policy(Protocol):
     @property
     def resource_sensitive(self) -> bool:
         return False
+
+    @property
+    def honours(self) -> frozenset[str]:
+        """JobSpec fields beyond the basics this policy acts on ("priority", "deadline")."""
+        return frozenset()
 
     def stages(self) -> list[tuple[str, str]]:
         """(stage kind, choice) pairs, in pass order: what GetPolicy and ``halyard policies`` show."""

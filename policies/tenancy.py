@@ -39,6 +39,8 @@ def usage_by_tenant(view: ClusterView) -> Counter[str]:
 class PriorityFirst(Ordering):
     """A higher ``priority`` first, then the wrapped ordering; preemptive if the wrapped one is."""
 
+    honours = frozenset({"priority"})
+
     def __init__(self, inner: Ordering) -> None:
         self.inner = inner
         self.name = f"priority>{inner.name}"
@@ -99,6 +101,7 @@ class PriorityPreemption(Preemption):
     recently started (it loses the least work), as Kubernetes' default preemption picks victims."""
 
     name = "priority"
+    honours = frozenset({"priority"})
 
     def victims(self, view: ClusterView, job: JobInfo, plan: Plan, state: PassState) -> list[JobInfo]:
         lower = [r for r in view.running.values() if r.spec.priority < job.spec.priority]

@@ -177,3 +177,18 @@ async def test_a_daemon_reads_its_options_from_a_config_file(tmp_path):
                                                 str(bad), stderr=asyncio.subprocess.PIPE)
     _, err = await proc.communicate()
     assert proc.returncode == 2 and "--nosuch-option" in err.decode()
+
+
+async def test_a_field_the_policy_ignores_is_said_at_submission():
+    """Issue 18: priority and deadline are acted on by the policies that honour them; any other
+    policy says so in the SubmitJob reply (and the SUBMITTED event) instead of ignoring them silently."""
+    spec = tpb.JobSpec(job_id="p", model="resnet50", num_gpus=1, iterations=100, priority=5, deadline=3600.0)
+    async with TestCluster(nodes=2, policy="fifo") as tc:
+        reply = await jgrpc.JobServiceStub(tc.channel).SubmitJob(jpb.SubmitJobRequest(spec=spec))
+        assert reply.ignored == "priority and deadline ignored by policy fifo"
+        submitted = next(e for e in tc.control_plane.core.log if e.job_id == "p")
+        assert submitted.detail == reply.ignored
+    async with TestCluster(nodes=2, policy="fifo,priority=first,preempt=priority") as tc:
+        reply = await jgrpc.JobServiceStub(tc.channel).SubmitJob(jpb.SubmitJobRequest(spec=spec))
+        assert reply.ignored == "deadline ignored by policy fifo,priority=first,preempt=priority"
+    assert make_policy("crius-ddl").honours == {"deadline"} and make_policy("elasticflow-ls").honours == set()

@@ -224,6 +224,8 @@ def run_submit(args: argparse.Namespace) -> int:
             spec.parallelism.CopyFrom(_parallelism(text))
         job = _rpc(args, stub.SubmitJob, jpb.SubmitJobRequest(spec=spec))
     print(f"{job.spec.job_id} {tpb.JobState.Name(job.state)} ({job.iterations_total} iterations)")
+    if job.ignored:
+        print(f"halyard submit: note: {job.ignored}", file=sys.stderr)
     return 0
 
 
