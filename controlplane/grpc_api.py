@@ -67,10 +67,7 @@ def _status(exc: HalyardError) -> grpc.StatusCode:
     return grpc.StatusCode.INVALID_ARGUMENT
 
 
-async def _call(context: grpc.aio.ServicerContext, count: Callable[[str], None] | None, name: str,
-                fn: Callable[[], T]) -> T:
-    if count is not None:
-        count(name)
+async def _call(context: grpc.aio.ServicerContext, name: str, fn: Callable[[], T]) -> T:
     try:
         return fn()
     except HalyardError as exc:
@@ -130,17 +127,15 @@ def _as_caller(spec: tpb.JobSpec, who: Principal) -> tpb.JobSpec:
 
 
 class JobServicer(jgrpc.JobServiceServicer):
-    def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None,
-                 auth: Authenticator | None = None, logs: LogRelay | None = None) -> None:
+    def __init__(self, cp: ControlPlane, auth: Authenticator | None = None, logs: LogRelay | None = None) -> None:
         self.cp = cp
-        self.count = count
         self.auth = auth or Authenticator(secure=False)
         self.logs = logs or LogRelay(cp)
 
     async def SubmitJob(self, request: jpb.SubmitJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
-        who = await _call(context, None, "SubmitJob", lambda: self.auth.client(context))
+        who = await _call(context, "SubmitJob", lambda: self.auth.client(context))
         if request.HasField("submit_time"):
-            await _call(context, None, "SubmitJob", lambda: lim.check_seconds(
+            await _call(context, "SubmitJob", lambda: lim.check_seconds(
                 request.submit_time, "submit_time", lim.MAX_TIME_S))
         arrival = self.cp.arrival_time(request.submit_time if request.HasField("submit_time") else None)
         await self.cp.settle(arrival)
@@ -153,14 +148,14 @@ class JobServicer(jgrpc.JobServiceServicer):
             now = max(arrival, self.cp.last_pass_time)
             record = self.cp.submit(spec_from_pb(_as_caller(request.spec, who), submit_time=now))
             return job_to_pb(record, now, self.cp.core.wait_of(record), self.cp.core.ignored_fields(record.spec))
-        return await _call(context, self.count, "SubmitJob", submit)
+        return await _call(context, "SubmitJob", submit)
 
     async def GetJob(self, request: jpb.GetJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
         def get() -> jpb.Job:
             who = self.auth.client(context)
             record = _check_tenant(who, self.cp.job(_job_id(request.job_id)))
             return job_to_pb(record, self.cp.now(), self.cp.core.wait_of(record))
-        return await _call(context, self.count, "GetJob", get)
+        return await _call(context, "GetJob", get)
 
     async def CancelJob(self, request: jpb.CancelJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
         def cancel() -> jpb.Job:
@@ -169,7 +164,7 @@ class JobServicer(jgrpc.JobServiceServicer):
             record = self.cp.cancel(job_id)
             log.info("job cancelled", job=job_id, by=who.describe())
             return job_to_pb(record, self.cp.now())
-        return await _call(context, self.count, "CancelJob", cancel)
+        return await _call(context, "CancelJob", cancel)
 
     async def ListJobs(self, request: jpb.ListJobsRequest, context: grpc.aio.ServicerContext) -> jpb.ListJobsResponse:
         def page() -> jpb.ListJobsResponse:
@@ -197,18 +192,16 @@ class JobServicer(jgrpc.JobServiceServicer):
                     out.jobs.append(job_to_pb(r, now, self.cp.core.wait_of(r)))
             out.next_page_token = str(i) if i < len(records) else ""
             return out
-        return await _call(context, self.count, "ListJobs", page)
+        return await _call(context, "ListJobs", page)
 
     async def WatchEvents(self, request: jpb.WatchEventsRequest,
                           context: grpc.aio.ServicerContext) -> AsyncIterator[jpb.JobEvent]:
-        if self.count is not None:
-            self.count("WatchEvents")
-        who = await _call(context, None, "WatchEvents", lambda: self.auth.client(context))
+        who = await _call(context, "WatchEvents", lambda: self.auth.client(context))
         tenant = _tenant_of(who)
         if request.job_id:
-            await _call(context, None, "WatchEvents", lambda: _job_id(request.job_id))
+            await _call(context, "WatchEvents", lambda: _job_id(request.job_id))
             if tenant is not None and request.job_id in self.cp.core.records:
-                await _call(context, None, "WatchEvents",
+                await _call(context, "WatchEvents",
                             lambda: _check_tenant(who, self.cp.core.records[request.job_id]))
         records = self.cp.core.records
         seq = request.after_seq
@@ -229,7 +222,7 @@ class JobServicer(jgrpc.JobServiceServicer):
             who = self.auth.client(context)
             record = _check_tenant(who, self.cp.job(_job_id(request.job_id)))
             return record, logs.resolve(record, request)
-        record, attempt = await _call(context, self.count, "StreamLogs", check)
+        record, attempt = await _call(context, "StreamLogs", check)
         try:
             async for chunk in logs.stream_logs(self.logs, record, attempt, request):
                 yield chunk
@@ -238,10 +231,8 @@ class JobServicer(jgrpc.JobServiceServicer):
 
 
 class ClusterServicer(cgrpc.ClusterServiceServicer):
-    def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None,
-                 auth: Authenticator | None = None) -> None:
+    def __init__(self, cp: ControlPlane, auth: Authenticator | None = None) -> None:
         self.cp = cp
-        self.count = count
         self.auth = auth or Authenticator(secure=False)
 
     def _node(self, name: str) -> cpb.NodeStatus:
@@ -264,7 +255,7 @@ class ClusterServicer(cgrpc.ClusterServiceServicer):
                 name=self.cp.cluster.name, nodes=[self._node(n.name) for n in self.cp.cluster.nodes],
                 cluster_time=self.cp.now(), total_gpus=self.cp.cluster.total_gpus, free_gpus=core.free.total_gpus,
                 pending_jobs=len(core.pending), running_jobs=len(core.running))
-        return await _call(context, self.count, "GetCluster", status)
+        return await _call(context, "GetCluster", status)
 
     async def DrainNode(self, request: cpb.NodeRequest, context: grpc.aio.ServicerContext) -> cpb.NodeStatus:
         def drain() -> cpb.NodeStatus:
@@ -272,7 +263,7 @@ class ClusterServicer(cgrpc.ClusterServiceServicer):
             log.info("node drained", node=request.node[:lim.MAX_REQUEST_ID], by=who.describe())
             self.cp.set_drained(_node_name(request.node), True, _reason(request.reason))
             return self._node(request.node)
-        return await _call(context, self.count, "DrainNode", drain)
+        return await _call(context, "DrainNode", drain)
 
     async def UndrainNode(self, request: cpb.NodeRequest, context: grpc.aio.ServicerContext) -> cpb.NodeStatus:
         def undrain() -> cpb.NodeStatus:
@@ -280,7 +271,7 @@ class ClusterServicer(cgrpc.ClusterServiceServicer):
             log.info("node undrained", node=request.node[:lim.MAX_REQUEST_ID], by=who.describe())
             self.cp.set_drained(_node_name(request.node), False)
             return self._node(request.node)
-        return await _call(context, self.count, "UndrainNode", undrain)
+        return await _call(context, "UndrainNode", undrain)
 
     async def GetPolicy(self, request: cpb.GetPolicyRequest, context: grpc.aio.ServicerContext) -> cpb.PolicyInfo:
         def info() -> cpb.PolicyInfo:
@@ -288,23 +279,19 @@ class ClusterServicer(cgrpc.ClusterServiceServicer):
             policy = self.cp.core.policy
             stages = [cpb.PolicyStage(stage=kind, choice=choice) for kind, choice in policy.stages()]
             return cpb.PolicyInfo(name=policy.name, stages=stages, round_s=self.cp.round_s)
-        return await _call(context, self.count, "GetPolicy", info)
+        return await _call(context, "GetPolicy", info)
 
 
 class AgentServicer(agrpc.AgentServiceServicer):
     """One bidirectional stream per agent: Register first, then messages both ways."""
 
-    def __init__(self, cp: ControlPlane, count: Callable[[str], None] | None = None,
-                 auth: Authenticator | None = None, logs: LogRelay | None = None) -> None:
+    def __init__(self, cp: ControlPlane, auth: Authenticator | None = None, logs: LogRelay | None = None) -> None:
         self.cp = cp
-        self.count = count
         self.auth = auth or Authenticator(secure=False)
         self.logs = logs or LogRelay(cp)
 
     async def Connect(self, request_iterator: AsyncIterator[apb.AgentMessage],
                       context: grpc.aio.ServicerContext) -> AsyncIterator[apb.ControlMessage]:
-        if self.count is not None:
-            self.count("Connect")
         try:
             who = self.auth.agent(context)
         except HalyardError as exc:
