@@ -70,7 +70,7 @@ def summarize(core: SchedulingCore, *, policy: str, trace_jobs: int, rejected: i
         "gpu_utilization": gpu_s / capacity if capacity > 0 else 0.0,
         "preemptions": sum(r.preemptions for r in records),
         "passes": core.passes,
-        "avg_pass_ms": 1e3 * core.pass_wall_s / core.passes if core.passes else 0.0,
+        "avg_pass_ms": 1e3 * sum(core.pass_seconds) / core.passes if core.passes else 0.0,
         **pass_latency_ms(core.pass_seconds),
         "events": len(core.log),
         "wall_s": wall_s,

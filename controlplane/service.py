@@ -188,6 +188,11 @@ class ControlPlane:
         return record
 
     def set_drained(self, node: str, drained: bool, reason: str = "") -> None:
+        self._mark_drained(node, drained, reason)
+        self._changed()
+
+    def _mark_drained(self, node: str, drained: bool, reason: str) -> None:
+        """Drain or undrain ``node`` and persist it (with its reason), without a pass."""
         self.check_writable()
         if not self.cluster.has_node(node):
             raise NotFound(f"no node {node!r} in cluster {self.cluster.name!r}")
@@ -205,7 +210,6 @@ class ControlPlane:
         if drained and node in self.sessions:
             self.sessions[node].send(drain=apb.Drain(reason=reasons[node]))
         self._update_schedulable(node)
-        self._changed()
 
     def scheduler_problem(self) -> str | None:
         """Why the scheduling loop is unhealthy (for /healthz), or None: not started, ended, or its last pass failed."""
@@ -481,7 +485,7 @@ class ControlPlane:
         undrains it."""
         reason = f"unhealthy: {detail or 'the agent reported unhealthy without a detail'}"
         log.warning("node drained: unhealthy heartbeat", node=node, detail=detail)
-        self.set_drained(node, True, reason)
+        self._mark_drained(node, True, reason)
         for job_id, nodes in list(self.placed.items()):
             if node in nodes:
                 self._requeue(job_id, f"node {node} {reason}")

@@ -156,17 +156,25 @@ def mltcp_weight(bytes_ratio: float) -> float:
     return MLTCP_INTERCEPT + MLTCP_SLOPE * bytes_ratio
 
 
-def share_link(capacity: float, caps: Sequence[float], weights: Sequence[float]) -> list[float]:
-    """Weighted max-min fair rates (water-filling): no flow above its cap, the rest by weight."""
+def share_link(capacity: float, caps: Sequence[float], weights: Sequence[float] | None = None) -> list[float]:
+    """Weighted max-min fair rates (water-filling): no flow above its cap, the rest by weight.
+
+    ``weights`` None is fair sharing (every weight 1), computed as ``left / n``: the same floating-point
+    result as unit weights (``left x 1 / n``, and a sum of n ones is n), one division fewer per flow
+    in the fluid simulation's hot loop."""
     rates = [0.0] * len(caps)
     active = [i for i, c in enumerate(caps) if c > 0]
     left = capacity
     while active and left > 1e-15:
-        wsum = sum(weights[i] for i in active)
-        capped = [i for i in active if caps[i] - rates[i] <= left * weights[i] / wsum + 1e-15]
+        if weights is None:
+            shares = dict.fromkeys(active, left / len(active))
+        else:
+            wsum = sum(weights[i] for i in active)
+            shares = {i: left * weights[i] / wsum for i in active}
+        capped = [i for i in active if caps[i] - rates[i] <= shares[i] + 1e-15]
         if not capped:
             for i in active:
-                rates[i] += left * weights[i] / wsum
+                rates[i] += shares[i]
             break
         for i in capped:
             left -= caps[i] - rates[i]
@@ -176,23 +184,8 @@ def share_link(capacity: float, caps: Sequence[float], weights: Sequence[float])
 
 
 def share_link_fairly(capacity: float, caps: Sequence[float]) -> list[float]:
-    """:func:`share_link` with every weight 1 (fair sharing), to the last bit: ``left x 1 / n`` is
-    ``left / n``, and a sum of n ones is n. The fluid simulation calls it at every step."""
-    rates = [0.0] * len(caps)
-    active = [i for i, c in enumerate(caps) if c > 0]
-    left = capacity
-    while active and left > 1e-15:
-        share = left / len(active)
-        capped = [i for i in active if caps[i] - rates[i] <= share + 1e-15]
-        if not capped:
-            for i in active:
-                rates[i] += share
-            break
-        for i in capped:
-            left -= caps[i] - rates[i]
-            rates[i] = caps[i]
-        active = [i for i in active if i not in capped]
-    return rates
+    """Fair sharing: :func:`share_link` with every weight 1."""
+    return share_link(capacity, caps)
 
 
 def shared_link_iteration_times(

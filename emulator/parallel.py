@@ -128,10 +128,9 @@ class JobTiming:
 
 # ------------------------------------------------------------------ data parallel
 def data_parallel_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, cluster: Cluster,
-                         timing: IterationTime | None = None) -> JobTiming:
-    """The data-parallel model: ``pm.iteration_time`` (or ``timing``, already computed) and its
-    all-reduce profile on each NIC and uplink."""
-    timing = timing if timing is not None else pm.iteration_time(spec, allocation, cluster)
+                         timing: IterationTime) -> JobTiming:
+    """The data-parallel model: ``timing`` (``pm.iteration_time``, already computed) and its all-reduce
+    profile on each NIC and uplink."""
     nodes = [p.node for p in allocation.nodes if p.gpus]
     if len(nodes) < 2 or timing.communication_s <= 0.0:
         return JobTiming(timing, ())
@@ -412,13 +411,6 @@ def _profile(segments: dict[str, list[float]], total_s: float) -> DemandProfile:
 def _gpu(cluster: Cluster, node: str) -> _Gpu:
     nd = cluster.node(node)
     return _Gpu(node, nd.gpu_type, nd.rack_index, nd.fabric_gbyte_s, nd.nic_gbyte_s)
-
-
-def job_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> JobTiming:
-    """Data-parallel jobs keep the data-parallel model; every other plan goes through :func:`plan_timing`."""
-    if is_data_parallel(spec, allocation):
-        return data_parallel_timing(pm, spec, allocation, cluster)
-    return plan_timing(pm, spec, allocation, cluster)
 
 
 def plan_memory(pm: PerformanceModel, spec: JobSpec, allocation: Allocation,

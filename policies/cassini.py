@@ -167,11 +167,10 @@ def _running(view: ClusterView, free: FreeResources, state: PassState) -> dict[s
     cached: dict[str, JobLinks] = state.setdefault(WORLD_KEY, lambda: {
         job_id: job_links(view, job.spec, job.allocation) for job_id, job in view.running.items()
         if job.allocation is not None and len(job.allocation.nodes) > 1})
-    index = {n.name: n.index for n in view.cluster.nodes}
     out = {}
     for job_id, links in cached.items():
         part = view.running[job_id].allocation.nodes[0]  # type: ignore[union-attr]
-        if part.gpus and free.gpu_mask[index[part.node]] >> part.gpus[0] & 1:
+        if part.gpus and free.gpu_mask[view.cluster.node(part.node).index] >> part.gpus[0] & 1:
             continue
         out[job_id] = links
     return out

@@ -338,11 +338,11 @@ class Crius(Policy):
         blocked: str | None = None
         opportunistic: list[tuple[str, str]] = []
         for job in view.pending:  # SchedArrival / SchedDeparture: arrival order
-            if self.deadlines and job_cells(view, job.spec) and not self._meets(view, job, min(
-                    e.iteration_s for e in job_cells(view, job.spec).values())):
+            cells = job_cells(view, job.spec)
+            if self.deadlines and cells and not self._meets(view, job, min(e.iteration_s for e in cells.values())):
                 plan.drop(job.job_id, "cannot finish before its deadline on its fastest Cell")
                 continue
-            if not job_cells(view, job.spec):
+            if not cells:
                 plan.wait(job.job_id, never_fits(self.name, "no Cell of {} GPUs fits any GPU type of the cluster",
                                                  "/".join(map(str, gpu_choices(job.spec)))))
                 continue
@@ -354,7 +354,7 @@ class Crius(Policy):
                 continue
             if blocked is None:
                 blocked = job.job_id
-            need = min(g for _, g in job_cells(view, job.spec))
+            need = min(g for _, g in cells)
             plan.wait(job.job_id, cannot_fit(self.name, "needs {} GPUs of one type; no Cell fits with up to {} "
                                              "jobs scaled ({} free)", need, self.search_depth,
                                              sum(v.free.values())))

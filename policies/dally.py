@@ -430,12 +430,6 @@ class Dally:
     def sensitivity(self, view: ClusterView, job: JobInfo) -> float:
         return nw_sens(job, view.now, view.facts.compute_s(job.spec))
 
-    @staticmethod
-    def sizes(view: ClusterView, gpu_types: GpuTypes) -> tuple[int, int]:
-        """(GPUs of the largest machine, GPUs of the largest rack) of ``gpu_types`` (any if None;
-        a job's are :meth:`ClusterView.gpu_types_for`: its constraint and the types it fits)."""
-        return view.shape.largest(gpu_types)
-
     # ------------------------------------------------------------------ the pass
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
         plan, free = self._schedule(view, state)
@@ -512,7 +506,7 @@ class Dally:
         return out
 
     def _best_level(self, view: ClusterView, job: JobInfo) -> Level:
-        machine, rack = self.sizes(view, view.gpu_types_for(job.spec))
+        machine, rack = view.shape.largest(view.gpu_types_for(job.spec))
         gpus = job.num_gpus
         return Level.MACHINE if gpus <= machine else Level.RACK if gpus <= rack else Level.NETWORK
 
@@ -529,7 +523,7 @@ class Dally:
             return None
         demand = job.spec.num_gpus
         types = view.gpu_types_for(job.spec)
-        machine, _ = self.sizes(view, types)
+        machine, _ = view.shape.largest(types)
         avail = usable_gpus(free, shape, types)
         levels = []
         if demand <= machine:

@@ -16,7 +16,7 @@ from halyard.policies.facts import ClusterShape, GpuTypes
 from halyard.policies.passstate import PassState
 from halyard.policies.reasons import Unplaced, cannot_fit, never_fits
 from halyard.policies.resources import FreeResources
-from halyard.policies.stages import Placement
+from halyard.policies.stages import DEFAULT_CANDIDATES, Placement
 from halyard.policies.view import ClusterView, JobInfo
 
 
@@ -109,7 +109,7 @@ class FirstFitConsolidated(Placement):
         return no_fit(self.name, view, job, gpus, avail) if picked is None else build_allocation(free, picked)
 
     def candidates(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources, state: PassState,
-                   limit: int = 8) -> list[Allocation]:
+                   limit: int = DEFAULT_CANDIDATES) -> list[Allocation]:
         """:meth:`place`'s choice, then every other single node that holds the job, every rack, and the
         whole cluster, ranked by (nodes, racks) touched; distinct node/GPU-count sets only."""
         shape = view.shape

@@ -26,6 +26,10 @@ from halyard.policies.reasons import Unplaced
 from halyard.policies.resources import FreeResources
 from halyard.policies.view import ClusterView, JobInfo
 
+# How many placements a placement offers a scoring stage when it does not say (ours: Cassini asks for
+# its own K, its paper's 10; the other scorers take what the placement offers).
+DEFAULT_CANDIDATES = 8
+
 
 @runtime_checkable
 class Stage(Protocol):
@@ -139,7 +143,7 @@ class Placement(Stage, Protocol):
               state: PassState) -> Allocation | Unplaced: ...
 
     def candidates(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources, state: PassState,
-                   limit: int = 8) -> list[Allocation]:
+                   limit: int = DEFAULT_CANDIDATES) -> list[Allocation]:
         """Up to ``limit`` distinct placements on ``free``, best first (the first is :meth:`place`'s),
         for a stage that scores them (Cassini's compatibility, Kubernetes' PlacementGenerate/Score).
         This default offers :meth:`place`'s one; a placement with several good answers overrides it."""

@@ -36,7 +36,7 @@ from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, no_fit, usable_gpus
 from halyard.policies.reasons import Unplaced
 from halyard.policies.resources import FreeResources
-from halyard.policies.stages import Ordering, Placement
+from halyard.policies.stages import DEFAULT_CANDIDATES, Ordering, Placement
 from halyard.policies.view import ClusterView, JobInfo
 
 LEASE_S = 600.0  # "The bidding period (epoch) is set to 10 mins" (§4.5.1)
@@ -93,7 +93,7 @@ class RandomPlacement(Placement):
         return build_allocation(free, picks[0]) if picks else no_fit(self.name, view, job, gpus, avail)
 
     def candidates(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources, state: PassState,
-                   limit: int = 8) -> list[Allocation]:
+                   limit: int = DEFAULT_CANDIDATES) -> list[Allocation]:
         """:meth:`place`'s draw first, then further draws; distinct node/GPU-count sets only."""
         picks, _ = self._draw(view, job, gpus, free, limit)
         seen: set[tuple[tuple[int, int], ...]] = set()

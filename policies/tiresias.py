@@ -36,7 +36,7 @@ from halyard.policies.placement import FirstFitConsolidated, build_allocation, c
 from halyard.policies.plan import Plan
 from halyard.policies.reasons import Unplaced, by_policy
 from halyard.policies.resources import FreeResources
-from halyard.policies.stages import Ordering, Placement
+from halyard.policies.stages import DEFAULT_CANDIDATES, Ordering, Placement
 from halyard.policies.topology import first_fit
 from halyard.policies.view import ClusterView, JobInfo
 
@@ -146,7 +146,7 @@ class SkewConsolidation(Placement):
         return build_allocation(free, picked)
 
     def candidates(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources, state: PassState,
-                   limit: int = 8) -> list[Allocation]:
+                   limit: int = DEFAULT_CANDIDATES) -> list[Allocation]:
         """:meth:`place`'s choice, then the consolidated placement's candidates this rule allows: for a
         high-skew model those on the fewest machines, for the others any (Tiresias places them on any
         free GPUs). For a stage that scores them (Cassini)."""

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from halyard.policies.cassini_math import (
+    ANGLES_PER_ITERATION,
     AffinityGraph,
     bfs_time_shifts,
     circle_demand,
@@ -65,7 +66,7 @@ def test_fully_compatible_and_fully_incompatible_extremes():
     rotation; heavier demand scores negative."""
     half = dp(1.0, 0.5)
     sol = solve_link([half, half], C)
-    assert sol.score == pytest.approx(1.0) and sol.shifts_s[1] == pytest.approx(0.5, abs=1.0 / 72)
+    assert sol.score == pytest.approx(1.0) and sol.shifts_s[1] == pytest.approx(0.5, abs=1.0 / ANGLES_PER_ITERATION)
     assert link_score([half, half], C, [0.0, 0.0]) == pytest.approx(0.5)
     always = Prof((Ph(1.0, C),))
     assert solve_link([always, always], C).score == pytest.approx(0.0)

@@ -196,7 +196,7 @@ async def test_dashboard_in_chromium_shows_jobs_and_follows_new_ones_without_rel
                                           ".map(td => td.textContent)")
             core = tc.control_plane.core
             assert shown and all(text.startswith(core.wait_of(r).code.value) for text, r in zip(
-                shown, core.pending, strict=False))  # why each queued job waits, as GetJob says
+                shown, core.pending, strict=True))  # why each queued job waits, as GetJob says
 
             driver.execute_script("window.halyardLoaded = 'same page'")
             await submit(tc, "late-job", 2, 1_000, "nlp")

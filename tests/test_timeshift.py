@@ -300,7 +300,7 @@ async def test_emulated_agents_run_a_shifted_job_as_the_simulator_does(tmp_path,
     sim = Simulator(cluster, StartShifted(0.25 * period, period), perf)
     sim.run([spec])
     simulated = sim.core.records["s"].end_time - spec.submit_time  # started at its submission
-    assert simulated == pytest.approx(0.25 * period + 200 * period)
+    assert simulated == pytest.approx(0.25 * period + spec.iterations * period)
     async with World("emulated", tmp_path, policy=StartShifted(0.25 * period, period), speedup=200.0) as w:
         await w.submit(tpb.JobSpec(job_id="s", model=spec.model, num_gpus=8, iterations=200))
         await w.wait_for(lambda: w.job("s").state is JobState.COMPLETED, timeout=20)

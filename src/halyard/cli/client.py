@@ -230,6 +230,8 @@ def run_submit(args: argparse.Namespace) -> int:
 
 
 def run_jobs(args: argparse.Namespace) -> int:
+    if args.limit < 0:
+        raise ValidationError(f"must be >= 0, got {args.limit}", field="--limit")
     channel, stub = _stub(args)
     jobs, token = [], ""
     with channel:
@@ -240,8 +242,6 @@ def run_jobs(args: argparse.Namespace) -> int:
             token = page.next_page_token
             if not token or (args.limit and len(jobs) >= args.limit):
                 break
-    if args.limit < 0:
-        raise ValidationError(f"must be >= 0, got {args.limit}", field="--limit")
     jobs = jobs[:args.limit] if args.limit else jobs
     if args.json:
         print(json.dumps([MessageToDict(j, preserving_proto_field_name=True) for j in jobs], indent=2))

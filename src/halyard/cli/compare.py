@@ -92,8 +92,9 @@ def run_name(policy: str, seed: int) -> str:
 
 def command_line(args: argparse.Namespace, policies: list[str], seeds: list[int], baseline: str) -> str:
     """The ``halyard compare`` command that makes this report, every setting spelt out."""
+    separator = ";" if any("," in p for p in policies) else ","  # a pipeline has commas of its own (_names)
     argv = ["halyard", "compare", "--trace", str(args.trace or default_trace()), "--trace-format", args.trace_format,
-            "--cluster", args.cluster, "--policies", ",".join(policies), "--seeds", ",".join(map(str, seeds)),
+            "--cluster", args.cluster, "--policies", separator.join(policies), "--seeds", ",".join(map(str, seeds)),
             "--baseline", baseline, "--out-dir", str(args.out_dir), "--round-s", str(args.round_s),
             "--contention", args.contention, "--table-format", args.table_format]
     if args.measure:
