@@ -41,6 +41,7 @@ from halyard.datamodel import EventKind, JobSpec, load_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
 from halyard.traces import generate_easyscale_trace, write_trace
+from halyard.traces.generator import GPU_DEMAND_PROBS
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -48,7 +49,7 @@ import matplotlib.pyplot as plt
 CLUSTER = "easyscale-64"
 ROUND_S = 60.0  # EasyScale artifact's scheduling interval (REFERENCE-NUMBERS.md)
 POLICIES = ("yarn-cs", "easyscale-homo", "easyscale-heter")
-WORKLOADS = {"gavel-sizes": (0.70, 0.10, 0.15, 0.05), "multi-gpu": (0.25, 0.25, 0.25, 0.25)}
+WORKLOADS = {"gavel-sizes": GPU_DEMAND_PROBS, "multi-gpu": (0.25, 0.25, 0.25, 0.25)}  # Gavel's sizes; each size alike
 PAPER = {"easyscale-homo": (8.3, 2.5), "easyscale-heter": (13.2, 2.8)}  # §5.2: JCT and makespan over YARN-CS
 
 

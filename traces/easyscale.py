@@ -34,21 +34,27 @@ import math
 import numpy as np
 
 from halyard.datamodel import JobSpec, ValidationError
+from halyard.traces.generator import (
+    DURATION_LONG_EXPONENT,
+    DURATION_SHORT_EXPONENT,
+    DURATION_SHORT_PROB,
+    DURATION_UNIT_S,
+    GPU_DEMAND_CHOICES,
+    GPU_DEMAND_PROBS,
+)
 
 EASYSCALE_MODELS = ("shufflenetv2", "resnet50", "vgg19", "yolov3", "neumf", "bert-large", "swint")
-GPU_SCALES = (1, 2, 4, 8)
-GPU_SCALE_PROBABILITIES = (0.70, 0.10, 0.15, 0.05)
-SHORT_JOB_PROBABILITY = 0.8
 EASYSCALE_64_TYPE_SHARES = (("V100", 32), ("P100", 16), ("T4", 16))
 
 
 def generate_easyscale_trace(n_jobs: int, *, rate_per_hour: float, seed: int = 0, elastic: bool = True,
                              duration_scale: float = 1.0,
                              type_shares: tuple[tuple[str, int], ...] = EASYSCALE_64_TYPE_SHARES,
-                             gpu_probabilities: tuple[float, ...] = GPU_SCALE_PROBABILITIES) -> list[JobSpec]:
+                             gpu_probabilities: tuple[float, ...] = GPU_DEMAND_PROBS) -> list[JobSpec]:
     """``n_jobs`` jobs of EasyScale's §5.2 workload (module docstring), ``es-0000`` ... in arrival order.
 
-    ``gpu_probabilities`` weighs the GPU counts of :data:`GPU_SCALES` (default Gavel's 70/10/15/5 %)."""
+    ``gpu_probabilities`` weighs the GPU counts of :data:`GPU_DEMAND_CHOICES` (default Gavel's
+    :data:`GPU_DEMAND_PROBS`)."""
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 0:
         raise ValidationError(f"must be an integer >= 0, got {n_jobs!r}", field="n_jobs")
     if not (math.isfinite(rate_per_hour) and rate_per_hour > 0):
@@ -57,15 +63,17 @@ def generate_easyscale_trace(n_jobs: int, *, rate_per_hour: float, seed: int = 0
         raise ValidationError(f"must be a finite number > 0, got {duration_scale!r}", field="duration_scale")
     arrival_rng, duration_rng, model_rng, gpu_rng, type_rng = np.random.default_rng(seed).spawn(5)
     submit = np.cumsum(arrival_rng.exponential(3600.0 / rate_per_hour, size=n_jobs))
-    short = duration_rng.random(n_jobs) < SHORT_JOB_PROBABILITY
-    exponent = np.where(short, duration_rng.uniform(1.5, 3.0, n_jobs), duration_rng.uniform(3.0, 4.0, n_jobs))
-    durations = 60.0 * 10.0 ** exponent * duration_scale
+    short = duration_rng.random(n_jobs) < DURATION_SHORT_PROB
+    exponent = np.where(short, duration_rng.uniform(*DURATION_SHORT_EXPONENT, n_jobs),
+                        duration_rng.uniform(*DURATION_LONG_EXPONENT, n_jobs))
+    durations = DURATION_UNIT_S * 10.0 ** exponent * duration_scale
     models = model_rng.integers(0, len(EASYSCALE_MODELS), size=n_jobs)
-    if len(gpu_probabilities) != len(GPU_SCALES) or min(gpu_probabilities) < 0 or sum(gpu_probabilities) <= 0:
-        raise ValidationError(f"give {len(GPU_SCALES)} non-negative weights for {GPU_SCALES}",
+    if (len(gpu_probabilities) != len(GPU_DEMAND_CHOICES) or min(gpu_probabilities) < 0
+            or sum(gpu_probabilities) <= 0):
+        raise ValidationError(f"give {len(GPU_DEMAND_CHOICES)} non-negative weights for {GPU_DEMAND_CHOICES}",
                               field="gpu_probabilities")
     weights_g = np.array(gpu_probabilities, dtype=float)
-    gpus = gpu_rng.choice(GPU_SCALES, size=n_jobs, p=weights_g / weights_g.sum())
+    gpus = gpu_rng.choice(GPU_DEMAND_CHOICES, size=n_jobs, p=weights_g / weights_g.sum())
     weights = np.array([w for _, w in type_shares], dtype=float)
     types = type_rng.choice(len(type_shares), size=n_jobs, p=weights / weights.sum())
     jobs = []
