@@ -9,7 +9,11 @@ every choice): ``gavel-sizes`` (GPU counts 1/2/4/8 at Gavel's 70/10/15/5 %) and 
 (the same at 25 % each: the regime where gang scheduling makes jobs wait). Each job runs the
 same number of iterations under every policy: the trace's run time on the GPU type it requests,
 consolidated. YARN-CS gets the jobs as fixed-size DDP jobs of their requested type; EasyScale
-gets them as elastic jobs (maxP = GPUs requested, 1..maxP GPUs, any type).
+gets them as elastic jobs (maxP = GPUs requested, 1..maxP GPUs, any type). A third workload,
+``artifact-mix``, takes the job sizes, requested types, job count and arrival rate of the public
+artifact's §5.2 trace (``ARTIFACT_DEMAND``: half the jobs ask for all 32 V100s) with Gavel's run
+times x ``ARTIFACT_DURATION_SCALE``; on it YARN-CS also runs with each of its two named options
+(``backfill``, ``one_job_at_a_time``), to measure them.
 
 The drawn traces go to ``<work>/<workload>-{fixed,elastic}.csv`` (canonical CSV, iterations set),
 so any run can be repeated with the CLI, e.g. ``halyard simulate --trace
@@ -39,8 +43,16 @@ import matplotlib
 from halyard.controlplane import Simulator, summarize
 from halyard.datamodel import EventKind, JobSpec, load_cluster
 from halyard.emulator import PerformanceModel
+from halyard.emulator.elastic import needs_homogeneous
 from halyard.policies import make_policy
-from halyard.traces import generate_easyscale_trace, write_trace
+from halyard.policies.yarn import yarn_cs
+from halyard.traces import (
+    ARTIFACT_DEMAND,
+    ARTIFACT_JOBS,
+    ARTIFACT_RATE_PER_HOUR,
+    generate_easyscale_trace,
+    write_trace,
+)
 from halyard.traces.generator import GPU_DEMAND_PROBS
 
 matplotlib.use("Agg")
@@ -49,20 +61,48 @@ import matplotlib.pyplot as plt
 CLUSTER = "easyscale-64"
 ROUND_S = 60.0  # EasyScale artifact's scheduling interval (REFERENCE-NUMBERS.md)
 POLICIES = ("yarn-cs", "easyscale-homo", "easyscale-heter")
-WORKLOADS = {"gavel-sizes": GPU_DEMAND_PROBS, "multi-gpu": (0.25, 0.25, 0.25, 0.25)}  # Gavel's sizes; each size alike
+# The artifact's run times (epochs of 1 % of each dataset) are minutes; Gavel's at x 0.01 have a
+# 107 s median and a 600 s mean, the same order (a choice: the paper's distribution is not public).
+ARTIFACT_DURATION_SCALE = 0.01
+# name -> generator arguments; None means "from the command line" (--jobs, --rate, --duration-scale).
+WORKLOADS: dict[str, dict] = {
+    "gavel-sizes": {"gpu_probabilities": GPU_DEMAND_PROBS},
+    "multi-gpu": {"gpu_probabilities": (0.25, 0.25, 0.25, 0.25)},  # each size alike
+    "artifact-mix": {"demand": ARTIFACT_DEMAND, "n": ARTIFACT_JOBS, "rate": ARTIFACT_RATE_PER_HOUR,
+                     "scale": ARTIFACT_DURATION_SCALE},
+}
+# YARN-CS with one of its options on (policies/yarn.py; rules the paper does not state), run on artifact-mix.
+YARN_VARIANTS = {"yarn-cs+backfill": lambda: yarn_cs(backfill=True, name="yarn-cs+backfill"),
+                 "yarn-cs+one-at-a-time": lambda: yarn_cs(one_job_at_a_time=True, name="yarn-cs+one-at-a-time")}
+# The artifact's type rule (simulator.py get_placement_proposals; not in the paper's text, so measured as
+# extra rows, not the default): a job that may not mix GPU types -- every job under EasyScale_homo, a
+# convolution model (D2-costly, §3.3) under EasyScale_heter -- runs on its *preferred* (requested) type
+# only, and waits for it, instead of starting on whichever type has room and staying there.
+REQUESTED_TYPE = "@requested-type"
+ARTIFACT_FIGURES = {"yarn-cs": (8904.97, 16560.0), "easyscale-homo": (1070.50, 6720.0),
+                    "easyscale-heter": (676.75, 6000.0)}  # artifact simulator/plot/jct_makespan.csv (s)
 PAPER = {"easyscale-homo": (8.3, 2.5), "easyscale-heter": (13.2, 2.8)}  # §5.2: JCT and makespan over YARN-CS
 
 
-def traces(n: int, rate: float, seed: int, scale: float, sizes: tuple[float, ...], perf: PerformanceModel,
+def traces(n: int, rate: float, seed: int, scale: float, shape: dict, perf: PerformanceModel,
            cluster) -> tuple[list[JobSpec], list[JobSpec]]:
-    """(fixed, elastic) versions of one drawn workload with the same iterations per job."""
+    """(fixed, elastic) versions of one drawn workload with the same iterations per job; ``shape`` is
+    a :data:`WORKLOADS` entry (its n, rate and scale override the arguments)."""
+    n, rate, scale = shape.get("n", n), shape.get("rate", rate), shape.get("scale", scale)
+    sizes = {k: v for k, v in shape.items() if k in ("gpu_probabilities", "demand")}
     fixed = generate_easyscale_trace(n, rate_per_hour=rate, seed=seed, elastic=False, duration_scale=scale,
-                                     gpu_probabilities=sizes)
+                                     **sizes)
     elastic = generate_easyscale_trace(n, rate_per_hour=rate, seed=seed, elastic=True, duration_scale=scale,
-                                       gpu_probabilities=sizes)
+                                       **sizes)
     iterations = [perf.iterations_for(j, cluster) for j in fixed]
     return ([replace(j, iterations=i, duration_s=None) for j, i in zip(fixed, iterations, strict=True)],
             [replace(j, iterations=i, duration_s=None) for j, i in zip(elastic, iterations, strict=True)])
+
+
+def requested_type(policy: str, jobs: list[JobSpec]) -> list[JobSpec]:
+    """``jobs`` under the artifact's type rule (:data:`REQUESTED_TYPE`) for ``policy``."""
+    pin = (lambda j: True) if policy == "easyscale-homo" else (lambda j: needs_homogeneous(j.model))
+    return [replace(j, gpu_type=j.extra["requested_gpu_type"]) if pin(j) else j for j in jobs]
 
 
 def allocation_timeline(core) -> list[tuple[float, int]]:
@@ -82,7 +122,11 @@ def allocation_timeline(core) -> list[tuple[float, int]]:
 
 def run(policy: str, jobs: list[JobSpec], cluster, perf: PerformanceModel) -> dict:
     began = time.perf_counter()
-    sim = Simulator(cluster, make_policy(policy), perf, round_s=ROUND_S)
+    if policy.endswith(REQUESTED_TYPE):
+        return run(policy.removesuffix(REQUESTED_TYPE), requested_type(policy.removesuffix(REQUESTED_TYPE), jobs),
+                   cluster, perf) | {"policy": policy}
+    sim = Simulator(cluster, YARN_VARIANTS[policy]() if policy in YARN_VARIANTS else make_policy(policy), perf,
+                    round_s=ROUND_S)
     sim.run(jobs)
     s = summarize(sim.core, policy=policy, trace_jobs=len(jobs), rejected=0, wall_s=time.perf_counter() - began)
     waits = [r.queued_s for r in sim.core.records.values()]
@@ -136,6 +180,44 @@ def colocation(cluster, perf: PerformanceModel) -> list[dict]:
     return out
 
 
+EXTRA = (*YARN_VARIANTS, *(p + REQUESTED_TYPE for p in POLICIES[1:]))  # measured on artifact-mix only
+SEEDS = range(5)  # artifact-mix has 62 jobs, so one draw is noisy: its gains over five seeds
+
+
+def cells(gains: list[float]) -> str:
+    """Four gains one a cell, then the requested-type pairs two a cell."""
+    head = [f"{g:.2f}x" for g in gains[:4]]
+    pairs = [f"{a:.2f}x / {b:.2f}x" for a, b in zip(gains[4::2], gains[5::2], strict=True)]
+    return " | ".join(head + pairs)
+
+
+def seed_sweep(cluster, perf: PerformanceModel) -> list[dict]:
+    """EasyScale's gains over YARN-CS on ``artifact-mix`` for each seed of :data:`SEEDS`."""
+    rows = []
+    for seed in SEEDS:
+        fixed, elastic = traces(0, 1.0, seed, 1.0, WORKLOADS["artifact-mix"], perf, cluster)
+        r = {p: run(p, fixed if p == "yarn-cs" else elastic, cluster, perf) for p in SWEPT}
+        base = r["yarn-cs"]
+        rows.append({"seed": seed} | {f"{p}/{m}": base[k] / r[p][k] for p in SWEPT[1:]
+                                      for m, k in (("jct", "avg_jct_s"), ("makespan", "makespan_s"))})
+    return rows
+
+
+SWEPT = (*POLICIES, *(p + REQUESTED_TYPE for p in POLICIES[1:]))
+
+
+def seed_table(rows: list[dict]) -> str:
+    lines = ["| artifact-mix seed | homo JCT gain | homo makespan gain | heter JCT gain | heter makespan gain "
+             "| homo JCT / makespan, requested type | heter JCT / makespan, requested type |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    cols = [f"{p}/{m}" for p in SWEPT[1:] for m in ("jct", "makespan")]
+    for r in rows:
+        lines.append(f"| {r['seed']} | " + cells([r[c] for c in cols]) + " |")
+    lines.append("| mean | " + cells([sum(r[c] for r in rows) / len(rows) for c in cols]) + " |")
+    lines.append("| paper | 8.3x | 2.5x | 13.2x | 2.8x | 8.3x / 2.5x | 13.2x / 2.8x |")
+    return "\n".join(lines) + "\n"
+
+
 def colocation_table(rows: list[dict]) -> str:
     lines = ["| setting | GPU allocation over the day | longest serving wait (s) | resizes |", "|---|---:|---:|---:|"]
     for r in rows:
@@ -144,18 +226,26 @@ def colocation_table(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def artifact(workload: str, policy: str) -> str:
+    """The artifact's own simulated figures beside the artifact-like workload's rows."""
+    fig = ARTIFACT_FIGURES.get(policy) if workload == "artifact-mix" else None
+    return f"{fig[0] / 3600:.2f} / {fig[1] / 3600:.2f}" if fig else ""
+
+
 def table(results: dict[str, list[dict]]) -> str:
     lines = ["| workload | policy | avg JCT (h) | makespan (h) | avg wait (h) | resizes | JCT gain | makespan gain "
-             "| paper JCT / makespan gain |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+             "| paper JCT / makespan gain | artifact JCT / makespan (h) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
     for name, rows in results.items():
         base = next(r for r in rows if r["policy"] == "yarn-cs")
         for r in rows:
             paper = PAPER.get(r["policy"])
-            claim = f"{paper[0]:.1f}x / {paper[1]:.1f}x" if paper else "1x (baseline)"
+            claim = (f"{paper[0]:.1f}x / {paper[1]:.1f}x" if paper else
+                     "1x (baseline)" if r["policy"] == "yarn-cs" else "not in the paper")
             lines.append(f"| {name} | {r['policy']} | {r['avg_jct_s'] / 3600:.2f} | {r['makespan_s'] / 3600:.2f} | "
                          f"{r['avg_wait_s'] / 3600:.2f} | {r['resizes']} | "
                          f"{base['avg_jct_s'] / r['avg_jct_s']:.2f}x | {base['makespan_s'] / r['makespan_s']:.2f}x | "
-                         f"{claim} |")
+                         f"{claim} | {artifact(name, r['policy'])} |")
     return "\n".join(lines) + "\n"
 
 
@@ -163,7 +253,7 @@ def plot(results: dict[str, list[dict]], coloc: list[dict], path: Path) -> None:
     fig, axes = plt.subplots(1, 2 + len(results), figsize=(5 * (2 + len(results)), 3.6))
     names = list(results)
     width = 0.25
-    for k, policy in enumerate(POLICIES[1:]):
+    for k, policy in enumerate(POLICIES[1:]):  # the YARN-CS variants are in the table only
         gains = []
         for name in names:
             base = next(r for r in results[name] if r["policy"] == "yarn-cs")
@@ -183,7 +273,7 @@ def plot(results: dict[str, list[dict]], coloc: list[dict], path: Path) -> None:
     axes[-1].set_ylim(0, 66)
     axes[-1].legend(fontsize=7)
     for ax, name in zip(axes[1:-1], names, strict=True):
-        for r in results[name]:
+        for r in (r for r in results[name] if r["policy"] in POLICIES):
             ts = [t / 3600 for t, _ in r["timeline"]]
             ax.step(ts, [g for _, g in r["timeline"]], where="post", label=r["policy"], lw=1)
         ax.set_title(f"allocated GPUs ({name})", fontsize=9)
@@ -215,16 +305,18 @@ def main() -> int:
         write_trace(fixed, args.work / f"{name}-fixed.csv")
         write_trace(elastic, args.work / f"{name}-elastic.csv")
         results[name] = []
-        for policy in POLICIES:
-            r = run(policy, fixed if policy == "yarn-cs" else elastic, cluster, perf)
+        for policy in (*POLICIES, *EXTRA) if name == "artifact-mix" else POLICIES:
+            r = run(policy, fixed if policy.startswith("yarn-cs") else elastic, cluster, perf)
             results[name].append(r)
             print(f"{name} {policy}: avg JCT {r['avg_jct_s'] / 3600:.2f} h, makespan {r['makespan_s'] / 3600:.2f} h, "
                   f"{r['resizes']} resizes ({r['wall_s']:.1f} s)", file=sys.stderr)
+    sweep = seed_sweep(cluster, perf) if "artifact-mix" in args.workloads else []
     coloc = colocation(cluster, perf)
     command = "python benchmarks/reproduce_easyscale.py " + shlex.join(sys.argv[1:])
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "easyscale-reproduction-table.md").write_text(
-        f"<!-- generated by `{command.strip()}` -->\n\n" + table(results) + "\n" + colocation_table(coloc))
+        f"<!-- generated by `{command.strip()}` -->\n\n" + table(results) + "\n"
+        + (seed_table(sweep) + "\n" if sweep else "") + colocation_table(coloc))
     def slim(r: dict) -> dict:  # the timeline thinned to about 400 points
         step = max(1, len(r["timeline"]) // 400)
         return {k: v for k, v in r.items() if k not in ("timeline", "wall_s")} | {"timeline": r["timeline"][::step]}
@@ -233,9 +325,9 @@ def main() -> int:
         {"command": command.strip(), "cluster": CLUSTER, "round_s": ROUND_S, "jobs": args.jobs,
          "rate_per_hour": args.rate, "duration_scale": args.duration_scale, "seed": args.seed,
          "results": {n: [slim(r) for r in rows] for n, rows in results.items()},
-         "colocation": [slim(r) for r in coloc]}, indent=1) + "\n")
+         "artifact_mix_seeds": sweep, "colocation": [slim(r) for r in coloc]}, indent=1) + "\n")
     plot(results, coloc, args.out / "img" / "easyscale-reproduction.png")
-    print(table(results) + "\n" + colocation_table(coloc))
+    print(table(results) + "\n" + (seed_table(sweep) + "\n" if sweep else "") + colocation_table(coloc))
     return 0
 
 

@@ -50,7 +50,7 @@ from halyard.policies.synergy import MECHANISMS, make_synergy
 from halyard.policies.tenancy import PriorityFirst, PriorityPreemption, QuotaReclaim, TenantQuota
 from halyard.policies.themis import LeasedFinishTimeFairness, RandomPlacement
 from halyard.policies.tiresias import SkewConsolidation, TwoDimensionalLas
-from halyard.policies.yarn import OneTypeConsolidated
+from halyard.policies.yarn import OneTypeConsolidated, yarn_cs
 
 # One registry per extension point: stage name -> factory.
 STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
@@ -92,7 +92,7 @@ _PRESETS: dict[str, Callable[[], Policy]] = {
     "easyscale-heter": lambda: StagedPolicy(
         "easyscale-heter", Fifo(), sizing=SmallestProposal(), placement=EasyScalePlacement(),
         adjusters=(easyscale_heter(),)),
-    "yarn-cs": lambda: StagedPolicy("yarn-cs", Fifo(), placement=OneTypeConsolidated()),
+    "yarn-cs": lambda: yarn_cs(),
     # Crius (Algorithm 1, its own Policy: policies/crius.py says why) at the paper's search depth 3;
     # FCFS, its baseline, is FIFO with consolidated placement.
     "crius": lambda: Crius(name="crius"),

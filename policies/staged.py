@@ -4,7 +4,9 @@ One pass (:meth:`StagedPolicy.schedule`):
 
 * non-preemptive ordering: walk the admitted pending jobs in priority order
   and start each one that can be placed in what is still free (later jobs may
-  start ahead of an earlier one that does not fit: backfilling);
+  start ahead of an earlier one that does not fit: backfilling; with
+  ``backfill=False`` the walk stops at the first job that does not fit, strict
+  head-of-line FIFO);
 * preemptive ordering, or a batch placement (Synergy's packing): rank running
   and admitted pending jobs together, keep the top jobs whose GPU demands fit in
   the schedulable GPUs (the runnable set), preempt the running jobs outside it,
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.plan import Plan, Preempt
-from halyard.policies.reasons import Unplaced, cannot_fit
+from halyard.policies.reasons import Unplaced, by_policy, cannot_fit
 from halyard.policies.resources import FreeResources
 from halyard.policies.stages import (
     Adjuster,
@@ -52,6 +54,9 @@ class StagedPolicy:
     placement: Placement | BatchPlacement = field(default_factory=FirstFitConsolidated)
     adjusters: tuple[Adjuster, ...] = ()
     preemptions: tuple[Preemption, ...] = ()
+    # False: a non-preemptive pass stops at the first job it cannot start (strict FIFO, as
+    # EasyScale §5.2's YARN-CS); the jobs behind it wait even where they would fit.
+    backfill: bool = True
 
     @property
     def needs_rounds(self) -> bool:
@@ -161,9 +166,13 @@ class StagedPolicy:
             gpus = self.sizing.gpus(view, job)
             if gpus > left and not self.preemptions:
                 plan.wait(job.job_id, cannot_fit(self.placement.name, "needs {} GPUs; {} usable free", gpus, left))
-                continue
-            if self._place(view, job, gpus, plan, free, state):
+            elif self._place(view, job, gpus, plan, free, state):
                 left = free.usable_free_gpus if self.preemptions else left - gpus
+                continue
+            if not self.backfill:
+                plan.otherwise = by_policy(self.ordering.name, "behind {}, which cannot start (no backfilling)",
+                                           job.job_id)
+                break
 
     def _bounded(self, jobs: list[JobInfo], view: ClusterView) -> bool:
         """Whether the pass may stop at the first job no free GPUs can hold: not when a preemption

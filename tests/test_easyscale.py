@@ -220,3 +220,43 @@ def test_elastic_jobs_give_gpus_back_to_serving_at_once_and_refill_after(perf):
     yarn = Simulator(cluster, make_policy("yarn-cs"), perf, round_s=60.0)
     yarn.run([job(4, job_id="train", model="bert-large", iterations=20_000), serving])
     assert yarn.core.records["serve"].queued_s == pytest.approx(yarn.core.records["train"].end_time - 500.0)
+
+
+def _start_time(core, job_id: str) -> float:
+    return next(e.time for e in core.log if e.job_id == job_id and e.kind is EventKind.STARTED)
+
+
+def test_yarn_cs_is_strict_fifo_and_backfill_is_an_option(perf):
+    """§5.2: "YARN-CS enforces FIFO mode". A job that cannot start holds back the jobs behind it, even one
+    whose T4s are free; ``backfill=True`` (not in the paper, off by default) lets that one through."""
+    from halyard.policies.yarn import yarn_cs
+
+    cluster = parse_cluster(MIXED_TOML)
+    jobs = [job(1, job_id="a", model="bert-large", iterations=2000, gpu_type="V100"),
+            job(2, job_id="head", model="bert-large", iterations=500, gpu_type="V100", submit=1.0),
+            job(2, job_id="t4", model="bert-large", iterations=500, gpu_type="T4", submit=2.0)]
+    strict = Simulator(cluster, make_policy("yarn-cs"), perf, round_s=60.0)
+    strict.run(jobs)
+    a_end = strict.core.records["a"].end_time
+    assert _start_time(strict.core, "head") == pytest.approx(a_end)
+    assert _start_time(strict.core, "t4") == pytest.approx(a_end)  # waited behind the head with 2 T4s free
+    loose = Simulator(cluster, yarn_cs(backfill=True), perf, round_s=60.0)
+    loose.run(jobs)
+    assert _start_time(loose.core, "t4") == 2.0
+    assert _start_time(loose.core, "head") == pytest.approx(loose.core.records["a"].end_time)
+
+
+def test_yarn_cs_one_job_at_a_time_is_the_artifacts_fifo(perf):
+    """The artifact's FifoPolicy allocates only the head job: two 1-GPU jobs on a 4-GPU cluster run one
+    after the other (an option, off by default: by default both start at once)."""
+    from halyard.policies.yarn import yarn_cs
+
+    cluster = parse_cluster(MIXED_TOML)
+    jobs = [job(1, job_id="x", model="bert-large", iterations=500, gpu_type="V100"),
+            job(1, job_id="y", model="bert-large", iterations=500, gpu_type="V100", submit=1.0)]
+    serial = Simulator(cluster, yarn_cs(one_job_at_a_time=True), perf, round_s=60.0)
+    serial.run(jobs)
+    assert _start_time(serial.core, "y") == pytest.approx(serial.core.records["x"].end_time)
+    plain = Simulator(cluster, make_policy("yarn-cs"), perf, round_s=60.0)
+    plain.run(jobs)
+    assert _start_time(plain.core, "y") == 1.0

@@ -180,3 +180,21 @@ def test_easyscale_workload_is_seeded_and_elastic_or_fixed():
     assert durations[0] >= 60 * 10**1.5 and durations[-1] <= 60 * 10**4
     submits = [j.submit_time for j in elastic]
     assert submits == sorted(submits)
+
+
+def test_easyscale_workload_takes_the_artifacts_sizes_and_types_together():
+    """``demand`` draws (GPUs, type) pairs from the artifact's trace mix: no 1-GPU job, no P100 or T4 job
+    larger than its type's 16 GPUs, about half the jobs all 32 V100s; a bad mix is refused by name."""
+    from halyard.datamodel import ValidationError
+    from halyard.traces import ARTIFACT_DEMAND, generate_easyscale_trace
+
+    fixed = generate_easyscale_trace(600, rate_per_hour=47.5, seed=2, elastic=False, demand=ARTIFACT_DEMAND)
+    pairs = {(g, t) for g, t, _ in ARTIFACT_DEMAND}
+    assert {(j.num_gpus, j.gpu_type) for j in fixed} == pairs
+    share_32 = sum(j.num_gpus == 32 for j in fixed) / len(fixed)
+    assert 0.45 < share_32 < 0.62  # 33 of the artifact's 62 jobs
+    elastic = generate_easyscale_trace(600, rate_per_hour=47.5, seed=2, demand=ARTIFACT_DEMAND)
+    assert [(j.num_gpus, j.extra["requested_gpu_type"]) for j in elastic] == \
+        [(j.num_gpus, j.gpu_type) for j in fixed]
+    with pytest.raises(ValidationError, match="demand"):
+        generate_easyscale_trace(3, rate_per_hour=1.0, demand=((0, "V100", 1.0),))

@@ -24,7 +24,13 @@ This package imports nothing of Halyard's but :mod:`halyard.datamodel`.
 from halyard.traces.alibaba import read_alibaba
 from halyard.traces.canonical import read_canonical_csv, read_canonical_jsonl, write_trace
 from halyard.traces.crius import CRIUS_GPU_CHOICES, CRIUS_MODELS, adapt_for_crius
-from halyard.traces.easyscale import EASYSCALE_MODELS, generate_easyscale_trace
+from halyard.traces.easyscale import (
+    ARTIFACT_DEMAND,
+    ARTIFACT_JOBS,
+    ARTIFACT_RATE_PER_HOUR,
+    EASYSCALE_MODELS,
+    generate_easyscale_trace,
+)
 from halyard.traces.gavel import read_gavel
 from halyard.traces.generator import (
     SYNERGY_DEFAULT_SPLIT,
@@ -55,6 +61,9 @@ from halyard.traces.stats import trace_stats
 
 __all__ = [
     "ACCEPTED_FORMATS",
+    "ARTIFACT_DEMAND",
+    "ARTIFACT_JOBS",
+    "ARTIFACT_RATE_PER_HOUR",
     "AUTO",
     "CANONICAL_COLUMNS",
     "CRIUS_GPU_CHOICES",
