@@ -1,6 +1,6 @@
 """Reproduce EasyScale's trace experiment (§5.2): YARN-CS vs EasyScale_homo vs EasyScale_heter.
 
-    .venv/bin/python benchmarks/reproduce_easyscale.py          # about a minute on one core
+    .venv/bin/python benchmarks/reproduce_easyscale.py          # about 100 s on one core
 
 On the built-in ``easyscale-64`` cluster (4 x 8 V100, 8 x 2 P100, 4 x 4 T4) through the
 simulator and the default performance model, at the artifact's 60 s rounds. Two workloads from
@@ -62,7 +62,7 @@ CLUSTER = "easyscale-64"
 ROUND_S = 60.0  # EasyScale artifact's scheduling interval (REFERENCE-NUMBERS.md)
 POLICIES = ("yarn-cs", "easyscale-homo", "easyscale-heter")
 # The artifact's run times (epochs of 1 % of each dataset) are minutes; Gavel's at x 0.01 have a
-# 107 s median and a 600 s mean, the same order (a choice: the paper's distribution is not public).
+# 164 s median and a 600 s mean, the same order (a choice: the paper's distribution is not public).
 ARTIFACT_DURATION_SCALE = 0.01
 # name -> generator arguments; None means "from the command line" (--jobs, --rate, --duration-scale).
 WORKLOADS: dict[str, dict] = {
