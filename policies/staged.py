@@ -58,6 +58,11 @@ class StagedPolicy:
     # EasyScale §5.2's YARN-CS); the jobs behind it wait even where they would fit.
     backfill: bool = True
 
+    def __post_init__(self) -> None:
+        if not self.backfill and (self.ordering.preemptive or self.placement.batch):
+            raise ValueError(f"policy {self.name!r}: backfill=False needs a non-preemptive ordering and a "
+                             f"one-by-one placement (got {self.ordering.name!r}, {self.placement.name!r})")
+
     @property
     def needs_rounds(self) -> bool:
         """Whether the round timer must trigger passes (priorities drift with time, or an adjuster

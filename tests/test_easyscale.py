@@ -260,3 +260,13 @@ def test_yarn_cs_one_job_at_a_time_is_the_artifacts_fifo(perf):
     plain = Simulator(cluster, make_policy("yarn-cs"), perf, round_s=60.0)
     plain.run(jobs)
     assert _start_time(plain.core, "y") == 1.0
+
+
+def test_strict_fifo_is_refused_where_the_pass_ranks_running_jobs():
+    """``backfill=False`` stops a walk in order; a preemptive ordering has no such walk, so it is refused
+    by name rather than ignored."""
+    from halyard.policies.ordering import Las
+    from halyard.policies.staged import StagedPolicy
+
+    with pytest.raises(ValueError, match="backfill=False"):
+        StagedPolicy("las-strict", Las(), backfill=False)
