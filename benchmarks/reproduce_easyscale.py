@@ -21,6 +21,7 @@ out/easyscale-reproduction/multi-gpu-elastic.csv --cluster easyscale-64 --policy
 --round-s 60``.
 
 Writes ``<out>/easyscale-reproduction.json`` (every run's summary and allocation timeline),
+the tables of ``<out>/easyscale-reproduction.md`` (its marked blocks, when every workload ran),
 ``<out>/easyscale-reproduction-table.md`` and ``<out>/img/easyscale-reproduction.png``
 (JCT and makespan over YARN-CS, and allocated GPUs over time as the paper's Fig. 15), and the
 co-location experiment (§5.3): one day of a serving load that takes GPUs at peak hours, alone, with
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import sys
 import time
@@ -191,11 +193,11 @@ def cells(gains: list[float]) -> str:
     return " | ".join(head + pairs)
 
 
-def seed_sweep(cluster, perf: PerformanceModel) -> list[dict]:
-    """EasyScale's gains over YARN-CS on ``artifact-mix`` for each seed of :data:`SEEDS`."""
+def seed_sweep(cluster, perf: PerformanceModel, scale: float = ARTIFACT_DURATION_SCALE) -> list[dict]:
+    """EasyScale's gains over YARN-CS on ``artifact-mix`` (run times x ``scale``) for each seed of :data:`SEEDS`."""
     rows = []
     for seed in SEEDS:
-        fixed, elastic = traces(0, 1.0, seed, 1.0, WORKLOADS["artifact-mix"], perf, cluster)
+        fixed, elastic = traces(0, 1.0, seed, 1.0, WORKLOADS["artifact-mix"] | {"scale": scale}, perf, cluster)
         r = {p: run(p, fixed if p == "yarn-cs" else elastic, cluster, perf) for p in SWEPT}
         base = r["yarn-cs"]
         rows.append({"seed": seed} | {f"{p}/{m}": base[k] / r[p][k] for p in SWEPT[1:]
@@ -285,6 +287,19 @@ def plot(results: dict[str, list[dict]], coloc: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+GENERATED = re.compile(r"(<!-- generated:(\w+) [^\n]*-->\n)(.*?)(<!-- /generated -->)", re.S)
+
+
+def fill(doc: Path, tables: dict[str, str]) -> None:
+    """Rewrite each ``<!-- generated:NAME ... -->`` block of ``doc`` with ``tables[NAME]``, so the page's
+    tables always come from the run (its prose is written by hand and cites them)."""
+    text = doc.read_text()
+    found = {m.group(2) for m in GENERATED.finditer(text)}
+    if found != set(tables):
+        raise SystemExit(f"{doc}: generated blocks {sorted(found)} do not match the tables {sorted(tables)}")
+    doc.write_text(GENERATED.sub(lambda m: m.group(1) + tables[m.group(2)] + m.group(4), text))
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--jobs", type=int, default=160)
@@ -295,7 +310,15 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=Path("docs"))
     p.add_argument("--work", type=Path, default=Path("out/easyscale-reproduction"),
                    help="where the drawn traces go (canonical CSV), for halyard simulate/replay --trace")
+    p.add_argument("--scale-sweep", type=float, nargs="+", metavar="SCALE",
+                   help="only print artifact-mix's mean gains over the seeds at each run-time scale (writes nothing)")
     args = p.parse_args()
+    if args.scale_sweep:
+        cluster, perf = load_cluster(CLUSTER), PerformanceModel()
+        for scale in args.scale_sweep:
+            lines = seed_table(seed_sweep(cluster, perf, scale)).splitlines()
+            print(f"run times x {scale}:", *lines[:2], lines[-2], sep="\n")  # the header and the mean
+        return 0
     args.work.mkdir(parents=True, exist_ok=True)
     cluster = load_cluster(CLUSTER)
     perf = PerformanceModel()
@@ -327,6 +350,9 @@ def main() -> int:
          "results": {n: [slim(r) for r in rows] for n, rows in results.items()},
          "artifact_mix_seeds": sweep, "colocation": [slim(r) for r in coloc]}, indent=1) + "\n")
     plot(results, coloc, args.out / "img" / "easyscale-reproduction.png")
+    page = args.out / "easyscale-reproduction.md"
+    if page.exists() and set(args.workloads) == set(WORKLOADS):
+        fill(page, {"results": table(results), "seeds": seed_table(sweep), "colocation": colocation_table(coloc)})
     print(table(results) + "\n" + (seed_table(sweep) + "\n" if sweep else "") + colocation_table(coloc))
     return 0
 
