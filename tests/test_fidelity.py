@@ -181,3 +181,30 @@ async def test_crius_replays_its_simulation():
     assert got["avg_jct_s"] == pytest.approx(expected["avg_jct_s"], rel=TOLERANCE)
     assert got["makespan_s"] == pytest.approx(expected["makespan_s"], rel=TOLERANCE)
 
+
+
+async def test_yarn_cs_strict_fifo_replays_its_simulation():
+    """EasyScale's baseline on its own cluster and the artifact's job mix: strict FIFO holds jobs behind
+    a 32-GPU head in the control plane exactly as in the simulator (same starts, same JCTs)."""
+    from dataclasses import replace
+
+    from halyard.datamodel import read_cluster_text
+    from halyard.traces import ARTIFACT_DEMAND, generate_easyscale_trace
+
+    policy = "yarn-cs"
+    toml, _ = read_cluster_text("easyscale-64")
+    cluster = parse_cluster(toml)
+    perf = PerformanceModel()
+    jobs = generate_easyscale_trace(12, rate_per_hour=120, seed=1, elastic=False, duration_scale=0.01,
+                                    demand=ARTIFACT_DEMAND)
+    jobs = [replace(j, iterations=perf.iterations_for(j, cluster), duration_s=None) for j in jobs]
+    sim = Simulator(cluster, make_policy(policy), perf)
+    sim.run(jobs)
+    expected = summarize(sim.core, policy=policy, trace_jobs=len(jobs), rejected=0, wall_s=1.0)
+    assert max(r.queued_s for r in sim.core.records.values()) > 0  # jobs queue (backfilling would start 5 early)
+    run = await replay(jobs, cluster, toml, policy=policy, speedup=SPEEDUP)
+    got = run.summary
+    assert got["completed"] == expected["completed"] == len(jobs)
+    assert placements(run.core) == placements(sim.core)
+    assert got["avg_jct_s"] == pytest.approx(expected["avg_jct_s"], rel=TOLERANCE)
+    assert got["makespan_s"] == pytest.approx(expected["makespan_s"], rel=TOLERANCE)
