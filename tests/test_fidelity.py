@@ -28,6 +28,15 @@ def placements(core) -> list[tuple[str, str]]:
     return [(e.job_id, e.detail) for e in core.log if e.kind is EventKind.STARTED]
 
 
+def assert_same_schedule(run, sim, expected: dict, jobs: int) -> None:
+    """Replay ``run`` finished every job with the simulator's placements, JCT and makespan (within tolerance)."""
+    got = run.summary
+    assert got["completed"] == expected["completed"] == jobs
+    assert placements(run.core) == placements(sim.core)
+    assert got["avg_jct_s"] == pytest.approx(expected["avg_jct_s"], rel=TOLERANCE)
+    assert got["makespan_s"] == pytest.approx(expected["makespan_s"], rel=TOLERANCE)
+
+
 # A composed pipeline (no preset) keeps the invariant too.
 @pytest.mark.parametrize("policy", ["fifo", "srtf", "ordering=srtf,placement=tiresias-skew"])
 async def test_simulate_and_replay_make_the_same_schedule(policy):
@@ -39,10 +48,7 @@ async def test_simulate_and_replay_make_the_same_schedule(policy):
     expected = summarize(sim.core, policy=policy, trace_jobs=len(jobs), rejected=0, wall_s=1.0)
     run = await replay(jobs, cluster, toml, policy=policy, speedup=SPEEDUP)
     got = run.summary
-    assert got["completed"] == expected["completed"] == len(jobs)
-    assert placements(run.core) == placements(sim.core)
-    assert got["avg_jct_s"] == pytest.approx(expected["avg_jct_s"], rel=TOLERANCE)
-    assert got["makespan_s"] == pytest.approx(expected["makespan_s"], rel=TOLERANCE)
+    assert_same_schedule(run, sim, expected, len(jobs))
     assert got["preemptions"] == expected["preemptions"]
     assert got["speedup_achieved"] > SPEEDUP / 5
 
@@ -65,11 +71,7 @@ async def test_synergy_tune_replays_its_simulation():
     expected = summarize(sim.core, policy=policy, trace_jobs=len(jobs), rejected=0, wall_s=1.0)
     assert any(e.kind is EventKind.RESOURCES for e in sim.core.log)
     run = await replay(jobs, cluster, toml, policy=policy, speedup=SPEEDUP)
-    got = run.summary
-    assert got["completed"] == expected["completed"] == len(jobs)
-    assert placements(run.core) == placements(sim.core)
-    assert got["avg_jct_s"] == pytest.approx(expected["avg_jct_s"], rel=TOLERANCE)
-    assert got["makespan_s"] == pytest.approx(expected["makespan_s"], rel=TOLERANCE)
+    assert_same_schedule(run, sim, expected, len(jobs))
 
 
 @pytest.mark.parametrize(("policy", "seed"), [("fifo+cassini", 1), ("srtf+cassini", 5)])
@@ -203,8 +205,4 @@ async def test_yarn_cs_strict_fifo_replays_its_simulation():
     expected = summarize(sim.core, policy=policy, trace_jobs=len(jobs), rejected=0, wall_s=1.0)
     assert max(r.queued_s for r in sim.core.records.values()) > 0  # jobs queue (backfilling would start 5 early)
     run = await replay(jobs, cluster, toml, policy=policy, speedup=SPEEDUP)
-    got = run.summary
-    assert got["completed"] == expected["completed"] == len(jobs)
-    assert placements(run.core) == placements(sim.core)
-    assert got["avg_jct_s"] == pytest.approx(expected["avg_jct_s"], rel=TOLERANCE)
-    assert got["makespan_s"] == pytest.approx(expected["makespan_s"], rel=TOLERANCE)
+    assert_same_schedule(run, sim, expected, len(jobs))
