@@ -79,6 +79,7 @@ async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *
         # The trace starts once every agent is in, shifted by whole rounds so round
         # boundaries fall where the simulator has them (times are relative anyway).
         offset = math.ceil((clock.now() + START_MARGIN_WALL_S * speedup) / round_s) * round_s
+        cp.set_time_origin(offset)  # phases and seeded draws as the simulator's, whose trace starts at 0
         wall_start = time.perf_counter()
         async with grpc.aio.insecure_channel(server.address) as channel:
             await _submit_all(jgrpc.JobServiceStub(channel), jobs, clock, cp, on_progress, offset)

@@ -257,6 +257,14 @@ class ControlPlane:
                 return
             await asyncio.sleep(LOCKSTEP_POLL_S)
 
+    def set_time_origin(self, t: float) -> None:
+        """Replay: the trace's time zero is ``t`` on this clock (SchedulingCore.origin_s); only
+        before any job, since phases and draws already taken from the old origin would not move."""
+        if self.core.records:
+            raise FailedPrecondition(f"the time origin is set before the first job; {len(self.core.records)} "
+                                     "are already in")
+        self.core.origin_s = t
+
     def set_arrival_horizon(self, t: float) -> None:
         """Lockstep replay: no arrival before ``t`` is still to come (``inf`` once all are in)."""
         self.arrival_horizon = t
