@@ -112,6 +112,7 @@ class ControlPlane:
         # Lockstep: the time of the next arrival the replay client has not submitted yet;
         # completions and rounds after it wait, as the simulator handles events in time order.
         self.arrival_horizon = math.inf
+        self.next_arrival = math.inf  # lockstep: the arrival after the one at the horizon
         self._horizon_moved = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.on_pass: Callable[[float], None] | None = None  # metrics hook: pass wall seconds
@@ -168,6 +169,11 @@ class ControlPlane:
             raise AlreadyExists(f"job {spec.job_id!r} was already submitted")
         record = self.core.submit(spec, spec.submit_time)
         self._event_at(spec.submit_time)
+        if self.lockstep and self.next_arrival == spec.submit_time:
+            # Lockstep: another job arrives at this instant; its submit runs the instant's one pass
+            # (the simulator's: all of an instant's events, then one pass).
+            self._persist()
+            return record
         self._changed()
         return record
 
@@ -265,9 +271,11 @@ class ControlPlane:
                                      "are already in")
         self.core.origin_s = t
 
-    def set_arrival_horizon(self, t: float) -> None:
-        """Lockstep replay: no arrival before ``t`` is still to come (``inf`` once all are in)."""
+    def set_arrival_horizon(self, t: float, *, then: float = math.inf) -> None:
+        """Lockstep replay: no arrival before ``t`` is still to come (``inf`` once all are in), and
+        the one after it is at ``then`` (a submit at ``t == then`` leaves the pass to the next)."""
         self.arrival_horizon = t
+        self.next_arrival = then
         self._horizon_moved.set()
 
     async def _await_arrivals_before(self, t: float) -> None:
