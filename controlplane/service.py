@@ -252,14 +252,16 @@ class ControlPlane:
         completion at or before ``t``. With emulated agents reporting the
         model's own finish instants, events are then handled in cluster-time
         order and replay makes the simulator's schedule. Off by default: real
-        agents finish when they finish.
+        agents finish when they finish. A round pass due before ``t`` goes first
+        too (the simulator's order; the scheduling task may wake late on a busy
+        machine).
         """
         if not self.lockstep:
             return
         deadline = time.monotonic() + timeout
-        while any(r.finish_time() <= t for r in self.core.running.values()):
+        while any(r.finish_time() <= t for r in self.core.running.values()) or self._next_round() < t:
             if time.monotonic() > deadline:
-                log.warning("lockstep: completions before the arrival did not come", cluster_time=t)
+                log.warning("lockstep: completions or a round before the arrival did not come", cluster_time=t)
                 return
             await asyncio.sleep(LOCKSTEP_POLL_S)
 
@@ -467,6 +469,8 @@ class ControlPlane:
             await self.clock.sleep_until(self._due[0][0])
             await asyncio.sleep(LOCKSTEP_LAG_WALL_S)  # arrivals stamped just before land first
             await self._await_arrivals_before(self._due[0][0])
+            while self._next_round() < self._due[0][0]:  # a round due before it runs first, as in the simulator
+                await asyncio.sleep(LOCKSTEP_POLL_S)
             t = self._due[0][0]
             completed = False
             while self._due and self._due[0][0] == t:
@@ -531,9 +535,11 @@ class ControlPlane:
                 sleeper.cancel()
                 waker.cancel()
                 if round_due:
-                    await self.settle(deadline)
                     if self.lockstep:
+                        # Arrivals first: one that comes before the round may start a job that ends
+                        # before it too, and settle must see that job (the simulator handles both first).
                         await self._await_arrivals_before(math.nextafter(deadline, math.inf))
+                    await self.settle(deadline)
                     self._event_at(deadline)  # the round boundary is the event
             else:
                 round_due = False

@@ -109,15 +109,7 @@ def first_difference(want: Sequence[JobEvent], got: Sequence[JobEvent], origin: 
     return None
 
 
-# Known divergence, not yet fixed (issue 21 item 5 report): on its case, Themis' lockstep replay runs
-# the 1200 s round pass before the model's completion of job-12 at 1153.08 s is applied, so the round
-# preempts for GPUs the simulator had already freed. Strict: the test errors once it is fixed.
-KNOWN_DIVERGENT = {"themis", "themis+cassini"}
-
-
-@pytest.mark.parametrize("policy", [pytest.param(p, marks=pytest.mark.xfail(
-    strict=True, reason="lockstep round pass before an earlier completion (see KNOWN_DIVERGENT)"))
-    if p in KNOWN_DIVERGENT else p for p in policy_names()])
+@pytest.mark.parametrize("policy", policy_names())
 async def test_replay_writes_the_simulators_event_log(policy):
     case = case_for(policy)
     want = simulated(policy)
