@@ -146,3 +146,20 @@ def test_a_diverging_log_is_reported_with_both_events():
     assert "events" in first_difference(log, log[:-1], 0.0)
     assert first_difference(log, [JobEvent(e.seq, e.time + 600.0, e.job_id, e.kind, e.state, e.detail)
                                   for e in log], 600.0) is None
+
+
+async def test_the_time_origin_is_set_before_the_first_job():
+    """Phases and seeded draws already taken from one origin would not move with a new one."""
+    from halyard.clock import ManualClock
+    from halyard.controlplane.errors import FailedPrecondition
+    from halyard.controlplane.service import ControlPlane
+    from halyard.controlplane.store import SqliteStore
+
+    toml = small_cluster_toml(1)
+    cp = ControlPlane(parse_cluster(toml), make_policy("fifo"), performance_model_for(make_policy("fifo")),
+                      ManualClock(), SqliteStore(":memory:"), cluster_toml=toml)
+    cp.set_time_origin(600.0)
+    assert cp.core.view(600.0).origin_s == 600.0
+    cp.submit(JobSpec(job_id="a", submit_time=600.0, model="resnet50", num_gpus=1, iterations=10))
+    with pytest.raises(FailedPrecondition, match="before the first job; 1 are already in"):
+        cp.set_time_origin(0.0)
