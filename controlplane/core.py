@@ -81,6 +81,10 @@ class SchedulingCore:
         self.policy = policy
         self.perf = perf
         self.round_s = round_s
+        # Where the run's time axis starts on the cluster clock: the simulator's is 0; replay
+        # starts its trace at a whole round after its agents register (set_time_origin). What
+        # depends on the instant itself (fabric phases, seeded draws) is taken from it.
+        self.origin_s = 0.0
         self.free = FreeResources(cluster)
         self.log = EventLog()
         self.records: dict[str, JobRecord] = {}
@@ -174,7 +178,7 @@ class SchedulingCore:
     def view(self, now: float) -> ClusterView:
         return ClusterView(now=now, cluster=self.cluster, free=self.free, running=self._running_view,
                            pending=self.pending, perf=self.perf, round_s=self.round_s,
-                           pending_demand=self._demand_view, facts=self.facts)
+                           pending_demand=self._demand_view, facts=self.facts, origin_s=self.origin_s)
 
     def schedule(self, now: float) -> list[Action]:
         """Run one policy pass and apply its plan; returns the applied actions.

@@ -4,8 +4,11 @@ The control plane runs with an accelerated clock (cluster time = ``speedup`` x
 wall time); one emulated agent per node connects over its own gRPC channel (as
 asyncio tasks here, or as separate ``halyard agent`` processes); a client
 submits each job through JobService when the clock reaches its arrival time;
-the run ends when every job has ended. The summary has the keys of
-``halyard simulate`` plus ``speedup_achieved`` (cluster seconds per wall second).
+the run ends when every job has ended. The clock reads the trace's own time, as
+the simulator's does (it starts a short lead before the first arrival, while the
+agents register), so both drivers compute with the same instants. The summary
+has the keys of ``halyard simulate`` plus ``speedup_achieved`` (cluster seconds
+per wall second).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+import structlog
 
 from halyard.agent.emulated import EmulatedAgent
 from halyard.clock import ScaledClock
@@ -42,8 +46,15 @@ from halyard.wire import spec_to_pb
 
 AGENT_WAIT_S = 60.0  # wall seconds the agents get to register (processes start slowly on a busy machine)
 START_MARGIN_WALL_S = 0.05  # between the last registration and the first arrival
+# Wall seconds the agents first get to register before the trace's first arrival (a few rounds
+# of registration on a busy 2-core machine); a replay whose agents come later starts again
+# with LEAD_GROWTH times as long, up to AGENT_WAIT_S.
+REGISTER_LEAD_WALL_S = 0.25
+LEAD_GROWTH = 4.0
 SUBMIT_RETRY_S = 0.05
 POLL_S = 0.02
+
+log = structlog.get_logger("halyard.replay")
 
 
 async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *, policy: str, speedup: float,
@@ -51,43 +62,98 @@ async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *
                  contention: str = "fair",
                  on_progress: Callable[[int, int, float], None] | None = None,
                  catalog: Catalog | None = None) -> ReplayRun:
-    clock = ScaledClock(speedup)
-    scheduler = make_policy(policy)
-    # The agents below share it: same model, same settings.
-    perf = performance_model_for(scheduler, contention=contention, catalog=catalog)
-    cp = ControlPlane(cluster, scheduler, perf, clock, SqliteStore(db), cluster_toml=cluster_toml,
-                      round_s=round_s, lockstep=True)
-    timeline = TimelineRecorder(cp.core)
-    server = ControlPlaneServer(cp, listen="127.0.0.1:0")
-    await server.start()
-    agents: list[EmulatedAgent] = []
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
+    first_submit = min((j.submit_time for j in jobs), default=0.0)
+    lead_s = REGISTER_LEAD_WALL_S
+    while True:
+        # The clock reads the trace's own time (the simulator's: offset 0) and reaches the first
+        # arrival `lead_s` wall seconds from now; the agents register meanwhile. Every instant
+        # is then the simulator's float, so even rounding noise (a tie between equal keys) is
+        # the same. Agents that come later than that: start again with a longer lead, and at
+        # AGENT_WAIT_S start the trace at the next whole round instead (times then differ by
+        # rounding noise; phases and draws follow the origin, SchedulingCore.origin_s).
+        clock = ScaledClock(speedup, cluster_origin=first_submit - lead_s * speedup)
+        run = _Running(clock, cluster, cluster_toml, policy, contention, catalog, db, round_s)
+        try:
+            await run.start(processes)
+            offset = 0.0
+            if clock.now() + START_MARGIN_WALL_S * speedup > first_submit:
+                if lead_s < AGENT_WAIT_S:
+                    lead_s *= LEAD_GROWTH
+                    continue
+                log.warning("replay: agents registered late; the trace starts at the next whole round",
+                            lead_s=lead_s)
+                offset = math.ceil((clock.now() + START_MARGIN_WALL_S * speedup) / round_s) * round_s
+            return await run.play(jobs, offset, on_progress)
+        finally:
+            await run.stop()
+
+
+class _Running:
+    """One control plane, its gRPC server and its agents, on one clock."""
+
+    def __init__(self, clock: ScaledClock, cluster: Cluster, cluster_toml: str, policy: str, contention: str,
+                 catalog: Catalog | None, db: str | Path, round_s: float) -> None:
+        self.clock = clock
+        self.cluster = cluster
+        self.cluster_toml = cluster_toml
+        self.policy = policy
+        self.round_s = round_s
+        scheduler = make_policy(policy)
+        # The agents below share it: same model, same settings.
+        self.perf = performance_model_for(scheduler, contention=contention, catalog=catalog)
+        self.cp = ControlPlane(cluster, scheduler, self.perf, clock, SqliteStore(db), cluster_toml=cluster_toml,
+                               round_s=round_s, lockstep=True)
+        self.timeline = TimelineRecorder(self.cp.core)
+        self.server = ControlPlaneServer(self.cp, listen="127.0.0.1:0")
+        self.agents: list[EmulatedAgent] = []
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.started = False
+
+    async def start(self, processes: bool) -> None:
+        """Serve, start the agents and wait until every one has registered."""
+        cp, cluster = self.cp, self.cluster
+        await self.server.start()
+        self.started = True
         if processes:
-            procs = _agent_processes(server.address, cluster_toml, [n.name for n in cluster.nodes])
+            self.procs = _agent_processes(self.server.address, self.cluster_toml, [n.name for n in cluster.nodes])
         else:
             for node in cluster.nodes:
-                agent = EmulatedAgent(server.address, node, perf=perf)
+                agent = EmulatedAgent(self.server.address, node, perf=self.perf)
                 agent.start()
-                agents.append(agent)
+                self.agents.append(agent)
         deadline = time.monotonic() + AGENT_WAIT_S
         while len(cp.sessions) < len(cluster.nodes):
             if time.monotonic() > deadline:
                 raise ReplayError(f"only {len(cp.sessions)} of {len(cluster.nodes)} agents registered "
                                   f"within {AGENT_WAIT_S:g} s")
             await asyncio.sleep(POLL_S)
-        # The trace starts once every agent is in, shifted by whole rounds so round
-        # boundaries fall where the simulator has them (times are relative anyway).
-        offset = math.ceil((clock.now() + START_MARGIN_WALL_S * speedup) / round_s) * round_s
+
+    async def play(self, jobs: Sequence[JobSpec], offset: float,
+                   on_progress: Callable[[int, int, float], None] | None) -> ReplayRun:
+        """Submit the trace ``offset`` seconds on and wait until every job has ended."""
+        cp, clock = self.cp, self.clock
+        cp.set_time_origin(offset)  # phases and seeded draws as the simulator's, whose trace starts at 0
         wall_start = time.perf_counter()
-        async with grpc.aio.insecure_channel(server.address) as channel:
+        async with grpc.aio.insecure_channel(self.server.address) as channel:
             await _submit_all(jgrpc.JobServiceStub(channel), jobs, clock, cp, on_progress, offset)
             while any(not r.state.terminal for r in cp.core.records.values()):
                 if on_progress is not None:
                     on_progress(_ended(cp), len(jobs), clock.now())
                 await asyncio.sleep(POLL_S)
         wall_s = time.perf_counter() - wall_start
-    finally:
+        await self.stop()
+        result = summarize(cp.core, policy=self.policy, trace_jobs=len(jobs), rejected=0, wall_s=wall_s)
+        first = offset + min((j.submit_time for j in jobs), default=0.0)
+        last = max((r.end_time or 0.0 for r in cp.core.records.values()), default=first)
+        result["speedup_achieved"] = (last - first) / wall_s if wall_s > 0 else 0.0
+        result["speedup"] = clock.speedup
+        # Tables in trace time (the trace starts at `offset` on the control plane's clock), as simulate has them.
+        tables = RunTables(result, job_table(cp.core, origin=offset, now=last), self.timeline.table(origin=offset))
+        return ReplayRun(result, cp.core, tables)
+
+    async def stop(self) -> None:
+        """Stop the agents (tasks or processes) and the server; a second call does nothing."""
+        agents, procs, self.agents, self.procs = self.agents, self.procs, [], []
         for agent in agents:
             await agent.stop()
         for proc in procs:
@@ -95,15 +161,9 @@ async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *
         for proc in procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
-        await server.stop(grace=0)
-    result = summarize(cp.core, policy=policy, trace_jobs=len(jobs), rejected=0, wall_s=wall_s)
-    first = offset + min((j.submit_time for j in jobs), default=0.0)
-    last = max((r.end_time or 0.0 for r in cp.core.records.values()), default=first)
-    result["speedup_achieved"] = (last - first) / wall_s if wall_s > 0 else 0.0
-    result["speedup"] = speedup
-    # Tables in trace time (the trace starts at `offset` on the control plane's clock), as simulate has them.
-    tables = RunTables(result, job_table(cp.core, origin=offset, now=last), timeline.table(origin=offset))
-    return ReplayRun(result, cp.core, tables)
+        if self.started:
+            self.started = False
+            await self.server.stop(grace=0)
 
 
 class ReplayError(HalyardError):
@@ -119,9 +179,11 @@ class ReplayRun:
 
 async def _submit_all(stub: jgrpc.JobServiceStub, jobs: Sequence[JobSpec], clock: ScaledClock, cp: ControlPlane,
                       on_progress: Callable[[int, int, float], None] | None, offset: float) -> None:
-    for spec in jobs:
-        arrival = offset + spec.submit_time
-        cp.set_arrival_horizon(arrival)  # lockstep: nothing after it happens before it is in
+    arrivals = [offset + spec.submit_time for spec in jobs]
+    for i, spec in enumerate(jobs):
+        arrival = arrivals[i]
+        then = arrivals[i + 1] if i + 1 < len(arrivals) else math.inf
+        cp.set_arrival_horizon(arrival, then=then)  # lockstep: nothing after it happens before it is in
         await clock.sleep_until(arrival)
         request = jpb.SubmitJobRequest(spec=spec_to_pb(spec), submit_time=arrival)
         while True:

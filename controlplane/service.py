@@ -112,6 +112,7 @@ class ControlPlane:
         # Lockstep: the time of the next arrival the replay client has not submitted yet;
         # completions and rounds after it wait, as the simulator handles events in time order.
         self.arrival_horizon = math.inf
+        self.next_arrival = math.inf  # lockstep: the arrival after the one at the horizon
         self._horizon_moved = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.on_pass: Callable[[float], None] | None = None  # metrics hook: pass wall seconds
@@ -168,6 +169,11 @@ class ControlPlane:
             raise AlreadyExists(f"job {spec.job_id!r} was already submitted")
         record = self.core.submit(spec, spec.submit_time)
         self._event_at(spec.submit_time)
+        if self.lockstep and self.next_arrival == spec.submit_time:
+            # Lockstep: another job arrives at this instant; its submit runs the instant's one pass
+            # (the simulator's: all of an instant's events, then one pass).
+            self._persist()
+            return record
         self._changed()
         return record
 
@@ -246,20 +252,32 @@ class ControlPlane:
         completion at or before ``t``. With emulated agents reporting the
         model's own finish instants, events are then handled in cluster-time
         order and replay makes the simulator's schedule. Off by default: real
-        agents finish when they finish.
+        agents finish when they finish. A round pass due before ``t`` goes first
+        too (the simulator's order; the scheduling task may wake late on a busy
+        machine).
         """
         if not self.lockstep:
             return
         deadline = time.monotonic() + timeout
-        while any(r.finish_time() <= t for r in self.core.running.values()):
+        while any(r.finish_time() <= t for r in self.core.running.values()) or self._next_round() < t:
             if time.monotonic() > deadline:
-                log.warning("lockstep: completions before the arrival did not come", cluster_time=t)
+                log.warning("lockstep: completions or a round before the arrival did not come", cluster_time=t)
                 return
             await asyncio.sleep(LOCKSTEP_POLL_S)
 
-    def set_arrival_horizon(self, t: float) -> None:
-        """Lockstep replay: no arrival before ``t`` is still to come (``inf`` once all are in)."""
+    def set_time_origin(self, t: float) -> None:
+        """Replay: the trace's time zero is ``t`` on this clock (SchedulingCore.origin_s); only
+        before any job, since phases and draws already taken from the old origin would not move."""
+        if self.core.records:
+            raise FailedPrecondition(f"the time origin is set before the first job; {len(self.core.records)} "
+                                     "are already in")
+        self.core.origin_s = t
+
+    def set_arrival_horizon(self, t: float, *, then: float = math.inf) -> None:
+        """Lockstep replay: no arrival before ``t`` is still to come (``inf`` once all are in), and
+        the one after it is at ``then`` (a submit at ``t == then`` leaves the pass to the next)."""
         self.arrival_horizon = t
+        self.next_arrival = then
         self._horizon_moved.set()
 
     async def _await_arrivals_before(self, t: float) -> None:
@@ -451,6 +469,8 @@ class ControlPlane:
             await self.clock.sleep_until(self._due[0][0])
             await asyncio.sleep(LOCKSTEP_LAG_WALL_S)  # arrivals stamped just before land first
             await self._await_arrivals_before(self._due[0][0])
+            while self._next_round() < self._due[0][0]:  # a round due before it runs first, as in the simulator
+                await asyncio.sleep(LOCKSTEP_POLL_S)
             t = self._due[0][0]
             completed = False
             while self._due and self._due[0][0] == t:
@@ -515,9 +535,11 @@ class ControlPlane:
                 sleeper.cancel()
                 waker.cancel()
                 if round_due:
-                    await self.settle(deadline)
                     if self.lockstep:
+                        # Arrivals first: one that comes before the round may start a job that ends
+                        # before it too, and settle must see that job (the simulator handles both first).
                         await self._await_arrivals_before(math.nextafter(deadline, math.inf))
+                    await self.settle(deadline)
                     self._event_at(deadline)  # the round boundary is the event
             else:
                 round_due = False

@@ -96,7 +96,8 @@ class Pacer:
             if record.state is JobState.RUNNING:
                 if not fabric.holds(record.job_id, record.allocation):
                     start = now + restore.get(record.job_id, 0.0)
-                    fabric.place(record.job_id, record.spec, record.allocation, start)
+                    fabric.place(record.job_id, record.spec, record.allocation, start,
+                                 origin_s=self.core.origin_s)
             else:
                 fabric.remove(record.job_id)
         self._seen_events = len(log)

@@ -19,7 +19,9 @@ they have (a fluid fair share neither pulls colliding jobs apart nor together).
 A job's phase is where its iterations sit on the cluster clock: its time-shift
 grid ``epoch + shift + k x period`` when a policy set one (the worker library and
 the emulated agents start iterations on that grid; a shift of 0 s is a shift),
-else the instant it started making progress, modulo its iteration.
+else the instant it started making progress, modulo its iteration -- both taken from
+the start of the run's time axis (``origin_s``), so that a run shifted on its clock
+(replay starts its trace a whole number of rounds after its clock) sets the same phases.
 
 Drivers :meth:`Fabric.place` and :meth:`Fabric.remove` jobs as they start,
 move and stop, then :meth:`Fabric.settle` recomputes only the links whose set
@@ -111,7 +113,8 @@ class Fabric:
         uplinks = [self._uplink[r] for r in racks] if len(racks) > 1 else []
         return (*(self._nic[n] for n in nodes), *uplinks)
 
-    def place(self, job_id: str, spec: JobSpec, allocation: Allocation, start_s: float) -> None:
+    def place(self, job_id: str, spec: JobSpec, allocation: Allocation, start_s: float,
+              *, origin_s: float = 0.0) -> None:
         """Put a running job on the links its allocation crosses (replacing where it was).
 
         Its demand on each link is the Up/Down profile of
@@ -119,7 +122,9 @@ class Fabric:
         data-parallel job, the tensor collectives, activation sends and stage
         all-reduces of a tensor, pipeline or hybrid plan. ``start_s``: when its
         iterations began on the cluster clock; ignored when the allocation carries a
-        time-shift, which fixes the phase instead.
+        time-shift, which fixes the phase instead. ``origin_s``: the instant the run's
+        time axis starts on the cluster clock; phases are taken from it, so a run whose
+        clock starts elsewhere (replay) puts its jobs on the same phases.
         """
         self.remove(job_id)
         timing = self.perf.job_timing(spec, allocation, self.cluster)
@@ -131,8 +136,8 @@ class Fabric:
                 for link, profile in profiles.items()}
         # A time-shift puts iteration starts on its grid (epoch + shift + k x period; 0 s is a shift).
         anchor = allocation.time_shift_epoch_s + allocation.time_shift_s if allocation.has_time_shift else start_s
-        self._members[job_id] = _Member(allocation, anchor % timing.iteration.total_s, tuple(profiles),
-                                        profiles, keys)
+        phase = (anchor - origin_s) % timing.iteration.total_s
+        self._members[job_id] = _Member(allocation, phase, tuple(profiles), profiles, keys)
         for link in profiles:
             self._on_link.setdefault(link, set()).add(job_id)
             self._dirty.add(link)

@@ -18,8 +18,9 @@ lease time of any of the servers expires" (§4.5.2).
   "randomly select 1 to 12 GPUs" and Themis re-sizes them; here jobs keep their size)
   and its fairness knob (the thesis does not use it).
 * :class:`RandomPlacement` (§4.5.1 "Random"): "places workers for each job randomly",
-  here uniformly among the usable free GPUs, seeded by the job and the pass time so a
-  run is reproducible; its candidates are further random draws.
+  here uniformly among the usable free GPUs, seeded by the job and the pass time (on the
+  run's time axis, ``ClusterView.origin_s``) so a run is reproducible and replays as
+  simulated; its candidates are further random draws.
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ class RandomPlacement(Placement):
         avail = usable_gpus(free, view.shape, view.gpu_types_for(job.spec))
         if int(avail.sum()) < gpus:
             return [], avail
-        rng = np.random.default_rng([self.seed, zlib.crc32(job.job_id.encode()), int(view.now * 1000)])
+        instant_ms = int((view.now - view.origin_s) * 1000)
+        rng = np.random.default_rng([self.seed, zlib.crc32(job.job_id.encode()), instant_ms])
         slots = np.repeat(np.arange(avail.size), avail)  # one entry per usable GPU
         out = []
         for _ in range(draws):

@@ -141,6 +141,9 @@ class ClusterView:
     round_s: float
     pending_demand: Mapping[int, int]  # requested GPUs -> number of pending jobs
     facts: ClusterFacts = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+    # Where the run's time axis starts on the cluster clock (0 in the simulator; replay's trace starts
+    # later): a decision that depends on the instant itself, not a duration, takes it from here.
+    origin_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.facts is None:

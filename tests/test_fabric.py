@@ -208,3 +208,27 @@ def sim_finish_b(toml: str, iterations_a: int, iterations_b: int) -> float:
     sim = Simulator(parse_cluster(toml), make_policy("fifo"), PerformanceModel())
     sim.run(contended_trace(iterations_a, iterations_b))
     return sim.core.records["b"].end_time
+
+
+def test_phases_are_taken_from_the_runs_time_origin(small_cluster, perf):
+    """Two partly overlapping jobs slow each other the same whether the clock reads trace time or
+    trace time plus an offset (replay used to start its trace whole rounds later), once the fabric is
+    told the origin; without it the phases land in other 1/PHASE_BINS bins and the slowdown moves."""
+    a = alloc(("r0-n0", (0, 1)), ("r0-n1", (0, 1)))
+    b = alloc(("r0-n0", (2, 3)), ("r0-n1", (2, 3)))
+    spec_a, spec_b = job(4, model="vgg11", job_id="a"), job(4, model="vgg11", job_id="b")
+    iteration = perf.job_timing(spec_a, a, small_cluster).iteration.total_s
+    lag = iteration * (0.2 + 1 / 128)  # b's all-reduce starts a fifth of an iteration after a's
+
+    def slowdowns(offset: float, origin: float) -> tuple[float, float]:
+        f = Fabric(perf, small_cluster)
+        f.place("a", spec_a, a, 10.0 + offset, origin_s=origin)
+        f.place("b", spec_b, b, 10.0 + lag + offset, origin_s=origin)
+        f.settle()
+        return f.slowdown("a"), f.slowdown("b")
+
+    base = slowdowns(0.0, 0.0)
+    assert base[0] > 1.01  # they do collide
+    offsets = (6900.0, 19800.0, 24300.0)  # whole rounds of 300 s
+    assert all(slowdowns(off, off) == base for off in offsets)
+    assert any(slowdowns(off, 0.0) != base for off in offsets)

@@ -92,15 +92,9 @@ async def test_cassini_replays_its_simulation_with_the_same_shifts(policy, seed)
     run = await replay(jobs, cluster, toml, policy=policy, speedup=SPEEDUP)
     assert run.summary["completed"] == expected["completed"] == len(jobs)
     assert placements(run.core) == placements(sim.core)
-    # Replay's clock starts elsewhere, and its completions may land a fraction of a second off the
-    # simulator's (plain srtf on this trace too); a shift set at the same instant is the same shift.
-    origin = next(iter(run.core.log)).time - next(iter(sim.core.log)).time
-    got, want = shifts(run.core), shifts(sim.core)
-    assert [j for _, j, _ in got] == [j for _, j, _ in want]
-    for (t_run, _, s_run), (t_sim, _, s_sim) in zip(got, want, strict=True):
-        assert t_run - origin == pytest.approx(t_sim, abs=1.0)
-        if t_run - origin == pytest.approx(t_sim, abs=1e-6):
-            assert s_run == s_sim
+    # Replay's clock reads the trace's own time (controlplane/replay.py), so every shift is the
+    # simulator's: same job, same instant, same seconds, in the same order -- and there are some.
+    assert shifts(run.core) == shifts(sim.core)
     assert run.summary["avg_jct_s"] == pytest.approx(expected["avg_jct_s"], rel=TOLERANCE)
 
 
