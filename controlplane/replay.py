@@ -24,6 +24,7 @@ from pathlib import Path
 
 import grpc
 
+from halyard.agent.cluster_copy import ClusterCopy
 from halyard.agent.emulated import EmulatedAgent
 from halyard.clock import ScaledClock
 from halyard.controlplane.core import SchedulingCore
@@ -66,8 +67,9 @@ async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *
         if processes:
             procs = _agent_processes(server.address, cluster_toml, [n.name for n in cluster.nodes])
         else:
+            copy = ClusterCopy(cluster, cluster_toml, cp.cluster_digest)  # one parse for all: node-scoped registration
             for node in cluster.nodes:
-                agent = EmulatedAgent(server.address, node, perf=perf)
+                agent = EmulatedAgent(server.address, node, perf=perf, cluster=copy)
                 agent.start()
                 agents.append(agent)
         deadline = time.monotonic() + AGENT_WAIT_S
