@@ -62,8 +62,11 @@ class StreamAgent:
 
     def __init__(self, target: str, node: Node | str, *, shared_clock: Clock | None = None,
                  tls: ClientTLS | None = None, cluster: ClusterCopy | None = None,
-                 backoff: Backoff | None = None) -> None:
+                 backoff: Backoff | None = None, channel_options: tuple[tuple[str, object], ...] = ()) -> None:
         self.target = target
+        # gRPC channel arguments; many agents in one process (the fleet benchmark) pass
+        # ("grpc.use_local_subchannel_pool", 1) so each has its own connection, as separate machines would.
+        self.channel_options = channel_options
         self.tls = tls
         self.instance = uuid.uuid4().hex  # a reconnect of this agent replaces its stream; another agent is refused
         self.node_name = node if isinstance(node, str) else node.name
@@ -137,8 +140,8 @@ class StreamAgent:
     async def _session(self) -> None:
         outbox: asyncio.Queue[apb.AgentMessage | None] = asyncio.Queue()
         outbox.put_nowait(apb.AgentMessage(register=self._register()))
-        channel = (grpc.aio.secure_channel(self.target, self.tls.credentials()) if self.tls is not None
-                   else grpc.aio.insecure_channel(self.target))
+        channel = (grpc.aio.secure_channel(self.target, self.tls.credentials(), options=self.channel_options)
+                   if self.tls is not None else grpc.aio.insecure_channel(self.target, options=self.channel_options))
         async with channel:
             call = agrpc.AgentServiceStub(channel).Connect(_drain(outbox))
             self._call = call

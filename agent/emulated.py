@@ -75,8 +75,8 @@ class EmulatedAgent(StreamAgent):
 
     def __init__(self, target: str, node: Node | str, *, shared_clock: Clock | None = None,
                  perf: PerformanceModel | None = None, tls: ClientTLS | None = None,
-                 cluster: ClusterCopy | None = None) -> None:
-        super().__init__(target, node, shared_clock=shared_clock, tls=tls, cluster=cluster)
+                 cluster: ClusterCopy | None = None, **stream: object) -> None:
+        super().__init__(target, node, shared_clock=shared_clock, tls=tls, cluster=cluster, **stream)
         self.perf = perf or PerformanceModel()
         self.jobs: dict[str, EmulatedJob] = {}
         # What the next heartbeats report about the node's health: (healthy, detail). An emulated
