@@ -66,10 +66,12 @@ def percentile(values: list[float], q: float) -> float:
 async def worker_main(target: str, cluster_path: str, first: int, count: int, full_cluster: bool) -> None:
     from halyard.agent.cluster_copy import ClusterCopy
     from halyard.agent.emulated import EmulatedAgent
+    from halyard.emulator import PerformanceModel
     from halyard.logs import configure_logging
 
     configure_logging(json=True, level="error")  # the agents' info lines would cost more than they measure
     copy = ClusterCopy.load(cluster_path)
+    perf = PerformanceModel()  # one per process, as replay shares it: building one loads the model catalog
     nodes = copy.cluster.nodes[first:first + count]
     registered: dict[str, list[float]] = {n.name: [] for n in nodes}
 
@@ -78,13 +80,13 @@ async def worker_main(target: str, cluster_path: str, first: int, count: int, fu
             super()._on_registered(msg)
             registered[self.node_name].append(time.time())
 
-    agents = [FleetAgent(target, n, cluster=None if full_cluster else copy, channel_options=OWN_CONNECTION)
+    agents = [FleetAgent(target, n, perf=perf, cluster=None if full_cluster else copy, channel_options=OWN_CONNECTION)
               for n in nodes]
     loop = asyncio.get_running_loop()
     lines: asyncio.Queue[str] = asyncio.Queue()
     threading.Thread(target=lambda: [loop.call_soon_threadsafe(lines.put_nowait, line) for line in sys.stdin],
                      daemon=True).start()
-    print("ready", flush=True)
+    print("ready", flush=True)  # after the imports, the parse and the agents' construction
     start_at = float((await lines.get()).split()[1])
     await asyncio.sleep(max(0.0, start_at - time.time()))
     cpu0 = time.process_time()
