@@ -6,9 +6,12 @@ its heartbeat and progress reports, and what it does on each command. The
 stream itself is the same for all of them:
 
 * one ``AgentService.Connect`` stream; Register first, commands after Registered;
-* on a broken stream or an unreachable control plane, reconnect with
-  exponential backoff (INVALID_ARGUMENT / FAILED_PRECONDITION / PERMISSION_DENIED /
-  UNAUTHENTICATED stop the agent: the control plane refused this node or these
+* registration is node-scoped: an agent that holds the cluster file (a :class:`ClusterCopy`)
+  registers with its digest and gets only its own node and the control plane's digest, which
+  it checks; one without a copy (or a stale one) gets the whole file, checked against the digest;
+* on a broken stream or an unreachable control plane, reconnect with exponential backoff
+  and jitter (:mod:`halyard.agent.backoff`; INVALID_ARGUMENT / FAILED_PRECONDITION /
+  PERMISSION_DENIED / UNAUTHENTICATED stop the agent: the control plane refused this node or these
   credentials; ALREADY_EXISTS, another agent holds this node, is logged and retried);
 * with ``tls`` the stream is mutual TLS (the node's certificate); without, plaintext
   (insecure mode, loopback);
@@ -18,7 +21,8 @@ stream itself is the same for all of them:
   completion lost in flight (a killed control plane, a cut stream) is delivered, never
   re-run;
 * heartbeats (and the backend's progress reports) every ``heartbeat_interval_s``
-  the control plane asked for.
+  the control plane asked for;
+* a control message this agent does not know (from a newer control plane) is logged and ignored.
 """
 
 from __future__ import annotations
@@ -31,8 +35,10 @@ from collections.abc import AsyncIterator
 import grpc
 import structlog
 
+from halyard.agent.backoff import BACKOFF_MAX_S, BACKOFF_START_S, Backoff
+from halyard.agent.cluster_copy import ClusterCopy, StaleCluster
 from halyard.clock import Clock, ClockParams, clock_from_params
-from halyard.datamodel import Cluster, Node, parse_cluster
+from halyard.datamodel import Cluster, Node, cluster_digest
 from halyard.tls import ClientTLS
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import agent_service_pb2_grpc as agrpc
@@ -41,8 +47,8 @@ from halyard.wire import node_to_pb
 
 log = structlog.get_logger("halyard.agent")
 
-BACKOFF_START_S = 0.05
-BACKOFF_MAX_S = 2.0
+__all__ = ["BACKOFF_MAX_S", "BACKOFF_START_S", "FATAL_CODES", "StreamAgent"]
+
 MAX_FINISHED_PARTS = 4096  # finished non-leader parts remembered (only a reconnect needs them)
 FATAL_CODES = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
                grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
@@ -55,8 +61,12 @@ class StreamAgent:
     version = "halyard/1"
 
     def __init__(self, target: str, node: Node | str, *, shared_clock: Clock | None = None,
-                 tls: ClientTLS | None = None) -> None:
+                 tls: ClientTLS | None = None, cluster: ClusterCopy | None = None,
+                 backoff: Backoff | None = None, channel_options: tuple[tuple[str, object], ...] = ()) -> None:
         self.target = target
+        # gRPC channel arguments; many agents in one process (the fleet benchmark) pass
+        # ("grpc.use_local_subchannel_pool", 1) so each has its own connection, as separate machines would.
+        self.channel_options = channel_options
         self.tls = tls
         self.instance = uuid.uuid4().hex  # a reconnect of this agent replaces its stream; another agent is refused
         self.node_name = node if isinstance(node, str) else node.name
@@ -64,7 +74,9 @@ class StreamAgent:
         self.shared_clock = shared_clock
         self.clock: Clock | None = None
         self.clock_params: ClockParams | None = None
-        self.cluster: Cluster | None = None
+        self._copy = cluster  # the cluster file held (given, or received at registration)
+        self.cluster: Cluster | None = cluster.cluster if cluster is not None else None
+        self.backoff = backoff or Backoff()
         self.connected = asyncio.Event()
         self._unacked: dict[tuple[str, int], apb.AgentMessage] = {}  # exits until the control plane acks them
         # Non-leader parts that ended normally: listed in Register (so reconciliation does not requeue a
@@ -73,7 +85,6 @@ class StreamAgent:
         self._outbox: asyncio.Queue[apb.AgentMessage | None] | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
         self._runner: asyncio.Task[None] | None = None
-        self._cluster_text = ""
 
     # --- lifecycle ----------------------------------------------------------
 
@@ -99,11 +110,13 @@ class StreamAgent:
             self._call.cancel()
 
     async def run(self) -> None:
-        backoff = BACKOFF_START_S
         while True:
             try:
                 await self._session()
-                backoff = BACKOFF_START_S
+                self.backoff.reset()
+            except StaleCluster as exc:  # the copy is dropped: the next Register asks for the whole file
+                log.error("cluster file differs from the control plane's; re-registering for its copy",
+                          node=self.node_name, error=str(exc))
             except asyncio.CancelledError:
                 if asyncio.current_task().cancelling():
                     raise  # the agent itself is stopping
@@ -114,24 +127,21 @@ class StreamAgent:
                               error=exc.details())
                     raise
                 if exc.code() == grpc.StatusCode.ALREADY_EXISTS:
-                    log.error("another agent holds this node; retrying", node=self.node_name, error=exc.details(),
-                              retry_s=backoff)
+                    log.error("another agent holds this node; retrying", node=self.node_name, error=exc.details())
                 else:
-                        log.info("control plane unreachable, retrying", node=self.node_name, code=exc.code().name,
-                             retry_s=backoff)
+                    log.info("control plane unreachable, retrying", node=self.node_name, code=exc.code().name)
             finally:
                 self.connected.clear()
                 self._outbox = None
-            await asyncio.sleep(backoff)
-            backoff = min(BACKOFF_MAX_S, backoff * 2)
+            await asyncio.sleep(self.backoff.next_delay())
 
     # --- the stream -----------------------------------------------------------
 
     async def _session(self) -> None:
         outbox: asyncio.Queue[apb.AgentMessage | None] = asyncio.Queue()
         outbox.put_nowait(apb.AgentMessage(register=self._register()))
-        channel = (grpc.aio.secure_channel(self.target, self.tls.credentials()) if self.tls is not None
-                   else grpc.aio.insecure_channel(self.target))
+        channel = (grpc.aio.secure_channel(self.target, self.tls.credentials(), options=self.channel_options)
+                   if self.tls is not None else grpc.aio.insecure_channel(self.target, options=self.channel_options))
         async with channel:
             call = agrpc.AgentServiceStub(channel).Connect(_drain(outbox))
             self._call = call
@@ -146,7 +156,9 @@ class StreamAgent:
                             outbox.put_nowait(report)
                         heartbeat = asyncio.create_task(self._heartbeats(outbox, msg.registered.heartbeat_interval_s))
                         self.connected.set()
-                    elif kind is not None:  # None: a command newer than this agent
+                    elif kind is None:  # a command newer than this agent: its field is unknown here
+                        log.warning("unknown control message ignored", node=self.node_name, bytes=msg.ByteSize())
+                    else:
                         self._handle(kind, getattr(msg, kind))
             finally:
                 self._call = None
@@ -167,20 +179,45 @@ class StreamAgent:
         listed |= set(self._unacked)
         running += [r for key, r in self._finished_parts.items() if key not in listed]
         return apb.Register(node=node, running=running, backend=self.backend, version=self.version,
-                            instance=self.instance)
+                            instance=self.instance, cluster_digest=self._copy.digest if self._copy else "")
 
     def node_spec(self) -> NodeSpec:
         return node_to_pb(self.node) if self.node is not None else NodeSpec(name=self.node_name)
 
     def _on_registered(self, registered: apb.Registered) -> None:
-        if registered.cluster_toml != self._cluster_text:
-            self.cluster = parse_cluster(registered.cluster_toml, source="<control plane>")
-            self._cluster_text = registered.cluster_toml
+        self._take_cluster(registered)
         c = registered.clock
         params = ClockParams("manual" if c.kind == apb.MANUAL else "scaled", c.wall_origin_unix_s,
                              c.cluster_origin_s, c.speedup or 1.0)
         self.clock_params = params
         self.clock = clock_from_params(params, shared=self.shared_clock)
+
+    def _take_cluster(self, registered: apb.Registered) -> None:
+        """Check the cluster against the control plane's digest and this node's spec; raise
+        :class:`StaleCluster` (dropping the copy, so the next Register asks for the file) if they differ."""
+        digest, text = registered.cluster_digest, registered.cluster_toml
+        try:
+            if text:  # an agent without a (matching) copy, or a control plane older than digests
+                if digest and cluster_digest(text) != digest:
+                    raise StaleCluster(f"the cluster file sent ({len(text)} bytes) does not match the digest "
+                                       f"sent with it ({digest[:12]})")
+                if self._copy is None or self._copy.text != text:
+                    self._copy = ClusterCopy.parse(text, source="<control plane>")
+            elif self._copy is None:
+                raise StaleCluster("the control plane sent no cluster file and this agent holds none")
+            elif digest != self._copy.digest:
+                raise StaleCluster(f"this agent's cluster file has digest {self._copy.digest[:12]}, the control "
+                                   f"plane's {digest[:12] or 'none'}")
+            if registered.HasField("node_spec"):
+                cluster = self._copy.cluster
+                mine = node_to_pb(cluster.node(self.node_name)) if cluster.has_node(self.node_name) else None
+                if registered.node_spec != mine:
+                    raise StaleCluster(f"the control plane's spec of node {self.node_name} differs from the "
+                                       "cluster file's")
+        except StaleCluster:
+            self._copy = None
+            raise
+        self.cluster = self._copy.cluster
 
     async def _heartbeats(self, outbox: asyncio.Queue[apb.AgentMessage | None], interval: float) -> None:
         while True:
@@ -233,6 +270,8 @@ class StreamAgent:
             self._unacked.pop((body.job_id, body.attempt), None)
         elif kind == "read_log":
             self.on_read_log(body)
+        else:  # in this agent's protocol but not handled by it: ignored like an unknown one
+            log.warning("unknown control message ignored", node=self.node_name, kind=kind)
 
     # --- what a backend supplies ----------------------------------------------
 

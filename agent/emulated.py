@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 
 from halyard.agent.base import BACKOFF_MAX_S, BACKOFF_START_S, StreamAgent
+from halyard.agent.cluster_copy import ClusterCopy
 from halyard.clock import Clock
 from halyard.datamodel import Allocation, JobSpec, Node
 from halyard.emulator import PerformanceModel, extend_catalog, load_catalog
@@ -73,8 +74,9 @@ class EmulatedAgent(StreamAgent):
     version = VERSION
 
     def __init__(self, target: str, node: Node | str, *, shared_clock: Clock | None = None,
-                 perf: PerformanceModel | None = None, tls: ClientTLS | None = None) -> None:
-        super().__init__(target, node, shared_clock=shared_clock, tls=tls)
+                 perf: PerformanceModel | None = None, tls: ClientTLS | None = None,
+                 cluster: ClusterCopy | None = None, **stream: object) -> None:
+        super().__init__(target, node, shared_clock=shared_clock, tls=tls, cluster=cluster, **stream)
         self.perf = perf or PerformanceModel()
         self.jobs: dict[str, EmulatedJob] = {}
         # What the next heartbeats report about the node's health: (healthy, detail). An emulated

@@ -309,6 +309,7 @@ class AgentServicer(agrpc.AgentServiceServicer):
         getter: asyncio.Task[apb.ControlMessage] | None = None
         try:
             yield apb.ControlMessage(registered=registered)
+            self.cp.agent_registered(session)
             while not session.closed:
                 getter = asyncio.create_task(session.outbox.get())
                 done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)

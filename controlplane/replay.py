@@ -28,6 +28,7 @@ from pathlib import Path
 import grpc
 import structlog
 
+from halyard.agent.cluster_copy import ClusterCopy
 from halyard.agent.emulated import EmulatedAgent
 from halyard.clock import ScaledClock
 from halyard.controlplane.core import SchedulingCore
@@ -117,8 +118,9 @@ class _Running:
         if processes:
             self.procs = _agent_processes(self.server.address, self.cluster_toml, [n.name for n in cluster.nodes])
         else:
+            copy = ClusterCopy(cluster, self.cluster_toml, cp.cluster_digest)  # one parse for all: node-scoped registration
             for node in cluster.nodes:
-                agent = EmulatedAgent(self.server.address, node, perf=self.perf)
+                agent = EmulatedAgent(self.server.address, node, perf=self.perf, cluster=copy)
                 agent.start()
                 self.agents.append(agent)
         deadline = time.monotonic() + AGENT_WAIT_S

@@ -11,7 +11,8 @@ persists every change before answering.
 Failure handling (DESIGN.md, "State, failure and security"):
 
 * a node takes work only while its agent is connected and it is not drained;
-* an agent silent for ``heartbeat_timeout_s`` (wall time) is declared lost:
+* an agent silent for ``heartbeat_timeout_s`` (wall time), counted from its registration
+  reaching the stream (:meth:`agent_registered`) and then from its latest message, is declared lost:
   its jobs go back to the queue from their last checkpoint and the other nodes
   of those jobs are told to stop;
 * a registering agent reports what it runs: jobs it runs that are no longer
@@ -41,14 +42,14 @@ from halyard.controlplane.errors import AlreadyExists, FailedPrecondition, NotFo
 from halyard.controlplane.records import JobRecord
 from halyard.controlplane.store import Store, StoreError
 from halyard.controlplane.timing import Pacer
-from halyard.datamodel import Cluster, JobSpec, JobState, ValidationError
+from halyard.datamodel import Cluster, JobSpec, JobState, ValidationError, cluster_digest
 from halyard.datamodel import limits as lim
 from halyard.datamodel.limits import MAX_REQUEST_ID
 from halyard.emulator import PerformanceModel
 from halyard.policies import Action, Migrate, Policy, Preempt, Resize, SetResources, SetTimeShift, Start
 from halyard.tls import Principal
 from halyard.v1 import agent_service_pb2 as apb
-from halyard.wire import allocation_to_pb, spec_to_pb
+from halyard.wire import allocation_to_pb, node_to_pb, spec_to_pb
 
 log = structlog.get_logger("halyard.controlplane")
 
@@ -86,6 +87,7 @@ class ControlPlane:
                  heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S, lockstep: bool = False) -> None:
         self.cluster = cluster
         self.cluster_toml = cluster_toml
+        self.cluster_digest = cluster_digest(cluster_toml)  # an agent holding this file is not sent it
         self.perf = perf
         self.clock = clock
         self.store = store
@@ -335,14 +337,24 @@ class ControlPlane:
         self._update_schedulable(name)
         self._changed()
         params = self.clock.params()
+        # Node-scoped: the agent's own node and the digest always; the file only to an agent that lacks it.
+        toml = "" if register.cluster_digest == self.cluster_digest else self.cluster_toml
         registered = apb.Registered(
-            node=name, cluster_toml=self.cluster_toml, heartbeat_interval_s=self.heartbeat_s,
+            node=name, node_spec=node_to_pb(node), cluster_digest=self.cluster_digest, cluster_toml=toml,
+            heartbeat_interval_s=self.heartbeat_s,
             data_stalls=self.perf.data_stalls, catalog_toml=self.perf.catalog.profile_text,
             clock=apb.ClockParams(kind=apb.MANUAL if params.kind == "manual" else apb.ACCELERATED,
                                   wall_origin_unix_s=params.wall_origin_unix_s,
                                   cluster_origin_s=params.cluster_origin_s, speedup=params.speedup))
-        log.info("agent registered", node=name, backend=session.backend, running=len(register.running))
+        log.info("agent registered", node=name, backend=session.backend, running=len(register.running),
+                 cluster_sent=bool(toml))
         return session, registered
+
+    @staticmethod
+    def agent_registered(session: AgentSession) -> None:
+        """The Registered reply is on the stream: the heartbeat timeout counts from now, so time a
+        busy control plane took to register a cold-starting fleet is not charged to the agents."""
+        session.last_seen = time.monotonic()
 
     def agent_message(self, session: AgentSession, msg: apb.AgentMessage) -> None:
         self.check_writable()
@@ -673,15 +685,19 @@ class ControlPlane:
         # The ledger only offers nodes with a connected agent, so a placement always has one.
         return self.sessions[node]
 
+    def silent_sessions(self, wall: float) -> list[AgentSession]:
+        """Sessions not heard from for more than the timeout at monotonic time ``wall``
+        (since their registration reached the stream, or their latest message)."""
+        return [s for s in self.sessions.values() if wall - s.last_seen > self.heartbeat_timeout_s]
+
     async def _liveness(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_s)
             wall = time.monotonic()
-            for session in list(self.sessions.values()):
-                if wall - session.last_seen > self.heartbeat_timeout_s:
-                    log.warning("agent missed its heartbeats", node=session.node)
-                    session.closed = True
-                    self.agent_gone(session)
+            for session in self.silent_sessions(wall):
+                log.warning("agent missed its heartbeats", node=session.node)
+                session.closed = True
+                self.agent_gone(session)
             lost = {n for n, since in self._absent_since.items() if wall - since > self.heartbeat_timeout_s}
             requeued = False
             for job_id, nodes in list(self.placed.items()):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import structlog
 
+from halyard.agent.cluster_copy import ClusterCopy
 from halyard.agent.joblogs import DEFAULT_MAX_BYTES
 from halyard.cli.policies import policy_help
 from halyard.cli.simulate import add_catalog_option, add_contention_option
@@ -20,7 +21,7 @@ from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import DEFAULT_HEARTBEAT_S, DEFAULT_HEARTBEAT_TIMEOUT_S, ControlPlane
 from halyard.controlplane.store import SqliteStore
 from halyard.controlplane.timing import performance_model_for
-from halyard.datamodel import ValidationError, load_cluster, parse_cluster, read_cluster_text
+from halyard.datamodel import ValidationError, parse_cluster, read_cluster_text
 from halyard.emulator.catalog import load_model_catalog
 from halyard.logs import configure_logging
 from halyard.policies import make_policy
@@ -195,9 +196,10 @@ async def _serve(server: ControlPlaneServer) -> int:
 
 def run_agent(args: argparse.Namespace) -> int:
     configure_logging(json=True if args.log_json else None, level=args.log_level)
-    node = load_cluster(args.cluster).node(args.node) if args.cluster else args.node
+    copy = ClusterCopy.load(args.cluster) if args.cluster else None  # registers with its digest, not for the file
+    node = copy.cluster.node(args.node) if copy is not None else args.node
     args.tls = _agent_tls(args)
-    agent = _make_agent(args, node)
+    agent = _make_agent(args, node, copy)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -214,12 +216,12 @@ def run_agent(args: argparse.Namespace) -> int:
     return 0
 
 
-def _make_agent(args: argparse.Namespace, node):
+def _make_agent(args: argparse.Namespace, node, copy: ClusterCopy | None):
     """The agent of the chosen backend; the real backends are imported only when chosen."""
     if args.backend == "emulated":
         from halyard.agent.emulated import EmulatedAgent
 
-        return EmulatedAgent(args.control_plane, node, tls=args.tls)
+        return EmulatedAgent(args.control_plane, node, tls=args.tls, cluster=copy)
     hosts = {}
     for item in args.host:
         name, sep, address = item.partition("=")
@@ -230,10 +232,11 @@ def _make_agent(args: argparse.Namespace, node):
         from halyard.agent.process import ProcessAgent
 
         return ProcessAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts, run_as=args.run_as,
-                            tls=args.tls, log_max_bytes=int(args.log_max_mb * 2**20))
+                            tls=args.tls, cluster=copy, log_max_bytes=int(args.log_max_mb * 2**20))
     from halyard.agent.gpu import GpuAgent  # raises GpuUnavailable (exit 2, one line) without NVML
 
     return GpuAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts, run_as=args.run_as, tls=args.tls,
+                    cluster=copy,
                     log_max_bytes=int(args.log_max_mb * 2**20))
 
 

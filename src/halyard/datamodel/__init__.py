@@ -5,7 +5,13 @@ Every other package imports from here; this package imports nothing of theirs.
 
 from halyard.datamodel.allocation import Allocation, NodeAllocation, StagePlan
 from halyard.datamodel.cluster import Cluster, Fabric, Node, Rack, Tier
-from halyard.datamodel.cluster_toml import builtin_clusters, load_cluster, parse_cluster, read_cluster_text
+from halyard.datamodel.cluster_toml import (
+    builtin_clusters,
+    cluster_digest,
+    load_cluster,
+    parse_cluster,
+    read_cluster_text,
+)
 from halyard.datamodel.errors import HalyardError, InvalidTransition, ValidationError
 from halyard.datamodel.events import EventKind, JobEvent
 from halyard.datamodel.job import TRANSITIONS, JobSpec, JobState, Parallelism, check_transition
@@ -15,5 +21,5 @@ __all__ = [
     "TRANSITIONS", "Allocation", "Cluster", "EventKind", "Fabric", "HalyardError",
     "InvalidTransition", "JobEvent", "JobSpec", "JobState", "Node", "NodeAllocation",
     "Parallelism", "Rack", "StagePlan", "Tier", "ValidationError", "builtin_clusters",
-    "check_transition", "load_cluster", "parse_cluster", "parse_toml", "read_cluster_text",
+    "check_transition", "cluster_digest", "load_cluster", "parse_cluster", "parse_toml", "read_cluster_text",
 ]

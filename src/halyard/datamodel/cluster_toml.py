@@ -26,6 +26,7 @@ Errors name the file, the line and the field.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -59,6 +60,12 @@ def load_cluster(name_or_path: str | Path) -> Cluster:
     """Load a built-in cluster by name, or a TOML file by path."""
     text, source = read_cluster_text(name_or_path)
     return parse_cluster(text, source=source)
+
+
+def cluster_digest(text: str) -> str:
+    """SHA-256 (hex) of a cluster file's text: how an agent and the control plane agree, without
+    shipping the file, that they hold the same cluster (Register/Registered.cluster_digest)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def read_cluster_text(name_or_path: str | Path) -> tuple[str, str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import grpc
 
+from halyard.agent.cluster_copy import ClusterCopy
 from halyard.agent.emulated import EmulatedAgent
 from halyard.clock import ManualClock
 from halyard.controlplane.auth import TokenFile
@@ -25,7 +26,7 @@ from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import SqliteStore
 from halyard.controlplane.timing import performance_model_for
-from halyard.datamodel import parse_cluster
+from halyard.datamodel import cluster_digest, parse_cluster
 from halyard.policies import make_policy
 from halyard.tls import ClientTLS, ServerTLS, init_ca, issue
 
@@ -59,6 +60,8 @@ class TestCluster:
                  tls: bool = False, tokens: str | Path | None = None) -> None:
         self.cluster_toml = cluster_toml or small_cluster_toml(nodes)
         self.cluster = parse_cluster(self.cluster_toml, source="<test cluster>")
+        # The agents hold the file, as an agent started with --cluster does: they register with its digest.
+        self._cluster_copy = ClusterCopy(self.cluster, self.cluster_toml, cluster_digest(self.cluster_toml))
         self.clock = ManualClock(start_time)
         self.perf = performance_model_for(make_policy(policy))  # shared with the emulated agents
         self._db = db
@@ -99,7 +102,7 @@ class TestCluster:
     def _start_agent(self, node: str) -> EmulatedAgent:
         tls = ClientTLS.for_node(self.certs, node) if self.certs is not None else None
         agent = EmulatedAgent(self.agent_address, self.cluster.node(node), shared_clock=self.clock, perf=self.perf,
-                              tls=tls)
+                              tls=tls, cluster=self._cluster_copy)
         agent.start()
         self.agents[node] = agent
         return agent

@@ -61,18 +61,20 @@ class RunningJob(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., iterations_done: _Optional[float] = ..., leader: _Optional[bool] = ...) -> None: ...
 
 class Register(_message.Message):
-    __slots__ = ("node", "running", "backend", "version", "instance")
+    __slots__ = ("node", "running", "backend", "version", "instance", "cluster_digest")
     NODE_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_DIGEST_FIELD_NUMBER: _ClassVar[int]
     node: _types_pb2.NodeSpec
     running: _containers.RepeatedCompositeFieldContainer[RunningJob]
     backend: str
     version: str
     instance: str
-    def __init__(self, node: _Optional[_Union[_types_pb2.NodeSpec, _Mapping]] = ..., running: _Optional[_Iterable[_Union[RunningJob, _Mapping]]] = ..., backend: _Optional[str] = ..., version: _Optional[str] = ..., instance: _Optional[str] = ...) -> None: ...
+    cluster_digest: str
+    def __init__(self, node: _Optional[_Union[_types_pb2.NodeSpec, _Mapping]] = ..., running: _Optional[_Iterable[_Union[RunningJob, _Mapping]]] = ..., backend: _Optional[str] = ..., version: _Optional[str] = ..., instance: _Optional[str] = ..., cluster_digest: _Optional[str] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("cluster_time", "gpu_utilization", "healthy", "detail")
@@ -197,20 +199,24 @@ class ClockParams(_message.Message):
     def __init__(self, kind: _Optional[_Union[ClockKind, str]] = ..., wall_origin_unix_s: _Optional[float] = ..., cluster_origin_s: _Optional[float] = ..., speedup: _Optional[float] = ...) -> None: ...
 
 class Registered(_message.Message):
-    __slots__ = ("node", "clock", "cluster_toml", "heartbeat_interval_s", "data_stalls", "catalog_toml")
+    __slots__ = ("node", "clock", "cluster_toml", "heartbeat_interval_s", "data_stalls", "catalog_toml", "node_spec", "cluster_digest")
     NODE_FIELD_NUMBER: _ClassVar[int]
     CLOCK_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_TOML_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
     DATA_STALLS_FIELD_NUMBER: _ClassVar[int]
     CATALOG_TOML_FIELD_NUMBER: _ClassVar[int]
+    NODE_SPEC_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_DIGEST_FIELD_NUMBER: _ClassVar[int]
     node: str
     clock: ClockParams
     cluster_toml: str
     heartbeat_interval_s: float
     data_stalls: bool
     catalog_toml: str
-    def __init__(self, node: _Optional[str] = ..., clock: _Optional[_Union[ClockParams, _Mapping]] = ..., cluster_toml: _Optional[str] = ..., heartbeat_interval_s: _Optional[float] = ..., data_stalls: _Optional[bool] = ..., catalog_toml: _Optional[str] = ...) -> None: ...
+    node_spec: _types_pb2.NodeSpec
+    cluster_digest: str
+    def __init__(self, node: _Optional[str] = ..., clock: _Optional[_Union[ClockParams, _Mapping]] = ..., cluster_toml: _Optional[str] = ..., heartbeat_interval_s: _Optional[float] = ..., data_stalls: _Optional[bool] = ..., catalog_toml: _Optional[str] = ..., node_spec: _Optional[_Union[_types_pb2.NodeSpec, _Mapping]] = ..., cluster_digest: _Optional[str] = ...) -> None: ...
 
 class Launch(_message.Message):
     __slots__ = ("job_id", "attempt", "spec", "allocation", "leader", "iterations_total", "iterations_done", "restore_s", "start_time", "link_slowdown")

@@ -1,0 +1,257 @@
+"""Agent fleet: N emulated agents in M processes start together against one control plane.
+
+    .venv/bin/python benchmarks/bench_fleet.py [--agents 100,1000,2000,5000] [--processes 4]
+        [--hold-s 10] [--idle-s 3] [--connect-timeout-s 120] [--full-cluster]
+
+For each N: a `halyard controlplane` process (real sockets, SQLite, 1 s heartbeats, 5 s
+timeout) on a cluster of N nodes (4 per rack); M worker processes each parse the cluster
+file once and start their share of the agents at one agreed instant (a cold start: every
+agent dials at once), each agent on its own TCP connection. Reported per N:
+
+* connect time, p50/p99/max: from the agreed start to the agent's Registered;
+* agents that never connected within --connect-timeout-s;
+* re-registrations (an agent registered more than once: its stream was cut, typically
+  after the control plane declared it silent) and the control plane's own count of
+  "agent missed its heartbeats" (from its log) up to the end of the hold, and apart
+  from it those logged while the workers tear the fleet down;
+* control-plane CPU (process CPU seconds per wall second, from /proc) while idle before
+  the agents start (the baseline of the same run), while they connect, and holding
+  1 s heartbeats for --hold-s once all are in; per agent it is the held CPU over idle.
+* the workers' CPU, to tell a slow client from a slow control plane.
+
+--full-cluster makes the agents register without the file's digest, so the control plane
+ships the whole cluster file to each and each agent parses it: the protocol before
+node-scoped registration, for comparison in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from halyard.testing.cluster import small_cluster_toml
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+START_MARGIN_S = 0.5  # the agreed start lies this far after "go", so every worker is waiting for it
+POLL_S = 0.2
+OWN_CONNECTION = (("grpc.use_local_subchannel_pool", 1),)  # one TCP connection per agent, as separate machines
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
+
+
+# --- the worker process: its share of the agents -----------------------------------------------
+
+async def worker_main(target: str, cluster_path: str, first: int, count: int, full_cluster: bool) -> None:
+    from halyard.agent.cluster_copy import ClusterCopy
+    from halyard.agent.emulated import EmulatedAgent
+    from halyard.emulator import PerformanceModel
+    from halyard.logs import configure_logging
+
+    configure_logging(json=True, level="error")  # the agents' info lines would cost more than they measure
+    copy = ClusterCopy.load(cluster_path)
+    perf = PerformanceModel()  # one per process, as replay shares it: building one loads the model catalog
+    nodes = copy.cluster.nodes[first:first + count]
+    registered: dict[str, list[float]] = {n.name: [] for n in nodes}
+
+    class FleetAgent(EmulatedAgent):
+        def _on_registered(self, msg) -> None:
+            super()._on_registered(msg)
+            registered[self.node_name].append(time.time())
+
+    agents = [FleetAgent(target, n, perf=perf, cluster=None if full_cluster else copy, channel_options=OWN_CONNECTION)
+              for n in nodes]
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[str] = asyncio.Queue()
+    threading.Thread(target=lambda: [loop.call_soon_threadsafe(lines.put_nowait, line) for line in sys.stdin],
+                     daemon=True).start()
+    print("ready", flush=True)  # after the imports, the parse and the agents' construction
+    start_at = float((await lines.get()).split()[1])
+    await asyncio.sleep(max(0.0, start_at - time.time()))
+    cpu0 = time.process_time()
+    for agent in agents:
+        agent.start()
+    stop = asyncio.create_task(lines.get())
+    last = -1
+    while not stop.done():
+        now_in = sum(1 for times in registered.values() if times)
+        if now_in != last:
+            print(f"connected {now_in}", flush=True)
+            last = now_in
+        await asyncio.wait({stop}, timeout=POLL_S)
+    busy = time.process_time() - cpu0
+    connect = [times[0] - start_at for times in registered.values() if times]
+    print("result " + json.dumps({"connect_s": connect, "never": sum(1 for t in registered.values() if not t),
+                                  "reregistrations": sum(max(0, len(t) - 1) for t in registered.values()),
+                                  "cpu_s": busy}), flush=True)
+    await asyncio.gather(*(agent.stop() for agent in agents))
+
+
+# --- the parent: control plane, workers, figures -------------------------------------------------
+
+class Worker:
+    def __init__(self, target: str, cluster: Path, first: int, count: int, full_cluster: bool) -> None:
+        args = [sys.executable, __file__, "--worker", target, str(cluster), str(first), str(count)]
+        self.proc = subprocess.Popen(args + (["--full-cluster"] if full_cluster else []), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        self.connected = 0
+        self.result: dict | None = None
+        self.ready = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            word, _, rest = line.strip().partition(" ")
+            if word == "ready":
+                self.ready.set()
+            elif word == "connected":
+                self.connected = int(rest)
+            elif word == "result":
+                self.result = json.loads(rest)
+
+    def send(self, line: str) -> None:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+
+def run_fleet(folder: Path, n: int, processes: int, args: argparse.Namespace) -> dict:
+    cluster = folder / f"cluster-{n}.toml"
+    cluster.write_text(small_cluster_toml(n), encoding="utf-8")
+    port = free_port()
+    log_path = folder / f"controlplane-{n}.log"
+    with log_path.open("w") as log_file:
+        cp = subprocess.Popen([sys.executable, "-m", "halyard.cli", "controlplane", "--cluster", str(cluster),
+                               "--db", str(folder / f"state-{n}.db"), "--listen", f"127.0.0.1:{port}",
+                               "--log-json", "--insecure"], stdout=subprocess.PIPE, stderr=log_file)
+    workers: list[Worker] = []
+    try:
+        assert cp.stdout.readline().startswith(b"listening on")
+        share = -(-n // processes)
+        workers = [Worker(f"127.0.0.1:{port}", cluster, first, min(share, n - first), args.full_cluster)
+                   for first in range(0, n, share)]
+        for w in workers:
+            if not w.ready.wait(120):
+                raise RuntimeError("a fleet worker did not start within 120 s")
+        cpu0, t0 = cpu_seconds(cp.pid), time.monotonic()
+        time.sleep(args.idle_s)
+        idle = (cpu_seconds(cp.pid) - cpu0) / (time.monotonic() - t0)
+        start_at = time.time() + START_MARGIN_S
+        for w in workers:
+            w.send(f"go {start_at}")
+        time.sleep(START_MARGIN_S)
+        cpu0, t0 = cpu_seconds(cp.pid), time.monotonic()
+        while sum(w.connected for w in workers) < n and time.monotonic() - t0 < args.connect_timeout_s:
+            time.sleep(POLL_S)
+        connect_wall = time.monotonic() - t0
+        connecting = (cpu_seconds(cp.pid) - cpu0) / connect_wall
+        cpu0, t0 = cpu_seconds(cp.pid), time.monotonic()
+        time.sleep(args.hold_s)
+        held = (cpu_seconds(cp.pid) - cpu0) / (time.monotonic() - t0)
+        wall = time.monotonic() - t0 + connect_wall
+        measured_log = log_path.stat().st_size  # what the control plane logged before the fleet stops
+        for w in workers:
+            w.send("stop")
+        deadline = time.monotonic() + 60
+        while any(w.result is None for w in workers) and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+    finally:
+        for w in workers:
+            w.proc.stdin.close()
+        for w in workers:
+            try:
+                w.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                w.proc.kill()
+        cp.terminate()
+        cp.wait()
+    results = [w.result for w in workers if w.result is not None]
+    connect = [t for r in results for t in r["connect_s"]]
+    log_bytes = log_path.read_bytes()
+    missed = b"agent missed its heartbeats"
+    return {
+        "agents": n, "processes": len(workers), "connected": len(connect),
+        "never": sum(r["never"] for r in results) + n - sum(len(r["connect_s"]) + r["never"] for r in results),
+        "connect_p50_s": percentile(connect, 0.5), "connect_p99_s": percentile(connect, 0.99),
+        "connect_max_s": max(connect, default=float("nan")),
+        "reregistrations": sum(r["reregistrations"] for r in results),
+        "missed_heartbeats_logged": log_bytes[:measured_log].count(missed),
+        "missed_while_stopping": log_bytes[measured_log:].count(missed),  # workers tearing 1,000s of agents down
+        "cp_cpu_idle": idle, "cp_cpu_connecting": connecting, "cp_cpu_held": held,
+        "cp_ms_per_agent_s": 1e3 * (held - idle) / n,
+        "workers_cpu_per_s": sum(r["cpu_s"] for r in results) / wall,
+        "full_cluster": args.full_cluster,
+    }
+
+
+def report(r: dict) -> str:
+    return (f"{r['agents']:6d} agents / {r['processes']} procs: connected {r['connected']:6d} "
+            f"(never {r['never']}), connect p50 {r['connect_p50_s']:6.2f} s  p99 {r['connect_p99_s']:6.2f} s  "
+            f"max {r['connect_max_s']:6.2f} s; re-registrations {r['reregistrations']}, missed heartbeats "
+            f"{r['missed_heartbeats_logged']} (+{r['missed_while_stopping']} while stopping); "
+            f"control-plane CPU s/s idle {r['cp_cpu_idle']:.3f}  connecting "
+            f"{r['cp_cpu_connecting']:.3f}  held {r['cp_cpu_held']:.3f} ({r['cp_ms_per_agent_s']:.3f} ms per "
+            f"agent-second); workers {r['workers_cpu_per_s']:.2f} CPU s/s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--agents", default="100,1000,2000,5000", help="comma-separated fleet sizes; the first "
+                        "is the baseline the others are compared with")
+    parser.add_argument("--processes", type=int, default=4, help="worker processes the agents are spread over")
+    parser.add_argument("--hold-s", type=float, default=10.0, help="seconds held at 1 s heartbeats once all are in")
+    parser.add_argument("--idle-s", type=float, default=3.0, help="seconds the idle control plane is measured")
+    parser.add_argument("--connect-timeout-s", type=float, default=120.0)
+    parser.add_argument("--full-cluster", action="store_true",
+                        help="agents register without the digest: the whole cluster file is shipped and parsed")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--worker", nargs=4, metavar=("TARGET", "CLUSTER", "FIRST", "COUNT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        target, path, first, count = args.worker
+        asyncio.run(worker_main(target, path, int(first), int(count), args.full_cluster))
+        return
+    counts = [int(x) for x in args.agents.split(",")]
+    if args.processes < 1 or any(c < 1 for c in counts):
+        parser.error("--processes and every --agents count must be positive")
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start", flush=True)
+    out = []
+    with tempfile.TemporaryDirectory(prefix="halyard-fleet-") as tmp:
+        for n in counts:
+            r = run_fleet(Path(tmp), n, min(args.processes, n), args)
+            out.append(r)
+            print(report(r), flush=True)
+    base = out[0]
+    for r in out[1:]:
+        p99 = r['connect_p99_s'] / base['connect_p99_s']
+        print(f"{r['agents']} vs {base['agents']} agents: connect p99 x{p99:.1f}, "
+              f"held control-plane CPU x{r['cp_cpu_held'] / max(base['cp_cpu_held'], 1e-9):.1f} "
+              f"for x{r['agents'] / base['agents']:.0f} agents")
+    print(f"load average {os.getloadavg()[0]:.1f} at end (a shared machine: other work shares these cores)")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
