@@ -118,7 +118,8 @@ class _Running:
         if processes:
             self.procs = _agent_processes(self.server.address, self.cluster_toml, [n.name for n in cluster.nodes])
         else:
-            copy = ClusterCopy(cluster, self.cluster_toml, cp.cluster_digest)  # one parse for all: node-scoped registration
+            # One parse for all agents: node-scoped registration checks each agent's copy by digest.
+            copy = ClusterCopy(cluster, self.cluster_toml, cp.cluster_digest)
             for node in cluster.nodes:
                 agent = EmulatedAgent(self.server.address, node, perf=self.perf, cluster=copy)
                 agent.start()
