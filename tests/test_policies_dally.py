@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from factories import job
+from factories import job, two_type_toml
 from policy_fakes import FakeJob, FakePerf, on, view_of
 
 from halyard.controlplane import SchedulingCore, Simulator
@@ -364,53 +364,27 @@ def test_the_presets_are_the_paper_and_options_are_named():
         Dally(min_gain=1.5)
 
 
-MIXED = """
-name = "mixed"
-[[racks]]
-name = "r0"
-uplink_gbit_s = 400
-[[racks.nodes]]
-name = "a"
-gpu_type = "A100"
-gpus = 4
-cpus = 32
-memory_gb = 256
-fabric = "nvswitch"
-fabric_gbyte_s = 300
-nic_gbit_s = 200
-[[racks.nodes]]
-name = "v"
-gpu_type = "V100"
-gpus = 4
-cpus = 32
-memory_gb = 256
-fabric = "nvlink"
-fabric_gbyte_s = 150
-nic_gbit_s = 200
-"""
-
-
 def test_ideal_run_time_is_on_the_jobs_gpu_type(perf):
     """§4.3.1's T_total_ideal_run: compute per iteration "on a single GPU" of the job's own type (the
     one it runs on, or its constraint), not the cluster's first type."""
     from halyard.policies.facts import ClusterFacts
 
-    cluster = parse_cluster(MIXED, source="mixed.toml")
-    assert cluster.gpu_types[0] == "A100"
+    cluster = parse_cluster(two_type_toml(1, 4), source="two-types.toml")  # nodes r0-a40-0, r0-a10-0
+    assert cluster.gpu_types[0] == "A10"
     spec = JobSpec(job_id="j", submit_time=0.0, model="resnet50", num_gpus=2, iterations=100, batch_size=64)
-    on_v100 = FakeJob(spec, allocation=on(cluster, ("v", 2)), done=10, run_s=100)
-    view = view_of(cluster, 0.0, [on_v100], [])
+    on_a40 = FakeJob(spec, allocation=on(cluster, ("r0-a40-0", 2)), done=10, run_s=100)
+    view = view_of(cluster, 0.0, [on_a40], [])
     view = type(view)(now=0.0, cluster=cluster, free=view.free, running=view.running, pending=[], perf=perf,
                       round_s=300.0, pending_demand=view.pending_demand)
     assert isinstance(view.facts, ClusterFacts)
-    v100 = perf.ideal_iteration_time(spec, "V100")
-    assert v100 > 1.5 * perf.ideal_iteration_time(spec, "A100")
-    assert ideal_compute_s(view, on_v100) == v100
+    a40 = perf.ideal_iteration_time(spec, "A40")
+    assert a40 < 0.9 * perf.ideal_iteration_time(spec, "A10")
+    assert ideal_compute_s(view, on_a40) == a40
     constrained = FakeJob(JobSpec(job_id="k", submit_time=0.0, model="resnet50", num_gpus=2, iterations=100,
-                                  batch_size=64, gpu_type="V100"))
-    assert ideal_compute_s(view, constrained) == v100
+                                  batch_size=64, gpu_type="A40"))
+    assert ideal_compute_s(view, constrained) == a40
     waiting = FakeJob(spec)  # unconstrained and not running: the fastest type it fits
-    assert ideal_compute_s(view, waiting) == perf.ideal_iteration_time(spec, "A100")
+    assert ideal_compute_s(view, waiting) == perf.ideal_iteration_time(spec, "A40")
 
 
 @pytest.mark.parametrize("name", ["dally", "dally-manual"])
