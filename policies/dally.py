@@ -434,6 +434,10 @@ class Dally:
         self.migrate = migrate
         self.worse_half = worse_half
         self.min_gain = min_gain
+        # job id -> (allocation, facts, ideal compute s): what ideal_compute_s answered for the job
+        # as it was placed; a pure cache (issue 19: every running job's Nw_sens is needed in every
+        # pass with pending jobs, its ideal changes only with its GPUs), pruned to the view's jobs.
+        self._ideal: dict[str, tuple[Allocation | None, object, float]] = {}
         # Adjusters run after Dally's pass on what is still free, as in a staged policy
         # (``dally+cassini``: Cassini's time-shifts on Dally's placements).
         self.adjusters = adjusters
@@ -470,7 +474,19 @@ class Dally:
 
     # ------------------------------------------------------------------ reading the view
     def sensitivity(self, view: ClusterView, job: JobInfo) -> float:
-        return nw_sens(job, view.now, ideal_compute_s(view, job))
+        hit = self._ideal.get(job.job_id)
+        if hit is not None and hit[0] is job.allocation and hit[1] is view.facts:
+            compute = hit[2]
+        else:
+            compute = ideal_compute_s(view, job)
+            self._ideal[job.job_id] = (job.allocation, view.facts, compute)
+        return nw_sens(job, view.now, compute)
+
+    def _prune(self, view: ClusterView) -> None:
+        """Forget the cached ideals of jobs no longer in the view, once the cache is twice its size."""
+        if len(self._ideal) > 2 * (len(view.running) + len(view.pending)) + 64:
+            pending = {job.job_id for job in view.pending}
+            self._ideal = {k: v for k, v in self._ideal.items() if k in view.running or k in pending}
 
     # ------------------------------------------------------------------ the pass
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
@@ -488,6 +504,7 @@ class Dally:
             return plan, None
         shape = view.shape
         free = view.free.copy()
+        self._prune(view)
         sens = {job.job_id: self.sensitivity(view, job) for job in view.pending}
         victims: list[_Victim] = []
         movers: list[JobInfo] = []
