@@ -43,6 +43,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 POLICIES = ("dally", "dally-manual", "tiresias", "gandiva")
+# Halyard's own rules on Dally (policies/dally.py), each measured against the paper's version;
+# the last is Halyard's earlier Dally.
+VARIANTS = ("dally+migrate", "dally-manual+migrate", "dally+worse-half", "dally+migrate+worse-half+hysteresis")
+# The performance model of the runs: Dally's own (Table 1's exposed-communication % applied to
+# compute, §4.2.1; emulator/data/profile_dally_table1.toml) with no contention between jobs (ASTRA-sim
+# simulates each placement alone). ``--catalog builtin --contention fair`` gives Halyard's own model.
+CATALOG = "dally-table1"
+CONTENTION = "off"
 RACKS = (2, 4, 8, 16)
 # Dally Table 1's models, with the per-GPU batch of the ASTRA-sim workload each row was
 # simulated with (the files' global batch over 8 GPUs: VGG11 B256, BERT-large B256 -> 32;
@@ -59,6 +67,27 @@ BATCH_JOBS = 500
 POISSON_JOBS = 400
 POISSON_PER_DAY = 50.0  # one of the rates of Dally's reference simulator's job files (25-100 per day)
 ROUND_S = 300.0  # the lease (DESIGN.md: 5 minutes)
+PAGE_TEMPLATE = Path(__file__).with_name("dally_reproduction_page.md")  # the page's prose, {tables} filled in
+# Dally Table 2 (batch) and Table 3 (Poisson), 8 racks: JCT statistics in seconds, per policy.
+PAPER_TABLES = {
+    "batch": {"gandiva": (5828719, 183717, 17485823, 39214710), "tiresias": (4461998, 2547080, 17841606, 25696135),
+              "dally-manual": (3128566, 2552189, 7097646, 8868401), "dally": (2828955, 2401390, 5983042, 8395214)},
+    "poisson": {"gandiva": (17371514, 22722917, 71362014, 208939883),
+                "tiresias": (4329941, 4212795, 15059080, 15390860),
+                "dally-manual": (4960727, 2787855, 39298828, 39817762),
+                "dally": (2831880, 2595529, 16469069, 16681241)},
+}
+STATS = (("Average", "avg_jct_s"), ("Median", "p50_jct_s"), (">P95", "tail95_jct_s"), (">P99", "tail99_jct_s"))
+# Dally §5.2's stated improvements of Dally over a baseline (per cent lower), over 2-16 racks.
+PAPER_CLAIMS = (
+    ("batch", "makespan_s", "tiresias", "up to 69% (§5.2.1)"),
+    ("batch", "makespan_s", "gandiva", "up to 92% (§5.2.1)"),
+    ("batch", "avg_jct_s", "tiresias", "19% to 36% (§5.2.5)"),
+    ("batch", "avg_jct_s", "gandiva", "23% to 51%; 39% worse at 2 racks (§5.2.5)"),
+    ("poisson", "avg_jct_s", "tiresias", "16% to 34%; worse at 4 racks (§5.2.5)"),
+    ("poisson", "avg_jct_s", "gandiva", "23% to 51% (§5.2.5)"),
+    ("batch", "comm_share", "tiresias", "53% to 83% (§5.2.3, Fig. 6c)"),
+)
 
 
 def dally_trace(n: int, *, seed: int, poisson_per_day: float | None) -> list[JobSpec]:
@@ -94,9 +123,10 @@ def workloads(arrivals: list[str], seed: int, trace: Path | None, folder: Path) 
     return paths
 
 
-def specs(traces: dict[str, Path], racks: list[int], policies: list[str]) -> list[RunSpec]:
+def specs(traces: dict[str, Path], racks: list[int], policies: list[str], catalog: str | None,
+          contention: str) -> list[RunSpec]:
     out = [RunSpec(name=f"{arrival}-{n}rack-{policy}", trace=str(path), policy=policy, cluster=f"dally-{n}rack",
-                   round_s=ROUND_S, tags=(("arrival", arrival), ("racks", n)))
+                   round_s=ROUND_S, catalog=catalog, contention=contention, tags=(("arrival", arrival), ("racks", n)))
            for arrival, path in traces.items() for n in racks for policy in policies]
     return sorted(out, key=lambda s: dict(s.tags)["racks"])  # small clusters take longest; start them first
 
@@ -116,7 +146,7 @@ def table(results: list[dict], arrival: str) -> str:
     lines = [head, "| " + " | ".join(["---"] * (head.count("|") - 1)) + " |"]
     day = 86400.0
     for racks in sorted({r["racks"] for r in rows}):
-        for policy in POLICIES:
+        for policy in dict.fromkeys(r["policy"] for r in rows):
             for r in rows:
                 if r["racks"] == racks and r["policy"] == policy:
                     lines.append(
@@ -145,10 +175,12 @@ def plot(results: list[dict], path: Path) -> None:
                 values = [next((r[key] / unit for r in results if r["arrival"] == arrival and r["racks"] == n
                                 and r["policy"] == policy), float("nan")) for n in racks]
                 ax.bar(np.arange(len(racks)) + (k - (len(policies) - 1) / 2) * width, values, width, label=policy)
+            if key == "makespan_s":
+                ax.set_yscale("log")  # the paper's Dally without re-placement runs for years
             ax.set_xticks(np.arange(len(racks)), [str(n) for n in racks])
             ax.set_xlabel("racks")
             ax.set_title(f"{arrival}: {label}", fontsize=9)
-    axes[0][0].legend(fontsize=8)
+    axes[0][-1].legend(fontsize=7)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
 
@@ -156,7 +188,10 @@ def plot(results: list[dict], path: Path) -> None:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--racks", type=int, nargs="+", default=list(RACKS))
-    p.add_argument("--policies", nargs="+", default=list(POLICIES))
+    p.add_argument("--policies", nargs="+", default=[*POLICIES, *VARIANTS])
+    p.add_argument("--catalog", default=CATALOG,
+                   help=f"catalog profile of the runs (default {CATALOG}: Dally Table 1; 'builtin': none)")
+    p.add_argument("--contention", default=CONTENTION, help=f"link sharing between jobs (default {CONTENTION})")
     p.add_argument("--arrivals", nargs="+", default=["batch", "poisson"])
     p.add_argument("--trace", type=Path, default=None, help="replay this trace instead of the drawn workloads")
     p.add_argument("--seed", type=int, default=1)
@@ -173,7 +208,9 @@ def main() -> int:
         write(results, args.out, sorted({r["arrival"] for r in results}))
         return 0
     traces = workloads(args.arrivals, args.seed, args.trace, args.work / "traces")
-    runs = run_and_save(specs(traces, args.racks, args.policies), args.work / "runs", workers=args.workers,
+    catalog = None if args.catalog == "builtin" else args.catalog
+    runs = run_and_save(specs(traces, args.racks, args.policies, catalog, args.contention), args.work / "runs",
+                        workers=args.workers,
                         ray_address=args.ray, label="dally reproduction")
     baseline = "tiresias" if "tiresias" in args.policies else args.policies[0]
     for arrival in traces:
@@ -191,10 +228,90 @@ def main() -> int:
     return 0
 
 
-def write(results: list[dict], out: Path, arrivals: list[str]) -> None:
+def _find(results: list[dict], arrival: str, racks: int, policy: str) -> dict | None:
+    return next((r for r in results if r["arrival"] == arrival and r["racks"] == racks and r["policy"] == policy),
+                None)
+
+
+def _change(ours: float, base: float) -> str:
+    return f"{100.0 * (ours / base - 1.0):+.0f}%" if base else "n/a"
+
+
+def versus_paper(results: list[dict], dallys: list[str]) -> str:
+    """Dally against each baseline, per cluster size, beside the paper's stated range."""
+    names = {"makespan_s": "makespan", "avg_jct_s": "average JCT", "comm_share": "comm. share"}
+    racks = sorted({r["racks"] for r in results})
+    sizes = "/".join(str(n) for n in racks)
+    head = ("| arrivals | metric | Dally vs | paper: Dally lower by | "
+            + " | ".join(f"{d}, ours at {sizes} racks" for d in dallys) + " |")
+    lines = [head, "| " + " | ".join(["---"] * (head.count("|") - 1)) + " |"]
+    for arrival, key, base, claim in PAPER_CLAIMS:
+        cells = []
+        for dally in dallys:
+            values = []
+            for n in racks:
+                ours, other = _find(results, arrival, n, dally), _find(results, arrival, n, base)
+                values.append("-" if ours is None or other is None else _change(ours[key], other[key]))
+            cells.append(" / ".join(values))
+        lines.append(f"| {arrival} | {names[key]} | {base} | {claim} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def paper_table(results: list[dict], arrival: str, dally: str, manual: str) -> str:
+    """Table 2 (batch) or 3 (Poisson) beside ours at 8 racks: each statistic as a ratio to Dally's."""
+    paper = PAPER_TABLES[arrival]
+    ours = {p: _find(results, arrival, 8, name) for p, name in
+            (("gandiva", "gandiva"), ("tiresias", "tiresias"), ("dally-manual", manual), ("dally", dally))}
+    if any(v is None for v in ours.values()):
+        return "(not run: needs 8 racks and gandiva, tiresias, " + manual + ", " + dally + ")"
+    head = ("| statistic | Dally, paper (d) | Dally, ours (d) | Gandiva / Dally, paper / ours "
+            "| Tiresias / Dally, paper / ours | Dally-manual / Dally, paper / ours |")
+    lines = [head, "| " + " | ".join(["---"] * (head.count("|") - 1)) + " |"]
+    day = 86400.0
+    for i, (label, key) in enumerate(STATS):
+        d_paper, d_ours = paper["dally"][i], ours["dally"][key]
+        cells = [f"{paper[b][i] / d_paper:.2f} / {ours[b][key] / d_ours:.2f}"
+                 for b in ("gandiva", "tiresias", "dally-manual")]
+        lines.append(f"| {label} | {d_paper / day:.1f} | {d_ours / day:.2f} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def options_table(results: list[dict], variants: list[str]) -> str:
+    """Each of Halyard's options against the paper's Dally: makespan and average JCT change."""
+    racks = sorted({r["racks"] for r in results})
+    head = "| arrivals | variant | base | " + " | ".join(f"{n} racks: makespan / avg JCT" for n in racks) + " |"
+    lines = [head, "| " + " | ".join(["---"] * (head.count("|") - 1)) + " |"]
+    for arrival in dict.fromkeys(r["arrival"] for r in results):
+        for variant in variants:
+            base = "dally-manual" if variant.startswith("dally-manual") else "dally"
+            cells = []
+            for n in racks:
+                v, b = _find(results, arrival, n, variant), _find(results, arrival, n, base)
+                cells.append("-" if v is None or b is None else
+                             f"{_change(v['makespan_s'], b['makespan_s'])} / {_change(v['avg_jct_s'], b['avg_jct_s'])}")
+            lines.append(f"| {arrival} | {variant} | {base} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def write(results: list[dict], out: Path, arrivals: list[str], command: str = "") -> None:
+    """The tables, the plot and, when ``out`` holds the page's template's target, the page itself."""
     text = "\n\n".join(f"**{a} arrivals**\n\n{table(results, a)}" for a in arrivals)
     (out / "dally-reproduction-table.md").write_text(text + "\n", encoding="utf-8")
     plot(results, out / "img" / "dally-reproduction.png")
+    policies = list(dict.fromkeys(r["policy"] for r in results))
+    dallys = [p for p in ("dally", "dally+migrate") if p in policies]
+    variants = [p for p in policies if "+" in p]
+    page = PAGE_TEMPLATE.read_text(encoding="utf-8").format(
+        command=command or ".venv/bin/python benchmarks/reproduce_dally.py --workers 2",
+        results=text, versus=versus_paper(results, dallys),
+        table2=paper_table(results, "batch", "dally", "dally-manual") if "batch" in arrivals else "",
+        table2_migrate=paper_table(results, "batch", "dally+migrate", "dally-manual+migrate")
+        if "batch" in arrivals else "",
+        table3=paper_table(results, "poisson", "dally", "dally-manual") if "poisson" in arrivals else "",
+        table3_migrate=paper_table(results, "poisson", "dally+migrate", "dally-manual+migrate")
+        if "poisson" in arrivals else "",
+        options=options_table(results, variants))
+    (out / "dally-reproduction.md").write_text(page, encoding="utf-8")
 
 
 if __name__ == "__main__":

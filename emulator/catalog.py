@@ -38,7 +38,11 @@ _CONSTANT_KEYS = {
     "gradient_copy_gbyte_s",
 }
 _GPU_KEYS = {"memory_gib", "tensor_tflops", "memory_gbyte_s"}
-_TOP_KEYS = {"schema_version", "constants", "gpus", "models"}
+_TOP_KEYS = {"schema_version", "constants", "gpus", "models", "tier_overhead"}
+# A model's [tier_overhead.M] table: exposed communication as a fraction of compute per tier.
+TIER_OVERHEAD_KEYS = ("machine", "rack", "network")
+# Profiles shipped with Halyard, loadable by name (``--catalog dally-table1``): name -> file in data/.
+BUILTIN_PROFILES = {"dally-table1": "profile_dally_table1.toml"}
 GIB = 1024**3  # bytes per GiB: GPU memory is built in binary units
 # The GPU scaling rule's validation pair: ResNet-50 mixed precision, A100 / V100 time
 # (NVIDIA DeepLearningExamples, REFERENCE-NUMBERS.md: 1200 vs 2470 img/s).
@@ -164,6 +168,9 @@ class Catalog:
     # The text of the profile (``--catalog FILE``) laid over the built-in catalog, "" for none: what a
     # control plane sends its emulated agents so they compute with the same catalog.
     profile_text: str = ""
+    # Model -> exposed communication as a fraction of compute on (one machine, one rack, the network):
+    # replaces the collective model for that model (Dally §4.2.1's method; docs/performance-model.md).
+    tier_overhead: Mapping[str, tuple[float, float, float]] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def load_catalog(path: str | Path | None = None) -> Catalog:
@@ -178,10 +185,15 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
 
 
 def load_model_catalog(path: str | Path | None) -> Catalog:
-    """The catalog of ``--catalog FILE``: the built-in catalog with FILE laid over it (None: the built-in)."""
+    """The catalog of ``--catalog FILE``: the built-in catalog with FILE laid over it (None: the built-in).
+
+    A name of :data:`BUILTIN_PROFILES` that is not a file names a profile shipped with Halyard."""
     if path is None:
         return load_catalog()
     p = Path(path)
+    if not p.exists() and str(path) in BUILTIN_PROFILES:
+        res = resources.files("halyard.emulator") / "data" / BUILTIN_PROFILES[str(path)]
+        return extend_catalog(load_catalog(), res.read_text(encoding="utf-8"), source=f"<builtin profile {path}>")
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
@@ -204,8 +216,9 @@ def extend_catalog(base: Catalog, text: str, *, source: str = "<profile>") -> Ca
         raise ValidationError("one profile at a time: the base catalog already has one", source=source,
                               field="--catalog")
     doc, fail = _document(text, source)
-    if not any(key in doc for key in ("constants", "gpus", "models")):
-        raise fail("the profile holds nothing: give [gpus.TYPE], [models.NAME] or [constants] tables", "models")
+    if not any(key in doc for key in ("constants", "gpus", "models", "tier_overhead")):
+        raise fail("the profile holds nothing: give [gpus.TYPE], [models.NAME], [tier_overhead.NAME] or "
+                   "[constants] tables", "models")
     constants = base.constants
     if "constants" in doc:
         table = _table(doc, "constants", fail)
@@ -227,8 +240,30 @@ def extend_catalog(base: Catalog, text: str, *, source: str = "<profile>") -> Ca
             raise fail(f"no figure on a GPU type of the [gpus] table (known: {', '.join(gpus)}); add a [gpus.TYPE] "
                        "table with memory_gib, tensor_tflops and memory_gbyte_s", f"models.{name}.compute_s")
         models[name] = _derive(profile, gpus)
+    overhead = dict(base.tier_overhead)
+    if "tier_overhead" in doc:
+        overhead |= _tier_overhead(_table(doc, "tier_overhead", fail), models, fail)
     return Catalog(models=MappingProxyType(models), constants=constants, source=f"{base.source} + {source}",
-                   gpus=MappingProxyType(gpus), profile_text=text)
+                   gpus=MappingProxyType(gpus), profile_text=text, tier_overhead=MappingProxyType(overhead))
+
+
+def _tier_overhead(table: dict[str, Any], models: Mapping[str, ModelProfile],
+                   fail: Any) -> dict[str, tuple[float, float, float]]:
+    """``[tier_overhead.M]`` tables: ``machine``, ``rack`` and ``network`` fractions of compute, each
+    sourced, for a model of the catalog."""
+    out = {}
+    for name, body in table.items():
+        where = f"tier_overhead.{name}"
+        if name not in models:
+            raise fail(f"no model {name!r} in the catalog (known: {', '.join(sorted(models))})", where)
+        if not isinstance(body, dict):
+            raise fail("must be a table", where)
+        for key in body:
+            if key not in TIER_OVERHEAD_KEYS:
+                raise fail(f"unknown key (allowed: {', '.join(TIER_OVERHEAD_KEYS)})", f"{where}.{key}")
+        m, r, n = (_figure(body, key, f"{where}.{key}", fail, allow_zero=True).value for key in TIER_OVERHEAD_KEYS)
+        out[name] = (m, r, n)
+    return out
 
 
 def _underived(profile: ModelProfile) -> ModelProfile:
@@ -250,8 +285,9 @@ def parse_catalog(text: str, *, source: str = "<string>") -> Catalog:
     if not models_doc:
         raise fail("the catalog needs at least one model", "models")
     models = {name: _derive(_model(name, body, fail), gpus) for name, body in models_doc.items()}
+    overhead = _tier_overhead(_table(doc, "tier_overhead", fail), models, fail) if "tier_overhead" in doc else {}
     return Catalog(models=MappingProxyType(models), constants=constants, source=source,
-                   gpus=MappingProxyType(gpus))
+                   gpus=MappingProxyType(gpus), tier_overhead=MappingProxyType(overhead))
 
 
 def _document(text: str, source: str) -> tuple[dict[str, Any], Any]:

@@ -575,6 +575,13 @@ class PerformanceModel:
             compute = self._compute_s(profile, gpu_key, batch)
         else:  # mixed GPU types: data parallelism waits for the slowest
             compute = max(self._compute_s(profile, g, batch) for g in gpu_key)
+        overhead = self._catalog.tier_overhead.get(model)
+        if overhead is not None:  # Dally §4.2.1: the tier's exposed-communication % applied to compute
+            exposed = 0.0 if tier is Tier.GPU else compute * overhead[tier - Tier.NODE]
+            timing = IterationTime(compute_s=compute, communication_s=exposed, exposed_s=exposed,
+                                   total_s=compute + exposed, tier=tier)
+            self._timings[key] = timing
+            return timing
         size = profile.gradient_bytes
         buckets = buckets_for(size, self._catalog.constants.ddp_bucket_bytes)
         if tier is Tier.GPU:

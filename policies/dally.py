@@ -25,24 +25,30 @@ Paper: shared/papers/dally-network-sensitive-scheduling.txt. What each piece is:
   ``T_total_ideal_run`` = compute-only seconds per iteration x ``I_total``. Low
   means the job has been slowed (by the network, or by restarts); offers are
   made in increasing Nw_sens.
-* **Preemption** "so that the most network-slowed jobs get consolidated
-  placements". (a) A waiting job whose offer fails may preempt running jobs
-  that are markedly less network-slowed than itself, when that frees a
-  placement the job accepts now (a machine; a rack once its machine timer has
-  elapsed; any GPUs once its rack timer has). (b) A running job slowed by its
-  placement (Nw_sens at least ``min_gain`` below 1 and in the more slowed half)
-  whose GPUs span racks, or machines, is re-placed on one rack or one machine
-  when the free GPUs, its own and those of such victims allow it: it is
-  checkpointed and restarted there (a ``Migrate``, paying the restart cost).
-  Dally's reference simulator gets the same effect from its leases: GPUs go
-  back to auction at every lease end and are offered again in Nw_sens order,
-  so a slowed job is offered the best consolidated GPUs first. Victims are
-  taken worst Nw_sens first among the running jobs in the worse half of the
-  Nw_sens range (the "priority gradient" of the reference simulator,
-  REFERENCE-NUMBERS) and at least ``min_gain`` above the beneficiary's Nw_sens
-  (Halyard's hysteresis, not in the paper: without it two jobs a hair apart
-  would swap GPUs every pass). A victim checkpoints and pays the performance
-  model's restart cost when it resumes.
+* **Preemption** (§4.3.1, §4.3.2: "network-sensitive job preemption"; resource
+  offers in increasing Nw_sens, and a preempted job "is reintroduced into the wait
+  queue"). The paper names the priority, not a victim rule; as written here a
+  waiting job whose offer fails may preempt running jobs of *higher* Nw_sens (lower
+  priority), worst (highest) Nw_sens first, when that frees a placement the job
+  accepts now (a machine; a rack once its machine timer has elapsed; any GPUs once
+  its rack timer has). A victim checkpoints and pays the performance model's
+  restart cost when it resumes.
+
+Three rules of Halyard's own, none in the paper, are named options, off in the
+paper's ``dally`` and ``dally-manual`` (registered as ``+migrate``, ``+worse-half``
+and ``+hysteresis``; ``dally+migrate+worse-half+hysteresis`` is Halyard's earlier
+Dally, docs/dally-reproduction.md measures each against the paper's version):
+
+* ``migrate``: a running job slowed by its placement (Nw_sens below ``1 - min_gain``)
+  whose GPUs span more racks or machines than its size needs is re-placed on one rack
+  or one machine when the free GPUs, its own and those of victims allow it (a
+  ``Migrate``: checkpoint and restart). The closest the paper comes is its reference
+  simulator's lease-end re-auction, which the paper does not describe.
+* ``worse_half``: victims (and movers) only among the jobs in the worse (higher) half
+  of the Nw_sens range. Earlier attributed to a "priority gradient" of the reference
+  simulator; neither the paper nor REFERENCE-NUMBERS has it.
+* ``min_gain`` (``+hysteresis`` sets :data:`MIN_GAIN`): a victim must be at least this
+  far above the beneficiary's Nw_sens, so that two jobs a hair apart do not swap GPUs.
 
 Why Dally is its own :class:`~halyard.policies.stages.Policy` and not a
 :class:`~halyard.policies.staged.StagedPolicy`: an offer is accepted or rejected
@@ -77,7 +83,7 @@ from typing import Protocol
 
 import numpy as np
 
-from halyard.datamodel import Allocation, Cluster
+from halyard.datamodel import Allocation, Cluster, ValidationError
 from halyard.policies.facts import ClusterShape, GpuTypes
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, no_fit, usable_gpus
@@ -105,7 +111,8 @@ RACK_FLOOR_LEASES = 12
 HISTORY_LIMIT_S = 7 * 24 * HOUR_S
 # The "size of the wait-time list" (§4.3.3): the most recent acceptances kept per list.
 HISTORY_WINDOW = 100
-# Preemption hysteresis (Halyard's choice; see the module docstring).
+# Preemption hysteresis of the ``+hysteresis`` option (Halyard's choice, not in the paper; see the
+# module docstring): a victim's Nw_sens must exceed the beneficiary's by at least this much.
 MIN_GAIN = 0.05
 
 
@@ -232,6 +239,27 @@ def nw_sens(job: JobInfo, now: float, compute_s: float) -> float:
     return (job.iterations_done(now) / total) / (run / (compute_s * total))
 
 
+def ideal_compute_s(view: ClusterView, job: JobInfo) -> float:
+    """§4.3.1's compute time per iteration "on a single GPU", on the job's GPU type.
+
+    The type is the job's constraint, else the type of the GPUs it holds (the slowest
+    one's compute if they are mixed: data parallelism waits for it), else -- a waiting job
+    that is not constrained -- the fastest type it fits (the ideal run; the view keeps no
+    record of the types it ran on before)."""
+    facts = view.facts
+    if job.spec.gpu_type is not None:
+        return facts.compute_s(job.spec, job.spec.gpu_type)
+    allocation = job.allocation
+    if allocation is not None:
+        types = {view.cluster.node(p.node).gpu_type for p in allocation.nodes if p.gpus}
+        return max(facts.compute_s(job.spec, t) for t in types)
+    allowed = facts.gpu_types_for(job.spec)
+    types = view.cluster.gpu_types if allowed is None else [t for t in view.cluster.gpu_types if t in allowed]
+    if not types:
+        return facts.compute_s(job.spec, view.cluster.gpu_types[0])
+    return min(facts.compute_s(job.spec, t) for t in types)
+
+
 def delay_decision(avail: np.ndarray, shape: ClusterShape, demand: int, starvation_s: float,
                    machine_timer_s: float, rack_timer_s: float) -> tuple[Picked, Level] | None:
     """Algorithm 1 on the offer ``avail`` (usable GPUs per node): a placement and its level, or None (reject)."""
@@ -300,8 +328,8 @@ class NwSensOrdering(Ordering):
     arrival_order = False
 
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, float, int]]:
-        now, facts = view.now, view.facts
-        return lambda job: (nw_sens(job, now, facts.compute_s(job.spec)), job.spec.submit_time, job.arrival_seq)
+        now = view.now
+        return lambda job: (nw_sens(job, now, ideal_compute_s(view, job)), job.spec.submit_time, job.arrival_seq)
 
 
 class DelayScheduling(Placement):
@@ -394,11 +422,22 @@ class Dally:
     starvation = staticmethod(starvation)
 
     def __init__(self, timers: TimerSource | None = None, *, name: str = "dally", preemption: bool = True,
-                 min_gain: float = MIN_GAIN, adjusters: tuple[Adjuster, ...] = ()) -> None:
+                 migrate: bool = False, worse_half: bool = False, min_gain: float = 0.0,
+                 adjusters: tuple[Adjuster, ...] = ()) -> None:
+        """``migrate``, ``worse_half`` and ``min_gain`` are Halyard's options (module docstring);
+        their defaults are the paper's Dally."""
+        if not 0.0 <= min_gain < 1.0:
+            raise ValueError(f"min_gain must be in [0, 1), got {min_gain!r}")
         self.name = name
         self.delay = DelayScheduling(timers)
         self.preemption = preemption
+        self.migrate = migrate
+        self.worse_half = worse_half
         self.min_gain = min_gain
+        # job id -> (allocation, facts, ideal compute s): what ideal_compute_s answered for the job
+        # as it was placed; a pure cache (issue 19: every running job's Nw_sens is needed in every
+        # pass with pending jobs, its ideal changes only with its GPUs), pruned to the view's jobs.
+        self._ideal: dict[str, tuple[Allocation | None, object, float]] = {}
         # Adjusters run after Dally's pass on what is still free, as in a staged policy
         # (``dally+cassini``: Cassini's time-shifts on Dally's placements).
         self.adjusters = adjusters
@@ -409,12 +448,19 @@ class Dally:
 
     @property
     def acts_without_pending(self) -> bool:
-        """With preemption, slowed running jobs are re-consolidated even when nothing waits."""
-        return self.preemption or any(a.acts_without_pending for a in self.adjusters)
+        """With ``migrate``, slowed running jobs are re-consolidated even when nothing waits."""
+        return self._migrates or any(a.acts_without_pending for a in self.adjusters)
+
+    @property
+    def _migrates(self) -> bool:
+        return self.preemption and self.migrate
 
     def stages(self) -> list[tuple[str, str]]:
+        options = [o for o, on in (("migrate", self.migrate), ("worse-half", self.worse_half),
+                                   (f"min-gain {self.min_gain:g}", self.min_gain > 0.0)) if on]
+        preemption = "+".join(["nw-sens", *options]) if self.preemption else "off"
         return [("ordering", NwSensOrdering.name), ("placement", self.delay.name), ("timers", self.timers.name),
-                ("preemption", "nw-sens" if self.preemption else "off"),
+                ("preemption", preemption),
                 *(("adjust", a.name) for a in self.adjusters)]
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
@@ -428,7 +474,19 @@ class Dally:
 
     # ------------------------------------------------------------------ reading the view
     def sensitivity(self, view: ClusterView, job: JobInfo) -> float:
-        return nw_sens(job, view.now, view.facts.compute_s(job.spec))
+        hit = self._ideal.get(job.job_id)
+        if hit is not None and hit[0] is job.allocation and hit[1] is view.facts:
+            compute = hit[2]
+        else:
+            compute = ideal_compute_s(view, job)
+            self._ideal[job.job_id] = (job.allocation, view.facts, compute)
+        return nw_sens(job, view.now, compute)
+
+    def _prune(self, view: ClusterView) -> None:
+        """Forget the cached ideals of jobs no longer in the view, once the cache is twice its size."""
+        if len(self._ideal) > 2 * (len(view.running) + len(view.pending)) + 64:
+            pending = {job.job_id for job in view.pending}
+            self._ideal = {k: v for k, v in self._ideal.items() if k in view.running or k in pending}
 
     # ------------------------------------------------------------------ the pass
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
@@ -442,26 +500,31 @@ class Dally:
     def _schedule(self, view: ClusterView, state: PassState) -> tuple[Plan, FreeResources | None]:
         """Dally's own pass: the plan, and what it left free (None when it returned before copying)."""
         plan = Plan()
-        if not view.pending and not (self.preemption and view.running):
+        if not view.pending and not (self._migrates and view.running):
             return plan, None
         shape = view.shape
         free = view.free.copy()
+        self._prune(view)
         sens = {job.job_id: self.sensitivity(view, job) for job in view.pending}
         victims: list[_Victim] = []
         movers: list[JobInfo] = []
         if self.preemption and view.running:
             # Only a job spread over more machines or racks than its size needs can be moved.
-            tighter = [job for job in view.running.values()
-                       if len(job.allocation.nodes) > 1 and self._can_tighten(view, job)]
+            tighter = ([job for job in view.running.values()
+                        if len(job.allocation.nodes) > 1 and self._can_tighten(view, job)]
+                       if self.migrate else [])
             if not view.pending and not tighter:
                 return plan, free  # nothing waits and nothing can move: no Nw_sens needed
             running = {job_id: self.sensitivity(view, job) for job_id, job in view.running.items()}
-            measured = [sens[j.job_id] for j in view.pending if j.run_time_s(view.now) > 0.0]
-            values = [*measured, *running.values()]
-            middle = min(values) + (max(values) - min(values)) / 2.0
+            middle = -math.inf
+            if self.worse_half:
+                measured = [sens[j.job_id] for j in view.pending if j.run_time_s(view.now) > 0.0]
+                values = [*measured, *running.values()]
+                middle = min(values) + (max(values) - min(values)) / 2.0
             victims = self._victims(view, running, middle)
-            slowed = min(middle, 1.0 - self.min_gain)
-            movers = [job for job in tighter if running[job.job_id] <= slowed]
+            # movers: slowed (below 1), by at least min_gain, and with worse_half in the more slowed half
+            slowed = min(middle if self.worse_half else math.inf, 1.0 - self.min_gain)
+            movers = [job for job in tighter if running[job.job_id] <= slowed and running[job.job_id] < 1.0]
             sens.update((job.job_id, running[job.job_id]) for job in movers)
         order = sorted([*view.pending, *movers], key=lambda j: (sens[j.job_id], j.spec.submit_time, j.arrival_seq))
         for job in order:
@@ -495,7 +558,8 @@ class Dally:
 
     # ------------------------------------------------------------------ preemption
     def _victims(self, view: ClusterView, running: dict[str, float], middle: float) -> list[_Victim]:
-        """Running jobs in the worse half of the Nw_sens range, worst (highest) first."""
+        """Running jobs above ``middle`` (the worse half of the Nw_sens range with ``worse_half``,
+        else every one), worst (highest) Nw_sens first."""
         out = []
         for job_id, s in running.items():
             job = view.running[job_id]
@@ -504,6 +568,13 @@ class Dally:
             out.append(_Victim(job, s, view.cluster))
         out.sort(key=lambda v: (-v.sens, -v.job.spec.submit_time, -v.job.arrival_seq))
         return out
+
+    def _eligible(self, victims: list[_Victim], sens: float) -> list[_Victim]:
+        """The victims a job of Nw_sens ``sens`` may preempt, worst first: a higher Nw_sens (a lower
+        priority, §4.3.1), and with ``min_gain`` at least that much higher."""
+        if self.min_gain > 0.0:
+            return list(takewhile(lambda v: v.sens >= sens + self.min_gain, victims))
+        return list(takewhile(lambda v: v.sens > sens, victims))
 
     def _best_level(self, view: ClusterView, job: JobInfo) -> Level:
         machine, rack = view.shape.largest(view.gpu_types_for(job.spec))
@@ -518,7 +589,7 @@ class Dally:
                      t_mc: float, t_rk: float, free: FreeResources, shape: ClusterShape,
                      victims: list[_Victim], plan: Plan) -> tuple[Picked, Level] | None:
         """(a): free a placement the waiting ``job`` accepts now by preempting victims."""
-        eligible = list(takewhile(lambda v: v.sens >= sens + self.min_gain, victims))  # worst Nw_sens first
+        eligible = self._eligible(victims, sens)
         if not eligible:
             return None
         demand = job.spec.num_gpus
@@ -555,7 +626,7 @@ class Dally:
         trial.give(allocation)
         types = view.gpu_types_for(job.spec)
         avail = usable_gpus(trial, shape, types)
-        eligible = list(takewhile(lambda v: v.sens >= sens + self.min_gain, victims))  # worst Nw_sens first
+        eligible = self._eligible(victims, sens)
         for level in range(self._best_level(view, job), current):
             level = Level(level)
             picked = on_machine(avail, demand) if level is Level.MACHINE else on_rack(avail, shape, demand)
@@ -576,6 +647,28 @@ class Dally:
             free.take(moved)
             plan.migrate(job.job_id, moved)
             return
+
+
+def with_option(policy: object, option: str) -> Dally:
+    """``policy`` (a Dally) with one of Halyard's own rules switched on: ``migrate``, ``worse-half``
+    or ``hysteresis`` (``min_gain`` = :data:`MIN_GAIN`); the name gains ``+option``."""
+    if not isinstance(policy, Dally):
+        name = getattr(policy, "name", type(policy).__name__)
+        raise ValidationError(f"+{option} is an option of Dally; {name!r} is not a Dally policy", field="policy")
+    if option == "migrate":
+        policy.migrate = True
+    elif option == "worse-half":
+        policy.worse_half = True
+    elif option == "hysteresis":
+        policy.min_gain = MIN_GAIN
+    else:
+        raise ValidationError(f"unknown Dally option {option!r} (known: {', '.join(DALLY_OPTIONS)})", field="policy")
+    policy.name = f"{policy.name}+{option}"
+    return policy
+
+
+# Halyard's own rules, named as '+option' on a Dally preset (policies/registry.py AUGMENTATIONS).
+DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis")
 
 
 def allocation_level(allocation: Allocation, cluster: Cluster) -> Level:
@@ -607,7 +700,8 @@ def _cheapest(level: Level, demand: int, avail: np.ndarray, shape: ClusterShape,
     """The domain (node, rack, or -1 for the whole network) needing the fewest preempted GPUs.
 
     Victims are taken in the given order (worst Nw_sens first) until the domain
-    holds ``demand`` usable GPUs; ties go to fewer victims, then the lowest index.
+    holds ``demand`` usable GPUs; ties go to fewer victims, then to the victims of lowest
+    priority (the highest smallest Nw_sens, §4.3.1), then the lowest index.
     """
     if level is Level.MACHINE:
         domains: Iterable[tuple[int, int, str]] = ((i, int(avail[i]), "node") for i in range(avail.size)
@@ -617,7 +711,7 @@ def _cheapest(level: Level, demand: int, avail: np.ndarray, shape: ClusterShape,
         domains = ((r, int(rack_free[r]), "rack") for r in range(shape.n_racks))
     else:
         domains = ((-1, int(avail.sum()), "all"),)
-    best: tuple[tuple[int, int, int], int, list[_Victim]] | None = None
+    best: tuple[tuple[int, int, float, int], int, list[_Victim]] | None = None
     for index, have, kind in domains:
         group: list[_Victim] = []
         for v in eligible:
@@ -629,7 +723,7 @@ def _cheapest(level: Level, demand: int, avail: np.ndarray, shape: ClusterShape,
                 have += held
         if have < demand or not group:
             continue
-        key = (sum(v.gpus for v in group), len(group), index)
+        key = (sum(v.gpus for v in group), len(group), -min(v.sens for v in group), index)
         if best is None or key < best[0]:
             best = (key, index, group)
     return None if best is None else (best[1], best[2])

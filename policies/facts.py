@@ -109,8 +109,7 @@ class ClusterFacts:
         fit = frozenset(t for t in wanted if t in present and self.perf.fits_memory(spec, t))
         return None if spec.gpu_type is None and len(fit) == len(present) else fit
 
-    def compute_s(self, spec: JobSpec) -> float:
-        """Compute-only seconds per iteration on one GPU of the job's type (Dally's ideal run time)."""
-        gpu_type = spec.gpu_type or self.cluster.gpu_types[0]
+    def compute_s(self, spec: JobSpec, gpu_type: str) -> float:
+        """Compute-only seconds per iteration on one GPU of ``gpu_type`` (Dally's ideal run time)."""
         return self.memo("compute-s", (spec.model, spec.batch_size, gpu_type),
                          lambda: self.perf.ideal_iteration_time(spec, gpu_type))

@@ -10,6 +10,7 @@ and a compact grammar for a pipeline::
     fifo,admission=tenant-quota,preempt=quota-reclaim   # Kueue-style quotas, borrowing, reclaim
     tiresias+cassini                             # a preset with an augmentation appended
     synergy-tune:srtf+cassini, dally+cassini
+    dally+migrate+worse-half+hysteresis          # Dally with Halyard's own rules (policies/dally.py)
 
 An augmentation (``AUGMENTATIONS``) is named as a ``+suffix`` on any preset: Cassini
 wraps the preset's per-job placement (compatibility-ranked candidates) and appends its
@@ -31,7 +32,15 @@ from types import MappingProxyType
 from halyard.datamodel import ValidationError
 from halyard.policies.cassini import CassiniShifts, augment
 from halyard.policies.crius import Crius
-from halyard.policies.dally import AutoTuner, Dally, DelayScheduling, ManualTimers, NwSensOrdering
+from halyard.policies.dally import (
+    DALLY_OPTIONS,
+    AutoTuner,
+    Dally,
+    DelayScheduling,
+    ManualTimers,
+    NwSensOrdering,
+    with_option,
+)
 from halyard.policies.easyscale import (
     EasyScaleOptions,
     EasyScalePlacement,
@@ -68,14 +77,20 @@ STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
     "preempt": MappingProxyType({"priority": PriorityPreemption, "quota-reclaim": QuotaReclaim}),
 })
 # Augmentations named as a '+suffix' on a preset: name -> (policy -> augmented policy).
-AUGMENTATIONS: Mapping[str, Callable[[Policy], Policy]] = MappingProxyType({"cassini": augment})
+# Dally's options (``dally+migrate``, ``dally-manual+worse-half+hysteresis``, ...) are rules of Halyard's
+# own, off in the paper's presets (policies/dally.py); they apply to a Dally policy only.
+AUGMENTATIONS: Mapping[str, Callable[[Policy], Policy]] = MappingProxyType({
+    "cassini": augment,
+    **{option: (lambda policy, o=option: with_option(policy, o)) for option in DALLY_OPTIONS},
+})
 
 _PRESETS: dict[str, Callable[[], Policy]] = {
     "fifo": lambda: StagedPolicy("fifo", Fifo(), placement=FirstFitConsolidated()),
     "srtf": lambda: StagedPolicy("srtf", Srtf(), placement=FirstFitConsolidated()),
     "las": lambda: StagedPolicy("las", Las(), placement=FirstFitConsolidated()),
-    # Dally (its own Policy: offers and accept/reject, policies/dally.py) with the
-    # auto-tuner of Algorithm 2, and Dally-manual with the paper's 12 h + 12 h timers.
+    # Dally as the paper writes it (its own Policy: offers and accept/reject, policies/dally.py) with
+    # the auto-tuner of Algorithm 2, and Dally-manual with the paper's 12 h + 12 h timers. Halyard's
+    # own rules are '+migrate', '+worse-half' and '+hysteresis' on either (AUGMENTATIONS).
     "dally": lambda: Dally(AutoTuner(), name="dally"),
     "dally-manual": lambda: Dally(ManualTimers(), name="dally-manual"),
     # Dally's baselines: Tiresias (discretised 2D-LAS, skew-based consolidation) and

@@ -267,7 +267,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.parametrize("script, args, outputs", [
     ("reproduce_dally.py", ["--racks", "2", "--policies", "dally", "tiresias"],
-     ["dally-reproduction.json", "dally-reproduction-table.md", "img/dally-reproduction.png"]),
+     ["dally-reproduction.json", "dally-reproduction-table.md", "img/dally-reproduction.png",
+      "dally-reproduction.md"]),
     ("reproduce_synergy.py", [], ["synergy-trace.json", "synergy-trace-table.md", "synergy-trace.html"]),
 ])
 def test_reproduction_scripts_take_a_trace_and_report_progress(script, args, outputs, tmp_path):

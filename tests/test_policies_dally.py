@@ -8,19 +8,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from factories import job
+from factories import job, two_type_toml
 from policy_fakes import FakeJob, FakePerf, on, view_of
 
 from halyard.controlplane import SchedulingCore, Simulator
-from halyard.datamodel import Allocation, EventKind, JobState, NodeAllocation
+from halyard.datamodel import Allocation, EventKind, JobSpec, JobState, NodeAllocation, ValidationError, parse_cluster
 from halyard.policies import Migrate, PassState, Preempt, Start, WaitCode, make_policy, policy_names
 from halyard.policies.dally import (
     MANUAL_MACHINE_TIMER_S,
+    MIN_GAIN,
     AutoTuner,
     Dally,
     DelayScheduling,
     ManualTimers,
     delay_decision,
+    ideal_compute_s,
     nw_sens,
     tuned_timer,
 )
@@ -232,19 +234,27 @@ def test_preemption_consolidates_the_network_slowed_job(small_cluster):
     new = fake("new", 4, seq=5)
     policy = Dally(ManualTimers())
     plan = policy.schedule(view_of(small_cluster, 10.0, running, [new, slowed]), PassState())
-    # range [0.3, 0.99], middle 0.645: victims ok1 (0.99), ok2 (0.95), ok3 (0.70); the worst is ok1
+    # every running job has a higher Nw_sens than 0.3 (a lower priority); the worst is ok1 (0.99)
     assert plan.actions == [Preempt("ok1"), Start("slowed", on(small_cluster, ("r0-n1", 4)))]
     plan = Dally(ManualTimers()).schedule(view_of(small_cluster, 10.0, running, [new]), PassState())
     assert not plan
 
 
-@pytest.mark.parametrize(("b_sens", "waiting_sens", "preempted"), [
-    (0.62, 0.50, "b"),    # b is in the worse half (above 0.5) and 0.12 above the waiting job: preempted
-    (0.62, 0.60, None),   # only 0.02 above the waiting job: below MIN_GAIN (0.05)
-    (0.45, 0.30, None),   # 0.15 above it, but in the better half of the range [0.1, 0.9]
+@pytest.mark.parametrize(("options", "b_sens", "waiting_sens", "preempted"), [
+    # the paper (§4.3.1): any running job of higher Nw_sens (lower priority) may be preempted
+    ({}, 0.62, 0.60, "b"),
+    ({}, 0.45, 0.30, "b"),
+    ({}, 0.60, 0.60, None),   # the same Nw_sens: not a lower priority
+    # Halyard's options: the worse half of the Nw_sens range, and MIN_GAIN above the waiting job
+    ({"worse_half": True, "min_gain": MIN_GAIN}, 0.62, 0.50, "b"),   # worse half, 0.12 above: preempted
+    ({"worse_half": True, "min_gain": MIN_GAIN}, 0.62, 0.60, None),  # only 0.02 above: below MIN_GAIN
+    ({"worse_half": True, "min_gain": MIN_GAIN}, 0.45, 0.30, None),  # better half of the range [0.1, 0.9]
+    ({"worse_half": True}, 0.45, 0.30, None),
+    ({"min_gain": MIN_GAIN}, 0.45, 0.30, "b"),
 ])
-def test_preemption_needs_a_margin_and_the_worse_half(small_cluster, b_sens, waiting_sens, preempted):
-    """Victims must be in the worse half of the Nw_sens range and MIN_GAIN above the waiting job.
+def test_preemption_victims(small_cluster, options, b_sens, waiting_sens, preempted):
+    """The paper's victims are the running jobs of higher Nw_sens; ``worse_half`` and ``min_gain``
+    narrow them.
 
     Nw_sens = done / run here (compute 1 s, 1,000 iterations). Only b can free a machine for the
     4-GPU job (a holds half of r0-n0, beside the badly slowed c), so b's eligibility decides."""
@@ -255,7 +265,7 @@ def test_preemption_needs_a_margin_and_the_worse_half(small_cluster, b_sens, wai
                fake("d", 4, seq=3, allocation=on(small_cluster, ("r1-n0", 4)), done=100, run_s=1000),
                fake("e", 4, seq=4, allocation=on(small_cluster, ("r1-n1", 4)), done=100, run_s=1000)]
     waiting = fake("w", 4, seq=5, done=1000 * waiting_sens, run_s=1000, last_assignment_time=0.0)
-    plan = Dally(ManualTimers()).schedule(view_of(small_cluster, 10.0, running, [waiting]), PassState())
+    plan = Dally(ManualTimers(), **options).schedule(view_of(small_cluster, 10.0, running, [waiting]), PassState())
     if preempted is None:
         assert not plan
         assert plan.unplaced["w"].reason == "needs 4 GPUs; 0 free and no running job may be preempted for it"
@@ -276,14 +286,17 @@ def test_preemption_respects_the_delay_ladder(small_cluster):
     assert plan.actions == [Preempt("a"), Start("s", on(small_cluster, ("r0-n0", 4)))]
 
 
-def test_slowed_running_job_is_reconsolidated(small_cluster):
-    """Preemption (b): a running job slowed by a placement across racks moves to one machine
-    when GPUs allow (a Migrate: checkpoint, restart cost), even with nothing waiting - as the
-    reference simulator's lease-end re-auction in Nw_sens order does."""
+def test_slowed_running_job_is_reconsolidated_with_migrate_only(small_cluster):
+    """Option ``migrate`` (not in the paper, off in ``dally``): a running job slowed by a placement
+    across racks moves to one machine when GPUs allow (a Migrate: checkpoint, restart cost),
+    even with nothing waiting."""
     spread = fake("spread", 4, seq=0, allocation=on(small_cluster, ("r0-n0", 2), ("r1-n0", 2)),
                   done=300, run_s=1000)
     fine = fake("fine", 4, seq=1, allocation=on(small_cluster, ("r0-n1", 4)), done=990, run_s=1000)
-    policy = Dally(ManualTimers())
+    paper = Dally(ManualTimers())
+    assert not paper.acts_without_pending
+    assert not paper.schedule(view_of(small_cluster, 10.0, [spread, fine], []), PassState())
+    policy = Dally(ManualTimers(), migrate=True)
     assert policy.acts_without_pending
     plan = policy.schedule(view_of(small_cluster, 10.0, [spread, fine], []), PassState())
     (move,) = plan.actions
@@ -291,8 +304,8 @@ def test_slowed_running_job_is_reconsolidated(small_cluster):
 
 
 def test_reconsolidation_preempts_less_slowed_victims(small_cluster):
-    """With no free machine, the slowed job takes the machine it half holds from a victim in the
-    worse half of the Nw_sens range."""
+    """With ``migrate`` and no free machine, the slowed job takes the machine it half holds from a
+    victim (here with every option on: Halyard's earlier Dally)."""
     spread = fake("spread", 4, seq=0, done=300, run_s=1000)
     spread.allocation = Allocation((NodeAllocation("r0-n0", (0, 1), 6, 125_000),
                                     NodeAllocation("r1-n0", (0, 1), 6, 125_000)))
@@ -302,20 +315,26 @@ def test_reconsolidation_preempts_less_slowed_victims(small_cluster):
               fake("o2", 2, seq=3, allocation=Allocation((NodeAllocation("r1-n0", (2, 3), 6, 125_000),)),
                    done=700, run_s=1000),
               fake("o3", 4, seq=4, allocation=on(small_cluster, ("r1-n1", 4)), done=700, run_s=1000)]
-    plan = Dally(ManualTimers()).schedule(view_of(small_cluster, 10.0, [spread, victim, *others], []), PassState())
+    policy = Dally(ManualTimers(), migrate=True, worse_half=True, min_gain=MIN_GAIN)
+    plan = policy.schedule(view_of(small_cluster, 10.0, [spread, victim, *others], []), PassState())
     assert [type(a).__name__ for a in plan.actions] == ["Preempt", "Migrate"]
     assert plan.actions[0].job_id == "victim"
     assert plan.actions[1].allocation.node_names == ("r0-n0",)
 
 
 def test_unslowed_or_tight_jobs_stay(small_cluster):
-    """No move for a job within MIN_GAIN of ideal speed, nor for one already as tight as it can be."""
+    """With ``migrate``: no move for a job within MIN_GAIN of ideal speed (with ``hysteresis``) or at it,
+    nor for one already as tight as it can be."""
     near_ideal = fake("near", 4, allocation=on(small_cluster, ("r0-n0", 2), ("r1-n0", 2)), done=980, run_s=1000)
     slowed_low = fake("low", 1, allocation=on(small_cluster, ("r0-n1", 1)), done=100, run_s=1000)
-    assert not Dally(ManualTimers()).schedule(view_of(small_cluster, 10.0, [near_ideal, slowed_low], []), PassState())
+    hysteresis = Dally(ManualTimers(), migrate=True, min_gain=MIN_GAIN)
+    assert not hysteresis.schedule(view_of(small_cluster, 10.0, [near_ideal, slowed_low], []), PassState())
+    assert Dally(ManualTimers(), migrate=True).schedule(view_of(small_cluster, 10.0, [near_ideal], []), PassState())
+    ideal = fake("ideal", 4, allocation=on(small_cluster, ("r0-n0", 2), ("r1-n0", 2)), done=1000, run_s=1000)
+    assert not Dally(ManualTimers(), migrate=True).schedule(view_of(small_cluster, 10.0, [ideal], []), PassState())
     rack_wide = fake("wide", 8, allocation=on(small_cluster, ("r1-n0", 4), ("r1-n1", 4)), done=100, run_s=1000)
-    assert not Dally(ManualTimers()).schedule(view_of(small_cluster, 10.0, [rack_wide], []), PassState())
-    assert not Dally(ManualTimers(), preemption=False).acts_without_pending
+    assert not Dally(ManualTimers(), migrate=True).schedule(view_of(small_cluster, 10.0, [rack_wide], []), PassState())
+    assert not Dally(ManualTimers(), preemption=False, migrate=True).acts_without_pending
 
 
 # --------------------------------------------------------------------------- end to end
@@ -325,6 +344,47 @@ def test_registry_names():
     assert {"dally", "dally-manual", "fifo", "las", "srtf"} <= set(policy_names())
     assert make_policy("dally").name == "dally" and make_policy("dally-manual").name == "dally-manual"
     assert isinstance(make_policy("dally-manual").timers, ManualTimers)
+
+
+def test_the_presets_are_the_paper_and_options_are_named():
+    """``dally`` and ``dally-manual`` have none of Halyard's own rules; '+migrate', '+worse-half' and
+    '+hysteresis' switch them on (on Dally only), and name the result."""
+    for name in ("dally", "dally-manual"):
+        paper = make_policy(name)
+        assert (paper.migrate, paper.worse_half, paper.min_gain) == (False, False, 0.0)
+        assert ("preemption", "nw-sens") in paper.stages()
+    old = make_policy("dally-manual+migrate+worse-half+hysteresis")
+    assert (old.migrate, old.worse_half, old.min_gain) == (True, True, MIN_GAIN)
+    assert old.name == "dally-manual+migrate+worse-half+hysteresis" and isinstance(old.timers, ManualTimers)
+    assert ("preemption", f"nw-sens+migrate+worse-half+min-gain {MIN_GAIN:g}") in old.stages()
+    assert make_policy("dally+cassini+migrate").migrate
+    with pytest.raises(ValidationError, match=r"\+migrate is an option of Dally; 'fifo' is not a Dally policy"):
+        make_policy("fifo+migrate")
+    with pytest.raises(ValueError, match="min_gain"):
+        Dally(min_gain=1.5)
+
+
+def test_ideal_run_time_is_on_the_jobs_gpu_type(perf):
+    """§4.3.1's T_total_ideal_run: compute per iteration "on a single GPU" of the job's own type (the
+    one it runs on, or its constraint), not the cluster's first type."""
+    from halyard.policies.facts import ClusterFacts
+
+    cluster = parse_cluster(two_type_toml(1, 4), source="two-types.toml")  # nodes r0-a40-0, r0-a10-0
+    assert cluster.gpu_types[0] == "A10"
+    spec = JobSpec(job_id="j", submit_time=0.0, model="resnet50", num_gpus=2, iterations=100, batch_size=64)
+    on_a40 = FakeJob(spec, allocation=on(cluster, ("r0-a40-0", 2)), done=10, run_s=100)
+    view = view_of(cluster, 0.0, [on_a40], [])
+    view = type(view)(now=0.0, cluster=cluster, free=view.free, running=view.running, pending=[], perf=perf,
+                      round_s=300.0, pending_demand=view.pending_demand)
+    assert isinstance(view.facts, ClusterFacts)
+    a40 = perf.ideal_iteration_time(spec, "A40")
+    assert a40 < 0.9 * perf.ideal_iteration_time(spec, "A10")
+    assert ideal_compute_s(view, on_a40) == a40
+    constrained = FakeJob(JobSpec(job_id="k", submit_time=0.0, model="resnet50", num_gpus=2, iterations=100,
+                                  batch_size=64, gpu_type="A40"))
+    assert ideal_compute_s(view, constrained) == a40
+    waiting = FakeJob(spec)  # unconstrained and not running: the fastest type it fits
+    assert ideal_compute_s(view, waiting) == perf.ideal_iteration_time(spec, "A40")
 
 
 @pytest.mark.parametrize("name", ["dally", "dally-manual"])

@@ -26,8 +26,9 @@ from halyard.v1 import types_pb2 as tpb
 
 def expected(policy: str) -> tuple[str, str, str]:
     """(code, stage, reason) the policy's waiting job must report."""
-    if policy.startswith("dally"):
-        return "CANNOT_FIT_NOW", "delay-scheduling", "needs 16 GPUs; 0 free"
+    if policy.startswith("dally"):  # the running job has no higher Nw_sens than the never-run one (1.0)
+        return ("CANNOT_FIT_NOW", "delay-scheduling",
+                "needs 16 GPUs; 0 free and no running job may be preempted for it")
     if policy.startswith("crius"):  # Algorithm 1: no Cell fits even with running jobs scaled
         return "CANNOT_FIT_NOW", policy, "needs 16 GPUs of one type; no Cell fits with up to 3 jobs scaled (0 free)"
     if policy.startswith("elasticflow"):  # minimum shares in (deadline) order; no deadline: it waits

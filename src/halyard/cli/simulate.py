@@ -35,7 +35,9 @@ def add_catalog_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--catalog", type=Path, default=None, metavar="FILE",
                    help="a model profile laid over the built-in catalog: what `halyard calibrate --out` writes, or "
                         "any part of a catalog in emulator/data/models.toml's schema (its [gpus.T] and [models.M] "
-                        "tables add or replace, [constants] entries replace). Example: --catalog calibration.toml")
+                        "tables add or replace, [constants] entries replace, [tier_overhead.M] sets a model's "
+                        "exposed communication per tier). A built-in profile by name: dally-table1 (Dally's "
+                        "Table 1). Example: --catalog calibration.toml")
 
 
 def add_output_options(p: argparse.ArgumentParser) -> None:
