@@ -305,10 +305,16 @@ class Crius(Policy):
     paper's rules, on by default, and can be turned off for ablations. ``deadlines``: Crius-DDL
     (§8.5): a job with a deadline only gets Cells that finish by it, running jobs with deadlines
     are only scaled to Cells that still do, and a pending job that cannot finish by its deadline
-    on its fastest Cell is dropped early (:class:`~halyard.policies.plan.Drop`)."""
+    on its fastest Cell is dropped early (:class:`~halyard.policies.plan.Drop`).
+
+    The ablations of §8.6 (Fig. 20), after Sia's terms: ``adaptivity=False`` (Crius-NA) never changes
+    a job's GPU count -- its only Cells are of its requested ``N_G`` GPUs; ``heterogeneity=False``
+    (Crius-NH) never changes a running job's GPU type -- ScaleResource and the extra scheduling only
+    resize a job on the type it runs on (a new job still takes the Cell of highest throughput)."""
 
     def __init__(self, *, search_depth: int = SEARCH_DEPTH, upscale: bool = True, suspend: bool = True,
-                 deadlines: bool = False, name: str = "crius") -> None:
+                 deadlines: bool = False, adaptivity: bool = True, heterogeneity: bool = True,
+                 name: str = "crius") -> None:
         if search_depth < 0:
             raise ValueError(f"search_depth must be >= 0, got {search_depth}")
         self.name = name
@@ -316,6 +322,8 @@ class Crius(Policy):
         self.upscale = upscale
         self.suspend = suspend
         self.deadlines = deadlines
+        self.adaptivity = adaptivity
+        self.heterogeneity = heterogeneity
         # Opportunistic job -> the blocked job it runs beside (learned in on_applied only).
         self._opportunistic: dict[str, str] = {}
 
@@ -338,7 +346,7 @@ class Crius(Policy):
         blocked: str | None = None
         opportunistic: list[tuple[str, str]] = []
         for job in view.pending:  # SchedArrival / SchedDeparture: arrival order
-            cells = job_cells(view, job.spec)
+            cells = self._cells(view, job.spec)
             if self.deadlines and cells and not self._meets(view, job, min(e.iteration_s for e in cells.values())):
                 plan.drop(job.job_id, "cannot finish before its deadline on its fastest Cell")
                 continue
@@ -375,6 +383,15 @@ class Crius(Policy):
                                if blocked in waiting and job_id not in gone
                                and (job_id in view.running or job_id in starts)}
 
+    def _cells(self, view: ClusterView, spec: JobSpec) -> dict[tuple[str, int], CellEstimate]:
+        """The job's Cells this policy may choose: all of :func:`job_cells`, or (Crius-NA) those of
+        its requested ``N_G`` GPUs."""
+        cells = job_cells(view, spec)
+        if self.adaptivity:
+            return cells
+        key = (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, spec.gpu_range, spec.gpu_type)
+        return view.facts.memo("crius/na-cells", key, lambda: {k: e for k, e in cells.items() if k[1] == spec.num_gpus})
+
     # ---------------------------------------------------------------- virtual state
     def _virtual(self, view: ClusterView) -> _PassVirtual:
         avail = usable_gpus(view.free, view.shape, None)
@@ -402,7 +419,7 @@ class Crius(Policy):
             return False
         ref = reference_s(view, job.spec)
         best: tuple[float, int, tuple[str, int], list[tuple[str, CellEstimate]]] | None = None
-        for key, option in job_cells(view, job.spec).items():
+        for key, option in self._cells(view, job.spec).items():
             if self.deadlines and not self._meets(view, job, option.iteration_s):
                 continue
             ops = self._scale_resource(view, v, key[0], key[1] - v.free[key[0]], exclude=job.job_id)
@@ -419,7 +436,7 @@ class Crius(Policy):
         for job_id, option in ops:
             self._move(v, job_id, option)
         v.free[key[0]] -= key[1]
-        v.jobs[job.job_id] = started = _Virtual(job, job_cells(view, job.spec)[key], ref, False, None)
+        v.jobs[job.job_id] = started = _Virtual(job, self._cells(view, job.spec)[key], ref, False, None)
         self._add_ops(view, v, started)
         v.started.append(job.job_id)
         v.version += 1
@@ -482,7 +499,9 @@ class Crius(Policy):
         if ops is None:
             return
         most = 0
-        for (t, g), option in job_cells(view, vj.job.spec).items():
+        for (t, g), option in self._cells(view, vj.job.spec).items():
+            if t != gpu_type and not self.heterogeneity:
+                continue  # Crius-NH: a job keeps its GPU type
             freed = held - g if t == gpu_type else held
             if freed > 0 and (not self.deadlines or self._meets(view, vj.job, option.iteration_s)):
                 loss = max(vj.throughput - vj.ref_s / option.iteration_s, 0.0)
@@ -504,7 +523,7 @@ class Crius(Policy):
         ``job`` waited (latest first) once its minimum requirement fits on one GPU type without them."""
         if not self._opportunistic:
             return False
-        for (gpu_type, gpus), _ in sorted(job_cells(view, job.spec).items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        for (gpu_type, gpus), _ in sorted(self._cells(view, job.spec).items(), key=lambda kv: (kv[0][1], kv[0][0])):
             victims = [vj for j, vj in v.jobs.items() if self._opportunistic.get(j) == job.job_id and vj.running
                        and vj.key[0] == gpu_type and j not in v.scaled]
             victims.sort(key=lambda vj: -vj.job.arrival_seq)
@@ -535,7 +554,9 @@ class Crius(Policy):
             for job_id, vj in v.jobs.items():
                 if job_id in v.scaled:
                     continue
-                for (t, g), option in job_cells(view, vj.job.spec).items():
+                for (t, g), option in self._cells(view, vj.job.spec).items():
+                    if t != vj.key[0] and not self.heterogeneity:
+                        continue  # Crius-NH
                     extra = g - vj.key[1] if t == vj.key[0] else g
                     if extra <= 0 or extra > v.free[t]:
                         continue
@@ -548,7 +569,7 @@ class Crius(Policy):
             if best is None:
                 return
             _, job_id, t, g = best
-            self._move(v, job_id, job_cells(view, v.jobs[job_id].job.spec)[(t, g)])
+            self._move(v, job_id, self._cells(view, v.jobs[job_id].job.spec)[(t, g)])
 
     # ---------------------------------------------------------------- FinalizeAlloc
     def _finalize(self, view: ClusterView, v: _PassVirtual, plan: Plan) -> None:

@@ -25,6 +25,7 @@ import numpy as np
 from scipy.optimize import linprog
 
 from halyard.datamodel import Allocation, JobSpec
+from halyard.policies.adaptive import with_runtime_plan
 from halyard.policies.moves import emit_in_order
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, choose_nodes, usable_gpus
@@ -132,7 +133,7 @@ class Gavel(Policy):
                     plan.wait(job.job_id, by_policy(self.name, "its {} GPUs of type {} are fragmented this round",
                                                     job.spec.num_gpus, gpu_type))
                 continue
-            alloc = build_allocation(free, picked)
+            alloc = with_runtime_plan(view, job.spec, build_allocation(free, picked))  # Crius §8.1
             free.take(alloc)
             targets.append((job, alloc))
         emit_in_order(plan, order, targets, self.name)
