@@ -310,11 +310,13 @@ class Crius(Policy):
     The ablations of §8.6 (Fig. 20), after Sia's terms: ``adaptivity=False`` (Crius-NA) never changes
     a job's GPU count -- its only Cells are of its requested ``N_G`` GPUs; ``heterogeneity=False``
     (Crius-NH) never changes a running job's GPU type -- ScaleResource and the extra scheduling only
-    resize a job on the type it runs on (a new job still takes the Cell of highest throughput)."""
+    resize a job on the type it runs on (a new job still takes the Cell of highest throughput).
+    ``tune``: a started, resized or moved job runs its Cell with the Cell-guided tuner's plan (§5.2,
+    :func:`tuned_cell`) rather than the estimate's assembled plan."""
 
     def __init__(self, *, search_depth: int = SEARCH_DEPTH, upscale: bool = True, suspend: bool = True,
                  deadlines: bool = False, adaptivity: bool = True, heterogeneity: bool = True,
-                 name: str = "crius") -> None:
+                 tune: bool = True, name: str = "crius") -> None:
         if search_depth < 0:
             raise ValueError(f"search_depth must be >= 0, got {search_depth}")
         self.name = name
@@ -323,6 +325,7 @@ class Crius(Policy):
         self.suspend = suspend
         self.deadlines = deadlines
         self.adaptivity = adaptivity
+        self.tune = tune
         self.heterogeneity = heterogeneity
         # Opportunistic job -> the blocked job it runs beside (learned in on_applied only).
         self._opportunistic: dict[str, str] = {}
@@ -572,6 +575,18 @@ class Crius(Policy):
             self._move(v, job_id, self._cells(view, v.jobs[job_id].job.spec)[(t, g)])
 
     # ---------------------------------------------------------------- FinalizeAlloc
+    def _run_plan(self, view: ClusterView, vj: _Virtual) -> tuple[StagePlan, ...]:
+        """The plan a job runs its Cell with: the Cell-guided tuner's best plan of the Cell (§5.2; the
+        estimate of §5.1 ranks Cells, the tuner then searches the Cell's space for the plan the job
+        trains with, 96.2% of the optimum in §8.2), or the estimate's plan with ``tune=False``."""
+        option = vj.option
+        if not self.tune or not option.plan:
+            return option.plan
+        spec = vj.job.spec
+        key = (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, option.cell)
+        tuned = view.facts.memo("crius/tuned", key, lambda: tuned_cell(view, spec, option.cell))
+        return option.plan if tuned is None else tuned.plan
+
     def _finalize(self, view: ClusterView, v: _PassVirtual, plan: Plan) -> None:
         """Lines 8 and 13: one plan from the virtual allocation: suspensions, then resized or moved
         running jobs (their old GPUs given back first), then new jobs, on consolidated nodes.
@@ -596,7 +611,7 @@ class Crius(Policy):
                     plan.wait(vj.job.job_id, cannot_fit(self.name, "its Cell of {} {} GPUs does not fit the "
                                                         "free nodes' CPU and memory", cell.gpus, cell.gpu_type))
                 continue
-            alloc = Allocation(build_allocation(free, picked).nodes, stages=vj.option.plan)
+            alloc = Allocation(build_allocation(free, picked).nodes, stages=self._run_plan(view, vj))
             free.take(alloc)
             todo.append((vj, alloc))
         emit_in_order(plan, order, [(vj.job, alloc) for vj, alloc in todo], self.name)

@@ -41,7 +41,7 @@ def test_baselines_run_a_large_model_with_the_fastest_plan_that_fits(policy):
     core.submit(job("small", "resnet50", 2), 0.0)
     starts = {a.job_id: a.allocation for a in core.schedule(0.0) if isinstance(a, Start)}
     big = starts["big"]
-    assert big.stages and any(st.tensor > 1 for st in big.stages)
+    assert big.stages and (len(big.stages) > 1 or big.stages[0].tensor > 1)  # not data parallel
     assert PM.fits_plan(core.records["big"].spec, big, CRIUS_64)
     spec = core.records["big"].spec
     times = {}
