@@ -396,6 +396,14 @@ class PerformanceModel:
             self._fitting[key] = fitting_cell_plan(self, spec, gpu_type, gpus)
         return self._fitting[key]
 
+    def needs_model_parallelism(self, spec: JobSpec, gpu_type: str) -> bool:
+        """Whether the model's training state alone (``state_bytes_per_parameter x parameters`` plus
+        the framework reserve) exceeds one ``gpu_type`` GPU: no batch or micro-batching makes its
+        data-parallel worker fit, only sharding it over tensor/pipeline stages does."""
+        c = self._catalog.constants
+        state = c.state_bytes_per_parameter * self.profile(spec.model).parameters + c.framework_reserve_bytes
+        return state > self.gpu_memory_bytes(gpu_type)
+
     def runs_on(self, spec: JobSpec, gpu_type: str, gpus: int) -> bool:
         """Whether ``gpus`` GPUs of ``gpu_type`` can run the job under some plan: its data-parallel
         worker fits (:meth:`fits_memory`), or a tensor/pipeline plan does (:meth:`fitting_plan`).

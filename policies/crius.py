@@ -234,7 +234,12 @@ def job_cells(view: ClusterView, spec: JobSpec) -> dict[tuple[str, int], CellEst
 
 
 def _cells(view: ClusterView, spec: JobSpec) -> dict[tuple[str, int], CellEstimate]:
+    # The types its data-parallel worker fits, and those whose GPUs its training state alone exceeds:
+    # there only tensor/pipeline Cells run it, and estimate_cell keeps the plans that fit (Fig. 3).
     types = view.gpu_types_for(spec)
+    if types is not None:
+        types = types | {t for t in view.cluster.gpu_types if (spec.gpu_type is None or t == spec.gpu_type)
+                         and view.perf.needs_model_parallelism(spec, t)}
     out: dict[tuple[str, int], CellEstimate] = {}
     stage_options = stage_choices(spec.num_gpus, _layers(view, spec))
     for gpu_type in view.cluster.gpu_types:
