@@ -299,8 +299,12 @@ class _PassVirtual:
     # found no choice, valid while ``version`` (bumped by every virtual change) stays the same.
     version: int = 0
     ops: dict[str, SortedKeyList] = field(default_factory=dict)
+    same: dict[str, SortedKeyList] = field(default_factory=dict)  # the ops that stay on the type
     largest: dict[str, SortedList] = field(default_factory=dict)
     failed: dict[tuple[object, ...], int] = field(default_factory=dict)
+    # GPU type -> (version, smallest deficit ScaleResource could not free): the greedy takes the same
+    # operations whatever the deficit, so a larger one fails too while the state is unchanged.
+    unfreeable: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 class Crius(Policy):
@@ -460,9 +464,15 @@ class Crius(Policy):
             return []
         if self.search_depth == 0:
             return None
+        asked = deficit
+        known = v.unfreeable.get(gpu_type)
+        if known is not None and known[0] == v.version and deficit >= known[1]:
+            return None
         candidates, bound = self._ops(view, v, gpu_type)
         if bound < deficit:  # even the largest ``search_depth`` operations free too little
             return None
+        if not any(n > 0 for t, n in v.free.items() if t != gpu_type):
+            candidates = v.same[gpu_type]  # no room elsewhere: every move would be skipped below
         ops: list[tuple[str, CellEstimate]] = []
         used: set[str] = set()
         room = dict(v.free)
@@ -480,7 +490,11 @@ class Crius(Policy):
                 room[t] -= g
                 deficit -= vj.key[1]
             ops.append((job_id, option))
-        return ops if deficit <= 0 else None
+        if deficit > 0:
+            v.unfreeable[gpu_type] = (v.version, asked if known is None or known[0] != v.version
+                                      else min(asked, known[1]))
+            return None
+        return ops
 
     def _ops(self, view: ClusterView, v: _PassVirtual, gpu_type: str) -> tuple[SortedKeyList, int]:
         """Every single scaling operation that frees GPUs of ``gpu_type``, least throughput lost per
@@ -489,6 +503,7 @@ class Crius(Policy):
         pass; a job started later is added (:meth:`_add_ops`), scaled or suspended ones skipped."""
         if gpu_type not in v.ops:
             v.ops[gpu_type] = SortedKeyList(key=_op_key)
+            v.same[gpu_type] = SortedKeyList(key=_op_key)
             v.largest[gpu_type] = SortedList()
             for vj in v.jobs.values():
                 if vj.key[0] == gpu_type and vj.job.job_id not in v.scaled:
@@ -513,7 +528,10 @@ class Crius(Policy):
             freed = held - g if t == gpu_type else held
             if freed > 0 and (not self.deadlines or self._meets(view, vj.job, option.iteration_s)):
                 loss = max(vj.throughput - vj.ref_s / option.iteration_s, 0.0)
-                ops.add((loss / freed, vj.job.job_id, t, g, freed, option))
+                op = (loss / freed, vj.job.job_id, t, g, freed, option)
+                ops.add(op)
+                if t == gpu_type:
+                    v.same[gpu_type].add(op)
                 most = max(most, freed)
         if most:
             v.largest[gpu_type].add(most)
