@@ -3,7 +3,7 @@
 The cluster is ``crius-1280`` (Crius Table 1: A100, A40, A10, V100). A core holds
 ``--running`` jobs Crius already placed (so ScaleResource has running jobs to downscale or move)
 and ``--pending`` new ones, all from Synergy's generator adapted by Crius' §8.1 rule
-(:func:`halyard.traces.adapt_for_crius`: BERT-large / Transformer-XL / ResNet-50, N_G in 1-8,
+(:func:`halyard.traces.adapt_for_crius`: Table 2's Wide-ResNet / BERT / GShard MoE, N_G in 1-8,
 elastic N_G/2..2N_G). Printed per search depth: the wall time of a pass with fresh cluster facts
 (cold: it estimates every Cell anew, Crius' profiling of §5.1, though the performance model keeps
 its own plan cache), of the pass with the facts the core keeps (warm: Cells are memoised per

@@ -6,11 +6,12 @@ The trace is the 6-hour window of the bundled processed Philly sample
 (``src/halyard/data/traces/philly_sample.csv``, read with ``read_philly``) whose job count is
 closest to the paper's 244 (the earliest such window; it has exactly 244 jobs), submit times
 rebased to 0, adapted by Crius' §8.1 rule (:func:`halyard.traces.adapt_for_crius`, seed 0:
-BERT-large / Transformer-XL / ResNet-50, ``N_G`` in 1-8, elastic ``N_G/2 .. 2 N_G``, iterations
-from the Philly duration at ``N_G`` GPUs). Every policy is simulated in-process
+Table 2's Wide-ResNet / BERT / GShard MoE at Alpa's size for ``N_G`` in 1-8, elastic
+``N_G/2 .. 2 N_G``, iterations from the Philly duration at ``N_G`` GPUs). Every policy is simulated in-process
 (:class:`halyard.controlplane.Simulator`, the same core ``halyard simulate`` runs) on
 ``crius-64`` (16 x 2 A40 + 16 x 2 A10). Policies: FCFS, Gandiva, Gavel (max-throughput LP), ElasticFlow-LS,
-Crius (search depth 3) and the ablation Crius without suspending opportunistic jobs; then
+Crius (search depth 3), the ablation Crius without suspending opportunistic jobs (ours) and §8.6's
+Crius-NA / Crius-NH (no adaptivity / no heterogeneity scaling); then
 Crius at search depths 1-5 (average JCT and scheduling time per pass); then Crius-DDL against
 ElasticFlow on the same window with deadlines (§8.5, :data:`DEADLINE_FACTOR`).
 
@@ -43,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TRACE = ROOT / "src/halyard/data/traces/philly_sample.csv"
 WINDOW_S = 6 * 3600.0  # §8.3: "a 6-hour trace of 244 jobs from Microsoft Philly trace"
 PAPER_JOBS = 244
-POLICIES = ("fcfs", "gandiva", "gavel", "elasticflow-ls", "crius", "crius-no-suspend")
+POLICIES = ("fcfs", "gandiva", "gavel", "elasticflow-ls", "crius", "crius-no-suspend", "crius-na", "crius-nh")
 DEPTHS = (1, 2, 3, 4, 5)  # §8.7, Fig. 21
 # §8.5: Crius-DDL against ElasticFlow. Deadlines submit + lam x duration, lam uniform in this range
 # (ours: neither paper's range is in the Crius text).
@@ -51,15 +52,16 @@ DEADLINE_FACTOR = (1.0, 3.0)
 DDL_POLICIES = ("elasticflow", "crius-ddl")
 
 
-def window(seed: int, deadline_factor: tuple[float, float] | None = None) -> list[JobSpec]:
+def window(seed: int, deadline_factor: tuple[float, float] | None = None, duration_scale: float = 1.0) -> list[JobSpec]:
     jobs = read_philly(TRACE).jobs
     t = np.array([j.submit_time for j in jobs])
     counts = np.searchsorted(t, t + WINDOW_S) - np.arange(len(t))
     start = int(np.argmin(np.abs(counts - PAPER_JOBS)))  # the earliest window closest to 244 jobs
     picked = jobs[start:start + int(counts[start])]
     t0 = picked[0].submit_time
-    return adapt_for_crius([dataclasses.replace(j, submit_time=j.submit_time - t0) for j in picked], seed=seed,
-                           deadline_factor=deadline_factor)
+    rebased = [dataclasses.replace(j, submit_time=j.submit_time - t0, duration_s=j.duration_s * duration_scale)
+               for j in picked]
+    return adapt_for_crius(rebased, seed=seed, deadline_factor=deadline_factor)
 
 
 def run(name: str, policy: object, jobs: list[JobSpec]) -> dict:
@@ -127,11 +129,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=ROOT / "docs")
+    ap.add_argument("--duration-scale", type=float, default=1.0,
+                    help="scale every job's Philly duration (1.0: the trace; < 1 lowers the offered load, a "
+                         "sensitivity study of ours)")
     args = ap.parse_args()
-    jobs = window(args.seed)
+    if args.duration_scale <= 0:
+        ap.error(f"--duration-scale must be positive, got {args.duration_scale}")
+    jobs = window(args.seed, duration_scale=args.duration_scale)
     rows = [run(p, make_policy(p), jobs) for p in POLICIES]
     depth_rows = [{**run(f"crius depth {d}", Crius(search_depth=d), jobs), "depth": d} for d in DEPTHS]
-    ddl_jobs = window(args.seed, DEADLINE_FACTOR)
+    ddl_jobs = window(args.seed, DEADLINE_FACTOR, args.duration_scale)
     ddl_rows = [run(p, make_policy(p), ddl_jobs) for p in DDL_POLICIES]
     text = (table(rows) + "\nSearch depth (Crius, §8.7):\n\n" + table([rows[0], *depth_rows])
             + f"\nDeadlines (§8.5; deadline = submit + U{DEADLINE_FACTOR} x duration):\n\n" + ddl_table(ddl_rows))

@@ -151,21 +151,29 @@ class SchedulingCore:
         return f"{' and '.join(ignored)} ignored by policy {self.policy.name}" if ignored else ""
 
     def _check_memory(self, spec: JobSpec) -> None:
-        """Refuse a job whose worker fits the GPU memory of no type it may run on (its
-        ``gpu_type``, else every type of the cluster), or of too few GPUs for its request.
+        """Refuse a job that runs under no plan on any type it may run on (its ``gpu_type``,
+        else every type of the cluster), or on too few GPUs for its request: its data-parallel
+        worker fits a GPU of the type; or, if it fits none (a model too large for one GPU), a
+        tensor/pipeline plan of up to ``max_gpus`` GPUs of the type does (``perf.runs_on``;
+        Crius Fig. 3: a job is admissible if some plan fits).
 
         A job left at its reference batch fits wherever micro-batches make it fit
         (:meth:`PerformanceModel.memory_footprint`); an explicit batch must fit as given.
         """
         types = (spec.gpu_type,) if spec.gpu_type else self.cluster.gpu_types
+        most = spec.gpu_range[1]
         fitting = [t for t in types if self.perf.fits_memory(spec, t)]
+        if not fitting:  # too large for one GPU data parallel: a tensor/pipeline plan of up to max_gpus
+            fitting = [t for t in types if self.perf.runs_on(spec, t, min(most, self._gpus_by_type.get(t, 0)) or 1)]
         if not fitting:
             largest = max(types, key=self.perf.gpu_memory_bytes)
             f = self.perf.memory_footprint(spec, largest)
             split = f" even in {f.micro_batches} micro-batches" if f.micro_batches > 1 else ""
+            plans = (f", and no tensor/pipeline plan of up to {most} GPUs of one type fits"
+                     if self.perf.layers(spec.model) > 0 and most > 1 else "")
             raise ValidationError(f"model {spec.model!r} at batch {f.batch} needs {f.total_bytes / 1e9:.1f} GB "
                                   f"per GPU{split}; the largest eligible GPU ({largest}) has "
-                                  f"{f.capacity_bytes / 1e9:.1f} GB", field="batch_size")
+                                  f"{f.capacity_bytes / 1e9:.1f} GB{plans}", field="batch_size")
         if len(fitting) < len(types):
             gpus = sum(self._gpus_by_type[t] for t in fitting)
             if spec.num_gpus > gpus:

@@ -20,10 +20,13 @@ rack when it spans racks. Any other plan is costed here:
   every ``tensor``-th GPU. Each stage holds ``1/stages`` of the layers (Crius
   §6.1 cuts stages by FLOPs, so equal compute).
 - **Micro-batches.** ``B = 4 x stages`` (Crius §5.1, Fig. 10: "Crius follows GPipe
-  to set it to 4x the number of stages"); 1 without a pipeline. A micro-batch is
-  the job's per-GPU batch ``b`` for each of its ``parallelism.data`` replicas
-  (the memory model's convention: with 1F1B a stage keeps one micro-batch per
-  stage in flight).
+  to set it to 4x the number of stages"); 1 without a pipeline. Under a uniform
+  ``parallelism`` plan a micro-batch is the job's per-GPU batch ``b`` for each of
+  its ``parallelism.data`` replicas (Megatron-LM's convention; with 1F1B a stage
+  keeps one micro-batch per stage in flight). A Cell's stage plan
+  (``Allocation.stages``) splits the job's global batch into the ``B``
+  micro-batches, as GPipe does, so every Cell of a job trains the same samples
+  per iteration (:func:`_cell_split`).
 - **Stage latency** per micro-batch (forward + backward), Crius'
   ``T_i = compute_i + comm_i``: the compute of the stage's share of the layers
   for its samples on its slowest GPU, divided over its DP x TP GPUs
@@ -59,7 +62,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from halyard.datamodel import Allocation, Cluster, JobSpec, Tier
+from halyard.datamodel import Allocation, Cluster, JobSpec, StagePlan, Tier
 from halyard.emulator.collectives import GBYTE, buckets_for, exposed_s
 from halyard.emulator.contention import DemandProfile, Phase, profile_from_iteration
 from halyard.emulator.elastic import pipeline_latency_s, stage_latency_s
@@ -171,6 +174,15 @@ def _replicas(spec: JobSpec, allocation: Allocation, stages: Sequence[tuple[int,
         # by global batch size).
         return spec.parallelism.data if spec.parallelism is not None else spec.num_gpus
     return stages[0][0]
+
+
+def _cell_split(allocation: Allocation, micro: int) -> int:
+    """How many micro-batches a Cell's global batch is split into: ``B`` for a Cell's stage plan
+    (``allocation.stages``; GPipe, which Crius §5.1 follows, splits the mini-batch into ``B``
+    micro-batches, so an iteration trains the job's global batch whatever its plan), 1 for a uniform
+    ``parallelism`` plan, whose micro-batch is the per-GPU batch of each replica (Megatron-LM's
+    convention: the global batch is ``B x data x batch``)."""
+    return micro if allocation.stages else 1
 
 
 def is_data_parallel(spec: JobSpec, allocation: Allocation | None) -> bool:
@@ -321,7 +333,8 @@ def plan_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, clu
     n_stages = len(stages)
     micro = MICRO_BATCHES_PER_STAGE * n_stages if n_stages > 1 else 1
     replicas = _replicas(spec, allocation, stages)
-    samples = replicas * (spec.batch_size or profile.reference_batch)  # one micro-batch, all replicas
+    split = _cell_split(allocation, micro)
+    samples = replicas * (spec.batch_size or profile.reference_batch) / split  # one micro-batch, all replicas
     share = 1.0 / n_stages  # of the layers, compute and gradients (Crius §6.1: stages cut by FLOPs)
     bwd = profile.backward_fraction
     constants = pm.catalog.constants
@@ -343,7 +356,7 @@ def plan_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, clu
         fixed = pm.optimizer_step_s(spec.model, gpu_type)
         per_gpu = pm.ideal_iteration_time(spec, gpu_type)
         fixed = min(fixed, per_gpu)
-        one_gpu = (per_gpu - fixed) * replicas * share  # the stage's micro-batch on one GPU
+        one_gpu = (per_gpu - fixed) * replicas * share / split  # the stage's micro-batch on one GPU
         tp_groups = [members[k * t:(k + 1) * t] for k in range(d)]
         message = profile.layer_output_bytes * samples / d  # one layer's output on one TP group
         collectives = TP_COLLECTIVES_PER_LAYER * profile.layers * share
@@ -423,29 +436,57 @@ def plan_memory(pm: PerformanceModel, spec: JobSpec, allocation: Allocation,
     ``parallelism.data x batch / data`` samples through the stage's layers, over ``tensor``
     shards. A data-parallel job is one stage: :meth:`PerformanceModel.memory_footprint`.
     """
-    from halyard.emulator.performance import MemoryFootprint
-
     stages = plan_stages(spec, allocation)
     if sum(d * t for d, t in stages) != allocation.num_gpus:
         raise UnsupportedParallelismError(
             f"job {spec.job_id}: stages {stages} need {sum(d * t for d, t in stages)} GPUs, "
             f"the allocation holds {allocation.num_gpus}")
+    types = [cluster.node(p.node).gpu_type for p in allocation.nodes for _ in p.gpus]
+    return _footprints(pm, spec, stages, types, _replicas(spec, allocation, stages), bool(allocation.stages))
+
+
+def _footprints(pm: PerformanceModel, spec: JobSpec, stages: Sequence[tuple[int, int]], types: Sequence[str],
+                replicas: int, cell: bool) -> tuple[MemoryFootprint, ...]:
+    """:func:`plan_memory` on GPUs of ``types`` (one per GPU, in stage order); ``cell``: a Cell's stage plan."""
+    from halyard.emulator.performance import MemoryFootprint
+
     profile = pm.profile(spec.model)
     c = pm.catalog.constants
-    types = [cluster.node(p.node).gpu_type for p in allocation.nodes for _ in p.gpus]
     n = len(stages)
     micro = MICRO_BATCHES_PER_STAGE * n if n > 1 else 1
-    replicas = _replicas(spec, allocation, stages)
     batch = spec.batch_size or profile.reference_batch
+    split = micro if cell else 1  # _cell_split
     out: list[MemoryFootprint] = []
     at = 0
     for i, (d, t) in enumerate(stages):
         smallest = min(types[at:at + d * t], key=pm.gpu_memory_bytes)
         at += d * t
         in_flight = min(micro, n - i)
-        samples = replicas * batch / d
+        samples = replicas * batch / d / split
         activations = in_flight * samples * profile.activation_bytes / profile.reference_batch / n / t
         out.append(MemoryFootprint(state_bytes=c.state_bytes_per_parameter * profile.parameters / n / t,
                                    activation_bytes=activations, reserve_bytes=c.framework_reserve_bytes,
                                    capacity_bytes=pm.gpu_memory_bytes(smallest), batch=batch))
     return tuple(out)
+
+
+def fitting_cell_plan(pm: PerformanceModel, spec: JobSpec, gpu_type: str, gpus: int) -> tuple[StagePlan, ...] | None:
+    """A plan of ``gpus`` GPUs of ``gpu_type`` under which every GPU holds its share of the job (Crius
+    Fig. 3: plans that run out of memory are infeasible), or None: the fewest pipeline stages (powers of
+    two dividing ``gpus``, at most the model's layers), then the least tensor degree, each stage
+    ``data x tensor`` alike. Data parallelism alone is the first candidate; a model without layer
+    figures has no other."""
+    layers = pm.layers(spec.model)
+    replicas = spec.parallelism.data if spec.parallelism is not None else spec.num_gpus
+    s = 1
+    while s <= gpus and s <= max(layers, 1):
+        if gpus % s == 0:
+            per = gpus // s
+            for t in range(1, per + 1):
+                if per % t or (layers <= 0 and (s > 1 or t > 1)):
+                    continue
+                stages = ((per // t, t),) * s
+                if all(f.fits for f in _footprints(pm, spec, stages, [gpu_type] * gpus, replicas, True)):
+                    return tuple(StagePlan(per, data=per // t, tensor=t) for _ in range(s))
+        s *= 2
+    return None

@@ -27,7 +27,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from halyard.datamodel import Allocation, Cluster, HalyardError, JobSpec, NodeAllocation, Tier
+from halyard.datamodel import Allocation, Cluster, HalyardError, JobSpec, NodeAllocation, StagePlan, Tier
 from halyard.emulator.catalog import Catalog, GpuSpec, ModelProfile, load_catalog
 from halyard.emulator.collectives import (
     ALGORITHMS,
@@ -39,7 +39,14 @@ from halyard.emulator.collectives import (
 )
 from halyard.emulator.datastall import HostCurve, host_curve, stalled_iteration_s
 from halyard.emulator.elastic import determinism_factor, est_step_s
-from halyard.emulator.parallel import JobTiming, data_parallel_timing, is_data_parallel, plan_memory, plan_timing
+from halyard.emulator.parallel import (
+    JobTiming,
+    data_parallel_timing,
+    fitting_cell_plan,
+    is_data_parallel,
+    plan_memory,
+    plan_timing,
+)
 
 OVERLAP_MODES = ("ddp", "layerwise")
 # How jobs sharing a link split it (halyard.emulator.fabric): not at all (every job at its
@@ -156,6 +163,7 @@ class PerformanceModel:
         self._tightest: dict[tuple[int, str, int], _Shape] = {}
         self._footprints: dict[tuple[str, int, int, int, str], MemoryFootprint] = {}
         self._plans: dict[tuple[object, ...], JobTiming] = {}
+        self._fitting: dict[tuple[object, ...], tuple[StagePlan, ...] | None] = {}
 
     # ----------------------------------------------------------------- catalog
     @property
@@ -378,6 +386,30 @@ class PerformanceModel:
         :meth:`memory_footprint` says.
         """
         return plan_memory(self, spec, allocation, cluster)
+
+    def fitting_plan(self, spec: JobSpec, gpu_type: str, gpus: int) -> tuple[StagePlan, ...] | None:
+        """A Cell plan of ``gpus`` GPUs of ``gpu_type`` that fits their memory, or None
+        (:func:`~halyard.emulator.parallel.fitting_cell_plan`); cached like :meth:`memory_footprint`."""
+        par = spec.parallelism
+        key = (spec.model, spec.batch_size, par.data if par else spec.num_gpus, gpu_type, gpus)
+        if key not in self._fitting:
+            self._fitting[key] = fitting_cell_plan(self, spec, gpu_type, gpus)
+        return self._fitting[key]
+
+    def needs_model_parallelism(self, spec: JobSpec, gpu_type: str) -> bool:
+        """Whether the model's training state alone (``state_bytes_per_parameter x parameters`` plus
+        the framework reserve) exceeds one ``gpu_type`` GPU: no batch or micro-batching makes its
+        data-parallel worker fit, only sharding it over tensor/pipeline stages does."""
+        c = self._catalog.constants
+        state = c.state_bytes_per_parameter * self.profile(spec.model).parameters + c.framework_reserve_bytes
+        return state > self.gpu_memory_bytes(gpu_type)
+
+    def runs_on(self, spec: JobSpec, gpu_type: str, gpus: int) -> bool:
+        """Whether ``gpus`` GPUs of ``gpu_type`` can run the job under some plan: its data-parallel
+        worker fits (:meth:`fits_memory`), or a tensor/pipeline plan does (:meth:`fitting_plan`).
+        Crius §8.1 runs every job with Alpa's adaptive parallelism, baselines included, so a model
+        that does not fit one GPU is admissible wherever some plan fits (Fig. 3: OOM plans are not)."""
+        return self.fits_memory(spec, gpu_type) or self.fitting_plan(spec, gpu_type, gpus) is not None
 
     def fits_plan(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> bool:
         """Whether every GPU of ``allocation`` holds its stage's share of the job (:meth:`plan_memory`)."""

@@ -234,7 +234,12 @@ def job_cells(view: ClusterView, spec: JobSpec) -> dict[tuple[str, int], CellEst
 
 
 def _cells(view: ClusterView, spec: JobSpec) -> dict[tuple[str, int], CellEstimate]:
+    # The types its data-parallel worker fits, and those whose GPUs its training state alone exceeds:
+    # there only tensor/pipeline Cells run it, and estimate_cell keeps the plans that fit (Fig. 3).
     types = view.gpu_types_for(spec)
+    if types is not None:
+        types = types | {t for t in view.cluster.gpu_types if (spec.gpu_type is None or t == spec.gpu_type)
+                         and view.perf.needs_model_parallelism(spec, t)}
     out: dict[tuple[str, int], CellEstimate] = {}
     stage_options = stage_choices(spec.num_gpus, _layers(view, spec))
     for gpu_type in view.cluster.gpu_types:
@@ -294,8 +299,12 @@ class _PassVirtual:
     # found no choice, valid while ``version`` (bumped by every virtual change) stays the same.
     version: int = 0
     ops: dict[str, SortedKeyList] = field(default_factory=dict)
+    same: dict[str, SortedKeyList] = field(default_factory=dict)  # the ops that stay on the type
     largest: dict[str, SortedList] = field(default_factory=dict)
     failed: dict[tuple[object, ...], int] = field(default_factory=dict)
+    # GPU type -> (version, smallest deficit ScaleResource could not free): the greedy takes the same
+    # operations whatever the deficit, so a larger one fails too while the state is unchanged.
+    unfreeable: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 class Crius(Policy):
@@ -305,10 +314,18 @@ class Crius(Policy):
     paper's rules, on by default, and can be turned off for ablations. ``deadlines``: Crius-DDL
     (§8.5): a job with a deadline only gets Cells that finish by it, running jobs with deadlines
     are only scaled to Cells that still do, and a pending job that cannot finish by its deadline
-    on its fastest Cell is dropped early (:class:`~halyard.policies.plan.Drop`)."""
+    on its fastest Cell is dropped early (:class:`~halyard.policies.plan.Drop`).
+
+    The ablations of §8.6 (Fig. 20), after Sia's terms: ``adaptivity=False`` (Crius-NA) never changes
+    a job's GPU count -- its only Cells are of its requested ``N_G`` GPUs; ``heterogeneity=False``
+    (Crius-NH) never changes a running job's GPU type -- ScaleResource and the extra scheduling only
+    resize a job on the type it runs on (a new job still takes the Cell of highest throughput).
+    ``tune``: a started, resized or moved job runs its Cell with the Cell-guided tuner's plan (§5.2,
+    :func:`tuned_cell`) rather than the estimate's assembled plan."""
 
     def __init__(self, *, search_depth: int = SEARCH_DEPTH, upscale: bool = True, suspend: bool = True,
-                 deadlines: bool = False, name: str = "crius") -> None:
+                 deadlines: bool = False, adaptivity: bool = True, heterogeneity: bool = True,
+                 tune: bool = True, name: str = "crius") -> None:
         if search_depth < 0:
             raise ValueError(f"search_depth must be >= 0, got {search_depth}")
         self.name = name
@@ -316,6 +333,9 @@ class Crius(Policy):
         self.upscale = upscale
         self.suspend = suspend
         self.deadlines = deadlines
+        self.adaptivity = adaptivity
+        self.tune = tune
+        self.heterogeneity = heterogeneity
         # Opportunistic job -> the blocked job it runs beside (learned in on_applied only).
         self._opportunistic: dict[str, str] = {}
 
@@ -338,7 +358,7 @@ class Crius(Policy):
         blocked: str | None = None
         opportunistic: list[tuple[str, str]] = []
         for job in view.pending:  # SchedArrival / SchedDeparture: arrival order
-            cells = job_cells(view, job.spec)
+            cells = self._cells(view, job.spec)
             if self.deadlines and cells and not self._meets(view, job, min(e.iteration_s for e in cells.values())):
                 plan.drop(job.job_id, "cannot finish before its deadline on its fastest Cell")
                 continue
@@ -375,6 +395,15 @@ class Crius(Policy):
                                if blocked in waiting and job_id not in gone
                                and (job_id in view.running or job_id in starts)}
 
+    def _cells(self, view: ClusterView, spec: JobSpec) -> dict[tuple[str, int], CellEstimate]:
+        """The job's Cells this policy may choose: all of :func:`job_cells`, or (Crius-NA) those of
+        its requested ``N_G`` GPUs."""
+        cells = job_cells(view, spec)
+        if self.adaptivity:
+            return cells
+        key = (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, spec.gpu_range, spec.gpu_type)
+        return view.facts.memo("crius/na-cells", key, lambda: {k: e for k, e in cells.items() if k[1] == spec.num_gpus})
+
     # ---------------------------------------------------------------- virtual state
     def _virtual(self, view: ClusterView) -> _PassVirtual:
         avail = usable_gpus(view.free, view.shape, None)
@@ -402,7 +431,7 @@ class Crius(Policy):
             return False
         ref = reference_s(view, job.spec)
         best: tuple[float, int, tuple[str, int], list[tuple[str, CellEstimate]]] | None = None
-        for key, option in job_cells(view, job.spec).items():
+        for key, option in self._cells(view, job.spec).items():
             if self.deadlines and not self._meets(view, job, option.iteration_s):
                 continue
             ops = self._scale_resource(view, v, key[0], key[1] - v.free[key[0]], exclude=job.job_id)
@@ -419,7 +448,7 @@ class Crius(Policy):
         for job_id, option in ops:
             self._move(v, job_id, option)
         v.free[key[0]] -= key[1]
-        v.jobs[job.job_id] = started = _Virtual(job, job_cells(view, job.spec)[key], ref, False, None)
+        v.jobs[job.job_id] = started = _Virtual(job, self._cells(view, job.spec)[key], ref, False, None)
         self._add_ops(view, v, started)
         v.started.append(job.job_id)
         v.version += 1
@@ -435,9 +464,15 @@ class Crius(Policy):
             return []
         if self.search_depth == 0:
             return None
+        asked = deficit
+        known = v.unfreeable.get(gpu_type)
+        if known is not None and known[0] == v.version and deficit >= known[1]:
+            return None
         candidates, bound = self._ops(view, v, gpu_type)
         if bound < deficit:  # even the largest ``search_depth`` operations free too little
             return None
+        if not any(n > 0 for t, n in v.free.items() if t != gpu_type):
+            candidates = v.same[gpu_type]  # no room elsewhere: every move would be skipped below
         ops: list[tuple[str, CellEstimate]] = []
         used: set[str] = set()
         room = dict(v.free)
@@ -455,7 +490,11 @@ class Crius(Policy):
                 room[t] -= g
                 deficit -= vj.key[1]
             ops.append((job_id, option))
-        return ops if deficit <= 0 else None
+        if deficit > 0:
+            v.unfreeable[gpu_type] = (v.version, asked if known is None or known[0] != v.version
+                                      else min(asked, known[1]))
+            return None
+        return ops
 
     def _ops(self, view: ClusterView, v: _PassVirtual, gpu_type: str) -> tuple[SortedKeyList, int]:
         """Every single scaling operation that frees GPUs of ``gpu_type``, least throughput lost per
@@ -464,6 +503,7 @@ class Crius(Policy):
         pass; a job started later is added (:meth:`_add_ops`), scaled or suspended ones skipped."""
         if gpu_type not in v.ops:
             v.ops[gpu_type] = SortedKeyList(key=_op_key)
+            v.same[gpu_type] = SortedKeyList(key=_op_key)
             v.largest[gpu_type] = SortedList()
             for vj in v.jobs.values():
                 if vj.key[0] == gpu_type and vj.job.job_id not in v.scaled:
@@ -482,11 +522,16 @@ class Crius(Policy):
         if ops is None:
             return
         most = 0
-        for (t, g), option in job_cells(view, vj.job.spec).items():
+        for (t, g), option in self._cells(view, vj.job.spec).items():
+            if t != gpu_type and not self.heterogeneity:
+                continue  # Crius-NH: a job keeps its GPU type
             freed = held - g if t == gpu_type else held
             if freed > 0 and (not self.deadlines or self._meets(view, vj.job, option.iteration_s)):
                 loss = max(vj.throughput - vj.ref_s / option.iteration_s, 0.0)
-                ops.add((loss / freed, vj.job.job_id, t, g, freed, option))
+                op = (loss / freed, vj.job.job_id, t, g, freed, option)
+                ops.add(op)
+                if t == gpu_type:
+                    v.same[gpu_type].add(op)
                 most = max(most, freed)
         if most:
             v.largest[gpu_type].add(most)
@@ -504,7 +549,7 @@ class Crius(Policy):
         ``job`` waited (latest first) once its minimum requirement fits on one GPU type without them."""
         if not self._opportunistic:
             return False
-        for (gpu_type, gpus), _ in sorted(job_cells(view, job.spec).items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        for (gpu_type, gpus), _ in sorted(self._cells(view, job.spec).items(), key=lambda kv: (kv[0][1], kv[0][0])):
             victims = [vj for j, vj in v.jobs.items() if self._opportunistic.get(j) == job.job_id and vj.running
                        and vj.key[0] == gpu_type and j not in v.scaled]
             victims.sort(key=lambda vj: -vj.job.arrival_seq)
@@ -535,7 +580,9 @@ class Crius(Policy):
             for job_id, vj in v.jobs.items():
                 if job_id in v.scaled:
                     continue
-                for (t, g), option in job_cells(view, vj.job.spec).items():
+                for (t, g), option in self._cells(view, vj.job.spec).items():
+                    if t != vj.key[0] and not self.heterogeneity:
+                        continue  # Crius-NH
                     extra = g - vj.key[1] if t == vj.key[0] else g
                     if extra <= 0 or extra > v.free[t]:
                         continue
@@ -548,9 +595,21 @@ class Crius(Policy):
             if best is None:
                 return
             _, job_id, t, g = best
-            self._move(v, job_id, job_cells(view, v.jobs[job_id].job.spec)[(t, g)])
+            self._move(v, job_id, self._cells(view, v.jobs[job_id].job.spec)[(t, g)])
 
     # ---------------------------------------------------------------- FinalizeAlloc
+    def _run_plan(self, view: ClusterView, vj: _Virtual) -> tuple[StagePlan, ...]:
+        """The plan a job runs its Cell with: the Cell-guided tuner's best plan of the Cell (§5.2; the
+        estimate of §5.1 ranks Cells, the tuner then searches the Cell's space for the plan the job
+        trains with, 96.2% of the optimum in §8.2), or the estimate's plan with ``tune=False``."""
+        option = vj.option
+        if not self.tune or not option.plan:
+            return option.plan
+        spec = vj.job.spec
+        key = (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, option.cell)
+        tuned = view.facts.memo("crius/tuned", key, lambda: tuned_cell(view, spec, option.cell))
+        return option.plan if tuned is None else tuned.plan
+
     def _finalize(self, view: ClusterView, v: _PassVirtual, plan: Plan) -> None:
         """Lines 8 and 13: one plan from the virtual allocation: suspensions, then resized or moved
         running jobs (their old GPUs given back first), then new jobs, on consolidated nodes.
@@ -575,7 +634,7 @@ class Crius(Policy):
                     plan.wait(vj.job.job_id, cannot_fit(self.name, "its Cell of {} {} GPUs does not fit the "
                                                         "free nodes' CPU and memory", cell.gpus, cell.gpu_type))
                 continue
-            alloc = Allocation(build_allocation(free, picked).nodes, stages=vj.option.plan)
+            alloc = Allocation(build_allocation(free, picked).nodes, stages=self._run_plan(view, vj))
             free.take(alloc)
             todo.append((vj, alloc))
         emit_in_order(plan, order, [(vj.job, alloc) for vj, alloc in todo], self.name)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import heapq
 
 from halyard.datamodel import Allocation, JobSpec, StagePlan
+from halyard.policies.adaptive import with_runtime_plan
 from halyard.policies.crius import cell_allocation
 from halyard.policies.moves import emit_in_order
 from halyard.policies.passstate import PassState
@@ -40,7 +41,10 @@ from halyard.policies.view import ClusterView, JobInfo
 
 def dp_rate(view: ClusterView, spec: JobSpec, gpus: int) -> float:
     """Iterations per second of ``spec`` data parallel on ``gpus`` GPUs (its global batch kept) on
-    the cluster's most numerous GPU type; 0 if that does not fit or the type is too small."""
+    the cluster's most numerous GPU type; 0 if no plan of them fits or the type is too small.
+    Crius §8.1: baselines schedule "with data profiled from data parallelism" while the job runs
+    with adaptive parallelism, so a model whose data-parallel worker does not fit still has this
+    rate wherever some tensor/pipeline plan fits (:mod:`halyard.policies.adaptive`)."""
     def compute() -> float:
         types = view.cluster.gpu_types
         ref = max(types, key=lambda t: (view.shape.total_gpus(t), t))
@@ -48,8 +52,8 @@ def dp_rate(view: ClusterView, spec: JobSpec, gpus: int) -> float:
         if base is None:
             return 0.0
         alloc = Allocation(base.nodes, stages=(StagePlan(gpus, data=gpus),))
-        if not view.perf.fits_plan(spec, alloc, view.cluster):
-            return 0.0
+        if not view.perf.fits_plan(spec, alloc, view.cluster) and view.perf.fitting_plan(spec, ref, gpus) is None:
+            return 0.0  # no plan of these GPUs fits (a data-parallel one that does not is still the profile)
         return 1.0 / float(view.perf.job_timing(spec, alloc, view.cluster).iteration.total_s)  # type: ignore[attr-defined]
     return view.facts.memo("elasticflow/rate", (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, gpus),
                            compute)
@@ -136,6 +140,18 @@ class ElasticFlow(Policy):
         gain = (dp_rate(view, job.spec, 2 * g) - dp_rate(view, job.spec, g)) / base / g
         return (-gain, job.arrival_seq, job.job_id, g) if gain > 0 else None
 
+    @staticmethod
+    def _types(view: ClusterView, spec: JobSpec, gpus: int) -> frozenset[str] | None:
+        """The GPU types on which ``gpus`` GPUs run the job's plan (data parallel keeping its global
+        batch, else the adaptive plan): its types (``view.gpu_types_for``) where a plan of them fits."""
+        def compute() -> frozenset[str] | None:
+            types = view.gpu_types_for(spec)
+            eligible = view.cluster.gpu_types if types is None else types
+            fit = frozenset(t for t in eligible if view.perf.fitting_plan(spec, t, gpus) is not None)
+            return None if types is None and len(fit) == len(view.cluster.gpu_types) else fit
+        return view.facts.memo("elasticflow/types", (spec.model, spec.batch_size, spec.num_gpus, spec.gpu_type, gpus),
+                               compute)
+
     def _finalize(self, view: ClusterView, plan: Plan, jobs: list[JobInfo], size: dict[str, int]) -> None:
         free = view.free.copy()
         for job in view.running.values():
@@ -150,7 +166,8 @@ class ElasticFlow(Policy):
         targets: list[tuple[JobInfo, Allocation]] = []
         for job in sorted(changed, key=lambda j: size[j.job_id]):  # shrinking jobs' GPUs go first
             g = size[job.job_id]
-            picked = choose_nodes(usable_gpus(free, view.shape, view.gpu_types_for(job.spec)), view.shape, g)
+            types = self._types(view, job.spec, g)
+            picked = choose_nodes(usable_gpus(free, view.shape, types), view.shape, g)
             if picked is None:
                 if job.allocation is None:
                     plan.wait(job.job_id, cannot_fit(self.name, "its {} GPUs are fragmented over the nodes", g))
@@ -161,7 +178,8 @@ class ElasticFlow(Policy):
                         plan.preempt(job.job_id)
                         order.give(job.allocation)
                 continue
-            alloc = Allocation(build_allocation(free, picked).nodes, stages=(StagePlan(g, data=g),))
+            alloc = with_runtime_plan(view, job.spec,  # Crius §8.1: adaptive parallelism at run time
+                                      Allocation(build_allocation(free, picked).nodes, stages=(StagePlan(g, data=g),)))
             free.take(alloc)
             targets.append((job, alloc))
         emit_in_order(plan, order, targets, self.name)

@@ -96,17 +96,23 @@ class ClusterFacts:
         """The GPU types ``spec`` may be placed on, or None for every type of the cluster.
 
         Its ``gpu_type`` constraint (if any) intersected with the cluster's types on
-        which one worker fits the GPU memory (``perf.fits_memory``, micro-batch
-        fallback included). None is the common case -- no constraint and every type
+        which one data-parallel worker fits the GPU memory (``perf.fits_memory``,
+        micro-batch fallback included): Crius §8.1 has the baselines schedule "with data
+        profiled from data parallelism". A job whose worker fits none of them (a model too
+        large for one GPU) gets the types where some tensor/pipeline plan of its ``num_gpus``
+        GPUs fits (``perf.runs_on``), and runs that plan (:mod:`halyard.policies.adaptive`).
+        None is the common case -- no constraint and every type
         fits -- so placement needs no mask; an empty set means no node will do.
         """
-        return self.memo("gpu-types", (spec.model, spec.batch_size, spec.parallelism, spec.gpu_type),
+        return self.memo("gpu-types", (spec.model, spec.batch_size, spec.parallelism, spec.gpu_type, spec.num_gpus),
                          lambda: self._gpu_types(spec))
 
     def _gpu_types(self, spec: JobSpec) -> frozenset[str] | None:
         present = self.cluster.gpu_types
         wanted = present if spec.gpu_type is None else (spec.gpu_type,)
         fit = frozenset(t for t in wanted if t in present and self.perf.fits_memory(spec, t))
+        if not fit:  # fits no eligible type data parallel: where a tensor/pipeline plan of its GPUs fits
+            fit = frozenset(t for t in wanted if t in present and self.perf.runs_on(spec, t, spec.num_gpus))
         return None if spec.gpu_type is None and len(fit) == len(present) else fit
 
     def compute_s(self, spec: JobSpec, gpu_type: str) -> float:

@@ -22,6 +22,7 @@ baseline names only these two features.
 from __future__ import annotations
 
 from halyard.datamodel import Allocation
+from halyard.policies.adaptive import with_runtime_plan
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, choose_nodes, no_fit, usable_gpus
 from halyard.policies.plan import Plan
@@ -78,7 +79,7 @@ class ConsolidatingMigration(Adjuster):
             target = (len({int(shape.rack[i]) for i, _ in picked}), len(picked))
             if target >= current:
                 continue
-            moved = build_allocation(trial, picked)
+            moved = with_runtime_plan(view, job.spec, build_allocation(trial, picked))  # Crius §8.1
             plan.migrate(job.job_id, moved)
             free.give(allocation)
             free.take(moved)

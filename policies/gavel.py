@@ -25,6 +25,7 @@ import numpy as np
 from scipy.optimize import linprog
 
 from halyard.datamodel import Allocation, JobSpec
+from halyard.policies.adaptive import with_runtime_plan
 from halyard.policies.moves import emit_in_order
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, choose_nodes, usable_gpus
@@ -36,6 +37,9 @@ from halyard.policies.view import ClusterView, JobInfo
 # Ours: the smallest received share, so a job that never ran ranks by X / this (Gavel starts a
 # new job's rounds-received count at 0 and breaks the division the same way).
 MIN_SHARE = 1e-3
+# Ours: the relative slack on the optimum when ``spread_ties`` re-solves over the optimal face
+# (a floating-point tolerance, not a modelling figure).
+TIE_TOLERANCE = 1e-9
 
 
 def throughputs(view: ClusterView, spec: JobSpec) -> np.ndarray:
@@ -51,9 +55,16 @@ def throughputs(view: ClusterView, spec: JobSpec) -> np.ndarray:
     return view.facts.memo("gavel/throughput", (spec.model, spec.batch_size, spec.num_gpus, spec.gpu_type), compute)
 
 
-def max_throughput_allocation(thr: np.ndarray, gpus: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+def max_throughput_allocation(thr: np.ndarray, gpus: np.ndarray, capacity: np.ndarray, *,
+                              spread_ties: bool = False) -> np.ndarray:
     """Gavel's max-sum-throughput LP: ``X`` (jobs x types) maximising normalised throughput under
-    one unit of time per job and the GPUs of each type (module docstring)."""
+    one unit of time per job and the GPUs of each type (module docstring).
+
+    The LP is degenerate when jobs tie (equal normalised throughput per GPU): the solver returns a
+    vertex where some jobs get all their time and another gets ``X = 0`` and waits until the others
+    finish. ``spread_ties`` (ours, off by default: Gavel's paper has no such rule) solves a second LP
+    over the optimal face: keep the optimum and maximise the least total time fraction any runnable
+    job gets, so tied jobs share the GPUs across rounds instead."""
     n, k = thr.shape
     best = thr.max(axis=1, keepdims=True)
     norm = np.divide(thr, best, out=np.zeros_like(thr), where=best > 0)
@@ -64,14 +75,27 @@ def max_throughput_allocation(thr: np.ndarray, gpus: np.ndarray, capacity: np.nd
                   bounds=bounds, method="highs")
     if not res.success:  # pragma: no cover - the zero allocation is always feasible
         raise RuntimeError(f"Gavel LP failed: {res.message}")
-    return res.x.reshape(n, k)
+    if not spread_ties or n < 2:
+        return res.x.reshape(n, k)
+    # Variables [X, z]: maximise z subject to sum_t X[j,t] >= z for runnable jobs and the optimum kept.
+    runnable = (thr > 0).any(axis=1)
+    floor = np.hstack([-a_job[runnable], np.ones((int(runnable.sum()), 1))])  # z - sum_t X[j,t] <= 0
+    keep = np.append(-norm.ravel(), 0.0).reshape(1, -1)  # -objective <= -(optimum - tolerance)
+    optimum = -res.fun
+    a_ub = np.vstack([np.hstack([a_job, np.zeros((n, 1))]), np.hstack([a_type, np.zeros((k, 1))]), floor, keep])
+    b_ub = np.concatenate([np.ones(n), capacity, np.zeros(int(runnable.sum())),
+                           [-(optimum - TIE_TOLERANCE * max(1.0, optimum))]])
+    fair = linprog(np.append(np.zeros(n * k), -1.0), A_ub=a_ub, b_ub=b_ub, bounds=[*bounds, (0.0, 1.0)],
+                   method="highs")
+    return fair.x[:-1].reshape(n, k) if fair.success else res.x.reshape(n, k)
 
 
 class Gavel(Policy):
     """Max-throughput Gavel with its round-based mechanism (module docstring)."""
 
-    def __init__(self, name: str = "gavel") -> None:
+    def __init__(self, name: str = "gavel", *, spread_ties: bool = False) -> None:
         self.name = name
+        self.spread_ties = spread_ties
 
     @property
     def needs_rounds(self) -> bool:
@@ -86,7 +110,7 @@ class Gavel(Policy):
         thr = np.array([throughputs(view, j.spec) for j in jobs])
         demand = np.array([j.spec.num_gpus for j in jobs], dtype=float)
         capacity = np.array([float(view.shape.total_gpus(t)) for t in types])
-        x = max_throughput_allocation(thr, demand, capacity)
+        x = max_throughput_allocation(thr, demand, capacity, spread_ties=self.spread_ties)
         share = np.array([max(j.run_time_s(view.now) / max(view.now - j.spec.submit_time, 1e-9), MIN_SHARE)
                           for j in jobs])
         priority = x / share[:, None]
@@ -132,7 +156,7 @@ class Gavel(Policy):
                     plan.wait(job.job_id, by_policy(self.name, "its {} GPUs of type {} are fragmented this round",
                                                     job.spec.num_gpus, gpu_type))
                 continue
-            alloc = build_allocation(free, picked)
+            alloc = with_runtime_plan(view, job.spec, build_allocation(free, picked))  # Crius §8.1
             free.take(alloc)
             targets.append((job, alloc))
         emit_in_order(plan, order, targets, self.name)

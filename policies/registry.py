@@ -115,6 +115,10 @@ _PRESETS: dict[str, Callable[[], Policy]] = {
     "crius-ddl": lambda: Crius(deadlines=True, suspend=False, name="crius-ddl"),
     # Ablation (ours): Crius without suspending opportunistic jobs (docs/crius.md).
     "crius-no-suspend": lambda: Crius(suspend=False, name="crius-no-suspend"),
+    # The ablations of §8.6 (Fig. 20): no adaptivity scaling (GPU count fixed), no heterogeneity scaling
+    # (a running job keeps its GPU type).
+    "crius-na": lambda: Crius(adaptivity=False, name="crius-na"),
+    "crius-nh": lambda: Crius(heterogeneity=False, name="crius-nh"),
     "fcfs": lambda: StagedPolicy("fcfs", Fifo(), placement=FirstFitConsolidated()),
     "gavel": lambda: Gavel(),  # max-throughput LP and rounds (policies/gavel.py)
     # ElasticFlow (deadline admission, drops what it cannot admit) and ElasticFlow-LS (loosened deadlines).

@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from halyard.policies.adaptive import with_runtime_plan
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.plan import Plan, Preempt
@@ -120,6 +121,7 @@ class StagedPolicy:
                     return True
             plan.wait(job.job_id, placed)
             return False
+        placed = with_runtime_plan(view, job.spec, placed)
         free.take(placed)
         plan.start(job.job_id, placed)
         return True
@@ -141,6 +143,7 @@ class StagedPolicy:
             for v in taken:
                 plan.preempt(v.job_id)
                 free.give(v.allocation)
+            placed = with_runtime_plan(view, job.spec, placed)
             free.take(placed)
             plan.start(job.job_id, placed)
             return True

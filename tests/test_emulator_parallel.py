@@ -256,3 +256,37 @@ def test_consolidated_time_of_a_plan_is_its_tightest_allocation(perf, small_clus
                                                                                   small_cluster).iteration.total_s
     assert perf.consolidated_iteration_time(pp, small_cluster) != perf.consolidated_iteration_time(
         spec(8, None), small_cluster)
+
+
+def test_a_cell_plan_splits_the_global_batch_into_b_micro_batches(perf, small_cluster):
+    """GPipe, which Crius §5.1 follows: a Cell's plan splits the job's global batch (num_gpus x batch)
+    into B = 4 x stages micro-batches, so every Cell trains the same samples per iteration. Two
+    one-GPU stages: each micro-batch is 1/B of the 2-GPU global batch through half the layers."""
+    s = spec(2, None)
+    cell = perf.job_timing(s, alloc(("r0-n0", (0, 1)), stages=(StagePlan(1), StagePlan(1))), small_cluster)
+    b = cell.micro_batches
+    assert b == 8
+    per_micro = (perf.profile(MODEL).compute_s["V100"] - opt_s(perf)) * 2 / 2 / b  # 2 replicas, half, 1/B
+    assert [st.compute_s for st in cell.stages] == [pytest.approx(per_micro)] * 2
+    # (B + S - 1) x per micro-batch: the bubble is all a pipeline adds over one GPU's compute.
+    assert cell.iteration.compute_s == pytest.approx((b + 1) * per_micro + opt_s(perf) / 2, rel=1e-9)
+    # Memory: stage 0 keeps min(B, S) = 2 micro-batches of 2 x 8 / 8 = 2 sequences in flight.
+    mem = perf.plan_memory(s, alloc(("r0-n0", (0, 1)), stages=(StagePlan(1), StagePlan(1))), small_cluster)
+    p = perf.profile(MODEL)
+    assert mem[0].activation_bytes == pytest.approx(2 * 2 * p.activation_bytes / p.reference_batch / 2)
+
+
+@pytest.mark.parametrize(("model", "gpu", "gpus", "plan"), [
+    ("bert-1.3b", "A40", 1, ((1, 1),)),        # 20.8 GB of state fits 48 GiB data parallel
+    ("bert-1.3b", "A10", 2, ((1, 2),)),        # not 24 GiB: two tensor shards
+    ("bert-6.7b", "A40", 2, None),             # 107 GB of state: no 2-GPU plan fits
+    ("bert-6.7b", "A40", 4, ((1, 4),)),
+    ("bert-6.7b", "A10", 8, ((1, 4), (1, 4))),  # two pipeline stages of 4 tensor shards
+    ("moe-27b", "A40", 8, None),               # 432 GB of state
+])
+def test_a_plan_fits_where_its_shards_fit_memory(perf, model, gpu, gpus, plan):
+    """Crius Fig. 3: a plan that runs out of memory is infeasible; the fewest stages, then the least
+    tensor degree, of those that fit."""
+    got = perf.fitting_plan(spec(gpus, None, model=model), gpu, gpus)
+    assert (None if got is None else tuple((st.data, st.tensor) for st in got)) == plan
+    assert perf.runs_on(spec(gpus, None, model=model), gpu, gpus) is (plan is not None)

@@ -200,3 +200,28 @@ async def test_yarn_cs_strict_fifo_replays_its_simulation():
     assert max(r.queued_s for r in sim.core.records.values()) > 0  # jobs queue (backfilling would start 5 early)
     run = await replay(jobs, cluster, toml, policy=policy, speedup=SPEEDUP)
     assert_same_schedule(run, sim, expected, len(jobs))
+
+
+async def test_a_baseline_replays_large_models_with_their_runtime_plans():
+    """Crius §8.1: FCFS runs models that fit no single GPU (bert-6.7b, wresnet-4b) with the fastest
+    tensor/pipeline plan that fits the GPUs it picked (policies/adaptive.py); the plan travels in the
+    allocation, so the emulated agents cost what the simulator costs."""
+    from factories import two_type_toml
+
+    from halyard.traces import adapt_for_crius
+
+    policy = "fcfs"
+    toml = two_type_toml(2, 4)  # 2 x 4 A40 + 2 x 4 A10
+    cluster = parse_cluster(toml)
+    jobs = adapt_for_crius(generate_synergy_trace(8, rate_per_hour=60, multi_gpu=True, seed=3, duration_scale=0.02),
+                           seed=0, models=("bert-6.7b", "wresnet-4b"), gpu_choices=(4, 8))
+    pm = PerformanceModel()
+    assert all(not pm.fits_memory(j, t) for j in jobs for t in ("A40", "A10"))
+    sim = Simulator(cluster, make_policy(policy), pm)
+    sim.run(jobs)
+    expected = summarize(sim.core, policy=policy, trace_jobs=len(jobs), rejected=0, wall_s=1.0)
+    run = await replay(jobs, cluster, toml, policy=policy, speedup=SPEEDUP)
+    got = run.summary
+    assert got["completed"] == expected["completed"] == len(jobs)
+    assert placements(run.core) == placements(sim.core)
+    assert got["avg_jct_s"] == pytest.approx(expected["avg_jct_s"], rel=TOLERANCE)

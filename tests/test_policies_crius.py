@@ -276,3 +276,35 @@ def test_a_dropped_job_is_cancelled_with_the_reason_and_counts_against_the_deadl
     assert [e.detail for e in core.log if e.job_id == "p"][-1] == "dropped: cannot finish before its deadline"
     s = summarize(core, policy="x", trace_jobs=3, rejected=0, wall_s=1.0)
     assert (s["deadline_jobs"], s["dropped"], s["deadline_met_ratio"]) == (2, 1, 0.0)
+
+
+def test_crius_na_keeps_the_requested_gpu_count():
+    """§8.6 Crius-NA ("adaptivity scaling": changing the allocated number of GPUs, after Sia): a new
+    job takes only Cells of its N_G GPUs, and a running job is not downscaled for another; the type
+    may still change (the move of the test above)."""
+    cluster = two_types()
+    plan = Crius(adaptivity=False).schedule(view(cluster, pending=[FakeJob(spec("a", 4))]), PassState())
+    assert by_kind(plan, Start)["a"].num_gpus == 4  # Crius takes 8 (test_arrival_takes_...)
+    big = FakeJob(spec("big", 8), allocation=on(ONE_TYPE, ("r0-n0", 8)))
+    new = FakeJob(spec("new", 12, elastic=False), arrival_seq=1)  # 8 free: Crius halves "big" for it
+    assert by_kind(Crius().schedule(view(ONE_TYPE, [big], [new]), PassState()), Resize)["big"].num_gpus == 4
+    assert not Crius(adaptivity=False).schedule(view(ONE_TYPE, [big], [new]), PassState()).actions
+    running = FakeJob(spec("mover", 8, elastic=False), allocation=on(cluster, ("r0-a40-0", 8)))
+    new = FakeJob(spec("a40-only", 8, elastic=False, gpu_type="A40"), arrival_seq=1)
+    moved = Crius(adaptivity=False).schedule(view(cluster, [running], [new]), PassState())
+    assert [type(a) for a in moved.actions] == [Migrate, Start]
+
+
+def test_crius_nh_never_moves_a_running_job_to_another_type():
+    """§8.6 Crius-NH ("heterogeneity scaling": changing the allocated GPU type): the A40-only job
+    that Crius starts by moving the running job to the A10s waits; downscaling on the same type stays."""
+    cluster = two_types()
+    running = FakeJob(spec("mover", 8, elastic=False), allocation=on(cluster, ("r0-a40-0", 8)))
+    new = FakeJob(spec("a40-only", 8, elastic=False, gpu_type="A40"), arrival_seq=1)
+    plan = Crius(heterogeneity=False).schedule(view(cluster, [running], [new]), PassState())
+    assert not plan.actions and "a40-only" in plan.unplaced
+    big = FakeJob(spec("big", 8), allocation=on(ONE_TYPE, ("r0-n0", 8), ("r0-n1", 8)))
+    new = FakeJob(spec("new", 8, elastic=False), arrival_seq=1)
+    plan = Crius(heterogeneity=False).schedule(view(ONE_TYPE, [big], [new]), PassState())
+    assert [type(a) for a in plan.actions] == [Resize, Start]
+    assert [make_policy(p).name for p in ("crius-na", "crius-nh")] == ["crius-na", "crius-nh"]

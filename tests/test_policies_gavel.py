@@ -59,3 +59,19 @@ def test_a_job_goes_to_the_type_the_allocation_gives_it():
     big = JobSpec("b", 0.0, "bert-large", 1, iterations=10, batch_size=64)
     thr = dict(zip(cluster.gpu_types, throughputs(v, big), strict=True))
     assert thr["A10"] == 0.0 and thr["A40"] > 0.0
+
+
+def test_tied_jobs_share_the_gpus_only_with_spread_ties():
+    """Three identical 1-GPU jobs on 2 GPUs of one type: every split of 2 units of time is optimal.
+    The solver's vertex gives one job X = 0 (it waits while the others run); ``spread_ties`` keeps the
+    optimum and gives each 2/3 of its time."""
+    thr, gpus, cap = np.ones((3, 1)), np.ones(3), np.array([2.0])
+    plain = max_throughput_allocation(thr, gpus, cap)
+    spread = max_throughput_allocation(thr, gpus, cap, spread_ties=True)
+    assert plain.sum() == pytest.approx(2.0) == spread.sum()
+    assert plain.min() == pytest.approx(0.0, abs=1e-9)
+    assert spread.ravel() == pytest.approx([2 / 3] * 3)
+    # A job that runs nowhere does not hold the floor at 0; the optimum is never traded away.
+    thr2 = np.array([[2.0, 1.0], [1.1, 1.0], [0.0, 0.0]])
+    x = max_throughput_allocation(thr2, np.ones(3), np.array([1.0, 1.0]), spread_ties=True)
+    assert x[:2] == pytest.approx(np.array([[1.0, 0.0], [0.0, 1.0]]), abs=1e-6) and x[2].sum() == 0

@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from halyard.datamodel import JobSpec, load_cluster
-from halyard.traces import CRIUS_GPU_CHOICES, CRIUS_MODELS, adapt_for_crius
+from halyard.datamodel import JobSpec, ValidationError, load_cluster
+from halyard.traces import CRIUS_FAMILIES, CRIUS_GPU_CHOICES, CRIUS_MODELS, adapt_for_crius
 
 
 def gpus_by_type(name: str) -> dict[str, tuple[int, int]]:
@@ -49,10 +49,11 @@ def test_adaptation_draws_model_and_elastic_gpu_amount_seeded_and_order_independ
     assert {j.job_id: j for j in adapt_for_crius(jobs[::-1], seed=7)} == by_id
     assert adapt_for_crius(jobs, seed=8) != adapted
     for j in adapted:
-        assert j.model in CRIUS_MODELS and j.num_gpus in CRIUS_GPU_CHOICES
+        assert j.num_gpus in CRIUS_GPU_CHOICES and j.model in {f[j.num_gpus] for f in CRIUS_FAMILIES}
         assert (j.min_gpus, j.max_gpus) == (max(1, j.num_gpus // 2), 2 * j.num_gpus)
         assert j.gpu_type is None and j.batch_size == 0
-    models = Counter(j.model for j in adapted)
+    models = Counter(j.model.split("-")[0] for j in adapted)  # the Table 2 family
+    assert set(models) == {"wresnet", "bert", "moe"}
     gpus = Counter(j.num_gpus for j in adapted)
     assert min(models.values()) > 60 and min(gpus.values()) > 45  # uniform draws over 301 jobs
     assert all(by_id[j.job_id].duration_s == j.duration_s and by_id[j.job_id].iterations == 0 for j in jobs[:-1])
@@ -73,3 +74,17 @@ def test_deadlines_scale_with_the_duration_when_asked():
     assert all(j.deadline is None for j in adapt_for_crius(jobs, seed=3))
     assert [j.deadline for j in adapt_for_crius(jobs, seed=3, deadline_factor=(0.5, 1.5))] == [
         j.deadline for j in adapted]
+
+
+def test_table2_sizes_grow_with_the_gpu_amount_and_models_replace_the_families():
+    """Crius Table 2's families at Alpa's weak-scaling sizes: more GPUs, a larger model of the family;
+    ``models=`` draws from a fixed list instead (the stand-ins of the first adaptation)."""
+    from halyard.emulator import PerformanceModel
+
+    pm = PerformanceModel()
+    for family in CRIUS_FAMILIES:
+        sizes = [pm.profile(family[n]).parameters for n in sorted(family)]
+        assert sizes == sorted(sizes) and sizes[0] < sizes[-1]
+    assert all(j.model in CRIUS_MODELS for j in adapt_for_crius(trace(50), seed=1, models=CRIUS_MODELS))
+    with pytest.raises(ValidationError, match="gpu_choices"):
+        adapt_for_crius(trace(5), gpu_choices=(3,))

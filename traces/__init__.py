@@ -23,7 +23,7 @@ This package imports nothing of Halyard's but :mod:`halyard.datamodel`.
 
 from halyard.traces.alibaba import read_alibaba
 from halyard.traces.canonical import read_canonical_csv, read_canonical_jsonl, write_trace
-from halyard.traces.crius import CRIUS_GPU_CHOICES, CRIUS_MODELS, adapt_for_crius
+from halyard.traces.crius import CRIUS_FAMILIES, CRIUS_GPU_CHOICES, CRIUS_MODELS, adapt_for_crius
 from halyard.traces.easyscale import (
     ARTIFACT_DEMAND,
     ARTIFACT_JOBS,
@@ -66,6 +66,7 @@ __all__ = [
     "ARTIFACT_RATE_PER_HOUR",
     "AUTO",
     "CANONICAL_COLUMNS",
+    "CRIUS_FAMILIES",
     "CRIUS_GPU_CHOICES",
     "CRIUS_MODELS",
     "EASYSCALE_MODELS",

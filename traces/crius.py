@@ -5,10 +5,16 @@ the GPU amount and GPU type to adapt traces to heterogeneous scenarios. The numb
 in Philly trace is calculated from scaling by global batch size." :func:`adapt_for_crius` does
 this for any loaded trace, seeded and order-independent (:mod:`halyard.traces.assign`):
 
-* **Model**: ``models[floor(H(seed, key, 0) x len(models))]`` with ``key = text_key("crius:" +
-  job_id)``. Crius runs Wide-ResNet, BERT and GShard MoE (Table 2); the catalog's stand-ins are
-  :data:`CRIUS_MODELS` (BERT-large for BERT, Transformer-XL for a second transformer, ResNet-50
-  for the ResNet family). A substitution: the catalog has no Wide-ResNet or MoE figures.
+* **Model**: the family ``families[floor(H(seed, key, 0) x len(families))]`` with ``key =
+  text_key("crius:" + job_id)``, of Crius' Table 2 (Wide-ResNet, BERT, GShard MoE:
+  :data:`CRIUS_FAMILIES`), at the size for the job's ``N_G`` (:data:`CRIUS_FAMILIES` maps ``N_G``
+  to a size). Crius does not say how it pairs sizes with GPU amounts ("We increase the model size
+  as the number of GPUs increases", Fig. 12); the pairing is Alpa's weak-scaling benchmark, which
+  Table 2's models come from (the GPT suite runs 760M on 2 GPUs, 1.3B on 4, 2.6B on 8, 6.7B on 16;
+  Wide-ResNet 500M on 2, 1B on 4, 2B on 8, 4B on 16; MoE 690M on 2, 1.3B on 4, 2.4B on 8, 10B on 16
+  [code alpa-projects/alpa benchmark/alpa suite_auto_gpt.py, suite_wresnet.py]), with 1 GPU taking
+  the smallest Table 2 size. ``models`` (a tuple of catalog names) replaces the families: each job
+  takes one of them whatever its ``N_G`` (the older adaptation).
 * **GPU amount** ``N_G``: ``choices[floor(H(seed, key, 1) x len(choices))]`` over
   :data:`CRIUS_GPU_CHOICES` (the paper does not give its distribution: powers of two up to 8
   GPUs, uniform, is ours). The job becomes elastic over ``N_G/2 .. 2 N_G`` (§6.1's Cells).
@@ -27,11 +33,18 @@ from dataclasses import replace
 from halyard.datamodel import JobSpec, ValidationError
 from halyard.traces.assign import text_key, uniform
 
+# Crius Table 2's families, each N_G -> the catalog model of that size (module docstring: Alpa's pairing).
+CRIUS_FAMILIES: tuple[dict[int, str], ...] = (
+    {1: "wresnet-0.5b", 2: "wresnet-0.5b", 4: "wresnet-1b", 8: "wresnet-2b", 16: "wresnet-4b", 32: "wresnet-6.8b"},
+    {1: "bert-0.76b", 2: "bert-0.76b", 4: "bert-1.3b", 8: "bert-2.6b", 16: "bert-6.7b"},
+    {1: "moe-0.69b", 2: "moe-0.69b", 4: "moe-1.3b", 8: "moe-2.4b", 16: "moe-10b", 32: "moe-27b"},
+)
+# The stand-ins of the first adaptation (no Table 2 model in the catalog then), kept for ``models=``.
 CRIUS_MODELS: tuple[str, ...] = ("bert-large", "transformer-xl", "resnet50")
 CRIUS_GPU_CHOICES: tuple[int, ...] = (1, 2, 4, 8)
 
 
-def adapt_for_crius(jobs: Sequence[JobSpec], *, seed: int = 0, models: Sequence[str] = CRIUS_MODELS,
+def adapt_for_crius(jobs: Sequence[JobSpec], *, seed: int = 0, models: Sequence[str] | None = None,
                     gpu_choices: Sequence[int] = CRIUS_GPU_CHOICES,
                     deadline_factor: tuple[float, float] | None = None) -> list[JobSpec]:
     """The jobs with a drawn model and elastic GPU amount (module docstring), in the same order.
@@ -40,8 +53,12 @@ def adapt_for_crius(jobs: Sequence[JobSpec], *, seed: int = 0, models: Sequence[
     ``submit + lam x duration_s``, ``lam = lo + H(seed, key', 0) x (hi - lo)`` with
     ``key' = text_key("crius-deadline:" + job_id)``: ElasticFlow's (and Crius-DDL's, §8.5) deadlines
     scale with the job's run time; the range is the caller's (Crius does not give it)."""
-    if not models or not gpu_choices or min(gpu_choices) < 1:
+    if (models is not None and not models) or not gpu_choices or min(gpu_choices) < 1:
         raise ValidationError("models and gpu_choices must be non-empty, GPU amounts >= 1", field="gpu_choices")
+    if models is None and any(n not in f for f in CRIUS_FAMILIES for n in gpu_choices):
+        raise ValidationError(f"gpu_choices {tuple(gpu_choices)}: Table 2's families have sizes for "
+                              f"{sorted(set.intersection(*(set(f) for f in CRIUS_FAMILIES)))} GPUs only",
+                              field="gpu_choices")
     if deadline_factor is not None and not 0 < deadline_factor[0] <= deadline_factor[1]:
         raise ValidationError(f"deadline_factor must be 0 < lo <= hi, got {deadline_factor}", field="deadline_factor")
     keys = [text_key("crius:" + j.job_id) for j in jobs]
@@ -55,7 +72,9 @@ def adapt_for_crius(jobs: Sequence[JobSpec], *, seed: int = 0, models: Sequence[
         if deadline_factor is not None and job.duration_s:
             lo, hi = deadline_factor
             deadline = job.submit_time + (lo + ud * (hi - lo)) * job.duration_s
-        out.append(replace(job, model=models[int(um * len(models))], num_gpus=n, min_gpus=max(1, n // 2),
+        model = (models[int(um * len(models))] if models is not None
+                 else CRIUS_FAMILIES[int(um * len(CRIUS_FAMILIES))][n])
+        out.append(replace(job, model=model, num_gpus=n, min_gpus=max(1, n // 2),
                            max_gpus=2 * n, gpu_type=None, batch_size=0, parallelism=None, logical_workers=0,
                            iterations=iterations, deadline=deadline))
     return out
