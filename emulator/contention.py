@@ -215,76 +215,180 @@ def shared_link_iteration_times(
     shifts = list(time_shifts_s) if time_shifts_s is not None else [0.0] * n
     if len(shifts) != n:
         raise ValueError("give one time-shift per profile")
-    # Each phase's figures read once (the loop below runs millions of steps on a loaded link):
-    # up or not, demand, duration, and what entering it leaves to do (GB for Up, seconds for Down).
-    ups = [[ph.up for ph in p.phases] for p in profiles]
-    demands = [[ph.demand_gbyte_s for ph in p.phases] for p in profiles]
-    amounts = [[ph.duration_s * ph.demand_gbyte_s if ph.up else ph.duration_s for ph in p.phases]
-               for p in profiles]
-    steps = [[ph.duration_s / mltcp_steps_per_phase for ph in p.phases] for p in profiles]
-    lengths = [len(p.phases) for p in profiles]
-    mltcp = sharing == "mltcp"
-    phase = [0] * n
-    left = [0.0] * n  # seconds (Down) or GB (Up) left in the current phase
-    sent = [0.0] * n  # GB sent this iteration
-    started = [False] * n
-    iter_start = [0.0] * n
-    history: list[list[float]] = [[] for _ in range(n)]
-    total_gb = [max(p.gbytes, 1e-300) for p in profiles]
-    up_done = [1e-12 * max(1.0, g) for g in total_gb]
-    jobs = range(n)
-
-    t = 0.0
-    fewest = 0  # iterations finished by the job that has finished fewest
-    while fewest < iterations:
-        for j in jobs:
-            if not started[j] and shifts[j] <= t + 1e-12:
-                started[j], iter_start[j] = True, t
-                phase[j], left[j] = 0, amounts[j][0]
-        up = [started[j] and ups[j][phase[j]] for j in jobs]
-        caps = [demands[j][phase[j]] if up[j] else 0.0 for j in jobs]
-        if mltcp:
-            rates = share_link(capacity_gbyte_s, caps, [mltcp_weight(sent[j] / total_gb[j]) for j in jobs])
-        else:
-            rates = share_link_fairly(capacity_gbyte_s, caps)
-        dt = math.inf
-        for j in jobs:
-            if not started[j]:
-                dt = min(dt, shifts[j] - t)
-            elif up[j]:
-                if rates[j] > 0:
-                    dt = min(dt, left[j] / rates[j])
-                if mltcp:  # rates follow the bytes ratio: re-evaluate often
-                    dt = min(dt, steps[j][phase[j]])
-            else:
-                dt = min(dt, left[j])
-        if not math.isfinite(dt):
-            raise RuntimeError("no job can make progress on the link")
-        dt = max(dt, 0.0)
-        t += dt
-        for j in jobs:
-            if not started[j]:
-                continue
-            if up[j]:
-                moved = rates[j] * dt
-                left[j] -= moved
-                sent[j] += moved
-                done = left[j] <= up_done[j]
-            else:
-                left[j] -= dt
-                done = left[j] <= 1e-12
-            # A phase of zero length (or one just finished) hands over to the next.
-            while done:
-                k = phase[j] + 1
-                if k == lengths[j]:
-                    history[j].append(t - iter_start[j])
-                    iter_start[j], sent[j] = t, 0.0
-                    fewest = min(len(h) for h in history)
-                    k = 0
-                phase[j], left[j] = k, amounts[j][k]
-                done = left[j] <= 0.0
+    fluid = _FluidLink(profiles, capacity_gbyte_s, shifts)
+    history = fluid.fair(iterations) if sharing == "fair" else fluid.weighted(iterations, mltcp_steps_per_phase)
     means = tuple(float(np.mean(h[iterations - steady:iterations])) for h in history)
     return SharedLinkResult(iteration_s=means, history_s=tuple(tuple(h) for h in history))
+
+
+_DOWN, _IDLE = -1.0, -2.0  # the fair loop's rate markers: in a Down phase; not started yet
+
+
+class _FluidLink:
+    """The fluid simulation's state: each phase's figures read once (the loops run millions of
+    steps on a loaded link) -- up or not, demand, and what entering it leaves to do (GB for Up,
+    seconds for Down).
+
+    :meth:`weighted` is the general loop (any weights, re-evaluated every step); :meth:`fair`
+    is the same arithmetic specialised to equal weights, where the rates depend only on which
+    phase each job is in: it water-fills each combination once and keeps no bytes ratio, and
+    gives the same iteration times to the last bit (``tests/test_emulator_contention.py``).
+    """
+
+    def __init__(self, profiles: Sequence[DemandProfile], capacity_gbyte_s: float, shifts: list[float]) -> None:
+        self.profiles = profiles
+        self.capacity = capacity_gbyte_s
+        self.shifts = shifts
+        self.ups = [[ph.up for ph in p.phases] for p in profiles]
+        self.demands = [[ph.demand_gbyte_s for ph in p.phases] for p in profiles]
+        self.amounts = [[ph.duration_s * ph.demand_gbyte_s if ph.up else ph.duration_s for ph in p.phases]
+                        for p in profiles]
+        self.lengths = [len(p.phases) for p in profiles]
+        self.total_gb = [max(p.gbytes, 1e-300) for p in profiles]
+        self.up_done = [1e-12 * max(1.0, g) for g in self.total_gb]
+
+    def weighted(self, iterations: int, steps_per_phase: int, *, mltcp: bool = True) -> list[list[float]]:
+        """Every job's iteration durations until each has ``iterations``; MLTCP weights
+        (re-evaluated ``steps_per_phase`` times per Up phase), or equal ones with ``mltcp=False``."""
+        profiles, capacity_gbyte_s, shifts = self.profiles, self.capacity, self.shifts
+        ups, demands, amounts, lengths = self.ups, self.demands, self.amounts, self.lengths
+        total_gb, up_done = self.total_gb, self.up_done
+        steps = [[ph.duration_s / steps_per_phase for ph in p.phases] for p in profiles]
+        n = len(profiles)
+        phase = [0] * n
+        left = [0.0] * n  # seconds (Down) or GB (Up) left in the current phase
+        sent = [0.0] * n  # GB sent this iteration
+        started = [False] * n
+        iter_start = [0.0] * n
+        history: list[list[float]] = [[] for _ in range(n)]
+        jobs = range(n)
+
+        t = 0.0
+        fewest = 0  # iterations finished by the job that has finished fewest
+        while fewest < iterations:
+            for j in jobs:
+                if not started[j] and shifts[j] <= t + 1e-12:
+                    started[j], iter_start[j] = True, t
+                    phase[j], left[j] = 0, amounts[j][0]
+            up = [started[j] and ups[j][phase[j]] for j in jobs]
+            caps = [demands[j][phase[j]] if up[j] else 0.0 for j in jobs]
+            if mltcp:
+                rates = share_link(capacity_gbyte_s, caps, [mltcp_weight(sent[j] / total_gb[j]) for j in jobs])
+            else:
+                rates = share_link_fairly(capacity_gbyte_s, caps)
+            dt = math.inf
+            for j in jobs:
+                if not started[j]:
+                    dt = min(dt, shifts[j] - t)
+                elif up[j]:
+                    if rates[j] > 0:
+                        dt = min(dt, left[j] / rates[j])
+                    if mltcp:  # rates follow the bytes ratio: re-evaluate often
+                        dt = min(dt, steps[j][phase[j]])
+                else:
+                    dt = min(dt, left[j])
+            if not math.isfinite(dt):
+                raise RuntimeError("no job can make progress on the link")
+            dt = max(dt, 0.0)
+            t += dt
+            for j in jobs:
+                if not started[j]:
+                    continue
+                if up[j]:
+                    moved = rates[j] * dt
+                    left[j] -= moved
+                    sent[j] += moved
+                    done = left[j] <= up_done[j]
+                else:
+                    left[j] -= dt
+                    done = left[j] <= 1e-12
+                # A phase of zero length (or one just finished) hands over to the next.
+                while done:
+                    k = phase[j] + 1
+                    if k == lengths[j]:
+                        history[j].append(t - iter_start[j])
+                        iter_start[j], sent[j] = t, 0.0
+                        fewest = min(len(h) for h in history)
+                        k = 0
+                    phase[j], left[j] = k, amounts[j][k]
+                    done = left[j] <= 0.0
+        return history
+
+    def fair(self, iterations: int) -> list[list[float]]:
+        """:meth:`weighted` with equal weights, step for step: the same dt, t and left, by the same
+        operations in the same order. A step's per-job rate is the Up share, or a marker for a Down
+        phase (``_DOWN``) or a job not started yet (``_IDLE``), memoised per tuple of phases (a
+        step moves one job on to a phase combination seen before, most of the time)."""
+        capacity, shifts, ups, demands = self.capacity, self.shifts, self.ups, self.demands
+        amounts, lengths, up_done = self.amounts, self.lengths, self.up_done
+        n = len(amounts)
+        jobs = range(n)
+        phase = [-1] * n  # -1 until the job starts at its shift
+        waiting = n
+        left = [0.0] * n
+        iter_start = [0.0] * n
+        history: list[list[float]] = [[] for _ in jobs]
+        memo: dict[tuple[int, ...], list[float]] = {}
+        t = 0.0
+        fewest = 0
+        while fewest < iterations:
+            if waiting:
+                for j in jobs:
+                    if phase[j] < 0 and shifts[j] <= t + 1e-12:
+                        iter_start[j], phase[j], left[j] = t, 0, amounts[j][0]
+                        waiting -= 1
+            key = tuple(phase)
+            rates = memo.get(key)
+            if rates is None:
+                shares = share_link_fairly(capacity, [demands[j][p] if p >= 0 and ups[j][p] else 0.0
+                                                      for j, p in enumerate(key)])
+                rates = memo[key] = [_IDLE if p < 0 else shares[j] if ups[j][p] else _DOWN
+                                     for j, p in enumerate(key)]
+            dt = math.inf
+            for j in jobs:
+                r = rates[j]
+                if r > 0.0:
+                    gap = left[j] / r
+                elif r == _DOWN:
+                    gap = left[j]
+                elif r == _IDLE:
+                    gap = shifts[j] - t
+                else:
+                    continue  # an Up phase that gets no share this step
+                if gap < dt:
+                    dt = gap
+            if dt == math.inf:
+                raise RuntimeError("no job can make progress on the link")
+            if dt < 0.0:
+                dt = 0.0
+            t += dt
+            for j in jobs:
+                r = rates[j]
+                if r == _DOWN:
+                    x = left[j] = left[j] - dt
+                    if x > 1e-12:
+                        continue
+                elif r >= 0.0:
+                    x = left[j] = left[j] - r * dt
+                    if x > up_done[j]:
+                        continue
+                else:
+                    continue  # not started
+                # The phase is over; a phase of zero length hands over to the next at once.
+                p, h = phase[j], history[j]
+                while True:
+                    p += 1
+                    if p == lengths[j]:
+                        h.append(t - iter_start[j])
+                        iter_start[j] = t
+                        if len(h) == fewest + 1:
+                            fewest = min(map(len, history))
+                        p = 0
+                    x = amounts[j][p]
+                    if x > 0.0:
+                        break
+                phase[j], left[j] = p, x
+        return history
 
 
 def mean_field_iteration_times(profiles: Sequence[DemandProfile], capacity_gbyte_s: float) -> tuple[float, ...]:
@@ -301,12 +405,24 @@ def mean_field_iteration_times(profiles: Sequence[DemandProfile], capacity_gbyte
     slows jobs less than the fluid simulation does (docs/performance-model.md
     gives the measured gap).
     """
-    def iteration(p: DemandProfile, lam: float) -> float:
-        return sum(ph.duration_s * ph.demand_gbyte_s / min(ph.demand_gbyte_s, lam) if ph.up else ph.duration_s
-                   for ph in p.phases)
+    # Each phase as the figure its term needs: an Up phase's GB (its duration x demand, the same
+    # product the sum always formed) and demand, a Down phase's duration and 0. The sums below add
+    # the same terms in the same order as summing over the phases, so the result is unchanged to
+    # the last bit; identical profiles (a rack's uplink carries many copies of one job) share one
+    # evaluation per water level.
+    distinct: dict[DemandProfile, int] = {}
+    which = [distinct.setdefault(p, len(distinct)) for p in profiles]
+    terms = [tuple((ph.duration_s * ph.demand_gbyte_s, ph.demand_gbyte_s) if ph.up else (ph.duration_s, 0.0)
+                   for ph in p.phases) for p in distinct]
+    gbytes = [p.gbytes for p in profiles]
+
+    def iterations(lam: float) -> list[float]:
+        return [sum(amount / min(demand, lam) if demand > 0.0 else amount for amount, demand in phases)
+                for phases in terms]
 
     def load(lam: float) -> float:
-        return sum(p.gbytes / iteration(p, lam) for p in profiles)
+        times = iterations(lam)
+        return sum(g / times[i] for g, i in zip(gbytes, which, strict=True))
 
     hi = max((ph.demand_gbyte_s for p in profiles for ph in p.phases), default=0.0)
     if hi <= 0.0 or load(hi) <= capacity_gbyte_s:
@@ -318,4 +434,5 @@ def mean_field_iteration_times(profiles: Sequence[DemandProfile], capacity_gbyte
             hi = mid
         else:
             lo = mid
-    return tuple(iteration(p, lo) for p in profiles)
+    times = iterations(lo)
+    return tuple(times[i] for i in which)

@@ -78,7 +78,10 @@ class _Member:
     phase_s: float
     links: tuple[Link, ...]
     profiles: dict[Link, DemandProfile]  # its demand on each link it crosses
-    keys: dict[Link, tuple[tuple[float, float], ...]]  # the profiles as plain numbers: the cache key's part
+    # Per link, worked out once at placement: its peak demand there, and its part of the cache key
+    # (the profile as plain numbers, the phase on the 1/PHASE_BINS grid).
+    peaks: dict[Link, float]
+    keys: dict[Link, tuple[tuple[tuple[float, float], ...], int]]
 
 
 class Fabric:
@@ -132,12 +135,14 @@ class Fabric:
         if not loads:
             return
         profiles = {self._link(load.kind, load.name): load.profile for load in loads}
-        keys = {link: tuple((p.duration_s, p.demand_gbyte_s) for p in profile.phases)
-                for link, profile in profiles.items()}
         # A time-shift puts iteration starts on its grid (epoch + shift + k x period; 0 s is a shift).
         anchor = allocation.time_shift_epoch_s + allocation.time_shift_s if allocation.has_time_shift else start_s
-        phase = (anchor - origin_s) % timing.iteration.total_s
-        self._members[job_id] = _Member(allocation, phase, tuple(profiles), profiles, keys)
+        phase_s = (anchor - origin_s) % timing.iteration.total_s
+        peaks = {link: max(p.demand_gbyte_s for p in profile.phases) for link, profile in profiles.items()}
+        keys = {link: (tuple((p.duration_s, p.demand_gbyte_s) for p in profile.phases),
+                       round(phase_s / profile.iteration_s * PHASE_BINS) % PHASE_BINS)
+                for link, profile in profiles.items()}
+        self._members[job_id] = _Member(allocation, phase_s, tuple(profiles), profiles, peaks, keys)
         for link in profiles:
             self._on_link.setdefault(link, set()).add(job_id)
             self._dirty.add(link)
@@ -208,14 +213,12 @@ class Fabric:
     # --- internals ---------------------------------------------------------------
 
     def _solve(self, link: Link, jobs: Iterable[str]) -> dict[str, float]:
-        members = [(job_id, self._members[job_id].profiles[link], self._members[job_id])
-                   for job_id in sorted(jobs)]
-        peak = sum(max(p.demand_gbyte_s for p in profile.phases) for _, profile, _ in members)
+        members = [(job_id, self._members[job_id]) for job_id in sorted(jobs)]
+        peak = sum(m.peaks[link] for _, m in members)
         if len(members) < 2 or peak <= link.capacity_gbyte_s:
             return {}  # the link never runs out: everyone at dedicated speed
         # Cache key: profiles and phases on the grid, in a canonical order.
-        keyed = sorted(((m.keys[link], round(m.phase_s / profile.iteration_s * PHASE_BINS) % PHASE_BINS), job_id)
-                       for job_id, profile, m in members)
+        keyed = sorted((m.keys[link], job_id) for job_id, m in members)
         key = (link.capacity_gbyte_s, self.sharing, tuple(k for k, _ in keyed))
         slowdowns = self._cache.get(key)
         if slowdowns is None:

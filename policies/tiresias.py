@@ -63,7 +63,8 @@ def high_skew(model: str, skew: Mapping[str, float] = TENSOR_SKEW,
     return labels.get(model, False)
 
 
-QUEUES_KEY = "tiresias/queues"  # PassState: job id -> (queue, service baseline) worked out this pass
+QUEUES_KEY = "tiresias/queues"  # PassState: job id -> (queue, service baseline) changed this pass
+_QUEUE_0 = (0, 0.0)  # a job the ordering has kept nothing for: queue 0, service counted from 0
 
 
 class TwoDimensionalLas(Ordering):
@@ -83,8 +84,9 @@ class TwoDimensionalLas(Ordering):
             raise ValueError(f"starvation_knob must be positive, got {starvation_knob}")
         self.thresholds = thresholds
         self.starvation_knob = starvation_knob
-        self._queue: dict[str, int] = {}
-        self._baseline: dict[str, float] = {}  # attained service when last promoted
+        # Per job, as of the last applied pass: its queue and its attained service when last
+        # promoted; a job not here is in queue 0 with baseline 0.
+        self._kept: dict[str, tuple[int, float]] = {}
 
     def queue_of(self, job: JobInfo, now: float, state: PassState | None = None) -> int:
         """The job's queue at ``now`` after any promotion and demotion.
@@ -92,29 +94,39 @@ class TwoDimensionalLas(Ordering):
         With a pass ``state`` the result is remembered there, and kept by the ordering
         once the plan is applied (:meth:`on_applied`); without one it is only computed.
         """
+        return self._queue_in(job, now, state.setdefault(QUEUES_KEY, dict) if state is not None else {})
+
+    def _queue_in(self, job: JobInfo, now: float, tentative: dict[str, tuple[int, float]]) -> int:
+        """:meth:`queue_of` with the pass's tentative queues at hand (a pass keys every job). Only a
+        change is written there: an unchanged job reads the same from what the ordering kept, and
+        on a loaded trace most waiting jobs are unchanged on most passes."""
         job_id = job.job_id
-        tentative = state.setdefault(QUEUES_KEY, dict) if state is not None else {}
-        queue, baseline = tentative.get(job_id) or (self._queue.get(job_id, 0), self._baseline.get(job_id, 0.0))
+        kept = tentative.get(job_id) or self._kept.get(job_id, _QUEUE_0)
+        queue, baseline = kept
         attained = job.attained_gpu_s(now)
         if self.starvation_knob is not None and queue > 0 and job.allocation is None:
             executed = job.run_time_s(now)
             if now - job.pending_since >= self.starvation_knob * executed:
                 queue, baseline = 0, attained
         service = attained - baseline
-        while queue < len(self.thresholds) and service >= self.thresholds[queue]:
+        thresholds = self.thresholds
+        while queue < len(thresholds) and service >= thresholds[queue]:
             queue += 1
-        tentative[job_id] = (queue, baseline)
+        if queue != kept[0] or baseline != kept[1]:
+            tentative[job_id] = (queue, baseline)
         return queue
 
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[int, float, int]]:
         now = view.now
-        return lambda job: (self.queue_of(job, now, state), job.spec.submit_time, job.arrival_seq)
+        tentative = state.setdefault(QUEUES_KEY, dict)
+        queue_in = self._queue_in
+        return lambda job: (queue_in(job, now, tentative), job.spec.submit_time, job.arrival_seq)
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        kept = self._kept
         for job_id, (queue, baseline) in state.get(QUEUES_KEY, {}).items():
-            self._queue[job_id] = queue
-            if baseline:
-                self._baseline[job_id] = baseline
+            # A promotion's baseline is the service then (> 0: only a demoted job is promoted).
+            kept[job_id] = (queue, baseline or kept.get(job_id, _QUEUE_0)[1])
 
 
 class SkewConsolidation(Placement):

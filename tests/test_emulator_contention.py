@@ -178,3 +178,66 @@ def test_fair_sharing_fast_path_is_share_link_with_unit_weights_to_the_last_bit(
         caps = [rng.choice([0.0, rng.uniform(0.1, 40.0)]) for _ in range(rng.randint(1, 8))]
         capacity = rng.uniform(1.0, 60.0)
         assert share_link_fairly(capacity, caps) == share_link(capacity, caps, [1.0] * len(caps))
+
+
+def random_link(rng):
+    """2-4 jobs of random multi-phase profiles (zero-length phases, demands above and below the
+    link), shifts anywhere in their iteration, and a capacity that leaves them contended or not."""
+    profiles = []
+    for _ in range(rng.randint(2, 4)):
+        phases = [Phase(rng.choice([0.0, rng.uniform(0.01, 2.0)]), rng.choice([0.0, rng.uniform(0.5, 30.0)]))
+                  for _ in range(rng.randint(1, 4))]
+        phases.append(Phase(rng.uniform(0.05, 1.0)))
+        profiles.append(DemandProfile(tuple(phases)))
+    shifts = [rng.uniform(0.0, p.iteration_s) * rng.choice([0, 1]) for p in profiles]
+    return profiles, rng.uniform(2.0, 40.0), shifts
+
+
+def test_fair_loop_is_the_general_loop_with_equal_weights_to_the_last_bit():
+    """The fair fluid loop (memoised shares, no bytes ratio) is the fabric's hot path; the general
+    loop run with equal weights is its oracle: every iteration of every job the same float."""
+    import random
+
+    from halyard.emulator.contention import _FluidLink
+
+    rng = random.Random(11)
+    for _ in range(300):
+        profiles, capacity, shifts = random_link(rng)
+        link = _FluidLink(profiles, capacity, shifts)
+        assert link.fair(12) == link.weighted(12, 20, mltcp=False)
+
+
+def test_mean_field_is_the_phase_by_phase_sum_to_the_last_bit():
+    """mean_field_iteration_times evaluates each distinct profile once per water level; it must
+    give what summing every job's phases at every level gives (Python's sum, same order)."""
+    import random
+
+    from halyard.emulator.contention import MEAN_FIELD_BISECTIONS, mean_field_iteration_times
+
+    def reference(profiles, capacity):
+        def iteration(p, lam):
+            return sum(ph.duration_s * ph.demand_gbyte_s / min(ph.demand_gbyte_s, lam) if ph.up else ph.duration_s
+                       for ph in p.phases)
+
+        def load(lam):
+            return sum(p.gbytes / iteration(p, lam) for p in profiles)
+
+        hi = max(ph.demand_gbyte_s for p in profiles for ph in p.phases)
+        if hi <= 0.0 or load(hi) <= capacity:
+            return tuple(p.iteration_s for p in profiles)
+        lo = 0.0
+        for _ in range(MEAN_FIELD_BISECTIONS):
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if load(mid) > capacity else (mid, hi)
+        return tuple(iteration(p, lo) for p in profiles)
+
+    rng = random.Random(5)
+    contended = 0
+    for _ in range(200):
+        kinds = [random_link(rng)[0][0] for _ in range(rng.randint(2, 5))]
+        profiles = [rng.choice(kinds) for _ in range(rng.randint(5, 20))]  # repeats, as on an uplink
+        capacity = rng.uniform(5.0, 80.0)
+        got = mean_field_iteration_times(profiles, capacity)
+        assert got == reference(profiles, capacity)
+        contended += got != tuple(p.iteration_s for p in profiles)
+    assert contended > 50  # the bisection ran, not only the fits-at-full-demand shortcut
