@@ -36,6 +36,7 @@ JCT_BUCKETS = (60, 300, 900, 1800, 3600, 2 * 3600, 4 * 3600, 8 * 3600, 12 * 3600
                7 * 86400, 14 * 86400)
 QUEUE_BUCKETS = (0, 1, 10, 60, 300, 900, 1800, 3600, 2 * 3600, 4 * 3600, 8 * 3600, 86400, 2 * 86400)
 PASS_BUCKETS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)
+COMMIT_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)  # submissions per group commit
 FINAL_KINDS = (EventKind.COMPLETED, EventKind.FAILED, EventKind.CANCELLED)
 
 
@@ -86,6 +87,8 @@ class Metrics:
               registry=r).set_function(lambda: 0 if self.problems() else 1)
         self.pass_seconds = Histogram("halyard_pass_seconds", "Wall time of a scheduling pass", registry=r,
                                       buckets=PASS_BUCKETS)
+        self.commit_jobs = Histogram("halyard_submit_commit_jobs", "Submissions stored by one group commit "
+                                     "(one SQLite transaction and one pass)", registry=r, buckets=COMMIT_BUCKETS)
         self.rpcs = Counter("halyard_grpc_server_handled", "gRPC calls handled, by final status code",
                             ["service", "method", "code"], registry=r)
         self.finished = Counter("halyard_jobs_finished", "Jobs that reached a final state",
@@ -102,6 +105,7 @@ class Metrics:
         self.tenant = BoundedLabels(tenant_labels)
         self._cursor = 0
         cp.on_pass = self.pass_seconds.observe
+        cp.on_commit = self.commit_jobs.observe
 
     def skip_history(self) -> None:
         """Count from the log's current end (call once the control plane restored its state)."""
