@@ -195,3 +195,28 @@ def test_acknowledged_submissions_survive_kill_9(tmp_path):
         proc.wait()
     assert len(acked) >= 1500
     assert acked <= {r.job_id for r in SqliteStore(db).load().records}
+
+
+async def test_halyard_submit_sends_a_file_of_many_jobs_in_batches(tmp_path):
+    """`halyard submit --file` with [[job]] tables: one SubmitJobs call per MAX_SUBMIT_BATCH jobs, a line
+    per job, a refused job named with its code and exit status 4, the others accepted."""
+    from test_wait_reasons import halyard_status
+
+    n = MAX_SUBMIT_BATCH + 5  # two calls
+    lines = []
+    for i in range(n):
+        model = "nosuchnet" if i == 3 else "resnet50"
+        lines.append(f'[[job]]\nid = "m{i}"\nmodel = "{model}"\ngpus = 1\niterations = 100\n')
+    many = tmp_path / "many.toml"
+    many.write_text("\n".join(lines), encoding="utf-8")
+    async with TestCluster(nodes=1) as tc:
+        connect = ("--control-plane", tc.address, "--insecure")
+        code, out, err = await halyard_status("submit", "--file", str(many), "--tenant", "team-a", *connect)
+        assert code == 4 and "m3: INVALID_ARGUMENT: jobs[3]: " in err and "unknown model 'nosuchnet'" in err
+        assert "1 of 1005 jobs refused" in err
+        assert len(out.splitlines()) == n - 1 and out.splitlines()[0] == "m0 PENDING (100 iterations)"
+        records = tc.control_plane.core.records
+        assert len(records) == n - 1 and "m3" not in records
+        assert {r.spec.tenant for r in records.values()} == {"team-a"}  # the flag applies to every job
+        code, _, err = await halyard_status("submit", "--file", str(many), "--id", "x", *connect)
+        assert code == 2 and "--id" in err and "holds 1005" in err
