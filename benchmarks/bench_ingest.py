@@ -1,7 +1,7 @@
 """Ingest: SubmitJob and SubmitJobs throughput against GetCluster, and the control plane alone.
 
     .venv/bin/python benchmarks/bench_ingest.py [--calls 3000] [--in-flight 1,50] [--batch 100]
-        [--client-procs 2] [--inproc 20000]
+        [--batch-calls 300] [--client-procs 2] [--window-ms 1,0] [--inproc 20000]
 
 1. Over gRPC, against a `halyard controlplane` process (SQLite file, insecure loopback):
    GetCluster (a read that changes nothing and stores nothing: the gRPC ceiling of this
@@ -22,10 +22,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -46,6 +48,21 @@ from halyard.v1 import types_pb2 as tpb
 
 PORT = 50631
 NODES = 4
+BARE_SERVER = """
+import asyncio, sys, grpc
+from halyard.v1 import cluster_service_pb2 as cpb, cluster_service_pb2_grpc as cgrpc
+class Bare(cgrpc.ClusterServiceServicer):
+    async def GetCluster(self, request, context):
+        return cpb.ClusterStatus()
+async def main():
+    server = grpc.aio.server()
+    cgrpc.add_ClusterServiceServicer_to_server(Bare(), server)
+    server.add_insecure_port(f"127.0.0.1:{sys.argv[1]}")
+    await server.start()
+    print("listening", flush=True)
+    await server.wait_for_termination()
+asyncio.run(main())
+"""
 
 
 def _spec(job_id: str) -> tpb.JobSpec:
@@ -57,6 +74,8 @@ async def _client(address: str, mode: str, calls: int, in_flight: int, batch: in
     async with grpc.aio.insecure_channel(address) as channel:
         jobs, cluster = jgrpc.JobServiceStub(channel), cgrpc.ClusterServiceStub(channel)
         await cluster.GetCluster(cpb.GetClusterRequest())  # connected before the clock starts
+        print("ready", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)  # every client starts together
 
         async def one(i: int) -> None:
             if mode == "get":
@@ -78,14 +97,21 @@ async def _client(address: str, mode: str, calls: int, in_flight: int, batch: in
         return {"start": started, "end": time.time()}
 
 
-def _drive(pid: int, mode: str, calls: int, in_flight: int, procs: int, batch: int, tag: str) -> dict[str, float]:
+def _drive(pid: int, mode: str, calls: int, in_flight: int, procs: int, batch: int, tag: str,
+           port: int = PORT) -> dict[str, float]:
     """Run ``procs`` client processes together; the wall time from the first start to the last end."""
-    cmd = [sys.executable, __file__, "--client", mode, "--batch", str(batch)]
+    cmd = [sys.executable, __file__, "--client", mode, "--batch", str(batch), "--port", str(port)]
     share, flight = calls // procs, max(1, in_flight // procs)
-    cpu0 = cpu_seconds(pid)
     children = [subprocess.Popen([*cmd, "--calls", str(share), "--in-flight", str(flight), "--tag", f"{tag}p{p}"],
-                                 stdout=subprocess.PIPE) for p in range(procs)]
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE) for p in range(procs)]
+    for child in children:
+        if child.stdout.readline() != b"ready\n":
+            raise SystemExit(f"a {mode} client did not connect")
+    cpu0 = cpu_seconds(pid)
     reports = []
+    for child in children:
+        child.stdin.write(b"go\n")
+        child.stdin.flush()
     for child in children:
         out, _ = child.communicate()
         if child.returncode != 0:
@@ -98,27 +124,67 @@ def _drive(pid: int, mode: str, calls: int, in_flight: int, procs: int, batch: i
     return {"calls": n, "jobs": jobs, "wall": wall, "cpu": cpu}
 
 
-def bench_grpc(folder: Path, calls: int, in_flight: list[int], batch: int, procs: int) -> None:
-    proc = start_controlplane(folder, NODES, PORT)
+def _commit_counts(http: int) -> tuple[float, float]:
+    """(submissions, commits) so far, from the daemon's halyard_submit_commit_jobs histogram."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{http}/metrics", timeout=10).read().decode()
+    name = "halyard_submit_commit_jobs_"
+    values = dict(line.rsplit(" ", 1) for line in text.splitlines() if line.startswith(name))
+    return float(values.get(name + "sum", 0)), float(values.get(name + "count", 0))
+
+
+def _median_run(repeat: int, pid: int, mode: str, calls: int, in_flight: int, procs: int, batch: int, tag: str,
+                port: int = PORT) -> dict[str, float]:
+    """:func:`_drive` ``repeat`` times: the median wall time and median server CPU (a shared machine is noisy)."""
+    runs = [_drive(pid, mode, calls, in_flight, procs, batch, f"{tag}r{k}", port) for k in range(repeat)]
+    return runs[0] | {"wall": statistics.median(r["wall"] for r in runs),
+                      "cpu": statistics.median(r["cpu"] for r in runs)}
+
+
+def bench_floor(folder: Path, calls: int, flight: int, procs: int, repeat: int) -> None:
+    """The same GetCluster load against a bare grpc.aio server whose handler returns an empty message:
+    what gRPC alone costs per unary call here, so the most unary calls one core can answer."""
+    proc = subprocess.Popen([sys.executable, "-c", BARE_SERVER, str(PORT + 2)], stdout=subprocess.PIPE)
     try:
-        for flight in in_flight:
-            p = min(procs, flight)
-            base = _drive(proc.pid, "get", calls, flight, p, batch, "g")
-            base_rate, base_core = base["calls"] / base["wall"], base["calls"] / base["cpu"]
-            print(f"{flight:3d} in flight, {p} client process(es): GetCluster {base_rate:7.0f} calls/s, "
-                  f"server {1e3 * base['cpu'] / base['calls']:.3f} ms CPU/call = {base_core:7.0f} calls per "
-                  "CPU-second")
-            for mode, label in (("submit", "SubmitJob"), ("batch", f"SubmitJobs x{batch}")):
-                n = calls if mode == "submit" else max(p, calls // batch)
-                r = _drive(proc.pid, mode, n, flight, p, batch, f"{mode[0]}{flight}")
-                rate, core = r["jobs"] / r["wall"], r["jobs"] / r["cpu"]
-                print(f"    {label:15s} {r['calls'] / r['wall']:7.0f} calls/s {rate:8.0f} jobs/s, server "
-                      f"{1e3 * r['cpu'] / r['calls']:.3f} ms CPU/call, {1e3 * r['cpu'] / r['jobs']:.3f} ms/job = "
-                      f"{core:7.0f} jobs per CPU-second;  vs GetCluster: jobs/s {rate / base_rate:.2f}x, "
-                      f"per CPU-second {core / base_core:.2f}x")
+        assert proc.stdout.readline().startswith(b"listening")
+        r = _median_run(repeat, proc.pid, "get", calls, flight, procs, 1, "f", PORT + 2)
+        print(f"{flight:3d} in flight: bare grpc.aio server, empty reply: {r['calls'] / r['wall']:7.0f} calls/s, "
+              f"server {1e3 * r['cpu'] / r['calls']:.3f} ms CPU/call = {r['calls'] / r['cpu']:7.0f} calls per "
+              "CPU-second (the ceiling of any unary RPC on one core)")
     finally:
         proc.terminate()
         proc.wait()
+
+
+def bench_grpc(folder: Path, calls: int, batch_calls: int, in_flight: list[int], batch: int, procs: int,
+               windows: list[float], repeat: int) -> None:
+    for w, window in enumerate(windows):
+        http = PORT + 1
+        (folder / f"w{w}").mkdir()
+        proc = start_controlplane(folder / f"w{w}", NODES, PORT, "--group-commit-window-ms", f"{window:g}",
+                                  "--http", f"127.0.0.1:{http}")
+        try:
+            print(f"-- halyard controlplane --group-commit-window-ms {window:g}  (median of {repeat} runs a row)")
+            for flight in in_flight:
+                p = min(procs, flight)
+                base = _median_run(repeat, proc.pid, "get", calls, flight, p, batch, "g")
+                base_rate, base_core = base["calls"] / base["wall"], base["calls"] / base["cpu"]
+                print(f"{flight:3d} in flight, {p} client process(es): GetCluster {base_rate:7.0f} calls/s, "
+                      f"server {1e3 * base['cpu'] / base['calls']:.3f} ms CPU/call = {base_core:7.0f} calls per "
+                      "CPU-second")
+                for mode, label in (("submit", "SubmitJob"), ("batch", f"SubmitJobs x{batch}")):
+                    jobs0, commits0 = _commit_counts(http)
+                    n = calls if mode == "submit" else batch_calls
+                    r = _median_run(repeat, proc.pid, mode, n, flight, p, batch, f"w{w}{mode[0]}{flight}")
+                    jobs1, commits1 = _commit_counts(http)
+                    rate, core = r["jobs"] / r["wall"], r["jobs"] / r["cpu"]
+                    print(f"    {label:15s} {r['calls'] / r['wall']:7.0f} calls/s {rate:8.0f} jobs/s, server "
+                          f"{1e3 * r['cpu'] / r['calls']:.3f} ms CPU/call, {1e3 * r['cpu'] / r['jobs']:.3f} ms/job = "
+                          f"{core:7.0f} jobs per CPU-second, {(jobs1 - jobs0) / max(1.0, commits1 - commits0):5.1f} "
+                          f"jobs/commit;  vs GetCluster: jobs/s {rate / base_rate:.2f}x, per CPU-second "
+                          f"{core / base_core:.2f}x")
+        finally:
+            proc.terminate()
+            proc.wait()
 
 
 async def bench_inproc(folder: Path, n: int, in_flight: list[int]) -> None:
@@ -152,13 +218,17 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=3000, help="GetCluster and SubmitJob calls per row")
     ap.add_argument("--in-flight", default="1,50")
     ap.add_argument("--batch", type=int, default=100, help="jobs per SubmitJobs call")
+    ap.add_argument("--batch-calls", type=int, default=300, help="SubmitJobs calls per row")
+    ap.add_argument("--window-ms", default="1,0", help="the daemon's --group-commit-window-ms, one run each")
     ap.add_argument("--client-procs", type=int, default=2)
     ap.add_argument("--inproc", type=int, default=20000, help="submissions for the in-process rows (0: skip)")
     ap.add_argument("--client", choices=["get", "submit", "batch"], help=argparse.SUPPRESS)
     ap.add_argument("--tag", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--port", type=int, default=PORT, help=argparse.SUPPRESS)
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each row; the median is printed")
     args = ap.parse_args()
     if args.client:
-        report = asyncio.run(_client(f"127.0.0.1:{PORT}", args.client, args.calls, int(args.in_flight),
+        report = asyncio.run(_client(f"127.0.0.1:{args.port}", args.client, args.calls, int(args.in_flight),
                                      args.batch, args.tag))
         print(json.dumps(report))
         return
@@ -167,7 +237,9 @@ def main() -> None:
     configure_logging(level="error")
     in_flight = [int(x) for x in args.in_flight.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
-        bench_grpc(Path(tmp), args.calls, in_flight, args.batch, args.client_procs)
+        bench_grpc(Path(tmp), args.calls, args.batch_calls, in_flight, args.batch, args.client_procs,
+                   [float(x) for x in args.window_ms.split(",")], args.repeat)
+        bench_floor(Path(tmp), args.calls, max(in_flight), min(args.client_procs, max(in_flight)), args.repeat)
         if args.inproc:
             asyncio.run(bench_inproc(Path(tmp), args.inproc, in_flight))
 

@@ -430,12 +430,27 @@ async def _refuse(context: grpc.aio.ServicerContext, bad: _Undecodable) -> None:
 
 
 class DecodeGuard(grpc.aio.ServerInterceptor):
-    """Answers INVALID_ARGUMENT to a message that does not decode, for every method of every service."""
+    """Answers INVALID_ARGUMENT to a message that does not decode, for every method of every service.
+
+    gRPC asks the interceptors on every call; each method's guarded handler is built once and
+    kept (per method, while gRPC hands out the same inner handler), not rebuilt per call."""
+
+    def __init__(self) -> None:
+        self._guarded: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
+        kept = self._guarded.get(handler_call_details.method)
+        if kept is not None and kept[0] is handler:
+            return kept[1]
+        guarded = self._guard(handler)
+        self._guarded[handler_call_details.method] = (handler, guarded)  # known methods only: bounded
+        return guarded
+
+    @staticmethod
+    def _guard(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         decode, encode = _lenient(handler.request_deserializer), handler.response_serializer
         if handler.unary_unary is not None:
             inner_uu = handler.unary_unary

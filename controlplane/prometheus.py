@@ -199,6 +199,8 @@ class RpcStatusInterceptor(grpc.aio.ServerInterceptor):
 
     def __init__(self, counter: Counter) -> None:
         self.counter = counter
+        # Each method's counting handler, built once (gRPC asks the interceptors on every call).
+        self._counted: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     async def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Any],
                                 details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
@@ -206,7 +208,15 @@ class RpcStatusInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             self.counter.labels("unknown", "unknown", grpc.StatusCode.UNIMPLEMENTED.name).inc()
             return None
-        service, method = _split_method(details.method)
+        kept = self._counted.get(details.method)
+        if kept is not None and kept[0] is handler:
+            return kept[1]
+        counted = self._count(handler, details.method)
+        self._counted[details.method] = (handler, counted)  # known methods only: bounded
+        return counted
+
+    def _count(self, handler: grpc.RpcMethodHandler, full_method: str) -> grpc.RpcMethodHandler:
+        service, method = _split_method(full_method)
 
         def done(context: grpc.aio.ServicerContext, exc: BaseException | None) -> None:
             self.counter.labels(service, method, _code_name(context, exc)).inc()
