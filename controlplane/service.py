@@ -205,9 +205,10 @@ class ControlPlane:
 
     async def committed(self) -> None:
         """Return once every change made so far is in the store; raise :class:`StoreError` if
-        the commit that should hold them failed (the control plane then stops: see ``failed``)."""
+        the commit that should hold them failed, :class:`Unavailable` if the store failed before
+        (the control plane then stops: see ``failed``)."""
+        self.check_writable()  # a failed store answers nothing as stored (and no group would ever resolve)
         if self._uncommitted == 0:
-            self.check_writable()  # nothing waits; a failure after the change is still said
             return
         if self._group is None:
             self._group = asyncio.get_running_loop().create_future()
