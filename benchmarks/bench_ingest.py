@@ -1,7 +1,7 @@
 """Ingest: SubmitJob and SubmitJobs throughput against GetCluster, and the control plane alone.
 
     .venv/bin/python benchmarks/bench_ingest.py [--calls 3000] [--in-flight 1,50] [--batch 100]
-        [--batch-calls 300] [--client-procs 2] [--window-ms 1,0] [--inproc 20000]
+        [--batch-calls 300] [--client-procs 2] [--window-ms 1,0] [--queue 0] [--repeat 3] [--inproc 20000]
 
 1. Over gRPC, against a `halyard controlplane` process (SQLite file, insecure loopback):
    GetCluster (a read that changes nothing and stores nothing: the gRPC ceiling of this
@@ -132,12 +132,41 @@ def _commit_counts(http: int) -> tuple[float, float]:
     return float(values.get(name + "sum", 0)), float(values.get(name + "count", 0))
 
 
-def _median_run(repeat: int, pid: int, mode: str, calls: int, in_flight: int, procs: int, batch: int, tag: str,
-                port: int = PORT) -> dict[str, float]:
-    """:func:`_drive` ``repeat`` times: the median wall time and median server CPU (a shared machine is noisy)."""
-    runs = [_drive(pid, mode, calls, in_flight, procs, batch, f"{tag}r{k}", port) for k in range(repeat)]
+class Daemon:
+    """A fresh `halyard controlplane` (its own empty database) with ``queue`` pending jobs put in first
+    (SubmitJobs, not timed): every run of a row starts from the same state."""
+
+    def __init__(self, folder: Path, window: float, queue: int) -> None:
+        self.folder, self.window, self.queue, self.runs = folder, window, queue, 0
+
+    def __enter__(self) -> Daemon:
+        self.runs += 1
+        where = self.folder / f"d{self.window:g}-{self.runs}"
+        where.mkdir()
+        self.proc = start_controlplane(where, NODES, PORT, "--group-commit-window-ms", f"{self.window:g}",
+                                       "--http", f"127.0.0.1:{PORT + 1}")
+        if self.queue:
+            _drive(self.proc.pid, "batch", max(1, self.queue // 1000), 4, 1, 1000, "queue")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def _median_run(repeat: int, daemon: Daemon, mode: str, calls: int, in_flight: int, procs: int, batch: int,
+                tag: str) -> dict[str, float]:
+    """:func:`_drive` ``repeat`` times, each on a fresh daemon: the median wall time and median server CPU
+    (a shared machine is noisy), and the jobs per group commit over all runs."""
+    runs, jobs, commits = [], 0.0, 0.0
+    for k in range(repeat):
+        with daemon:
+            jobs0, commits0 = _commit_counts(PORT + 1)
+            runs.append(_drive(daemon.proc.pid, mode, calls, in_flight, procs, batch, f"{tag}r{k}"))
+            jobs1, commits1 = _commit_counts(PORT + 1)
+            jobs, commits = jobs + jobs1 - jobs0, commits + commits1 - commits0
     return runs[0] | {"wall": statistics.median(r["wall"] for r in runs),
-                      "cpu": statistics.median(r["cpu"] for r in runs)}
+                      "cpu": statistics.median(r["cpu"] for r in runs), "per_commit": jobs / max(1.0, commits)}
 
 
 def bench_floor(folder: Path, calls: int, flight: int, procs: int, repeat: int) -> None:
@@ -146,7 +175,9 @@ def bench_floor(folder: Path, calls: int, flight: int, procs: int, repeat: int) 
     proc = subprocess.Popen([sys.executable, "-c", BARE_SERVER, str(PORT + 2)], stdout=subprocess.PIPE)
     try:
         assert proc.stdout.readline().startswith(b"listening")
-        r = _median_run(repeat, proc.pid, "get", calls, flight, procs, 1, "f", PORT + 2)
+        runs = [_drive(proc.pid, "get", calls, flight, procs, 1, "f", PORT + 2) for _ in range(repeat)]
+        r = runs[0] | {"wall": statistics.median(r["wall"] for r in runs),
+                       "cpu": statistics.median(r["cpu"] for r in runs)}
         print(f"{flight:3d} in flight: bare grpc.aio server, empty reply: {r['calls'] / r['wall']:7.0f} calls/s, "
               f"server {1e3 * r['cpu'] / r['calls']:.3f} ms CPU/call = {r['calls'] / r['cpu']:7.0f} calls per "
               "CPU-second (the ceiling of any unary RPC on one core)")
@@ -156,35 +187,26 @@ def bench_floor(folder: Path, calls: int, flight: int, procs: int, repeat: int) 
 
 
 def bench_grpc(folder: Path, calls: int, batch_calls: int, in_flight: list[int], batch: int, procs: int,
-               windows: list[float], repeat: int) -> None:
-    for w, window in enumerate(windows):
-        http = PORT + 1
-        (folder / f"w{w}").mkdir()
-        proc = start_controlplane(folder / f"w{w}", NODES, PORT, "--group-commit-window-ms", f"{window:g}",
-                                  "--http", f"127.0.0.1:{http}")
-        try:
-            print(f"-- halyard controlplane --group-commit-window-ms {window:g}  (median of {repeat} runs a row)")
-            for flight in in_flight:
-                p = min(procs, flight)
-                base = _median_run(repeat, proc.pid, "get", calls, flight, p, batch, "g")
-                base_rate, base_core = base["calls"] / base["wall"], base["calls"] / base["cpu"]
-                print(f"{flight:3d} in flight, {p} client process(es): GetCluster {base_rate:7.0f} calls/s, "
-                      f"server {1e3 * base['cpu'] / base['calls']:.3f} ms CPU/call = {base_core:7.0f} calls per "
-                      "CPU-second")
-                for mode, label in (("submit", "SubmitJob"), ("batch", f"SubmitJobs x{batch}")):
-                    jobs0, commits0 = _commit_counts(http)
-                    n = calls if mode == "submit" else batch_calls
-                    r = _median_run(repeat, proc.pid, mode, n, flight, p, batch, f"w{w}{mode[0]}{flight}")
-                    jobs1, commits1 = _commit_counts(http)
-                    rate, core = r["jobs"] / r["wall"], r["jobs"] / r["cpu"]
-                    print(f"    {label:15s} {r['calls'] / r['wall']:7.0f} calls/s {rate:8.0f} jobs/s, server "
-                          f"{1e3 * r['cpu'] / r['calls']:.3f} ms CPU/call, {1e3 * r['cpu'] / r['jobs']:.3f} ms/job = "
-                          f"{core:7.0f} jobs per CPU-second, {(jobs1 - jobs0) / max(1.0, commits1 - commits0):5.1f} "
-                          f"jobs/commit;  vs GetCluster: jobs/s {rate / base_rate:.2f}x, per CPU-second "
-                          f"{core / base_core:.2f}x")
-        finally:
-            proc.terminate()
-            proc.wait()
+               windows: list[float], repeat: int, queue: int) -> None:
+    for window in windows:
+        daemon = Daemon(folder, window, queue)
+        print(f"-- halyard controlplane --group-commit-window-ms {window:g}, {queue} jobs pending at the start "
+              f"(median of {repeat} runs a row, each on a fresh daemon)")
+        for flight in in_flight:
+            p = min(procs, flight)
+            base = _median_run(repeat, daemon, "get", calls, flight, p, batch, "g")
+            base_rate, base_core = base["calls"] / base["wall"], base["calls"] / base["cpu"]
+            print(f"{flight:3d} in flight, {p} client process(es): GetCluster {base_rate:7.0f} calls/s, "
+                  f"server {1e3 * base['cpu'] / base['calls']:.3f} ms CPU/call = {base_core:7.0f} calls per "
+                  "CPU-second")
+            for mode, label in (("submit", "SubmitJob"), ("batch", f"SubmitJobs x{batch}")):
+                n = calls if mode == "submit" else batch_calls
+                r = _median_run(repeat, daemon, mode, n, flight, p, batch, f"{mode[0]}{flight}")
+                rate, core = r["jobs"] / r["wall"], r["jobs"] / r["cpu"]
+                print(f"    {label:15s} {r['calls'] / r['wall']:7.0f} calls/s {rate:8.0f} jobs/s, server "
+                      f"{1e3 * r['cpu'] / r['calls']:.3f} ms CPU/call, {1e3 * r['cpu'] / r['jobs']:.3f} ms/job = "
+                      f"{core:7.0f} jobs per CPU-second, {r['per_commit']:5.1f} jobs/commit;  vs GetCluster: "
+                      f"jobs/s {rate / base_rate:.2f}x, per CPU-second {core / base_core:.2f}x")
 
 
 async def bench_inproc(folder: Path, n: int, in_flight: list[int]) -> None:
@@ -220,6 +242,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=100, help="jobs per SubmitJobs call")
     ap.add_argument("--batch-calls", type=int, default=300, help="SubmitJobs calls per row")
     ap.add_argument("--window-ms", default="1,0", help="the daemon's --group-commit-window-ms, one run each")
+    ap.add_argument("--queue", type=int, default=0, help="pending jobs put in before each run (a long queue)")
     ap.add_argument("--client-procs", type=int, default=2)
     ap.add_argument("--inproc", type=int, default=20000, help="submissions for the in-process rows (0: skip)")
     ap.add_argument("--client", choices=["get", "submit", "batch"], help=argparse.SUPPRESS)
@@ -238,7 +261,7 @@ def main() -> None:
     in_flight = [int(x) for x in args.in_flight.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         bench_grpc(Path(tmp), args.calls, args.batch_calls, in_flight, args.batch, args.client_procs,
-                   [float(x) for x in args.window_ms.split(",")], args.repeat)
+                   [float(x) for x in args.window_ms.split(",")], args.repeat, args.queue)
         bench_floor(Path(tmp), args.calls, max(in_flight), min(args.client_procs, max(in_flight)), args.repeat)
         if args.inproc:
             asyncio.run(bench_inproc(Path(tmp), args.inproc, in_flight))

@@ -65,6 +65,12 @@ LOCKSTEP_POLL_S = 0.001
 GROUP_COMMIT_WINDOW_S = 1e-3
 MAX_GROUP_COMMIT_WINDOW_MS = 100.0  # a longer wait is a misconfiguration, not a trade
 GROUP_COMMIT_GAP_WEIGHT = 0.2
+# Pass pacing (a choice of ours): after an event pass of p wall seconds the scheduler rests
+# PASS_REST_RATIO x p (at most MAX_PASS_REST_S) before the next, so while submissions pour in,
+# passes take at most half of the event loop and each covers everything that came meanwhile. A
+# pass is O(pending jobs) in the staged policies, so one pass per arrival would not keep up.
+PASS_REST_RATIO = 1.0
+MAX_PASS_REST_S = 0.5
 LOCKSTEP_LAG_WALL_S = 0.05  # a completion is applied this long (wall) after its instant: > any message jitter
 
 
@@ -183,9 +189,9 @@ class ControlPlane:
         """Validate and apply; the job is durable once :meth:`committed` returns (answer only then).
 
         Outside lockstep the commit and the pass are the burst's (:meth:`_group_commit`):
-        every submission that arrives while the event loop is busy shares one SQLite
-        transaction and one scheduling pass. In lockstep the submission is passed and
-        persisted at once, as the simulator orders an instant's events before its pass.
+        the submissions of a burst share one SQLite transaction and one scheduling pass.
+        In lockstep the submission is passed and persisted at once, as the simulator
+        orders an instant's events before its pass.
         """
         self.check_writable()
         if spec.job_id in self.core.records:
@@ -215,12 +221,13 @@ class ControlPlane:
         await asyncio.shield(self._group)
 
     async def _group_commit(self) -> None:
-        """Group commit: one pass and one SQLite transaction per burst of submissions.
+        """Group commit: one SQLite transaction, then one scheduling pass, per burst of submissions.
 
-        A burst is what :meth:`_gather_burst` collects; then the scheduling pass runs
-        once for all of it, and :meth:`_persist` stores jobs, pass and events in one
-        transaction and answers the waiters (a change persisted in between, a
-        cancel or an agent's report, takes the submissions with it).
+        A burst is what :meth:`_gather_burst` collects; :meth:`_persist` stores its jobs
+        and events in one transaction and answers the waiters (a change persisted in
+        between, a cancel or an agent's report, takes the submissions with it); then
+        the scheduler makes one pass for the burst. The answer does not wait for the
+        pass: it says the job is stored and pending, as it always did.
         """
         while True:
             await self._commit_wanted.wait()
@@ -230,13 +237,11 @@ class ControlPlane:
                 continue  # another change's commit took them
             if self.failed is not None:
                 return
-            self._wake.clear()  # this pass serves the burst; the scheduler need not run another
             try:
-                self._run_pass()
-                if self._uncommitted:
-                    self._persist()  # the pass failed before its own save
+                self._persist()
             except StoreError:
                 return  # fatal: _persist has stopped the control plane and failed the waiters
+            self._wake.set()  # one pass after the burst (the scheduler's, paced: see _scheduler)
 
     async def _gather_burst(self) -> None:
         """Let the submissions of a burst join it before it commits.
@@ -629,10 +634,13 @@ class ControlPlane:
                 continue  # lockstep passes already ran with their events
             if self.failed is not None:
                 return
+            started = time.perf_counter()
             try:
                 self._run_pass()
             except StoreError:
                 return  # fatal: _persist has stopped the control plane
+            if not round_due:  # pace event passes: the loop takes in arrivals while the next pass waits
+                await asyncio.sleep(min(PASS_REST_RATIO * (time.perf_counter() - started), MAX_PASS_REST_S))
 
     def _run_pass(self) -> None:
         """One pass; a policy bug is logged and said on /healthz, not fatal (a store failure is)."""

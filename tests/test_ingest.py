@@ -52,6 +52,7 @@ def control_plane(store: SqliteStore) -> ControlPlane:
 
 
 async def test_a_burst_is_one_commit_and_one_pass_and_answered_only_once_stored(tmp_path):
+    """200 submissions with no turn of the event loop between them: one transaction, then one pass."""
     db = tmp_path / "state.db"
     cp = control_plane(SqliteStore(db))
     await cp.start()
@@ -66,6 +67,8 @@ async def test_a_burst_is_one_commit_and_one_pass_and_answered_only_once_stored(
         await asyncio.gather(*waiters)
         assert stored_ids(db) == {f"j{i}" for i in range(200)}
         assert commits == [200]  # one SQLite transaction for the burst
+        for _ in range(100):
+            await asyncio.sleep(0.01)
         assert cp.core.passes == passes + 1  # and one scheduling pass after it
     finally:
         await cp.stop()
