@@ -67,9 +67,10 @@ MAX_GROUP_COMMIT_WINDOW_MS = 100.0  # a longer wait is a misconfiguration, not a
 GROUP_COMMIT_GAP_WEIGHT = 0.2
 # Pass pacing (a choice of ours): after an event pass of p wall seconds the scheduler rests
 # PASS_REST_RATIO x p (at most MAX_PASS_REST_S) before the next, so while submissions pour in,
-# passes take at most half of the event loop and each covers everything that came meanwhile. A
-# pass is O(pending jobs) in the staged policies, so one pass per arrival would not keep up.
-PASS_REST_RATIO = 1.0
+# passes take at most 1/(1 + ratio) of the event loop and each covers everything that came
+# meanwhile; a new job waits at most that rest longer for its pass. A pass is O(pending jobs) in
+# the staged policies, so one pass per arrival would not keep up with a long queue.
+PASS_REST_RATIO = 4.0
 MAX_PASS_REST_S = 0.5
 LOCKSTEP_LAG_WALL_S = 0.05  # a completion is applied this long (wall) after its instant: > any message jitter
 
