@@ -44,12 +44,12 @@ from halyard.v1 import types_pb2 as tpb
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def start_controlplane(folder: Path, nodes: int, port: int) -> subprocess.Popen[bytes]:
+def start_controlplane(folder: Path, nodes: int, port: int, *extra: str) -> subprocess.Popen[bytes]:
     cluster = folder / "cluster.toml"
     cluster.write_text(small_cluster_toml(nodes), encoding="utf-8")
     proc = subprocess.Popen([sys.executable, "-m", "halyard.cli", "controlplane", "--cluster", str(cluster),
                              "--db", str(folder / f"state-{port}.db"), "--listen", f"127.0.0.1:{port}",
-                             "--log-json", "--insecure"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                             "--log-json", "--insecure", *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdout.readline().startswith(b"listening on")
     return proc
 

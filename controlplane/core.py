@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from array import array
 from collections import Counter
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -29,6 +28,7 @@ from types import MappingProxyType
 from sortedcontainers import SortedKeyList
 
 from halyard.controlplane.eventlog import EventLog, describe
+from halyard.controlplane.passtimes import PassTimes
 from halyard.controlplane.records import JobRecord
 from halyard.controlplane.store import InconsistentState, StoredState
 from halyard.datamodel import (
@@ -101,7 +101,7 @@ class SchedulingCore:
         # (Plan.otherwise), and the pending jobs per reason code after the last pass.
         self._otherwise: Unplaced | None = None
         self.waiting: Counter[WaitCode] = Counter()
-        self.pass_seconds = array("d")  # wall seconds of every pass (their sum and latency distribution)
+        self.pass_seconds = PassTimes()  # wall seconds of the passes: count, sum, max, a bounded sample
         # Changes not yet handed out by take_changes(): jobs the core changed, the
         # epoch of each running job then (drivers change rates, which bumps it),
         # and how many events had been handed out.
@@ -206,7 +206,7 @@ class SchedulingCore:
         self.policy.on_applied(view, plan, state)
         self.passes += 1
         self._note_reasons(plan)
-        self.pass_seconds.append(time.perf_counter() - started)
+        self.pass_seconds.add(time.perf_counter() - started)
         return applied
 
     def _note_reasons(self, plan: Plan) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from halyard.controlplane.core import SchedulingCore
@@ -70,8 +68,8 @@ def summarize(core: SchedulingCore, *, policy: str, trace_jobs: int, rejected: i
         "gpu_utilization": gpu_s / capacity if capacity > 0 else 0.0,
         "preemptions": sum(r.preemptions for r in records),
         "passes": core.passes,
-        "avg_pass_ms": 1e3 * sum(core.pass_seconds) / core.passes if core.passes else 0.0,
-        **pass_latency_ms(core.pass_seconds),
+        "avg_pass_ms": 1e3 * core.pass_seconds.total / core.passes if core.passes else 0.0,
+        **core.pass_seconds.latency_ms(),
         "events": len(core.log),
         "wall_s": wall_s,
         "jobs_per_wall_s": trace_jobs / wall_s if wall_s > 0 else 0.0,
@@ -124,13 +122,3 @@ def job_metrics(core: SchedulingCore, now: float = 0.0) -> list[dict[str, float 
             "restarts": r.restarts,
         })
     return out
-
-
-def pass_latency_ms(seconds: Sequence[float]) -> dict[str, float]:
-    """p50, p99 and max wall time of a pass, in milliseconds (0 with no passes), so a regression in
-    the slowest passes shows even when the average hides it."""
-    if not len(seconds):
-        return {"p50_pass_ms": 0.0, "p99_pass_ms": 0.0, "max_pass_ms": 0.0}
-    ms = 1e3 * np.asarray(seconds)
-    p50, p99 = np.percentile(ms, [50, 99])
-    return {"p50_pass_ms": float(p50), "p99_pass_ms": float(p99), "max_pass_ms": float(ms.max())}

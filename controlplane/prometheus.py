@@ -36,6 +36,7 @@ JCT_BUCKETS = (60, 300, 900, 1800, 3600, 2 * 3600, 4 * 3600, 8 * 3600, 12 * 3600
                7 * 86400, 14 * 86400)
 QUEUE_BUCKETS = (0, 1, 10, 60, 300, 900, 1800, 3600, 2 * 3600, 4 * 3600, 8 * 3600, 86400, 2 * 86400)
 PASS_BUCKETS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)
+COMMIT_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)  # submissions per group commit
 FINAL_KINDS = (EventKind.COMPLETED, EventKind.FAILED, EventKind.CANCELLED)
 
 
@@ -86,6 +87,8 @@ class Metrics:
               registry=r).set_function(lambda: 0 if self.problems() else 1)
         self.pass_seconds = Histogram("halyard_pass_seconds", "Wall time of a scheduling pass", registry=r,
                                       buckets=PASS_BUCKETS)
+        self.commit_jobs = Histogram("halyard_submit_commit_jobs", "Submissions stored by one group commit "
+                                     "(one SQLite transaction and one pass)", registry=r, buckets=COMMIT_BUCKETS)
         self.rpcs = Counter("halyard_grpc_server_handled", "gRPC calls handled, by final status code",
                             ["service", "method", "code"], registry=r)
         self.finished = Counter("halyard_jobs_finished", "Jobs that reached a final state",
@@ -102,6 +105,7 @@ class Metrics:
         self.tenant = BoundedLabels(tenant_labels)
         self._cursor = 0
         cp.on_pass = self.pass_seconds.observe
+        cp.on_commit = self.commit_jobs.observe
 
     def skip_history(self) -> None:
         """Count from the log's current end (call once the control plane restored its state)."""
@@ -195,6 +199,8 @@ class RpcStatusInterceptor(grpc.aio.ServerInterceptor):
 
     def __init__(self, counter: Counter) -> None:
         self.counter = counter
+        # Each method's counting handler, built once (gRPC asks the interceptors on every call).
+        self._counted: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     async def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Any],
                                 details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
@@ -202,7 +208,15 @@ class RpcStatusInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             self.counter.labels("unknown", "unknown", grpc.StatusCode.UNIMPLEMENTED.name).inc()
             return None
-        service, method = _split_method(details.method)
+        kept = self._counted.get(details.method)
+        if kept is not None and kept[0] is handler:
+            return kept[1]
+        counted = self._count(handler, details.method)
+        self._counted[details.method] = (handler, counted)  # known methods only: bounded
+        return counted
+
+    def _count(self, handler: grpc.RpcMethodHandler, full_method: str) -> grpc.RpcMethodHandler:
+        service, method = _split_method(full_method)
 
         def done(context: grpc.aio.ServicerContext, exc: BaseException | None) -> None:
             self.counter.labels(service, method, _code_name(context, exc)).inc()

@@ -232,9 +232,12 @@ class JobRecord:
 PERSISTED = tuple(name for name in JobRecord.__slots__ if name not in ("wait", "wait_pass"))
 
 
+_SPEC_FIELDS = tuple(f.name for f in dataclasses.fields(JobSpec))  # looked up once, not per stored record
+
+
 def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
     """Every JobSpec field as plain JSON-able values (tuples as lists, mappings as dicts)."""
-    data = {f.name: getattr(spec, f.name) for f in dataclasses.fields(JobSpec)}
+    data = {name: getattr(spec, name) for name in _SPEC_FIELDS}
     p = spec.parallelism
     data["parallelism"] = None if p is None else {"data": p.data, "tensor": p.tensor, "pipeline": p.pipeline}
     data["command"] = list(spec.command)

@@ -60,6 +60,19 @@ DRAINED_META = "drained_nodes"
 DRAIN_REASONS_META = "drain_reasons"  # node -> why it is drained (an operator's reason, or its health)
 LOCKSTEP_WAIT_S = 2.0  # wall seconds an arrival waits for earlier completions before going ahead
 LOCKSTEP_POLL_S = 0.001
+# Group commit (ControlPlane._gather_burst; choices of ours, measured by benchmarks/bench_ingest.py):
+# the longest a submission's commit waits for more of its burst (0: only for the calls already
+# delivered), and the weight of the latest gap between submissions in their moving average.
+GROUP_COMMIT_WINDOW_S = 1e-3
+MAX_GROUP_COMMIT_WINDOW_MS = 100.0  # a longer wait is a misconfiguration, not a trade
+GROUP_COMMIT_GAP_WEIGHT = 0.2
+# Pass pacing (a choice of ours): after an event pass of p wall seconds the scheduler rests
+# PASS_REST_RATIO x p (at most MAX_PASS_REST_S) before the next, so while submissions pour in,
+# passes take at most 1/(1 + ratio) of the event loop and each covers everything that came
+# meanwhile; a new job waits at most that rest longer for its pass. A pass is O(pending jobs) in
+# the staged policies, so one pass per arrival would not keep up with a long queue.
+PASS_REST_RATIO = 4.0
+MAX_PASS_REST_S = 0.5
 LOCKSTEP_LAG_WALL_S = 0.05  # a completion is applied this long (wall) after its instant: > any message jitter
 
 
@@ -84,7 +97,8 @@ class AgentSession:
 class ControlPlane:
     def __init__(self, cluster: Cluster, policy: Policy, perf: PerformanceModel, clock: Clock, store: Store,
                  *, cluster_toml: str, round_s: float = 300.0, heartbeat_s: float = DEFAULT_HEARTBEAT_S,
-                 heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S, lockstep: bool = False) -> None:
+                 heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S, lockstep: bool = False,
+                 group_commit_window_s: float = GROUP_COMMIT_WINDOW_S) -> None:
         self.cluster = cluster
         self.cluster_toml = cluster_toml
         self.cluster_digest = cluster_digest(cluster_toml)  # an agent holding this file is not sent it
@@ -125,6 +139,16 @@ class ControlPlane:
         # restarts it from the store, which holds the last committed state).
         self.failed: str | None = None
         self.fatal = asyncio.Event()
+        # Group commit (:meth:`_group_commit`): submissions applied but not yet stored, and the
+        # future their answers wait on, resolved by the next successful :meth:`_persist`.
+        self.group_commit_window_s = group_commit_window_s
+        self._uncommitted = 0
+        self._group: asyncio.Future[None] | None = None
+        self._commit_wanted = asyncio.Event()
+        self._arrived = asyncio.Event()
+        self._last_arrival = -math.inf
+        self._arrival_gap = 1.0  # moving average of the wall seconds between submissions (at most 1)
+        self.on_commit: Callable[[int], None] | None = None  # metrics hook: submissions in each commit
 
     # --- lifecycle ----------------------------------------------------------
 
@@ -143,7 +167,8 @@ class ControlPlane:
         started = time.monotonic()
         self._absent_since = {n.name: started for n in self.cluster.nodes}
         self._tasks = [asyncio.create_task(self._scheduler(), name="scheduler"),
-                       asyncio.create_task(self._liveness(), name="liveness")]
+                       asyncio.create_task(self._liveness(), name="liveness"),
+                       asyncio.create_task(self._group_commit(), name="group-commit")]
         if self.lockstep:
             self._tasks.append(asyncio.create_task(self._lockstep_completions(), name="lockstep"))
 
@@ -165,19 +190,92 @@ class ControlPlane:
                               "retry once it has restarted")
 
     def submit(self, spec: JobSpec) -> JobRecord:
-        """Validate, then apply and persist before answering (a store failure is fatal: see ``failed``)."""
+        """Validate and apply; the job is durable once :meth:`committed` returns (answer only then).
+
+        Outside lockstep the commit and the pass are the burst's (:meth:`_group_commit`):
+        the submissions of a burst share one SQLite transaction and one scheduling pass.
+        In lockstep the submission is passed and persisted at once, as the simulator
+        orders an instant's events before its pass.
+        """
         self.check_writable()
         if spec.job_id in self.core.records:
             raise AlreadyExists(f"job {spec.job_id!r} was already submitted")
         record = self.core.submit(spec, spec.submit_time)
         self._event_at(spec.submit_time)
-        if self.lockstep and self.next_arrival == spec.submit_time:
-            # Lockstep: another job arrives at this instant; its submit runs the instant's one pass
-            # (the simulator's: all of an instant's events, then one pass).
-            self._persist()
-            return record
-        self._changed()
+        if self.lockstep:
+            if self.next_arrival == spec.submit_time:
+                # Lockstep: another job arrives at this instant; its submit runs the instant's one pass
+                # (the simulator's: all of an instant's events, then one pass).
+                self._persist()
+                return record
+            self._changed()
+        else:
+            self._uncommitted += 1
+            self._commit_wanted.set()
+            self._arrived.set()
+            arrived = time.perf_counter()
+            gap, self._last_arrival = min(arrived - self._last_arrival, 1.0), arrived
+            self._arrival_gap += GROUP_COMMIT_GAP_WEIGHT * (gap - self._arrival_gap)
         return record
+
+    async def committed(self) -> None:
+        """Return once every change made so far is in the store; raise :class:`StoreError` if
+        the commit that should hold them failed, :class:`Unavailable` if the store failed before
+        (the control plane then stops: see ``failed``)."""
+        self.check_writable()  # a failed store answers nothing as stored (and no group would ever resolve)
+        if self._uncommitted == 0:
+            return
+        if self._group is None:
+            self._group = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._group)
+
+    async def _group_commit(self) -> None:
+        """Group commit: one SQLite transaction, then one scheduling pass, per burst of submissions.
+
+        A burst is what :meth:`_gather_burst` collects; :meth:`_persist` stores its jobs
+        and events in one transaction and answers the waiters (a change persisted in
+        between, a cancel or an agent's report, takes the submissions with it); then
+        the scheduler makes one pass for the burst. The answer does not wait for the
+        pass: it says the job is stored and pending, as it always did.
+        """
+        while True:
+            await self._commit_wanted.wait()
+            await self._gather_burst()
+            self._commit_wanted.clear()
+            if self._uncommitted == 0:
+                continue  # another change's commit took them
+            if self.failed is not None:
+                return
+            try:
+                self._persist()
+            except StoreError:
+                return  # fatal: _persist has stopped the control plane and failed the waiters
+            self._wake.set()  # one pass after the burst (the scheduler's, paced: see _scheduler)
+
+    async def _gather_burst(self) -> None:
+        """Let the submissions of a burst join it before it commits.
+
+        Every call gRPC has already delivered joins in the next turn of the event
+        loop. gRPC's asyncio server hands over one new call per trip through its
+        poller thread, though, so under load a burst arrives over a few hundred
+        microseconds: while submissions come faster than ``group_commit_window_s``
+        apart (a moving average of the gaps), the commit waits for the next one, at
+        most that window after the first (PostgreSQL's ``commit_delay``, which waits
+        only while ``commit_siblings`` other transactions are open, is the same
+        bargain: latency for fewer commits). A lone submitter never waits.
+        """
+        await asyncio.sleep(0)
+        window = self.group_commit_window_s
+        if not (window > 0 and self._arrival_gap < window):
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + window
+        while (left := deadline - loop.time()) > 0:
+            self._arrived.clear()
+            try:  # the burst is over once no submission comes within twice the usual gap
+                await asyncio.wait_for(self._arrived.wait(), min(left, 2 * self._arrival_gap))
+            except TimeoutError:
+                return
 
     def job(self, job_id: str) -> JobRecord:
         try:
@@ -402,6 +500,7 @@ class ControlPlane:
         self._wake.set()
 
     def _persist(self) -> None:
+        """Store every change not stored yet in one transaction, then answer the submissions it holds."""
         records, events = self.core.take_changes()
         if records or events:
             try:
@@ -411,6 +510,12 @@ class ControlPlane:
                 raise
             if events:
                 asyncio.get_running_loop().create_task(self._notify_events())
+        if self._uncommitted and self.on_commit is not None:
+            self.on_commit(self._uncommitted)
+        self._uncommitted = 0
+        group, self._group = self._group, None
+        if group is not None and not group.done():
+            group.set_result(None)
 
     def _fail(self, exc: Exception) -> None:
         """The store failed: from now on refuse every change, and tell the daemon to exit non-zero."""
@@ -418,6 +523,9 @@ class ControlPlane:
             self.failed = str(exc)
             log.critical("state store failed: refusing writes and stopping; restart from the store",
                          error=str(exc))
+        group, self._group = self._group, None
+        if group is not None and not group.done():
+            group.set_exception(StoreError(f"the job was not stored: {exc}"))
         self.fatal.set()
 
     async def _notify_events(self) -> None:
@@ -561,14 +669,24 @@ class ControlPlane:
                 continue  # lockstep passes already ran with their events
             if self.failed is not None:
                 return
+            started = time.perf_counter()
             try:
-                self._pass()
-                self.pass_error = None
+                self._run_pass()
             except StoreError:
                 return  # fatal: _persist has stopped the control plane
-            except Exception as exc:  # a policy bug must not kill the control plane
-                log.exception("scheduling pass failed")
-                self.pass_error = f"{type(exc).__name__}: {exc}"
+            if not round_due:  # pace event passes: the loop takes in arrivals while the next pass waits
+                await asyncio.sleep(min(PASS_REST_RATIO * (time.perf_counter() - started), MAX_PASS_REST_S))
+
+    def _run_pass(self) -> None:
+        """One pass; a policy bug is logged and said on /healthz, not fatal (a store failure is)."""
+        try:
+            self._pass()
+            self.pass_error = None
+        except StoreError:
+            raise
+        except Exception as exc:  # a policy bug must not kill the control plane
+            log.exception("scheduling pass failed")
+            self.pass_error = f"{type(exc).__name__}: {exc}"
 
     def _next_round(self) -> float:
         policy = self.core.policy

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from halyard.datamodel import HalyardError, ValidationError
+from halyard.datamodel.limits import MAX_SUBMIT_BATCH
 from halyard.tls import ClientTLS, is_loopback
 from halyard.v1 import cluster_service_pb2 as cpb
 from halyard.v1 import cluster_service_pb2_grpc as cgrpc
@@ -59,7 +60,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     s = client("submit", "submit a job, from flags or a TOML job file (--file), flags winning")
     s.add_argument("--file", type=Path, default=None, metavar="JOB.toml",
                    help="the job as TOML: id, model, gpus, iterations or duration_s, and any option below by its "
-                        "name (command as a string or a list, env as a table, parallelism as [d, t, p])")
+                        "name (command as a string or a list, env as a table, parallelism as [d, t, p]); or "
+                        "many jobs as [[job]] tables, sent in batches (SubmitJobs), flags applying to each")
     s.add_argument("--id", dest="job_id", help="the job's id, e.g. --id resnet-1")
     s.add_argument("--model", help="a catalog model (halyard profiles list), e.g. --model resnet50")
     s.add_argument("--gpus", type=int, help="GPUs it asks for, e.g. --gpus 8")
@@ -163,26 +165,43 @@ _JOB_FILE_KEYS = {"id": "job_id", "model": "model", "gpus": "gpus", "iterations"
                   "parallelism": "parallelism"}
 
 
-def _job_options(args: argparse.Namespace) -> dict[str, object]:
-    """The submission's options: the job file's, then every flag given on the command line over them."""
-    options: dict[str, object] = {}
+def _job_options(args: argparse.Namespace) -> list[dict[str, object]]:
+    """Each job's options: the job file's (one job, or one per ``[[job]]`` table), then every flag
+    given on the command line over them."""
+    tables: list[dict[str, object]] = [{}]
     if args.file is not None:
         try:
             table = tomllib.loads(args.file.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ValidationError(f"{args.file}: {exc}", field="--file") from None
-        unknown = sorted(set(table) - set(_JOB_FILE_KEYS))
-        if unknown:
-            raise ValidationError(f"{args.file}: unknown key {unknown[0]!r} (known: {', '.join(_JOB_FILE_KEYS)})",
-                                  field="--file")
-        options = {_JOB_FILE_KEYS[k]: v for k, v in table.items()}
+        many = table.get("job")
+        if many is not None:
+            if not isinstance(many, list) or not many or set(table) != {"job"}:
+                raise ValidationError(f"{args.file}: a file of many jobs holds only [[job]] tables, at least one",
+                                      field="--file")
+            if args.job_id is not None:
+                raise ValidationError(f"--id names one job; {args.file} holds {len(many)}", field="--id")
+            tables = many
+        else:
+            tables = [table]
+    return [_one_job(args, table, f"{args.file}" + (f": job {i + 1}" if len(tables) > 1 else ""))
+            for i, table in enumerate(tables)]
+
+
+def _one_job(args: argparse.Namespace, table: dict[str, object], where: str) -> dict[str, object]:
+    unknown = sorted(set(table) - set(_JOB_FILE_KEYS))
+    if unknown:
+        raise ValidationError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(_JOB_FILE_KEYS)})",
+                              field="--file")
+    options = {_JOB_FILE_KEYS[k]: v for k, v in table.items()}
     for name in _JOB_FILE_KEYS.values():
         value = getattr(args, name)
         if value is not None and value != []:
             options[name] = value
     for name, flag in (("job_id", "--id"), ("model", "--model"), ("gpus", "--gpus")):
         if name not in options:
-            raise ValidationError("is required (give the flag, or its key in --file)", field=flag)
+            raise ValidationError(f"is required (give the flag, or its key in --file{': ' + where if table else ''})",
+                                  field=flag)
     if "iterations" not in options and "duration_s" not in options:
         raise ValidationError("give --iterations or --duration-s (or iterations / duration_s in --file)",
                               field="--iterations")
@@ -201,31 +220,57 @@ def _env_of(value: object) -> dict[str, str]:
     return env
 
 
-def run_submit(args: argparse.Namespace) -> int:
-    o = _job_options(args)
+def _spec_of(o: dict[str, object]) -> tpb.JobSpec:
     command = o.get("job_command") or ""
     parallelism = o.get("parallelism")
-    channel, stub = _stub(args)
-    with channel:
-        try:
-            spec = tpb.JobSpec(job_id=o["job_id"], model=o["model"], num_gpus=o["gpus"],
-                               iterations=o.get("iterations") or 0, duration_s=o.get("duration_s") or 0.0,
-                               batch_size=o.get("batch_size") or 0, gpu_type=o.get("gpu_type") or "",
-                               tenant=o.get("tenant") or "", env=_env_of(o.get("env")),
-                               command=shlex.split(command) if isinstance(command, str) else [str(c) for c in command],
-                               priority=o.get("priority") or 0, min_gpus=o.get("min_gpus") or 0,
-                               max_gpus=o.get("max_gpus") or 0, logical_workers=o.get("logical_workers") or 0)
-        except (TypeError, ValueError) as exc:
-            raise ValidationError(f"a value has the wrong type: {exc}", field="--file") from None
-        if o.get("deadline_s") is not None:
-            spec.deadline = o["deadline_s"]
-        if parallelism:
-            text = parallelism if isinstance(parallelism, str) else ",".join(str(x) for x in parallelism)
-            spec.parallelism.CopyFrom(_parallelism(text))
-        job = _rpc(args, stub.SubmitJob, jpb.SubmitJobRequest(spec=spec))
+    try:
+        spec = tpb.JobSpec(job_id=o["job_id"], model=o["model"], num_gpus=o["gpus"],
+                           iterations=o.get("iterations") or 0, duration_s=o.get("duration_s") or 0.0,
+                           batch_size=o.get("batch_size") or 0, gpu_type=o.get("gpu_type") or "",
+                           tenant=o.get("tenant") or "", env=_env_of(o.get("env")),
+                           command=shlex.split(command) if isinstance(command, str) else [str(c) for c in command],
+                           priority=o.get("priority") or 0, min_gpus=o.get("min_gpus") or 0,
+                           max_gpus=o.get("max_gpus") or 0, logical_workers=o.get("logical_workers") or 0)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"a value has the wrong type: {exc}", field="--file") from None
+    if o.get("deadline_s") is not None:
+        spec.deadline = o["deadline_s"]
+    if parallelism:
+        text = parallelism if isinstance(parallelism, str) else ",".join(str(x) for x in parallelism)
+        spec.parallelism.CopyFrom(_parallelism(text))
+    return spec
+
+
+def _print_submitted(job: jpb.Job) -> None:
     print(f"{job.spec.job_id} {tpb.JobState.Name(job.state)} ({job.iterations_total} iterations)")
     if job.ignored:
-        print(f"halyard submit: note: {job.ignored}", file=sys.stderr)
+        print(f"halyard submit: note: {job.spec.job_id}: {job.ignored}", file=sys.stderr)
+
+
+def run_submit(args: argparse.Namespace) -> int:
+    """One job: SubmitJob. A file of many: SubmitJobs, MAX_SUBMIT_BATCH a call, each job answered on its
+    own line; any refused job makes the exit status that of a rejected call (4)."""
+    specs = [_spec_of(o) for o in _job_options(args)]
+    channel, stub = _stub(args)
+    with channel:
+        if len(specs) == 1:
+            _print_submitted(_rpc(args, stub.SubmitJob, jpb.SubmitJobRequest(spec=specs[0])))
+            return 0
+        refused = 0
+        for first in range(0, len(specs), MAX_SUBMIT_BATCH):
+            chunk = specs[first:first + MAX_SUBMIT_BATCH]
+            reply = _rpc(args, stub.SubmitJobs, jpb.SubmitJobsRequest(
+                jobs=[jpb.SubmitJobRequest(spec=spec) for spec in chunk]))
+            for spec, result in zip(chunk, reply.results, strict=True):
+                if result.WhichOneof("result") == "job":
+                    _print_submitted(result.job)
+                else:
+                    refused += 1
+                    code = grpc.StatusCode.INVALID_ARGUMENT.name
+                    code = next((c.name for c in grpc.StatusCode if c.value[0] == result.error.code), code)
+                    print(f"halyard submit: error: {spec.job_id}: {code}: {result.error.message}", file=sys.stderr)
+    if refused:
+        raise RpcFailed(f"{refused} of {len(specs)} jobs refused (each is named above)")
     return 0
 
 

@@ -18,7 +18,13 @@ from halyard.cli.simulate import add_catalog_option, add_contention_option
 from halyard.clock import ScaledClock
 from halyard.controlplane.auth import TokenFile
 from halyard.controlplane.server import ControlPlaneServer
-from halyard.controlplane.service import DEFAULT_HEARTBEAT_S, DEFAULT_HEARTBEAT_TIMEOUT_S, ControlPlane
+from halyard.controlplane.service import (
+    DEFAULT_HEARTBEAT_S,
+    DEFAULT_HEARTBEAT_TIMEOUT_S,
+    GROUP_COMMIT_WINDOW_S,
+    MAX_GROUP_COMMIT_WINDOW_MS,
+    ControlPlane,
+)
 from halyard.controlplane.store import SqliteStore
 from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import ValidationError, parse_cluster, read_cluster_text
@@ -54,6 +60,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     cp.add_argument("--speedup", type=float, default=1.0, help="cluster seconds per wall second (1 = real time)")
     cp.add_argument("--heartbeat-s", type=float, default=DEFAULT_HEARTBEAT_S)
     cp.add_argument("--heartbeat-timeout-s", type=float, default=DEFAULT_HEARTBEAT_TIMEOUT_S)
+    cp.add_argument("--group-commit-window-ms", type=float, default=1e3 * GROUP_COMMIT_WINDOW_S,
+                    help="while submissions arrive faster than this apart, one waits at most this long for "
+                         "the next so they share a commit and a pass (0: never wait)")
     add_log_options(cp)
     cp.set_defaults(run=run_controlplane)
 
@@ -149,6 +158,9 @@ def run_controlplane(args: argparse.Namespace) -> int:
     configure_logging(json=True if args.log_json else None, level=args.log_level)
     for flag in ("round_s", "speedup", "heartbeat_s", "heartbeat_timeout_s"):
         _positive(getattr(args, flag), "--" + flag.replace("_", "-"))
+    if not 0 <= args.group_commit_window_ms <= MAX_GROUP_COMMIT_WINDOW_MS:
+        raise ValidationError(f"must be 0..{MAX_GROUP_COMMIT_WINDOW_MS:g} ms, got {args.group_commit_window_ms:g}",
+                              field="--group-commit-window-ms")
     tls = _server_tls(args)
     text, source = read_cluster_text(args.cluster)
     cluster = parse_cluster(text, source=source)
@@ -161,7 +173,8 @@ def run_controlplane(args: argparse.Namespace) -> int:
         store.set_meta("clock_origin_unix_s", repr(clock.wall_origin))
     perf = performance_model_for(policy, contention=args.contention, catalog=load_model_catalog(args.catalog))
     cp = ControlPlane(cluster, policy, perf, clock, store, cluster_toml=text, round_s=args.round_s,
-                      heartbeat_s=args.heartbeat_s, heartbeat_timeout_s=args.heartbeat_timeout_s)
+                      heartbeat_s=args.heartbeat_s, heartbeat_timeout_s=args.heartbeat_timeout_s,
+                      group_commit_window_s=args.group_commit_window_ms / 1e3)
     server = ControlPlaneServer(cp, listen=args.listen, http=args.http, tls=tls, agent_listen=args.agent_listen,
                                tokens=TokenFile(args.tokens) if args.tokens else None)
     return asyncio.run(_serve(server))

@@ -51,6 +51,7 @@ MAX_DRAIN_REASON = 512  # DrainNode's reason, kept with the node
 MAX_REQUEST_ID = MAX_JOB_ID  # job ids and node names in Get/Cancel/Watch/Drain requests
 MAX_PAGE_TOKEN = 20
 MAX_REQUEST_BYTES = 1 << 20  # the control plane refuses larger messages (RESOURCE_EXHAUSTED)
+MAX_SUBMIT_BATCH = 1000  # jobs in one SubmitJobs call (a choice of ours: one commit holds them all)
 
 _NAME = re.compile(NAME_PATTERN)
 _ENV_NAME = re.compile(ENV_NAME_PATTERN)

@@ -65,6 +65,34 @@ class SubmitJobRequest(_message.Message):
     submit_time: float
     def __init__(self, spec: _Optional[_Union[_types_pb2.JobSpec, _Mapping]] = ..., submit_time: _Optional[float] = ...) -> None: ...
 
+class SubmitJobsRequest(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[SubmitJobRequest]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[SubmitJobRequest, _Mapping]]] = ...) -> None: ...
+
+class SubmitJobsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[SubmitJobResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[SubmitJobResult, _Mapping]]] = ...) -> None: ...
+
+class SubmitJobResult(_message.Message):
+    __slots__ = ("job", "error")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    job: Job
+    error: SubmitError
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., error: _Optional[_Union[SubmitError, _Mapping]] = ...) -> None: ...
+
+class SubmitError(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
 class GetJobRequest(_message.Message):
     __slots__ = ("job_id",)
     JOB_ID_FIELD_NUMBER: _ClassVar[int]

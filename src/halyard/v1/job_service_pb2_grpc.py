@@ -40,6 +40,11 @@ class JobServiceStub:
                 request_serializer=halyard_dot_v1_dot_job__service__pb2.SubmitJobRequest.SerializeToString,
                 response_deserializer=halyard_dot_v1_dot_job__service__pb2.Job.FromString,
                 _registered_method=True)
+        self.SubmitJobs = channel.unary_unary(
+                '/halyard.v1.JobService/SubmitJobs',
+                request_serializer=halyard_dot_v1_dot_job__service__pb2.SubmitJobsRequest.SerializeToString,
+                response_deserializer=halyard_dot_v1_dot_job__service__pb2.SubmitJobsResponse.FromString,
+                _registered_method=True)
         self.GetJob = channel.unary_unary(
                 '/halyard.v1.JobService/GetJob',
                 request_serializer=halyard_dot_v1_dot_job__service__pb2.GetJobRequest.SerializeToString,
@@ -72,6 +77,15 @@ class JobServiceServicer:
 
     def SubmitJob(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubmitJobs(self, request, context):
+        """Many jobs in one call, for a client that has them at hand (a file, a trace): each is
+        checked and submitted as SubmitJob would, in order, with its own result; the answer
+        comes once every accepted job is stored. At most 1000 jobs, within the request size limit.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -116,6 +130,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.SubmitJob,
                     request_deserializer=halyard_dot_v1_dot_job__service__pb2.SubmitJobRequest.FromString,
                     response_serializer=halyard_dot_v1_dot_job__service__pb2.Job.SerializeToString,
+            ),
+            'SubmitJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitJobs,
+                    request_deserializer=halyard_dot_v1_dot_job__service__pb2.SubmitJobsRequest.FromString,
+                    response_serializer=halyard_dot_v1_dot_job__service__pb2.SubmitJobsResponse.SerializeToString,
             ),
             'GetJob': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJob,
@@ -170,6 +189,33 @@ class JobService:
             '/halyard.v1.JobService/SubmitJob',
             halyard_dot_v1_dot_job__service__pb2.SubmitJobRequest.SerializeToString,
             halyard_dot_v1_dot_job__service__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/halyard.v1.JobService/SubmitJobs',
+            halyard_dot_v1_dot_job__service__pb2.SubmitJobsRequest.SerializeToString,
+            halyard_dot_v1_dot_job__service__pb2.SubmitJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,
