@@ -42,7 +42,7 @@ from halyard.policies.easyscale import (
 from halyard.policies.elasticflow import ElasticFlow
 from halyard.policies.gandiva import ConsolidatingMigration, NetworkAgnostic
 from halyard.policies.gavel import Gavel
-from halyard.policies.ordering import ORDERINGS, Fifo, Las, Srtf
+from halyard.policies.ordering import ORDERINGS, Fifo, Las, Srtf, starvation_guard
 from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import AdmitAll, FixedSize, Policy
@@ -68,7 +68,8 @@ STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
     "preempt": MappingProxyType({"priority": PriorityPreemption, "quota-reclaim": QuotaReclaim}),
 })
 # Augmentations named as a '+suffix' on a preset: name -> (policy -> augmented policy).
-AUGMENTATIONS: Mapping[str, Callable[[Policy], Policy]] = MappingProxyType({"cassini": augment})
+AUGMENTATIONS: Mapping[str, Callable[[Policy], Policy]] = MappingProxyType(
+    {"cassini": augment, "starvation-guard": starvation_guard})
 
 _PRESETS: dict[str, Callable[[], Policy]] = {
     "fifo": lambda: StagedPolicy("fifo", Fifo(), placement=FirstFitConsolidated()),
