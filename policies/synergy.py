@@ -243,13 +243,15 @@ class Tune(SynergyMechanism):
 class Opt(Tune):
     """§4.1: the ILP's per-job vectors, packed onto servers by TUNE's placement
     (:mod:`halyard.policies.synergy_opt` says why). ``last_bound`` is the ILP's objective of the
-    last applied pass."""
+    last applied pass; a pass whose ILP HiGHS does not solve to optimality packs at the profiled
+    demands (TUNE) and is counted in ``unsolved`` (and its ``last_bound`` is None)."""
 
     name = "synergy-opt"
 
     def __init__(self) -> None:
         super().__init__()
         self.last_bound: float | None = None
+        self.unsolved = 0
 
     def vectors(self, view: ClusterView, runnable: Sequence[JobInfo],
                 state: PassState) -> dict[str, tuple[int, int]] | None:
@@ -263,6 +265,8 @@ class Opt(Tune):
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         if OPT_BOUND_KEY in state:
             self.last_bound = state.get(OPT_BOUND_KEY)
+            if self.last_bound is None:
+                self.unsolved += 1
 
 
 def _nothing(idx: int, k: int) -> tuple[int, int]:
