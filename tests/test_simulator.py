@@ -144,3 +144,10 @@ def test_starvation_guard_runs_a_job_starved_for_1000_hours(small_cluster, perf)
     assert make_policy("las+starvation-guard").name == "las+starvation-guard"
     with pytest.raises(ValidationError, match="srtf or las"):
         make_policy("fifo+starvation-guard")
+
+
+def test_until_measured_needs_a_window(small_cluster):
+    from halyard.experiments import simulate_jobs
+
+    with pytest.raises(ValidationError, match="needs a --measure window"):
+        simulate_jobs([job(1, iterations=10)], small_cluster, "fifo", until_measured=True)
