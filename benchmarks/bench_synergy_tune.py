@@ -24,6 +24,8 @@ from halyard.controlplane import SchedulingCore
 from halyard.datamodel import parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
+from halyard.policies.passstate import PassState
+from halyard.policies.synergy_profile import job_profile
 from halyard.traces.generator import generate_synergy_trace
 
 CLUSTER = """
@@ -63,9 +65,9 @@ def timed_pass(policy: str, running: int, pending: int, perf: PerformanceModel, 
         core = build(policy, running, pending, perf)
         view = core.view(2.0)
         for job in view.pending:  # profiling is on arrival, not part of the pass
-            core.policy.profile(view, job)
+            job_profile(view, job)
         t0 = time.perf_counter()
-        plan = core.policy.schedule(view)
+        plan = core.policy.schedule(view, PassState())
         best = min(best, time.perf_counter() - t0)
         core.apply(plan, 2.0)  # the plan is valid
         started = sum(1 for a in plan.actions if type(a).__name__ == "Start")
@@ -83,7 +85,7 @@ def main() -> None:
     print(f"{'pass':>18} {'jobs':>6} {'started':>8} {'wall ms':>9} {'vs proportional':>16}")
     print(f"{'proportional:fifo':>18} {args.running + args.pending:>6} {base_started:>8} {base * 1e3:>9.1f} "
           f"{1.0:>16.2f}")
-    for name in ("synergy-tune:fifo", "synergy-tune:srtf", "synergy-greedy:fifo"):
+    for name in ("synergy-tune:fifo", "synergy-tune:srtf", "synergy-tune-raise:srtf", "synergy-greedy:fifo"):
         wall, started = timed_pass(name, args.running, args.pending, perf, args.repeat)
         print(f"{name:>18} {args.running + args.pending:>6} {started:>8} {wall * 1e3:>9.1f} {wall / base:>16.2f}")
 

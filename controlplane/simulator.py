@@ -25,6 +25,10 @@ from halyard.policies import Action, Policy
 # GPUs before arrivals are seen, and a round pass sees both.
 _COMPLETION, _ARRIVAL, _ROUND = 0, 1, 2
 
+# With ``until``, the window's not-yet-ended jobs are re-checked against the core's records
+# once this few remain (completions and rejections are taken off as they happen).
+_PRUNE_BELOW = 64
+
 ProgressCallback = Callable[[int, int, float], None]  # (finished jobs, known jobs, cluster time)
 
 
@@ -74,24 +78,39 @@ class Simulator:
             heapq.heappush(self._heap, (when, kind, self._seq, job_id, epoch))
 
     def run(self, jobs: Iterable[JobSpec], *, on_progress: ProgressCallback | None = None,
-            total_jobs: int | None = None) -> SimulationRun:
-        """Replay ``jobs`` (sorted by submit time) until every accepted job has ended."""
+            total_jobs: int | None = None, until: tuple[int, int] | None = None) -> SimulationRun:
+        """Replay ``jobs`` (sorted by submit time) until every accepted job has ended.
+
+        ``until=(start, end)`` ends the run instead as soon as every job at trace positions
+        [start, end) has ended (completed or been rejected), as Synergy's simulator ends a run
+        once its measured jobs 4000-4999 are done (``runner.py``, ``is_measurement_complete``):
+        arrivals keep coming until then, so the measured jobs see an open system, not one
+        that drains after the last arrival."""
         core, heap, policy = self.core, self._heap, self.core.policy
         run = SimulationRun(core)
         arrivals: Iterator[JobSpec] = iter(jobs)
         specs: dict[str, JobSpec] = {}
         last_submit = -math.inf
+        if until is not None and not 0 <= until[0] < until[1]:
+            raise ValidationError(f"need 0 <= start < end, got {until!r}", field="until")
+        window: set[str] = set()  # the ids of the jobs at positions [start, end) not yet ended
+        position = 0
+        exhausted = False
 
         def next_arrival() -> None:
-            nonlocal last_submit
+            nonlocal last_submit, position, exhausted
             spec = next(arrivals, None)
             if spec is None:
+                exhausted = True
                 return
             if spec.submit_time < last_submit:
                 raise ValidationError(f"trace is not sorted by submit time at job {spec.job_id!r}",
                                       field="submit_time")
             last_submit = spec.submit_time
             specs[spec.job_id] = spec
+            if until is not None and until[0] <= position < until[1]:
+                window.add(spec.job_id)
+            position += 1
             self._push(spec.submit_time, _ARRIVAL, spec.job_id, 0)
 
         next_arrival()
@@ -108,6 +127,7 @@ class Simulator:
                         core.complete(job_id, now)
                         finished += 1
                         changed = True
+                        window.discard(job_id)
                 elif kind == _ARRIVAL:
                     try:
                         core.submit(specs.pop(job_id), now)
@@ -115,6 +135,7 @@ class Simulator:
                     except ValidationError as exc:
                         run.rejected.append(Rejected(job_id, str(exc)))
                         finished += 1
+                        window.discard(job_id)
                     next_arrival()
                 else:
                     round_at = math.inf
@@ -129,4 +150,8 @@ class Simulator:
             if on_progress is not None and changed:
                 on_progress(finished, total_jobs or len(core.records), now)
             run.end_time = now
+            if until is not None and len(window) <= _PRUNE_BELOW:  # a policy may also fail or drop a job
+                window = {j for j in window if j in specs or not core.records[j].state.terminal}
+            if until is not None and not window and (position >= until[1] or exhausted):
+                break
         return run

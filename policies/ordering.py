@@ -7,10 +7,38 @@ deterministic.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+from halyard.datamodel import JobState, ValidationError
 from halyard.policies.passstate import PassState
 from halyard.policies.stages import Ordering
 from halyard.policies.view import ClusterView, JobInfo
+
+# Synergy's public simulator (msr-fiddle/synergy, simulator/schedulers/srtf_synergy_new.py and
+# las_synergy_new.py: ``if job.get_time_since_last_execution(t) > 1000 * 3600: job.job_priority = 1``)
+# puts a job that has not run for 1,000 hours ahead of every other, for good. Not in the paper:
+# Halyard's SRTF and LAS apply it only when named (``+starvation-guard``).
+STARVATION_GUARD_S = 1000 * 3600.0
+
+
+class StarvationGuard:
+    """Which jobs have waited longer than ``after_s`` since they last ran (or arrived): they go
+    first from then on (sticky, as the public simulator's ``job_priority``)."""
+
+    def __init__(self, after_s: float) -> None:
+        if not after_s > 0:
+            raise ValidationError(f"must be > 0 seconds, got {after_s!r}", field="starvation_guard")
+        self.after_s = after_s
+        self.promoted: set[str] = set()
+
+    def rank(self, job: JobInfo, now: float) -> int:
+        """0 for a promoted job, else 1."""
+        if job.job_id in self.promoted:
+            return 0
+        if job.state is JobState.PENDING and now - job.pending_since > self.after_s:
+            self.promoted.add(job.job_id)
+            return 0
+        return 1
 
 
 class Fifo(Ordering):
@@ -38,9 +66,13 @@ class Srtf(Ordering):
     preemptive = True
     arrival_order = False
     needs_rounds = False
+    guard: StarvationGuard | None = None
 
-    def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, float, int]]:
-        now = view.now
+    def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, ...]]:
+        now, guard = view.now, self.guard
+        if guard is not None:
+            return lambda job: (guard.rank(job, now), job.remaining_iterations(now) * job.ideal_iteration_s,
+                                job.spec.submit_time, job.arrival_seq)
         return lambda job: (job.remaining_iterations(now) * job.ideal_iteration_s,
                             job.spec.submit_time, job.arrival_seq)
 
@@ -52,9 +84,13 @@ class Las(Ordering):
     preemptive = True
     arrival_order = False
     needs_rounds = True
+    guard: StarvationGuard | None = None
 
-    def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, float, int]]:
-        now = view.now
+    def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, ...]]:
+        now, guard = view.now, self.guard
+        if guard is not None:
+            return lambda job: (guard.rank(job, now), job.attained_gpu_s(now), job.spec.submit_time,
+                                job.arrival_seq)
         return lambda job: (job.attained_gpu_s(now), job.spec.submit_time, job.arrival_seq)
 
 
@@ -91,3 +127,16 @@ class FinishTimeFairness(Ordering):
 
 
 ORDERINGS: dict[str, Callable[[], Ordering]] = {"fifo": Fifo, "srtf": Srtf, "las": Las, "ftf": FinishTimeFairness}
+
+
+def starvation_guard(policy: Any) -> Any:
+    """``policy`` with :data:`STARVATION_GUARD_S` on its SRTF or LAS ordering (the ``+starvation-guard``
+    suffix); it then needs round passes, since a waiting job crosses the threshold between events."""
+    ordering = getattr(policy, "ordering", None)
+    if not isinstance(ordering, Srtf | Las):
+        raise ValidationError(f"+starvation-guard needs an srtf or las ordering; {policy.name!r} has "
+                              f"{getattr(ordering, 'name', None)!r}", field="policy")
+    ordering.guard = StarvationGuard(STARVATION_GUARD_S)
+    ordering.needs_rounds = True
+    policy.name = f"{policy.name}+starvation-guard"
+    return policy

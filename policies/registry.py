@@ -51,7 +51,7 @@ from halyard.policies.easyscale import (
 from halyard.policies.elasticflow import ElasticFlow
 from halyard.policies.gandiva import ConsolidatingMigration, NetworkAgnostic
 from halyard.policies.gavel import Gavel
-from halyard.policies.ordering import ORDERINGS, Fifo, Las, Srtf
+from halyard.policies.ordering import ORDERINGS, Fifo, Las, Srtf, starvation_guard
 from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import AdmitAll, FixedSize, Policy
@@ -79,8 +79,10 @@ STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
 # Augmentations named as a '+suffix' on a preset: name -> (policy -> augmented policy).
 # Dally's options (``dally+migrate``, ``dally-manual+worse-half+hysteresis``, ...) are rules of Halyard's
 # own, off in the paper's presets (policies/dally.py); they apply to a Dally policy only.
+# ``+starvation-guard`` is the public Synergy simulator's rule for SRTF/LAS (policies/ordering.py).
 AUGMENTATIONS: Mapping[str, Callable[[Policy], Policy]] = MappingProxyType({
     "cassini": augment,
+    "starvation-guard": starvation_guard,
     **{option: (lambda policy, o=option: with_option(policy, o)) for option in DALLY_OPTIONS},
 })
 

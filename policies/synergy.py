@@ -118,18 +118,31 @@ class Greedy(SynergyMechanism):
 
 
 class Tune(SynergyMechanism):
-    """§4.2, for the new runnable jobs sorted by GPU, then CPU, then memory demand (largest first):
+    """§4.2 over the whole runnable set, re-packed every pass (§3: "at the end of a round, the set
+    of runnable jobs are updated ... and their placement decisions are recomputed").
 
-    place at the demand vector on the server with the least free resources that
-    fits it (multi-GPU: the fewest servers, CPU and memory proportional to GPUs per
-    server); else (1) if the demand exceeds the proportional share, retry at the
-    share (capped per dimension: never more than the demand); else (2a) take the
-    servers that have the GPUs and switch jobs there holding more than their share
-    back to it until the job fits at its share. Afterwards runnable jobs below their
-    demand are raised back to it, in priority order, where their servers have room
-    (Synergy re-tunes every round)."""
+    Every runnable job's CPU and memory are released, then the runnable jobs, sorted by GPU, then
+    CPU, then memory demand (largest first), are packed in turn: at the demand vector on the server
+    with the least free resources that fits it (multi-GPU: the fewest servers, CPU and memory
+    proportional to GPUs per server); else (1) if the demand exceeds the proportional share, at the
+    share (capped per dimension: never more than the demand); else (2a) on servers that have the
+    GPUs, switching jobs there holding more than their share back to it until the job fits at its
+    share -- by construction it then fits (every job packed so far holds at most its share there,
+    the jobs not yet packed hold nothing).
+
+    A running job keeps its GPUs (leases are renewed on the same server, §4.3: Halyard does not
+    move a running job's GPUs between rounds, where Synergy's simulator re-places it; docs/synergy.md
+    says why); only its CPU and memory are re-packed. ``raise_back`` (Halyard's rule, not the
+    paper's; off unless named ``synergy-tune-raise``) instead keeps running jobs' CPU and memory,
+    packs only the new jobs, then raises every runnable job below its demand back to it in priority
+    order where its servers have room."""
 
     name = "synergy-tune"
+
+    def __init__(self, *, raise_back: bool = False) -> None:
+        self.raise_back = raise_back
+        if raise_back:
+            self.name = "synergy-tune-raise"
 
     def vectors(self, view: ClusterView, runnable: Sequence[JobInfo],
                 state: PassState) -> dict[str, tuple[int, int]] | None:
@@ -147,33 +160,66 @@ class Tune(SynergyMechanism):
                 found = known[job.job_id] = self.demand(view, job)
             return found
 
-        order = sorted(new, key=lambda j: (-j.num_gpus, -vector(j)[0], -vector(j)[1], j.arrival_seq))
-        for job in order:
-            c, m = vector(job)
-            gpus, gtype = job.num_gpus, view.gpu_types_for(job.spec)
-            need = packer.demand(c, m)
-            picked = packer.select(need, gpus, gtype, best_fit=True)
-            if picked is not None and packer.place(job.job_id, picked, need):
-                continue
-            capped = packer.capped(c, m)
-            picked = packer.select(capped, gpus, gtype, best_fit=True)
-            if picked is not None and packer.place(job.job_id, picked, capped):
-                continue
-            gpus_only = packer.gpus_only()
-            picked = packer.select(gpus_only, gpus, gtype, best_fit=True)
-            if picked is None:  # the GPUs are not there (a GPU type constraint): the job waits
-                plan.wait(job.job_id, no_fit(self.name, view, job, gpus, packer.usable(gpus_only, gtype)))
-                continue
-            for idx, k in picked:
-                self._release(view, packer, idx, capped(idx, k), vector)
-            if packer.place(job.job_id, picked, capped) is None:
-                plan.wait(job.job_id, cannot_fit(
-                    self.name, "needs {} GPUs at its proportional CPU and memory; reverting co-located jobs to "
-                    "their proportional share did not free enough", gpus))
-        for job in runnable:  # re-tune: raise jobs back to their demand where there is room
-            if job.job_id in packer.alloc:
-                c, m = vector(job)
-                packer.reshape(job.job_id, packer.demand(c, m))
+        def size(j: JobInfo) -> tuple[int, int, int, int]:
+            return (-j.num_gpus, -vector(j)[0], -vector(j)[1], j.arrival_seq)
+
+        if self.raise_back:
+            for job in sorted(new, key=size):
+                self._pack_new(view, packer, job, vector(job), vector, plan)
+            for job in runnable:  # Halyard's re-tune: raise jobs back to their demand where there is room
+                if job.job_id in packer.alloc:
+                    c, m = vector(job)
+                    packer.reshape(job.job_id, packer.demand(c, m))
+            return
+        for job in runnable:  # §3: this round's placement is recomputed; running jobs keep their GPUs
+            if job.allocation is not None:
+                packer.reshape(job.job_id, _NOTHING)
+        for job in sorted(runnable, key=size):
+            if job.allocation is None:
+                self._pack_new(view, packer, job, vector(job), vector, plan)
+            else:
+                self._pack_running(view, packer, job, vector(job), vector)
+
+    def _pack_new(self, view: ClusterView, packer: Packer, job: JobInfo, cm: tuple[int, int],
+                  vector: Callable[[JobInfo], tuple[int, int]], plan: Plan) -> None:
+        """§4.2 for a job that does not run yet: demand, else (1) the share, else (2a) revert and the share."""
+        c, m = cm
+        gpus, gtype = job.num_gpus, view.gpu_types_for(job.spec)
+        need = packer.demand(c, m)
+        picked = packer.select(need, gpus, gtype, best_fit=True)
+        if picked is not None and packer.place(job.job_id, picked, need):
+            return
+        capped = packer.capped(c, m)
+        picked = packer.select(capped, gpus, gtype, best_fit=True)
+        if picked is not None and packer.place(job.job_id, picked, capped):
+            return
+        gpus_only = packer.gpus_only()
+        picked = packer.select(gpus_only, gpus, gtype, best_fit=True)
+        if picked is None:  # the GPUs are not there (a GPU type constraint): the job waits
+            plan.wait(job.job_id, no_fit(self.name, view, job, gpus, packer.usable(gpus_only, gtype)))
+            return
+        for idx, k in picked:
+            self._release(view, packer, idx, capped(idx, k), vector)
+        if packer.place(job.job_id, picked, capped) is None:
+            plan.wait(job.job_id, cannot_fit(
+                self.name, "needs {} GPUs at its proportional CPU and memory; reverting co-located jobs to "
+                "their proportional share did not free enough", gpus))
+
+    def _pack_running(self, view: ClusterView, packer: Packer, job: JobInfo, cm: tuple[int, int],
+                      vector: Callable[[JobInfo], tuple[int, int]]) -> None:
+        """§4.2 for a running job on its own GPUs: demand, else the share, else revert others to theirs."""
+        c, m = cm
+        if packer.reshape(job.job_id, packer.demand(c, m)):
+            return
+        capped = packer.capped(c, m)
+        if packer.reshape(job.job_id, capped):
+            return
+        for part in packer.alloc[job.job_id].nodes:
+            idx = view.cluster.node(part.node).index
+            self._release(view, packer, idx, capped(idx, len(part.gpus)), vector)
+        if not packer.reshape(job.job_id, capped):  # cannot happen: every packed job holds <= its share
+            raise AssertionError(f"synergy-tune: running job {job.job_id!r} does not fit its share on its "
+                                 f"own servers after the revert of §4.2 (2a)")
 
     def _release(self, view: ClusterView, packer: Packer, idx: int, wanted: tuple[int, int],
                  vector: Callable[[JobInfo], tuple[int, int]]) -> None:
@@ -197,12 +243,15 @@ class Tune(SynergyMechanism):
 class Opt(Tune):
     """§4.1: the ILP's per-job vectors, packed onto servers by TUNE's placement
     (:mod:`halyard.policies.synergy_opt` says why). ``last_bound`` is the ILP's objective of the
-    last applied pass."""
+    last applied pass; a pass whose ILP HiGHS does not solve to optimality packs at the profiled
+    demands (TUNE) and is counted in ``unsolved`` (and its ``last_bound`` is None)."""
 
     name = "synergy-opt"
 
     def __init__(self) -> None:
+        super().__init__()
         self.last_bound: float | None = None
+        self.unsolved = 0
 
     def vectors(self, view: ClusterView, runnable: Sequence[JobInfo],
                 state: PassState) -> dict[str, tuple[int, int]] | None:
@@ -216,6 +265,16 @@ class Opt(Tune):
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         if OPT_BOUND_KEY in state:
             self.last_bound = state.get(OPT_BOUND_KEY)
+            if self.last_bound is None:
+                self.unsolved += 1
+
+
+def _nothing(idx: int, k: int) -> tuple[int, int]:
+    """No CPU or memory (a running job's CPU and memory released before the re-pack)."""
+    return 0, 0
+
+
+_NOTHING = _nothing
 
 
 def _short(stage: str, job: JobInfo, c: int, m: int) -> Unplaced:
@@ -250,7 +309,8 @@ def _emit(view: ClusterView, plan: Plan, packer: Packer, new: Sequence[JobInfo])
 
 
 MECHANISMS: dict[str, Callable[[], SynergyMechanism]] = {
-    "proportional": Proportional, "synergy-greedy": Greedy, "synergy-tune": Tune, "synergy-opt": Opt}
+    "proportional": Proportional, "synergy-greedy": Greedy, "synergy-tune": Tune,
+    "synergy-tune-raise": lambda: Tune(raise_back=True), "synergy-opt": Opt}
 
 
 def make_synergy(mechanism: str, ordering: str) -> StagedPolicy:

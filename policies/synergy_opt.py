@@ -34,7 +34,9 @@ from halyard.policies.view import ClusterView, JobInfo
 if TYPE_CHECKING:
     from halyard.policies.synergy import SensitivityProfile
 
-OPT_TIME_LIMIT_S = 10.0  # per pass; on a timeout the pass falls back to the profiled demands
+# No wall-clock limit: a time limit made the answer depend on the machine's speed (a slow
+# machine got a worse incumbent). The ILP is solved to HiGHS' optimality (its default relative
+# MIP gap, 1e-4, a property of the problem, not of the machine), or the pass says it was not solved.
 
 
 def pareto_points(profile: SensitivityProfile, max_cpus: int, max_memory_mb: int) -> list[tuple[int, int, float]]:
@@ -62,7 +64,8 @@ def pareto_points(profile: SensitivityProfile, max_cpus: int, max_memory_mb: int
 
 def opt_vectors(view: ClusterView, jobs: Sequence[JobInfo], profiles: Sequence[SensitivityProfile],
                 caps: Sequence[tuple[int, int]]) -> tuple[dict[str, tuple[int, int]] | None, float | None]:
-    """The ILP's (CPUs, memory MB) per GPU for each job, and its objective; (None, None) on failure."""
+    """The ILP's (CPUs, memory MB) per GPU for each job, and its objective; (None, None) when HiGHS
+    does not report an optimum (status 0)."""
     if not jobs:
         return {}, 0.0
     free = view.free
@@ -84,9 +87,8 @@ def opt_vectors(view: ClusterView, jobs: Sequence[JobInfo], profiles: Sequence[S
         LinearConstraint(np.vstack([cost_c, cost_m]), -np.inf, np.array([cpus_total, memory_total])),
         LinearConstraint(one, 1.0, 1.0),
     ]
-    result = milp(-weight, constraints=constraints, integrality=np.ones(n), bounds=Bounds(0, 1),
-                  options={"time_limit": OPT_TIME_LIMIT_S})
-    if result.x is None:
+    result = milp(-weight, constraints=constraints, integrality=np.ones(n), bounds=Bounds(0, 1))
+    if result.status != 0 or result.x is None:
         return None, None
     chosen: dict[str, tuple[int, int]] = {}
     for col in np.flatnonzero(result.x > 0.5):

@@ -108,9 +108,10 @@ def test_greedy_skips_a_job_that_does_not_fit_s3_3(small_cluster):
     assert "9 CPUs" in why.reason  # resnet18's demand vector (REFERENCE-NUMBERS: 9 CPUs)
 
 
-def test_tune_reverts_to_proportional_instead_of_skipping_s4_2(small_cluster):
-    """§4.2 (1) and (2a): the job that does not fit at its demand runs at the proportional
-    share, and jobs holding more than their share on its server are switched back."""
+def test_tune_runs_at_the_share_instead_of_skipping_s4_2(small_cluster):
+    """§4.2 (1) and (2a): the job that does not fit at its demand runs at the proportional share
+    (never skipped), a job on its server holding more than its share is switched back to the share
+    (the whole vector), and nobody is raised again after packing (the paper does not)."""
     c = core(small_cluster, "synergy-tune:fifo")
     for i in range(4):
         c.submit(job(1, model="alexnet", job_id=f"a{i}"), 0.0)
@@ -119,8 +120,46 @@ def test_tune_reverts_to_proportional_instead_of_skipping_s4_2(small_cluster):
     c.submit(job(1, model="resnet18", job_id="r"), 1.0)
     c.schedule(1.0)
     assert c.records["r"].state is JobState.RUNNING
-    # It started at the proportional share; the re-tune then raised it to its demand (9 CPUs)
-    # with what the reverted alexnet left free.
+    assert cpus_memory_per_gpu(c.records["r"].allocation) == (3, 62_500)
+    node = c.records["r"].allocation.nodes[0].node
+    others = {r.job_id: cpus_memory_per_gpu(r.allocation) for r in c.running.values() if r.job_id != "r"}
+    reverted = [j for j in others if c.records[j].allocation.on(node) is not None]
+    assert [others[j] for j in reverted] == [(3, 62_500)]
+    assert all(v == (12, 125_000) for j, v in others.items() if j not in reverted)
+    check_ledger(c.view(1.0))
+
+
+def test_tune_repacks_running_jobs_every_pass_s3_s4_2(small_cluster):
+    """§3: every round the whole runnable set is re-packed in §4.2's order. A running resnet18
+    (9 CPUs) is packed after the new alexnets (12 CPUs) that take its server's CPUs; it does not
+    fit even its share until (2a) switches the alexnet beside it back to the share."""
+    c = core(small_cluster, "synergy-tune:fifo")
+    c.submit(job(1, model="resnet18", job_id="r"), 0.0)
+    c.schedule(0.0)
+    assert cpus_memory_per_gpu(c.records["r"].allocation) == (9, 62_500)
+    node = c.records["r"].allocation.nodes[0].node
+    for i in range(4):
+        c.submit(job(1, model="alexnet", job_id=f"a{i}"), 1.0)
+    c.schedule(1.0)
+    assert c.records["r"].allocation.nodes[0].node == node  # its GPUs are kept
+    assert cpus_memory_per_gpu(c.records["r"].allocation) == (3, 62_500)
+    beside = [r for r in c.running.values() if r.job_id != "r" and r.allocation.on(node) is not None]
+    assert [cpus_memory_per_gpu(r.allocation) for r in beside] == [(3, 62_500)]
+    assert all(cpus_memory_per_gpu(r.allocation) == (12, 125_000) for r in c.running.values()
+               if r.job_id != "r" and r not in beside)
+    check_ledger(c.view(1.0))
+
+
+def test_tune_raise_is_halyards_rule_raising_jobs_back_after_packing(small_cluster):
+    """synergy-tune-raise (not in the paper): after packing the new jobs, runnable jobs below their
+    demand are raised back to it in priority order; here the resnet18 takes what a reverted
+    alexnet left."""
+    c = core(small_cluster, "synergy-tune-raise:fifo")
+    for i in range(4):
+        c.submit(job(1, model="alexnet", job_id=f"a{i}"), 0.0)
+    c.schedule(0.0)
+    c.submit(job(1, model="resnet18", job_id="r"), 1.0)
+    c.schedule(1.0)
     assert cpus_memory_per_gpu(c.records["r"].allocation) == (9, 62_500)
     node = c.records["r"].allocation.nodes[0].node
     reverted = [r for r in c.running.values() if r.job_id != "r" and r.allocation.on(node) is not None]

@@ -6,7 +6,7 @@ import pytest
 from factories import job
 
 from halyard.controlplane import Simulator, summarize
-from halyard.datamodel import EventKind, JobState
+from halyard.datamodel import EventKind, JobState, ValidationError
 from halyard.policies import make_policy
 
 
@@ -99,3 +99,55 @@ def test_summary_metrics(small_cluster, perf):
     assert s["gpu_utilization"] == pytest.approx(1.0)  # the cluster was never idle
     m = summarize(sim.core, policy="fifo", trace_jobs=2, rejected=0, wall_s=1.0, measure=(1, 2))
     assert m["completed"] == 1 and m["avg_jct_s"] == pytest.approx(b.end_time)
+
+
+def test_until_ends_the_run_once_the_window_has_ended(small_cluster, perf):
+    """Synergy's simulator stops once its measured jobs are done (runner.py,
+    is_measurement_complete); arrivals go on until then, so later jobs stay unfinished."""
+    jobs = [job(16, iterations=200, job_id=f"w{k}", submit=10.0 * k) for k in range(6)]
+    sim = Simulator(small_cluster, make_policy("fifo"), perf)
+    run = sim.run(jobs, until=(1, 3))
+    records = sim.core.records
+    assert records["w1"].state is JobState.COMPLETED and records["w2"].state is JobState.COMPLETED
+    assert run.end_time == pytest.approx(records["w2"].end_time)
+    assert records["w5"].state is not JobState.COMPLETED  # it arrived, but the run ended first
+    whole = Simulator(small_cluster, make_policy("fifo"), perf)
+    whole.run(jobs)
+    # Stopping early changes nothing before the stop.
+    assert whole.core.records["w2"].end_time == pytest.approx(records["w2"].end_time)
+
+
+def test_until_past_the_trace_end_runs_to_the_end(small_cluster, perf):
+    jobs = [job(16, iterations=200, job_id=f"e{k}", submit=10.0 * k) for k in range(3)]
+    sim = Simulator(small_cluster, make_policy("fifo"), perf)
+    sim.run(jobs, until=(2, 10))
+    assert all(r.state is JobState.COMPLETED for r in sim.core.records.values())
+    with pytest.raises(ValidationError, match="start < end"):
+        Simulator(small_cluster, make_policy("fifo"), perf).run(jobs, until=(3, 3))
+
+
+def test_starvation_guard_runs_a_job_starved_for_1000_hours(small_cluster, perf):
+    """+starvation-guard (Synergy's public simulator, not its paper): a job that has not run for
+    1,000 h goes ahead of every other, however short they are."""
+    hour = 3600.0
+    long = job(16, iterations=0, duration_s=50 * hour, job_id="long", submit=0.5 * hour)
+    stream = [job(16, iterations=0, duration_s=10 * hour, job_id=f"s{k}", submit=k * 9 * hour) for k in range(130)]
+    specs = sorted([long, *stream], key=lambda s: s.submit_time)
+
+    def first_start(policy: str) -> float:
+        sim = Simulator(small_cluster, make_policy(policy), perf, round_s=300.0)
+        sim.run(specs)
+        return sim.core.records["long"].first_start
+
+    assert first_start("srtf") > 1100 * hour  # starved while the stream lasts
+    assert 1000.5 * hour < first_start("srtf+starvation-guard") <= 1000.5 * hour + 300.0  # the next round
+    assert make_policy("las+starvation-guard").name == "las+starvation-guard"
+    with pytest.raises(ValidationError, match="srtf or las"):
+        make_policy("fifo+starvation-guard")
+
+
+def test_until_measured_needs_a_window(small_cluster):
+    from halyard.experiments import simulate_jobs
+
+    with pytest.raises(ValidationError, match="needs a --measure window"):
+        simulate_jobs([job(1, iterations=10)], small_cluster, "fifo", until_measured=True)

@@ -68,6 +68,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_catalog_option(p)
     p.add_argument("--measure", default=None, metavar="START:END",
                    help="report job metrics over arrival positions START..END-1 only")
+    p.add_argument("--until-measured", action="store_true",
+                   help="end the run as soon as the --measure jobs have ended, arrivals continuing until "
+                        "then (as Synergy's simulator does); later jobs stay unfinished")
     add_trace_options(p)
     add_output_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -98,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     with progress_bar(len(loaded.jobs), enabled=not args.no_progress, label=f"simulate {policy.name}") as bar:
         tables, rejected = simulate_jobs(loaded.jobs, cluster, args.policy, round_s=args.round_s,
-                                         contention=args.contention, measure=measure, on_progress=bar,
+                                         contention=args.contention, measure=measure,
+                                         until_measured=args.until_measured, on_progress=bar,
                                          catalog=catalog)
     result = annotate(tables.summary, trace=str(trace_path), loaded=loaded, seed=args.seed,
                       contention=args.contention, round_s=args.round_s)

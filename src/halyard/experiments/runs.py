@@ -55,6 +55,7 @@ class RunSpec:
     contention: str = "fair"
     trace_format: str = "auto"
     measure: tuple[int, int] | None = None
+    until_measured: bool = False  # end the run once the measured jobs have ended (--until-measured)
     catalog: str | None = None  # a model profile over the built-in catalog (--catalog FILE)
     # Labels a caller sorts results by (a reproduction's arrival pattern, load, ...);
     # not options of the run.
@@ -67,6 +68,8 @@ class RunSpec:
                 "--round-s", str(self.round_s), "--contention", self.contention]
         if self.measure is not None:
             argv += ["--measure", f"{self.measure[0]}:{self.measure[1]}"]
+        if self.until_measured:
+            argv += ["--until-measured"]
         if self.catalog is not None:
             argv += ["--catalog", self.catalog]
         if out_dir is not None:
@@ -92,11 +95,14 @@ class RunResult:
 
 def simulate_jobs(jobs: Sequence[JobSpec], cluster: Cluster, policy_name: str, *,
                   round_s: float = DEFAULT_ROUND_S, contention: str = "fair",
-                  measure: tuple[int, int] | None = None,
+                  measure: tuple[int, int] | None = None, until_measured: bool = False,
                   on_progress: ProgressCallback | None = None,
                   catalog: Catalog | None = None) -> tuple[RunTables, list[Rejected]]:
     """Replay ``jobs`` through ``policy_name`` on the simulator: summary, per-job table and timeline
-    (``catalog``: the performance model's, default the built-in one)."""
+    (``catalog``: the performance model's, default the built-in one). ``until_measured`` ends the
+    run once the ``measure`` window's jobs have ended (:meth:`Simulator.run`'s ``until``)."""
+    if until_measured and measure is None:
+        raise ValidationError("needs a --measure window", field="--until-measured")
     if round_s <= 0:
         raise ValidationError("must be positive", field="--round-s")
     if contention not in CONTENTION_MODES:
@@ -107,7 +113,8 @@ def simulate_jobs(jobs: Sequence[JobSpec], cluster: Cluster, policy_name: str, *
                           round_s=round_s)
     timeline = TimelineRecorder(simulator.core)
     started = time.perf_counter()
-    outcome = simulator.run(jobs, on_progress=on_progress, total_jobs=len(jobs))
+    outcome = simulator.run(jobs, on_progress=on_progress, total_jobs=len(jobs),
+                            until=measure if until_measured else None)
     wall_s = time.perf_counter() - started
     summary = summarize(simulator.core, policy=policy.name, trace_jobs=len(jobs), rejected=len(outcome.rejected),
                         wall_s=wall_s, measure=measure)
@@ -120,7 +127,8 @@ def execute(spec: RunSpec, on_progress: ProgressCallback | None = None) -> RunRe
     """Run ``spec`` here (a worker process, a Ray task or ``halyard simulate``)."""
     loaded = read_trace(spec.trace, seed=spec.seed, format=spec.trace_format)
     tables, rejected = simulate_jobs(loaded.jobs, load_cluster(spec.cluster), spec.policy, round_s=spec.round_s,
-                                     contention=spec.contention, measure=spec.measure, on_progress=on_progress,
+                                     contention=spec.contention, measure=spec.measure,
+                                     until_measured=spec.until_measured, on_progress=on_progress,
                                      catalog=load_model_catalog(spec.catalog) if spec.catalog else None)
     summary = annotate(tables.summary, trace=spec.trace, loaded=loaded, seed=spec.seed,
                        contention=spec.contention, round_s=spec.round_s)
