@@ -426,8 +426,8 @@ class PerformanceModel:
         if gpu_type is None:
             raise ValueError("allocation holds no GPUs")
         if multi_rack:
-            inter = min(inter, index.cluster.inter_rack_gbyte_s(nodes[na.node][4] for na in allocation.nodes
-                                                                if na.gpus))
+            inter = min(inter, index.cluster.inter_rack_gbyte_s({nodes[na.node][4] for na in allocation.nodes
+                                                                 if na.gpus}))
             tier = Tier.SPINE
         else:
             tier = Tier.GPU if n == 1 else Tier.NODE if m == 1 else Tier.RACK

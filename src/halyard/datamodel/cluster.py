@@ -106,6 +106,7 @@ class Cluster:
     links: tuple[SwitchLink, ...] = ()
     _by_name: dict[str, Node] = field(default_factory=dict, repr=False, compare=False)
     _routes: dict[tuple[int, int], tuple[LinkKey, ...]] = field(default_factory=dict, repr=False, compare=False)
+    _inter_rack_bw: dict[frozenset[int], float] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._by_name.update({n.name: n for n in self.nodes})
@@ -179,8 +180,14 @@ class Cluster:
         raise KeyError(f"unknown link kind {kind!r} (nic, uplink, switch)")
 
     def inter_rack_gbyte_s(self, racks: Iterable[int]) -> float:
-        """The narrowest link between ``racks`` (infinite for fewer than two racks)."""
-        return min((self.link_gbyte_s(k) for k in self.inter_rack_links(sorted(set(racks)))), default=float("inf"))
+        """The narrowest link between ``racks`` (infinite for fewer than two racks); memoised per set of
+        racks, as the performance model asks for every multi-rack placement it costs."""
+        key = frozenset(racks)
+        bw = self._inter_rack_bw.get(key)
+        if bw is None:
+            bw = self._inter_rack_bw[key] = min(
+                (self.link_gbyte_s(k) for k in self.inter_rack_links(sorted(key))), default=float("inf"))
+        return bw
 
     def route(self, a: int, b: int) -> tuple[LinkKey, ...]:
         """The switch links from rack ``a``'s ToR to rack ``b``'s: a shortest path, the same both ways.
