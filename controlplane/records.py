@@ -225,7 +225,7 @@ class JobRecord:
         record = cls.__new__(cls)
         for name in PERSISTED:
             setattr(record, name, data[name])
-        record.wait, record.wait_pass = None, -1
+        record.wait, record.wait_pass, record.time_shift_drift_s = None, -1, None  # NOT_PERSISTED
         record.spec = spec_from_dict(data["spec"])
         record.state = JobState(data["state"])
         record.allocation = None if data["allocation"] is None else allocation_from_dict(data["allocation"])
