@@ -110,22 +110,29 @@ def test_micro_batches_leave_the_iteration_time_alone(perf, philly):
 
 
 def test_micro_batch_count_is_the_smallest_that_fits(perf):
-    """For every model and GPU type at the reference batch: k micro-batches fit, k - 1 do not."""
+    """For every model and GPU type at the reference batch: k micro-batches fit, k - 1 do not
+    (where one sample fits at all: GPT-3 XL's state alone needs model parallelism on GPUs under 40 GB,
+    as Cassini Table 4.2 trains it)."""
     c = perf.catalog.constants
-    split = 0
+    split = set()
     for model in perf.models():
         p = perf.profile(model)
         spec = job(1, model=model)
         for gpu in perf.gpu_types():
             f = perf.memory_footprint(spec, gpu)
+            one_sample = f.state_bytes + p.activation_bytes / p.reference_batch + c.framework_reserve_bytes
+            if one_sample > f.capacity_bytes:
+                assert not f.fits and model == "gpt3-xl", (model, gpu, f)
+                continue
             assert f.fits, (model, gpu, f)
             per_sample = p.activation_bytes / p.reference_batch
             assert f.activation_bytes == pytest.approx(per_sample * math.ceil(p.reference_batch / f.micro_batches))
             if f.micro_batches > 1:
-                split += 1
+                split.add((model, gpu))
                 fewer = f.state_bytes + per_sample * math.ceil(p.reference_batch / (f.micro_batches - 1))
                 assert fewer + c.framework_reserve_bytes > f.capacity_bytes, (model, gpu)
-    assert split == 2  # mobilenetv2 on P100 and T4
+    assert split == {("mobilenetv2", "P100"), ("mobilenetv2", "T4"), ("gpt2-medium", "P100"), ("gpt2-medium", "T4"),
+                     ("gpt2-medium", "A10"), ("gpt3-xl", "A40"), ("gpt3-xl", "A100")}
 
 
 def test_a_worker_that_fits_no_micro_batch_reports_the_least_it_needs():
