@@ -2,33 +2,35 @@
 
     .venv/bin/python benchmarks/reproduce_cassini.py            # writes docs/cassini-reproduction*.{md,json,png}
 
-The testbed (§4.5.1): 24 servers of one A100 and one 50 Gbit/s NIC, a 2:1
-oversubscribed topology. Halyard's cluster format has racks and a spine, not the
-13 logical switches and 48 switch-to-switch links of Fig. 4.10, so the model here is
-12 racks of 2 servers with 50 Gbit/s rack uplinks (2 x 50 Gbit/s down, 2:1): jobs
-contend on the uplinks of the racks they span (a one-GPU server's NIC carries one job).
+The testbed (§4.5.1): 24 servers of one A100 and one 50 Gbit/s NIC, the logical
+topology of Fig. 4.10 (13 switches, 48 links, 2:1 oversubscribed): the built-in cluster
+``cassini-testbed`` (6 ToRs of 4 servers, 2 pods of 2 aggregation switches, 3 cores, every
+link 50 Gbit/s; the file says how the counts were read). Jobs contend on the switch links
+of the routes between the ToRs they span (a one-GPU server's NIC carries one job).
 
 1. **Poisson trace** (§4.5.2): jobs arrive at a load of 80% and 100% of the GPUs,
    each asks for 1-12 GPUs (Themis' initial worker counts, §4.5.1) and runs 200-1,000
-   iterations, models drawn with equal probability from the catalog's models that
-   stand for Table 4.2's families (VGG: vgg11; ResNet: resnet50; BERT-family:
-   bert-large; language: transformer-xl, gnmt; AlexNet as a second vision model), each
-   at a per-GPU batch drawn from a few multiples of its reference batch that fit an
-   A100 (Table 4.2 gives ranges: VGG 512-1800, ResNet 256-1800, BERT 8-32) --
-   the catalog lacks VGG16/19, WideResNet101, RoBERTa, XLM, CamemBERT, GPT-1/2/3 and
-   DLRM. Schedulers: Themis (leases, policies/themis.py), Th+Cassini, Random, Ideal
+   iterations, models drawn with equal probability from ``--mix``: ``table-4.2``
+   (default) is Table 4.2's models as the catalog has them (DLRM left out: not
+   modelled), the GPT family model parallel (a pipeline of one stage per GPU, at least
+   2 GPUs; GPT-3 XL does not fit one A100); ``families`` is the six data-parallel
+   models of the earlier, reduced reproduction (vgg11, resnet50, bert-large,
+   transformer-xl, gnmt, alexnet), kept to separate the topology's effect from the
+   mix's. Per-GPU batches are multiples of the catalog's reference batch that fit an
+   A100 (Table 4.2's ranges are per job: VGG 512-1800, ResNet 256-1800, BERT 8-32).
+   Schedulers: Themis (leases, policies/themis.py), Th+Cassini, Random, Ideal
    (Themis with no link contention) and Themis under MLTCP sharing. Pollux is not
    implemented (docs/cassini-reproduction.md says why). Metrics over completed jobs:
    per-job mean iteration time (run time / iterations) -- average and p99 over jobs --
    and JCT.
-2. **Snapshot table** (Table 4.3): pairs of jobs sharing a rack uplink, their
+2. **Snapshot table** (Table 4.3): pairs of jobs sharing a ToR-aggregation link, their
    compatibility score and time-shifts (Table 4.1 / Eq. 4.5) and their iteration times
    with the shifts (Th+Cassini) and started together under fair sharing (Themis), from
    the fabric's fluid model.
 3. **MLTCP vs fair sharing on one link** (chapter 5): the same pairs, 1/64 of an
    iteration apart, under each sharing.
 
-Runs in about 15 seconds on one core. Not part of the tests.
+Runs in about a minute on a shared core. Not part of the tests.
 """
 
 from __future__ import annotations
@@ -41,33 +43,23 @@ from pathlib import Path
 import numpy as np
 
 from halyard.controlplane import Simulator
-from halyard.datamodel import Allocation, JobSpec, NodeAllocation, parse_cluster
+from halyard.datamodel import Allocation, JobSpec, NodeAllocation, Parallelism, load_cluster
 from halyard.emulator import PerformanceModel
 from halyard.emulator.contention import shared_link_iteration_times
 from halyard.policies import make_policy
 from halyard.policies.cassini_math import solve_link
 
 ROOT = Path(__file__).resolve().parents[1]
-CLUSTER = """
-name = "cassini-testbed"
-description = "Cassini §4.5.1 reduced: 24 x 1 A100, 50 Gbit/s NICs, 12 racks of 2 with 2:1 uplinks"
-[[racks]]
-name = "r{i}"
-count = 12
-uplink_gbit_s = 50
-[[racks.nodes]]
-count = 2
-gpu_type = "A100"
-gpus = 1
-cpus = 16
-memory_gb = 256
-fabric = "pcie"
-fabric_gbyte_s = 16
-nic_gbit_s = 50
-"""
+CLUSTER = "cassini-testbed"  # src/halyard/data/clusters/cassini-testbed.toml (Fig. 4.10)
 # model -> per-GPU batches (multiples of the catalog's reference batch that fit an A100's memory)
-MODELS = {"vgg11": (128, 256), "resnet50": (64, 128), "bert-large": (16, 32), "transformer-xl": (128, 256),
-          "gnmt": (512, 1024), "alexnet": (512, 1024)}
+MIXES = {
+    "table-4.2": {"vgg11": (128, 256), "vgg16": (64, 128), "vgg19": (32, 64), "wide-resnet101-2": (32,),
+                  "resnet50": (64, 128), "bert-large": (16, 32), "roberta-base": (16,), "camembert-base": (16,),
+                  "xlm": (8,), "gpt1": (32,), "gpt2-medium": (8,), "gpt3-xl": (2,)},
+    "families": {"vgg11": (128, 256), "resnet50": (64, 128), "bert-large": (16, 32), "transformer-xl": (128, 256),
+                 "gnmt": (512, 1024), "alexnet": (512, 1024)},
+}
+MODEL_PARALLEL = ("gpt1", "gpt2-medium", "gpt3-xl")  # Table 4.2: "Model Parallel" (DeepSpeed, §4.5.1)
 GPUS = (1, 12)  # Themis' initial worker counts (§4.5.1)
 ITERATIONS = (200, 1000)  # "randomly selected between 200 - 1,000 iterations" (§4.5.1)
 SCHEMES = {  # label -> (policy, contention)
@@ -79,20 +71,27 @@ SCHEMES = {  # label -> (policy, contention)
 }
 
 
-def poisson_trace(n: int, load: float, seed: int, pm: PerformanceModel, cluster) -> list[JobSpec]:
+def poisson_trace(n: int, load: float, seed: int, pm: PerformanceModel, cluster, mix: str) -> list[JobSpec]:
     """§4.5.1's Poisson trace: arrivals so that on average ``load`` of the GPUs serve jobs."""
     rng = np.random.default_rng(seed)
+    models = MIXES[mix]
     jobs = []
     for i in range(n):
-        model = str(rng.choice(list(MODELS)))
-        jobs.append(JobSpec(job_id=f"j{i:03d}", submit_time=0.0, model=model, batch_size=int(rng.choice(MODELS[model])),
-                            num_gpus=int(rng.integers(GPUS[0], GPUS[1] + 1)),
-                            iterations=int(rng.integers(ITERATIONS[0], ITERATIONS[1] + 1))))
+        model = str(rng.choice(list(models)))
+        gpus = int(rng.integers(GPUS[0], GPUS[1] + 1))
+        parallel = None
+        if model in MODEL_PARALLEL:  # a pipeline of one stage per GPU (the catalog's layers split evenly)
+            gpus = max(2, gpus)
+            parallel = Parallelism(data=1, tensor=1, pipeline=gpus)
+        jobs.append(JobSpec(job_id=f"j{i:03d}", submit_time=0.0, model=model, batch_size=int(rng.choice(models[model])),
+                            num_gpus=gpus, iterations=int(rng.integers(ITERATIONS[0], ITERATIONS[1] + 1)),
+                            parallelism=parallel))
     work = np.mean([j.num_gpus * j.iterations * pm.consolidated_iteration_time(j, cluster) for j in jobs])
     gap = work / (load * cluster.total_gpus)  # mean seconds between arrivals
     t = np.cumsum(rng.exponential(gap, n))
     return [JobSpec(job_id=j.job_id, submit_time=float(s), model=j.model, batch_size=j.batch_size,
-                    num_gpus=j.num_gpus, iterations=j.iterations) for j, s in zip(jobs, t, strict=True)]
+                    num_gpus=j.num_gpus, iterations=j.iterations, parallelism=j.parallelism)
+            for j, s in zip(jobs, t, strict=True)]
 
 
 def run(traces: list[list[JobSpec]], cluster, policy: str, contention: str) -> dict[str, float]:
@@ -111,15 +110,16 @@ def run(traces: list[list[JobSpec]], cluster, policy: str, contention: str) -> d
 
 
 def uplink_profile(pm: PerformanceModel, cluster, model: str, batch: int):
-    """A 4-GPU job across racks r0 and r1 (2 + 2 servers): its profile on r0's uplink."""
-    alloc = Allocation(tuple(NodeAllocation(f"r{r}-n{i}", (0,), 16, 256_000) for r in (0, 1) for i in (0, 1)))
+    """A 4-GPU job across ToRs 0 and 1 (2 + 2 servers): its profile on the first switch link of the route."""
+    alloc = Allocation(tuple(NodeAllocation(f"tor{r}-n{i}", (0,), 16, 256_000) for r in (0, 1) for i in (0, 1)))
     spec = JobSpec(job_id=model, submit_time=0.0, model=model, batch_size=batch, num_gpus=4, iterations=100)
     timing = pm.job_timing(spec, alloc, cluster)
-    return next(load.profile for load in timing.links if load.kind == "uplink")
+    link = cluster.route(0, 1)[0]
+    return next(load.profile for load in timing.links if (load.kind, load.name) == link)
 
 
 def snapshots(pm: PerformanceModel, cluster) -> list[dict]:
-    capacity = cluster.racks[0].uplink_gbyte_s / cluster.spine_oversubscription
+    capacity = cluster.link_gbyte_s(cluster.route(0, 1)[0])
     pairs = [(("vgg11", 256), ("resnet50", 64)), (("vgg11", 256), ("vgg11", 256)), (("alexnet", 1024), ("vgg11", 256)),
              (("bert-large", 32), ("transformer-xl", 256)), (("gnmt", 512), ("alexnet", 1024)),
              (("bert-large", 16), ("gnmt", 512))]
@@ -158,7 +158,7 @@ def table(results: dict, snaps: list[dict]) -> str:
         out.append(f"| {load} | **Themis / Th+Cassini** | | {th['avg_iter_s'] / cs['avg_iter_s']:.2f}x "
                    f"| {th['p99_iter_s'] / cs['p99_iter_s']:.2f}x | {th['avg_jct_s'] / cs['avg_jct_s']:.2f}x "
                    f"| {th['p99_jct_s'] / cs['p99_jct_s']:.2f}x | |")
-    out += ["", "## Snapshots (Table 4.3): two 4-GPU jobs (batch) sharing a rack uplink (6.25 GB/s)", "",
+    out += ["", "## Snapshots (Table 4.3): two 4-GPU jobs (batch) sharing a ToR-aggregation link (6.25 GB/s)", "",
             "| pair | dedicated (ms) | Up share | score | time-shift (ms) | Th+Cassini (ms) | Themis (ms) |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
     for s in snaps:
@@ -196,13 +196,14 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=120)
     parser.add_argument("--seeds", default="1,2,3", help="one Poisson trace per seed; jobs pooled")
     parser.add_argument("--loads", default="0.8,1.0")
+    parser.add_argument("--mix", choices=sorted(MIXES), default="table-4.2", help="the models jobs are drawn from")
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
     args = parser.parse_args()
-    cluster = parse_cluster(CLUSTER, source="cassini-testbed")
+    cluster = load_cluster(CLUSTER)
     pm = PerformanceModel()
     results: dict[str, dict] = {}
     for load in (float(x) for x in args.loads.split(",")):
-        traces = [poisson_trace(args.jobs, load, int(seed), pm, cluster) for seed in args.seeds.split(",")]
+        traces = [poisson_trace(args.jobs, load, int(seed), pm, cluster, args.mix) for seed in args.seeds.split(",")]
         results[f"{load:.0%}"] = {label: run(traces, cluster, policy, contention)
                                   for label, (policy, contention) in SCHEMES.items()}
     snaps = snapshots(pm, cluster)
@@ -210,7 +211,8 @@ def main() -> None:
     (args.out / "img").mkdir(exist_ok=True)
     (args.out / "cassini-reproduction-table.md").write_text(table(results, snaps), encoding="utf-8")
     (args.out / "cassini-reproduction.json").write_text(json.dumps(
-        {"jobs": args.jobs, "seeds": args.seeds, "results": results, "snapshots": snaps}, indent=1), encoding="utf-8")
+        {"jobs": args.jobs, "seeds": args.seeds, "mix": args.mix, "cluster": CLUSTER, "results": results,
+         "snapshots": snaps}, indent=1), encoding="utf-8")
     plot(results, args.out / "img" / "cassini-reproduction.png")
     assert all(math.isfinite(r["avg_iter_s"]) for by in results.values() for r in by.values())
 

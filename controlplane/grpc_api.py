@@ -29,7 +29,7 @@ from halyard.controlplane.logs import LogRelay
 from halyard.controlplane.records import JobRecord
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import StoreError
-from halyard.datamodel import HalyardError, ValidationError
+from halyard.datamodel import HalyardError, JobState, ValidationError
 from halyard.datamodel import limits as lim
 from halyard.policies import Unplaced
 from halyard.tls import ROLE_TENANT_USER, Principal
@@ -105,6 +105,8 @@ def job_to_pb(record: JobRecord, now: float, wait: Unplaced | None = None, ignor
         job.end_time = record.end_time
     if ignored:
         job.ignored = ignored
+    if record.time_shift_drift_s is not None and record.state is JobState.RUNNING:
+        job.time_shift_drift_s = record.time_shift_drift_s
     if wait is not None:
         job.wait.CopyFrom(jpb.WaitReason(code=jpb.WaitCode.Value(wait.code.value), stage=wait.stage,
                                          reason=wait.reason))

@@ -83,6 +83,10 @@ class Metrics:
                         ["code"], registry=r)
         for code in WaitCode:
             waiting.labels(code=code.value).set_function(lambda c=code: core.waiting.get(c, 0))
+        Gauge("halyard_time_shift_drift_max_seconds",
+              "Largest |drift| from its time-shift grid that agents last reported for a running job "
+              "(Cassini section 4.4.2 step 3; 0 when none reports one)", registry=r).set_function(
+            lambda: max((abs(rec.time_shift_drift_s or 0.0) for rec in core.running.values()), default=0.0))
         Gauge("halyard_healthy", "1 while /healthz passes (store readable, scheduling loop running)",
               registry=r).set_function(lambda: 0 if self.problems() else 1)
         self.pass_seconds = Histogram("halyard_pass_seconds", "Wall time of a scheduling pass", registry=r,

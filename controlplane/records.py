@@ -25,7 +25,7 @@ class JobRecord:
         "allocation", "arrival_seq", "attempt", "end_time", "epoch", "exposed_iteration_s", "first_start",
         "ideal_iteration_s",
         "iteration_s", "iterations_total", "job_id", "last_assignment_time", "num_gpus", "pending_since",
-        "preemptions", "queued_s", "restarts", "spec", "state", "wait", "wait_pass",
+        "preemptions", "queued_s", "restarts", "spec", "state", "time_shift_drift_s", "wait", "wait_pass",
     )
 
     def __init__(self, spec: JobSpec, arrival_seq: int, iterations_total: int,
@@ -63,6 +63,10 @@ class JobRecord:
         # the first pass after a restart gives it again). Read through SchedulingCore.wait_of.
         self.wait: Unplaced | None = None
         self.wait_pass = -1
+        # The latest drift an agent measured from the job's time-shift grid (Progress.time_shift_drift_s,
+        # Cassini §4.4.2 step 3), seconds, + late; None until one is reported in this run. Not persisted:
+        # the next report after a restart gives it again.
+        self.time_shift_drift_s: float | None = None
 
     # --- read side (the JobInfo protocol) ---------------------------------
 
@@ -119,6 +123,7 @@ class JobRecord:
         self._run_start = now
         self._anchor = now
         self._rate = 0.0
+        self.time_shift_drift_s = None
 
     def end_run(self, now: float, *, checkpoint: bool) -> None:
         """Stop running; with ``checkpoint`` keep only whole iterations (the last checkpoint)."""
@@ -145,6 +150,7 @@ class JobRecord:
     def release(self) -> Allocation:
         """Drop the allocation of a stopped job; returns it for the ledger."""
         allocation, self.allocation = self.allocation, None
+        self.time_shift_drift_s = None
         self.num_gpus = self.spec.num_gpus
         self.iteration_s = self.ideal_iteration_s
         return allocation
@@ -219,7 +225,7 @@ class JobRecord:
         record = cls.__new__(cls)
         for name in PERSISTED:
             setattr(record, name, data[name])
-        record.wait, record.wait_pass = None, -1
+        record.wait, record.wait_pass, record.time_shift_drift_s = None, -1, None  # NOT_PERSISTED
         record.spec = spec_from_dict(data["spec"])
         record.state = JobState(data["state"])
         record.allocation = None if data["allocation"] is None else allocation_from_dict(data["allocation"])
@@ -228,8 +234,10 @@ class JobRecord:
         return record
 
 
-# Every slot but the waiting reason, which the first pass after a restart gives again.
-PERSISTED = tuple(name for name in JobRecord.__slots__ if name not in ("wait", "wait_pass"))
+# Every slot but the waiting reason and the measured drift, which the first pass and the first
+# progress report after a restart give again.
+NOT_PERSISTED = ("time_shift_drift_s", "wait", "wait_pass")
+PERSISTED = tuple(name for name in JobRecord.__slots__ if name not in NOT_PERSISTED)
 
 
 _SPEC_FIELDS = tuple(f.name for f in dataclasses.fields(JobSpec))  # looked up once, not per stored record

@@ -467,6 +467,8 @@ class ControlPlane:
             self._on_exited(session, msg.exited)
         elif kind == "progress":
             record = self._check_owner(session, msg.progress.job_id, msg.progress.attempt)
+            if record is not None and msg.progress.HasField("time_shift_drift_s"):
+                record.time_shift_drift_s = msg.progress.time_shift_drift_s  # shown, never scheduled on
             if record is not None and self._reports_real_progress(session):
                 recent = [s for s in msg.progress.recent_iteration_s if s > 0]
                 record.report_progress(self.now(), msg.progress.iterations_done,
@@ -839,6 +841,9 @@ def _check_report(msg: apb.AgentMessage, kind: str | None) -> None:
             raise ValidationError("too many entries", field="progress.recent_iteration_s")
         for x in p.recent_iteration_s:
             lim.check_seconds(x, "progress.recent_iteration_s", lim.MAX_DURATION_S)
+        if p.HasField("time_shift_drift_s"):
+            lim.check_seconds(p.time_shift_drift_s, "progress.time_shift_drift_s", lim.MAX_DURATION_S,
+                              low=-lim.MAX_DURATION_S)
     elif kind == "exited":
         e = msg.exited
         lim.check_seconds(e.cluster_time, "exited.cluster_time", lim.MAX_TIME_S)

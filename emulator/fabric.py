@@ -1,7 +1,9 @@
 """The simulated fabric: which running jobs share which links, and how much they slow each other.
 
 A job whose GPUs sit on several nodes communicates through each of those
-nodes' NICs, and through the uplinks of its racks when it spans racks. Every
+nodes' NICs, and through the uplinks of its racks when it spans racks (or, in a
+cluster with switch links, the links of the routes between its racks:
+:meth:`~halyard.datamodel.Cluster.inter_rack_links`). Every
 such link is shared by the jobs that cross it. Per link, each job's demand over
 one iteration is the Up/Down profile that
 :meth:`~halyard.emulator.PerformanceModel.job_timing` computed its dedicated
@@ -63,7 +65,8 @@ FLUID_MAX_JOBS = 4
 
 @dataclass(frozen=True, slots=True)
 class Link:
-    """A shared link: a node's NIC (``kind="nic"``) or a rack's uplink to the spine (``"uplink"``)."""
+    """A shared link: a node's NIC (``kind="nic"``), a rack's uplink to the spine (``"uplink"``) or a
+    switch-to-switch link (``"switch"``, named ``"a~b"``)."""
 
     kind: str
     name: str
@@ -93,11 +96,9 @@ class Fabric:
         self.perf = perf
         self.cluster = cluster
         self.sharing = sharing
-        racks = cluster.racks
         self._nic = {n.name: Link("nic", n.name, n.nic_gbyte_s) for n in cluster.nodes}
-        self._uplink = [Link("uplink", r.name, r.uplink_gbyte_s / cluster.spine_oversubscription) for r in racks]
         self._rack_of = {n.name: n.rack_index for n in cluster.nodes}
-        self._uplink_by_name = {link.name: link for link in self._uplink}
+        self._between: dict[tuple[str, str], Link] = {}  # uplinks and switch links, made when first crossed
         self._members: dict[str, _Member] = {}
         self._on_link: dict[Link, set[str]] = {}
         self._link_slowdown: dict[Link, dict[str, float]] = {}
@@ -108,13 +109,12 @@ class Fabric:
     # --- membership ---------------------------------------------------------
 
     def links_of(self, allocation: Allocation) -> tuple[Link, ...]:
-        """The NICs of a multi-node allocation, plus its racks' uplinks when it spans racks."""
+        """The NICs of a multi-node allocation, plus the links between its racks when it spans racks."""
         nodes = [p.node for p in allocation.nodes if p.gpus]
         if len(nodes) < 2:
             return ()
         racks = sorted({self._rack_of[n] for n in nodes})
-        uplinks = [self._uplink[r] for r in racks] if len(racks) > 1 else []
-        return (*(self._nic[n] for n in nodes), *uplinks)
+        return (*(self._nic[n] for n in nodes), *(self._link(*key) for key in self.cluster.inter_rack_links(racks)))
 
     def place(self, job_id: str, spec: JobSpec, allocation: Allocation, start_s: float,
               *, origin_s: float = 0.0) -> None:
@@ -168,7 +168,12 @@ class Fabric:
         return member is not None and member.allocation is allocation
 
     def _link(self, kind: str, name: str) -> Link:
-        return self._nic[name] if kind == "nic" else self._uplink_by_name[name]
+        if kind == "nic":
+            return self._nic[name]
+        link = self._between.get((kind, name))
+        if link is None:
+            link = self._between[(kind, name)] = Link(kind, name, self.cluster.link_gbyte_s((kind, name)))
+        return link
 
     # --- results --------------------------------------------------------------
 

@@ -62,7 +62,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from halyard.datamodel import Allocation, Cluster, JobSpec, StagePlan, Tier
+from halyard.datamodel import Allocation, Cluster, JobSpec, LinkKey, StagePlan, Tier
 from halyard.emulator.collectives import GBYTE, buckets_for, exposed_s
 from halyard.emulator.contention import DemandProfile, Phase, profile_from_iteration
 from halyard.emulator.elastic import pipeline_latency_s, stage_latency_s
@@ -87,8 +87,8 @@ class UnsupportedParallelismError(ValueError):
 class LinkLoad:
     """A job's demand on one shared link over one iteration (running alone).
 
-    ``kind`` is ``"nic"`` (``name`` a node) or ``"uplink"`` (``name`` a rack), as in
-    :class:`halyard.emulator.fabric.Link`.
+    ``kind`` is ``"nic"`` (``name`` a node), ``"uplink"`` (``name`` a rack) or ``"switch"``
+    (``name`` a switch link ``"a~b"``), as in :class:`halyard.emulator.fabric.Link`.
     """
 
     kind: str
@@ -141,7 +141,7 @@ def data_parallel_timing(pm: PerformanceModel, spec: JobSpec, allocation: Alloca
     racks = sorted({cluster.node(n).rack_index for n in nodes})
     loads = [LinkLoad("nic", n, profile) for n in nodes]
     if len(racks) > 1:
-        loads += [LinkLoad("uplink", cluster.racks[r].name, profile) for r in racks]
+        loads += [LinkLoad(kind, name, profile) for kind, name in cluster.inter_rack_links(racks)]
     return JobTiming(timing, tuple(loads))
 
 
@@ -206,7 +206,7 @@ class _Gpu:
     nic_gbyte_s: float
 
 
-_LinkKey = tuple[str, str]  # ("nic", node) or ("uplink", rack name)
+_LinkKey = LinkKey  # ("nic", node), ("uplink", rack name) or ("switch", "a~b")
 
 
 class _Links:
@@ -223,11 +223,13 @@ class _Links:
         self.capacity.setdefault(key, self.cluster.node(node).nic_gbyte_s)
         return key
 
-    def key_uplink(self, rack: int) -> _LinkKey:
-        r = self.cluster.racks[rack]
-        key = ("uplink", r.name)
-        self.capacity.setdefault(key, r.uplink_gbyte_s / self.cluster.spine_oversubscription)
-        return key
+    def keys_between(self, racks: Sequence[int]) -> tuple[_LinkKey, ...]:
+        """The links between ``racks`` (ring order): their uplinks, or the switch links of the routes."""
+        keys = self.cluster.inter_rack_links(racks)
+        for key in keys:
+            if key not in self.capacity:
+                self.capacity[key] = self.cluster.link_gbyte_s(key)
+        return keys
 
     def add(self, key: _LinkKey, segment: str, gbytes: float, span_s: float) -> None:
         slot = self.load.setdefault(key, {}).setdefault(segment, [0.0, 0.0])
@@ -236,13 +238,13 @@ class _Links:
 
 
 def _crossed(nodes: Sequence[_Gpu], links: _Links) -> list[_LinkKey]:
-    """The links a ring over ``nodes`` (one entry per node) crosses: each node's NIC, each rack's uplink."""
+    """The links a ring over ``nodes`` (one entry per node) crosses: each node's NIC, the links between racks."""
     if len(nodes) < 2:
         return []
     keys = [links.key_nic(g.node) for g in nodes]
     racks = sorted({g.rack for g in nodes})
     if len(racks) > 1:
-        keys += [links.key_uplink(r) for r in racks]
+        keys += links.keys_between(racks)
     return keys
 
 
@@ -277,13 +279,13 @@ def _ring_groups(pm: PerformanceModel, groups: Sequence[Sequence[_Gpu]], edge_by
             racks = {g.rack for g in heads}
             t_tier = Tier.SPINE if len(racks) > 1 else Tier.RACK
             if t_tier is Tier.SPINE:
-                bw = min(bw, *(links.capacity[links.key_uplink(r)] for r in racks))
+                bw = min(bw, *(links.capacity[k] for k in links.keys_between(sorted(racks))))
             t_group = edge_bytes / (bw * GBYTE) + steps * latency(t_tier)
             for key in _crossed(heads, links):
                 per_link[key] = per_link.get(key, 0.0) + edge_bytes / GBYTE
         slowest, tier = max(slowest, t_group), max(tier, t_tier)
     for key, gb in per_link.items():
-        slowest = max(slowest, gb / links.capacity[key] + steps * latency(Tier.SPINE if key[0] == "uplink"
+        slowest = max(slowest, gb / links.capacity[key] + steps * latency(Tier.SPINE if key[0] != "nic"
                                                                            else Tier.RACK))
     return slowest, tier, per_link
 
@@ -303,7 +305,7 @@ def _transfer(pm: PerformanceModel, src: Sequence[_Gpu], dst: Sequence[_Gpu], gb
             continue
         keys = [links.key_nic(a.node), links.key_nic(b.node)]
         if a.rack != b.rack:
-            keys += [links.key_uplink(a.rack), links.key_uplink(b.rack)]
+            keys += links.keys_between((a.rack, b.rack))
         tier = max(tier, Tier.SPINE if a.rack != b.rack else Tier.RACK)
         for key in keys:
             per_link[key] = per_link.get(key, 0.0) + share

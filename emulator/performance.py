@@ -108,8 +108,8 @@ class MemoryFootprint:
         return self.total_bytes <= self.capacity_bytes
 
 
-# (gpu_type, gpus, fabric_gbyte_s, nic_gbyte_s, rack_index) per node name, and the
-# inter-rack bandwidth (uplink / spine oversubscription) per rack index.
+# (gpu_type, gpus, fabric_gbyte_s, nic_gbyte_s, rack_index) per node name; the inter-rack
+# bandwidth is the cluster's (Cluster.inter_rack_gbyte_s: uplinks over the spine, or switch links).
 _NodeInfo = tuple[str, int, float, float, int]
 
 
@@ -117,7 +117,6 @@ _NodeInfo = tuple[str, int, float, float, int]
 class _ClusterIndex:
     cluster: Cluster
     nodes: dict[str, _NodeInfo]
-    rack_gbyte_s: tuple[float, ...]
     reference_gpu: str  # the cluster's most common GPU type
     host: dict[str, tuple[float, float]]  # node -> GPU-proportional (CPUs, memory GB) per GPU
 
@@ -459,8 +458,8 @@ class PerformanceModel:
         if gpu_type is None:
             raise ValueError("allocation holds no GPUs")
         if multi_rack:
-            for r in {nodes[na.node][4] for na in allocation.nodes if na.gpus}:
-                inter = min(inter, index.rack_gbyte_s[r])
+            inter = min(inter, index.cluster.inter_rack_gbyte_s({nodes[na.node][4] for na in allocation.nodes
+                                                                 if na.gpus}))
             tier = Tier.SPINE
         else:
             tier = Tier.GPU if n == 1 else Tier.NODE if m == 1 else Tier.RACK
@@ -678,9 +677,8 @@ class PerformanceModel:
     def _index(self, cluster: Cluster) -> _ClusterIndex:
         nodes = {nd.name: (nd.gpu_type, nd.gpus, nd.fabric_gbyte_s, nd.nic_gbyte_s, nd.rack_index)
                  for nd in cluster.nodes}
-        racks = tuple(r.uplink_gbyte_s / cluster.spine_oversubscription for r in cluster.racks)
         host = {nd.name: (nd.cpus / nd.gpus, nd.memory_mb / 1000.0 / nd.gpus) for nd in cluster.nodes if nd.gpus}
-        index = _ClusterIndex(cluster=cluster, nodes=nodes, rack_gbyte_s=racks,
+        index = _ClusterIndex(cluster=cluster, nodes=nodes,
                               reference_gpu=cluster.gpu_types[0], host=host)
         if id(cluster) in self._clusters:  # defensive: drop shapes of an object that had this id
             self._tightest = {k: v for k, v in self._tightest.items() if k[0] != id(cluster)}
@@ -737,8 +735,8 @@ class PerformanceModel:
         used = _fill([i for nodes in ordered for i in nodes], n)
         have = sum(i[1] for i in used)
         m = len(used) + (math.ceil((n - have) / best[1]) if have < n else 0)
-        rack_ids = {i[4] for i in used} if have >= n else set(range(len(index.rack_gbyte_s)))
-        inter = min(min(i[3] for i in used), min(index.rack_gbyte_s[r] for r in rack_ids))
+        rack_ids = {i[4] for i in used} if have >= n else set(range(len(index.cluster.racks)))
+        inter = min(min(i[3] for i in used), index.cluster.inter_rack_gbyte_s(rack_ids))
         return (gpu_type, n, m, best[1], min(i[2] for i in used), inter, Tier.SPINE)
 
 

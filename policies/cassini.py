@@ -68,7 +68,7 @@ WORLD_KEY = "cassini/world"  # job id -> links of the running jobs this pass see
 # Two grids closer than this (seconds, modulo the period) are the same: no SetTimeShift is sent.
 SHIFT_TOLERANCE_S = 1e-6
 
-LinkKey = tuple[str, str]  # ("nic", node) or ("uplink", rack)
+LinkKey = tuple[str, str]  # ("nic", node), ("uplink", rack) or ("switch", "a~b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,12 +88,9 @@ def job_links(view: ClusterView, spec: JobSpec, allocation: Allocation) -> JobLi
 
 
 def link_capacity(cluster: Cluster, link: LinkKey) -> float:
-    """GB/s of a NIC, or of a rack's uplink over the spine oversubscription (as the fabric has them)."""
-    kind, name = link
-    if kind == "nic":
-        return cluster.node(name).nic_gbyte_s
-    rack = next(r for r in cluster.racks if r.name == name)
-    return rack.uplink_gbyte_s / cluster.spine_oversubscription
+    """GB/s of a NIC, a rack's uplink over the spine oversubscription or a switch link (as the fabric
+    has them)."""
+    return cluster.link_gbyte_s(link)
 
 
 def _phase_key(profile: Any) -> tuple[tuple[float, float], ...]:

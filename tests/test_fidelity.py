@@ -225,3 +225,30 @@ async def test_a_baseline_replays_large_models_with_their_runtime_plans():
     assert got["completed"] == expected["completed"] == len(jobs)
     assert placements(run.core) == placements(sim.core)
     assert got["avg_jct_s"] == pytest.approx(expected["avg_jct_s"], rel=TOLERANCE)
+
+
+async def test_cassini_on_the_switched_testbed_replays_its_simulation():
+    """Switch-to-switch links travel too: agents parse the same cluster text ([[links]] included) and
+    route over the same links, so Th+Cassini on Fig. 4.10's testbed gives the same placements and
+    shifts through `replay` as through `simulate`."""
+    from halyard.datamodel import read_cluster_text
+
+    policy = "themis+cassini"
+    toml, _ = read_cluster_text("cassini-testbed")
+    cluster = parse_cluster(toml)
+    jobs = [j for j in generate_synergy_trace(60, rate_per_hour=300, multi_gpu=True, seed=1, duration_scale=0.05)
+            if 2 <= j.num_gpus <= 12][:16]  # multi-server jobs of Themis' 1-12 workers (Cassini §4.5.1)
+    sim = Simulator(cluster, make_policy(policy), PerformanceModel())
+    sim.run(jobs)
+    expected = summarize(sim.core, policy=policy, trace_jobs=len(jobs), rejected=0, wall_s=1.0)
+
+    def shifted(core) -> list[str]:
+        return [e.job_id for e in core.log if e.kind is EventKind.TIME_SHIFT]
+
+    tors = [{part.split("-")[0] for part in detail.split(";")} for _, detail in placements(sim.core)]
+    assert shifted(sim.core) and any(len(t) > 1 for t in tors)  # jobs crossed switch links and were shifted
+    run = await replay(jobs, cluster, toml, policy=policy, speedup=SPEEDUP)
+    assert run.summary["completed"] == expected["completed"] == len(jobs)
+    assert placements(run.core) == placements(sim.core)
+    assert shifted(run.core) == shifted(sim.core)
+    assert run.summary["avg_jct_s"] == pytest.approx(expected["avg_jct_s"], rel=TOLERANCE)

@@ -110,27 +110,30 @@ def test_micro_batches_leave_the_iteration_time_alone(perf, philly):
 
 
 def test_micro_batch_count_is_the_smallest_that_fits(perf):
-    """For every model and GPU type at the reference batch: k micro-batches fit, k - 1 do not (a
-    model whose state alone exceeds the GPU needs a tensor/pipeline plan instead)."""
+    """For every model and GPU type at the reference batch: k micro-batches fit, k - 1 do not (where
+    one sample fits at all: a model whose state alone exceeds the GPU, Crius Table 2's 0.5-27 B models
+    or GPT-3 XL under 40 GB as Cassini Table 4.2 trains it, needs a tensor/pipeline plan instead)."""
     c = perf.catalog.constants
-    split = 0
+    split = set()
     for model in perf.models():
         p = perf.profile(model)
         spec = job(1, model=model)
         for gpu in perf.gpu_types():
             f = perf.memory_footprint(spec, gpu)
             if f.state_bytes + c.framework_reserve_bytes + p.activation_bytes / p.reference_batch > f.capacity_bytes:
-                # Crius Table 2's models (0.5-27 B parameters): no micro-batching fits them.
+                # Crius Table 2's models (0.5-27 B parameters) and GPT-3 XL: no micro-batching fits them.
                 assert not f.fits and p.parameters >= 0.5e9, (model, gpu, f)
                 continue
             assert f.fits, (model, gpu, f)
             per_sample = p.activation_bytes / p.reference_batch
             assert f.activation_bytes == pytest.approx(per_sample * math.ceil(p.reference_batch / f.micro_batches))
-            if f.micro_batches > 1 and p.parameters < 0.5e9:
-                split += 1
+            if f.micro_batches > 1:
+                if p.parameters < 0.5e9:  # the pin below: models of the catalog before Crius Table 2's
+                    split.add((model, gpu))
                 fewer = f.state_bytes + per_sample * math.ceil(p.reference_batch / (f.micro_batches - 1))
                 assert fewer + c.framework_reserve_bytes > f.capacity_bytes, (model, gpu)
-    assert split == 2  # mobilenetv2 on P100 and T4
+    assert split == {("mobilenetv2", "P100"), ("mobilenetv2", "T4"), ("gpt2-medium", "P100"), ("gpt2-medium", "T4"),
+                     ("gpt2-medium", "A10")}
 
 
 def test_a_worker_that_fits_no_micro_batch_reports_the_least_it_needs():

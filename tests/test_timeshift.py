@@ -35,6 +35,8 @@ from halyard.policies import Plan, Policy
 from halyard.testing.cluster import small_cluster_toml
 from halyard.timeshift import DRIFT_TOLERANCE, drift_s, grid_at_or_after, paced_iteration_s
 from halyard.v1 import agent_service_pb2 as apb
+from halyard.v1 import job_service_pb2 as jpb
+from halyard.v1 import job_service_pb2_grpc as jgrpc
 from halyard.v1 import types_pb2 as tpb
 from halyard.wire import allocation_from_pb, allocation_to_pb, spec_to_pb
 
@@ -244,6 +246,13 @@ async def test_a_process_job_shifted_by_zero_through_the_control_plane(tmp_path)
         [progress] = [p for p in agent.progress_reports(w.cp.now()) if p.job_id == "z"]
         assert progress.HasField("time_shift_drift_s")
         assert abs(progress.time_shift_drift_s) < 0.5 * period
+        # The control plane keeps the measured drift on the job record and shows it: GetJob and a metric.
+        await w.wait_for(lambda: w.job("z").time_shift_drift_s is not None, timeout=10)
+        shown = await jgrpc.JobServiceStub(w.channel).GetJob(jpb.GetJobRequest(job_id="z"))
+        assert shown.HasField("time_shift_drift_s") and abs(shown.time_shift_drift_s) < 0.5 * period
+        scraped = w.server.metrics.render().decode()
+        [line] = [x for x in scraped.splitlines() if x.startswith("halyard_time_shift_drift_max_seconds ")]
+        assert 0.0 < float(line.split()[1]) < 0.5 * period  # measured off the grid by a little, never 0 exactly
         await w.wait_for(lambda: w.job("z").state is JobState.COMPLETED, timeout=30)
     starts = [float(x) for x in starts_file.read_text().split()]
     offsets = sorted(abs(drift_s(s, shift.time_shift_epoch_s, period)) for s in starts)
@@ -306,3 +315,16 @@ async def test_emulated_agents_run_a_shifted_job_as_the_simulator_does(tmp_path,
         await w.wait_for(lambda: w.job("s").state is JobState.COMPLETED, timeout=20)
         started = next(e.time for e in w.cp.core.log if e.job_id == "s" and e.kind is EventKind.STARTED)
         assert w.job("s").end_time - started == pytest.approx(simulated, rel=0.01)
+
+
+@pytest.mark.parametrize("drift", [float("nan"), float("inf"), -2e9])
+def test_a_bad_drift_report_is_refused_by_name(drift):
+    """A drift that is not a finite number of seconds never reaches a record (it would poison the store)."""
+    from halyard.controlplane.service import _check_report
+    from halyard.datamodel import ValidationError
+
+    msg = apb.AgentMessage(progress=apb.Progress(job_id="j", iterations_done=1.0, time_shift_drift_s=drift))
+    with pytest.raises(ValidationError, match=r"progress\.time_shift_drift_s"):
+        _check_report(msg, "progress")
+    _check_report(apb.AgentMessage(progress=apb.Progress(job_id="j", iterations_done=1.0,
+                                                         time_shift_drift_s=-0.004)), "progress")  # late or early

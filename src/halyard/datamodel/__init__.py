@@ -4,7 +4,7 @@ Every other package imports from here; this package imports nothing of theirs.
 """
 
 from halyard.datamodel.allocation import Allocation, NodeAllocation, StagePlan
-from halyard.datamodel.cluster import Cluster, Fabric, Node, Rack, Tier
+from halyard.datamodel.cluster import Cluster, Fabric, LinkKey, Node, Rack, SwitchLink, Tier
 from halyard.datamodel.cluster_toml import (
     builtin_clusters,
     cluster_digest,
@@ -19,7 +19,7 @@ from halyard.datamodel.toml_text import parse_toml
 
 __all__ = [
     "TRANSITIONS", "Allocation", "Cluster", "EventKind", "Fabric", "HalyardError",
-    "InvalidTransition", "JobEvent", "JobSpec", "JobState", "Node", "NodeAllocation",
-    "Parallelism", "Rack", "StagePlan", "Tier", "ValidationError", "builtin_clusters",
+    "InvalidTransition", "JobEvent", "JobSpec", "JobState", "LinkKey", "Node", "NodeAllocation",
+    "Parallelism", "Rack", "StagePlan", "SwitchLink", "Tier", "ValidationError", "builtin_clusters",
     "check_transition", "cluster_digest", "load_cluster", "parse_cluster", "parse_toml", "read_cluster_text",
 ]

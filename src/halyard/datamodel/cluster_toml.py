@@ -21,6 +21,18 @@ Format (``docs/cluster-format.md`` has the full reference)::
     fabric_gbyte_s = 150
     nic_gbit_s = 200
 
+Optionally, switches and the links between them (then racks have no ``uplink_gbit_s``:
+a rack is its ToR switch, named as the rack)::
+
+    [[switches]]
+    name = "agg{i}"
+    count = 2
+
+    [[links]]
+    a = "r0"                 # a rack's ToR or a switch
+    b = "agg0"
+    gbit_s = 50
+
 Errors name the file, the line and the field.
 """
 
@@ -34,13 +46,15 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from halyard.datamodel.cluster import Cluster, Fabric, Node, Rack
+from halyard.datamodel.cluster import Cluster, Fabric, Node, Rack, SwitchLink
 from halyard.datamodel.errors import ValidationError
 from halyard.datamodel.toml_text import parse_toml
 
 GBIT_PER_GBYTE = 8.0  # 8 bits per byte
 
-_TOP_KEYS = {"name", "description", "spine_oversubscription", "racks", "quotas"}
+_TOP_KEYS = {"name", "description", "spine_oversubscription", "racks", "quotas", "switches", "links"}
+_SWITCH_KEYS = {"name", "count"}
+_LINK_KEYS = {"a", "b", "gbit_s"}
 _RACK_KEYS = {"name", "count", "uplink_gbit_s", "nodes"}
 _NODE_KEYS = {
     "name", "count", "gpu_type", "gpus", "cpus", "memory_gb",
@@ -95,6 +109,21 @@ class _Locator:
     """
 
     lines: list[str]
+
+    def line_in_block(self, section: str, index: int, key: str) -> int | None:
+        """The line of ``key`` in the ``index``-th ``[[section]]`` block (top-level arrays)."""
+        count, current = -1, ""
+        for lineno, raw in enumerate(self.lines, start=1):
+            text = raw.split("#", 1)[0]
+            header = _HEADER.match(text)
+            if header:
+                current = header.group(1)
+                count += current == section
+                continue
+            m = _KEY.match(text)
+            if m and m.group(1) == key and current == section and count == index:
+                return lineno
+        return None
 
     def line_of(self, key: str, rack: int | None = None, node: int | None = None) -> int | None:
         racks = nodes = -1
@@ -154,6 +183,10 @@ def parse_cluster(text: str, *, source: str = "<string>") -> Cluster:
 
     no_unknown(doc, _TOP_KEYS)
     name = get(doc, "name", str)
+    switched = "links" in doc
+    if switched and "spine_oversubscription" in doc:
+        raise fail("has no meaning with [[links]]: give the switch links' capacities instead",
+                   "spine_oversubscription")
     oversub = get(doc, "spine_oversubscription", float, default=1.0)
     rack_blocks = doc.get("racks")
     if not isinstance(rack_blocks, list) or not rack_blocks:
@@ -166,7 +199,10 @@ def parse_cluster(text: str, *, source: str = "<string>") -> Cluster:
         no_unknown(rblock, _RACK_KEYS, r)
         rcount = get(rblock, "count", int, rack=r, default=1)
         rpattern = get(rblock, "name", str, rack=r, default="r{i}")
-        uplink = get(rblock, "uplink_gbit_s", float, rack=r) / GBIT_PER_GBYTE
+        if switched and "uplink_gbit_s" in rblock:
+            raise fail("has no meaning with [[links]]: link the rack (its ToR) to switches instead",
+                       "uplink_gbit_s", r)
+        uplink = 0.0 if switched else get(rblock, "uplink_gbit_s", float, rack=r) / GBIT_PER_GBYTE
         node_blocks = rblock.get("nodes")
         if not isinstance(node_blocks, list) or not node_blocks:
             raise fail("each rack needs at least one [[racks.nodes]] block", "nodes", r)
@@ -217,6 +253,73 @@ def parse_cluster(text: str, *, source: str = "<string>") -> Cluster:
         if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
             raise fail(f"tenant {tenant!r}: a nominal quota is a whole number of GPUs >= 0, got {gpus!r}",
                        "quotas")
-    return Cluster(name=name, racks=tuple(racks), nodes=tuple(nodes),
-                   spine_oversubscription=oversub, description=str(doc.get("description", "")),
-                   quotas=MappingProxyType(dict(quotas)))
+    switches, links = _switch_links(doc, source, loc, racks, seen) if switched else ((), ())
+    if links:  # a rack's uplink is then the sum of its ToR's links (informational)
+        racks = [Rack(name=r.name, index=r.index, node_indices=r.node_indices,
+                      uplink_gbyte_s=sum(k.gbyte_s for k in links if r.name in (k.a, k.b))) for r in racks]
+    cluster = Cluster(name=name, racks=tuple(racks), nodes=tuple(nodes),
+                      spine_oversubscription=oversub, description=str(doc.get("description", "")),
+                      quotas=MappingProxyType(dict(quotas)), switches=switches, links=links)
+    for r in range(1, len(racks) if links else 0):
+        try:
+            cluster.route(0, r)
+        except ValueError as e:
+            raise ValidationError(str(e), source=source, field="links") from None
+    return cluster
+
+
+def _switch_links(doc: dict[str, Any], source: str, loc: _Locator, racks: list[Rack],
+                  seen: set[str]) -> tuple[tuple[str, ...], tuple[SwitchLink, ...]]:
+    """The ``[[switches]]`` and ``[[links]]`` blocks: switch names, and links between racks' ToRs and switches."""
+    def fail(msg: str, section: str, i: int, key: str) -> ValidationError:
+        return ValidationError(msg, source=source, line=loc.line_in_block(section, i, key),
+                               field=f"{section}[{i}].{key}")
+
+    switches: list[str] = []
+    blocks = doc.get("switches", [])
+    if not isinstance(blocks, list):
+        raise ValidationError("must be an array of [[switches]] tables", source=source, field="switches")
+    for i, block in enumerate(blocks):
+        for key in block:
+            if key not in _SWITCH_KEYS:
+                raise fail(f"unknown key (allowed: {', '.join(sorted(_SWITCH_KEYS))})", "switches", i, key)
+        pattern, count = block.get("name"), block.get("count", 1)
+        if not isinstance(pattern, str) or not pattern:
+            raise fail(f"must be a non-empty str, got {pattern!r}", "switches", i, "name")
+        if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
+            raise fail(f"must be a positive int, got {count!r}", "switches", i, "count")
+        if count > 1 and "{i}" not in pattern:
+            raise fail("must contain {i} when count > 1", "switches", i, "name")
+        for k in range(count):
+            switch = pattern.format(i=k)
+            if switch in seen:
+                raise fail(f"duplicate name {switch!r}", "switches", i, "name")
+            seen.add(switch)
+            switches.append(switch)
+    ends = {r.name for r in racks} | set(switches)
+    links: list[SwitchLink] = []
+    pairs: set[frozenset[str]] = set()
+    blocks = doc["links"]
+    if not isinstance(blocks, list) or not blocks:
+        raise ValidationError("must be a non-empty array of [[links]] tables", source=source, field="links")
+    for i, block in enumerate(blocks):
+        for key in block:
+            if key not in _LINK_KEYS:
+                raise fail(f"unknown key (allowed: {', '.join(sorted(_LINK_KEYS))})", "links", i, key)
+        for key in ("a", "b", "gbit_s"):
+            if key not in block:
+                raise fail("is required", "links", i, key)
+        for key in ("a", "b"):
+            if block[key] not in ends:
+                raise fail(f"{block[key]!r} is neither a rack nor a switch", "links", i, key)
+        gbit = block["gbit_s"]
+        if isinstance(gbit, bool) or not isinstance(gbit, int | float) or gbit <= 0:
+            raise fail(f"must be a positive number, got {gbit!r}", "links", i, "gbit_s")
+        pair = frozenset((block["a"], block["b"]))
+        if len(pair) < 2:
+            raise fail(f"a link joins two different ends, got {block['a']!r} twice", "links", i, "b")
+        if pair in pairs:
+            raise fail(f"duplicate link {block['a']!r} - {block['b']!r}", "links", i, "b")
+        pairs.add(pair)
+        links.append(SwitchLink(block["a"], block["b"], float(gbit) / GBIT_PER_GBYTE))
+    return tuple(switches), tuple(links)
