@@ -236,8 +236,17 @@ class ControlPlane:
         and events in one transaction and answers the waiters (a change persisted in
         between, a cancel or an agent's report, takes the submissions with it); then
         the scheduler makes one pass for the burst. The answer does not wait for the
-        pass: it says the job is stored and pending, as it always did.
+        pass: it says the job is stored and pending, as it always did. Any other failure
+        here stops the control plane as a store failure does (:meth:`_fail`): otherwise
+        every submitter would wait for a commit that never comes.
         """
+        try:
+            await self._commit_bursts()
+        except Exception as exc:
+            log.exception("group commit failed")
+            self._fail(exc)
+
+    async def _commit_bursts(self) -> None:
         while True:
             await self._commit_wanted.wait()
             await self._gather_burst()

@@ -96,6 +96,24 @@ async def test_a_failed_group_commit_fails_every_submission_in_it(tmp_path):
         await cp.stop()
 
 
+async def test_a_group_commit_that_breaks_otherwise_stops_the_control_plane_and_its_waiters(tmp_path):
+    """Not only a store error: any failure in the commit task fails its waiters (none waits forever)."""
+    cp = control_plane(SqliteStore(tmp_path / "state.db"))
+    await cp.start()
+
+    def broken_hook(jobs: int) -> None:
+        raise RuntimeError("metrics hook broke")
+
+    cp.on_commit = broken_hook
+    try:
+        cp.submit(job("j0"))
+        result = await asyncio.wait_for(asyncio.gather(cp.committed(), return_exceptions=True), timeout=5.0)
+        assert isinstance(result[0], StoreError) and "metrics hook broke" in str(result[0])
+        assert cp.failed is not None and cp.fatal.is_set()
+    finally:
+        await cp.stop()
+
+
 async def test_submit_jobs_answers_each_job_in_order(halyard_cluster: TestCluster):
     tc = halyard_cluster
     jobs = jgrpc.JobServiceStub(tc.channel)
