@@ -110,6 +110,19 @@ def test_bad_links_are_named(extra, field, message):
     assert f"field '{field}'" in str(err.value) and message in str(err.value)
 
 
+@pytest.mark.parametrize(("text", "field", "message"), [
+    (BASE + '[[links]]\na = ["r0"]\nb = "s"\ngbit_s = 50\n', "links[0].a", "must be the name of a rack or a switch"),
+    (BASE.replace('name = "s"', 'name = "s{i}{j}"\ncount = 2') + '[[links]]\na = "r0"\nb = "r1"\ngbit_s = 50\n',
+     "switches[0].name", "may hold only the placeholder {i}"),
+    (BASE, "switches", "[[switches]] need [[links]]"),
+])
+def test_malformed_switch_blocks_are_named_not_crashed_on(text, field, message):
+    """Wrong types and placeholders in [[switches]]/[[links]] are ValidationErrors naming the field."""
+    with pytest.raises(ValidationError) as err:
+        parse_cluster(text, source="t.toml")
+    assert f"field '{field}'" in str(err.value) and message in str(err.value)
+
+
 def test_bad_link_errors_carry_the_line():
     text = BASE + '[[links]]\na = "r0"\nb = "s"\ngbit_s = -1\n'
     with pytest.raises(ValidationError, match=r"t\.toml:18, field 'links\[0\]\.gbit_s'"):

@@ -184,6 +184,9 @@ def parse_cluster(text: str, *, source: str = "<string>") -> Cluster:
     no_unknown(doc, _TOP_KEYS)
     name = get(doc, "name", str)
     switched = "links" in doc
+    if "switches" in doc and not switched:
+        raise ValidationError("[[switches]] need [[links]] that join them to racks or other switches",
+                              source=source, field="switches")
     if switched and "spine_oversubscription" in doc:
         raise fail("has no meaning with [[links]]: give the switch links' capacities instead",
                    "spine_oversubscription")
@@ -280,6 +283,9 @@ def _switch_links(doc: dict[str, Any], source: str, loc: _Locator, racks: list[R
     if not isinstance(blocks, list):
         raise ValidationError("must be an array of [[switches]] tables", source=source, field="switches")
     for i, block in enumerate(blocks):
+        if not isinstance(block, dict):
+            raise ValidationError(f"switches[{i}] must be a table, got {block!r}", source=source,
+                                  field=f"switches[{i}]")
         for key in block:
             if key not in _SWITCH_KEYS:
                 raise fail(f"unknown key (allowed: {', '.join(sorted(_SWITCH_KEYS))})", "switches", i, key)
@@ -290,8 +296,11 @@ def _switch_links(doc: dict[str, Any], source: str, loc: _Locator, racks: list[R
             raise fail(f"must be a positive int, got {count!r}", "switches", i, "count")
         if count > 1 and "{i}" not in pattern:
             raise fail("must contain {i} when count > 1", "switches", i, "name")
-        for k in range(count):
-            switch = pattern.format(i=k)
+        try:
+            names = [pattern.format(i=k) for k in range(count)]
+        except (KeyError, IndexError, ValueError) as e:
+            raise fail(f"may hold only the placeholder {{i}}, got {pattern!r} ({e!r})", "switches", i, "name") from None
+        for switch in names:
             if switch in seen:
                 raise fail(f"duplicate name {switch!r}", "switches", i, "name")
             seen.add(switch)
@@ -303,6 +312,8 @@ def _switch_links(doc: dict[str, Any], source: str, loc: _Locator, racks: list[R
     if not isinstance(blocks, list) or not blocks:
         raise ValidationError("must be a non-empty array of [[links]] tables", source=source, field="links")
     for i, block in enumerate(blocks):
+        if not isinstance(block, dict):
+            raise ValidationError(f"links[{i}] must be a table, got {block!r}", source=source, field=f"links[{i}]")
         for key in block:
             if key not in _LINK_KEYS:
                 raise fail(f"unknown key (allowed: {', '.join(sorted(_LINK_KEYS))})", "links", i, key)
@@ -310,6 +321,8 @@ def _switch_links(doc: dict[str, Any], source: str, loc: _Locator, racks: list[R
             if key not in block:
                 raise fail("is required", "links", i, key)
         for key in ("a", "b"):
+            if not isinstance(block[key], str):
+                raise fail(f"must be the name of a rack or a switch, got {block[key]!r}", "links", i, key)
             if block[key] not in ends:
                 raise fail(f"{block[key]!r} is neither a rack nor a switch", "links", i, key)
         gbit = block["gbit_s"]
