@@ -36,7 +36,7 @@ import grpc
 import structlog
 
 from halyard.agent.backoff import BACKOFF_MAX_S, BACKOFF_START_S, Backoff
-from halyard.agent.cluster_copy import ClusterCopy, StaleCluster
+from halyard.agent.cluster_copy import ClusterCopy, ClusterMismatch, StaleCluster
 from halyard.clock import Clock, ClockParams, clock_from_params
 from halyard.datamodel import Cluster, Node, cluster_digest
 from halyard.tls import ClientTLS
@@ -114,6 +114,10 @@ class StreamAgent:
             try:
                 await self._session()
                 self.backoff.reset()
+            except ClusterMismatch as exc:
+                log.error("the control plane's cluster file disagrees with itself; stopping", node=self.node_name,
+                          error=str(exc))
+                raise
             except StaleCluster as exc:  # the copy is dropped: the next Register asks for the whole file
                 log.error("cluster file differs from the control plane's; re-registering for its copy",
                           node=self.node_name, error=str(exc))
@@ -199,7 +203,7 @@ class StreamAgent:
         try:
             if text:  # an agent without a (matching) copy, or a control plane older than digests
                 if digest and cluster_digest(text) != digest:
-                    raise StaleCluster(f"the cluster file sent ({len(text)} bytes) does not match the digest "
+                    raise ClusterMismatch(f"the cluster file sent ({len(text)} bytes) does not match the digest "
                                        f"sent with it ({digest[:12]})")
                 if self._copy is None or self._copy.text != text:
                     self._copy = ClusterCopy.parse(text, source="<control plane>")
@@ -212,8 +216,8 @@ class StreamAgent:
                 cluster = self._copy.cluster
                 mine = node_to_pb(cluster.node(self.node_name)) if cluster.has_node(self.node_name) else None
                 if registered.node_spec != mine:
-                    raise StaleCluster(f"the control plane's spec of node {self.node_name} differs from the "
-                                       "cluster file's")
+                    raise (ClusterMismatch if text else StaleCluster)(
+                        f"the control plane's spec of node {self.node_name} differs from the cluster file's")
         except StaleCluster:
             self._copy = None
             raise

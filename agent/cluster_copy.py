@@ -14,7 +14,12 @@ from halyard.datamodel import Cluster, cluster_digest, parse_cluster, read_clust
 
 
 class StaleCluster(Exception):
-    """The control plane's cluster is not the agent's copy (or what it sent does not match its own digest)."""
+    """The control plane's cluster is not the agent's copy: drop the copy and register again for its file."""
+
+
+class ClusterMismatch(StaleCluster):
+    """The file the control plane sent disagrees with its own digest or node spec (another build, a
+    corrupted message): registering again would bring the same file, so the agent stops instead."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from halyard.agent.backoff import BACKOFF_JITTER, BACKOFF_MAX_S, BACKOFF_MULTIPLIER, BACKOFF_START_S, Backoff
-from halyard.agent.cluster_copy import ClusterCopy, StaleCluster
+from halyard.agent.cluster_copy import ClusterCopy, ClusterMismatch, StaleCluster
 from halyard.agent.emulated import EmulatedAgent
 from halyard.testing.cluster import TestCluster, small_cluster_toml
 from halyard.v1 import agent_service_pb2 as apb
@@ -94,6 +94,18 @@ def test_agent_checks_the_digest_and_its_node(case):
         agent._take_cluster(_registered(copy, "r0-n0", **bad))
     assert agent._copy is None  # the next Register sends no digest, so the control plane sends its file
     assert agent._register().cluster_digest == ""
+
+
+def test_a_file_that_disagrees_with_itself_stops_the_agent_instead_of_a_retry_loop():
+    """Registering again would bring the same file: a mismatch in what was sent is not retried."""
+    copy = ClusterCopy.parse(TOML, source="<test>")
+    agent = EmulatedAgent("127.0.0.1:1", "r0-n0")  # no copy: the control plane sends its file
+    with pytest.raises(ClusterMismatch):
+        agent._take_cluster(_registered(copy, "r0-n0", cluster_toml=TOML, node_spec=NodeSpec(name="r0-n0", gpus=8)))
+    with pytest.raises(StaleCluster) as own_copy:  # the agent's own copy is stale: retried for the file
+        EmulatedAgent("127.0.0.1:1", "r0-n0", cluster=copy)._take_cluster(
+            _registered(copy, "r0-n0", node_spec=NodeSpec(name="r0-n0", gpus=8)))
+    assert not isinstance(own_copy.value, ClusterMismatch)
 
 
 def test_backoff_delays_stay_within_the_jitter_of_a_capped_exponential():
