@@ -37,6 +37,7 @@ from halyard.clock import ManualClock
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import SqliteStore
 from halyard.datamodel import JobSpec, parse_cluster
+from halyard.datamodel.limits import MAX_SUBMIT_BATCH
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
 from halyard.testing.cluster import small_cluster_toml
@@ -146,7 +147,7 @@ class Daemon:
         self.proc = start_controlplane(where, NODES, PORT, "--group-commit-window-ms", f"{self.window:g}",
                                        "--http", f"127.0.0.1:{PORT + 1}")
         if self.queue:
-            _drive(self.proc.pid, "batch", max(1, self.queue // 1000), 4, 1, 1000, "queue")
+            _drive(self.proc.pid, "batch", max(1, self.queue // MAX_SUBMIT_BATCH), 4, 1, MAX_SUBMIT_BATCH, "queue")
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -17,7 +17,7 @@ from halyard.controlplane.errors import Unavailable
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import SqliteStore, StoreError
 from halyard.datamodel import JobSpec, JobState
-from halyard.datamodel.limits import MAX_SUBMIT_BATCH
+from halyard.datamodel.limits import MAX_REQUEST_BYTES, MAX_SUBMIT_BATCH
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
 from halyard.testing import TestCluster
@@ -241,3 +241,16 @@ async def test_halyard_submit_sends_a_file_of_many_jobs_in_batches(tmp_path):
         assert {r.spec.tenant for r in records.values()} == {"team-a"}  # the flag applies to every job
         code, _, err = await halyard_status("submit", "--file", str(many), "--id", "x", *connect)
         assert code == 2 and "--id" in err and "holds 1005" in err
+
+
+def test_a_file_of_jobs_is_split_into_calls_within_both_request_limits():
+    """By count (MAX_SUBMIT_BATCH) and by size (MAX_REQUEST_BYTES): long commands fill a call first."""
+    from halyard.cli.client import _batches
+
+    small = [tpb.JobSpec(job_id=f"j{i}", model="resnet50", num_gpus=1) for i in range(MAX_SUBMIT_BATCH + 5)]
+    assert [len(b) for b in _batches(small)] == [MAX_SUBMIT_BATCH, 5]
+    big = [tpb.JobSpec(job_id=f"b{i}", model="resnet50", num_gpus=1, command=["x" * (MAX_REQUEST_BYTES // 3)])
+           for i in range(7)]
+    batches = _batches(big)
+    assert [len(b) for b in batches] == [2, 2, 2, 1]
+    assert all(sum(s.ByteSize() for s in b) < MAX_REQUEST_BYTES for b in batches)

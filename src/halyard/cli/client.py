@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from halyard.datamodel import HalyardError, ValidationError
-from halyard.datamodel.limits import MAX_SUBMIT_BATCH
+from halyard.datamodel.limits import MAX_REQUEST_BYTES, MAX_SUBMIT_BATCH
 from halyard.tls import ClientTLS, is_loopback
 from halyard.v1 import cluster_service_pb2 as cpb
 from halyard.v1 import cluster_service_pb2_grpc as cgrpc
@@ -247,8 +247,28 @@ def _print_submitted(job: jpb.Job) -> None:
         print(f"halyard submit: note: {job.spec.job_id}: {job.ignored}", file=sys.stderr)
 
 
+# Protobuf framing around each job of a SubmitJobs call: the tags and length prefixes of the
+# repeated SubmitJobRequest and its spec field (at most 1 + 5 bytes each), rounded up.
+_FRAMING_BYTES_PER_JOB = 16
+
+
+def _batches(specs: list[tpb.JobSpec]) -> list[list[tpb.JobSpec]]:
+    """SubmitJobs calls within both limits the control plane sets: MAX_SUBMIT_BATCH jobs and
+    MAX_REQUEST_BYTES a message (long commands or environments fill a call before the count does)."""
+    batches: list[list[tpb.JobSpec]] = []
+    size = 0
+    for spec in specs:
+        cost = spec.ByteSize() + _FRAMING_BYTES_PER_JOB
+        if not batches or len(batches[-1]) == MAX_SUBMIT_BATCH or size + cost > MAX_REQUEST_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(spec)
+        size += cost
+    return batches
+
+
 def run_submit(args: argparse.Namespace) -> int:
-    """One job: SubmitJob. A file of many: SubmitJobs, MAX_SUBMIT_BATCH a call, each job answered on its
+    """One job: SubmitJob. A file of many: SubmitJobs in calls within the request limits, each job answered on its
     own line; any refused job makes the exit status that of a rejected call (4)."""
     specs = [_spec_of(o) for o in _job_options(args)]
     channel, stub = _stub(args)
@@ -257,8 +277,7 @@ def run_submit(args: argparse.Namespace) -> int:
             _print_submitted(_rpc(args, stub.SubmitJob, jpb.SubmitJobRequest(spec=specs[0])))
             return 0
         refused = 0
-        for first in range(0, len(specs), MAX_SUBMIT_BATCH):
-            chunk = specs[first:first + MAX_SUBMIT_BATCH]
+        for chunk in _batches(specs):
             reply = _rpc(args, stub.SubmitJobs, jpb.SubmitJobsRequest(
                 jobs=[jpb.SubmitJobRequest(spec=spec) for spec in chunk]))
             for spec, result in zip(chunk, reply.results, strict=True):
