@@ -16,6 +16,8 @@ performance model (``view.perf.job_timing``) on these very GPUs, OOM plans dropp
 
 from __future__ import annotations
 
+import dataclasses
+
 from halyard.datamodel import Allocation, JobSpec, StagePlan
 from halyard.policies.view import ClusterView
 
@@ -28,7 +30,7 @@ def with_runtime_plan(view: ClusterView, spec: JobSpec, allocation: Allocation) 
     shape = tuple((view.cluster.node(p.node).gpu_type, len(p.gpus)) for p in allocation.nodes if p.gpus)
     key = (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, shape)
     plan = view.facts.memo("adaptive/plan", key, lambda: _fastest(view, spec, allocation))
-    return allocation if plan is None else Allocation(allocation.nodes, stages=plan)
+    return allocation if plan is None else dataclasses.replace(allocation, stages=plan)  # keeps a time-shift
 
 
 def _fits(view: ClusterView, spec: JobSpec, allocation: Allocation) -> bool:

@@ -149,7 +149,8 @@ class ElasticFlow(Policy):
             eligible = view.cluster.gpu_types if types is None else types
             fit = frozenset(t for t in eligible if view.perf.fitting_plan(spec, t, gpus) is not None)
             return None if types is None and len(fit) == len(view.cluster.gpu_types) else fit
-        return view.facts.memo("elasticflow/types", (spec.model, spec.batch_size, spec.num_gpus, spec.gpu_type, gpus),
+        return view.facts.memo("elasticflow/types", (spec.model, spec.batch_size, spec.num_gpus, spec.gpu_type,
+                                                     spec.parallelism, gpus),
                                compute)
 
     def _finalize(self, view: ClusterView, plan: Plan, jobs: list[JobInfo], size: dict[str, int]) -> None:

@@ -173,7 +173,7 @@ class Tune(SynergyMechanism):
             return
         for job in runnable:  # §3: this round's placement is recomputed; running jobs keep their GPUs
             if job.allocation is not None:
-                packer.reshape(job.job_id, _NOTHING)
+                packer.reshape(job.job_id, packer.gpus_only())  # CPU and memory released before the re-pack
         for job in sorted(runnable, key=size):
             if job.allocation is None:
                 self._pack_new(view, packer, job, vector(job), vector, plan)
@@ -267,14 +267,6 @@ class Opt(Tune):
             self.last_bound = state.get(OPT_BOUND_KEY)
             if self.last_bound is None:
                 self.unsolved += 1
-
-
-def _nothing(idx: int, k: int) -> tuple[int, int]:
-    """No CPU or memory (a running job's CPU and memory released before the re-pack)."""
-    return 0, 0
-
-
-_NOTHING = _nothing
 
 
 def _short(stage: str, job: JobInfo, c: int, m: int) -> Unplaced:

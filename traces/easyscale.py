@@ -51,7 +51,7 @@ EASYSCALE_MODELS = ("shufflenetv2", "resnet50", "vgg19", "yolov3", "neumf", "ber
 # preferred type, jobs). Half the jobs ask for all 32 V100s; none asks for fewer than 4 GPUs.
 ARTIFACT_DEMAND: tuple[tuple[int, str, int], ...] = (
     (4, "V100", 1), (8, "V100", 4), (16, "V100", 10), (32, "V100", 33), (8, "P100", 4), (16, "P100", 7), (8, "T4", 3))
-ARTIFACT_JOBS = 62
+ARTIFACT_JOBS = sum(jobs for *_, jobs in ARTIFACT_DEMAND)  # 62
 ARTIFACT_RATE_PER_HOUR = 47.5  # its 62 arrivals span 115-4814 s
 EASYSCALE_64_TYPE_SHARES = (("V100", 32), ("P100", 16), ("T4", 16))
 
