@@ -47,6 +47,12 @@ async def test_a_higher_priority_job_preempts_a_lower_one():
         assert tc.job("batch").state.value == "PENDING"
 
 
+async def looked_at(tc: TestCluster, job_id: str) -> None:
+    """Wait for the pass that gave ``job_id`` its reason: under group commit a job is answered once
+    stored, and the pass for its burst may come a few pass-lengths later (architecture.md)."""
+    await tc.wait_for(lambda: tc.control_plane.core.wait_of(tc.job(job_id)) is not None)
+
+
 async def test_a_tenant_borrows_idle_quota_waits_when_none_is_idle_and_is_reclaimed_from():
     async with TestCluster(cluster_toml=QUOTAS, policy="fifo,admission=tenant-quota,preempt=quota-reclaim") as tc:
         stub = jgrpc.JobServiceStub(tc.channel)
@@ -54,6 +60,7 @@ async def test_a_tenant_borrows_idle_quota_waits_when_none_is_idle_and_is_reclai
         await submit(stub, "v2", 8, tenant="vision")        # above it: borrows nlp's idle 8
         await tc.wait_for(lambda: tc.job("v2").state.value == "RUNNING")
         await submit(stub, "v3", 8, tenant="vision")        # above it, nothing idle: waits by policy
+        await looked_at(tc, "v3")
         v3 = await state(stub, "v3")
         assert v3.state == tpb.PENDING
         assert (jpb.WaitCode.Name(v3.wait.code), v3.wait.stage) == ("WAITING_BY_POLICY", "tenant-quota")
@@ -70,6 +77,7 @@ async def test_without_borrowing_a_tenant_stays_within_its_quota():
         await submit(stub, "v1", 8, tenant="vision")
         await submit(stub, "v2", 8, tenant="vision")
         await tc.wait_for(lambda: tc.job("v1").state.value == "RUNNING")
+        await looked_at(tc, "v2")
         v2 = await state(stub, "v2")
         assert v2.state == tpb.PENDING and v2.wait.reason.endswith("; borrowing is off")
         assert tc.control_plane.core.free.total_gpus == 8  # idle, and kept for nlp
