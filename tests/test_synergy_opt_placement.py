@@ -149,3 +149,28 @@ def test_running_jobs_that_cannot_take_their_ilp_vector_are_reported(small_clust
     assert policy.placement.spread_failed == 1
     assert set(c.running) == {*pair, "l"}
     assert sum(p.cpus for r in c.running.values() for p in r.allocation.nodes) <= 12
+
+
+def test_fit_running_option_keeps_the_second_lp_for_new_jobs(small_cluster):
+    """``synergy-opt-fit-running`` (Halyard's option): the same pair of alexnet on one 12-CPU server
+    is re-packed by TUNE's rule first (each at its share after §4.2's revert), and the second LP places
+    the new lstm job on what is left: the LP is solved, not counted as failed."""
+    policy = make_policy("synergy-opt-fit-running:fifo")
+    c = SchedulingCore(small_cluster, policy, STALLS)
+    for i in range(8):
+        c.submit(job(1, model="alexnet", job_id=f"a{i}"), 0.0)
+    c.schedule(0.0)
+    by_node: dict[str, list[str]] = {}
+    for r in c.running.values():
+        by_node.setdefault(r.allocation.nodes[0].node, []).append(r.spec.job_id)
+    pair = next(ids for ids in by_node.values() if len(ids) == 2)
+    for job_id in list(c.running):
+        if job_id not in pair:
+            c.complete(job_id, 10.0)
+    c.submit(job(1, model="lstm", job_id="l"), 10.0)
+    c.schedule(10.0)
+    assert policy.placement.spread_failed == 0
+    assert set(c.running) == {*pair, "l"}
+    # §4.2 on their server: the first takes its vector (12), the second does not fit and reverts
+    # the first to the share, then takes the share: 3 CPUs each.
+    assert [c.running[j].allocation.nodes[0].cpus for j in pair] == [3, 3]
