@@ -80,6 +80,11 @@ def spread(jobs: Sequence[SpreadJob], gpus: np.ndarray, cpus: np.ndarray, memory
     if not (len(cpus) == len(memory_mb) == s):
         raise ValueError(f"synergy-opt second LP: capacities per machine differ in length "
                          f"(gpus {s}, cpus {len(cpus)}, memory {len(memory_mb)})")
+    for job in jobs:
+        if len(job.allowed) != s or min(job.gpus, job.cpus, job.memory_mb) < 0:
+            raise ValueError(f"synergy-opt second LP: job {job.job_id!r} needs a machine mask of {s} entries "
+                             f"and non-negative GPUs, CPUs and memory (got {len(job.allowed)} entries, "
+                             f"{job.gpus}, {job.cpus}, {job.memory_mb})")
     ids = tuple(j.job_id for j in jobs)
     if min(gpus.min(initial=0), cpus.min(initial=0), memory_mb.min(initial=0)) < 0:
         return Spread("infeasible", None, ids)

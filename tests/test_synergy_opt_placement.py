@@ -54,6 +54,8 @@ def test_infeasible_is_reported():
 def test_capacities_of_different_lengths_are_a_clear_error():
     with pytest.raises(ValueError, match="capacities per machine differ"):
         spread(two_jobs(1, 1), np.array([4, 4]), np.array([12]), np.array([1e6, 1e6]))
+    with pytest.raises(ValueError, match="job 'a' needs a machine mask of 3 entries"):
+        spread(two_jobs(1, 1), np.array([4, 4, 4]), np.array([12, 12, 12]), np.array([1e6, 1e6, 1e6]))
 
 
 @settings(max_examples=40, deadline=None)
