@@ -42,6 +42,7 @@ from halyard.policies.synergy_profile import job_profile
 from halyard.policies.view import ClusterView, JobInfo
 
 OPT_BOUND_KEY = "synergy/opt-bound"
+SPREAD_KEY = "synergy/opt-spread"  # (second LP status, jobs it split) of the pass
 
 
 class SynergyMechanism(BatchPlacement):
@@ -151,7 +152,11 @@ class Tune(SynergyMechanism):
 
     def pack(self, view: ClusterView, packer: Packer, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
              plan: Plan, state: PassState) -> None:
-        vectors = self.vectors(view, runnable, state)
+        self.repack(view, packer, runnable, new, plan, self.vectors(view, runnable, state))
+
+    def repack(self, view: ClusterView, packer: Packer, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
+               plan: Plan, vectors: dict[str, tuple[int, int]] | None) -> None:
+        """§4.2 at ``vectors`` (per-job CPUs and memory per GPU; the profiled demand where absent)."""
         known: dict[str, tuple[int, int]] = dict(vectors) if vectors is not None else {}
 
         def vector(job: JobInfo) -> tuple[int, int]:
@@ -241,17 +246,36 @@ class Tune(SynergyMechanism):
 
 
 class Opt(Tune):
-    """§4.1: the ILP's per-job vectors, packed onto servers by TUNE's placement
-    (:mod:`halyard.policies.synergy_opt` says why). ``last_bound`` is the ILP's objective of the
-    last applied pass; a pass whose ILP HiGHS does not solve to optimality packs at the profiled
-    demands (TUNE) and is counted in ``unsolved`` (and its ``last_bound`` is None)."""
+    """§4.1: the ILP's per-job vectors (§4.1.1, :mod:`halyard.policies.synergy_opt`), spread over
+    the servers by the second LP (§4.1.2, :mod:`halyard.policies.synergy_opt_placement`).
+
+    Running jobs keep their GPUs (as in TUNE), so they enter the second LP as fixed: their ILP
+    CPU and memory are taken off their own servers' capacity. The new jobs the LP places whole go
+    on that server at their ILP vector; the ones it splits (fractional GPUs, §4.1.3) are rounded by
+    TUNE's placement of their ILP vector. ``last_bound`` is the ILP's objective of the last applied
+    pass. Nothing is dropped silently: a pass whose ILP HiGHS does not solve to optimality packs at
+    the profiled demands (TUNE) and counts in ``unsolved``; a pass whose second LP is infeasible
+    (e.g. running jobs' ILP vectors do not fit their own servers) or not solved packs the ILP's
+    vectors by TUNE's placement and counts in ``spread_failed``; ``split_jobs`` counts the jobs the
+    second LP fragmented (the paper's bound: at most 3s per pass).
+
+    ``fit_running`` (Halyard's rule, not the paper's; off unless named ``synergy-opt-fit-running``):
+    running jobs are first re-packed on their own servers by TUNE's rule at their ILP vectors
+    (vector, else share, else revert others, §4.2), and the second LP spreads the new jobs over
+    what is left; if that LP fails too, the new jobs are placed by TUNE's rule. It keeps the second
+    LP in the passes where pinned running jobs make the paper's version infeasible."""
 
     name = "synergy-opt"
 
-    def __init__(self) -> None:
+    def __init__(self, *, fit_running: bool = False) -> None:
         super().__init__()
+        self.fit_running = fit_running
+        if fit_running:
+            self.name = "synergy-opt-fit-running"
         self.last_bound: float | None = None
         self.unsolved = 0
+        self.spread_failed = 0
+        self.split_jobs = 0
 
     def vectors(self, view: ClusterView, runnable: Sequence[JobInfo],
                 state: PassState) -> dict[str, tuple[int, int]] | None:
@@ -262,11 +286,72 @@ class Opt(Tune):
         state.put(OPT_BOUND_KEY, bound)
         return vectors
 
+    def pack(self, view: ClusterView, packer: Packer, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
+             plan: Plan, state: PassState) -> None:
+        from halyard.policies.synergy_opt_placement import SpreadJob, spread
+
+        vectors = self.vectors(view, runnable, state)
+        if vectors is None:  # ILP not solved: TUNE at the profiled demands (counted in on_applied)
+            self.repack(view, packer, runnable, new, plan, None)
+            return
+        for job in runnable:  # §3: the round's CPU and memory are recomputed; running jobs keep GPUs
+            if job.allocation is not None:
+                packer.reshape(job.job_id, _NOTHING)
+        def vector(j: JobInfo) -> tuple[int, int]:
+            return vectors.get(j.job_id) or self.demand(view, j)
+
+        def size(j: JobInfo) -> tuple[int, int, int, int]:
+            return (-j.num_gpus, -vector(j)[0], -vector(j)[1], j.arrival_seq)
+
+        free = packer.free
+        running = [j for j in runnable if j.allocation is not None]
+        waiting = [j for j in runnable if j.allocation is None]
+        if self.fit_running:  # Halyard's option: running jobs by TUNE's rule first, the LP on what is left
+            for job in sorted(running, key=size):
+                self._pack_running(view, packer, job, vector(job), vector)
+        cpus, memory = free.cpus.astype(float), free.memory_mb.astype(float)
+        if not self.fit_running:
+            for job in running:  # x fixed on their own servers at their ILP vector
+                c, m = vectors[job.job_id]
+                for part in job.allocation.nodes:
+                    idx = view.cluster.node(part.node).index
+                    cpus[idx] -= c * len(part.gpus)
+                    memory[idx] -= m * len(part.gpus)
+        usable = [packer.usable(packer.gpus_only(), view.gpu_types_for(j.spec)) > 0 for j in waiting]
+        asked = [SpreadJob(j.job_id, j.num_gpus, vectors[j.job_id][0] * j.num_gpus,
+                           vectors[j.job_id][1] * j.num_gpus, ok) for j, ok in zip(waiting, usable, strict=True)]
+        answer = spread(asked, free.gpus, cpus, memory)
+        state.put(SPREAD_KEY, (answer.status, len(answer.split)))
+        if answer.status != "optimal":  # reported (spread_failed), then TUNE's placement of the ILP vectors
+            if not self.fit_running:
+                self.repack(view, packer, runnable, new, plan, vectors)
+                return
+            for job in sorted(waiting, key=size):
+                self._pack_new(view, packer, job, vector(job), vector, plan)
+            return
+        for job in running if not self.fit_running else ():
+            if not packer.reshape(job.job_id, packer.demand(*vectors[job.job_id])):
+                raise AssertionError(f"synergy-opt: running job {job.job_id!r} does not fit its ILP vector on "
+                                     f"its own servers although the second LP counted it there")
+        whole = answer.whole
+        rest = []
+        for job in waiting:
+            idx = whole.get(job.job_id)
+            need = packer.demand(*vectors[job.job_id])
+            if idx is None or packer.place(job.job_id, [(idx, job.num_gpus)], need) is None:
+                rest.append(job)
+        for job in sorted(rest, key=size):
+            self._pack_new(view, packer, job, vector(job), vector, plan)  # rounding of a split job
+
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         if OPT_BOUND_KEY in state:
             self.last_bound = state.get(OPT_BOUND_KEY)
             if self.last_bound is None:
                 self.unsolved += 1
+        if SPREAD_KEY in state:
+            status, split = state.get(SPREAD_KEY)
+            self.spread_failed += status != "optimal"
+            self.split_jobs += split
 
 
 def _short(stage: str, job: JobInfo, c: int, m: int) -> Unplaced:
@@ -302,7 +387,8 @@ def _emit(view: ClusterView, plan: Plan, packer: Packer, new: Sequence[JobInfo])
 
 MECHANISMS: dict[str, Callable[[], SynergyMechanism]] = {
     "proportional": Proportional, "synergy-greedy": Greedy, "synergy-tune": Tune,
-    "synergy-tune-raise": lambda: Tune(raise_back=True), "synergy-opt": Opt}
+    "synergy-tune-raise": lambda: Tune(raise_back=True), "synergy-opt": Opt,
+    "synergy-opt-fit-running": lambda: Opt(fit_running=True)}
 
 
 def make_synergy(mechanism: str, ordering: str) -> StagedPolicy:

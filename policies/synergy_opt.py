@@ -14,10 +14,8 @@ with ``W >= 1`` (and the all-proportional solution is always feasible). Only
 the Pareto points of each matrix are variables (a point another one beats on
 throughput with no more CPU and memory is never chosen by an optimum). Solved
 with ``scipy.optimize.milp`` (HiGHS). The second LP of §4.1.2 (spreading the
-super machine over servers, fractional GPUs allowed) cannot be materialised
-either by the paper (§4.1.3); here the ILP's per-job vectors are packed onto the
-servers by Synergy-TUNE's placement in place of the profiled demands, and the
-ILP's objective is kept as the pass's upper bound (``SynergyPolicy.last_bound``).
+super machine's vectors over the servers) is :mod:`halyard.policies.synergy_opt_placement`;
+the ILP's objective is kept as the pass's upper bound (``Opt.last_bound``).
 """
 
 from __future__ import annotations

@@ -130,8 +130,8 @@ def test_unknown_policy_lists_names():
     names = policy_names()
     with pytest.raises(ValidationError, match=re.escape("presets: " + ", ".join(names[:6]))):
         make_policy("round-robin")
-    synergy = [f"{m}:{o}" for m in ("proportional", "synergy-greedy", "synergy-opt", "synergy-tune",
-                                     "synergy-tune-raise")
+    synergy = [f"{m}:{o}" for m in ("proportional", "synergy-greedy", "synergy-opt", "synergy-opt-fit-running",
+                                     "synergy-tune", "synergy-tune-raise")
                for o in ("fifo", "ftf", "las", "srtf")]
     cassini = ["themis+cassini", "tiresias+cassini", "synergy-tune:srtf+cassini"]
     assert names == sorted(["crius", "crius-ddl", "crius-na", "crius-nh", "crius-no-suspend", "elasticflow",
