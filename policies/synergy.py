@@ -296,7 +296,7 @@ class Opt(Tune):
             return
         for job in runnable:  # §3: the round's CPU and memory are recomputed; running jobs keep GPUs
             if job.allocation is not None:
-                packer.reshape(job.job_id, _NOTHING)
+                packer.reshape(job.job_id, packer.gpus_only())
         def vector(j: JobInfo) -> tuple[int, int]:
             return vectors.get(j.job_id) or self.demand(view, j)
 
