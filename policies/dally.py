@@ -43,7 +43,7 @@ Dally, docs/dally-reproduction.md measures each against the paper's version):
   whose GPUs span more racks or machines than its size needs is re-placed on one rack
   or one machine when the free GPUs, its own and those of victims allow it (a
   ``Migrate``: checkpoint and restart). The closest the paper comes is its reference
-  simulator's lease-end re-auction, which the paper does not describe.
+  simulator's lease-end re-auction, which the paper does not describe (``lease`` below).
 * ``worse_half``: victims (and movers) only among the jobs in the worse (higher) half
   of the Nw_sens range. Earlier attributed to a "priority gradient" of the reference
   simulator; neither the paper nor REFERENCE-NUMBERS has it.

@@ -424,6 +424,9 @@ def test_the_presets_are_the_paper_and_options_are_named():
     assert old.name == "dally-manual+migrate+worse-half+hysteresis" and isinstance(old.timers, ManualTimers)
     assert ("preemption", f"nw-sens+migrate+worse-half+min-gain {MIN_GAIN:g}") in old.stages()
     assert make_policy("dally+cassini+migrate").migrate
+    lease = make_policy("dally-manual+lease")
+    assert lease.lease and not lease.migrate and lease.name == "dally-manual+lease"
+    assert not make_policy("dally").lease
     with pytest.raises(ValidationError, match=r"\+migrate is an option of Dally; 'fifo' is not a Dally policy"):
         make_policy("fifo+migrate")
     with pytest.raises(ValueError, match="min_gain"):
