@@ -34,21 +34,33 @@ Paper: shared/papers/dally-network-sensitive-scheduling.txt. What each piece is:
   its rack timer has). A victim checkpoints and pays the performance model's
   restart cost when it resumes.
 
-Three rules of Halyard's own, none in the paper, are named options, off in the
-paper's ``dally`` and ``dally-manual`` (registered as ``+migrate``, ``+worse-half``
-and ``+hysteresis``; ``dally+migrate+worse-half+hysteresis`` is Halyard's earlier
+Four rules of Halyard's own, none in the paper, are named options, off in the
+paper's ``dally`` and ``dally-manual`` (registered as ``+migrate``, ``+worse-half``,
+``+hysteresis`` and ``+lease``; ``dally+migrate+worse-half+hysteresis`` is Halyard's earlier
 Dally, docs/dally-reproduction.md measures each against the paper's version):
 
 * ``migrate``: a running job slowed by its placement (Nw_sens below ``1 - min_gain``)
   whose GPUs span more racks or machines than its size needs is re-placed on one rack
   or one machine when the free GPUs, its own and those of victims allow it (a
   ``Migrate``: checkpoint and restart). The closest the paper comes is its reference
-  simulator's lease-end re-auction, which the paper does not describe.
+  simulator's lease-end re-auction, which the paper does not describe (``lease`` below).
 * ``worse_half``: victims (and movers) only among the jobs in the worse (higher) half
   of the Nw_sens range. Earlier attributed to a "priority gradient" of the reference
   simulator; neither the paper nor REFERENCE-NUMBERS has it.
 * ``min_gain`` (``+hysteresis`` sets :data:`MIN_GAIN`): a victim must be at least this
   far above the beneficiary's Nw_sens, so that two jobs a hair apart do not swap GPUs.
+* ``lease`` (``+lease``): the reading of the reference simulator's leases (§4.1: "The
+  scheduler then periodically generates resource offers"; a preempted job "is reintroduced
+  into the wait queue"), which the paper does not spell out. A running job's lease ends every
+  ``lease_rounds`` rounds after its last resource assignment (:data:`LEASE_ROUNDS`, our
+  choice: the round, as REFERENCE-NUMBERS reads the reference simulator's timer unit); the
+  first pass at or after the end re-offers its GPUs. Jobs whose lease ended are offered, in
+  increasing Nw_sens with the waiting jobs, the free GPUs, their own, and those of other
+  lease-ended jobs of higher Nw_sens: a job keeps running where it is when that is as
+  consolidated as what it is offered, moves (a ``Migrate``) when it is offered one machine or
+  one rack where it spans more, and a lease-ended job whose GPUs a job of lower Nw_sens takes
+  is preempted back into the wait queue (its starvation restarts, Algorithm 1 lines 1-2).
+  Between lease ends nothing moves.
 
 Why Dally is its own :class:`~halyard.policies.stages.Policy` and not a
 :class:`~halyard.policies.staged.StagedPolicy`: an offer is accepted or rejected
@@ -114,6 +126,12 @@ HISTORY_WINDOW = 100
 # Preemption hysteresis of the ``+hysteresis`` option (Halyard's choice, not in the paper; see the
 # module docstring): a victim's Nw_sens must exceed the beneficiary's by at least this much.
 MIN_GAIN = 0.05
+# ``+lease`` (Halyard's reading of the reference simulator, not in the paper): a lease lasts this
+# many rounds of the view. Our choice: one round, the unit REFERENCE-NUMBERS gives the reference
+# simulator's timers in ("delay timers counted in lease units"), which the floors above read as
+# the round too.
+LEASE_ROUNDS = 1
+LEASES_KEY = "dally/lease-ends"  # PassState: job id -> (last assignment, lease index) seen this pass
 
 
 def tuned_timer(waits: Sequence[float]) -> float | None:
@@ -423,17 +441,25 @@ class Dally:
 
     def __init__(self, timers: TimerSource | None = None, *, name: str = "dally", preemption: bool = True,
                  migrate: bool = False, worse_half: bool = False, min_gain: float = 0.0,
+                 lease: bool = False, lease_rounds: float = LEASE_ROUNDS,
                  adjusters: tuple[Adjuster, ...] = ()) -> None:
-        """``migrate``, ``worse_half`` and ``min_gain`` are Halyard's options (module docstring);
-        their defaults are the paper's Dally."""
+        """``migrate``, ``worse_half``, ``min_gain`` and ``lease`` are Halyard's options (module
+        docstring); their defaults are the paper's Dally."""
         if not 0.0 <= min_gain < 1.0:
             raise ValueError(f"min_gain must be in [0, 1), got {min_gain!r}")
+        if not (lease_rounds > 0.0 and math.isfinite(lease_rounds)):
+            raise ValueError(f"lease_rounds must be a positive number of rounds, got {lease_rounds!r}")
         self.name = name
         self.delay = DelayScheduling(timers)
         self.preemption = preemption
         self.migrate = migrate
         self.worse_half = worse_half
         self.min_gain = min_gain
+        self.lease = lease
+        self.lease_rounds = lease_rounds
+        # ``lease``: job id -> (last assignment time, index of the last lease end re-offered); a
+        # function of the applied passes (updated in on_applied), pruned to the running jobs.
+        self._lease_ends: dict[str, tuple[float, int]] = {}
         # job id -> (allocation, facts, ideal compute s): what ideal_compute_s answered for the job
         # as it was placed; a pure cache (issue 19: every running job's Nw_sens is needed in every
         # pass with pending jobs, its ideal changes only with its GPUs), pruned to the view's jobs.
@@ -449,15 +475,20 @@ class Dally:
     @property
     def acts_without_pending(self) -> bool:
         """With ``migrate``, slowed running jobs are re-consolidated even when nothing waits."""
-        return self._migrates or any(a.acts_without_pending for a in self.adjusters)
+        return self._migrates or self._leases or any(a.acts_without_pending for a in self.adjusters)
 
     @property
     def _migrates(self) -> bool:
         return self.preemption and self.migrate
 
+    @property
+    def _leases(self) -> bool:
+        return self.preemption and self.lease
+
     def stages(self) -> list[tuple[str, str]]:
         options = [o for o, on in (("migrate", self.migrate), ("worse-half", self.worse_half),
-                                   (f"min-gain {self.min_gain:g}", self.min_gain > 0.0)) if on]
+                                   (f"min-gain {self.min_gain:g}", self.min_gain > 0.0),
+                                   (f"lease {self.lease_rounds:g} rounds", self.lease)) if on]
         preemption = "+".join(["nw-sens", *options]) if self.preemption else "off"
         return [("ordering", NwSensOrdering.name), ("placement", self.delay.name), ("timers", self.timers.name),
                 ("preemption", preemption),
@@ -465,6 +496,9 @@ class Dally:
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         self.delay.on_applied(view, plan, state)
+        if self.lease:
+            self._lease_ends = {k: v for k, v in self._lease_ends.items() if k in view.running}
+            self._lease_ends.update(state.get(LEASES_KEY, {}))
         for adjuster in self.adjusters:
             adjuster.on_applied(view, plan, state)
 
@@ -500,7 +534,8 @@ class Dally:
     def _schedule(self, view: ClusterView, state: PassState) -> tuple[Plan, FreeResources | None]:
         """Dally's own pass: the plan, and what it left free (None when it returned before copying)."""
         plan = Plan()
-        if not view.pending and not (self._migrates and view.running):
+        ended = self._ended_leases(view, state) if self._leases else set()
+        if not view.pending and not (self._migrates and view.running) and not ended:
             return plan, None
         shape = view.shape
         free = view.free.copy()
@@ -511,8 +546,9 @@ class Dally:
         if self.preemption and view.running:
             # Only a job spread over more machines or racks than its size needs can be moved.
             tighter = ([job for job in view.running.values()
-                        if len(job.allocation.nodes) > 1 and self._can_tighten(view, job)]
-                       if self.migrate else [])
+                        if len(job.allocation.nodes) > 1 and self._can_tighten(view, job)
+                        and (self.migrate or job.job_id in ended)]
+                       if self.migrate or ended else [])
             if not view.pending and not tighter:
                 return plan, free  # nothing waits and nothing can move: no Nw_sens needed
             running = {job_id: self.sensitivity(view, job) for job_id, job in view.running.items()}
@@ -524,12 +560,20 @@ class Dally:
             victims = self._victims(view, running, middle)
             # movers: slowed (below 1), by at least min_gain, and with worse_half in the more slowed half
             slowed = min(middle if self.worse_half else math.inf, 1.0 - self.min_gain)
-            movers = [job for job in tighter if running[job.job_id] <= slowed and running[job.job_id] < 1.0]
+            movers = [job for job in tighter if job.job_id in ended
+                      or (self.migrate and running[job.job_id] <= slowed and running[job.job_id] < 1.0)]
             sens.update((job.job_id, running[job.job_id]) for job in movers)
         order = sorted([*view.pending, *movers], key=lambda j: (sens[j.job_id], j.spec.submit_time, j.arrival_seq))
         for job in order:
             if job.allocation is not None:
-                self._reconsolidate(view, job, sens[job.job_id], free, shape, victims, plan)
+                if job.job_id in ended and not (self.migrate and sens[job.job_id] < 1.0):
+                    # lease end: only the GPUs of other lease-ended jobs are re-offered to it
+                    offered = [v for v in victims if v.job.job_id in ended]
+                    self._reconsolidate(view, job, sens[job.job_id], free, shape, offered, plan)
+                    left = {v.job.job_id for v in offered}  # those it did not preempt
+                    victims[:] = [v for v in victims if v.job.job_id not in ended or v.job.job_id in left]
+                else:
+                    self._reconsolidate(view, job, sens[job.job_id], free, shape, victims, plan)
                 continue
             demand = job.spec.num_gpus
             if free.total_gpus < demand and not victims:
@@ -555,6 +599,21 @@ class Dally:
             plan.start(job.job_id, allocation)
             self.delay.accept(view, job, level, wait_s, state)
         return plan, free
+
+    def _ended_leases(self, view: ClusterView, state: PassState) -> set[str]:
+        """``lease``: the running jobs whose lease has ended since their last re-offer (recorded in
+        the pass's state; kept by :meth:`on_applied`)."""
+        lease_s = self.lease_rounds * view.round_s
+        seen = state.setdefault(LEASES_KEY, dict)
+        for job_id, job in view.running.items():
+            last = job.last_assignment_time
+            if last is None or job.allocation is None:
+                continue
+            index = math.floor((view.now - last) / lease_s + 1e-9)
+            before = self._lease_ends.get(job_id)
+            if index > (before[1] if before is not None and before[0] == last else 0):
+                seen[job_id] = (last, index)
+        return set(seen)
 
     # ------------------------------------------------------------------ preemption
     def _victims(self, view: ClusterView, running: dict[str, float], middle: float) -> list[_Victim]:
@@ -650,8 +709,8 @@ class Dally:
 
 
 def with_option(policy: object, option: str) -> Dally:
-    """``policy`` (a Dally) with one of Halyard's own rules switched on: ``migrate``, ``worse-half``
-    or ``hysteresis`` (``min_gain`` = :data:`MIN_GAIN`); the name gains ``+option``."""
+    """``policy`` (a Dally) with one of Halyard's own rules switched on: ``migrate``, ``worse-half``,
+    ``hysteresis`` (``min_gain`` = :data:`MIN_GAIN`) or ``lease``; the name gains ``+option``."""
     if not isinstance(policy, Dally):
         name = getattr(policy, "name", type(policy).__name__)
         raise ValidationError(f"+{option} is an option of Dally; {name!r} is not a Dally policy", field="policy")
@@ -661,6 +720,8 @@ def with_option(policy: object, option: str) -> Dally:
         policy.worse_half = True
     elif option == "hysteresis":
         policy.min_gain = MIN_GAIN
+    elif option == "lease":
+        policy.lease = True
     else:
         raise ValidationError(f"unknown Dally option {option!r} (known: {', '.join(DALLY_OPTIONS)})", field="policy")
     policy.name = f"{policy.name}+{option}"
@@ -668,7 +729,7 @@ def with_option(policy: object, option: str) -> Dally:
 
 
 # Halyard's own rules, named as '+option' on a Dally preset (policies/registry.py AUGMENTATIONS).
-DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis")
+DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease")
 
 
 def allocation_level(allocation: Allocation, cluster: Cluster) -> Level:

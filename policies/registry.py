@@ -92,7 +92,7 @@ _PRESETS: dict[str, Callable[[], Policy]] = {
     "las": lambda: StagedPolicy("las", Las(), placement=FirstFitConsolidated()),
     # Dally as the paper writes it (its own Policy: offers and accept/reject, policies/dally.py) with
     # the auto-tuner of Algorithm 2, and Dally-manual with the paper's 12 h + 12 h timers. Halyard's
-    # own rules are '+migrate', '+worse-half' and '+hysteresis' on either (AUGMENTATIONS).
+    # own rules are '+migrate', '+worse-half', '+hysteresis' and '+lease' on either (AUGMENTATIONS).
     "dally": lambda: Dally(AutoTuner(), name="dally"),
     "dally-manual": lambda: Dally(ManualTimers(), name="dally-manual"),
     # Dally's baselines: Tiresias (discretised 2D-LAS, skew-based consolidation) and

@@ -38,8 +38,9 @@ TIME_TOLERANCE_S = 1e-6
 SPEEDUP = 50_000.0  # a few hours of cluster time in well under a second of wall time per run
 ROUND_S = 300.0
 # Options that are off by default but reachable by name keep the invariant too: Dally's own
-# Migrate path (and the preemption that makes room for it) is taken only with '+migrate'.
-OPTIONS = ("dally+migrate",)
+# Migrate path (and the preemption that makes room for it) is taken only with '+migrate', and
+# with '+lease' at lease ends.
+OPTIONS = ("dally+migrate", "dally+lease")
 POLICIES = (*policy_names(), *OPTIONS)
 
 # The actions the issue names, by the event each leaves in the log.
@@ -137,6 +138,7 @@ def test_every_action_kind_is_exercised():
     # Dally's own Migrate and Preempt paths (its placement-aware preemption, not the staged pass's).
     dally = {e.kind for e in simulated("dally+migrate")}
     assert {EventKind.MIGRATED, EventKind.PREEMPTED} <= dally
+    assert EventKind.MIGRATED in {e.kind for e in simulated("dally+lease")}  # a re-placement at a lease end
 
 
 def test_a_diverging_log_is_reported_with_both_events():

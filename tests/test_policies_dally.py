@@ -13,8 +13,9 @@ from policy_fakes import FakeJob, FakePerf, on, view_of
 
 from halyard.controlplane import SchedulingCore, Simulator
 from halyard.datamodel import Allocation, EventKind, JobSpec, JobState, NodeAllocation, ValidationError, parse_cluster
-from halyard.policies import Migrate, PassState, Preempt, Start, WaitCode, make_policy, policy_names
+from halyard.policies import Migrate, PassState, Plan, Preempt, Start, WaitCode, make_policy, policy_names
 from halyard.policies.dally import (
+    LEASE_ROUNDS,
     MANUAL_MACHINE_TIMER_S,
     MIN_GAIN,
     AutoTuner,
@@ -337,6 +338,71 @@ def test_unslowed_or_tight_jobs_stay(small_cluster):
     assert not Dally(ManualTimers(), preemption=False, migrate=True).acts_without_pending
 
 
+def test_lease_end_replaces_slowed_cross_rack_job_on_a_machine(small_cluster):
+    """Option ``lease`` (Halyard's reading of the reference simulator's re-offers, off in ``dally``):
+    a cross-rack job keeps its GPUs until its lease ends (LEASE_ROUNDS rounds after its last
+    assignment), even with a machine free; at the lease end its GPUs are re-offered and it moves
+    to one machine (a Migrate). Afterwards nothing moves until the next lease end."""
+    def spread():
+        return fake("spread", 4, seq=0, allocation=on(small_cluster, ("r0-n0", 2), ("r1-n0", 2)),
+                    done=300, run_s=1000, last_assignment_time=0.0)
+    fine = fake("fine", 4, seq=1, allocation=on(small_cluster, ("r0-n1", 4)), done=990, run_s=1000,
+                last_assignment_time=0.0)
+    lease_s = LEASE_ROUNDS * 300.0
+    paper = Dally(ManualTimers())
+    assert not paper.lease and not paper.schedule(view_of(small_cluster, lease_s, [spread(), fine], []), PassState())
+    policy = Dally(ManualTimers(), lease=True)
+    assert policy.acts_without_pending
+    assert ("preemption", f"nw-sens+lease {LEASE_ROUNDS:g} rounds") in policy.stages()
+    before = view_of(small_cluster, lease_s - 1.0, [spread(), fine], [])
+    state = PassState()
+    assert not policy.schedule(before, state)            # r1-n1 is free, but the lease has not ended
+    policy.on_applied(before, Plan(), state)
+    at_end = view_of(small_cluster, lease_s, [spread(), fine], [])
+    plan = policy.schedule(at_end, PassState())
+    (move,) = plan.actions
+    assert isinstance(move, Migrate) and move.job_id == "spread" and len(move.allocation.nodes) == 1
+    assert move.allocation.node_names[0] in ("r0-n0", "r1-n0", "r1-n1")
+
+
+def test_lease_end_keeps_a_job_offered_nothing_tighter_and_renews_its_lease(small_cluster):
+    """At a lease end with no machine to offer, the cross-rack job keeps its placement (no action);
+    the renewed lease is not re-offered again until the next one ends."""
+    spread = fake("spread", 4, seq=0, allocation=on(small_cluster, ("r0-n0", 2), ("r1-n0", 2)),
+                  done=300, run_s=1000, last_assignment_time=0.0)
+    others = [fake("o1", 2, seq=1, allocation=Allocation((NodeAllocation("r0-n0", (2, 3), 6, 125_000),)),
+                   done=500, run_s=1000, last_assignment_time=0.0),
+              fake("o2", 4, seq=2, allocation=on(small_cluster, ("r0-n1", 4)), done=500, run_s=1000,
+                   last_assignment_time=50.0),
+              fake("o3", 4, seq=3, allocation=on(small_cluster, ("r1-n1", 4)), done=500, run_s=1000,
+                   last_assignment_time=50.0),
+              fake("o4", 2, seq=4, allocation=Allocation((NodeAllocation("r1-n0", (2, 3), 6, 125_000),)),
+                   done=500, run_s=1000, last_assignment_time=50.0)]
+    policy = Dally(ManualTimers(), lease=True)
+    lease_s = LEASE_ROUNDS * 300.0
+    # o1's lease ends with spread's: spread (lower Nw_sens) takes o1's GPUs and r0-n0 whole
+    view = view_of(small_cluster, lease_s, [spread, *others], [])
+    plan = policy.schedule(view, PassState())
+    assert [(type(a).__name__, a.job_id) for a in plan.actions] == [("Preempt", "o1"), ("Migrate", "spread")]
+    assert plan.actions[1].allocation.node_names == ("r0-n0",)
+    # o1 of lower Nw_sens than spread: nothing tighter is offered to spread, it stays; renewed
+    o1_low = fake("o1", 2, seq=1, allocation=Allocation((NodeAllocation("r0-n0", (2, 3), 6, 125_000),)),
+                  done=100, run_s=1000, last_assignment_time=0.0)
+    view = view_of(small_cluster, lease_s, [spread, o1_low, *others[1:]], [])
+    state = PassState()
+    assert not policy.schedule(view, state)
+    policy.on_applied(view, Plan(), state)
+    freed = view_of(small_cluster, lease_s + 60.0, [spread, *others[1:]], [])   # o1 finished: r0-n0 half free
+    assert not policy.schedule(freed, PassState())        # spread's renewed lease has not ended
+    plan = policy.schedule(view_of(small_cluster, 2 * lease_s, [spread, *others[1:]], []), PassState())
+    assert [(type(a).__name__, a.job_id) for a in plan.actions] == [("Migrate", "spread")]
+
+
+def test_lease_rounds_must_be_positive():
+    with pytest.raises(ValueError, match="lease_rounds must be a positive number of rounds"):
+        Dally(ManualTimers(), lease=True, lease_rounds=0.0)
+
+
 # --------------------------------------------------------------------------- end to end
 
 
@@ -358,6 +424,9 @@ def test_the_presets_are_the_paper_and_options_are_named():
     assert old.name == "dally-manual+migrate+worse-half+hysteresis" and isinstance(old.timers, ManualTimers)
     assert ("preemption", f"nw-sens+migrate+worse-half+min-gain {MIN_GAIN:g}") in old.stages()
     assert make_policy("dally+cassini+migrate").migrate
+    lease = make_policy("dally-manual+lease")
+    assert lease.lease and not lease.migrate and lease.name == "dally-manual+lease"
+    assert not make_policy("dally").lease
     with pytest.raises(ValidationError, match=r"\+migrate is an option of Dally; 'fifo' is not a Dally policy"):
         make_policy("fifo+migrate")
     with pytest.raises(ValueError, match="min_gain"):
