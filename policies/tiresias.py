@@ -18,7 +18,9 @@
   (first fit in node order): "jobs with high skew are consolidated into as few
   machines as possible, while others are left unconsolidated" (Dally §1).
 
-Queue membership is policy state, kept per job id in the ordering instance. A pass
+Without starvation promotion a job's queue is the number of thresholds its attained
+service has reached, so a pass computes it from the job alone. With promotion, queue
+membership is policy state, kept per job id in the ordering instance. A pass
 works out each job's queue on a copy in its :class:`PassState` and the ordering
 keeps it only once the core has applied the pass's plan (``on_applied``), so it
 is a function of the views of applied passes.
@@ -26,6 +28,7 @@ is a function of the views of applied passes.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections.abc import Callable, Mapping
@@ -74,7 +77,7 @@ class TwoDimensionalLas(Ordering):
     preemptive = True
     needs_rounds = True  # service accrues with time alone
     arrival_order = False
-    remembers = True  # queue changes are kept from applied passes (on_applied)
+    remembers = True  # with starvation promotion, queue changes are kept from applied passes (__init__)
 
     def __init__(self, thresholds: tuple[float, ...] = TIRESIAS_THRESHOLDS_GPU_S,
                  starvation_knob: float | None = None) -> None:
@@ -84,6 +87,11 @@ class TwoDimensionalLas(Ordering):
             raise ValueError(f"starvation_knob must be positive, got {starvation_knob}")
         self.thresholds = thresholds
         self.starvation_knob = starvation_knob
+        # Without starvation promotion the baseline stays 0 and a job's queue is the number of
+        # thresholds its attained service has reached (bisect), whatever was kept: nothing need be
+        # remembered between passes. Promotion moves a waiting job with time and needs the queue
+        # kept from applied passes.
+        self.remembers = starvation_knob is not None
         # Per job, as of the last applied pass: its queue and its attained service when last
         # promoted; a job not here is in queue 0 with baseline 0.
         self._kept: dict[str, tuple[int, float]] = {}
@@ -118,6 +126,10 @@ class TwoDimensionalLas(Ordering):
 
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[int, float, int]]:
         now = view.now
+        if self.starvation_knob is None:  # the queue is a function of attained service alone
+            thresholds = self.thresholds
+            return lambda job: (bisect.bisect_right(thresholds, job.attained_gpu_s(now)), job.spec.submit_time,
+                                job.arrival_seq)
         tentative = state.setdefault(QUEUES_KEY, dict)
         queue_in = self._queue_in
         return lambda job: (queue_in(job, now, tentative), job.spec.submit_time, job.arrival_seq)

@@ -202,3 +202,17 @@ def test_every_job_finishes(small_cluster, perf, name):
                                         (8, "mobilenetv3"), (3, "bert-large"), (4, "vgg11"), (2, "resnet18")])]
     run = Simulator(small_cluster, make_policy(name), perf, round_s=60.0).run(jobs)
     assert all(r.state is JobState.COMPLETED for r in run.core.records.values())
+
+
+def test_2d_las_without_promotion_keys_by_attained_service_alone(small_cluster):
+    """Tiresias §3 (2D-LAS discretised): queue k+1 once attained GPU-seconds reach thresholds[k];
+    without starvation promotion the key is that count (bisect), agreeing with queue_of at and
+    around each threshold, and nothing is kept between passes."""
+    from halyard.policies import PassState
+
+    las = TwoDimensionalLas(thresholds=(100.0, 1000.0))
+    key = las.key(view_of(small_cluster, 0.0, [], []), PassState())
+    for service, queue in ((0.0, 0), (99.9, 0), (100.0, 1), (999.0, 1), (1000.0, 2), (5000.0, 2)):
+        j = FakeJob(job(2, job_id=f"s{service}"), gpu_s=service)
+        assert key(j)[0] == queue == las.queue_of(j, 0.0)
+    assert not las.remembers and TwoDimensionalLas(starvation_knob=2.0).remembers
