@@ -129,12 +129,8 @@ def test_opt_places_whole_jobs_where_the_second_lp_puts_them(small_cluster):
     assert policy.placement.split_jobs == 0 and policy.placement.spread_failed == 0
 
 
-def test_running_jobs_that_cannot_take_their_ilp_vector_are_reported(small_cluster):
-    """Running jobs keep their GPUs. Eight alexnet share 48 CPUs (6 each, two per server); when
-    only the two on one server remain, the ILP gives each 12 CPUs, which their server (12) cannot
-    hold (a new lstm job arrives and triggers the pass): the second LP is infeasible, the pass is
-    counted (``spread_failed``) and TUNE's placement of the ILP vectors runs them (never a silent drop)."""
-    policy = make_policy("synergy-opt:fifo")
+def _two_alexnet_left_on_one_server(small_cluster, policy) -> tuple[SchedulingCore, list[str]]:
+    """Eight alexnet placed two a server, then all but one server's pair completed at t=10 s."""
     c = SchedulingCore(small_cluster, policy, STALLS)
     for i in range(8):
         c.submit(job(1, model="alexnet", job_id=f"a{i}"), 0.0)
@@ -146,6 +142,16 @@ def test_running_jobs_that_cannot_take_their_ilp_vector_are_reported(small_clust
     for job_id in list(c.running):
         if job_id not in pair:
             c.complete(job_id, 10.0)
+    return c, pair
+
+
+def test_running_jobs_that_cannot_take_their_ilp_vector_are_reported(small_cluster):
+    """Running jobs keep their GPUs. Eight alexnet share 48 CPUs (6 each, two per server); when
+    only the two on one server remain, the ILP gives each 12 CPUs, which their server (12) cannot
+    hold (a new lstm job arrives and triggers the pass): the second LP is infeasible, the pass is
+    counted (``spread_failed``) and TUNE's placement of the ILP vectors runs them (never a silent drop)."""
+    policy = make_policy("synergy-opt:fifo")
+    c, pair = _two_alexnet_left_on_one_server(small_cluster, policy)
     c.submit(job(1, model="lstm", job_id="l"), 10.0)  # a pass runs when there is something to place
     c.schedule(10.0)
     assert policy.placement.spread_failed == 1
@@ -158,17 +164,7 @@ def test_fit_running_option_keeps_the_second_lp_for_new_jobs(small_cluster):
     is re-packed by TUNE's rule first (each at its share after §4.2's revert), and the second LP places
     the new lstm job on what is left: the LP is solved, not counted as failed."""
     policy = make_policy("synergy-opt-fit-running:fifo")
-    c = SchedulingCore(small_cluster, policy, STALLS)
-    for i in range(8):
-        c.submit(job(1, model="alexnet", job_id=f"a{i}"), 0.0)
-    c.schedule(0.0)
-    by_node: dict[str, list[str]] = {}
-    for r in c.running.values():
-        by_node.setdefault(r.allocation.nodes[0].node, []).append(r.spec.job_id)
-    pair = next(ids for ids in by_node.values() if len(ids) == 2)
-    for job_id in list(c.running):
-        if job_id not in pair:
-            c.complete(job_id, 10.0)
+    c, pair = _two_alexnet_left_on_one_server(small_cluster, policy)
     c.submit(job(1, model="lstm", job_id="l"), 10.0)
     c.schedule(10.0)
     assert policy.placement.spread_failed == 0
