@@ -267,9 +267,10 @@ class Opt(Tune):
 
     name = "synergy-opt"
 
-    def __init__(self, *, fit_running: bool = False) -> None:
+    def __init__(self, *, fit_running: bool = False, node_limit: int | None = None) -> None:
         super().__init__()
         self.fit_running = fit_running
+        self.node_limit = node_limit  # None: synergy_opt.ILP_NODE_LIMIT
         if fit_running:
             self.name = "synergy-opt-fit-running"
         self.last_bound: float | None = None
@@ -279,10 +280,11 @@ class Opt(Tune):
 
     def vectors(self, view: ClusterView, runnable: Sequence[JobInfo],
                 state: PassState) -> dict[str, tuple[int, int]] | None:
-        from halyard.policies.synergy_opt import opt_vectors  # scipy only when OPT runs
+        from halyard.policies.synergy_opt import ILP_NODE_LIMIT, opt_vectors  # scipy only when OPT runs
 
         vectors, bound = opt_vectors(view, runnable, [job_profile(view, j) for j in runnable],
-                                     [self._cap(view, j) for j in runnable])
+                                     [self._cap(view, j) for j in runnable],
+                                     node_limit=ILP_NODE_LIMIT if self.node_limit is None else self.node_limit)
         state.put(OPT_BOUND_KEY, bound)
         return vectors
 

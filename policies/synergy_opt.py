@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 # No wall-clock limit: a time limit made the answer depend on the machine's speed (a slow
 # machine got a worse incumbent). The ILP is solved to HiGHS' optimality (its default relative
 # MIP gap, 1e-4, a property of the problem, not of the machine), or the pass says it was not solved.
+# Its work is bounded by a branch-and-bound node count instead, which is deterministic: OPT's time
+# grows exponentially with the cluster (Synergy §5.6), and one pass must not hang the control
+# plane. Our choice of bound; a pass that reaches it is reported as not solved.
+ILP_NODE_LIMIT = 10_000
 
 
 def pareto_points(profile: SensitivityProfile, max_cpus: int, max_memory_mb: int) -> list[tuple[int, int, float]]:
@@ -61,9 +65,10 @@ def pareto_points(profile: SensitivityProfile, max_cpus: int, max_memory_mb: int
 
 
 def opt_vectors(view: ClusterView, jobs: Sequence[JobInfo], profiles: Sequence[SensitivityProfile],
-                caps: Sequence[tuple[int, int]]) -> tuple[dict[str, tuple[int, int]] | None, float | None]:
+                caps: Sequence[tuple[int, int]], *, node_limit: int = ILP_NODE_LIMIT,
+                ) -> tuple[dict[str, tuple[int, int]] | None, float | None]:
     """The ILP's (CPUs, memory MB) per GPU for each job, and its objective; (None, None) when HiGHS
-    does not report an optimum (status 0)."""
+    does not report an optimum (status 0) within ``node_limit`` branch-and-bound nodes."""
     if not jobs:
         return {}, 0.0
     free = view.free
@@ -85,7 +90,8 @@ def opt_vectors(view: ClusterView, jobs: Sequence[JobInfo], profiles: Sequence[S
         LinearConstraint(np.vstack([cost_c, cost_m]), -np.inf, np.array([cpus_total, memory_total])),
         LinearConstraint(one, 1.0, 1.0),
     ]
-    result = milp(-weight, constraints=constraints, integrality=np.ones(n), bounds=Bounds(0, 1))
+    result = milp(-weight, constraints=constraints, integrality=np.ones(n), bounds=Bounds(0, 1),
+                  options={"node_limit": node_limit})
     if result.status != 0 or result.x is None:
         return None, None
     chosen: dict[str, tuple[int, int]] = {}

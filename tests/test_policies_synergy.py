@@ -292,6 +292,23 @@ def test_opt_keeps_the_guarantee_and_the_ledger(small_cluster, jobs):
     assert all(r.state is JobState.COMPLETED for r in sim.core.records.values())
 
 
+def test_an_ilp_stopped_by_its_node_limit_is_reported_and_the_pass_still_places(small_cluster):
+    """The ILP's work is bounded by a deterministic node count (synergy_opt.ILP_NODE_LIMIT), not by
+    time; a pass that reaches it is counted unsolved and TUNE places the jobs at their demands."""
+    from halyard.policies import StagedPolicy
+    from halyard.policies.ordering import Fifo
+    from halyard.policies.synergy import Opt
+
+    for limit, unsolved in ((0, 1), (None, 0)):  # 0 nodes: HiGHS stops before any answer
+        policy = StagedPolicy("synergy-opt:fifo", Fifo(), placement=Opt(node_limit=limit))
+        c = SchedulingCore(small_cluster, policy, STALLS)
+        for i in range(8):
+            c.submit(job(1, model="alexnet", job_id=f"a{i}"), 0.0)
+        c.schedule(0.0)
+        assert policy.placement.unsolved == unsolved
+        assert len(c.running) == 8  # placed either way: never a silent drop
+
+
 def test_opt_ilp_respects_the_super_machine_s4_1(small_cluster):
     """§4.1 (2)-(4): one point per job, total CPUs and memory within the cluster's; CPUs are
     scarce here (8 alexnet want 96 cores of 48), so the ILP shares them out."""
