@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator
 import grpc
 import structlog
 
-from halyard.agent.backoff import BACKOFF_MAX_S, BACKOFF_START_S, Backoff
+from halyard.agent.backoff import Backoff
 from halyard.agent.cluster_copy import ClusterCopy, ClusterMismatch, StaleCluster
 from halyard.clock import Clock, ClockParams, clock_from_params
 from halyard.datamodel import Cluster, Node, cluster_digest
@@ -47,7 +47,7 @@ from halyard.wire import node_to_pb
 
 log = structlog.get_logger("halyard.agent")
 
-__all__ = ["BACKOFF_MAX_S", "BACKOFF_START_S", "FATAL_CODES", "StreamAgent"]
+__all__ = ["FATAL_CODES", "StreamAgent"]
 
 MAX_FINISHED_PARTS = 4096  # finished non-leader parts remembered (only a reconnect needs them)
 FATAL_CODES = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,

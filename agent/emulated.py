@@ -17,7 +17,7 @@ import asyncio
 import math
 from dataclasses import dataclass
 
-from halyard.agent.base import BACKOFF_MAX_S, BACKOFF_START_S, StreamAgent
+from halyard.agent.base import StreamAgent
 from halyard.agent.cluster_copy import ClusterCopy
 from halyard.clock import Clock
 from halyard.datamodel import Allocation, JobSpec, Node
@@ -27,7 +27,7 @@ from halyard.tls import ClientTLS
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.wire import allocation_from_pb, spec_from_pb
 
-__all__ = ["BACKOFF_MAX_S", "BACKOFF_START_S", "VERSION", "EmulatedAgent", "EmulatedJob"]
+__all__ = ["VERSION", "EmulatedAgent", "EmulatedJob"]
 
 VERSION = "halyard-emulated/1"
 

@@ -132,6 +132,9 @@ MIN_GAIN = 0.05
 # the round too.
 LEASE_ROUNDS = 1
 LEASES_KEY = "dally/lease-ends"  # PassState: job id -> (last assignment, lease index) seen this pass
+# The ideal-compute cache is pruned to the jobs in the view once it holds twice their number plus
+# this many (so small clusters do not rebuild it every pass); a memory bound of ours, not a paper figure.
+_IDEAL_CACHE_SLACK = 64
 
 
 def tuned_timer(waits: Sequence[float]) -> float | None:
@@ -518,7 +521,7 @@ class Dally:
 
     def _prune(self, view: ClusterView) -> None:
         """Forget the cached ideals of jobs no longer in the view, once the cache is twice its size."""
-        if len(self._ideal) > 2 * (len(view.running) + len(view.pending)) + 64:
+        if len(self._ideal) > 2 * (len(view.running) + len(view.pending)) + _IDEAL_CACHE_SLACK:
             pending = {job.job_id for job in view.pending}
             self._ideal = {k: v for k, v in self._ideal.items() if k in view.running or k in pending}
 
