@@ -53,6 +53,7 @@ from halyard.policies.gandiva import ConsolidatingMigration, NetworkAgnostic
 from halyard.policies.gavel import Gavel
 from halyard.policies.ordering import ORDERINGS, Fifo, Las, Srtf, starvation_guard
 from halyard.policies.placement import FirstFitConsolidated
+from halyard.policies.pollux import Pollux
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import AdmitAll, FixedSize, Policy
 from halyard.policies.synergy import MECHANISMS, make_synergy
@@ -138,9 +139,11 @@ for _mechanism in MECHANISMS:
 # with 10-minute leases, consolidated placement) and Random placement.
 _PRESETS["themis"] = lambda: StagedPolicy("themis", LeasedFinishTimeFairness(), placement=FirstFitConsolidated())
 _PRESETS["random"] = lambda: StagedPolicy("random", Fifo(), placement=RandomPlacement())
+# Pollux (§4.5.1's second baseline; policies/pollux.py): goodput-optimised re-allocation each pass.
+_PRESETS["pollux"] = lambda: Pollux()
 # Cassini on the schedulers it augments (§4.4.2): Themis, and beside it Tiresias and Synergy's
-# packing (shifts only: a batch placement has no per-job candidates).
-for _base in ("themis", "tiresias", "synergy-tune:srtf"):
+# packing (shifts only: a batch placement has no per-job candidates), and Pollux (Po+Cassini).
+for _base in ("themis", "tiresias", "synergy-tune:srtf", "pollux"):
     _PRESETS[f"{_base}+cassini"] = (lambda b=_base: augment(_PRESETS[b]()))
 
 

@@ -74,7 +74,7 @@ def _dally_jobs() -> tuple[JobSpec, ...]:
 
 def case_for(policy: str) -> Case:
     """The trace and cluster on which ``policy``'s family acts (see the module docstring)."""
-    if policy.startswith(("crius", "elasticflow", "gavel")):
+    if policy.startswith(("crius", "elasticflow", "gavel", "pollux")):
         # Elastic jobs (N/2 .. 2N GPUs, deadlines for ElasticFlow) on two GPU types: resizes and moves.
         jobs = adapt_for_crius(generate_synergy_trace(12, rate_per_hour=60, multi_gpu=True, seed=5,
                                                       duration_scale=0.02), seed=0, deadline_factor=(1.5, 4.0))

@@ -1,0 +1,310 @@
+"""Pollux (Qiao et al., OSDI'21): goodput-optimised re-allocation of every job's GPUs each pass.
+
+The Cassini thesis' second baseline (papers/cassini-mltcp-network-interleaving.txt §4.5.1:
+"It periodically queries jobs and reassigns GPUs to maximize the overall goodput of the
+cluster. Pollux also models migration costs and avoids frequent job migrations"). One pass:
+
+1. **Speedups.** For every active job (running and pending) and every GPU count it may hold
+   (0, and its ``gpu_range`` within the schedulable GPUs), ``SPEEDUP_j(a)``: its best goodput
+   on ``a`` GPUs over its best goodput on the fair share ``a_f = ceil(G / J)`` (clamped to its
+   range), with the goodput of :mod:`halyard.policies.pollux_model` (Eq. 1: throughput x
+   statistical efficiency, the batch chosen per allocation). Throughput is Halyard's performance
+   model (``view.perf.job_timing``) on the tightest placement of ``a`` GPUs of the cluster's most
+   numerous type, at the batch's per-GPU share: the same model the fabric runs.
+2. **Re-allocation penalty.** A running job offered another count has that speedup multiplied by
+   ``REALLOC_FACTOR`` (§4.2), its ``R_j`` the re-allocations (resizes, migrations, preemptions)
+   this policy's applied plans gave it.
+3. **Search.** Pollux searches allocations with a genetic algorithm (§4.2); ours is exact and
+   deterministic: with ``p = -1`` the fitness is a decreasing function of
+   ``sum_j 1 / (SPEEDUP_j + floor)``, so the best GPU count per job under ``sum_j a_j <= G`` is a
+   multiple-choice knapsack, solved by dynamic programming over GPUs (:func:`allocate`). Ties go
+   to the job's current count, then to fewer GPUs, then to earlier arrivals. It searches counts,
+   not nodes (Pollux's GA also chooses nodes): the counts are then placed one job at a time by
+   ``placement`` (consolidated first-fit, so ``+cassini`` ranks its candidates), a job whose
+   count does not change keeps its GPUs, and a count that does not fit leaves a pending job
+   waiting and a running one where it is.
+4. Starts, resizes and preemptions in an order the core can apply (:func:`emit_in_order`),
+   then the adjusters (``pollux+cassini``: Cassini's time-shifts).
+
+**What runs.** Halyard's jobs train their submitted global batch ``M0`` (``num_gpus x
+batch_size``): the data model has no batch on an allocation, and a job's progress is counted
+in iterations of ``M0``. An elastic job runs on its new count as one data-parallel stage that
+keeps ``M0`` (a Cell plan, as ElasticFlow's resizes), so its throughput at ``M0`` is exactly
+what the fabric charges. The batch Pollux chooses above ``M0`` is used to rank allocations (the
+paper's rule) but not executed; :attr:`Pollux.adapt_batch` False ranks with ``M0`` only (ours,
+off by default). docs/pollux.md says what this changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from halyard.datamodel import Allocation, JobSpec, StagePlan
+from halyard.policies.adaptive import with_runtime_plan
+from halyard.policies.crius import cell_allocation
+from halyard.policies.moves import emit_in_order
+from halyard.policies.passstate import PassState
+from halyard.policies.placement import FirstFitConsolidated
+from halyard.policies.plan import Migrate, Plan, Preempt, Resize
+from halyard.policies.pollux_model import (
+    SPEEDUP_FLOOR,
+    batch_candidates,
+    best_goodput,
+    noise_for,
+    noise_scale,
+    realloc_factor,
+)
+from halyard.policies.reasons import Unplaced, cannot_fit
+from halyard.policies.resources import FreeResources, OverAllocation
+from halyard.policies.stages import Adjuster, Placement, Policy
+from halyard.policies.view import ClusterView, JobInfo
+
+# GPU counts tried per elastic job: every count of its range when the range has at most this many,
+# else powers of two inside it plus both ends (ours: keeps the knapsack small on large ranges).
+MAX_DENSE_COUNTS = 16
+
+
+def counts_for(low: int, high: int, gpus: int) -> list[int]:
+    """The GPU counts a job of range ``low..high`` may get on ``gpus`` schedulable GPUs (0 first)."""
+    high = min(high, gpus)
+    if low > high:
+        return [0]
+    if high - low + 1 <= MAX_DENSE_COUNTS:
+        return [0, *range(low, high + 1)]
+    inner = {1 << k for k in range(high.bit_length()) if low < 1 << k < high}
+    return [0, *sorted({low, high, *inner})]
+
+
+def allocate(costs: Sequence[Sequence[float]], sizes: Sequence[Sequence[int]], gpus: int,
+             preferred: Sequence[int]) -> list[int]:
+    """The multiple-choice knapsack of step 3: for each job the index of one of its options
+    (``sizes[j][i]`` GPUs at ``costs[j][i]``) minimising the total cost with at most ``gpus`` GPUs.
+
+    Dynamic programming over the GPU budget, job by job. Deterministic: options are tried with
+    ``preferred[j]`` first, then in order, and only a strictly lower cost replaces an earlier one,
+    so equal totals keep the earlier choice (the caller orders options and jobs as it wants ties
+    broken). Every job must have an option of 0 GPUs."""
+    n = len(costs)
+    best = np.zeros(gpus + 1)  # best[b]: least cost of the jobs so far within b GPUs
+    choice = np.zeros((n, gpus + 1), dtype=np.int64)
+    for j in range(n):
+        order = [preferred[j], *(i for i in range(len(costs[j])) if i != preferred[j])]
+        new = np.full(gpus + 1, np.inf)
+        pick = np.zeros(gpus + 1, dtype=np.int64)
+        for i in order:
+            g = sizes[j][i]
+            if g > gpus:
+                continue
+            trial = best[: gpus + 1 - g] + costs[j][i]
+            better = trial < new[g:]
+            new[g:][better] = trial[better]
+            pick[g:][better] = i
+        if not np.isfinite(new).all():
+            raise ValueError(f"job {j} has no option of 0 GPUs")
+        best, choice[j] = new, pick
+    out = [0] * n
+    b = gpus
+    for j in range(n - 1, -1, -1):
+        out[j] = int(choice[j][b])
+        b -= sizes[j][out[j]]
+    return out
+
+
+class Pollux(Policy):
+    """Pollux (module docstring). ``placement`` places each count (``+cassini`` wraps it);
+    ``adjusters`` run after the pass (Cassini's time-shifts)."""
+
+    needs_rounds = True  # phi_t grows with progress: speedups drift with time alone (§4: periodic)
+    acts_without_pending = True  # re-allocates running jobs with nothing waiting
+
+    def __init__(self, *, name: str = "pollux", adapt_batch: bool = True,
+                 placement: Placement | None = None, adjusters: tuple[Adjuster, ...] = ()) -> None:
+        self.name = name
+        self.adapt_batch = adapt_batch
+        self.placement: Placement = placement if placement is not None else FirstFitConsolidated()
+        self.adjusters = adjusters
+        # Job id -> re-allocations (R_j of REALLOC_FACTOR) from the plans the core applied.
+        self._reallocations: dict[str, int] = {}
+
+    def stages(self) -> list[tuple[str, str]]:
+        batch = "adaptive batch" if self.adapt_batch else "submitted batch"
+        return [("policy", f"{self.name} (goodput, p=-1, {batch})"), ("placement", self.placement.name),
+                *(("adjust", a.name) for a in self.adjusters)]
+
+    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        self.placement.on_applied(view, plan, state)
+        for action in plan.actions:
+            if isinstance(action, Resize | Migrate | Preempt):
+                self._reallocations[action.job_id] = self._reallocations.get(action.job_id, 0) + 1
+        live = view.running.keys() | {j.job_id for j in view.pending}
+        if len(self._reallocations) > 2 * len(live) + 16:  # forget ended jobs
+            self._reallocations = {k: v for k, v in self._reallocations.items() if k in live}
+        for adjuster in self.adjusters:
+            adjuster.on_applied(view, plan, state)
+
+    def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        self.placement.on_rejected(view, plan, state)
+        for adjuster in self.adjusters:
+            adjuster.on_rejected(view, plan, state)
+
+    # ------------------------------------------------------------------ the goodput model
+    def goodput(self, view: ClusterView, job: JobInfo, gpus: int) -> tuple[float, int]:
+        """Best goodput of ``job`` on ``gpus`` GPUs now, and the global batch reaching it (§3, Eq. 1)."""
+        spec = job.spec
+        m0 = _global_batch(view, spec)
+        noise = noise_for(spec.model)
+        total = max(job.iterations_total, 1)
+        phi = noise_scale(noise, job.iterations_done(view.now) / total)
+        largest = int(m0 * noise.max_batch_scale) if self.adapt_batch and _data_parallel(spec) else m0
+        rates = {}
+        for m in batch_candidates(m0, largest):
+            rate = _throughput(view, spec, gpus, m)
+            if rate > 0.0:
+                rates[m] = rate
+        return best_goodput(rates, phi, m0)
+
+    def speedups(self, view: ClusterView, job: JobInfo, counts: Sequence[int], fair: int) -> list[float]:
+        """``SPEEDUP_j(a)`` for each count (§4.2), re-allocation penalty applied to a running job's
+        other counts; 0 for 0 GPUs and for a count on which no batch fits."""
+        low, high = job.spec.gpu_range
+        base, _ = self.goodput(view, job, min(max(fair, low), high))
+        current = job.num_gpus if job.allocation is not None else 0
+        factor = 1.0
+        if current:
+            factor = realloc_factor(max(view.now - job.spec.submit_time, 0.0),
+                                    self._reallocations.get(job.job_id, 0))
+        out = []
+        for a in counts:
+            if a == 0 or base <= 0.0:
+                out.append(0.0)
+                continue
+            s = self.goodput(view, job, a)[0] / base
+            out.append(s if a == current or not current else s * factor)
+        return out
+
+    # ------------------------------------------------------------------ the pass
+    def schedule(self, view: ClusterView, state: PassState) -> Plan:
+        plan = Plan()
+        jobs: list[JobInfo] = sorted([*view.running.values(), *view.pending], key=lambda j: j.arrival_seq)
+        free = view.free.copy()
+        if jobs:
+            sizes = self._sizes(view, jobs)
+            free = self._finalize(view, plan, jobs, sizes, state)
+        for adjuster in self.adjusters:
+            adjuster.adjust(view, plan, free, state)
+        return plan
+
+    def _sizes(self, view: ClusterView, jobs: list[JobInfo]) -> dict[str, int]:
+        """Step 1-3: each job's GPU count."""
+        gpus = view.schedulable_gpus
+        fair = max(1, math.ceil(gpus / len(jobs)))
+        costs, options, preferred = [], [], []
+        for job in jobs:
+            counts = counts_for(*job.spec.gpu_range, gpus)
+            speed = self.speedups(view, job, counts, fair)
+            runnable = [i for i, s in enumerate(speed) if i == 0 or s > 0.0]
+            counts = [counts[i] for i in runnable]
+            costs.append([1.0 / (speed[i] + SPEEDUP_FLOOR) for i in runnable])
+            options.append(counts)
+            current = job.num_gpus if job.allocation is not None else 0
+            preferred.append(counts.index(current) if current in counts else 0)
+        picks = allocate(costs, options, gpus, preferred)
+        return {job.job_id: options[j][picks[j]] for j, job in enumerate(jobs)}
+
+    def _finalize(self, view: ClusterView, plan: Plan, jobs: list[JobInfo], size: dict[str, int],
+                  state: PassState) -> FreeResources:
+        """Step 4: preempt, then place the changed counts (shrinking first) and emit them in order."""
+        free = view.free.copy()
+        for job in view.running.values():
+            if size[job.job_id] == 0:
+                plan.preempt(job.job_id)
+                free.give(job.allocation)  # type: ignore[arg-type]
+        order = free.copy()
+        changed = [j for j in jobs if size[j.job_id] and (j.allocation is None or j.num_gpus != size[j.job_id])]
+        for job in changed:
+            if job.allocation is not None:
+                free.give(job.allocation)
+        targets: list[tuple[JobInfo, Allocation]] = []
+        for job in sorted(changed, key=lambda j: (size[j.job_id], j.arrival_seq)):  # shrinking jobs' GPUs first
+            g = size[job.job_id]
+            placed = self.placement.place(view, job, g, free, state)
+            if isinstance(placed, Unplaced):
+                if job.allocation is None:
+                    plan.wait(job.job_id, placed)
+                    continue
+                try:
+                    free.take(job.allocation)  # it keeps what it holds
+                except OverAllocation:  # a job placed earlier took its GPUs: it waits a pass
+                    plan.preempt(job.job_id)
+                    order.give(job.allocation)
+                continue
+            if job.spec.elastic and _data_parallel(job.spec):
+                placed = Allocation(placed.nodes, stages=(StagePlan(g, data=g),))  # keeps M0 (module doc)
+            placed = with_runtime_plan(view, job.spec, placed)
+            free.take(placed)
+            targets.append((job, placed))
+        for job in jobs:
+            if job.allocation is None and size[job.job_id] == 0:
+                plan.wait(job.job_id, cannot_fit(self.name, "the goodput search gives it no GPUs this pass "
+                                                 "({} schedulable)", view.schedulable_gpus))
+        emit_in_order(plan, order, targets, self.name)
+        return order
+
+
+def _data_parallel(spec: JobSpec) -> bool:
+    par = spec.parallelism
+    return par is None or (par.tensor == 1 and par.pipeline == 1)
+
+
+def _global_batch(view: ClusterView, spec: JobSpec) -> int:
+    """``M0``: the job's submitted global batch, replicas x per-GPU batch (the model's reference
+    batch when the job gives none)."""
+    per_gpu = spec.batch_size or view.facts.memo("pollux/reference", spec.model,
+                                                 lambda: _reference_batch(view, spec))
+    replicas = spec.parallelism.data if spec.parallelism is not None else spec.num_gpus
+    return max(1, replicas * per_gpu)
+
+
+def _reference_batch(view: ClusterView, spec: JobSpec) -> int:
+    perf = view.perf
+    profile = getattr(perf, "profile", None)
+    if profile is None:
+        return 1
+    return int(profile(spec.model).reference_batch)
+
+
+def _throughput(view: ClusterView, spec: JobSpec, gpus: int, batch: int) -> float:
+    """Samples per second of ``spec`` training global batch ``batch`` on ``gpus`` GPUs: its iteration
+    time from the performance model on the tightest placement of the cluster's most numerous GPU
+    type, as it would run (an elastic data-parallel job as one stage keeping its global batch,
+    else its own plan); 0 when the cluster lacks the GPUs or no plan of them fits memory."""
+    key = (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, spec.elastic, gpus, batch)
+
+    def compute() -> float:
+        types = view.cluster.gpu_types
+        ref = max(types, key=lambda t: (view.shape.total_gpus(t), t))
+        base = cell_allocation(view, ref, gpus)
+        if base is None:
+            return 0.0
+        replicas = spec.parallelism.data if spec.parallelism is not None else spec.num_gpus
+        if spec.elastic and _data_parallel(spec):
+            alloc = Allocation(base.nodes, stages=(StagePlan(gpus, data=gpus),))
+        else:
+            alloc = base
+            replicas = gpus if spec.parallelism is None else replicas
+        if batch == _global_batch(view, spec):
+            trial, per_gpu = spec, batch / replicas
+            alloc = with_runtime_plan(view, spec, alloc)  # as it runs (a model-parallel plan if it needs one)
+        else:
+            per_gpu = math.ceil(batch / replicas)
+            trial = dataclasses.replace(spec, batch_size=per_gpu)
+            if not view.perf.fits_plan(trial, alloc, view.cluster):
+                return 0.0  # a batch larger than memory holds is not a choice (the model's limit)
+        step = float(view.perf.job_timing(trial, alloc, view.cluster).iteration.total_s)  # type: ignore[attr-defined]
+        return replicas * per_gpu / step if step > 0.0 else 0.0
+
+    return view.facts.memo("pollux/throughput", key, compute)
