@@ -19,8 +19,9 @@ of the routes between the ToRs they span (a one-GPU server's NIC carries one job
    mix's. Per-GPU batches are multiples of the catalog's reference batch that fit an
    A100 (Table 4.2's ranges are per job: VGG 512-1800, ResNet 256-1800, BERT 8-32).
    Schedulers: Themis (leases, policies/themis.py), Th+Cassini, Random, Ideal
-   (Themis with no link contention) and Themis under MLTCP sharing. Pollux is not
-   implemented (docs/cassini-reproduction.md says why). Metrics over completed jobs:
+   (Themis with no link contention) and Themis under MLTCP sharing; Pollux and Po+Cassini
+   (policies/pollux.py) on the same traces with every data-parallel job elastic from 1 to
+   twice its GPUs (``pollux_trace``: Pollux sizes every job itself). Metrics over completed jobs:
    per-job mean iteration time (run time / iterations) -- average and p99 over jobs --
    and JCT.
 2. **Snapshot table** (Table 4.3): pairs of jobs sharing a ToR-aggregation link, their
@@ -69,6 +70,12 @@ SCHEMES = {  # label -> (policy, contention)
     "Ideal": ("themis", "off"),
     "Themis, MLTCP": ("themis", "mltcp"),
 }
+# Pollux's schemes run on pollux_trace (the same jobs, elastic); label -> (policy, contention).
+POLLUX_SCHEMES = {
+    "Pollux": ("pollux", "fair"),
+    "Po+Cassini": ("pollux+cassini", "fair"),
+}
+POLLUX_MAX_SCALE = 2  # ours: an elastic job may grow to twice the GPUs it asked for (Pollux sizes jobs itself)
 
 
 def poisson_trace(n: int, load: float, seed: int, pm: PerformanceModel, cluster, mix: str) -> list[JobSpec]:
@@ -92,6 +99,17 @@ def poisson_trace(n: int, load: float, seed: int, pm: PerformanceModel, cluster,
     return [JobSpec(job_id=j.job_id, submit_time=float(s), model=j.model, batch_size=j.batch_size,
                     num_gpus=j.num_gpus, iterations=j.iterations, parallelism=j.parallelism)
             for j, s in zip(jobs, t, strict=True)]
+
+
+def pollux_trace(jobs: list[JobSpec], cluster) -> list[JobSpec]:
+    """The same jobs for Pollux: each data-parallel one elastic from 1 GPU to ``POLLUX_MAX_SCALE`` times
+    its request (capped by the cluster), its global batch (``num_gpus x batch_size``) the initial batch
+    Pollux's efficiency is measured from; model-parallel jobs keep their size."""
+    return [j if j.parallelism is not None else
+            JobSpec(job_id=j.job_id, submit_time=j.submit_time, model=j.model, batch_size=j.batch_size,
+                    num_gpus=j.num_gpus, iterations=j.iterations, min_gpus=1,
+                    max_gpus=min(POLLUX_MAX_SCALE * j.num_gpus, cluster.total_gpus))
+            for j in jobs]
 
 
 def run(traces: list[list[JobSpec]], cluster, policy: str, contention: str) -> dict[str, float]:
@@ -158,6 +176,11 @@ def table(results: dict, snaps: list[dict]) -> str:
         out.append(f"| {load} | **Themis / Th+Cassini** | | {th['avg_iter_s'] / cs['avg_iter_s']:.2f}x "
                    f"| {th['p99_iter_s'] / cs['p99_iter_s']:.2f}x | {th['avg_jct_s'] / cs['avg_jct_s']:.2f}x "
                    f"| {th['p99_jct_s'] / cs['p99_jct_s']:.2f}x | |")
+        if "Pollux" in by:
+            po, pc = by["Pollux"], by["Po+Cassini"]
+            out.append(f"| {load} | **Pollux / Po+Cassini** | | {po['avg_iter_s'] / pc['avg_iter_s']:.2f}x "
+                       f"| {po['p99_iter_s'] / pc['p99_iter_s']:.2f}x | {po['avg_jct_s'] / pc['avg_jct_s']:.2f}x "
+                       f"| {po['p99_jct_s'] / pc['p99_jct_s']:.2f}x | |")
     out += ["", "## Snapshots (Table 4.3): two 4-GPU jobs (batch) sharing a ToR-aggregation link (6.25 GB/s)", "",
             "| pair | dedicated (ms) | Up share | score | time-shift (ms) | Th+Cassini (ms) | Themis (ms) |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -198,6 +221,7 @@ def main() -> None:
     parser.add_argument("--loads", default="0.8,1.0")
     parser.add_argument("--mix", choices=sorted(MIXES), default="table-4.2", help="the models jobs are drawn from")
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
+    parser.add_argument("--no-pollux", action="store_true", help="leave out Pollux and Po+Cassini")
     args = parser.parse_args()
     cluster = load_cluster(CLUSTER)
     pm = PerformanceModel()
@@ -206,6 +230,10 @@ def main() -> None:
         traces = [poisson_trace(args.jobs, load, int(seed), pm, cluster, args.mix) for seed in args.seeds.split(",")]
         results[f"{load:.0%}"] = {label: run(traces, cluster, policy, contention)
                                   for label, (policy, contention) in SCHEMES.items()}
+        if not args.no_pollux:
+            elastic = [pollux_trace(t, cluster) for t in traces]
+            results[f"{load:.0%}"].update({label: run(elastic, cluster, policy, contention)
+                                           for label, (policy, contention) in POLLUX_SCHEMES.items()})
     snaps = snapshots(pm, cluster)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "img").mkdir(exist_ok=True)

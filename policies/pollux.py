@@ -170,7 +170,7 @@ class Pollux(Policy):
     def speedups(self, view: ClusterView, job: JobInfo, counts: Sequence[int], fair: int) -> list[float]:
         """``SPEEDUP_j(a)`` for each count (§4.2), re-allocation penalty applied to a running job's
         other counts; 0 for 0 GPUs and for a count on which no batch fits."""
-        low, high = job.spec.gpu_range
+        low, high = job.spec.gpu_range if resizable(view, job.spec) else (job.spec.num_gpus,) * 2
         base, _ = self.goodput(view, job, min(max(fair, low), high))
         current = job.num_gpus if job.allocation is not None else 0
         factor = 1.0
@@ -204,7 +204,8 @@ class Pollux(Policy):
         fair = max(1, math.ceil(gpus / len(jobs)))
         costs, options, preferred = [], [], []
         for job in jobs:
-            counts = counts_for(*job.spec.gpu_range, gpus)
+            low, high = job.spec.gpu_range if resizable(view, job.spec) else (job.spec.num_gpus,) * 2
+            counts = counts_for(low, high, gpus)
             speed = self.speedups(view, job, counts, fair)
             runnable = [i for i, s in enumerate(speed) if i == 0 or s > 0.0]
             counts = [counts[i] for i in runnable]
@@ -242,7 +243,7 @@ class Pollux(Policy):
                     plan.preempt(job.job_id)
                     order.give(job.allocation)
                 continue
-            if job.spec.elastic and _data_parallel(job.spec):
+            if resizable(view, job.spec):
                 placed = Allocation(placed.nodes, stages=(StagePlan(g, data=g),))  # keeps M0 (module doc)
             placed = with_runtime_plan(view, job.spec, placed)
             free.take(placed)
@@ -258,6 +259,16 @@ class Pollux(Policy):
 def _data_parallel(spec: JobSpec) -> bool:
     par = spec.parallelism
     return par is None or (par.tensor == 1 and par.pipeline == 1)
+
+
+def resizable(view: ClusterView, spec: JobSpec) -> bool:
+    """Whether Pollux may give ``spec`` another GPU count than ``num_gpus``: an elastic data-parallel
+    job whose model has layer figures, so a one-stage plan keeps its global batch on any count
+    (a model without them runs plain data parallelism, whose global batch follows the GPU count,
+    so it is sized at ``num_gpus`` only; docs/pollux.md)."""
+    if not (spec.elastic and _data_parallel(spec)):
+        return False
+    return view.facts.memo("pollux/layers", spec.model, lambda: view.perf.layers(spec.model)) > 0
 
 
 def _global_batch(view: ClusterView, spec: JobSpec) -> int:
@@ -290,15 +301,17 @@ def _throughput(view: ClusterView, spec: JobSpec, gpus: int, batch: int) -> floa
         base = cell_allocation(view, ref, gpus)
         if base is None:
             return 0.0
-        replicas = spec.parallelism.data if spec.parallelism is not None else spec.num_gpus
-        if spec.elastic and _data_parallel(spec):
-            alloc = Allocation(base.nodes, stages=(StagePlan(gpus, data=gpus),))
-        else:
-            alloc = base
-            replicas = gpus if spec.parallelism is None else replicas
-        if batch == _global_batch(view, spec):
-            trial, per_gpu = spec, batch / replicas
+        submitted = spec.parallelism.data if spec.parallelism is not None else spec.num_gpus
+        m0 = _global_batch(view, spec)
+        if resizable(view, spec):  # one stage keeping the global batch: submitted replicas' worth
+            alloc, replicas = Allocation(base.nodes, stages=(StagePlan(gpus, data=gpus),)), submitted
+        else:  # its own plan: the data degree follows the GPU count
+            alloc, replicas = base, (gpus if spec.parallelism is None else submitted)
+        if batch == m0:
+            trial, per_gpu = spec, m0 / submitted
             alloc = with_runtime_plan(view, spec, alloc)  # as it runs (a model-parallel plan if it needs one)
+            if not view.perf.fits_plan(spec, alloc, view.cluster):
+                return 0.0  # no plan of these GPUs holds the job (a Cell of too few GPUs for its global batch)
         else:
             per_gpu = math.ceil(batch / replicas)
             trial = dataclasses.replace(spec, batch_size=per_gpu)
