@@ -15,6 +15,7 @@ rot silently when a policy or a trace changes.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -74,13 +75,18 @@ def _dally_jobs() -> tuple[JobSpec, ...]:
 
 def case_for(policy: str) -> Case:
     """The trace and cluster on which ``policy``'s family acts (see the module docstring)."""
-    if policy.startswith(("crius", "elasticflow", "gavel", "pollux")):
+    if policy.startswith(("crius", "elasticflow", "gavel")):
         # Elastic jobs (N/2 .. 2N GPUs, deadlines for ElasticFlow) on two GPU types: resizes and moves.
         jobs = adapt_for_crius(generate_synergy_trace(12, rate_per_hour=60, multi_gpu=True, seed=5,
                                                       duration_scale=0.02), seed=0, deadline_factor=(1.5, 4.0))
         return Case(two_type_toml(2, 4), tuple(jobs))
     if policy.startswith("dally"):
         return Case(_slow_network_toml(), _dally_jobs())
+    if policy.startswith("pollux"):
+        # Elastic jobs (1 to 2x their request) on 2-GPU servers: Pollux resizes and preempts, Po+Cassini shifts.
+        jobs = generate_synergy_trace(14, rate_per_hour=40, multi_gpu=True, seed=2, duration_scale=0.05)
+        return Case(small_cluster_toml(4, gpus_per_node=2),
+                    tuple(dataclasses.replace(j, min_gpus=1, max_gpus=2 * j.num_gpus) for j in jobs))
     if policy.startswith(("synergy", "proportional", "gandiva")):
         # 4-GPU servers over 2 racks: Synergy re-tunes CPU/memory, Gandiva consolidates by migrating.
         jobs = generate_synergy_trace(16, rate_per_hour=60, multi_gpu=True, seed=1, duration_scale=0.05)
