@@ -143,6 +143,12 @@ def estimation_accuracy(estimated_s: float, measured_s: float) -> float:
     return 1.0 - abs(estimated_s - measured_s) / measured_s
 
 
+def most_numerous_type(view: ClusterView) -> str:
+    """The cluster's GPU type with the most GPUs (ties: the later name): where a baseline that
+    ignores heterogeneity estimates a job (ElasticFlow, Pollux)."""
+    return max(view.cluster.gpu_types, key=lambda t: (view.shape.total_gpus(t), t))
+
+
 def cell_allocation(view: ClusterView, gpu_type: str, gpus: int) -> Allocation | None:
     """The consolidated placement a Cell is estimated on: nodes of ``gpu_type``, largest first,
     in cluster order (the single-device profiling of §5.1 assumes the type's interconnect)."""

@@ -28,7 +28,7 @@ import heapq
 
 from halyard.datamodel import Allocation, JobSpec, StagePlan
 from halyard.policies.adaptive import with_runtime_plan
-from halyard.policies.crius import cell_allocation
+from halyard.policies.crius import cell_allocation, most_numerous_type
 from halyard.policies.moves import emit_in_order
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, choose_nodes, usable_gpus
@@ -46,8 +46,7 @@ def dp_rate(view: ClusterView, spec: JobSpec, gpus: int) -> float:
     with adaptive parallelism, so a model whose data-parallel worker does not fit still has this
     rate wherever some tensor/pipeline plan fits (:mod:`halyard.policies.adaptive`)."""
     def compute() -> float:
-        types = view.cluster.gpu_types
-        ref = max(types, key=lambda t: (view.shape.total_gpus(t), t))
+        ref = most_numerous_type(view)
         base = cell_allocation(view, ref, gpus)
         if base is None:
             return 0.0

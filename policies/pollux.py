@@ -45,7 +45,7 @@ import numpy as np
 
 from halyard.datamodel import Allocation, JobSpec, StagePlan
 from halyard.policies.adaptive import with_runtime_plan
-from halyard.policies.crius import cell_allocation
+from halyard.policies.crius import cell_allocation, most_numerous_type
 from halyard.policies.moves import emit_in_order
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import FirstFitConsolidated
@@ -296,9 +296,7 @@ def _throughput(view: ClusterView, spec: JobSpec, gpus: int, batch: int) -> floa
     key = (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, spec.elastic, gpus, batch)
 
     def compute() -> float:
-        types = view.cluster.gpu_types
-        ref = max(types, key=lambda t: (view.shape.total_gpus(t), t))
-        base = cell_allocation(view, ref, gpus)
+        base = cell_allocation(view, most_numerous_type(view), gpus)
         if base is None:
             return 0.0
         submitted = spec.parallelism.data if spec.parallelism is not None else spec.num_gpus
