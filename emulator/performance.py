@@ -206,6 +206,10 @@ class PerformanceModel:
         profile = self.profile(model)
         return int(profile.layers) if profile.layer_output_bytes > 0 else 0
 
+    def reference_batch(self, model: str) -> int:
+        """The catalog's per-GPU batch of ``model``: what a job with ``batch_size`` 0 trains."""
+        return int(self.profile(model).reference_batch)
+
     def models_by_task(self) -> dict[str, tuple[str, ...]]:
         out: dict[str, list[str]] = {}
         for name, p in self._models.items():

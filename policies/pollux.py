@@ -275,17 +275,9 @@ def _global_batch(view: ClusterView, spec: JobSpec) -> int:
     """``M0``: the job's submitted global batch, replicas x per-GPU batch (the model's reference
     batch when the job gives none)."""
     per_gpu = spec.batch_size or view.facts.memo("pollux/reference", spec.model,
-                                                 lambda: _reference_batch(view, spec))
+                                                 lambda: view.perf.reference_batch(spec.model))
     replicas = spec.parallelism.data if spec.parallelism is not None else spec.num_gpus
     return max(1, replicas * per_gpu)
-
-
-def _reference_batch(view: ClusterView, spec: JobSpec) -> int:
-    perf = view.perf
-    profile = getattr(perf, "profile", None)
-    if profile is None:
-        return 1
-    return int(profile(spec.model).reference_batch)
 
 
 def _throughput(view: ClusterView, spec: JobSpec, gpus: int, batch: int) -> float:

@@ -113,6 +113,9 @@ class PerformanceEstimator(Protocol):
     def layers(self, model: str) -> int:
         """The layers a pipeline plan of ``model`` splits (0: data parallel only)."""
         ...
+    def reference_batch(self, model: str) -> int:
+        """The per-GPU batch a job of ``model`` that gives none trains (``JobSpec.batch_size`` 0)."""
+        ...
     def fits_plan(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> bool:
         """Whether every GPU of ``allocation`` holds its pipeline stage's share of ``spec`` (Crius §5.1
         drops a plan whose stage exceeds a GPU's memory)."""
