@@ -32,7 +32,8 @@ in iterations of ``M0``. An elastic job runs on its new count as one data-parall
 keeps ``M0`` (a Cell plan, as ElasticFlow's resizes), so its throughput at ``M0`` is exactly
 what the fabric charges. The batch Pollux chooses above ``M0`` is used to rank allocations (the
 paper's rule) but not executed; :attr:`Pollux.adapt_batch` False ranks with ``M0`` only (ours,
-off by default). docs/pollux.md says what this changes.
+off by default). ``penalize_starts`` (ours, off) penalises a pending job's first start as well.
+docs/pollux.md says what each changes.
 """
 
 from __future__ import annotations
@@ -121,10 +122,14 @@ class Pollux(Policy):
     needs_rounds = True  # phi_t grows with progress: speedups drift with time alone (§4: periodic)
     acts_without_pending = True  # re-allocates running jobs with nothing waiting
 
-    def __init__(self, *, name: str = "pollux", adapt_batch: bool = True,
+    def __init__(self, *, name: str = "pollux", adapt_batch: bool = True, penalize_starts: bool = False,
                  placement: Placement | None = None, adjusters: tuple[Adjuster, ...] = ()) -> None:
+        """``penalize_starts``: apply REALLOC_FACTOR to a pending job's first GPUs too, as the
+        reference simulator does (its passes are periodic; ours also run at an arrival, where the
+        factor at age 0 is 0 and would forbid the start: docs/pollux.md). Off by default."""
         self.name = name
         self.adapt_batch = adapt_batch
+        self.penalize_starts = penalize_starts
         self.placement: Placement = placement if placement is not None else FirstFitConsolidated()
         self.adjusters = adjusters
         # Job id -> re-allocations (R_j of REALLOC_FACTOR) from the plans the core applied.
@@ -174,7 +179,7 @@ class Pollux(Policy):
         base, _ = self.goodput(view, job, min(max(fair, low), high))
         current = job.num_gpus if job.allocation is not None else 0
         factor = 1.0
-        if current:
+        if current or self.penalize_starts:
             factor = realloc_factor(max(view.now - job.spec.submit_time, 0.0),
                                     self._reallocations.get(job.job_id, 0))
         out = []
@@ -183,7 +188,7 @@ class Pollux(Policy):
                 out.append(0.0)
                 continue
             s = self.goodput(view, job, a)[0] / base
-            out.append(s if a == current or not current else s * factor)
+            out.append(s if a == current else s * factor)
         return out
 
     # ------------------------------------------------------------------ the pass

@@ -171,3 +171,13 @@ def test_pollux_presets_compose_with_cassini_and_every_model_family_is_sourced()
     assert set(FAMILY_OF) <= set(PM.models()), set(FAMILY_OF) - set(PM.models())
     assert all("adaptdl simulator/traces" in n.source for n in NOISE_SCALES.values())
     assert noise_for("no-such-model") is DEFAULT_NOISE
+
+
+def test_penalize_starts_applies_the_restart_penalty_to_a_first_start():
+    """Our option (off by default): with it, a job arriving now (age 0: REALLOC_FACTOR 0) is not
+    started at its arrival pass; 60 s later (60/90) it is. Without it, it starts at once."""
+    cluster = parse_cluster(small_cluster_toml(1, gpus_per_node=4))
+    job = FakeJob(JobSpec("a", 0.0, "resnet50", 2, iterations=100), arrival_seq=0)
+    assert not Pollux(penalize_starts=True).schedule(view_of(cluster, 0.0, [], [job], perf=PM), PassState()).actions
+    assert Pollux(penalize_starts=True).schedule(view_of(cluster, 60.0, [], [job], perf=PM), PassState()).actions
+    assert Pollux().schedule(view_of(cluster, 0.0, [], [job], perf=PM), PassState()).actions
