@@ -8,19 +8,30 @@ no restart penalty on a first start), ``Pollux(adapt_batch=False)`` (ranked at t
 simulator's penalty on first starts too) on reproduce_cassini.py's Poisson traces (Table 4.2 mix,
 jobs elastic as there) and prints each option's average/p99 JCT and iteration time as ratios to
 the default's, measured in the same run (above 1: the option is slower). Not part of the tests.
+
+    .venv/bin/python benchmarks/pollux_options.py --pass-speed
+
+times instead one pass over 1,000 pending jobs (Synergy's trace, each elastic 1..2x) on 1,000
+V100s (125 nodes of 8), Pollux's CPU seconds beside FIFO's on the same state: the first pass
+(cold: every throughput computed) and a second on the same view (warm: the memo filled).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import time
 
 import numpy as np
 from reproduce_cassini import CLUSTER, poisson_trace, pollux_trace
 
-from halyard.controlplane import Simulator
-from halyard.datamodel import load_cluster
+from halyard.controlplane import SchedulingCore, Simulator
+from halyard.datamodel import load_cluster, parse_cluster
 from halyard.emulator import PerformanceModel
+from halyard.policies import PassState, make_policy
 from halyard.policies.pollux import Pollux
+from halyard.testing.cluster import small_cluster_toml
+from halyard.traces import generate_synergy_trace
 
 OPTIONS = {"adapt_batch=False": {"adapt_batch": False}, "penalize_starts=True": {"penalize_starts": True}}
 
@@ -37,12 +48,35 @@ def measure(traces, cluster, **options: bool) -> dict[str, float]:
             "avg_iter": float(np.mean(iters)), "p99_iter": float(np.percentile(iters, 99))}
 
 
+def pass_speed(jobs: int) -> None:
+    cluster = parse_cluster(small_cluster_toml(125), source="bench")  # 1,000 V100
+    specs = [dataclasses.replace(j, min_gpus=1, max_gpus=2 * j.num_gpus)
+             for j in generate_synergy_trace(jobs, rate_per_hour=0.0, multi_gpu=True, seed=1)]
+    times = {}
+    for name in ("fifo", "pollux"):
+        core = SchedulingCore(cluster, make_policy(name), PerformanceModel())
+        for spec in specs:
+            core.submit(spec, 0.0)
+        view = core.view(1.0)
+        for label in ("cold", "warm"):
+            t0 = time.process_time()
+            core.policy.schedule(view, PassState())
+            times[name, label] = time.process_time() - t0
+    for label in ("cold", "warm"):
+        print(f"{jobs} jobs, 1,000 GPUs, {label} pass: fifo {times['fifo', label] * 1e3:.1f} ms CPU, "
+              f"pollux {times['pollux', label] * 1e3:.1f} ms ({times['pollux', label] / times['fifo', label]:.0f}x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=120)
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--loads", default="0.8,1.0")
+    parser.add_argument("--pass-speed", action="store_true", help="time one pass over 1,000 jobs instead")
     args = parser.parse_args()
+    if args.pass_speed:
+        pass_speed(1000)
+        return
     cluster = load_cluster(CLUSTER)
     pm = PerformanceModel()
     for load in (float(x) for x in args.loads.split(",")):
