@@ -7,14 +7,14 @@ cluster. Pollux also models migration costs and avoids frequent job migrations")
 1. **Speedups.** For every active job (running and pending) and every GPU count it may hold
    (0, and its ``gpu_range`` within the schedulable GPUs), ``SPEEDUP_j(a)``: its best goodput
    on ``a`` GPUs over its best goodput on the fair share ``a_f = ceil(G / J)`` (clamped to its
-   range), with the goodput of :mod:`halyard.policies.pollux_model` (Eq. 1: throughput x
+   range), with the goodput of :mod:`halyard.policies.pollux_model` (§3: throughput x
    statistical efficiency, the batch chosen per allocation). Throughput is Halyard's performance
    model (``view.perf.job_timing``) on the tightest placement of ``a`` GPUs of the cluster's most
    numerous type, at the batch's per-GPU share: the same model the fabric runs.
 2. **Re-allocation penalty.** A running job offered another count has that speedup multiplied by
-   ``REALLOC_FACTOR`` (§4.2), its ``R_j`` the re-allocations (resizes, migrations, preemptions)
+   ``REALLOC_FACTOR`` (§4, PolluxSched), its ``R_j`` the re-allocations (resizes, migrations, preemptions)
    this policy's applied plans gave it.
-3. **Search.** Pollux searches allocations with a genetic algorithm (§4.2); ours is exact and
+3. **Search.** Pollux searches allocations with a genetic algorithm (§4, PolluxSched); ours is exact and
    deterministic: with ``p = -1`` the fitness is a decreasing function of
    ``sum_j 1 / (SPEEDUP_j + floor)``, so the best GPU count per job under ``sum_j a_j <= G`` is a
    multiple-choice knapsack, solved by dynamic programming over GPUs (:func:`allocate`). Ties go
@@ -158,7 +158,7 @@ class Pollux(Policy):
 
     # ------------------------------------------------------------------ the goodput model
     def goodput(self, view: ClusterView, job: JobInfo, gpus: int) -> tuple[float, int]:
-        """Best goodput of ``job`` on ``gpus`` GPUs now, and the global batch reaching it (§3, Eq. 1)."""
+        """Best goodput of ``job`` on ``gpus`` GPUs now, and the global batch reaching it (§3, the goodput)."""
         spec = job.spec
         m0 = _global_batch(view, spec)
         noise = noise_for(spec.model)
@@ -173,7 +173,7 @@ class Pollux(Policy):
         return best_goodput(rates, phi, m0)
 
     def speedups(self, view: ClusterView, job: JobInfo, counts: Sequence[int], fair: int) -> list[float]:
-        """``SPEEDUP_j(a)`` for each count (§4.2), re-allocation penalty applied to a running job's
+        """``SPEEDUP_j(a)`` for each count (§4, PolluxSched), re-allocation penalty applied to a running job's
         other counts; 0 for 0 GPUs and for a count on which no batch fits."""
         low, high = job.spec.gpu_range if resizable(view, job.spec) else (job.spec.num_gpus,) * 2
         base, _ = self.goodput(view, job, min(max(fair, low), high))

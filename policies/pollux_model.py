@@ -1,20 +1,20 @@
 """Pollux's goodput model and fitness (Qiao et al., OSDI'21, §3-4): pure functions the policy composes.
 
-* **Statistical efficiency** (§3.2): with the gradient noise scale ``phi_t``, training at batch
+* **Statistical efficiency** (§3): with the gradient noise scale ``phi_t``, training at batch
   ``M`` instead of the initial ``M0`` makes ``EFFICIENCY_t(M) = (phi_t + M0) / (phi_t + M)`` as
   much progress per sample (:func:`efficiency`). ``phi_t`` grows as training goes on (Pollux
-  Fig. 2; the reference simulator's per-epoch traces): here it runs geometrically from the model's
+  paper; the reference simulator's per-epoch traces): here it runs geometrically from the model's
   ``phi_start`` to ``phi_end`` over the job's progress (:func:`noise_scale`; our reading of the
   traces, which rise roughly that way, rather than their epoch tables).
-* **Goodput** (§3, Eq. 1): ``GOODPUT_t(a, M) = THROUGHPUT(a, M) x EFFICIENCY_t(M)``, maximised
+* **Goodput** (§3, the goodput): ``GOODPUT_t(a, M) = THROUGHPUT(a, M) x EFFICIENCY_t(M)``, maximised
   over the batch ``M`` the allocation allows (:func:`best_goodput`). THROUGHPUT comes from
   Halyard's performance model (the caller passes it), not from Pollux's fitted step-time model.
-* **Fitness** (§4.2): the generalised (power) mean of the jobs' speedups with ``p = -1``,
+* **Fitness** (§4, PolluxSched): the generalised (power) mean of the jobs' speedups with ``p = -1``,
   ``FITNESS_p(A) = (1/J sum_j SPEEDUP_j(A_j)^p)^(1/p)`` (:func:`fitness`), where
   ``SPEEDUP_j(a) = max_M GOODPUT_j(a, M) / max_M GOODPUT_j(a_f, M)`` against the fair share
   ``a_f`` (an exclusive 1/J of the cluster); a job given nothing has speedup 0, which the
   reference simulator floors at ``SPEEDUP_FLOOR`` so the mean stays defined.
-* **Re-allocation penalty** (§4.2): a job whose allocation changes has its speedup multiplied by
+* **Re-allocation penalty** (§4, PolluxSched): a job whose allocation changes has its speedup multiplied by
   ``REALLOC_FACTOR_j(delta) = (T_j - R_j delta) / (T_j + delta)`` (floored at 0), ``T_j`` its age,
   ``R_j`` its re-allocations so far, ``delta`` the re-allocation delay (:func:`realloc_factor`).
 
@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-# §4.2: "p = -1" is Pollux's default fairness exponent (the reference simulator's power mean too).
+# §4, PolluxSched: "p = -1" is Pollux's default fairness exponent (the reference simulator's power mean too).
 FITNESS_P = -1.0
 # The reference simulator adds 1e-3 to every speedup before the power mean (adaptdl
 # simulator/pollux.py, Problem._evaluate), so a job given nothing (speedup 0) does not make the
@@ -113,7 +113,7 @@ def noise_scale(noise: NoiseScale, progress: float) -> float:
 
 
 def efficiency(phi: float, m0: float, m: float | Sequence[float]) -> float | list[float]:
-    """Pollux §3.2: ``EFFICIENCY_t(M) = (phi_t + M0) / (phi_t + M)``; 1 at ``M = M0``."""
+    """Pollux §3 (statistical efficiency): ``EFFICIENCY_t(M) = (phi_t + M0) / (phi_t + M)``; 1 at ``M = M0``."""
     if phi < 0.0 or m0 <= 0.0:
         raise ValueError(f"phi must be >= 0 and M0 > 0, got phi={phi!r}, M0={m0!r}")
     if isinstance(m, Sequence):
@@ -130,7 +130,7 @@ def batch_candidates(m0: int, largest: int, count: int = BATCH_CANDIDATES) -> li
 
 
 def best_goodput(throughput: Mapping[int, float], phi: float, m0: int) -> tuple[float, int]:
-    """Eq. 1 maximised over the batch: ``max_M THROUGHPUT(M) x EFFICIENCY_t(M)`` over the batches
+    """§3's goodput maximised over the batch: ``max_M THROUGHPUT(M) x EFFICIENCY_t(M)`` over the batches
     given (``throughput``: global batch -> samples per second; batches that do not fit are left out),
     and the batch that reaches it (the smallest on a tie). (0, m0) when no batch fits."""
     best, chosen = 0.0, m0
@@ -142,14 +142,14 @@ def best_goodput(throughput: Mapping[int, float], phi: float, m0: int) -> tuple[
 
 
 def realloc_factor(age_s: float, reallocations: int, delay_s: float = REALLOC_DELAY_S) -> float:
-    """Pollux §4.2: ``REALLOC_FACTOR(delta) = max(T - R delta, 0) / (T + delta)``."""
+    """Pollux §4, PolluxSched: ``REALLOC_FACTOR(delta) = max(T - R delta, 0) / (T + delta)``."""
     if age_s < 0.0 or reallocations < 0 or delay_s <= 0.0:
         raise ValueError(f"age {age_s!r} and re-allocations {reallocations!r} must be >= 0, delay > 0")
     return max(age_s - reallocations * delay_s, 0.0) / (age_s + delay_s)
 
 
 def fitness(speedups: Sequence[float], p: float = FITNESS_P, floor: float = SPEEDUP_FLOOR) -> float:
-    """Pollux §4.2: ``(1/J sum_j (SPEEDUP_j + floor)^p)^(1/p)``, the generalised mean (p != 0)."""
+    """Pollux §4, PolluxSched: ``(1/J sum_j (SPEEDUP_j + floor)^p)^(1/p)``, the generalised mean (p != 0)."""
     if not speedups:
         raise ValueError("fitness of no jobs is undefined")
     if p == 0.0:

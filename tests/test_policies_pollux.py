@@ -38,7 +38,7 @@ def elastic(job_id: str, model: str = "resnet50", n: int = 4) -> JobSpec:
 
 
 def test_efficiency_is_pollux_eq_phi_plus_m0_over_phi_plus_m():
-    """§3.2: EFFICIENCY_t(M) = (phi_t + M0) / (phi_t + M), by hand."""
+    """Pollux §3: EFFICIENCY_t(M) = (phi_t + M0) / (phi_t + M), by hand."""
     assert efficiency(1000.0, 100.0, 400.0) == pytest.approx(1100.0 / 1400.0)  # 0.7857
     assert efficiency(1000.0, 100.0, 100.0) == 1.0  # the initial batch loses nothing
     assert efficiency(0.0, 100.0, 400.0) == pytest.approx(0.25)  # no noise: 4x the batch, 1/4 the progress per sample
@@ -56,7 +56,7 @@ def test_noise_scale_grows_geometrically_with_progress():
 
 
 def test_goodput_is_throughput_times_efficiency_maximised_over_the_batch():
-    """Eq. 1, by hand: 1,000 / 1,800 / 3,000 samples/s at batches 100 / 200 / 400, M0 = 100."""
+    """§3's goodput, by hand: 1,000 / 1,800 / 3,000 samples/s at batches 100 / 200 / 400, M0 = 100."""
     rates = {100: 1000.0, 200: 1800.0, 400: 3000.0}
     # phi = 200: 1000 x 1, 1800 x 300/400 = 1350, 3000 x 300/600 = 1500 -> the largest batch.
     assert best_goodput(rates, 200.0, 100) == (pytest.approx(1500.0), 400)
@@ -66,7 +66,7 @@ def test_goodput_is_throughput_times_efficiency_maximised_over_the_batch():
 
 
 def test_fitness_is_the_generalised_mean_with_p_minus_one():
-    """§4.2: FITNESS_-1 is the harmonic mean of the speedups (floored by 1e-3 as the reference simulator)."""
+    """§4, PolluxSched: FITNESS_-1 is the harmonic mean of the speedups (floored by 1e-3 as the reference simulator)."""
     assert fitness([1.0, 2.0, 4.0], floor=0.0) == pytest.approx(3.0 / (1.0 + 0.5 + 0.25))  # 1.714
     assert fitness([1.0, 2.0, 4.0]) == pytest.approx(3.0 / (1 / 1.001 + 1 / 2.001 + 1 / 4.001))
     assert fitness([2.0, 2.0], floor=0.0) == pytest.approx(2.0)
@@ -80,7 +80,7 @@ def test_fitness_is_the_generalised_mean_with_p_minus_one():
 
 
 def test_realloc_factor_is_age_less_restarts_over_age_plus_delay():
-    """§4.2: REALLOC_FACTOR(delta) = (T - R delta) / (T + delta), delta = 30 s."""
+    """§4, PolluxSched: REALLOC_FACTOR(delta) = (T - R delta) / (T + delta), delta = 30 s."""
     assert realloc_factor(300.0, 2) == pytest.approx(240.0 / 330.0)  # 0.727
     assert realloc_factor(300.0, 0) == pytest.approx(300.0 / 330.0)
     assert realloc_factor(50.0, 2) == 0.0  # floored: a young, often moved job is not moved again
@@ -129,7 +129,7 @@ def test_pollux_gives_more_gpus_to_the_job_whose_goodput_scales():
 
 
 def test_batch_grows_with_the_allocation_late_in_training_only():
-    """A larger allocation trains a larger batch once phi_t has grown (§3.2); at the start it keeps M0.
+    """A larger allocation trains a larger batch once phi_t has grown (§3); at the start it keeps M0.
     With ``adapt_batch`` off (our option) the batch is always M0."""
     cluster = parse_cluster(small_cluster_toml(2))  # 16 V100, NVSwitch-class nodes
     early, late = FakeJob(elastic("e"), done=0), FakeJob(elastic("l"), done=990)
