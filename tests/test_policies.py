@@ -133,7 +133,7 @@ def test_unknown_policy_lists_names():
     synergy = [f"{m}:{o}" for m in ("proportional", "synergy-greedy", "synergy-opt", "synergy-opt-fit-running",
                                      "synergy-tune", "synergy-tune-raise")
                for o in ("fifo", "ftf", "las", "srtf")]
-    cassini = ["themis+cassini", "tiresias+cassini", "synergy-tune:srtf+cassini"]
+    cassini = ["themis+cassini", "tiresias+cassini", "synergy-tune:srtf+cassini", "pollux", "pollux+cassini"]
     assert names == sorted(["crius", "crius-ddl", "crius-na", "crius-nh", "crius-no-suspend", "elasticflow",
                             "elasticflow-ls", "fcfs",
                             "gavel", "dally", "dally-manual", "easyscale-heter", "easyscale-homo", "fifo", "gandiva",

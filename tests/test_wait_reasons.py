@@ -34,6 +34,8 @@ def expected(policy: str) -> tuple[str, str, str]:
     if policy.startswith("elasticflow"):  # minimum shares in (deadline) order; no deadline: it waits
         return ("CANNOT_FIT_NOW", policy,
                 "its minimum share of 16 GPUs does not fit beside the earlier jobs' (0 left)")
+    if policy.startswith("pollux"):  # two fixed 16-GPU jobs: speedup 1 each, one fits; the running one keeps it
+        return "CANNOT_FIT_NOW", policy, "the goodput search gives it no GPUs this pass (16 schedulable)"
     if policy == "gavel":  # the LP gives the round's GPUs to the job of higher priority
         return ("WAITING_BY_POLICY", "gavel",
                 "the max-throughput allocation gives the GPUs to jobs of higher priority this round")
