@@ -58,6 +58,7 @@ MIXES = {
                   "xlm": (8,), "gpt1": (32,), "gpt2-medium": (8,), "gpt3-xl": (2,)},
     "families": {"vgg11": (128, 256), "resnet50": (64, 128), "bert-large": (16, 32), "transformer-xl": (128, 256),
                  "gnmt": (512, 1024), "alexnet": (512, 1024)},
+    "vgg11": {"vgg11": (256,)},
 }
 MODEL_PARALLEL = ("gpt1", "gpt2-medium", "gpt3-xl")  # Table 4.2: "Model Parallel" (DeepSpeed, §4.5.1)
 GPUS = (1, 12)  # Themis' initial worker counts (§4.5.1)

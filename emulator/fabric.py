@@ -204,6 +204,17 @@ class Fabric:
                 self._slowdown.pop(job_id, None)
         return changed
 
+    def link_census(self) -> list[tuple[Link, tuple[str, ...], tuple[DemandProfile, ...], tuple[float, ...]]]:
+        """Every loaded link as of the last :meth:`settle`: its jobs (sorted), their profiles on it
+        and their slowdowns there (read-only; for measuring how much links are shared)."""
+        out = []
+        for link, jobs in sorted(self._on_link.items(), key=lambda kv: (kv[0].kind, kv[0].name)):
+            ids = tuple(sorted(jobs))
+            there = self._link_slowdown.get(link, {})
+            out.append((link, ids, tuple(self._members[j].profiles[link] for j in ids),
+                        tuple(there.get(j, 1.0) for j in ids)))
+        return out
+
     def contended(self, job_id: str, dedicated: IterationTime) -> IterationTime:
         """``dedicated`` stretched by the job's slowdown; the extra time is exposed communication
         (compute is unchanged, the all-reduce waits for the link)."""
