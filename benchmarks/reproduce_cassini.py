@@ -66,6 +66,7 @@ ITERATIONS = (200, 1000)  # "randomly selected between 200 - 1,000 iterations" (
 SCHEMES = {  # label -> (policy, contention)
     "Themis": ("themis", "fair"),
     "Th+Cassini": ("themis+cassini", "fair"),
+    "Th+Cassini-lock": ("themis+cassini-lock", "fair"),
     "Random": ("random", "fair"),
     "Ideal": ("themis", "off"),
     "Themis, MLTCP": ("themis", "mltcp"),

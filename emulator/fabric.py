@@ -41,11 +41,13 @@ from halyard.datamodel import Allocation, Cluster, JobSpec
 from halyard.emulator.contention import (
     SHARING,
     DemandProfile,
+    Phase,
     mean_field_iteration_times,
     shared_link_iteration_times,
 )
 from halyard.emulator.parallel import link_gbytes
 from halyard.emulator.performance import IterationTime, PerformanceModel
+from halyard.timeshift import paced_iteration_s
 
 __all__ = ["FLUID_MAX_JOBS", "PHASE_BINS", "SIM_ITERATIONS", "SIM_STEADY", "Fabric", "Link", "link_gbytes"]
 
@@ -137,7 +139,14 @@ class Fabric:
         profiles = {self._link(load.kind, load.name): load.profile for load in loads}
         # A time-shift puts iteration starts on its grid (epoch + shift + k x period; 0 s is a shift).
         anchor = allocation.time_shift_epoch_s + allocation.time_shift_s if allocation.has_time_shift else start_s
-        phase_s = (anchor - origin_s) % timing.iteration.total_s
+        cycle = timing.iteration.total_s
+        if allocation.has_time_shift and allocation.time_shift_period_s > 0.0:
+            # A paced job starts an iteration per grid point (halyard.timeshift): on every link it waits,
+            # quiet, from the end of its iteration to the next point, so jobs on one period keep the
+            # phases their shifts gave them (what Cassini's agents hold them to, §4.4.2 step 3).
+            cycle = paced_iteration_s(cycle, allocation.time_shift_period_s)
+            profiles = {link: _padded(profile, cycle) for link, profile in profiles.items()}
+        phase_s = (anchor - origin_s) % cycle
         peaks = {link: max(p.demand_gbyte_s for p in profile.phases) for link, profile in profiles.items()}
         keys = {link: (tuple((p.duration_s, p.demand_gbyte_s) for p in profile.phases),
                        round(phase_s / profile.iteration_s * PHASE_BINS) % PHASE_BINS)
@@ -204,15 +213,17 @@ class Fabric:
                 self._slowdown.pop(job_id, None)
         return changed
 
-    def link_census(self) -> list[tuple[Link, tuple[str, ...], tuple[DemandProfile, ...], tuple[float, ...]]]:
-        """Every loaded link as of the last :meth:`settle`: its jobs (sorted), their profiles on it
-        and their slowdowns there (read-only; for measuring how much links are shared)."""
+    def link_census(self) -> list[tuple[Link, tuple[str, ...], tuple[DemandProfile, ...], tuple[float, ...],
+                                        tuple[float, ...]]]:
+        """Every loaded link as of the last :meth:`settle`: its jobs (sorted), their profiles on it,
+        their slowdowns there and their phases (s on the run's clock, modulo the iteration) (read-only;
+        for measuring how much links are shared and how jobs sit on them)."""
         out = []
         for link, jobs in sorted(self._on_link.items(), key=lambda kv: (kv[0].kind, kv[0].name)):
             ids = tuple(sorted(jobs))
             there = self._link_slowdown.get(link, {})
             out.append((link, ids, tuple(self._members[j].profiles[link] for j in ids),
-                        tuple(there.get(j, 1.0) for j in ids)))
+                        tuple(there.get(j, 1.0) for j in ids), tuple(self._members[j].phase_s for j in ids)))
         return out
 
     def contended(self, job_id: str, dedicated: IterationTime) -> IterationTime:
@@ -249,3 +260,10 @@ class Fabric:
             slowdowns = self._cache[key] = tuple(max(1.0, t / p.iteration_s) for t, p in zip(times, profiles,
                                                                                               strict=True))
         return {job_id: s for (_, job_id), s in zip(keyed, slowdowns, strict=True)}
+
+
+def _padded(profile: DemandProfile, cycle_s: float) -> DemandProfile:
+    """``profile`` with a quiet phase appended so that its iteration lasts ``cycle_s`` (a paced job's wait
+    for its next grid point); unchanged when it already lasts that long."""
+    wait = cycle_s - profile.iteration_s
+    return DemandProfile((*profile.phases, Phase(wait))) if wait > 1e-12 else profile
