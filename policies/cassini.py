@@ -76,6 +76,9 @@ LOCK_TOLERANCE = 0.02
 # +cassini-lock locks only jobs whose shared links all score at least this at the shifts given (our choice:
 # a paced job slowed past its period waits a whole period, so only links the plan clears are locked).
 LOCK_MIN_SCORE = 0.999
+# +cassini-lock's period is the group's longest iteration plus this share (our choice): a paced iteration
+# that ends past its grid point waits for the next one, so a brush with a co-runner must fit in the slack.
+LOCK_HEADROOM = 0.01
 
 LinkKey = tuple[str, str]  # ("nic", node), ("uplink", rack) or ("switch", "a~b")
 
@@ -229,7 +232,15 @@ class CassiniShifts(Adjuster):
             profiles = {link: [links[j].profiles[link] for j in jobs] for link, jobs in graph.links.items()}
             locked = lock_periods(graph, iters, shifts, profiles, lambda link: link_capacity(view.cluster, link))
             if locked:
+                # Re-plan on the cycles the locked jobs will run: their profiles padded to the period, so
+                # the unified circle is the period itself, not a rounding of the dedicated times.
                 iters.update(locked)
+                for link, jobs in graph.links.items():
+                    if any(j in locked for j in jobs):
+                        padded = [_Padded.of(pr, locked[j]) if j in locked else pr
+                                  for j, pr in zip(jobs, profiles[link], strict=True)]
+                        solution = solve_link(padded, link_capacity(view.cluster, link))  # type: ignore[arg-type]
+                        weights.update({(j, link): solution.shifts_s[i] for i, j in enumerate(jobs)})
                 shifts = bfs_time_shifts(graph, weights, iters, reference)
         for component in components(graph):
             ref = reference(component)
@@ -253,6 +264,24 @@ class CassiniShifts(Adjuster):
                 plan.set_time_shift(str(j), seconds, sent)
 
 
+@dataclass(frozen=True, slots=True)
+class _Phase:
+    duration_s: float
+    demand_gbyte_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Padded:
+    """A profile with a quiet wait appended up to a period (what the fabric charges a paced job)."""
+
+    phases: tuple[Any, ...]
+
+    @staticmethod
+    def of(profile: Any, period_s: float) -> _Padded:
+        wait = period_s - sum(p.duration_s for p in profile.phases)
+        return _Padded((*profile.phases, _Phase(wait)) if wait > 1e-12 else tuple(profile.phases))
+
+
 def lock_periods(graph: AffinityGraph, iteration_s: Mapping[Hashable, float], shifts: Mapping[Hashable, float],
                  profiles: Mapping[Hashable, list[Any]], capacity: Callable[[Hashable], float]
                  ) -> dict[Hashable, float]:
@@ -267,7 +296,7 @@ def lock_periods(graph: AffinityGraph, iteration_s: Mapping[Hashable, float], sh
     waiting up to ``LOCK_TOLERANCE`` of an iteration. A paced iteration that runs late waits for
     the next grid point (``halyard.timeshift``), so only jobs whose every shared link is compatible
     at the shifts given (Table 4.1's score at ``shifts`` of at least ``LOCK_MIN_SCORE``) are locked;
-    a group's period is its longest iteration rounded up to ``TIME_QUANTUM_S``."""
+    a group's period is its longest iteration plus ``LOCK_HEADROOM``, rounded up to ``TIME_QUANTUM_S``."""
     compatible = {link for link, jobs in graph.links.items()
                   if link_score(profiles[link], capacity(link), [shifts[j] for j in jobs]) >= LOCK_MIN_SCORE}
     nbrs = graph.neighbours()
@@ -295,7 +324,8 @@ def lock_periods(graph: AffinityGraph, iteration_s: Mapping[Hashable, float], sh
     for members in groups.values():
         if len(members) > 1:
             longest = max(iteration_s[j] for j in members)
-            out.update(dict.fromkeys(members, math.ceil(longest / TIME_QUANTUM_S - 1e-9) * TIME_QUANTUM_S))
+            period = math.ceil(longest * (1.0 + LOCK_HEADROOM) / TIME_QUANTUM_S - 1e-9) * TIME_QUANTUM_S
+            out.update(dict.fromkeys(members, period))
     return out
 
 
