@@ -21,7 +21,9 @@ of the routes between the ToRs they span (a one-GPU server's NIC carries one job
    the catalog's reference batch that fit an A100 (Table 4.2's ranges are per job: VGG
    512-1800, ResNet 256-1800, BERT 8-32).
    Schedulers: Themis (leases, policies/themis.py), Th+Cassini, Th+Cassini-lock (our option:
-   near-equal iterations paced on one period, policies/cassini.py ``lock_periods``), Random, Ideal
+   near-equal iterations paced on one period, policies/cassini.py ``lock_periods``), Random (the
+   ``random`` preset: FIFO order), Themis with random placement (the same auction, so only the
+   placement differs), Ideal
    (Themis with no link contention) and Themis under MLTCP sharing. Pollux is not
    implemented (docs/cassini-reproduction.md says why). Metrics over completed jobs:
    per-job mean iteration time (run time / iterations) -- average and p99 over jobs --
@@ -71,6 +73,7 @@ SCHEMES = {  # label -> (policy, contention)
     "Th+Cassini": ("themis+cassini", "fair"),
     "Th+Cassini-lock": ("themis+cassini-lock", "fair"),
     "Random": ("random", "fair"),
+    "Themis, random placement": ("themis,placement=random", "fair"),
     "Ideal": ("themis", "off"),
     "Themis, MLTCP": ("themis", "mltcp"),
 }
