@@ -24,12 +24,17 @@ the emulated agents start iterations on that grid; a shift of 0 s is a shift),
 else the instant it started making progress, modulo its iteration -- both taken from
 the start of the run's time axis (``origin_s``), so that a run shifted on its clock
 (replay starts its trace a whole number of rounds after its clock) sets the same phases.
+A paced job (a shift with a period) waits, quiet, for its next grid point: its profile on
+each link is padded to its paced cycle and its phase taken modulo that cycle, so jobs on
+one period keep their offsets; a job without one keeps its own iteration, and two jobs whose
+iterations differ at all sit at whatever offset their anchors give.
 
 Drivers :meth:`Fabric.place` and :meth:`Fabric.remove` jobs as they start,
 move and stop, then :meth:`Fabric.settle` recomputes only the links whose set
 of jobs changed and says whose slowdown moved. Results are cached per link
 state (profiles, phases on a 1/``PHASE_BINS`` grid, capacity), since a trace
-repeats the same models and placements many times.
+repeats the same models and placements many times. :meth:`Fabric.link_census` reads the
+links' state for measurement (benchmarks/cassini_census.py).
 """
 
 from __future__ import annotations

@@ -34,7 +34,9 @@ fixed period a job slowed by a partly compatible link would wait for the next gr
 every iteration (``halyard.timeshift``), which the paper's agents, that "delay the start
 of the next immediate training iteration" and correct drift rarely (§4.4.2 step 3), do not.
 ``pace=True`` sends the model's dedicated iteration time as the period instead (our option,
-off by default).
+off by default). ``lock=True`` (``+cassini-lock``, our option) paces jobs of near-equal
+iterations that it interleaves on one common period (:func:`lock_periods` says why; measured
+in docs/cassini-reproduction.md).
 """
 
 from __future__ import annotations
