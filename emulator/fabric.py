@@ -24,12 +24,17 @@ the emulated agents start iterations on that grid; a shift of 0 s is a shift),
 else the instant it started making progress, modulo its iteration -- both taken from
 the start of the run's time axis (``origin_s``), so that a run shifted on its clock
 (replay starts its trace a whole number of rounds after its clock) sets the same phases.
+A paced job (a shift with a period) waits, quiet, for its next grid point: its profile on
+each link is padded to its paced cycle and its phase taken modulo that cycle, so jobs on
+one period keep their offsets; a job without one keeps its own iteration, and two jobs whose
+iterations differ at all sit at whatever offset their anchors give.
 
 Drivers :meth:`Fabric.place` and :meth:`Fabric.remove` jobs as they start,
 move and stop, then :meth:`Fabric.settle` recomputes only the links whose set
 of jobs changed and says whose slowdown moved. Results are cached per link
 state (profiles, phases on a 1/``PHASE_BINS`` grid, capacity), since a trace
-repeats the same models and placements many times.
+repeats the same models and placements many times. :meth:`Fabric.link_census` reads the
+links' state for measurement (benchmarks/cassini_census.py).
 """
 
 from __future__ import annotations
@@ -41,11 +46,13 @@ from halyard.datamodel import Allocation, Cluster, JobSpec
 from halyard.emulator.contention import (
     SHARING,
     DemandProfile,
+    Phase,
     mean_field_iteration_times,
     shared_link_iteration_times,
 )
 from halyard.emulator.parallel import link_gbytes
 from halyard.emulator.performance import IterationTime, PerformanceModel
+from halyard.timeshift import paced_iteration_s
 
 __all__ = ["FLUID_MAX_JOBS", "PHASE_BINS", "SIM_ITERATIONS", "SIM_STEADY", "Fabric", "Link", "link_gbytes"]
 
@@ -137,7 +144,14 @@ class Fabric:
         profiles = {self._link(load.kind, load.name): load.profile for load in loads}
         # A time-shift puts iteration starts on its grid (epoch + shift + k x period; 0 s is a shift).
         anchor = allocation.time_shift_epoch_s + allocation.time_shift_s if allocation.has_time_shift else start_s
-        phase_s = (anchor - origin_s) % timing.iteration.total_s
+        cycle = timing.iteration.total_s
+        if allocation.has_time_shift and allocation.time_shift_period_s > 0.0:
+            # A paced job starts an iteration per grid point (halyard.timeshift): on every link it waits,
+            # quiet, from the end of its iteration to the next point, so jobs on one period keep the
+            # phases their shifts gave them (what Cassini's agents hold them to, §4.4.2 step 3).
+            cycle = paced_iteration_s(cycle, allocation.time_shift_period_s)
+            profiles = {link: _padded(profile, cycle) for link, profile in profiles.items()}
+        phase_s = (anchor - origin_s) % cycle
         peaks = {link: max(p.demand_gbyte_s for p in profile.phases) for link, profile in profiles.items()}
         keys = {link: (tuple((p.duration_s, p.demand_gbyte_s) for p in profile.phases),
                        round(phase_s / profile.iteration_s * PHASE_BINS) % PHASE_BINS)
@@ -204,6 +218,19 @@ class Fabric:
                 self._slowdown.pop(job_id, None)
         return changed
 
+    def link_census(self) -> list[tuple[Link, tuple[str, ...], tuple[DemandProfile, ...], tuple[float, ...],
+                                        tuple[float, ...]]]:
+        """Every loaded link as of the last :meth:`settle`: its jobs (sorted), their profiles on it,
+        their slowdowns there and their phases (s on the run's clock, modulo the iteration) (read-only;
+        for measuring how much links are shared and how jobs sit on them)."""
+        out = []
+        for link, jobs in sorted(self._on_link.items(), key=lambda kv: (kv[0].kind, kv[0].name)):
+            ids = tuple(sorted(jobs))
+            there = self._link_slowdown.get(link, {})
+            out.append((link, ids, tuple(self._members[j].profiles[link] for j in ids),
+                        tuple(there.get(j, 1.0) for j in ids), tuple(self._members[j].phase_s for j in ids)))
+        return out
+
     def contended(self, job_id: str, dedicated: IterationTime) -> IterationTime:
         """``dedicated`` stretched by the job's slowdown; the extra time is exposed communication
         (compute is unchanged, the all-reduce waits for the link)."""
@@ -238,3 +265,10 @@ class Fabric:
             slowdowns = self._cache[key] = tuple(max(1.0, t / p.iteration_s) for t, p in zip(times, profiles,
                                                                                               strict=True))
         return {job_id: s for (_, job_id), s in zip(keyed, slowdowns, strict=True)}
+
+
+def _padded(profile: DemandProfile, cycle_s: float) -> DemandProfile:
+    """``profile`` with a quiet phase appended so that its iteration lasts ``cycle_s`` (a paced job's wait
+    for its next grid point); unchanged when it already lasts that long."""
+    wait = cycle_s - profile.iteration_s
+    return DemandProfile((*profile.phases, Phase(wait))) if wait > 1e-12 else profile

@@ -34,11 +34,14 @@ fixed period a job slowed by a partly compatible link would wait for the next gr
 every iteration (``halyard.timeshift``), which the paper's agents, that "delay the start
 of the next immediate training iteration" and correct drift rarely (§4.4.2 step 3), do not.
 ``pace=True`` sends the model's dedicated iteration time as the period instead (our option,
-off by default).
+off by default). ``lock=True`` (``+cassini-lock``, our option) paces jobs of near-equal
+iterations that it interleaves on one common period (:func:`lock_periods` says why; measured
+in docs/cassini-reproduction.md).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -46,12 +49,14 @@ from typing import Any, ClassVar
 from halyard.datamodel import Allocation, Cluster, JobSpec
 from halyard.policies.cassini_math import (
     MAX_CANDIDATES,
+    TIME_QUANTUM_S,
     AffinityGraph,
     LinkSolution,
     Scored,
     bfs_time_shifts,
     components,
     edge_weights,
+    link_score,
     score_candidate,
     select_candidate,
     solve_link,
@@ -67,6 +72,15 @@ PLACED_KEY = "cassini/placed"  # job id -> links of the jobs placed so far in th
 WORLD_KEY = "cassini/world"  # job id -> links of the running jobs this pass sees
 # Two grids closer than this (seconds, modulo the period) are the same: no SetTimeShift is sent.
 SHIFT_TOLERANCE_S = 1e-6
+# +cassini-lock: jobs on a link whose iterations differ by at most this share one period (our choice,
+# not the paper's: it bounds what a faster job gives up to wait for the grid; lock_periods says why).
+LOCK_TOLERANCE = 0.02
+# +cassini-lock locks only jobs whose shared links all score at least this at the shifts given (our choice:
+# a paced job slowed past its period waits a whole period, so only links the plan clears are locked).
+LOCK_MIN_SCORE = 0.999
+# +cassini-lock's period is the group's longest iteration plus this share (our choice): a paced iteration
+# that ends past its grid point waits for the next one, so a brush with a co-runner must fit in the slack.
+LOCK_HEADROOM = 0.01
 
 LinkKey = tuple[str, str]  # ("nic", node), ("uplink", rack) or ("switch", "a~b")
 
@@ -179,8 +193,11 @@ class CassiniShifts(Adjuster):
     name = "cassini"
     acts_without_pending: ClassVar[bool] = False  # shifts change only when placements do
 
-    def __init__(self, *, pace: bool = False) -> None:
+    def __init__(self, *, pace: bool = False, lock: bool = False) -> None:
         self.pace = pace
+        self.lock = lock
+        if lock:
+            self.name = "cassini-lock"
 
     def adjust(self, view: ClusterView, plan: Plan, free: FreeResources, state: PassState) -> None:
         changed = [a for a in plan.actions if isinstance(a, Start | Migrate | Resize | Preempt)]
@@ -212,29 +229,117 @@ class CassiniShifts(Adjuster):
                         component[0])
 
         shifts = bfs_time_shifts(graph, weights, iters, reference)
+        locked: dict[Hashable, float] = {}
+        if self.lock:
+            profiles = {link: [links[j].profiles[link] for j in jobs] for link, jobs in graph.links.items()}
+            locked = lock_periods(graph, iters, shifts, profiles, lambda link: link_capacity(view.cluster, link))
+            if locked:
+                # Re-plan on the cycles the locked jobs will run: their profiles padded to the period, so
+                # the unified circle is the period itself, not a rounding of the dedicated times.
+                iters.update(locked)
+                for link, jobs in graph.links.items():
+                    if any(j in locked for j in jobs):
+                        padded = [_Padded.of(pr, locked[j]) if j in locked else pr
+                                  for j, pr in zip(jobs, profiles[link], strict=True)]
+                        solution = solve_link(padded, link_capacity(view.cluster, link))  # type: ignore[arg-type]
+                        weights.update({(j, link): solution.shifts_s[i] for i, j in enumerate(jobs)})
+                shifts = bfs_time_shifts(graph, weights, iters, reference)
         for component in components(graph):
             ref = reference(component)
             ref_alloc = after[ref][1]  # type: ignore[index]
             # Keep the reference's grid: its shift from now is (epoch + shift - now); the others follow it.
             delta = (ref_alloc.time_shift_epoch_s + ref_alloc.time_shift_s - view.now
                      if ref not in moved and ref_alloc.has_time_shift else 0.0)
+            if self.lock:
+                # The reference's next grid point from now: a far-past epoch reduced by another job's
+                # period would put that job anywhere on its circle.
+                grid = ref_alloc.time_shift_period_s
+                delta %= grid if grid > 0.0 else links[ref].iteration_s  # type: ignore[index]
             for j in component:
                 alloc, period = after[j][1], iters[j]  # type: ignore[index]
                 seconds = (shifts[j] + delta) % period
-                if j not in moved and alloc.has_time_shift:
+                sent = locked.get(j, period if self.pace else 0.0)
+                if j not in moved and alloc.has_time_shift and alloc.time_shift_period_s == sent:
                     off = (alloc.time_shift_epoch_s + alloc.time_shift_s - view.now - seconds) % period
                     if min(off, period - off) < SHIFT_TOLERANCE_S:
                         continue  # already on this grid
-                plan.set_time_shift(str(j), seconds, period if self.pace else 0.0)
+                plan.set_time_shift(str(j), seconds, sent)
 
 
-def augment(policy: Any) -> Any:
+@dataclass(frozen=True, slots=True)
+class _Phase:
+    duration_s: float
+    demand_gbyte_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Padded:
+    """A profile with a quiet wait appended up to a period (what the fabric charges a paced job)."""
+
+    phases: tuple[Any, ...]
+
+    @staticmethod
+    def of(profile: Any, period_s: float) -> _Padded:
+        wait = period_s - sum(p.duration_s for p in profile.phases)
+        return _Padded((*profile.phases, _Phase(wait)) if wait > 1e-12 else tuple(profile.phases))
+
+
+def lock_periods(graph: AffinityGraph, iteration_s: Mapping[Hashable, float], shifts: Mapping[Hashable, float],
+                 profiles: Mapping[Hashable, list[Any]], capacity: Callable[[Hashable], float]
+                 ) -> dict[Hashable, float]:
+    """``+cassini-lock`` (our option; ``+cassini`` has none): one common period for jobs that Algorithm 1
+    interleaves and whose iterations differ by at most ``LOCK_TOLERANCE``.
+
+    The unified circle of §4.3.2 rounds such times to one (380.3 ms and 380.7 ms are one 380 ms
+    circle), so the plan assumes they repeat together; at their own periods they drift off it
+    within a few hundred iterations, and the fabric (which keeps each job on its own period) puts
+    them anywhere. Paced on one period (the agents start each iteration on the grid, as §4.4.2
+    step 3's drift correction holds them) they keep the planned interleaving, the faster ones
+    waiting up to ``LOCK_TOLERANCE`` of an iteration. A paced iteration that runs late waits for
+    the next grid point (``halyard.timeshift``), so only jobs whose every shared link is compatible
+    at the shifts given (Table 4.1's score at ``shifts`` of at least ``LOCK_MIN_SCORE``) are locked;
+    a group's period is its longest iteration plus ``LOCK_HEADROOM``, rounded up to ``TIME_QUANTUM_S``."""
+    compatible = {link for link, jobs in graph.links.items()
+                  if link_score(profiles[link], capacity(link), [shifts[j] for j in jobs]) >= LOCK_MIN_SCORE}
+    nbrs = graph.neighbours()
+    eligible = {j for j in graph.jobs if all(link in compatible for link in nbrs[j])}
+    parent = {j: j for j in eligible}
+
+    def root(j: Hashable) -> Hashable:
+        while parent[j] != j:
+            parent[j] = parent[parent[j]]
+            j = parent[j]
+        return j
+
+    for link in compatible:
+        jobs = graph.links[link]
+        for a in jobs:
+            for b in jobs:
+                ta, tb = iteration_s[a], iteration_s[b]
+                if a in eligible and b in eligible and abs(ta - tb) <= LOCK_TOLERANCE * max(ta, tb):
+                    parent[root(a)] = root(b)
+    groups: dict[Hashable, list[Hashable]] = {}
+    for j in graph.jobs:
+        if j in eligible:
+            groups.setdefault(root(j), []).append(j)
+    out: dict[Hashable, float] = {}
+    for members in groups.values():
+        if len(members) > 1:
+            longest = max(iteration_s[j] for j in members)
+            period = math.ceil(longest * (1.0 + LOCK_HEADROOM) / TIME_QUANTUM_S - 1e-9) * TIME_QUANTUM_S
+            out.update(dict.fromkeys(members, period))
+    return out
+
+
+def augment(policy: Any, *, lock: bool = False) -> Any:
     """``policy`` with Cassini: its per-job placement wrapped by :class:`CassiniPlacement` (a batch
     placement or a policy without a placement stage keeps its own) and :class:`CassiniShifts`
-    appended to its adjusters; the name gains ``+cassini``."""
+    appended to its adjusters; the name gains ``+cassini`` (``+cassini-lock`` with ``lock``:
+    :func:`lock_periods`)."""
     placement = getattr(policy, "placement", None)
     if isinstance(placement, Placement) and not placement.batch:
         policy.placement = CassiniPlacement(placement)
-    policy.adjusters = (*policy.adjusters, CassiniShifts())
-    policy.name = f"{policy.name}+cassini"
+    shifts = CassiniShifts(lock=lock)
+    policy.adjusters = (*policy.adjusters, shifts)
+    policy.name = f"{policy.name}+{shifts.name}"
     return policy

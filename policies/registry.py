@@ -83,6 +83,7 @@ STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
 # ``+starvation-guard`` is the public Synergy simulator's rule for SRTF/LAS (policies/ordering.py).
 AUGMENTATIONS: Mapping[str, Callable[[Policy], Policy]] = MappingProxyType({
     "cassini": augment,
+    "cassini-lock": lambda policy: augment(policy, lock=True),
     "starvation-guard": starvation_guard,
     **{option: (lambda policy, o=option: with_option(policy, o)) for option in DALLY_OPTIONS},
 })

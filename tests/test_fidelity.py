@@ -74,7 +74,7 @@ async def test_synergy_tune_replays_its_simulation():
     assert_same_schedule(run, sim, expected, len(jobs))
 
 
-@pytest.mark.parametrize(("policy", "seed"), [("fifo+cassini", 1), ("srtf+cassini", 5)])
+@pytest.mark.parametrize(("policy", "seed"), [("fifo+cassini", 1), ("srtf+cassini", 5), ("fifo+cassini-lock", 1)])
 async def test_cassini_replays_its_simulation_with_the_same_shifts(policy, seed):
     """Issue 13, done when: a Cassini preset through `simulate` and `replay` gives the same placements
     and the same time-shifts (job, instant, seconds) in the same order, JCTs within the tolerance."""
@@ -89,6 +89,8 @@ async def test_cassini_replays_its_simulation_with_the_same_shifts(policy, seed)
     sim.run(jobs)
     expected = summarize(sim.core, policy=policy, trace_jobs=len(jobs), rejected=0, wall_s=1.0)
     assert shifts(sim.core)  # multi-node jobs shared NICs and were shifted
+    if policy.endswith("-lock"):  # and some were paced on a common period (the agents keep the grid)
+        assert any(r.allocation is not None and r.allocation.time_shift_period_s > 0 for r in sim.core.records.values())
     run = await replay(jobs, cluster, toml, policy=policy, speedup=SPEEDUP)
     assert run.summary["completed"] == expected["completed"] == len(jobs)
     assert placements(run.core) == placements(sim.core)

@@ -1,0 +1,186 @@
+"""Where Cassini's gain goes: a census of the fabric's links during the Poisson runs of reproduce_cassini.py.
+
+    .venv/bin/python benchmarks/cassini_census.py [--loads 0.8,1.0] [--seeds 1,2,3] [--mix table-4.2]
+
+For each scheme (Themis, Th+Cassini, Random) and load, one simulation per seed is run and the
+fabric is read after every change of its links (the pacer's update), each state weighted by
+the time it lasts. It reports, over the running jobs' time:
+
+* how much of it jobs span nodes at all (a one-GPU server's job has no link), cross a link
+  shared with another job, cross a *contended* link (the jobs' peak demands exceed its
+  capacity: the only links where phases matter) and cross one with more than
+  ``FLUID_MAX_JOBS`` jobs (the fabric's phase-blind mean-field limit);
+* the job-time-weighted mean slowdown (contended over dedicated iteration);
+* per contended link (link-time weighted): Table 4.1's best score for its jobs (what
+  Cassini plans), and the mean slowdown of its jobs as the fabric charges it (realised),
+  with the planned shifts (``solve_link``'s, fluid model from those shifts), and with
+  every job's Up phase aligned (all shifts 0: the worst phase-blind placement).
+
+The phases the fabric uses are read from it (its ``link_census``). Not part of the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from reproduce_cassini import CLUSTER, poisson_trace
+
+from halyard.controlplane import Simulator
+from halyard.datamodel import JobState, load_cluster
+from halyard.emulator import PerformanceModel
+from halyard.emulator.contention import mean_field_iteration_times, shared_link_iteration_times
+from halyard.emulator.fabric import FLUID_MAX_JOBS, SIM_ITERATIONS, SIM_STEADY
+from halyard.policies import make_policy
+from halyard.policies.cassini_math import AffinityGraph, link_score, solve_link
+
+SCHEMES = {"Themis": "themis", "Th+Cassini": "themis+cassini", "Th+Cassini-lock": "themis+cassini-lock",
+           "Random": "random"}
+
+
+class Census:
+    """Time-weighted tallies of the fabric's states (see the module doc)."""
+
+    def __init__(self) -> None:
+        self.job_s = defaultdict(float)  # category -> job-seconds
+        self.link_s = defaultdict(float)  # jobs on a contended link (2, 3, 4, '>4') -> link-seconds
+        self.slow_job_s = 0.0  # sum of slowdown x job-seconds
+        self.planned = defaultdict(float)  # 'score', 'realised', 'planned', 'aligned', 'n' x link-seconds
+        self.contended_jobs: set[str] = set()
+        self.spanning_jobs: set[str] = set()
+        self._memo: dict[object, tuple[float, ...]] = {}
+
+    def _link_figures(self, profiles, capacity, realised):
+        key = (capacity, tuple(tuple((p.duration_s, p.demand_gbyte_s) for p in pr.phases) for pr in profiles))
+        hit = self._memo.get(key)
+        if hit is None:
+            sol = solve_link(profiles, capacity)
+            if len(profiles) > FLUID_MAX_JOBS:
+                planned = aligned = float(np.mean([t / p.iteration_s for t, p in zip(
+                    mean_field_iteration_times(profiles, capacity), profiles, strict=True)]))
+            else:
+                def mean_slowdown(shifts):
+                    times = shared_link_iteration_times(profiles, capacity, time_shifts_s=shifts,
+                                                        iterations=SIM_ITERATIONS, steady=SIM_STEADY).iteration_s
+                    return float(np.mean([t / p.iteration_s for t, p in zip(times, profiles, strict=True)]))
+                planned, aligned = mean_slowdown(sol.shifts_s), mean_slowdown([0.0] * len(profiles))
+            spread = max(p.iteration_s for p in profiles) / min(p.iteration_s for p in profiles)
+            within = (float(spread <= 1.01), float(spread <= 1.10))
+            hit = self._memo[key] = (sol.score, link_score(profiles, capacity, [0.0] * len(profiles)), planned,
+                                     aligned, within)
+        return hit
+
+    def record(self, sim: Simulator, dt: float) -> None:
+        if dt <= 0.0:
+            return
+        fabric = sim.pool.pacer.fabric
+        running = [r for r in sim.core.records.values() if r.state is JobState.RUNNING]
+        self.job_s["running"] += dt * len(running)
+        on_fabric = {r.job_id for r in running if len(r.allocation.nodes) > 1}
+        self.job_s["spans nodes"] += dt * len(on_fabric)
+        self.spanning_jobs |= on_fabric
+        shared, contended, mean_field = set(), set(), set()
+        census = fabric.link_census()
+        crossing: dict[str, list[object]] = defaultdict(list)
+        same: dict[tuple[str, ...], list[object]] = defaultdict(list)  # links carrying the same jobs
+        for link, jobs, *_ in census:
+            if len(jobs) > 1:
+                same[jobs].append(link)
+                for j in jobs:
+                    crossing[j].append(link)
+        if AffinityGraph.of(crossing).has_loop():
+            self.job_s["graph has a loop"] += dt
+            merged = {j: {same[tuple(sorted(k for k in crossing if link in crossing[k]))][0] for link in links}
+                      for j, links in crossing.items()}
+            if AffinityGraph.of(merged).has_loop():
+                self.job_s["graph has a loop, same-job links merged"] += dt
+        self.job_s["time"] += dt
+        for link, jobs, profiles, slowdowns, phases in census:
+            if len(jobs) < 2:
+                continue
+            shared |= set(jobs)
+            if sum(max(p.demand_gbyte_s for p in pr.phases) for pr in profiles) <= link.capacity_gbyte_s:
+                continue
+            contended |= set(jobs)
+            n = len(jobs)
+            self.link_s[str(n) if n <= FLUID_MAX_JOBS else f">{FLUID_MAX_JOBS}"] += dt
+            if n > FLUID_MAX_JOBS:
+                mean_field |= set(jobs)
+            score, score0, planned, aligned, within = self._link_figures(profiles, link.capacity_gbyte_s, slowdowns)
+            self.planned["score"] += dt * score
+            self.planned["score0"] += dt * score0
+            self.planned["score at phases"] += dt * link_score(profiles, link.capacity_gbyte_s, phases)
+            self.planned["within 1%"] += dt * within[0]
+            self.planned["within 10%"] += dt * within[1]
+            self.planned["realised"] += dt * float(np.mean(slowdowns))
+            self.planned["planned"] += dt * planned
+            self.planned["aligned"] += dt * aligned
+            self.planned["n"] += dt
+        self.job_s["on a shared link"] += dt * len(shared)
+        self.job_s["on a contended link"] += dt * len(contended)
+        self.job_s[f"on a link of >{FLUID_MAX_JOBS} jobs (contended)"] += dt * len(mean_field)
+        self.contended_jobs |= contended
+        self.slow_job_s += dt * sum(fabric.slowdown(r.job_id) for r in running)
+
+
+def run(traces, cluster, policy: str) -> tuple[Census, int]:
+    census = Census()
+    jobs = 0
+    for trace in traces:
+        sim = Simulator(cluster, make_policy(policy), PerformanceModel(contention="fair"))
+        pacer = sim.pool.pacer
+        update = pacer.update
+        last = [0.0]
+
+        def timed(actions, now, update=update, sim=sim, last=last):
+            census.record(sim, now - last[0])  # the state since the previous update lasted until now
+            last[0] = now
+            return update(actions, now)
+
+        pacer.update = timed
+        sim.run(trace)
+        jobs += len(trace)
+    return census, jobs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=120)
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--loads", default="0.8,1.0")
+    parser.add_argument("--mix", default="table-4.2")
+    args = parser.parse_args()
+    cluster = load_cluster(CLUSTER)
+    pm = PerformanceModel()
+    print("| load | scheme | spans nodes | shared link | contended link | >4 jobs (mean field) | jobs ever contended "
+          "| mean slowdown | time with a loop (merged) | contended link-time by jobs 2/3/4/>4 "
+          "| score best / unshifted / at the fabric's phases | iterations within 1%, 10% "
+          "| slowdown realised / at planned shifts / aligned |")
+    print("| --- " * 13 + "|")
+    for load in (float(x) for x in args.loads.split(",")):
+        traces = [poisson_trace(args.jobs, load, int(s), pm, cluster, args.mix) for s in args.seeds.split(",")]
+        for label, policy in SCHEMES.items():
+            c, jobs = run(traces, cluster, policy)
+            run_s, time_s = c.job_s["running"], c.job_s["time"] or 1.0
+            frac = {k: v / run_s for k, v in c.job_s.items()}
+            total_link = sum(c.link_s.values()) or 1.0
+            by_n = " / ".join(f"{c.link_s.get(k, 0.0) / total_link:.0%}" for k in ("2", "3", "4", f">{FLUID_MAX_JOBS}"))
+            p = {k: v / (c.planned["n"] or 1.0) for k, v in c.planned.items()}
+            mean_field = frac.get(f"on a link of >{FLUID_MAX_JOBS} jobs (contended)", 0.0)
+            print(f"| {load:.0%} | {label} | {frac['spans nodes']:.0%} | {frac['on a shared link']:.0%} "
+                  f"| {frac['on a contended link']:.0%} | {mean_field:.1%} | {len(c.contended_jobs)}/{jobs} "
+                  f"| {c.slow_job_s / run_s:.3f} | {c.job_s['graph has a loop'] / time_s:.0%} "
+                  f"({c.job_s['graph has a loop, same-job links merged'] / time_s:.0%}) | {by_n} "
+                  f"| {p.get('score', 0):.2f} / {p.get('score0', 0):.2f} / {p.get('score at phases', 0):.2f} "
+                  f"| {p.get('within 1%', 0):.0%}, {p.get('within 10%', 0):.0%} "
+                  f"| {p.get('realised', 0):.3f} / {p.get('planned', 0):.3f} / {p.get('aligned', 0):.3f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

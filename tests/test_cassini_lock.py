@@ -1,0 +1,113 @@
+"""``+cassini-lock`` (our option): jobs with near-equal iterations paced on one period keep Cassini's plan.
+
+The unified circle (§4.3.2) rounds near-equal iteration times to one, so Table 4.1's shifts assume the
+jobs repeat together; at their own periods they do not, and the fabric puts them anywhere. Paced on a
+common period (the agents' grid, §4.4.2 step 3) they keep the planned interleaving.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from halyard.controlplane import Simulator
+from halyard.datamodel import Allocation, EventKind, JobSpec, NodeAllocation, parse_cluster
+from halyard.emulator import PerformanceModel
+from halyard.emulator.contention import DemandProfile, Phase
+from halyard.emulator.fabric import Fabric
+from halyard.policies import make_policy
+from halyard.policies.cassini import LOCK_HEADROOM, LOCK_TOLERANCE, CassiniShifts, lock_periods
+from halyard.policies.cassini_math import TIME_QUANTUM_S, AffinityGraph
+from halyard.testing.cluster import small_cluster_toml
+
+# Three 2-GPU nodes, 50 Gbit/s NICs: two 3-GPU vgg11 jobs share the middle node's NIC.
+TOML = small_cluster_toml(3, gpus_per_node=2).replace("nic_gbit_s = 200", "nic_gbit_s = 50")
+
+
+def vgg(job_id: str, batch: int, submit: float = 0.0) -> JobSpec:
+    return JobSpec(job_id=job_id, submit_time=submit, model="vgg11", batch_size=batch, num_gpus=3, iterations=2000)
+
+
+def on(*parts: tuple[str, tuple[int, ...]]) -> Allocation:
+    return Allocation(tuple(NodeAllocation(n, g, 12, 250_000) for n, g in parts))
+
+
+def test_paced_jobs_on_one_period_keep_their_phases_in_the_fabric():
+    """Two jobs whose iterations differ by 3%, shifted half a period apart on one grid: paced on that
+    period the fabric charges them nothing at any epoch; at their own periods (period 0) the phases it
+    takes from the grid are each job's own, so the planned half-period gap is lost and they collide."""
+    cluster, pm = parse_cluster(TOML), PerformanceModel()
+    a, b = on(("r0-n0", (0, 1)), ("r0-n1", (0,))), on(("r0-n2", (0, 1)), ("r0-n1", (1,)))
+    sa, sb = vgg("a", 256), vgg("b", 248)
+    period = 0.787  # above both dedicated iterations (778 ms and 754 ms)
+    assert pm.iteration_time(sb, b, cluster).total_s < pm.iteration_time(sa, a, cluster).total_s < period
+
+    def slowdowns(epoch: float, grid: float) -> tuple[float, float]:
+        fabric = Fabric(pm, cluster)
+        fabric.place("a", sa, a.with_time_shift(0.0, grid, epoch), 0.0)
+        fabric.place("b", sb, b.with_time_shift(period / 2, grid, epoch), 0.0)
+        fabric.settle()
+        return fabric.slowdown("a"), fabric.slowdown("b")
+
+    for epoch in (100.0, 250.0, 1000.0):
+        assert slowdowns(epoch, period) == (1.0, 1.0)
+        assert max(slowdowns(epoch, 0.0)) > 1.01
+
+
+def test_a_paced_profile_is_padded_to_its_cycle():
+    """The fabric charges a paced job its wait for the grid as a quiet phase: its profile on every link
+    lasts the period, and a shift of a whole period more is the same phase."""
+    cluster, pm = parse_cluster(TOML), PerformanceModel()
+    a, b = on(("r0-n0", (0, 1)), ("r0-n1", (0,))), on(("r0-n2", (0, 1)), ("r0-n1", (1,)))
+    period = 0.8
+    fabric = Fabric(pm, cluster)
+    fabric.place("a", vgg("a", 256), a.with_time_shift(0.1, period, 5.0), 0.0)
+    fabric.place("b", vgg("b", 256), b.with_time_shift(0.1 + 0.4 + period, period, 5.0), 0.0)
+    fabric.settle()
+    [(_, jobs, profiles, _, phases)] = [row for row in fabric.link_census() if len(row[1]) == 2]
+    assert jobs == ("a", "b")
+    assert all(p.iteration_s == pytest.approx(period) for p in profiles)
+    assert (phases[1] - phases[0]) % period == pytest.approx(0.4)
+
+
+def profile(iteration_s: float, up_s: float, demand: float = 6.0) -> DemandProfile:
+    return DemandProfile((Phase(iteration_s - up_s), Phase(up_s, demand)))
+
+
+def test_lock_periods_groups_near_equal_jobs_on_compatible_links():
+    """Jobs a and b (100 and 101 ms) interleave on link L (shifted half an iteration): one period, the
+    longer iteration plus LOCK_HEADROOM rounded up to TIME_QUANTUM_S. c (130 ms, beyond LOCK_TOLERANCE)
+    shares L too and is left on its own period, as is everyone when the shifts make L collide."""
+    graph = AffinityGraph.of({"a": ("L",), "b": ("L",), "c": ("L",)})
+    iters = {"a": 0.100, "b": 0.101, "c": 0.130}
+    profiles = {"L": [profile(0.100, 0.02), profile(0.101, 0.02), profile(0.130, 0.01, 1.0)]}
+    assert abs(iters["a"] - iters["b"]) <= LOCK_TOLERANCE * 0.101 < abs(iters["a"] - iters["c"])
+    expected = math.ceil(0.101 * (1 + LOCK_HEADROOM) / TIME_QUANTUM_S - 1e-9) * TIME_QUANTUM_S
+    locked = lock_periods(graph, iters, {"a": 0.0, "b": 0.05, "c": 0.0}, profiles, lambda link: 10.0)
+    assert locked == {"a": pytest.approx(expected), "b": pytest.approx(expected)}
+    # Up phases on top of each other: 12 GB/s on a 10 GB/s link, nothing is locked
+    assert lock_periods(graph, iters, {"a": 0.0, "b": 0.0, "c": 0.0}, profiles, lambda link: 10.0) == {}
+
+
+def test_cassini_lock_paces_both_jobs_on_one_period():
+    """End to end: fifo+cassini-lock shifts both jobs onto one period (the longer dedicated iteration
+    plus the headroom, in whole ms) and each then runs one iteration per period; +cassini sends no
+    period. The suffix composes by name like +cassini."""
+    cluster, pm = parse_cluster(TOML), PerformanceModel()
+    jobs = [vgg("a", 256), vgg("b", 252, submit=100.37)]
+    policy = make_policy("fifo+cassini-lock")
+    assert policy.name == "fifo+cassini-lock" and isinstance(policy.adjusters[-1], CassiniShifts)
+    sim = Simulator(cluster, policy, pm)
+    sim.run(jobs)
+    records = sim.core.records
+    dedicated = {j: pm.iteration_time(records[j].spec, records[j].allocation, cluster).total_s for j in "ab"}
+    period = math.ceil(max(dedicated.values()) * (1 + LOCK_HEADROOM) / TIME_QUANTUM_S - 1e-9) * TIME_QUANTUM_S
+    assert [records[j].allocation.time_shift_period_s for j in "ab"] == [pytest.approx(period)] * 2
+    assert {e.job_id for e in sim.core.log if e.kind is EventKind.TIME_SHIFT} == {"a", "b"}
+    # b runs every iteration on the grid from its start (a ran alone at its own speed before b came)
+    b = records["b"]
+    assert (b.end_time - b.spec.submit_time) / b.spec.iterations == pytest.approx(period, rel=2e-3)
+    plain = Simulator(cluster, make_policy("fifo+cassini"), pm)
+    plain.run(jobs)
+    assert {plain.core.records[j].allocation.time_shift_period_s for j in "ab"} == {0.0}
