@@ -597,12 +597,9 @@ class ControlPlane:
                 self._due_added.clear()
                 await self._due_added.wait()
                 continue
-            await self.clock.sleep_until(self._due[0][0])
-            await asyncio.sleep(LOCKSTEP_LAG_WALL_S)  # arrivals stamped just before land first
-            await self._await_arrivals_before(self._due[0][0])
-            while self._next_round() < self._due[0][0]:  # a round due before it runs first, as in the simulator
-                await asyncio.sleep(LOCKSTEP_POLL_S)
             t = self._due[0][0]
+            if not await self._turn_unless_earlier(t):
+                continue  # a pass planned an earlier completion meanwhile: that one goes first
             completed = False
             while self._due and self._due[0][0] == t:
                 _, _, job_id, epoch = heapq.heappop(self._due)
@@ -617,6 +614,33 @@ class ControlPlane:
                     self._changed()
                 except StoreError:
                     return  # fatal: _persist has stopped the control plane
+
+    async def _turn_of(self, t: float) -> None:
+        """Wait until the completions at ``t`` are due: their instant has passed, every arrival before
+        it is in, and a round due before it has run (the simulator's order)."""
+        await self.clock.sleep_until(t)
+        await asyncio.sleep(LOCKSTEP_LAG_WALL_S)  # arrivals stamped just before land first
+        await self._await_arrivals_before(t)
+        while self._next_round() < t:  # the scheduling task may wake late on a busy machine
+            await asyncio.sleep(LOCKSTEP_POLL_S)
+
+    async def _turn_unless_earlier(self, t: float) -> bool:
+        """``_turn_of(t)``, or False as soon as a completion before ``t`` is planned. Waiting on for the
+        old head would deadlock with an arrival between the two instants, which waits (``settle``) for
+        the earlier completion while this loop waits for that arrival."""
+        turn = asyncio.ensure_future(self._turn_of(t))
+        try:
+            while not turn.done():
+                self._due_added.clear()
+                added = asyncio.ensure_future(self._due_added.wait())
+                await asyncio.wait({turn, added}, return_when=asyncio.FIRST_COMPLETED)
+                added.cancel()
+                if self._due[0][0] < t:
+                    return False
+            turn.result()  # re-raise what ended it
+            return True
+        finally:
+            turn.cancel()
 
     def _reconcile(self, session: AgentSession, register: apb.Register) -> None:
         reported = {(r.job_id, r.attempt) for r in register.running}
