@@ -85,6 +85,9 @@ class StreamAgent:
         self._outbox: asyncio.Queue[apb.AgentMessage | None] | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
         self._runner: asyncio.Task[None] | None = None
+        # A fault to inject (TestCluster.freeze_agent): while set, no heartbeat or progress report
+        # leaves, as from a hung node whose connection stays up.
+        self.frozen = False
 
     # --- lifecycle ----------------------------------------------------------
 
@@ -225,10 +228,11 @@ class StreamAgent:
 
     async def _heartbeats(self, outbox: asyncio.Queue[apb.AgentMessage | None], interval: float) -> None:
         while True:
-            now = self.clock.now()
-            outbox.put_nowait(apb.AgentMessage(heartbeat=self.heartbeat(now)))
-            for progress in self.progress_reports(now):
-                outbox.put_nowait(apb.AgentMessage(progress=progress))
+            if not self.frozen:
+                now = self.clock.now()
+                outbox.put_nowait(apb.AgentMessage(heartbeat=self.heartbeat(now)))
+                for progress in self.progress_reports(now):
+                    outbox.put_nowait(apb.AgentMessage(progress=progress))
             await asyncio.sleep(interval)
 
     def send(self, msg: apb.AgentMessage, *, keep: bool) -> None:

@@ -38,6 +38,7 @@ import structlog
 
 from halyard.clock import Clock
 from halyard.controlplane.core import SchedulingCore
+from halyard.controlplane.disruption import DisruptionSettings, LostAgentGuard
 from halyard.controlplane.errors import AlreadyExists, FailedPrecondition, NotFound, PermissionDenied, Unavailable
 from halyard.controlplane.records import JobRecord
 from halyard.controlplane.store import Store, StoreError
@@ -74,6 +75,11 @@ GROUP_COMMIT_GAP_WEIGHT = 0.2
 PASS_REST_RATIO = 4.0
 MAX_PASS_REST_S = 0.5
 LOCKSTEP_LAG_WALL_S = 0.05  # a completion is applied this long (wall) after its instant: > any message jitter
+# A liveness check that wakes this many wall seconds later than it asked to found the control plane
+# starved (its event loop busy, or the process not given a core): the heartbeats it did not read in
+# that time may be queued in gRPC, so silence before that check is not charged to the agents (a
+# choice of ours; one heartbeat interval of the default 1 s, well above a healthy loop's lag).
+STARVED_LOOP_S = 1.0
 
 
 @dataclass
@@ -87,6 +93,7 @@ class AgentSession:
     outbox: asyncio.Queue[apb.ControlMessage] = field(default_factory=asyncio.Queue)
     last_seen: float = field(default_factory=time.monotonic)
     closed: bool = False
+    silent: bool = False  # silent past the timeout but held by the lost-agent guard: takes no new work
     heartbeat: apb.Heartbeat | None = None  # the latest: measured GPU utilisation and health (dashboard, metrics)
 
     def send(self, **body: object) -> None:
@@ -98,7 +105,8 @@ class ControlPlane:
     def __init__(self, cluster: Cluster, policy: Policy, perf: PerformanceModel, clock: Clock, store: Store,
                  *, cluster_toml: str, round_s: float = 300.0, heartbeat_s: float = DEFAULT_HEARTBEAT_S,
                  heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S, lockstep: bool = False,
-                 group_commit_window_s: float = GROUP_COMMIT_WINDOW_S) -> None:
+                 group_commit_window_s: float = GROUP_COMMIT_WINDOW_S,
+                 disruption: DisruptionSettings | None = None) -> None:
         self.cluster = cluster
         self.cluster_toml = cluster_toml
         self.cluster_digest = cluster_digest(cluster_toml)  # an agent holding this file is not sent it
@@ -115,6 +123,9 @@ class ControlPlane:
         self.drain_reasons: dict[str, str] = {}
         self.placed: dict[str, tuple[str, ...]] = {}  # running job -> nodes whose agents hold it
         self._absent_since: dict[str, float] = {}  # node -> wall time its agent went away
+        self._known: set[str] = set()  # nodes whose agent registered since start, or that hold jobs
+        self._judged_from = -math.inf  # silence before this (a starved liveness check) is not charged
+        self.guard = LostAgentGuard(disruption)  # many agents silent at once: hold them (disruption.py)
         self._wake = asyncio.Event()
         self._events_changed = asyncio.Condition()
         self._last_pass = -math.inf
@@ -158,6 +169,7 @@ class ControlPlane:
             self.core.restore(state)
             for record in self.core.running.values():
                 self.placed[record.job_id] = record.allocation.node_names
+                self._known.update(record.allocation.node_names)
             log.info("restored", jobs=len(state.records), running=len(self.placed), events=len(state.events))
         self._last_pass = max((e.time for e in state.events), default=-math.inf)
         drained = self.store.get_meta(DRAINED_META)
@@ -440,6 +452,7 @@ class ControlPlane:
         session = AgentSession(name, register.backend or "unknown", instance=register.instance[:64], peer=peer)
         self.sessions[name] = session
         self._absent_since.pop(name, None)
+        self._known.add(name)
         self._reconcile(session, register)
         self._update_schedulable(name)
         self._changed()
@@ -466,6 +479,10 @@ class ControlPlane:
     def agent_message(self, session: AgentSession, msg: apb.AgentMessage) -> None:
         self.check_writable()
         session.last_seen = time.monotonic()
+        if session.silent:  # held by the guard, and heard from again: it takes work again
+            session.silent = False
+            self._update_schedulable(session.node)
+            log.info("silent agent heard from again", node=session.node)
         kind = msg.WhichOneof("body")
         _check_report(msg, kind)
         if kind == "heartbeat":
@@ -545,7 +562,8 @@ class ControlPlane:
 
     def _update_schedulable(self, node: str) -> None:
         index = self.cluster.node(node).index
-        self.core.free.schedulable[index] = node in self.sessions and node not in self.drained
+        session = self.sessions.get(node)
+        self.core.free.schedulable[index] = session is not None and not session.silent and node not in self.drained
 
     def _check_owner(self, session: AgentSession, job_id: str, attempt: int) -> JobRecord | None:
         """The job if this agent runs its current attempt; None for stale messages."""
@@ -816,28 +834,61 @@ class ControlPlane:
 
     def silent_sessions(self, wall: float) -> list[AgentSession]:
         """Sessions not heard from for more than the timeout at monotonic time ``wall``
-        (since their registration reached the stream, or their latest message)."""
-        return [s for s in self.sessions.values() if wall - s.last_seen > self.heartbeat_timeout_s]
+        (since their registration reached the stream, or their latest message, or the
+        latest starved liveness check, whichever is last)."""
+        timeout, since = self.heartbeat_timeout_s, self._judged_from
+        return [s for s in self.sessions.values() if wall - max(s.last_seen, since) > timeout]
 
     async def _liveness(self) -> None:
+        checked = time.monotonic()
         while True:
             await asyncio.sleep(self.heartbeat_s)
             wall = time.monotonic()
-            for session in self.silent_sessions(wall):
-                log.warning("agent missed its heartbeats", node=session.node)
+            late, checked = wall - checked - self.heartbeat_s, wall
+            if late > STARVED_LOOP_S:
+                self._judged_from = wall
+                log.warning("liveness check ran late: the control plane was starved; agents' silence "
+                            "before now is not counted", late_s=round(late, 3))
+            try:
+                self._declare_lost(wall)
+            except StoreError:
+                return  # fatal: _persist has stopped the control plane
+
+    def _declare_lost(self, wall: float) -> None:
+        """Close silent sessions and requeue the jobs of nodes silent past the timeout, as far as the
+        lost-agent guard admits (all of them unless many are silent at once: :mod:`disruption`)."""
+        timeout, since = self.heartbeat_timeout_s, self._judged_from
+        silent = [(s.last_seen, s.node) for s in self.silent_sessions(wall)]
+        absent = [(t, n) for n, t in self._absent_since.items()
+                  if n in self._known and wall - max(t, since) > timeout]
+        with_jobs = {n for nodes in self.placed.values() for n in nodes} if absent else set()
+        # What declaring a node lost changes: its open session, or the jobs placed on it.
+        candidates = sorted(silent + [(t, n) for t, n in absent if n in with_jobs])
+        before = self.guard.state
+        admitted = set(self.guard.admit([n for _, n in candidates], len(silent) + len(absent),
+                                         len(self._known), wall))
+        if self.guard.state is not before:
+            log.warning("many agents silent at once: holding their nodes and jobs" if self.guard.state.holds
+                        else "agents answer again: silent agents are declared lost at once",
+                        disruption=self.guard.state.name.lower(), silent=self.guard.silent, known=self.guard.known,
+                        rate_per_s=self.guard.rate(self.guard.known))
+        for _, node in silent:
+            session = self.sessions[node]
+            if node in admitted:
+                log.warning("agent missed its heartbeats", node=node)
                 session.closed = True
                 self.agent_gone(session)
-            lost = {n for n, since in self._absent_since.items() if wall - since > self.heartbeat_timeout_s}
-            requeued = False
-            for job_id, nodes in list(self.placed.items()):
-                if lost.intersection(nodes):
-                    self._requeue(job_id, f"lost agent on {', '.join(sorted(lost.intersection(nodes)))}")
-                    requeued = True
-            if requeued:
-                try:
-                    self._changed()
-                except StoreError:
-                    return  # fatal: _persist has stopped the control plane
+            elif not session.silent:
+                session.silent = True  # held: no new work until it is heard from
+                self._update_schedulable(node)
+        lost = {n for _, n in candidates if n in admitted}
+        requeued = False
+        for job_id, nodes in list(self.placed.items()):
+            if lost.intersection(nodes):
+                self._requeue(job_id, f"lost agent on {', '.join(sorted(lost.intersection(nodes)))}")
+                requeued = True
+        if requeued:
+            self._changed()
 
 
 def _check_report(msg: apb.AgentMessage, kind: str | None) -> None:
