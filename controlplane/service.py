@@ -127,6 +127,9 @@ class ControlPlane:
         self._judged_from = -math.inf  # silence before this (a starved liveness check) is not charged
         self.guard = LostAgentGuard(disruption)  # many agents silent at once: hold them (disruption.py)
         self._wake = asyncio.Event()
+        # Set with _wake by every change but a submission (a completion, a cancel, an agent): its pass is
+        # not paced, and it cuts a rest short (_scheduler).
+        self._unpaced = asyncio.Event()
         self._events_changed = asyncio.Condition()
         self._last_pass = -math.inf
         self.pass_error: str | None = None  # why the latest scheduling pass failed; None once one succeeds
@@ -525,6 +528,7 @@ class ControlPlane:
         if self.lockstep:
             self._pass()  # the simulator's order: an instant's events, then its pass, then the next instant
         self._persist()
+        self._unpaced.set()  # not a submission: its pass goes at once, even during a rest
         self._wake.set()
 
     def _persist(self) -> None:
@@ -698,24 +702,29 @@ class ControlPlane:
                 continue  # lockstep passes already ran with their events
             if self.failed is not None:
                 return
-            started = time.perf_counter()
+            paced = not (round_due or self._unpaced.is_set())  # only the group commit asked for this pass
+            self._unpaced.clear()
             try:
-                self._run_pass()
+                seconds = self._run_pass()
             except StoreError:
                 return  # fatal: _persist has stopped the control plane
-            if not round_due:  # pace event passes: the loop takes in arrivals while the next pass waits
-                await asyncio.sleep(min(PASS_REST_RATIO * (time.perf_counter() - started), MAX_PASS_REST_S))
+            if paced:  # the loop takes in arrivals while the next pass waits; any other change ends the rest
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._unpaced.wait(), min(PASS_REST_RATIO * seconds, MAX_PASS_REST_S))
 
-    def _run_pass(self) -> None:
-        """One pass; a policy bug is logged and said on /healthz, not fatal (a store failure is)."""
+    def _run_pass(self) -> float:
+        """One pass; its policy's wall seconds (0 if it had nothing to do or failed). A policy bug is
+        logged and said on /healthz, not fatal (a store failure is)."""
         try:
-            self._pass()
+            seconds = self._pass()
             self.pass_error = None
+            return seconds
         except StoreError:
             raise
         except Exception as exc:  # a policy bug must not kill the control plane
             log.exception("scheduling pass failed")
             self.pass_error = f"{type(exc).__name__}: {exc}"
+            return 0.0
 
     def _next_round(self) -> float:
         policy = self.core.policy
@@ -727,14 +736,15 @@ class ControlPlane:
         now = max(self._latest_event, self._last_pass) if self.lockstep else self.now()
         return (math.floor(now / self.round_s) + 1) * self.round_s
 
-    def _pass(self) -> None:
-        """Run the policy if it has work, then re-rate every job whose iteration time changed."""
+    def _pass(self) -> float:
+        """Run the policy if it has work, then re-rate every job whose iteration time changed; the
+        policy pass's wall seconds as the core timed it (0 if the policy did not run)."""
         policy = self.core.policy
         runs = bool(self.core.pending or policy.acts_without_pending)
         # Lockstep passes run at the newest event's instant, as the simulator's do.
         now = max(self._latest_event, self._last_pass) if self.lockstep else self.now()
-        started = time.perf_counter()
         actions = self.core.schedule(now) if runs else []
+        seconds = self.core.pass_seconds.last if runs else 0.0  # timed once, by the core
         if runs:
             self._last_pass = now
         # Jobs whose actions send their agents the new allocation (and with it the slowdown).
@@ -750,7 +760,8 @@ class ControlPlane:
             self._dispatch(action, now)
         self._persist()
         if runs and self.on_pass is not None:
-            self.on_pass(time.perf_counter() - started)
+            self.on_pass(seconds)
+        return seconds
 
     def _dispatch(self, action: Action, now: float) -> None:
         if self.on_action is not None:
