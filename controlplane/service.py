@@ -446,13 +446,15 @@ class ControlPlane:
             alive = time.monotonic() - old.last_seen <= self.heartbeat_timeout_s
             if alive and not (register.instance and register.instance == old.instance):
                 log.warning("agent refused: the node already has a connected agent", node=name, peer=peer,
-                            connected_peer=old.peer, instance=register.instance[:64], connected=old.instance)
+                            connected_peer=old.peer, instance=register.instance[:lim.MAX_AGENT_INSTANCE],
+                            connected=old.instance)
                 raise AlreadyExists(f"node {name!r} already has a connected agent ({old.peer or 'another stream'}); "
                                     "a second agent for it is refused (stop the other, or wait "
                                     f"{self.heartbeat_timeout_s:g} s after it is gone)")
         if old is not None:
             old.closed = True  # a reconnect of the same agent (or one after the old went silent) replaces it
-        session = AgentSession(name, register.backend or "unknown", instance=register.instance[:64], peer=peer)
+        session = AgentSession(name, register.backend or "unknown", instance=register.instance[:lim.MAX_AGENT_INSTANCE],
+                               peer=peer)
         self.sessions[name] = session
         self._absent_since.pop(name, None)
         self._known.add(name)
@@ -908,8 +910,9 @@ def _check_report(msg: apb.AgentMessage, kind: str | None) -> None:
         p = msg.progress
         lim.check_seconds(p.iterations_done, "progress.iterations_done", lim.MAX_ITERATIONS)
         lim.check_seconds(p.cluster_time, "progress.cluster_time", lim.MAX_TIME_S)
-        if len(p.recent_iteration_s) > 1000:
-            raise ValidationError("too many entries", field="progress.recent_iteration_s")
+        if len(p.recent_iteration_s) > lim.MAX_RECENT_ITERATIONS:
+            raise ValidationError(f"has {len(p.recent_iteration_s)} entries; at most {lim.MAX_RECENT_ITERATIONS} "
+                                  "allowed", field="progress.recent_iteration_s")
         for x in p.recent_iteration_s:
             lim.check_seconds(x, "progress.recent_iteration_s", lim.MAX_DURATION_S)
         if p.HasField("time_shift_drift_s"):
@@ -919,6 +922,7 @@ def _check_report(msg: apb.AgentMessage, kind: str | None) -> None:
         e = msg.exited
         lim.check_seconds(e.cluster_time, "exited.cluster_time", lim.MAX_TIME_S)
         lim.check_int(e.checkpoint_iteration, "exited.checkpoint_iteration", 0, lim.MAX_ITERATIONS)
-        if len(e.message) > 64 * 1024:
-            raise ValidationError("is too long", field="exited.message")
+        if len(e.message) > lim.MAX_EXIT_MESSAGE_BYTES:
+            raise ValidationError(f"is {len(e.message)} characters long; at most {lim.MAX_EXIT_MESSAGE_BYTES} "
+                                  "allowed", field="exited.message")
 
