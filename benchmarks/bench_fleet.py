@@ -14,6 +14,9 @@ agent dials at once), each agent on its own TCP connection. Reported per N:
   after the control plane declared it silent) and the control plane's own count of
   "agent missed its heartbeats" (from its log) up to the end of the hold, and apart
   from it those logged while the workers tear the fleet down;
+* agents silent past the heartbeat timeout but held by the lost-agent guard (the most at any
+  poll of the control plane's /metrics, ``halyard_agents_silent``) and the share of polls on which
+  the guard held (``halyard_agent_disruption`` > 0: many silent at once; controlplane/disruption.py);
 * control-plane CPU (process CPU seconds per wall second, from /proc) while idle before
   the agents start (the baseline of the same run), while they connect, and holding
   1 s heartbeats for --hold-s once all are in; per agent it is the held CPU over idle.
@@ -36,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +56,36 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class GuardWatch:
+    """Polls the control plane's /metrics in a thread: the most silent agents seen, and how often the
+    lost-agent guard held (many agents silent at once)."""
+
+    def __init__(self, http_port: int) -> None:
+        self.url = f"http://127.0.0.1:{http_port}/metrics"
+        self.most_silent = 0
+        self.polls = 0
+        self.holding = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(POLL_S * 5):
+            try:
+                text = urllib.request.urlopen(self.url, timeout=10).read().decode()
+            except OSError:
+                continue  # a starved control plane answers late: skip this poll
+            values = dict(line.rsplit(" ", 1) for line in text.splitlines()
+                          if line.startswith(("halyard_agents_silent ", "halyard_agent_disruption ")))
+            self.polls += 1
+            self.most_silent = max(self.most_silent, int(float(values.get("halyard_agents_silent", 0))))
+            self.holding += float(values.get("halyard_agent_disruption", 0)) > 0
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=15)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -135,13 +169,15 @@ class Worker:
 def run_fleet(folder: Path, n: int, processes: int, args: argparse.Namespace) -> dict:
     cluster = folder / f"cluster-{n}.toml"
     cluster.write_text(small_cluster_toml(n), encoding="utf-8")
-    port = free_port()
+    port, http_port = free_port(), free_port()
     log_path = folder / f"controlplane-{n}.log"
     with log_path.open("w") as log_file:
         cp = subprocess.Popen([sys.executable, "-m", "halyard.cli", "controlplane", "--cluster", str(cluster),
                                "--db", str(folder / f"state-{n}.db"), "--listen", f"127.0.0.1:{port}",
-                               "--log-json", "--insecure"], stdout=subprocess.PIPE, stderr=log_file)
+                               "--log-json", "--insecure", "--http", f"127.0.0.1:{http_port}"],
+                              stdout=subprocess.PIPE, stderr=log_file)
     workers: list[Worker] = []
+    watch: GuardWatch | None = None
     try:
         assert cp.stdout.readline().startswith(b"listening on")
         share = -(-n // processes)
@@ -153,6 +189,7 @@ def run_fleet(folder: Path, n: int, processes: int, args: argparse.Namespace) ->
         cpu0, t0 = cpu_seconds(cp.pid), time.monotonic()
         time.sleep(args.idle_s)
         idle = (cpu_seconds(cp.pid) - cpu0) / (time.monotonic() - t0)
+        watch = GuardWatch(http_port)
         start_at = time.time() + START_MARGIN_S
         for w in workers:
             w.send(f"go {start_at}")
@@ -167,12 +204,15 @@ def run_fleet(folder: Path, n: int, processes: int, args: argparse.Namespace) ->
         held = (cpu_seconds(cp.pid) - cpu0) / (time.monotonic() - t0)
         wall = time.monotonic() - t0 + connect_wall
         measured_log = log_path.stat().st_size  # what the control plane logged before the fleet stops
+        watch.stop()
         for w in workers:
             w.send("stop")
         deadline = time.monotonic() + 60
         while any(w.result is None for w in workers) and time.monotonic() < deadline:
             time.sleep(POLL_S)
     finally:
+        if watch is not None:
+            watch.stop()
         for w in workers:
             w.proc.stdin.close()
         for w in workers:
@@ -194,6 +234,9 @@ def run_fleet(folder: Path, n: int, processes: int, args: argparse.Namespace) ->
         "reregistrations": sum(r["reregistrations"] for r in results),
         "missed_heartbeats_logged": log_bytes[:measured_log].count(missed),
         "missed_while_stopping": log_bytes[measured_log:].count(missed),  # workers tearing 1,000s of agents down
+        "most_silent_held": watch.most_silent if watch else 0,
+        "guard_held_share": watch.holding / watch.polls if watch and watch.polls else 0.0,
+        "starved_checks": log_bytes[:measured_log].count(b"liveness check ran late"),
         "cp_cpu_idle": idle, "cp_cpu_connecting": connecting, "cp_cpu_held": held,
         "cp_ms_per_agent_s": 1e3 * (held - idle) / n,
         "workers_cpu_per_s": sum(r["cpu_s"] for r in results) / wall,
@@ -205,7 +248,9 @@ def report(r: dict) -> str:
     return (f"{r['agents']:6d} agents / {r['processes']} procs: connected {r['connected']:6d} "
             f"(never {r['never']}), connect p50 {r['connect_p50_s']:6.2f} s  p99 {r['connect_p99_s']:6.2f} s  "
             f"max {r['connect_max_s']:6.2f} s; re-registrations {r['reregistrations']}, missed heartbeats "
-            f"{r['missed_heartbeats_logged']} (+{r['missed_while_stopping']} while stopping); "
+            f"{r['missed_heartbeats_logged']} (+{r['missed_while_stopping']} while stopping), silent but held "
+            f"at most {r['most_silent_held']} (guard holding on {100 * r['guard_held_share']:.0f}% of polls), "
+            f"starved liveness checks {r['starved_checks']}; "
             f"control-plane CPU s/s idle {r['cp_cpu_idle']:.3f}  connecting "
             f"{r['cp_cpu_connecting']:.3f}  held {r['cp_cpu_held']:.3f} ({r['cp_ms_per_agent_s']:.3f} ms per "
             f"agent-second); workers {r['workers_cpu_per_s']:.2f} CPU s/s")
