@@ -22,6 +22,10 @@ agent dials at once), each agent on its own TCP connection. Reported per N:
   1 s heartbeats for --hold-s once all are in; per agent it is the held CPU over idle.
 * the workers' CPU, to tell a slow client from a slow control plane.
 
+--bare runs, in the same run and after the others, the largest fleet against a bare grpc.aio
+AgentService instead (it answers Register with the agent's node and reads every message, nothing
+else): what gRPC alone costs per agent-second here, so the most agents one core can hold.
+
 --full-cluster makes the agents register without the file's digest, so the control plane
 ships the whole cluster file to each and each agent parses it: the protocol before
 node-scoped registration, for comparison in the same run.
@@ -47,6 +51,31 @@ from bench_controlplane import cpu_seconds
 
 from halyard.testing.cluster import small_cluster_toml
 
+BARE_SERVER = """
+import asyncio, sys, time, grpc
+from halyard.datamodel import cluster_digest, parse_cluster
+from halyard.v1 import agent_service_pb2 as apb, agent_service_pb2_grpc as agrpc
+from halyard.wire import node_to_pb
+text = open(sys.argv[2]).read()
+cluster, digest = parse_cluster(text), cluster_digest(text)
+class Bare(agrpc.AgentServiceServicer):
+    async def Connect(self, requests, context):
+        first = await anext(aiter(requests))
+        name = first.register.node.name
+        yield apb.ControlMessage(registered=apb.Registered(
+            node=name, node_spec=node_to_pb(cluster.node(name)), cluster_digest=digest, heartbeat_interval_s=1.0,
+            clock=apb.ClockParams(kind=apb.ACCELERATED, wall_origin_unix_s=time.time(), speedup=1.0)))
+        async for _ in requests:
+            pass
+async def main():
+    server = grpc.aio.server()
+    agrpc.add_AgentServiceServicer_to_server(Bare(), server)
+    server.add_insecure_port("127.0.0.1:" + sys.argv[1])
+    await server.start()
+    print("listening on", sys.argv[1], flush=True)
+    await server.wait_for_termination()
+asyncio.run(main())
+"""
 START_MARGIN_S = 0.5  # the agreed start lies this far after "go", so every worker is waiting for it
 POLL_S = 0.2
 OWN_CONNECTION = (("grpc.use_local_subchannel_pool", 1),)  # one TCP connection per agent, as separate machines
@@ -166,16 +195,17 @@ class Worker:
         self.proc.stdin.flush()
 
 
-def run_fleet(folder: Path, n: int, processes: int, args: argparse.Namespace) -> dict:
+def run_fleet(folder: Path, n: int, processes: int, args: argparse.Namespace, *, bare: bool = False) -> dict:
     cluster = folder / f"cluster-{n}.toml"
     cluster.write_text(small_cluster_toml(n), encoding="utf-8")
     port, http_port = free_port(), free_port()
-    log_path = folder / f"controlplane-{n}.log"
+    log_path = folder / f"controlplane-{n}{'-bare' if bare else ''}.log"
+    server = ([sys.executable, "-c", BARE_SERVER, str(port), str(cluster)] if bare else
+              [sys.executable, "-m", "halyard.cli", "controlplane", "--cluster", str(cluster),
+               "--db", str(folder / f"state-{n}.db"), "--listen", f"127.0.0.1:{port}",
+               "--log-json", "--insecure", "--http", f"127.0.0.1:{http_port}"])
     with log_path.open("w") as log_file:
-        cp = subprocess.Popen([sys.executable, "-m", "halyard.cli", "controlplane", "--cluster", str(cluster),
-                               "--db", str(folder / f"state-{n}.db"), "--listen", f"127.0.0.1:{port}",
-                               "--log-json", "--insecure", "--http", f"127.0.0.1:{http_port}"],
-                              stdout=subprocess.PIPE, stderr=log_file)
+        cp = subprocess.Popen(server, stdout=subprocess.PIPE, stderr=log_file)
     workers: list[Worker] = []
     watch: GuardWatch | None = None
     try:
@@ -189,7 +219,7 @@ def run_fleet(folder: Path, n: int, processes: int, args: argparse.Namespace) ->
         cpu0, t0 = cpu_seconds(cp.pid), time.monotonic()
         time.sleep(args.idle_s)
         idle = (cpu_seconds(cp.pid) - cpu0) / (time.monotonic() - t0)
-        watch = GuardWatch(http_port)
+        watch = None if bare else GuardWatch(http_port)
         start_at = time.time() + START_MARGIN_S
         for w in workers:
             w.send(f"go {start_at}")
@@ -204,7 +234,8 @@ def run_fleet(folder: Path, n: int, processes: int, args: argparse.Namespace) ->
         held = (cpu_seconds(cp.pid) - cpu0) / (time.monotonic() - t0)
         wall = time.monotonic() - t0 + connect_wall
         measured_log = log_path.stat().st_size  # what the control plane logged before the fleet stops
-        watch.stop()
+        if watch is not None:
+            watch.stop()
         for w in workers:
             w.send("stop")
         deadline = time.monotonic() + 60
@@ -240,12 +271,13 @@ def run_fleet(folder: Path, n: int, processes: int, args: argparse.Namespace) ->
         "cp_cpu_idle": idle, "cp_cpu_connecting": connecting, "cp_cpu_held": held,
         "cp_ms_per_agent_s": 1e3 * (held - idle) / n,
         "workers_cpu_per_s": sum(r["cpu_s"] for r in results) / wall,
-        "full_cluster": args.full_cluster,
+        "full_cluster": args.full_cluster, "bare": bare,
     }
 
 
 def report(r: dict) -> str:
-    return (f"{r['agents']:6d} agents / {r['processes']} procs: connected {r['connected']:6d} "
+    return (f"{'bare grpc.aio ' if r['bare'] else ''}{r['agents']:6d} agents / {r['processes']} procs: "
+            f"connected {r['connected']:6d} "
             f"(never {r['never']}), connect p50 {r['connect_p50_s']:6.2f} s  p99 {r['connect_p99_s']:6.2f} s  "
             f"max {r['connect_max_s']:6.2f} s; re-registrations {r['reregistrations']}, missed heartbeats "
             f"{r['missed_heartbeats_logged']} (+{r['missed_while_stopping']} while stopping), silent but held "
@@ -266,6 +298,8 @@ def main() -> None:
     parser.add_argument("--connect-timeout-s", type=float, default=120.0)
     parser.add_argument("--full-cluster", action="store_true",
                         help="agents register without the digest: the whole cluster file is shipped and parsed")
+    parser.add_argument("--bare", action="store_true", help="also run the largest fleet against a bare grpc.aio "
+                        "AgentService: the gRPC floor per agent-second, in the same run")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     parser.add_argument("--worker", nargs=4, metavar=("TARGET", "CLUSTER", "FIRST", "COUNT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -283,12 +317,21 @@ def main() -> None:
             r = run_fleet(Path(tmp), n, min(args.processes, n), args)
             out.append(r)
             print(report(r), flush=True)
+        if args.bare:
+            bare = run_fleet(Path(tmp), counts[-1], min(args.processes, counts[-1]), args, bare=True)
+            print(report(bare), flush=True)
     base = out[0]
     for r in out[1:]:
         p99 = r['connect_p99_s'] / base['connect_p99_s']
         print(f"{r['agents']} vs {base['agents']} agents: connect p99 x{p99:.1f}, "
               f"held control-plane CPU x{r['cp_cpu_held'] / max(base['cp_cpu_held'], 1e-9):.1f} "
               f"for x{r['agents'] / base['agents']:.0f} agents")
+    if args.bare:
+        ours, floor = out[-1]['cp_ms_per_agent_s'], max(bare['cp_ms_per_agent_s'], 1e-9)
+        print(f"{out[-1]['agents']} agents held: control plane {ours:.3f} ms CPU per agent-second, bare grpc.aio "
+              f"{floor:.3f} (ours {ours / floor:.2f}x the floor); one core holds at most {1e3 / floor:.0f} agents "
+              "at 1 s heartbeats with grpc.aio here")
+        out.append(bare)
     print(f"load average {os.getloadavg()[0]:.1f} at end (a shared machine: other work shares these cores)")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2), encoding="utf-8")
