@@ -61,7 +61,7 @@ class DisruptionSettings:
                                   field="--unhealthy-zone-threshold")
         if not self.secondary_rate >= 0.0:
             raise ValidationError(f"must be >= 0 nodes per second, got {self.secondary_rate:g}",
-                                  field="--secondary-eviction-rate")
+                                  field="--secondary-node-eviction-rate")
         if self.large_cluster_size < 0:
             raise ValidationError(f"must be >= 0 nodes, got {self.large_cluster_size}",
                                   field="--large-cluster-size-threshold")

@@ -46,7 +46,7 @@ def test_partial_disruption_admits_at_the_secondary_rate_in_a_large_cluster_only
 
 @pytest.mark.parametrize(("kwargs", "flag"), [({"unhealthy_threshold": 1.5}, "--unhealthy-zone-threshold"),
                                               ({"unhealthy_threshold": 0.0}, "--unhealthy-zone-threshold"),
-                                              ({"secondary_rate": -1.0}, "--secondary-eviction-rate"),
+                                              ({"secondary_rate": -1.0}, "--secondary-node-eviction-rate"),
                                               ({"large_cluster_size": -1}, "--large-cluster-size-threshold")])
 def test_bad_settings_name_the_flag(kwargs, flag):
     with pytest.raises(ValidationError, match=flag):

@@ -72,7 +72,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     cp.add_argument("--unhealthy-zone-threshold", type=float, default=UNHEALTHY_ZONE_THRESHOLD,
                     help="when at least this share of the agents (and at least 3) is silent at once, hold their "
                          "nodes and jobs instead of declaring them lost (Kubernetes' flag of the same name)")
-    cp.add_argument("--secondary-eviction-rate", type=float, default=SECONDARY_EVICTION_RATE,
+    cp.add_argument("--secondary-node-eviction-rate", type=float, default=SECONDARY_EVICTION_RATE,
                     help="nodes per second declared lost while that many are silent (0 in a cluster of at most "
                          "--large-cluster-size-threshold nodes; none while all are silent)")
     cp.add_argument("--large-cluster-size-threshold", type=int, default=LARGE_CLUSTER_SIZE_THRESHOLD)
@@ -174,7 +174,7 @@ def run_controlplane(args: argparse.Namespace) -> int:
     if not 0 <= args.group_commit_window_ms <= MAX_GROUP_COMMIT_WINDOW_MS:
         raise ValidationError(f"must be 0..{MAX_GROUP_COMMIT_WINDOW_MS:g} ms, got {args.group_commit_window_ms:g}",
                               field="--group-commit-window-ms")
-    disruption = DisruptionSettings(args.unhealthy_zone_threshold, args.secondary_eviction_rate,
+    disruption = DisruptionSettings(args.unhealthy_zone_threshold, args.secondary_node_eviction_rate,
                                     args.large_cluster_size_threshold)
     tls = _server_tls(args)
     text, source = read_cluster_text(args.cluster)
