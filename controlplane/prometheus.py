@@ -76,8 +76,9 @@ class Metrics:
         Gauge("halyard_nodes_drained", "Nodes drained by an operator", registry=r).set_function(
             lambda: len(cp.drained))
         guard = cp.guard
-        Gauge("halyard_agents_silent", "Nodes whose agent was silent past the heartbeat timeout at the latest "
-              "liveness check", registry=r).set_function(lambda: guard.silent)
+        Gauge("halyard_agents_silent", "Nodes whose agent was quiet for half the heartbeat timeout or more at "
+              "the latest liveness check (what the lost-agent guard judges on)",
+              registry=r).set_function(lambda: guard.silent)
         Gauge("halyard_agent_disruption", "0: lost agents are declared lost at once; 1: many are silent, they are "
               "declared lost at the secondary rate; 2: all are silent, none is (disruption.py)",
               registry=r).set_function(lambda: guard.state.value)

@@ -80,6 +80,12 @@ LOCKSTEP_LAG_WALL_S = 0.05  # a completion is applied this long (wall) after its
 # that time may be queued in gRPC, so silence before that check is not charged to the agents (a
 # choice of ours; one heartbeat interval of the default 1 s, well above a healthy loop's lag).
 STARVED_LOOP_S = 1.0
+# The lost-agent guard counts an agent as silent once it has been quiet for this share of the heartbeat
+# timeout (two missed 1 s heartbeats of the default 5 s), while one is declared lost only at the whole
+# timeout: agents that go silent together cross the timeout over a heartbeat or so, and the guard must
+# see all of them before it lets the first go (Kubernetes judges a zone on NotReady nodes long before
+# their pods' eviction). A choice of ours.
+SUSPECT_SHARE = 0.5
 
 
 @dataclass
@@ -871,15 +877,18 @@ class ControlPlane:
         """Close silent sessions and requeue the jobs of nodes silent past the timeout, as far as the
         lost-agent guard admits (all of them unless many are silent at once: :mod:`disruption`)."""
         timeout, since = self.heartbeat_timeout_s, self._judged_from
-        silent = [(s.last_seen, s.node) for s in self.silent_sessions(wall)]
-        absent = [(t, n) for n, t in self._absent_since.items()
-                  if n in self._known and wall - max(t, since) > timeout]
+        suspect_s = SUSPECT_SHARE * timeout
+        quiet = [(s.last_seen, s.node) for s in self.sessions.values() if wall - max(s.last_seen, since) > suspect_s]
+        away = [(t, n) for n, t in self._absent_since.items() if n in self._known and wall - max(t, since) > suspect_s]
+        silent = [(t, n) for t, n in quiet if wall - max(t, since) > timeout]
+        absent = [(t, n) for t, n in away if wall - max(t, since) > timeout]
         with_jobs = {n for nodes in self.placed.values() for n in nodes} if absent else set()
         # What declaring a node lost changes: its open session, or the jobs placed on it.
         candidates = sorted(silent + [(t, n) for t, n in absent if n in with_jobs])
         before = self.guard.state
-        admitted = set(self.guard.admit([n for _, n in candidates], len(silent) + len(absent),
-                                         len(self._known), wall))
+        # The cluster's state is judged on agents quiet for part of the timeout, so agents that go silent
+        # together are seen together, before the first of them reaches the timeout and is declared lost.
+        admitted = set(self.guard.admit([n for _, n in candidates], len(quiet) + len(away), len(self._known), wall))
         if self.guard.state is not before:
             log.warning("many agents silent at once: holding their nodes and jobs" if self.guard.state.holds
                         else "agents answer again: silent agents are declared lost at once",
