@@ -39,6 +39,7 @@ from halyard.agent.backoff import Backoff
 from halyard.agent.cluster_copy import ClusterCopy, ClusterMismatch, StaleCluster
 from halyard.clock import Clock, ClockParams, clock_from_params
 from halyard.datamodel import Cluster, Node, cluster_digest
+from halyard.datamodel.limits import MAX_JOB_ID
 from halyard.tls import ClientTLS
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import agent_service_pb2_grpc as agrpc
@@ -50,6 +51,7 @@ log = structlog.get_logger("halyard.agent")
 __all__ = ["FATAL_CODES", "StreamAgent"]
 
 MAX_FINISHED_PARTS = 4096  # finished non-leader parts remembered (only a reconnect needs them)
+DIGEST_SHOWN = 12  # hex digits of a cluster file's SHA-256 in messages: enough to tell two apart by eye
 FATAL_CODES = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
                grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
 
@@ -85,6 +87,9 @@ class StreamAgent:
         self._outbox: asyncio.Queue[apb.AgentMessage | None] | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
         self._runner: asyncio.Task[None] | None = None
+        # A fault to inject (TestCluster.freeze_agent): while set, no heartbeat or progress report
+        # leaves, as from a hung node whose connection stays up.
+        self.frozen = False
 
     # --- lifecycle ----------------------------------------------------------
 
@@ -204,14 +209,14 @@ class StreamAgent:
             if text:  # an agent without a (matching) copy, or a control plane older than digests
                 if digest and cluster_digest(text) != digest:
                     raise ClusterMismatch(f"the cluster file sent ({len(text)} bytes) does not match the digest "
-                                       f"sent with it ({digest[:12]})")
+                                       f"sent with it ({digest[:DIGEST_SHOWN]})")
                 if self._copy is None or self._copy.text != text:
                     self._copy = ClusterCopy.parse(text, source="<control plane>")
             elif self._copy is None:
                 raise StaleCluster("the control plane sent no cluster file and this agent holds none")
             elif digest != self._copy.digest:
-                raise StaleCluster(f"this agent's cluster file has digest {self._copy.digest[:12]}, the control "
-                                   f"plane's {digest[:12] or 'none'}")
+                raise StaleCluster(f"this agent's cluster file has digest {self._copy.digest[:DIGEST_SHOWN]}, "
+                                   f"the control plane's {digest[:DIGEST_SHOWN] or 'none'}")
             if registered.HasField("node_spec"):
                 cluster = self._copy.cluster
                 mine = node_to_pb(cluster.node(self.node_name)) if cluster.has_node(self.node_name) else None
@@ -225,10 +230,11 @@ class StreamAgent:
 
     async def _heartbeats(self, outbox: asyncio.Queue[apb.AgentMessage | None], interval: float) -> None:
         while True:
-            now = self.clock.now()
-            outbox.put_nowait(apb.AgentMessage(heartbeat=self.heartbeat(now)))
-            for progress in self.progress_reports(now):
-                outbox.put_nowait(apb.AgentMessage(progress=progress))
+            if not self.frozen:
+                now = self.clock.now()
+                outbox.put_nowait(apb.AgentMessage(heartbeat=self.heartbeat(now)))
+                for progress in self.progress_reports(now):
+                    outbox.put_nowait(apb.AgentMessage(progress=progress))
             await asyncio.sleep(interval)
 
     def send(self, msg: apb.AgentMessage, *, keep: bool) -> None:
@@ -254,7 +260,7 @@ class StreamAgent:
 
     def _handle(self, kind: str, body) -> None:
         if kind == "launch":
-            log.info("launch received", node=self.node_name, job=body.job_id[:128], attempt=body.attempt,
+            log.info("launch received", node=self.node_name, job=body.job_id[:MAX_JOB_ID], attempt=body.attempt,
                      leader=body.leader)
             for key in [k for k in self._finished_parts if k[0] == body.job_id]:
                 del self._finished_parts[key]

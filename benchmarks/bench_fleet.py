@@ -14,10 +14,17 @@ agent dials at once), each agent on its own TCP connection. Reported per N:
   after the control plane declared it silent) and the control plane's own count of
   "agent missed its heartbeats" (from its log) up to the end of the hold, and apart
   from it those logged while the workers tear the fleet down;
+* agents silent past the heartbeat timeout but held by the lost-agent guard (the most at any
+  poll of the control plane's /metrics, ``halyard_agents_silent``) and the share of polls on which
+  the guard held (``halyard_agent_disruption`` > 0: many silent at once; controlplane/disruption.py);
 * control-plane CPU (process CPU seconds per wall second, from /proc) while idle before
   the agents start (the baseline of the same run), while they connect, and holding
   1 s heartbeats for --hold-s once all are in; per agent it is the held CPU over idle.
 * the workers' CPU, to tell a slow client from a slow control plane.
+
+--bare runs, in the same run and after the others, the largest fleet against a bare grpc.aio
+AgentService instead (it answers Register with the agent's node and reads every message, nothing
+else): what gRPC alone costs per agent-second here, so the most agents one core can hold.
 
 --full-cluster makes the agents register without the file's digest, so the control plane
 ships the whole cluster file to each and each agent parses it: the protocol before
@@ -36,6 +43,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +51,31 @@ from bench_controlplane import cpu_seconds
 
 from halyard.testing.cluster import small_cluster_toml
 
+BARE_SERVER = """
+import asyncio, sys, time, grpc
+from halyard.datamodel import cluster_digest, parse_cluster
+from halyard.v1 import agent_service_pb2 as apb, agent_service_pb2_grpc as agrpc
+from halyard.wire import node_to_pb
+text = open(sys.argv[2]).read()
+cluster, digest = parse_cluster(text), cluster_digest(text)
+class Bare(agrpc.AgentServiceServicer):
+    async def Connect(self, requests, context):
+        first = await anext(aiter(requests))
+        name = first.register.node.name
+        yield apb.ControlMessage(registered=apb.Registered(
+            node=name, node_spec=node_to_pb(cluster.node(name)), cluster_digest=digest, heartbeat_interval_s=1.0,
+            clock=apb.ClockParams(kind=apb.ACCELERATED, wall_origin_unix_s=time.time(), speedup=1.0)))
+        async for _ in requests:
+            pass
+async def main():
+    server = grpc.aio.server()
+    agrpc.add_AgentServiceServicer_to_server(Bare(), server)
+    server.add_insecure_port("127.0.0.1:" + sys.argv[1])
+    await server.start()
+    print("listening on", sys.argv[1], flush=True)
+    await server.wait_for_termination()
+asyncio.run(main())
+"""
 START_MARGIN_S = 0.5  # the agreed start lies this far after "go", so every worker is waiting for it
 POLL_S = 0.2
 OWN_CONNECTION = (("grpc.use_local_subchannel_pool", 1),)  # one TCP connection per agent, as separate machines
@@ -52,6 +85,36 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class GuardWatch:
+    """Polls the control plane's /metrics in a thread: the most silent agents seen, and how often the
+    lost-agent guard held (many agents silent at once)."""
+
+    def __init__(self, http_port: int) -> None:
+        self.url = f"http://127.0.0.1:{http_port}/metrics"
+        self.most_silent = 0
+        self.polls = 0
+        self.holding = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(POLL_S * 5):
+            try:
+                text = urllib.request.urlopen(self.url, timeout=10).read().decode()
+            except OSError:
+                continue  # a starved control plane answers late: skip this poll
+            values = dict(line.rsplit(" ", 1) for line in text.splitlines()
+                          if line.startswith(("halyard_agents_silent ", "halyard_agent_disruption ")))
+            self.polls += 1
+            self.most_silent = max(self.most_silent, int(float(values.get("halyard_agents_silent", 0))))
+            self.holding += float(values.get("halyard_agent_disruption", 0)) > 0
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=15)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -132,16 +195,19 @@ class Worker:
         self.proc.stdin.flush()
 
 
-def run_fleet(folder: Path, n: int, processes: int, args: argparse.Namespace) -> dict:
+def run_fleet(folder: Path, n: int, processes: int, args: argparse.Namespace, *, bare: bool = False) -> dict:
     cluster = folder / f"cluster-{n}.toml"
     cluster.write_text(small_cluster_toml(n), encoding="utf-8")
-    port = free_port()
-    log_path = folder / f"controlplane-{n}.log"
+    port, http_port = free_port(), free_port()
+    log_path = folder / f"controlplane-{n}{'-bare' if bare else ''}.log"
+    server = ([sys.executable, "-c", BARE_SERVER, str(port), str(cluster)] if bare else
+              [sys.executable, "-m", "halyard.cli", "controlplane", "--cluster", str(cluster),
+               "--db", str(folder / f"state-{n}.db"), "--listen", f"127.0.0.1:{port}",
+               "--log-json", "--insecure", "--http", f"127.0.0.1:{http_port}"])
     with log_path.open("w") as log_file:
-        cp = subprocess.Popen([sys.executable, "-m", "halyard.cli", "controlplane", "--cluster", str(cluster),
-                               "--db", str(folder / f"state-{n}.db"), "--listen", f"127.0.0.1:{port}",
-                               "--log-json", "--insecure"], stdout=subprocess.PIPE, stderr=log_file)
+        cp = subprocess.Popen(server, stdout=subprocess.PIPE, stderr=log_file)
     workers: list[Worker] = []
+    watch: GuardWatch | None = None
     try:
         assert cp.stdout.readline().startswith(b"listening on")
         share = -(-n // processes)
@@ -153,6 +219,7 @@ def run_fleet(folder: Path, n: int, processes: int, args: argparse.Namespace) ->
         cpu0, t0 = cpu_seconds(cp.pid), time.monotonic()
         time.sleep(args.idle_s)
         idle = (cpu_seconds(cp.pid) - cpu0) / (time.monotonic() - t0)
+        watch = None if bare else GuardWatch(http_port)
         start_at = time.time() + START_MARGIN_S
         for w in workers:
             w.send(f"go {start_at}")
@@ -167,12 +234,16 @@ def run_fleet(folder: Path, n: int, processes: int, args: argparse.Namespace) ->
         held = (cpu_seconds(cp.pid) - cpu0) / (time.monotonic() - t0)
         wall = time.monotonic() - t0 + connect_wall
         measured_log = log_path.stat().st_size  # what the control plane logged before the fleet stops
+        if watch is not None:
+            watch.stop()
         for w in workers:
             w.send("stop")
         deadline = time.monotonic() + 60
         while any(w.result is None for w in workers) and time.monotonic() < deadline:
             time.sleep(POLL_S)
     finally:
+        if watch is not None:
+            watch.stop()
         for w in workers:
             w.proc.stdin.close()
         for w in workers:
@@ -194,18 +265,24 @@ def run_fleet(folder: Path, n: int, processes: int, args: argparse.Namespace) ->
         "reregistrations": sum(r["reregistrations"] for r in results),
         "missed_heartbeats_logged": log_bytes[:measured_log].count(missed),
         "missed_while_stopping": log_bytes[measured_log:].count(missed),  # workers tearing 1,000s of agents down
+        "most_silent_held": watch.most_silent if watch else 0,
+        "guard_held_share": watch.holding / watch.polls if watch and watch.polls else 0.0,
+        "starved_checks": log_bytes[:measured_log].count(b"liveness check ran late"),
         "cp_cpu_idle": idle, "cp_cpu_connecting": connecting, "cp_cpu_held": held,
         "cp_ms_per_agent_s": 1e3 * (held - idle) / n,
         "workers_cpu_per_s": sum(r["cpu_s"] for r in results) / wall,
-        "full_cluster": args.full_cluster,
+        "full_cluster": args.full_cluster, "bare": bare,
     }
 
 
 def report(r: dict) -> str:
-    return (f"{r['agents']:6d} agents / {r['processes']} procs: connected {r['connected']:6d} "
+    return (f"{'bare grpc.aio ' if r['bare'] else ''}{r['agents']:6d} agents / {r['processes']} procs: "
+            f"connected {r['connected']:6d} "
             f"(never {r['never']}), connect p50 {r['connect_p50_s']:6.2f} s  p99 {r['connect_p99_s']:6.2f} s  "
             f"max {r['connect_max_s']:6.2f} s; re-registrations {r['reregistrations']}, missed heartbeats "
-            f"{r['missed_heartbeats_logged']} (+{r['missed_while_stopping']} while stopping); "
+            f"{r['missed_heartbeats_logged']} (+{r['missed_while_stopping']} while stopping), silent but held "
+            f"at most {r['most_silent_held']} (guard holding on {100 * r['guard_held_share']:.0f}% of polls), "
+            f"starved liveness checks {r['starved_checks']}; "
             f"control-plane CPU s/s idle {r['cp_cpu_idle']:.3f}  connecting "
             f"{r['cp_cpu_connecting']:.3f}  held {r['cp_cpu_held']:.3f} ({r['cp_ms_per_agent_s']:.3f} ms per "
             f"agent-second); workers {r['workers_cpu_per_s']:.2f} CPU s/s")
@@ -221,6 +298,8 @@ def main() -> None:
     parser.add_argument("--connect-timeout-s", type=float, default=120.0)
     parser.add_argument("--full-cluster", action="store_true",
                         help="agents register without the digest: the whole cluster file is shipped and parsed")
+    parser.add_argument("--bare", action="store_true", help="also run the largest fleet against a bare grpc.aio "
+                        "AgentService: the gRPC floor per agent-second, in the same run")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     parser.add_argument("--worker", nargs=4, metavar=("TARGET", "CLUSTER", "FIRST", "COUNT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -238,12 +317,21 @@ def main() -> None:
             r = run_fleet(Path(tmp), n, min(args.processes, n), args)
             out.append(r)
             print(report(r), flush=True)
+        if args.bare:
+            bare = run_fleet(Path(tmp), counts[-1], min(args.processes, counts[-1]), args, bare=True)
+            print(report(bare), flush=True)
     base = out[0]
     for r in out[1:]:
         p99 = r['connect_p99_s'] / base['connect_p99_s']
         print(f"{r['agents']} vs {base['agents']} agents: connect p99 x{p99:.1f}, "
               f"held control-plane CPU x{r['cp_cpu_held'] / max(base['cp_cpu_held'], 1e-9):.1f} "
               f"for x{r['agents'] / base['agents']:.0f} agents")
+    if args.bare:
+        ours, floor = out[-1]['cp_ms_per_agent_s'], max(bare['cp_ms_per_agent_s'], 1e-9)
+        print(f"{out[-1]['agents']} agents held: control plane {ours:.3f} ms CPU per agent-second, bare grpc.aio "
+              f"{floor:.3f} (ours {ours / floor:.2f}x the floor); one core holds at most {1e3 / floor:.0f} agents "
+              "at 1 s heartbeats with grpc.aio here")
+        out.append(bare)
     print(f"load average {os.getloadavg()[0]:.1f} at end (a shared machine: other work shares these cores)")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2), encoding="utf-8")

@@ -145,9 +145,12 @@ class SchedulingCore:
         """What the job sets that the policy does not act on, said in its SUBMITTED event ("" if nothing)
         rather than ignored silently (issue 18): a priority under a policy without priorities, a
         deadline under one that is not deadline-aware."""
+        given = [name for name, set_ in (("priority", spec.priority != 0), ("deadline", spec.deadline is not None))
+                 if set_]
+        if not given:  # the usual job: no need to ask the policy (a union over its stages) on every submission
+            return ""
         honours = self.policy.honours
-        ignored = [name for name, given in (("priority", spec.priority != 0), ("deadline", spec.deadline is not None))
-                   if given and name not in honours]
+        ignored = [name for name in given if name not in honours]
         return f"{' and '.join(ignored)} ignored by policy {self.policy.name}" if ignored else ""
 
     def _check_memory(self, spec: JobSpec) -> None:

@@ -17,6 +17,7 @@ import structlog
 
 from halyard.controlplane import logs
 from halyard.controlplane.auth import Authenticator
+from halyard.controlplane.calls import Undecodable, refuse_undecodable
 from halyard.controlplane.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -147,11 +148,16 @@ class JobServicer(jgrpc.JobServiceServicer):
         self.logs = logs or LogRelay(cp)
 
     async def SubmitJob(self, request: jpb.SubmitJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
-        who = await _call(context, "SubmitJob", lambda: self._checked(request, self.auth.client(context)))
-        arrival = self.cp.arrival_time(request.submit_time if request.HasField("submit_time") else None)
-        await self.cp.settle(arrival)
-        job = await _call(context, "SubmitJob", lambda: self._submit(request, who, arrival))
-        await _durable(context, self.cp)  # answered only once stored: it survives a kill -9 from here on
+        cp = self.cp
+        if cp.lockstep:  # replay: the arrival waits for earlier completions between the check and the submit
+            who = await _call(context, "SubmitJob", lambda: self._checked(request, self.auth.client(context)))
+            arrival = cp.arrival_time(request.submit_time if request.HasField("submit_time") else None)
+            await cp.settle(arrival)
+            job = await _call(context, "SubmitJob", lambda: self._submit(request, who, arrival))
+        else:  # one checked call: the unary path is the one a client's loop of submissions pays per job
+            job = await _call(context, "SubmitJob", lambda: self._submit(
+                request, self._checked(request, self.auth.client(context)), cp.arrival_time(None)))
+        await _durable(context, cp)  # answered only once stored: it survives a kill -9 from here on
         return job
 
     async def SubmitJobs(self, request: jpb.SubmitJobsRequest,
@@ -332,7 +338,10 @@ class ClusterServicer(cgrpc.ClusterServiceServicer):
 
 
 class AgentServicer(agrpc.AgentServiceServicer):
-    """One bidirectional stream per agent: Register first, then messages both ways."""
+    """One bidirectional stream per agent: Register first, then messages both ways.
+
+    Connect checks each request for :class:`Undecodable` itself (:data:`CHECKS_OWN_REQUESTS`):
+    one isinstance per heartbeat instead of another async generator between gRPC and the stream."""
 
     def __init__(self, cp: ControlPlane, auth: Authenticator | None = None, logs: LogRelay | None = None) -> None:
         self.cp = cp
@@ -347,6 +356,7 @@ class AgentServicer(agrpc.AgentServiceServicer):
             log.warning("agent refused", peer=context.peer(), error=str(exc))
             await context.abort(_status(exc), str(exc))
         first = await anext(aiter(request_iterator), None)
+        await refuse_undecodable(context, first)  # this stream checks its own requests (calls.CallWrapper)
         if first is None or first.WhichOneof("body") != "register":
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 "field 'register': the first message must be Register")
@@ -376,6 +386,8 @@ class AgentServicer(agrpc.AgentServiceServicer):
         async for msg in request_iterator:
             if session.closed:
                 return
+            if isinstance(msg, Undecodable):
+                await refuse_undecodable(context, msg)
             if msg.WhichOneof("body") == "log_data":  # an answer to StreamLogs, not a change of state
                 self.logs.deliver(session.node, msg.log_data)
                 continue
@@ -383,6 +395,10 @@ class AgentServicer(agrpc.AgentServiceServicer):
                 self.cp.agent_message(session, msg)
             except HalyardError as exc:
                 log.warning("bad agent message", node=session.node, error=str(exc))
+
+
+# Client-streaming methods whose servicer checks every request for a decode failure itself.
+CHECKS_OWN_REQUESTS = ("/halyard.v1.AgentService/Connect",)
 
 
 def _job_id(job_id: str) -> str:
@@ -405,86 +421,3 @@ def _node_name(node: str) -> str:
     if len(node) > lim.MAX_REQUEST_ID:
         raise ValidationError(f"is {len(node)} characters long; at most {lim.MAX_REQUEST_ID} allowed", field="node")
     return node
-
-
-class _Undecodable:
-    """What a request that does not decode becomes, so the call answers INVALID_ARGUMENT (not UNKNOWN)."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: str) -> None:
-        self.error = error
-
-
-def _lenient(deserializer: Callable[[bytes], object] | None) -> Callable[[bytes], object] | None:
-    if deserializer is None:
-        return None
-
-    def decode(data: bytes) -> object:
-        try:
-            return deserializer(data)
-        except Exception as exc:  # DecodeError, and whatever else a malformed message raises
-            return _Undecodable(f"{type(exc).__name__}: {exc}"[:200])
-    return decode
-
-
-async def _refuse(context: grpc.aio.ServicerContext, bad: _Undecodable) -> None:
-    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the request message does not decode ({bad.error})")
-
-
-class DecodeGuard(grpc.aio.ServerInterceptor):
-    """Answers INVALID_ARGUMENT to a message that does not decode, for every method of every service.
-
-    gRPC asks the interceptors on every call; each method's guarded handler is built once and
-    kept (per method, while gRPC hands out the same inner handler), not rebuilt per call."""
-
-    def __init__(self) -> None:
-        self._guarded: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
-
-    async def intercept_service(self, continuation, handler_call_details):
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        kept = self._guarded.get(handler_call_details.method)
-        if kept is not None and kept[0] is handler:
-            return kept[1]
-        guarded = self._guard(handler)
-        self._guarded[handler_call_details.method] = (handler, guarded)  # known methods only: bounded
-        return guarded
-
-    @staticmethod
-    def _guard(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        decode, encode = _lenient(handler.request_deserializer), handler.response_serializer
-        if handler.unary_unary is not None:
-            inner_uu = handler.unary_unary
-
-            async def unary_unary(request, context):
-                if isinstance(request, _Undecodable):
-                    await _refuse(context, request)
-                return await inner_uu(request, context)
-            return grpc.unary_unary_rpc_method_handler(unary_unary, decode, encode)
-        if handler.unary_stream is not None:
-            inner_us = handler.unary_stream
-
-            async def unary_stream(request, context):
-                if isinstance(request, _Undecodable):
-                    await _refuse(context, request)
-                async for reply in inner_us(request, context):
-                    yield reply
-            return grpc.unary_stream_rpc_method_handler(unary_stream, decode, encode)
-        inner = handler.stream_stream or handler.stream_unary
-
-        async def checked(requests, context):
-            async for request in requests:
-                if isinstance(request, _Undecodable):
-                    await _refuse(context, request)
-                yield request
-        if handler.stream_stream is not None:
-            async def stream_stream(requests, context):
-                async for reply in inner(checked(requests, context), context):
-                    yield reply
-            return grpc.stream_stream_rpc_method_handler(stream_stream, decode, encode)
-
-        async def stream_unary(requests, context):
-            return await inner(checked(requests, context), context)
-        return grpc.stream_unary_rpc_method_handler(stream_unary, decode, encode)

@@ -36,6 +36,7 @@ class PassTimes:
         self.count = 0
         self.total = 0.0
         self.max = 0.0
+        self.last = 0.0  # the latest pass (the control plane paces by it and reports it to Prometheus)
         self._sample = array("d")
         self._rng = random.Random(seed)  # its own generator: the policies' seeded draws are untouched
 
@@ -47,6 +48,7 @@ class PassTimes:
             if j < self.capacity:
                 self._sample[j] = seconds
         self.count += 1
+        self.last = seconds
         self.total += seconds
         self.max = max(self.max, seconds)
 

@@ -1,4 +1,4 @@
-"""The control plane's Prometheus metrics, its gRPC status-code interceptor and its health checks.
+"""The control plane's Prometheus metrics and its health checks (calls are counted by :mod:`calls`).
 
 Everything lives in one :class:`Metrics` object with a registry of its own (no
 global state). Job counters and histograms are derived from the event log, the
@@ -13,16 +13,13 @@ expects of a new process) instead of counting the restored history again.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
 
-import grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from halyard.controlplane.calls import CallWrapper
 from halyard.controlplane.dashboard import measured_utilisation
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import StoreError
@@ -78,6 +75,13 @@ class Metrics:
             lambda: len(cp.sessions))
         Gauge("halyard_nodes_drained", "Nodes drained by an operator", registry=r).set_function(
             lambda: len(cp.drained))
+        guard = cp.guard
+        Gauge("halyard_agents_silent", "Nodes whose agent was quiet for half the heartbeat timeout or more at "
+              "the latest liveness check (what the lost-agent guard judges on)",
+              registry=r).set_function(lambda: guard.silent)
+        Gauge("halyard_agent_disruption", "0: lost agents are declared lost at once; 1: many are silent, they are "
+              "declared lost at the secondary rate; 2: all are silent, none is (disruption.py)",
+              registry=r).set_function(lambda: guard.state.value)
         Gauge("halyard_cluster_time_seconds", "Cluster time", registry=r).set_function(cp.now)
         waiting = Gauge("halyard_waiting_jobs", "Pending jobs by why they wait, after the last pass",
                         ["code"], registry=r)
@@ -148,8 +152,9 @@ class Metrics:
             found.append(f"scheduler: {problem}")
         return found
 
-    def interceptor(self) -> RpcStatusInterceptor:
-        return RpcStatusInterceptor(self.rpcs)
+    def call_wrapper(self, checks_own_requests: Iterable[str] = ()) -> CallWrapper:
+        """What wraps every gRPC method: counts each call in ``halyard_grpc_server_handled`` by its status."""
+        return CallWrapper(self.rpcs, checks_own_requests)
 
 
 class _AgentCollector(Collector):
@@ -175,84 +180,3 @@ class _AgentCollector(Collector):
         yield per_node
         yield unhealthy
         yield cluster
-
-
-def _split_method(full: str) -> tuple[str, str]:
-    """``/halyard.v1.JobService/SubmitJob`` -> (``halyard.v1.JobService``, ``SubmitJob``)."""
-    service, _, method = full.lstrip("/").rpartition("/")
-    return service, method
-
-
-def _code_name(context: grpc.aio.ServicerContext, exc: BaseException | None) -> str:
-    """The status a call ended with: the one it aborted with, CANCELLED when the call went away under it
-    (its task cancelled, or its response stream closed before the end), UNKNOWN for any other exception."""
-    if isinstance(exc, asyncio.CancelledError | GeneratorExit):
-        return grpc.StatusCode.CANCELLED.name
-    code = context.code()
-    if code is not None and code != grpc.StatusCode.OK:
-        return code.name if isinstance(code, grpc.StatusCode) else grpc.StatusCode(code).name
-    return grpc.StatusCode.UNKNOWN.name if exc is not None else grpc.StatusCode.OK.name
-
-
-class RpcStatusInterceptor(grpc.aio.ServerInterceptor):
-    """Counts every call by service, method and the status code it ended with.
-
-    Unknown methods (answered UNIMPLEMENTED by gRPC) are counted under
-    ``unknown`` so a client cannot create series by inventing method names.
-    """
-
-    def __init__(self, counter: Counter) -> None:
-        self.counter = counter
-        # Each method's counting handler, built once (gRPC asks the interceptors on every call).
-        self._counted: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
-
-    async def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Any],
-                                details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
-        handler = await continuation(details)
-        if handler is None:
-            self.counter.labels("unknown", "unknown", grpc.StatusCode.UNIMPLEMENTED.name).inc()
-            return None
-        kept = self._counted.get(details.method)
-        if kept is not None and kept[0] is handler:
-            return kept[1]
-        counted = self._count(handler, details.method)
-        self._counted[details.method] = (handler, counted)  # known methods only: bounded
-        return counted
-
-    def _count(self, handler: grpc.RpcMethodHandler, full_method: str) -> grpc.RpcMethodHandler:
-        service, method = _split_method(full_method)
-
-        def done(context: grpc.aio.ServicerContext, exc: BaseException | None) -> None:
-            self.counter.labels(service, method, _code_name(context, exc)).inc()
-
-        for kind in ("unary_unary", "unary_stream", "stream_unary", "stream_stream"):
-            behavior = getattr(handler, kind)
-            if behavior is not None:
-                return handler._replace(**{kind: _wrap(behavior, done)})
-        return handler
-
-
-def _wrap(behavior: Callable[..., Any], done: Callable[[grpc.aio.ServicerContext, BaseException | None], None]
-          ) -> Callable[..., Any]:
-    """The same behaviour, reporting how it ended to ``done`` (async generators and coroutines alike)."""
-    if inspect.isasyncgenfunction(behavior):
-        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            try:
-                async for item in behavior(request, context):
-                    yield item
-            except BaseException as exc:
-                done(context, exc)
-                raise
-            done(context, None)
-        return stream
-
-    async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            result = await behavior(request, context)
-        except BaseException as exc:
-            done(context, exc)
-            raise
-        done(context, None)
-        return result
-    return call
-

@@ -52,6 +52,10 @@ START_MARGIN_WALL_S = 0.05  # between the last registration and the first arriva
 # with LEAD_GROWTH times as long, up to AGENT_WAIT_S.
 REGISTER_LEAD_WALL_S = 0.25
 LEAD_GROWTH = 4.0
+# Agent processes (``processes=True``) take a Python + gRPC start-up each, far above 0.25 s: their first
+# lead is measured (:func:`_process_lead_s`), and an attempt whose agents came late is followed by one
+# whose lead is this many times the registration time it measured (choices of ours).
+LEAD_MARGIN = 1.5
 SUBMIT_RETRY_S = 0.05
 POLL_S = 0.02
 
@@ -64,7 +68,7 @@ async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *
                  on_progress: Callable[[int, int, float], None] | None = None,
                  catalog: Catalog | None = None) -> ReplayRun:
     first_submit = min((j.submit_time for j in jobs), default=0.0)
-    lead_s = REGISTER_LEAD_WALL_S
+    lead_s = await _process_lead_s(len(cluster.nodes)) if processes else REGISTER_LEAD_WALL_S
     while True:
         # The clock reads the trace's own time (the simulator's: offset 0) and reaches the first
         # arrival `lead_s` wall seconds from now; the agents register meanwhile. Every instant
@@ -79,7 +83,10 @@ async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *
             offset = 0.0
             if clock.now() + START_MARGIN_WALL_S * speedup > first_submit:
                 if lead_s < AGENT_WAIT_S:
-                    lead_s *= LEAD_GROWTH
+                    lead_s = max(lead_s * (LEAD_MARGIN if processes else LEAD_GROWTH),
+                                 LEAD_MARGIN * run.registered_s)  # what this attempt measured, with a margin
+                    log.info("replay: agents registered late; starting again with a longer lead",
+                             registered_s=round(run.registered_s, 3), lead_s=round(lead_s, 3))
                     continue
                 log.warning("replay: agents registered late; the trace starts at the next whole round",
                             lead_s=lead_s)
@@ -109,10 +116,12 @@ class _Running:
         self.agents: list[EmulatedAgent] = []
         self.procs: list[subprocess.Popen[bytes]] = []
         self.started = False
+        self.registered_s = 0.0  # wall seconds from start() to the last agent's registration
 
     async def start(self, processes: bool) -> None:
         """Serve, start the agents and wait until every one has registered."""
         cp, cluster = self.cp, self.cluster
+        began = time.perf_counter()
         await self.server.start()
         self.started = True
         if processes:
@@ -130,6 +139,7 @@ class _Running:
                 raise ReplayError(f"only {len(cp.sessions)} of {len(cluster.nodes)} agents registered "
                                   f"within {AGENT_WAIT_S:g} s")
             await asyncio.sleep(POLL_S)
+        self.registered_s = time.perf_counter() - began
 
     async def play(self, jobs: Sequence[JobSpec], offset: float,
                    on_progress: Callable[[int, int, float], None] | None) -> ReplayRun:
@@ -206,6 +216,18 @@ async def _submit_all(stub: jgrpc.JobServiceStub, jobs: Sequence[JobSpec], clock
 
 def _ended(cp: ControlPlane) -> int:
     return sum(1 for r in cp.core.records.values() if r.state.terminal)
+
+
+async def _process_lead_s(agents: int) -> float:
+    """The first lead for ``agents`` agent processes: one process's start-up (Python, gRPC and the
+    agent's imports), measured now, for every round of as many processes as there are cores, with
+    :data:`LEAD_MARGIN`; at least :data:`REGISTER_LEAD_WALL_S`."""
+    began = time.perf_counter()
+    probe = await asyncio.create_subprocess_exec(sys.executable, "-c", "import halyard.cli.daemons",
+                                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    await probe.wait()
+    one = time.perf_counter() - began
+    return max(REGISTER_LEAD_WALL_S, LEAD_MARGIN * one * math.ceil(agents / (os.cpu_count() or 1)))
 
 
 def _agent_processes(address: str, cluster_toml: str, nodes: list[str]) -> list[subprocess.Popen[bytes]]:

@@ -4,7 +4,8 @@
 server (JobService, ClusterService, AgentService, standard health checking and
 server reflection v1 and v1alpha) and, optionally, the aiohttp app of :mod:`httpapi`
 (``/healthz``, Prometheus ``/metrics`` and the web dashboard). Every call is
-counted by status code (:class:`prometheus.RpcStatusInterceptor`). Used by
+counted by status code and a request that does not decode is answered INVALID_ARGUMENT
+(:mod:`calls`, wrapped once per method when the services are added). Used by
 ``halyard controlplane``, ``halyard replay`` and the test cluster alike.
 """
 
@@ -16,7 +17,8 @@ from aiohttp import web
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from halyard.controlplane.auth import Authenticator, TokenFile
-from halyard.controlplane.grpc_api import AgentServicer, ClusterServicer, DecodeGuard, JobServicer
+from halyard.controlplane.calls import WrappingServer
+from halyard.controlplane.grpc_api import CHECKS_OWN_REQUESTS, AgentServicer, ClusterServicer, JobServicer
 from halyard.controlplane.httpapi import build_app, start_http
 from halyard.controlplane.logs import LogRelay
 from halyard.controlplane.prometheus import Metrics
@@ -103,16 +105,17 @@ class ControlPlaneServer:
     async def start(self) -> None:
         await self.cp.start()
         self.metrics.skip_history()  # restored events were counted by the process that handled them
-        # The metrics interceptor is outermost, so it counts the status a call really ended with.
-        server = grpc.aio.server(interceptors=[self.metrics.interceptor(), DecodeGuard()], options=SERVER_OPTIONS)
+        server = grpc.aio.server(options=SERVER_OPTIONS)
+        services = WrappingServer(server, self.metrics.call_wrapper(CHECKS_OWN_REQUESTS))
         auth = Authenticator(secure=self.tls is not None, tokens=self.tokens)
         relay = LogRelay(self.cp)  # StreamLogs asks the agents, whose answers come in on their streams
-        job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.cp, auth=auth, logs=relay), server)
-        cluster_service_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(self.cp, auth=auth), server)
+        job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.cp, auth=auth, logs=relay), services)
+        cluster_service_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(self.cp, auth=auth), services)
         agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(self.cp, auth=auth, logs=relay),
-                                                                  server)
-        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        enable_reflection(SERVICE_NAMES, server)  # v1 and v1alpha
+                                                                  services)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, services)
+        enable_reflection(SERVICE_NAMES, services)  # v1 and v1alpha
+        services.finish()
         if self.tls is None:
             self.port = _bind(server.add_insecure_port, self.listen)
             self.agent_port = self.port

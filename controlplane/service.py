@@ -38,6 +38,7 @@ import structlog
 
 from halyard.clock import Clock
 from halyard.controlplane.core import SchedulingCore
+from halyard.controlplane.disruption import DisruptionSettings, LostAgentGuard
 from halyard.controlplane.errors import AlreadyExists, FailedPrecondition, NotFound, PermissionDenied, Unavailable
 from halyard.controlplane.records import JobRecord
 from halyard.controlplane.store import Store, StoreError
@@ -74,6 +75,17 @@ GROUP_COMMIT_GAP_WEIGHT = 0.2
 PASS_REST_RATIO = 4.0
 MAX_PASS_REST_S = 0.5
 LOCKSTEP_LAG_WALL_S = 0.05  # a completion is applied this long (wall) after its instant: > any message jitter
+# A liveness check that wakes this many wall seconds later than it asked to found the control plane
+# starved (its event loop busy, or the process not given a core): the heartbeats it did not read in
+# that time may be queued in gRPC, so silence before that check is not charged to the agents (a
+# choice of ours; one heartbeat interval of the default 1 s, well above a healthy loop's lag).
+STARVED_LOOP_S = 1.0
+# The lost-agent guard counts an agent as silent once it has been quiet for this share of the heartbeat
+# timeout (two missed 1 s heartbeats of the default 5 s), while one is declared lost only at the whole
+# timeout: agents that go silent together cross the timeout over a heartbeat or so, and the guard must
+# see all of them before it lets the first go (Kubernetes judges a zone on NotReady nodes long before
+# their pods' eviction). A choice of ours.
+SUSPECT_SHARE = 0.5
 
 
 @dataclass
@@ -87,6 +99,7 @@ class AgentSession:
     outbox: asyncio.Queue[apb.ControlMessage] = field(default_factory=asyncio.Queue)
     last_seen: float = field(default_factory=time.monotonic)
     closed: bool = False
+    silent: bool = False  # silent past the timeout but held by the lost-agent guard: takes no new work
     heartbeat: apb.Heartbeat | None = None  # the latest: measured GPU utilisation and health (dashboard, metrics)
 
     def send(self, **body: object) -> None:
@@ -98,7 +111,8 @@ class ControlPlane:
     def __init__(self, cluster: Cluster, policy: Policy, perf: PerformanceModel, clock: Clock, store: Store,
                  *, cluster_toml: str, round_s: float = 300.0, heartbeat_s: float = DEFAULT_HEARTBEAT_S,
                  heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S, lockstep: bool = False,
-                 group_commit_window_s: float = GROUP_COMMIT_WINDOW_S) -> None:
+                 group_commit_window_s: float = GROUP_COMMIT_WINDOW_S,
+                 disruption: DisruptionSettings | None = None) -> None:
         self.cluster = cluster
         self.cluster_toml = cluster_toml
         self.cluster_digest = cluster_digest(cluster_toml)  # an agent holding this file is not sent it
@@ -115,7 +129,13 @@ class ControlPlane:
         self.drain_reasons: dict[str, str] = {}
         self.placed: dict[str, tuple[str, ...]] = {}  # running job -> nodes whose agents hold it
         self._absent_since: dict[str, float] = {}  # node -> wall time its agent went away
+        self._known: set[str] = set()  # nodes whose agent registered since start, or that hold jobs
+        self._judged_from = -math.inf  # silence before this (a starved liveness check) is not charged
+        self.guard = LostAgentGuard(disruption)  # many agents silent at once: hold them (disruption.py)
         self._wake = asyncio.Event()
+        # Set with _wake by every change but a submission (a completion, a cancel, an agent): its pass is
+        # not paced, and it cuts a rest short (_scheduler).
+        self._unpaced = asyncio.Event()
         self._events_changed = asyncio.Condition()
         self._last_pass = -math.inf
         self.pass_error: str | None = None  # why the latest scheduling pass failed; None once one succeeds
@@ -158,6 +178,7 @@ class ControlPlane:
             self.core.restore(state)
             for record in self.core.running.values():
                 self.placed[record.job_id] = record.allocation.node_names
+                self._known.update(record.allocation.node_names)
             log.info("restored", jobs=len(state.records), running=len(self.placed), events=len(state.events))
         self._last_pass = max((e.time for e in state.events), default=-math.inf)
         drained = self.store.get_meta(DRAINED_META)
@@ -431,15 +452,18 @@ class ControlPlane:
             alive = time.monotonic() - old.last_seen <= self.heartbeat_timeout_s
             if alive and not (register.instance and register.instance == old.instance):
                 log.warning("agent refused: the node already has a connected agent", node=name, peer=peer,
-                            connected_peer=old.peer, instance=register.instance[:64], connected=old.instance)
+                            connected_peer=old.peer, instance=register.instance[:lim.MAX_AGENT_INSTANCE],
+                            connected=old.instance)
                 raise AlreadyExists(f"node {name!r} already has a connected agent ({old.peer or 'another stream'}); "
                                     "a second agent for it is refused (stop the other, or wait "
                                     f"{self.heartbeat_timeout_s:g} s after it is gone)")
         if old is not None:
             old.closed = True  # a reconnect of the same agent (or one after the old went silent) replaces it
-        session = AgentSession(name, register.backend or "unknown", instance=register.instance[:64], peer=peer)
+        session = AgentSession(name, register.backend or "unknown", instance=register.instance[:lim.MAX_AGENT_INSTANCE],
+                               peer=peer)
         self.sessions[name] = session
         self._absent_since.pop(name, None)
+        self._known.add(name)
         self._reconcile(session, register)
         self._update_schedulable(name)
         self._changed()
@@ -466,6 +490,10 @@ class ControlPlane:
     def agent_message(self, session: AgentSession, msg: apb.AgentMessage) -> None:
         self.check_writable()
         session.last_seen = time.monotonic()
+        if session.silent:  # held by the guard, and heard from again: it takes work again
+            session.silent = False
+            self._update_schedulable(session.node)
+            log.info("silent agent heard from again", node=session.node)
         kind = msg.WhichOneof("body")
         _check_report(msg, kind)
         if kind == "heartbeat":
@@ -508,6 +536,7 @@ class ControlPlane:
         if self.lockstep:
             self._pass()  # the simulator's order: an instant's events, then its pass, then the next instant
         self._persist()
+        self._unpaced.set()  # not a submission: its pass goes at once, even during a rest
         self._wake.set()
 
     def _persist(self) -> None:
@@ -545,7 +574,8 @@ class ControlPlane:
 
     def _update_schedulable(self, node: str) -> None:
         index = self.cluster.node(node).index
-        self.core.free.schedulable[index] = node in self.sessions and node not in self.drained
+        session = self.sessions.get(node)
+        self.core.free.schedulable[index] = session is not None and not session.silent and node not in self.drained
 
     def _check_owner(self, session: AgentSession, job_id: str, attempt: int) -> JobRecord | None:
         """The job if this agent runs its current attempt; None for stale messages."""
@@ -704,24 +734,29 @@ class ControlPlane:
                 continue  # lockstep passes already ran with their events
             if self.failed is not None:
                 return
-            started = time.perf_counter()
+            paced = not (round_due or self._unpaced.is_set())  # only the group commit asked for this pass
+            self._unpaced.clear()
             try:
-                self._run_pass()
+                seconds = self._run_pass()
             except StoreError:
                 return  # fatal: _persist has stopped the control plane
-            if not round_due:  # pace event passes: the loop takes in arrivals while the next pass waits
-                await asyncio.sleep(min(PASS_REST_RATIO * (time.perf_counter() - started), MAX_PASS_REST_S))
+            if paced:  # the loop takes in arrivals while the next pass waits; any other change ends the rest
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._unpaced.wait(), min(PASS_REST_RATIO * seconds, MAX_PASS_REST_S))
 
-    def _run_pass(self) -> None:
-        """One pass; a policy bug is logged and said on /healthz, not fatal (a store failure is)."""
+    def _run_pass(self) -> float:
+        """One pass; its policy's wall seconds (0 if it had nothing to do or failed). A policy bug is
+        logged and said on /healthz, not fatal (a store failure is)."""
         try:
-            self._pass()
+            seconds = self._pass()
             self.pass_error = None
+            return seconds
         except StoreError:
             raise
         except Exception as exc:  # a policy bug must not kill the control plane
             log.exception("scheduling pass failed")
             self.pass_error = f"{type(exc).__name__}: {exc}"
+            return 0.0
 
     def _next_round(self) -> float:
         policy = self.core.policy
@@ -733,14 +768,15 @@ class ControlPlane:
         now = max(self._latest_event, self._last_pass) if self.lockstep else self.now()
         return (math.floor(now / self.round_s) + 1) * self.round_s
 
-    def _pass(self) -> None:
-        """Run the policy if it has work, then re-rate every job whose iteration time changed."""
+    def _pass(self) -> float:
+        """Run the policy if it has work, then re-rate every job whose iteration time changed; the
+        policy pass's wall seconds as the core timed it (0 if the policy did not run)."""
         policy = self.core.policy
         runs = bool(self.core.pending or policy.acts_without_pending)
         # Lockstep passes run at the newest event's instant, as the simulator's do.
         now = max(self._latest_event, self._last_pass) if self.lockstep else self.now()
-        started = time.perf_counter()
         actions = self.core.schedule(now) if runs else []
+        seconds = self.core.pass_seconds.last if runs else 0.0  # timed once, by the core
         if runs:
             self._last_pass = now
         # Jobs whose actions send their agents the new allocation (and with it the slowdown).
@@ -756,7 +792,8 @@ class ControlPlane:
             self._dispatch(action, now)
         self._persist()
         if runs and self.on_pass is not None:
-            self.on_pass(time.perf_counter() - started)
+            self.on_pass(seconds)
+        return seconds
 
     def _dispatch(self, action: Action, now: float) -> None:
         if self.on_action is not None:
@@ -840,28 +877,64 @@ class ControlPlane:
 
     def silent_sessions(self, wall: float) -> list[AgentSession]:
         """Sessions not heard from for more than the timeout at monotonic time ``wall``
-        (since their registration reached the stream, or their latest message)."""
-        return [s for s in self.sessions.values() if wall - s.last_seen > self.heartbeat_timeout_s]
+        (since their registration reached the stream, or their latest message, or the
+        latest starved liveness check, whichever is last)."""
+        timeout, since = self.heartbeat_timeout_s, self._judged_from
+        return [s for s in self.sessions.values() if wall - max(s.last_seen, since) > timeout]
 
     async def _liveness(self) -> None:
+        checked = time.monotonic()
         while True:
             await asyncio.sleep(self.heartbeat_s)
             wall = time.monotonic()
-            for session in self.silent_sessions(wall):
-                log.warning("agent missed its heartbeats", node=session.node)
+            late, checked = wall - checked - self.heartbeat_s, wall
+            if late > STARVED_LOOP_S:
+                self._judged_from = wall
+                log.warning("liveness check ran late: the control plane was starved; agents' silence "
+                            "before now is not counted", late_s=round(late, 3))
+            try:
+                self._declare_lost(wall)
+            except StoreError:
+                return  # fatal: _persist has stopped the control plane
+
+    def _declare_lost(self, wall: float) -> None:
+        """Close silent sessions and requeue the jobs of nodes silent past the timeout, as far as the
+        lost-agent guard admits (all of them unless many are silent at once: :mod:`disruption`)."""
+        timeout, since = self.heartbeat_timeout_s, self._judged_from
+        suspect_s = SUSPECT_SHARE * timeout
+        quiet = [(s.last_seen, s.node) for s in self.sessions.values() if wall - max(s.last_seen, since) > suspect_s]
+        away = [(t, n) for n, t in self._absent_since.items() if n in self._known and wall - max(t, since) > suspect_s]
+        silent = [(t, n) for t, n in quiet if wall - max(t, since) > timeout]
+        absent = [(t, n) for t, n in away if wall - max(t, since) > timeout]
+        with_jobs = {n for nodes in self.placed.values() for n in nodes} if absent else set()
+        # What declaring a node lost changes: its open session, or the jobs placed on it.
+        candidates = sorted(silent + [(t, n) for t, n in absent if n in with_jobs])
+        before = self.guard.state
+        # The cluster's state is judged on agents quiet for part of the timeout, so agents that go silent
+        # together are seen together, before the first of them reaches the timeout and is declared lost.
+        admitted = set(self.guard.admit([n for _, n in candidates], len(quiet) + len(away), len(self._known), wall))
+        if self.guard.state is not before:
+            log.warning("many agents silent at once: holding their nodes and jobs" if self.guard.state.holds
+                        else "agents answer again: silent agents are declared lost at once",
+                        disruption=self.guard.state.name.lower(), silent=self.guard.silent, known=self.guard.known,
+                        rate_per_s=self.guard.rate(self.guard.known))
+        for _, node in silent:
+            session = self.sessions[node]
+            if node in admitted:
+                log.warning("agent missed its heartbeats", node=node)
                 session.closed = True
                 self.agent_gone(session)
-            lost = {n for n, since in self._absent_since.items() if wall - since > self.heartbeat_timeout_s}
-            requeued = False
-            for job_id, nodes in list(self.placed.items()):
-                if lost.intersection(nodes):
-                    self._requeue(job_id, f"lost agent on {', '.join(sorted(lost.intersection(nodes)))}")
-                    requeued = True
-            if requeued:
-                try:
-                    self._changed()
-                except StoreError:
-                    return  # fatal: _persist has stopped the control plane
+            elif not session.silent:
+                session.silent = True  # held: no new work until it is heard from
+                self._update_schedulable(node)
+        lost = {n for _, n in candidates if n in admitted}
+        requeued = False
+        for job_id, nodes in list(self.placed.items()):
+            if lost.intersection(nodes):
+                self._requeue(job_id, f"lost agent on {', '.join(sorted(lost.intersection(nodes)))}")
+                requeued = True
+        if requeued:
+            self._changed()
 
 
 def _check_report(msg: apb.AgentMessage, kind: str | None) -> None:
@@ -870,8 +943,9 @@ def _check_report(msg: apb.AgentMessage, kind: str | None) -> None:
         p = msg.progress
         lim.check_seconds(p.iterations_done, "progress.iterations_done", lim.MAX_ITERATIONS)
         lim.check_seconds(p.cluster_time, "progress.cluster_time", lim.MAX_TIME_S)
-        if len(p.recent_iteration_s) > 1000:
-            raise ValidationError("too many entries", field="progress.recent_iteration_s")
+        if len(p.recent_iteration_s) > lim.MAX_RECENT_ITERATIONS:
+            raise ValidationError(f"has {len(p.recent_iteration_s)} entries; at most {lim.MAX_RECENT_ITERATIONS} "
+                                  "allowed", field="progress.recent_iteration_s")
         for x in p.recent_iteration_s:
             lim.check_seconds(x, "progress.recent_iteration_s", lim.MAX_DURATION_S)
         if p.HasField("time_shift_drift_s"):
@@ -881,6 +955,7 @@ def _check_report(msg: apb.AgentMessage, kind: str | None) -> None:
         e = msg.exited
         lim.check_seconds(e.cluster_time, "exited.cluster_time", lim.MAX_TIME_S)
         lim.check_int(e.checkpoint_iteration, "exited.checkpoint_iteration", 0, lim.MAX_ITERATIONS)
-        if len(e.message) > 64 * 1024:
-            raise ValidationError("is too long", field="exited.message")
+        if len(e.message) > lim.MAX_EXIT_MESSAGE_BYTES:
+            raise ValidationError(f"is {len(e.message)} characters long; at most {lim.MAX_EXIT_MESSAGE_BYTES} "
+                                  "allowed", field="exited.message")
 

@@ -90,3 +90,17 @@ def test_jobspec_rejects_bad_fields(kw, field):
     with pytest.raises(ValidationError) as err:
         JobSpec(**args)
     assert err.value.field == field
+
+
+def test_inter_rack_bandwidth_memo_is_bounded(monkeypatch):
+    """A long-lived control plane asks for many rack sets: the memo keeps at most the bound, same answers."""
+    from halyard.datamodel import cluster as cluster_module
+    from halyard.testing.cluster import small_cluster_toml
+
+    c = parse_cluster(small_cluster_toml(32, nodes_per_rack=2))
+    pairs = [(a, b) for a in range(16) for b in range(a + 1, 16)]
+    fresh = {p: c.inter_rack_gbyte_s(p) for p in pairs}
+    monkeypatch.setattr(cluster_module, "INTER_RACK_MEMO_ENTRIES", 8)
+    bounded = parse_cluster(small_cluster_toml(32, nodes_per_rack=2))
+    assert {p: bounded.inter_rack_gbyte_s(p) for p in pairs} == fresh
+    assert len(bounded._inter_rack_bw) == 8

@@ -254,3 +254,20 @@ def test_a_file_of_jobs_is_split_into_calls_within_both_request_limits():
     batches = _batches(big)
     assert [len(b) for b in batches] == [2, 2, 2, 1]
     assert all(sum(s.ByteSize() for s in b) < MAX_REQUEST_BYTES for b in batches)
+
+
+async def test_pacing_rests_after_submission_passes_only(monkeypatch, halyard_cluster: TestCluster):
+    """A completion's pass runs at once even while the scheduler rests after a burst's pass: freed
+    GPUs do not wait out the pacing rest (it is for passes the group commit triggers)."""
+    from halyard.controlplane import service
+
+    monkeypatch.setattr(service, "PASS_REST_RATIO", 1e9)  # every submission pass rests the longest
+    monkeypatch.setattr(service, "MAX_PASS_REST_S", 30.0)
+    tc = halyard_cluster
+    jobs = jgrpc.JobServiceStub(tc.channel)
+    gpus = tc.cluster.total_gpus
+    await jobs.SubmitJob(jpb.SubmitJobRequest(spec=spec("a", num_gpus=gpus, iterations=100)))
+    await tc.wait_for(lambda: tc.job("a").state is JobState.RUNNING, timeout=5)  # its pass, then a 30 s rest
+    await jobs.SubmitJob(jpb.SubmitJobRequest(spec=spec("b", num_gpus=gpus, iterations=100)))  # waits for GPUs
+    await tc.advance(tc.job("a").finish_time() - tc.now() + 1)
+    await tc.wait_for(lambda: tc.job("b").state is JobState.RUNNING, timeout=5)  # not 30 s later

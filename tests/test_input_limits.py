@@ -138,6 +138,24 @@ async def test_bad_page_tokens_and_undecodable_messages_are_invalid_argument(hal
 
 
 @pytest.mark.parametrize("halyard_cluster", [{"nodes": 1}], indirect=True)
+async def test_an_agent_stream_message_that_does_not_decode_is_invalid_argument(halyard_cluster: TestCluster):
+    """Connect checks its own requests (calls.CallWrapper's checks_own_requests): first or later message."""
+    from halyard.v1 import agent_service_pb2 as apb
+
+    await halyard_cluster.stop_agent("r0-n0")  # the node is free for the raw stream's Register
+    await halyard_cluster.wait_for(lambda: not halyard_cluster.control_plane.sessions)
+    register = apb.AgentMessage(register=apb.Register(node=tpb.NodeSpec(name="r0-n0"), instance="x"))
+    connect = halyard_cluster.channel.stream_stream("/halyard.v1.AgentService/Connect")
+    for messages in ([b"\xff\xff\xff"], [register.SerializeToString(), b"\xff\xff\xff"]):
+        call = connect(iter(messages))
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            async for _ in call:
+                pass
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, messages
+        assert "does not decode" in err.value.details()
+
+
+@pytest.mark.parametrize("halyard_cluster", [{"nodes": 1}], indirect=True)
 async def test_a_request_larger_than_the_limit_is_refused_at_the_door(halyard_cluster: TestCluster):
     jobs = jgrpc.JobServiceStub(halyard_cluster.channel)
     with pytest.raises(grpc.aio.AioRpcError) as err:  # the issue's 3 MB job id

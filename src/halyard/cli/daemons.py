@@ -17,6 +17,12 @@ from halyard.cli.policies import policy_help
 from halyard.cli.simulate import add_catalog_option, add_contention_option
 from halyard.clock import ScaledClock
 from halyard.controlplane.auth import TokenFile
+from halyard.controlplane.disruption import (
+    LARGE_CLUSTER_SIZE_THRESHOLD,
+    SECONDARY_EVICTION_RATE,
+    UNHEALTHY_ZONE_THRESHOLD,
+    DisruptionSettings,
+)
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import (
     DEFAULT_HEARTBEAT_S,
@@ -63,6 +69,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     cp.add_argument("--group-commit-window-ms", type=float, default=1e3 * GROUP_COMMIT_WINDOW_S,
                     help="while submissions arrive faster than this apart, one waits at most this long for "
                          "the next so they share a commit and a pass (0: never wait)")
+    cp.add_argument("--unhealthy-zone-threshold", type=float, default=UNHEALTHY_ZONE_THRESHOLD,
+                    help="when at least this share of the agents (and at least 3) is silent at once, hold their "
+                         "nodes and jobs instead of declaring them lost (Kubernetes' flag of the same name)")
+    cp.add_argument("--secondary-node-eviction-rate", type=float, default=SECONDARY_EVICTION_RATE,
+                    help="nodes per second declared lost while that many are silent (0 in a cluster of at most "
+                         "--large-cluster-size-threshold nodes; none while all are silent)")
+    cp.add_argument("--large-cluster-size-threshold", type=int, default=LARGE_CLUSTER_SIZE_THRESHOLD)
     add_log_options(cp)
     cp.set_defaults(run=run_controlplane)
 
@@ -161,6 +174,8 @@ def run_controlplane(args: argparse.Namespace) -> int:
     if not 0 <= args.group_commit_window_ms <= MAX_GROUP_COMMIT_WINDOW_MS:
         raise ValidationError(f"must be 0..{MAX_GROUP_COMMIT_WINDOW_MS:g} ms, got {args.group_commit_window_ms:g}",
                               field="--group-commit-window-ms")
+    disruption = DisruptionSettings(args.unhealthy_zone_threshold, args.secondary_node_eviction_rate,
+                                    args.large_cluster_size_threshold)
     tls = _server_tls(args)
     text, source = read_cluster_text(args.cluster)
     cluster = parse_cluster(text, source=source)
@@ -174,7 +189,7 @@ def run_controlplane(args: argparse.Namespace) -> int:
     perf = performance_model_for(policy, contention=args.contention, catalog=load_model_catalog(args.catalog))
     cp = ControlPlane(cluster, policy, perf, clock, store, cluster_toml=text, round_s=args.round_s,
                       heartbeat_s=args.heartbeat_s, heartbeat_timeout_s=args.heartbeat_timeout_s,
-                      group_commit_window_s=args.group_commit_window_ms / 1e3)
+                      group_commit_window_s=args.group_commit_window_ms / 1e3, disruption=disruption)
     server = ControlPlaneServer(cp, listen=args.listen, http=args.http, tls=tls, agent_listen=args.agent_listen,
                                tokens=TokenFile(args.tokens) if args.tokens else None)
     return asyncio.run(_serve(server))

@@ -15,6 +15,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+# Sets of racks whose narrowest link Cluster.inter_rack_gbyte_s keeps (a choice of ours): a placement
+# spans a few racks, so a run asks for far fewer sets; the bound keeps a long-lived control plane's
+# memo at a few MB however many distinct sets it sees (the oldest goes first).
+INTER_RACK_MEMO_ENTRIES = 16_384
 
 class Fabric(enum.StrEnum):
     """The intra-node interconnect between a node's GPUs."""
@@ -183,9 +187,12 @@ class Cluster:
         """The narrowest link between ``racks`` (infinite for fewer than two racks); memoised per set of
         racks, as the performance model asks for every multi-rack placement it costs."""
         key = frozenset(racks)
-        bw = self._inter_rack_bw.get(key)
+        memo = self._inter_rack_bw
+        bw = memo.get(key)
         if bw is None:
-            bw = self._inter_rack_bw[key] = min(
+            if len(memo) >= INTER_RACK_MEMO_ENTRIES:  # a daemon lives long: drop the oldest set, not grow
+                del memo[next(iter(memo))]
+            bw = memo[key] = min(
                 (self.link_gbyte_s(k) for k in self.inter_rack_links(sorted(key))), default=float("inf"))
         return bw
 

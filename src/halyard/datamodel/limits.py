@@ -53,6 +53,11 @@ MAX_PAGE_TOKEN = 20
 MAX_REQUEST_BYTES = 1 << 20  # the control plane refuses larger messages (RESOURCE_EXHAUSTED)
 MAX_SUBMIT_BATCH = 1000  # jobs in one SubmitJobs call (a choice of ours: one commit holds them all)
 
+# --- what agents report (choices of ours: far above what an agent sends, far below a message) ----
+MAX_RECENT_ITERATIONS = 1000  # Progress.recent_iteration_s entries (agents send the last few)
+MAX_EXIT_MESSAGE_BYTES = 64 * 1024  # Exited.message: a process's last words, kept in the job's FAILED event
+MAX_AGENT_INSTANCE = 64  # Register.instance kept for a session (agents send a 32-hex-digit uuid)
+
 _NAME = re.compile(NAME_PATTERN)
 _ENV_NAME = re.compile(ENV_NAME_PATTERN)
 

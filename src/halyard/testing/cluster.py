@@ -21,6 +21,7 @@ from halyard.agent.cluster_copy import ClusterCopy
 from halyard.agent.emulated import EmulatedAgent
 from halyard.clock import ManualClock
 from halyard.controlplane.auth import TokenFile
+from halyard.controlplane.disruption import DisruptionSettings
 from halyard.controlplane.records import JobRecord
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import ControlPlane
@@ -57,7 +58,8 @@ class TestCluster:
     def __init__(self, nodes: int = 4, *, policy: str = "fifo", cluster_toml: str | None = None,
                  db: str | Path = ":memory:", round_s: float = 300.0, heartbeat_s: float = 0.2,
                  heartbeat_timeout_s: float = 1.0, start_time: float = 0.0, http: str | None = None,
-                 tls: bool = False, tokens: str | Path | None = None) -> None:
+                 tls: bool = False, tokens: str | Path | None = None,
+                 disruption: DisruptionSettings | None = None) -> None:
         self.cluster_toml = cluster_toml or small_cluster_toml(nodes)
         self.cluster = parse_cluster(self.cluster_toml, source="<test cluster>")
         # The agents hold the file, as an agent started with --cluster does: they register with its digest.
@@ -75,13 +77,14 @@ class TestCluster:
         self.tls = tls
         self.certs: Path | None = None  # with tls: the CA and every certificate (node-NAME, operator-test)
         self._tokens = tokens
+        self._disruption = disruption
 
     # --- lifecycle ----------------------------------------------------------
 
     async def __aenter__(self) -> TestCluster:
         cp = ControlPlane(self.cluster, make_policy(self._policy), self.perf, self.clock, SqliteStore(self._db),
                           cluster_toml=self.cluster_toml, round_s=self._round_s, heartbeat_s=self._heartbeat[0],
-                          heartbeat_timeout_s=self._heartbeat[1])
+                          heartbeat_timeout_s=self._heartbeat[1], disruption=self._disruption)
         server_tls = None
         if self.tls:
             self.certs = Path(tempfile.mkdtemp(prefix="halyard-test-certs-"))
@@ -174,6 +177,11 @@ class TestCluster:
         """What the node's agent reports in its next heartbeats, e.g. ``(False, "GPU 3: Xid 79")``:
         an unhealthy heartbeat drains the node and requeues its jobs."""
         self.agents[node].health = (healthy, detail)
+
+    def freeze_agent(self, node: str, frozen: bool = True) -> None:
+        """A hung node (or a network that keeps the connection but carries nothing): the agent
+        sends nothing until thawed (``frozen=False``), its stream stays open."""
+        self.agents[node].frozen = frozen
 
     def break_stream(self, node: str) -> None:
         """Cut the node's stream; the agent reconnects and reports what it runs."""

@@ -1,0 +1,118 @@
+"""The lost-agent guard (controlplane/disruption.py): many agents silent at once are held, not
+declared lost, as Kubernetes' node-lifecycle controller does in an unhealthy zone."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from halyard.controlplane.disruption import Disruption, DisruptionSettings, LostAgentGuard
+from halyard.datamodel import JobState, ValidationError
+from halyard.testing import TestCluster
+from halyard.v1 import job_service_pb2 as jpb
+from halyard.v1 import job_service_pb2_grpc as jgrpc
+from halyard.v1 import types_pb2 as tpb
+
+NODES = 8
+HEARTBEAT_S, TIMEOUT_S = 0.1, 1.0  # the guard counts agents quiet for half the timeout
+
+
+def test_zone_state_follows_kubernetes_rule():
+    """nodelifecycle ComputeZoneState: unhealthy when more than 2 NotReady and >= the threshold share."""
+    guard = LostAgentGuard()
+    assert guard.classify(2, 2) is Disruption.NORMAL  # two silent never disrupt, even all of them
+    assert guard.classify(5, 10) is Disruption.NORMAL  # 0.50 < 0.55
+    assert guard.classify(6, 10) is Disruption.PARTIAL  # 0.60 >= 0.55
+    assert guard.classify(10, 10) is Disruption.FULL
+    assert LostAgentGuard(DisruptionSettings(unhealthy_threshold=0.3)).classify(3, 10) is Disruption.PARTIAL
+
+
+def test_partial_disruption_admits_at_the_secondary_rate_in_a_large_cluster_only():
+    names = [f"n{i}" for i in range(6)]
+    large = LostAgentGuard(DisruptionSettings(secondary_rate=2.0, large_cluster_size=5))
+    assert large.admit(names, 6, 10, now=0.0) == []  # the disruption starts with an empty bucket
+    assert large.admit(names, 6, 10, now=0.25) == []  # half a token
+    assert large.admit(names, 6, 10, now=0.5) == ["n0"]  # one node per 1/rate seconds, oldest first
+    assert large.admit(names[1:], 6, 10, now=0.6) == []
+    assert large.admit(names[1:], 6, 10, now=10.0) == ["n1"]  # burst 1: a long wait frees one node, not twenty
+    small = LostAgentGuard(DisruptionSettings(secondary_rate=2.0, large_cluster_size=50))
+    assert all(small.admit(names, 6, 10, now=t) == [] for t in (0.0, 1.0, 100.0))  # rate 0 in a small cluster
+    full = LostAgentGuard(DisruptionSettings(secondary_rate=2.0, large_cluster_size=5))
+    assert all(full.admit(names, 10, 10, now=t) == [] for t in (0.0, 1.0, 100.0))  # all silent: none lost
+    assert full.admit(names[:2], 2, 10, now=101.0) == names[:2]  # healthy again: at once
+
+
+@pytest.mark.parametrize(("kwargs", "flag"), [({"unhealthy_threshold": 1.5}, "--unhealthy-zone-threshold"),
+                                              ({"unhealthy_threshold": 0.0}, "--unhealthy-zone-threshold"),
+                                              ({"secondary_rate": -1.0}, "--secondary-node-eviction-rate"),
+                                              ({"large_cluster_size": -1}, "--large-cluster-size-threshold")])
+def test_bad_settings_name_the_flag(kwargs, flag):
+    with pytest.raises(ValidationError, match=flag):
+        DisruptionSettings(**kwargs)
+
+
+async def _cluster_of_running_jobs(tc: TestCluster) -> None:
+    jobs = jgrpc.JobServiceStub(tc.channel)
+    for i in range(NODES):  # one 8-GPU job per node
+        await jobs.SubmitJob(jpb.SubmitJobRequest(spec=tpb.JobSpec(job_id=f"j{i}", model="resnet50", num_gpus=8,
+                                                                   iterations=1_000_000)))
+    await tc.wait_for(lambda: all(tc.job(f"j{i}").state is JobState.RUNNING for i in range(NODES)))
+
+
+def _job_on(tc: TestCluster, node: str) -> str:
+    return next(j for j, nodes in tc.control_plane.placed.items() if node in nodes)
+
+
+async def test_many_frozen_agents_are_held_then_resume_without_a_requeue():
+    async with TestCluster(nodes=NODES, heartbeat_s=HEARTBEAT_S, heartbeat_timeout_s=TIMEOUT_S) as tc:
+        await _cluster_of_running_jobs(tc)
+        cp = tc.control_plane
+        frozen = [n.name for n in tc.cluster.nodes[:5]]  # 5 of 8: 62% >= 55%
+        for node in frozen:
+            tc.freeze_agent(node)
+        await tc.wait_for(lambda: cp.guard.state is Disruption.PARTIAL, timeout=5)
+        await asyncio.sleep(3 * TIMEOUT_S)  # far past the timeout: without the guard all five are lost
+        assert all(tc.job(f"j{i}").preemptions == 0 for i in range(NODES))
+        assert all(node in cp.sessions and cp.sessions[node].silent for node in frozen)
+        held = [tc.cluster.node(n).index for n in frozen]
+        assert not cp.core.free.schedulable[held].any()  # held nodes take no new work
+        for node in frozen:
+            tc.freeze_agent(node, False)
+        await tc.wait_for(lambda: cp.guard.state is Disruption.NORMAL and not any(s.silent for s in
+                                                                                 cp.sessions.values()))
+        assert cp.core.free.schedulable[held].all()
+        assert all(tc.job(f"j{i}").state is JobState.RUNNING and tc.job(f"j{i}").preemptions == 0
+                   for i in range(NODES))
+
+
+async def test_once_few_are_silent_the_rest_are_declared_lost_at_once():
+    async with TestCluster(nodes=NODES, heartbeat_s=HEARTBEAT_S, heartbeat_timeout_s=TIMEOUT_S) as tc:
+        await _cluster_of_running_jobs(tc)
+        cp = tc.control_plane
+        frozen = [n.name for n in tc.cluster.nodes[:5]]
+        lost_jobs = {_job_on(tc, n) for n in frozen[2:]}
+        for node in frozen:
+            tc.freeze_agent(node)
+        await tc.wait_for(lambda: cp.guard.state is Disruption.PARTIAL, timeout=5)
+        for node in frozen[:2]:  # 3 of 8 silent now: 37% < 55%, the cluster is healthy again
+            tc.freeze_agent(node, False)
+        await tc.wait_for(lambda: all(tc.job(j).preemptions == 1 for j in lost_jobs), timeout=10)
+        assert all(n not in cp.sessions for n in frozen[2:])
+        kept = {f"j{i}" for i in range(NODES)} - lost_jobs
+        assert all(tc.job(j).state is JobState.RUNNING and tc.job(j).preemptions == 0 for j in kept)
+
+
+async def test_a_starved_control_plane_does_not_charge_its_stall_to_the_agents():
+    """The event loop blocked for longer than the timeout: heartbeats wait in gRPC meanwhile, so
+    the late liveness check must not declare the agents lost."""
+    async with TestCluster(nodes=2, heartbeat_s=HEARTBEAT_S, heartbeat_timeout_s=TIMEOUT_S) as tc:
+        jobs = jgrpc.JobServiceStub(tc.channel)
+        await jobs.SubmitJob(jpb.SubmitJobRequest(spec=tpb.JobSpec(job_id="a", model="resnet50", num_gpus=16,
+                                                                   iterations=1_000_000)))
+        await tc.wait_for(lambda: tc.job("a").state is JobState.RUNNING)
+        time.sleep(1.5)  # the whole process starved: no task runs
+        await asyncio.sleep(0.5)
+        assert tc.job("a").state is JobState.RUNNING and tc.job("a").preemptions == 0
+        assert len(tc.control_plane.sessions) == 2
