@@ -31,7 +31,7 @@ import itertools
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import structlog
@@ -583,6 +583,25 @@ class ControlPlane:
             self.core.requeue(record.job_id, self.now(), f"agent {session.node}: {apb.ExitStatus.Name(exited.status)}")
         self._changed()
 
+    async def _sleep_until_or_added(self, t: float) -> bool:
+        """Sleep until cluster time ``t``; False if a completion is added to the heap first (it may be
+        earlier than ``t``: a pass that shortens a job's run, or starts a short one, pushes it)."""
+        self._due_added.clear()
+        return await _first_done(self.clock.sleep_until(t), self._due_added.wait()) == 0
+
+    async def _arrivals_in_before(self, head: float) -> bool:
+        """Wait until every arrival at or before ``head`` is in; False as soon as a completion earlier
+        than ``head`` is pushed meanwhile (an arrival's pass started or shortened a job): the arrival
+        after it would otherwise wait for that completion while the completion waits for it (lockstep
+        settles by LOCKSTEP_WAIT_S and goes out of order)."""
+        while self.arrival_horizon < head:
+            if self._due and self._due[0][0] < head:
+                return False
+            self._horizon_moved.clear()
+            self._due_added.clear()
+            await _first_done(self._horizon_moved.wait(), self._due_added.wait())
+        return not (self._due and self._due[0][0] < head)
+
     async def _lockstep_completions(self) -> None:
         """Apply the model's completions in cluster-time order, each instant's group then its pass.
 
@@ -597,9 +616,12 @@ class ControlPlane:
                 self._due_added.clear()
                 await self._due_added.wait()
                 continue
-            await self.clock.sleep_until(self._due[0][0])
+            head = self._due[0][0]
+            if not await self._sleep_until_or_added(head) or self._due[0][0] < head:
+                continue  # an earlier completion came in while it slept: sleep until that one instead
             await asyncio.sleep(LOCKSTEP_LAG_WALL_S)  # arrivals stamped just before land first
-            await self._await_arrivals_before(self._due[0][0])
+            if not await self._arrivals_in_before(head):
+                continue  # the same, while it waited for the arrivals before it
             while self._next_round() < self._due[0][0]:  # a round due before it runs first, as in the simulator
                 await asyncio.sleep(LOCKSTEP_POLL_S)
             t = self._due[0][0]
@@ -860,3 +882,13 @@ def _check_report(msg: apb.AgentMessage, kind: str | None) -> None:
         if len(e.message) > 64 * 1024:
             raise ValidationError("is too long", field="exited.message")
 
+
+async def _first_done(*waits: Awaitable[object]) -> int:
+    """Await the first of ``waits`` to finish, cancel the others; its index."""
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+    return next(i for i, task in enumerate(tasks) if task.done() and not task.cancelled())
