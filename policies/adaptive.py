@@ -31,8 +31,10 @@ from halyard.policies.view import ClusterView
 def with_runtime_plan(view: ClusterView, spec: JobSpec, allocation: Allocation) -> Allocation:
     """``allocation`` with the plan the job runs under on it (module docstring); unchanged when it
     already fits, or when no plan fits (the core then refuses it, naming the memory)."""
+    if _fits(view, spec, allocation):
+        return allocation
     layers = view.perf.layers(spec.model)
-    if layers <= 0 or _fits(view, spec, allocation):
+    if layers <= 0:
         return allocation
     shape = tuple((view.cluster.node(p.node).gpu_type, len(p.gpus)) for p in allocation.nodes if p.gpus)
     key = (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, shape)
@@ -42,10 +44,10 @@ def with_runtime_plan(view: ClusterView, spec: JobSpec, allocation: Allocation) 
 
 
 def _fits(view: ClusterView, spec: JobSpec, allocation: Allocation) -> bool:
-    """The one memory rule, ``fits_plan`` (a single-stage plan may accumulate gradients, as
-    ``fits_memory`` lets a data-parallel worker do); a job's own uniform ``parallelism`` plan on a
-    resized allocation is its stage 0's footprint, ``fits_memory``."""
-    if allocation.stages or spec.parallelism is None:
+    """The one memory rule, ``fits_plan``; without a stage plan that is ``fits_memory`` of the job's
+    worker on each GPU type (equal to ``fits_plan`` of its one data-parallel stage, micro-batches
+    included: tests/test_policies_adaptive.py), memoised per type."""
+    if allocation.stages:
         return view.perf.fits_plan(spec, allocation, view.cluster)
     return all(view.perf.fits_memory(spec, view.cluster.node(p.node).gpu_type) for p in allocation.nodes if p.gpus)
 
