@@ -10,6 +10,17 @@ Korthikanti et al. (docs/crius.md, "Table 2's large models").
 # Dense tensor peaks of the catalog's [gpus] table (TFLOP/s) and Megatron-LM's 44 % of peak
 # (Narayanan et al., SC'21, Table 1: 1.7B GPT on 32 A100s, 137 TFLOP/s per GPU).
 PEAK = {"V100": 125.0, "P100": 21.2, "A100": 312.0}
+# Alpa runs Wide-ResNet in fp32 (its suite_wresnet benchmark sets no fp16 flag; BERT/MoE run fp16), so its
+# compute is costed at the fp32 peak: plain FP32 before Ampere, TF32 tensor cores on Ampere, which XLA uses
+# for fp32 convolutions and matmuls by default ([doc] JAX "Matmul precision": float32 dot products use TF32
+# on recent GPUs unless told otherwise; [doc] NVIDIA datasheets for the dense peaks).
+FP32_PEAK = {
+    "V100": (15.7, "[doc] NVIDIA V100 SXM2 datasheet: 15.7 TFLOPS FP32 (no TF32 on Volta)"),
+    "P100": (10.6, "[doc] NVIDIA P100 SXM2 datasheet: 10.6 TFLOPS FP32"),
+    "A100": (156.0, "[doc] NVIDIA A100 datasheet: 156 TFLOPS TF32 tensor, dense"),
+    "A40": (74.8, "[doc] NVIDIA A40 datasheet: 74.8 TFLOPS TF32 tensor, dense (149.6 with sparsity)"),
+    "A10": (62.5, "[doc] NVIDIA A10 datasheet: 62.5 TFLOPS TF32 tensor, dense (125 with sparsity)"),
+}
 MFU = 0.44
 REF_BATCH = 32  # samples per GPU (ours)
 S = 1024  # tokens per sequence (Alpa's suites)
@@ -39,19 +50,22 @@ for name, task, desc, p, flop, flop_src, n_layers, h, a, shape_src in models:
     out.append(f'gradient_bytes = {{ value = {p * 4:.5g}, source = "Crius Table 2: {p / 1e9:g}B parameters (the size as named in Alpa\'s benchmark suites [code alpa-projects/alpa benchmark/alpa]) x 4 B (fp32 gradient)" }}')
     out.append('backward_fraction = { value = 0.667, source = "estimate: 2/3; backward costs about two forward passes (input-gradient and weight-gradient GEMMs), as for bert-large" }')
     if task == "image":
-        act = 108e6 * c / 64 * 0.25
-        out.append(f'activation_bytes = {{ value = {act * REF_BATCH:.4g}, source = "estimate: resnet50\'s 108 MB per image (its activation_bytes / 64) x {c}/64 (activations scale with the channel width at 224 x 224) x 0.25 (rematerialisation keeps the 16 block inputs, about a quarter) x 32 images" }}')
-        lob = 1605632 * c / 64
+        act = 108e6 * h / 64 * 0.25
+        out.append(f'activation_bytes = {{ value = {act * REF_BATCH:.4g}, source = "estimate: resnet50\'s 108 MB per image (its activation_bytes / 64) x {h}/64 (activations scale with the channel width at 224 x 224) x 0.25 (rematerialisation keeps the 16 block inputs, about a quarter) x 32 images" }}')
+        lob = 1605632 * h / 64  # h is the base channel width here (the tuple's third field)
         out.append(f'layers = {{ value = 16, source = "{shape_src}" }}')
-        out.append(f'layer_output_bytes = {{ value = {lob:.5g}, source = "estimate: resnet50\'s layer2 output 1,605,632 B per image (fp32, Alpa runs Wide-ResNet in fp32) x {c}/64 channels" }}')
+        out.append(f'layer_output_bytes = {{ value = {lob:.5g}, source = "estimate: resnet50\'s layer2 output 1,605,632 B per image (fp32, Alpa runs Wide-ResNet in fp32) x {h}/64 channels" }}')
     else:
         per = n_layers * 2 * S * h + S * h * (34 + 5 * a * S / h)
         out.append(f'activation_bytes = {{ value = {per * REF_BATCH:.4g}, source = "estimate: Korthikanti et al. (MLSys\'23) with full recomputation (Alpa\'s remat): 2 s h bytes kept per layer x {n_layers} layers plus one layer\'s working set s h (34 + 5 a s / h), s = 1,024, h = {h}, a = {a}, x 32 sequences" }}')
         out.append(f'layers = {{ value = {n_layers}, source = "{shape_src}" }}')
         out.append(f'layer_output_bytes = {{ value = {S * h * 2}, source = "estimate: s x h x 2 B (16-bit) with s = 1,024, h = {h}: one layer\'s output per sequence (Korthikanti et al., MLSys\'23, section 4.2.2)" }}')
-    for g, peak in PEAK.items():
+    peaks = ({g: (peak, f"the [gpus.{g}] peak ({peak:g} TFLOP/s)") for g, peak in PEAK.items()} if task != "image"
+             else {g: (peak, f"the fp32 peak, {peak:g} TFLOP/s ({src}; Alpa trains Wide-ResNet in fp32)")
+                   for g, (peak, src) in FP32_PEAK.items()})
+    for g, (peak, peak_src) in peaks.items():
         v = flop * REF_BATCH / (peak * 1e12 * MFU)
-        out.append(f'compute_s.{g} = {{ value = {v:.4g}, source = "estimate: training FLOPs at 44% of the [gpus.{g}] peak ({peak:g} TFLOP/s), the per-GPU efficiency Megatron-LM reports for its 1.7B GPT on 32 A100s (Narayanan et al., SC\'21, Table 1: 137 TFLOP/s, 44% of peak, FLOPs counted with activation recomputation as here); FLOPs: {flop_src}, x 32 samples" }}')
+        out.append(f'compute_s.{g} = {{ value = {v:.4g}, source = "estimate: training FLOPs at 44% of {peak_src}, the per-GPU efficiency Megatron-LM reports for its 1.7B GPT on 32 A100s (Narayanan et al., SC\'21, Table 1: 137 TFLOP/s, 44% of peak, FLOPs counted with activation recomputation as here); FLOPs: {flop_src}, x 32 samples" }}')
     out.append("")
 print(
     "\n# Crius Table 2's large models (Wide-ResNet, BERT, GShard MoE at the listed sizes), generated by the rules in\n# each source; none fits one GPU at every size, so a plan with tensor/pipeline parallelism (Crius Fig. 3) may be needed.\n" + "\n".join(out))

@@ -958,4 +958,3 @@ def _check_report(msg: apb.AgentMessage, kind: str | None) -> None:
         if len(e.message) > lim.MAX_EXIT_MESSAGE_BYTES:
             raise ValidationError(f"is {len(e.message)} characters long; at most {lim.MAX_EXIT_MESSAGE_BYTES} "
                                   "allowed", field="exited.message")
-

@@ -58,6 +58,7 @@ Data stalls (Synergy) are applied to data-parallel jobs only.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -465,30 +466,70 @@ def _footprints(pm: PerformanceModel, spec: JobSpec, stages: Sequence[tuple[int,
         at += d * t
         in_flight = min(micro, n - i)
         samples = replicas * batch / d / split
-        activations = in_flight * samples * profile.activation_bytes / profile.reference_batch / n / t
-        out.append(MemoryFootprint(state_bytes=c.state_bytes_per_parameter * profile.parameters / n / t,
-                                   activation_bytes=activations, reserve_bytes=c.framework_reserve_bytes,
-                                   capacity_bytes=pm.gpu_memory_bytes(smallest), batch=batch))
+        per_sample = in_flight * profile.activation_bytes / profile.reference_batch / n / t
+        state = c.state_bytes_per_parameter * profile.parameters / n / t
+        capacity = pm.gpu_memory_bytes(smallest)
+        # One memory rule with PerformanceModel.memory_footprint: a single-stage plan of a job left at
+        # its reference batch may accumulate gradients over micro-batches (a pipeline already splits
+        # its batch into B micro-batches).
+        k = (accumulation_steps(state + c.framework_reserve_bytes, per_sample, samples, capacity)
+             if n == 1 and spec.batch_size == 0 else 1)
+        activations = per_sample * (samples if k == 1 else math.ceil(samples / k))
+        out.append(MemoryFootprint(state_bytes=state, activation_bytes=activations,
+                                   reserve_bytes=c.framework_reserve_bytes, capacity_bytes=capacity,
+                                   micro_batches=k, batch=batch))
     return tuple(out)
 
 
-def fitting_cell_plan(pm: PerformanceModel, spec: JobSpec, gpu_type: str, gpus: int) -> tuple[StagePlan, ...] | None:
-    """A plan of ``gpus`` GPUs of ``gpu_type`` under which every GPU holds its share of the job (Crius
-    Fig. 3: plans that run out of memory are infeasible), or None: the fewest pipeline stages (powers of
-    two dividing ``gpus``, at most the model's layers), then the least tensor degree, each stage
-    ``data x tensor`` alike. Data parallelism alone is the first candidate; a model without layer
-    figures has no other."""
-    layers = pm.layers(spec.model)
-    replicas = spec.parallelism.data if spec.parallelism is not None else spec.num_gpus
-    s = 1
+def accumulation_steps(fixed_bytes: float, per_sample_bytes: float, samples: float, capacity_bytes: float) -> int:
+    """Gradient-accumulation steps a worker of ``samples`` per-GPU samples needs: the least ``k`` for which
+    ``fixed + per_sample x ceil(samples / k)`` fits ``capacity`` (1 if the whole batch fits), or
+    ``ceil(samples)`` (one sample per step, the least it can run with) if none does. The iteration time
+    is unchanged: compute is linear in the batch and the optimizer step and all-reduce run once."""
+    whole = max(math.ceil(samples - 1e-9), 1)
+    if fixed_bytes + per_sample_bytes * samples <= capacity_bytes:
+        return 1
+    room = capacity_bytes - fixed_bytes
+    largest = math.floor(room / per_sample_bytes) if per_sample_bytes > 0 and room > 0 else 0  # samples that fit
+    k = whole if largest < 1 else min(whole, math.ceil(whole / largest))
+    while k < whole and fixed_bytes + per_sample_bytes * math.ceil(whole / k) > capacity_bytes:
+        k += 1  # only against rounding in the division above
+    return k
+
+
+def pipeline_depths(gpus: int, layers: int) -> tuple[int, ...]:
+    """Pipeline stage counts a plan of ``gpus`` GPUs considers: 1, 2, 4, ... up to ``gpus`` and the
+    model's layers (Crius §6.1: "log N_G choices ranging from 1 to N_G"; Alpa's inter-operator pass
+    slices the layers into power-of-two submeshes)."""
+    out, s = [], 1
     while s <= gpus and s <= max(layers, 1):
-        if gpus % s == 0:
-            per = gpus // s
-            for t in range(1, per + 1):
-                if per % t or (layers <= 0 and (s > 1 or t > 1)):
-                    continue
-                stages = ((per // t, t),) * s
-                if all(f.fits for f in _footprints(pm, spec, stages, [gpu_type] * gpus, replicas, True)):
-                    return tuple(StagePlan(per, data=per // t, tensor=t) for _ in range(s))
+        out.append(s)
         s *= 2
+    return tuple(out)
+
+
+def stage_splits(gpus: int) -> list[StagePlan]:
+    """Every data x tensor split of one stage of ``gpus`` GPUs, least tensor degree first."""
+    return [StagePlan(gpus, data=gpus // t, tensor=t) for t in range(1, gpus + 1) if gpus % t == 0]
+
+
+def uniform_plans(gpus: int, layers: int) -> list[tuple[StagePlan, ...]]:
+    """Plans of ``S`` equal stages of ``data x tensor`` GPUs, ``S`` in :func:`pipeline_depths` dividing
+    ``gpus``: fewest stages first, then least tensor degree. A model without layer figures
+    (``layers`` <= 0) has only data parallelism."""
+    if layers <= 0:
+        return [(StagePlan(gpus, data=gpus, tensor=1),)]
+    return [(split,) * s for s in pipeline_depths(gpus, layers) if gpus % s == 0 for split in stage_splits(gpus // s)]
+
+
+def fitting_cell_plan(pm: PerformanceModel, spec: JobSpec, gpu_type: str, gpus: int) -> tuple[StagePlan, ...] | None:
+    """The first plan of :func:`uniform_plans` on ``gpus`` GPUs of ``gpu_type`` under which every GPU holds
+    its share of the job (Crius Fig. 3: plans that run out of memory are infeasible), or None: the fewest
+    pipeline stages, then the least tensor degree. Data parallelism alone is the first candidate; a model
+    without layer figures has no other."""
+    replicas = spec.parallelism.data if spec.parallelism is not None else spec.num_gpus
+    for plan in uniform_plans(gpus, pm.layers(spec.model)):
+        stages = tuple((st.data, st.tensor) for st in plan)
+        if all(f.fits for f in _footprints(pm, spec, stages, [gpu_type] * gpus, replicas, True)):
+            return plan
     return None

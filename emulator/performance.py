@@ -41,6 +41,7 @@ from halyard.emulator.datastall import HostCurve, host_curve, stalled_iteration_
 from halyard.emulator.elastic import determinism_factor, est_step_s
 from halyard.emulator.parallel import (
     JobTiming,
+    accumulation_steps,
     data_parallel_timing,
     fitting_cell_plan,
     is_data_parallel,
@@ -335,13 +336,7 @@ class PerformanceModel:
         state = c.state_bytes_per_parameter * p.parameters / (tensor * pipeline)
         reserve = c.framework_reserve_bytes
         per_sample = p.activation_bytes / p.reference_batch / tensor
-        micro = 1
-        if batch_size == 0 and state + per_sample * batch + reserve > capacity:
-            room = capacity - state - reserve
-            largest = math.floor(room / per_sample) if per_sample > 0 and room > 0 else 0  # samples that fit
-            micro = batch if largest < 1 else min(batch, math.ceil(batch / largest))
-            while micro < batch and state + per_sample * math.ceil(batch / micro) + reserve > capacity:
-                micro += 1  # only against rounding in the division above
+        micro = accumulation_steps(state + reserve, per_sample, batch, capacity) if batch_size == 0 else 1
         return MemoryFootprint(state_bytes=state, activation_bytes=per_sample * math.ceil(batch / micro),
                                reserve_bytes=reserve, capacity_bytes=capacity, micro_batches=micro, batch=batch)
 
@@ -398,14 +393,6 @@ class PerformanceModel:
         if key not in self._fitting:
             self._fitting[key] = fitting_cell_plan(self, spec, gpu_type, gpus)
         return self._fitting[key]
-
-    def needs_model_parallelism(self, spec: JobSpec, gpu_type: str) -> bool:
-        """Whether the model's training state alone (``state_bytes_per_parameter x parameters`` plus
-        the framework reserve) exceeds one ``gpu_type`` GPU: no batch or micro-batching makes its
-        data-parallel worker fit, only sharding it over tensor/pipeline stages does."""
-        c = self._catalog.constants
-        state = c.state_bytes_per_parameter * self.profile(spec.model).parameters + c.framework_reserve_bytes
-        return state > self.gpu_memory_bytes(gpu_type)
 
     def runs_on(self, spec: JobSpec, gpu_type: str, gpus: int) -> bool:
         """Whether ``gpus`` GPUs of ``gpu_type`` can run the job under some plan: its data-parallel

@@ -42,6 +42,8 @@ from itertools import accumulate, product
 from sortedcontainers import SortedKeyList, SortedList
 
 from halyard.datamodel import Allocation, JobSpec, NodeAllocation, StagePlan
+from halyard.emulator.parallel import pipeline_depths, stage_splits
+from halyard.policies.adaptive import fastest_fitting
 from halyard.policies.moves import emit_in_order
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, choose_nodes, usable_gpus
@@ -86,12 +88,9 @@ def gpu_choices(spec: JobSpec) -> tuple[int, ...]:
 
 
 def stage_choices(n_g: int, layers: int) -> tuple[int, ...]:
-    """§6.1 "log N_G choices ranging from 1 to N_G": 1, 2, 4, ... up to ``N_G`` and the layer count."""
-    out, s = [], 1
-    while s <= n_g and s <= max(layers, 1):
-        out.append(s)
-        s *= 2
-    return tuple(out)
+    """§6.1 "log N_G choices ranging from 1 to N_G": 1, 2, 4, ... up to ``N_G`` and the layer count
+    (the one enumeration, :func:`~halyard.emulator.parallel.pipeline_depths`)."""
+    return pipeline_depths(n_g, layers)
 
 
 def determine_stages(flops: Sequence[float], comm: Sequence[float], gpus: int,
@@ -177,7 +176,7 @@ def _estimate(view: ClusterView, spec: JobSpec, cell: Cell) -> CellEstimate | No
         return None
     if view.facts.memo("crius/layers", spec.model, lambda: view.perf.layers(spec.model)) <= 0:
         # No layer figures: the model runs data parallel only, one Cell of its N_G GPUs.
-        if cell.stages != 1 or cell.gpus != spec.num_gpus:
+        if cell.stages != 1 or cell.gpus != spec.num_gpus or not view.perf.fits_plan(spec, base, view.cluster):
             return None
         t = float(view.perf.job_timing(spec, base, view.cluster).iteration.total_s)  # type: ignore[attr-defined]
         return CellEstimate(cell, t, ())
@@ -185,20 +184,8 @@ def _estimate(view: ClusterView, spec: JobSpec, cell: Cell) -> CellEstimate | No
     split = determine_stages([1.0] * layers, [1.0] * (layers - 1), cell.gpus, cell.stages)
     if split is None:
         return None
-    best: CellEstimate | None = None
-    for plan in assembled_plans([g for _, _, g in split]):
-        alloc = Allocation(base.nodes, stages=plan)
-        if not view.perf.fits_plan(spec, alloc, view.cluster):
-            continue
-        t = float(view.perf.job_timing(spec, alloc, view.cluster).iteration.total_s)  # type: ignore[attr-defined]
-        if best is None or t < best.iteration_s:
-            best = CellEstimate(cell, t, plan)
-    return best
-
-
-def stage_splits(gpus: int) -> list[StagePlan]:
-    """Every DP x TP split of one stage of ``gpus`` GPUs (the space a Cell leaves open, §4.2)."""
-    return [StagePlan(gpus, data=gpus // t, tensor=t) for t in range(1, gpus + 1) if gpus % t == 0]
+    best = fastest_fitting(view, spec, base, assembled_plans([g for _, _, g in split]))
+    return None if best is None else CellEstimate(cell, *best)
 
 
 def tuned_cell(view: ClusterView, spec: JobSpec, cell: Cell, *, limit: int = 4096) -> CellEstimate | None:
@@ -216,15 +203,8 @@ def tuned_cell(view: ClusterView, spec: JobSpec, cell: Cell, *, limit: int = 409
     else:
         plans = (tuple(StagePlan(g, data=g // o.tensor, tensor=o.tensor) for _, _, g in split)
                  for o in options[0] if all(g % o.tensor == 0 for _, _, g in split))
-    best: CellEstimate | None = None
-    for plan in plans:
-        alloc = Allocation(base.nodes, stages=tuple(plan))
-        if not view.perf.fits_plan(spec, alloc, view.cluster):
-            continue
-        t = float(view.perf.job_timing(spec, alloc, view.cluster).iteration.total_s)  # type: ignore[attr-defined]
-        if best is None or t < best.iteration_s:
-            best = CellEstimate(cell, t, tuple(plan))
-    return best
+    best = fastest_fitting(view, spec, base, (tuple(plan) for plan in plans))
+    return None if best is None else CellEstimate(cell, *best)
 
 
 def _layers(view: ClusterView, spec: JobSpec) -> int:
@@ -240,17 +220,12 @@ def job_cells(view: ClusterView, spec: JobSpec) -> dict[tuple[str, int], CellEst
 
 
 def _cells(view: ClusterView, spec: JobSpec) -> dict[tuple[str, int], CellEstimate]:
-    # The types its data-parallel worker fits, and those whose GPUs its training state alone exceeds:
-    # there only tensor/pipeline Cells run it, and estimate_cell keeps the plans that fit (Fig. 3).
-    types = view.gpu_types_for(spec)
-    if types is not None:
-        types = types | {t for t in view.cluster.gpu_types if (spec.gpu_type is None or t == spec.gpu_type)
-                         and view.perf.needs_model_parallelism(spec, t)}
+    # Every type the job's constraint allows (the one type rule, ClusterFacts.allowed_types): a Cell is
+    # feasible where estimate_cell finds a plan that fits its GPUs' memory (Fig. 3), whatever the
+    # data-parallel worker needs (§4.2: Cells span the GPU types; §8.1 limits only the baselines to it).
     out: dict[tuple[str, int], CellEstimate] = {}
     stage_options = stage_choices(spec.num_gpus, _layers(view, spec))
-    for gpu_type in view.cluster.gpu_types:
-        if types is not None and gpu_type not in types:
-            continue
+    for gpu_type in view.facts.allowed_types(spec):
         for gpus in gpu_choices(spec):
             ests = [estimate_cell(view, spec, Cell(gpu_type, gpus, s)) for s in stage_options if gpus % s == 0]
             found = [e for e in ests if e is not None]

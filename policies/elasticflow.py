@@ -139,19 +139,6 @@ class ElasticFlow(Policy):
         gain = (dp_rate(view, job.spec, 2 * g) - dp_rate(view, job.spec, g)) / base / g
         return (-gain, job.arrival_seq, job.job_id, g) if gain > 0 else None
 
-    @staticmethod
-    def _types(view: ClusterView, spec: JobSpec, gpus: int) -> frozenset[str] | None:
-        """The GPU types on which ``gpus`` GPUs run the job's plan (data parallel keeping its global
-        batch, else the adaptive plan): its types (``view.gpu_types_for``) where a plan of them fits."""
-        def compute() -> frozenset[str] | None:
-            types = view.gpu_types_for(spec)
-            eligible = view.cluster.gpu_types if types is None else types
-            fit = frozenset(t for t in eligible if view.perf.fitting_plan(spec, t, gpus) is not None)
-            return None if types is None and len(fit) == len(view.cluster.gpu_types) else fit
-        return view.facts.memo("elasticflow/types", (spec.model, spec.batch_size, spec.num_gpus, spec.gpu_type,
-                                                     spec.parallelism, gpus),
-                               compute)
-
     def _finalize(self, view: ClusterView, plan: Plan, jobs: list[JobInfo], size: dict[str, int]) -> None:
         free = view.free.copy()
         for job in view.running.values():
@@ -166,7 +153,7 @@ class ElasticFlow(Policy):
         targets: list[tuple[JobInfo, Allocation]] = []
         for job in sorted(changed, key=lambda j: size[j.job_id]):  # shrinking jobs' GPUs go first
             g = size[job.job_id]
-            types = self._types(view, job.spec, g)
+            types = view.gpu_types_for(job.spec, g)
             picked = choose_nodes(usable_gpus(free, view.shape, types), view.shape, g)
             if picked is None:
                 if job.allocation is None:

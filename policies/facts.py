@@ -92,28 +92,34 @@ class ClusterFacts:
             value = self._memo[full] = compute()
         return value
 
-    def gpu_types_for(self, spec: JobSpec) -> frozenset[str] | None:
-        """The GPU types ``spec`` may be placed on, or None for every type of the cluster.
+    def gpu_types_for(self, spec: JobSpec, gpus: int = 0) -> frozenset[str] | None:
+        """The GPU types ``spec`` may be placed on by a policy that schedules from the data-parallel
+        profile (Crius §8.1's baselines), or None for every type of the cluster.
 
-        Its ``gpu_type`` constraint (if any) intersected with the cluster's types on
-        which one data-parallel worker fits the GPU memory (``perf.fits_memory``,
-        micro-batch fallback included): Crius §8.1 has the baselines schedule "with data
-        profiled from data parallelism". A job whose worker fits none of them (a model too
-        large for one GPU) gets the types where some tensor/pipeline plan of its ``num_gpus``
-        GPUs fits (``perf.runs_on``), and runs that plan (:mod:`halyard.policies.adaptive`).
-        None is the common case -- no constraint and every type
-        fits -- so placement needs no mask; an empty set means no node will do.
+        Of :meth:`allowed_types`, those on which one data-parallel worker fits the GPU memory
+        (``perf.fits_memory``, micro-batch fallback included). A job whose worker fits none of them
+        (a model too large for one GPU) gets the types where some tensor/pipeline plan of ``gpus``
+        GPUs (default its ``num_gpus``) fits (``perf.runs_on``), and runs that plan
+        (:mod:`halyard.policies.adaptive`). Crius itself weighs every allowed type: its Cells are
+        estimated there and a Cell no plan fits is infeasible (Fig. 3). None is the common case -- no
+        constraint and every type fits -- so placement needs no mask; an empty set means no node will do.
         """
-        return self.memo("gpu-types", (spec.model, spec.batch_size, spec.parallelism, spec.gpu_type, spec.num_gpus),
-                         lambda: self._gpu_types(spec))
+        gpus = gpus or spec.num_gpus
+        return self.memo("gpu-types", (spec.model, spec.batch_size, spec.parallelism, spec.gpu_type, spec.num_gpus,
+                                       gpus), lambda: self._gpu_types(spec, gpus))
 
-    def _gpu_types(self, spec: JobSpec) -> frozenset[str] | None:
+    def allowed_types(self, spec: JobSpec) -> tuple[str, ...]:
+        """The cluster's GPU types the job's ``gpu_type`` constraint allows (all when it has none),
+        in cluster order: the one type rule, before memory."""
         present = self.cluster.gpu_types
-        wanted = present if spec.gpu_type is None else (spec.gpu_type,)
-        fit = frozenset(t for t in wanted if t in present and self.perf.fits_memory(spec, t))
+        return tuple(present) if spec.gpu_type is None else tuple(t for t in present if t == spec.gpu_type)
+
+    def _gpu_types(self, spec: JobSpec, gpus: int) -> frozenset[str] | None:
+        wanted = self.allowed_types(spec)
+        fit = frozenset(t for t in wanted if self.perf.fits_memory(spec, t))
         if not fit:  # fits no eligible type data parallel: where a tensor/pipeline plan of its GPUs fits
-            fit = frozenset(t for t in wanted if t in present and self.perf.runs_on(spec, t, spec.num_gpus))
-        return None if spec.gpu_type is None and len(fit) == len(present) else fit
+            fit = frozenset(t for t in wanted if self.perf.runs_on(spec, t, gpus))
+        return None if spec.gpu_type is None and len(fit) == len(self.cluster.gpu_types) else fit
 
     def compute_s(self, spec: JobSpec, gpu_type: str) -> float:
         """Compute-only seconds per iteration on one GPU of ``gpu_type`` (Dally's ideal run time)."""

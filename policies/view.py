@@ -161,6 +161,6 @@ class ClusterView:
     def shape(self) -> ClusterShape:
         return self.facts.shape
 
-    def gpu_types_for(self, spec: JobSpec) -> frozenset[str] | None:
+    def gpu_types_for(self, spec: JobSpec, gpus: int = 0) -> frozenset[str] | None:
         """The GPU types ``spec`` may be placed on (:meth:`ClusterFacts.gpu_types_for`)."""
-        return self.facts.gpu_types_for(spec)
+        return self.facts.gpu_types_for(spec, gpus)

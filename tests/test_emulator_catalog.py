@@ -34,7 +34,10 @@ def test_every_model_has_a_time_on_every_gpu_type(pm):
         # Everything the loader filled in is marked as an estimate; measured figures are kept.
         for gpu in p.derived:
             assert p.estimated(f"compute_s.{gpu}") and "GPU scaling rule" in p.sources[f"compute_s.{gpu}"]
-        assert {"A10", "A40", "H100", "H200"} <= p.derived, name
+        # A10/A40 are derived, except Wide-ResNet's fp32 figures: the FP16-tensor scaling rule would
+        # anchor an A40 on V100's fp32 time (8x too slow), so they are listed at TF32 peaks.
+        listed = {"A10", "A40"} if name.startswith("wresnet-") else set()
+        assert {"A10", "A40", "H100", "H200"} - listed <= p.derived and not listed & p.derived, name
         assert not {"V100", "P100", "A100"} & p.derived
 
 

@@ -278,10 +278,11 @@ def test_a_cell_plan_splits_the_global_batch_into_b_micro_batches(perf, small_cl
 
 @pytest.mark.parametrize(("model", "gpu", "gpus", "plan"), [
     ("bert-1.3b", "A40", 1, ((1, 1),)),        # 20.8 GB of state fits 48 GiB data parallel
-    ("bert-1.3b", "A10", 2, ((1, 2),)),        # not 24 GiB: two tensor shards
+    ("bert-1.3b", "A10", 2, ((2, 1),)),        # state fits 24 GiB; 32 sequences do not: 3 accumulation steps
+    ("bert-2.6b", "A10", 2, ((1, 2),)),        # 41.6 GB of state: two tensor shards
     ("bert-6.7b", "A40", 2, None),             # 107 GB of state: no 2-GPU plan fits
     ("bert-6.7b", "A40", 4, ((1, 4),)),
-    ("bert-6.7b", "A10", 8, ((1, 4), (1, 4))),  # two pipeline stages of 4 tensor shards
+    ("bert-6.7b", "A10", 8, ((1, 8),)),        # 8 tensor shards, the batch accumulated in micro-batches
     ("moe-27b", "A40", 8, None),               # 432 GB of state
 ])
 def test_a_plan_fits_where_its_shards_fit_memory(perf, model, gpu, gpus, plan):

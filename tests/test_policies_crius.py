@@ -308,3 +308,21 @@ def test_crius_nh_never_moves_a_running_job_to_another_type():
     plan = Crius(heterogeneity=False).schedule(view(ONE_TYPE, [big], [new]), PassState())
     assert [type(a) for a in plan.actions] == [Resize, Start]
     assert [make_policy(p).name for p in ("crius-na", "crius-nh")] == ["crius-na", "crius-nh"]
+
+
+def test_cells_span_every_type_a_plan_fits_even_where_data_parallelism_does_not():
+    """§4.2 / Fig. 3 (review finding): bert-2.6b's data-parallel worker does not fit an A100 (state
+    plus activations), but tensor/pipeline Cells do, so its Cells include A100s, each a plan that
+    fits; a model no plan of its GPUs fits gets no Cell there."""
+    cluster = load_cluster("crius-1280")
+    big = spec("j", 8, model="bert-2.6b")
+    v = view(cluster)
+    assert not PM.fits_memory(big, "A100")
+    cells = job_cells(v, big)
+    a100 = {g: e for (t, g), e in cells.items() if t == "A100"}
+    assert set(a100) == {4, 8, 16}
+    for e in a100.values():
+        alloc = Allocation(cell_allocation(v, "A100", e.cell.gpus).nodes, stages=e.plan)
+        assert PM.fits_plan(big, alloc, cluster)
+    huge = spec("h", 2, model="moe-27b")  # 432 GB of state: 1-4 GPUs of no type hold it
+    assert job_cells(v, huge) == {}

@@ -20,9 +20,17 @@ this for any loaded trace, seeded and order-independent (:mod:`halyard.traces.as
   GPUs, uniform, is ours). The job becomes elastic over ``N_G/2 .. 2 N_G`` (§6.1's Cells).
 * **GPU type**: not drawn as a constraint; Crius moves jobs across types, and a drawn type would
   pin FCFS and the other baselines to it. The job runs on any type.
-* **Iterations**: a job that gives a duration keeps it and leaves ``iterations`` at 0, so the
-  core converts it at ``N_G`` GPUs (global batch ``N_G x`` the model's reference batch); a job
-  that gives iterations keeps its samples: ``iterations x old GPUs / N_G`` (same per-GPU batch).
+* **Iterations**: a job keeps the samples it trained in the trace, so its iterations scale by the
+  global batch size ("The number of iterations in Philly trace is calculated from scaling by global
+  batch size"): at the same per-GPU batch, ``N_G`` GPUs train ``N_G / old GPUs`` times the global
+  batch per iteration. A job that gives iterations gets ``iterations x old GPUs / N_G``; one that
+  gives a duration gets ``duration x old GPUs / N_G`` (``iterations`` left at 0, so the core
+  converts that run time at ``N_G`` GPUs, global batch ``N_G x`` the model's reference batch):
+  the trace's GPU time is kept, whatever ``N_G`` is drawn.
+  ``keep_duration=True`` (the first adaptation, ours, off by default) keeps a Philly duration as the
+  run time at ``N_G`` GPUs instead, so a job's work grows with its drawn ``N_G``: the bundled 6-hour
+  window then offers 2,579 GPU-hours to a 64-GPU cluster (40 cluster-hours in 6) against 706 as
+  the trace ran them.
 """
 
 from __future__ import annotations
@@ -46,13 +54,15 @@ CRIUS_GPU_CHOICES: tuple[int, ...] = (1, 2, 4, 8)
 
 def adapt_for_crius(jobs: Sequence[JobSpec], *, seed: int = 0, models: Sequence[str] | None = None,
                     gpu_choices: Sequence[int] = CRIUS_GPU_CHOICES,
-                    deadline_factor: tuple[float, float] | None = None) -> list[JobSpec]:
+                    deadline_factor: tuple[float, float] | None = None,
+                    keep_duration: bool = False) -> list[JobSpec]:
     """The jobs with a drawn model and elastic GPU amount (module docstring), in the same order.
 
     ``deadline_factor`` ``(lo, hi)`` also gives each job with a duration the deadline
     ``submit + lam x duration_s``, ``lam = lo + H(seed, key', 0) x (hi - lo)`` with
     ``key' = text_key("crius-deadline:" + job_id)``: ElasticFlow's (and Crius-DDL's, §8.5) deadlines
-    scale with the job's run time; the range is the caller's (Crius does not give it)."""
+    scale with the job's run time at ``N_G`` GPUs; the range is the caller's (Crius does not give it).
+    ``keep_duration``: the module docstring's older reading of a duration (ours, off by default)."""
     if (models is not None and not models) or not gpu_choices or min(gpu_choices) < 1:
         raise ValidationError("models and gpu_choices must be non-empty, GPU amounts >= 1", field="gpu_choices")
     if models is None and any(n not in f for f in CRIUS_FAMILIES for n in gpu_choices):
@@ -68,13 +78,14 @@ def adapt_for_crius(jobs: Sequence[JobSpec], *, seed: int = 0, models: Sequence[
     for job, um, ug, ud in zip(jobs, u_model.tolist(), u_gpus.tolist(), u_deadline, strict=True):
         n = gpu_choices[int(ug * len(gpu_choices))]
         iterations = max(1, round(job.iterations * job.num_gpus / n)) if job.iterations else 0
+        duration = job.duration_s if keep_duration or not job.duration_s else job.duration_s * job.num_gpus / n
         deadline = job.deadline
-        if deadline_factor is not None and job.duration_s:
+        if deadline_factor is not None and duration:
             lo, hi = deadline_factor
-            deadline = job.submit_time + (lo + ud * (hi - lo)) * job.duration_s
+            deadline = job.submit_time + (lo + ud * (hi - lo)) * duration
         model = (models[int(um * len(models))] if models is not None
                  else CRIUS_FAMILIES[int(um * len(CRIUS_FAMILIES))][n])
         out.append(replace(job, model=model, num_gpus=n, min_gpus=max(1, n // 2),
                            max_gpus=2 * n, gpu_type=None, batch_size=0, parallelism=None, logical_workers=0,
-                           iterations=iterations, deadline=deadline))
+                           iterations=iterations, duration_s=duration, deadline=deadline))
     return out
