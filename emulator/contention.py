@@ -221,9 +221,6 @@ def shared_link_iteration_times(
     return SharedLinkResult(iteration_s=means, history_s=tuple(tuple(h) for h in history))
 
 
-_DOWN, _IDLE = -1.0, -2.0  # the fair loop's rate markers: in a Down phase; not started yet
-
-
 class _FluidLink:
     """The fluid simulation's state: each phase's figures read once (the loops run millions of
     steps on a loaded link) -- up or not, demand, and what entering it leaves to do (GB for Up,
@@ -316,79 +313,20 @@ class _FluidLink:
 
     def fair(self, iterations: int) -> list[list[float]]:
         """:meth:`weighted` with equal weights, step for step: the same dt, t and left, by the same
-        operations in the same order. A step's per-job rate is the Up share, or a marker for a Down
-        phase (``_DOWN``) or a job not started yet (``_IDLE``), memoised per tuple of phases (a
-        step moves one job on to a phase combination seen before, most of the time)."""
-        capacity, shifts, ups, demands = self.capacity, self.shifts, self.ups, self.demands
-        amounts, lengths, up_done = self.amounts, self.lengths, self.up_done
-        n = len(amounts)
-        jobs = range(n)
-        phase = [-1] * n  # -1 until the job starts at its shift
-        waiting = n
-        left = [0.0] * n
-        iter_start = [0.0] * n
-        history: list[list[float]] = [[] for _ in jobs]
-        memo: dict[tuple[int, ...], list[float]] = {}
-        t = 0.0
-        fewest = 0
-        while fewest < iterations:
-            if waiting:
-                for j in jobs:
-                    if phase[j] < 0 and shifts[j] <= t + 1e-12:
-                        iter_start[j], phase[j], left[j] = t, 0, amounts[j][0]
-                        waiting -= 1
-            key = tuple(phase)
-            rates = memo.get(key)
-            if rates is None:
-                shares = share_link_fairly(capacity, [demands[j][p] if p >= 0 and ups[j][p] else 0.0
-                                                      for j, p in enumerate(key)])
-                rates = memo[key] = [_IDLE if p < 0 else shares[j] if ups[j][p] else _DOWN
-                                     for j, p in enumerate(key)]
-            dt = math.inf
-            for j in jobs:
-                r = rates[j]
-                if r > 0.0:
-                    gap = left[j] / r
-                elif r == _DOWN:
-                    gap = left[j]
-                elif r == _IDLE:
-                    gap = shifts[j] - t
-                else:
-                    continue  # an Up phase that gets no share this step
-                if gap < dt:
-                    dt = gap
-            if dt == math.inf:
-                raise RuntimeError("no job can make progress on the link")
-            if dt < 0.0:
-                dt = 0.0
-            t += dt
-            for j in jobs:
-                r = rates[j]
-                if r == _DOWN:
-                    x = left[j] = left[j] - dt
-                    if x > 1e-12:
-                        continue
-                elif r >= 0.0:
-                    x = left[j] = left[j] - r * dt
-                    if x > up_done[j]:
-                        continue
-                else:
-                    continue  # not started
-                # The phase is over; a phase of zero length hands over to the next at once.
-                p, h = phase[j], history[j]
-                while True:
-                    p += 1
-                    if p == lengths[j]:
-                        h.append(t - iter_start[j])
-                        iter_start[j] = t
-                        if len(h) == fewest + 1:
-                            fewest = min(map(len, history))
-                        p = 0
-                    x = amounts[j][p]
-                    if x > 0.0:
-                        break
-                phase[j], left[j] = p, x
-        return history
+        operations in the same order, compiled (:func:`~halyard.emulator.fair_fluid.fair_histories`;
+        imported here so that only a run that simulates a link loads numba)."""
+        from halyard.emulator.fair_fluid import fair_histories
+
+        n, width = len(self.amounts), max(self.lengths)
+        amounts, demands = np.zeros((n, width)), np.zeros((n, width))
+        ups = np.zeros((n, width), np.bool_)
+        for j in range(n):
+            k = self.lengths[j]
+            amounts[j, :k], demands[j, :k], ups[j, :k] = self.amounts[j], self.demands[j], self.ups[j]
+        history, counts = fair_histories(amounts, ups, demands, np.array(self.lengths, np.int64),
+                                         np.array(self.up_done), np.array(self.shifts, np.float64),
+                                         float(self.capacity), iterations)
+        return [history[j, :counts[j]].tolist() for j in range(n)]
 
 
 def mean_field_iteration_times(profiles: Sequence[DemandProfile], capacity_gbyte_s: float) -> tuple[float, ...]:
