@@ -313,9 +313,9 @@ class _FluidLink:
 
     def fair(self, iterations: int) -> list[list[float]]:
         """:meth:`weighted` with equal weights, step for step: the same dt, t and left, by the same
-        operations in the same order, compiled (:func:`~halyard.emulator.fair_fluid.fair_histories`;
+        operations in the same order, compiled (:func:`~halyard.emulator.link_kernels.fair_histories`;
         imported here so that only a run that simulates a link loads numba)."""
-        from halyard.emulator.fair_fluid import fair_histories
+        from halyard.emulator.link_kernels import fair_histories
 
         n, width = len(self.amounts), max(self.lengths)
         amounts, demands = np.zeros((n, width)), np.zeros((n, width))
@@ -344,33 +344,27 @@ def mean_field_iteration_times(profiles: Sequence[DemandProfile], capacity_gbyte
     gives the measured gap).
     """
     # Each phase as the figure its term needs: an Up phase's GB (its duration x demand, the same
-    # product the sum always formed) and demand, a Down phase's duration and 0. The sums below add
-    # the same terms in the same order as summing over the phases, so the result is unchanged to
-    # the last bit; identical profiles (a rack's uplink carries many copies of one job) share one
-    # evaluation per water level.
+    # product the sum always formed) and demand, a Down phase's duration and 0. The compiled bisection
+    # (link_kernels.mean_field_levels, imported here so that only a run that simulates a link loads
+    # numba) adds the same terms in the same order as summing over the phases, so the result is
+    # unchanged to the last bit; identical profiles (a rack's uplink carries many copies of one job)
+    # share one evaluation per water level.
+    from halyard.emulator.link_kernels import mean_field_levels
+
+    if not profiles:
+        return ()
     distinct: dict[DemandProfile, int] = {}
     which = [distinct.setdefault(p, len(distinct)) for p in profiles]
-    terms = [tuple((ph.duration_s * ph.demand_gbyte_s, ph.demand_gbyte_s) if ph.up else (ph.duration_s, 0.0)
-                   for ph in p.phases) for p in distinct]
-    gbytes = [p.gbytes for p in profiles]
-
-    def iterations(lam: float) -> list[float]:
-        return [sum(amount / min(demand, lam) if demand > 0.0 else amount for amount, demand in phases)
-                for phases in terms]
-
-    def load(lam: float) -> float:
-        times = iterations(lam)
-        return sum(g / times[i] for g, i in zip(gbytes, which, strict=True))
-
+    width = max(len(p.phases) for p in distinct)
+    amounts, demands = np.zeros((len(distinct), width)), np.zeros((len(distinct), width))
+    for k, p in enumerate(distinct):
+        for q, ph in enumerate(p.phases):
+            amounts[k, q] = ph.duration_s * ph.demand_gbyte_s if ph.up else ph.duration_s
+            demands[k, q] = ph.demand_gbyte_s if ph.up else 0.0
     hi = max((ph.demand_gbyte_s for p in profiles for ph in p.phases), default=0.0)
-    if hi <= 0.0 or load(hi) <= capacity_gbyte_s:
+    fits, times = mean_field_levels(amounts, demands, np.array([len(p.phases) for p in distinct], np.int64),
+                                    np.array(which, np.int64), np.array([p.gbytes for p in profiles]),
+                                    float(capacity_gbyte_s), float(hi), MEAN_FIELD_BISECTIONS)
+    if fits:
         return tuple(p.iteration_s for p in profiles)
-    lo = 0.0
-    for _ in range(MEAN_FIELD_BISECTIONS):
-        mid = (lo + hi) / 2
-        if load(mid) > capacity_gbyte_s:
-            hi = mid
-        else:
-            lo = mid
-    times = iterations(lo)
-    return tuple(times[i] for i in which)
+    return tuple(float(times[i]) for i in which)

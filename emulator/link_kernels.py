@@ -1,14 +1,20 @@
-"""The fair-sharing fluid simulation of one link, compiled (numba): the fabric's hot loop.
+"""The link-contention model's two hot loops, compiled (numba): the fabric's inner work.
 
-:meth:`halyard.emulator.contention._FluidLink.fair` runs here. A loaded link pairs
-0.05 s iterations with 1.2 s ones, so one simulation takes thousands of steps, and on
-loaded traces these steps were most of a simulation's time (issue 19, item 3: 3.6 of
-LAS' 8.0 CPU seconds on 10k Philly jobs compressed 8x). The loop is the one
-:meth:`~halyard.emulator.contention._FluidLink.weighted` runs with equal weights, step for
-step: the same dt, t and left by the same IEEE operations in the same order (numba
-compiles without fast-math, so no reassociation or fused multiply-add), so it gives the
-same iteration times to the last bit; ``tests/test_emulator_contention.py`` holds it to
-the general loop, and ``tests/test_loaded_schedule_exact.py`` to event logs made before it.
+- :func:`fair_histories` is the fair-sharing fluid simulation of one link
+  (:meth:`halyard.emulator.contention._FluidLink.fair`). A loaded link pairs 0.05 s
+  iterations with 1.2 s ones, so one simulation takes thousands of steps; on loaded
+  traces these were most of a simulation's time (issue 19, item 3: 3.6 of LAS' 8.0 CPU
+  seconds on 10k Philly jobs compressed 8x). It is the loop
+  :meth:`~halyard.emulator.contention._FluidLink.weighted` runs with equal weights, step
+  for step: the same dt, t and left by the same operations in the same order.
+- :func:`mean_field_levels` is the bisection of
+  :func:`~halyard.emulator.contention.mean_field_iteration_times`, the same sums in the
+  same order (Python's ``sum`` adds left to right from 0).
+
+numba compiles without fast-math (no reassociation, no fused multiply-add) and with
+Python's error model, so both give the same floats to the last bit as the Python they
+replace: ``tests/test_emulator_contention.py`` holds them to the Python loops, and
+``tests/test_loaded_schedule_exact.py`` to event logs made before them.
 
 Kept apart from :mod:`~halyard.emulator.contention` so that importing the emulator does not
 import numba: the agents and daemons that never simulate a link do not pay for it.
@@ -19,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["fair_histories"]
+__all__ = ["fair_histories", "mean_field_levels"]
 
 _DOWN, _IDLE = -1.0, -2.0  # rate markers: in a Down phase; not started yet
 
@@ -148,3 +154,48 @@ def fair_histories(amounts: np.ndarray, ups: np.ndarray, demands: np.ndarray, le
             phase[j] = p
             left[j] = x
     return history, counts
+
+
+@njit(cache=True)
+def _mean_field_times(amounts: np.ndarray, demands: np.ndarray, lengths: np.ndarray, lam: float,
+                      times: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Per distinct profile k, its iteration at water level ``lam``: ``sum`` over its phases of the GB over
+    ``min(demand, lam)`` (Up) or the duration (Down), left to right."""
+    for k in range(lengths.shape[0]):
+        total = 0.0
+        for q in range(lengths[k]):
+            demand = demands[k, q]
+            total += amounts[k, q] / min(demand, lam) if demand > 0.0 else amounts[k, q]
+        times[k] = total
+
+
+@njit(cache=True)
+def _mean_field_load(amounts: np.ndarray, demands: np.ndarray, lengths: np.ndarray, which: np.ndarray,
+                     gbytes: np.ndarray, lam: float, times: np.ndarray) -> float:  # pragma: no cover - compiled
+    _mean_field_times(amounts, demands, lengths, lam, times)
+    load = 0.0
+    for j in range(which.shape[0]):
+        load += gbytes[j] / times[which[j]]
+    return load
+
+
+@njit(cache=True)
+def mean_field_levels(amounts: np.ndarray, demands: np.ndarray, lengths: np.ndarray, which: np.ndarray,
+                      gbytes: np.ndarray, capacity: float, hi: float,
+                      bisections: int) -> tuple[bool, np.ndarray]:  # pragma: no cover - compiled
+    """``(fits, times)``: whether the link carries every job at full demand (``hi``, the highest demand), else
+    each distinct profile's iteration at the water level where the mean load meets ``capacity``
+    (``bisections`` halvings). Distinct profile k: ``lengths[k]`` phases of ``amounts`` (GB of an Up phase,
+    seconds of a Down one) and ``demands``; job j: profile ``which[j]``, ``gbytes[j]`` per iteration."""
+    times = np.zeros(lengths.shape[0])
+    if hi <= 0.0 or _mean_field_load(amounts, demands, lengths, which, gbytes, hi, times) <= capacity:
+        return True, times
+    lo = 0.0
+    for _ in range(bisections):
+        mid = (lo + hi) / 2
+        if _mean_field_load(amounts, demands, lengths, which, gbytes, mid, times) > capacity:
+            hi = mid
+        else:
+            lo = mid
+    _mean_field_times(amounts, demands, lengths, lo, times)
+    return False, times
