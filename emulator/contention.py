@@ -221,6 +221,19 @@ def shared_link_iteration_times(
     return SharedLinkResult(iteration_s=means, history_s=tuple(tuple(h) for h in history))
 
 
+def fair_iteration_times(profiles: Sequence[DemandProfile], capacity_gbyte_s: float, time_shifts_s: Sequence[float],
+                         iterations: int, steady: int) -> tuple[float, ...]:
+    """``shared_link_iteration_times(..., sharing="fair").iteration_s``, the same floats, without keeping
+    every iteration as Python floats: the fabric's call. The means are numpy's over the same 8-or-so values
+    of each row (a row of a C-ordered array reduces as the 1-D array of its values does)."""
+    if not 0 < steady <= iterations:
+        raise ValueError(f"need 0 < steady <= iterations, got steady={steady}, iterations={iterations}")
+    if len(time_shifts_s) != len(profiles):
+        raise ValueError("give one time-shift per profile")
+    history, _ = _FluidLink(profiles, capacity_gbyte_s, list(time_shifts_s)).fair_arrays(iterations)
+    return tuple(np.ascontiguousarray(history[:, iterations - steady:iterations]).mean(axis=1).tolist())
+
+
 class _FluidLink:
     """The fluid simulation's state: each phase's figures read once (the loops run millions of
     steps on a loaded link) -- up or not, demand, and what entering it leaves to do (GB for Up,
@@ -315,6 +328,11 @@ class _FluidLink:
         """:meth:`weighted` with equal weights, step for step: the same dt, t and left, by the same
         operations in the same order, compiled (:func:`~halyard.emulator.link_kernels.fair_histories`;
         imported here so that only a run that simulates a link loads numba)."""
+        history, counts = self.fair_arrays(iterations)
+        return [history[j, :counts[j]].tolist() for j in range(len(counts))]
+
+    def fair_arrays(self, iterations: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`fair` as the kernel leaves it: job j's iterations are row j's first ``counts[j]``."""
         from halyard.emulator.link_kernels import fair_histories
 
         n, width = len(self.amounts), max(self.lengths)
@@ -323,10 +341,8 @@ class _FluidLink:
         for j in range(n):
             k = self.lengths[j]
             amounts[j, :k], demands[j, :k], ups[j, :k] = self.amounts[j], self.demands[j], self.ups[j]
-        history, counts = fair_histories(amounts, ups, demands, np.array(self.lengths, np.int64),
-                                         np.array(self.up_done), np.array(self.shifts, np.float64),
-                                         float(self.capacity), iterations)
-        return [history[j, :counts[j]].tolist() for j in range(n)]
+        return fair_histories(amounts, ups, demands, np.array(self.lengths, np.int64), np.array(self.up_done),
+                              np.array(self.shifts, np.float64), float(self.capacity), iterations)
 
 
 def mean_field_iteration_times(profiles: Sequence[DemandProfile], capacity_gbyte_s: float) -> tuple[float, ...]:

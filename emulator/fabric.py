@@ -41,6 +41,7 @@ from halyard.datamodel import Allocation, Cluster, JobSpec
 from halyard.emulator.contention import (
     SHARING,
     DemandProfile,
+    fair_iteration_times,
     mean_field_iteration_times,
     shared_link_iteration_times,
 )
@@ -244,9 +245,13 @@ class Fabric:
                 times = mean_field_iteration_times(profiles, link.capacity_gbyte_s)
             else:
                 shifts = [b / PHASE_BINS * p.iteration_s for ((_, b), _), p in zip(keyed, profiles, strict=True)]
-                times = shared_link_iteration_times(profiles, link.capacity_gbyte_s, sharing=self.sharing,
-                                                    time_shifts_s=shifts, iterations=SIM_ITERATIONS,
-                                                    steady=SIM_STEADY).iteration_s
+                if self.sharing == "fair":
+                    times = fair_iteration_times(profiles, link.capacity_gbyte_s, shifts, SIM_ITERATIONS,
+                                                 SIM_STEADY)
+                else:
+                    times = shared_link_iteration_times(profiles, link.capacity_gbyte_s, sharing=self.sharing,
+                                                        time_shifts_s=shifts, iterations=SIM_ITERATIONS,
+                                                        steady=SIM_STEADY).iteration_s
             if len(self._cache) >= self.cache_entries:
                 del self._cache[next(iter(self._cache))]  # the oldest
             slowdowns = self._cache[key] = tuple(max(1.0, t / p.iteration_s) for t, p in zip(times, profiles,
