@@ -28,6 +28,10 @@ from numba import njit
 __all__ = ["fair_histories", "mean_field_levels"]
 
 _DOWN, _IDLE = -1.0, -2.0  # rate markers: in a Down phase; not started yet
+# fair_histories remembers each combination of phases' rates when there are at most this many
+# combinations (a link of 4 data-parallel jobs has 3^4 = 81, counting "not started"); past it, as
+# with many-phase pipeline profiles, it water-fills at every step. Our choice: 64 KiB of rates.
+RATE_TABLE_MAX = 2048
 
 
 @njit(cache=True)
@@ -84,6 +88,16 @@ def fair_histories(amounts: np.ndarray, ups: np.ndarray, demands: np.ndarray, le
     rates = np.zeros(n)
     active = np.zeros(n, np.bool_)
     hit = np.zeros(n, np.bool_)
+    # The rates depend only on the phases: combination code = sum_j (phase_j + 1) x stride_j.
+    stride = np.zeros(n, np.int64)
+    combos = 1
+    for j in range(n):
+        stride[j] = combos
+        combos = combos * (lengths[j] + 1) if combos <= RATE_TABLE_MAX else combos
+    tabled = combos <= RATE_TABLE_MAX
+    table = np.empty((combos if tabled else 1, n))
+    known = np.zeros(combos if tabled else 1, np.bool_)
+    code = 0
     t = 0.0
     fewest = 0
     while fewest < iterations:
@@ -94,13 +108,22 @@ def fair_histories(amounts: np.ndarray, ups: np.ndarray, demands: np.ndarray, le
                     phase[j] = 0
                     left[j] = amounts[j, 0]
                     waiting -= 1
-        for j in range(n):
-            p = phase[j]
-            caps[j] = demands[j, p] if p >= 0 and ups[j, p] else 0.0
-        _share_fairly(capacity, caps, shares, active, hit)
-        for j in range(n):
-            p = phase[j]
-            rates[j] = _IDLE if p < 0 else (shares[j] if ups[j, p] else _DOWN)
+                    code += stride[j]
+        if tabled and known[code]:
+            for j in range(n):
+                rates[j] = table[code, j]
+        else:
+            for j in range(n):
+                p = phase[j]
+                caps[j] = demands[j, p] if p >= 0 and ups[j, p] else 0.0
+            _share_fairly(capacity, caps, shares, active, hit)
+            for j in range(n):
+                p = phase[j]
+                rates[j] = _IDLE if p < 0 else (shares[j] if ups[j, p] else _DOWN)
+            if tabled:
+                for j in range(n):
+                    table[code, j] = rates[j]
+                known[code] = True
         dt = np.inf
         for j in range(n):
             r = rates[j]
@@ -151,6 +174,7 @@ def fair_histories(amounts: np.ndarray, ups: np.ndarray, demands: np.ndarray, le
                 x = amounts[j, p]
                 if x > 0.0:
                     break
+            code += (p - phase[j]) * stride[j]
             phase[j] = p
             left[j] = x
     return history, counts
