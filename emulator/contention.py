@@ -377,9 +377,10 @@ def mean_field_iteration_times(profiles: Sequence[DemandProfile], capacity_gbyte
         for q, ph in enumerate(p.phases):
             amounts[k, q] = ph.duration_s * ph.demand_gbyte_s if ph.up else ph.duration_s
             demands[k, q] = ph.demand_gbyte_s if ph.up else 0.0
-    hi = max((ph.demand_gbyte_s for p in profiles for ph in p.phases), default=0.0)
+    hi = max(ph.demand_gbyte_s for p in distinct for ph in p.phases)  # equal profiles, equal demands
+    gbytes = [p.gbytes for p in distinct]
     fits, times = mean_field_levels(amounts, demands, np.array([len(p.phases) for p in distinct], np.int64),
-                                    np.array(which, np.int64), np.array([p.gbytes for p in profiles]),
+                                    np.array(which, np.int64), np.array([gbytes[i] for i in which]),
                                     float(capacity_gbyte_s), float(hi), MEAN_FIELD_BISECTIONS)
     if fits:
         return tuple(p.iteration_s for p in profiles)
