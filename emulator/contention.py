@@ -221,7 +221,17 @@ def shared_link_iteration_times(
     return SharedLinkResult(iteration_s=means, history_s=tuple(tuple(h) for h in history))
 
 
-_DOWN, _IDLE = -1.0, -2.0  # the fair loop's rate markers: in a Down phase; not started yet
+def fair_iteration_times(profiles: Sequence[DemandProfile], capacity_gbyte_s: float, time_shifts_s: Sequence[float],
+                         iterations: int, steady: int) -> tuple[float, ...]:
+    """``shared_link_iteration_times(..., sharing="fair").iteration_s``, the same floats, without keeping
+    every iteration as Python floats: the fabric's call. The means are numpy's over the same 8-or-so values
+    of each row (a row of a C-ordered array reduces as the 1-D array of its values does)."""
+    if not 0 < steady <= iterations:
+        raise ValueError(f"need 0 < steady <= iterations, got steady={steady}, iterations={iterations}")
+    if len(time_shifts_s) != len(profiles):
+        raise ValueError("give one time-shift per profile")
+    history, _ = _FluidLink(profiles, capacity_gbyte_s, list(time_shifts_s)).fair_arrays(iterations)
+    return tuple(np.ascontiguousarray(history[:, iterations - steady:iterations]).mean(axis=1).tolist())
 
 
 class _FluidLink:
@@ -316,79 +326,23 @@ class _FluidLink:
 
     def fair(self, iterations: int) -> list[list[float]]:
         """:meth:`weighted` with equal weights, step for step: the same dt, t and left, by the same
-        operations in the same order. A step's per-job rate is the Up share, or a marker for a Down
-        phase (``_DOWN``) or a job not started yet (``_IDLE``), memoised per tuple of phases (a
-        step moves one job on to a phase combination seen before, most of the time)."""
-        capacity, shifts, ups, demands = self.capacity, self.shifts, self.ups, self.demands
-        amounts, lengths, up_done = self.amounts, self.lengths, self.up_done
-        n = len(amounts)
-        jobs = range(n)
-        phase = [-1] * n  # -1 until the job starts at its shift
-        waiting = n
-        left = [0.0] * n
-        iter_start = [0.0] * n
-        history: list[list[float]] = [[] for _ in jobs]
-        memo: dict[tuple[int, ...], list[float]] = {}
-        t = 0.0
-        fewest = 0
-        while fewest < iterations:
-            if waiting:
-                for j in jobs:
-                    if phase[j] < 0 and shifts[j] <= t + 1e-12:
-                        iter_start[j], phase[j], left[j] = t, 0, amounts[j][0]
-                        waiting -= 1
-            key = tuple(phase)
-            rates = memo.get(key)
-            if rates is None:
-                shares = share_link_fairly(capacity, [demands[j][p] if p >= 0 and ups[j][p] else 0.0
-                                                      for j, p in enumerate(key)])
-                rates = memo[key] = [_IDLE if p < 0 else shares[j] if ups[j][p] else _DOWN
-                                     for j, p in enumerate(key)]
-            dt = math.inf
-            for j in jobs:
-                r = rates[j]
-                if r > 0.0:
-                    gap = left[j] / r
-                elif r == _DOWN:
-                    gap = left[j]
-                elif r == _IDLE:
-                    gap = shifts[j] - t
-                else:
-                    continue  # an Up phase that gets no share this step
-                if gap < dt:
-                    dt = gap
-            if dt == math.inf:
-                raise RuntimeError("no job can make progress on the link")
-            if dt < 0.0:
-                dt = 0.0
-            t += dt
-            for j in jobs:
-                r = rates[j]
-                if r == _DOWN:
-                    x = left[j] = left[j] - dt
-                    if x > 1e-12:
-                        continue
-                elif r >= 0.0:
-                    x = left[j] = left[j] - r * dt
-                    if x > up_done[j]:
-                        continue
-                else:
-                    continue  # not started
-                # The phase is over; a phase of zero length hands over to the next at once.
-                p, h = phase[j], history[j]
-                while True:
-                    p += 1
-                    if p == lengths[j]:
-                        h.append(t - iter_start[j])
-                        iter_start[j] = t
-                        if len(h) == fewest + 1:
-                            fewest = min(map(len, history))
-                        p = 0
-                    x = amounts[j][p]
-                    if x > 0.0:
-                        break
-                phase[j], left[j] = p, x
-        return history
+        operations in the same order, compiled (:func:`~halyard.emulator.link_kernels.fair_histories`;
+        imported here so that only a run that simulates a link loads numba)."""
+        history, counts = self.fair_arrays(iterations)
+        return [history[j, :counts[j]].tolist() for j in range(len(counts))]
+
+    def fair_arrays(self, iterations: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`fair` as the kernel leaves it: job j's iterations are row j's first ``counts[j]``."""
+        from halyard.emulator.link_kernels import fair_histories
+
+        n, width = len(self.amounts), max(self.lengths)
+        amounts, demands = np.zeros((n, width)), np.zeros((n, width))
+        ups = np.zeros((n, width), np.bool_)
+        for j in range(n):
+            k = self.lengths[j]
+            amounts[j, :k], demands[j, :k], ups[j, :k] = self.amounts[j], self.demands[j], self.ups[j]
+        return fair_histories(amounts, ups, demands, np.array(self.lengths, np.int64), np.array(self.up_done),
+                              np.array(self.shifts, np.float64), float(self.capacity), iterations)
 
 
 def mean_field_iteration_times(profiles: Sequence[DemandProfile], capacity_gbyte_s: float) -> tuple[float, ...]:
@@ -406,33 +360,28 @@ def mean_field_iteration_times(profiles: Sequence[DemandProfile], capacity_gbyte
     gives the measured gap).
     """
     # Each phase as the figure its term needs: an Up phase's GB (its duration x demand, the same
-    # product the sum always formed) and demand, a Down phase's duration and 0. The sums below add
-    # the same terms in the same order as summing over the phases, so the result is unchanged to
-    # the last bit; identical profiles (a rack's uplink carries many copies of one job) share one
-    # evaluation per water level.
+    # product the sum always formed) and demand, a Down phase's duration and 0. The compiled bisection
+    # (link_kernels.mean_field_levels, imported here so that only a run that simulates a link loads
+    # numba) adds the same terms in the same order as summing over the phases, so the result is
+    # unchanged to the last bit; identical profiles (a rack's uplink carries many copies of one job)
+    # share one evaluation per water level.
+    from halyard.emulator.link_kernels import mean_field_levels
+
+    if not profiles:
+        return ()
     distinct: dict[DemandProfile, int] = {}
     which = [distinct.setdefault(p, len(distinct)) for p in profiles]
-    terms = [tuple((ph.duration_s * ph.demand_gbyte_s, ph.demand_gbyte_s) if ph.up else (ph.duration_s, 0.0)
-                   for ph in p.phases) for p in distinct]
-    gbytes = [p.gbytes for p in profiles]
-
-    def iterations(lam: float) -> list[float]:
-        return [sum(amount / min(demand, lam) if demand > 0.0 else amount for amount, demand in phases)
-                for phases in terms]
-
-    def load(lam: float) -> float:
-        times = iterations(lam)
-        return sum(g / times[i] for g, i in zip(gbytes, which, strict=True))
-
-    hi = max((ph.demand_gbyte_s for p in profiles for ph in p.phases), default=0.0)
-    if hi <= 0.0 or load(hi) <= capacity_gbyte_s:
+    width = max(len(p.phases) for p in distinct)
+    amounts, demands = np.zeros((len(distinct), width)), np.zeros((len(distinct), width))
+    for k, p in enumerate(distinct):
+        for q, ph in enumerate(p.phases):
+            amounts[k, q] = ph.duration_s * ph.demand_gbyte_s if ph.up else ph.duration_s
+            demands[k, q] = ph.demand_gbyte_s if ph.up else 0.0
+    hi = max(ph.demand_gbyte_s for p in distinct for ph in p.phases)  # equal profiles, equal demands
+    gbytes = [p.gbytes for p in distinct]
+    fits, times = mean_field_levels(amounts, demands, np.array([len(p.phases) for p in distinct], np.int64),
+                                    np.array(which, np.int64), np.array([gbytes[i] for i in which]),
+                                    float(capacity_gbyte_s), float(hi), MEAN_FIELD_BISECTIONS)
+    if fits:
         return tuple(p.iteration_s for p in profiles)
-    lo = 0.0
-    for _ in range(MEAN_FIELD_BISECTIONS):
-        mid = (lo + hi) / 2
-        if load(mid) > capacity_gbyte_s:
-            hi = mid
-        else:
-            lo = mid
-    times = iterations(lo)
-    return tuple(times[i] for i in which)
+    return tuple(float(times[i]) for i in which)

@@ -47,6 +47,7 @@ from halyard.emulator.contention import (
     SHARING,
     DemandProfile,
     Phase,
+    fair_iteration_times,
     mean_field_iteration_times,
     shared_link_iteration_times,
 )
@@ -54,7 +55,8 @@ from halyard.emulator.parallel import link_gbytes
 from halyard.emulator.performance import IterationTime, PerformanceModel
 from halyard.timeshift import paced_iteration_s
 
-__all__ = ["FLUID_MAX_JOBS", "PHASE_BINS", "SIM_ITERATIONS", "SIM_STEADY", "Fabric", "Link", "link_gbytes"]
+__all__ = ["CACHE_ENTRIES", "FLUID_MAX_JOBS", "PHASE_BINS", "SIM_ITERATIONS", "SIM_STEADY", "Fabric", "Link",
+           "link_gbytes"]
 
 # A job's phase on the clock is rounded to 1/PHASE_BINS of its iteration for the cache key:
 # a 1/64 iteration offset is far below an all-reduce phase (tens of % of an iteration).
@@ -68,6 +70,9 @@ SIM_ITERATIONS, SIM_STEADY = 24, 8
 # longest to the shortest iteration) gives way to its mean-field limit, which costs
 # ~0.3 ms at any size and slows jobs 6-10% less on average (docs/performance-model.md).
 FLUID_MAX_JOBS = 4
+# The most link states a fabric remembers (our choice): a 10k-job loaded run solves ~10-20k distinct
+# states, most of them once; the oldest are dropped first, which changes no result, only the work.
+CACHE_ENTRIES = 65_536
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +102,13 @@ class _Member:
 class Fabric:
     """Link membership of running jobs and their contended slowdowns (no global state)."""
 
-    def __init__(self, perf: PerformanceModel, cluster: Cluster, *, sharing: str = "fair") -> None:
+    def __init__(self, perf: PerformanceModel, cluster: Cluster, *, sharing: str = "fair",
+                 cache_entries: int = CACHE_ENTRIES) -> None:
         if sharing not in SHARING:
             raise ValueError(f"sharing must be one of {', '.join(SHARING)}, got {sharing!r}")
+        if cache_entries < 1:
+            raise ValueError(f"cache_entries must be >= 1, got {cache_entries!r}")
+        self.cache_entries = cache_entries
         self.perf = perf
         self.cluster = cluster
         self.sharing = sharing
@@ -249,19 +258,29 @@ class Fabric:
         peak = sum(m.peaks[link] for _, m in members)
         if len(members) < 2 or peak <= link.capacity_gbyte_s:
             return {}  # the link never runs out: everyone at dedicated speed
-        # Cache key: profiles and phases on the grid, in a canonical order.
+        # Cache key: profiles and phases on the grid, in a canonical order. The mean-field limit sees
+        # neither phases nor the sharing mode, so beyond FLUID_MAX_JOBS the key is the profiles alone
+        # (sorted by profile first, they reach it in the same order whatever the phases).
         keyed = sorted((m.keys[link], job_id) for job_id, m in members)
-        key = (link.capacity_gbyte_s, self.sharing, tuple(k for k, _ in keyed))
+        fluid = len(keyed) <= FLUID_MAX_JOBS
+        key = ((link.capacity_gbyte_s, self.sharing, tuple(k for k, _ in keyed)) if fluid
+               else (link.capacity_gbyte_s, tuple(k for (k, _), _ in keyed)))
         slowdowns = self._cache.get(key)
         if slowdowns is None:
             profiles = [self._members[job_id].profiles[link] for _, job_id in keyed]
-            if len(profiles) > FLUID_MAX_JOBS:
+            if not fluid:
                 times = mean_field_iteration_times(profiles, link.capacity_gbyte_s)
             else:
                 shifts = [b / PHASE_BINS * p.iteration_s for ((_, b), _), p in zip(keyed, profiles, strict=True)]
-                times = shared_link_iteration_times(profiles, link.capacity_gbyte_s, sharing=self.sharing,
-                                                    time_shifts_s=shifts, iterations=SIM_ITERATIONS,
-                                                    steady=SIM_STEADY).iteration_s
+                if self.sharing == "fair":
+                    times = fair_iteration_times(profiles, link.capacity_gbyte_s, shifts, SIM_ITERATIONS,
+                                                 SIM_STEADY)
+                else:
+                    times = shared_link_iteration_times(profiles, link.capacity_gbyte_s, sharing=self.sharing,
+                                                        time_shifts_s=shifts, iterations=SIM_ITERATIONS,
+                                                        steady=SIM_STEADY).iteration_s
+            if len(self._cache) >= self.cache_entries:
+                del self._cache[next(iter(self._cache))]  # the oldest
             slowdowns = self._cache[key] = tuple(max(1.0, t / p.iteration_s) for t, p in zip(times, profiles,
                                                                                               strict=True))
         return {job_id: s for (_, job_id), s in zip(keyed, slowdowns, strict=True)}

@@ -206,6 +206,9 @@ class StagedPolicy:
         budget = view.schedulable_gpus
         runnable: list[JobInfo] = []
         starts: list[tuple[JobInfo, int]] = []
+        # Jobs that wait for the same GPUs with the same budget left share one (immutable) reason: a
+        # loaded queue has hundreds of waiting jobs per pass and only a few sizes.
+        waits: dict[tuple[int, int], Unplaced] = {}
         for job in ranked:
             running = job.allocation is not None
             gpus = job.num_gpus if running else self.sizing.gpus(view, job)
@@ -218,9 +221,12 @@ class StagedPolicy:
                 plan.preempt(job.job_id)
                 free.give(job.allocation)
             else:
-                plan.wait(job.job_id, cannot_fit(self.ordering.name, "needs {} GPUs; jobs ahead of it in {} order "
-                                                 "hold or take the schedulable GPUs ({} left)", gpus,
-                                                 self.ordering.name, budget))
+                why = waits.get((gpus, budget))
+                if why is None:
+                    why = waits[gpus, budget] = cannot_fit(self.ordering.name, "needs {} GPUs; jobs ahead of it in "
+                                                           "{} order hold or take the schedulable GPUs ({} left)",
+                                                           gpus, self.ordering.name, budget)
+                plan.wait(job.job_id, why)
         if self.placement.batch:
             self.placement.place_all(view, runnable, [job for job, _ in starts], plan, free, state)
             return

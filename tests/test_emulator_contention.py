@@ -207,6 +207,40 @@ def test_fair_loop_is_the_general_loop_with_equal_weights_to_the_last_bit():
         assert link.fair(12) == link.weighted(12, 20, mltcp=False)
 
 
+def test_fair_loop_without_its_rate_table_is_the_general_loop_to_the_last_bit():
+    """Past RATE_TABLE_MAX phase combinations (pipelines: 2 x micro-batches pulses each) the compiled
+    loop water-fills at every step instead of remembering rates; still the general loop's floats."""
+    from halyard.emulator.contention import _FluidLink
+    from halyard.emulator.link_kernels import RATE_TABLE_MAX
+
+    profiles = [pipeline_profile(0.011, 8, 9.0, 0.004, 0.03, 12.0), pipeline_profile(0.017, 8, 7.5, 0.006),
+                pipeline_profile(0.013, 6, 11.0, 0.003, 0.02, 10.0)]
+    assert math.prod(len(p.phases) + 1 for p in profiles) > RATE_TABLE_MAX
+    link = _FluidLink(profiles, 12.5, [0.0, 0.005, 0.011])
+    got = link.fair(10)
+    assert got == link.weighted(10, 20, mltcp=False)
+    assert max(len(h) for h in got) >= 10 and any(s > 1.0 for s in
+                                                  shared_link_iteration_times(profiles, 12.5).slowdown(profiles))
+
+
+def test_the_fabrics_fair_call_gives_the_full_simulations_means_to_the_last_bit():
+    """fair_iteration_times (the fabric's call: numpy's row means, no per-iteration lists) returns
+    exactly shared_link_iteration_times' iteration_s under fair sharing."""
+    import random
+
+    from halyard.emulator.contention import fair_iteration_times
+
+    rng = random.Random(13)
+    for _ in range(200):
+        profiles, capacity, shifts = random_link(rng)
+        iterations, steady = rng.choice([(24, 8), (12, 4), (9, 9)])
+        full = shared_link_iteration_times(profiles, capacity, time_shifts_s=shifts, iterations=iterations,
+                                           steady=steady)
+        assert fair_iteration_times(profiles, capacity, shifts, iterations, steady) == full.iteration_s
+    with pytest.raises(ValueError, match="steady"):
+        fair_iteration_times(profiles, capacity, shifts, 4, 8)
+
+
 def test_mean_field_is_the_phase_by_phase_sum_to_the_last_bit():
     """mean_field_iteration_times evaluates each distinct profile once per water level; it must
     give what summing every job's phases at every level gives (Python's sum, same order)."""

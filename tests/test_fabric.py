@@ -22,7 +22,7 @@ from halyard.emulator.contention import (
     profile_from_iteration,
     shared_link_iteration_times,
 )
-from halyard.emulator.fabric import SIM_ITERATIONS, SIM_STEADY, Fabric, link_gbytes
+from halyard.emulator.fabric import FLUID_MAX_JOBS, SIM_ITERATIONS, SIM_STEADY, Fabric, link_gbytes
 from halyard.policies import make_policy
 from halyard.testing.cluster import small_cluster_toml
 
@@ -127,6 +127,54 @@ def test_mean_field_slows_a_little_less_than_the_fluid_model():
         gaps += [m / f - 1 for m, f in zip(field, fluid, strict=True)]
     assert -0.12 < sum(gaps) / len(gaps) < -0.02
     assert min(gaps) > -0.3 and max(gaps) < 0.1
+
+
+def test_cached_link_states_are_what_a_fresh_fabric_solves(perf):
+    """The cache (fluid links keyed by profiles and phases, mean-field links by their profiles alone)
+    and its bound change no result: after every change -- a job preempted and restarted on the same
+    links at another phase, more jobs on a NIC than the fluid simulation takes -- each slowdown is
+    what a fabric that never solved anything gives for the same placements."""
+    cluster = parse_cluster(small_cluster_toml(2, gpus_per_node=8))
+    fabrics = [Fabric(perf, cluster), Fabric(perf, cluster, cache_entries=3)]  # remembers all; evicts all the time
+    rng = random.Random(2)
+    placed: dict[str, tuple] = {}
+    free = list(range(8))
+    contended = [0, 0]  # changes after which some job was slowed: on fluid links, on mean-field links
+    restarted = 0
+    for step in range(120):
+        op = rng.random()
+        if free and (op < 0.5 or not placed):  # a new job on one GPU of each node
+            gpu = free.pop(rng.randrange(len(free)))
+            job_id = f"j{step}"
+            spec = job(2, model=rng.choice([MODEL, "gnmt"]), job_id=job_id)  # both slowed when crowded
+            placed[job_id] = (spec, alloc(("r0-n0", (gpu,)), ("r0-n1", (gpu,))), rng.uniform(0.0, 5.0), gpu)
+        elif op < 0.75:  # preempted, then restarted on the same GPUs at another phase
+            job_id = rng.choice(sorted(placed))
+            for fabric in fabrics:
+                fabric.remove(job_id)
+                fabric.settle()
+            spec, allocation, _, gpu = placed[job_id]
+            placed[job_id] = (spec, allocation, rng.uniform(0.0, 5.0), gpu)
+            restarted += 1
+        else:
+            job_id = rng.choice(sorted(placed))
+            free.append(placed.pop(job_id)[3])
+        fresh = Fabric(perf, cluster)
+        for fabric in fabrics:
+            if job_id in placed:
+                fabric.place(job_id, *placed[job_id][:3])
+            else:
+                fabric.remove(job_id)
+            fabric.settle()
+        for other, (spec, allocation, start, _) in placed.items():
+            fresh.place(other, spec, allocation, start)
+        fresh.settle()
+        expected = {j: fresh.slowdown(j) for j in placed}
+        for fabric in fabrics:
+            assert {j: fabric.slowdown(j) for j in placed} == expected
+        slowed = any(s > 1.0 for s in expected.values())
+        contended[len(placed) > FLUID_MAX_JOBS] += slowed
+    assert all(contended) and restarted  # slowed on fluid and on mean-field links; restarts met
 
 
 # --- the drivers ----------------------------------------------------------------------------------
