@@ -132,9 +132,6 @@ MIN_GAIN = 0.05
 # the round too.
 LEASE_ROUNDS = 1
 LEASES_KEY = "dally/lease-ends"  # PassState: job id -> (last assignment, lease index) seen this pass
-# The ideal-compute cache is pruned to the jobs in the view once it holds twice their number plus
-# this many (so small clusters do not rebuild it every pass); a memory bound of ours, not a paper figure.
-_IDEAL_CACHE_SLACK = 64
 
 
 def tuned_timer(waits: Sequence[float]) -> float | None:
@@ -261,24 +258,10 @@ def nw_sens(job: JobInfo, now: float, compute_s: float) -> float:
 
 
 def ideal_compute_s(view: ClusterView, job: JobInfo) -> float:
-    """§4.3.1's compute time per iteration "on a single GPU", on the job's GPU type.
-
-    The type is the job's constraint, else the type of the GPUs it holds (the slowest
-    one's compute if they are mixed: data parallelism waits for it), else -- a waiting job
-    that is not constrained -- the fastest type it fits (the ideal run; the view keeps no
-    record of the types it ran on before)."""
-    facts = view.facts
-    if job.spec.gpu_type is not None:
-        return facts.compute_s(job.spec, job.spec.gpu_type)
-    allocation = job.allocation
-    if allocation is not None:
-        types = {view.cluster.node(p.node).gpu_type for p in allocation.nodes if p.gpus}
-        return max(facts.compute_s(job.spec, t) for t in types)
-    allowed = facts.gpu_types_for(job.spec)
-    types = view.cluster.gpu_types if allowed is None else [t for t in view.cluster.gpu_types if t in allowed]
-    if not types:
-        return facts.compute_s(job.spec, view.cluster.gpu_types[0])
-    return min(facts.compute_s(job.spec, t) for t in types)
+    """§4.3.1's compute time per iteration "on a single GPU": one figure per job, on its reference
+    type (its constraint, else the fastest type it fits; :meth:`ClusterFacts.reference_compute_s`),
+    so a job's Nw_sens does not change with where it sits."""
+    return view.facts.reference_compute_s(job.spec)
 
 
 def delay_decision(avail: np.ndarray, shape: ClusterShape, demand: int, starvation_s: float,
@@ -463,10 +446,6 @@ class Dally:
         # ``lease``: job id -> (last assignment time, index of the last lease end re-offered); a
         # function of the applied passes (updated in on_applied), pruned to the running jobs.
         self._lease_ends: dict[str, tuple[float, int]] = {}
-        # job id -> (allocation, facts, ideal compute s): what ideal_compute_s answered for the job
-        # as it was placed; a pure cache (issue 19: every running job's Nw_sens is needed in every
-        # pass with pending jobs, its ideal changes only with its GPUs), pruned to the view's jobs.
-        self._ideal: dict[str, tuple[Allocation | None, object, float]] = {}
         # Adjusters run after Dally's pass on what is still free, as in a staged policy
         # (``dally+cassini``: Cassini's time-shifts on Dally's placements).
         self.adjusters = adjusters
@@ -511,19 +490,7 @@ class Dally:
 
     # ------------------------------------------------------------------ reading the view
     def sensitivity(self, view: ClusterView, job: JobInfo) -> float:
-        hit = self._ideal.get(job.job_id)
-        if hit is not None and hit[0] is job.allocation and hit[1] is view.facts:
-            compute = hit[2]
-        else:
-            compute = ideal_compute_s(view, job)
-            self._ideal[job.job_id] = (job.allocation, view.facts, compute)
-        return nw_sens(job, view.now, compute)
-
-    def _prune(self, view: ClusterView) -> None:
-        """Forget the cached ideals of jobs no longer in the view, once the cache is twice its size."""
-        if len(self._ideal) > 2 * (len(view.running) + len(view.pending)) + _IDEAL_CACHE_SLACK:
-            pending = {job.job_id for job in view.pending}
-            self._ideal = {k: v for k, v in self._ideal.items() if k in view.running or k in pending}
+        return nw_sens(job, view.now, ideal_compute_s(view, job))
 
     # ------------------------------------------------------------------ the pass
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
@@ -542,7 +509,6 @@ class Dally:
             return plan, None
         shape = view.shape
         free = view.free.copy()
-        self._prune(view)
         sens = {job.job_id: self.sensitivity(view, job) for job in view.pending}
         victims: list[_Victim] = []
         movers: list[JobInfo] = []

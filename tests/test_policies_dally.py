@@ -433,27 +433,29 @@ def test_the_presets_are_the_paper_and_options_are_named():
         Dally(min_gain=1.5)
 
 
-def test_ideal_run_time_is_on_the_jobs_gpu_type(perf):
-    """§4.3.1's T_total_ideal_run: compute per iteration "on a single GPU" of the job's own type (the
-    one it runs on, or its constraint), not the cluster's first type."""
+def test_ideal_run_time_is_one_figure_per_job(perf):
+    """§4.3.1's T_total_ideal_run: compute per iteration "on a single GPU", one figure per job: on its
+    constraint, else the fastest type it fits; never the cluster's first type, and not the type it
+    happens to run on (a job on the slow type has the same ideal as the same job waiting)."""
     from halyard.policies.facts import ClusterFacts
 
-    cluster = parse_cluster(two_type_toml(1, 4), source="two-types.toml")  # nodes r0-a40-0, r0-a10-0
+    cluster = parse_cluster(two_type_toml(1, 4), source="two-types.toml")  # nodes r0-a40-0, r0-a10-1
     assert cluster.gpu_types[0] == "A10"
     spec = JobSpec(job_id="j", submit_time=0.0, model="resnet50", num_gpus=2, iterations=100, batch_size=64)
     on_a40 = FakeJob(spec, allocation=on(cluster, ("r0-a40-0", 2)), done=10, run_s=100)
+    on_a10 = FakeJob(spec, allocation=on(cluster, ("r0-a10-1", 2)), done=10, run_s=100)
     view = view_of(cluster, 0.0, [on_a40], [])
     view = type(view)(now=0.0, cluster=cluster, free=view.free, running=view.running, pending=[], perf=perf,
                       round_s=300.0, pending_demand=view.pending_demand)
     assert isinstance(view.facts, ClusterFacts)
-    a40 = perf.ideal_iteration_time(spec, "A40")
-    assert a40 < 0.9 * perf.ideal_iteration_time(spec, "A10")
+    a40, a10 = perf.ideal_iteration_time(spec, "A40"), perf.ideal_iteration_time(spec, "A10")
+    assert a40 < 0.9 * a10
     assert ideal_compute_s(view, on_a40) == a40
+    assert ideal_compute_s(view, on_a10) == a40  # where it sits does not change its ideal
+    assert ideal_compute_s(view, FakeJob(spec)) == a40  # waiting: the same figure
     constrained = FakeJob(JobSpec(job_id="k", submit_time=0.0, model="resnet50", num_gpus=2, iterations=100,
-                                  batch_size=64, gpu_type="A40"))
-    assert ideal_compute_s(view, constrained) == a40
-    waiting = FakeJob(spec)  # unconstrained and not running: the fastest type it fits
-    assert ideal_compute_s(view, waiting) == perf.ideal_iteration_time(spec, "A40")
+                                  batch_size=64, gpu_type="A10"))
+    assert ideal_compute_s(view, constrained) == a10  # a constraint is the job's only type
 
 
 @pytest.mark.parametrize("name", ["dally", "dally-manual"])
