@@ -99,7 +99,7 @@ from halyard.datamodel import Allocation, Cluster, ValidationError
 from halyard.policies.facts import ClusterShape, GpuTypes
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, no_fit, usable_gpus
-from halyard.policies.plan import Plan
+from halyard.policies.plan import Plan, Preempt
 from halyard.policies.reasons import Unplaced, by_policy, cannot_fit
 from halyard.policies.resources import FreeResources
 from halyard.policies.stages import Adjuster, Ordering, Placement
@@ -150,8 +150,8 @@ def tuned_timer(waits: Sequence[float]) -> float | None:
     return mean + 2.0 * math.sqrt(var)
 
 
-# An acceptance of this pass, not yet recorded: (level, GPU demand, starvation s, when).
-Acceptance = tuple[Level, int, float, float]
+# An acceptance of this pass, not yet recorded: (level, GPU demand, starvation s, when, lease s).
+Acceptance = tuple[Level, int, float, float, float]
 ACCEPTANCES_KEY = "dally/acceptances"  # PassState: this pass's acceptances, in order
 TIMERS_KEY = "dally/timers"  # PassState: (demand, acceptances so far) -> (T_Mc, T_Rk)
 
@@ -167,8 +167,9 @@ class TimerSource(Protocol):
         counting the pass's ``tentative`` acceptances as recorded."""
         ...
 
-    def record(self, level: Level, demand: int, wait_s: float, now: float) -> None:
-        """At ``now`` a job of ``demand`` GPUs accepted a ``level`` placement after ``wait_s`` of starvation."""
+    def record(self, level: Level, demand: int, wait_s: float, now: float, lease_s: float = 0.0) -> None:
+        """At ``now`` a job of ``demand`` GPUs accepted a ``level`` placement after ``wait_s`` of starvation
+        (``lease_s``: the round of the view)."""
         ...
 
 
@@ -188,7 +189,7 @@ class ManualTimers:
                tentative: Sequence[Acceptance] = ()) -> tuple[float, float]:
         return self.machine_s, self.machine_s + self.rack_s
 
-    def record(self, level: Level, demand: int, wait_s: float, now: float) -> None:
+    def record(self, level: Level, demand: int, wait_s: float, now: float, lease_s: float = 0.0) -> None:
         return None
 
 
@@ -211,12 +212,19 @@ class AutoTuner:
     window: int = HISTORY_WINDOW
     machine_floor_leases: float = MACHINE_FLOOR_LEASES
     rack_floor_leases: float = RACK_FLOOR_LEASES
+    # Options, off by default (not in the paper; docs/dally-reproduction.md measures them):
+    # ``lease_waits``: record only waits of at least one lease (the reference simulator drops
+    # shorter ones); ``manual_start``: an empty list gives §4.3.2's defaults, not the floors.
+    lease_waits: bool = False
+    manual_start: bool = False
     lists: dict[tuple[Level, int], deque[tuple[float, float]]] = field(default_factory=dict)
     name = "auto-tuner"
 
-    def record(self, level: Level, demand: int, wait_s: float, now: float) -> None:
+    def record(self, level: Level, demand: int, wait_s: float, now: float, lease_s: float = 0.0) -> None:
         if level is Level.NETWORK:
             return  # Algorithm 1 line 21 records nothing
+        if self.lease_waits and wait_s < lease_s:
+            return
         waits = self.lists.get((level, demand))
         if waits is None:
             waits = self.lists[(level, demand)] = deque(maxlen=self.window)
@@ -229,19 +237,24 @@ class AutoTuner:
         while waits and now - waits[0][0] > self.history_limit_s:
             waits.popleft()
         listed = [w for _, w in waits] if waits else []
-        extra = [max(0.0, w) for lv, d, w, _ in tentative if lv is level and d == demand]
+        extra = [max(0.0, w) for lv, d, w, _, lease_s in tentative if lv is level and d == demand
+                 and not (self.lease_waits and w < lease_s)]
         return (listed + extra)[-self.window:] if extra else listed
 
     def timers(self, demand: int, lease_s: float, now: float,
                tentative: Sequence[Acceptance] = ()) -> tuple[float, float]:
-        mc = self._timer(Level.MACHINE, demand, self.machine_floor_leases * lease_s, now, tentative)
-        rk = self._timer(Level.RACK, demand, self.rack_floor_leases * lease_s, now, tentative)
+        mc = self._timer(Level.MACHINE, demand, self.machine_floor_leases * lease_s, now, tentative,
+                         MANUAL_MACHINE_TIMER_S)
+        rk = self._timer(Level.RACK, demand, self.rack_floor_leases * lease_s, now, tentative,
+                         MANUAL_MACHINE_TIMER_S + MANUAL_RACK_TIMER_S)
         return mc, max(rk, mc)
 
-    def _timer(self, level: Level, demand: int, floor: float, now: float, tentative: Sequence[Acceptance]) -> float:
+    def _timer(self, level: Level, demand: int, floor: float, now: float, tentative: Sequence[Acceptance],
+               manual: float) -> float:
         tuned = tuned_timer(self.waits(level, demand, now, tentative))
-        value = floor if tuned is None else max(tuned, floor)
-        return min(value, max(self.history_limit_s, floor))
+        if tuned is None:
+            tuned = manual if self.manual_start else floor
+        return min(max(tuned, floor), max(self.history_limit_s, floor))
 
 
 def nw_sens(job: JobInfo, now: float, compute_s: float) -> float:
@@ -379,7 +392,7 @@ class DelayScheduling(Placement):
     @staticmethod
     def accept(view: ClusterView, job: JobInfo, level: Level, wait_s: float, state: PassState) -> None:
         """Algorithm 1 lines 7 and 15, tentatively: in the pass's state until the plan is applied."""
-        state.setdefault(ACCEPTANCES_KEY, list).append((level, job.spec.num_gpus, wait_s, view.now))
+        state.setdefault(ACCEPTANCES_KEY, list).append((level, job.spec.num_gpus, wait_s, view.now, view.round_s))
 
     def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources,
               state: PassState) -> Allocation | Unplaced:
@@ -391,8 +404,8 @@ class DelayScheduling(Placement):
         return build_allocation(free, picked)
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
-        for level, demand, wait_s, now in state.get(ACCEPTANCES_KEY, ()):
-            self.timers.record(level, demand, wait_s, now)
+        for level, demand, wait_s, now, lease_s in state.get(ACCEPTANCES_KEY, ()):
+            self.timers.record(level, demand, wait_s, now, lease_s)
 
     def why(self, view: ClusterView, job: JobInfo, avail: np.ndarray | None, wait_s: float,
             t_mc: float, t_rk: float) -> Unplaced:
@@ -535,6 +548,8 @@ class Dally:
         order = sorted([*view.pending, *movers], key=lambda j: (sens[j.job_id], j.spec.submit_time, j.arrival_seq))
         for job in order:
             if job.allocation is not None:
+                if any(isinstance(a, Preempt) and a.job_id == job.job_id for a in plan.actions):
+                    continue  # a job earlier in the pass took its GPUs: it waits again (§4.3)
                 if job.job_id in ended and not (self.migrate and sens[job.job_id] < 1.0):
                     # lease end: only the GPUs of other lease-ended jobs are re-offered to it
                     offered = [v for v in victims if v.job.job_id in ended]

@@ -398,6 +398,29 @@ def test_lease_end_keeps_a_job_offered_nothing_tighter_and_renews_its_lease(smal
     assert [(type(a).__name__, a.job_id) for a in plan.actions] == [("Migrate", "spread")]
 
 
+def test_a_lease_ended_job_preempted_earlier_in_the_pass_is_not_re_offered(small_cluster):
+    """A waiting job of lower Nw_sens, offered first, preempts a lease-ended cross-rack job; when that
+    job's own turn comes in the same pass it is back in the wait queue (§4.3), not re-placed from
+    GPUs it no longer holds (this raised OverAllocation with a 12-round lease)."""
+    x = fake("x", 4, seq=0, allocation=on(small_cluster, ("r0-n0", 2), ("r1-n0", 2)), done=600, run_s=1000,
+             last_assignment_time=0.0)
+    rest = [fake("o1", 2, seq=1, allocation=Allocation((NodeAllocation("r0-n0", (2, 3), 6, 125_000),)),
+                 done=900, run_s=1000, last_assignment_time=50.0),
+            fake("o4", 2, seq=2, allocation=Allocation((NodeAllocation("r1-n0", (2, 3), 6, 125_000),)),
+                 done=900, run_s=1000, last_assignment_time=50.0),
+            # below the waiting job's Nw_sens: not victims
+            fake("o2", 4, seq=3, allocation=on(small_cluster, ("r0-n1", 4)), done=100, run_s=1000,
+                 last_assignment_time=50.0),
+            fake("o3", 4, seq=4, allocation=on(small_cluster, ("r1-n1", 4)), done=100, run_s=1000,
+                 last_assignment_time=50.0)]
+    waiting = fake("w", 4, seq=5, done=200, run_s=1000)
+    view = view_of(small_cluster, LEASE_ROUNDS * 300.0, [x, *rest], [waiting])
+    plan = Dally(ManualTimers(), lease=True).schedule(view, PassState())
+    kinds = [(type(a).__name__, a.job_id) for a in plan.actions]
+    assert kinds[-1] == ("Start", "w") and ("Preempt", "x") in kinds and len(kinds) == 3
+    assert not any(isinstance(a, Migrate) for a in plan.actions)
+
+
 def test_lease_rounds_must_be_positive():
     with pytest.raises(ValueError, match="lease_rounds must be a positive number of rounds"):
         Dally(ManualTimers(), lease=True, lease_rounds=0.0)
