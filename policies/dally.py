@@ -523,7 +523,7 @@ class Dally:
         shape = view.shape
         free = view.free.copy()
         sens = {job.job_id: self.sensitivity(view, job) for job in view.pending}
-        victims: list[_Victim] = []
+        victims: list[_Victim] | None = None  # worked out when first needed (issue 19: most passes never do)
         movers: list[JobInfo] = []
         if self.preemption and view.running:
             # Only a job spread over more machines or racks than its size needs can be moved.
@@ -533,34 +533,41 @@ class Dally:
                        if self.migrate or ended else [])
             if not view.pending and not tighter:
                 return plan, free  # nothing waits and nothing can move: no Nw_sens needed
-            running = {job_id: self.sensitivity(view, job) for job_id, job in view.running.items()}
-            middle = -math.inf
-            if self.worse_half:
-                measured = [sens[j.job_id] for j in view.pending if j.run_time_s(view.now) > 0.0]
-                values = [*measured, *running.values()]
-                middle = min(values) + (max(values) - min(values)) / 2.0
-            victims = self._victims(view, running, middle)
-            # movers: slowed (below 1), by at least min_gain, and with worse_half in the more slowed half
-            slowed = min(middle if self.worse_half else math.inf, 1.0 - self.min_gain)
-            movers = [job for job in tighter if job.job_id in ended
-                      or (self.migrate and running[job.job_id] <= slowed and running[job.job_id] < 1.0)]
-            sens.update((job.job_id, running[job.job_id]) for job in movers)
+            if tighter:
+                running, middle = self._running_sens(view, sens)
+                victims = self._victims(view, running, middle)
+                # movers: slowed (below 1), by at least min_gain, and with worse_half in the more slowed half
+                slowed = min(middle if self.worse_half else math.inf, 1.0 - self.min_gain)
+                movers = [job for job in tighter if job.job_id in ended
+                          or (self.migrate and running[job.job_id] <= slowed and running[job.job_id] < 1.0)]
+                sens.update((job.job_id, running[job.job_id]) for job in movers)
+        else:
+            victims = []
+
+        def victims_now() -> list[_Victim]:
+            """The pass's victims (computed from the view, so the same whenever first asked for)."""
+            nonlocal victims
+            if victims is None:
+                victims = self._victims(view, *self._running_sens(view, sens))
+            return victims
+
         order = sorted([*view.pending, *movers], key=lambda j: (sens[j.job_id], j.spec.submit_time, j.arrival_seq))
         for job in order:
             if job.allocation is not None:
                 if any(isinstance(a, Preempt) and a.job_id == job.job_id for a in plan.actions):
                     continue  # a job earlier in the pass took its GPUs: it waits again (§4.3)
+                pool = victims_now()
                 if job.job_id in ended and not (self.migrate and sens[job.job_id] < 1.0):
                     # lease end: only the GPUs of other lease-ended jobs are re-offered to it
-                    offered = [v for v in victims if v.job.job_id in ended]
+                    offered = [v for v in pool if v.job.job_id in ended]
                     self._reconsolidate(view, job, sens[job.job_id], free, shape, offered, plan)
                     left = {v.job.job_id for v in offered}  # those it did not preempt
-                    victims[:] = [v for v in victims if v.job.job_id not in ended or v.job.job_id in left]
+                    pool[:] = [v for v in pool if v.job.job_id not in ended or v.job.job_id in left]
                 else:
-                    self._reconsolidate(view, job, sens[job.job_id], free, shape, victims, plan)
+                    self._reconsolidate(view, job, sens[job.job_id], free, shape, pool, plan)
                 continue
             demand = job.spec.num_gpus
-            if free.total_gpus < demand and not victims:
+            if free.total_gpus < demand and not victims_now():
                 plan.wait(job.job_id, cannot_fit(self.delay.name, "needs {} GPUs; {} free", demand,
                                                  free.total_gpus))
                 continue
@@ -571,9 +578,9 @@ class Dally:
             else:
                 wait_s = starvation(view, job)
                 t_mc, t_rk = self.delay.job_timers(view, job, state)
-            if decision is None and victims:
+            if decision is None and victims_now():
                 decision = self._preempt_for(view, job, sens[job.job_id], wait_s, t_mc, t_rk,
-                                             free, shape, victims, plan)
+                                             free, shape, victims_now(), plan)
             if decision is None:
                 plan.wait(job.job_id, self.delay.why(view, job, avail, wait_s, t_mc, t_rk))
                 continue
@@ -600,6 +607,17 @@ class Dally:
         return set(seen)
 
     # ------------------------------------------------------------------ preemption
+    def _running_sens(self, view: ClusterView, sens: dict[str, float]) -> tuple[dict[str, float], float]:
+        """Every running job's Nw_sens, and the middle of the range that ``worse_half`` cuts at
+        (-inf without it; ``sens``: the waiting jobs')."""
+        running = {job_id: self.sensitivity(view, job) for job_id, job in view.running.items()}
+        middle = -math.inf
+        if self.worse_half:
+            measured = [sens[j.job_id] for j in view.pending if j.run_time_s(view.now) > 0.0]
+            values = [*measured, *running.values()]
+            middle = min(values) + (max(values) - min(values)) / 2.0
+        return running, middle
+
     def _victims(self, view: ClusterView, running: dict[str, float], middle: float) -> list[_Victim]:
         """Running jobs above ``middle`` (the worse half of the Nw_sens range with ``worse_half``,
         else every one), worst (highest) Nw_sens first."""
