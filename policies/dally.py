@@ -212,9 +212,12 @@ class AutoTuner:
     window: int = HISTORY_WINDOW
     machine_floor_leases: float = MACHINE_FLOOR_LEASES
     rack_floor_leases: float = RACK_FLOOR_LEASES
-    # Options, off by default (not in the paper; docs/dally-reproduction.md measures them):
-    # ``lease_waits``: record only waits of at least one lease (the reference simulator drops
-    # shorter ones); ``manual_start``: an empty list gives §4.3.2's defaults, not the floors.
+    # Options, off by default (not in the paper; docs/dally-reproduction.md measures them).
+    # ``lease_waits`` (``+drop-short-waits``): record only waits of at least one lease, as the
+    # reference simulator does (aakash-sharma/cluster-sim, DallyInterJobScheduler.setDemandDelay:
+    # waits in leases, "if (delay < 1) return"); the paper records every acceptance's wait.
+    # ``manual_start`` (``+manual-start``, our reading): an empty list gives §4.3.2's defaults
+    # (12 h, 24 h) instead of the floors, as the tuned timers' starting point.
     lease_waits: bool = False
     manual_start: bool = False
     lists: dict[tuple[Level, int], deque[tuple[float, float]]] = field(default_factory=dict)
@@ -485,7 +488,11 @@ class Dally:
                                    (f"min-gain {self.min_gain:g}", self.min_gain > 0.0),
                                    (f"lease {self.lease_rounds:g} rounds", self.lease)) if on]
         preemption = "+".join(["nw-sens", *options]) if self.preemption else "off"
-        return [("ordering", NwSensOrdering.name), ("placement", self.delay.name), ("timers", self.timers.name),
+        timers = self.timers
+        tuned = [o for o, on in (("drop-short-waits", getattr(timers, "lease_waits", False)),
+                                 ("manual-start", getattr(timers, "manual_start", False))) if on]
+        return [("ordering", NwSensOrdering.name), ("placement", self.delay.name),
+                ("timers", "+".join([timers.name, *tuned])),
                 ("preemption", preemption),
                 *(("adjust", a.name) for a in self.adjusters)]
 
@@ -711,8 +718,9 @@ class Dally:
 
 
 def with_option(policy: object, option: str) -> Dally:
-    """``policy`` (a Dally) with one of Halyard's own rules switched on: ``migrate``, ``worse-half``,
-    ``hysteresis`` (``min_gain`` = :data:`MIN_GAIN`) or ``lease``; the name gains ``+option``."""
+    """``policy`` (a Dally) with one of the rules not in the paper switched on: ``migrate``, ``worse-half``,
+    ``hysteresis`` (``min_gain`` = :data:`MIN_GAIN`), ``lease``, or of its auto-tuner
+    ``drop-short-waits`` and ``manual-start``; the name gains ``+option``."""
     if not isinstance(policy, Dally):
         name = getattr(policy, "name", type(policy).__name__)
         raise ValidationError(f"+{option} is an option of Dally; {name!r} is not a Dally policy", field="policy")
@@ -724,14 +732,24 @@ def with_option(policy: object, option: str) -> Dally:
         policy.min_gain = MIN_GAIN
     elif option == "lease":
         policy.lease = True
+    elif option in TUNER_OPTIONS:
+        if not isinstance(policy.timers, AutoTuner):
+            raise ValidationError(f"+{option} is an option of the auto-tuner; {policy.name!r} has "
+                                  f"{policy.timers.name}", field="policy")
+        if option == "drop-short-waits":
+            policy.timers.lease_waits = True
+        else:
+            policy.timers.manual_start = True
     else:
         raise ValidationError(f"unknown Dally option {option!r} (known: {', '.join(DALLY_OPTIONS)})", field="policy")
     policy.name = f"{policy.name}+{option}"
     return policy
 
 
-# Halyard's own rules, named as '+option' on a Dally preset (policies/registry.py AUGMENTATIONS).
-DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease")
+# The auto-tuner's options (AutoTuner.lease_waits and .manual_start), for Dally with tuned timers only.
+TUNER_OPTIONS = ("drop-short-waits", "manual-start")
+# Rules not in the paper, named as '+option' on a Dally preset (policies/registry.py AUGMENTATIONS).
+DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", *TUNER_OPTIONS)
 
 
 def allocation_level(allocation: Allocation, cluster: Cluster) -> Level:

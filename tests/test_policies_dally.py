@@ -93,6 +93,42 @@ def test_autotuner_floors_and_window():
     assert machine == 20 * H and rack == machine  # the rack list is empty: its floor is below T_Mc
 
 
+def test_drop_short_waits_keeps_only_waits_of_a_lease_or_more():
+    """``+drop-short-waits`` (the reference simulator's setDemandDelay, not the paper): a wait shorter
+    than one lease is not recorded, so the zero waits of jobs placed at once do not hold the timer at
+    its floor; the paper's tuner (default) records every acceptance. Tentative acceptances of the
+    pass follow the same rule."""
+    paper, ref = AutoTuner(), AutoTuner(lease_waits=True)
+    for tuner in (paper, ref):
+        for w in (*[0.0] * 10, 299.0, 10 * H):  # ten jobs placed at once, one a few minutes late, one 10 h
+            tuner.record(Level.MACHINE, 4, w, now=10 * H, lease_s=300.0)
+    assert paper.waits(Level.MACHINE, 4, now=10 * H) == [*[0.0] * 10, 299.0, 10 * H]
+    assert ref.waits(Level.MACHINE, 4, now=10 * H) == [10 * H]
+    assert ref.timers(4, lease_s=300.0, now=10 * H)[0] == 10 * H
+    assert paper.timers(4, lease_s=300.0, now=10 * H)[0] < 10 * H
+    pending = [(Level.MACHINE, 2, 0.0, 10 * H, 300.0), (Level.MACHINE, 2, 2 * H, 10 * H, 300.0)]
+    assert ref.waits(Level.MACHINE, 2, now=10 * H, tentative=pending) == [2 * H]
+    assert paper.waits(Level.MACHINE, 2, now=10 * H, tentative=pending) == [0.0, 2 * H]
+
+
+def test_manual_start_gives_the_papers_defaults_until_a_list_has_waits():
+    """``+manual-start`` (our reading of §4.3.2's defaults as the tuner's starting point): an empty
+    list gives 12 h and 24 h instead of the floors; a recorded wait replaces it."""
+    tuner = AutoTuner(manual_start=True)
+    assert tuner.timers(4, lease_s=300.0, now=0.0) == (MANUAL_MACHINE_TIMER_S, 24 * H)
+    tuner.record(Level.MACHINE, 4, 2 * H, now=0.0)
+    assert tuner.timers(4, lease_s=300.0, now=0.0) == (2 * H, 24 * H)
+
+
+def test_tuner_options_are_named_and_refused_on_fixed_timers():
+    tuned = make_policy("dally+drop-short-waits+manual-start")
+    assert tuned.timers.lease_waits and tuned.timers.manual_start
+    assert ("timers", "auto-tuner+drop-short-waits+manual-start") in tuned.stages()
+    assert not make_policy("dally").timers.lease_waits and not make_policy("dally").timers.manual_start
+    with pytest.raises(ValidationError, match=r"\+drop-short-waits is an option of the auto-tuner"):
+        make_policy("dally-manual+drop-short-waits")
+
+
 def test_manual_timers_are_cumulative():
     """§4.3.2: 12 h for the machine, then another 12 h (24 h in total) for the rack."""
     assert ManualTimers().timers(4, lease_s=300.0, now=0.0) == (MANUAL_MACHINE_TIMER_S, 24 * H)
