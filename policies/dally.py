@@ -88,7 +88,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import takewhile
 from typing import Protocol
@@ -551,11 +551,20 @@ class Dally:
         else:
             victims = []
 
+        # Victims at or below every waiting job's Nw_sens are never eligible in a pass without movers
+        # (the order holds only waiting jobs then): left out of the list, only counted, since the
+        # "no victim at all" test below counts them (issue 19: they are most of the running jobs).
+        unlisted = 0
+
         def victims_now() -> list[_Victim]:
             """The pass's victims (computed from the view, so the same whenever first asked for)."""
-            nonlocal victims
+            nonlocal victims, unlisted
             if victims is None:
-                victims = self._victims(view, *self._running_sens(view, sens))
+                running, middle = self._running_sens(view, sens)
+                floor = min(sens.values(), default=-math.inf)
+                victims = self._victims(view, running, max(middle, floor))
+                unlisted = sum(1 for job_id, v in running.items()
+                               if middle < v <= floor and view.running[job_id].allocation is not None)
             return victims
 
         order = sorted([*view.pending, *movers], key=lambda j: (sens[j.job_id], j.spec.submit_time, j.arrival_seq))
@@ -574,7 +583,7 @@ class Dally:
                     self._reconsolidate(view, job, sens[job.job_id], free, shape, pool, plan)
                 continue
             demand = job.spec.num_gpus
-            if free.total_gpus < demand and not victims_now():
+            if free.total_gpus < demand and not victims_now() and not unlisted:
                 plan.wait(job.job_id, cannot_fit(self.delay.name, "needs {} GPUs; {} free", demand,
                                                  free.total_gpus))
                 continue
@@ -784,25 +793,33 @@ def _cheapest(level: Level, demand: int, avail: np.ndarray, shape: ClusterShape,
     holds ``demand`` usable GPUs; ties go to fewer victims, then to the victims of lowest
     priority (the highest smallest Nw_sens, §4.3.1), then the lowest index.
     """
-    if level is Level.MACHINE:
-        domains: Iterable[tuple[int, int, str]] = ((i, int(avail[i]), "node") for i in range(avail.size)
-                                                  if shape.gpus[i] >= demand)
-    elif level is Level.RACK:
-        rack_free = np.bincount(shape.rack, weights=avail, minlength=shape.n_racks)
-        domains = ((r, int(rack_free[r]), "rack") for r in range(shape.n_racks))
+    # Each domain's victims, in the given order, with the GPUs each holds there: built in one walk
+    # over the victims, so a domain looks only at its own (issue 19: walking every victim for every
+    # machine of a large cluster was most of Dally's time on a loaded trace).
+    holders: dict[int, list[tuple[_Victim, int]]] = {}
+    if level is Level.NETWORK:
+        holders[-1] = [(v, v.gpus) for v in eligible]
+        free = np.array([avail.sum()])  # the one domain, index -1
     else:
-        domains = ((-1, int(avail.sum()), "all"),)
-    best: tuple[tuple[int, int, float, int], int, list[_Victim]] | None = None
-    for index, have, kind in domains:
-        group: list[_Victim] = []
         for v in eligible:
+            for index, held in (v.per_node if level is Level.MACHINE else v.per_rack).items():
+                if held:
+                    holders.setdefault(index, []).append((v, held))
+        free = avail if level is Level.MACHINE else np.bincount(shape.rack, weights=avail, minlength=shape.n_racks)
+    best: tuple[tuple[int, int, float, int], int, list[_Victim]] | None = None
+    for index, held_here in holders.items():
+        if level is Level.MACHINE and shape.gpus[index] < demand:
+            continue
+        have = int(free[index])
+        if have >= demand:
+            continue  # fits with no victim: not a preemption's domain
+        group: list[_Victim] = []
+        for v, held in held_here:
+            group.append(v)
+            have += held
             if have >= demand:
                 break
-            held = v.gpus if kind == "all" else (v.per_node if kind == "node" else v.per_rack).get(index, 0)
-            if held:
-                group.append(v)
-                have += held
-        if have < demand or not group:
+        if have < demand:
             continue
         key = (sum(v.gpus for v in group), len(group), -min(v.sens for v in group), index)
         if best is None or key < best[0]:
