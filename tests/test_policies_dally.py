@@ -29,6 +29,7 @@ from halyard.policies.dally import (
 )
 from halyard.policies.facts import ClusterShape
 from halyard.policies.topology import Level
+from halyard.testing.cluster import small_cluster_toml
 
 H = 3600.0
 
@@ -560,3 +561,62 @@ def test_dallys_stages_in_a_pipeline_make_dallys_schedule(small_cluster, perf):
     staged = log(make_policy("ordering=nw-sens,placement=delay-scheduling"))
     assert staged == log(Dally(AutoTuner(), preemption=False))
     assert any(kind is EventKind.STARTED and "," in detail for _, kind, _, detail in staged)  # some waited for racks
+
+
+def test_cheapest_domain_matches_walking_every_victim_for_every_domain():
+    """The preemption's domain choice (``_cheapest``: fewest preempted GPUs, then fewest victims, then
+    the lowest-priority victims, then the lowest index; victims taken worst first) gathers each
+    domain's victims in one walk (issue 19). It must pick what walking every victim for every domain
+    picks, on random clusters of jobs, levels and demands."""
+    from halyard.policies.dally import _cheapest, _Victim
+
+    def walk_all(level, demand, avail, shape, eligible):
+        if level is Level.MACHINE:
+            domains = [(i, int(avail[i]), "node") for i in range(avail.size) if shape.gpus[i] >= demand]
+        elif level is Level.RACK:
+            rack_free = np.bincount(shape.rack, weights=avail, minlength=shape.n_racks)
+            domains = [(r, int(rack_free[r]), "rack") for r in range(shape.n_racks)]
+        else:
+            domains = [(-1, int(avail.sum()), "all")]
+        best = None
+        for index, have, kind in domains:
+            group = []
+            for v in eligible:
+                if have >= demand:
+                    break
+                held = v.gpus if kind == "all" else (v.per_node if kind == "node" else v.per_rack).get(index, 0)
+                if held:
+                    group.append(v)
+                    have += held
+            if have < demand or not group:
+                continue
+            key = (sum(v.gpus for v in group), len(group), -min(v.sens for v in group), index)
+            if best is None or key < best[0]:
+                best = (key, index, group)
+        return None if best is None else (best[1], best[2])
+
+    cluster = parse_cluster(small_cluster_toml(12, gpus_per_node=8, nodes_per_rack=4))  # 3 racks x 4 x 8
+    shape = ClusterShape(cluster)
+    rng = np.random.default_rng(7)
+    found = {level: 0 for level in Level}
+    for trial in range(25):
+        owner = rng.integers(-1, 10, size=(len(cluster.nodes), 8))  # -1: free
+        victims = []
+        for j in range(10):
+            parts = [NodeAllocation(node.name, tuple(int(g) for g in np.flatnonzero(owner[i] == j)), 1, 1000)
+                     for i, node in enumerate(cluster.nodes) if (owner[i] == j).any()]
+            if parts:
+                held = FakeJob(job(sum(len(p.gpus) for p in parts), job_id=f"v{j}"), arrival_seq=j,
+                               allocation=Allocation(tuple(parts)))
+                victims.append(_Victim(held, float(rng.integers(0, 4)) / 4.0, cluster))
+        victims.sort(key=lambda v: (-v.sens, -v.job.arrival_seq))
+        avail = (owner == -1).sum(axis=1)
+        for level in Level:
+            for demand in (2, 6, 8, 20, 40):
+                got = _cheapest(level, demand, avail, shape, victims)
+                want = walk_all(level, demand, avail, shape, victims)
+                assert (got is None) == (want is None), (trial, level, demand)
+                if got is not None:
+                    found[level] += 1
+                    assert got[0] == want[0] and [v.job.job_id for v in got[1]] == [v.job.job_id for v in want[1]]
+    assert all(found.values()), found  # every level chose domains, not only "none"
