@@ -37,7 +37,8 @@ Paper: shared/papers/dally-network-sensitive-scheduling.txt. What each piece is:
 Four rules of Halyard's own, none in the paper, are named options, off in the
 paper's ``dally`` and ``dally-manual`` (registered as ``+migrate``, ``+worse-half``,
 ``+hysteresis`` and ``+lease``; ``dally+migrate+worse-half+hysteresis`` is Halyard's earlier
-Dally, docs/dally-reproduction.md measures each against the paper's version):
+Dally, docs/dally-reproduction.md measures each against the paper's version; the auto-tuner
+has two more, ``+drop-short-waits`` and ``+manual-start``, on :class:`AutoTuner`):
 
 * ``migrate``: a running job slowed by its placement (Nw_sens below ``1 - min_gain``)
   whose GPUs span more racks or machines than its size needs is re-placed on one rack
