@@ -620,3 +620,21 @@ def test_cheapest_domain_matches_walking_every_victim_for_every_domain():
                     found[level] += 1
                     assert got[0] == want[0] and [v.job.job_id for v in got[1]] == [v.job.job_id for v in want[1]]
     assert all(found.values()), found  # every level chose domains, not only "none"
+
+
+# Digests of Dally's event log on tests/test_loaded_schedule_exact.py's loaded trace (1,000 jobs at
+# ~90% load on synergy-128, contention fair; 200 preemptions under dally), made with policies/dally.py
+# as it was before issue 19's speed-ups (bd5d843): lazy victims and the one-walk _cheapest must not
+# move any event by one rounding.
+LOADED_DALLY_DIGESTS = {
+    "dally": "fbcbca536c674f67ba6704e350943709878e4f22ffc2861259c5d561b3438ced",
+    "dally-manual": "161f30960e26bf4845d056285438d4232307a2ae92f1b5eb19772cc994cc5f38",
+    "dally+lease": "e870ad771852f1f4dfd6e0e3190f8b96cbc1d86ff18f12d61a0873ec582f134a",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOADED_DALLY_DIGESTS))
+def test_loaded_dally_schedule_is_the_same_to_the_last_bit(name):
+    from test_loaded_schedule_exact import exact_digest
+
+    assert exact_digest(name) == LOADED_DALLY_DIGESTS[name]
