@@ -1,6 +1,7 @@
 """Reproduce Dally's evaluation (§5): Dally vs Dally-manual vs Tiresias vs Gandiva.
 
-    .venv/bin/python benchmarks/reproduce_dally.py --workers 2   # about 5 minutes on 2 cores
+    .venv/bin/python benchmarks/reproduce_dally.py --workers 2   # 96 runs, 10-40 minutes on 2 shared cores
+    .venv/bin/python benchmarks/reproduce_dally.py --workers 1 --merge --policies dally+manual-start  # a subset
     .venv/bin/python benchmarks/reproduce_dally.py --trace my.csv --racks 2 --out out/dally-mine
 
 Workloads (§5.1.1): jobs over the six models of Table 1, a batch of 500 jobs all
@@ -19,7 +20,8 @@ report per workload and cluster size under ``<work>/reports/``.
 
 Writes ``<out>/dally-reproduction.json`` (every run's summary), the markdown
 tables ``<out>/dally-reproduction-table.md`` and ``<out>/img/dally-reproduction.png``.
-Not part of the tests: the 32 runs take minutes.
+``--merge`` runs only the given policies (racks, arrivals) and merges them into the stored JSON
+before rewriting the page. Not part of the tests: the 96 runs take minutes.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ POLICIES = ("dally", "dally-manual", "tiresias", "gandiva")
 # Halyard's earlier Dally is the one with migrate, worse-half and hysteresis; '+lease' is the reading of
 # the reference simulator's lease-end re-offers.
 VARIANTS = ("dally+migrate", "dally-manual+migrate", "dally+worse-half", "dally+migrate+worse-half+hysteresis",
-            "dally+lease", "dally-manual+lease")
+            "dally+lease", "dally-manual+lease", "dally+drop-short-waits", "dally+manual-start")
 # The performance model of the runs: Dally's own (Table 1's exposed-communication % applied to
 # compute, §4.2.1; emulator/data/profile_dally_table1.toml) with no contention between jobs (ASTRA-sim
 # simulates each placement alone). ``--catalog builtin --contention fair`` gives Halyard's own model.
@@ -204,9 +206,13 @@ def main() -> int:
                    help="traces, each run's files and the HTML reports (default: out/dally-reproduction)")
     p.add_argument("--from-json", action="store_true",
                    help="no simulation: rewrite the tables and plot from <out>/dally-reproduction.json")
+    p.add_argument("--merge", action="store_true",
+                   help="run only the given --policies/--racks/--arrivals and merge them into "
+                        "<out>/dally-reproduction.json (replacing the same runs) before rewriting the page")
     args = p.parse_args()
+    stored = args.out / "dally-reproduction.json"
     if args.from_json:
-        results = json.loads((args.out / "dally-reproduction.json").read_text(encoding="utf-8"))
+        results = json.loads(stored.read_text(encoding="utf-8"))
         write(results, args.out, sorted({r["arrival"] for r in results}))
         return 0
     traces = workloads(args.arrivals, args.seed, args.trace, args.work / "traces")
@@ -223,9 +229,16 @@ def main() -> int:
                                title=f"Dally reproduction: {arrival} arrivals on dally-{n}rack",
                                cluster_gpus=load_cluster(f"dally-{n}rack").total_gpus)
     results = [row(r) for r in runs]
+    if args.merge:
+        if args.trace is not None:
+            raise SystemExit("--merge adds runs of the drawn workloads to the stored page; not with --trace")
+        new = {(r["arrival"], r["racks"], r["policy"]) for r in results}
+        kept = [r for r in json.loads(stored.read_text(encoding="utf-8"))
+                if (r["arrival"], r["racks"], r["policy"]) not in new]
+        results = kept + results
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "dally-reproduction.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    write(results, args.out, list(traces))
+    stored.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    write(results, args.out, list(dict.fromkeys(r["arrival"] for r in results)))
     print(f"{len(runs)} runs; per-run files in {args.work / 'runs'}, HTML reports in {args.work / 'reports'}")
     return 0
 
@@ -313,6 +326,10 @@ def write(results: list[dict], out: Path, arrivals: list[str], command: str = ""
         table3_migrate=paper_table(results, "poisson", "dally+migrate", "dally-manual+migrate")
         if "poisson" in arrivals else "",
         table2_lease=paper_table(results, "batch", "dally+lease", "dally-manual+lease") if "batch" in arrivals else "",
+        table2_tuner=paper_table(results, "batch", "dally+drop-short-waits", "dally-manual")
+        if "batch" in arrivals else "",
+        table3_tuner=paper_table(results, "poisson", "dally+drop-short-waits", "dally-manual")
+        if "poisson" in arrivals else "",
         table3_lease=paper_table(results, "poisson", "dally+lease", "dally-manual+lease")
         if "poisson" in arrivals else "",
         options=options_table(results, variants))

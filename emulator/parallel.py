@@ -134,9 +134,13 @@ class JobTiming:
 def data_parallel_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, cluster: Cluster,
                          timing: IterationTime) -> JobTiming:
     """The data-parallel model: ``timing`` (``pm.iteration_time``, already computed) and its all-reduce
-    profile on each NIC and uplink."""
+    profile on each NIC and uplink.
+
+    A model with a ``[tier_overhead]`` table (Dally's Table 1) puts no load on any link: its
+    exposed time is ArtISt-sim's measured overhead of the tier (§4.2.1), which already holds
+    the communication, so the fabric slowing it again would count the network twice."""
     nodes = [p.node for p in allocation.nodes if p.gpus]
-    if len(nodes) < 2 or timing.communication_s <= 0.0:
+    if len(nodes) < 2 or timing.communication_s <= 0.0 or spec.model in pm.catalog.tier_overhead:
         return JobTiming(timing, ())
     profile = profile_from_iteration(timing, link_gbytes(pm.profile(spec.model).gradient_bytes, len(nodes)))
     racks = sorted({cluster.node(n).rack_index for n in nodes})

@@ -37,7 +37,8 @@ Paper: shared/papers/dally-network-sensitive-scheduling.txt. What each piece is:
 Four rules of Halyard's own, none in the paper, are named options, off in the
 paper's ``dally`` and ``dally-manual`` (registered as ``+migrate``, ``+worse-half``,
 ``+hysteresis`` and ``+lease``; ``dally+migrate+worse-half+hysteresis`` is Halyard's earlier
-Dally, docs/dally-reproduction.md measures each against the paper's version):
+Dally, docs/dally-reproduction.md measures each against the paper's version; the auto-tuner
+has two more, ``+drop-short-waits`` and ``+manual-start``, on :class:`AutoTuner`):
 
 * ``migrate``: a running job slowed by its placement (Nw_sens below ``1 - min_gain``)
   whose GPUs span more racks or machines than its size needs is re-placed on one rack
@@ -88,7 +89,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import takewhile
 from typing import Protocol
@@ -99,7 +100,7 @@ from halyard.datamodel import Allocation, Cluster, ValidationError
 from halyard.policies.facts import ClusterShape, GpuTypes
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, no_fit, usable_gpus
-from halyard.policies.plan import Plan
+from halyard.policies.plan import Plan, Preempt
 from halyard.policies.reasons import Unplaced, by_policy, cannot_fit
 from halyard.policies.resources import FreeResources
 from halyard.policies.stages import Adjuster, Ordering, Placement
@@ -132,9 +133,6 @@ MIN_GAIN = 0.05
 # the round too.
 LEASE_ROUNDS = 1
 LEASES_KEY = "dally/lease-ends"  # PassState: job id -> (last assignment, lease index) seen this pass
-# The ideal-compute cache is pruned to the jobs in the view once it holds twice their number plus
-# this many (so small clusters do not rebuild it every pass); a memory bound of ours, not a paper figure.
-_IDEAL_CACHE_SLACK = 64
 
 
 def tuned_timer(waits: Sequence[float]) -> float | None:
@@ -153,8 +151,8 @@ def tuned_timer(waits: Sequence[float]) -> float | None:
     return mean + 2.0 * math.sqrt(var)
 
 
-# An acceptance of this pass, not yet recorded: (level, GPU demand, starvation s, when).
-Acceptance = tuple[Level, int, float, float]
+# An acceptance of this pass, not yet recorded: (level, GPU demand, starvation s, when, lease s).
+Acceptance = tuple[Level, int, float, float, float]
 ACCEPTANCES_KEY = "dally/acceptances"  # PassState: this pass's acceptances, in order
 TIMERS_KEY = "dally/timers"  # PassState: (demand, acceptances so far) -> (T_Mc, T_Rk)
 
@@ -170,8 +168,9 @@ class TimerSource(Protocol):
         counting the pass's ``tentative`` acceptances as recorded."""
         ...
 
-    def record(self, level: Level, demand: int, wait_s: float, now: float) -> None:
-        """At ``now`` a job of ``demand`` GPUs accepted a ``level`` placement after ``wait_s`` of starvation."""
+    def record(self, level: Level, demand: int, wait_s: float, now: float, lease_s: float = 0.0) -> None:
+        """At ``now`` a job of ``demand`` GPUs accepted a ``level`` placement after ``wait_s`` of starvation
+        (``lease_s``: the round of the view)."""
         ...
 
 
@@ -191,7 +190,7 @@ class ManualTimers:
                tentative: Sequence[Acceptance] = ()) -> tuple[float, float]:
         return self.machine_s, self.machine_s + self.rack_s
 
-    def record(self, level: Level, demand: int, wait_s: float, now: float) -> None:
+    def record(self, level: Level, demand: int, wait_s: float, now: float, lease_s: float = 0.0) -> None:
         return None
 
 
@@ -214,12 +213,22 @@ class AutoTuner:
     window: int = HISTORY_WINDOW
     machine_floor_leases: float = MACHINE_FLOOR_LEASES
     rack_floor_leases: float = RACK_FLOOR_LEASES
+    # Options, off by default (not in the paper; docs/dally-reproduction.md measures them).
+    # ``lease_waits`` (``+drop-short-waits``): record only waits of at least one lease, as the
+    # reference simulator does (aakash-sharma/cluster-sim, DallyInterJobScheduler.setDemandDelay:
+    # waits in leases, "if (delay < 1) return"); the paper records every acceptance's wait.
+    # ``manual_start`` (``+manual-start``, our reading): an empty list gives §4.3.2's defaults
+    # (12 h, 24 h) instead of the floors, as the tuned timers' starting point.
+    lease_waits: bool = False
+    manual_start: bool = False
     lists: dict[tuple[Level, int], deque[tuple[float, float]]] = field(default_factory=dict)
     name = "auto-tuner"
 
-    def record(self, level: Level, demand: int, wait_s: float, now: float) -> None:
+    def record(self, level: Level, demand: int, wait_s: float, now: float, lease_s: float = 0.0) -> None:
         if level is Level.NETWORK:
             return  # Algorithm 1 line 21 records nothing
+        if self.lease_waits and wait_s < lease_s:
+            return
         waits = self.lists.get((level, demand))
         if waits is None:
             waits = self.lists[(level, demand)] = deque(maxlen=self.window)
@@ -232,19 +241,24 @@ class AutoTuner:
         while waits and now - waits[0][0] > self.history_limit_s:
             waits.popleft()
         listed = [w for _, w in waits] if waits else []
-        extra = [max(0.0, w) for lv, d, w, _ in tentative if lv is level and d == demand]
+        extra = [max(0.0, w) for lv, d, w, _, lease_s in tentative if lv is level and d == demand
+                 and not (self.lease_waits and w < lease_s)]
         return (listed + extra)[-self.window:] if extra else listed
 
     def timers(self, demand: int, lease_s: float, now: float,
                tentative: Sequence[Acceptance] = ()) -> tuple[float, float]:
-        mc = self._timer(Level.MACHINE, demand, self.machine_floor_leases * lease_s, now, tentative)
-        rk = self._timer(Level.RACK, demand, self.rack_floor_leases * lease_s, now, tentative)
+        mc = self._timer(Level.MACHINE, demand, self.machine_floor_leases * lease_s, now, tentative,
+                         MANUAL_MACHINE_TIMER_S)
+        rk = self._timer(Level.RACK, demand, self.rack_floor_leases * lease_s, now, tentative,
+                         MANUAL_MACHINE_TIMER_S + MANUAL_RACK_TIMER_S)
         return mc, max(rk, mc)
 
-    def _timer(self, level: Level, demand: int, floor: float, now: float, tentative: Sequence[Acceptance]) -> float:
+    def _timer(self, level: Level, demand: int, floor: float, now: float, tentative: Sequence[Acceptance],
+               manual: float) -> float:
         tuned = tuned_timer(self.waits(level, demand, now, tentative))
-        value = floor if tuned is None else max(tuned, floor)
-        return min(value, max(self.history_limit_s, floor))
+        if tuned is None:
+            tuned = manual if self.manual_start else floor
+        return min(max(tuned, floor), max(self.history_limit_s, floor))
 
 
 def nw_sens(job: JobInfo, now: float, compute_s: float) -> float:
@@ -261,24 +275,10 @@ def nw_sens(job: JobInfo, now: float, compute_s: float) -> float:
 
 
 def ideal_compute_s(view: ClusterView, job: JobInfo) -> float:
-    """§4.3.1's compute time per iteration "on a single GPU", on the job's GPU type.
-
-    The type is the job's constraint, else the type of the GPUs it holds (the slowest
-    one's compute if they are mixed: data parallelism waits for it), else -- a waiting job
-    that is not constrained -- the fastest type it fits (the ideal run; the view keeps no
-    record of the types it ran on before)."""
-    facts = view.facts
-    if job.spec.gpu_type is not None:
-        return facts.compute_s(job.spec, job.spec.gpu_type)
-    allocation = job.allocation
-    if allocation is not None:
-        types = {view.cluster.node(p.node).gpu_type for p in allocation.nodes if p.gpus}
-        return max(facts.compute_s(job.spec, t) for t in types)
-    allowed = facts.gpu_types_for(job.spec)
-    types = view.cluster.gpu_types if allowed is None else [t for t in view.cluster.gpu_types if t in allowed]
-    if not types:
-        return facts.compute_s(job.spec, view.cluster.gpu_types[0])
-    return min(facts.compute_s(job.spec, t) for t in types)
+    """§4.3.1's compute time per iteration "on a single GPU": one figure per job, on its reference
+    type (its constraint, else the fastest type it fits; :meth:`ClusterFacts.reference_compute_s`),
+    so a job's Nw_sens does not change with where it sits."""
+    return view.facts.reference_compute_s(job.spec)
 
 
 def delay_decision(avail: np.ndarray, shape: ClusterShape, demand: int, starvation_s: float,
@@ -396,7 +396,7 @@ class DelayScheduling(Placement):
     @staticmethod
     def accept(view: ClusterView, job: JobInfo, level: Level, wait_s: float, state: PassState) -> None:
         """Algorithm 1 lines 7 and 15, tentatively: in the pass's state until the plan is applied."""
-        state.setdefault(ACCEPTANCES_KEY, list).append((level, job.spec.num_gpus, wait_s, view.now))
+        state.setdefault(ACCEPTANCES_KEY, list).append((level, job.spec.num_gpus, wait_s, view.now, view.round_s))
 
     def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources,
               state: PassState) -> Allocation | Unplaced:
@@ -408,8 +408,8 @@ class DelayScheduling(Placement):
         return build_allocation(free, picked)
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
-        for level, demand, wait_s, now in state.get(ACCEPTANCES_KEY, ()):
-            self.timers.record(level, demand, wait_s, now)
+        for level, demand, wait_s, now, lease_s in state.get(ACCEPTANCES_KEY, ()):
+            self.timers.record(level, demand, wait_s, now, lease_s)
 
     def why(self, view: ClusterView, job: JobInfo, avail: np.ndarray | None, wait_s: float,
             t_mc: float, t_rk: float) -> Unplaced:
@@ -463,10 +463,6 @@ class Dally:
         # ``lease``: job id -> (last assignment time, index of the last lease end re-offered); a
         # function of the applied passes (updated in on_applied), pruned to the running jobs.
         self._lease_ends: dict[str, tuple[float, int]] = {}
-        # job id -> (allocation, facts, ideal compute s): what ideal_compute_s answered for the job
-        # as it was placed; a pure cache (issue 19: every running job's Nw_sens is needed in every
-        # pass with pending jobs, its ideal changes only with its GPUs), pruned to the view's jobs.
-        self._ideal: dict[str, tuple[Allocation | None, object, float]] = {}
         # Adjusters run after Dally's pass on what is still free, as in a staged policy
         # (``dally+cassini``: Cassini's time-shifts on Dally's placements).
         self.adjusters = adjusters
@@ -493,7 +489,11 @@ class Dally:
                                    (f"min-gain {self.min_gain:g}", self.min_gain > 0.0),
                                    (f"lease {self.lease_rounds:g} rounds", self.lease)) if on]
         preemption = "+".join(["nw-sens", *options]) if self.preemption else "off"
-        return [("ordering", NwSensOrdering.name), ("placement", self.delay.name), ("timers", self.timers.name),
+        timers = self.timers
+        tuned = [o for o, on in (("drop-short-waits", getattr(timers, "lease_waits", False)),
+                                 ("manual-start", getattr(timers, "manual_start", False))) if on]
+        return [("ordering", NwSensOrdering.name), ("placement", self.delay.name),
+                ("timers", "+".join([timers.name, *tuned])),
                 ("preemption", preemption),
                 *(("adjust", a.name) for a in self.adjusters)]
 
@@ -511,19 +511,7 @@ class Dally:
 
     # ------------------------------------------------------------------ reading the view
     def sensitivity(self, view: ClusterView, job: JobInfo) -> float:
-        hit = self._ideal.get(job.job_id)
-        if hit is not None and hit[0] is job.allocation and hit[1] is view.facts:
-            compute = hit[2]
-        else:
-            compute = ideal_compute_s(view, job)
-            self._ideal[job.job_id] = (job.allocation, view.facts, compute)
-        return nw_sens(job, view.now, compute)
-
-    def _prune(self, view: ClusterView) -> None:
-        """Forget the cached ideals of jobs no longer in the view, once the cache is twice its size."""
-        if len(self._ideal) > 2 * (len(view.running) + len(view.pending)) + _IDEAL_CACHE_SLACK:
-            pending = {job.job_id for job in view.pending}
-            self._ideal = {k: v for k, v in self._ideal.items() if k in view.running or k in pending}
+        return nw_sens(job, view.now, ideal_compute_s(view, job))
 
     # ------------------------------------------------------------------ the pass
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
@@ -542,9 +530,8 @@ class Dally:
             return plan, None
         shape = view.shape
         free = view.free.copy()
-        self._prune(view)
         sens = {job.job_id: self.sensitivity(view, job) for job in view.pending}
-        victims: list[_Victim] = []
+        victims: list[_Victim] | None = None  # worked out when first needed (issue 19: most passes never do)
         movers: list[JobInfo] = []
         if self.preemption and view.running:
             # Only a job spread over more machines or racks than its size needs can be moved.
@@ -554,32 +541,50 @@ class Dally:
                        if self.migrate or ended else [])
             if not view.pending and not tighter:
                 return plan, free  # nothing waits and nothing can move: no Nw_sens needed
-            running = {job_id: self.sensitivity(view, job) for job_id, job in view.running.items()}
-            middle = -math.inf
-            if self.worse_half:
-                measured = [sens[j.job_id] for j in view.pending if j.run_time_s(view.now) > 0.0]
-                values = [*measured, *running.values()]
-                middle = min(values) + (max(values) - min(values)) / 2.0
-            victims = self._victims(view, running, middle)
-            # movers: slowed (below 1), by at least min_gain, and with worse_half in the more slowed half
-            slowed = min(middle if self.worse_half else math.inf, 1.0 - self.min_gain)
-            movers = [job for job in tighter if job.job_id in ended
-                      or (self.migrate and running[job.job_id] <= slowed and running[job.job_id] < 1.0)]
-            sens.update((job.job_id, running[job.job_id]) for job in movers)
+            if tighter:
+                running, middle = self._running_sens(view, sens)
+                victims = self._victims(view, running, middle)
+                # movers: slowed (below 1), by at least min_gain, and with worse_half in the more slowed half
+                slowed = min(middle if self.worse_half else math.inf, 1.0 - self.min_gain)
+                movers = [job for job in tighter if job.job_id in ended
+                          or (self.migrate and running[job.job_id] <= slowed and running[job.job_id] < 1.0)]
+                sens.update((job.job_id, running[job.job_id]) for job in movers)
+        else:
+            victims = []
+
+        # Victims at or below every waiting job's Nw_sens are never eligible in a pass without movers
+        # (the order holds only waiting jobs then): left out of the list, only counted, since the
+        # "no victim at all" test below counts them (issue 19: they are most of the running jobs).
+        unlisted = 0
+
+        def victims_now() -> list[_Victim]:
+            """The pass's victims (computed from the view, so the same whenever first asked for)."""
+            nonlocal victims, unlisted
+            if victims is None:
+                running, middle = self._running_sens(view, sens)
+                floor = min(sens.values(), default=-math.inf)
+                victims = self._victims(view, running, max(middle, floor))
+                unlisted = sum(1 for job_id, v in running.items()
+                               if middle < v <= floor and view.running[job_id].allocation is not None)
+            return victims
+
         order = sorted([*view.pending, *movers], key=lambda j: (sens[j.job_id], j.spec.submit_time, j.arrival_seq))
         for job in order:
             if job.allocation is not None:
+                if any(isinstance(a, Preempt) and a.job_id == job.job_id for a in plan.actions):
+                    continue  # a job earlier in the pass took its GPUs: it waits again (§4.3)
+                pool = victims_now()
                 if job.job_id in ended and not (self.migrate and sens[job.job_id] < 1.0):
                     # lease end: only the GPUs of other lease-ended jobs are re-offered to it
-                    offered = [v for v in victims if v.job.job_id in ended]
+                    offered = [v for v in pool if v.job.job_id in ended]
                     self._reconsolidate(view, job, sens[job.job_id], free, shape, offered, plan)
                     left = {v.job.job_id for v in offered}  # those it did not preempt
-                    victims[:] = [v for v in victims if v.job.job_id not in ended or v.job.job_id in left]
+                    pool[:] = [v for v in pool if v.job.job_id not in ended or v.job.job_id in left]
                 else:
-                    self._reconsolidate(view, job, sens[job.job_id], free, shape, victims, plan)
+                    self._reconsolidate(view, job, sens[job.job_id], free, shape, pool, plan)
                 continue
             demand = job.spec.num_gpus
-            if free.total_gpus < demand and not victims:
+            if free.total_gpus < demand and not victims_now() and not unlisted:
                 plan.wait(job.job_id, cannot_fit(self.delay.name, "needs {} GPUs; {} free", demand,
                                                  free.total_gpus))
                 continue
@@ -590,9 +595,9 @@ class Dally:
             else:
                 wait_s = starvation(view, job)
                 t_mc, t_rk = self.delay.job_timers(view, job, state)
-            if decision is None and victims:
+            if decision is None and victims_now():
                 decision = self._preempt_for(view, job, sens[job.job_id], wait_s, t_mc, t_rk,
-                                             free, shape, victims, plan)
+                                             free, shape, victims_now(), plan)
             if decision is None:
                 plan.wait(job.job_id, self.delay.why(view, job, avail, wait_s, t_mc, t_rk))
                 continue
@@ -619,6 +624,17 @@ class Dally:
         return set(seen)
 
     # ------------------------------------------------------------------ preemption
+    def _running_sens(self, view: ClusterView, sens: dict[str, float]) -> tuple[dict[str, float], float]:
+        """Every running job's Nw_sens, and the middle of the range that ``worse_half`` cuts at
+        (-inf without it; ``sens``: the waiting jobs')."""
+        running = {job_id: self.sensitivity(view, job) for job_id, job in view.running.items()}
+        middle = -math.inf
+        if self.worse_half:
+            measured = [sens[j.job_id] for j in view.pending if j.run_time_s(view.now) > 0.0]
+            values = [*measured, *running.values()]
+            middle = min(values) + (max(values) - min(values)) / 2.0
+        return running, middle
+
     def _victims(self, view: ClusterView, running: dict[str, float], middle: float) -> list[_Victim]:
         """Running jobs above ``middle`` (the worse half of the Nw_sens range with ``worse_half``,
         else every one), worst (highest) Nw_sens first."""
@@ -712,8 +728,9 @@ class Dally:
 
 
 def with_option(policy: object, option: str) -> Dally:
-    """``policy`` (a Dally) with one of Halyard's own rules switched on: ``migrate``, ``worse-half``,
-    ``hysteresis`` (``min_gain`` = :data:`MIN_GAIN`) or ``lease``; the name gains ``+option``."""
+    """``policy`` (a Dally) with one of the rules not in the paper switched on: ``migrate``, ``worse-half``,
+    ``hysteresis`` (``min_gain`` = :data:`MIN_GAIN`), ``lease``, or of its auto-tuner
+    ``drop-short-waits`` and ``manual-start``; the name gains ``+option``."""
     if not isinstance(policy, Dally):
         name = getattr(policy, "name", type(policy).__name__)
         raise ValidationError(f"+{option} is an option of Dally; {name!r} is not a Dally policy", field="policy")
@@ -725,14 +742,24 @@ def with_option(policy: object, option: str) -> Dally:
         policy.min_gain = MIN_GAIN
     elif option == "lease":
         policy.lease = True
+    elif option in TUNER_OPTIONS:
+        if not isinstance(policy.timers, AutoTuner):
+            raise ValidationError(f"+{option} is an option of the auto-tuner; {policy.name!r} has "
+                                  f"{policy.timers.name}", field="policy")
+        if option == "drop-short-waits":
+            policy.timers.lease_waits = True
+        else:
+            policy.timers.manual_start = True
     else:
         raise ValidationError(f"unknown Dally option {option!r} (known: {', '.join(DALLY_OPTIONS)})", field="policy")
     policy.name = f"{policy.name}+{option}"
     return policy
 
 
-# Halyard's own rules, named as '+option' on a Dally preset (policies/registry.py AUGMENTATIONS).
-DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease")
+# The auto-tuner's options (AutoTuner.lease_waits and .manual_start), for Dally with tuned timers only.
+TUNER_OPTIONS = ("drop-short-waits", "manual-start")
+# Rules not in the paper, named as '+option' on a Dally preset (policies/registry.py AUGMENTATIONS).
+DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", *TUNER_OPTIONS)
 
 
 def allocation_level(allocation: Allocation, cluster: Cluster) -> Level:
@@ -767,25 +794,33 @@ def _cheapest(level: Level, demand: int, avail: np.ndarray, shape: ClusterShape,
     holds ``demand`` usable GPUs; ties go to fewer victims, then to the victims of lowest
     priority (the highest smallest Nw_sens, §4.3.1), then the lowest index.
     """
-    if level is Level.MACHINE:
-        domains: Iterable[tuple[int, int, str]] = ((i, int(avail[i]), "node") for i in range(avail.size)
-                                                  if shape.gpus[i] >= demand)
-    elif level is Level.RACK:
-        rack_free = np.bincount(shape.rack, weights=avail, minlength=shape.n_racks)
-        domains = ((r, int(rack_free[r]), "rack") for r in range(shape.n_racks))
+    # Each domain's victims, in the given order, with the GPUs each holds there: built in one walk
+    # over the victims, so a domain looks only at its own (issue 19: walking every victim for every
+    # machine of a large cluster was most of Dally's time on a loaded trace).
+    holders: dict[int, list[tuple[_Victim, int]]] = {}
+    if level is Level.NETWORK:
+        holders[-1] = [(v, v.gpus) for v in eligible]
+        free = np.array([avail.sum()])  # the one domain, index -1
     else:
-        domains = ((-1, int(avail.sum()), "all"),)
-    best: tuple[tuple[int, int, float, int], int, list[_Victim]] | None = None
-    for index, have, kind in domains:
-        group: list[_Victim] = []
         for v in eligible:
+            for index, held in (v.per_node if level is Level.MACHINE else v.per_rack).items():
+                if held:
+                    holders.setdefault(index, []).append((v, held))
+        free = avail if level is Level.MACHINE else np.bincount(shape.rack, weights=avail, minlength=shape.n_racks)
+    best: tuple[tuple[int, int, float, int], int, list[_Victim]] | None = None
+    for index, held_here in holders.items():
+        if level is Level.MACHINE and shape.gpus[index] < demand:
+            continue
+        have = int(free[index])
+        if have >= demand:
+            continue  # fits with no victim: not a preemption's domain
+        group: list[_Victim] = []
+        for v, held in held_here:
+            group.append(v)
+            have += held
             if have >= demand:
                 break
-            held = v.gpus if kind == "all" else (v.per_node if kind == "node" else v.per_rack).get(index, 0)
-            if held:
-                group.append(v)
-                have += held
-        if have < demand or not group:
+        if have < demand:
             continue
         key = (sum(v.gpus for v in group), len(group), -min(v.sens for v in group), index)
         if best is None or key < best[0]:

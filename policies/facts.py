@@ -125,3 +125,20 @@ class ClusterFacts:
         """Compute-only seconds per iteration on one GPU of ``gpu_type`` (Dally's ideal run time)."""
         return self.memo("compute-s", (spec.model, spec.batch_size, gpu_type),
                          lambda: self.perf.ideal_iteration_time(spec, gpu_type))
+
+    def reference_compute_s(self, spec: JobSpec) -> float:
+        """Compute-only seconds per iteration of ``spec`` on one GPU of its reference type: its
+        constraint, else the fastest type it fits (:meth:`gpu_types_for`). One figure per job,
+        wherever it runs (Dally §4.3.1: "running a single training iteration of the model on a
+        single GPU")."""
+        key = (spec.model, spec.batch_size, spec.parallelism, spec.gpu_type, spec.num_gpus)
+        return self.memo("reference-compute-s", key, lambda: self._reference_compute_s(spec))
+
+    def _reference_compute_s(self, spec: JobSpec) -> float:
+        if spec.gpu_type is not None:
+            return self.compute_s(spec, spec.gpu_type)
+        allowed = self.gpu_types_for(spec)
+        types = [t for t in self.cluster.gpu_types if allowed is None or t in allowed]
+        if not types:  # fits no type: the cluster's first, so the figure is still defined
+            return self.compute_s(spec, self.cluster.gpu_types[0])
+        return min(self.compute_s(spec, t) for t in types)

@@ -14,9 +14,12 @@ import sys
 
 import pytest
 
-from halyard.datamodel import Allocation, JobSpec, NodeAllocation, ValidationError, load_cluster
+from halyard.controlplane import Simulator
+from halyard.datamodel import Allocation, JobSpec, NodeAllocation, Tier, ValidationError, load_cluster, parse_cluster
 from halyard.emulator import PerformanceModel, load_model_catalog
 from halyard.emulator.catalog import extend_catalog, load_catalog
+from halyard.policies import make_policy
+from halyard.testing.cluster import small_cluster_toml
 from halyard.traces import write_trace
 
 # Dally Table 1, "Communication overhead as a % of compute time": machine / rack / network.
@@ -88,3 +91,30 @@ def test_simulate_takes_the_profile_by_name(tmp_path):
         JobSpec(job_id="m", submit_time=0.0, model="mobilenetv3", num_gpus=16, iterations=1, batch_size=64), "A100")
     assert table1 == pytest.approx(compute * 10.4, rel=1e-3)
     assert plain < 1.2 * compute
+
+
+def test_table1_jobs_put_no_load_on_the_links():
+    """Dally §4.2.1: a Table 1 model's exposed time already is its communication, so with link
+    contention on, two such jobs sharing a NIC run exactly as with contention off (the fabric must
+    not slow them a second time), while a model outside the profile still loads the links."""
+    # three 4-GPU machines of one rack with 1 Gbit/s NICs: two 6-GPU BERT-large jobs share r0-n1's
+    # NIC under fifo's first fit, and their all-reduces (1.3 GB each) ask for more than it carries
+    toml = small_cluster_toml(3, gpus_per_node=4).replace("nic_gbit_s = 200", "nic_gbit_s = 1")
+    cluster = parse_cluster(toml)
+    jobs = [JobSpec(job_id=j, submit_time=0.0, model="bert-large", num_gpus=6, iterations=200, batch_size=32)
+            for j in ("a", "b")]
+    catalog = load_model_catalog("dally-table1")
+    ends = {}
+    for contention in ("off", "fair"):
+        sim = Simulator(cluster, make_policy("fifo"), PerformanceModel(catalog, contention=contention))
+        sim.run(jobs)
+        ends[contention] = {j.job_id: sim.core.records[j.job_id].end_time for j in jobs}
+        held = [{p.node for p in sim.core.records[j.job_id].allocation.nodes} for j in jobs]
+        assert held[0] & held[1] == {"r0-n1"}  # the shared NIC
+    assert ends["fair"] == ends["off"]
+    pm = PerformanceModel(catalog, contention="fair")
+    b = alloc(("r0-n1", 2), ("r0-n2", 4))
+    assert pm.job_timing(jobs[1], b, cluster).iteration.tier is Tier.RACK
+    assert pm.job_timing(jobs[1], b, cluster).links == ()
+    outside = JobSpec(job_id="g", submit_time=0.0, model="gnmt", num_gpus=6, iterations=1)
+    assert pm.job_timing(outside, b, cluster).links  # the collective model still loads the NICs

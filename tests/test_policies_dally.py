@@ -29,6 +29,7 @@ from halyard.policies.dally import (
 )
 from halyard.policies.facts import ClusterShape
 from halyard.policies.topology import Level
+from halyard.testing.cluster import small_cluster_toml
 
 H = 3600.0
 
@@ -91,6 +92,42 @@ def test_autotuner_floors_and_window():
     tuner.record(Level.MACHINE, 2, 20 * H, now=0.0)
     machine, rack = tuner.timers(2, lease_s=300.0, now=0.0)
     assert machine == 20 * H and rack == machine  # the rack list is empty: its floor is below T_Mc
+
+
+def test_drop_short_waits_keeps_only_waits_of_a_lease_or_more():
+    """``+drop-short-waits`` (the reference simulator's setDemandDelay, not the paper): a wait shorter
+    than one lease is not recorded, so the zero waits of jobs placed at once do not hold the timer at
+    its floor; the paper's tuner (default) records every acceptance. Tentative acceptances of the
+    pass follow the same rule."""
+    paper, ref = AutoTuner(), AutoTuner(lease_waits=True)
+    for tuner in (paper, ref):
+        for w in (*[0.0] * 10, 299.0, 10 * H):  # ten jobs placed at once, one a few minutes late, one 10 h
+            tuner.record(Level.MACHINE, 4, w, now=10 * H, lease_s=300.0)
+    assert paper.waits(Level.MACHINE, 4, now=10 * H) == [*[0.0] * 10, 299.0, 10 * H]
+    assert ref.waits(Level.MACHINE, 4, now=10 * H) == [10 * H]
+    assert ref.timers(4, lease_s=300.0, now=10 * H)[0] == 10 * H
+    assert paper.timers(4, lease_s=300.0, now=10 * H)[0] < 10 * H
+    pending = [(Level.MACHINE, 2, 0.0, 10 * H, 300.0), (Level.MACHINE, 2, 2 * H, 10 * H, 300.0)]
+    assert ref.waits(Level.MACHINE, 2, now=10 * H, tentative=pending) == [2 * H]
+    assert paper.waits(Level.MACHINE, 2, now=10 * H, tentative=pending) == [0.0, 2 * H]
+
+
+def test_manual_start_gives_the_papers_defaults_until_a_list_has_waits():
+    """``+manual-start`` (our reading of §4.3.2's defaults as the tuner's starting point): an empty
+    list gives 12 h and 24 h instead of the floors; a recorded wait replaces it."""
+    tuner = AutoTuner(manual_start=True)
+    assert tuner.timers(4, lease_s=300.0, now=0.0) == (MANUAL_MACHINE_TIMER_S, 24 * H)
+    tuner.record(Level.MACHINE, 4, 2 * H, now=0.0)
+    assert tuner.timers(4, lease_s=300.0, now=0.0) == (2 * H, 24 * H)
+
+
+def test_tuner_options_are_named_and_refused_on_fixed_timers():
+    tuned = make_policy("dally+drop-short-waits+manual-start")
+    assert tuned.timers.lease_waits and tuned.timers.manual_start
+    assert ("timers", "auto-tuner+drop-short-waits+manual-start") in tuned.stages()
+    assert not make_policy("dally").timers.lease_waits and not make_policy("dally").timers.manual_start
+    with pytest.raises(ValidationError, match=r"\+drop-short-waits is an option of the auto-tuner"):
+        make_policy("dally-manual+drop-short-waits")
 
 
 def test_manual_timers_are_cumulative():
@@ -398,6 +435,29 @@ def test_lease_end_keeps_a_job_offered_nothing_tighter_and_renews_its_lease(smal
     assert [(type(a).__name__, a.job_id) for a in plan.actions] == [("Migrate", "spread")]
 
 
+def test_a_lease_ended_job_preempted_earlier_in_the_pass_is_not_re_offered(small_cluster):
+    """A waiting job of lower Nw_sens, offered first, preempts a lease-ended cross-rack job; when that
+    job's own turn comes in the same pass it is back in the wait queue (§4.3), not re-placed from
+    GPUs it no longer holds (this raised OverAllocation with a 12-round lease)."""
+    x = fake("x", 4, seq=0, allocation=on(small_cluster, ("r0-n0", 2), ("r1-n0", 2)), done=600, run_s=1000,
+             last_assignment_time=0.0)
+    rest = [fake("o1", 2, seq=1, allocation=Allocation((NodeAllocation("r0-n0", (2, 3), 6, 125_000),)),
+                 done=900, run_s=1000, last_assignment_time=50.0),
+            fake("o4", 2, seq=2, allocation=Allocation((NodeAllocation("r1-n0", (2, 3), 6, 125_000),)),
+                 done=900, run_s=1000, last_assignment_time=50.0),
+            # below the waiting job's Nw_sens: not victims
+            fake("o2", 4, seq=3, allocation=on(small_cluster, ("r0-n1", 4)), done=100, run_s=1000,
+                 last_assignment_time=50.0),
+            fake("o3", 4, seq=4, allocation=on(small_cluster, ("r1-n1", 4)), done=100, run_s=1000,
+                 last_assignment_time=50.0)]
+    waiting = fake("w", 4, seq=5, done=200, run_s=1000)
+    view = view_of(small_cluster, LEASE_ROUNDS * 300.0, [x, *rest], [waiting])
+    plan = Dally(ManualTimers(), lease=True).schedule(view, PassState())
+    kinds = [(type(a).__name__, a.job_id) for a in plan.actions]
+    assert kinds[-1] == ("Start", "w") and ("Preempt", "x") in kinds and len(kinds) == 3
+    assert not any(isinstance(a, Migrate) for a in plan.actions)
+
+
 def test_lease_rounds_must_be_positive():
     with pytest.raises(ValueError, match="lease_rounds must be a positive number of rounds"):
         Dally(ManualTimers(), lease=True, lease_rounds=0.0)
@@ -433,27 +493,29 @@ def test_the_presets_are_the_paper_and_options_are_named():
         Dally(min_gain=1.5)
 
 
-def test_ideal_run_time_is_on_the_jobs_gpu_type(perf):
-    """§4.3.1's T_total_ideal_run: compute per iteration "on a single GPU" of the job's own type (the
-    one it runs on, or its constraint), not the cluster's first type."""
+def test_ideal_run_time_is_one_figure_per_job(perf):
+    """§4.3.1's T_total_ideal_run: compute per iteration "on a single GPU", one figure per job: on its
+    constraint, else the fastest type it fits; never the cluster's first type, and not the type it
+    happens to run on (a job on the slow type has the same ideal as the same job waiting)."""
     from halyard.policies.facts import ClusterFacts
 
-    cluster = parse_cluster(two_type_toml(1, 4), source="two-types.toml")  # nodes r0-a40-0, r0-a10-0
+    cluster = parse_cluster(two_type_toml(1, 4), source="two-types.toml")  # nodes r0-a40-0, r0-a10-1
     assert cluster.gpu_types[0] == "A10"
     spec = JobSpec(job_id="j", submit_time=0.0, model="resnet50", num_gpus=2, iterations=100, batch_size=64)
     on_a40 = FakeJob(spec, allocation=on(cluster, ("r0-a40-0", 2)), done=10, run_s=100)
+    on_a10 = FakeJob(spec, allocation=on(cluster, ("r0-a10-1", 2)), done=10, run_s=100)
     view = view_of(cluster, 0.0, [on_a40], [])
     view = type(view)(now=0.0, cluster=cluster, free=view.free, running=view.running, pending=[], perf=perf,
                       round_s=300.0, pending_demand=view.pending_demand)
     assert isinstance(view.facts, ClusterFacts)
-    a40 = perf.ideal_iteration_time(spec, "A40")
-    assert a40 < 0.9 * perf.ideal_iteration_time(spec, "A10")
+    a40, a10 = perf.ideal_iteration_time(spec, "A40"), perf.ideal_iteration_time(spec, "A10")
+    assert a40 < 0.9 * a10
     assert ideal_compute_s(view, on_a40) == a40
+    assert ideal_compute_s(view, on_a10) == a40  # where it sits does not change its ideal
+    assert ideal_compute_s(view, FakeJob(spec)) == a40  # waiting: the same figure
     constrained = FakeJob(JobSpec(job_id="k", submit_time=0.0, model="resnet50", num_gpus=2, iterations=100,
-                                  batch_size=64, gpu_type="A40"))
-    assert ideal_compute_s(view, constrained) == a40
-    waiting = FakeJob(spec)  # unconstrained and not running: the fastest type it fits
-    assert ideal_compute_s(view, waiting) == perf.ideal_iteration_time(spec, "A40")
+                                  batch_size=64, gpu_type="A10"))
+    assert ideal_compute_s(view, constrained) == a10  # a constraint is the job's only type
 
 
 @pytest.mark.parametrize("name", ["dally", "dally-manual"])
@@ -499,3 +561,80 @@ def test_dallys_stages_in_a_pipeline_make_dallys_schedule(small_cluster, perf):
     staged = log(make_policy("ordering=nw-sens,placement=delay-scheduling"))
     assert staged == log(Dally(AutoTuner(), preemption=False))
     assert any(kind is EventKind.STARTED and "," in detail for _, kind, _, detail in staged)  # some waited for racks
+
+
+def test_cheapest_domain_matches_walking_every_victim_for_every_domain():
+    """The preemption's domain choice (``_cheapest``: fewest preempted GPUs, then fewest victims, then
+    the lowest-priority victims, then the lowest index; victims taken worst first) gathers each
+    domain's victims in one walk (issue 19). It must pick what walking every victim for every domain
+    picks, on random clusters of jobs, levels and demands."""
+    from halyard.policies.dally import _cheapest, _Victim
+
+    def walk_all(level, demand, avail, shape, eligible):
+        if level is Level.MACHINE:
+            domains = [(i, int(avail[i]), "node") for i in range(avail.size) if shape.gpus[i] >= demand]
+        elif level is Level.RACK:
+            rack_free = np.bincount(shape.rack, weights=avail, minlength=shape.n_racks)
+            domains = [(r, int(rack_free[r]), "rack") for r in range(shape.n_racks)]
+        else:
+            domains = [(-1, int(avail.sum()), "all")]
+        best = None
+        for index, have, kind in domains:
+            group = []
+            for v in eligible:
+                if have >= demand:
+                    break
+                held = v.gpus if kind == "all" else (v.per_node if kind == "node" else v.per_rack).get(index, 0)
+                if held:
+                    group.append(v)
+                    have += held
+            if have < demand or not group:
+                continue
+            key = (sum(v.gpus for v in group), len(group), -min(v.sens for v in group), index)
+            if best is None or key < best[0]:
+                best = (key, index, group)
+        return None if best is None else (best[1], best[2])
+
+    cluster = parse_cluster(small_cluster_toml(12, gpus_per_node=8, nodes_per_rack=4))  # 3 racks x 4 x 8
+    shape = ClusterShape(cluster)
+    rng = np.random.default_rng(7)
+    found = {level: 0 for level in Level}
+    for trial in range(25):
+        owner = rng.integers(-1, 10, size=(len(cluster.nodes), 8))  # -1: free
+        victims = []
+        for j in range(10):
+            parts = [NodeAllocation(node.name, tuple(int(g) for g in np.flatnonzero(owner[i] == j)), 1, 1000)
+                     for i, node in enumerate(cluster.nodes) if (owner[i] == j).any()]
+            if parts:
+                held = FakeJob(job(sum(len(p.gpus) for p in parts), job_id=f"v{j}"), arrival_seq=j,
+                               allocation=Allocation(tuple(parts)))
+                victims.append(_Victim(held, float(rng.integers(0, 4)) / 4.0, cluster))
+        victims.sort(key=lambda v: (-v.sens, -v.job.arrival_seq))
+        avail = (owner == -1).sum(axis=1)
+        for level in Level:
+            for demand in (2, 6, 8, 20, 40):
+                got = _cheapest(level, demand, avail, shape, victims)
+                want = walk_all(level, demand, avail, shape, victims)
+                assert (got is None) == (want is None), (trial, level, demand)
+                if got is not None:
+                    found[level] += 1
+                    assert got[0] == want[0] and [v.job.job_id for v in got[1]] == [v.job.job_id for v in want[1]]
+    assert all(found.values()), found  # every level chose domains, not only "none"
+
+
+# Digests of Dally's event log on tests/test_loaded_schedule_exact.py's loaded trace (1,000 jobs at
+# ~90% load on synergy-128, contention fair; 200 preemptions under dally), made with policies/dally.py
+# as it was before issue 19's speed-ups (bd5d843): lazy victims and the one-walk _cheapest must not
+# move any event by one rounding.
+LOADED_DALLY_DIGESTS = {
+    "dally": "fbcbca536c674f67ba6704e350943709878e4f22ffc2861259c5d561b3438ced",
+    "dally-manual": "161f30960e26bf4845d056285438d4232307a2ae92f1b5eb19772cc994cc5f38",
+    "dally+lease": "e870ad771852f1f4dfd6e0e3190f8b96cbc1d86ff18f12d61a0873ec582f134a",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOADED_DALLY_DIGESTS))
+def test_loaded_dally_schedule_is_the_same_to_the_last_bit(name):
+    from test_loaded_schedule_exact import exact_digest
+
+    assert exact_digest(name) == LOADED_DALLY_DIGESTS[name]
