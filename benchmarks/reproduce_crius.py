@@ -76,20 +76,22 @@ def run(name: str, policy: object, jobs: list[JobSpec]) -> dict:
             "avg_jct_h": s["avg_jct_s"] / 3600, "avg_queue_h": s["avg_queue_s"] / 3600,
             "makespan_h": s["makespan_s"] / 3600, "jobs_per_h": len(jobs) / (s["makespan_s"] / 3600),
             "gpu_utilization": s["gpu_utilization"], "avg_pass_ms": s["avg_pass_ms"],
-            "preemptions": s["preemptions"], "resizes": kinds.count("RESIZED"), "migrations": kinds.count("MIGRATED"),
+            "preemptions": s["preemptions"], "suspensions": s["suspensions"],
+            "resizes": kinds.count("RESIZED"), "migrations": kinds.count("MIGRATED"),
             "wall_s": wall, "deadline_met_ratio": s.get("deadline_met_ratio"), "dropped": s.get("dropped")}
 
 
 def table(rows: list[dict]) -> str:
     base = next(r for r in rows if r["policy"] == "fcfs")
     lines = ["| policy | avg JCT (h) | vs FCFS | avg queueing (h) | vs FCFS | makespan (h) | jobs/h | GPU util. | "
-             "preempt. | resizes | migrations | ms/pass |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "preempt. | suspend. | resizes | migrations | ms/pass |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         lines.append(f"| {r['policy']} | {r['avg_jct_h']:.2f} | {r['avg_jct_h'] / base['avg_jct_h'] - 1:+.1%} | "
                      f"{r['avg_queue_h']:.2f} | {r['avg_queue_h'] / base['avg_queue_h'] - 1:+.1%} | "
                      f"{r['makespan_h']:.1f} | {r['jobs_per_h']:.2f} | {r['gpu_utilization']:.3f} | "
-                     f"{r['preemptions']} | {r['resizes']} | {r['migrations']} | {r['avg_pass_ms']:.2f} |")
+                     f"{r['preemptions']} | {r['suspensions']} | {r['resizes']} | {r['migrations']} | "
+                     f"{r['avg_pass_ms']:.2f} |")
     return "\n".join(lines) + "\n"
 
 

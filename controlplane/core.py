@@ -311,6 +311,8 @@ class SchedulingCore:
             last_state[event.job_id] = event.state
             if event.kind is EventKind.STARTED:
                 last_start[event.job_id] = event.seq
+            elif event.kind is EventKind.SUSPENDED:  # not a stored column: recounted from the log
+                records[event.job_id].suspensions += 1
         free = self.free.copy()
         holders: dict[tuple[str, int], str] = {}
         for record in records.values():
@@ -392,15 +394,20 @@ class SchedulingCore:
         if not self._demand[gpus]:
             del self._demand[gpus]
 
-    def _stop(self, record: JobRecord, now: float, reason: str) -> None:
-        """RUNNING -> PREEMPTED -> PENDING, keeping the last checkpointed iteration."""
+    def _stop(self, record: JobRecord, now: float, reason: str, *, suspend: bool = False) -> None:
+        """RUNNING -> PREEMPTED -> PENDING, keeping the last checkpointed iteration; logged and
+        counted as a suspension instead of a preemption with ``suspend`` (Crius §6.1)."""
         record.end_run(now, checkpoint=True)
         self.free.give(record.release())
         del self.running[record.job_id]
-        record.preemptions += 1
+        if suspend:
+            record.suspensions += 1
+        else:
+            record.preemptions += 1
         self._changed.add(record.job_id)
         record.state = JobState.PREEMPTED
-        self.log.append(now, record.job_id, EventKind.PREEMPTED, JobState.PREEMPTED, reason)
+        self.log.append(now, record.job_id, EventKind.SUSPENDED if suspend else EventKind.PREEMPTED,
+                        JobState.PREEMPTED, reason)
         record.state = JobState.PENDING
         record.pending_since = now
         self._enqueue(record)
@@ -519,7 +526,10 @@ class SchedulingCore:
             self.log.append(now, record.job_id, EventKind.STARTED, JobState.RUNNING, describe(action.allocation))
         elif isinstance(action, Preempt):
             check_transition(record.job_id, record.state, JobState.PREEMPTED)
-            self._stop(record, now, "preempted by policy")
+            if action.suspend:
+                self._stop(record, now, "suspended by policy", suspend=True)
+            else:
+                self._stop(record, now, "preempted by policy")
         elif isinstance(action, Migrate | Resize):
             self.free.give(record.allocation)
             self.free.take(action.allocation)

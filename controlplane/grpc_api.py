@@ -96,7 +96,8 @@ def job_to_pb(record: JobRecord, now: float, wait: Unplaced | None = None, ignor
     ``ignored`` what of its spec the policy does not act on (SchedulingCore.ignored_fields)."""
     job = jpb.Job(spec=spec_to_pb(record.spec), state=state_to_pb(record.state),
                   iterations_done=record.iterations_done(now), iterations_total=record.iterations_total,
-                  submit_time=record.spec.submit_time, preemptions=record.preemptions, queued_s=record.queued_s)
+                  submit_time=record.spec.submit_time, preemptions=record.preemptions, suspensions=record.suspensions,
+                  queued_s=record.queued_s)
     if record.allocation is not None and not record.state.terminal:
         job.allocation.CopyFrom(allocation_to_pb(record.allocation))
     if record.first_start is not None:

@@ -19,7 +19,7 @@
   jobs up into idle GPUs (at most ``search_depth`` operations). FinalizeAlloc (lines 8 and 13)
   turns the virtual state into one plan: Resize / Migrate / Start with each Cell's stage plan.
 * **Opportunistic execution** (§6.1): a job that finds no feasible choice blocks; jobs started
-  after it while it waits are opportunistic and are suspended (preempted) as soon as its
+  after it while it waits are opportunistic and are suspended (SUSPENDED events) as soon as its
   minimum requirement can be met on one GPU type with them gone.
 
 Why Crius is its own :class:`~halyard.policies.stages.Policy` and not a
@@ -619,7 +619,7 @@ class Crius(Policy):
         left out (those jobs keep their Cells, the jobs that needed their GPUs wait)."""
         free = view.free.copy()
         for job_id in v.suspended:
-            plan.preempt(job_id)
+            plan.suspend(job_id)  # §6.1: suspended, not preempted (its own event kind and count)
             free.give(view.running[job_id].allocation)  # type: ignore[arg-type]
         order = free.copy()  # the core's view as the actions are applied
         moved = [vj for vj in v.jobs.values() if vj.running and vj.key != vj.original]
