@@ -63,6 +63,7 @@ from halyard.policies import (
     Unplaced,
     WaitCode,
 )
+from halyard.policies.crius_profiles import ProfileSource
 
 
 class PlanError(HalyardError):
@@ -96,6 +97,9 @@ class SchedulingCore:
         self._gpus_by_type = {t: sum(n.gpus for n in cluster.nodes if n.gpu_type == t)
                               for t in cluster.gpu_types}
         self.facts = ClusterFacts(cluster, perf)  # what policies derive from the cluster alone, kept over passes
+        # Where stage profilings come from (Crius §5.1): None, the performance model; the gRPC control
+        # plane sets its agents' (controlplane.profiling.AgentProfiles).
+        self.profiles: ProfileSource | None = None
         self.passes = 0
         # Why jobs wait: the reason of the last pass for the jobs it did not look at
         # (Plan.otherwise), and the pending jobs per reason code after the last pass.
@@ -186,7 +190,8 @@ class SchedulingCore:
     def view(self, now: float) -> ClusterView:
         return ClusterView(now=now, cluster=self.cluster, free=self.free, running=self._running_view,
                            pending=self.pending, perf=self.perf, round_s=self.round_s,
-                           pending_demand=self._demand_view, facts=self.facts, origin_s=self.origin_s)
+                           pending_demand=self._demand_view, facts=self.facts, origin_s=self.origin_s,
+                           profiles=self.profiles)
 
     def schedule(self, now: float) -> list[Action]:
         """Run one policy pass and apply its plan; returns the applied actions.

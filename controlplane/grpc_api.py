@@ -150,6 +150,7 @@ class JobServicer(jgrpc.JobServiceServicer):
     async def SubmitJob(self, request: jpb.SubmitJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
         who = await _call(context, "SubmitJob", lambda: self._checked(request, self.auth.client(context)))
         arrival = self.cp.arrival_time(request.submit_time if request.HasField("submit_time") else None)
+        await self.cp.prepare_profiles(request.spec)  # Crius §5.1/§6.1: its Cells profiled before its first pass
         await self.cp.settle(arrival)
         job = await _call(context, "SubmitJob", lambda: self._submit(request, who, arrival))
         await _durable(context, self.cp)  # answered only once stored: it survives a kill -9 from here on
@@ -169,6 +170,7 @@ class JobServicer(jgrpc.JobServiceServicer):
             try:
                 self._checked(one, who, f"jobs[{i}].")
                 arrival = self.cp.arrival_time(one.submit_time if one.HasField("submit_time") else None)
+                await self.cp.prepare_profiles(one.spec)
                 if self.cp.lockstep:
                     await self.cp.settle(arrival)
                 result.job.CopyFrom(self._submit(one, who, arrival, f"jobs[{i}]."))
