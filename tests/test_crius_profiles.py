@@ -120,3 +120,23 @@ async def test_replay_exchanges_profiles_and_schedules_what_simulate_does(policy
     assert run.core.profiles.exchanged > 0 and not run.core.profiles.errors
     assert [(e.job_id, e.kind, e.detail) for e in run.core.log] == [(e.job_id, e.kind, e.detail) for e in sim.core.log]
     assert all(e.kind is not EventKind.PREEMPTED for e in run.core.log)
+
+
+async def test_the_gpu_backend_says_it_cannot_profile_stages(tmp_path):
+    """§5.1's single-device profiling compiles a Cell's stages as they run distributed (Alpa); the gpu
+    backend runs no such compiler, so it answers every Profile with an error saying so."""
+    import asyncio
+
+    from test_gpu_backend import FakeNvml
+
+    from halyard.agent.gpu import GpuAgent
+    from halyard.v1 import agent_service_pb2 as apb
+    from halyard.wire import spec_to_pb
+
+    agent = GpuAgent("127.0.0.1:1", "gpu-node", work_dir=tmp_path, nvml=FakeNvml())
+    agent._outbox = asyncio.Queue()  # as once connected: what it sends lands here
+    agent.on_profile(apb.Profile(job_id="p", spec=spec_to_pb(SPEC), request_id=7))
+    answer = agent._outbox.get_nowait().profile_result
+    assert answer.request_id == 7 and not answer.stages
+    assert answer.error.startswith("node gpu-node's agent (backend gpu) cannot profile: stage profiling on real "
+                                   "GPUs needs a compiler of distributed-equivalent stages")
