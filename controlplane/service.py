@@ -766,9 +766,9 @@ class ControlPlane:
         §6.1: a new job's Cells are profiled on each GPU type, in parallel), so its first pass -- in
         lockstep the simulator's pass -- finds them answered. A spec the submission will refuse is left
         for it to name what is wrong."""
-        wanted = getattr(self.core.policy, "profile_requests", None)
+        wanted = getattr(self.core.policy, "profile_requests", None)  # optional (policies.stages.Policy)
         if wanted is None:
-            return
+            return  # most policies: no spec parsed a second time on the submission path
         try:
             requests = wanted(spec_from_pb(spec, submit_time=0.0), self.core.facts)
         except (HalyardError, ValueError):

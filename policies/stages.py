@@ -17,18 +17,14 @@ the pass used.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from halyard.datamodel import Allocation, JobSpec
+from halyard.datamodel import Allocation
 from halyard.policies.passstate import PassState
 from halyard.policies.plan import Plan
 from halyard.policies.reasons import Unplaced
 from halyard.policies.resources import FreeResources
 from halyard.policies.view import ClusterView, JobInfo
-
-if TYPE_CHECKING:
-    from halyard.policies.crius_profiles import ProfileRequest
-    from halyard.policies.facts import ClusterFacts
 
 # How many placements a placement offers a scoring stage when it does not say (ours: Cassini asks for
 # its own K, its paper's 10; the other scorers take what the placement offers).
@@ -62,6 +58,10 @@ class Policy(Protocol):
     time-shift stage). ``resource_sensitive``: CPU cores and memory per GPU change
     iteration times, so drivers run the performance model with data stalls on.
     Subclass it (as the tests' scripted policies do) to inherit these defaults.
+
+    Optional, outside the protocol: ``profile_requests(spec, facts)``, the stage profilings a
+    policy will ask of ``view.profiles`` for a job (Crius §5.1); a live control plane fetches them
+    from its agents before the job's first pass (:class:`~halyard.policies.crius.Crius` has it).
     """
 
     name: str
@@ -88,11 +88,6 @@ class Policy(Protocol):
         return [("policy", self.name)]
 
     def schedule(self, view: ClusterView, state: PassState) -> Plan: ...
-
-    def profile_requests(self, spec: JobSpec, facts: ClusterFacts) -> Sequence[ProfileRequest]:
-        """Profilings the policy will ask of ``view.profiles`` for ``spec`` (Crius §5.1): a live control
-        plane fetches them from its agents before the job's first pass. None by default."""
-        return ()
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         return None
