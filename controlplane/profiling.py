@@ -69,6 +69,10 @@ class AgentProfiles:
         raise ProfilesPending(f"{request.spec.model} on {request.allocation.num_gpus} {request.gpu_type} GPU(s), "
                               f"{len(request.allocation.stages)} stage(s)")
 
+    def answered(self, request: ProfileRequest) -> bool:
+        """Whether an agent answered ``request`` (with stages or a refusal)."""
+        return request.key in self._answers
+
     def cached(self, request: ProfileRequest) -> tuple[StageProfile, ...] | None:
         """The answer held for ``request`` (None if none or refused; :attr:`errors` says which)."""
         return self._answers.get(request.key)

@@ -113,6 +113,7 @@ class ControlPlane:
         self.core = SchedulingCore(cluster, policy, perf, round_s=round_s)
         self.profiles = AgentProfiles(self)  # Crius §5.1: stage profilings asked of the agents
         self.core.profiles = self.profiles
+        self._profiled: set[tuple[object, ...]] = set()  # submitted specs whose profilings are all in
         self.pacer = Pacer(self.core, perf)
         self.sessions: dict[str, AgentSession] = {}
         self.drained: set[str] = set()
@@ -769,12 +770,20 @@ class ControlPlane:
         wanted = getattr(self.core.policy, "profile_requests", None)  # optional (policies.stages.Policy)
         if wanted is None:
             return  # most policies: no spec parsed a second time on the submission path
+        # What the profilings depend on, read off the message: a job like one already profiled costs
+        # no parse (in lockstep replay every wall millisecond is many cluster seconds).
+        key = (spec.model, spec.batch_size, spec.num_gpus, spec.min_gpus, spec.max_gpus, spec.gpu_type,
+               spec.parallelism.SerializeToString(deterministic=True) if spec.HasField("parallelism") else b"")
+        if key in self._profiled:
+            return
         try:
             requests = wanted(spec_from_pb(spec, submit_time=0.0), self.core.facts)
         except (HalyardError, ValueError):
             return
         if requests:
             await self.profiles.fetch(requests)
+        if all(self.profiles.answered(r) for r in requests):
+            self._profiled.add(key)
 
     def profiles_answered(self) -> None:
         """Profilings a pass missed are in: run another pass (in lockstep with the last event's instant)."""

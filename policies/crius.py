@@ -190,6 +190,11 @@ def _estimate(view: ClusterView, spec: JobSpec, cell: Cell) -> CellEstimate | No
 def profile_requests(facts: ClusterFacts, spec: JobSpec) -> list[ProfileRequest]:
     """Every profiling the estimation of ``spec``'s Cells asks for (§6.1's Cells, two each, §5.1): what a
     live control plane fetches from its agents before the job's first pass."""
+    key = (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, spec.gpu_range, spec.gpu_type)
+    return facts.memo("crius/profile-requests", key, lambda: _profile_requests(facts, spec))
+
+
+def _profile_requests(facts: ClusterFacts, spec: JobSpec) -> list[ProfileRequest]:
     layers = max(int(facts.memo("crius/layers", spec.model, lambda: facts.perf.layers(spec.model))), 0)
     if layers <= 0:
         return []  # data parallel only: its one Cell is costed by the model (see _estimate)
