@@ -37,6 +37,7 @@ import structlog
 
 from halyard.agent.backoff import Backoff
 from halyard.agent.cluster_copy import ClusterCopy, ClusterMismatch, StaleCluster
+from halyard.agent.profiling import refused
 from halyard.clock import Clock, ClockParams, clock_from_params
 from halyard.datamodel import Cluster, Node, cluster_digest
 from halyard.datamodel.limits import MAX_JOB_ID
@@ -317,8 +318,10 @@ class StreamAgent:
                                               "processes and keeps no job output")), keep=False)
 
     def on_profile(self, profile: apb.Profile) -> None:
-        log.info("profile requests are not supported by this backend", node=self.node_name, backend=self.backend,
-                 job=profile.job_id)
+        """A profiling request (Crius §5.1); a backend that cannot profile says why, so the control
+        plane does not wait for an answer that never comes."""
+        self.send(apb.AgentMessage(profile_result=refused(
+            profile, self.node_name, self.backend, "this backend does not implement profiling")), keep=False)
 
 
 async def _drain(outbox: asyncio.Queue[apb.AgentMessage | None]) -> AsyncIterator[apb.AgentMessage]:

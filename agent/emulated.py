@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 from halyard.agent.base import StreamAgent
 from halyard.agent.cluster_copy import ClusterCopy
+from halyard.agent.profiling import model_for, model_profiling
 from halyard.clock import Clock
 from halyard.datamodel import Allocation, JobSpec, Node
-from halyard.emulator import PerformanceModel, extend_catalog, load_catalog
+from halyard.emulator import PerformanceModel
 from halyard.timeshift import drift_s, grid_at_or_after, paced_iteration_s
 from halyard.tls import ClientTLS
 from halyard.v1 import agent_service_pb2 as apb
@@ -85,12 +86,12 @@ class EmulatedAgent(StreamAgent):
 
     def _on_registered(self, registered: apb.Registered) -> None:
         super()._on_registered(registered)
-        if (registered.data_stalls != self.perf.data_stalls
-                or registered.catalog_toml != self.perf.catalog.profile_text):
-            # Compute what the control plane computes: its model settings win over our default.
-            catalog = (extend_catalog(load_catalog(), registered.catalog_toml, source="<control plane's --catalog>")
-                       if registered.catalog_toml else None)
-            self.perf = PerformanceModel(catalog, data_stalls=registered.data_stalls)
+        self.perf = model_for(registered, self.perf)  # compute what the control plane computes
+
+    def on_profile(self, profile: apb.Profile) -> None:
+        """A stage profiling (Crius §5.1) answered from the model this agent runs its jobs on."""
+        self.send(apb.AgentMessage(profile_result=model_profiling(self.perf, self.cluster, self.node_name,
+                                                                  self.backend, profile)), keep=False)
 
     async def stop_jobs(self) -> None:
         for job in self.jobs.values():

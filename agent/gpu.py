@@ -26,6 +26,7 @@ from types import ModuleType
 import structlog
 
 from halyard.agent.process import Enforcement, ProcessAgent, ProcessJob
+from halyard.agent.profiling import refused
 from halyard.clock import Clock
 from halyard.datamodel import HalyardError, Node
 from halyard.v1 import agent_service_pb2 as apb
@@ -90,6 +91,13 @@ class GpuAgent(ProcessAgent):
         super().__init__(target, node, work_dir=work_dir, shared_clock=shared_clock, hosts=hosts,
                          enforcement=enforcement, **process)
         log.info("gpus discovered", node=self.node_name, gpus=count, type=self.gpu_type, names=sorted(set(names)))
+
+    def on_profile(self, profile: apb.Profile) -> None:
+        """Crius §5.1 profiles a Cell's stages on one real GPU after compiling them as they would run
+        distributed (Alpa); this agent runs no such compiler, so it says it cannot."""
+        self.send(apb.AgentMessage(profile_result=refused(
+            profile, self.node_name, self.backend, "stage profiling on real GPUs needs a compiler of "
+            "distributed-equivalent stages (Crius §5.1 uses Alpa's), which this agent does not run")), keep=False)
 
     def node_spec(self) -> NodeSpec:
         if self.node is not None:

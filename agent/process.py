@@ -61,10 +61,12 @@ import structlog
 
 from halyard.agent.base import StreamAgent
 from halyard.agent.joblogs import DEFAULT_MAX_BYTES, READ_MAX_BYTES, CappedLog, read_log
+from halyard.agent.profiling import model_for, model_profiling, refused
 from halyard.agent.worker import clock_env, time_shift_env
 from halyard.clock import Clock
 from halyard.datamodel import Allocation, JobSpec, Node, NodeAllocation, ValidationError
 from halyard.datamodel.limits import MAX_JOB_ID, check_name
+from halyard.emulator import PerformanceModel
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.wire import allocation_from_pb, spec_from_pb
 
@@ -185,9 +187,29 @@ class ProcessAgent(StreamAgent):
         self._socket_dir: str | None = None
         self.socket_path: str | None = None
         self._server: asyncio.AbstractServer | None = None
+        self._registered: apb.Registered | None = None  # the control plane's model settings (profilings)
+        self._perf: PerformanceModel | None = None
         if not self.enforcement.memory_enforced:
             log.warning("memory limits are not enforced on this machine", node=self.node_name,
                         reason=self.enforcement.memory_reason)
+
+    # --- profiling (Crius §5.1) -------------------------------------------------------
+
+    def _on_registered(self, registered: apb.Registered) -> None:
+        super()._on_registered(registered)
+        self._registered = registered  # the control plane's model settings, for profilings
+
+    def on_profile(self, profile: apb.Profile) -> None:
+        """A stage profiling answered from the performance model: this backend runs real processes on
+        no GPU, so the GPU types its node declares are the model's (the gpu backend refuses instead)."""
+        registered = self._registered
+        if registered is None:
+            self.send(apb.AgentMessage(profile_result=refused(profile, self.node_name, self.backend,
+                                                              "it is not registered yet")), keep=False)
+            return
+        self._perf = model_for(registered, self._perf)
+        self.send(apb.AgentMessage(profile_result=model_profiling(self._perf, self.cluster, self.node_name,
+                                                                  self.backend, profile)), keep=False)
 
     # --- lifecycle ----------------------------------------------------------------
 

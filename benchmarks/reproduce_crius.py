@@ -108,7 +108,8 @@ def run(name: str, policy: object, jobs: list[JobSpec], cluster_name: str = "cri
             "avg_jct_h": s["avg_jct_s"] / 3600, "avg_queue_h": s["avg_queue_s"] / 3600,
             "makespan_h": s["makespan_s"] / 3600, "jobs_per_h": len(jobs) / (s["makespan_s"] / 3600),
             "gpu_utilization": s["gpu_utilization"], "avg_pass_ms": s["avg_pass_ms"],
-            "preemptions": s["preemptions"], "resizes": kinds.count("RESIZED"), "migrations": kinds.count("MIGRATED"),
+            "preemptions": s["preemptions"], "suspensions": s["suspensions"],
+            "resizes": kinds.count("RESIZED"), "migrations": kinds.count("MIGRATED"),
             "wall_s": wall, "deadline_met_ratio": s.get("deadline_met_ratio"), "dropped": s.get("dropped"),
             "starts": len(starts), "starts_below_n_g": shrunk, "run_over_trace": stretch}
 
@@ -125,13 +126,14 @@ def _vs(value: float, base: float) -> str:
 def table(rows: list[dict]) -> str:
     base = next(r for r in rows if r["policy"] == "fcfs")
     lines = ["| policy | avg JCT (h) | vs FCFS | avg queueing (h) | vs FCFS | makespan (h) | jobs/h | vs FCFS | "
-             "GPU util. | preempt. | resizes | migrations | starts < N_G | run / trace run | ms/pass |",
-             "| --- |" + " ---: |" * 14]
+             "GPU util. | preempt. | suspend. | resizes | migrations | starts < N_G | run / trace run | ms/pass |",
+             "| --- |" + " ---: |" * 15]
     for r in rows:
         lines.append(f"| {r['policy']} | {r['avg_jct_h']:.2f} | {_vs(r['avg_jct_h'], base['avg_jct_h'])} | "
                      f"{r['avg_queue_h']:.2f} | {_vs(r['avg_queue_h'], base['avg_queue_h'])} | "
                      f"{r['makespan_h']:.1f} | {r['jobs_per_h']:.2f} | {r['jobs_per_h'] / base['jobs_per_h']:.2f}x | "
-                     f"{r['gpu_utilization']:.3f} | {r['preemptions']} | {r['resizes']} | {r['migrations']} | "
+                     f"{r['gpu_utilization']:.3f} | {r['preemptions']} | {r['suspensions']} | {r['resizes']} | "
+                     f"{r['migrations']} | "
                      f"{r['starts_below_n_g']}/{r['starts']} | {r['run_over_trace']:.2f} | {r['avg_pass_ms']:.2f} |")
     return "\n".join(lines) + "\n"
 

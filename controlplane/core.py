@@ -63,6 +63,7 @@ from halyard.policies import (
     Unplaced,
     WaitCode,
 )
+from halyard.policies.crius_profiles import ProfileSource
 
 
 class PlanError(HalyardError):
@@ -96,6 +97,9 @@ class SchedulingCore:
         self._gpus_by_type = {t: sum(n.gpus for n in cluster.nodes if n.gpu_type == t)
                               for t in cluster.gpu_types}
         self.facts = ClusterFacts(cluster, perf)  # what policies derive from the cluster alone, kept over passes
+        # Where stage profilings come from (Crius §5.1): None, the performance model; the gRPC control
+        # plane sets its agents' (controlplane.profiling.AgentProfiles).
+        self.profiles: ProfileSource | None = None
         self.passes = 0
         # Why jobs wait: the reason of the last pass for the jobs it did not look at
         # (Plan.otherwise), and the pending jobs per reason code after the last pass.
@@ -189,7 +193,8 @@ class SchedulingCore:
     def view(self, now: float) -> ClusterView:
         return ClusterView(now=now, cluster=self.cluster, free=self.free, running=self._running_view,
                            pending=self.pending, perf=self.perf, round_s=self.round_s,
-                           pending_demand=self._demand_view, facts=self.facts, origin_s=self.origin_s)
+                           pending_demand=self._demand_view, facts=self.facts, origin_s=self.origin_s,
+                           profiles=self.profiles)
 
     def schedule(self, now: float) -> list[Action]:
         """Run one policy pass and apply its plan; returns the applied actions.
@@ -314,6 +319,8 @@ class SchedulingCore:
             last_state[event.job_id] = event.state
             if event.kind is EventKind.STARTED:
                 last_start[event.job_id] = event.seq
+            elif event.kind is EventKind.SUSPENDED:  # not a stored column: recounted from the log
+                records[event.job_id].suspensions += 1
         free = self.free.copy()
         holders: dict[tuple[str, int], str] = {}
         for record in records.values():
@@ -395,15 +402,20 @@ class SchedulingCore:
         if not self._demand[gpus]:
             del self._demand[gpus]
 
-    def _stop(self, record: JobRecord, now: float, reason: str) -> None:
-        """RUNNING -> PREEMPTED -> PENDING, keeping the last checkpointed iteration."""
+    def _stop(self, record: JobRecord, now: float, reason: str, *, suspend: bool = False) -> None:
+        """RUNNING -> PREEMPTED -> PENDING, keeping the last checkpointed iteration; logged and
+        counted as a suspension instead of a preemption with ``suspend`` (Crius §6.1)."""
         record.end_run(now, checkpoint=True)
         self.free.give(record.release())
         del self.running[record.job_id]
-        record.preemptions += 1
+        if suspend:
+            record.suspensions += 1
+        else:
+            record.preemptions += 1
         self._changed.add(record.job_id)
         record.state = JobState.PREEMPTED
-        self.log.append(now, record.job_id, EventKind.PREEMPTED, JobState.PREEMPTED, reason)
+        self.log.append(now, record.job_id, EventKind.SUSPENDED if suspend else EventKind.PREEMPTED,
+                        JobState.PREEMPTED, reason)
         record.state = JobState.PENDING
         record.pending_since = now
         self._enqueue(record)
@@ -522,7 +534,10 @@ class SchedulingCore:
             self.log.append(now, record.job_id, EventKind.STARTED, JobState.RUNNING, describe(action.allocation))
         elif isinstance(action, Preempt):
             check_transition(record.job_id, record.state, JobState.PREEMPTED)
-            self._stop(record, now, "preempted by policy")
+            if action.suspend:
+                self._stop(record, now, "suspended by policy", suspend=True)
+            else:
+                self._stop(record, now, "preempted by policy")
         elif isinstance(action, Migrate | Resize):
             self.free.give(record.allocation)
             self.free.take(action.allocation)

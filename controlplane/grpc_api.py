@@ -97,7 +97,8 @@ def job_to_pb(record: JobRecord, now: float, wait: Unplaced | None = None, ignor
     ``ignored`` what of its spec the policy does not act on (SchedulingCore.ignored_fields)."""
     job = jpb.Job(spec=spec_to_pb(record.spec), state=state_to_pb(record.state),
                   iterations_done=record.iterations_done(now), iterations_total=record.iterations_total,
-                  submit_time=record.spec.submit_time, preemptions=record.preemptions, queued_s=record.queued_s)
+                  submit_time=record.spec.submit_time, preemptions=record.preemptions, suspensions=record.suspensions,
+                  queued_s=record.queued_s)
     if record.allocation is not None and not record.state.terminal:
         job.allocation.CopyFrom(allocation_to_pb(record.allocation))
     if record.first_start is not None:
@@ -152,9 +153,11 @@ class JobServicer(jgrpc.JobServiceServicer):
         if cp.lockstep:  # replay: the arrival waits for earlier completions between the check and the submit
             who = await _call(context, "SubmitJob", lambda: self._checked(request, self.auth.client(context)))
             arrival = cp.arrival_time(request.submit_time if request.HasField("submit_time") else None)
+            await cp.prepare_profiles(request.spec)  # Crius §5.1/§6.1: its Cells profiled before its first pass
             await cp.settle(arrival)
             job = await _call(context, "SubmitJob", lambda: self._submit(request, who, arrival))
         else:  # one checked call: the unary path is the one a client's loop of submissions pays per job
+            await cp.prepare_profiles(request.spec)  # Crius §5.1/§6.1: its Cells profiled before its first pass
             job = await _call(context, "SubmitJob", lambda: self._submit(
                 request, self._checked(request, self.auth.client(context)), cp.arrival_time(None)))
         await _durable(context, cp)  # answered only once stored: it survives a kill -9 from here on
@@ -174,6 +177,7 @@ class JobServicer(jgrpc.JobServiceServicer):
             try:
                 self._checked(one, who, f"jobs[{i}].")
                 arrival = self.cp.arrival_time(one.submit_time if one.HasField("submit_time") else None)
+                await self.cp.prepare_profiles(one.spec)
                 if self.cp.lockstep:
                     await self.cp.settle(arrival)
                 result.job.CopyFrom(self._submit(one, who, arrival, f"jobs[{i}]."))

@@ -67,6 +67,7 @@ def summarize(core: SchedulingCore, *, policy: str, trace_jobs: int, rejected: i
         "avg_comm_share": float(share.mean()) if share.size else 0.0,
         "gpu_utilization": gpu_s / capacity if capacity > 0 else 0.0,
         "preemptions": sum(r.preemptions for r in records),
+        "suspensions": sum(r.suspensions for r in records),  # Crius §6.1, not counted as preemptions
         "passes": core.passes,
         "avg_pass_ms": 1e3 * core.pass_seconds.total / core.passes if core.passes else 0.0,
         **core.pass_seconds.latency_ms(),
@@ -119,6 +120,7 @@ def job_metrics(core: SchedulingCore, now: float = 0.0) -> list[dict[str, float 
             "exposed_comm_s": exposed,
             "comm_share": exposed / run if run > 0 else 0.0,
             "preemptions": r.preemptions,
+            "suspensions": r.suspensions,
             "restarts": r.restarts,
         })
     return out

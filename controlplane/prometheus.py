@@ -104,6 +104,8 @@ class Metrics:
         self.submitted = Counter("halyard_jobs_submitted", "Jobs accepted", ["tenant"], registry=r)
         self.preemptions = Counter("halyard_preemptions", "Jobs preempted (by the policy or a lost agent)",
                                    ["tenant"], registry=r)
+        self.suspensions = Counter("halyard_suspensions", "Opportunistic jobs suspended by the policy "
+                                   "(Crius §6.1; not counted as preemptions)", ["tenant"], registry=r)
         self.jct = Histogram("halyard_job_completion_seconds", "JCT of completed jobs: completion - submit, "
                              "cluster seconds", buckets=JCT_BUCKETS, registry=r)
         self.queueing = Histogram("halyard_job_queueing_seconds", "Time completed jobs spent pending "
@@ -130,6 +132,8 @@ class Metrics:
                 self.submitted.labels(tenant).inc()
             elif event.kind is EventKind.PREEMPTED:
                 self.preemptions.labels(tenant).inc()
+            elif event.kind is EventKind.SUSPENDED:
+                self.suspensions.labels(tenant).inc()
             elif event.kind in FINAL_KINDS:
                 self.finished.labels(event.state.value, tenant).inc()
                 if event.kind is EventKind.COMPLETED and record is not None:

@@ -25,7 +25,8 @@ class JobRecord:
         "allocation", "arrival_seq", "attempt", "end_time", "epoch", "exposed_iteration_s", "first_start",
         "ideal_iteration_s",
         "iteration_s", "iterations_total", "job_id", "last_assignment_time", "num_gpus", "pending_since",
-        "preemptions", "queued_s", "restarts", "spec", "state", "time_shift_drift_s", "wait", "wait_pass",
+        "preemptions", "queued_s", "restarts", "spec", "state", "suspensions", "time_shift_drift_s", "wait",
+        "wait_pass",
     )
 
     def __init__(self, spec: JobSpec, arrival_seq: int, iterations_total: int,
@@ -45,6 +46,9 @@ class JobRecord:
         self.last_assignment_time: float | None = None
         self.end_time: float | None = None
         self.preemptions = 0
+        # Opportunistic suspensions (Crius §6.1), apart from preemptions. Not a stored column: the
+        # core recounts them from the SUSPENDED events when it restores.
+        self.suspensions = 0
         self.restarts = 0
         self.epoch = 0  # bumped whenever a scheduled completion becomes stale
         self.attempt = 0  # numbers each launch on agents; older attempts' messages are stale
@@ -102,7 +106,7 @@ class JobRecord:
     @property
     def has_checkpoint(self) -> bool:
         """Whether a start resumes earlier work (and so pays a restart cost)."""
-        return self._done > 0.0 or self.preemptions > 0
+        return self._done > 0.0 or self.preemptions > 0 or self.suspensions > 0
 
     def finish_time(self) -> float:
         """When a running job completes at its current rate (inf if not progressing)."""
@@ -226,6 +230,7 @@ class JobRecord:
         for name in PERSISTED:
             setattr(record, name, data[name])
         record.wait, record.wait_pass, record.time_shift_drift_s = None, -1, None  # NOT_PERSISTED
+        record.suspensions = 0  # NOT_PERSISTED: SchedulingCore.restore recounts the SUSPENDED events
         record.spec = spec_from_dict(data["spec"])
         record.state = JobState(data["state"])
         record.allocation = None if data["allocation"] is None else allocation_from_dict(data["allocation"])
@@ -236,7 +241,7 @@ class JobRecord:
 
 # Every slot but the waiting reason and the measured drift, which the first pass and the first
 # progress report after a restart give again.
-NOT_PERSISTED = ("time_shift_drift_s", "wait", "wait_pass")
+NOT_PERSISTED = ("suspensions", "time_shift_drift_s", "wait", "wait_pass")
 PERSISTED = tuple(name for name in JobRecord.__slots__ if name not in NOT_PERSISTED)
 
 

@@ -80,6 +80,7 @@ async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *
         run = _Running(clock, cluster, cluster_toml, policy, contention, catalog, db, round_s)
         try:
             await run.start(processes)
+            await run.profile(jobs)
             offset = 0.0
             if clock.now() + START_MARGIN_WALL_S * speedup > first_submit:
                 if lead_s < AGENT_WAIT_S:
@@ -140,6 +141,25 @@ class _Running:
                                   f"within {AGENT_WAIT_S:g} s")
             await asyncio.sleep(POLL_S)
         self.registered_s = time.perf_counter() - began
+
+    async def profile(self, jobs: Sequence[JobSpec]) -> None:
+        """Take the trace's stage profilings (Crius §5.1) through the agents before its first arrival.
+
+        The simulator profiles in no time (the paper's profiling time is not modelled); here each
+        submission would otherwise spend wall time on its exchange, which the accelerated clock turns
+        into up to thousands of cluster seconds and lockstep then has to catch up on. The exchange is
+        the real one (Profile / ProfileResult over the agents' streams); SubmitJob's own then finds the
+        answers cached. A policy without ``profile_requests`` profiles nothing."""
+        if getattr(self.cp.core.policy, "profile_requests", None) is None:
+            return
+        seen: set[tuple[object, ...]] = set()
+        specs = []
+        for spec in jobs:
+            key = (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, spec.gpu_range, spec.gpu_type)
+            if key not in seen:
+                seen.add(key)
+                specs.append(spec_to_pb(spec))
+        await asyncio.gather(*(self.cp.prepare_profiles(spec) for spec in specs))
 
     async def play(self, jobs: Sequence[JobSpec], offset: float,
                    on_progress: Callable[[int, int, float], None] | None) -> ReplayRun:

@@ -48,6 +48,7 @@ JOB_SCHEMA = pa.schema([
     ("run_s", pa.float64()),
     ("gpu_s", pa.float64()),          # GPU-seconds held
     ("preemptions", pa.int64()),
+    ("suspensions", pa.int64()),      # opportunistic suspensions (Crius §6.1), not in preemptions
     ("restarts", pa.int64()),         # resumes from a checkpoint, migrations and resizes
     ("placements", pa.int64()),       # starts, migrations and resizes
     ("exposed_comm_s", pa.float64()),
@@ -152,7 +153,8 @@ def job_table(core: SchedulingCore, *, origin: float = 0.0, now: float | None = 
             "queue_s": r.queued_s + (at - r.pending_since if r.state is JobState.PENDING else 0.0),
             "jct_s": r.end_time - spec.submit_time if r.state is JobState.COMPLETED else None,
             "run_s": run, "gpu_s": r.attained_gpu_s(at),
-            "preemptions": r.preemptions, "restarts": r.restarts, "placements": placements.get(r.job_id, 0),
+            "preemptions": r.preemptions, "suspensions": r.suspensions, "restarts": r.restarts,
+            "placements": placements.get(r.job_id, 0),
             "exposed_comm_s": exposed, "comm_share": exposed / run if run > 0 else 0.0,
             "nodes": len(nodes), "racks": len({cluster.node(n).rack for n in nodes}), "placement": text,
         }

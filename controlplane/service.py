@@ -40,17 +40,19 @@ from halyard.clock import Clock
 from halyard.controlplane.core import SchedulingCore
 from halyard.controlplane.disruption import DisruptionSettings, LostAgentGuard
 from halyard.controlplane.errors import AlreadyExists, FailedPrecondition, NotFound, PermissionDenied, Unavailable
+from halyard.controlplane.profiling import AgentProfiles
 from halyard.controlplane.records import JobRecord
 from halyard.controlplane.store import Store, StoreError
 from halyard.controlplane.timing import Pacer
-from halyard.datamodel import Cluster, JobSpec, JobState, ValidationError, cluster_digest
+from halyard.datamodel import Cluster, HalyardError, JobSpec, JobState, ValidationError, cluster_digest
 from halyard.datamodel import limits as lim
 from halyard.datamodel.limits import MAX_REQUEST_ID
 from halyard.emulator import PerformanceModel
 from halyard.policies import Action, Migrate, Policy, Preempt, Resize, SetResources, SetTimeShift, Start
 from halyard.tls import Principal
 from halyard.v1 import agent_service_pb2 as apb
-from halyard.wire import allocation_to_pb, node_to_pb, spec_to_pb
+from halyard.v1 import types_pb2 as tpb
+from halyard.wire import allocation_to_pb, node_to_pb, spec_from_pb, spec_to_pb
 
 log = structlog.get_logger("halyard.controlplane")
 
@@ -123,6 +125,9 @@ class ControlPlane:
         self.heartbeat_s = heartbeat_s
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.core = SchedulingCore(cluster, policy, perf, round_s=round_s)
+        self.profiles = AgentProfiles(self)  # Crius §5.1: stage profilings asked of the agents
+        self.core.profiles = self.profiles
+        self._profiled: set[tuple[object, ...]] = set()  # submitted specs whose profilings are all in
         self.pacer = Pacer(self.core, perf)
         self.sessions: dict[str, AgentSession] = {}
         self.drained: set[str] = set()
@@ -510,6 +515,8 @@ class ControlPlane:
                 recent = [s for s in msg.progress.recent_iteration_s if s > 0]
                 record.report_progress(self.now(), msg.progress.iterations_done,
                                        sum(recent) / len(recent) if recent else None)
+        elif kind == "profile_result":
+            self.profiles.deliver(session.node, msg.profile_result)
         elif kind == "register":
             raise ValidationError("register is only allowed as the first message", field="register")
 
@@ -791,6 +798,8 @@ class ControlPlane:
         for action in actions:
             self._dispatch(action, now)
         self._persist()
+        if runs:
+            self.profiles.ask_missed()  # profilings the pass waited for: asked now, answered -> next pass
         if runs and self.on_pass is not None:
             self.on_pass(seconds)
         return seconds
@@ -813,6 +822,36 @@ class ControlPlane:
                     period_s=action.period_s, epoch_s=record.allocation.time_shift_epoch_s))
         elif isinstance(action, SetResources):
             self._reconfigure(record, now)
+
+    async def prepare_profiles(self, spec: tpb.JobSpec) -> None:
+        """Before a submission: fetch the stage profilings the policy will estimate the job with (Crius
+        §6.1: a new job's Cells are profiled on each GPU type, in parallel), so its first pass -- in
+        lockstep the simulator's pass -- finds them answered. A spec the submission will refuse is left
+        for it to name what is wrong."""
+        wanted = getattr(self.core.policy, "profile_requests", None)  # optional (policies.stages.Policy)
+        if wanted is None:
+            return  # most policies: no spec parsed a second time on the submission path
+        # What the profilings depend on, read off the message: a job like one already profiled costs
+        # no parse (in lockstep replay every wall millisecond is many cluster seconds).
+        key = (spec.model, spec.batch_size, spec.num_gpus, spec.min_gpus, spec.max_gpus, spec.gpu_type,
+               spec.parallelism.SerializeToString(deterministic=True) if spec.HasField("parallelism") else b"")
+        if key in self._profiled:
+            return
+        try:
+            requests = wanted(spec_from_pb(spec, submit_time=0.0), self.core.facts)
+        except (HalyardError, ValueError):
+            return
+        if requests:
+            await self.profiles.fetch(requests)
+        if all(self.profiles.answered(r) for r in requests):
+            self._profiled.add(key)
+
+    def profiles_answered(self) -> None:
+        """Profilings a pass missed are in: run another pass (in lockstep with the last event's instant)."""
+        if self.lockstep:
+            self._changed()
+        else:
+            self._wake.set()
 
     def _reconfigure(self, record: JobRecord, now: float, *, emulated_only: bool = False) -> None:
         """Tell the job's agents its allocation and link slowdown as of now (real agents

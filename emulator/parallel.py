@@ -61,9 +61,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from halyard.datamodel import Allocation, Cluster, JobSpec, LinkKey, StagePlan, Tier
+from halyard.datamodel import Allocation, Cluster, JobSpec, LinkKey, StagePlan, StageProfile, Tier
 from halyard.emulator.collectives import GBYTE, buckets_for, exposed_s
 from halyard.emulator.contention import DemandProfile, Phase, profile_from_iteration
 from halyard.emulator.elastic import pipeline_latency_s, stage_latency_s
@@ -112,6 +112,7 @@ class StageTiming:
     tensor_comm_s: float
     recv_s: float
     allreduce_s: float
+    optimizer_s: float = 0.0  # the optimizer step of one GPU's shard, after the all-reduce
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,21 +382,15 @@ def plan_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, clu
         ar_s, dp_tier, dp_link = _ring_groups(pm, dp_groups, 2.0 * (d - 1) / d * grads, 2 * (d - 1) * buckets,
                                               links)
         tier = max(tier, tp_tier, dp_tier)
-        timings.append(StageTiming(gpu_type, d, t, compute, tp_s, recv_s, ar_s))
+        opt_s.append(fixed * share / t)
+        timings.append(StageTiming(gpu_type, d, t, compute, tp_s, recv_s, ar_s, opt_s[-1]))
         fwd_loads.append({k: gb * collectives / 2.0 for k, gb in tp_links.items()})
         for k, gb in fwd_link.items():
             fwd_loads[-1][k] = fwd_loads[-1].get(k, 0.0) + gb
         dp_loads.append(dp_link)
-        opt_s.append(fixed * share / t)
 
-    latency = pipeline_latency_s([s.compute_s + s.tensor_comm_s for s in timings], [s.recv_s for s in timings],
-                                 micro)
+    latency, tail = _latency_and_tail(pm, spec, timings, micro)
     compute_only = pipeline_latency_s([s.compute_s for s in timings], [0.0] * n_stages, micro)
-    tail = 0.0
-    for s, opt in zip(timings, opt_s, strict=True):
-        window = s.compute_s if pm.overlap == "layerwise" else bwd * s.compute_s
-        buckets = buckets_for(profile.gradient_bytes * share / s.tensor, constants.ddp_bucket_bytes)
-        tail = max(tail, (exposed_s(s.allreduce_s, window, buckets) if s.allreduce_s > 0 else 0.0) + opt)
     total = latency + tail
     compute_total = compute_only + max(opt_s)
     communication = max(micro * (s.tensor_comm_s + s.recv_s) + s.allreduce_s for s in timings)
@@ -413,6 +408,65 @@ def plan_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, clu
     loads = tuple(LinkLoad(kind, name, _profile(links.load[(kind, name)], total))
                   for kind, name in sorted(links.load))
     return JobTiming(iteration, loads, micro, tuple(timings))
+
+
+class _Stage(Protocol):
+    """What the assembly reads of a stage: :class:`StageTiming` or a profiled ``StageProfile``."""
+
+    @property
+    def tensor(self) -> int: ...
+    @property
+    def compute_s(self) -> float: ...
+    @property
+    def tensor_comm_s(self) -> float: ...
+    @property
+    def recv_s(self) -> float: ...
+    @property
+    def allreduce_s(self) -> float: ...
+    @property
+    def optimizer_s(self) -> float: ...
+
+
+def _latency_and_tail(pm: PerformanceModel, spec: JobSpec, stages: Sequence[_Stage], micro: int) -> tuple[float, float]:
+    """The pipeline (Crius §5.1: ``sum_i T_i + (B - 1) x (T_s - T_comm,s)``) and what follows the last
+    micro-batch: the slowest stage's exposed all-reduce plus its optimizer step. :func:`plan_timing` and
+    the assembly of profiled stages (:func:`assembled_iteration_s`) both end here, so an assembled plan
+    costs exactly what running it costs."""
+    profile = pm.profile(spec.model)
+    share = 1.0 / len(stages)
+    bwd = profile.backward_fraction
+    latency = pipeline_latency_s([s.compute_s + s.tensor_comm_s for s in stages], [s.recv_s for s in stages],
+                                 micro)
+    tail = 0.0
+    for s in stages:
+        window = s.compute_s if pm.overlap == "layerwise" else bwd * s.compute_s
+        buckets = buckets_for(profile.gradient_bytes * share / s.tensor, pm.catalog.constants.ddp_bucket_bytes)
+        tail = max(tail, (exposed_s(s.allreduce_s, window, buckets) if s.allreduce_s > 0 else 0.0) + s.optimizer_s)
+    return latency, tail
+
+
+def profile_plan(pm: PerformanceModel, spec: JobSpec, allocation: Allocation,
+                 cluster: Cluster) -> tuple[StageProfile, ...]:
+    """One profiling of ``allocation.stages`` (Crius §5.1, Fig. 9: each Cell is profiled with every
+    stage data-parallel-only and with every stage tensor-parallel-only): per stage its micro-batch
+    compute, communication, optimizer step and memory per GPU, as :func:`plan_timing` and
+    :func:`plan_memory` cost them. A stage's figures depend on its own split and GPUs only, so the
+    stages of the two profilings assemble into any of the ``2^S`` plans."""
+    timing = pm.job_timing(spec, allocation, cluster)
+    memory = plan_memory(pm, spec, allocation, cluster)
+    return tuple(StageProfile(s.data, s.tensor, s.compute_s, s.tensor_comm_s, s.recv_s, s.allreduce_s,
+                              s.optimizer_s, m.total_bytes, m.capacity_bytes)
+                 for s, m in zip(timing.stages, memory, strict=True))
+
+
+def assembled_iteration_s(pm: PerformanceModel, spec: JobSpec, stages: Sequence[StageProfile]) -> float:
+    """Iteration time of the plan whose stages are ``stages`` (each from a profiling of the same Cell):
+    the pipeline of ``B = 4 x stages`` micro-batches and its tail, as :func:`plan_timing` adds them."""
+    if not stages:
+        raise UnsupportedParallelismError("an assembled plan needs at least one stage")
+    n = len(stages)
+    latency, tail = _latency_and_tail(pm, spec, stages, MICRO_BATCHES_PER_STAGE * n if n > 1 else 1)
+    return latency + tail
 
 
 def _profile(segments: dict[str, list[float]], total_s: float) -> DemandProfile:

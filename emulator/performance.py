@@ -27,7 +27,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from halyard.datamodel import Allocation, Cluster, HalyardError, JobSpec, NodeAllocation, StagePlan, Tier
+from halyard.datamodel import Allocation, Cluster, HalyardError, JobSpec, NodeAllocation, StagePlan, StageProfile, Tier
 from halyard.emulator.catalog import Catalog, GpuSpec, ModelProfile, load_catalog
 from halyard.emulator.collectives import (
     ALGORITHMS,
@@ -42,11 +42,13 @@ from halyard.emulator.elastic import determinism_factor, est_step_s
 from halyard.emulator.parallel import (
     JobTiming,
     accumulation_steps,
+    assembled_iteration_s,
     data_parallel_timing,
     fitting_cell_plan,
     is_data_parallel,
     plan_memory,
     plan_timing,
+    profile_plan,
 )
 
 OVERLAP_MODES = ("ddp", "layerwise")
@@ -400,6 +402,16 @@ class PerformanceModel:
         Crius §8.1 runs every job with Alpa's adaptive parallelism, baselines included, so a model
         that does not fit one GPU is admissible wherever some plan fits (Fig. 3: OOM plans are not)."""
         return self.fits_memory(spec, gpu_type) or self.fitting_plan(spec, gpu_type, gpus) is not None
+
+    def profile_stages(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> tuple[StageProfile, ...]:
+        """One profiling of the plan ``allocation.stages`` (Crius §5.1, Fig. 9), per stage: what an
+        agent's ``ProfileResult`` carries (:func:`~halyard.emulator.parallel.profile_plan`)."""
+        return profile_plan(self, spec, allocation, cluster)
+
+    def assembled_iteration_s(self, spec: JobSpec, stages: Sequence[StageProfile]) -> float:
+        """Iteration time of the plan assembled from profiled ``stages`` (Crius §5.1's assembly; equal
+        to :meth:`job_timing` of that plan on the profiled GPUs)."""
+        return assembled_iteration_s(self, spec, stages)
 
     def fits_plan(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> bool:
         """Whether every GPU of ``allocation`` holds its stage's share of the job (:meth:`plan_memory`)."""

@@ -19,7 +19,7 @@
   jobs up into idle GPUs (at most ``search_depth`` operations). FinalizeAlloc (lines 8 and 13)
   turns the virtual state into one plan: Resize / Migrate / Start with each Cell's stage plan.
 * **Opportunistic execution** (§6.1): a job that finds no feasible choice blocks; jobs started
-  after it while it waits are opportunistic and are suspended (preempted) as soon as its
+  after it while it waits are opportunistic and are suspended (SUSPENDED events) as soon as its
   minimum requirement can be met on one GPU type with them gone.
 
 Why Crius is its own :class:`~halyard.policies.stages.Policy` and not a
@@ -44,6 +44,8 @@ from sortedcontainers import SortedKeyList, SortedList
 from halyard.datamodel import Allocation, JobSpec, NodeAllocation, StagePlan
 from halyard.emulator.parallel import pipeline_depths, stage_splits
 from halyard.policies.adaptive import fastest_fitting
+from halyard.policies.crius_profiles import ProfileRequest, ProfilesPending, best_assembled, profilings
+from halyard.policies.facts import ClusterFacts
 from halyard.policies.moves import emit_in_order
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, choose_nodes, usable_gpus
@@ -184,8 +186,35 @@ def _estimate(view: ClusterView, spec: JobSpec, cell: Cell) -> CellEstimate | No
     split = determine_stages([1.0] * layers, [1.0] * (layers - 1), cell.gpus, cell.stages)
     if split is None:
         return None
-    best = fastest_fitting(view, spec, base, assembled_plans([g for _, _, g in split]))
-    return None if best is None else CellEstimate(cell, *best)
+    stage_gpus = [g for _, _, g in split]
+    # Two profilings (DP-only, TP-only) from the view's profile source, assembled (crius_profiles).
+    found = best_assembled(view, spec, cell.gpu_type, base, stage_gpus, assembled_plans(stage_gpus))
+    return None if found is None else CellEstimate(cell, found[0], found[1])
+
+
+def profile_requests(facts: ClusterFacts, spec: JobSpec) -> list[ProfileRequest]:
+    """Every profiling the estimation of ``spec``'s Cells asks for (§6.1's Cells, two each, §5.1): what a
+    live control plane fetches from its agents before the job's first pass."""
+    key = (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, spec.gpu_range, spec.gpu_type)
+    return facts.memo("crius/profile-requests", key, lambda: _profile_requests(facts, spec))
+
+
+def _profile_requests(facts: ClusterFacts, spec: JobSpec) -> list[ProfileRequest]:
+    layers = max(int(facts.memo("crius/layers", spec.model, lambda: facts.perf.layers(spec.model))), 0)
+    if layers <= 0:
+        return []  # data parallel only: its one Cell is costed by the model (see _estimate)
+    out: dict[tuple[object, ...], ProfileRequest] = {}
+    for gpu_type in facts.cluster.gpu_types:
+        if spec.gpu_type is not None and gpu_type != spec.gpu_type:
+            continue
+        for gpus in gpu_choices(spec):
+            base = cell_allocation(facts, gpu_type, gpus)  # type: ignore[arg-type]
+            for s in stage_choices(spec.num_gpus, layers):
+                split = determine_stages([1.0] * layers, [1.0] * (layers - 1), gpus, s) if gpus % s == 0 else None
+                if base is not None and split is not None:
+                    for request in profilings(spec, gpu_type, base, [g for _, _, g in split]):
+                        out.setdefault(request.key, request)
+    return list(out.values())
 
 
 def tuned_cell(view: ClusterView, spec: JobSpec, cell: Cell, *, limit: int = 4096) -> CellEstimate | None:
@@ -333,7 +362,23 @@ class Crius(Policy):
     def honours(self) -> frozenset[str]:
         return frozenset({"deadline"}) if self.deadlines else frozenset()
 
+    def profile_requests(self, spec: JobSpec, facts: ClusterFacts) -> list[ProfileRequest]:
+        """The profilings estimating ``spec``'s Cells takes (§5.1): a live control plane asks its agents
+        for them before the job's first pass (:func:`profile_requests`)."""
+        return profile_requests(facts, spec)
+
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
+        """Algorithm 1; while a Cell's profiling is awaited from an agent (a live control plane only),
+        the pass changes nothing and says so for every pending job (the answer runs the next pass)."""
+        try:
+            return self._schedule(view, state)
+        except ProfilesPending as exc:
+            plan = Plan()
+            for job in view.pending:
+                plan.wait(job.job_id, cannot_fit(self.name, "waiting for Cell profiles from the agents ({})", exc))
+            return plan
+
+    def _schedule(self, view: ClusterView, state: PassState) -> Plan:
         plan = Plan()
         v = self._virtual(view)
         blocked: str | None = None
@@ -600,7 +645,7 @@ class Crius(Policy):
         left out (those jobs keep their Cells, the jobs that needed their GPUs wait)."""
         free = view.free.copy()
         for job_id in v.suspended:
-            plan.preempt(job_id)
+            plan.suspend(job_id)  # §6.1: suspended, not preempted (its own event kind and count)
             free.give(view.running[job_id].allocation)  # type: ignore[arg-type]
         order = free.copy()  # the core's view as the actions are applied
         moved = [vj for vj in v.jobs.values() if vj.running and vj.key != vj.original]

@@ -21,7 +21,12 @@ class Start:
 
 @dataclass(frozen=True, slots=True)
 class Preempt:
+    """Stop a running job (it checkpoints and goes back to the queue). ``suspend``: a suspension,
+    not a preemption -- an opportunistic job stopped for the job it ran beside (Crius §6.1);
+    the core logs it as SUSPENDED and counts it apart, the transition is the same."""
+
     job_id: str
+    suspend: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +99,10 @@ class Plan:
 
     def preempt(self, job_id: str) -> None:
         self.actions.append(Preempt(job_id))
+
+    def suspend(self, job_id: str) -> None:
+        """Stop an opportunistic job for the job it ran beside (:class:`Preempt` with ``suspend``)."""
+        self.actions.append(Preempt(job_id, suspend=True))
 
     def migrate(self, job_id: str, allocation: Allocation) -> None:
         self.actions.append(Migrate(job_id, allocation))

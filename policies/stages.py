@@ -58,6 +58,10 @@ class Policy(Protocol):
     time-shift stage). ``resource_sensitive``: CPU cores and memory per GPU change
     iteration times, so drivers run the performance model with data stalls on.
     Subclass it (as the tests' scripted policies do) to inherit these defaults.
+
+    Optional, outside the protocol: ``profile_requests(spec, facts)``, the stage profilings a
+    policy will ask of ``view.profiles`` for a job (Crius §5.1); a live control plane fetches them
+    from its agents before the job's first pass (:class:`~halyard.policies.crius.Crius` has it).
     """
 
     name: str

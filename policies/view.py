@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from halyard.datamodel import Allocation, Cluster, JobSpec, JobState
+from halyard.datamodel import Allocation, Cluster, JobSpec, JobState, StageProfile
 from halyard.policies.facts import ClusterFacts, ClusterShape
 from halyard.policies.resources import FreeResources
+
+if TYPE_CHECKING:
+    from halyard.policies.crius_profiles import ProfileSource
 
 
 class JobInfo(Protocol):
@@ -123,6 +126,12 @@ class PerformanceEstimator(Protocol):
     def fits_memory(self, spec: JobSpec, gpu_type: str) -> bool:
         """Whether one worker of ``spec`` fits the memory of a ``gpu_type`` GPU (cheap: cached)."""
         ...
+    def profile_stages(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> Sequence[StageProfile]:
+        """One profiling of the plan ``allocation.stages``, per stage (Crius §5.1; what an agent answers)."""
+        ...
+    def assembled_iteration_s(self, spec: JobSpec, stages: Sequence[StageProfile]) -> float:
+        """Iteration time of the plan assembled from profiled ``stages`` (Crius §5.1's pipeline and tail)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +156,9 @@ class ClusterView:
     # Where the run's time axis starts on the cluster clock (0 in the simulator; replay's trace starts
     # later): a decision that depends on the instant itself, not a duration, takes it from here.
     origin_s: float = 0.0
+    # Where Crius' stage profilings come from (§5.1): None for the performance model (the simulator);
+    # the live control plane's asks its agents (halyard.controlplane.profiling.AgentProfiles).
+    profiles: ProfileSource | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.facts is None:

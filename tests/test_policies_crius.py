@@ -9,7 +9,20 @@ import pytest
 from factories import two_type_toml
 from policy_fakes import FakeJob, on, view_of
 
-from halyard.datamodel import Allocation, Cluster, JobSpec, NodeAllocation, StagePlan, load_cluster, parse_cluster
+from halyard.controlplane import SchedulingCore, Simulator
+from halyard.controlplane.metrics import job_metrics, summarize
+from halyard.controlplane.store import SqliteStore
+from halyard.datamodel import (
+    Allocation,
+    Cluster,
+    EventKind,
+    JobSpec,
+    JobState,
+    NodeAllocation,
+    StagePlan,
+    load_cluster,
+    parse_cluster,
+)
 from halyard.emulator import PerformanceModel
 from halyard.policies import PassState, make_policy
 from halyard.policies.crius import (
@@ -186,6 +199,34 @@ def test_opportunistic_jobs_are_suspended_once_the_blocked_job_fits():
     small.allocation = by_kind(plan, Start)["small"]  # hog finishes; small runs
     plan = crius.schedule(view(ONE_TYPE, [small], [blocked]), PassState())
     assert [(type(a), a.job_id) for a in plan.actions] == [(Preempt, "small"), (Start, "blocked")]
+    assert plan.actions[0].suspend  # a suspension (§6.1), not a preemption
+
+
+def test_a_suspension_is_its_own_event_and_count_not_a_preemption():
+    """§6.1 on a small Crius run: the opportunistic job is logged SUSPENDED (then REQUEUED) and
+    counted in ``suspensions``, with no preemption counted anywhere."""
+    jobs = [JobSpec("hog", 0.0, "bert-large", 8, iterations=400),
+            JobSpec("blocked", 1.0, "bert-large", 16, iterations=50),
+            JobSpec("small", 2.0, "bert-large", 8, iterations=4000)]
+    sim = Simulator(ONE_TYPE, Crius(), PM)
+    sim.run(jobs)
+    kinds = [(e.job_id, e.kind) for e in sim.core.log if e.kind in (EventKind.SUSPENDED, EventKind.PREEMPTED)]
+    assert kinds == [("small", EventKind.SUSPENDED)]
+    suspended = next(e for e in sim.core.log if e.kind is EventKind.SUSPENDED)
+    assert suspended.state is JobState.PREEMPTED and suspended.detail == "suspended by policy"
+    after = [e.kind for e in sim.core.log if e.job_id == "small" and e.seq > suspended.seq]
+    assert after[:2] == [EventKind.REQUEUED, EventKind.STARTED] and after[-1] is EventKind.COMPLETED
+    summary = summarize(sim.core, policy="crius", trace_jobs=3, rejected=0, wall_s=1.0)
+    assert (summary["suspensions"], summary["preemptions"]) == (1, 0)
+    per_job = {m["job_id"]: m for m in job_metrics(sim.core)}
+    assert (per_job["small"]["suspensions"], per_job["small"]["preemptions"]) == (1, 0)
+    assert sim.core.records["small"].restarts == 1  # it resumed from its checkpoint
+    # Not a stored column: a core restored from the store recounts it from the SUSPENDED event.
+    store = SqliteStore(":memory:")
+    store.save(*sim.core.take_changes())
+    restored = SchedulingCore(ONE_TYPE, Crius(), PM)
+    restored.restore(store.load())
+    assert (restored.records["small"].suspensions, restored.records["small"].preemptions) == (1, 0)
 
 
 def test_a_job_that_was_not_opportunistic_is_not_suspended():

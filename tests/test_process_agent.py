@@ -260,6 +260,7 @@ async def test_crius_moves_a_cell_across_gpu_types_and_it_resumes_from_its_check
         await w.wait_for(lambda: w.job("pin").state is JobState.COMPLETED and w.job("e").state is JobState.COMPLETED,
                          timeout=60)
         record = w.job("e")
+        assert w.cp.profiles.exchanged > 0 and not w.cp.profiles.errors  # §5.1: process agents answered Profile
     # Moved to the A10s for the pinned job, and back to the idle A40s once it left (line 12).
     assert [(a, nodes) for a, j, nodes in w.decisions if j == "e"] == [
         ("Start", ("r0-a40-0",)), ("Migrate", ("r0-a10-1",)), ("Migrate", ("r0-a40-0",))]

@@ -22,9 +22,11 @@ from halyard.datamodel import (
     NodeAllocation,
     Parallelism,
     StagePlan,
+    StageProfile,
     ValidationError,
 )
 from halyard.datamodel import limits as lim
+from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import types_pb2 as pb
 
 _STATE_TO_PB = {s: pb.JobState.Value(s.value) for s in JobState}
@@ -154,3 +156,19 @@ def event_to_pb(event: JobEvent) -> pb.JobEvent:
     return pb.JobEvent(seq=event.seq, time=event.time, job_id=event.job_id, kind=event.kind.value,
                        event_kind=event_kind_to_pb(event.kind), state=state_to_pb(event.state),
                        detail=event.detail)
+
+
+_STAGE_PROFILE_FIELDS = ("data", "tensor", "compute_s", "tensor_comm_s", "recv_s", "allreduce_s", "optimizer_s",
+                         "memory_bytes", "capacity_bytes")
+
+
+def stage_profile_to_pb(stage: StageProfile) -> apb.StageProfile:
+    return apb.StageProfile(**{name: getattr(stage, name) for name in _STAGE_PROFILE_FIELDS})
+
+
+def stage_profile_from_pb(msg: apb.StageProfile, field: str = "stages") -> StageProfile:
+    """A stage of a ProfileResult; a degree below 1 or a figure that is negative or not finite names the field."""
+    try:
+        return StageProfile(**{name: getattr(msg, name) for name in _STAGE_PROFILE_FIELDS})
+    except ValueError as exc:
+        raise ValidationError(str(exc), field=field) from None

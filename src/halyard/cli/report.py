@@ -48,6 +48,7 @@ def summary_table(result: Mapping[str, object], title: str) -> Table:
         ("makespan", _hours(result["makespan_s"])),
         ("GPU utilisation", f"{100 * float(result['gpu_utilization']):.1f}%"),
         ("preemptions", result["preemptions"]),
+        *([("suspensions (opportunistic, Crius §6.1)", result["suspensions"])] if result.get("suspensions") else []),
         *([("exposed communication / run time", f"{100 * float(result['comm_share']):.2f}%")]
           if "comm_share" in result else []),
         ("scheduling passes (avg / p99 / max wall)",

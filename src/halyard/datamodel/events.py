@@ -12,6 +12,9 @@ class EventKind(enum.StrEnum):
     SUBMITTED = "SUBMITTED"
     STARTED = "STARTED"
     PREEMPTED = "PREEMPTED"
+    # Crius §6.1 opportunistic execution: a job the policy stops to make room for the job it ran
+    # beside; the same RUNNING -> PREEMPTED -> PENDING path, counted apart from preemptions.
+    SUSPENDED = "SUSPENDED"
     REQUEUED = "REQUEUED"
     MIGRATED = "MIGRATED"
     RESIZED = "RESIZED"

@@ -156,13 +156,41 @@ class ProfilePoint(_message.Message):
     throughput: float
     def __init__(self, cpus: _Optional[int] = ..., memory_mb: _Optional[int] = ..., throughput: _Optional[float] = ...) -> None: ...
 
+class StageProfile(_message.Message):
+    __slots__ = ("data", "tensor", "compute_s", "tensor_comm_s", "recv_s", "allreduce_s", "optimizer_s", "memory_bytes", "capacity_bytes")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_FIELD_NUMBER: _ClassVar[int]
+    COMPUTE_S_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_COMM_S_FIELD_NUMBER: _ClassVar[int]
+    RECV_S_FIELD_NUMBER: _ClassVar[int]
+    ALLREDUCE_S_FIELD_NUMBER: _ClassVar[int]
+    OPTIMIZER_S_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    data: int
+    tensor: int
+    compute_s: float
+    tensor_comm_s: float
+    recv_s: float
+    allreduce_s: float
+    optimizer_s: float
+    memory_bytes: float
+    capacity_bytes: float
+    def __init__(self, data: _Optional[int] = ..., tensor: _Optional[int] = ..., compute_s: _Optional[float] = ..., tensor_comm_s: _Optional[float] = ..., recv_s: _Optional[float] = ..., allreduce_s: _Optional[float] = ..., optimizer_s: _Optional[float] = ..., memory_bytes: _Optional[float] = ..., capacity_bytes: _Optional[float] = ...) -> None: ...
+
 class ProfileResult(_message.Message):
-    __slots__ = ("job_id", "points")
+    __slots__ = ("job_id", "points", "request_id", "stages", "error")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     POINTS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    STAGES_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     points: _containers.RepeatedCompositeFieldContainer[ProfilePoint]
-    def __init__(self, job_id: _Optional[str] = ..., points: _Optional[_Iterable[_Union[ProfilePoint, _Mapping]]] = ...) -> None: ...
+    request_id: int
+    stages: _containers.RepeatedCompositeFieldContainer[StageProfile]
+    error: str
+    def __init__(self, job_id: _Optional[str] = ..., points: _Optional[_Iterable[_Union[ProfilePoint, _Mapping]]] = ..., request_id: _Optional[int] = ..., stages: _Optional[_Iterable[_Union[StageProfile, _Mapping]]] = ..., error: _Optional[str] = ...) -> None: ...
 
 class ControlMessage(_message.Message):
     __slots__ = ("registered", "launch", "preempt", "reconfigure", "set_time_shift", "profile", "drain", "exit_ack", "read_log")
@@ -293,14 +321,18 @@ class SetTimeShift(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., seconds: _Optional[float] = ..., period_s: _Optional[float] = ..., epoch_s: _Optional[float] = ...) -> None: ...
 
 class Profile(_message.Message):
-    __slots__ = ("job_id", "spec", "points")
+    __slots__ = ("job_id", "spec", "points", "request_id", "allocation")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     POINTS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     spec: _types_pb2.JobSpec
     points: _containers.RepeatedCompositeFieldContainer[ProfilePoint]
-    def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[_types_pb2.JobSpec, _Mapping]] = ..., points: _Optional[_Iterable[_Union[ProfilePoint, _Mapping]]] = ...) -> None: ...
+    request_id: int
+    allocation: _types_pb2.Allocation
+    def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[_types_pb2.JobSpec, _Mapping]] = ..., points: _Optional[_Iterable[_Union[ProfilePoint, _Mapping]]] = ..., request_id: _Optional[int] = ..., allocation: _Optional[_Union[_types_pb2.Allocation, _Mapping]] = ...) -> None: ...
 
 class ReadLog(_message.Message):
     __slots__ = ("request_id", "job_id", "attempt", "offset", "max_bytes")

@@ -31,6 +31,7 @@ class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_COMPLETED: _ClassVar[EventKind]
     EVENT_FAILED: _ClassVar[EventKind]
     EVENT_CANCELLED: _ClassVar[EventKind]
+    EVENT_SUSPENDED: _ClassVar[EventKind]
 JOB_STATE_UNSPECIFIED: JobState
 PENDING: JobState
 RUNNING: JobState
@@ -50,6 +51,7 @@ EVENT_RESOURCES: EventKind
 EVENT_COMPLETED: EventKind
 EVENT_FAILED: EventKind
 EVENT_CANCELLED: EventKind
+EVENT_SUSPENDED: EventKind
 
 class Parallelism(_message.Message):
     __slots__ = ("data", "tensor", "pipeline")

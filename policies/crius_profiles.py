@@ -1,0 +1,122 @@
+"""Crius' agile estimation from stage profiles (papers/crius-cell-scheduling.txt §5.1, Fig. 9).
+
+A Cell is profiled twice -- every stage data-parallel-only, then every stage
+tensor-parallel-only -- and its ``2^S`` assembled plans are costed from those per-stage
+figures alone ("at the cost of only 2 physical-device profilings"); plans whose stage
+exceeds a GPU's memory are dropped. The estimator asks a :class:`ProfileSource` for each
+profiling (a :class:`ProfileRequest`: model, GPU type, GPU count, stage split):
+
+* in simulation, :class:`ModelProfiles` answers from the performance model;
+* on a live control plane, ``halyard.controlplane.profiling.AgentProfiles`` sends ``Profile``
+  to an agent of the Cell's GPU type and caches its ``ProfileResult``; an emulated agent
+  answers from the same model, so the figures -- and the schedule -- are the same in both.
+
+Either way the assembly is the performance model's (``perf.assembled_iteration_s``: the
+pipeline of §5.1 and its tail), the part of the estimate Crius computes from "pre-profiled
+communication operators" rather than measures. :func:`cell_accuracy` is §8.2's estimation
+accuracy of a Cell's estimate against the best plan of its whole space.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from halyard.datamodel import Allocation, Cluster, JobSpec, StagePlan, StageProfile
+from halyard.policies.view import ClusterView, PerformanceEstimator
+
+
+class ProfilesPending(Exception):
+    """A profiling asked of an agent has not been answered yet (live control plane only): the pass
+    that needs it gives its jobs a wait reason, and the answer's arrival runs another pass."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileRequest:
+    """One profiling of a Cell: ``spec``'s model and batch on the Cell's ``allocation`` (its
+    consolidated GPUs of ``gpu_type``), under the plan ``allocation.stages``."""
+
+    spec: JobSpec
+    gpu_type: str
+    allocation: Allocation
+
+    @property
+    def key(self) -> tuple[object, ...]:
+        """What the answer depends on: the model and the batch it trains (``num_gpus`` sets a Cell's
+        global batch when no ``parallelism`` is given), the GPU type and count and the stage plan."""
+        s = self.spec
+        return (s.model, s.batch_size, s.parallelism, s.num_gpus if s.parallelism is None else 0,
+                self.gpu_type, self.allocation.num_gpus, self.allocation.stages)
+
+
+class ProfileSource(Protocol):
+    """Where the estimator's profilings come from (simulation: the model; live: the agents)."""
+
+    def stage_profiles(self, request: ProfileRequest) -> tuple[StageProfile, ...] | None:
+        """The profiling's stages in order; None if it cannot be had (an agent said why; the Cell is
+        then not estimated). Raises :class:`ProfilesPending` while an answer is awaited."""
+        ...
+
+
+class ModelProfiles:
+    """:class:`ProfileSource` of the simulator: the performance model profiles each plan (what an
+    emulated agent answers to ``Profile``)."""
+
+    def __init__(self, perf: PerformanceEstimator, cluster: Cluster) -> None:
+        self.perf = perf
+        self.cluster = cluster
+
+    def stage_profiles(self, request: ProfileRequest) -> tuple[StageProfile, ...]:
+        return tuple(self.perf.profile_stages(request.spec, request.allocation, self.cluster))
+
+
+def profiles_of(view: ClusterView) -> ProfileSource:
+    """The view's profile source: the driver's (``view.profiles``), else the performance model."""
+    if view.profiles is not None:
+        return view.profiles
+    return view.facts.memo("crius/model-profiles", None, lambda: ModelProfiles(view.perf, view.cluster))
+
+
+def profilings(spec: JobSpec, gpu_type: str, base: Allocation, stage_gpus: Sequence[int]) -> tuple[ProfileRequest,
+                                                                                                      ProfileRequest]:
+    """§5.1's two profilings of a Cell whose stages hold ``stage_gpus``: data-parallel-only, tensor-parallel-only."""
+    dp = tuple(StagePlan(g, data=g, tensor=1) for g in stage_gpus)
+    tp = tuple(StagePlan(g, data=1, tensor=g) for g in stage_gpus)
+    return (ProfileRequest(spec, gpu_type, Allocation(base.nodes, stages=dp)),
+            ProfileRequest(spec, gpu_type, Allocation(base.nodes, stages=tp)))
+
+
+def best_assembled(view: ClusterView, spec: JobSpec, gpu_type: str, base: Allocation, stage_gpus: Sequence[int],
+                   plans: Sequence[tuple[StagePlan, ...]]) -> tuple[float, tuple[StagePlan, ...]] | None:
+    """The fastest of ``plans`` (each stage data- or tensor-parallel-only) that fits memory, costed from
+    the Cell's two profilings: ``(iteration seconds, plan)``, or None if none fits or a profiling cannot
+    be had. Raises :class:`ProfilesPending` while one is awaited."""
+    source = profiles_of(view)
+    dp_req, tp_req = profilings(spec, gpu_type, base, stage_gpus)
+    dp, tp = source.stage_profiles(dp_req), source.stage_profiles(tp_req)
+    if dp is None or tp is None:
+        return None
+    if len(dp) != len(stage_gpus) or len(tp) != len(stage_gpus):
+        raise ValueError(f"a profiling of {len(stage_gpus)} stages answered {len(dp)} and {len(tp)} stages")
+    best: tuple[float, tuple[StagePlan, ...]] | None = None
+    for plan in plans:
+        stages = tuple(dp[i] if p.tensor == 1 else tp[i] for i, p in enumerate(plan))
+        if not all(s.fits for s in stages):
+            continue
+        t = float(view.perf.assembled_iteration_s(spec, stages))
+        if best is None or t < best[0]:
+            best = (t, plan)
+    return best
+
+
+def cell_accuracy(view: ClusterView, spec: JobSpec, cell: object) -> float | None:
+    """§8.2's estimation accuracy ``1 - |Te - Td| / Td`` of ``cell``: ``Te`` its estimate from the
+    exchanged profiles, ``Td`` the best plan of its whole space run on the model (what the Cell-guided
+    tuner finds, §5.2); None if the Cell has no plan that fits."""
+    from halyard.policies.crius import estimate_cell, estimation_accuracy, tuned_cell  # crius imports this module
+
+    te, td = estimate_cell(view, spec, cell), tuned_cell(view, spec, cell)  # type: ignore[arg-type]
+    if te is None or td is None:
+        return None
+    return estimation_accuracy(te.iteration_s, td.iteration_s)

@@ -1,0 +1,142 @@
+"""Crius' agile estimation from the Profile / ProfileResult exchange (papers/crius-cell-scheduling.txt
+§5.1, §6.1, §8.2): the same two profilings per Cell in simulation (the performance model) and on a
+live control plane (agents over real gRPC), assembled by the same code into the same estimates."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from factories import two_type_toml
+from policy_fakes import FakeJob, view_of
+
+from halyard.controlplane import Simulator
+from halyard.controlplane.profiling import AgentProfiles
+from halyard.controlplane.replay import replay
+from halyard.datamodel import Allocation, EventKind, JobSpec, JobState, StagePlan, parse_cluster
+from halyard.emulator import PerformanceModel
+from halyard.policies import PassState, make_policy
+from halyard.policies.crius import (
+    Cell,
+    Crius,
+    cell_allocation,
+    estimate_cell,
+    estimation_accuracy,
+    job_cells,
+    tuned_cell,
+)
+from halyard.policies.crius_profiles import ModelProfiles, ProfileRequest, cell_accuracy, profilings
+from halyard.testing.cluster import TestCluster
+from halyard.traces import adapt_for_crius, generate_synergy_trace
+
+SPEC = JobSpec("p", 0.0, "bert-large", 4, iterations=200, min_gpus=2, max_gpus=8)
+TOML = two_type_toml(1, 8)  # r0-a40-0 (8 x A40), r0-a10-1 (8 x A10)
+
+
+def test_two_profilings_assemble_to_what_running_the_plan_costs():
+    """§5.1 Fig. 9: the 2^S plans of a Cell are costed from its DP-only and TP-only profilings alone;
+    each assembled plan's time is the model's time of running it, and its memory verdict the same."""
+    pm, cluster = PerformanceModel(), parse_cluster(TOML)
+    v = view_of(cluster, 0.0, [], [], perf=pm)
+    base = cell_allocation(v, "A40", 8)
+    dp_req, tp_req = profilings(SPEC, "A40", base, [2, 2, 2, 2])
+    assert [s.tensor for s in dp_req.allocation.stages] == [1] * 4
+    assert [s.data for s in tp_req.allocation.stages] == [1] * 4
+    dp, tp = pm.profile_stages(SPEC, dp_req.allocation, cluster), pm.profile_stages(SPEC, tp_req.allocation, cluster)
+    mixed = (StagePlan(2, data=1, tensor=2), StagePlan(2, data=2, tensor=1), StagePlan(2, data=2, tensor=1),
+             StagePlan(2, data=1, tensor=2))
+    stages = (tp[0], dp[1], dp[2], tp[3])
+    alloc = Allocation(base.nodes, stages=mixed)
+    assert pm.assembled_iteration_s(SPEC, stages) == pm.job_timing(SPEC, alloc, cluster).iteration.total_s
+    assert all(s.fits for s in stages) == pm.fits_plan(SPEC, alloc, cluster)
+    assert tp[0].tensor_comm_s > 0.0 == dp[0].tensor_comm_s and dp[0].allreduce_s > 0.0
+    assert dp[0].recv_s == 0.0 < dp[1].recv_s  # the first stage receives from no one
+
+
+async def test_emulated_agents_answer_each_profiling_with_the_models_figures():
+    """On a live control plane every profiling of a job's Cells is a Profile sent over a real gRPC
+    stream to an agent of the Cell's GPU type; the answers equal the simulator's exactly, so the
+    estimates and §8.2's accuracy from the exchanged profiles are the simulator's."""
+    async with TestCluster(policy="crius", cluster_toml=TOML) as tc:
+        cp = tc.control_plane
+        requests = cp.core.policy.profile_requests(SPEC, cp.core.facts)
+        assert {r.gpu_type for r in requests} == {"A40", "A10"} and len(requests) == len({r.key for r in requests})
+        await cp.profiles.fetch(requests)
+        assert cp.profiles.exchanged == len(requests) and not cp.profiles.errors
+        model = ModelProfiles(cp.perf, cp.cluster)
+        for r in requests:
+            assert cp.profiles.cached(r) == model.stage_profiles(r)
+        live = replace(view_of(cp.cluster, 0.0, [], [], perf=cp.perf), profiles=cp.profiles)
+        sim = view_of(cp.cluster, 0.0, [], [], perf=cp.perf)
+        assert job_cells(live, SPEC) == job_cells(sim, SPEC) and job_cells(live, SPEC)
+        cell = Cell("A10", 8, 2)
+        te, td = estimate_cell(live, SPEC, cell), tuned_cell(live, SPEC, cell)
+        accuracy = cell_accuracy(live, SPEC, cell)
+        assert accuracy == 1.0 - abs(te.iteration_s - td.iteration_s) / td.iteration_s  # §8.2
+        assert accuracy == estimation_accuracy(te.iteration_s, td.iteration_s) == cell_accuracy(sim, SPEC, cell)
+        assert 0.0 < accuracy <= 1.0 and te.iteration_s >= td.iteration_s  # the tuner searches a superset
+
+
+async def test_a_profiling_the_agent_cannot_answer_says_why_and_leaves_the_cell_out():
+    """An agent that cannot profile answers with an error naming itself and the reason (here a request
+    with no stage plan); the control plane records it and the estimator treats it as unavailable."""
+    async with TestCluster(policy="crius", cluster_toml=TOML) as tc:
+        cp = tc.control_plane
+        base = cell_allocation(view_of(cp.cluster, 0.0, [], [], perf=cp.perf), "A10", 4)
+        bad = ProfileRequest(SPEC, "A10", base)  # no stages: not a stage profiling
+        await cp.profiles.fetch([bad])
+        assert cp.profiles.stage_profiles(bad) is None
+        assert cp.profiles.errors[bad.key] == ("node r0-a10-1's agent (backend emulated) cannot profile: "
+                                               "profile.allocation has no stages to profile")
+
+
+async def test_a_pass_that_misses_profiles_waits_for_them_and_the_answers_run_the_next_pass():
+    """A job submitted without its profilings (as after a restart): Crius waits with a reason instead of
+    guessing, the profilings it missed are asked of the agents, and their answers start the job."""
+    async with TestCluster(policy="crius", cluster_toml=TOML) as tc:
+        cp = tc.control_plane
+        fresh = AgentProfiles(cp)
+        pending = FakeJob(SPEC)
+        v = replace(view_of(cp.cluster, 0.0, [], [pending], perf=cp.perf), profiles=fresh)
+        plan = Crius().schedule(v, PassState())
+        assert not plan.actions
+        assert "waiting for Cell profiles from the agents (bert-large on" in str(plan.unplaced["p"])
+        cp.submit(replace(SPEC, submit_time=tc.now()))  # straight to the core: no prefetch
+        await tc.wait_for(lambda: tc.job("p").state is JobState.RUNNING, timeout=10)
+        assert cp.profiles.exchanged == len(cp.core.policy.profile_requests(SPEC, cp.core.facts))
+
+
+@pytest.mark.parametrize("policy", ["crius"])
+async def test_replay_exchanges_profiles_and_schedules_what_simulate_does(policy):
+    """Replay's Crius estimates from ProfileResults of its emulated agents; profiling adds no event, so
+    the event log is the simulator's (kinds, jobs and placements, in order)."""
+    toml = two_type_toml(2, 4)
+    cluster = parse_cluster(toml)
+    jobs = adapt_for_crius(generate_synergy_trace(6, rate_per_hour=60, multi_gpu=True, seed=3,
+                                                  duration_scale=0.02), seed=0)
+    sim = Simulator(cluster, make_policy(policy), PerformanceModel())
+    sim.run(jobs)
+    run = await replay(jobs, cluster, toml, policy=policy, speedup=5000.0)
+    assert run.core.profiles.exchanged > 0 and not run.core.profiles.errors
+    assert [(e.job_id, e.kind, e.detail) for e in run.core.log] == [(e.job_id, e.kind, e.detail) for e in sim.core.log]
+    assert all(e.kind is not EventKind.PREEMPTED for e in run.core.log)
+
+
+async def test_the_gpu_backend_says_it_cannot_profile_stages(tmp_path):
+    """§5.1's single-device profiling compiles a Cell's stages as they run distributed (Alpa); the gpu
+    backend runs no such compiler, so it answers every Profile with an error saying so."""
+    import asyncio
+
+    from test_gpu_backend import FakeNvml
+
+    from halyard.agent.gpu import GpuAgent
+    from halyard.v1 import agent_service_pb2 as apb
+    from halyard.wire import spec_to_pb
+
+    agent = GpuAgent("127.0.0.1:1", "gpu-node", work_dir=tmp_path, nvml=FakeNvml())
+    agent._outbox = asyncio.Queue()  # as once connected: what it sends lands here
+    agent.on_profile(apb.Profile(job_id="p", spec=spec_to_pb(SPEC), request_id=7))
+    answer = agent._outbox.get_nowait().profile_result
+    assert answer.request_id == 7 and not answer.stages
+    assert answer.error.startswith("node gpu-node's agent (backend gpu) cannot profile: stage profiling on real "
+                                   "GPUs needs a compiler of distributed-equivalent stages")
