@@ -94,6 +94,14 @@ class Packer:
         for part in allocation.nodes:
             self.on_node[self.cluster.node(part.node).index].add(job_id)
 
+    def release(self, job_id: str) -> Allocation:
+        """Give a held job's whole allocation back to the pass's free resources (it is to be re-placed)."""
+        allocation = self.alloc.pop(job_id)
+        self.free.give(allocation)
+        for part in allocation.nodes:
+            self.on_node[self.cluster.node(part.node).index].discard(job_id)
+        return allocation
+
     def usable(self, need: Need, gpu_types: GpuTypes) -> np.ndarray:
         """GPUs per node of ``gpu_types`` that can be taken with ``need``'s CPU and memory."""
         avail = need.max_gpus(self.free, self.shape)
@@ -122,6 +130,20 @@ class Packer:
             ids = tuple(self.free.free_gpu_ids(idx)[:k])
             parts.append(NodeAllocation(self.cluster.nodes[idx].name, ids, c, m))
         return Allocation(tuple(parts))
+
+    def place_on(self, job_id: str, allocation: Allocation, need: Callable[[int, int], tuple[int, int]]
+                 ) -> Allocation | None:
+        """Place a job on exactly ``allocation``'s GPUs with ``need``'s CPU and memory; None if they are
+        not all free or the CPU and memory do not fit (the ledger is then unchanged)."""
+        parts = tuple(dataclasses.replace(p, cpus=c, memory_mb=m) for p in allocation.nodes
+                      for c, m in (need(self.cluster.node(p.node).index, len(p.gpus)),))
+        placed = dataclasses.replace(allocation, nodes=parts)
+        try:
+            self.free.take(placed)
+        except OverAllocation:
+            return None
+        self.hold(job_id, placed)
+        return placed
 
     def place(self, job_id: str, picked: list[tuple[int, int]], need: Need) -> Allocation | None:
         allocation = self.build(picked, need)

@@ -8,6 +8,7 @@ them breaks the contract (the core re-validates every action anyway).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -15,6 +16,10 @@ from typing import Protocol
 from halyard.datamodel import Allocation, Cluster, JobSpec, JobState
 from halyard.policies.facts import ClusterFacts, ClusterShape
 from halyard.policies.resources import FreeResources
+
+# Round instants are computed as k x round_s by both drivers, so they are exact; the slack only
+# absorbs a replay whose trace origin was added to them (whole rounds, exact in practice).
+ROUND_BOUNDARY_TOLERANCE_S = 1e-6
 
 
 class JobInfo(Protocol):
@@ -153,6 +158,13 @@ class ClusterView:
     def schedulable_gpus(self) -> int:
         """GPUs on nodes that accept new work, free or not."""
         return self.free.schedulable_gpus
+
+    @property
+    def at_round_boundary(self) -> bool:
+        """Whether ``now`` is a whole number of rounds on the cluster clock: the instants the round
+        timer of the simulator and of the control plane both fire at (``floor(now / round_s) + 1``
+        rounds), so a round-based stage sees the same boundaries in simulate and replay."""
+        return abs(math.remainder(self.now, self.round_s)) <= ROUND_BOUNDARY_TOLERANCE_S
 
     @property
     def shape(self) -> ClusterShape:
