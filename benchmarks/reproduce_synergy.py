@@ -43,6 +43,7 @@ from pathlib import Path
 
 import matplotlib
 
+from halyard.controlplane.runtables import SUMMARY_FILE
 from halyard.datamodel import load_cluster
 from halyard.experiments import RunResult, RunSpec, run_and_save
 from halyard.experiments.report import write_sweep_report
@@ -70,24 +71,31 @@ PUBLIC_FIGURES = {"proportional:srtf": 38.03, "synergy-tune:srtf": 16.60, "syner
 PUBLIC_P99 = {"proportional:srtf": 1158.0}
 PAPER_FIG9 = {"proportional:fifo": 81.0, "synergy-tune:fifo": 22.0}
 
-# 2. TUNE's remaining differences from the public simulator, one at a time, on its configuration
+# 2. TUNE's remaining differences from the public simulator, one at a time, all in one part
 # (label, policy, catalog): "free" is a catalog overlay with (next to) no checkpoint-and-restart cost,
-# as the public simulator charges none for preemption or re-placement.
+# as the public simulator charges none for preemption or re-placement. On a smaller window of the
+# same generator, rate and seed (a 1,500-job trace, jobs 500-999: the public configuration's runs take
+# about 10-30 min each on the shared 2-core machine, these under a minute).
+CANDIDATE_JOBS, CANDIDATE_WINDOW = 1500, (500, 1000)
 CANDIDATES = (
+    ("GPU-proportional", "proportional:srtf", None),
+    ("every pass, running jobs keep GPUs (Halyard before)", "synergy-tune-every-pass:srtf", None),
     ("round-based, running jobs keep GPUs", "synergy-tune-keep-gpus:srtf", None),
     ("round-based, re-placed each round (§3; default)", "synergy-tune:srtf", None),
     ("default, no restart cost", "synergy-tune:srtf", "free"),
     ("default, SRTF key / speed-up", "synergy-tune:srtf+srtf-by-speedup", None),
     ("default, no restart cost and SRTF key / speed-up", "synergy-tune:srtf+srtf-by-speedup", "free"),
+    ("LAS: GPU-proportional", "proportional:las", None),
+    ("LAS: every pass, running jobs keep GPUs (before)", "synergy-tune-every-pass:las", None),
     ("LAS: round-based, re-placed (default)", "synergy-tune:las", None),
     ("LAS: default, no restart cost", "synergy-tune:las", "free"),
 )
 # The every-pass variants are the code that produced this page at bd5d843 (docs/synergy-reproduction.json
 # there; the same schedules: synergy-tune-every-pass:* reproduces the old synergy-tune:* pins exactly), so
-# their figures on this configuration are quoted, not rerun: (avg JCT h, p99 h).
-EVERY_PASS = {"synergy-tune-every-pass:srtf": (24.17, 208.0), "synergy-tune-every-pass:las": (66.26, 1889.0),
-              "proportional-every-pass:srtf": (32.85, 1141.0), "synergy-tune-every-pass:fifo": (40.65, 158.0),
-              "proportional-every-pass:fifo": (97.88, 221.0)}
+# their figures on the public configuration are quoted beside the public part, not rerun: (avg JCT h, p99 h).
+EVERY_PASS = {"proportional-every-pass:srtf": (32.85, 1141.0), "synergy-tune-every-pass:srtf": (24.17, 208.0),
+              "synergy-tune-every-pass:las": (66.26, 1889.0), "proportional-every-pass:fifo": (97.88, 221.0),
+              "synergy-tune-every-pass:fifo": (40.65, 158.0)}
 # The catalog overlay: the catalog allows no zero, so 1e-9 s and a 1e-9 state factor (restart and
 # migration then cost about 1e-9 s instead of about 21 s).
 FREE_RESTART = """schema_version = 2
@@ -126,9 +134,9 @@ def tasks(parts: tuple[str, ...]) -> list[tuple]:
     out = []
     if "public" in parts:
         out += [("public", p, PUBLIC_RATE, PUBLIC_JOBS, PUBLIC_WINDOW, PUBLIC_SEED, None, p) for p in PUBLIC_POLICIES]
-    if "candidates" in parts:  # the default policies' runs are the public part's (run when it is not)
-        out += [("candidates", p, PUBLIC_RATE, PUBLIC_JOBS, PUBLIC_WINDOW, PUBLIC_SEED, c, label)
-                for label, p, c in CANDIDATES if c is not None or p not in PUBLIC_POLICIES or "public" not in parts]
+    if "candidates" in parts:
+        out += [("candidates", p, PUBLIC_RATE, CANDIDATE_JOBS, CANDIDATE_WINDOW, PUBLIC_SEED, c, label)
+                for label, p, c in CANDIDATES]
     if "sweep" in parts:
         out += [("load", p, load, SWEEP_JOBS, SWEEP_WINDOW, SWEEP_SEED, None, p)
                 for load in SWEEP_LOADS for p in SWEEP_POLICIES]
@@ -178,10 +186,23 @@ def philly_specs(philly: Path, folder: Path) -> list[RunSpec]:
 
 def row(result: RunResult) -> dict:
     """The reproduction's record of a run (its labels and the figures the tables use)."""
-    s = result.summary
-    return dict(result.spec.tags) | {"policy": result.spec.policy, "avg_jct_h": s["avg_jct_s"] / 3600.0,
-                                     "p50_jct_h": s["p50_jct_s"] / 3600.0, "p99_jct_h": s["p99_jct_s"] / 3600.0,
-                                     "completed": s["completed"], "wall_s": s["wall_s"]}
+    return record(result.spec, result.summary)
+
+
+def record(spec: RunSpec, s: dict) -> dict:
+    return dict(spec.tags) | {"policy": spec.policy, "avg_jct_h": s["avg_jct_s"] / 3600.0,
+                              "p50_jct_h": s["p50_jct_s"] / 3600.0, "p99_jct_h": s["p99_jct_s"] / 3600.0,
+                              "completed": s["completed"], "wall_s": s["wall_s"]}
+
+
+def reused(work: list[RunSpec], runs_dir: Path) -> dict[str, dict]:
+    """The summaries of runs an earlier invocation finished (``--reuse``), by run name."""
+    found = {}
+    for spec in work:
+        path = runs_dir / spec.name / SUMMARY_FILE
+        if path.is_file():
+            found[spec.name] = json.loads(path.read_text(encoding="utf-8"))
+    return found
 
 
 def trace_specs(trace: Path) -> list[RunSpec]:
@@ -225,21 +246,39 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def find(rows: list[dict], experiment: str, policy: str, load: float) -> dict | None:
+    try:
+        return get(rows, experiment, policy, load)
+    except KeyError:
+        return None
+
+
 def public_table(rows: list[dict]) -> list[str]:
+    """Ours (round-based) beside the public simulator's and the paper's figures, and the every-pass
+    figures of bd5d843 (quoted); a policy whose run is missing (``--only-reuse``) says so."""
     lines = [f"### The public simulator's configuration: single-GPU, {PUBLIC_RATE:g} jobs/h, split {SPLIT}, "
              f"seed {PUBLIC_SEED}, jobs {PUBLIC_WINDOW[0]}-{PUBLIC_WINDOW[1] - 1}", "",
-             "| policy | Halyard avg JCT (h) | p99 (h) | public simulator avg (h) | Halyard / public | paper Fig. 9 |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| policy | Halyard avg JCT (h) | p99 (h) | every pass, bd5d843 (h) | public simulator avg (h) "
+             "| Halyard / public | paper Fig. 9 |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for p in PUBLIC_POLICIES:
-        r = get(rows, "public", p, PUBLIC_RATE)
+        r = find(rows, "public", p, PUBLIC_RATE)
+        mech, _, o = p.partition(":")
+        before = EVERY_PASS.get(f"{mech}-every-pass:{o}")
         pub = PUBLIC_FIGURES.get(p)
-        p99 = f"{r['p99_jct_h']:.0f}" + (f" (public {PUBLIC_P99[p]:,.0f})" if p in PUBLIC_P99 else "")
-        theirs = "" if pub is None else f"{pub:.2f}"
-        ratio = "" if pub is None else f"{r['avg_jct_h'] / pub:.2f}"
         fig9 = f"{PAPER_FIG9[p]:g} h" if p in PAPER_FIG9 else ""
-        lines.append(f"| {r['policy']} | {r['avg_jct_h']:.2f} | {p99} | {theirs} | {ratio} | {fig9} |")
+        theirs = "" if pub is None else f"{pub:.2f}" + (f" (p99 {PUBLIC_P99[p]:,.0f})" if p in PUBLIC_P99 else "")
+        old = "" if before is None else f"{before[0]:.2f} (p99 {before[1]:,.0f})"
+        if r is None:
+            lines.append(f"| {policy_of(p)} | not rerun | | {old} | {theirs} | | {fig9} |")
+            continue
+        ratio = "" if pub is None else f"{r['avg_jct_h'] / pub:.2f}"
+        lines.append(f"| {r['policy']} | {r['avg_jct_h']:.2f} | {r['p99_jct_h']:,.0f} | {old} | {theirs} | {ratio} "
+                     f"| {fig9} |")
     for o in ("srtf", "fifo"):
-        pr, tu = (get(rows, "public", f"{m}:{o}", PUBLIC_RATE)["avg_jct_h"] for m in ("proportional", "synergy-tune"))
+        pair = [find(rows, "public", f"{m}:{o}", PUBLIC_RATE) for m in ("proportional", "synergy-tune")]
+        if None in pair:
+            continue
+        pr, tu = (x["avg_jct_h"] for x in pair)
         public = ""
         if f"proportional:{o}" in PUBLIC_FIGURES and f"synergy-tune:{o}" in PUBLIC_FIGURES:
             gain = PUBLIC_FIGURES[f"proportional:{o}"] / PUBLIC_FIGURES[f"synergy-tune:{o}"]
@@ -251,30 +290,24 @@ def public_table(rows: list[dict]) -> list[str]:
 
 
 def candidates_table(rows: list[dict]) -> list[str]:
-    """Each candidate's average JCT beside the public simulator's figure for its ordering."""
-    lines = [f"### TUNE's differences from the public simulator, one at a time (same configuration; "
-             f"SRTF/LAS with {GUARD})", "",
-             "| variant | policy | restart cost | avg JCT (h) | p99 (h) | public simulator (h) | ours / public |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
-
-    def public(policy: str) -> tuple[str, float | None]:
-        pub = PUBLIC_FIGURES.get(policy.partition("+")[0].replace("-every-pass", "").replace("-keep-gpus", ""))
-        return ("", None) if pub is None else (f"{pub:.2f}", pub)
-
-    for policy, (avg, p99) in EVERY_PASS.items():
-        theirs, pub = public(policy)
-        ratio = "" if pub is None else f"{avg / pub:.2f}"
-        lines.append(f"| every pass, running jobs keep GPUs (bd5d843, quoted) | {policy} | model (about 21 s) | "
-                     f"{avg:.2f} | {p99:.0f} | {theirs} | {ratio} |")
-    for label, policy, catalog in CANDIDATES:
-        r = next((x for x in rows if x["experiment"] == "candidates" and x["label"] == label), None)
-        if r is None:  # the default's run is the public part's
-            r = get(rows, "public", policy, PUBLIC_RATE)
-        theirs, pub = public(policy)
-        ratio = "" if pub is None else f"{r['avg_jct_h'] / pub:.2f}"
+    """Each candidate's average JCT, and its ratio to the default TUNE of its ordering in the same part."""
+    lines = [f"### TUNE's differences from the public simulator, one at a time: single-GPU, {PUBLIC_RATE:g} jobs/h, "
+             f"split {SPLIT}, seed {PUBLIC_SEED}, {CANDIDATE_JOBS:,}-job trace, jobs {CANDIDATE_WINDOW[0]}-"
+             f"{CANDIDATE_WINDOW[1] - 1} (SRTF/LAS with {GUARD})", "",
+             "| variant | policy | restart cost | avg JCT (h) | p99 (h) | / default TUNE |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    found = {x["label"]: x for x in rows if x["experiment"] == "candidates"}
+    for label, _, catalog in CANDIDATES:
+        r = found.get(label)
+        if r is None:
+            lines.append(f"| {label} | not run | | | | |")
+            continue
+        ordering = r["mechanism_ordering"].partition("+")[0].rpartition(":")[2]
+        base = found.get("round-based, re-placed each round (§3; default)" if ordering == "srtf"
+                         else "LAS: round-based, re-placed (default)")
+        ratio = "" if base is None else f"{r['avg_jct_h'] / base['avg_jct_h']:.3f}"
         cost = "none (1e-9 s)" if catalog == "free" else "model (about 21 s)"
-        lines.append(f"| {label} | {r['policy']} | {cost} | {r['avg_jct_h']:.2f} | {r['p99_jct_h']:.0f} | "
-                     f"{theirs} | {ratio} |")
+        lines.append(f"| {label} | {r['policy']} | {cost} | {r['avg_jct_h']:.2f} | {r['p99_jct_h']:.0f} | {ratio} |")
     return [*lines, ""]
 
 
@@ -332,6 +365,10 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true",
                     help="the public part only, written under the work folder (not docs/)")
     ap.add_argument("--philly", type=Path, default=PHILLY_FILE, help="the processed Philly file (Table 6a)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="take the runs an earlier invocation finished from the work folder instead of rerunning")
+    ap.add_argument("--only-reuse", action="store_true",
+                    help="run nothing: write the page from the runs already in the work folder (missing: 'not rerun')")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--ray", default=None, metavar="ADDRESS", help="run on this Ray cluster (halyard compare --ray)")
     ap.add_argument("--out", type=Path, default=None, help="where the page's files go (default: docs/)")
@@ -352,9 +389,11 @@ def main() -> None:
         work = specs(tasks(parts), args.work / "traces")
         if "philly" in parts:
             work += philly_specs(args.philly, args.work / "traces")
-    runs = run_and_save(work, args.work / "runs", workers=args.workers, ray_address=args.ray,
-                        label="synergy reproduction")
-    rows = [row(r) for r in runs]
+    done = reused(work, args.work / "runs") if (args.reuse or args.only_reuse) and not args.trace else {}
+    todo = [] if args.only_reuse else [w for w in work if w.name not in done]
+    runs = run_and_save(todo, args.work / "runs", workers=args.workers, ray_address=args.ray,
+                        label="synergy reproduction") if todo else []
+    rows = [record(w, done[w.name]) for w in work if w.name in done] + [row(r) for r in runs]
     out.mkdir(parents=True, exist_ok=True)
     if args.trace:
         (out / "synergy-trace.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
