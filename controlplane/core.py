@@ -63,6 +63,7 @@ from halyard.policies import (
     Unplaced,
     WaitCode,
 )
+from halyard.policies.view import ROUND_BOUNDARY_TOLERANCE_S
 
 
 class PlanError(HalyardError):
@@ -76,11 +77,12 @@ class PlanError(HalyardError):
 
 class SchedulingCore:
     def __init__(self, cluster: Cluster, policy: Policy, perf: PerformanceModel,
-                 *, round_s: float = 300.0) -> None:
+                 *, round_s: float = 300.0, round_slack_s: float = ROUND_BOUNDARY_TOLERANCE_S) -> None:
         self.cluster = cluster
         self.policy = policy
         self.perf = perf
         self.round_s = round_s
+        self.round_slack_s = round_slack_s  # ClusterView.round_slack_s: how late a round's pass may run
         # Where the run's time axis starts on the cluster clock: the simulator's is 0; replay
         # starts its trace at a whole round after its agents register (set_time_origin). What
         # depends on the instant itself (fabric phases, seeded draws) is taken from it.
@@ -186,7 +188,8 @@ class SchedulingCore:
     def view(self, now: float) -> ClusterView:
         return ClusterView(now=now, cluster=self.cluster, free=self.free, running=self._running_view,
                            pending=self.pending, perf=self.perf, round_s=self.round_s,
-                           pending_demand=self._demand_view, facts=self.facts, origin_s=self.origin_s)
+                           pending_demand=self._demand_view, facts=self.facts, origin_s=self.origin_s,
+                           round_slack_s=self.round_slack_s)
 
     def schedule(self, now: float) -> list[Action]:
         """Run one policy pass and apply its plan; returns the applied actions.

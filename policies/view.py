@@ -149,6 +149,9 @@ class ClusterView:
     # Where the run's time axis starts on the cluster clock (0 in the simulator; replay's trace starts
     # later): a decision that depends on the instant itself, not a duration, takes it from here.
     origin_s: float = 0.0
+    # How long after a round boundary a pass still counts as that round's: the deterministic drivers
+    # pass at the boundary's exact float; the wall-clock daemon when its event loop reaches the timer.
+    round_slack_s: float = ROUND_BOUNDARY_TOLERANCE_S
 
     def __post_init__(self) -> None:
         if self.facts is None:
@@ -164,7 +167,8 @@ class ClusterView:
         """Whether ``now`` is a whole number of rounds on the cluster clock: the instants the round
         timer of the simulator and of the control plane both fire at (``floor(now / round_s) + 1``
         rounds), so a round-based stage sees the same boundaries in simulate and replay."""
-        return abs(math.remainder(self.now, self.round_s)) <= ROUND_BOUNDARY_TOLERANCE_S
+        offset = math.remainder(self.now, self.round_s)
+        return -ROUND_BOUNDARY_TOLERANCE_S <= offset <= self.round_slack_s
 
     @property
     def shape(self) -> ClusterShape:

@@ -171,6 +171,20 @@ def test_tune_changes_nothing_between_rounds_s3(small_cluster):
     assert eager.records["a"].state is JobState.RUNNING
 
 
+def test_a_late_round_pass_counts_within_the_drivers_slack(small_cluster):
+    """The wall-clock daemon runs a round's pass when its event loop reaches the timer, a little after
+    the boundary: within the core's round slack (service.py: a tenth of a round outside lockstep) the
+    pass is the round's; the deterministic drivers' slack is a float's (1e-6 s)."""
+    late = SchedulingCore(small_cluster, make_policy("synergy-tune:fifo"), STALLS, round_slack_s=30.0)
+    exact = core(small_cluster, "synergy-tune:fifo")
+    for c in (late, exact):
+        c.submit(job(1, model="alexnet", job_id="a"), ROUND)
+        c.schedule(ROUND + 0.05)
+    assert late.records["a"].state is JobState.RUNNING
+    assert exact.records["a"].state is JobState.PENDING
+    assert not late.view(ROUND + 31.0).at_round_boundary and late.view(2 * ROUND - 1e-9).at_round_boundary
+
+
 def test_a_running_job_moves_at_a_round_to_where_it_gets_its_demand_s3(small_cluster):
     """§3 (placements recomputed each round) with §4.3's lease renewal: a new alexnet (12 CPUs, packed
     first) takes the CPUs of the running resnet18's server; the resnet18 cannot get its demand (9 CPUs)
