@@ -64,6 +64,7 @@ from halyard.policies import (
     WaitCode,
 )
 from halyard.policies.crius_profiles import ProfileSource
+from halyard.policies.view import ROUND_BOUNDARY_TOLERANCE_S
 
 
 class PlanError(HalyardError):
@@ -77,11 +78,12 @@ class PlanError(HalyardError):
 
 class SchedulingCore:
     def __init__(self, cluster: Cluster, policy: Policy, perf: PerformanceModel,
-                 *, round_s: float = 300.0) -> None:
+                 *, round_s: float = 300.0, round_slack_s: float = ROUND_BOUNDARY_TOLERANCE_S) -> None:
         self.cluster = cluster
         self.policy = policy
         self.perf = perf
         self.round_s = round_s
+        self.round_slack_s = round_slack_s  # ClusterView.round_slack_s: how late a round's pass may run
         # Where the run's time axis starts on the cluster clock: the simulator's is 0; replay
         # starts its trace at a whole round after its agents register (set_time_origin). What
         # depends on the instant itself (fabric phases, seeded draws) is taken from it.
@@ -194,7 +196,7 @@ class SchedulingCore:
         return ClusterView(now=now, cluster=self.cluster, free=self.free, running=self._running_view,
                            pending=self.pending, perf=self.perf, round_s=self.round_s,
                            pending_demand=self._demand_view, facts=self.facts, origin_s=self.origin_s,
-                           profiles=self.profiles)
+                           profiles=self.profiles, round_slack_s=self.round_slack_s)
 
     def schedule(self, now: float) -> list[Action]:
         """Run one policy pass and apply its plan; returns the applied actions.

@@ -49,6 +49,7 @@ from halyard.datamodel import limits as lim
 from halyard.datamodel.limits import MAX_REQUEST_ID
 from halyard.emulator import PerformanceModel
 from halyard.policies import Action, Migrate, Policy, Preempt, Resize, SetResources, SetTimeShift, Start
+from halyard.policies.view import ROUND_BOUNDARY_TOLERANCE_S
 from halyard.tls import Principal
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import types_pb2 as tpb
@@ -63,6 +64,11 @@ DRAINED_META = "drained_nodes"
 DRAIN_REASONS_META = "drain_reasons"  # node -> why it is drained (an operator's reason, or its health)
 LOCKSTEP_WAIT_S = 2.0  # wall seconds an arrival waits for earlier completions before going ahead
 LOCKSTEP_POLL_S = 0.001
+# Outside lockstep a round pass runs when the event loop reaches the round timer, a little after the
+# boundary (more in cluster time under an accelerated clock): a pass within this fraction of a round
+# after a boundary is that round's, for round-based policies (ClusterView.at_round_boundary; Synergy
+# §3). Our choice: generous against loop latency, and a second pass inside it only re-decides the round.
+ROUND_PASS_SLACK_FRACTION = 0.1
 # Group commit (ControlPlane._gather_burst; choices of ours, measured by benchmarks/bench_ingest.py):
 # the longest a submission's commit waits for more of its burst (0: only for the calls already
 # delivered), and the weight of the latest gap between submissions in their moving average.
@@ -124,7 +130,9 @@ class ControlPlane:
         self.round_s = round_s
         self.heartbeat_s = heartbeat_s
         self.heartbeat_timeout_s = heartbeat_timeout_s
-        self.core = SchedulingCore(cluster, policy, perf, round_s=round_s)
+        self.core = SchedulingCore(cluster, policy, perf, round_s=round_s,
+                                   round_slack_s=(ROUND_BOUNDARY_TOLERANCE_S if lockstep
+                                                  else ROUND_PASS_SLACK_FRACTION * round_s))
         self.profiles = AgentProfiles(self)  # Crius §5.1: stage profilings asked of the agents
         self.core.profiles = self.profiles
         self._profiled: set[tuple[object, ...]] = set()  # submitted specs whose profilings are all in

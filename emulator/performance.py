@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from halyard.datamodel import Allocation, Cluster, HalyardError, JobSpec, NodeAllocation, StagePlan, StageProfile, Tier
 from halyard.emulator.catalog import Catalog, GpuSpec, ModelProfile, load_catalog
@@ -122,6 +122,8 @@ class _ClusterIndex:
     nodes: dict[str, _NodeInfo]
     reference_gpu: str  # the cluster's most common GPU type
     host: dict[str, tuple[float, float]]  # node -> GPU-proportional (CPUs, memory GB) per GPU
+    # GPU type -> the largest per-GPU host share among its nodes (the consolidated time's host)
+    best_host: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 # The placement reduced to what the cost depends on:
@@ -542,8 +544,11 @@ class PerformanceModel:
                 allocation = Allocation(tuple(NodeAllocation(name, tuple(range(k)), 0, 0) for name, k in nodes))
                 return self.job_timing(spec, allocation, cluster).iteration.total_s
         if self._data_stalls:
-            cpus, mem = max((h for name, h in index.host.items() if index.nodes[name][0] == gtype),
-                            key=lambda h: (h[0], h[1]))
+            best = index.best_host.get(gtype)
+            if best is None:  # once per GPU type: this was a scan of every node per call
+                best = index.best_host[gtype] = max(
+                    (h for name, h in index.host.items() if index.nodes[name][0] == gtype), key=lambda h: (h[0], h[1]))
+            cpus, mem = best
             return self._timing_stalled(spec.model, spec.batch_size, shape, cpus, mem).total_s
         return self._timing(spec.model, spec.batch_size, shape).total_s
 

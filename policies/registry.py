@@ -56,7 +56,7 @@ from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.pollux import Pollux
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import AdmitAll, FixedSize, Policy
-from halyard.policies.synergy import MECHANISMS, make_synergy
+from halyard.policies.synergy import MECHANISMS, make_synergy, srtf_by_speedup
 from halyard.policies.tenancy import PriorityFirst, PriorityPreemption, QuotaReclaim, TenantQuota
 from halyard.policies.themis import LeasedFinishTimeFairness, RandomPlacement
 from halyard.policies.tiresias import SkewConsolidation, TwoDimensionalLas
@@ -85,6 +85,7 @@ AUGMENTATIONS: Mapping[str, Callable[[Policy], Policy]] = MappingProxyType({
     "cassini": augment,
     "cassini-lock": lambda policy: augment(policy, lock=True),
     "starvation-guard": starvation_guard,
+    "srtf-by-speedup": srtf_by_speedup,
     **{option: (lambda policy, o=option: with_option(policy, o)) for option in DALLY_OPTIONS},
 })
 

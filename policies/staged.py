@@ -68,7 +68,8 @@ class StagedPolicy:
     def needs_rounds(self) -> bool:
         """Whether the round timer must trigger passes (priorities drift with time, or an adjuster
         acts on a round clock)."""
-        return self.ordering.needs_rounds or any(a.needs_rounds for a in self.adjusters)
+        return (self.ordering.needs_rounds or any(a.needs_rounds for a in self.adjusters)
+                or (self.placement.batch and self.placement.rounds))
 
     @property
     def acts_without_pending(self) -> bool:
@@ -96,7 +97,13 @@ class StagedPolicy:
         free = view.free.copy()
         admitted = list(self.admission.admit(view, view.pending, plan, state))
         if admitted:
-            if self.ordering.preemptive or self.placement.batch:
+            if self.placement.batch and not self.placement.acts_now(view):
+                # A round-based placement (Synergy §3) decides at round boundaries only: until the next
+                # one the runnable set, its placements and the queue stay as they are.
+                plan.otherwise = by_policy(self.placement.name, "waits for the next round ({:g} s rounds: "
+                                           "the runnable set is chosen and placed at round boundaries)",
+                                           view.round_s)
+            elif self.ordering.preemptive or self.placement.batch:
                 self._runnable(view, admitted, plan, free, state)
             else:
                 self._in_order(view, admitted, plan, free, state)

@@ -163,6 +163,13 @@ class BatchPlacement(Stage, Protocol):
 
     batch: ClassVar[bool] = True
     resource_sensitive: ClassVar[bool] = False
+    # Round-based (Synergy §3): the placement decides only at round boundaries, so the round timer
+    # must run passes and the passes between rounds leave everything as it is (:meth:`acts_now`).
+    rounds: bool = False
+
+    def acts_now(self, view: ClusterView) -> bool:
+        """Whether this pass may change anything: always, or only at a round boundary if ``rounds``."""
+        return not self.rounds or view.at_round_boundary
 
     def place_all(self, view: ClusterView, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
                   plan: Plan, free: FreeResources, state: PassState) -> None:

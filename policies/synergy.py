@@ -28,13 +28,15 @@ paper compare like with like.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from halyard.policies.ordering import ORDERINGS
+from halyard.datamodel import ValidationError
+from halyard.policies.ordering import ORDERINGS, Srtf
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import no_fit
-from halyard.policies.plan import Plan
+from halyard.policies.plan import Plan, Preempt
 from halyard.policies.reasons import Unplaced, cannot_fit
-from halyard.policies.resources import FreeResources
+from halyard.policies.resources import FreeResources, OverAllocation
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import BatchPlacement
 from halyard.policies.synergy_packing import CapAt, Packer
@@ -50,6 +52,9 @@ class SynergyMechanism(BatchPlacement):
 
     name = "synergy"
     resource_sensitive = True  # run on the performance model with data stalls on
+    # §3: "Synergy performs round-based scheduling": the runnable set is chosen and placed at round
+    # (lease) boundaries only; passes between rounds change nothing (BatchPlacement.acts_now).
+    rounds = True
 
     @staticmethod
     def _cap(view: ClusterView, job: JobInfo) -> tuple[int, int]:
@@ -85,9 +90,18 @@ class SynergyMechanism(BatchPlacement):
 
 
 class Proportional(SynergyMechanism):
-    """GPU-proportional CPU and memory, first fit: the baseline Synergy is measured against."""
+    """GPU-proportional CPU and memory, first fit: the baseline Synergy is measured against.
+
+    Round-based like every mechanism (§3); a running job renews its lease where it is (§4.3): at the
+    proportional share a move would not change its speed. ``rounds=False`` (``proportional-every-pass``,
+    Halyard's earlier behaviour) places new jobs on every pass instead."""
 
     name = "proportional"
+
+    def __init__(self, *, rounds: bool = True) -> None:
+        self.rounds = rounds
+        if not rounds:
+            self.name = "proportional-every-pass"
 
     def pack(self, view: ClusterView, packer: Packer, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
              plan: Plan, state: PassState) -> None:
@@ -102,9 +116,16 @@ class Proportional(SynergyMechanism):
 
 
 class Greedy(SynergyMechanism):
-    """§3.3: in priority order, first fit at the demand vector; skip a job that does not fit."""
+    """§3.3: in priority order, first fit at the demand vector; skip a job that does not fit ("for this
+    round": round-based, §3; running jobs renew their leases where they are). ``rounds=False``
+    (``synergy-greedy-every-pass``) places new jobs on every pass instead."""
 
     name = "synergy-greedy"
+
+    def __init__(self, *, rounds: bool = True) -> None:
+        self.rounds = rounds
+        if not rounds:
+            self.name = "synergy-greedy-every-pass"
 
     def pack(self, view: ClusterView, packer: Packer, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
              plan: Plan, state: PassState) -> None:
@@ -119,31 +140,45 @@ class Greedy(SynergyMechanism):
 
 
 class Tune(SynergyMechanism):
-    """§4.2 over the whole runnable set, re-packed every pass (§3: "at the end of a round, the set
-    of runnable jobs are updated ... and their placement decisions are recomputed").
+    """§4.2 over the whole runnable set, re-placed at every round boundary (§3: "At the end of a round,
+    the set of runnable jobs are updated using the scheduling policy, and their placement decisions are
+    recomputed"; passes between rounds change nothing).
 
-    Every runnable job's CPU and memory are released, then the runnable jobs, sorted by GPU, then
-    CPU, then memory demand (largest first), are packed in turn: at the demand vector on the server
-    with the least free resources that fits it (multi-GPU: the fewest servers, CPU and memory
-    proportional to GPUs per server); else (1) if the demand exceeds the proportional share, at the
-    share (capped per dimension: never more than the demand); else (2a) on servers that have the
-    GPUs, switching jobs there holding more than their share back to it until the job fits at its
-    share -- by construction it then fits (every job packed so far holds at most its share there,
-    the jobs not yet packed hold nothing).
+    Every runnable running job's CPU and memory are released (its GPUs stay reserved until its turn),
+    then the runnable jobs, sorted by GPU, then CPU, then memory demand (largest first), are packed in
+    turn: at the demand vector on the server with the least free resources that fits it (multi-GPU: the
+    fewest servers, CPU and memory proportional to GPUs per server); else (1) if the demand exceeds the
+    proportional share, at the share (capped per dimension: never more than the demand); else (2a) on
+    servers that have the GPUs, switching jobs there holding more than their share back to it until the
+    job fits at its share -- by construction it then fits (every job packed so far holds at most its
+    share there, the jobs not yet packed hold nothing).
 
-    A running job keeps its GPUs (leases are renewed on the same server, §4.3: Halyard does not
-    move a running job's GPUs between rounds, where Synergy's simulator re-places it; docs/synergy.md
-    says why); only its CPU and memory are re-packed. ``raise_back`` (Halyard's rule, not the
-    paper's; off unless named ``synergy-tune-raise``) instead keeps running jobs' CPU and memory,
-    packs only the new jobs, then raises every runnable job below its demand back to it in priority
-    order where its servers have room."""
+    A running job renews its lease on its own GPUs when it gets its demand vector there (§4.3: "every
+    job requests for a lease update to continue running on the same server"); if not, and another
+    server gives it its demand, it moves there (a ``Migrate``, charged the performance model's
+    checkpoint-and-restart cost; Synergy's simulator re-places every job every round and charges
+    nothing, docs/synergy.md); else it stays at its share (reverting others, (2a)).
+
+    ``rounds=False`` (``synergy-tune-every-pass``, Halyard's earlier reading, not the paper's): every
+    pass (arrivals and completions too) re-packs the CPU and memory of the runnable set, and running
+    jobs keep their GPUs. ``replace=False`` (``synergy-tune-keep-gpus``, an ablation, not the paper's):
+    round-based, but running jobs keep their GPUs (only their CPU and memory are re-packed).
+    ``raise_back`` (Halyard's rule, not the paper's; off unless named ``synergy-tune-raise``, every
+    pass) instead keeps running jobs' CPU and memory, packs only the new jobs, then raises every
+    runnable job below its demand back to it in priority order where its servers have room."""
 
     name = "synergy-tune"
 
-    def __init__(self, *, raise_back: bool = False) -> None:
+    def __init__(self, *, raise_back: bool = False, rounds: bool = True, replace: bool = True) -> None:
         self.raise_back = raise_back
+        self.rounds = rounds and not raise_back
+        self.replace = replace and self.rounds
         if raise_back:
             self.name = "synergy-tune-raise"
+        elif not rounds:
+            self.name = "synergy-tune-every-pass"
+        elif not replace:
+            self.name = "synergy-tune-keep-gpus"
 
     def vectors(self, view: ClusterView, runnable: Sequence[JobInfo],
                 state: PassState) -> dict[str, tuple[int, int]] | None:
@@ -176,14 +211,32 @@ class Tune(SynergyMechanism):
                     c, m = vector(job)
                     packer.reshape(job.job_id, packer.demand(c, m))
             return
-        for job in runnable:  # §3: this round's placement is recomputed; running jobs keep their GPUs
+        for job in runnable:  # §3: this round's placement is recomputed
             if job.allocation is not None:
                 packer.reshape(job.job_id, packer.gpus_only())  # CPU and memory released before the re-pack
         for job in sorted(runnable, key=size):
             if job.allocation is None:
                 self._pack_new(view, packer, job, vector(job), vector, plan)
+            elif self.replace:
+                self._replace_running(view, packer, job, vector(job), vector)
             else:
                 self._pack_running(view, packer, job, vector(job), vector)
+
+    def _replace_running(self, view: ClusterView, packer: Packer, job: JobInfo, cm: tuple[int, int],
+                         vector: Callable[[JobInfo], tuple[int, int]]) -> None:
+        """§3/§4.3 for a running job at a round boundary: renew where it is at its demand, else move to
+        servers that give it its demand, else §4.2's share on its own GPUs (reverting others there)."""
+        c, m = cm
+        need = packer.demand(c, m)
+        if packer.reshape(job.job_id, need):
+            return
+        home = packer.release(job.job_id)  # GPUs only at this point
+        picked = packer.select(need, job.num_gpus, view.gpu_types_for(job.spec), best_fit=True)
+        if picked is not None and packer.place(job.job_id, picked, need) is not None:
+            return
+        if packer.place_on(job.job_id, home, packer.gpus_only()) is None:  # cannot happen: just released
+            raise AssertionError(f"synergy-tune: running job {job.job_id!r} cannot take back its own GPUs")
+        self._pack_running(view, packer, job, cm, vector)
 
     def _pack_new(self, view: ClusterView, packer: Packer, job: JobInfo, cm: tuple[int, int],
                   vector: Callable[[JobInfo], tuple[int, int]], plan: Plan) -> None:
@@ -268,7 +321,8 @@ class Opt(Tune):
     name = "synergy-opt"
 
     def __init__(self, *, fit_running: bool = False, node_limit: int | None = None) -> None:
-        super().__init__()
+        super().__init__(rounds=False)  # every pass, running jobs keep their GPUs (docs/synergy.md)
+        self.name = "synergy-opt"
         self.fit_running = fit_running
         self.node_limit = node_limit  # None: synergy_opt.ILP_NODE_LIMIT
         if fit_running:
@@ -356,39 +410,121 @@ class Opt(Tune):
             self.split_jobs += split
 
 
+class SrtfBySpeedup(Srtf):
+    """SRTF keyed as Synergy's public simulator keys it under TUNE (not in the paper; off unless named,
+    ``+srtf-by-speedup``): the remaining time at the proportional share divided by the job's profiled
+    speed-up at its demand vector (msr-fiddle/synergy ``jobs/job.py`` ``remaining_duration(fair=False)``
+    with ``synergy_speedup`` reset to the model's speed-up each round), so sensitive jobs rank shorter."""
+
+    name = "srtf-by-speedup"
+
+    def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, ...]]:
+        now, guard = view.now, self.guard
+
+        def remaining(job: JobInfo) -> float:
+            p = job_profile(view, job)
+            speedup = max(p.speedup(p.demand_cpus, p.demand_memory_mb), 1.0)
+            return job.remaining_iterations(now) * job.ideal_iteration_s / speedup
+
+        if guard is not None:
+            return lambda job: (guard.rank(job, now), remaining(job), job.spec.submit_time, job.arrival_seq)
+        return lambda job: (remaining(job), job.spec.submit_time, job.arrival_seq)
+
+
+def srtf_by_speedup(policy: Any) -> Any:
+    """``policy`` (a Synergy ``MECHANISM:srtf`` preset) with :class:`SrtfBySpeedup` as its ordering
+    (the ``+srtf-by-speedup`` suffix; a starvation guard already named is kept)."""
+    ordering = getattr(policy, "ordering", None)
+    if type(ordering) is not Srtf or not isinstance(getattr(policy, "placement", None), SynergyMechanism):
+        raise ValidationError(f"+srtf-by-speedup needs a Synergy mechanism with the srtf ordering; "
+                              f"{policy.name!r} has {getattr(ordering, 'name', None)!r}", field="policy")
+    keyed = SrtfBySpeedup()
+    keyed.guard, keyed.needs_rounds = ordering.guard, ordering.needs_rounds
+    policy.ordering = keyed
+    policy.name = f"{policy.name}+srtf-by-speedup"
+    return policy
+
+
 def _short(stage: str, job: JobInfo, c: int, m: int) -> Unplaced:
     return cannot_fit(stage, "needs {} GPUs with {} CPUs and {:.1f} GB per GPU (its demand vector); "
                       "no servers have them free", job.num_gpus, c, m / 1000.0)
 
 
 def _emit(view: ClusterView, plan: Plan, packer: Packer, new: Sequence[JobInfo]) -> None:
-    """Resource changes of running jobs (all decreases first, then increases), then starts,
-    so every prefix of the plan fits the ledger."""
-    changes: list[tuple[str, str, int, int, int, int]] = []
+    """The pass's changes in an order whose every prefix fits the ledger (the core applies a plan
+    action by action): CPU/memory decreases of jobs that stay, then, in sweeps until nothing is left,
+    every increase, move (``Migrate``) and start that fits what the actions before it left free. A
+    cycle of moves (each waiting for another's GPUs) is broken by preempting its first job and
+    starting it at its new place in the same plan (the same checkpoint-and-restart as a move)."""
+    ledger = view.free.copy()
+    for action in plan.actions:
+        if isinstance(action, Preempt):
+            ledger.give(view.running[action.job_id].allocation)
+    later: list[tuple[str, str, object]] = []  # (kind, job, what): "up" (node, cpus, mem), "move"/"start" alloc
     for job_id, job in view.running.items():
         alloc = packer.alloc.get(job_id)
         if alloc is None or alloc is job.allocation:
             continue
+        if [(p.node, p.gpus) for p in alloc.nodes] != [(p.node, p.gpus) for p in job.allocation.nodes]:
+            later.append(("move", job_id, alloc))
+            continue
         for old, part in zip(job.allocation.nodes, alloc.nodes, strict=True):
-            if (old.cpus, old.memory_mb) != (part.cpus, part.memory_mb):
-                changes.append((job_id, part.node, old.cpus, old.memory_mb, part.cpus, part.memory_mb))
-    for job_id, node, oc, om, nc, nm in changes:
-        low = (min(oc, nc), min(om, nm))
-        if low != (oc, om) and low != (nc, nm):
-            plan.set_resources(job_id, node, *low)
-        elif low == (nc, nm):
-            plan.set_resources(job_id, node, nc, nm)
-    for job_id, node, oc, om, nc, nm in changes:
-        if (min(oc, nc), min(om, nm)) != (nc, nm):
-            plan.set_resources(job_id, node, nc, nm)
+            oc, om, nc, nm = old.cpus, old.memory_mb, part.cpus, part.memory_mb
+            if (oc, om) == (nc, nm):
+                continue
+            low = (min(oc, nc), min(om, nm))
+            if low != (oc, om):  # a decrease in some dimension: always fits
+                plan.set_resources(job_id, part.node, *low)
+                ledger.adjust(view.cluster.node(part.node).index, low[0] - oc, low[1] - om)
+            if low != (nc, nm):
+                later.append(("up", job_id, (part.node, *low, nc, nm)))
     for job in new:
         alloc = packer.alloc.get(job.job_id)
         if alloc is not None:
-            plan.start(job.job_id, alloc)
+            later.append(("start", job.job_id, alloc))
+    while later:
+        left = [op for op in later if not _try(view, plan, ledger, *op)]
+        if len(left) == len(later):
+            moves = [i for i, op in enumerate(left) if op[0] == "move"]
+            if not moves:
+                raise AssertionError(f"synergy: the pass's placement does not fit the ledger ({left[0]!r})")
+            _, job_id, alloc = left[moves[0]]
+            plan.preempt(job_id)
+            ledger.give(view.running[job_id].allocation)
+            left[moves[0]] = ("start", job_id, alloc)
+        later = left
+
+
+def _try(view: ClusterView, plan: Plan, ledger: FreeResources, kind: str, job_id: str, what: object) -> bool:
+    """Add one change to the plan if it fits ``ledger`` now (and take it there); False if not yet."""
+    try:
+        if kind == "up":
+            node, lc, lm, nc, nm = what  # type: ignore[misc]
+            ledger.adjust(view.cluster.node(node).index, nc - lc, nm - lm)
+            plan.set_resources(job_id, node, nc, nm)
+        elif kind == "move":
+            old = view.running[job_id].allocation
+            ledger.give(old)
+            try:
+                ledger.take(what)  # type: ignore[arg-type]
+            except OverAllocation:
+                ledger.take(old)
+                raise
+            plan.migrate(job_id, what)  # type: ignore[arg-type]
+        else:
+            ledger.take(what)  # type: ignore[arg-type]
+            plan.start(job_id, what)  # type: ignore[arg-type]
+    except OverAllocation:
+        return False
+    return True
 
 
 MECHANISMS: dict[str, Callable[[], SynergyMechanism]] = {
     "proportional": Proportional, "synergy-greedy": Greedy, "synergy-tune": Tune,
+    "proportional-every-pass": lambda: Proportional(rounds=False),
+    "synergy-greedy-every-pass": lambda: Greedy(rounds=False),
+    "synergy-tune-every-pass": lambda: Tune(rounds=False),
+    "synergy-tune-keep-gpus": lambda: Tune(replace=False),
     "synergy-tune-raise": lambda: Tune(raise_back=True), "synergy-opt": Opt,
     "synergy-opt-fit-running": lambda: Opt(fit_running=True)}
 

@@ -74,6 +74,7 @@ class Packer:
         self.shape = view.shape
         self.alloc: dict[str, Allocation] = {}
         self.on_node: list[set[str]] = [set() for _ in self.cluster.nodes]
+        self._built: dict[tuple[object, ...], Allocation] = {}  # (job, GPUs, CPU/memory) -> allocation
 
     # rules
     def demand(self, c: int, m: int) -> Need:
@@ -91,8 +92,18 @@ class Packer:
     # bookkeeping
     def hold(self, job_id: str, allocation: Allocation) -> None:
         self.alloc[job_id] = allocation
+        self._built[(job_id, tuple((p.node, p.gpus) for p in allocation.nodes),
+                     tuple((p.cpus, p.memory_mb) for p in allocation.nodes))] = allocation
         for part in allocation.nodes:
             self.on_node[self.cluster.node(part.node).index].add(job_id)
+
+    def release(self, job_id: str) -> Allocation:
+        """Give a held job's whole allocation back to the pass's free resources (it is to be re-placed)."""
+        allocation = self.alloc.pop(job_id)
+        self.free.give(allocation)
+        for part in allocation.nodes:
+            self.on_node[self.cluster.node(part.node).index].discard(job_id)
+        return allocation
 
     def usable(self, need: Need, gpu_types: GpuTypes) -> np.ndarray:
         """GPUs per node of ``gpu_types`` that can be taken with ``need``'s CPU and memory."""
@@ -123,6 +134,20 @@ class Packer:
             parts.append(NodeAllocation(self.cluster.nodes[idx].name, ids, c, m))
         return Allocation(tuple(parts))
 
+    def place_on(self, job_id: str, allocation: Allocation, need: Callable[[int, int], tuple[int, int]]
+                 ) -> Allocation | None:
+        """Place a job on exactly ``allocation``'s GPUs with ``need``'s CPU and memory; None if they are
+        not all free or the CPU and memory do not fit (the ledger is then unchanged)."""
+        parts = tuple(dataclasses.replace(p, cpus=c, memory_mb=m) for p in allocation.nodes
+                      for c, m in (need(self.cluster.node(p.node).index, len(p.gpus)),))
+        placed = dataclasses.replace(allocation, nodes=parts)
+        try:
+            self.free.take(placed)
+        except OverAllocation:
+            return None
+        self.hold(job_id, placed)
+        return placed
+
     def place(self, job_id: str, picked: list[tuple[int, int]], need: Need) -> Allocation | None:
         allocation = self.build(picked, need)
         try:
@@ -133,18 +158,26 @@ class Packer:
         return allocation
 
     def reshape(self, job_id: str, need: Callable[[int, int], tuple[int, int]]) -> bool:
-        """Give a held job ``need``'s CPU and memory on its nodes (same GPUs); False if it does not fit."""
+        """Give a held job ``need``'s CPU and memory on its nodes (same GPUs); False if it does not fit.
+
+        The ledger moves by the differences only, and the allocation with the CPU and memory it ends at
+        is built once per pass (a re-pack reshapes every running job twice: to GPUs only, then back)."""
         old = self.alloc[job_id]
-        wanted = [need(self.cluster.node(p.node).index, len(p.gpus)) for p in old.nodes]
+        idxs = [self.cluster.node(p.node).index for p in old.nodes]
+        wanted = tuple(need(idx, len(p.gpus)) for idx, p in zip(idxs, old.nodes, strict=True))
         if all((p.cpus, p.memory_mb) == cm for p, cm in zip(old.nodes, wanted, strict=True)):
             return True  # the common case on a re-tune: build nothing
-        new = dataclasses.replace(old, nodes=tuple(dataclasses.replace(p, cpus=c, memory_mb=m)
-                                                   for p, (c, m) in zip(old.nodes, wanted, strict=True)))
-        self.free.give(old)
-        try:
-            self.free.take(new)
-        except OverAllocation:
-            self.free.take(old)
-            return False
+        free = self.free
+        for idx, p, (c, m) in zip(idxs, old.nodes, wanted, strict=True):  # one part per node
+            if c - p.cpus > free.cpus[idx] or m - p.memory_mb > free.memory_mb[idx]:
+                return False
+        for idx, p, (c, m) in zip(idxs, old.nodes, wanted, strict=True):
+            free.cpus[idx] -= c - p.cpus
+            free.memory_mb[idx] -= m - p.memory_mb
+        key = (job_id, tuple((p.node, p.gpus) for p in old.nodes), wanted)
+        new = self._built.get(key)
+        if new is None:
+            new = self._built[key] = dataclasses.replace(old, nodes=tuple(
+                dataclasses.replace(p, cpus=c, memory_mb=m) for p, (c, m) in zip(old.nodes, wanted, strict=True)))
         self.alloc[job_id] = new
         return True

@@ -8,6 +8,7 @@ them breaks the contract (the core re-validates every action anyway).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -18,6 +19,10 @@ from halyard.policies.resources import FreeResources
 
 if TYPE_CHECKING:
     from halyard.policies.crius_profiles import ProfileSource
+
+# Round instants are computed as k x round_s by both drivers, so they are exact; the slack only
+# absorbs a replay whose trace origin was added to them (whole rounds, exact in practice).
+ROUND_BOUNDARY_TOLERANCE_S = 1e-6
 
 
 class JobInfo(Protocol):
@@ -159,6 +164,9 @@ class ClusterView:
     # Where Crius' stage profilings come from (§5.1): None for the performance model (the simulator);
     # the live control plane's asks its agents (halyard.controlplane.profiling.AgentProfiles).
     profiles: ProfileSource | None = field(default=None, repr=False, compare=False)
+    # How long after a round boundary a pass still counts as that round's: the deterministic drivers
+    # pass at the boundary's exact float; the wall-clock daemon when its event loop reaches the timer.
+    round_slack_s: float = ROUND_BOUNDARY_TOLERANCE_S
 
     def __post_init__(self) -> None:
         if self.facts is None:
@@ -168,6 +176,14 @@ class ClusterView:
     def schedulable_gpus(self) -> int:
         """GPUs on nodes that accept new work, free or not."""
         return self.free.schedulable_gpus
+
+    @property
+    def at_round_boundary(self) -> bool:
+        """Whether ``now`` is a whole number of rounds on the cluster clock: the instants the round
+        timer of the simulator and of the control plane both fire at (``floor(now / round_s) + 1``
+        rounds), so a round-based stage sees the same boundaries in simulate and replay."""
+        offset = math.remainder(self.now, self.round_s)
+        return -ROUND_BOUNDARY_TOLERANCE_S <= offset <= self.round_slack_s
 
     @property
     def shape(self) -> ClusterShape:

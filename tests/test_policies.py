@@ -130,8 +130,10 @@ def test_unknown_policy_lists_names():
     names = policy_names()
     with pytest.raises(ValidationError, match=re.escape("presets: " + ", ".join(names[:6]))):
         make_policy("round-robin")
-    synergy = [f"{m}:{o}" for m in ("proportional", "synergy-greedy", "synergy-opt", "synergy-opt-fit-running",
-                                     "synergy-tune", "synergy-tune-raise")
+    synergy = [f"{m}:{o}" for m in ("proportional", "proportional-every-pass", "synergy-greedy",
+                                     "synergy-greedy-every-pass", "synergy-opt", "synergy-opt-fit-running",
+                                     "synergy-tune", "synergy-tune-every-pass", "synergy-tune-keep-gpus",
+                                     "synergy-tune-raise")
                for o in ("fifo", "ftf", "las", "srtf")]
     cassini = ["themis+cassini", "tiresias+cassini", "synergy-tune:srtf+cassini", "pollux", "pollux+cassini"]
     assert names == sorted(["crius", "crius-ddl", "crius-na", "crius-nh", "crius-no-suspend", "elasticflow",

@@ -11,7 +11,7 @@ from test_properties import check_ledger
 
 from halyard.controlplane import SchedulingCore, Simulator
 from halyard.controlplane.timing import Pacer, performance_model_for
-from halyard.datamodel import Allocation, JobSpec, JobState, NodeAllocation, load_cluster
+from halyard.datamodel import Allocation, JobSpec, JobState, NodeAllocation, ValidationError, load_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import ClusterView, PassState, Plan, Policy, WaitCode, make_policy, policy_names
 from halyard.policies.ordering import ORDERINGS
@@ -19,6 +19,7 @@ from halyard.policies.synergy import MECHANISMS
 from halyard.policies.synergy_profile import binary_search_points, optimistic_profile
 
 STALLS = PerformanceModel(data_stalls=True)
+ROUND = 300.0  # a round boundary of the core's default 300 s rounds (Synergy §3 decides only there)
 
 
 def cpus_memory_per_gpu(allocation: Allocation) -> tuple[float, float]:
@@ -117,8 +118,8 @@ def test_tune_runs_at_the_share_instead_of_skipping_s4_2(small_cluster):
         c.submit(job(1, model="alexnet", job_id=f"a{i}"), 0.0)
     c.schedule(0.0)
     assert all(cpus_memory_per_gpu(r.allocation) == (12, 125_000) for r in c.running.values())
-    c.submit(job(1, model="resnet18", job_id="r"), 1.0)
-    c.schedule(1.0)
+    c.submit(job(1, model="resnet18", job_id="r"), ROUND)
+    c.schedule(ROUND)
     assert c.records["r"].state is JobState.RUNNING
     assert cpus_memory_per_gpu(c.records["r"].allocation) == (3, 62_500)
     node = c.records["r"].allocation.nodes[0].node
@@ -126,28 +127,111 @@ def test_tune_runs_at_the_share_instead_of_skipping_s4_2(small_cluster):
     reverted = [j for j in others if c.records[j].allocation.on(node) is not None]
     assert [others[j] for j in reverted] == [(3, 62_500)]
     assert all(v == (12, 125_000) for j, v in others.items() if j not in reverted)
-    check_ledger(c.view(1.0))
+    check_ledger(c.view(ROUND))
 
 
-def test_tune_repacks_running_jobs_every_pass_s3_s4_2(small_cluster):
-    """§3: every round the whole runnable set is re-packed in §4.2's order. A running resnet18
-    (9 CPUs) is packed after the new alexnets (12 CPUs) that take its server's CPUs; it does not
-    fit even its share until (2a) switches the alexnet beside it back to the share."""
-    c = core(small_cluster, "synergy-tune:fifo")
+@pytest.mark.parametrize(("policy", "at"), [("synergy-tune-every-pass:fifo", 1.0), ("synergy-tune:fifo", ROUND)])
+def test_tune_repacks_running_jobs_s3_s4_2(small_cluster, policy, at):
+    """§3: the whole runnable set is re-packed in §4.2's order (every pass, or at round boundaries).
+    A running resnet18 (9 CPUs) is packed after the new alexnets (12 CPUs) that take every server's
+    CPUs; it does not fit even its share until (2a) switches the alexnet beside it back to the share
+    (no server gives it its demand, so at a round it renews its lease where it is, §4.3)."""
+    c = core(small_cluster, policy)
     c.submit(job(1, model="resnet18", job_id="r"), 0.0)
     c.schedule(0.0)
     assert cpus_memory_per_gpu(c.records["r"].allocation) == (9, 62_500)
     node = c.records["r"].allocation.nodes[0].node
     for i in range(4):
-        c.submit(job(1, model="alexnet", job_id=f"a{i}"), 1.0)
-    c.schedule(1.0)
+        c.submit(job(1, model="alexnet", job_id=f"a{i}"), at)
+    c.schedule(at)
     assert c.records["r"].allocation.nodes[0].node == node  # its GPUs are kept
     assert cpus_memory_per_gpu(c.records["r"].allocation) == (3, 62_500)
     beside = [r for r in c.running.values() if r.job_id != "r" and r.allocation.on(node) is not None]
     assert [cpus_memory_per_gpu(r.allocation) for r in beside] == [(3, 62_500)]
     assert all(cpus_memory_per_gpu(r.allocation) == (12, 125_000) for r in c.running.values()
                if r.job_id != "r" and r not in beside)
-    check_ledger(c.view(1.0))
+    check_ledger(c.view(at))
+
+
+def test_tune_changes_nothing_between_rounds_s3(small_cluster):
+    """§3: "Synergy performs round-based scheduling": a job arriving mid-round waits for the next
+    round boundary (with a reason saying so); the every-pass variant starts it at once."""
+    c = core(small_cluster, "synergy-tune:fifo")
+    c.submit(job(1, model="alexnet", job_id="a"), 1.0)
+    assert c.schedule(1.0) == []
+    why = c.wait_of(c.records["a"])
+    assert (why.code, why.stage) == (WaitCode.WAITING_BY_POLICY, "synergy-tune")
+    assert "next round" in why.reason
+    assert c.policy.needs_rounds  # so the round timer runs the pass at the boundary
+    c.schedule(ROUND)
+    assert c.records["a"].state is JobState.RUNNING
+    eager = core(small_cluster, "synergy-tune-every-pass:fifo")
+    eager.submit(job(1, model="alexnet", job_id="a"), 1.0)
+    eager.schedule(1.0)
+    assert eager.records["a"].state is JobState.RUNNING
+
+
+def test_a_late_round_pass_counts_within_the_drivers_slack(small_cluster):
+    """The wall-clock daemon runs a round's pass when its event loop reaches the timer, a little after
+    the boundary: within the core's round slack (service.py: a tenth of a round outside lockstep) the
+    pass is the round's; the deterministic drivers' slack is a float's (1e-6 s)."""
+    late = SchedulingCore(small_cluster, make_policy("synergy-tune:fifo"), STALLS, round_slack_s=30.0)
+    exact = core(small_cluster, "synergy-tune:fifo")
+    for c in (late, exact):
+        c.submit(job(1, model="alexnet", job_id="a"), ROUND)
+        c.schedule(ROUND + 0.05)
+    assert late.records["a"].state is JobState.RUNNING
+    assert exact.records["a"].state is JobState.PENDING
+    assert not late.view(ROUND + 31.0).at_round_boundary and late.view(2 * ROUND - 1e-9).at_round_boundary
+
+
+def test_a_running_job_moves_at_a_round_to_where_it_gets_its_demand_s3(small_cluster):
+    """§3 (placements recomputed each round) with §4.3's lease renewal: a new alexnet (12 CPUs, packed
+    first) takes the CPUs of the running resnet18's server; the resnet18 cannot get its demand (9 CPUs)
+    there, so it moves (Migrate) to an empty server that gives it -- both run at their demands. Keeping
+    its GPUs (the every-pass variant) leaves both at the share on one server, three servers empty."""
+    c = core(small_cluster, "synergy-tune:fifo")
+    c.submit(job(1, model="resnet18", job_id="r"), 0.0)
+    c.schedule(0.0)
+    home = c.records["r"].allocation.nodes[0].node
+    c.submit(job(1, model="alexnet", job_id="a"), ROUND)
+    actions = c.schedule(ROUND)
+    assert [type(a).__name__ for a in actions] == ["Migrate", "Start"]
+    assert c.records["a"].allocation.nodes[0].node == home
+    assert c.records["r"].allocation.nodes[0].node != home
+    assert cpus_memory_per_gpu(c.records["a"].allocation) == (12, 125_000)
+    assert cpus_memory_per_gpu(c.records["r"].allocation) == (9, 62_500)
+    assert c.records["r"].restarts == 1  # a move is a checkpoint and restart (the performance model's cost)
+    check_ledger(c.view(ROUND))
+    kept = core(small_cluster, "synergy-tune-every-pass:fifo")
+    kept.submit(job(1, model="resnet18", job_id="r"), 0.0)
+    kept.schedule(0.0)
+    kept.submit(job(1, model="alexnet", job_id="a"), ROUND)
+    kept.schedule(ROUND)
+    assert {cpus_memory_per_gpu(r.allocation) for r in kept.running.values()} == {(3, 62_500)}
+
+
+def test_a_cycle_of_moves_is_ordered_by_a_preemption_and_a_restart(small_cluster):
+    """Two 4-GPU jobs swapping servers cannot be written as two Migrates (each needs the other's GPUs
+    first): the plan preempts the first and starts it at its new place after the other moved, and the
+    core accepts it."""
+    from halyard.policies.synergy import _emit
+    from halyard.policies.synergy_packing import Packer
+
+    c = core(small_cluster, "synergy-tune:fifo")
+    for name in ("x", "y"):
+        c.submit(job(4, model="gnmt", job_id=name), 0.0)
+    c.schedule(0.0)
+    view = c.view(ROUND)
+    packer = Packer(view, view.free.copy())
+    packer.alloc = {"x": c.records["y"].allocation, "y": c.records["x"].allocation}
+    plan = Plan()
+    _emit(view, plan, packer, [])
+    assert [(type(a).__name__, a.job_id) for a in plan.actions] == [("Preempt", "x"), ("Migrate", "y"),
+                                                                    ("Start", "x")]
+    before = {j: c.records[j].allocation for j in ("x", "y")}
+    c.apply(plan, ROUND)
+    assert c.records["x"].allocation == before["y"] and c.records["y"].allocation == before["x"]
 
 
 def test_tune_raise_is_halyards_rule_raising_jobs_back_after_packing(small_cluster):
@@ -275,10 +359,37 @@ def test_expect_uses_the_allocations_cpus_and_memory(small_cluster):
     assert slow / fast == pytest.approx(2.94, rel=0.01)
 
 
-def test_synergy_128_is_built_in():
-    cluster = load_cluster("synergy-128")
-    assert cluster.total_gpus == 128 and len(cluster.nodes) == 16
-    assert {(n.cpus, n.memory_mb, n.gpu_type) for n in cluster.nodes} == {(24, 500_000, "V100")}
+@pytest.mark.parametrize(("name", "servers"), [("synergy-128", 16), ("synergy-512", 64)])
+def test_synergy_clusters_are_built_in(name, servers):
+    """§5.1's 128-GPU cluster and §5.3.1's 512 GPUs "across 64 servers" (Table 6a), Synergy's server."""
+    cluster = load_cluster(name)
+    assert cluster.total_gpus == 8 * servers and len(cluster.nodes) == servers
+    assert {(n.cpus, n.memory_mb, n.gpu_type, n.gpus) for n in cluster.nodes} == {(24, 500_000, "V100", 8)}
+
+
+def test_srtf_by_speedup_divides_the_remaining_time_by_the_demand_speedup(small_cluster):
+    """The public simulator's SRTF key under TUNE (not the paper's, only when named): an alexnet with
+    more remaining work than a gnmt job ranks first once its remaining time is divided by its speed-up
+    at its demand vector (2.94x); plain SRTF ranks the gnmt first."""
+    from halyard.policies.synergy import SrtfBySpeedup
+
+    c = core(small_cluster, "synergy-tune:srtf")
+    c.submit(job(1, model="alexnet", job_id="a"), 0.0)
+    c.submit(job(1, model="gnmt", job_id="g", iterations=2500), 0.0)  # half alexnet's work at the share
+    view = c.view(0.0)
+    a, g = c.records["a"], c.records["g"]
+    plain = make_policy("synergy-tune:srtf").ordering.key(view, PassState())
+    keyed = make_policy("synergy-tune:srtf+srtf-by-speedup").ordering
+    assert isinstance(keyed, SrtfBySpeedup)
+    by_speedup = keyed.key(view, PassState())
+    work_a = a.remaining_iterations(0.0) * a.ideal_iteration_s
+    work_g = g.remaining_iterations(0.0) * g.ideal_iteration_s
+    ratio = work_a / work_g
+    assert 1.0 < ratio < 2.9  # a has more work, less than its speed-up more
+    assert plain(g) < plain(a) and by_speedup(a) < by_speedup(g)
+    assert by_speedup(a)[0] == pytest.approx(work_a / 2.94, rel=0.01)
+    with pytest.raises(ValidationError, match="srtf-by-speedup"):
+        make_policy("synergy-tune:las+srtf-by-speedup")
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

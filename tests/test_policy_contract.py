@@ -45,7 +45,9 @@ def test_every_preset_declares_what_drivers_read(name):
     stages = policy.stages()
     assert stages and all(isinstance(k, str) and isinstance(c, str) and c for k, c in stages)
     if isinstance(policy, StagedPolicy):
-        assert policy.needs_rounds == (policy.ordering.needs_rounds or any(a.needs_rounds for a in policy.adjusters))
+        # a round-based batch placement (Synergy §3) acts only at round boundaries, so it needs the round timer
+        assert policy.needs_rounds == (policy.ordering.needs_rounds or any(a.needs_rounds for a in policy.adjusters)
+                                       or (policy.placement.batch and policy.placement.rounds))
         assert policy.resource_sensitive == policy.placement.resource_sensitive
         assert [c for _, c in stages] == [s.name for s in policy._all()]
 
@@ -57,6 +59,7 @@ def test_every_registered_stage_meets_its_protocol(kind, name):
     if kind == "placement":
         assert type(stage.batch) is bool and type(stage.resource_sensitive) is bool
         assert isinstance(stage, BatchPlacement if stage.batch else Placement)
+        assert not stage.batch or type(stage.rounds) is bool
     else:
         assert isinstance(stage, PROTOCOLS[kind])
     if kind == "ordering":
