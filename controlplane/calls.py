@@ -16,6 +16,7 @@ and answers UNIMPLEMENTED, as gRPC does.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
@@ -102,8 +103,9 @@ class CallWrapper:
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(_unary(handler.unary_unary, done, check=True), decode, encode)
         if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(_streaming(handler.unary_stream, done, check=True),
-                                                        decode, encode)
+            # A coroutine that writes with context.write (grpc.health's Watch) is awaited, not iterated.
+            wrap = _streaming if inspect.isasyncgenfunction(handler.unary_stream) else _unary
+            return grpc.unary_stream_rpc_method_handler(wrap(handler.unary_stream, done, check=True), decode, encode)
         trusted = full_method in self.checks_own_requests
         if handler.stream_stream is not None:
             inner = handler.stream_stream if trusted else _checking(handler.stream_stream)

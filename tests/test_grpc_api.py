@@ -132,6 +132,9 @@ async def test_health_and_reflection_for_stock_clients(halyard_cluster: TestClus
     health = health_pb2_grpc.HealthStub(tc.channel)
     reply = await health.Check(health_pb2.HealthCheckRequest(service=""))
     assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    watch = health.Watch(health_pb2.HealthCheckRequest(service=""))  # a stream the servicer writes to
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+    watch.cancel()
     services, answer = await asyncio.to_thread(get_cluster_by_reflection, tc.address)
     assert {"halyard.v1.JobService", "halyard.v1.ClusterService", "halyard.v1.AgentService"} <= services
     assert answer.total_gpus == 32 and len(answer.nodes) == 4
