@@ -674,6 +674,7 @@ class ControlPlane:
         old head would deadlock with an arrival between the two instants, which waits (``settle``) for
         the earlier completion while this loop waits for that arrival."""
         turn = asyncio.ensure_future(self._turn_of(t))
+        added: asyncio.Future[object] | None = None
         try:
             while not turn.done():
                 self._due_added.clear()
@@ -684,8 +685,10 @@ class ControlPlane:
                     return False
             turn.result()  # re-raise what ended it
             return True
-        finally:
+        finally:  # also when this loop is cancelled mid-wait: no task is left pending
             turn.cancel()
+            if added is not None:
+                added.cancel()
 
     def _reconcile(self, session: AgentSession, register: apb.Register) -> None:
         reported = {(r.job_id, r.attempt) for r in register.running}
@@ -831,12 +834,18 @@ class ControlPlane:
         elif isinstance(action, SetResources):
             self._reconfigure(record, now)
 
+    @property
+    def profiles_wanted(self) -> bool:
+        """Whether the policy estimates jobs from agents' stage profilings (``profile_requests``,
+        optional in policies.stages.Policy: Crius)."""
+        return getattr(self.core.policy, "profile_requests", None) is not None
+
     async def prepare_profiles(self, spec: tpb.JobSpec) -> None:
         """Before a submission: fetch the stage profilings the policy will estimate the job with (Crius
         §6.1: a new job's Cells are profiled on each GPU type, in parallel), so its first pass -- in
         lockstep the simulator's pass -- finds them answered. A spec the submission will refuse is left
         for it to name what is wrong."""
-        wanted = getattr(self.core.policy, "profile_requests", None)  # optional (policies.stages.Policy)
+        wanted = getattr(self.core.policy, "profile_requests", None)
         if wanted is None:
             return  # most policies: no spec parsed a second time on the submission path
         # What the profilings depend on, read off the message: a job like one already profiled costs
@@ -847,7 +856,7 @@ class ControlPlane:
             return
         try:
             requests = wanted(spec_from_pb(spec, submit_time=0.0), self.core.facts)
-        except (HalyardError, ValueError):
+        except (HalyardError, ValueError, KeyError):  # e.g. an unknown model: the submission names it
             return
         if requests:
             await self.profiles.fetch(requests)
