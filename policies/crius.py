@@ -44,7 +44,13 @@ from sortedcontainers import SortedKeyList, SortedList
 from halyard.datamodel import Allocation, JobSpec, NodeAllocation, StagePlan
 from halyard.emulator.parallel import pipeline_depths, stage_splits
 from halyard.policies.adaptive import fastest_fitting
-from halyard.policies.crius_profiles import ProfileRequest, ProfilesPending, best_assembled, profilings
+from halyard.policies.crius_profiles import (
+    ProfileRefused,
+    ProfileRequest,
+    ProfilesPending,
+    best_assembled,
+    profilings,
+)
 from halyard.policies.facts import ClusterFacts
 from halyard.policies.moves import emit_in_order
 from halyard.policies.passstate import PassState
@@ -169,7 +175,10 @@ def estimate_cell(view: ClusterView, spec: JobSpec, cell: Cell) -> CellEstimate 
     """Agile estimation of ``cell`` (§5.1): the best assembled plan that fits memory, or None.
     A pure function of the cluster and the model, memoised in ``view.facts``."""
     key = (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, cell)
-    return view.facts.memo("crius/cell", key, lambda: _estimate(view, spec, cell))
+    try:
+        return view.facts.memo("crius/cell", key, lambda: _estimate(view, spec, cell))
+    except ProfileRefused:
+        return None  # not memoised: a later pass may get the profiling from another agent
 
 
 def _estimate(view: ClusterView, spec: JobSpec, cell: Cell) -> CellEstimate | None:

@@ -27,6 +27,11 @@ from halyard.datamodel import Allocation, Cluster, JobSpec, StagePlan, StageProf
 from halyard.policies.view import ClusterView, PerformanceEstimator
 
 
+class ProfileRefused(Exception):
+    """A profiling the source could not give (e.g. the agent asked refused it): the Cell is left out of
+    this pass but not remembered as infeasible, since another agent of the type may answer later."""
+
+
 class ProfilesPending(Exception):
     """A profiling asked of an agent has not been answered yet (live control plane only): the pass
     that needs it gives its jobs a wait reason, and the answer's arrival runs another pass."""
@@ -90,13 +95,13 @@ def profilings(spec: JobSpec, gpu_type: str, base: Allocation, stage_gpus: Seque
 def best_assembled(view: ClusterView, spec: JobSpec, gpu_type: str, base: Allocation, stage_gpus: Sequence[int],
                    plans: Sequence[tuple[StagePlan, ...]]) -> tuple[float, tuple[StagePlan, ...]] | None:
     """The fastest of ``plans`` (each stage data- or tensor-parallel-only) that fits memory, costed from
-    the Cell's two profilings: ``(iteration seconds, plan)``, or None if none fits or a profiling cannot
-    be had. Raises :class:`ProfilesPending` while one is awaited."""
+    the Cell's two profilings: ``(iteration seconds, plan)``, or None if none fits. Raises
+    :class:`ProfileRefused` if a profiling cannot be had, :class:`ProfilesPending` while one is awaited."""
     source = profiles_of(view)
     dp_req, tp_req = profilings(spec, gpu_type, base, stage_gpus)
     dp, tp = source.stage_profiles(dp_req), source.stage_profiles(tp_req)
     if dp is None or tp is None:
-        return None
+        raise ProfileRefused(f"{spec.model} on {sum(stage_gpus)} {gpu_type} GPU(s)")
     if len(dp) != len(stage_gpus) or len(tp) != len(stage_gpus):
         raise ValueError(f"a profiling of {len(stage_gpus)} stages answered {len(dp)} and {len(tp)} stages")
     best: tuple[float, tuple[StagePlan, ...]] | None = None

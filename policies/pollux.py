@@ -177,6 +177,8 @@ class Pollux(Policy):
         other counts; 0 for 0 GPUs and for a count on which no batch fits."""
         low, high = job.spec.gpu_range if resizable(view, job.spec) else (job.spec.num_gpus,) * 2
         base, _ = self.goodput(view, job, min(max(fair, low), high))
+        if base <= 0.0:  # no batch fits its fair share: measure from the smallest count that holds one
+            base = next((g for g in (self.goodput(view, job, a)[0] for a in sorted(counts) if a > 0) if g > 0.0), 0.0)
         current = job.num_gpus if job.allocation is not None else 0
         factor = 1.0
         if current or self.penalize_starts:

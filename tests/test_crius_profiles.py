@@ -140,3 +140,26 @@ async def test_the_gpu_backend_says_it_cannot_profile_stages(tmp_path):
     assert answer.request_id == 7 and not answer.stages
     assert answer.error.startswith("node gpu-node's agent (backend gpu) cannot profile: stage profiling on real "
                                    "GPUs needs a compiler of distributed-equivalent stages")
+
+
+def test_a_refused_profiling_is_not_remembered_as_an_infeasible_cell():
+    """A Cell left out because its profiling was refused (an agent could not answer) is estimated
+    once a source answers: the refusal is not memoised as "no plan fits" for the life of the facts."""
+    pm, cluster = PerformanceModel(), parse_cluster(TOML)
+
+    class RefusesOnce:
+        def __init__(self) -> None:
+            self.model, self.refused = ModelProfiles(pm, cluster), 0
+
+        def stage_profiles(self, request: ProfileRequest):
+            if self.refused < 2:  # the Cell's two profilings
+                self.refused += 1
+                return None
+            return self.model.stage_profiles(request)
+
+    v = replace(view_of(cluster, 0.0, [], [], perf=pm), profiles=RefusesOnce())
+    cell = Cell("A40", 8, 4)
+    assert estimate_cell(v, SPEC, cell) is None
+    again = estimate_cell(v, SPEC, cell)
+    plain = estimate_cell(view_of(cluster, 0.0, [], [], perf=pm), SPEC, cell)
+    assert again is not None and plain is not None and again.iteration_s == plain.iteration_s
