@@ -1,12 +1,12 @@
-"""Generate the Python protocol modules from proto/halyard/v1/*.proto.
+"""Generate the Python protocol modules from src/halyard/v1/*.proto.
 
     .venv/bin/python proto/generate.py           # write src/halyard/v1/*_pb2*.py(i)
     .venv/bin/python proto/generate.py --check   # exit 1 if the checked-in files are stale (CI)
 
-The output lands in src/halyard/v1, so the modules import as ``halyard.v1.*``,
-which is also the protobuf package name. The .proto sources are copied beside
-them, so the wheel ships them (package data of ``halyard.v1``) under the same
-include root as their import paths: ``halyard.v1.PROTO_INCLUDE``. grpcio-tools is pinned in the
+The sources live beside their modules in src/halyard/v1 (one copy: the wheel ships them
+as package data of ``halyard.v1``, under the include root of their import paths,
+``halyard.v1.PROTO_INCLUDE``), so the modules import as ``halyard.v1.*``, which is also
+the protobuf package name. grpcio-tools is pinned in the
 ``dev`` extra of pyproject.toml so every machine generates the same bytes.
 """
 
@@ -23,8 +23,8 @@ from pathlib import Path
 from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parents[1]
-PROTO_DIR = ROOT / "proto"
 OUT_DIR = ROOT / "src"
+PROTO_DIR = OUT_DIR  # include root of the sources: src/halyard/v1/*.proto
 PACKAGE = Path("halyard") / "v1"
 INIT = '''"""Generated protocol modules (package halyard.v1); regenerate with proto/generate.py.
 
@@ -47,8 +47,9 @@ def generate(out: Path) -> list[Path]:
             f"--grpc_python_out={out}", *(str(s.relative_to(PROTO_DIR)) for s in sources)]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
-    for source in sources:  # shipped in the wheel as package data (pyproject.toml)
-        shutil.copyfile(source, out / PACKAGE / source.name)
+    for source in sources:  # --check's scratch tree gets the sources too, so the listings compare
+        if source.parent != out / PACKAGE:
+            shutil.copyfile(source, out / PACKAGE / source.name)
     names = tuple(str(s.relative_to(PROTO_DIR)) for s in sources)
     (out / PACKAGE / "__init__.py").write_text(INIT.format(files=names), encoding="utf-8")
     return sorted((out / PACKAGE).iterdir())

@@ -88,7 +88,7 @@ async def test_shipped_protos_drive_a_control_plane_without_generated_stubs(tmp_
         env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True, check=True, timeout=30)
     include, files = where.stdout.splitlines()
     assert Path(include) == site.resolve()
-    assert sorted(files.split()) == sorted(f"halyard/v1/{p.name}" for p in (ROOT / "proto/halyard/v1").glob("*.proto"))
+    assert sorted(files.split()) == sorted(f"halyard/v1/{p.name}" for p in (ROOT / "src/halyard/v1").glob("*.proto"))
     pool = compile_protos(Path(include), files.split(), tmp_path / "halyard.pb")
 
     async with TestCluster(nodes=2) as tc:
