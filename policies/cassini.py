@@ -288,7 +288,8 @@ def lock_periods(graph: AffinityGraph, iteration_s: Mapping[Hashable, float], sh
                  profiles: Mapping[Hashable, list[Any]], capacity: Callable[[Hashable], float]
                  ) -> dict[Hashable, float]:
     """``+cassini-lock`` (our option; ``+cassini`` has none): one common period for jobs that Algorithm 1
-    interleaves and whose iterations differ by at most ``LOCK_TOLERANCE``.
+    interleaves and whose iterations differ by at most ``LOCK_TOLERANCE`` pairwise (groups are joined
+    through chains of such pairs, so a group's ends may differ by more).
 
     The unified circle of §4.3.2 rounds such times to one (380.3 ms and 380.7 ms are one 380 ms
     circle), so the plan assumes they repeat together; at their own periods they drift off it
