@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import structlog
 
+from halyard.controlplane.store import StoreError
 from halyard.datamodel import HalyardError, StageProfile, ValidationError
 from halyard.policies.crius_profiles import ProfileRequest, ProfilesPending
 from halyard.v1 import agent_service_pb2 as apb
@@ -34,8 +36,11 @@ if TYPE_CHECKING:
 log = structlog.get_logger("halyard.controlplane")
 
 # Wall seconds an agent has to answer a Profile (as LogRelay's AGENT_ANSWER_S for a ReadLog); one
-# not answered by then is asked again by the next pass that needs it.
+# not answered by then is asked of the type's next agent.
 PROFILE_ANSWER_S = 10.0
+# Wall seconds a profiling that no agent of its type answered stays refused (its Cell left out) before a
+# pass asks for it again: long enough not to re-ask on every pass, short enough for a restarted agent.
+PROFILE_RETRY_S = 60.0
 
 _Key = tuple[object, ...]
 
@@ -52,12 +57,15 @@ class AgentProfiles:
         self._waiting: dict[int, tuple[str, asyncio.Future[apb.ProfileResult]]] = {}
         self._missed: dict[_Key, ProfileRequest] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._retry_at: dict[_Key, float] = {}  # profilings no agent answered: when to ask again (monotonic)
         self.exchanged = 0  # Profile / ProfileResult round trips completed
 
     # --- the ProfileSource a pass reads (synchronous) ------------------------------
 
     def stage_profiles(self, request: ProfileRequest) -> tuple[StageProfile, ...] | None:
         key = request.key
+        if key in self._retry_at and time.monotonic() >= self._retry_at[key]:  # unanswered a while ago: ask again
+            del self._retry_at[key], self._answers[key], self.errors[key]
         if key in self._answers:
             return self._answers[key]
         self._missed.setdefault(key, request)
@@ -95,29 +103,36 @@ class AgentProfiles:
             await asyncio.gather(*(asyncio.shield(w) for w in waits))
 
     async def _exchange(self, request: ProfileRequest) -> None:
-        key = request.key
+        """Ask the type's agents in turn until one answers; if none does, the profiling is refused for
+        ``PROFILE_RETRY_S`` (the Cell is left out meanwhile, and other jobs' passes go on) and then asked
+        again, so one absent or hung agent cannot stall the policy."""
+        key, tried = request.key, []
         try:
-            node = self._agent_for(request.gpu_type)
-            if node is None:
-                log.warning("no connected agent of the GPU type to profile on", gpu_type=request.gpu_type,
-                            model=request.spec.model)
+            while (node := self._agent_for(request.gpu_type, tried)) is not None:
+                tried.append(node)
+                request_id = next(self._ids)
+                answer: asyncio.Future[apb.ProfileResult] = asyncio.get_running_loop().create_future()
+                self._waiting[request_id] = (node, answer)
+                try:
+                    spec = request.spec
+                    self.cp.sessions[node].send(profile=apb.Profile(
+                        job_id=spec.job_id, spec=spec_to_pb(spec), request_id=request_id,
+                        allocation=allocation_to_pb(request.allocation)))
+                    result = await asyncio.wait_for(answer, PROFILE_ANSWER_S)
+                except TimeoutError:
+                    log.warning("profile not answered in time", node=node, after_s=PROFILE_ANSWER_S,
+                                model=request.spec.model, gpu_type=request.gpu_type)
+                    continue
+                finally:
+                    self._waiting.pop(request_id, None)
+                self._take(key, request, node, result)
                 return
-            request_id = next(self._ids)
-            answer: asyncio.Future[apb.ProfileResult] = asyncio.get_running_loop().create_future()
-            self._waiting[request_id] = (node, answer)
-            try:
-                spec = request.spec
-                self.cp.sessions[node].send(profile=apb.Profile(
-                    job_id=spec.job_id, spec=spec_to_pb(spec), request_id=request_id,
-                    allocation=allocation_to_pb(request.allocation)))
-                result = await asyncio.wait_for(answer, PROFILE_ANSWER_S)
-            except TimeoutError:
-                log.warning("profile not answered in time", node=node, after_s=PROFILE_ANSWER_S,
-                            model=request.spec.model, gpu_type=request.gpu_type)
-                return
-            finally:
-                self._waiting.pop(request_id, None)
-            self._take(key, request, node, result)
+            why = (f"no agent of GPU type {request.gpu_type} answered" + (f" (asked {', '.join(tried)})" if tried
+                                                                           else " (none connected)"))
+            log.warning("profiling not answered; retried later", model=request.spec.model,
+                        gpu_type=request.gpu_type, retry_after_s=PROFILE_RETRY_S, why=why)
+            self._answers[key], self.errors[key] = None, why
+            self._retry_at[key] = time.monotonic() + PROFILE_RETRY_S
         finally:
             self._asked.pop(key, None)
 
@@ -146,11 +161,14 @@ class AgentProfiles:
         if waiting is not None and waiting[0] == node and not waiting[1].done():
             waiting[1].set_result(result)
 
-    def _agent_for(self, gpu_type: str) -> str | None:
-        """The first node of ``gpu_type`` in cluster order whose agent is connected (deterministic)."""
-        sessions = self.cp.sessions
+    def _agent_for(self, gpu_type: str, tried: Iterable[str] = ()) -> str | None:
+        """The first node of ``gpu_type`` in cluster order whose agent is connected and heard from (not
+        held silent by the lost-agent guard), other than ``tried`` (deterministic)."""
+        sessions, skip = self.cp.sessions, set(tried)
         for n in self.cp.cluster.nodes:
-            if n.gpu_type == gpu_type and n.name in sessions and not sessions[n.name].closed:
+            session = sessions.get(n.name)
+            if (n.gpu_type == gpu_type and n.name not in skip and session is not None and not session.closed
+                    and not session.silent):
                 return n.name
         return None
 
@@ -169,4 +187,9 @@ class AgentProfiles:
     async def _fetch_then_pass(self, requests: list[ProfileRequest]) -> None:
         await self.fetch(requests)
         if any(r.key in self._answers for r in requests):
-            self.cp.profiles_answered()
+            try:
+                self.cp.profiles_answered()
+            except StoreError:
+                return  # fatal: _persist has stopped the control plane
+            except Exception:  # a policy bug: logged here, since no one awaits this task
+                log.exception("the pass after profilings arrived failed")

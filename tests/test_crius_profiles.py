@@ -163,3 +163,27 @@ def test_a_refused_profiling_is_not_remembered_as_an_infeasible_cell():
     again = estimate_cell(v, SPEC, cell)
     plain = estimate_cell(view_of(cluster, 0.0, [], [], perf=pm), SPEC, cell)
     assert again is not None and plain is not None and again.iteration_s == plain.iteration_s
+
+
+async def test_a_profiling_no_agent_answers_is_refused_for_a_while_then_asked_again():
+    """No answering agent of the Cell's type (here the only A10 agent is held silent by the lost-agent
+    guard) refuses the profiling, so the policy leaves the Cell out instead of waiting on it forever;
+    after PROFILE_RETRY_S it is asked again and the agent, heard from again, answers."""
+    from halyard.policies.crius_profiles import ProfilesPending
+
+    async with TestCluster(policy="crius", cluster_toml=TOML) as tc:
+        cp = tc.control_plane
+        base = cell_allocation(view_of(cp.cluster, 0.0, [], [], perf=cp.perf), "A10", 4)
+        request, _ = profilings(SPEC, "A10", base, [4])
+        cp.sessions["r0-a10-1"].silent = True
+        await cp.profiles.fetch([request])
+        assert cp.profiles.stage_profiles(request) is None
+        assert cp.profiles.errors[request.key] == "no agent of GPU type A10 answered (none connected)"
+        cp.sessions["r0-a10-1"].silent = False
+        await cp.profiles.fetch([request])  # still refused until its retry time
+        assert cp.profiles.stage_profiles(request) is None
+        cp.profiles._retry_at[request.key] = 0.0  # its retry time has come
+        with pytest.raises(ProfilesPending):
+            cp.profiles.stage_profiles(request)
+        await cp.profiles.fetch([request])
+        assert cp.profiles.stage_profiles(request) == ModelProfiles(cp.perf, cp.cluster).stage_profiles(request)
