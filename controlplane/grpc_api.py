@@ -171,12 +171,13 @@ class JobServicer(jgrpc.JobServiceServicer):
             await _call(context, "SubmitJobs", lambda: _raise(ValidationError(
                 f"holds {len(request.jobs)} jobs; at most {lim.MAX_SUBMIT_BATCH} per call", field="jobs")))
         out = jpb.SubmitJobsResponse()
+        if self.cp.profiles_wanted:  # Crius §6.1: the batch's Cells profiled at once, not one job after another
+            await asyncio.gather(*(self.cp.prepare_profiles(one.spec) for one in request.jobs if one.HasField("spec")))
         for i, one in enumerate(request.jobs):
             result = out.results.add()
             try:
                 self._checked(one, who, f"jobs[{i}].")
                 arrival = self.cp.arrival_time(one.submit_time if one.HasField("submit_time") else None)
-                await self.cp.prepare_profiles(one.spec)
                 if self.cp.lockstep:
                     await self.cp.settle(arrival)
                 result.job.CopyFrom(self._submit(one, who, arrival, f"jobs[{i}]."))
