@@ -46,6 +46,7 @@ SHARING = ("fair", "mltcp")
 MLTCP_INTERCEPT = 1.0
 MLTCP_SLOPE = 1.0
 MEAN_FIELD_BISECTIONS = 50  # halvings of the water level: far below any measurable slowdown
+PAD_NOISE_S = 1e-12  # a shorter wait to a paced period is float rounding of the cycle, not a quiet phase
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,13 @@ class DemandProfile:
     @property
     def iteration_s(self) -> float:
         return sum(p.duration_s for p in self.phases)
+
+    def padded_to(self, cycle_s: float) -> DemandProfile:
+        """This profile with a quiet phase appended so one iteration lasts ``cycle_s``: a paced job's wait
+        for its next grid point, as the fabric charges it and Cassini's lock plans it; unchanged when it
+        already lasts that long."""
+        wait = cycle_s - self.iteration_s
+        return DemandProfile((*self.phases, Phase(wait))) if wait > PAD_NOISE_S else self
 
     @property
     def gbytes(self) -> float:

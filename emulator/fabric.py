@@ -46,7 +46,6 @@ from halyard.datamodel import Allocation, Cluster, JobSpec
 from halyard.emulator.contention import (
     SHARING,
     DemandProfile,
-    Phase,
     fair_iteration_times,
     mean_field_iteration_times,
     shared_link_iteration_times,
@@ -159,7 +158,7 @@ class Fabric:
             # quiet, from the end of its iteration to the next point, so jobs on one period keep the
             # phases their shifts gave them (what Cassini's agents hold them to, §4.4.2 step 3).
             cycle = paced_iteration_s(cycle, allocation.time_shift_period_s)
-            profiles = {link: _padded(profile, cycle) for link, profile in profiles.items()}
+            profiles = {link: profile.padded_to(cycle) for link, profile in profiles.items()}
         phase_s = (anchor - origin_s) % cycle
         peaks = {link: max(p.demand_gbyte_s for p in profile.phases) for link, profile in profiles.items()}
         keys = {link: (tuple((p.duration_s, p.demand_gbyte_s) for p in profile.phases),
@@ -284,10 +283,3 @@ class Fabric:
             slowdowns = self._cache[key] = tuple(max(1.0, t / p.iteration_s) for t, p in zip(times, profiles,
                                                                                               strict=True))
         return {job_id: s for (_, job_id), s in zip(keyed, slowdowns, strict=True)}
-
-
-def _padded(profile: DemandProfile, cycle_s: float) -> DemandProfile:
-    """``profile`` with a quiet phase appended so that its iteration lasts ``cycle_s`` (a paced job's wait
-    for its next grid point); unchanged when it already lasts that long."""
-    wait = cycle_s - profile.iteration_s
-    return DemandProfile((*profile.phases, Phase(wait))) if wait > 1e-12 else profile

@@ -239,7 +239,7 @@ class CassiniShifts(Adjuster):
                 iters.update(locked)
                 for link, jobs in graph.links.items():
                     if any(j in locked for j in jobs):
-                        padded = [_Padded.of(pr, locked[j]) if j in locked else pr
+                        padded = [pr.padded_to(locked[j]) if j in locked else pr
                                   for j, pr in zip(jobs, profiles[link], strict=True)]
                         solution = solve_link(padded, link_capacity(view.cluster, link))  # type: ignore[arg-type]
                         weights.update({(j, link): solution.shifts_s[i] for i, j in enumerate(jobs)})
@@ -264,24 +264,6 @@ class CassiniShifts(Adjuster):
                     if min(off, period - off) < SHIFT_TOLERANCE_S:
                         continue  # already on this grid
                 plan.set_time_shift(str(j), seconds, sent)
-
-
-@dataclass(frozen=True, slots=True)
-class _Phase:
-    duration_s: float
-    demand_gbyte_s: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class _Padded:
-    """A profile with a quiet wait appended up to a period (what the fabric charges a paced job)."""
-
-    phases: tuple[Any, ...]
-
-    @staticmethod
-    def of(profile: Any, period_s: float) -> _Padded:
-        wait = period_s - sum(p.duration_s for p in profile.phases)
-        return _Padded((*profile.phases, _Phase(wait)) if wait > 1e-12 else tuple(profile.phases))
 
 
 def lock_periods(graph: AffinityGraph, iteration_s: Mapping[Hashable, float], shifts: Mapping[Hashable, float],
