@@ -935,8 +935,11 @@ class ControlPlane:
         """Sessions not heard from for more than the timeout at monotonic time ``wall``
         (since their registration reached the stream, or their latest message, or the
         latest starved liveness check, whichever is last)."""
-        timeout, since = self.heartbeat_timeout_s, self._judged_from
-        return [s for s in self.sessions.values() if wall - max(s.last_seen, since) > timeout]
+        return self._quiet_for(wall, self.heartbeat_timeout_s)
+
+    def _quiet_for(self, wall: float, seconds: float) -> list[AgentSession]:
+        since = self._judged_from
+        return [s for s in self.sessions.values() if wall - max(s.last_seen, since) > seconds]
 
     async def _liveness(self) -> None:
         checked = time.monotonic()
@@ -958,7 +961,7 @@ class ControlPlane:
         lost-agent guard admits (all of them unless many are silent at once: :mod:`disruption`)."""
         timeout, since = self.heartbeat_timeout_s, self._judged_from
         suspect_s = SUSPECT_SHARE * timeout
-        quiet = [(s.last_seen, s.node) for s in self.sessions.values() if wall - max(s.last_seen, since) > suspect_s]
+        quiet = [(s.last_seen, s.node) for s in self._quiet_for(wall, suspect_s)]
         away = [(t, n) for n, t in self._absent_since.items() if n in self._known and wall - max(t, since) > suspect_s]
         silent = [(t, n) for t, n in quiet if wall - max(t, since) > timeout]
         absent = [(t, n) for t, n in away if wall - max(t, since) > timeout]
