@@ -35,7 +35,7 @@ from halyard.controlplane.core import SchedulingCore
 from halyard.controlplane.metrics import summarize
 from halyard.controlplane.runtables import RunTables, TimelineRecorder, job_table
 from halyard.controlplane.server import ControlPlaneServer
-from halyard.controlplane.service import ControlPlane
+from halyard.controlplane.service import ControlPlane, profiling_key
 from halyard.controlplane.store import SqliteStore
 from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import Cluster, HalyardError, JobSpec
@@ -152,14 +152,8 @@ class _Running:
         answers cached. A policy without ``profile_requests`` profiles nothing."""
         if getattr(self.cp.core.policy, "profile_requests", None) is None:
             return
-        seen: set[tuple[object, ...]] = set()
-        specs = []
-        for spec in jobs:
-            key = (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, spec.gpu_range, spec.gpu_type)
-            if key not in seen:
-                seen.add(key)
-                specs.append(spec_to_pb(spec))
-        await asyncio.gather(*(self.cp.prepare_profiles(spec) for spec in specs))
+        distinct = {profiling_key(pb): pb for pb in map(spec_to_pb, jobs)}  # one per kind of job
+        await asyncio.gather(*(self.cp.prepare_profiles(spec) for spec in distinct.values()))
 
     async def play(self, jobs: Sequence[JobSpec], offset: float,
                    on_progress: Callable[[int, int, float], None] | None) -> ReplayRun:

@@ -848,10 +848,7 @@ class ControlPlane:
         wanted = getattr(self.core.policy, "profile_requests", None)
         if wanted is None:
             return  # most policies: no spec parsed a second time on the submission path
-        # What the profilings depend on, read off the message: a job like one already profiled costs
-        # no parse (in lockstep replay every wall millisecond is many cluster seconds).
-        key = (spec.model, spec.batch_size, spec.num_gpus, spec.min_gpus, spec.max_gpus, spec.gpu_type,
-               spec.parallelism.SerializeToString(deterministic=True) if spec.HasField("parallelism") else b"")
+        key = profiling_key(spec)
         if key in self._profiled:
             return
         try:
@@ -994,6 +991,13 @@ class ControlPlane:
                 requeued = True
         if requeued:
             self._changed()
+
+
+def profiling_key(spec: tpb.JobSpec) -> tuple[object, ...]:
+    """What a job's profilings depend on, read off the message: a job like one already profiled costs
+    no parse (in lockstep replay every wall millisecond is many cluster seconds)."""
+    return (spec.model, spec.batch_size, spec.num_gpus, spec.min_gpus, spec.max_gpus, spec.gpu_type,
+            spec.parallelism.SerializeToString(deterministic=True) if spec.HasField("parallelism") else b"")
 
 
 def _check_report(msg: apb.AgentMessage, kind: str | None) -> None:

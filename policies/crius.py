@@ -201,11 +201,15 @@ def _estimate(view: ClusterView, spec: JobSpec, cell: Cell) -> CellEstimate | No
     return None if found is None else CellEstimate(cell, found[0], found[1])
 
 
+def _cells_key(spec: JobSpec) -> tuple[object, ...]:
+    """What a job's Cells depend on (its size range and type constraint besides the model and batch)."""
+    return (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, spec.gpu_range, spec.gpu_type)
+
+
 def profile_requests(facts: ClusterFacts, spec: JobSpec) -> list[ProfileRequest]:
     """Every profiling the estimation of ``spec``'s Cells asks for (§6.1's Cells, two each, §5.1): what a
     live control plane fetches from its agents before the job's first pass."""
-    key = (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, spec.gpu_range, spec.gpu_type)
-    return facts.memo("crius/profile-requests", key, lambda: _profile_requests(facts, spec))
+    return facts.memo("crius/profile-requests", _cells_key(spec), lambda: _profile_requests(facts, spec))
 
 
 def _profile_requests(facts: ClusterFacts, spec: JobSpec) -> list[ProfileRequest]:
@@ -253,8 +257,7 @@ def _layers(view: ClusterView, spec: JobSpec) -> int:
 
 def job_cells(view: ClusterView, spec: JobSpec) -> dict[tuple[str, int], CellEstimate]:
     """The job's cells_set (Algorithm 1 line 5): per (GPU type, GPU count), its best-stage Cell."""
-    return view.facts.memo("crius/cells", (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus,
-                                           spec.gpu_range, spec.gpu_type), lambda: _cells(view, spec))
+    return view.facts.memo("crius/cells", _cells_key(spec), lambda: _cells(view, spec))
 
 
 def _cells(view: ClusterView, spec: JobSpec) -> dict[tuple[str, int], CellEstimate]:
@@ -436,8 +439,8 @@ class Crius(Policy):
         cells = job_cells(view, spec)
         if self.adaptivity:
             return cells
-        key = (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, spec.gpu_range, spec.gpu_type)
-        return view.facts.memo("crius/na-cells", key, lambda: {k: e for k, e in cells.items() if k[1] == spec.num_gpus})
+        return view.facts.memo("crius/na-cells", _cells_key(spec),
+                               lambda: {k: e for k, e in cells.items() if k[1] == spec.num_gpus})
 
     # ---------------------------------------------------------------- virtual state
     def _virtual(self, view: ClusterView) -> _PassVirtual:
@@ -461,7 +464,7 @@ class Crius(Policy):
     def _cell_based_sched(self, view: ClusterView, v: _PassVirtual, job: JobInfo) -> bool:
         """Lines 14-20: ScaleResource, BestPerf, VirtualAlloc; False if no choice is feasible."""
         spec = job.spec
-        same = (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus, spec.gpu_range, spec.gpu_type)
+        same = _cells_key(spec)
         if v.failed.get(same) == v.version:  # a job of the same Cells already found no choice
             return False
         ref = reference_s(view, job.spec)
