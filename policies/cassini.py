@@ -191,7 +191,6 @@ class CassiniShifts(Adjuster):
     """Algorithm 1's unique time-shifts for what will run after the plan (an adjuster)."""
 
     name = "cassini"
-    acts_without_pending: ClassVar[bool] = False  # shifts change only when placements do
 
     def __init__(self, *, pace: bool = False, lock: bool = False) -> None:
         self.pace = pace
@@ -199,9 +198,20 @@ class CassiniShifts(Adjuster):
         if lock:
             self.name = "cassini-lock"
 
+    @property
+    def acts_without_pending(self) -> bool:  # type: ignore[override]
+        """Shifts change only when placements do, except a lock: a partner's finish (a pass with
+        nothing waiting) must release or re-period the jobs it was locked with."""
+        return self.lock
+
+    def _locks_held(self, view: ClusterView) -> bool:
+        """Whether a running job is paced on a lock's period (``+cassini-lock`` without ``pace``)."""
+        return self.lock and not self.pace and any(
+            job.allocation is not None and job.allocation.time_shift_period_s > 0.0 for job in view.running.values())
+
     def adjust(self, view: ClusterView, plan: Plan, free: FreeResources, state: PassState) -> None:
         changed = [a for a in plan.actions if isinstance(a, Start | Migrate | Resize | Preempt)]
-        if not changed:
+        if not changed and not self._locks_held(view):
             return  # nothing moved: every component keeps the shifts it has
         after: dict[str, tuple[JobSpec, Allocation]] = {
             job_id: (job.spec, job.allocation) for job_id, job in view.running.items()
@@ -244,6 +254,16 @@ class CassiniShifts(Adjuster):
                         solution = solve_link(padded, link_capacity(view.cluster, link))  # type: ignore[arg-type]
                         weights.update({(j, link): solution.shifts_s[i] for i, j in enumerate(jobs)})
                 shifts = bfs_time_shifts(graph, weights, iters, reference)
+        if not changed:
+            # Nothing placed, but a co-runner may have finished: re-plan only if a held lock is not the
+            # one the jobs running now would get (otherwise every grid stays where it is).
+            def held(j: str) -> float:
+                alloc = after[j][1]
+                return alloc.time_shift_period_s if alloc.has_time_shift else 0.0
+
+            if all(held(j) == locked.get(j, 0.0) for j in after):
+                return
+        self._release_alone(view, after, graph, plan)
         for component in components(graph):
             ref = reference(component)
             ref_alloc = after[ref][1]  # type: ignore[index]
@@ -264,6 +284,19 @@ class CassiniShifts(Adjuster):
                     if min(off, period - off) < SHIFT_TOLERANCE_S:
                         continue  # already on this grid
                 plan.set_time_shift(str(j), seconds, sent)
+
+    def _release_alone(self, view: ClusterView, after: Mapping[str, tuple[JobSpec, Allocation]],
+                       graph: AffinityGraph, plan: Plan) -> None:
+        """Unpace the jobs that hold a lock's period but share no link with anyone now (their partners
+        finished or left): Algorithm 1 does not see them, so nothing else would. Their grid is kept."""
+        if not self.lock or self.pace:
+            return
+        shared = set(graph.jobs)
+        for job_id, (spec, alloc) in after.items():
+            if job_id in shared or not alloc.has_time_shift or alloc.time_shift_period_s <= 0.0:
+                continue
+            own = float(view.perf.iteration_time(spec, alloc, view.cluster).total_s)  # type: ignore[attr-defined]
+            plan.set_time_shift(job_id, (alloc.time_shift_epoch_s + alloc.time_shift_s - view.now) % own, 0.0)
 
 
 def lock_periods(graph: AffinityGraph, iteration_s: Mapping[Hashable, float], shifts: Mapping[Hashable, float],

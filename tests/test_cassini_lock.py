@@ -92,8 +92,9 @@ def test_lock_periods_groups_near_equal_jobs_on_compatible_links():
 
 def test_cassini_lock_paces_both_jobs_on_one_period():
     """End to end: fifo+cassini-lock shifts both jobs onto one period (the longer dedicated iteration
-    plus the headroom, in whole ms) and each then runs one iteration per period; +cassini sends no
-    period. The suffix composes by name like +cassini."""
+    plus the headroom, in whole ms) and each then runs one iteration per period until a finishes,
+    when b is released to its own iteration; +cassini sends no period. The suffix composes by name
+    like +cassini."""
     cluster, pm = parse_cluster(TOML), PerformanceModel()
     jobs = [vgg("a", 256), vgg("b", 252, submit=100.37)]
     policy = make_policy("fifo+cassini-lock")
@@ -103,11 +104,52 @@ def test_cassini_lock_paces_both_jobs_on_one_period():
     records = sim.core.records
     dedicated = {j: pm.iteration_time(records[j].spec, records[j].allocation, cluster).total_s for j in "ab"}
     period = math.ceil(max(dedicated.values()) * (1 + LOCK_HEADROOM) / TIME_QUANTUM_S - 1e-9) * TIME_QUANTUM_S
-    assert [records[j].allocation.time_shift_period_s for j in "ab"] == [pytest.approx(period)] * 2
-    assert {e.job_id for e in sim.core.log if e.kind is EventKind.TIME_SHIFT} == {"a", "b"}
-    # b runs every iteration on the grid from its start (a ran alone at its own speed before b came)
-    b = records["b"]
-    assert (b.end_time - b.spec.submit_time) / b.spec.iterations == pytest.approx(period, rel=2e-3)
+    a, b = records["a"], records["b"]
+    # a finished paced; b, left alone on the link, was unpaced at that instant
+    assert a.allocation.time_shift_period_s == pytest.approx(period) and b.allocation.time_shift_period_s == 0.0
+    shifts = [(e.job_id, e.time) for e in sim.core.log if e.kind is EventKind.TIME_SHIFT]
+    assert shifts == [("a", b.spec.submit_time), ("b", b.spec.submit_time), ("b", a.end_time)]
+    # b runs every iteration on the grid from its start until a ends, then at its own speed
+    paced = (a.end_time - b.spec.submit_time) / period
+    assert b.end_time == pytest.approx(a.end_time + (b.spec.iterations - paced) * dedicated["b"], abs=period)
     plain = Simulator(cluster, make_policy("fifo+cassini"), pm)
     plain.run(jobs)
     assert {plain.core.records[j].allocation.time_shift_period_s for j in "ab"} == {0.0}
+
+
+def test_a_lock_is_released_when_the_partner_finishes():
+    """A lock is for a partner: when the short job b finishes with nothing waiting, a (left alone on the
+    shared NIC) is unpaced and runs its remaining iterations at its own dedicated iteration, not the
+    padded period chosen for b (the old adjuster returned early without a start, so a stayed paced)."""
+    cluster, pm = parse_cluster(TOML), PerformanceModel()
+    sim = Simulator(cluster, make_policy("fifo+cassini-lock"), pm)
+    sim.run([vgg("a", 256), JobSpec(job_id="b", submit_time=100.37, model="vgg11", batch_size=252, num_gpus=3,
+                                    iterations=300)])
+    a, b = sim.core.records["a"], sim.core.records["b"]
+    own = pm.iteration_time(a.spec, a.allocation, cluster).total_s
+    period = math.ceil(own * (1 + LOCK_HEADROOM) / TIME_QUANTUM_S - 1e-9) * TIME_QUANTUM_S  # a is the longer
+    assert a.allocation.time_shift_period_s == 0.0
+    assert [(e.job_id, e.time) for e in sim.core.log if e.kind is EventKind.TIME_SHIFT][-1] == ("a", b.end_time)
+    # alone at its own speed, paced while b ran, then alone again (the old code: paced to the end)
+    left = a.spec.iterations - b.spec.submit_time / own - (b.end_time - b.spec.submit_time) / period
+    assert a.end_time == pytest.approx(b.end_time + left * own, abs=period)
+
+
+
+async def test_a_released_lock_replays_its_simulation():
+    """The release is the core's decision, so `replay` (real control plane, gRPC, emulated agents) makes it
+    at the same instant with the same seconds as `simulate`, and a's JCT agrees."""
+    from halyard.controlplane.replay import replay
+
+    cluster, pm = parse_cluster(TOML), PerformanceModel()
+    jobs = [vgg("a", 256), JobSpec(job_id="b", submit_time=100.37, model="vgg11", batch_size=252, num_gpus=3,
+                                   iterations=300)]
+    sim = Simulator(cluster, make_policy("fifo+cassini-lock"), pm)
+    sim.run(jobs)
+
+    def shifts(core) -> list[tuple[float, str, str]]:
+        return [(e.time, e.job_id, e.detail) for e in core.log if e.kind is EventKind.TIME_SHIFT]
+
+    run = await replay(jobs, cluster, TOML, policy="fifo+cassini-lock", speedup=1000.0)
+    assert shifts(run.core) == shifts(sim.core) and len(shifts(sim.core)) == 3
+    assert run.core.records["a"].end_time == pytest.approx(sim.core.records["a"].end_time, rel=0.02)
