@@ -69,15 +69,28 @@ from halyard.policies.view import ClusterView, JobInfo
 MAX_DENSE_COUNTS = 16
 
 
-def counts_for(low: int, high: int, gpus: int) -> list[int]:
-    """The GPU counts a job of range ``low..high`` may get on ``gpus`` schedulable GPUs (0 first)."""
+def counts_for(low: int, high: int, gpus: int, current: int = 0) -> list[int]:
+    """The GPU counts a job of range ``low..high`` may get on ``gpus`` GPUs (0 first, ascending). A running
+    job's ``current`` count is always one of them, even off the powers of two of a large range or above
+    ``gpus`` (its nodes stopped taking work but keep it): otherwise the search must move or stop it."""
     high = min(high, gpus)
     if low > high:
-        return [0]
-    if high - low + 1 <= MAX_DENSE_COUNTS:
-        return [0, *range(low, high + 1)]
-    inner = {1 << k for k in range(high.bit_length()) if low < 1 << k < high}
-    return [0, *sorted({low, high, *inner})]
+        counts = {0}
+    elif high - low + 1 <= MAX_DENSE_COUNTS:
+        counts = {0, *range(low, high + 1)}
+    else:
+        counts = {0, low, high, *(1 << k for k in range(high.bit_length()) if low < 1 << k < high)}
+    return sorted(counts | {current})
+
+
+def gpu_budget(view: ClusterView) -> int:
+    """The GPUs the search shares out: those of nodes that take new work, plus those running jobs hold on
+    nodes that do not (drained or silent nodes keep their jobs, :class:`FreeResources`), which they keep
+    at their current count."""
+    schedulable = view.free.schedulable
+    held = sum(len(part.gpus) for job in view.running.values() if job.allocation is not None
+               for part in job.allocation.nodes if not schedulable[view.cluster.node(part.node).index])
+    return view.schedulable_gpus + held
 
 
 def allocate(costs: Sequence[Sequence[float]], sizes: Sequence[Sequence[int]], gpus: int,
@@ -207,18 +220,18 @@ class Pollux(Policy):
 
     def _sizes(self, view: ClusterView, jobs: list[JobInfo]) -> dict[str, int]:
         """Step 1-3: each job's GPU count."""
-        gpus = view.schedulable_gpus
+        gpus = gpu_budget(view)
         fair = max(1, math.ceil(gpus / len(jobs)))
         costs, options, preferred = [], [], []
         for job in jobs:
             low, high = job.spec.gpu_range if resizable(view, job.spec) else (job.spec.num_gpus,) * 2
-            counts = counts_for(low, high, gpus)
+            current = job.num_gpus if job.allocation is not None else 0
+            counts = counts_for(low, high, gpus, current)
             speed = self.speedups(view, job, counts, fair)
             runnable = [i for i, s in enumerate(speed) if i == 0 or s > 0.0]
             counts = [counts[i] for i in runnable]
             costs.append([1.0 / (speed[i] + SPEEDUP_FLOOR) for i in runnable])
             options.append(counts)
-            current = job.num_gpus if job.allocation is not None else 0
             preferred.append(counts.index(current) if current in counts else 0)
         picks = allocate(costs, options, gpus, preferred)
         return {job.job_id: options[j][picks[j]] for j, job in enumerate(jobs)}

@@ -109,6 +109,33 @@ def test_counts_are_every_size_of_a_small_range_and_powers_of_two_of_a_large_one
     assert counts_for(2, 4, 16) == [0, 2, 3, 4]
     assert counts_for(1, 64, 40) == [0, 1, 2, 4, 8, 16, 32, 40]
     assert counts_for(8, 8, 4) == [0]  # larger than the cluster: never runs
+    # a running job is always offered the count it holds: off the powers of two, or above what is schedulable
+    assert counts_for(1, 64, 40, current=12) == [0, 1, 2, 4, 8, 12, 16, 32, 40]
+    assert counts_for(8, 8, 4, current=8) == [0, 8]
+    assert counts_for(2, 4, 16, current=3) == [0, 2, 3, 4]
+
+
+def test_a_running_job_keeps_its_count_when_nodes_stop_taking_work():
+    """Drained or silent nodes keep their jobs (FreeResources.schedulable). A fixed 8-GPU job on r0-n0 and
+    r0-n1 with r0-n1..3 unschedulable (4 schedulable GPUs): it keeps running where it is. The old search
+    offered it only 0 GPUs (its count was above the 4 schedulable) and preempted it."""
+    job = FakeJob(JobSpec("big", 0.0, "resnet50", 8, iterations=1000), allocation=on(SLOW_NICS, ("r0-n0", 4),
+                                                                                    ("r0-n1", 4)), done=10)
+    view = view_of(SLOW_NICS, 3600.0, [job], [], perf=PM)
+    view.free.schedulable[1:] = False
+    assert view.schedulable_gpus == 4
+    assert Pollux().schedule(view, PassState()).actions == []
+
+
+def test_a_young_job_off_the_power_of_two_counts_keeps_them():
+    """A range of more than MAX_DENSE_COUNTS is offered powers of two (our rule), but a running job's own
+    count is always among its options, so the restart penalty can keep it: 10 s old (REALLOC_FACTOR
+    0.25), 12 GPUs of a 1..32 range stay 12. The old options (1, 2, 4, 8, 16, 32) forced a resize."""
+    cluster = parse_cluster(small_cluster_toml(8, gpus_per_node=4).replace("nic_gbit_s = 200", "nic_gbit_s = 10"))
+    spec = JobSpec("a", 0.0, "resnet50", 4, iterations=1000, min_gpus=1, max_gpus=32)
+    job = FakeJob(spec, allocation=on(cluster, ("r0-n0", 4), ("r0-n1", 4), ("r0-n2", 4)), done=500)
+    plan = Pollux().schedule(view_of(cluster, 10.0, [job], [], perf=PM), PassState())
+    assert plan.actions == []
 
 
 def test_pollux_gives_more_gpus_to_the_job_whose_goodput_scales():
