@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from halyard.datamodel import JobState, ValidationError
+from halyard.datamodel import ValidationError
 from halyard.policies.passstate import PassState
+from halyard.policies.plan import Plan
 from halyard.policies.stages import Ordering
 from halyard.policies.view import ClusterView, JobInfo
 
@@ -19,26 +20,44 @@ from halyard.policies.view import ClusterView, JobInfo
 # puts a job that has not run for 1,000 hours ahead of every other, for good. Not in the paper:
 # Halyard's SRTF and LAS apply it only when named (``+starvation-guard``).
 STARVATION_GUARD_S = 1000 * 3600.0
+STARVATION_PROMOTED_KEY = "ordering/starvation-promoted"  # pass state: this pass's promoted job ids
 
 
 class StarvationGuard:
-    """Which jobs have waited longer than ``after_s`` since they last ran (or arrived): they go
-    first from then on (sticky, as the public simulator's ``job_priority``)."""
+    """Which jobs have waited longer than ``after_s`` since they last ran (or arrived): they go first
+    from then on (sticky, as the public simulator's ``job_priority``).
+
+    Promotion is a step of its own, not a side effect of sorting: :meth:`promote` finds the pass's
+    promotions once, over every pending job, and keeps them tentatively in the pass state; the ordering's
+    :meth:`commit` (from ``on_applied``) makes them last, so a refused plan promotes nobody, as the
+    policy contract has it (stages learn only from applied plans). :meth:`rank` then only reads.
+    """
 
     def __init__(self, after_s: float) -> None:
         if not after_s > 0:
             raise ValidationError(f"must be > 0 seconds, got {after_s!r}", field="starvation_guard")
         self.after_s = after_s
-        self.promoted: set[str] = set()
+        self.promoted: frozenset[str] = frozenset()  # as of the last applied pass
 
-    def rank(self, job: JobInfo, now: float) -> int:
-        """0 for a promoted job, else 1."""
-        if job.job_id in self.promoted:
-            return 0
-        if job.state is JobState.PENDING and now - job.pending_since > self.after_s:
-            self.promoted.add(job.job_id)
-            return 0
-        return 1
+    def promote(self, view: ClusterView, state: PassState) -> frozenset[str]:
+        """The jobs promoted at this pass: those kept, plus every pending job that has waited more than
+        ``after_s`` (remembered in ``state`` until the plan is applied)."""
+        now, after_s = view.now, self.after_s
+        new = {job.job_id for job in view.pending if now - job.pending_since > after_s} - self.promoted
+        promoted = self.promoted | new
+        state.put(STARVATION_PROMOTED_KEY, promoted)
+        return promoted
+
+    def commit(self, view: ClusterView, state: PassState) -> None:
+        """Keep the pass's promotions (its plan was applied); forget jobs that have ended."""
+        promoted = state.get(STARVATION_PROMOTED_KEY, self.promoted)
+        live = view.running.keys() | {job.job_id for job in view.pending}
+        self.promoted = frozenset(j for j in promoted if j in live)
+
+    @staticmethod
+    def rank(promoted: frozenset[str], job: JobInfo) -> int:
+        """0 for a promoted job, else 1: the first element of the guarded ordering's key."""
+        return 0 if job.job_id in promoted else 1
 
 
 class Fifo(Ordering):
@@ -71,10 +90,15 @@ class Srtf(Ordering):
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, ...]]:
         now, guard = view.now, self.guard
         if guard is not None:
-            return lambda job: (guard.rank(job, now), job.remaining_iterations(now) * job.ideal_iteration_s,
+            promoted, rank = guard.promote(view, state), guard.rank
+            return lambda job: (rank(promoted, job), job.remaining_iterations(now) * job.ideal_iteration_s,
                                 job.spec.submit_time, job.arrival_seq)
         return lambda job: (job.remaining_iterations(now) * job.ideal_iteration_s,
                             job.spec.submit_time, job.arrival_seq)
+
+    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        if self.guard is not None:
+            self.guard.commit(view, state)
 
 
 class Las(Ordering):
@@ -89,9 +113,14 @@ class Las(Ordering):
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, ...]]:
         now, guard = view.now, self.guard
         if guard is not None:
-            return lambda job: (guard.rank(job, now), job.attained_gpu_s(now), job.spec.submit_time,
+            promoted, rank = guard.promote(view, state), guard.rank
+            return lambda job: (rank(promoted, job), job.attained_gpu_s(now), job.spec.submit_time,
                                 job.arrival_seq)
         return lambda job: (job.attained_gpu_s(now), job.spec.submit_time, job.arrival_seq)
+
+    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        if self.guard is not None:
+            self.guard.commit(view, state)
 
 
 class FinishTimeFairness(Ordering):

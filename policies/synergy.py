@@ -427,7 +427,8 @@ class SrtfBySpeedup(Srtf):
             return job.remaining_iterations(now) * job.ideal_iteration_s / speedup
 
         if guard is not None:
-            return lambda job: (guard.rank(job, now), remaining(job), job.spec.submit_time, job.arrival_seq)
+            promoted, rank = guard.promote(view, state), guard.rank
+            return lambda job: (rank(promoted, job), remaining(job), job.spec.submit_time, job.arrival_seq)
         return lambda job: (remaining(job), job.spec.submit_time, job.arrival_seq)
 
 

@@ -216,3 +216,35 @@ def test_2d_las_without_promotion_keys_by_attained_service_alone(small_cluster):
         j = FakeJob(job(2, job_id=f"s{service}"), gpu_s=service)
         assert key(j)[0] == queue == las.queue_of(j, 0.0)
     assert not las.remembers and TwoDimensionalLas(starvation_knob=2.0).remembers
+
+
+def test_starvation_guard_promotes_in_its_own_step_and_keeps_only_applied_promotions(small_cluster):
+    """+starvation-guard (policies/ordering.py): a job pending longer than the threshold ranks first, for
+    good (sticky, as the public simulator's job_priority), but the promotion is learned like every other
+    stage state, from applied plans only: a refused pass promotes nobody, and ended jobs are forgotten."""
+    hour = 3600.0
+    policy = make_policy("srtf+starvation-guard")
+    guard = policy.ordering.guard
+    starved = FakeJob(job(16, job_id="starved", iterations=10_000), arrival_seq=0, pending_since=0.0)
+    short = FakeJob(job(16, job_id="short", iterations=10), arrival_seq=1, pending_since=999 * hour)
+    view = view_of(small_cluster, 1000.5 * hour, [], [starved, short])
+
+    state = PassState()
+    plan = policy.schedule(view, state)
+    assert [a.job_id for a in plan.actions] == ["starved"]  # ahead of the far shorter job
+    policy.on_rejected(view, plan, state)
+    assert guard.promoted == frozenset()  # the refused pass taught nothing (the old key promoted as it sorted)
+
+    state = PassState()
+    plan = policy.schedule(view, state)
+    policy.on_applied(view, plan, state)
+    assert guard.promoted == {"starved"}
+    # Preempted later, it has waited only a moment, yet it still goes first (sticky) ...
+    again = FakeJob(starved.spec, arrival_seq=0, pending_since=1001 * hour)
+    later = view_of(small_cluster, 1001 * hour, [], [again, short])
+    assert [a.job_id for a in policy.schedule(later, PassState()).actions] == ["starved"]
+    # ... until it ends: an applied pass without it forgets it
+    state = PassState()
+    gone = view_of(small_cluster, 1002 * hour, [], [short])
+    policy.on_applied(gone, policy.schedule(gone, state), state)
+    assert guard.promoted == frozenset()
