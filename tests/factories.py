@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 from halyard.datamodel import JobSpec
 
@@ -26,22 +27,39 @@ nic_gbit_s = 200
 """
 
 
+@dataclass(frozen=True)
+class Servers:
+    """One ``[[racks.nodes]]`` group of a cluster file (docs/cluster-format.md): ``count`` servers named
+    ``name`` (``{rack}``, ``{i}`` as there) of ``gpus`` GPUs of ``gpu_type`` each."""
+
+    name: str
+    gpu_type: str
+    gpus: int
+    fabric: str
+    fabric_gbyte_s: float
+    nic_gbit_s: float
+    cpus: int = 12
+    memory_gb: int = 250
+    count: int = 1
+
+    def toml(self) -> str:
+        return (f'[[racks.nodes]]\nname = "{self.name}"\ncount = {self.count}\ngpu_type = "{self.gpu_type}"\n'
+                f"gpus = {self.gpus}\ncpus = {self.cpus}\nmemory_gb = {self.memory_gb}\nfabric = \"{self.fabric}\"\n"
+                f"fabric_gbyte_s = {self.fabric_gbyte_s:g}\nnic_gbit_s = {self.nic_gbit_s:g}\n")
+
+
+def mixed_toml(*groups: Servers, racks: int = 1, uplink_gbit_s: float = 400, name: str = "mixed") -> str:
+    """A cluster file of ``racks`` identical racks (``r0``, ``r1``, ...) each holding ``groups`` in order
+    (node order is what first fit follows): the one builder for the tests' mixed-GPU clusters."""
+    head = f'name = "{name}"\n[[racks]]\nname = "r{{i}}"\ncount = {racks}\nuplink_gbit_s = {uplink_gbit_s:g}\n'
+    return head + "".join(group.toml() for group in groups)
+
+
 def two_type_toml(nodes: int, gpus: int) -> str:
     """One rack of ``nodes`` A40 servers then ``nodes`` A10 servers of ``gpus`` GPUs each (crius-64's
     GPU types and NICs, src/halyard/data/clusters/crius-64.toml); node indices run on over the rack."""
-    blocks = "".join(f"""
-[[racks.nodes]]
-name = "{{rack}}-{kind.lower()}-{{i}}"
-count = {nodes}
-gpu_type = "{kind}"
-gpus = {gpus}
-cpus = 48
-memory_gb = 512
-fabric = "pcie"
-fabric_gbyte_s = 32
-nic_gbit_s = {nic}
-""" for kind, nic in (("A40", 100), ("A10", 200)))
-    return f'name = "two-types"\n[[racks]]\nname = "r{{i}}"\nuplink_gbit_s = 400\n{blocks}'
+    return mixed_toml(*(Servers(f"{{rack}}-{kind.lower()}-{{i}}", kind, gpus, "pcie", 32, nic, cpus=48, memory_gb=512,
+                                count=nodes) for kind, nic in (("A40", 100), ("A10", 200))), name="two-types")
 
 
 _ids = itertools.count()

@@ -7,7 +7,7 @@ assertions expect are worked out from Eq. 1 (corrected) in the comments.
 from __future__ import annotations
 
 import pytest
-from factories import job
+from factories import Servers, job, mixed_toml
 
 from halyard.controlplane import SchedulingCore, Simulator
 from halyard.datamodel import EventKind, JobState, load_cluster, parse_cluster
@@ -15,31 +15,19 @@ from halyard.emulator import PerformanceModel
 from halyard.policies import Resize, Start, make_policy
 from halyard.policies.easyscale import EasyScaleOptions, IntraJob
 
+
+def node_v(gpus: int = 2, nic_gbit_s: float = 200) -> Servers:
+    """Node "v": V100s over NVLink (150 GB/s, the default cluster's)."""
+    return Servers("v", "V100", gpus, "nvlink", 150, nic_gbit_s, cpus=8, memory_gb=100)
+
+
+def node_t(gpu_type: str = "T4", nic_gbit_s: float = 200) -> Servers:
+    """Node "t": 2 GPUs over PCIe 3.0 x16 (16 GB/s, easyscale-64's T4 servers)."""
+    return Servers("t", gpu_type, 2, "pcie", 16, nic_gbit_s, cpus=8, memory_gb=100)
+
+
 # One 2-GPU V100 node and one 2-GPU T4 node, 200 Gbit/s apart.
-MIXED_TOML = """
-name = "mixed"
-[[racks]]
-name = "r0"
-uplink_gbit_s = 400
-[[racks.nodes]]
-name = "v"
-gpu_type = "V100"
-gpus = 2
-cpus = 8
-memory_gb = 100
-fabric = "nvlink"
-fabric_gbyte_s = 150
-nic_gbit_s = 200
-[[racks.nodes]]
-name = "t"
-gpu_type = "T4"
-gpus = 2
-cpus = 8
-memory_gb = 100
-fabric = "pcie"
-fabric_gbyte_s = 16
-nic_gbit_s = 200
-"""
+MIXED_TOML = mixed_toml(node_v(), node_t())
 
 
 def elastic(max_p: int, **kw):
@@ -130,8 +118,7 @@ def test_the_inter_job_scheduler_grants_by_speedup_per_gpu_one_per_job_per_round
     A's +1 gives 3 -> 2 local steps (speed-up 1.5, waste 0.25), B's +1 gives speed-up 2: B has the
     higher speed-up per GPU and gets it, though A arrived first. Nothing more within the round; a job
     whose GPUs changed less than a round ago proposes nothing."""
-    toml = MIXED_TOML.split("[[racks.nodes]]")[0] + "[[racks.nodes]]" + MIXED_TOML.split("[[racks.nodes]]")[1]
-    cluster = parse_cluster(toml.replace("gpus = 2", "gpus = 3"))
+    cluster = parse_cluster(mixed_toml(node_v(gpus=3)))
     core = SchedulingCore(cluster, make_policy("easyscale-homo"), perf, round_s=60.0)
     core.submit(elastic(3, job_id="A", model="bert-large", iterations=10**6), 0.0)
     core.submit(elastic(2, job_id="B", model="bert-large", iterations=10**6), 0.0)
@@ -166,8 +153,7 @@ def test_role_3_falls_back_when_a_scale_out_slowed_the_job():
     """VGG19 (575 MB of gradients) with maxP 2 on a 1 Gbit/s network: Eq. 1 (compute only) promises 2x
     from a second GPU on another node, but the all-reduce over the slow link makes the step slower, so
     the intra-job scheduler gives the new GPU back and does not propose that GPU set again for a while."""
-    toml = MIXED_TOML.replace("nic_gbit_s = 200", "nic_gbit_s = 1").replace('gpu_type = "T4"', 'gpu_type = "V100"')
-    cluster = parse_cluster(toml)
+    cluster = parse_cluster(mixed_toml(node_v(nic_gbit_s=1), node_t("V100", nic_gbit_s=1)))
     perf = PerformanceModel()
     sim = Simulator(cluster, make_policy("easyscale-homo"), perf, round_s=60.0)
     hog = job(1, job_id="hog", model="vgg19", iterations=10_000, submit=0.0)  # keeps node v's other GPU
@@ -205,8 +191,7 @@ def test_elastic_jobs_give_gpus_back_to_serving_at_once_and_refill_after(perf):
     job fills starts at its arrival instant -- the elastic job scales in by Resize in the same pass --
     and once the serving job leaves the elastic job grows back by its proposals. YARN-CS's gang job
     holds its GPUs and the serving job waits for it to finish."""
-    toml = MIXED_TOML.split("[[racks.nodes]]")[0] + "[[racks.nodes]]" + MIXED_TOML.split("[[racks.nodes]]")[1]
-    cluster = parse_cluster(toml.replace("gpus = 2", "gpus = 4"))
+    cluster = parse_cluster(mixed_toml(node_v(gpus=4)))
     serving = job(2, job_id="serve", model="neumf", iterations=20_000, submit=500.0, priority=1)
     sim = Simulator(cluster, make_policy("easyscale-heter"), perf, round_s=60.0)
     sim.run([elastic(4, job_id="train", model="bert-large", iterations=20_000), serving])

@@ -9,7 +9,7 @@ all-reduce, heterogeneous stages, and memory per GPU under the plan.
 from __future__ import annotations
 
 import pytest
-from factories import job
+from factories import Servers, job, mixed_toml
 
 from halyard.controlplane import Simulator
 from halyard.datamodel import Allocation, NodeAllocation, Parallelism, StagePlan, Tier, parse_cluster
@@ -24,9 +24,8 @@ MODEL = "bert-large"  # 24 layers, 786,432 B of layer output per sequence, refer
 
 # One V100 and one A100 server in one rack (links as the small cluster's: NVLink 150 GB/s,
 # 200 Gbit/s NICs; the bundled default cluster's sourced figures).
-MIXED = 'name = "mixed"\n[[racks]]\nname = "r0"\nuplink_gbit_s = 400\n' + "".join(
-    f'[[racks.nodes]]\nname = "{gpu.lower()}"\ngpu_type = "{gpu}"\ngpus = 4\ncpus = 24\nmemory_gb = 500\n'
-    'fabric = "nvlink"\nfabric_gbyte_s = 150\nnic_gbit_s = 200\n' for gpu in ("V100", "A100"))
+MIXED = mixed_toml(*(Servers(gpu.lower(), gpu, 4, "nvlink", 150, 200, cpus=24, memory_gb=500)
+                     for gpu in ("V100", "A100")))
 
 
 def alloc(*parts: tuple[str, tuple[int, ...]], stages: tuple[StagePlan, ...] = ()) -> Allocation:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from factories import Servers, mixed_toml
 
 from halyard.datamodel import Allocation, JobSpec, NodeAllocation, Tier, ValidationError, parse_cluster
 from halyard.emulator import (
@@ -274,29 +275,8 @@ def test_compute_scales_linearly_beyond_the_optimizer_step(pm):
 
 
 def test_mixed_gpu_types_run_at_the_slowest(pm):
-    cluster = parse_cluster("""
-name = "mixed"
-[[racks]]
-uplink_gbit_s = 400
-[[racks.nodes]]
-name = "a"
-gpu_type = "A100"
-gpus = 4
-cpus = 16
-memory_gb = 256
-fabric = "nvlink"
-fabric_gbyte_s = 300
-nic_gbit_s = 200
-[[racks.nodes]]
-name = "v"
-gpu_type = "V100"
-gpus = 4
-cpus = 16
-memory_gb = 256
-fabric = "nvlink"
-fabric_gbyte_s = 150
-nic_gbit_s = 100
-""")
+    cluster = parse_cluster(mixed_toml(Servers("a", "A100", 4, "nvlink", 300, 200, cpus=16, memory_gb=256),
+                                       Servers("v", "V100", 4, "nvlink", 150, 100, cpus=16, memory_gb=256)))
     t = pm.iteration_time(spec("resnet50"), alloc(("a", 4), ("v", 4)), cluster)
     assert t.compute_s == pytest.approx(pm.profile("resnet50").compute_s["V100"])
     assert t.communication_s == pytest.approx(hierarchical_allreduce_s(

@@ -12,7 +12,7 @@ import json
 import math
 
 import pytest
-from factories import job
+from factories import Servers, job, mixed_toml
 
 from halyard.cli import main
 from halyard.controlplane import PlanError, SchedulingCore, Simulator
@@ -30,37 +30,18 @@ from halyard.policies import Plan, make_policy, policy_names
 
 GIB = 2**30
 
-# One rack: a P100 node first, then a V100 node (node order is what first fit follows). Links:
-# PCIe 3.0 x16 (about 16 GB/s one way) between the P100s, NVLink as in SMALL_CLUSTER_TOML
-# (tests/factories.py) between the V100s, 100 Gbit/s NICs; only the GPU types matter here.
-MIXED_CLUSTER_TOML = """
-name = "mixed"
-[[racks]]
-name = "r0"
-uplink_gbit_s = 400
-[[racks.nodes]]
-name = "p100"
-gpu_type = "P100"
-gpus = 4
-cpus = 12
-memory_gb = 250
-fabric = "pcie"
-fabric_gbyte_s = 16
-nic_gbit_s = 100
-[[racks.nodes]]
-name = "v100"
-gpu_type = "V100"
-gpus = 4
-cpus = 12
-memory_gb = 250
-fabric = "nvlink"
-fabric_gbyte_s = 150
-nic_gbit_s = 100
-"""
+def p100_then_v100(prefix: str = "") -> tuple[Servers, Servers]:
+    """A P100 node first, then a V100 node (node order is what first fit follows). Links: PCIe 3.0 x16
+    (about 16 GB/s one way) between the P100s, NVLink as in SMALL_CLUSTER_TOML (tests/factories.py)
+    between the V100s, 100 Gbit/s NICs; only the GPU types matter here."""
+    return (Servers(f"{prefix}p100", "P100", 4, "pcie", 16, 100),
+            Servers(f"{prefix}v100", "V100", 4, "nvlink", 150, 100))
+
+
+MIXED_CLUSTER_TOML = mixed_toml(*p100_then_v100())  # one rack
 
 # Two racks of one P100 and one V100 node each, for the rack-aware policies.
-MIXED_2RACK_TOML = MIXED_CLUSTER_TOML.replace('name = "r0"', 'name = "r{i}"\ncount = 2').replace(
-    'name = "p100"', 'name = "{rack}-p100"').replace('name = "v100"', 'name = "{rack}-v100"')
+MIXED_2RACK_TOML = mixed_toml(*p100_then_v100("{rack}-"), racks=2)
 
 
 @pytest.fixture(scope="module")
