@@ -102,7 +102,7 @@ async def test_a_pass_that_misses_profiles_waits_for_them_and_the_answers_run_th
         assert not plan.actions
         assert "waiting for Cell profiles from the agents (bert-large on" in str(plan.unplaced["p"])
         cp.submit(replace(SPEC, submit_time=tc.now()))  # straight to the core: no prefetch
-        await tc.wait_for(lambda: tc.job("p").state is JobState.RUNNING, timeout=10)
+        await tc.wait_for(lambda: tc.job("p").state is JobState.RUNNING)
         assert cp.profiles.exchanged == len(cp.core.policy.profile_requests(SPEC, cp.core.facts))
 
 

@@ -270,16 +270,16 @@ async def test_resize_on_emulated_agents_follows_the_model(tmp_path):
     policy = OneResize("e", on("r0-n0", 0, 1), across, when=lambda view, job: view.now >= 20.0)
     async with World("emulated", tmp_path, nodes=2, policy=policy, speedup=50.0, round_s=10.0) as w:
         await w.submit(train_spec("e", 400, gpus=2, min_gpus=2, max_gpus=4, logical_workers=4))
-        await w.wait_for(lambda: w.job("e").state is JobState.RUNNING and w.job("e").num_gpus == 4, timeout=20)
+        await w.wait_for(lambda: w.job("e").state is JobState.RUNNING and w.job("e").num_gpus == 4)
         record = w.job("e")
         assert record.attempt == 2
 
         def attempts() -> dict[str, int]:
             return {n: a.jobs["e"].attempt for n, a in w.agents.items() if "e" in a.jobs}
 
-        await w.wait_for(lambda: attempts() == {"r0-n0": 2, "r0-n1": 2}, timeout=5)
+        await w.wait_for(lambda: attempts() == {"r0-n0": 2, "r0-n1": 2})
         assert w.agents["r0-n0"].jobs["e"].leader and not w.agents["r0-n1"].jobs["e"].leader
-        await w.wait_for(lambda: record.state is JobState.COMPLETED, timeout=30)
+        await w.wait_for(lambda: record.state is JobState.COMPLETED)
         perf, cluster = w.cp.perf, w.cp.cluster
     when, done = policy.resized
     spec = record.spec

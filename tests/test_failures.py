@@ -44,7 +44,7 @@ async def test_lost_agent_requeues_from_checkpoint_and_finishes_elsewhere():
         step = tc.job("a").iteration_s
         await tc.advance(1000.5 * step)  # 1000 whole iterations and half of the next
         await tc.stop_agent(node)
-        await tc.wait_for(lambda: tc.job("a").preemptions == 1, timeout=5)
+        await tc.wait_for(lambda: tc.job("a").preemptions == 1)
         record = tc.job("a")
         assert record.iterations_done(tc.now()) == 1000  # resumes from its last checkpoint
         await tc.wait_for(lambda: tc.job("a").state is JobState.RUNNING)
@@ -63,7 +63,7 @@ async def test_broken_stream_reconnects_without_losing_the_job():
         await tc.wait_for(lambda: "a" in tc.agents["r0-n0"].jobs)  # the Launch has arrived
         tc.break_stream("r0-n0")
         await tc.wait_for(lambda: "r0-n0" not in tc.control_plane.sessions)
-        await tc.wait_for(lambda: "r0-n0" in tc.control_plane.sessions, timeout=5)  # it came back
+        await tc.wait_for(lambda: "r0-n0" in tc.control_plane.sessions)  # it came back
         await tc.advance(tc.job("a").finish_time() + 1)
         await tc.wait_for(lambda: tc.job("a").state is JobState.COMPLETED)
         assert tc.job("a").preemptions == 0  # reconciliation kept it where it was
@@ -84,6 +84,9 @@ async def test_restarted_agent_without_the_job_gets_it_requeued():
 # --- a real control plane process, killed with SIGKILL -----------------------------------------
 
 SPEEDUP = 400.0  # cluster seconds per wall second
+# Wall seconds a condition on the real processes may take (start-up, a wave of jobs, a restart): it only
+# bounds a failure, so it is sized for a loaded shared machine, not for how fast a quiet one is.
+DEADLINE_S = 300.0
 ITERATIONS = 3000  # resnet50 on V100: ~700 cluster seconds, ~1.7 wall seconds per wave at SPEEDUP
 
 
@@ -117,16 +120,16 @@ def test_controlplane_killed_mid_run_loses_nothing_and_runs_nothing_twice(tmp_pa
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = jgrpc.JobServiceStub(channel)
-            wait_until(lambda: cluster_ready(channel), 10)
+            wait_until(lambda: cluster_ready(channel), DEADLINE_S)
             for job_id in ids:
                 stub.SubmitJob(jpb.SubmitJobRequest(spec=spec(job_id, 4, ITERATIONS)), timeout=5)
-            wait_until(lambda: states(stub).count(tpb.COMPLETED) >= 1, 30)
+            wait_until(lambda: states(stub).count(tpb.COMPLETED) >= 1, DEADLINE_S)
         os.kill(cp.pid, signal.SIGKILL)  # mid-run: some done, some running, some waiting
         cp.wait()
         cp = start_controlplane(cluster, db, port)
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = jgrpc.JobServiceStub(channel)
-            wait_until(lambda: states(stub) == [tpb.COMPLETED] * len(ids), 60)
+            wait_until(lambda: states(stub) == [tpb.COMPLETED] * len(ids), DEADLINE_S)
     finally:
         for proc in (cp, *agents):
             proc.send_signal(signal.SIGTERM)

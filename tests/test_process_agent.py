@@ -26,7 +26,7 @@ async def test_a_job_runs_its_command_to_completion_and_reports_progress(tmp_pat
         agent = w.agents["r0-n0"]
         await w.wait_for(lambda: "a" in agent.jobs and agent.jobs["a"].iterations_done >= 5)
         await w.wait_for(lambda: w.done("a") >= 5)  # the control plane follows the reported progress
-        await w.wait_for(lambda: w.job("a").state is JobState.COMPLETED, timeout=20)
+        await w.wait_for(lambda: w.job("a").state is JobState.COMPLETED)
     summary = json.loads((tmp_path / "checkpoints" / "a" / "summary.json").read_text())
     assert summary["started_at"] == 0 and summary["loss"] < summary["first_batch_loss"]  # it learned
     log = (tmp_path / "logs" / "a-1-r0-n0.log").read_text()
@@ -42,7 +42,7 @@ async def test_preemption_checkpoints_and_the_next_attempt_resumes_from_it(tmp_p
         await w.wait_for(lambda: w.job("long").preemptions == 1)
         checkpoint = w.job("long").iterations_done(w.cp.now())
         assert checkpoint >= 30  # what the worker really did, not the model's guess
-        await w.wait_for(lambda: w.job("long").state is JobState.COMPLETED, timeout=30)
+        await w.wait_for(lambda: w.job("long").state is JobState.COMPLETED)
         assert w.job("short").state is JobState.COMPLETED
     summary = json.loads((tmp_path / "checkpoints" / "long" / "summary.json").read_text())
     assert summary["attempt"] == 2 and summary["started_at"] >= 30  # resumed, did not start over
@@ -117,7 +117,7 @@ async def test_preempt_stops_the_process_within_the_grace_period(tmp_path, grace
         await w.wait_for(lambda: "a" in agent.jobs and agent.jobs["a"].iterations_done >= 3)
         job = agent.jobs["a"]
         agent.on_preempt(apb.Preempt(job_id="a", attempt=job.attempt, grace_s=grace))
-        await w.wait_for(lambda: job.exited.is_set(), timeout=15)
+        await w.wait_for(lambda: job.exited.is_set())
         if grace:  # SIGTERM: the worker checkpointed the iterations it had finished
             assert job.checkpoint >= 3
             assert job.process.returncode == 0
@@ -127,29 +127,35 @@ async def test_preempt_stops_the_process_within_the_grace_period(tmp_path, grace
 
 async def test_a_launch_waits_for_the_stopping_process_that_holds_its_gpus(tmp_path):
     """The control plane frees a preempted job's GPUs at once; the agent starts the next job on them
-    only after the old process has exited (here it takes 1 s to checkpoint), so no GPU holds two."""
+    only after the old process has exited (here its checkpoint lasts until the test lets it end), so no
+    GPU holds two."""
     from halyard.datamodel import Allocation, JobSpec, NodeAllocation
     from halyard.v1 import agent_service_pb2 as apb
     from halyard.wire import allocation_to_pb, spec_to_pb
 
-    slow_stop = [sys.executable, "-c", "import signal, sys, time; "
-                 "signal.signal(signal.SIGTERM, lambda *_: (time.sleep(1.0), sys.exit(0))); time.sleep(60)"]
+    ready, release = tmp_path / "handler-installed", tmp_path / "checkpoint-done"
+    slow_stop = [sys.executable, "-c", "import pathlib, signal, sys, time; "
+                 f"release = pathlib.Path({str(release)!r}); "
+                 "signal.signal(signal.SIGTERM, lambda *_: ([time.sleep(0.01) for _ in iter(release.exists, True)], "
+                 "sys.exit(0))); "
+                 f"pathlib.Path({str(ready)!r}).touch(); time.sleep(600)"]
     async with World("process", tmp_path) as w:
         await w.submit(train_spec("a", 100, command=slow_stop))
         agent = w.agents["r0-n0"]
         await w.wait_for(lambda: "a" in agent.jobs and agent.jobs["a"].process is not None)
         old = agent.jobs["a"]
-        await asyncio.sleep(0.5)  # the script has installed its SIGTERM handler
-        agent.on_preempt(apb.Preempt(job_id="a", attempt=old.attempt, grace_s=5.0))
+        await w.wait_for(ready.exists)  # the script has installed its SIGTERM handler
+        agent.on_preempt(apb.Preempt(job_id="a", attempt=old.attempt, grace_s=600.0))
         spec = JobSpec(job_id="b", submit_time=0.0, model="resnet50", num_gpus=2, iterations=1,
                        command=(sys.executable, "-c", "pass"))
         agent.on_launch(apb.Launch(job_id="b", attempt=1, spec=spec_to_pb(spec), leader=True, iterations_total=1,
                                    allocation=allocation_to_pb(Allocation((NodeAllocation("r0-n0", (6, 7), 2,
                                                                                           1000),)))))
-        await asyncio.sleep(0.4)
+        await asyncio.sleep(0.4)  # a chance to launch b too early; a cannot exit before `release` exists
         assert not old.exited.is_set() and agent.jobs["b"].process is None  # still waiting for a's GPUs 6, 7
-        await w.wait_for(lambda: old.exited.is_set(), timeout=10)
-        await w.wait_for(lambda: "b" not in agent.jobs or agent.jobs["b"].process is not None, timeout=10)
+        release.touch()
+        await w.wait_for(lambda: old.exited.is_set())
+        await w.wait_for(lambda: "b" not in agent.jobs or agent.jobs["b"].process is not None)
 
 
 async def test_a_resize_checkpoints_and_resumes_on_the_new_gpus(tmp_path):
@@ -172,7 +178,7 @@ async def test_a_resize_checkpoints_and_resumes_on_the_new_gpus(tmp_path):
         agent = w.agents["r0-n0"]
         await w.wait_for(lambda: "e" in agent.jobs)
         first_attempt = agent.jobs["e"]
-        await w.wait_for(lambda: w.job("e").state is JobState.COMPLETED, timeout=40)
+        await w.wait_for(lambda: w.job("e").state is JobState.COMPLETED)
         record = w.job("e")
     assert events(w, "e") == [EventKind.SUBMITTED, EventKind.STARTED, EventKind.RESIZED, EventKind.COMPLETED]
     assert record.preemptions == 0 and record.allocation.num_gpus == 1 and record.allocation.nodes[0].workers == (2,)
@@ -216,7 +222,7 @@ async def test_scaled_out_and_in_a_job_ends_as_if_never_resized(tmp_path):
     spec = train_spec("e", total, gpus=4, pace_s=0.01, every=100_000, min_gpus=1, max_gpus=4, logical_workers=4)
     async with World("process", tmp_path, policy=policy, round_s=0.05) as w:
         await w.submit(spec)
-        await w.wait_for(lambda: w.job("e").state is JobState.COMPLETED, timeout=60)
+        await w.wait_for(lambda: w.job("e").state is JobState.COMPLETED)
         record = w.job("e")
     assert events(w, "e") == [EventKind.SUBMITTED, EventKind.STARTED, EventKind.RESIZED, EventKind.RESIZED,
                               EventKind.COMPLETED]
@@ -254,7 +260,7 @@ async def test_crius_moves_a_cell_across_gpu_types_and_it_resumes_from_its_check
     pin.gpu_type = "A40"
     async with World("process", tmp_path, policy="crius", round_s=0.05, cluster_toml=two_type_toml(1, 4)) as w:
         await w.submit(spec)
-        await w.wait_for(lambda: w.done("e") >= after, timeout=20)
+        await w.wait_for(lambda: w.done("e") >= after)
         assert w.job("e").allocation.node_names == ("r0-a40-0",) and w.job("e").num_gpus == 4  # 2 N_G, faster type
         await w.submit(pin)
         await w.wait_for(lambda: w.job("pin").state is JobState.COMPLETED and w.job("e").state is JobState.COMPLETED,

@@ -22,10 +22,10 @@ LONG, SHORT = 300, 20  # iterations
 
 async def run_trace(world: World) -> list[tuple]:
     await world.submit(train_spec("long", LONG, gpus=16, pace_s=0.005))  # both nodes: ranks 0 and 1
-    await world.wait_for(lambda: world.done("long") >= 30, timeout=15)
+    await world.wait_for(lambda: world.done("long") >= 30)
     await world.submit(train_spec("short", SHORT, gpus=8))
-    await world.wait_for(lambda: world.job("short").state is JobState.COMPLETED, timeout=15)
-    await world.wait_for(lambda: world.job("long").state is JobState.COMPLETED, timeout=20)
+    await world.wait_for(lambda: world.job("short").state is JobState.COMPLETED)
+    await world.wait_for(lambda: world.job("long").state is JobState.COMPLETED)
     return world.decisions
 
 

@@ -242,18 +242,18 @@ async def test_a_process_job_shifted_by_zero_through_the_control_plane(tmp_path)
         shift = w.job("z").allocation
         assert shift.has_time_shift and shift.time_shift_s == 0.0 and shift.time_shift_period_s == period
         agent = w.agents["r0-n0"]
-        await w.wait_for(lambda: "z" in agent.jobs and agent.jobs["z"].drift_s is not None, timeout=20)
+        await w.wait_for(lambda: "z" in agent.jobs and agent.jobs["z"].drift_s is not None)
         [progress] = [p for p in agent.progress_reports(w.cp.now()) if p.job_id == "z"]
         assert progress.HasField("time_shift_drift_s")
         assert abs(progress.time_shift_drift_s) < 0.5 * period
         # The control plane keeps the measured drift on the job record and shows it: GetJob and a metric.
-        await w.wait_for(lambda: w.job("z").time_shift_drift_s is not None, timeout=10)
+        await w.wait_for(lambda: w.job("z").time_shift_drift_s is not None)
         shown = await jgrpc.JobServiceStub(w.channel).GetJob(jpb.GetJobRequest(job_id="z"))
         assert shown.HasField("time_shift_drift_s") and abs(shown.time_shift_drift_s) < 0.5 * period
         scraped = w.server.metrics.render().decode()
         [line] = [x for x in scraped.splitlines() if x.startswith("halyard_time_shift_drift_max_seconds ")]
         assert 0.0 < float(line.split()[1]) < 0.5 * period  # measured off the grid by a little, never 0 exactly
-        await w.wait_for(lambda: w.job("z").state is JobState.COMPLETED, timeout=30)
+        await w.wait_for(lambda: w.job("z").state is JobState.COMPLETED)
     starts = [float(x) for x in starts_file.read_text().split()]
     offsets = sorted(abs(drift_s(s, shift.time_shift_epoch_s, period)) for s in starts)
     assert offsets[len(offsets) // 2] < 0.2 * period, offsets  # on the grid counted from the pass
@@ -286,9 +286,9 @@ async def test_two_process_jobs_interleave_their_iterations_as_planned(tmp_path)
     async with World("process", tmp_path, policy=StartInterleaved(period)) as w:
         for j in ("a", "b"):
             await w.submit(train_spec(j, 12, gpus=4, command=[sys.executable, "-c", WORKER, str(files[j])]))
-        await w.wait_for(lambda: all(w.job(j).state is JobState.RUNNING for j in ("a", "b")), timeout=20)
+        await w.wait_for(lambda: all(w.job(j).state is JobState.RUNNING for j in ("a", "b")))
         grids = {j: w.job(j).allocation for j in ("a", "b")}
-        await w.wait_for(lambda: all(w.job(j).state is JobState.COMPLETED for j in ("a", "b")), timeout=40)
+        await w.wait_for(lambda: all(w.job(j).state is JobState.COMPLETED for j in ("a", "b")))
     assert grids["a"].time_shift_epoch_s == grids["b"].time_shift_epoch_s  # one pass, one epoch
     starts = {j: [float(x) for x in files[j].read_text().split()] for j in ("a", "b")}
     for j, grid in grids.items():  # each on its own grid: epoch + shift + k x period
@@ -312,7 +312,7 @@ async def test_emulated_agents_run_a_shifted_job_as_the_simulator_does(tmp_path,
     assert simulated == pytest.approx(0.25 * period + spec.iterations * period)
     async with World("emulated", tmp_path, policy=StartShifted(0.25 * period, period), speedup=200.0) as w:
         await w.submit(tpb.JobSpec(job_id="s", model=spec.model, num_gpus=8, iterations=200))
-        await w.wait_for(lambda: w.job("s").state is JobState.COMPLETED, timeout=20)
+        await w.wait_for(lambda: w.job("s").state is JobState.COMPLETED)
         started = next(e.time for e in w.cp.core.log if e.job_id == "s" and e.kind is EventKind.STARTED)
         assert w.job("s").end_time - started == pytest.approx(simulated, rel=0.01)
 

@@ -76,7 +76,10 @@ def test_worker_reports_to_the_agent_socket_and_follows_its_time_shift(tmp_path)
     env = {"HALYARD_AGENT_SOCKET": path, "HALYARD_JOB_ID": "j", "HALYARD_ATTEMPT": "2",
            "HALYARD_CHECKPOINT_DIR": str(tmp_path / "ck"), "HALYARD_CLOCK": clock_env(origin, 0.0, 1.0)}
     worker = Worker(env=env, handle_sigterm=False)
-    time.sleep(0.1)  # the shift arrives
+    deadline = time.monotonic() + 30.0  # the shift arrives (a condition, not a guess at how long it takes)
+    while worker.pacer.shift is None:
+        assert time.monotonic() < deadline, "the time_shift message never reached the worker"
+        time.sleep(0.005)
     starts = []
     for _ in worker.iterations(6):
         starts.append(time.time())

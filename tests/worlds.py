@@ -25,7 +25,7 @@ from halyard.controlplane.store import SqliteStore
 from halyard.datamodel import parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import Migrate, Policy, Preempt, Resize, SetResources, SetTimeShift, Start, make_policy
-from halyard.testing.cluster import small_cluster_toml
+from halyard.testing.cluster import WAIT_TIMEOUT_S, small_cluster_toml
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc
 from halyard.v1 import types_pb2 as tpb
@@ -86,7 +86,7 @@ class World:
                 agent = EmulatedAgent(self.server.address, node)
             agent.start()
             self.agents[node.name] = agent
-        await self.wait_for(lambda: len(cp.sessions) == len(self.agents), timeout=10)
+        await self.wait_for(lambda: len(cp.sessions) == len(self.agents))
         self.channel = grpc.aio.insecure_channel(self.server.address)
         return self
 
@@ -111,7 +111,7 @@ class World:
     def done(self, job_id: str) -> float:
         return self.job(job_id).iterations_done(self.cp.now())
 
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = WAIT_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout
         while not predicate():
             if time.monotonic() > deadline:
