@@ -16,7 +16,7 @@ from structlog.testing import capture_logs
 from halyard.agent.backoff import BACKOFF_JITTER, BACKOFF_MAX_S, BACKOFF_MULTIPLIER, BACKOFF_START_S, Backoff
 from halyard.agent.cluster_copy import ClusterCopy, ClusterMismatch, StaleCluster
 from halyard.agent.emulated import EmulatedAgent
-from halyard.testing.cluster import TestCluster, small_cluster_toml
+from halyard.testing.cluster import WAIT_TIMEOUT_S, TestCluster, small_cluster_toml
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import agent_service_pb2_grpc as agrpc
 from halyard.v1.types_pb2 import NodeSpec
@@ -64,7 +64,7 @@ async def test_agent_with_a_stale_cluster_file_is_sent_the_control_planes():
         agent = EmulatedAgent(tc.agent_address, "r0-n1", shared_clock=tc.clock, perf=tc.perf, cluster=stale)
         agent.start()
         try:
-            await asyncio.wait_for(agent.connected.wait(), 5)
+            await asyncio.wait_for(agent.connected.wait(), WAIT_TIMEOUT_S)
             assert agent.cluster.node("r0-n1").cpus == 24  # the control plane's, not the stale copy's 32
             assert agent._copy.digest == tc.control_plane.cluster_digest
         finally:
@@ -191,7 +191,7 @@ async def test_unknown_control_message_is_logged_and_ignored():
             agent.start()
             kinds = []
             while "log_data" not in kinds:  # the command after the unknown one is still handled
-                kinds.append((await asyncio.wait_for(got.get(), 5)).WhichOneof("body"))
+                kinds.append((await asyncio.wait_for(got.get(), WAIT_TIMEOUT_S)).WhichOneof("body"))
         assert kinds[0] == "register" and "log_data" in kinds
         assert agent.connected.is_set() and len(connects) == 1  # same stream: nothing crashed or reconnected
         assert any(e["event"] == "unknown control message ignored" for e in logs)

@@ -17,7 +17,7 @@ from halyard.controlplane.replay import replay
 from halyard.datamodel import EventKind, parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
-from halyard.testing.cluster import small_cluster_toml
+from halyard.testing.cluster import WAIT_TIMEOUT_S, small_cluster_toml
 from halyard.traces import generate_synergy_trace
 
 TOLERANCE = 0.02
@@ -113,7 +113,7 @@ async def test_agents_take_the_control_planes_model_settings():
             assert agent.perf.data_stalls is False
             agent.start()
             try:
-                await asyncio.wait_for(agent.connected.wait(), 5)
+                await asyncio.wait_for(agent.connected.wait(), WAIT_TIMEOUT_S)
                 assert agent.perf.data_stalls is stalls
                 assert tc.control_plane.perf.data_stalls is stalls
             finally:

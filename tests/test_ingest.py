@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 
 import grpc
 import pytest
@@ -21,7 +22,7 @@ from halyard.datamodel.limits import MAX_REQUEST_BYTES, MAX_SUBMIT_BATCH
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
 from halyard.testing import TestCluster
-from halyard.testing.cluster import small_cluster_toml
+from halyard.testing.cluster import WAIT_TIMEOUT_S, small_cluster_toml
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc
 from halyard.v1 import types_pb2 as tpb
@@ -67,7 +68,11 @@ async def test_a_burst_is_one_commit_and_one_pass_and_answered_only_once_stored(
         await asyncio.gather(*waiters)
         assert stored_ids(db) == {f"j{i}" for i in range(200)}
         assert commits == [200]  # one SQLite transaction for the burst
-        for _ in range(100):
+        deadline = time.monotonic() + WAIT_TIMEOUT_S  # its pass comes when the loop gets to it
+        while cp.core.passes == passes:
+            assert time.monotonic() < deadline, "no scheduling pass after the burst"
+            await asyncio.sleep(0.01)
+        for _ in range(20):  # the loop turns a while: no second pass follows
             await asyncio.sleep(0.01)
         assert cp.core.passes == passes + 1  # and one scheduling pass after it
     finally:
@@ -107,7 +112,8 @@ async def test_a_group_commit_that_breaks_otherwise_stops_the_control_plane_and_
     cp.on_commit = broken_hook
     try:
         cp.submit(job("j0"))
-        result = await asyncio.wait_for(asyncio.gather(cp.committed(), return_exceptions=True), timeout=5.0)
+        result = await asyncio.wait_for(asyncio.gather(cp.committed(), return_exceptions=True),
+                                        timeout=WAIT_TIMEOUT_S)
         assert isinstance(result[0], StoreError) and "metrics hook broke" in str(result[0])
         assert cp.failed is not None and cp.fatal.is_set()
     finally:

@@ -19,7 +19,7 @@ import pytest
 from halyard.agent.process import ProcessAgent, RunAs
 from halyard.clock import ManualClock
 from halyard.datamodel import ValidationError, parse_cluster
-from halyard.testing.cluster import small_cluster_toml
+from halyard.testing.cluster import WAIT_TIMEOUT_S, small_cluster_toml
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import types_pb2 as tpb
 
@@ -42,7 +42,7 @@ def exits(agent: ProcessAgent) -> dict[str, apb.Exited]:
     return {e.job_id: e for e in agent.pending_exits()}
 
 
-async def wait_exit(agent: ProcessAgent, job_id: str, timeout: float = 10.0) -> apb.Exited:
+async def wait_exit(agent: ProcessAgent, job_id: str, timeout: float = WAIT_TIMEOUT_S) -> apb.Exited:
     deadline = asyncio.get_running_loop().time() + timeout
     while job_id not in exits(agent):
         assert asyncio.get_running_loop().time() < deadline, f"{job_id} did not exit"
