@@ -12,7 +12,7 @@ import urllib.request
 
 from test_failures import free_port
 
-from halyard.testing.cluster import small_cluster_toml
+from halyard.testing.cluster import WAIT_TIMEOUT_S, small_cluster_toml
 
 CLI = [sys.executable, "-m", "halyard.cli"]
 
@@ -35,7 +35,7 @@ def test_daemon_serves_clients_http_and_stops_cleanly(tmp_path):
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         assert cp.stdout.readline().decode().startswith("listening on")
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + WAIT_TIMEOUT_S  # an agent process starting on a loaded machine
         while json.loads(get(f"http://127.0.0.1:{http}/healthz"))["agents"] < 1:
             assert time.monotonic() < deadline, "agent did not register"
             time.sleep(0.05)

@@ -13,7 +13,7 @@ from test_daemon import CLI, cli
 from test_failures import free_port
 from worlds import EXAMPLE
 
-from halyard.testing.cluster import small_cluster_toml
+from halyard.testing.cluster import WAIT_TIMEOUT_S, small_cluster_toml
 
 
 def test_process_agent_daemon_runs_a_submitted_command_to_completion(tmp_path):
@@ -32,7 +32,7 @@ def test_process_agent_daemon_runs_a_submitted_command_to_completion(tmp_path):
         sub = cli("submit", "--control-plane", target, "--id", "t1", "--model", "resnet50", "--gpus", "8",
                   "--iterations", "100", "--command", command, "--env", "EXTRA=1")
         assert sub.returncode == 0, sub.stderr
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + WAIT_TIMEOUT_S
         while True:
             jobs = json.loads(cli("jobs", "--control-plane", target, "--json").stdout)
             if jobs[0]["state"] in ("COMPLETED", "FAILED"):

@@ -15,7 +15,7 @@ import time
 from test_daemon import CLI, cli
 from test_failures import free_port
 
-from halyard.testing.cluster import small_cluster_toml
+from halyard.testing.cluster import WAIT_TIMEOUT_S, small_cluster_toml
 
 
 def tls_cli(*args: str, token: str | None = None) -> subprocess.CompletedProcess:
@@ -50,7 +50,7 @@ def test_control_plane_agent_and_clients_over_mutual_tls(tmp_path):
         sub = tls_cli("submit", *ca, "--id", "j1", "--model", "resnet50", "--gpus", "8", "--iterations", "100000",
                       "--env", "API_KEY=secret", token=alice)
         assert sub.returncode == 0 and "j1 PENDING" in sub.stdout, sub.stderr
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + WAIT_TIMEOUT_S  # processes starting on a loaded machine
         while True:
             listed = json.loads(tls_cli("jobs", *ca, "--json", token=alice).stdout)
             if listed[0]["state"] == "RUNNING":
