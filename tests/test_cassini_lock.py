@@ -153,3 +153,43 @@ async def test_a_released_lock_replays_its_simulation():
     run = await replay(jobs, cluster, TOML, policy="fifo+cassini-lock", speedup=1000.0)
     assert shifts(run.core) == shifts(sim.core) and len(shifts(sim.core)) == 3
     assert run.core.records["a"].end_time == pytest.approx(sim.core.records["a"].end_time, rel=0.02)
+
+
+def test_a_group_that_loses_its_longest_member_is_paced_on_its_own_longest():
+    """Three vgg11 jobs (778, 766 and 790 ms) share r0-n1's NIC and are locked on one period, the longest
+    iteration + LOCK_HEADROOM (799 ms). When c, the longest, finishes (a pass with nothing placed and
+    nothing waiting), a and b are re-paced on a's 778 ms + 1% (787 ms); the next pass changes nothing.
+    The old adjuster returned at once without a placement change and kept them on c's period."""
+    from policy_fakes import FakeJob, view_of
+
+    from halyard.policies import PassState, Plan
+    from halyard.policies.plan import SetTimeShift
+
+    cluster = parse_cluster(small_cluster_toml(4, gpus_per_node=4).replace("nic_gbit_s = 200", "nic_gbit_s = 50"))
+    pm = PerformanceModel()
+
+    def across(outer: str, gpu: int) -> Allocation:
+        return Allocation((NodeAllocation(outer, (0, 1, 2), 12, 250_000), NodeAllocation("r0-n1", (gpu,), 4, 80_000)))
+
+    specs = {j: JobSpec(j, 0.0, "vgg11", 4, batch_size=b, iterations=2000) for j, b in (("a", 256), ("b", 252),
+                                                                                      ("c", 260))}
+    placed = {"a": across("r0-n0", 0), "b": across("r0-n2", 1), "c": across("r0-n3", 2)}
+    own = {j: pm.iteration_time(specs[j], placed[j], cluster).total_s for j in specs}
+    assert own["b"] < own["a"] < own["c"] <= own["b"] * (1 + LOCK_TOLERANCE) ** 2
+
+    def pass_at(now: float, running: dict[str, Allocation]) -> dict[str, SetTimeShift]:
+        view = view_of(cluster, now, [FakeJob(specs[j], allocation=a) for j, a in running.items()], [], perf=pm)
+        plan = Plan()
+        CassiniShifts(lock=True).adjust(view, plan, view.free.copy(), PassState())
+        return {a.job_id: a for a in plan.actions if isinstance(a, SetTimeShift)}
+
+    def period_for(longest: float) -> float:
+        return math.ceil(longest * (1 + LOCK_HEADROOM) / TIME_QUANTUM_S - 1e-9) * TIME_QUANTUM_S
+
+    locked = {j: placed[j].with_time_shift(shift, period_for(own["c"]), 10.0)
+              for j, shift in (("a", 0.0), ("b", 0.111), ("c", 0.178))}
+    after = pass_at(500.0, {j: locked[j] for j in "ab"})  # c has finished
+    assert {j: a.period_s for j, a in after.items()} == {"a": pytest.approx(period_for(own["a"])),
+                                                        "b": pytest.approx(period_for(own["a"]))}
+    repaced = {j: locked[j].with_time_shift(a.seconds, a.period_s, 500.0) for j, a in after.items()}
+    assert pass_at(600.0, repaced) == {}  # settled: no shift is sent again
