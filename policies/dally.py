@@ -96,8 +96,8 @@ from typing import Protocol
 
 import numpy as np
 
-from halyard.datamodel import Allocation, Cluster, ValidationError
-from halyard.policies.facts import ClusterShape, GpuTypes
+from halyard.datamodel import Allocation, Cluster, JobSpec, ValidationError
+from halyard.policies.facts import ClusterFacts, ClusterShape, GpuTypes
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, no_fit, usable_gpus
 from halyard.policies.plan import Plan, Preempt
@@ -133,6 +133,9 @@ MIN_GAIN = 0.05
 # the round too.
 LEASE_ROUNDS = 1
 LEASES_KEY = "dally/lease-ends"  # PassState: job id -> (last assignment, lease index) seen this pass
+# JobStatics keeps entries of finished jobs until they outnumber the live ones twice over plus this
+# many (a bound on its memory; the figure only sets how often it is swept).
+PRUNE_SLACK = 1024
 
 
 def tuned_timer(waits: Sequence[float]) -> float | None:
@@ -281,6 +284,52 @@ def ideal_compute_s(view: ClusterView, job: JobInfo) -> float:
     return view.facts.reference_compute_s(job.spec)
 
 
+@dataclass(frozen=True, slots=True)
+class JobStatic:
+    """What Dally reads of a job that depends on its spec and the cluster alone."""
+
+    spec: JobSpec
+    gpu_types: GpuTypes  # view.gpu_types_for(spec)
+    machine: int  # GPUs of the largest node of those types
+    rack: int  # GPUs of the largest rack of those types
+    compute_s: float  # :func:`ideal_compute_s`, Nw_sens's ideal seconds per iteration
+
+
+class JobStatics:
+    """Each job's :class:`JobStatic`, worked out once per job instead of once per pass.
+
+    Issue 19: on a loaded trace every pass computes the Nw_sens of every running job and the
+    timers of every waiting one, and looking these figures up in :class:`ClusterFacts`' memo
+    (a key of five spec fields per call) was a third of that. An entry serves a job only while
+    its spec is the very object it was made from, and only for the facts (cluster and
+    performance model) it was made with, so it always equals what the lookup gives.
+    """
+
+    __slots__ = ("_entries", "_facts")
+
+    def __init__(self) -> None:
+        self._facts: ClusterFacts | None = None
+        self._entries: dict[str, JobStatic] = {}
+
+    def of(self, view: ClusterView, job: JobInfo) -> JobStatic:
+        if view.facts is not self._facts:
+            self._facts, self._entries = view.facts, {}
+        spec = job.spec
+        entry = self._entries.get(job.job_id)
+        if entry is None or entry.spec is not spec:
+            types = view.gpu_types_for(spec)
+            machine, rack = view.shape.largest(types)
+            entry = self._entries[job.job_id] = JobStatic(spec, types, machine, rack, ideal_compute_s(view, job))
+        return entry
+
+    def prune(self, view: ClusterView) -> None:
+        """Forget jobs that are neither running nor pending, once they are most of the entries."""
+        live = len(view.running) + len(view.pending)
+        if len(self._entries) > 2 * live + PRUNE_SLACK:
+            keep = {*view.running, *(job.job_id for job in view.pending)}
+            self._entries = {k: v for k, v in self._entries.items() if k in keep}
+
+
 def delay_decision(avail: np.ndarray, shape: ClusterShape, demand: int, starvation_s: float,
                    machine_timer_s: float, rack_timer_s: float) -> tuple[Picked, Level] | None:
     """Algorithm 1 on the offer ``avail`` (usable GPUs per node): a placement and its level, or None (reject)."""
@@ -364,12 +413,14 @@ class DelayScheduling(Placement):
 
     def __init__(self, timers: TimerSource | None = None) -> None:
         self.timers: TimerSource = timers if timers is not None else AutoTuner()
+        self.statics = JobStatics()  # per-job figures of the spec alone (a memo, not learning)
 
     def job_timers(self, view: ClusterView, job: JobInfo, state: PassState | None = None) -> tuple[float, float]:
         """(T_Mc, T_Rk) for ``job``: zero for a level its demand cannot fit (§4.3.2); with the pass's
         ``state``, counting its acceptances so far (and worked out once per demand and acceptance count)."""
         demand = job.spec.num_gpus
-        machine, rack = view.shape.largest(view.gpu_types_for(job.spec))
+        static = self.statics.of(view, job)
+        machine, rack = static.machine, static.rack
         if demand > rack:
             return 0.0, 0.0
         if state is None:
@@ -390,7 +441,7 @@ class DelayScheduling(Placement):
         """Algorithm 1 for ``job`` on ``free``: (decision or None, usable GPUs, starvation, T_Mc, T_Rk)."""
         wait_s = starvation(view, job)
         t_mc, t_rk = self.job_timers(view, job, state)
-        avail = usable_gpus(free, view.shape, view.gpu_types_for(job.spec))
+        avail = usable_gpus(free, view.shape, self.statics.of(view, job).gpu_types)
         return delay_decision(avail, view.shape, job.spec.num_gpus, wait_s, t_mc, t_rk), avail, wait_s, t_mc, t_rk
 
     @staticmethod
@@ -410,14 +461,16 @@ class DelayScheduling(Placement):
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         for level, demand, wait_s, now, lease_s in state.get(ACCEPTANCES_KEY, ()):
             self.timers.record(level, demand, wait_s, now, lease_s)
+        self.statics.prune(view)
 
     def why(self, view: ClusterView, job: JobInfo, avail: np.ndarray | None, wait_s: float,
-            t_mc: float, t_rk: float) -> Unplaced:
-        """Why ``job`` rejected its offer (Algorithm 1 lines 10-11 and 18-19) or got none."""
+            t_mc: float, t_rk: float, free_total: int | None = None) -> Unplaced:
+        """Why ``job`` rejected its offer (Algorithm 1 lines 10-11 and 18-19) or got none (``free_total``:
+        ``view.free.total_gpus`` if the caller has it)."""
         demand = job.spec.num_gpus
         if avail is None:
             return cannot_fit(self.name, "needs {} GPUs; {} free and no running job may be preempted for it",
-                              demand, view.free.total_gpus)
+                              demand, view.free.total_gpus if free_total is None else free_total)
         shape = view.shape
         if wait_s < t_mc:
             return by_policy(self.name, "delay timer: waits for one machine with {} GPUs ({:.0f} s of its "
@@ -511,7 +564,7 @@ class Dally:
 
     # ------------------------------------------------------------------ reading the view
     def sensitivity(self, view: ClusterView, job: JobInfo) -> float:
-        return nw_sens(job, view.now, ideal_compute_s(view, job))
+        return nw_sens(job, view.now, self.delay.statics.of(view, job).compute_s)
 
     # ------------------------------------------------------------------ the pass
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
@@ -543,7 +596,7 @@ class Dally:
                 return plan, free  # nothing waits and nothing can move: no Nw_sens needed
             if tighter:
                 running, middle = self._running_sens(view, sens)
-                victims = self._victims(view, running, middle)
+                victims, _ = self._victims(view, running, middle)
                 # movers: slowed (below 1), by at least min_gain, and with worse_half in the more slowed half
                 slowed = min(middle if self.worse_half else math.inf, 1.0 - self.min_gain)
                 movers = [job for job in tighter if job.job_id in ended
@@ -562,15 +615,16 @@ class Dally:
             nonlocal victims, unlisted
             if victims is None:
                 running, middle = self._running_sens(view, sens)
-                floor = min(sens.values(), default=-math.inf)
-                victims = self._victims(view, running, max(middle, floor))
-                unlisted = sum(1 for job_id, v in running.items()
-                               if middle < v <= floor and view.running[job_id].allocation is not None)
+                victims, unlisted = self._victims(view, running, middle, min(sens.values(), default=-math.inf))
             return victims
 
+        # The GPUs free now, kept by hand (re-summed only when the plan takes or gives GPUs), and at the
+        # pass's start, which reasons quote (issue 19: summing per waiting job was 13% of a loaded run).
+        free_total = start_total = free.total_gpus
         order = sorted([*view.pending, *movers], key=lambda j: (sens[j.job_id], j.spec.submit_time, j.arrival_seq))
         for job in order:
             if job.allocation is not None:
+                free_total = -1  # moves and preemptions change what is free: re-summed below
                 if any(isinstance(a, Preempt) and a.job_id == job.job_id for a in plan.actions):
                     continue  # a job earlier in the pass took its GPUs: it waits again (§4.3)
                 pool = victims_now()
@@ -583,27 +637,35 @@ class Dally:
                 else:
                     self._reconsolidate(view, job, sens[job.job_id], free, shape, pool, plan)
                 continue
+            if free_total < 0:
+                free_total = free.total_gpus
             demand = job.spec.num_gpus
-            if free.total_gpus < demand and not victims_now() and not unlisted:
-                plan.wait(job.job_id, cannot_fit(self.delay.name, "needs {} GPUs; {} free", demand,
-                                                 free.total_gpus))
+            if free_total < demand and not victims_now() and not unlisted:
+                plan.wait(job.job_id, cannot_fit(self.delay.name, "needs {} GPUs; {} free", demand, free_total))
                 continue
+            job_sens = sens[job.job_id]
             decision: tuple[Picked, Level] | None = None
             avail = None
-            if free.total_gpus >= demand:
+            if free_total >= demand:
                 decision, avail, wait_s, t_mc, t_rk = self.delay.decide(view, job, free, state)
-            else:
+                if decision is None and self._may_preempt(victims_now(), job_sens):
+                    decision = self._preempt_for(view, job, job_sens, wait_s, t_mc, t_rk,
+                                                 free, shape, victims_now(), plan)
+            elif self._may_preempt(victims_now(), job_sens):
+                # Too few GPUs free: only a preemption can place it, so its timers matter only then
+                # (the reason below quotes neither its starvation nor its timers).
                 wait_s = starvation(view, job)
                 t_mc, t_rk = self.delay.job_timers(view, job, state)
-            if decision is None and victims_now():
-                decision = self._preempt_for(view, job, sens[job.job_id], wait_s, t_mc, t_rk,
+                decision = self._preempt_for(view, job, job_sens, wait_s, t_mc, t_rk,
                                              free, shape, victims_now(), plan)
             if decision is None:
-                plan.wait(job.job_id, self.delay.why(view, job, avail, wait_s, t_mc, t_rk))
+                plan.wait(job.job_id, self.delay.why(view, job, avail, 0.0, 0.0, 0.0, start_total) if avail is None
+                          else self.delay.why(view, job, avail, wait_s, t_mc, t_rk))
                 continue
             picked, level = decision
             allocation = build_allocation(free, picked)
             free.take(allocation)
+            free_total = free.total_gpus
             plan.start(job.job_id, allocation)
             self.delay.accept(view, job, level, wait_s, state)
         return plan, free
@@ -635,17 +697,33 @@ class Dally:
             middle = min(values) + (max(values) - min(values)) / 2.0
         return running, middle
 
-    def _victims(self, view: ClusterView, running: dict[str, float], middle: float) -> list[_Victim]:
+    def _victims(self, view: ClusterView, running: dict[str, float], middle: float,
+                 floor: float = -math.inf) -> tuple[list[_Victim], int]:
         """Running jobs above ``middle`` (the worse half of the Nw_sens range with ``worse_half``,
-        else every one), worst (highest) Nw_sens first."""
+        else every one), worst (highest) Nw_sens first, and how many of them were left out of the
+        list for being at or below ``floor`` (no job of the pass may preempt them; only counted)."""
         out = []
+        unlisted = 0
+        cut = max(middle, floor)
         for job_id, s in running.items():
-            job = view.running[job_id]
-            if s <= middle or job.allocation is None:
+            if s <= middle:
                 continue
-            out.append(_Victim(job, s, view.cluster))
+            job = view.running[job_id]
+            if job.allocation is None:
+                continue
+            if s <= cut:
+                unlisted += 1
+            else:
+                out.append(_Victim(job, s, view.cluster))
         out.sort(key=lambda v: (-v.sens, -v.job.spec.submit_time, -v.job.arrival_seq))
-        return out
+        return out, unlisted
+
+    def _may_preempt(self, victims: list[_Victim], sens: float) -> bool:
+        """Whether a job of Nw_sens ``sens`` has any victim (:meth:`_eligible` not empty): the
+        first victim has the highest Nw_sens."""
+        if not victims:
+            return False
+        return victims[0].sens >= sens + self.min_gain if self.min_gain > 0.0 else victims[0].sens > sens
 
     def _eligible(self, victims: list[_Victim], sens: float) -> list[_Victim]:
         """The victims a job of Nw_sens ``sens`` may preempt, worst first: a higher Nw_sens (a lower
