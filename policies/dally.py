@@ -103,6 +103,7 @@ from halyard.policies.placement import build_allocation, no_fit, usable_gpus
 from halyard.policies.plan import Plan, Preempt
 from halyard.policies.reasons import Unplaced, by_policy, cannot_fit
 from halyard.policies.resources import FreeResources
+from halyard.policies.running_sens import RunningNwSens
 from halyard.policies.stages import Adjuster, Ordering, Placement
 from halyard.policies.topology import Level, Picked, level_of, on_machine, on_network, on_rack
 from halyard.policies.view import ClusterView, JobInfo
@@ -284,6 +285,10 @@ def ideal_compute_s(view: ClusterView, job: JobInfo) -> float:
     return view.facts.reference_compute_s(job.spec)
 
 
+# Where a running job's GPUs are, by allocation: job id -> (allocation, (node -> GPUs, rack -> GPUs)).
+Spreads = dict[str, tuple[Allocation, tuple[dict[int, int], dict[int, int]]]]
+
+
 @dataclass(frozen=True, slots=True)
 class JobStatic:
     """What Dally reads of a job that depends on its spec and the cluster alone."""
@@ -296,38 +301,54 @@ class JobStatic:
 
 
 class JobStatics:
-    """Each job's :class:`JobStatic`, worked out once per job instead of once per pass.
+    """Each job's :class:`JobStatic`, worked out once per job instead of once per pass, and where a
+    running job's GPUs are (GPUs per node and per rack), once per allocation.
 
     Issue 19: on a loaded trace every pass computes the Nw_sens of every running job and the
     timers of every waiting one, and looking these figures up in :class:`ClusterFacts`' memo
-    (a key of five spec fields per call) was a third of that. An entry serves a job only while
-    its spec is the very object it was made from, and only for the facts (cluster and
+    (a key of five spec fields per call) was a third of that; a preemption's search located
+    every victim afresh in every pass. An entry serves a job only while its spec (its
+    allocation) is the very object it was made from, and only for the facts (cluster and
     performance model) it was made with, so it always equals what the lookup gives.
     """
 
-    __slots__ = ("_entries", "_facts")
+    __slots__ = ("_entries", "_facts", "_spreads")
 
     def __init__(self) -> None:
         self._facts: ClusterFacts | None = None
         self._entries: dict[str, JobStatic] = {}
+        self._spreads: Spreads = {}
+
+    def entries(self, view: ClusterView) -> dict[str, JobStatic]:
+        """The entries for ``view``'s facts, by job id, for a caller's own loop (check the spec as
+        :meth:`of` does; ask :meth:`of` for a missing or stale one)."""
+        if view.facts is not self._facts:
+            self._facts, self._entries, self._spreads = view.facts, {}, {}
+        return self._entries
 
     def of(self, view: ClusterView, job: JobInfo) -> JobStatic:
-        if view.facts is not self._facts:
-            self._facts, self._entries = view.facts, {}
+        entries = self.entries(view)
         spec = job.spec
-        entry = self._entries.get(job.job_id)
+        entry = entries.get(job.job_id)
         if entry is None or entry.spec is not spec:
             types = view.gpu_types_for(spec)
             machine, rack = view.shape.largest(types)
-            entry = self._entries[job.job_id] = JobStatic(spec, types, machine, rack, ideal_compute_s(view, job))
+            entry = entries[job.job_id] = JobStatic(spec, types, machine, rack, ideal_compute_s(view, job))
         return entry
+
+    def spreads(self, view: ClusterView) -> Spreads:
+        """Job id -> (allocation, (GPUs per node index, GPUs per rack index)) for ``view``'s cluster,
+        filled by :class:`_Victim`."""
+        self.entries(view)
+        return self._spreads
 
     def prune(self, view: ClusterView) -> None:
         """Forget jobs that are neither running nor pending, once they are most of the entries."""
         live = len(view.running) + len(view.pending)
-        if len(self._entries) > 2 * live + PRUNE_SLACK:
+        if len(self._entries) + len(self._spreads) > 2 * live + PRUNE_SLACK:
             keep = {*view.running, *(job.job_id for job in view.pending)}
             self._entries = {k: v for k, v in self._entries.items() if k in keep}
+            self._spreads = {k: v for k, v in self._spreads.items() if k in view.running}
 
 
 def delay_decision(avail: np.ndarray, shape: ClusterShape, demand: int, starvation_s: float,
@@ -349,34 +370,42 @@ def delay_decision(avail: np.ndarray, shape: ClusterShape, demand: int, starvati
 
 class _Victim:
     """A running job that may be preempted; where its GPUs are is worked out only if asked
-    (most passes never look: nothing waits that a preemption would help)."""
+    (most passes never look: nothing waits that a preemption would help), and kept in
+    ``spreads`` (:meth:`JobStatics.spreads`) for later passes while the job keeps its allocation."""
 
-    __slots__ = ("_cluster", "_where", "gpus", "job", "sens")
+    __slots__ = ("_cluster", "_spreads", "_where", "gpus", "job", "sens")
 
-    def __init__(self, job: JobInfo, sens: float, cluster: Cluster) -> None:
-        self.job, self.sens, self._cluster = job, sens, cluster
+    def __init__(self, job: JobInfo, sens: float, cluster: Cluster, spreads: Spreads | None = None) -> None:
+        self.job, self.sens, self._cluster, self._spreads = job, sens, cluster, spreads
         self.gpus = job.allocation.num_gpus
         self._where: tuple[dict[int, int], dict[int, int]] | None = None
 
     def _locate(self) -> tuple[dict[int, int], dict[int, int]]:
         if self._where is None:
+            allocation = self.job.allocation
+            known = self._spreads.get(self.job.job_id) if self._spreads is not None else None
+            if known is not None and known[0] is allocation:
+                self._where = known[1]
+                return self._where
             per_node: dict[int, int] = {}
             per_rack: dict[int, int] = {}
-            for part in self.job.allocation.nodes:
+            for part in allocation.nodes:
                 node = self._cluster.node(part.node)
                 per_node[node.index] = per_node.get(node.index, 0) + len(part.gpus)
                 per_rack[node.rack_index] = per_rack.get(node.rack_index, 0) + len(part.gpus)
             self._where = (per_node, per_rack)
+            if self._spreads is not None:
+                self._spreads[self.job.job_id] = (allocation, self._where)
         return self._where
 
     @property
     def per_node(self) -> dict[int, int]:
-        """Node index -> GPUs held there."""
+        """Node index -> GPUs held there (shared with later passes: read only)."""
         return self._locate()[0]
 
     @property
     def per_rack(self) -> dict[int, int]:
-        """Rack index -> GPUs held there."""
+        """Rack index -> GPUs held there (shared with later passes: read only)."""
         return self._locate()[1]
 
 
@@ -436,12 +465,21 @@ class DelayScheduling(Placement):
             t_mc = 0.0
         return t_mc, t_rk
 
-    def decide(self, view: ClusterView, job: JobInfo, free: FreeResources,
-               state: PassState) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
-        """Algorithm 1 for ``job`` on ``free``: (decision or None, usable GPUs, starvation, T_Mc, T_Rk)."""
+    def decide(self, view: ClusterView, job: JobInfo, free: FreeResources, state: PassState,
+               offers: dict[GpuTypes, np.ndarray] | None = None,
+               ) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
+        """Algorithm 1 for ``job`` on ``free``: (decision or None, usable GPUs, starvation, T_Mc, T_Rk).
+
+        ``offers``: usable GPUs per GPU-type set on this ``free``, filled and read here; the caller
+        empties it whenever ``free`` changes."""
         wait_s = starvation(view, job)
         t_mc, t_rk = self.job_timers(view, job, state)
-        avail = usable_gpus(free, view.shape, self.statics.of(view, job).gpu_types)
+        types = self.statics.of(view, job).gpu_types
+        avail = None if offers is None else offers.get(types)
+        if avail is None:
+            avail = usable_gpus(free, view.shape, types)
+            if offers is not None:
+                offers[types] = avail
         return delay_decision(avail, view.shape, job.spec.num_gpus, wait_s, t_mc, t_rk), avail, wait_s, t_mc, t_rk
 
     @staticmethod
@@ -516,6 +554,7 @@ class Dally:
         # ``lease``: job id -> (last assignment time, index of the last lease end re-offered); a
         # function of the applied passes (updated in on_applied), pruned to the running jobs.
         self._lease_ends: dict[str, tuple[float, int]] = {}
+        self._running_sens_table = RunningNwSens()  # running jobs' progress numbers (a memo, not learning)
         # Adjusters run after Dally's pass on what is still free, as in a staged policy
         # (``dally+cassini``: Cassini's time-shifts on Dally's placements).
         self.adjusters = adjusters
@@ -552,6 +591,7 @@ class Dally:
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         self.delay.on_applied(view, plan, state)
+        self._running_sens_table.prune(view.running)
         if self.lease:
             self._lease_ends = {k: v for k, v in self._lease_ends.items() if k in view.running}
             self._lease_ends.update(state.get(LEASES_KEY, {}))
@@ -596,7 +636,7 @@ class Dally:
                 return plan, free  # nothing waits and nothing can move: no Nw_sens needed
             if tighter:
                 running, middle = self._running_sens(view, sens)
-                victims, _ = self._victims(view, running, middle)
+                victims, _ = self._victims(view, middle, running=running)
                 # movers: slowed (below 1), by at least min_gain, and with worse_half in the more slowed half
                 slowed = min(middle if self.worse_half else math.inf, 1.0 - self.min_gain)
                 movers = [job for job in tighter if job.job_id in ended
@@ -614,17 +654,23 @@ class Dally:
             """The pass's victims (computed from the view, so the same whenever first asked for)."""
             nonlocal victims, unlisted
             if victims is None:
-                running, middle = self._running_sens(view, sens)
-                victims, unlisted = self._victims(view, running, middle, min(sens.values(), default=-math.inf))
+                victims, unlisted = self._pass_victims(view, sens)
             return victims
 
-        # The GPUs free now, kept by hand (re-summed only when the plan takes or gives GPUs), and at the
-        # pass's start, which reasons quote (issue 19: summing per waiting job was 13% of a loaded run).
-        free_total = start_total = free.total_gpus
+        # What is free, kept per pass while nothing is taken or given (issue 19: on a loaded trace the
+        # pass looks at every waiting job): the GPU count, re-summed only after a start, a move or a
+        # preemption, and each GPU-type set's usable GPUs (the offer, :meth:`DelayScheduling.decide`).
+        # Reasons that depend only on a demand and these counts are made once and shared.
+        free_total: int | None = free.total_gpus
+        start_total = free_total  # view.free's, which the reasons quote
+        offers: dict[GpuTypes, np.ndarray] = {}
+        too_few: dict[tuple[int, int], Unplaced] = {}
+        no_victim: dict[int, Unplaced] = {}
         order = sorted([*view.pending, *movers], key=lambda j: (sens[j.job_id], j.spec.submit_time, j.arrival_seq))
         for job in order:
             if job.allocation is not None:
-                free_total = -1  # moves and preemptions change what is free: re-summed below
+                free_total = None  # moves and preemptions change what is free
+                offers.clear()
                 if any(isinstance(a, Preempt) and a.job_id == job.job_id for a in plan.actions):
                     continue  # a job earlier in the pass took its GPUs: it waits again (§4.3)
                 pool = victims_now()
@@ -637,17 +683,21 @@ class Dally:
                 else:
                     self._reconsolidate(view, job, sens[job.job_id], free, shape, pool, plan)
                 continue
-            if free_total < 0:
+            if free_total is None:
                 free_total = free.total_gpus
             demand = job.spec.num_gpus
             if free_total < demand and not victims_now() and not unlisted:
-                plan.wait(job.job_id, cannot_fit(self.delay.name, "needs {} GPUs; {} free", demand, free_total))
+                why = too_few.get((demand, free_total))
+                if why is None:
+                    why = too_few[(demand, free_total)] = cannot_fit(self.delay.name, "needs {} GPUs; {} free",
+                                                                     demand, free_total)
+                plan.wait(job.job_id, why)
                 continue
             job_sens = sens[job.job_id]
             decision: tuple[Picked, Level] | None = None
             avail = None
             if free_total >= demand:
-                decision, avail, wait_s, t_mc, t_rk = self.delay.decide(view, job, free, state)
+                decision, avail, wait_s, t_mc, t_rk = self.delay.decide(view, job, free, state, offers)
                 if decision is None and self._may_preempt(victims_now(), job_sens):
                     decision = self._preempt_for(view, job, job_sens, wait_s, t_mc, t_rk,
                                                  free, shape, victims_now(), plan)
@@ -659,13 +709,19 @@ class Dally:
                 decision = self._preempt_for(view, job, job_sens, wait_s, t_mc, t_rk,
                                              free, shape, victims_now(), plan)
             if decision is None:
-                plan.wait(job.job_id, self.delay.why(view, job, avail, 0.0, 0.0, 0.0, start_total) if avail is None
-                          else self.delay.why(view, job, avail, wait_s, t_mc, t_rk))
+                if avail is not None:
+                    why = self.delay.why(view, job, avail, wait_s, t_mc, t_rk)
+                else:
+                    why = no_victim.get(demand)
+                    if why is None:
+                        why = no_victim[demand] = self.delay.why(view, job, None, 0.0, 0.0, 0.0, start_total)
+                plan.wait(job.job_id, why)
                 continue
             picked, level = decision
             allocation = build_allocation(free, picked)
             free.take(allocation)
             free_total = free.total_gpus
+            offers.clear()
             plan.start(job.job_id, allocation)
             self.delay.accept(view, job, level, wait_s, state)
         return plan, free
@@ -697,24 +753,47 @@ class Dally:
             middle = min(values) + (max(values) - min(values)) / 2.0
         return running, middle
 
-    def _victims(self, view: ClusterView, running: dict[str, float], middle: float,
-                 floor: float = -math.inf) -> tuple[list[_Victim], int]:
-        """Running jobs above ``middle`` (the worse half of the Nw_sens range with ``worse_half``,
+    def _pass_victims(self, view: ClusterView, sens: dict[str, float]) -> tuple[list[_Victim], int]:
+        """The victims of a pass whose order holds only waiting jobs (``sens``: theirs), and how many
+        running jobs are left out for being at or below every waiting job's Nw_sens."""
+        floor = min(sens.values(), default=-math.inf)
+        if self.worse_half:
+            running, middle = self._running_sens(view, sens)
+            return self._victims(view, middle, floor, running)
+        return self._victims(view, -math.inf, floor)
+
+    def _victims(self, view: ClusterView, middle: float, floor: float = -math.inf,
+                 running: dict[str, float] | None = None) -> tuple[list[_Victim], int]:
+        """The running jobs above ``middle`` (the worse half of the Nw_sens range with ``worse_half``,
         else every one), worst (highest) Nw_sens first, and how many of them were left out of the
-        list for being at or below ``floor`` (no job of the pass may preempt them; only counted)."""
+        list for being at or below ``floor`` (no job of the pass may preempt them; only counted).
+
+        ``running``: their Nw_sens if the caller has them. Without, they are computed here, all at
+        once (:class:`~halyard.policies.running_sens.RunningNwSens`; issue 19: this was the pass's
+        longest loop on a loaded trace)."""
         out = []
         unlisted = 0
         cut = max(middle, floor)
-        for job_id, s in running.items():
-            if s <= middle:
-                continue
-            job = view.running[job_id]
-            if job.allocation is None:
-                continue
-            if s <= cut:
-                unlisted += 1
-            else:
-                out.append(_Victim(job, s, view.cluster))
+        cluster = view.cluster
+        spreads = self.delay.statics.spreads(view)
+        if running is None:
+            statics = self.delay.statics
+            jobs, values = self._running_sens_table.at(view.running, view.now,
+                                                       lambda job: statics.of(view, job).compute_s)
+            # as the loop below: not (s <= middle), then s <= cut counted, else listed (NaN is listed)
+            kept = ~(values <= middle)
+            unlisted = int(np.count_nonzero(kept & (values <= cut)))
+            for i in np.flatnonzero(kept & ~(values <= cut)).tolist():
+                out.append(_Victim(jobs[i], float(values[i]), cluster, spreads))
+        else:
+            for job_id, job in view.running.items():
+                s = running[job_id]
+                if s <= middle or job.allocation is None:
+                    continue
+                if s <= cut:
+                    unlisted += 1
+                else:
+                    out.append(_Victim(job, s, cluster, spreads))
         out.sort(key=lambda v: (-v.sens, -v.job.spec.submit_time, -v.job.arrival_seq))
         return out, unlisted
 
