@@ -660,17 +660,20 @@ class Dally:
         # What is free, kept per pass while nothing is taken or given (issue 19: on a loaded trace the
         # pass looks at every waiting job): the GPU count, re-summed only after a start, a move or a
         # preemption, and each GPU-type set's usable GPUs (the offer, :meth:`DelayScheduling.decide`).
-        # Reasons that depend only on a demand and these counts are made once and shared.
+        # Reasons that depend only on a demand and these counts are made once and shared, and the
+        # preemption searches that found nothing are not made again (:meth:`_preempt_for`).
         free_total: int | None = free.total_gpus
         start_total = free_total  # view.free's, which the reasons quote
         offers: dict[GpuTypes, np.ndarray] = {}
+        misses: set[tuple[Level, int, GpuTypes, int]] = set()
         too_few: dict[tuple[int, int], Unplaced] = {}
         no_victim: dict[int, Unplaced] = {}
         order = sorted([*view.pending, *movers], key=lambda j: (sens[j.job_id], j.spec.submit_time, j.arrival_seq))
         for job in order:
             if job.allocation is not None:
-                free_total = None  # moves and preemptions change what is free
+                free_total = None  # moves and preemptions change what is free, and the victims
                 offers.clear()
+                misses.clear()
                 if any(isinstance(a, Preempt) and a.job_id == job.job_id for a in plan.actions):
                     continue  # a job earlier in the pass took its GPUs: it waits again (§4.3)
                 pool = victims_now()
@@ -700,14 +703,14 @@ class Dally:
                 decision, avail, wait_s, t_mc, t_rk = self.delay.decide(view, job, free, state, offers)
                 if decision is None and self._may_preempt(victims_now(), job_sens):
                     decision = self._preempt_for(view, job, job_sens, wait_s, t_mc, t_rk,
-                                                 free, shape, victims_now(), plan)
+                                                 free, shape, victims_now(), plan, offers, misses)
             elif self._may_preempt(victims_now(), job_sens):
                 # Too few GPUs free: only a preemption can place it, so its timers matter only then
                 # (the reason below quotes neither its starvation nor its timers).
                 wait_s = starvation(view, job)
                 t_mc, t_rk = self.delay.job_timers(view, job, state)
                 decision = self._preempt_for(view, job, job_sens, wait_s, t_mc, t_rk,
-                                             free, shape, victims_now(), plan)
+                                             free, shape, victims_now(), plan, offers, misses)
             if decision is None:
                 if avail is not None:
                     why = self.delay.why(view, job, avail, wait_s, t_mc, t_rk)
@@ -722,6 +725,7 @@ class Dally:
             free.take(allocation)
             free_total = free.total_gpus
             offers.clear()
+            misses.clear()
             plan.start(job.job_id, allocation)
             self.delay.accept(view, job, level, wait_s, state)
         return plan, free
@@ -822,15 +826,25 @@ class Dally:
 
     def _preempt_for(self, view: ClusterView, job: JobInfo, sens: float, starvation: float,
                      t_mc: float, t_rk: float, free: FreeResources, shape: ClusterShape,
-                     victims: list[_Victim], plan: Plan) -> tuple[Picked, Level] | None:
-        """(a): free a placement the waiting ``job`` accepts now by preempting victims."""
+                     victims: list[_Victim], plan: Plan, offers: dict[GpuTypes, np.ndarray] | None = None,
+                     misses: set[tuple[Level, int, GpuTypes, int]] | None = None) -> tuple[Picked, Level] | None:
+        """(a): free a placement the waiting ``job`` accepts now by preempting victims.
+
+        ``offers`` and ``misses`` are the pass's, valid while neither ``free`` nor ``victims``
+        changes (the caller empties both then): usable GPUs per GPU-type set, and the searches
+        (level, demand, types, eligible victims) that found nothing, so a job asking the same
+        is answered at once (issue 19: 65% of the searches on a loaded trace were repeats)."""
         eligible = self._eligible(victims, sens)
         if not eligible:
             return None
         demand = job.spec.num_gpus
         types = view.gpu_types_for(job.spec)
         machine, _ = view.shape.largest(types)
-        avail = usable_gpus(free, shape, types)
+        avail = None if offers is None else offers.get(types)
+        if avail is None:
+            avail = usable_gpus(free, shape, types)
+            if offers is not None:
+                offers[types] = avail
         levels = []
         if demand <= machine:
             levels.append(Level.MACHINE)
@@ -839,8 +853,14 @@ class Dally:
         if starvation >= t_rk:
             levels.append(Level.NETWORK)
         for level in levels:
+            # the eligible victims are a prefix of ``victims`` (worst first), so their count names them
+            search = (level, demand, types, len(eligible))
+            if misses is not None and search in misses:
+                continue
             found = _with_victims(level, demand, free, avail, shape, eligible, types)
             if found is None:
+                if misses is not None:
+                    misses.add(search)
                 continue
             picked, group = found
             for v in group:
