@@ -158,7 +158,8 @@ def tuned_timer(waits: Sequence[float]) -> float | None:
 # An acceptance of this pass, not yet recorded: (level, GPU demand, starvation s, when, lease s).
 Acceptance = tuple[Level, int, float, float, float]
 ACCEPTANCES_KEY = "dally/acceptances"  # PassState: this pass's acceptances, in order
-TIMERS_KEY = "dally/timers"  # PassState: (demand, acceptances so far) -> (T_Mc, T_Rk)
+TIMERS_KEY = "dally/timers"  # PassState: (demand, its acceptances so far) -> (T_Mc, T_Rk)
+ACCEPTED_KEY = "dally/accepted"  # PassState: demand -> acceptances of that demand so far
 
 
 class TimerSource(Protocol):
@@ -169,7 +170,9 @@ class TimerSource(Protocol):
     def timers(self, demand: int, lease_s: float, now: float,
                tentative: Sequence[Acceptance] = ()) -> tuple[float, float]:
         """(T_Mc, T_Rk): seconds of starvation before a rack, resp. network, placement is taken,
-        counting the pass's ``tentative`` acceptances as recorded."""
+        counting the pass's ``tentative`` acceptances as recorded. Only the acceptances of the same
+        ``demand`` may count (Algorithm 2 keeps a list per level and demand): a pass works the timers
+        out once per demand and number of its acceptances."""
         ...
 
     def record(self, level: Level, demand: int, wait_s: float, now: float, lease_s: float = 0.0) -> None:
@@ -446,7 +449,8 @@ class DelayScheduling(Placement):
 
     def job_timers(self, view: ClusterView, job: JobInfo, state: PassState | None = None) -> tuple[float, float]:
         """(T_Mc, T_Rk) for ``job``: zero for a level its demand cannot fit (§4.3.2); with the pass's
-        ``state``, counting its acceptances so far (and worked out once per demand and acceptance count)."""
+        ``state``, counting its acceptances so far (and worked out once per demand and count of that
+        demand's acceptances: issue 19, each acceptance of any demand made every demand's timers anew)."""
         demand = job.spec.num_gpus
         static = self.statics.of(view, job)
         machine, rack = static.machine, static.rack
@@ -457,7 +461,7 @@ class DelayScheduling(Placement):
         else:
             tentative = state.get(ACCEPTANCES_KEY, ())
             memo = state.setdefault(TIMERS_KEY, dict)
-            key = (demand, len(tentative))
+            key = (demand, state.setdefault(ACCEPTED_KEY, dict).get(demand, 0))
             if key not in memo:
                 memo[key] = self.timers.timers(demand, view.round_s, view.now, tentative)
             t_mc, t_rk = memo[key]
@@ -485,7 +489,10 @@ class DelayScheduling(Placement):
     @staticmethod
     def accept(view: ClusterView, job: JobInfo, level: Level, wait_s: float, state: PassState) -> None:
         """Algorithm 1 lines 7 and 15, tentatively: in the pass's state until the plan is applied."""
-        state.setdefault(ACCEPTANCES_KEY, list).append((level, job.spec.num_gpus, wait_s, view.now, view.round_s))
+        demand = job.spec.num_gpus
+        state.setdefault(ACCEPTANCES_KEY, list).append((level, demand, wait_s, view.now, view.round_s))
+        accepted = state.setdefault(ACCEPTED_KEY, dict)
+        accepted[demand] = accepted.get(demand, 0) + 1
 
     def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources,
               state: PassState) -> Allocation | Unplaced:
