@@ -630,7 +630,9 @@ class Dally:
             return plan, None
         shape = view.shape
         free = view.free.copy()
-        sens = {job.job_id: self.sensitivity(view, job) for job in view.pending}
+        now = view.now  # a job that never ran has Nw_sens 1.0 whatever its compute time (nw_sens)
+        sens = {job.job_id: 1.0 if job.run_time_s(now) <= 0.0 else self.sensitivity(view, job)
+                for job in view.pending}
         victims: list[_Victim] | None = None  # worked out when first needed (issue 19: most passes never do)
         movers: list[JobInfo] = []
         if self.preemption and view.running:

@@ -26,12 +26,13 @@ PRUNE_SLACK = 256  # rows of finished jobs kept beyond twice the running ones be
 class RunningNwSens:
     """Per-job progress numbers kept between passes, and Nw_sens of the running jobs from them."""
 
-    __slots__ = ("_columns", "_known", "_spare")
+    __slots__ = ("_columns", "_job_at", "_known", "_spare")
 
     def __init__(self) -> None:
         # done, since, rate, run_s, run_from, iterations_total, compute_s: one row per job
         self._columns = np.zeros((7, FIRST_ROWS))
         self._spare = list(range(FIRST_ROWS - 1, -1, -1))
+        self._job_at: list[JobInfo | None] = [None] * FIRST_ROWS  # the job whose numbers a row holds
         # job id -> (job, epoch, allocation, row): the row holds the job's numbers while all three are the same
         self._known: dict[str, tuple[JobInfo, Hashable, Allocation, int]] = {}
 
@@ -39,18 +40,17 @@ class RunningNwSens:
            compute_s: Callable[[JobInfo], float]) -> tuple[list[JobInfo], np.ndarray]:
         """The running jobs that hold an allocation, in ``running``'s order, and their Nw_sens at ``now``
         (``compute_s``: a job's ideal compute seconds per iteration, asked once per job)."""
-        jobs: list[JobInfo] = []
         rows: list[int] = []
         known = self._known
-        for job_id, job in running.items():
-            allocation = job.allocation
-            if allocation is None:
-                continue
+        for job_id, job in running.items():  # the loop of every pass: as little as can be per job
             entry = known.get(job_id)
-            if entry is None or entry[0] is not job or entry[2] is not allocation or entry[1] != job.epoch:
-                entry = self._learn(job, allocation, compute_s, entry)
-            jobs.append(job)
+            if entry is None or entry[2] is not job.allocation or entry[1] != job.epoch or entry[0] is not job:
+                if job.allocation is None:
+                    continue
+                entry = self._learn(job, job.allocation, compute_s, entry)
             rows.append(entry[3])
+        job_at = self._job_at
+        jobs = [job_at[row] for row in rows]
         done, since, rate, run_s, run_from, total, compute = self._columns[:, rows]
         # JobRecord.iterations_done: done if rate == 0 or now - since <= 0, else min(total, done + rate x elapsed)
         elapsed = now - since
@@ -68,6 +68,7 @@ class RunningNwSens:
         row = entry[3] if entry is not None else self._row()
         epoch = job.epoch
         self._columns[:, row] = (*job.progress_line(), job.iterations_total, compute_s(job))
+        self._job_at[row] = job
         entry = self._known[job.job_id] = (job, epoch, allocation, row)
         return entry
 
@@ -75,6 +76,7 @@ class RunningNwSens:
         if not self._spare:
             rows = self._columns.shape[1]
             self._columns = np.concatenate([self._columns, np.zeros_like(self._columns)], axis=1)
+            self._job_at.extend([None] * rows)
             self._spare = list(range(2 * rows - 1, rows - 1, -1))
         return self._spare.pop()
 
@@ -85,4 +87,6 @@ class RunningNwSens:
             return
         gone = [job_id for job_id in self._known if job_id not in running]
         for job_id in gone:
-            self._spare.append(self._known.pop(job_id)[3])
+            row = self._known.pop(job_id)[3]
+            self._job_at[row] = None
+            self._spare.append(row)
