@@ -796,7 +796,12 @@ class Dally:
             # as the loop below: not (s <= middle), then s <= cut counted, else listed (NaN is listed)
             kept = ~(values <= middle)
             unlisted = int(np.count_nonzero(kept & (values <= cut)))
-            for i in np.flatnonzero(kept & ~(values <= cut)).tolist():
+            listed = kept & ~(values <= cut)
+            if not np.isnan(values).any():  # listed already worst first, as the sort below would
+                sens_of = values.tolist()
+                return [_Victim(jobs[i], sens_of[i], cluster, spreads)
+                        for i in self._running_sens_table.worst_first(values, listed)], unlisted
+            for i in np.flatnonzero(listed).tolist():
                 out.append(_Victim(jobs[i], float(values[i]), cluster, spreads))
         else:
             for job_id, job in view.running.items():

@@ -26,11 +26,12 @@ PRUNE_SLACK = 256  # rows of finished jobs kept beyond twice the running ones be
 class RunningNwSens:
     """Per-job progress numbers kept between passes, and Nw_sens of the running jobs from them."""
 
-    __slots__ = ("_columns", "_job_at", "_known", "_spare")
+    __slots__ = ("_columns", "_job_at", "_known", "_last_rows", "_spare")
 
     def __init__(self) -> None:
-        # done, since, rate, run_s, run_from, iterations_total, compute_s: one row per job
-        self._columns = np.zeros((7, FIRST_ROWS))
+        # done, since, rate, run_s, run_from, iterations_total, compute_s, submit time, arrival seq: a row per job
+        self._columns = np.zeros((9, FIRST_ROWS))
+        self._last_rows = np.zeros(0, dtype=np.int64)  # the rows of the last at()'s jobs, in order
         self._spare = list(range(FIRST_ROWS - 1, -1, -1))
         self._job_at: list[JobInfo | None] = [None] * FIRST_ROWS  # the job whose numbers a row holds
         # job id -> (job, epoch, allocation, row): the row holds the job's numbers while all three are the same
@@ -51,7 +52,8 @@ class RunningNwSens:
             rows.append(entry[3])
         job_at = self._job_at
         jobs = [job_at[row] for row in rows]
-        done, since, rate, run_s, run_from, total, compute = self._columns[:, rows]
+        self._last_rows = np.array(rows, dtype=np.int64)
+        done, since, rate, run_s, run_from, total, compute = self._columns[:7, self._last_rows]
         # JobRecord.iterations_done: done if rate == 0 or now - since <= 0, else min(total, done + rate x elapsed)
         elapsed = now - since
         still = (rate == 0.0) | (elapsed <= 0.0)
@@ -63,11 +65,21 @@ class RunningNwSens:
             sens = np.where((run <= 0.0) | (total <= 0.0), 1.0, (done_now / total) / (run / (compute * total)))
         return jobs, sens
 
+    def worst_first(self, sens: np.ndarray, chosen: np.ndarray) -> list[int]:
+        """The positions where ``chosen`` holds, into the last :meth:`at`'s jobs and ``sens`` (its
+        answer), in the order Dally lists victims: highest Nw_sens, then latest submission, then
+        latest arrival first (``sens`` without NaN: NaN does not order as in Python's sort)."""
+        positions = np.flatnonzero(chosen)
+        rows = self._last_rows[positions]
+        order = np.lexsort((-self._columns[8, rows], -self._columns[7, rows], -sens[positions]))
+        return positions[order].tolist()
+
     def _learn(self, job: JobInfo, allocation: Allocation, compute_s: Callable[[JobInfo], float],
                entry: tuple[JobInfo, Hashable, Allocation, int] | None) -> tuple[JobInfo, Hashable, Allocation, int]:
         row = entry[3] if entry is not None else self._row()
         epoch = job.epoch
-        self._columns[:, row] = (*job.progress_line(), job.iterations_total, compute_s(job))
+        self._columns[:, row] = (*job.progress_line(), job.iterations_total, compute_s(job), job.spec.submit_time,
+                                 job.arrival_seq)
         self._job_at[row] = job
         entry = self._known[job.job_id] = (job, epoch, allocation, row)
         return entry

@@ -1,4 +1,5 @@
-"""Dally's Nw_sens of all running jobs at once (policies/running_sens.py) is nw_sens, to the last bit.
+"""Dally's Nw_sens of all running jobs at once (policies/running_sens.py) is nw_sens, to the last bit,
+and its victim order is Dally's sort.
 
 The vector form replaces one call of :func:`halyard.policies.dally.nw_sens` per running job and
 pass (issue 19); Dally's victims, their order and so its schedule depend on those floats, so the
@@ -32,13 +33,19 @@ def _check(table: RunningNwSens, running: dict[str, JobRecord], now: float) -> i
     assert [j.job_id for j in jobs] == [j for j, r in running.items() if r.allocation is not None]
     for record, value in zip(jobs, values.tolist(), strict=True):
         assert value == nw_sens(record, now, _compute_s(record)), (record.job_id, now)
+    # Dally's victim order (policies/dally.py Dally._victims), for every other job
+    chosen = np.arange(len(jobs)) % 2 == 0
+    want = sorted(np.flatnonzero(chosen).tolist(),
+                  key=lambda i: (-values[i], -jobs[i].spec.submit_time, -jobs[i].arrival_seq))
+    assert table.worst_first(values, chosen) == want
     return len(jobs)
 
 
 def test_vector_nw_sens_equals_nw_sens_through_a_records_life():
     rng = random.Random(7)
-    records = {f"j{i}": JobRecord(job(1 + i % 4, iterations=50 + 37 * i, job_id=f"j{i}"), i, 50 + 37 * i,
-                                  0.1, 0.0) for i in range(FIRST_ROWS + 40)}  # more rows than at first
+    records = {f"j{i}": JobRecord(job(1 + i % 4, submit=float(i % 5), iterations=50 + 37 * i, job_id=f"j{i}"),
+                                  i, 50 + 37 * i, 0.1, 0.0)
+               for i in range(FIRST_ROWS + 40)}  # more rows than at first; submit times tie
     running: dict[str, JobRecord] = {}
     table = RunningNwSens()
     now = 0.0
