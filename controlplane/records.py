@@ -85,6 +85,16 @@ class JobRecord:
     def remaining_iterations(self, now: float) -> float:
         return self.iterations_total - self.iterations_done(now)
 
+    def progress_line(self) -> tuple[float, float, float, float, float]:
+        """The numbers :meth:`iterations_done` and :meth:`run_time_s` are closed forms of, for a policy
+        that evaluates many jobs at once (``halyard.policies.running_sens``): ``(done, since, rate,
+        run_s, run_from)`` where ``iterations_done(now)`` is ``done`` if ``rate == 0`` or ``now <=
+        since``, else ``min(iterations_total, done + rate x (now - since))``, and ``run_time_s(now)``
+        is ``run_s + (now - run_from)``, or ``run_s`` when not running (``run_from`` NaN). They change
+        only when ``epoch`` does or the job starts on a new allocation."""
+        return (float(self._done), max(self._anchor, self._resume_at), self._rate, self._run_s,
+                math.nan if self._run_start is None else self._run_start)
+
     def attained_gpu_s(self, now: float) -> float:
         if self._run_start is None:
             return self._gpu_s

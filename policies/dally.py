@@ -96,13 +96,14 @@ from typing import Protocol
 
 import numpy as np
 
-from halyard.datamodel import Allocation, Cluster, ValidationError
-from halyard.policies.facts import ClusterShape, GpuTypes
+from halyard.datamodel import Allocation, Cluster, JobSpec, ValidationError
+from halyard.policies.facts import ClusterFacts, ClusterShape, GpuTypes
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, no_fit, usable_gpus
 from halyard.policies.plan import Plan, Preempt
 from halyard.policies.reasons import Unplaced, by_policy, cannot_fit
 from halyard.policies.resources import FreeResources
+from halyard.policies.running_sens import RunningNwSens
 from halyard.policies.stages import Adjuster, Ordering, Placement
 from halyard.policies.topology import Level, Picked, level_of, on_machine, on_network, on_rack
 from halyard.policies.view import ClusterView, JobInfo
@@ -133,6 +134,9 @@ MIN_GAIN = 0.05
 # the round too.
 LEASE_ROUNDS = 1
 LEASES_KEY = "dally/lease-ends"  # PassState: job id -> (last assignment, lease index) seen this pass
+# JobStatics keeps entries of finished jobs until they outnumber the live ones twice over plus this
+# many (a bound on its memory; the figure only sets how often it is swept).
+PRUNE_SLACK = 1024
 
 
 def tuned_timer(waits: Sequence[float]) -> float | None:
@@ -154,7 +158,8 @@ def tuned_timer(waits: Sequence[float]) -> float | None:
 # An acceptance of this pass, not yet recorded: (level, GPU demand, starvation s, when, lease s).
 Acceptance = tuple[Level, int, float, float, float]
 ACCEPTANCES_KEY = "dally/acceptances"  # PassState: this pass's acceptances, in order
-TIMERS_KEY = "dally/timers"  # PassState: (demand, acceptances so far) -> (T_Mc, T_Rk)
+TIMERS_KEY = "dally/timers"  # PassState: (demand, its acceptances so far) -> (T_Mc, T_Rk)
+ACCEPTED_KEY = "dally/accepted"  # PassState: demand -> acceptances of that demand so far
 
 
 class TimerSource(Protocol):
@@ -165,7 +170,9 @@ class TimerSource(Protocol):
     def timers(self, demand: int, lease_s: float, now: float,
                tentative: Sequence[Acceptance] = ()) -> tuple[float, float]:
         """(T_Mc, T_Rk): seconds of starvation before a rack, resp. network, placement is taken,
-        counting the pass's ``tentative`` acceptances as recorded."""
+        counting the pass's ``tentative`` acceptances as recorded. Only the acceptances of the same
+        ``demand`` may count (Algorithm 2 keeps a list per level and demand): a pass works the timers
+        out once per demand and number of its acceptances."""
         ...
 
     def record(self, level: Level, demand: int, wait_s: float, now: float, lease_s: float = 0.0) -> None:
@@ -281,6 +288,72 @@ def ideal_compute_s(view: ClusterView, job: JobInfo) -> float:
     return view.facts.reference_compute_s(job.spec)
 
 
+# Where a running job's GPUs are, by allocation: job id -> (allocation, (node -> GPUs, rack -> GPUs)).
+Spreads = dict[str, tuple[Allocation, tuple[dict[int, int], dict[int, int]]]]
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatic:
+    """What Dally reads of a job that depends on its spec and the cluster alone."""
+
+    spec: JobSpec
+    gpu_types: GpuTypes  # view.gpu_types_for(spec)
+    machine: int  # GPUs of the largest node of those types
+    rack: int  # GPUs of the largest rack of those types
+    compute_s: float  # :func:`ideal_compute_s`, Nw_sens's ideal seconds per iteration
+
+
+class JobStatics:
+    """Each job's :class:`JobStatic`, worked out once per job instead of once per pass, and where a
+    running job's GPUs are (GPUs per node and per rack), once per allocation.
+
+    Issue 19: on a loaded trace every pass computes the Nw_sens of every running job and the
+    timers of every waiting one, and looking these figures up in :class:`ClusterFacts`' memo
+    (a key of five spec fields per call) was a third of that; a preemption's search located
+    every victim afresh in every pass. An entry serves a job only while its spec (its
+    allocation) is the very object it was made from, and only for the facts (cluster and
+    performance model) it was made with, so it always equals what the lookup gives.
+    """
+
+    __slots__ = ("_entries", "_facts", "_spreads")
+
+    def __init__(self) -> None:
+        self._facts: ClusterFacts | None = None
+        self._entries: dict[str, JobStatic] = {}
+        self._spreads: Spreads = {}
+
+    def entries(self, view: ClusterView) -> dict[str, JobStatic]:
+        """The entries for ``view``'s facts, by job id, for a caller's own loop (check the spec as
+        :meth:`of` does; ask :meth:`of` for a missing or stale one)."""
+        if view.facts is not self._facts:
+            self._facts, self._entries, self._spreads = view.facts, {}, {}
+        return self._entries
+
+    def of(self, view: ClusterView, job: JobInfo) -> JobStatic:
+        entries = self.entries(view)
+        spec = job.spec
+        entry = entries.get(job.job_id)
+        if entry is None or entry.spec is not spec:
+            types = view.gpu_types_for(spec)
+            machine, rack = view.shape.largest(types)
+            entry = entries[job.job_id] = JobStatic(spec, types, machine, rack, ideal_compute_s(view, job))
+        return entry
+
+    def spreads(self, view: ClusterView) -> Spreads:
+        """Job id -> (allocation, (GPUs per node index, GPUs per rack index)) for ``view``'s cluster,
+        filled by :class:`_Victim`."""
+        self.entries(view)
+        return self._spreads
+
+    def prune(self, view: ClusterView) -> None:
+        """Forget jobs that are neither running nor pending, once they are most of the entries."""
+        live = len(view.running) + len(view.pending)
+        if len(self._entries) + len(self._spreads) > 2 * live + PRUNE_SLACK:
+            keep = {*view.running, *(job.job_id for job in view.pending)}
+            self._entries = {k: v for k, v in self._entries.items() if k in keep}
+            self._spreads = {k: v for k, v in self._spreads.items() if k in view.running}
+
+
 def delay_decision(avail: np.ndarray, shape: ClusterShape, demand: int, starvation_s: float,
                    machine_timer_s: float, rack_timer_s: float) -> tuple[Picked, Level] | None:
     """Algorithm 1 on the offer ``avail`` (usable GPUs per node): a placement and its level, or None (reject)."""
@@ -300,34 +373,42 @@ def delay_decision(avail: np.ndarray, shape: ClusterShape, demand: int, starvati
 
 class _Victim:
     """A running job that may be preempted; where its GPUs are is worked out only if asked
-    (most passes never look: nothing waits that a preemption would help)."""
+    (most passes never look: nothing waits that a preemption would help), and kept in
+    ``spreads`` (:meth:`JobStatics.spreads`) for later passes while the job keeps its allocation."""
 
-    __slots__ = ("_cluster", "_where", "gpus", "job", "sens")
+    __slots__ = ("_cluster", "_spreads", "_where", "gpus", "job", "sens")
 
-    def __init__(self, job: JobInfo, sens: float, cluster: Cluster) -> None:
-        self.job, self.sens, self._cluster = job, sens, cluster
+    def __init__(self, job: JobInfo, sens: float, cluster: Cluster, spreads: Spreads | None = None) -> None:
+        self.job, self.sens, self._cluster, self._spreads = job, sens, cluster, spreads
         self.gpus = job.allocation.num_gpus
         self._where: tuple[dict[int, int], dict[int, int]] | None = None
 
     def _locate(self) -> tuple[dict[int, int], dict[int, int]]:
         if self._where is None:
+            allocation = self.job.allocation
+            known = self._spreads.get(self.job.job_id) if self._spreads is not None else None
+            if known is not None and known[0] is allocation:
+                self._where = known[1]
+                return self._where
             per_node: dict[int, int] = {}
             per_rack: dict[int, int] = {}
-            for part in self.job.allocation.nodes:
+            for part in allocation.nodes:
                 node = self._cluster.node(part.node)
                 per_node[node.index] = per_node.get(node.index, 0) + len(part.gpus)
                 per_rack[node.rack_index] = per_rack.get(node.rack_index, 0) + len(part.gpus)
             self._where = (per_node, per_rack)
+            if self._spreads is not None:
+                self._spreads[self.job.job_id] = (allocation, self._where)
         return self._where
 
     @property
     def per_node(self) -> dict[int, int]:
-        """Node index -> GPUs held there."""
+        """Node index -> GPUs held there (shared with later passes: read only)."""
         return self._locate()[0]
 
     @property
     def per_rack(self) -> dict[int, int]:
-        """Rack index -> GPUs held there."""
+        """Rack index -> GPUs held there (shared with later passes: read only)."""
         return self._locate()[1]
 
 
@@ -364,12 +445,15 @@ class DelayScheduling(Placement):
 
     def __init__(self, timers: TimerSource | None = None) -> None:
         self.timers: TimerSource = timers if timers is not None else AutoTuner()
+        self.statics = JobStatics()  # per-job figures of the spec alone (a memo, not learning)
 
     def job_timers(self, view: ClusterView, job: JobInfo, state: PassState | None = None) -> tuple[float, float]:
         """(T_Mc, T_Rk) for ``job``: zero for a level its demand cannot fit (§4.3.2); with the pass's
-        ``state``, counting its acceptances so far (and worked out once per demand and acceptance count)."""
+        ``state``, counting its acceptances so far (and worked out once per demand and count of that
+        demand's acceptances: issue 19, each acceptance of any demand made every demand's timers anew)."""
         demand = job.spec.num_gpus
-        machine, rack = view.shape.largest(view.gpu_types_for(job.spec))
+        static = self.statics.of(view, job)
+        machine, rack = static.machine, static.rack
         if demand > rack:
             return 0.0, 0.0
         if state is None:
@@ -377,7 +461,7 @@ class DelayScheduling(Placement):
         else:
             tentative = state.get(ACCEPTANCES_KEY, ())
             memo = state.setdefault(TIMERS_KEY, dict)
-            key = (demand, len(tentative))
+            key = (demand, state.setdefault(ACCEPTED_KEY, dict).get(demand, 0))
             if key not in memo:
                 memo[key] = self.timers.timers(demand, view.round_s, view.now, tentative)
             t_mc, t_rk = memo[key]
@@ -385,18 +469,30 @@ class DelayScheduling(Placement):
             t_mc = 0.0
         return t_mc, t_rk
 
-    def decide(self, view: ClusterView, job: JobInfo, free: FreeResources,
-               state: PassState) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
-        """Algorithm 1 for ``job`` on ``free``: (decision or None, usable GPUs, starvation, T_Mc, T_Rk)."""
+    def decide(self, view: ClusterView, job: JobInfo, free: FreeResources, state: PassState,
+               offers: dict[GpuTypes, np.ndarray] | None = None,
+               ) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
+        """Algorithm 1 for ``job`` on ``free``: (decision or None, usable GPUs, starvation, T_Mc, T_Rk).
+
+        ``offers``: usable GPUs per GPU-type set on this ``free``, filled and read here; the caller
+        empties it whenever ``free`` changes."""
         wait_s = starvation(view, job)
         t_mc, t_rk = self.job_timers(view, job, state)
-        avail = usable_gpus(free, view.shape, view.gpu_types_for(job.spec))
+        types = self.statics.of(view, job).gpu_types
+        avail = None if offers is None else offers.get(types)
+        if avail is None:
+            avail = usable_gpus(free, view.shape, types)
+            if offers is not None:
+                offers[types] = avail
         return delay_decision(avail, view.shape, job.spec.num_gpus, wait_s, t_mc, t_rk), avail, wait_s, t_mc, t_rk
 
     @staticmethod
     def accept(view: ClusterView, job: JobInfo, level: Level, wait_s: float, state: PassState) -> None:
         """Algorithm 1 lines 7 and 15, tentatively: in the pass's state until the plan is applied."""
-        state.setdefault(ACCEPTANCES_KEY, list).append((level, job.spec.num_gpus, wait_s, view.now, view.round_s))
+        demand = job.spec.num_gpus
+        state.setdefault(ACCEPTANCES_KEY, list).append((level, demand, wait_s, view.now, view.round_s))
+        accepted = state.setdefault(ACCEPTED_KEY, dict)
+        accepted[demand] = accepted.get(demand, 0) + 1
 
     def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources,
               state: PassState) -> Allocation | Unplaced:
@@ -410,14 +506,16 @@ class DelayScheduling(Placement):
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         for level, demand, wait_s, now, lease_s in state.get(ACCEPTANCES_KEY, ()):
             self.timers.record(level, demand, wait_s, now, lease_s)
+        self.statics.prune(view)
 
     def why(self, view: ClusterView, job: JobInfo, avail: np.ndarray | None, wait_s: float,
-            t_mc: float, t_rk: float) -> Unplaced:
-        """Why ``job`` rejected its offer (Algorithm 1 lines 10-11 and 18-19) or got none."""
+            t_mc: float, t_rk: float, free_total: int | None = None) -> Unplaced:
+        """Why ``job`` rejected its offer (Algorithm 1 lines 10-11 and 18-19) or got none (``free_total``:
+        ``view.free.total_gpus`` if the caller has it)."""
         demand = job.spec.num_gpus
         if avail is None:
             return cannot_fit(self.name, "needs {} GPUs; {} free and no running job may be preempted for it",
-                              demand, view.free.total_gpus)
+                              demand, view.free.total_gpus if free_total is None else free_total)
         shape = view.shape
         if wait_s < t_mc:
             return by_policy(self.name, "delay timer: waits for one machine with {} GPUs ({:.0f} s of its "
@@ -463,6 +561,7 @@ class Dally:
         # ``lease``: job id -> (last assignment time, index of the last lease end re-offered); a
         # function of the applied passes (updated in on_applied), pruned to the running jobs.
         self._lease_ends: dict[str, tuple[float, int]] = {}
+        self._running_sens_table = RunningNwSens()  # running jobs' progress numbers (a memo, not learning)
         # Adjusters run after Dally's pass on what is still free, as in a staged policy
         # (``dally+cassini``: Cassini's time-shifts on Dally's placements).
         self.adjusters = adjusters
@@ -499,6 +598,7 @@ class Dally:
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         self.delay.on_applied(view, plan, state)
+        self._running_sens_table.prune(view.running)
         if self.lease:
             self._lease_ends = {k: v for k, v in self._lease_ends.items() if k in view.running}
             self._lease_ends.update(state.get(LEASES_KEY, {}))
@@ -511,7 +611,7 @@ class Dally:
 
     # ------------------------------------------------------------------ reading the view
     def sensitivity(self, view: ClusterView, job: JobInfo) -> float:
-        return nw_sens(job, view.now, ideal_compute_s(view, job))
+        return nw_sens(job, view.now, self.delay.statics.of(view, job).compute_s)
 
     # ------------------------------------------------------------------ the pass
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
@@ -530,7 +630,9 @@ class Dally:
             return plan, None
         shape = view.shape
         free = view.free.copy()
-        sens = {job.job_id: self.sensitivity(view, job) for job in view.pending}
+        now = view.now  # a job that never ran has Nw_sens 1.0 whatever its compute time (nw_sens)
+        sens = {job.job_id: 1.0 if job.run_time_s(now) <= 0.0 else self.sensitivity(view, job)
+                for job in view.pending}
         victims: list[_Victim] | None = None  # worked out when first needed (issue 19: most passes never do)
         movers: list[JobInfo] = []
         if self.preemption and view.running:
@@ -543,7 +645,7 @@ class Dally:
                 return plan, free  # nothing waits and nothing can move: no Nw_sens needed
             if tighter:
                 running, middle = self._running_sens(view, sens)
-                victims = self._victims(view, running, middle)
+                victims, _ = self._victims(view, middle, running=running)
                 # movers: slowed (below 1), by at least min_gain, and with worse_half in the more slowed half
                 slowed = min(middle if self.worse_half else math.inf, 1.0 - self.min_gain)
                 movers = [job for job in tighter if job.job_id in ended
@@ -561,16 +663,26 @@ class Dally:
             """The pass's victims (computed from the view, so the same whenever first asked for)."""
             nonlocal victims, unlisted
             if victims is None:
-                running, middle = self._running_sens(view, sens)
-                floor = min(sens.values(), default=-math.inf)
-                victims = self._victims(view, running, max(middle, floor))
-                unlisted = sum(1 for job_id, v in running.items()
-                               if middle < v <= floor and view.running[job_id].allocation is not None)
+                victims, unlisted = self._pass_victims(view, sens)
             return victims
 
+        # What is free, kept per pass while nothing is taken or given (issue 19: on a loaded trace the
+        # pass looks at every waiting job): the GPU count, re-summed only after a start, a move or a
+        # preemption, and each GPU-type set's usable GPUs (the offer, :meth:`DelayScheduling.decide`).
+        # Reasons that depend only on a demand and these counts are made once and shared, and the
+        # preemption searches that found nothing are not made again (:meth:`_preempt_for`).
+        free_total: int | None = free.total_gpus
+        start_total = free_total  # view.free's, which the reasons quote
+        offers: dict[GpuTypes, np.ndarray] = {}
+        misses: set[tuple[Level, int, GpuTypes, int]] = set()
+        too_few: dict[tuple[int, int], Unplaced] = {}
+        no_victim: dict[int, Unplaced] = {}
         order = sorted([*view.pending, *movers], key=lambda j: (sens[j.job_id], j.spec.submit_time, j.arrival_seq))
         for job in order:
             if job.allocation is not None:
+                free_total = None  # moves and preemptions change what is free, and the victims
+                offers.clear()
+                misses.clear()
                 if any(isinstance(a, Preempt) and a.job_id == job.job_id for a in plan.actions):
                     continue  # a job earlier in the pass took its GPUs: it waits again (§4.3)
                 pool = victims_now()
@@ -583,27 +695,46 @@ class Dally:
                 else:
                     self._reconsolidate(view, job, sens[job.job_id], free, shape, pool, plan)
                 continue
+            if free_total is None:
+                free_total = free.total_gpus
             demand = job.spec.num_gpus
-            if free.total_gpus < demand and not victims_now() and not unlisted:
-                plan.wait(job.job_id, cannot_fit(self.delay.name, "needs {} GPUs; {} free", demand,
-                                                 free.total_gpus))
+            if free_total < demand and not victims_now() and not unlisted:
+                why = too_few.get((demand, free_total))
+                if why is None:
+                    why = too_few[(demand, free_total)] = cannot_fit(self.delay.name, "needs {} GPUs; {} free",
+                                                                     demand, free_total)
+                plan.wait(job.job_id, why)
                 continue
+            job_sens = sens[job.job_id]
             decision: tuple[Picked, Level] | None = None
             avail = None
-            if free.total_gpus >= demand:
-                decision, avail, wait_s, t_mc, t_rk = self.delay.decide(view, job, free, state)
-            else:
+            if free_total >= demand:
+                decision, avail, wait_s, t_mc, t_rk = self.delay.decide(view, job, free, state, offers)
+                if decision is None and self._may_preempt(victims_now(), job_sens):
+                    decision = self._preempt_for(view, job, job_sens, wait_s, t_mc, t_rk,
+                                                 free, shape, victims_now(), plan, offers, misses)
+            elif self._may_preempt(victims_now(), job_sens):
+                # Too few GPUs free: only a preemption can place it, so its timers matter only then
+                # (the reason below quotes neither its starvation nor its timers).
                 wait_s = starvation(view, job)
                 t_mc, t_rk = self.delay.job_timers(view, job, state)
-            if decision is None and victims_now():
-                decision = self._preempt_for(view, job, sens[job.job_id], wait_s, t_mc, t_rk,
-                                             free, shape, victims_now(), plan)
+                decision = self._preempt_for(view, job, job_sens, wait_s, t_mc, t_rk,
+                                             free, shape, victims_now(), plan, offers, misses)
             if decision is None:
-                plan.wait(job.job_id, self.delay.why(view, job, avail, wait_s, t_mc, t_rk))
+                if avail is not None:
+                    why = self.delay.why(view, job, avail, wait_s, t_mc, t_rk)
+                else:
+                    why = no_victim.get(demand)
+                    if why is None:
+                        why = no_victim[demand] = self.delay.why(view, job, None, 0.0, 0.0, 0.0, start_total)
+                plan.wait(job.job_id, why)
                 continue
             picked, level = decision
             allocation = build_allocation(free, picked)
             free.take(allocation)
+            free_total = free.total_gpus
+            offers.clear()
+            misses.clear()
             plan.start(job.job_id, allocation)
             self.delay.accept(view, job, level, wait_s, state)
         return plan, free
@@ -635,17 +766,61 @@ class Dally:
             middle = min(values) + (max(values) - min(values)) / 2.0
         return running, middle
 
-    def _victims(self, view: ClusterView, running: dict[str, float], middle: float) -> list[_Victim]:
-        """Running jobs above ``middle`` (the worse half of the Nw_sens range with ``worse_half``,
-        else every one), worst (highest) Nw_sens first."""
+    def _pass_victims(self, view: ClusterView, sens: dict[str, float]) -> tuple[list[_Victim], int]:
+        """The victims of a pass whose order holds only waiting jobs (``sens``: theirs), and how many
+        running jobs are left out for being at or below every waiting job's Nw_sens."""
+        floor = min(sens.values(), default=-math.inf)
+        if self.worse_half:
+            running, middle = self._running_sens(view, sens)
+            return self._victims(view, middle, floor, running)
+        return self._victims(view, -math.inf, floor)
+
+    def _victims(self, view: ClusterView, middle: float, floor: float = -math.inf,
+                 running: dict[str, float] | None = None) -> tuple[list[_Victim], int]:
+        """The running jobs above ``middle`` (the worse half of the Nw_sens range with ``worse_half``,
+        else every one), worst (highest) Nw_sens first, and how many of them were left out of the
+        list for being at or below ``floor`` (no job of the pass may preempt them; only counted).
+
+        ``running``: their Nw_sens if the caller has them. Without, they are computed here, all at
+        once (:class:`~halyard.policies.running_sens.RunningNwSens`; issue 19: this was the pass's
+        longest loop on a loaded trace)."""
         out = []
-        for job_id, s in running.items():
-            job = view.running[job_id]
-            if s <= middle or job.allocation is None:
-                continue
-            out.append(_Victim(job, s, view.cluster))
+        unlisted = 0
+        cut = max(middle, floor)
+        cluster = view.cluster
+        spreads = self.delay.statics.spreads(view)
+        if running is None:
+            statics = self.delay.statics
+            jobs, values = self._running_sens_table.at(view.running, view.now,
+                                                       lambda job: statics.of(view, job).compute_s)
+            # as the loop below: not (s <= middle), then s <= cut counted, else listed (NaN is listed)
+            kept = ~(values <= middle)
+            unlisted = int(np.count_nonzero(kept & (values <= cut)))
+            listed = kept & ~(values <= cut)
+            if not np.isnan(values).any():  # listed already worst first, as the sort below would
+                sens_of = values.tolist()
+                return [_Victim(jobs[i], sens_of[i], cluster, spreads)
+                        for i in self._running_sens_table.worst_first(values, listed)], unlisted
+            for i in np.flatnonzero(listed).tolist():
+                out.append(_Victim(jobs[i], float(values[i]), cluster, spreads))
+        else:
+            for job_id, job in view.running.items():
+                s = running[job_id]
+                if s <= middle or job.allocation is None:
+                    continue
+                if s <= cut:
+                    unlisted += 1
+                else:
+                    out.append(_Victim(job, s, cluster, spreads))
         out.sort(key=lambda v: (-v.sens, -v.job.spec.submit_time, -v.job.arrival_seq))
-        return out
+        return out, unlisted
+
+    def _may_preempt(self, victims: list[_Victim], sens: float) -> bool:
+        """Whether a job of Nw_sens ``sens`` has any victim (:meth:`_eligible` not empty): the
+        first victim has the highest Nw_sens."""
+        if not victims:
+            return False
+        return victims[0].sens >= sens + self.min_gain if self.min_gain > 0.0 else victims[0].sens > sens
 
     def _eligible(self, victims: list[_Victim], sens: float) -> list[_Victim]:
         """The victims a job of Nw_sens ``sens`` may preempt, worst first: a higher Nw_sens (a lower
@@ -665,15 +840,25 @@ class Dally:
 
     def _preempt_for(self, view: ClusterView, job: JobInfo, sens: float, starvation: float,
                      t_mc: float, t_rk: float, free: FreeResources, shape: ClusterShape,
-                     victims: list[_Victim], plan: Plan) -> tuple[Picked, Level] | None:
-        """(a): free a placement the waiting ``job`` accepts now by preempting victims."""
+                     victims: list[_Victim], plan: Plan, offers: dict[GpuTypes, np.ndarray] | None = None,
+                     misses: set[tuple[Level, int, GpuTypes, int]] | None = None) -> tuple[Picked, Level] | None:
+        """(a): free a placement the waiting ``job`` accepts now by preempting victims.
+
+        ``offers`` and ``misses`` are the pass's, valid while neither ``free`` nor ``victims``
+        changes (the caller empties both then): usable GPUs per GPU-type set, and the searches
+        (level, demand, types, eligible victims) that found nothing, so a job asking the same
+        is answered at once (issue 19: 65% of the searches on a loaded trace were repeats)."""
         eligible = self._eligible(victims, sens)
         if not eligible:
             return None
         demand = job.spec.num_gpus
         types = view.gpu_types_for(job.spec)
         machine, _ = view.shape.largest(types)
-        avail = usable_gpus(free, shape, types)
+        avail = None if offers is None else offers.get(types)
+        if avail is None:
+            avail = usable_gpus(free, shape, types)
+            if offers is not None:
+                offers[types] = avail
         levels = []
         if demand <= machine:
             levels.append(Level.MACHINE)
@@ -682,8 +867,14 @@ class Dally:
         if starvation >= t_rk:
             levels.append(Level.NETWORK)
         for level in levels:
+            # the eligible victims are a prefix of ``victims`` (worst first), so their count names them
+            search = (level, demand, types, len(eligible))
+            if misses is not None and search in misses:
+                continue
             found = _with_victims(level, demand, free, avail, shape, eligible, types)
             if found is None:
+                if misses is not None:
+                    misses.add(search)
                 continue
             picked, group = found
             for v in group:

@@ -9,7 +9,7 @@ them breaks the contract (the core re-validates every action anyway).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -69,6 +69,15 @@ class JobInfo(Protocol):
         ...
     def run_time_s(self, now: float) -> float:
         """Seconds spent running so far."""
+        ...
+    @property
+    def epoch(self) -> Hashable:
+        """Changes whenever the job's progress changes course (it stops, gets a new rate, reports
+        progress): with the allocation, it fixes :meth:`progress_line`."""
+        ...
+    def progress_line(self) -> tuple[float, float, float, float, float]:
+        """``(done, since, rate, run_s, run_from)``: :meth:`iterations_done` and :meth:`run_time_s` in
+        closed form, for evaluating many jobs at once (``JobRecord.progress_line`` says how)."""
         ...
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -52,6 +53,14 @@ class FakeJob:
 
     def run_time_s(self, now: float) -> float:
         return self.run_s
+
+    @property
+    def epoch(self) -> tuple[float, float, int]:
+        """The numbers themselves: set directly, they change with nothing else."""
+        return self.done, self.run_s, self.iterations_total
+
+    def progress_line(self) -> tuple[float, float, float, float, float]:
+        return float(self.done), 0.0, 0.0, self.run_s, math.nan  # no rate, not accruing: done and run_s
 
 
 @dataclass

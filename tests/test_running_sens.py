@@ -1,0 +1,101 @@
+"""Dally's Nw_sens of all running jobs at once (policies/running_sens.py) is nw_sens, to the last bit,
+and its victim order is Dally's sort.
+
+The vector form replaces one call of :func:`halyard.policies.dally.nw_sens` per running job and
+pass (issue 19); Dally's victims, their order and so its schedule depend on those floats, so the
+test compares bits (``==`` on floats), not approximations, over the record's whole life: starts,
+rate changes, restores, progress reports, checkpoints and migrations, and jobs that leave.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+from factories import job
+
+from halyard.controlplane import JobRecord
+from halyard.datamodel import Allocation, NodeAllocation
+from halyard.policies.dally import nw_sens
+from halyard.policies.running_sens import FIRST_ROWS, RunningNwSens
+
+
+def _allocation(k: int) -> Allocation:
+    return Allocation((NodeAllocation(f"n{k}", (0,), 1, 1024),))
+
+
+def _compute_s(record: JobRecord) -> float:
+    return 0.01 + (record.arrival_seq % 7) * 0.037  # any fixed positive figure per job
+
+
+def _check(table: RunningNwSens, running: dict[str, JobRecord], now: float) -> int:
+    jobs, values = table.at(running, now, _compute_s)
+    assert [j.job_id for j in jobs] == [j for j, r in running.items() if r.allocation is not None]
+    for record, value in zip(jobs, values.tolist(), strict=True):
+        assert value == nw_sens(record, now, _compute_s(record)), (record.job_id, now)
+    # Dally's victim order (policies/dally.py Dally._victims), for every other job
+    chosen = np.arange(len(jobs)) % 2 == 0
+    want = sorted(np.flatnonzero(chosen).tolist(),
+                  key=lambda i: (-values[i], -jobs[i].spec.submit_time, -jobs[i].arrival_seq))
+    assert table.worst_first(values, chosen) == want
+    return len(jobs)
+
+
+def test_vector_nw_sens_equals_nw_sens_through_a_records_life():
+    rng = random.Random(7)
+    records = {f"j{i}": JobRecord(job(1 + i % 4, submit=float(i % 5), iterations=50 + 37 * i, job_id=f"j{i}"),
+                                  i, 50 + 37 * i, 0.1, 0.0)
+               for i in range(FIRST_ROWS + 40)}  # more rows than at first; submit times tie
+    running: dict[str, JobRecord] = {}
+    table = RunningNwSens()
+    now = 0.0
+    looked = 0
+    for step in range(1500):
+        now += rng.choice([0.0, 0.25, 1.0 / 3.0, 7.5, 123.456])
+        record = rng.choice(list(records.values()))
+        if record.job_id not in running and record.end_time is None:
+            record.begin_run(_allocation(step), now)
+            record.set_rate(now, rng.uniform(0.05, 2.0), restore_s=rng.choice([0.0, 0.0, 3.3]))
+            running[record.job_id] = record
+        elif record.job_id in running:
+            change = rng.randrange(5)
+            if change == 0:
+                record.set_rate(now, rng.uniform(0.05, 2.0))
+            elif change == 1:
+                record.report_progress(now, record.iterations_done(now) * rng.uniform(0.9, 1.1))
+            elif change == 2:
+                record.rearm(now, _allocation(step), checkpoint=True)  # a move: new allocation, no epoch after
+                record.set_rate(now, rng.uniform(0.05, 2.0), restore_s=2.0)
+            elif change == 3:
+                record.end_run(now, checkpoint=True)
+                record.release()
+                del running[record.job_id]
+            else:
+                record.finish(now, record.state.COMPLETED)
+                del running[record.job_id]
+        if step % 3 == 0:
+            looked += _check(table, running, now)
+            table.prune(running)
+    assert looked > 10_000  # the comparison above ran over many (job, time) pairs
+
+
+def test_a_changed_record_is_read_again():
+    """The table keeps a job's numbers between passes; a new rate (a new epoch) must be seen."""
+    record = JobRecord(job(2, iterations=1000, job_id="a"), 0, 1000, 0.1, 0.0)
+    record.begin_run(_allocation(0), 0.0)
+    record.set_rate(0.0, 1.0)
+    table = RunningNwSens()
+    running = {"a": record}
+    _, before = table.at(running, 100.0, _compute_s)
+    record.set_rate(100.0, 0.25)  # four times faster from t = 100 s
+    _, after = table.at(running, 200.0, _compute_s)
+    assert after[0] == nw_sens(record, 200.0, _compute_s(record)) > before[0]
+
+
+def test_jobs_without_allocation_and_no_jobs():
+    table = RunningNwSens()
+    jobs, values = table.at({}, 5.0, _compute_s)
+    assert jobs == [] and values.shape == (0,) and values.dtype == np.float64
+    idle = JobRecord(job(1, iterations=10, job_id="idle"), 0, 10, 0.1, 0.0)  # never started
+    jobs, values = table.at({"idle": idle}, 5.0, _compute_s)
+    assert jobs == [] and values.size == 0
