@@ -14,8 +14,9 @@ from __future__ import annotations
 from halyard.controlplane.core import SchedulingCore
 from halyard.controlplane.records import JobRecord
 from halyard.datamodel import Allocation, JobState
-from halyard.emulator import IterationTime, PerformanceModel
+from halyard.emulator import PerformanceModel
 from halyard.emulator.fabric import Fabric
+from halyard.emulator.parallel import JobTiming
 from halyard.policies import Action, Migrate, Policy, Preempt, Resize, SetTimeShift, Start
 from halyard.timeshift import grid_at_or_after, paced_iteration_s
 
@@ -55,10 +56,11 @@ class Pacer:
         self.perf = perf
         self.fabric = None if perf.contention == "off" else Fabric(perf, core.cluster, sharing=perf.contention)
         self._seen_events = len(core.log)
-        # Each running job's dedicated iteration time on its allocation (a pure function of the two):
-        # a job is re-rated every time a co-runner on its links comes or goes, its allocation unchanged
-        # (issue 19: 72k of Tiresias' 102k job_timing calls on the synthetic 90% trace).
-        self._dedicated: dict[str, tuple[Allocation, IterationTime]] = {}
+        # Each running job's dedicated timing on its allocation (a pure function of the two), taken
+        # once for the fabric and for every re-rating: a job is re-rated each time a co-runner on its
+        # links comes or goes, its allocation unchanged (issue 19: Tiresias called job_timing 102k
+        # times for 30k starts on the synthetic 90% trace).
+        self._dedicated: dict[str, tuple[Allocation, JobTiming]] = {}
 
     def update(self, actions: list[Action], now: float) -> list[JobRecord]:
         """Rates after ``actions`` (a pass's applied plan, possibly empty) and any job that ended
@@ -100,17 +102,13 @@ class Pacer:
                     fabric.remove(record.job_id)
             elif fabric is not None and not fabric.holds(record.job_id, record.allocation):
                 start = now + restore.get(record.job_id, 0.0)
-                fabric.place(record.job_id, record.spec, record.allocation, start, origin_s=self.core.origin_s)
+                fabric.place(record.job_id, record.spec, record.allocation, start, origin_s=self.core.origin_s,
+                             timing=self._timing(record))
         self._seen_events = len(log)
         return {} if fabric is None else fabric.settle()
 
     def _rate(self, record: JobRecord, now: float, restore_s: float, *, align: bool = False) -> JobRecord:
-        kept = self._dedicated.get(record.job_id)
-        if kept is not None and kept[0] is record.allocation:
-            timing = kept[1]
-        else:
-            timing = self.perf.job_timing(record.spec, record.allocation, self.core.cluster).iteration
-            self._dedicated[record.job_id] = (record.allocation, timing)
+        timing = self._timing(record).iteration
         if self.fabric is not None:
             timing = self.fabric.contended(record.job_id, timing)
         step = timing.total_s
@@ -123,6 +121,15 @@ class Pacer:
                                              shift.time_shift_period_s) - now
         record.set_rate(now, step, restore_s, exposed_s=timing.exposed_s)
         return record
+
+    def _timing(self, record: JobRecord) -> JobTiming:
+        """``perf.job_timing`` of the running job on its allocation, computed once per allocation."""
+        kept = self._dedicated.get(record.job_id)
+        if kept is not None and kept[0] is record.allocation:
+            return kept[1]
+        timing = self.perf.job_timing(record.spec, record.allocation, self.core.cluster)
+        self._dedicated[record.job_id] = (record.allocation, timing)
+        return timing
 
     def slowdown(self, job_id: str) -> float:
         """The job's contended over dedicated iteration time (1.0 with contention off)."""

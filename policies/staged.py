@@ -198,6 +198,7 @@ class StagedPolicy:
                   state: PassState) -> None:
         key = self.ordering.key(view, state)
         fixed = isinstance(self.sizing, FixedSize)
+        schedulable = view.schedulable_gpus
         if not (self.placement.batch or self.ordering.remembers):
             # When every running and pending job fits the schedulable GPUs, nothing is preempted
             # and the runnable set is everything: placing the pending jobs in their own order is
@@ -205,10 +206,10 @@ class StagedPolicy:
             held = view.cluster.total_gpus - view.free.total_gpus
             if fixed and len(pending) == len(view.pending):  # every pending job, at its requested size
                 asked = sum(gpus * count for gpus, count in view.pending_demand.items())
-                sizes = None if held + asked > view.schedulable_gpus else [(j, j.spec.num_gpus) for j in pending]
+                sizes = None if held + asked > schedulable else [(j, j.spec.num_gpus) for j in pending]
             else:
                 sizes = [(job, self.sizing.gpus(view, job)) for job in pending]
-                if held + sum(g for _, g in sizes) > view.schedulable_gpus:
+                if held + sum(g for _, g in sizes) > schedulable:
                     sizes = None
             if sizes is not None:
                 sizes.sort(key=lambda pair: key(pair[0]))
@@ -217,7 +218,7 @@ class StagedPolicy:
                 return
         ranked: list[JobInfo] = [*view.running.values(), *pending]
         ranked.sort(key=key)
-        budget = view.schedulable_gpus
+        budget = schedulable
         runnable: list[JobInfo] = []
         starts: list[tuple[JobInfo, int]] = []
         # Jobs that wait for the same GPUs with the same budget left share one (immutable) reason: a
