@@ -50,7 +50,7 @@ from halyard.emulator.contention import (
     mean_field_iteration_times,
     shared_link_iteration_times,
 )
-from halyard.emulator.parallel import link_gbytes
+from halyard.emulator.parallel import JobTiming, link_gbytes
 from halyard.emulator.performance import IterationTime, PerformanceModel
 from halyard.timeshift import paced_iteration_s
 
@@ -132,7 +132,7 @@ class Fabric:
         return (*(self._nic[n] for n in nodes), *(self._link(*key) for key in self.cluster.inter_rack_links(racks)))
 
     def place(self, job_id: str, spec: JobSpec, allocation: Allocation, start_s: float,
-              *, origin_s: float = 0.0) -> None:
+              *, origin_s: float = 0.0, timing: JobTiming | None = None) -> None:
         """Put a running job on the links its allocation crosses (replacing where it was).
 
         Its demand on each link is the Up/Down profile of
@@ -142,10 +142,12 @@ class Fabric:
         iterations began on the cluster clock; ignored when the allocation carries a
         time-shift, which fixes the phase instead. ``origin_s``: the instant the run's
         time axis starts on the cluster clock; phases are taken from it, so a run whose
-        clock starts elsewhere (replay) puts its jobs on the same phases.
+        clock starts elsewhere (replay) puts its jobs on the same phases. ``timing``: that
+        ``job_timing`` of ``spec`` on ``allocation`` when the caller has it already (the Pacer).
         """
         self.remove(job_id)
-        timing = self.perf.job_timing(spec, allocation, self.cluster)
+        if timing is None:
+            timing = self.perf.job_timing(spec, allocation, self.cluster)
         loads = [load for load in timing.links if load.profile.gbytes > 0.0]
         if not loads:
             return

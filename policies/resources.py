@@ -57,6 +57,12 @@ class FreeResources:
         """GPUs on nodes that accept new work, free or not."""
         return int(self.capacity[self.schedulable].sum())
 
+    def availability_key(self) -> tuple[bytes, bytes, bytes, bytes]:
+        """What decides which GPUs are usable (free GPUs, CPUs and memory per node, and which nodes
+        take work), as a hashable value: equal keys give equal ``usable_gpus``. Not the GPU ids
+        (``gpu_mask``), which only say which of a node's free GPUs an allocation names."""
+        return (self.gpus.tobytes(), self.cpus.tobytes(), self.memory_mb.tobytes(), self.schedulable.tobytes())
+
     def free_gpu_ids(self, node_index: int) -> list[int]:
         mask = self.gpu_mask[node_index]
         return [i for i in range(self.cluster.nodes[node_index].gpus) if mask >> i & 1]

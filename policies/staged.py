@@ -197,43 +197,57 @@ class StagedPolicy:
     def _runnable(self, view: ClusterView, pending: list[JobInfo], plan: Plan, free: FreeResources,
                   state: PassState) -> None:
         key = self.ordering.key(view, state)
+        fixed = isinstance(self.sizing, FixedSize)
+        schedulable = view.schedulable_gpus
         if not (self.placement.batch or self.ordering.remembers):
             # When every running and pending job fits the schedulable GPUs, nothing is preempted
             # and the runnable set is everything: placing the pending jobs in their own order is
             # the same pass without ranking (and keying) every running job.
-            sizes = [(job, self.sizing.gpus(view, job)) for job in pending]
             held = view.cluster.total_gpus - view.free.total_gpus
-            if held + sum(g for _, g in sizes) <= view.schedulable_gpus:
+            if fixed and len(pending) == len(view.pending):  # every pending job, at its requested size
+                asked = sum(gpus * count for gpus, count in view.pending_demand.items())
+                sizes = None if held + asked > schedulable else [(j, j.spec.num_gpus) for j in pending]
+            else:
+                sizes = [(job, self.sizing.gpus(view, job)) for job in pending]
+                if held + sum(g for _, g in sizes) > schedulable:
+                    sizes = None
+            if sizes is not None:
                 sizes.sort(key=lambda pair: key(pair[0]))
                 for job, gpus in sizes:
                     self._place(view, job, gpus, plan, free, state)
                 return
         ranked: list[JobInfo] = [*view.running.values(), *pending]
         ranked.sort(key=key)
-        budget = view.schedulable_gpus
+        budget = schedulable
         runnable: list[JobInfo] = []
         starts: list[tuple[JobInfo, int]] = []
         # Jobs that wait for the same GPUs with the same budget left share one (immutable) reason: a
         # loaded queue has hundreds of waiting jobs per pass and only a few sizes.
         waits: dict[tuple[int, int], Unplaced] = {}
+        unplaced = plan.unplaced  # plan.wait, inlined: this loop visits every running and pending job
         for job in ranked:
-            running = job.allocation is not None
-            gpus = job.num_gpus if running else self.sizing.gpus(view, job)
+            allocation = job.allocation
+            if allocation is not None:
+                gpus = job.num_gpus
+                if gpus <= budget:
+                    budget -= gpus
+                    runnable.append(job)
+                else:
+                    plan.preempt(job.job_id)
+                    free.give(allocation)
+                continue
+            gpus = job.spec.num_gpus if fixed else self.sizing.gpus(view, job)
             if gpus <= budget:
                 budget -= gpus
                 runnable.append(job)
-                if not running:
-                    starts.append((job, gpus))
-            elif running:
-                plan.preempt(job.job_id)
-                free.give(job.allocation)
-            else:
-                why = waits.get((gpus, budget))
-                if why is None:
-                    why = waits[gpus, budget] = cannot_fit(self.ordering.name, "needs {} GPUs; jobs ahead of it in "
-                                                           "{} order hold or take the schedulable GPUs ({} left)",
-                                                           gpus, self.ordering.name, budget)
-                plan.wait(job.job_id, why)
+                starts.append((job, gpus))
+                continue
+            why = waits.get((gpus, budget))
+            if why is None:
+                why = waits[gpus, budget] = cannot_fit(self.ordering.name, "needs {} GPUs; jobs ahead of it in "
+                                                       "{} order hold or take the schedulable GPUs ({} left)",
+                                                       gpus, self.ordering.name, budget)
+            unplaced[job.job_id] = why
         if self.placement.batch:
             self.placement.place_all(view, runnable, [job for job, _ in starts], plan, free, state)
             return

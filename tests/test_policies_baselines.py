@@ -6,6 +6,8 @@ Small cluster: 2 racks x 2 machines x 4 GPUs (r0-n0, r0-n1 | r1-n0, r1-n1).
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from factories import job
 from policy_fakes import FakeJob, on, view_of
@@ -149,6 +151,43 @@ def test_high_skew_is_consolidated_strictly(small_cluster):
     # 6 GPUs of a high-skew model: two machines is the fewest, so it is placed
     free2 = FreeResources(small_cluster)
     assert len(placement.place(view, fake("v6", 6, model="vgg11"), 6, free2, PassState()).nodes) == 2
+
+
+def test_a_remembered_refusal_is_what_placing_again_answers(small_cluster):
+    """SkewConsolidation remembers refusals per usable-resource state (issue 19): over a random walk
+    of takes, gives and CPU/memory changes, one long-lived instance answers every placement exactly
+    as a fresh one does, and a refusal asked again in the same state is the remembered object."""
+    rng = random.Random(7)
+    free = FreeResources(small_cluster)
+    view = view_of(small_cluster, 0.0, [], [])
+    kept = SkewConsolidation()
+    held: list = []
+    cpus_held: list[tuple[int, int]] = []  # CPUs taken without GPUs: free GPUs that are not usable
+    repeats = 0
+    for step in range(600):
+        op = rng.random()
+        if op < 0.35 and held:
+            free.give(held.pop(rng.randrange(len(held))))
+        elif op < 0.4 and cpus_held:
+            node, cpus = cpus_held.pop()
+            free.adjust(node, -cpus, 0)
+        elif op < 0.45:
+            node = rng.randrange(len(small_cluster.nodes))
+            cpus = rng.randint(0, int(free.cpus[node]))
+            free.adjust(node, cpus, 0)
+            cpus_held.append((node, cpus))
+        job = fake(f"j{step}", rng.choice((2, 4, 6, 8)), model=rng.choice(("vgg11", "alexnet", "resnet50")))
+        fresh = SkewConsolidation().place(view, job, job.spec.num_gpus, free, PassState())
+        first = kept.place(view, job, job.spec.num_gpus, free, PassState())
+        assert first == fresh
+        if isinstance(first, Unplaced):
+            again = kept.place(view, job, job.spec.num_gpus, free, PassState())
+            assert again is first
+            repeats += 1
+        elif op >= 0.45:
+            free.take(first)
+            held.append(first)
+    assert repeats > 50  # the walk refuses often enough to exercise the memory
 
 
 # --------------------------------------------------------------------------- Gandiva
