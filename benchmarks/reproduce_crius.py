@@ -94,13 +94,14 @@ def two_weeks(seed: int, paper_rate: bool = False) -> list[JobSpec]:
                             for j in picked], seed=seed)
 
 
-def philly_full(path: Path, seed: int, days: float | None = None,
-                keep_duration: bool = False) -> tuple[list[JobSpec], dict]:
+def philly_full(path: Path, seed: int, days: float | None = None, keep_duration: bool = False,
+                arrival_speedup: float = 1.0) -> tuple[list[JobSpec], dict]:
     """§8.4's two-week Philly trace from the whole processed file (82,247 jobs): the two weeks
     (:data:`LARGE_S`) holding :data:`PAPER_TWO_WEEK_JOBS`..:data:`PAPER_TWO_WEEK_JOBS_BOUND` jobs with the
     most GPU-hours (windows start at each arrival), rebased to 0 and adapted by §8.1's rule. ``days`` keeps
     only the window's first ``days`` days (ours: the whole two weeks may be too slow for a small machine).
-    Returns the jobs and a description of the window."""
+    ``arrival_speedup`` (ours) divides the rebased submit times, so the same jobs arrive that many times
+    faster (the load a denser trace would offer). Returns the jobs and a description of the window."""
     jobs = read_philly(path).jobs  # sorted by submit time
     t = np.array([j.submit_time for j in jobs])
     gpu_s = np.concatenate([[0.0], np.cumsum([j.duration_s * j.num_gpus for j in jobs])])
@@ -117,8 +118,12 @@ def philly_full(path: Path, seed: int, days: float | None = None,
     info = {"from": picked[0].extra["timestamp"], "to": picked[-1].extra["timestamp"],
             "two_week_jobs": int(counts[start]), "two_week_gpu_h": float(work[start] / 3600), "jobs": len(picked),
             "gpu_h": float(sum(j.duration_s * j.num_gpus for j in picked) / 3600), "days": days or LARGE_S / 86400}
-    rebased = [dataclasses.replace(j, submit_time=j.submit_time - picked[0].submit_time) for j in picked]
-    return adapt_for_crius(rebased, seed=seed, keep_duration=keep_duration), info
+    rebased = [dataclasses.replace(j, submit_time=(j.submit_time - picked[0].submit_time) / arrival_speedup)
+               for j in picked]
+    jobs_out = adapt_for_crius(rebased, seed=seed, keep_duration=keep_duration)
+    info["offered_gpu_h"] = float(sum(j.duration_s * j.num_gpus for j in jobs_out) / 3600)
+    info["arrival_speedup"] = arrival_speedup
+    return jobs_out, info
 
 
 def run(name: str, policy: object, jobs: list[JobSpec], cluster_name: str = "crius-64") -> dict:
@@ -241,7 +246,12 @@ def main() -> None:
                     help="with --philly-full: only the window's first DAYS days (ours, for a slow machine)")
     ap.add_argument("--policies", default=None,
                     help="with --philly-full: comma-separated subset of " + ",".join(("fcfs-strict", *FULL_POLICIES)))
+    ap.add_argument("--arrival-speedup", type=float, default=1.0,
+                    help="with --philly-full: the window's arrivals this many times faster (ours: the trace offers "
+                         "crius-1280 under half its GPU time, so nothing queues at 1)")
     args = ap.parse_args()
+    if args.arrival_speedup <= 0:
+        ap.error(f"--arrival-speedup must be positive, got {args.arrival_speedup}")
     if args.duration_scale <= 0:
         ap.error(f"--duration-scale must be positive, got {args.duration_scale}")
     if args.days is not None and not 0 < args.days <= LARGE_S / 86400:
@@ -285,11 +295,14 @@ def full_main(args: argparse.Namespace) -> None:
         raise SystemExit(f"--policies: unknown {unknown}; choose from fcfs-strict,{','.join(FULL_POLICIES)}")
     if not args.philly_full.is_file():
         raise SystemExit(f"--philly-full: no such file {args.philly_full}")
-    jobs, info = philly_full(args.philly_full, args.seed, args.days, args.keep_duration)
+    jobs, info = philly_full(args.philly_full, args.seed, args.days, args.keep_duration, args.arrival_speedup)
     print(f"window {info}", flush=True)
-    suffix = ("" if args.days is None else f"-{args.days:g}d") + ("-keep-duration" if args.keep_duration else "")
-    head = (f"crius-1280, Philly {info['from']} .. {info['to']} ({info['jobs']} jobs, {info['gpu_h']:,.0f} GPU-hours"
-            f"{'' if args.days is None else f'; the first {args.days:g} days of the two weeks'}):\n\n")
+    suffix = (("" if args.days is None else f"-{args.days:g}d") + ("-keep-duration" if args.keep_duration else "")
+              + ("" if args.arrival_speedup == 1 else f"-x{args.arrival_speedup:g}"))
+    head = (f"crius-1280, Philly {info['from']} .. {info['to']} ({info['jobs']} jobs, {info['gpu_h']:,.0f} GPU-hours "
+            f"in the trace, {info['offered_gpu_h']:,.0f} offered at N_G after adaptation"
+            f"{'' if args.days is None else f'; the first {args.days:g} days of the two weeks'}"
+            f"{'' if args.arrival_speedup == 1 else f'; arrivals {args.arrival_speedup:g}x faster'}):\n\n")
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
     for name in names:  # the files are rewritten after each policy, so a long run keeps what it finished
