@@ -327,10 +327,12 @@ def plan_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, clu
 
     profile = pm.profile(spec.model)
     stages = plan_stages(spec, allocation)
-    if profile.layers <= 0 or profile.layer_output_bytes <= 0:
+    # One data-parallel stage (a Cell or an elastic resize keeping the global batch) needs no layer
+    # figures: no stage boundary to send across and no tensor collective, only compute and all-reduce.
+    if (profile.layers <= 0 or profile.layer_output_bytes <= 0) and (len(stages) > 1 or stages[0][1] > 1):
         raise UnsupportedParallelismError(
             f"model {spec.model!r} has no layers / layer_output_bytes in the catalog ({pm.catalog.source}): "
-            f"it can run data parallel only")
+            f"it can run data parallel only (one stage, tensor degree 1), not stages {stages}")
     gpus = [_gpu(cluster, p.node) for p in allocation.nodes for _ in p.gpus]
     if sum(d * t for d, t in stages) != len(gpus):
         raise UnsupportedParallelismError(

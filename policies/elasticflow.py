@@ -58,6 +58,30 @@ def dp_rate(view: ClusterView, spec: JobSpec, gpus: int) -> float:
                            compute)
 
 
+def placeable_types(view: ClusterView, spec: JobSpec, gpus: int) -> frozenset[str] | None:
+    """The GPU types ``spec`` may be placed on at ``gpus`` GPUs keeping its global batch, or None for
+    every type. Of the data-parallel profile's types (``view.gpu_types_for``), those where the
+    ``gpus``-GPU data-parallel stage or some tensor/pipeline plan of ``gpus`` GPUs fits memory: a job
+    shrunk below its ``N_G`` holds more samples per GPU, so a type its ``N_G``-GPU worker fits may not
+    hold it (a type with fewer than ``gpus`` GPUs is kept: it is only used beside another, and
+    :meth:`ElasticFlow._finalize` checks the placement it gets)."""
+    def compute() -> frozenset[str] | None:
+        wanted = view.gpu_types_for(spec, gpus)
+        ok = frozenset(t for t in (view.facts.allowed_types(spec) if wanted is None else wanted)
+                       if _plan_fits(view, spec, t, gpus))
+        return None if wanted is None and len(ok) == len(view.cluster.gpu_types) else ok
+    return view.facts.memo("elasticflow/types", (spec.model, spec.batch_size, spec.parallelism, spec.num_gpus,
+                                                 spec.gpu_type, gpus), compute)
+
+
+def _plan_fits(view: ClusterView, spec: JobSpec, gpu_type: str, gpus: int) -> bool:
+    base = cell_allocation(view, gpu_type, gpus)
+    if base is None:
+        return True
+    alloc = Allocation(base.nodes, stages=(StagePlan(gpus, data=gpus),))
+    return view.perf.fits_plan(spec, alloc, view.cluster) or view.perf.fitting_plan(spec, gpu_type, gpus) is not None
+
+
 class ElasticFlow(Policy):
     """ElasticFlow (module docstring). ``loosened`` (ElasticFlow-LS) ignores deadlines; otherwise a
     job's minimum share is the least power-of-two multiple of ``min_gpus`` that finishes it by its
@@ -153,11 +177,18 @@ class ElasticFlow(Policy):
         targets: list[tuple[JobInfo, Allocation]] = []
         for job in sorted(changed, key=lambda j: size[j.job_id]):  # shrinking jobs' GPUs go first
             g = size[job.job_id]
-            types = view.gpu_types_for(job.spec, g)
+            types = placeable_types(view, job.spec, g)
             picked = choose_nodes(usable_gpus(free, view.shape, types), view.shape, g)
-            if picked is None:
+            alloc = None if picked is None else with_runtime_plan(  # Crius §8.1: adaptive parallelism at run time
+                view, job.spec, Allocation(build_allocation(free, picked).nodes, stages=(StagePlan(g, data=g),)))
+            if alloc is not None and not view.perf.fits_plan(job.spec, alloc, view.cluster):
+                alloc = None  # mixed with a type too small for its share of the global batch
+            if alloc is None:
                 if job.allocation is None:
-                    plan.wait(job.job_id, cannot_fit(self.name, "its {} GPUs are fragmented over the nodes", g))
+                    plan.wait(job.job_id, cannot_fit(self.name, "its {} GPUs are fragmented over the nodes or fit "
+                                                                "no free GPUs' memory", g)
+                              if types is None or types else
+                              cannot_fit(self.name, "no GPU type holds its global batch on {} GPUs", g))
                 else:
                     try:
                         free.take(job.allocation)  # it keeps its size
@@ -165,8 +196,6 @@ class ElasticFlow(Policy):
                         plan.preempt(job.job_id)
                         order.give(job.allocation)
                 continue
-            alloc = with_runtime_plan(view, job.spec,  # Crius §8.1: adaptive parallelism at run time
-                                      Allocation(build_allocation(free, picked).nodes, stages=(StagePlan(g, data=g),)))
             free.take(alloc)
             targets.append((job, alloc))
         emit_in_order(plan, order, targets, self.name)

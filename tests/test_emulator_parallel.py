@@ -165,6 +165,23 @@ def test_stage_plans_from_the_allocation_and_their_errors(perf, small_cluster):
                         small_cluster)
 
 
+def test_a_model_without_layer_figures_runs_one_data_parallel_stage_at_any_size(perf, small_cluster):
+    """vgg16 has no layer figures: one data-parallel stage keeping the global batch (an elastic resize,
+    ElasticFlow's) needs none, and costs on its N_G GPUs exactly the data-parallel iteration; on twice
+    the GPUs each holds half the samples. Stages or tensor shards still need the layers and say so."""
+    s = job(4, model="vgg16", iterations=100)
+    four = alloc(("r0-n0", (0, 1, 2, 3)))
+    plain = perf.job_timing(s, four, small_cluster).iteration.total_s
+    one_stage = perf.job_timing(s, alloc(("r0-n0", (0, 1, 2, 3)), stages=(StagePlan(4, data=4),)), small_cluster)
+    assert one_stage.iteration.total_s == pytest.approx(plain, rel=1e-9)
+    eight = perf.job_timing(s, alloc(("r0-n0", tuple(range(8))), stages=(StagePlan(8, data=8),)), small_cluster)
+    assert 0.4 * plain < eight.iteration.total_s < 0.6 * plain
+    with pytest.raises(UnsupportedParallelismError, match=r"data parallel only .* not stages"):
+        perf.job_timing(s, alloc(("r0-n0", (0, 1, 2, 3)), stages=(StagePlan(2, data=2),) * 2), small_cluster)
+    with pytest.raises(UnsupportedParallelismError, match="tensor degree 1"):
+        perf.job_timing(s, alloc(("r0-n0", (0, 1, 2, 3)), stages=(StagePlan(4, tensor=4),)), small_cluster)
+
+
 def test_a_resized_plan_keeps_tensor_and_pipeline_and_grows_data(perf, small_cluster):
     """An elastic resize of a (1, 2, 2) job to 8 GPUs runs two replicas of the same pipeline: the
     same work per GPU, plus each stage's gradient all-reduce between the replicas."""

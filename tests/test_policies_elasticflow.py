@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from factories import two_type_toml
 from policy_fakes import FakeJob, on, view_of
 
-from halyard.datamodel import JobSpec, parse_cluster
+from halyard.controlplane import Simulator
+from halyard.datamodel import EventKind, JobSpec, JobState, parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import PassState
-from halyard.policies.elasticflow import ElasticFlow, dp_rate
+from halyard.policies.elasticflow import ElasticFlow, dp_rate, placeable_types
 from halyard.policies.plan import Resize, Start
 from halyard.testing.cluster import small_cluster_toml
 
@@ -68,3 +70,39 @@ def test_elasticflow_gives_the_share_that_meets_the_deadline_and_drops_what_it_c
 
 def by_size(plan) -> dict[str, int]:
     return {a.job_id: a.allocation.num_gpus for a in plan.actions if isinstance(a, Start)}
+
+
+def test_an_elastic_model_without_layer_figures_is_scaled_data_parallel():
+    """vgg16 has no layer figures (it can run data parallel only): ElasticFlow-LS still rates it at every
+    size from the data-parallel model (global batch kept) and grows it into idle GPUs; before, the rate
+    raised UnsupportedParallelismError in the first pass."""
+    v = view_of(CLUSTER, 0.0, [], [], perf=PM)
+    spec = JobSpec("v", 0.0, "vgg16", 4, iterations=2000, min_gpus=2, max_gpus=8)
+    assert dp_rate(v, spec, 8) > 1.5 * dp_rate(v, spec, 4) > 2.25 * dp_rate(v, spec, 2)
+    sim = Simulator(CLUSTER, ElasticFlow(), PM)
+    sim.run([spec, JobSpec("w", 50.0, "vgg16", 8, iterations=2000, min_gpus=8, max_gpus=16),
+             JobSpec("x", 60.0, "vgg16", 8, iterations=200, min_gpus=4, max_gpus=16)])
+    sizes = [(e.kind, e.detail.count(",") + 1) for e in sim.core.log if e.job_id == "v" and e.detail]
+    # Doubled to max_gpus by the leftover, shrunk to admit x, grown back when x completes.
+    assert sizes == [(EventKind.STARTED, 8), (EventKind.RESIZED, 4), (EventKind.RESIZED, 8)]
+    assert all(r.state is JobState.COMPLETED for r in sim.core.records.values())
+
+
+def test_a_shrunk_job_goes_only_where_its_share_of_the_global_batch_fits():
+    """vgg16 at 192 per GPU on 4 GPUs fits an A10's 24 GB, but shrunk to 2 GPUs (384 samples each) only
+    an A40: ElasticFlow places the 2-GPU share on A40s alone, and with only A10s free the job keeps its
+    size and the newcomer waits, instead of a plan the core refuses for memory (which stopped the run)."""
+    cluster = parse_cluster(two_type_toml(1, 4))
+    v = view_of(cluster, 0.0, [], [], perf=PM)
+    spec = JobSpec("a", 0.0, "vgg16", 4, iterations=1000, min_gpus=2, max_gpus=8, batch_size=192)
+    assert PM.fits_memory(spec, "A10")
+    assert placeable_types(v, spec, 2) == frozenset({"A40"}) and placeable_types(v, spec, 4) is None
+    jobs = [JobSpec("hog", 0.0, "resnet50", 4, iterations=100000), spec,
+            JobSpec("b", 2.0, "vgg16", 4, iterations=1000, min_gpus=2, max_gpus=8, batch_size=192)]
+    sim = Simulator(cluster, ElasticFlow(), PM)
+    sim.run(jobs)  # raised PlanError ("needs 33.8 GB on a GPU of 25.8 GB") before
+    assert not any(e.kind is EventKind.RESIZED for e in sim.core.log)
+    b_start = next(e for e in sim.core.log if e.kind is EventKind.STARTED and e.job_id == "b")
+    a_done = next(e for e in sim.core.log if e.kind is EventKind.COMPLETED and e.job_id == "a")
+    assert b_start.time == a_done.time
+    assert all(r.state is JobState.COMPLETED for r in sim.core.records.values())

@@ -7,7 +7,8 @@ import pytest
 from factories import two_type_toml
 from policy_fakes import FakeJob, on, view_of
 
-from halyard.datamodel import JobSpec, parse_cluster
+from halyard.controlplane import Simulator
+from halyard.datamodel import EventKind, JobSpec, JobState, parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import PassState
 from halyard.policies.gavel import Gavel, max_throughput_allocation, throughputs
@@ -40,11 +41,45 @@ def test_a_round_gives_the_gpus_to_the_job_with_the_smallest_share_of_its_alloca
     16-GPU one X = 1/2; the 16-GPU job ran all its time, so the new job's priority wins the round
     and the 16-GPU job, which no longer fits, is preempted."""
     cluster = parse_cluster(small_cluster_toml(2))
+    ran = FakeJob(JobSpec("ran", 0.0, "resnet50", 16, iterations=10), run_s=900.0,
+                  allocation=on(cluster, ("r0-n0", 8), ("r0-n1", 8)))
+    waited = FakeJob(JobSpec("waited", 0.0, "resnet50", 8, iterations=10), arrival_seq=1)
+    plan = Gavel().schedule(view_of(cluster, 900.0, [ran], [waited], perf=PM), PassState())
+    assert [(type(a), a.job_id) for a in plan.actions] == [(Preempt, "ran"), (Start, "waited")]
+
+
+def test_between_round_boundaries_gavel_changes_nothing():
+    """Gavel decides once a round (its simulator adds a mid-round arrival at the next round): the same
+    view 100 s into a 300 s round gives no action, and the waiting job says why. ``fill_between_rounds``
+    (ours) starts a job on idle GPUs there, but preempts nothing."""
+    cluster = parse_cluster(small_cluster_toml(2))
     ran = FakeJob(JobSpec("ran", 0.0, "resnet50", 16, iterations=10), run_s=1000.0,
                   allocation=on(cluster, ("r0-n0", 8), ("r0-n1", 8)))
     waited = FakeJob(JobSpec("waited", 0.0, "resnet50", 8, iterations=10), arrival_seq=1)
     plan = Gavel().schedule(view_of(cluster, 1000.0, [ran], [waited], perf=PM), PassState())
-    assert [(type(a), a.job_id) for a in plan.actions] == [(Preempt, "ran"), (Start, "waited")]
+    assert plan.actions == [] and "round boundaries" in plan.unplaced["waited"].reason
+    half = FakeJob(JobSpec("half", 0.0, "resnet50", 8, iterations=10), run_s=1000.0,
+                   allocation=on(cluster, ("r0-n0", 8)))
+    new = FakeJob(JobSpec("new", 0.0, "resnet50", 8, iterations=10), arrival_seq=1)
+    big = FakeJob(JobSpec("big", 0.0, "resnet50", 16, iterations=10), arrival_seq=2)
+    view = view_of(cluster, 1000.0, [half], [new, big], perf=PM)
+    assert Gavel().schedule(view, PassState()).actions == []
+    plan = Gavel(fill_between_rounds=True).schedule(view, PassState())
+    assert [(type(a), a.job_id) for a in plan.actions] == [(Start, "new")]
+
+
+def test_a_simulated_gavel_acts_only_on_round_boundaries():
+    """Through the simulator's core, with arrivals and completions between boundaries: every start,
+    preemption and migration falls on a multiple of the 300 s round (before, an arrival's pass could
+    preempt a job seconds into its round)."""
+    cluster = parse_cluster(two_type_toml(2, 4))
+    jobs = [JobSpec(f"j{i}", 37.0 + 131.0 * i, "resnet50", 1 + i % 4, iterations=2000 + 700 * i) for i in range(12)]
+    sim = Simulator(cluster, Gavel(), PM)
+    sim.run(jobs)
+    acts = [e for e in sim.core.log if e.kind in (EventKind.STARTED, EventKind.PREEMPTED, EventKind.MIGRATED)]
+    assert sum(e.kind is EventKind.PREEMPTED for e in acts) > 0  # the rounds do time-share
+    assert all(e.time % 300.0 == pytest.approx(0.0, abs=1e-6) for e in acts), [e.time for e in acts]
+    assert all(r.state is JobState.COMPLETED for r in sim.core.records.values())
 
 
 def test_a_job_goes_to_the_type_the_allocation_gives_it():
