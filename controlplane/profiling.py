@@ -191,5 +191,5 @@ class AgentProfiles:
                 self.cp.profiles_answered()
             except StoreError:
                 return  # fatal: _persist has stopped the control plane
-            except Exception:  # a policy bug: logged here, since no one awaits this task
-                log.exception("the pass after profilings arrived failed")
+            except Exception as exc:  # a policy bug: logged and said on /healthz here, since no one awaits this task
+                self.cp.pass_failed(exc, "the pass after profilings arrived failed")
