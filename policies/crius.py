@@ -380,8 +380,10 @@ class Crius(Policy):
         return profile_requests(facts, spec)
 
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
-        """Algorithm 1; while a Cell's profiling is awaited from an agent (a live control plane only),
-        the pass changes nothing and says so for every pending job (the answer runs the next pass)."""
+        """Algorithm 1. A pending job whose Cells' profilings are still awaited from the agents (a live
+        control plane only) waits with that reason while the others are scheduled, and a running job
+        whose Cells are awaited (after a restart) is left as it is; the answers run the next pass. A
+        miss anywhere else makes the whole pass wait (the net below)."""
         try:
             return self._schedule(view, state)
         except ProfilesPending as exc:
@@ -395,8 +397,14 @@ class Crius(Policy):
         v = self._virtual(view)
         blocked: str | None = None
         opportunistic: list[tuple[str, str]] = []
+        profiling = False  # a pending job waits for its Cells' profilings: it is pending for line 12 too
         for job in view.pending:  # SchedArrival / SchedDeparture: arrival order
-            cells = self._cells(view, job.spec)
+            try:
+                cells = self._cells(view, job.spec)
+            except ProfilesPending as exc:  # its profilings are being asked: the other jobs go on
+                profiling = True
+                plan.wait(job.job_id, cannot_fit(self.name, "waiting for Cell profiles from the agents ({})", exc))
+                continue
             if self.deadlines and cells and not self._meets(view, job, min(e.iteration_s for e in cells.values())):
                 plan.drop(job.job_id, "cannot finish before its deadline on its fastest Cell")
                 continue
@@ -416,7 +424,7 @@ class Crius(Policy):
             plan.wait(job.job_id, cannot_fit(self.name, "needs {} GPUs of one type; no Cell fits with up to {} "
                                              "jobs scaled ({} free)", need, self.search_depth,
                                              sum(v.free.values())))
-        if self.upscale and blocked is None:
+        if self.upscale and blocked is None and not profiling:
             self._extra(view, v)  # line 12: extra scheduling for released resources
         self._finalize(view, v, plan)
         state.put("crius/opportunistic", (tuple(opportunistic), tuple(v.suspended)))
@@ -455,7 +463,10 @@ class Crius(Policy):
                 continue
             types = {view.cluster.node(p.node).gpu_type for p in alloc.nodes if p.gpus}
             key = (next(iter(types)), alloc.num_gpus) if len(types) == 1 else None
-            option = job_cells(view, job.spec).get(key) if key is not None else None
+            try:
+                option = job_cells(view, job.spec).get(key) if key is not None else None
+            except ProfilesPending:  # its Cells' profilings are being asked (a restart): left as it is
+                continue
             if option is None:  # not a Cell of this job (started by another policy): left as it is
                 continue
             v.jobs[job.job_id] = _Virtual(job, option, reference_s(view, job.spec), True, key)

@@ -190,12 +190,12 @@ async def test_a_profiling_no_agent_answers_is_refused_for_a_while_then_asked_ag
 
 
 class _FailsOnceProfiled(Crius):
-    """Crius with a bug that shows only once a job's profilings are in (a fault injected into the
-    policy; the control plane, the gRPC streams and the agents' profiling are the real ones)."""
+    """Crius with a bug that shows only once a job's profilings are in and it can start (a fault injected
+    into the policy; the control plane, the gRPC streams and the agents' profiling are the real ones)."""
 
     def _schedule(self, view, state):
-        plan = super()._schedule(view, state)  # raises ProfilesPending while a profiling is awaited
-        if view.pending:
+        plan = super()._schedule(view, state)  # the job waits while its profilings are awaited
+        if plan.actions:
             raise RuntimeError("policy bug once profiled")
         return plan
 
@@ -251,3 +251,25 @@ async def test_a_failed_pass_after_profilings_arrive_is_said_on_healthz():
         for agent in agents:
             await agent.stop()
         await server.stop()
+
+
+async def test_a_job_whose_profilings_are_asked_does_not_hold_up_the_others():
+    """A pass that misses one job's profilings (its Profile requests go out after the pass) schedules
+    every other job at once: only that job waits. Before, the whole pass waited, so a job whose Cells
+    were all profiled started only once the other job's profilings were answered (up to
+    PROFILE_ANSWER_S per agent of a type)."""
+    async with TestCluster(policy="crius", cluster_toml=TOML) as tc:
+        cp = tc.control_plane
+        y_spec = replace(SPEC, job_id="y")
+        x_spec = JobSpec("x", 0.0, "bert-large", 2, iterations=200, min_gpus=1, max_gpus=4)
+        await cp.profiles.fetch(cp.core.policy.profile_requests(y_spec, cp.core.facts))
+        x_requests = cp.core.policy.profile_requests(x_spec, cp.core.facts)
+        assert x_requests and not any(cp.profiles.answered(r) for r in x_requests)
+        profiled_at_start: dict[str, bool] = {}  # job -> whether x's profilings were in when it started
+        cp.on_action = lambda a: profiled_at_start.setdefault(
+            a.job_id, all(cp.profiles.answered(r) for r in x_requests))
+        now = tc.now()
+        cp.submit(replace(x_spec, submit_time=now))  # first in arrival order, not profiled
+        cp.submit(replace(y_spec, submit_time=now))
+        await tc.wait_for(lambda: all(tc.job(j).state is JobState.RUNNING for j in "xy"), timeout=10)
+        assert profiled_at_start == {"y": False, "x": True}
