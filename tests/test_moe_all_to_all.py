@@ -110,3 +110,24 @@ def test_a_stage_profile_carries_the_all_to_alls_over_the_wire():
     assert isinstance(profile, StageProfile) and profile.expert_comm_s == timing.expert_comm_s > 0.0
     assert stage_profile_from_pb(stage_profile_to_pb(profile)) == profile
     assert pm.assembled_iteration_s(spec, [profile]) == pm.job_timing(spec, alloc, cluster).iteration.total_s
+
+
+async def test_emulated_agents_answer_moe_profilings_with_the_all_to_alls():
+    """Over real gRPC, an emulated agent's ProfileResult for an MoE Cell carries the model's
+    expert_comm_s (the one performance model on both sides): the data-parallel-only profilings of
+    Cells of 2+ GPUs have all-to-alls, the tensor-parallel-only ones none."""
+    from halyard.policies.crius_profiles import ModelProfiles
+    from halyard.testing.cluster import TestCluster
+
+    spec = JobSpec("m", 0.0, "moe-0.69b", 2, iterations=10, min_gpus=1, max_gpus=4)
+    async with TestCluster(policy="crius", cluster_toml=TOML) as tc:
+        cp = tc.control_plane
+        requests = cp.core.policy.profile_requests(spec, cp.core.facts)
+        await cp.profiles.fetch(requests)
+        assert cp.profiles.exchanged == len(requests) and not cp.profiles.errors
+        model = ModelProfiles(cp.perf, cp.cluster)
+        answers = {r.key: cp.profiles.cached(r) for r in requests}
+        assert all(answers[r.key] == model.stage_profiles(r) for r in requests)
+        stages = [s for a in answers.values() for s in a]
+        assert any(s.expert_comm_s > 0.0 for s in stages if s.data > 1)
+        assert all(s.expert_comm_s == 0.0 for s in stages if s.data == 1)
