@@ -40,12 +40,7 @@ class StageCost:
     def __post_init__(self) -> None:
         if self.data < 1 or self.tensor < 1:
             raise ValueError(f"stage degrees must be >= 1, got data {self.data}, tensor {self.tensor}")
-        for f in dataclasses.fields(self):
-            if f.name in ("data", "tensor") or f.type not in ("float", float):
-                continue
-            value = getattr(self, f.name)
-            if not (value >= 0.0 and value < float("inf")):
-                raise ValueError(f"stage profile {f.name} must be finite and >= 0, got {value}")
+        _check_finite(self, _COST_SECONDS)
 
     @property
     def critical_s(self) -> float:
@@ -62,6 +57,10 @@ class StageProfile(StageCost):
     memory_bytes: float
     capacity_bytes: float
 
+    def __post_init__(self) -> None:
+        StageCost.__post_init__(self)
+        _check_finite(self, ("memory_bytes", "capacity_bytes"))
+
     @classmethod
     def of(cls, cost: StageCost, memory_bytes: float, capacity_bytes: float) -> StageProfile:
         """The profile of a stage the performance model costed: the one conversion from a timing."""
@@ -73,4 +72,12 @@ class StageProfile(StageCost):
         return self.memory_bytes <= self.capacity_bytes
 
 
+def _check_finite(stage: StageCost, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = getattr(stage, name)
+        if not (value >= 0.0 and value < float("inf")):
+            raise ValueError(f"stage profile {name} must be finite and >= 0, got {value}")
+
+
+_COST_SECONDS = tuple(f.name for f in dataclasses.fields(StageCost) if f.name not in ("data", "tensor"))
 STAGE_PROFILE_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StageProfile))
