@@ -60,6 +60,8 @@ for name, task, desc, p, flop, flop_src, n_layers, h, a, shape_src in models:
         out.append(f'activation_bytes = {{ value = {per * REF_BATCH:.4g}, source = "estimate: Korthikanti et al. (MLSys\'23) with full recomputation (Alpa\'s remat): 2 s h bytes kept per layer x {n_layers} layers plus one layer\'s working set s h (34 + 5 a s / h), s = 1,024, h = {h}, a = {a}, x 32 sequences" }}')
         out.append(f'layers = {{ value = {n_layers}, source = "{shape_src}" }}')
         out.append(f'layer_output_bytes = {{ value = {S * h * 2}, source = "estimate: s x h x 2 B (16-bit) with s = 1,024, h = {h}: one layer\'s output per sequence (Korthikanti et al., MLSys\'23, section 4.2.2)" }}')
+        if name.startswith("moe-"):
+            out.append(f'moe_layers = {{ value = {n_layers // 2}, source = "GShard (Lepikhin et al., ICLR\'21, section 2.1: every other feed-forward layer replaced by a top-2 gated MoE layer); [code alpa-projects/alpa alpa/model/moe.py FlaxMoELayerCollection]: layer i is an MoE layer when i % 2 == 0, so {n_layers // 2} of the {n_layers} layers" }}')
     peaks = ({g: (peak, f"the [gpus.{g}] peak ({peak:g} TFLOP/s)") for g, peak in PEAK.items()} if task != "image"
              else {g: (peak, f"the fp32 peak, {peak:g} TFLOP/s ({src}; Alpa trains Wide-ResNet in fp32)")
                    for g, (peak, src) in FP32_PEAK.items()})

@@ -10,8 +10,9 @@ the job on each kind of GPU, profilings on heterogeneous GPUs are done in parall
 submission path awaits them (:meth:`ControlPlane.prepare_profiles`) and the job's first pass
 finds them answered -- replay's emulated agents answer from the simulator's model, so replay
 schedules what ``simulate`` does, and profiling adds no event. A pass that still misses one
-(an agent slow to answer, a restart) raises ``ProfilesPending`` inside the policy; the
-profilings it missed are asked after the pass and their answers run another pass.
+(an agent slow to answer, a restart) raises ``ProfilesPending`` inside the policy, which
+holds back only the job whose Cells need it (the others are scheduled); the profilings it
+missed are asked after the pass and their answers run another pass.
 """
 
 from __future__ import annotations
@@ -191,5 +192,5 @@ class AgentProfiles:
                 self.cp.profiles_answered()
             except StoreError:
                 return  # fatal: _persist has stopped the control plane
-            except Exception:  # a policy bug: logged here, since no one awaits this task
-                log.exception("the pass after profilings arrived failed")
+            except Exception as exc:  # a policy bug: logged and said on /healthz here, since no one awaits this task
+                self.cp.pass_failed(exc, "the pass after profilings arrived failed")

@@ -83,14 +83,19 @@ async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *
             await run.profile(jobs)
             offset = 0.0
             if clock.now() + START_MARGIN_WALL_S * speedup > first_submit:
+                # The lead covers the agents' registration and the trace's profilings: the next one is what
+                # this attempt measured of both, with a margin.
+                ready_s = run.registered_s + run.profiled_s
                 if lead_s < AGENT_WAIT_S:
                     lead_s = max(lead_s * (LEAD_MARGIN if processes else LEAD_GROWTH),
-                                 LEAD_MARGIN * run.registered_s)  # what this attempt measured, with a margin
-                    log.info("replay: agents registered late; starting again with a longer lead",
-                             registered_s=round(run.registered_s, 3), lead_s=round(lead_s, 3))
+                                 LEAD_MARGIN * ready_s + START_MARGIN_WALL_S)
+                    log.info("replay: agents registered or profiled late; starting again with a longer lead",
+                             registered_s=round(run.registered_s, 3), profiled_s=round(run.profiled_s, 3),
+                             lead_s=round(lead_s, 3))
                     continue
-                log.warning("replay: agents registered late; the trace starts at the next whole round",
-                            lead_s=lead_s)
+                log.warning("replay: agents registered or profiled late; the trace starts at the next whole round",
+                            lead_s=lead_s, registered_s=round(run.registered_s, 3),
+                            profiled_s=round(run.profiled_s, 3))
                 offset = math.ceil((clock.now() + START_MARGIN_WALL_S * speedup) / round_s) * round_s
             return await run.play(jobs, offset, on_progress)
         finally:
@@ -118,6 +123,7 @@ class _Running:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.started = False
         self.registered_s = 0.0  # wall seconds from start() to the last agent's registration
+        self.profiled_s = 0.0  # wall seconds profile() took (Crius' stage profilings through the agents)
 
     async def start(self, processes: bool) -> None:
         """Serve, start the agents and wait until every one has registered."""
@@ -152,8 +158,10 @@ class _Running:
         answers cached. A policy without ``profile_requests`` profiles nothing."""
         if getattr(self.cp.core.policy, "profile_requests", None) is None:
             return
+        began = time.perf_counter()
         distinct = {profiling_key(pb): pb for pb in map(spec_to_pb, jobs)}  # one per kind of job
         await asyncio.gather(*(self.cp.prepare_profiles(spec) for spec in distinct.values()))
+        self.profiled_s = time.perf_counter() - began
 
     async def play(self, jobs: Sequence[JobSpec], offset: float,
                    on_progress: Callable[[int, int, float], None] | None) -> ReplayRun:

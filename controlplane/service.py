@@ -772,9 +772,13 @@ class ControlPlane:
         except StoreError:
             raise
         except Exception as exc:  # a policy bug must not kill the control plane
-            log.exception("scheduling pass failed")
-            self.pass_error = f"{type(exc).__name__}: {exc}"
+            self.pass_failed(exc)
             return 0.0
+
+    def pass_failed(self, exc: Exception, why: str = "scheduling pass failed") -> None:
+        """A pass raised (a policy bug): log it and say it on /healthz (:meth:`scheduler_problem`)."""
+        log.exception(why)
+        self.pass_error = f"{type(exc).__name__}: {exc}"
 
     def _next_round(self) -> float:
         policy = self.core.policy
@@ -794,6 +798,8 @@ class ControlPlane:
         # Lockstep passes run at the newest event's instant, as the simulator's do.
         now = max(self._latest_event, self._last_pass) if self.lockstep else self.now()
         actions = self.core.schedule(now) if runs else []
+        if runs:
+            self.pass_error = None  # the latest pass succeeded (lockstep passes do not go through _run_pass)
         seconds = self.core.pass_seconds.last if runs else 0.0  # timed once, by the core
         if runs:
             self._last_pass = now

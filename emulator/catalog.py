@@ -28,7 +28,7 @@ TASKS = ("image", "language", "speech")  # Synergy Table 4's three task classes
 REQUIRED_GPU_TYPES = ("V100", "P100", "A100")
 
 _MODEL_KEYS = {"task", "description", "reference_batch", "gradient_bytes", "backward_fraction",
-               "activation_bytes", "compute_s", "data", "layers", "layer_output_bytes"}
+               "activation_bytes", "compute_s", "data", "layers", "layer_output_bytes", "moe_layers"}
 _DATA_KEYS = {"best_cpus", "best_memory_gb", "best_speedup"}
 _CONSTANT_KEYS = {
     "node_latency_s", "rack_latency_s", "spine_latency_s",
@@ -119,6 +119,9 @@ class ModelProfile:
     # and a tensor-parallel collective carries). 0: unknown, the model runs data parallel only.
     layers: int = 0
     layer_output_bytes: float = 0.0
+    # GShard MoE: how many of ``layers`` are top-2 gated MoE layers, each with expert-parallel all-to-alls
+    # (halyard.emulator.parallel.expert_all_to_all). 0: a dense model.
+    moe_layers: int = 0
 
     @property
     def gpu_types(self) -> tuple[str, ...]:
@@ -347,7 +350,7 @@ def _derive(profile: ModelProfile, gpus: Mapping[str, GpuSpec]) -> ModelProfile:
         backward_fraction=profile.backward_fraction, compute_s=MappingProxyType(compute),
         sources=MappingProxyType(sources), activation_bytes=profile.activation_bytes,
         derived=frozenset(missing), data=profile.data, layers=profile.layers,
-        layer_output_bytes=profile.layer_output_bytes)
+        layer_output_bytes=profile.layer_output_bytes, moe_layers=profile.moe_layers)
 
 
 def _constants(table: dict[str, Any], fail: Any) -> Constants:
@@ -413,12 +416,18 @@ def _model(name: str, body: Any, fail: Any, *, required: tuple[str, ...] = REQUI
                            best_speedup=figs["best_speedup"].value)
         sources.update({f"data.{key}": fig.source for key, fig in figs.items()})
     split: dict[str, float] = {}
-    for key in ("layers", "layer_output_bytes"):  # optional: needed by tensor/pipeline plans only
+    for key in ("layers", "layer_output_bytes", "moe_layers"):  # optional: tensor/pipeline plans, MoE only
         if key in body:
             fig = _figure(body, key, f"{where}.{key}", fail)
             split[key], sources[key] = fig.value, fig.source
-    if split.get("layers", 1.0) != int(split.get("layers", 1.0)):
-        raise fail("must be a whole number", f"{where}.layers")
+    for key in ("layers", "moe_layers"):
+        if split.get(key, 1.0) != int(split.get(key, 1.0)):
+            raise fail("must be a whole number", f"{where}.{key}")
+    if split.get("moe_layers", 0) > split.get("layers", 0) or (split.get("moe_layers", 0)
+                                                                 and not split.get("layer_output_bytes")):
+        raise fail(f"{int(split['moe_layers'])} MoE layers need as many layers and a layer_output_bytes "
+                   f"(the tokens an all-to-all moves); got {int(split.get('layers', 0))} layers",
+                   f"{where}.moe_layers")
     missing = [g for g in required if g not in compute]
     if missing:
         raise fail(f"missing required GPU types {', '.join(missing)} "
@@ -428,7 +437,7 @@ def _model(name: str, body: Any, fail: Any, *, required: tuple[str, ...] = REQUI
         gradient_bytes=grad.value, backward_fraction=bwd.value,
         compute_s=MappingProxyType(compute), sources=MappingProxyType(sources),
         activation_bytes=act.value, data=data, layers=int(split.get("layers", 0)),
-        layer_output_bytes=split.get("layer_output_bytes", 0.0),
+        layer_output_bytes=split.get("layer_output_bytes", 0.0), moe_layers=int(split.get("moe_layers", 0)),
     )
 
 

@@ -7,6 +7,12 @@ REFERENCE-NUMBERS.md "Collective cost"):
 - two levels (k GPUs per node, m nodes): reduce-scatter/all-gather inside each
   node, a ring across nodes per shard:
   ``2(k-1)/k x S / B_intra + 2(m-1)/m x (S/k) / B_inter``;
+- all-to-all (pairwise exchange; Thakur, Rabenseifner and Gropp, "Optimization of
+  collective communication operations in MPICH", IJHPCA 2005, §3.4): each of ``n``
+  ranks holding ``S`` bytes sends ``S/n`` to every other rank in ``n-1`` steps,
+  ``t = (n-1)/n x S / B + (n-1) x alpha``; with ``k`` ranks per node the bytes to
+  the node's other ``k-1`` ranks cross its fabric and those to the other ``n-k``
+  leave by its one NIC, which its ``k`` ranks share;
 - tree (NCCL's double binary tree): pipelined reduce then broadcast,
   ``t = 2 x S / B + 2 ceil(log2 n) x alpha`` -- the same bandwidth term as a long ring
   but a latency term logarithmic in ``n`` (estimate: NCCL 2.4 release notes and the
@@ -86,6 +92,20 @@ def hierarchical_allreduce_s(
     inter = allreduce_s(inter_algorithm, size_bytes / k, nodes, per_gpu_inter_gbyte_s, inter_latency_s,
                         messages=messages)
     return intra + inter
+
+
+def all_to_all_s(gpu_bytes: float, gpus: int, gpus_per_node: int, intra_gbyte_s: float, nic_gbyte_s: float,
+                 latency_s: float = 0.0) -> float:
+    """Pairwise-exchange all-to-all of ``gpu_bytes`` per rank over ``gpus`` ranks, ``gpus_per_node`` of them
+    on the node in question: the slower of its fabric part ``(k-1)/n x S / B_intra`` and its NIC part
+    ``k (n-k)/n x S / B_nic`` (the k ranks' bytes to other nodes share one NIC), plus ``(n-1)`` latencies."""
+    n = gpus
+    k = max(1, min(gpus_per_node, n))
+    if n <= 1 or gpu_bytes <= 0.0:
+        return 0.0
+    intra = (k - 1) / n * gpu_bytes / (intra_gbyte_s * GBYTE) if k > 1 else 0.0
+    inter = k * (n - k) / n * gpu_bytes / (nic_gbyte_s * GBYTE) if k < n else 0.0
+    return max(intra, inter) + (n - 1) * latency_s
 
 
 def buckets_for(size_bytes: float, bucket_bytes: float) -> int:

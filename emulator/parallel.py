@@ -35,7 +35,9 @@ rack when it spans racks. Any other plan is costed here:
   two all-gathers and two reduce-scatters per layer in forward and the same in
   backward (Korthikanti et al., MLSys'23 §4.2.2), each a ring of ``t - 1``
   steps moving ``(t-1)/t`` of one layer's output over the slowest tier the group
-  spans -- plus the send/recv of the activation (forward) and its gradient
+  spans -- plus, for a GShard MoE model (catalog ``moe_layers``), the
+  expert-parallel all-to-alls of each of its MoE layers (:func:`expert_all_to_all`)
+  -- plus the send/recv of the activation (forward) and its gradient
   (backward) from the previous stage over the tier crossed.
 - **Pipeline** (Crius §5.1): ``sum_i T_i + (B - 1) x (T_s - T_comm,s)``
   (:func:`~halyard.emulator.elastic.pipeline_latency_s`).
@@ -61,10 +63,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from halyard.datamodel import Allocation, Cluster, JobSpec, LinkKey, StagePlan, StageProfile, Tier
-from halyard.emulator.collectives import GBYTE, buckets_for, exposed_s
+from halyard.datamodel import Allocation, Cluster, JobSpec, LinkKey, StageCost, StagePlan, StageProfile, Tier
+from halyard.emulator.collectives import GBYTE, all_to_all_s, buckets_for, exposed_s
 from halyard.emulator.contention import DemandProfile, Phase, profile_from_iteration
 from halyard.emulator.elastic import pipeline_latency_s, stage_latency_s
 
@@ -78,6 +80,15 @@ MICRO_BATCHES_PER_STAGE = 4
 # transformer layer two all-gathers and two reduce-scatters in the forward pass, and the same
 # in the backward pass, each of one layer's output activation.
 TP_COLLECTIVES_PER_LAYER = 8
+# GShard MoE (Lepikhin et al., ICLR'21, §2.2 and Algorithm 1's top-2 gating; Alpa's moe.py ``top2_gating``, which
+# Crius' MoE benchmarks run): expert capacity ``C = 2 S / E``, so the dispatched tensor ``[E, C, M]`` of a group of
+# ``S`` tokens holds 2 token slots of ``M`` hidden values per token -- what an all-to-all moves.
+MOE_SLOTS_PER_TOKEN = 2
+# Per MoE layer: the dispatch all-to-all (tokens to their experts' devices) and the combine all-to-all (the
+# experts' outputs back) in the forward pass (GShard §2.2: "AllToAll" before and after the experts), and the
+# same two, transposed, in the backward pass. The forward recomputed under rematerialisation is not counted,
+# as for the tensor collectives.
+MOE_ALL_TO_ALLS_PER_LAYER = 4
 
 
 class UnsupportedParallelismError(ValueError):
@@ -102,17 +113,11 @@ class LinkLoad:
 
 
 @dataclass(frozen=True, slots=True)
-class StageTiming:
-    """One pipeline stage per micro-batch: compute, tensor collectives, receive; and its all-reduce."""
+class StageTiming(StageCost):
+    """One pipeline stage as the model costs it: the :class:`~halyard.datamodel.StageCost` a profiling
+    reports (:func:`profile_plan` converts it with ``StageProfile.of``) and the GPU type it waits for."""
 
     gpu_type: str
-    data: int
-    tensor: int
-    compute_s: float
-    tensor_comm_s: float
-    recv_s: float
-    allreduce_s: float
-    optimizer_s: float = 0.0  # the optimizer step of one GPU's shard, after the all-reduce
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,12 +148,39 @@ def data_parallel_timing(pm: PerformanceModel, spec: JobSpec, allocation: Alloca
     nodes = [p.node for p in allocation.nodes if p.gpus]
     if len(nodes) < 2 or timing.communication_s <= 0.0 or spec.model in pm.catalog.tier_overhead:
         return JobTiming(timing, ())
-    profile = profile_from_iteration(timing, link_gbytes(pm.profile(spec.model).gradient_bytes, len(nodes)))
+    expert = data_parallel_expert_gbytes(pm, spec.model, spec.batch_size, allocation.num_gpus,
+                                         max(len(p.gpus) for p in allocation.nodes))
+    profile = profile_from_iteration(timing, link_gbytes(pm.profile(spec.model).gradient_bytes, len(nodes)) + expert)
     racks = sorted({cluster.node(n).rack_index for n in nodes})
     loads = [LinkLoad("nic", n, profile) for n in nodes]
     if len(racks) > 1:
         loads += [LinkLoad(kind, name, profile) for kind, name in cluster.inter_rack_links(racks)]
     return JobTiming(timing, tuple(loads))
+
+
+def data_parallel_expert_s(pm: PerformanceModel, model: str, batch: int, gpus: int, gpus_per_node: int,
+                           intra_gbyte_s: float, nic_gbyte_s: float, latency_s: float) -> float:
+    """A data-parallel GShard MoE job's all-to-alls per iteration (0 for a dense model): one expert-parallel
+    group of all its ``gpus`` GPUs (GShard §2.2 shards the experts over the devices that split the batch),
+    each GPU's ``batch`` sequences (0: the reference batch) in ``MOE_SLOTS_PER_TOKEN`` slots per token,
+    ``MOE_ALL_TO_ALLS_PER_LAYER`` per MoE layer; the node holding ``gpus_per_node`` of them is the busiest."""
+    profile = pm.profile(model)
+    if profile.moe_layers <= 0 or gpus < 2:
+        return 0.0
+    gpu_bytes = MOE_SLOTS_PER_TOKEN * profile.layer_output_bytes * (batch or profile.reference_batch)
+    return MOE_ALL_TO_ALLS_PER_LAYER * profile.moe_layers * all_to_all_s(gpu_bytes, gpus, gpus_per_node,
+                                                                          intra_gbyte_s, nic_gbyte_s, latency_s)
+
+
+def data_parallel_expert_gbytes(pm: PerformanceModel, model: str, batch: int, gpus: int, gpus_per_node: int) -> float:
+    """GB the NIC of a node holding ``gpus_per_node`` of a data-parallel MoE job's GPUs sends per iteration in
+    :func:`data_parallel_expert_s`'s all-to-alls (its GPUs' bytes for the other nodes)."""
+    profile = pm.profile(model)
+    k = min(gpus_per_node, gpus)
+    if profile.moe_layers <= 0 or k >= gpus:
+        return 0.0
+    gpu_bytes = MOE_SLOTS_PER_TOKEN * profile.layer_output_bytes * (batch or profile.reference_batch)
+    return MOE_ALL_TO_ALLS_PER_LAYER * profile.moe_layers * k * (gpus - k) / gpus * gpu_bytes / GBYTE
 
 
 def link_gbytes(gradient_bytes: float, nodes: int) -> float:
@@ -296,6 +328,64 @@ def _ring_groups(pm: PerformanceModel, groups: Sequence[Sequence[_Gpu]], edge_by
     return slowest, tier, per_link
 
 
+def expert_all_to_all(pm: PerformanceModel, spec: JobSpec, groups: Sequence[Sequence[_Gpu]], gpu_samples: float,
+                      share: float, links: _Links) -> tuple[float, Tier, dict[_LinkKey, float]]:
+    """A stage's expert-parallel all-to-alls per micro-batch, for a GShard MoE model (catalog ``moe_layers``):
+    ``(seconds on the critical path, slowest tier, GB per link in the forward half)``; nothing for a dense model.
+
+    GShard shards the experts over the devices that split the batch (§2.2), so the expert-parallel groups
+    are the stage's data-parallel groups. Each GPU holds ``gpu_samples`` sequences of the micro-batch (its
+    replica's share, and ``1/tensor`` of it under sequence parallelism) and sends them in
+    ``MOE_SLOTS_PER_TOKEN`` slots per token: ``2 x layer_output_bytes x gpu_samples`` per all-to-all,
+    ``MOE_ALL_TO_ALLS_PER_LAYER`` all-to-alls per MoE layer, the stage holding ``share`` of the layers."""
+    profile = pm.profile(spec.model)
+    count = MOE_ALL_TO_ALLS_PER_LAYER * profile.moe_layers * share
+    if count <= 0 or all(len(g) < 2 for g in groups):
+        return 0.0, Tier.GPU, {}
+    one, tier, per_link = _all_to_all_groups(pm, groups, MOE_SLOTS_PER_TOKEN * profile.layer_output_bytes * gpu_samples,
+                                             links)
+    return count * one, tier, {k: gb * count / 2.0 for k, gb in per_link.items()}
+
+
+def _all_to_all_groups(pm: PerformanceModel, groups: Sequence[Sequence[_Gpu]], gpu_bytes: float,
+                       links: _Links) -> tuple[float, Tier, dict[_LinkKey, float]]:
+    """Concurrent all-to-alls, one per group, each GPU holding ``gpu_bytes``
+    (:func:`~halyard.emulator.collectives.all_to_all_s` per node of the group: its fabric and its NIC, over
+    the spine's links when the group spans racks). Groups crossing the same link share it. Returns the
+    time, the slowest tier and the GB each link carries (a node's NIC: what its GPUs send to other nodes;
+    a link between racks: what the busiest rack sends to the others)."""
+    latency = pm.tier_latency_s
+    slowest, tier = 0.0, Tier.GPU
+    per_link: dict[_LinkKey, float] = {}
+    for group in groups:
+        n = len(group)
+        if n < 2:
+            continue
+        by_node: dict[str, list[_Gpu]] = {}
+        for g in group:
+            by_node.setdefault(g.node, []).append(g)
+        racks = sorted({g.rack for g in group})
+        t_tier = Tier.NODE if len(by_node) == 1 else Tier.SPINE if len(racks) > 1 else Tier.RACK
+        spine = min((links.capacity[k] for k in links.keys_between(racks)), default=math.inf)
+        t_group = 0.0
+        for node, gs in by_node.items():
+            k = len(gs)
+            t_group = max(t_group, all_to_all_s(gpu_bytes, n, k, gs[0].fabric_gbyte_s, min(gs[0].nic_gbyte_s, spine),
+                                                latency(t_tier)))
+            if k < n:
+                key = links.key_nic(node)
+                per_link[key] = per_link.get(key, 0.0) + k * (n - k) / n * gpu_bytes / GBYTE
+        if len(racks) > 1:
+            in_rack = [sum(1 for g in group if g.rack == r) for r in racks]
+            off_rack = max(c * (n - c) / n * gpu_bytes / GBYTE for c in in_rack)
+            for key in links.keys_between(racks):
+                per_link[key] = per_link.get(key, 0.0) + off_rack
+        slowest, tier = max(slowest, t_group), max(tier, t_tier)
+    for key, gb in per_link.items():
+        slowest = max(slowest, gb / links.capacity[key])
+    return slowest, tier, per_link
+
+
 def _transfer(pm: PerformanceModel, src: Sequence[_Gpu], dst: Sequence[_Gpu], gbytes: float,
               links: _Links) -> tuple[float, Tier, dict[_LinkKey, float]]:
     """Send/recv of ``gbytes`` from one stage's GPUs to the next's, split evenly over GPU pairs
@@ -368,11 +458,13 @@ def plan_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, clu
         fixed = min(fixed, per_gpu)
         one_gpu = (per_gpu - fixed) * replicas * share / split  # the stage's micro-batch on one GPU
         tp_groups = [members[k * t:(k + 1) * t] for k in range(d)]
+        dp_groups = [members[r::t] for r in range(t)]
         message = profile.layer_output_bytes * samples / d  # one layer's output on one TP group
         collectives = TP_COLLECTIVES_PER_LAYER * profile.layers * share
         tp_one, tp_tier, tp_links = _ring_groups(pm, tp_groups, (t - 1) / t * message, t - 1, links)
         compute, _ = stage_latency_s(one_gpu, d, t)
         tp_s = collectives * tp_one
+        expert_s, ep_tier, ep_fwd = expert_all_to_all(pm, spec, dp_groups, samples / d / t, share, links)
         recv_s, fwd_link = 0.0, {}
         if i > 0:
             one_way, p_tier, fwd_link = _transfer(pm, stage_gpus[i - 1], members,
@@ -380,14 +472,14 @@ def plan_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, clu
             recv_s, tier = 2.0 * one_way, max(tier, p_tier)  # activation forward, its gradient backward
         grads = profile.gradient_bytes * share / t
         buckets = buckets_for(grads, constants.ddp_bucket_bytes)
-        dp_groups = [members[r::t] for r in range(t)]
         ar_s, dp_tier, dp_link = _ring_groups(pm, dp_groups, 2.0 * (d - 1) / d * grads, 2 * (d - 1) * buckets,
                                               links)
-        tier = max(tier, tp_tier, dp_tier)
+        tier = max(tier, tp_tier, dp_tier, ep_tier)
         opt_s.append(fixed * share / t)
-        timings.append(StageTiming(gpu_type, d, t, compute, tp_s, recv_s, ar_s, opt_s[-1]))
+        timings.append(StageTiming(data=d, tensor=t, compute_s=compute, tensor_comm_s=tp_s, expert_comm_s=expert_s,
+                                   recv_s=recv_s, allreduce_s=ar_s, optimizer_s=opt_s[-1], gpu_type=gpu_type))
         fwd_loads.append({k: gb * collectives / 2.0 for k, gb in tp_links.items()})
-        for k, gb in fwd_link.items():
+        for k, gb in (*fwd_link.items(), *ep_fwd.items()):
             fwd_loads[-1][k] = fwd_loads[-1].get(k, 0.0) + gb
         dp_loads.append(dp_link)
 
@@ -395,13 +487,13 @@ def plan_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, clu
     compute_only = pipeline_latency_s([s.compute_s for s in timings], [0.0] * n_stages, micro)
     total = latency + tail
     compute_total = compute_only + max(opt_s)
-    communication = max(micro * (s.tensor_comm_s + s.recv_s) + s.allreduce_s for s in timings)
+    communication = max(micro * (s.tensor_comm_s + s.expert_comm_s + s.recv_s) + s.allreduce_s for s in timings)
     iteration = IterationTime(compute_s=compute_total, communication_s=communication,
                               exposed_s=total - compute_total, total_s=total, tier=tier)
 
     # Per link: forward micro-batches, backward micro-batches, the stage all-reduce (Cassini Fig. 4.1d).
     for s, fwd, dp in zip(timings, fwd_loads, dp_loads, strict=True):
-        busy = s.compute_s + s.tensor_comm_s
+        busy = s.critical_s
         for key, gb in fwd.items():  # sends and collectives: the same bytes each way
             links.add(key, "fwd", micro * gb, micro * ((1.0 - bwd) * busy + s.recv_s / 2.0))
             links.add(key, "bwd", micro * gb, micro * (bwd * busy + s.recv_s / 2.0))
@@ -412,24 +504,8 @@ def plan_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, clu
     return JobTiming(iteration, loads, micro, tuple(timings))
 
 
-class _Stage(Protocol):
-    """What the assembly reads of a stage: :class:`StageTiming` or a profiled ``StageProfile``."""
-
-    @property
-    def tensor(self) -> int: ...
-    @property
-    def compute_s(self) -> float: ...
-    @property
-    def tensor_comm_s(self) -> float: ...
-    @property
-    def recv_s(self) -> float: ...
-    @property
-    def allreduce_s(self) -> float: ...
-    @property
-    def optimizer_s(self) -> float: ...
-
-
-def _latency_and_tail(pm: PerformanceModel, spec: JobSpec, stages: Sequence[_Stage], micro: int) -> tuple[float, float]:
+def _latency_and_tail(pm: PerformanceModel, spec: JobSpec, stages: Sequence[StageCost],
+                      micro: int) -> tuple[float, float]:
     """The pipeline (Crius §5.1: ``sum_i T_i + (B - 1) x (T_s - T_comm,s)``) and what follows the last
     micro-batch: the slowest stage's exposed all-reduce plus its optimizer step. :func:`plan_timing` and
     the assembly of profiled stages (:func:`assembled_iteration_s`) both end here, so an assembled plan
@@ -437,8 +513,7 @@ def _latency_and_tail(pm: PerformanceModel, spec: JobSpec, stages: Sequence[_Sta
     profile = pm.profile(spec.model)
     share = 1.0 / len(stages)
     bwd = profile.backward_fraction
-    latency = pipeline_latency_s([s.compute_s + s.tensor_comm_s for s in stages], [s.recv_s for s in stages],
-                                 micro)
+    latency = pipeline_latency_s([s.critical_s for s in stages], [s.recv_s for s in stages], micro)
     tail = 0.0
     for s in stages:
         window = s.compute_s if pm.overlap == "layerwise" else bwd * s.compute_s
@@ -456,8 +531,7 @@ def profile_plan(pm: PerformanceModel, spec: JobSpec, allocation: Allocation,
     stages of the two profilings assemble into any of the ``2^S`` plans."""
     timing = pm.job_timing(spec, allocation, cluster)
     memory = plan_memory(pm, spec, allocation, cluster)
-    return tuple(StageProfile(s.data, s.tensor, s.compute_s, s.tensor_comm_s, s.recv_s, s.allreduce_s,
-                              s.optimizer_s, m.total_bytes, m.capacity_bytes)
+    return tuple(StageProfile.of(s, m.total_bytes, m.capacity_bytes)
                  for s, m in zip(timing.stages, memory, strict=True))
 
 

@@ -43,6 +43,7 @@ from halyard.emulator.parallel import (
     JobTiming,
     accumulation_steps,
     assembled_iteration_s,
+    data_parallel_expert_s,
     data_parallel_timing,
     fitting_cell_plan,
     is_data_parallel,
@@ -633,8 +634,10 @@ class PerformanceModel:
                                             messages=buckets, inter_algorithm=self._allreduce)
         window = compute if self._overlap == "layerwise" else profile.backward_fraction * compute
         exposed = exposed_s(comm, window, buckets)
-        timing = IterationTime(compute_s=compute, communication_s=comm, exposed_s=exposed,
-                               total_s=compute + exposed, tier=tier)
+        # A GShard MoE model's all-to-alls sit between its layers' computations: never hidden.
+        expert = data_parallel_expert_s(self, model, batch, n, kmax, intra, inter, self._latency[tier])
+        timing = IterationTime(compute_s=compute, communication_s=comm + expert, exposed_s=exposed + expert,
+                               total_s=compute + exposed + expert, tier=tier)
         self._timings[key] = timing
         return timing
 

@@ -35,6 +35,7 @@ estimated iterations per second over those of its requested ``N_G`` GPUs on the 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, product
@@ -67,6 +68,10 @@ SEARCH_DEPTH = 3
 # plans whose first k stages are tensor-parallel (memory is tightest in the first stages under
 # 1F1B, so they take TP first); 2^S plans of a 32-stage Cell are not enumerable.
 MAX_FULL_ASSEMBLY_STAGES = 4
+# §8.2: "With Crius's distributed profiler, the average profiling time for one parallelism is reduced to
+# about 30 seconds. As Crius samples 2 parallelisms in one Cell (as discussed in §5.1), the average profiling
+# time for one Cell on only one GPU is about 1 minute." What one profiling takes with Crius(profiling_s=...).
+PROFILE_S_PER_PARALLELISM = 30.0
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -343,13 +348,24 @@ class Crius(Policy):
     (Crius-NH) never changes a running job's GPU type -- ScaleResource and the extra scheduling only
     resize a job on the type it runs on (a new job still takes the Cell of highest throughput).
     ``tune``: a started, resized or moved job runs its Cell with the Cell-guided tuner's plan (§5.2,
-    :func:`tuned_cell`) rather than the estimate's assembled plan."""
+    :func:`tuned_cell`) rather than the estimate's assembled plan.
+
+    ``profiling_s`` (off at 0, the default; the paper's figure is :data:`PROFILE_S_PER_PARALLELISM`):
+    the seconds one profiling takes. A job's Cells of a GPU type are usable only once its profilings
+    on that type are done, one after another on one device of the type, the types in parallel (§6.1:
+    "Crius requires a single device to profile the job on each kind of GPU, profilings on
+    heterogeneous GPUs are done in parallel"): ``submit + profiling_s x`` its profilings on the type.
+    Meanwhile the job waits (pending, so line 12 does not run) and round passes (every ``round_s``,
+    §7's five minutes) look again."""
 
     def __init__(self, *, search_depth: int = SEARCH_DEPTH, upscale: bool = True, suspend: bool = True,
                  deadlines: bool = False, adaptivity: bool = True, heterogeneity: bool = True,
-                 tune: bool = True, name: str = "crius") -> None:
+                 tune: bool = True, profiling_s: float = 0.0, name: str = "crius") -> None:
         if search_depth < 0:
             raise ValueError(f"search_depth must be >= 0, got {search_depth}")
+        if not (profiling_s >= 0.0 and math.isfinite(profiling_s)):
+            raise ValueError(f"profiling_s must be a finite number of seconds >= 0, got {profiling_s}")
+        self.profiling_s = profiling_s
         self.name = name
         self.search_depth = search_depth
         self.upscale = upscale
@@ -360,6 +376,12 @@ class Crius(Policy):
         self.heterogeneity = heterogeneity
         # Opportunistic job -> the blocked job it runs beside (learned in on_applied only).
         self._opportunistic: dict[str, str] = {}
+        self._profiling = False  # the last pass left a job waiting for its profilings (profiling_s > 0)
+
+    @property
+    def needs_rounds(self) -> bool:  # type: ignore[override]
+        """With ``profiling_s``, a job waiting for its profilings becomes schedulable with time alone."""
+        return self._profiling
 
     @property
     def acts_without_pending(self) -> bool:
@@ -367,7 +389,8 @@ class Crius(Policy):
         return self.upscale
 
     def stages(self) -> list[tuple[str, str]]:
-        return [("policy", self.name), ("search-depth", str(self.search_depth))]
+        out = [("policy", self.name), ("search-depth", str(self.search_depth))]
+        return [*out, ("profiling-s", f"{self.profiling_s:g}")] if self.profiling_s > 0 else out
 
     # ---------------------------------------------------------------- the pass
     @property
@@ -380,8 +403,10 @@ class Crius(Policy):
         return profile_requests(facts, spec)
 
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
-        """Algorithm 1; while a Cell's profiling is awaited from an agent (a live control plane only),
-        the pass changes nothing and says so for every pending job (the answer runs the next pass)."""
+        """Algorithm 1. A pending job whose Cells' profilings are still awaited from the agents (a live
+        control plane only) waits with that reason while the others are scheduled, and a running job
+        whose Cells are awaited (after a restart) is left as it is; the answers run the next pass. A
+        miss anywhere else makes the whole pass wait (the net below)."""
         try:
             return self._schedule(view, state)
         except ProfilesPending as exc:
@@ -395,10 +420,20 @@ class Crius(Policy):
         v = self._virtual(view)
         blocked: str | None = None
         opportunistic: list[tuple[str, str]] = []
+        profiling = False  # a pending job waits for its Cells' profilings: it is pending for line 12 too
         for job in view.pending:  # SchedArrival / SchedDeparture: arrival order
-            cells = self._cells(view, job.spec)
+            try:
+                cells = self._cells(view, job.spec)
+            except ProfilesPending as exc:  # its profilings are being asked: the other jobs go on
+                profiling = True
+                plan.wait(job.job_id, cannot_fit(self.name, "waiting for Cell profiles from the agents ({})", exc))
+                continue
             if self.deadlines and cells and not self._meets(view, job, min(e.iteration_s for e in cells.values())):
                 plan.drop(job.job_id, "cannot finish before its deadline on its fastest Cell")
+                continue
+            if not cells and self.profiling_s > 0 and (ready := self._ready_at(view, job.spec)):
+                profiling = True
+                plan.wait(job.job_id, cannot_fit(self.name, "profiling its Cells until t={:g}", min(ready.values())))
                 continue
             if not cells:
                 plan.wait(job.job_id, never_fits(self.name, "no Cell of {} GPUs fits any GPU type of the cluster",
@@ -416,14 +451,16 @@ class Crius(Policy):
             plan.wait(job.job_id, cannot_fit(self.name, "needs {} GPUs of one type; no Cell fits with up to {} "
                                              "jobs scaled ({} free)", need, self.search_depth,
                                              sum(v.free.values())))
-        if self.upscale and blocked is None:
+        if self.upscale and blocked is None and not profiling:
             self._extra(view, v)  # line 12: extra scheduling for released resources
         self._finalize(view, v, plan)
         state.put("crius/opportunistic", (tuple(opportunistic), tuple(v.suspended)))
+        state.put("crius/profiling", profiling and self.profiling_s > 0)
         return plan
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         started, _ = state.get("crius/opportunistic", ((), ()))
+        self._profiling = bool(state.get("crius/profiling", False))
         starts = {a.job_id for a in plan.actions if isinstance(a, Start)}
         gone = {a.job_id for a in plan.actions if isinstance(a, Preempt)}
         waiting = {j.job_id for j in view.pending} - starts
@@ -437,10 +474,20 @@ class Crius(Policy):
         """The job's Cells this policy may choose: all of :func:`job_cells`, or (Crius-NA) those of
         its requested ``N_G`` GPUs."""
         cells = job_cells(view, spec)
-        if self.adaptivity:
-            return cells
-        return view.facts.memo("crius/na-cells", _cells_key(spec),
-                               lambda: {k: e for k, e in cells.items() if k[1] == spec.num_gpus})
+        if not self.adaptivity:
+            cells = view.facts.memo("crius/na-cells", _cells_key(spec),
+                                    lambda: {k: e for k, e in cells.items() if k[1] == spec.num_gpus})
+        if self.profiling_s > 0 and self._ready_at(view, spec):
+            return {k: e for k, e in cells.items() if k[0] not in self._ready_at(view, spec)}
+        return cells
+
+    def _ready_at(self, view: ClusterView, spec: JobSpec) -> dict[str, float]:
+        """With ``profiling_s``: the GPU types whose profilings of ``spec`` are not done at ``view.now``,
+        each with when they will be (``submit + profiling_s x`` the job's profilings on the type)."""
+        per_type = view.facts.memo("crius/profilings-per-type", _cells_key(spec), lambda: Counter(
+            r.gpu_type for r in profile_requests(view.facts, spec)))
+        done = {t: spec.submit_time + self.profiling_s * n for t, n in per_type.items()}
+        return {t: at for t, at in done.items() if at > view.now}
 
     # ---------------------------------------------------------------- virtual state
     def _virtual(self, view: ClusterView) -> _PassVirtual:
@@ -455,7 +502,10 @@ class Crius(Policy):
                 continue
             types = {view.cluster.node(p.node).gpu_type for p in alloc.nodes if p.gpus}
             key = (next(iter(types)), alloc.num_gpus) if len(types) == 1 else None
-            option = job_cells(view, job.spec).get(key) if key is not None else None
+            try:
+                option = job_cells(view, job.spec).get(key) if key is not None else None
+            except ProfilesPending:  # its Cells' profilings are being asked (a restart): left as it is
+                continue
             if option is None:  # not a Cell of this job (started by another policy): left as it is
                 continue
             v.jobs[job.job_id] = _Virtual(job, option, reference_s(view, job.spec), True, key)

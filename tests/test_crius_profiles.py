@@ -187,3 +187,89 @@ async def test_a_profiling_no_agent_answers_is_refused_for_a_while_then_asked_ag
             cp.profiles.stage_profiles(request)
         await cp.profiles.fetch([request])
         assert cp.profiles.stage_profiles(request) == ModelProfiles(cp.perf, cp.cluster).stage_profiles(request)
+
+
+class _FailsOnceProfiled(Crius):
+    """Crius with a bug that shows only once a job's profilings are in and it can start (a fault injected
+    into the policy; the control plane, the gRPC streams and the agents' profiling are the real ones)."""
+
+    def _schedule(self, view, state):
+        plan = super()._schedule(view, state)  # the job waits while its profilings are awaited
+        if plan.actions:
+            raise RuntimeError("policy bug once profiled")
+        return plan
+
+
+async def _lockstep_cluster(policy, toml: str):
+    """A replay-style control plane (lockstep, accelerated clock) with one emulated agent per node over
+    real gRPC, all registered; returns (control plane, server, agents)."""
+    import asyncio
+
+    from halyard.agent.cluster_copy import ClusterCopy
+    from halyard.agent.emulated import EmulatedAgent
+    from halyard.clock import ScaledClock
+    from halyard.controlplane.server import ControlPlaneServer
+    from halyard.controlplane.service import ControlPlane
+    from halyard.controlplane.store import SqliteStore
+    from halyard.controlplane.timing import performance_model_for
+
+    cluster = parse_cluster(toml)
+    perf = performance_model_for(policy)
+    cp = ControlPlane(cluster, policy, perf, ScaledClock(100.0), SqliteStore(":memory:"), cluster_toml=toml,
+                      lockstep=True)
+    server = ControlPlaneServer(cp, listen="127.0.0.1:0")
+    await server.start()
+    copy = ClusterCopy(cluster, toml, cp.cluster_digest)
+    agents = [EmulatedAgent(server.address, node, perf=perf, cluster=copy) for node in cluster.nodes]
+    for agent in agents:
+        agent.start()
+    for _ in range(2000):
+        if len(cp.sessions) == len(cluster.nodes):
+            break
+        await asyncio.sleep(0.005)
+    assert len(cp.sessions) == len(cluster.nodes)
+    return cp, server, agents
+
+
+async def test_a_failed_pass_after_profilings_arrive_is_said_on_healthz():
+    """In lockstep (replay) the pass that the arrival of missed profilings runs is not the scheduling
+    loop's, so a policy failure there was only logged; it now sets ``pass_error``, which /healthz says."""
+    import asyncio
+
+    cp, server, agents = await _lockstep_cluster(_FailsOnceProfiled(), TOML)
+    try:
+        cp.submit(replace(SPEC, submit_time=cp.now()))  # straight to the core: no prefetch, the pass misses
+        assert cp.pass_error is None and cp.scheduler_problem() is None
+        wanted = len(cp.core.policy.profile_requests(SPEC, cp.core.facts))
+        for _ in range(2000):
+            if cp.profiles.exchanged >= wanted and cp.pass_error is not None:
+                break
+            await asyncio.sleep(0.005)
+        assert cp.profiles.exchanged >= wanted
+        assert cp.scheduler_problem() == "the last scheduling pass failed: RuntimeError: policy bug once profiled"
+    finally:
+        for agent in agents:
+            await agent.stop()
+        await server.stop()
+
+
+async def test_a_job_whose_profilings_are_asked_does_not_hold_up_the_others():
+    """A pass that misses one job's profilings (its Profile requests go out after the pass) schedules
+    every other job at once: only that job waits. Before, the whole pass waited, so a job whose Cells
+    were all profiled started only once the other job's profilings were answered (up to
+    PROFILE_ANSWER_S per agent of a type)."""
+    async with TestCluster(policy="crius", cluster_toml=TOML) as tc:
+        cp = tc.control_plane
+        y_spec = replace(SPEC, job_id="y")
+        x_spec = JobSpec("x", 0.0, "bert-large", 2, iterations=200, min_gpus=1, max_gpus=4)
+        await cp.profiles.fetch(cp.core.policy.profile_requests(y_spec, cp.core.facts))
+        x_requests = cp.core.policy.profile_requests(x_spec, cp.core.facts)
+        assert x_requests and not any(cp.profiles.answered(r) for r in x_requests)
+        profiled_at_start: dict[str, bool] = {}  # job -> whether x's profilings were in when it started
+        cp.on_action = lambda a: profiled_at_start.setdefault(
+            a.job_id, all(cp.profiles.answered(r) for r in x_requests))
+        now = tc.now()
+        cp.submit(replace(x_spec, submit_time=now))  # first in arrival order, not profiled
+        cp.submit(replace(y_spec, submit_time=now))
+        await tc.wait_for(lambda: all(tc.job(j).state is JobState.RUNNING for j in "xy"), timeout=10)
+        assert profiled_at_start == {"y": False, "x": True}

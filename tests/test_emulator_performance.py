@@ -90,6 +90,8 @@ def test_every_figure_names_its_source():
             fields |= {"data.best_cpus", "data.best_memory_gb", "data.best_speedup"}
         if p.layers:
             fields |= {"layers", "layer_output_bytes"}
+        if p.moe_layers:
+            fields |= {"moe_layers"}
         assert set(p.sources) == fields, name
         for field, src in p.sources.items():
             assert len(src) > 20, (name, field, src)

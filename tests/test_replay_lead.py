@@ -26,3 +26,30 @@ async def test_replay_with_agent_processes_needs_at_most_one_restart():
     assert run.summary["completed"] == 2
     assert sum(1 for e in logs if e["event"] == STARTED) <= 2
 
+
+
+async def test_a_late_start_measures_the_profilings_too(monkeypatch):
+    """Crius' replay takes the trace's stage profilings through its agents before the first arrival, so
+    the lead must cover registration and profiling. A late attempt's next lead is what it measured of
+    both, with a margin; before, it measured registration alone, so with profilings longer than the
+    registrations every retry came late again (here the leads grow by only 1.01 per attempt: the old
+    rule took 11 attempts and more)."""
+    from factories import two_type_toml
+
+    from halyard.traces import adapt_for_crius, generate_synergy_trace
+
+    monkeypatch.setattr(replay_module, "REGISTER_LEAD_WALL_S", 0.001)  # the first attempt is late
+    monkeypatch.setattr(replay_module, "LEAD_GROWTH", 1.01)
+    toml = two_type_toml(2, 4)
+    jobs = adapt_for_crius(generate_synergy_trace(6, rate_per_hour=60, multi_gpu=True, seed=3,
+                                                  duration_scale=0.02), seed=0)
+    with structlog.testing.capture_logs() as logs:
+        run = await replay_module.replay(jobs, parse_cluster(toml), toml, policy="crius", speedup=5000.0)
+    late = [e for e in logs if e["event"].startswith("replay: agents registered or profiled late")]
+    assert run.summary["completed"] == len(jobs)
+    assert late and all(e["profiled_s"] > 0.0 for e in late)
+    # Each retry's lead covers what the late attempt measured, registration and profiling, with the margin
+    # (the logged figures are rounded to the millisecond).
+    margin = replay_module.LEAD_MARGIN
+    assert all(e["lead_s"] >= margin * (e["registered_s"] + e["profiled_s"]) - 0.003 for e in late), late
+    assert sum(1 for e in logs if e["event"] == STARTED) <= 5, late

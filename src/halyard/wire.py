@@ -12,6 +12,7 @@ import math
 from types import MappingProxyType
 
 from halyard.datamodel import (
+    STAGE_PROFILE_FIELDS,
     Allocation,
     Cluster,
     EventKind,
@@ -158,17 +159,13 @@ def event_to_pb(event: JobEvent) -> pb.JobEvent:
                        detail=event.detail)
 
 
-_STAGE_PROFILE_FIELDS = ("data", "tensor", "compute_s", "tensor_comm_s", "recv_s", "allreduce_s", "optimizer_s",
-                         "memory_bytes", "capacity_bytes")
-
-
 def stage_profile_to_pb(stage: StageProfile) -> apb.StageProfile:
-    return apb.StageProfile(**{name: getattr(stage, name) for name in _STAGE_PROFILE_FIELDS})
+    return apb.StageProfile(**{name: getattr(stage, name) for name in STAGE_PROFILE_FIELDS})
 
 
 def stage_profile_from_pb(msg: apb.StageProfile, field: str = "stages") -> StageProfile:
     """A stage of a ProfileResult; a degree below 1 or a figure that is negative or not finite names the field."""
     try:
-        return StageProfile(**{name: getattr(msg, name) for name in _STAGE_PROFILE_FIELDS})
+        return StageProfile(**{name: getattr(msg, name) for name in STAGE_PROFILE_FIELDS})
     except ValueError as exc:
         raise ValidationError(str(exc), field=field) from None

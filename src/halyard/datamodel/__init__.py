@@ -15,12 +15,13 @@ from halyard.datamodel.cluster_toml import (
 from halyard.datamodel.errors import HalyardError, InvalidTransition, ValidationError
 from halyard.datamodel.events import EventKind, JobEvent
 from halyard.datamodel.job import TRANSITIONS, JobSpec, JobState, Parallelism, check_transition
-from halyard.datamodel.profile import StageProfile
+from halyard.datamodel.profile import STAGE_PROFILE_FIELDS, StageCost, StageProfile
 from halyard.datamodel.toml_text import parse_toml
 
 __all__ = [
-    "TRANSITIONS", "Allocation", "Cluster", "EventKind", "Fabric", "HalyardError",
+    "STAGE_PROFILE_FIELDS", "TRANSITIONS", "Allocation", "Cluster", "EventKind", "Fabric", "HalyardError",
     "InvalidTransition", "JobEvent", "JobSpec", "JobState", "LinkKey", "Node", "NodeAllocation",
-    "Parallelism", "Rack", "StagePlan", "StageProfile", "SwitchLink", "Tier", "ValidationError", "builtin_clusters",
+    "Parallelism", "Rack", "StageCost", "StagePlan", "StageProfile", "SwitchLink", "Tier", "ValidationError",
+    "builtin_clusters",
     "check_transition", "cluster_digest", "load_cluster", "parse_cluster", "parse_toml", "read_cluster_text",
 ]

@@ -157,7 +157,7 @@ class ProfilePoint(_message.Message):
     def __init__(self, cpus: _Optional[int] = ..., memory_mb: _Optional[int] = ..., throughput: _Optional[float] = ...) -> None: ...
 
 class StageProfile(_message.Message):
-    __slots__ = ("data", "tensor", "compute_s", "tensor_comm_s", "recv_s", "allreduce_s", "optimizer_s", "memory_bytes", "capacity_bytes")
+    __slots__ = ("data", "tensor", "compute_s", "tensor_comm_s", "recv_s", "allreduce_s", "optimizer_s", "memory_bytes", "capacity_bytes", "expert_comm_s")
     DATA_FIELD_NUMBER: _ClassVar[int]
     TENSOR_FIELD_NUMBER: _ClassVar[int]
     COMPUTE_S_FIELD_NUMBER: _ClassVar[int]
@@ -167,6 +167,7 @@ class StageProfile(_message.Message):
     OPTIMIZER_S_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    EXPERT_COMM_S_FIELD_NUMBER: _ClassVar[int]
     data: int
     tensor: int
     compute_s: float
@@ -176,7 +177,8 @@ class StageProfile(_message.Message):
     optimizer_s: float
     memory_bytes: float
     capacity_bytes: float
-    def __init__(self, data: _Optional[int] = ..., tensor: _Optional[int] = ..., compute_s: _Optional[float] = ..., tensor_comm_s: _Optional[float] = ..., recv_s: _Optional[float] = ..., allreduce_s: _Optional[float] = ..., optimizer_s: _Optional[float] = ..., memory_bytes: _Optional[float] = ..., capacity_bytes: _Optional[float] = ...) -> None: ...
+    expert_comm_s: float
+    def __init__(self, data: _Optional[int] = ..., tensor: _Optional[int] = ..., compute_s: _Optional[float] = ..., tensor_comm_s: _Optional[float] = ..., recv_s: _Optional[float] = ..., allreduce_s: _Optional[float] = ..., optimizer_s: _Optional[float] = ..., memory_bytes: _Optional[float] = ..., capacity_bytes: _Optional[float] = ..., expert_comm_s: _Optional[float] = ...) -> None: ...
 
 class ProfileResult(_message.Message):
     __slots__ = ("job_id", "points", "request_id", "stages", "error")
