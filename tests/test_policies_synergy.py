@@ -391,7 +391,7 @@ def test_expect_uses_the_allocations_cpus_and_memory(small_cluster):
     assert slow / fast == pytest.approx(2.94, rel=0.01)
 
 
-@pytest.mark.parametrize(("name", "servers"), [("synergy-128", 16), ("synergy-512", 64)])
+@pytest.mark.parametrize(("name", "servers"), [("synergy-32", 4), ("synergy-128", 16), ("synergy-512", 64)])
 def test_synergy_clusters_are_built_in(name, servers):
     """§5.1's 128-GPU cluster and §5.3.1's 512 GPUs "across 64 servers" (Table 6a), Synergy's server."""
     cluster = load_cluster(name)
