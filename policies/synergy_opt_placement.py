@@ -136,8 +136,8 @@ def renew_leases(answer: Spread, jobs: Sequence[SpreadJob], home: np.ndarray, al
         if len(members) < 2:
             continue
         idx = np.array(members)
-        # gain[a, b]: GPUs that stay if the LP's server a is server b
-        gain = (x[:, idx] * gpus[:, None]).T @ np.minimum(home[:, idx], gpus[:, None])
+        # gain[a, b]: running GPUs that stay where they are if the LP's server a is server b
+        gain = np.minimum(x[:, idx, None] * gpus[:, None, None], home[:, None, idx]).sum(axis=0)
         rows, cols = linear_sum_assignment(gain, maximize=True)
         out[:, idx[cols]] = x[:, idx[rows]]
     return Spread(answer.status, out, answer.job_ids)
