@@ -299,13 +299,18 @@ def record(spec: RunSpec, s: dict, made_at: str) -> dict:
                               "completed": s["completed"], "wall_s": s["wall_s"], "commit": made_at}
 
 
-def reused(work: list[RunSpec], runs_dir: Path) -> dict[str, dict]:
-    """The summaries of runs an earlier invocation finished (``--reuse``), by run name."""
+COMMIT_FILE = "commit.txt"  # beside a run's summary: the commit that produced it
+
+
+def reused(work: list[RunSpec], runs_dir: Path) -> dict[str, tuple[dict, str]]:
+    """The summaries of runs an earlier invocation finished (``--reuse``) and their commits, by run name."""
     found = {}
     for spec in work:
         path = runs_dir / spec.name / SUMMARY_FILE
         if path.is_file():
-            found[spec.name] = json.loads(path.read_text(encoding="utf-8"))
+            made = runs_dir / spec.name / COMMIT_FILE
+            found[spec.name] = (json.loads(path.read_text(encoding="utf-8")),
+                                made.read_text(encoding="utf-8").strip() if made.is_file() else "unknown")
     return found
 
 
@@ -347,11 +352,14 @@ def testbed_runs(folder: Path, runs_dir: Path, reuse: bool) -> list[dict]:
                     print("$", shlex.join(argv), flush=True)
                     subprocess.run([sys.executable, "-m", "halyard.cli", *argv[1:]], check=True,
                                    stdout=subprocess.DEVNULL)
-                rows.append(testbed_row(kind, driver, mech, ordering, out, shlex.join(argv)))
+                    (out / COMMIT_FILE).write_text(commit() + "\n", encoding="utf-8")
+                made = out / COMMIT_FILE
+                rows.append(testbed_row(kind, driver, mech, ordering, out, shlex.join(argv),
+                                        made.read_text(encoding="utf-8").strip() if made.is_file() else "unknown"))
     return rows
 
 
-def testbed_row(kind: str, driver: str, mech: str, ordering: str, out: Path, command: str) -> dict:
+def testbed_row(kind: str, driver: str, mech: str, ordering: str, out: Path, command: str, produced: str) -> dict:
     summary = json.loads((out / SUMMARY_FILE).read_text(encoding="utf-8"))
     with (out / "jobs.csv").open(encoding="utf-8") as f:
         jobs = list(csv.DictReader(f))
@@ -361,7 +369,7 @@ def testbed_row(kind: str, driver: str, mech: str, ordering: str, out: Path, com
             "policy": f"{mech}:{ordering}", "load": 0.0, "label": f"{kind} {driver}",
             "makespan_h": summary["makespan_s"] / 3600.0, "avg_jct_h": float(jct.mean()),
             "p99_jct_h": float(np.percentile(jct, 99)), "measured": int(jct.size), "wall_s": summary["wall_s"],
-            "speedup_achieved": summary.get("speedup_achieved"), "command": command, "commit": commit()}
+            "speedup_achieved": summary.get("speedup_achieved"), "command": command, "commit": produced}
 
 
 # --- tables ----------------------------------------------------------------------------------
@@ -815,7 +823,9 @@ def main() -> None:
     runs = run_and_save(todo, args.work / "runs", workers=args.workers, ray_address=args.ray,
                         label="synergy reproduction") if todo else []
     head = commit()
-    rows = [record(w, done[w.name], head) for w in work if w.name in done] + [row(r, head) for r in runs]
+    for r in runs:
+        (args.work / "runs" / r.spec.name / COMMIT_FILE).write_text(head + "\n", encoding="utf-8")
+    rows = [record(w, *done[w.name]) for w in work if w.name in done] + [row(r, head) for r in runs]
     out.mkdir(parents=True, exist_ok=True)
     if args.trace:
         (out / "synergy-trace.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
