@@ -839,11 +839,11 @@ def main() -> None:
         work = specs(tasks(parts), args.work / "traces")
         if "philly" in parts:
             work += philly_specs(args.philly, args.work / "traces")
+    head = commit()  # the code the runs below are made with
     done = reused(work, args.work / "runs") if (args.reuse or args.only_reuse) and not args.trace else {}
     todo = [] if args.only_reuse else [w for w in work if w.name not in done]
     runs = run_and_save(todo, args.work / "runs", workers=args.workers, ray_address=args.ray,
                         label="synergy reproduction") if todo else []
-    head = commit()
     for r in runs:
         (args.work / "runs" / r.spec.name / COMMIT_FILE).write_text(head + "\n", encoding="utf-8")
     rows = [record(w, *done[w.name]) for w in work if w.name in done] + [row(r, head) for r in runs]
