@@ -365,10 +365,15 @@ def testbed_row(kind: str, driver: str, mech: str, ordering: str, out: Path, com
         jobs = list(csv.DictReader(f))
     lo, hi = TESTBED_WINDOW if kind == "dynamic" else (0, len(jobs))
     jct = np.array([float(j["jct_s"]) for j in jobs if lo <= int(j["job_id"].rpartition("-")[2]) < hi]) / 3600.0
+    last = max(jobs, key=lambda j: float(j["finish_s"]))
+    gpus = load_cluster(TESTBED_CLUSTER).total_gpus
     return {"experiment": "testbed", "trace": kind, "driver": driver, "mechanism_ordering": f"{mech}:{ordering}",
             "policy": f"{mech}:{ordering}", "load": 0.0, "label": f"{kind} {driver}",
             "makespan_h": summary["makespan_s"] / 3600.0, "avg_jct_h": float(jct.mean()),
             "p99_jct_h": float(np.percentile(jct, 99)), "measured": int(jct.size), "wall_s": summary["wall_s"],
+            "work_per_gpu_h": sum(float(j["gpu_s"]) for j in jobs) / gpus / 3600.0,
+            "last_start_h": float(last["first_start_s"]) / 3600.0, "last_run_h": float(last["run_s"]) / 3600.0,
+            "last_model": last["model"],
             "speedup_achieved": summary.get("speedup_achieved"), "command": command, "commit": produced}
 
 
@@ -603,6 +608,12 @@ def testbed_table(rows: list[dict]) -> list[str]:
                          f"(paper {paper_t / paper_o:.3f})")
     if gains:
         lines += ["", *(f"* {g}" for g in gains)]
+    for mech in ("proportional", "synergy-tune"):
+        st = get("static", "simulate", mech)
+        if st:
+            lines.append(f"\nStatic trace, {mech}: {st['work_per_gpu_h']:.1f} h of GPU work per GPU; the job that "
+                         f"ends last ({st['last_model']}) starts at {st['last_start_h']:.1f} h and runs "
+                         f"{st['last_run_h']:.1f} h.")
     dyn = get("dynamic", "simulate", "proportional")
     if dyn:
         rate = full_load_rate(load_cluster(TESTBED_CLUSTER).total_gpus)
@@ -626,11 +637,11 @@ def plot(rows: list[dict], path: Path) -> None:
     panels = ((axes[0], "load", SWEEP_LOADS, SWEEP_ORDERINGS, "single-GPU"),
               (axes[1], "multi", MULTI_LOADS, MULTI_ORDERINGS, "multi-GPU"))
     for ax, experiment, loads, orderings, title in panels:
-        for o in orderings:
+        for k, o in enumerate(orderings):
             for mech, style in (("proportional", "--"), ("synergy-tune", "-")):
                 pts = [(x, r["avg_jct_h"]) for x in loads if (r := find(rows, experiment, f"{mech}:{o}", x))]
                 if pts:
-                    ax.plot(*zip(*pts, strict=True), style, marker="o",
+                    ax.plot(*zip(*pts, strict=True), style, marker="o", color=f"C{k}",
                             label=f"{o.upper()} {'TUNE' if 'tune' in mech else 'prop.'}")
         if experiment == "load":
             ax.plot([9.0, 9.0], [PAPER_FIG9["proportional:fifo"], PAPER_FIG9["synergy-tune:fifo"]], "rx",
@@ -700,10 +711,10 @@ OPT solves an ILP and an LP every round, about 20 times TUNE's time.
 The mean of a saturated queue is a tail statistic: under SRTF and LAS a few jobs wait out the
 1,000-hour starvation guard and finish after more than 1,000 h, and each adds about 1.8 h to a
 1,000-job mean, so a difference of a few such jobs on one seed moves the mean by the size of the
-remaining gaps (session 5 counted them: 6 guard-reached jobs make a third of SRTF + TUNE's sum, 22 make
-three quarters of LAS + TUNE's; docs/synergy.md). GPU-proportional SRTF lands under the public mean
-with a matching p99: the public simulator completes a job only at the end of the round in which its
-iterations run out, wasting up to a round of GPU time per job in a saturated cluster.
+remaining gaps (session 5 counted them in these runs' per-job tables). GPU-proportional SRTF lands
+under the public mean with a matching p99: the public simulator completes a job only at the end of
+the round in which its iterations run out, wasting up to a round of GPU time per job in a saturated
+cluster.
 
 ## TUNE's differences from the public simulator, one at a time
 
@@ -711,12 +722,12 @@ iterations run out, wasting up to a round of GPU time per job in a saturated clu
 Each remaining candidate the issue named is a named option (off by default) or a catalog overlay,
 measured in one part, with its ratio to the default TUNE of the same ordering. Round-only scheduling
 alone costs a little (a job arriving mid-round waits for the boundary); re-placing running jobs'
-GPUs gains on top; no restart cost and the public simulator's SRTF key each change the mean by under
-1 %. All-or-nothing speed-up needs no option: TUNE gives a job either its demand vector or its share
-capped per dimension (§4.2 (1), (2a)). What is left and was not separated: the public simulator
-re-places every job every round with no preference for its server; it credits a whole round's
-progress at allocation; its demand vectors differ (m5 187.5 GB, resnet50/deepspeech 62.5 GB, a
-storage dimension); and the tail above.
+GPUs gains on top; no restart cost and the public simulator's SRTF key each change the mean far
+less than the gap to the public simulator. All-or-nothing speed-up needs no option: TUNE gives a
+job either its demand vector or its share capped per dimension (§4.2 (1), (2a)). What is left and
+was not separated: the public simulator re-places every job every round with no preference for its
+server; it credits a whole round's progress at allocation; its demand vectors differ (m5 187.5 GB,
+resnet50/deepspeech 62.5 GB, a storage dimension); and the tail above.
 
 ## Load sweep (single-GPU) and Fig. 9
 
@@ -772,14 +783,15 @@ load would need its subrange, which is not published.
 100-job FIFO trace at split (60,30,10), for makespan, and a dynamic SRTF trace at (30,60,10) "that
 keeps our cluster at full load", for average and p99 JCT, each deployed and replayed in the paper's
 simulator. It gives neither the jobs' GPU counts nor their durations. 100 single-GPU jobs of the
-generator's short mode (0.5-16.7 h) fill 32 GPUs for about the paper's 16 h; with the long mode (up
-to 167 h a job) or multi-GPU jobs the makespan could not be near it, so both traces here are
-single-GPU, short mode only (`short_prob=1.0`), seed 0. **Ours "replay" is the paper's "deploy"**:
+generator's short mode (0.5-16.7 h, 4.67 h on average) hold 32 GPUs for about 15 h at the
+proportional share, near the paper's 16 h makespan; with the long mode (up to 167 h a job) or
+multi-GPU jobs (1.9 GPUs on average) it could not be near it, so both traces here are single-GPU,
+short mode only (`short_prob=1.0`), seed 0. **Ours "replay" is the paper's "deploy"**:
 the real control plane, gRPC and one emulated agent per server, on the lockstep clock; the simulator
 and the replay give the same schedule by design (the invariant, DESIGN.md), so their ratio is 1 where
 the paper's deploy and simulation differ by under 5 %. The static makespan is set by the last long
-job FIFO starts (one job of up to 16.5 h starts late in the queue), which no CPU or memory packing
-shortens, so TUNE's gain on makespan is small here; on the dynamic trace TUNE's gain on the mean and
+job FIFO starts (the lines under the table), which no CPU or memory packing shortens when that job
+is not sensitive, so TUNE's gain on makespan is small here; on the dynamic trace TUNE's gain on the mean and
 the p99 has the paper's direction and a size short of it, the same shortfall as the sweeps'.
 
 ## Every remaining difference in size
