@@ -678,7 +678,7 @@ TUNE and, since issue 21's fourth round, OPT): the runnable set is chosen and re
 ```
 
 `--parts` (default all): `public` (5 runs of 10-30 min each on the shared 2-core machine),
-`candidates` (11 runs under 1.5 min), `sweep` (20), `multi` (12), `opt` (2), `greedy` (6), `philly`
+`candidates` (11 runs under 1.5 min), `sweep` (20), `multi` (12), `opt` (6; OPT's 2-5 min each), `greedy` (6), `philly`
 (6 runs of about 30 s) and `testbed` (6 simulations and 4 replays, under a minute each). Parts not
 named keep their rows of the JSON already there (the table's heading names the commit they were made
 at), so the page always shows every part. `--reuse` takes runs an earlier invocation finished from
