@@ -290,11 +290,15 @@ class Tune(SynergyMechanism):
         packer.release(job.job_id)
         self._pack_new(view, packer, job, cm, vector, plan)
         if job.job_id not in packer.alloc:
-            plan.preempt(job.job_id)
-            plan.wait(job.job_id, cannot_fit(
-                self.name, "its lease is not renewed this round: its {} GPUs at their proportional CPU and "
-                "memory fit neither its own servers nor any other, after reverting co-located jobs to their "
-                "share (§4.2 (2a))", job.num_gpus))
+            self._lease_not_renewed(plan, job)
+
+    def _lease_not_renewed(self, plan: Plan, job: JobInfo) -> None:
+        """§4.3: a running job no server can hold this round goes back to the queue, with a reason."""
+        plan.preempt(job.job_id)
+        plan.wait(job.job_id, cannot_fit(
+            self.name, "its lease is not renewed this round: its {} GPUs at their proportional CPU and "
+            "memory fit neither its own servers nor any other, after reverting co-located jobs to their "
+            "share (§4.2 (2a))", job.num_gpus))
 
     def _release(self, view: ClusterView, packer: Packer, idx: int, wanted: tuple[int, int],
                  vector: Callable[[JobInfo], tuple[int, int]]) -> None:
@@ -322,9 +326,9 @@ class Opt(Tune):
     are updated using the scheduling policy, and their placement decisions are recomputed"; §4.1.3:
     "Solving two LPs per scheduling round"); passes between rounds change nothing, as for TUNE.
 
-    At a round every runnable job, running ones included, enters the second LP; a running job's
-    current servers are its ``home`` there, and the LP prefers the vertex that leaves the most GPUs
-    where they are (§4.3's lease renewal; the constraints are unchanged). A job the LP puts whole on
+    At a round every runnable job, running ones included, enters the second LP; servers alike in it
+    are then permuted so that the most running GPUs stay where they are (§4.3's lease renewal,
+    :func:`~halyard.policies.synergy_opt_placement.renew_leases`; no constraint changes). A job the LP puts whole on
     one server goes there at its ILP vector: a running job on its own GPUs if that is its server
     (CPU and memory re-set), else it moves (``Migrate``, the model's restart cost, as TUNE's moves).
     A job the LP splits (fractional GPUs, §4.1.3), or whose whole place is taken by the rounding, is
@@ -391,13 +395,13 @@ class Opt(Tune):
 
         cluster = view.cluster
         homes = {j.job_id: packer.release(j.job_id) for j in runnable if j.allocation is not None}
-        home = np.zeros((len(runnable), len(cluster.nodes)))
+        held = np.zeros((len(runnable), len(cluster.nodes)))  # GPUs each job holds per server now
         asked = []
         for r, j in enumerate(runnable):
             allowed = packer.usable(packer.gpus_only(), view.gpu_types_for(j.spec)) > 0
             for part in homes[j.job_id].nodes if j.job_id in homes else ():
                 idx = cluster.node(part.node).index
-                home[r, idx] = len(part.gpus)
+                held[r, idx] = len(part.gpus)
                 allowed[idx] = True  # its own server, even drained: it may stay where it runs
             c, m = vector(j)
             asked.append(SpreadJob(j.job_id, j.num_gpus, c * j.num_gpus, m * j.num_gpus, allowed))
@@ -407,7 +411,7 @@ class Opt(Tune):
         eligible = np.array([a.allowed for a in asked]) if asked else np.zeros((0, len(cluster.nodes)), bool)
         alike = [(int(free.gpus[i]), int(free.cpus[i]), int(free.memory_mb[i]), n.gpu_type, n.gpus, n.cpus,
                   n.memory_mb, eligible[:, i].tobytes()) for i, n in enumerate(cluster.nodes)]
-        answer = renew_leases(answer, asked, home, alike)
+        answer = renew_leases(answer, asked, held, alike)
         whole = answer.whole if answer.status == "optimal" else {}
         rest = [j for j in runnable if j.job_id not in whole]
         placed_whole = []
@@ -431,7 +435,7 @@ class Opt(Tune):
                 continue
             self._pack_new(view, packer, j, vector(j), vector, plan)
             if j.job_id in homes and j.job_id not in packer.alloc:  # its GPUs went to the LP's whole placements
-                plan.preempt(j.job_id)
+                self._lease_not_renewed(plan, j)
 
     def _pack_every_pass(self, view: ClusterView, packer: Packer, runnable: Sequence[JobInfo],
                          new: Sequence[JobInfo], plan: Plan, state: PassState,
