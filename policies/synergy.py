@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from halyard.datamodel import ValidationError
 from halyard.policies.ordering import ORDERINGS, Srtf
 from halyard.policies.passstate import PassState
@@ -218,12 +220,12 @@ class Tune(SynergyMechanism):
             if job.allocation is None:
                 self._pack_new(view, packer, job, vector(job), vector, plan)
             elif self.replace:
-                self._replace_running(view, packer, job, vector(job), vector)
+                self._replace_running(view, packer, job, vector(job), vector, plan)
             else:
-                self._pack_running(view, packer, job, vector(job), vector)
+                self._pack_running(view, packer, job, vector(job), vector, plan)
 
     def _replace_running(self, view: ClusterView, packer: Packer, job: JobInfo, cm: tuple[int, int],
-                         vector: Callable[[JobInfo], tuple[int, int]]) -> None:
+                         vector: Callable[[JobInfo], tuple[int, int]], plan: Plan) -> None:
         """§3/§4.3 for a running job at a round boundary: renew where it is at its demand, else move to
         servers that give it its demand, else §4.2's share on its own GPUs (reverting others there)."""
         c, m = cm
@@ -236,7 +238,7 @@ class Tune(SynergyMechanism):
             return
         if packer.place_on(job.job_id, home, packer.gpus_only()) is None:  # cannot happen: just released
             raise AssertionError(f"synergy-tune: running job {job.job_id!r} cannot take back its own GPUs")
-        self._pack_running(view, packer, job, cm, vector)
+        self._pack_running(view, packer, job, cm, vector, plan)
 
     def _pack_new(self, view: ClusterView, packer: Packer, job: JobInfo, cm: tuple[int, int],
                   vector: Callable[[JobInfo], tuple[int, int]], plan: Plan) -> None:
@@ -264,8 +266,16 @@ class Tune(SynergyMechanism):
                 "their proportional share did not free enough", gpus))
 
     def _pack_running(self, view: ClusterView, packer: Packer, job: JobInfo, cm: tuple[int, int],
-                      vector: Callable[[JobInfo], tuple[int, int]]) -> None:
-        """§4.2 for a running job on its own GPUs: demand, else the share, else revert others to theirs."""
+                      vector: Callable[[JobInfo], tuple[int, int]], plan: Plan) -> None:
+        """§4.2 for a running job on its own GPUs: demand, else the share, else revert others to theirs.
+
+        By construction the share then fits (every job packed so far holds at most its share, the
+        others nothing). Where it still does not -- CPU or memory of its servers held outside this
+        pass's runnable set -- §4.2 (2a) goes on as for any job: "we find a server that can just satisfy
+        the job's GPU requirements", so the job is re-placed as a new one would be (a move); if no
+        server takes it even then, its lease is not renewed this round (§4.3: the scheduler "terminates
+        the lease for the job, adding it back to the job queue"): it is preempted with a reason that
+        says so, never left out of the plan and never a failed pass."""
         c, m = cm
         if packer.reshape(job.job_id, packer.demand(c, m)):
             return
@@ -275,9 +285,20 @@ class Tune(SynergyMechanism):
         for part in packer.alloc[job.job_id].nodes:
             idx = view.cluster.node(part.node).index
             self._release(view, packer, idx, capped(idx, len(part.gpus)), vector)
-        if not packer.reshape(job.job_id, capped):  # cannot happen: every packed job holds <= its share
-            raise AssertionError(f"synergy-tune: running job {job.job_id!r} does not fit its share on its "
-                                 f"own servers after the revert of §4.2 (2a)")
+        if packer.reshape(job.job_id, capped):
+            return
+        packer.release(job.job_id)
+        self._pack_new(view, packer, job, cm, vector, plan)
+        if job.job_id not in packer.alloc:
+            self._lease_not_renewed(plan, job)
+
+    def _lease_not_renewed(self, plan: Plan, job: JobInfo) -> None:
+        """§4.3: a running job no server can hold this round goes back to the queue, with a reason."""
+        plan.preempt(job.job_id)
+        plan.wait(job.job_id, cannot_fit(
+            self.name, "its lease is not renewed this round: its {} GPUs at their proportional CPU and "
+            "memory fit neither its own servers nor any other, after reverting co-located jobs to their "
+            "share (§4.2 (2a))", job.num_gpus))
 
     def _release(self, view: ClusterView, packer: Packer, idx: int, wanted: tuple[int, int],
                  vector: Callable[[JobInfo], tuple[int, int]]) -> None:
@@ -300,29 +321,38 @@ class Tune(SynergyMechanism):
 
 class Opt(Tune):
     """§4.1: the ILP's per-job vectors (§4.1.1, :mod:`halyard.policies.synergy_opt`), spread over
-    the servers by the second LP (§4.1.2, :mod:`halyard.policies.synergy_opt_placement`).
+    the servers by the second LP (§4.1.2, :mod:`halyard.policies.synergy_opt_placement`), both solved
+    at each round boundary over the runnable set (§3: "At the end of a round, the set of runnable jobs
+    are updated using the scheduling policy, and their placement decisions are recomputed"; §4.1.3:
+    "Solving two LPs per scheduling round"); passes between rounds change nothing, as for TUNE.
 
-    Running jobs keep their GPUs (as in TUNE), so they enter the second LP as fixed: their ILP
-    CPU and memory are taken off their own servers' capacity. The new jobs the LP places whole go
-    on that server at their ILP vector; the ones it splits (fractional GPUs, §4.1.3) are rounded by
-    TUNE's placement of their ILP vector. ``last_bound`` is the ILP's objective of the last applied
-    pass. Nothing is dropped silently: a pass whose ILP HiGHS does not solve to optimality packs at
-    the profiled demands (TUNE) and counts in ``unsolved``; a pass whose second LP is infeasible
-    (e.g. running jobs' ILP vectors do not fit their own servers) or not solved packs the ILP's
-    vectors by TUNE's placement and counts in ``spread_failed``; ``split_jobs`` counts the jobs the
-    second LP fragmented (the paper's bound: at most 3s per pass).
+    At a round every runnable job, running ones included, enters the second LP; servers alike in it
+    are then permuted so that the most running GPUs stay where they are (§4.3's lease renewal,
+    :func:`~halyard.policies.synergy_opt_placement.renew_leases`; no constraint changes). A job the LP puts whole on
+    one server goes there at its ILP vector: a running job on its own GPUs if that is its server
+    (CPU and memory re-set), else it moves (``Migrate``, the model's restart cost, as TUNE's moves).
+    A job the LP splits (fractional GPUs, §4.1.3), or whose whole place is taken by the rounding, is
+    placed by TUNE's rule at its ILP vector: a running job renews on its own GPUs, else moves to a
+    server that gives it its vector, else takes its share (§4.2); a new job as TUNE's new jobs.
+    ``last_bound`` is the ILP's objective of the last applied pass. Nothing is dropped silently: a
+    pass whose ILP HiGHS does not solve to optimality packs at the profiled demands (TUNE) and counts
+    in ``unsolved``; a pass whose second LP is infeasible or not solved packs the ILP's vectors by
+    TUNE's placement and counts in ``spread_failed``; ``split_jobs`` counts the jobs the second LP
+    fragmented (the paper's bound: at most 3s per pass).
 
-    ``fit_running`` (Halyard's rule, not the paper's; off unless named ``synergy-opt-fit-running``):
-    running jobs are first re-packed on their own servers by TUNE's rule at their ILP vectors
-    (vector, else share, else revert others, §4.2), and the second LP spreads the new jobs over
-    what is left; if that LP fails too, the new jobs are placed by TUNE's rule. It keeps the second
-    LP in the passes where pinned running jobs make the paper's version infeasible."""
+    ``rounds=False`` (``synergy-opt-every-pass``, Halyard's earlier reading): every pass, running
+    jobs keep their GPUs and enter the second LP as fixed (their ILP CPU and memory taken off their
+    own servers' capacity); only new jobs are spread. ``fit_running`` (Halyard's rule, not the
+    paper's; every pass, ``synergy-opt-fit-running``): running jobs are first re-packed on their own
+    servers by TUNE's rule at their ILP vectors, and the second LP spreads the new jobs over what is
+    left; if that LP fails too, the new jobs are placed by TUNE's rule."""
 
     name = "synergy-opt"
 
-    def __init__(self, *, fit_running: bool = False, node_limit: int | None = None) -> None:
-        super().__init__(rounds=False)  # every pass, running jobs keep their GPUs (docs/synergy.md)
-        self.name = "synergy-opt"
+    def __init__(self, *, fit_running: bool = False, node_limit: int | None = None, rounds: bool = True) -> None:
+        rounds = rounds and not fit_running
+        super().__init__(rounds=rounds)
+        self.name = "synergy-opt" if rounds else "synergy-opt-every-pass"
         self.fit_running = fit_running
         self.node_limit = node_limit  # None: synergy_opt.ILP_NODE_LIMIT
         if fit_running:
@@ -344,13 +374,76 @@ class Opt(Tune):
 
     def pack(self, view: ClusterView, packer: Packer, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
              plan: Plan, state: PassState) -> None:
-        from halyard.policies.synergy_opt_placement import SpreadJob, spread
-
         vectors = self.vectors(view, runnable, state)
         if vectors is None:  # ILP not solved: TUNE at the profiled demands (counted in on_applied)
             self.repack(view, packer, runnable, new, plan, None)
-            return
-        for job in runnable:  # §3: the round's CPU and memory are recomputed; running jobs keep GPUs
+        elif self.rounds:
+            self._pack_round(view, packer, runnable, new, plan, state, vectors)
+        else:
+            self._pack_every_pass(view, packer, runnable, new, plan, state, vectors)
+
+    def _pack_round(self, view: ClusterView, packer: Packer, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
+                    plan: Plan, state: PassState, vectors: dict[str, tuple[int, int]]) -> None:
+        """§3/§4.1 at a round boundary: the second LP over the whole runnable set, then the rounding."""
+        from halyard.policies.synergy_opt_placement import SpreadJob, renew_leases, spread
+
+        def vector(j: JobInfo) -> tuple[int, int]:
+            return vectors.get(j.job_id) or self.demand(view, j)
+
+        def size(j: JobInfo) -> tuple[int, int, int, int]:
+            return (-j.num_gpus, -vector(j)[0], -vector(j)[1], j.arrival_seq)
+
+        cluster = view.cluster
+        homes = {j.job_id: packer.release(j.job_id) for j in runnable if j.allocation is not None}
+        held = np.zeros((len(runnable), len(cluster.nodes)))  # GPUs each job holds per server now
+        asked = []
+        for r, j in enumerate(runnable):
+            allowed = packer.usable(packer.gpus_only(), view.gpu_types_for(j.spec)) > 0
+            for part in homes[j.job_id].nodes if j.job_id in homes else ():
+                idx = cluster.node(part.node).index
+                held[r, idx] = len(part.gpus)
+                allowed[idx] = True  # its own server, even drained: it may stay where it runs
+            c, m = vector(j)
+            asked.append(SpreadJob(j.job_id, j.num_gpus, c * j.num_gpus, m * j.num_gpus, allowed))
+        free = packer.free
+        answer = spread(asked, free.gpus, free.cpus, free.memory_mb)
+        state.put(SPREAD_KEY, (answer.status, len(answer.split)))
+        eligible = np.array([a.allowed for a in asked]) if asked else np.zeros((0, len(cluster.nodes)), bool)
+        alike = [(int(free.gpus[i]), int(free.cpus[i]), int(free.memory_mb[i]), n.gpu_type, n.gpus, n.cpus,
+                  n.memory_mb, eligible[:, i].tobytes()) for i, n in enumerate(cluster.nodes)]
+        answer = renew_leases(answer, asked, held, alike)
+        whole = answer.whole if answer.status == "optimal" else {}
+        rest = [j for j in runnable if j.job_id not in whole]
+        placed_whole = []
+        for j in runnable:  # first the running jobs the LP keeps on their own (single) server
+            home = homes.get(j.job_id)
+            idx = whole.get(j.job_id)
+            if (home is not None and idx is not None and len(home.nodes) == 1
+                    and cluster.node(home.nodes[0].node).index == idx):
+                if packer.place_on(j.job_id, home, packer.demand(*vector(j))) is None:
+                    rest.append(j)
+            elif idx is not None:
+                placed_whole.append(j)
+        for j in placed_whole:  # then the LP's other whole placements (new jobs, and running jobs it moves)
+            if packer.place(j.job_id, [(whole[j.job_id], j.num_gpus)], packer.demand(*vector(j))) is None:
+                rest.append(j)
+        seated = {j.job_id for j in rest if j.job_id in homes  # running ones keep their GPUs for TUNE's rule
+                  and packer.place_on(j.job_id, homes[j.job_id], packer.gpus_only()) is not None}
+        for j in sorted(rest, key=size):  # the rounding of split jobs (§4.1.3) by TUNE's rule at the ILP vector
+            if j.job_id in seated:
+                self._replace_running(view, packer, j, vector(j), vector, plan)
+                continue
+            self._pack_new(view, packer, j, vector(j), vector, plan)
+            if j.job_id in homes and j.job_id not in packer.alloc:  # its GPUs went to the LP's whole placements
+                self._lease_not_renewed(plan, j)
+
+    def _pack_every_pass(self, view: ClusterView, packer: Packer, runnable: Sequence[JobInfo],
+                         new: Sequence[JobInfo], plan: Plan, state: PassState,
+                         vectors: dict[str, tuple[int, int]]) -> None:
+        """Halyard's earlier reading: running jobs keep their GPUs; the second LP spreads the new jobs."""
+        from halyard.policies.synergy_opt_placement import SpreadJob, spread
+
+        for job in runnable:  # the round's CPU and memory are recomputed; running jobs keep GPUs
             if job.allocation is not None:
                 packer.reshape(job.job_id, packer.gpus_only())
         def vector(j: JobInfo) -> tuple[int, int]:
@@ -364,7 +457,7 @@ class Opt(Tune):
         waiting = [j for j in runnable if j.allocation is None]
         if self.fit_running:  # Halyard's option: running jobs by TUNE's rule first, the LP on what is left
             for job in sorted(running, key=size):
-                self._pack_running(view, packer, job, vector(job), vector)
+                self._pack_running(view, packer, job, vector(job), vector, plan)
         cpus, memory = free.cpus.astype(float), free.memory_mb.astype(float)
         if not self.fit_running:
             for job in running:  # x fixed on their own servers at their ILP vector
@@ -527,6 +620,7 @@ MECHANISMS: dict[str, Callable[[], SynergyMechanism]] = {
     "synergy-tune-every-pass": lambda: Tune(rounds=False),
     "synergy-tune-keep-gpus": lambda: Tune(replace=False),
     "synergy-tune-raise": lambda: Tune(raise_back=True), "synergy-opt": Opt,
+    "synergy-opt-every-pass": lambda: Opt(rounds=False),
     "synergy-opt-fit-running": lambda: Opt(fit_running=True)}
 
 

@@ -18,6 +18,12 @@ LP: it has n + 3s rows, so at most n + 3s non-zero variables, one or more per jo
 most 3s jobs with two or more. Solved with ``scipy.optimize.linprog`` and HiGHS' dual
 simplex (``highs-ds``), which returns a basic solution, with a zero objective.
 
+At a round the LP re-places running jobs too. Servers with the same free resources, type and
+eligibility are interchangeable in it, so its answer may put them in any order; :func:`renew_leases`
+picks the order that leaves the most running GPUs where they are (§4.3: "every job requests for a
+lease update to continue running on the same server"), a maximum-weight assignment per class of
+identical servers (``scipy.optimize.linear_sum_assignment``) that changes no job's fragmentation.
+
 Halyard's rounding (the paper leaves it to "a heuristic rounding off strategy", §4.1.3,
 because fractional GPUs cannot be realised): a job the LP puts whole on one machine goes
 there; a job it splits is placed by Synergy-TUNE's placement of its ILP vector (whole GPUs,
@@ -30,7 +36,7 @@ import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.optimize import linprog
+from scipy.optimize import linear_sum_assignment, linprog
 from scipy.sparse import coo_matrix
 
 WHOLE = 1.0 - 1e-6  # an x[i, j] this close to 1 is the job placed whole on machine i
@@ -111,3 +117,27 @@ def spread(jobs: Sequence[SpreadJob], gpus: np.ndarray, cpus: np.ndarray, memory
     x = np.zeros((len(jobs), s))
     x[owner, machine] = np.clip(result.x, 0.0, 1.0)
     return Spread("optimal", x, ids)
+
+
+def renew_leases(answer: Spread, jobs: Sequence[SpreadJob], home: np.ndarray, alike: Sequence[object]) -> Spread:
+    """``answer`` with its servers permuted within each class of identical ones (``alike[i]``: a key
+    equal for interchangeable servers) so that the most GPUs of running jobs stay where they run.
+    ``home[j, i]``: the GPUs job j holds on server i now (0 for new jobs). Each permuted column is
+    feasible wherever the original was (same free resources, same eligible jobs)."""
+    if answer.x is None:
+        return answer
+    x = answer.x
+    gpus = np.array([float(j.gpus) for j in jobs])
+    out = x.copy()
+    classes: dict[object, list[int]] = {}
+    for i, key in enumerate(alike):
+        classes.setdefault(key, []).append(i)
+    for members in classes.values():
+        if len(members) < 2:
+            continue
+        idx = np.array(members)
+        # gain[a, b]: running GPUs that stay where they are if the LP's server a is server b
+        gain = np.minimum(x[:, idx, None] * gpus[:, None, None], home[:, None, idx]).sum(axis=0)
+        rows, cols = linear_sum_assignment(gain, maximize=True)
+        out[:, idx[cols]] = x[:, idx[rows]]
+    return Spread(answer.status, out, answer.job_ids)

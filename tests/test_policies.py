@@ -131,7 +131,8 @@ def test_unknown_policy_lists_names():
     with pytest.raises(ValidationError, match=re.escape("presets: " + ", ".join(names[:6]))):
         make_policy("round-robin")
     synergy = [f"{m}:{o}" for m in ("proportional", "proportional-every-pass", "synergy-greedy",
-                                     "synergy-greedy-every-pass", "synergy-opt", "synergy-opt-fit-running",
+                                     "synergy-greedy-every-pass", "synergy-opt", "synergy-opt-every-pass",
+                                     "synergy-opt-fit-running",
                                      "synergy-tune", "synergy-tune-every-pass", "synergy-tune-keep-gpus",
                                      "synergy-tune-raise")
                for o in ("fifo", "ftf", "las", "srtf")]

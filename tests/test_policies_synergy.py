@@ -234,6 +234,38 @@ def test_a_cycle_of_moves_is_ordered_by_a_preemption_and_a_restart(small_cluster
     assert c.records["x"].allocation == before["y"] and c.records["y"].allocation == before["x"]
 
 
+@pytest.mark.parametrize("policy", ["synergy-tune:fifo", "synergy-tune-keep-gpus:fifo", "synergy-opt:fifo"])
+def test_a_running_job_its_servers_cannot_hold_after_the_revert_is_re_placed_or_preempted_s4_2(
+        small_cluster, policy):
+    """§4.2 (2a) by construction leaves room for a running job's share on its own servers (the core's
+    ledger cannot break it). A view whose ledger holds its server's CPUs elsewhere (every one, its own
+    included) must still not make the pass raise or leave the job out (the old code raised
+    AssertionError): (2a) goes on as for a new job -- another server that can hold it, a Migrate --
+    and with no CPUs anywhere the job's lease is not renewed (§4.3): it is preempted, with a reason."""
+    import dataclasses
+
+    c = core(small_cluster, policy)
+    c.submit(job(1, model="resnet18", job_id="r"), 0.0)
+    c.schedule(0.0)
+    part = c.records["r"].allocation.nodes[0]
+    c.submit(job(1, model="gnmt", job_id="g"), ROUND)  # a pass runs when a job waits
+    view = c.view(ROUND)
+
+    def held_elsewhere(indices) -> ClusterView:
+        free = view.free.copy()
+        for idx in indices:
+            free.cpus[idx] = -part.cpus if view.cluster.nodes[idx].name == part.node else 0
+        return dataclasses.replace(view, free=free)
+
+    plan = c.policy.schedule(held_elsewhere([view.cluster.node(part.node).index]), PassState())
+    moved = [a for a in plan.actions if a.job_id == "r"]
+    assert [type(a).__name__ for a in moved] == ["Migrate"] and moved[0].allocation.nodes[0].node != part.node
+    plan = c.policy.schedule(held_elsewhere(range(len(view.cluster.nodes))), PassState())
+    assert [(type(a).__name__, a.job_id) for a in plan.actions] == [("Preempt", "r")]
+    why = plan.unplaced["r"]
+    assert why.code is WaitCode.CANNOT_FIT_NOW and "lease is not renewed" in why.reason and "(2a)" in why.reason
+
+
 def test_tune_raise_is_halyards_rule_raising_jobs_back_after_packing(small_cluster):
     """synergy-tune-raise (not in the paper): after packing the new jobs, runnable jobs below their
     demand are raised back to it in priority order; here the resnet18 takes what a reverted
@@ -359,7 +391,7 @@ def test_expect_uses_the_allocations_cpus_and_memory(small_cluster):
     assert slow / fast == pytest.approx(2.94, rel=0.01)
 
 
-@pytest.mark.parametrize(("name", "servers"), [("synergy-128", 16), ("synergy-512", 64)])
+@pytest.mark.parametrize(("name", "servers"), [("synergy-32", 4), ("synergy-128", 16), ("synergy-512", 64)])
 def test_synergy_clusters_are_built_in(name, servers):
     """§5.1's 128-GPU cluster and §5.3.1's 512 GPUs "across 64 servers" (Table 6a), Synergy's server."""
     cluster = load_cluster(name)

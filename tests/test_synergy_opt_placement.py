@@ -7,12 +7,15 @@ import pytest
 from factories import job
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_properties import check_ledger
 
 from halyard.controlplane import SchedulingCore
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
-from halyard.policies.synergy_opt_placement import SpreadJob, spread
+from halyard.policies.synergy_opt_placement import Spread, SpreadJob, renew_leases, spread
 from halyard.policies.synergy_profile import job_profile
+
+ROUND = 300.0  # a round boundary of the core's default 300 s rounds (Synergy §3 decides only there)
 
 STALLS = PerformanceModel(data_stalls=True)
 ALL = np.ones(2, dtype=bool)
@@ -145,12 +148,48 @@ def _two_alexnet_left_on_one_server(small_cluster, policy) -> tuple[SchedulingCo
     return c, pair
 
 
-def test_running_jobs_that_cannot_take_their_ilp_vector_are_reported(small_cluster):
-    """Running jobs keep their GPUs. Eight alexnet share 48 CPUs (6 each, two per server); when
-    only the two on one server remain, the ILP gives each 12 CPUs, which their server (12) cannot
+def test_opt_re_places_running_jobs_at_a_round_s3_s4_1(small_cluster):
+    """§3 with §4.1: at a round boundary both LPs run over the whole runnable set, running jobs
+    included. Eight alexnet share 48 CPUs (6 each, two per server); when only the two on one server
+    remain, the ILP gives each 12 CPUs, which one 12-CPU server cannot hold twice: the second LP
+    moves one of them (one Migrate) and keeps the other where it runs (§4.3's lease renewal as the
+    LP's preference), and the new lstm job gets a server of its own."""
+    policy = make_policy("synergy-opt:fifo")
+    c, pair = _two_alexnet_left_on_one_server(small_cluster, policy)
+    home = c.records[pair[0]].allocation.nodes[0].node
+    c.submit(job(1, model="lstm", job_id="l"), 10.0)
+    assert c.schedule(10.0) == []  # between rounds nothing changes
+    actions = c.schedule(ROUND)
+    assert policy.placement.spread_failed == 0 and policy.placement.split_jobs <= 3 * 4  # §4.1.2: <= 3s
+    assert sorted(type(a).__name__ for a in actions) == ["Migrate", "SetResources", "Start"]
+    assert set(c.running) == {*pair, "l"}
+    assert sorted(c.running[j].allocation.nodes[0].cpus for j in pair) == [12, 12]
+    assert sum(c.running[j].allocation.nodes[0].node == home for j in pair) == 1
+    assert len({r.allocation.nodes[0].node for r in c.running.values()}) == 3
+    check_ledger(c.view(ROUND))
+
+
+def test_renew_leases_permutes_identical_servers_to_keep_running_jobs_s4_3():
+    """§4.3's lease renewal on the second LP's answer: the LP put the running job (home: server 0)
+    whole on server 1 and a new job on server 0; the two servers are alike, so they are swapped and
+    the running job stays. A server that is not alike (another class) is never swapped."""
+    jobs = [SpreadJob("run", 2, 6.0, 1000.0, np.ones(3, bool)), SpreadJob("new", 2, 6.0, 1000.0, np.ones(3, bool))]
+    x = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    home = np.array([[2.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    answer = Spread("optimal", x, ("run", "new"))
+    renewed = renew_leases(answer, jobs, home, ["a", "a", "b"])
+    assert renewed.whole == {"run": 0, "new": 1}
+    kept = renew_leases(answer, jobs, np.array([[0.0, 0.0, 2.0], [0.0, 0.0, 0.0]]), ["a", "a", "b"])
+    assert kept.whole == answer.whole  # its home is in another class: nothing to gain by a swap
+    assert renew_leases(Spread("infeasible", None, ("run", "new")), jobs, home, ["a", "a", "b"]).x is None
+
+
+def test_every_pass_opt_reports_running_jobs_that_cannot_take_their_ilp_vector(small_cluster):
+    """``synergy-opt-every-pass`` (Halyard's earlier reading): running jobs keep their GPUs. With the
+    pair of alexnet above, the ILP gives each 12 CPUs, which their server (12) cannot
     hold (a new lstm job arrives and triggers the pass): the second LP is infeasible, the pass is
     counted (``spread_failed``) and TUNE's placement of the ILP vectors runs them (never a silent drop)."""
-    policy = make_policy("synergy-opt:fifo")
+    policy = make_policy("synergy-opt-every-pass:fifo")
     c, pair = _two_alexnet_left_on_one_server(small_cluster, policy)
     c.submit(job(1, model="lstm", job_id="l"), 10.0)  # a pass runs when there is something to place
     c.schedule(10.0)

@@ -80,6 +80,18 @@ def test_duration_distribution(big_multi: list) -> None:
     assert abs((exponent[~short] < 3.5).mean() - 0.5) < 0.05
 
 
+def test_short_mode_only_leaves_the_long_mode_out_and_the_rest_alone() -> None:
+    """``short_prob=1.0`` (the testbed traces of the Synergy reproduction): every duration is
+    10^U(1.5, 3) minutes; arrivals, models and GPUs are the default trace's (their draws are apart)."""
+    both = generate_synergy_trace(2000, rate_per_hour=3, multi_gpu=True, seed=5)
+    short = generate_synergy_trace(2000, rate_per_hour=3, multi_gpu=True, seed=5, short_prob=1.0)
+    minutes = np.array([j.duration_s for j in short]) / MINUTE
+    assert minutes.min() >= 10**1.5 and minutes.max() <= 10**3
+    assert max(j.duration_s for j in both) / MINUTE > 10**3
+    assert [(j.submit_time, j.model, j.num_gpus) for j in short] == [(j.submit_time, j.model, j.num_gpus)
+                                                                      for j in both]
+
+
 def test_split_proportions_and_uniform_models(big_multi: list) -> None:
     counts = Counter(j.model for j in big_multi)
     assert set(counts) == set(SYNERGY_IMAGE_MODELS + SYNERGY_LANGUAGE_MODELS + SYNERGY_SPEECH_MODELS)
@@ -112,6 +124,8 @@ def test_split_is_validated(split: tuple) -> None:
     ({"n_jobs": 5, "rate_per_hour": -1}, "rate_per_hour"),
     ({"n_jobs": 5, "rate_per_hour": math.inf}, "rate_per_hour"),
     ({"n_jobs": 5, "rate_per_hour": 1, "duration_scale": 0}, "duration_scale"),
+    ({"n_jobs": 5, "rate_per_hour": 1, "short_prob": 1.5}, "short_prob"),
+    ({"n_jobs": 5, "rate_per_hour": 1, "short_prob": math.nan}, "short_prob"),
 ])
 def test_arguments_are_validated(kwargs: dict, field: str) -> None:
     n = kwargs.pop("n_jobs")

@@ -85,12 +85,15 @@ def generate_synergy_trace(
     multi_gpu: bool = False,
     seed: int = 0,
     duration_scale: float = 1.0,
+    short_prob: float = DURATION_SHORT_PROB,
 ) -> list[JobSpec]:
     """Generate ``n_jobs`` jobs of Synergy's production-derived trace (module docstring).
 
     ``rate_per_hour`` is the Poisson arrival rate, 0 for a static trace (all at
     t = 0). ``duration_scale`` multiplies every duration (Synergy scales run
     times to the cluster size, §5.1; 1.0 keeps the paper's distribution).
+    ``short_prob`` is the probability of the short mode (``x ~ U[1.5, 3]``); 1.0 leaves the long
+    mode out (the traces of the physical testbed, benchmarks/reproduce_synergy.py says why).
     Jobs are ``job-0`` ... in arrival order, with ``duration_s`` set and
     ``iterations = 0``. The same arguments always give the same trace.
     """
@@ -100,6 +103,8 @@ def generate_synergy_trace(
         raise ValidationError(f"must be a finite number >= 0, got {rate_per_hour!r}", field="rate_per_hour")
     if not (math.isfinite(duration_scale) and duration_scale > 0):
         raise ValidationError(f"must be a finite number > 0, got {duration_scale!r}", field="duration_scale")
+    if not (math.isfinite(short_prob) and 0.0 <= short_prob <= 1.0):
+        raise ValidationError(f"must be a probability in [0, 1], got {short_prob!r}", field="short_prob")
     probs = task_probabilities(split)
 
     arrival_rng, duration_rng, model_rng, gpu_rng = np.random.default_rng(seed).spawn(4)
@@ -111,7 +116,7 @@ def generate_synergy_trace(
     else:
         submit = np.zeros(n)
 
-    short = duration_rng.random(n) < DURATION_SHORT_PROB
+    short = duration_rng.random(n) < short_prob
     exponent = np.where(short,
                         duration_rng.uniform(*DURATION_SHORT_EXPONENT, size=n),
                         duration_rng.uniform(*DURATION_LONG_EXPONENT, size=n))
