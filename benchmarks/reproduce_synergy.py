@@ -718,6 +718,10 @@ under the public mean with a matching p99: the public simulator completes a job 
 the round in which its iterations run out, wasting up to a round of GPU time per job in a saturated
 cluster.
 
+The same jobs through both simulators, joined by job id, are compared in
+[synergy-public-comparison.md](synergy-public-comparison.md): on one trace the means agree within
+0.3 % at 1,500 jobs, and the public configuration's remaining gap is five rare long jobs.
+
 ## TUNE's differences from the public simulator, one at a time
 
 {candidates}
