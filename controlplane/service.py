@@ -70,11 +70,11 @@ LOCKSTEP_POLL_S = 0.001
 # §3). Our choice: generous against loop latency, and a second pass inside it only re-decides the round.
 ROUND_PASS_SLACK_FRACTION = 0.1
 # Group commit (ControlPlane._gather_burst; choices of ours, measured by benchmarks/bench_ingest.py):
-# the longest a submission's commit waits for more of its burst (0: only for the calls already
-# delivered), and the weight of the latest gap between submissions in their moving average.
+# a commit waiting for the callers it expects gives up once none has joined for this long (0: it
+# waits only for the calls already delivered), and waits at most this many windows in all.
 GROUP_COMMIT_WINDOW_S = 1e-3
+GROUP_COMMIT_MAX_WINDOWS = 20
 MAX_GROUP_COMMIT_WINDOW_MS = 100.0  # a longer wait is a misconfiguration, not a trade
-GROUP_COMMIT_GAP_WEIGHT = 0.2
 # Pass pacing (a choice of ours): after an event pass of p wall seconds the scheduler rests
 # PASS_REST_RATIO x p (at most MAX_PASS_REST_S) before the next, so while submissions pour in,
 # passes take at most 1/(1 + ratio) of the event loop and each covers everything that came
@@ -178,9 +178,9 @@ class ControlPlane:
         self._uncommitted = 0
         self._group: asyncio.Future[None] | None = None
         self._commit_wanted = asyncio.Event()
-        self._arrived = asyncio.Event()
-        self._last_arrival = -math.inf
-        self._arrival_gap = 1.0  # moving average of the wall seconds between submissions (at most 1)
+        self._waiting = 0  # callers waiting in committed() for the next commit
+        self._callers = 1  # the active callers the next commit waits for (_gather_burst)
+        self._enough: asyncio.Future[None] | None = None  # resolved once _callers are waiting
         self.on_commit: Callable[[int], None] | None = None  # metrics hook: submissions in each commit
 
     # --- lifecycle ----------------------------------------------------------
@@ -246,10 +246,6 @@ class ControlPlane:
         else:
             self._uncommitted += 1
             self._commit_wanted.set()
-            self._arrived.set()
-            arrived = time.perf_counter()
-            gap, self._last_arrival = min(arrived - self._last_arrival, 1.0), arrived
-            self._arrival_gap += GROUP_COMMIT_GAP_WEIGHT * (gap - self._arrival_gap)
         return record
 
     async def committed(self) -> None:
@@ -261,6 +257,10 @@ class ControlPlane:
             return
         if self._group is None:
             self._group = asyncio.get_running_loop().create_future()
+        self._waiting += 1
+        enough = self._enough
+        if enough is not None and self._waiting >= self._callers and not enough.done():
+            enough.set_result(None)
         await asyncio.shield(self._group)
 
     async def _group_commit(self) -> None:
@@ -296,29 +296,52 @@ class ControlPlane:
             self._wake.set()  # one pass after the burst (the scheduler's, paced: see _scheduler)
 
     async def _gather_burst(self) -> None:
-        """Let the submissions of a burst join it before it commits.
+        """Let the active callers join a commit before it is made.
 
-        Every call gRPC has already delivered joins in the next turn of the event
-        loop. gRPC's asyncio server hands over one new call per trip through its
-        poller thread, though, so under load a burst arrives over a few hundred
-        microseconds: while submissions come faster than ``group_commit_window_s``
-        apart (a moving average of the gaps), the commit waits for the next one, at
-        most that window after the first (PostgreSQL's ``commit_delay``, which waits
-        only while ``commit_siblings`` other transactions are open, is the same
-        bargain: latency for fewer commits). A lone submitter never waits.
+        Every call gRPC has already delivered joins in the next turn of the event loop.
+        But gRPC's asyncio server hands over one new call per trip through its poller
+        thread, so 50 callers answered together come back one by one over the next
+        ~50 calls' worth of CPU, far longer than any fixed window: a commit that waited
+        a fixed 1 ms held ~2 of them, and each paid a transaction, a pass and the wake-ups.
+        So the commit waits for the callers it expects (``_callers``) while they keep
+        coming, and gives up once none has joined for ``group_commit_window_s`` (or after
+        ``GROUP_COMMIT_MAX_WINDOWS`` windows in all). The expectation is learned: a commit
+        that got all it waited for expects one caller more next time when its callers came
+        concurrently (more may be active), and one that gave up expects half as many (at least
+        those that came), so a stalled client does not undo what was learned.
+        A lone submitter is never kept waiting; 50 callers in a loop share one commit.
+        PostgreSQL's ``commit_delay`` makes the same bargain, waiting only while
+        ``commit_siblings`` other transactions are active.
         """
         await asyncio.sleep(0)
         window = self.group_commit_window_s
-        if not (window > 0 and self._arrival_gap < window):
-            return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + window
-        while (left := deadline - loop.time()) > 0:
-            self._arrived.clear()
-            try:  # the burst is over once no submission comes within twice the usual gap
-                await asyncio.wait_for(self._arrived.wait(), min(left, 2 * self._arrival_gap))
-            except TimeoutError:
+        if window > 0 and self._waiting < self._callers:
+            loop = asyncio.get_running_loop()
+            self._enough = enough = loop.create_future()
+            deadline = loop.time() + GROUP_COMMIT_MAX_WINDOWS * window
+
+            def check(seen: int, due: float) -> None:  # a timer per window, not per caller
+                if enough.done():
+                    return
+                now = loop.time()
+                # None joined in a window: give up, unless the loop was busy (this check ran late), since
+                # the calls gRPC queued meanwhile are delivered only after it.
+                if (self._waiting == seen and now - due < window / 2) or now >= deadline:
+                    enough.set_result(None)
+                else:
+                    timers[0] = loop.call_at(now + window, check, self._waiting, now + window)
+
+            timers = [loop.call_at(loop.time() + window, check, self._waiting, loop.time() + window)]
+            try:
+                await enough
+            finally:
+                timers[0].cancel()
+                self._enough = None
+            if self._waiting < self._callers:  # gave up: expect fewer (halved, as TCP's congestion window)
+                self._callers = max(1, self._waiting, self._callers // 2)
                 return
+        if self._waiting > 1:  # all came, concurrently: another may be active
+            self._callers = self._waiting + 1
 
     def job(self, job_id: str) -> JobRecord:
         try:
@@ -568,6 +591,7 @@ class ControlPlane:
         if self._uncommitted and self.on_commit is not None:
             self.on_commit(self._uncommitted)
         self._uncommitted = 0
+        self._waiting = 0
         group, self._group = self._group, None
         if group is not None and not group.done():
             group.set_result(None)
@@ -991,6 +1015,11 @@ class ControlPlane:
                 requeued = True
         if requeued:
             self._changed()
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def profiling_key(spec: tpb.JobSpec) -> tuple[object, ...]:
