@@ -74,6 +74,7 @@ ROUND_PASS_SLACK_FRACTION = 0.1
 # waits only for the calls already delivered), and waits at most this many windows in all.
 GROUP_COMMIT_WINDOW_S = 1e-3
 GROUP_COMMIT_MAX_WINDOWS = 20
+GROUP_COMMIT_MAX_PROBE_GAP = 1024  # a lone submitter waits one window in this many commits at most
 MAX_GROUP_COMMIT_WINDOW_MS = 100.0  # a longer wait is a misconfiguration, not a trade
 # Pass pacing (a choice of ours): after an event pass of p wall seconds the scheduler rests
 # PASS_REST_RATIO x p (at most MAX_PASS_REST_S) before the next, so while submissions pour in,
@@ -180,7 +181,10 @@ class ControlPlane:
         self._commit_wanted = asyncio.Event()
         self._waiting = 0  # callers waiting in committed() for the next commit
         self._callers = 1  # the active callers the next commit waits for (_gather_burst)
-        self._enough: asyncio.Future[None] | None = None  # resolved once _callers are waiting
+        self._enough: asyncio.Future[None] | None = None  # resolved once _want callers are waiting
+        self._want = 1
+        self._probe_gap = 1  # commits of one caller between probes for a second (doubles while none comes)
+        self._probe_in = 1
         self.on_commit: Callable[[int], None] | None = None  # metrics hook: submissions in each commit
 
     # --- lifecycle ----------------------------------------------------------
@@ -259,7 +263,7 @@ class ControlPlane:
             self._group = asyncio.get_running_loop().create_future()
         self._waiting += 1
         enough = self._enough
-        if enough is not None and self._waiting >= self._callers and not enough.done():
+        if enough is not None and self._waiting >= self._want and not enough.done():
             enough.set_result(None)
         await asyncio.shield(self._group)
 
@@ -309,39 +313,61 @@ class ControlPlane:
         that got all it waited for expects one caller more next time when its callers came
         concurrently (more may be active), and one that gave up expects half as many (at least
         those that came), so a stalled client does not undo what was learned.
-        A lone submitter is never kept waiting; 50 callers in a loop share one commit.
+        While commits hold one caller each, a commit now and then waits (one window at most) to
+        see whether a second caller comes, backing off exponentially (to one in
+        ``GROUP_COMMIT_MAX_PROBE_GAP`` commits) while none does: callers whose calls gRPC
+        delivers one at a time show no concurrency otherwise. So a lone submitter almost
+        never waits, and 50 callers in a loop share a commit.
         PostgreSQL's ``commit_delay`` makes the same bargain, waiting only while
         ``commit_siblings`` other transactions are active.
         """
         await asyncio.sleep(0)
         window = self.group_commit_window_s
-        if window > 0 and self._waiting < self._callers:
-            loop = asyncio.get_running_loop()
-            self._enough = enough = loop.create_future()
-            deadline = loop.time() + GROUP_COMMIT_MAX_WINDOWS * window
-
-            def check(seen: int, due: float) -> None:  # a timer per window, not per caller
-                if enough.done():
-                    return
-                now = loop.time()
-                # None joined in a window: give up, unless the loop was busy (this check ran late), since
-                # the calls gRPC queued meanwhile are delivered only after it.
-                if (self._waiting == seen and now - due < window / 2) or now >= deadline:
-                    enough.set_result(None)
-                else:
-                    timers[0] = loop.call_at(now + window, check, self._waiting, now + window)
-
-            timers = [loop.call_at(loop.time() + window, check, self._waiting, loop.time() + window)]
-            try:
-                await enough
-            finally:
-                timers[0].cancel()
-                self._enough = None
-            if self._waiting < self._callers:  # gave up: expect fewer (halved, as TCP's congestion window)
-                self._callers = max(1, self._waiting, self._callers // 2)
+        if window <= 0:
+            return
+        target, probing = self._callers, False
+        if self._waiting >= target and self._waiting <= 1:
+            self._probe_in -= 1
+            if self._probe_in > 0:
                 return
-        if self._waiting > 1:  # all came, concurrently: another may be active
-            self._callers = self._waiting + 1
+            target, probing = 2, True  # does a second caller come?
+        if self._waiting < target:
+            await self._await_callers(target, window)
+        if self._waiting >= target:  # all came
+            if self._waiting > 1:  # concurrently: another may be active
+                self._callers, self._probe_gap = self._waiting + 1, 1
+            return
+        if probing:  # none came: probe less often
+            self._probe_gap = min(2 * self._probe_gap, GROUP_COMMIT_MAX_PROBE_GAP)
+            self._probe_in = self._probe_gap
+        else:  # gave up: expect fewer (halved, as TCP's congestion window), at least those that came
+            self._callers = max(1, self._waiting, self._callers // 2)
+
+    async def _await_callers(self, target: int, window: float) -> None:
+        """Until ``target`` callers wait, none has joined for ``window``, or ``GROUP_COMMIT_MAX_WINDOWS``
+        windows have passed."""
+        loop = asyncio.get_running_loop()
+        self._enough = enough = loop.create_future()
+        self._want = target
+        deadline = loop.time() + GROUP_COMMIT_MAX_WINDOWS * window
+
+        def check(seen: int, due: float) -> None:  # a timer per window, not per caller
+            if enough.done():
+                return
+            now = loop.time()
+            # None joined in a window: give up, unless the loop was busy (this check ran late), since
+            # the calls gRPC queued meanwhile are delivered only after it.
+            if (self._waiting == seen and now - due < window / 2) or now >= deadline:
+                enough.set_result(None)
+            else:
+                timers[0] = loop.call_at(now + window, check, self._waiting, now + window)
+
+        timers = [loop.call_at(loop.time() + window, check, self._waiting, loop.time() + window)]
+        try:
+            await enough
+        finally:
+            timers[0].cancel()
+            self._enough = None
 
     def job(self, job_id: str) -> JobRecord:
         try:
