@@ -109,6 +109,7 @@ class AgentSession:
     last_seen: float = field(default_factory=time.monotonic)
     closed: bool = False
     silent: bool = False  # silent past the timeout but held by the lost-agent guard: takes no new work
+    left: bool = False  # the agent said it is leaving (Leaving): its node is gone, not silent
     heartbeat: apb.Heartbeat | None = None  # the latest: measured GPU utilisation and health (dashboard, metrics)
 
     def send(self, **body: object) -> None:
@@ -144,6 +145,7 @@ class ControlPlane:
         self.placed: dict[str, tuple[str, ...]] = {}  # running job -> nodes whose agents hold it
         self._absent_since: dict[str, float] = {}  # node -> wall time its agent went away
         self._known: set[str] = set()  # nodes whose agent registered since start, or that hold jobs
+        self._left: set[str] = set()  # nodes whose agent left cleanly but that still hold jobs
         self._judged_from = -math.inf  # silence before this (a starved liveness check) is not charged
         self.guard = LostAgentGuard(disruption)  # many agents silent at once: hold them (disruption.py)
         self._wake = asyncio.Event()
@@ -525,6 +527,7 @@ class ControlPlane:
                                peer=peer)
         self.sessions[name] = session
         self._absent_since.pop(name, None)
+        self._left.discard(name)
         self._known.add(name)
         self._reconcile(session, register)
         self._update_schedulable(name)
@@ -574,6 +577,9 @@ class ControlPlane:
                                        sum(recent) / len(recent) if recent else None)
         elif kind == "profile_result":
             self.profiles.deliver(session.node, msg.profile_result)
+        elif kind == "leaving":
+            session.left = True
+            log.info("agent leaving", node=session.node, reason=msg.leaving.reason[:lim.MAX_DRAIN_REASON])
         elif kind == "register":
             raise ValidationError("register is only allowed as the first message", field="register")
 
@@ -587,12 +593,30 @@ class ControlPlane:
         return session.backend != "emulated"
 
     def agent_gone(self, session: AgentSession) -> None:
-        """The stream ended; the node gets the heartbeat timeout to come back."""
+        """The stream ended; the node gets the heartbeat timeout to come back.
+
+        An agent that left (it sent ``Leaving``: a graceful shutdown, not a cut or a crash) is
+        not silent: once it holds no jobs its node leaves the lost-agent guard's population, as a
+        node whose agent never came, until an agent registers for it again."""
+        left = session.left
         if self.sessions.get(session.node) is session:
             del self.sessions[session.node]
             self._absent_since[session.node] = session.last_seen
             self._update_schedulable(session.node)
-            log.warning("agent disconnected", node=session.node)
+            if left:
+                self._left.add(session.node)
+                self._forget_left()
+                log.info("agent left", node=session.node)
+            else:
+                log.warning("agent disconnected", node=session.node)
+
+    def _forget_left(self) -> None:
+        """Nodes whose agent left and that hold no jobs are not there (not silent)."""
+        holding = {n for nodes in self.placed.values() for n in nodes}
+        for node in self._left - holding:
+            self._absent_since.pop(node, None)
+            self._known.discard(node)
+        self._left &= holding
 
     # --- internals ------------------------------------------------------------
 
@@ -1018,7 +1042,9 @@ class ControlPlane:
         before = self.guard.state
         # The cluster's state is judged on agents quiet for part of the timeout, so agents that go silent
         # together are seen together, before the first of them reaches the timeout and is declared lost.
-        admitted = set(self.guard.admit([n for _, n in candidates], len(quiet) + len(away), len(self._known), wall))
+        # A drained node is out of service by an operator's choice: its silence says nothing of this side.
+        counted = sum(1 for _, n in quiet + away if n not in self.drained)
+        admitted = set(self.guard.admit([n for _, n in candidates], counted, len(self._known - self.drained), wall))
         if self.guard.state is not before:
             log.warning("many agents silent at once: holding their nodes and jobs" if self.guard.state.holds
                         else "agents answer again: silent agents are declared lost at once",
@@ -1039,6 +1065,8 @@ class ControlPlane:
             if lost.intersection(nodes):
                 self._requeue(job_id, f"lost agent on {', '.join(sorted(lost.intersection(nodes)))}")
                 requeued = True
+        if self._left:
+            self._forget_left()
         if requeued:
             self._changed()
 
