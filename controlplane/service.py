@@ -157,6 +157,7 @@ class ControlPlane:
         self.pass_error: str | None = None  # why the latest scheduling pass failed; None once one succeeds
         self._latest_event = -math.inf  # lockstep: the cluster time of the newest event handled
         self.lockstep = lockstep
+        self._pass_owed = False  # lockstep: a submit left its instant's pass to the next submit at that instant
         # Lockstep: completions the model predicts, (finish, seq, job id, record epoch), as in the simulator.
         self._due: list[tuple[float, int, str, int]] = []
         self._due_seq = itertools.count()
@@ -247,12 +248,20 @@ class ControlPlane:
                 # Lockstep: another job arrives at this instant; its submit runs the instant's one pass
                 # (the simulator's: all of an instant's events, then one pass).
                 self._persist()
+                self._pass_owed = True
                 return record
             self._changed()
         else:
             self._uncommitted += 1
             self._commit_wanted.set()
         return record
+
+    def submit_refused(self) -> None:
+        """Lockstep: a submission was refused (or its call ended). If it was its instant's last arrival
+        and an earlier one at that instant left the pass to it, make the instant's pass now; otherwise
+        the instant would get none and its jobs would wait for the next event."""
+        if self.lockstep and self._pass_owed and self.next_arrival != self.arrival_horizon:
+            self._changed()
 
     async def committed(self) -> None:
         """Return once every change made so far is in the store; raise :class:`StoreError` if
@@ -863,6 +872,7 @@ class ControlPlane:
     def _pass(self) -> float:
         """Run the policy if it has work, then re-rate every job whose iteration time changed; the
         policy pass's wall seconds as the core timed it (0 if the policy did not run)."""
+        self._pass_owed = False
         policy = self.core.policy
         runs = bool(self.core.pending or policy.acts_without_pending)
         # Lockstep passes run at the newest event's instant, as the simulator's do.
