@@ -118,6 +118,15 @@ async def test_a_starved_control_plane_does_not_charge_its_stall_to_the_agents()
         assert len(tc.control_plane.sessions) == 2
 
 
+async def _one_frozen_agent_is_declared_lost(tc: TestCluster) -> None:
+    """Freeze the first node's agent: it is declared lost and its job requeued (the guard does not hold it)."""
+    first = tc.cluster.nodes[0].name
+    job = _job_on(tc, first)
+    tc.freeze_agent(first)
+    await tc.wait_for(lambda: tc.job(job).preemptions == 1, timeout=10)
+    assert tc.control_plane.guard.state is Disruption.NORMAL
+
+
 async def test_agents_that_left_cleanly_are_not_counted_silent():
     """note5 "not mended" 4: four of eight agents leave (a graceful shutdown, holding no jobs); one more then
     freezes. It is one silent node of four, so it is declared lost and its job requeued; counting the four
@@ -133,11 +142,7 @@ async def test_agents_that_left_cleanly_are_not_counted_silent():
         assert not any(n in nodes for nodes in cp.placed.values() for n in leaving)
         await asyncio.gather(*(tc.agents[n].leave() for n in leaving))
         await tc.wait_for(lambda: not any(n in cp.sessions for n in leaving))
-        first = tc.cluster.nodes[0].name
-        job = _job_on(tc, first)
-        tc.freeze_agent(first)
-        await tc.wait_for(lambda: tc.job(job).preemptions == 1, timeout=10)
-        assert cp.guard.state is Disruption.NORMAL
+        await _one_frozen_agent_is_declared_lost(tc)
 
 
 async def test_a_cut_stream_is_not_a_clean_leave():
@@ -171,8 +176,4 @@ async def test_drained_nodes_are_not_counted_silent():
         for node in drained:
             await tc.agents[node].stop()
         await tc.wait_for(lambda: not any(n in cp.sessions for n in drained))
-        first = tc.cluster.nodes[0].name
-        job = _job_on(tc, first)
-        tc.freeze_agent(first)
-        await tc.wait_for(lambda: tc.job(job).preemptions == 1, timeout=10)
-        assert cp.guard.state is Disruption.NORMAL
+        await _one_frozen_agent_is_declared_lost(tc)
