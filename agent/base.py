@@ -53,6 +53,7 @@ __all__ = ["FATAL_CODES", "StreamAgent"]
 
 MAX_FINISHED_PARTS = 4096  # finished non-leader parts remembered (only a reconnect needs them)
 DIGEST_SHOWN = 12  # hex digits of a cluster file's SHA-256 in messages: enough to tell two apart by eye
+LEAVE_WAIT_S = 5.0  # how long a leaving agent waits for the control plane to close its stream (our choice)
 FATAL_CODES = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
                grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
 
@@ -88,6 +89,7 @@ class StreamAgent:
         self._outbox: asyncio.Queue[apb.AgentMessage | None] | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
         self._runner: asyncio.Task[None] | None = None
+        self._leaving = False
         # A fault to inject (TestCluster.freeze_agent): while set, no heartbeat or progress report
         # leaves, as from a hung node whose connection stays up.
         self.frozen = False
@@ -107,6 +109,18 @@ class StreamAgent:
         await self.stop_jobs()
         self.connected.clear()
 
+    async def leave(self, timeout: float = LEAVE_WAIT_S) -> None:
+        """Leave cleanly (a graceful shutdown): end the stream so the control plane knows this node
+        left rather than went silent, wait up to ``timeout`` for it to close the call, then :meth:`stop`."""
+        self._leaving = True
+        if self._outbox is not None:
+            self._outbox.put_nowait(apb.AgentMessage(leaving=apb.Leaving(reason="agent shutting down")))
+            self._outbox.put_nowait(None)  # then ends the request stream
+            if self._runner is not None:
+                with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(self._runner), timeout)
+        await self.stop()
+
     async def stop_jobs(self) -> None:
         """Backends stop whatever they run (called by :meth:`stop`)."""
 
@@ -120,6 +134,8 @@ class StreamAgent:
             try:
                 await self._session()
                 self.backoff.reset()
+                if self._leaving:
+                    return
             except ClusterMismatch as exc:
                 log.error("the control plane's cluster file disagrees with itself; stopping", node=self.node_name,
                           error=str(exc))

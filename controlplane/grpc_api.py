@@ -151,11 +151,15 @@ class JobServicer(jgrpc.JobServiceServicer):
     async def SubmitJob(self, request: jpb.SubmitJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
         cp = self.cp
         if cp.lockstep or cp.profiles_wanted:  # checked first: only a valid caller's spec is profiled or waits
-            who = await _call(context, "SubmitJob", lambda: self._checked(request, self.auth.client(context)))
-            arrival = cp.arrival_time(request.submit_time if request.HasField("submit_time") else None)
-            await cp.prepare_profiles(request.spec)  # Crius §5.1/§6.1: its Cells profiled before its first pass
-            await cp.settle(arrival)  # replay: the arrival waits for earlier completions
-            job = await _call(context, "SubmitJob", lambda: self._submit(request, who, arrival))
+            try:
+                who = await _call(context, "SubmitJob", lambda: self._checked(request, self.auth.client(context)))
+                arrival = cp.arrival_time(request.submit_time if request.HasField("submit_time") else None)
+                await cp.prepare_profiles(request.spec)  # Crius §5.1/§6.1: its Cells profiled before its first pass
+                await cp.settle(arrival)  # replay: the arrival waits for earlier completions
+                job = await _call(context, "SubmitJob", lambda: self._submit(request, who, arrival))
+            except BaseException:
+                cp.submit_refused()  # lockstep: its instant still gets its pass
+                raise
         else:  # one checked call: the unary path is the one a client's loop of submissions pays per job
             job = await _call(context, "SubmitJob", lambda: self._submit(
                 request, self._checked(request, self.auth.client(context)), cp.arrival_time(None)))

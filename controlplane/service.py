@@ -70,11 +70,12 @@ LOCKSTEP_POLL_S = 0.001
 # §3). Our choice: generous against loop latency, and a second pass inside it only re-decides the round.
 ROUND_PASS_SLACK_FRACTION = 0.1
 # Group commit (ControlPlane._gather_burst; choices of ours, measured by benchmarks/bench_ingest.py):
-# the longest a submission's commit waits for more of its burst (0: only for the calls already
-# delivered), and the weight of the latest gap between submissions in their moving average.
+# a commit waiting for the callers it expects gives up once none has joined for this long (0: it
+# waits only for the calls already delivered), and waits at most this many windows in all.
 GROUP_COMMIT_WINDOW_S = 1e-3
+GROUP_COMMIT_MAX_WINDOWS = 20
+GROUP_COMMIT_MAX_PROBE_GAP = 1024  # a lone submitter waits one window in this many commits at most
 MAX_GROUP_COMMIT_WINDOW_MS = 100.0  # a longer wait is a misconfiguration, not a trade
-GROUP_COMMIT_GAP_WEIGHT = 0.2
 # Pass pacing (a choice of ours): after an event pass of p wall seconds the scheduler rests
 # PASS_REST_RATIO x p (at most MAX_PASS_REST_S) before the next, so while submissions pour in,
 # passes take at most 1/(1 + ratio) of the event loop and each covers everything that came
@@ -108,6 +109,7 @@ class AgentSession:
     last_seen: float = field(default_factory=time.monotonic)
     closed: bool = False
     silent: bool = False  # silent past the timeout but held by the lost-agent guard: takes no new work
+    left: bool = False  # the agent said it is leaving (Leaving): its node is gone, not silent
     heartbeat: apb.Heartbeat | None = None  # the latest: measured GPU utilisation and health (dashboard, metrics)
 
     def send(self, **body: object) -> None:
@@ -143,6 +145,7 @@ class ControlPlane:
         self.placed: dict[str, tuple[str, ...]] = {}  # running job -> nodes whose agents hold it
         self._absent_since: dict[str, float] = {}  # node -> wall time its agent went away
         self._known: set[str] = set()  # nodes whose agent registered since start, or that hold jobs
+        self._left: set[str] = set()  # nodes whose agent left cleanly but that still hold jobs
         self._judged_from = -math.inf  # silence before this (a starved liveness check) is not charged
         self.guard = LostAgentGuard(disruption)  # many agents silent at once: hold them (disruption.py)
         self._wake = asyncio.Event()
@@ -154,6 +157,7 @@ class ControlPlane:
         self.pass_error: str | None = None  # why the latest scheduling pass failed; None once one succeeds
         self._latest_event = -math.inf  # lockstep: the cluster time of the newest event handled
         self.lockstep = lockstep
+        self._pass_owed = False  # lockstep: a submit left its instant's pass to the next submit at that instant
         # Lockstep: completions the model predicts, (finish, seq, job id, record epoch), as in the simulator.
         self._due: list[tuple[float, int, str, int]] = []
         self._due_seq = itertools.count()
@@ -178,9 +182,12 @@ class ControlPlane:
         self._uncommitted = 0
         self._group: asyncio.Future[None] | None = None
         self._commit_wanted = asyncio.Event()
-        self._arrived = asyncio.Event()
-        self._last_arrival = -math.inf
-        self._arrival_gap = 1.0  # moving average of the wall seconds between submissions (at most 1)
+        self._waiting = 0  # callers waiting in committed() for the next commit
+        self._callers = 1  # the active callers the next commit waits for (_gather_burst)
+        self._enough: asyncio.Future[None] | None = None  # resolved once _want callers are waiting
+        self._want = 1
+        self._probe_gap = 1  # commits of one caller between probes for a second (doubles while none comes)
+        self._probe_in = 1
         self.on_commit: Callable[[int], None] | None = None  # metrics hook: submissions in each commit
 
     # --- lifecycle ----------------------------------------------------------
@@ -241,16 +248,20 @@ class ControlPlane:
                 # Lockstep: another job arrives at this instant; its submit runs the instant's one pass
                 # (the simulator's: all of an instant's events, then one pass).
                 self._persist()
+                self._pass_owed = True
                 return record
             self._changed()
         else:
             self._uncommitted += 1
             self._commit_wanted.set()
-            self._arrived.set()
-            arrived = time.perf_counter()
-            gap, self._last_arrival = min(arrived - self._last_arrival, 1.0), arrived
-            self._arrival_gap += GROUP_COMMIT_GAP_WEIGHT * (gap - self._arrival_gap)
         return record
+
+    def submit_refused(self) -> None:
+        """Lockstep: a submission was refused (or its call ended). If it was its instant's last arrival
+        and an earlier one at that instant left the pass to it, make the instant's pass now; otherwise
+        the instant would get none and its jobs would wait for the next event."""
+        if self.lockstep and self._pass_owed and self.next_arrival != self.arrival_horizon:
+            self._changed()
 
     async def committed(self) -> None:
         """Return once every change made so far is in the store; raise :class:`StoreError` if
@@ -261,6 +272,10 @@ class ControlPlane:
             return
         if self._group is None:
             self._group = asyncio.get_running_loop().create_future()
+        self._waiting += 1
+        enough = self._enough
+        if enough is not None and self._waiting >= self._want and not enough.done():
+            enough.set_result(None)
         await asyncio.shield(self._group)
 
     async def _group_commit(self) -> None:
@@ -296,29 +311,74 @@ class ControlPlane:
             self._wake.set()  # one pass after the burst (the scheduler's, paced: see _scheduler)
 
     async def _gather_burst(self) -> None:
-        """Let the submissions of a burst join it before it commits.
+        """Let the active callers join a commit before it is made.
 
-        Every call gRPC has already delivered joins in the next turn of the event
-        loop. gRPC's asyncio server hands over one new call per trip through its
-        poller thread, though, so under load a burst arrives over a few hundred
-        microseconds: while submissions come faster than ``group_commit_window_s``
-        apart (a moving average of the gaps), the commit waits for the next one, at
-        most that window after the first (PostgreSQL's ``commit_delay``, which waits
-        only while ``commit_siblings`` other transactions are open, is the same
-        bargain: latency for fewer commits). A lone submitter never waits.
+        Every call gRPC has already delivered joins in the next turn of the event loop.
+        But gRPC's asyncio server hands over one new call per trip through its poller
+        thread, so 50 callers answered together come back one by one over the next
+        ~50 calls' worth of CPU, far longer than any fixed window: a commit that waited
+        a fixed 1 ms held ~2 of them, and each paid a transaction, a pass and the wake-ups.
+        So the commit waits for the callers it expects (``_callers``) while they keep
+        coming, and gives up once none has joined for ``group_commit_window_s`` (or after
+        ``GROUP_COMMIT_MAX_WINDOWS`` windows in all). The expectation is learned: a commit
+        that got all it waited for expects one caller more next time when its callers came
+        concurrently (more may be active), and one that gave up expects half as many (at least
+        those that came), so a stalled client does not undo what was learned.
+        While commits hold one caller each, a commit now and then waits (one window at most) to
+        see whether a second caller comes, backing off exponentially (to one in
+        ``GROUP_COMMIT_MAX_PROBE_GAP`` commits) while none does: callers whose calls gRPC
+        delivers one at a time show no concurrency otherwise. So a lone submitter almost
+        never waits, and 50 callers in a loop share a commit.
+        PostgreSQL's ``commit_delay`` makes the same bargain, waiting only while
+        ``commit_siblings`` other transactions are active.
         """
         await asyncio.sleep(0)
         window = self.group_commit_window_s
-        if not (window > 0 and self._arrival_gap < window):
+        if window <= 0:
             return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + window
-        while (left := deadline - loop.time()) > 0:
-            self._arrived.clear()
-            try:  # the burst is over once no submission comes within twice the usual gap
-                await asyncio.wait_for(self._arrived.wait(), min(left, 2 * self._arrival_gap))
-            except TimeoutError:
+        target, probing = self._callers, False
+        if self._waiting >= target and self._waiting <= 1:
+            self._probe_in -= 1
+            if self._probe_in > 0:
                 return
+            target, probing = 2, True  # does a second caller come?
+        if self._waiting < target:
+            await self._await_callers(target, window)
+        if self._waiting >= target:  # all came
+            if self._waiting > 1:  # concurrently: another may be active
+                self._callers, self._probe_gap = self._waiting + 1, 1
+            return
+        if probing:  # none came: probe less often
+            self._probe_gap = min(2 * self._probe_gap, GROUP_COMMIT_MAX_PROBE_GAP)
+            self._probe_in = self._probe_gap
+        else:  # gave up: expect fewer (halved, as TCP's congestion window), at least those that came
+            self._callers = max(1, self._waiting, self._callers // 2)
+
+    async def _await_callers(self, target: int, window: float) -> None:
+        """Until ``target`` callers wait, none has joined for ``window``, or ``GROUP_COMMIT_MAX_WINDOWS``
+        windows have passed."""
+        loop = asyncio.get_running_loop()
+        self._enough = enough = loop.create_future()
+        self._want = target
+        deadline = loop.time() + GROUP_COMMIT_MAX_WINDOWS * window
+
+        def check(seen: int, due: float) -> None:  # a timer per window, not per caller
+            if enough.done():
+                return
+            now = loop.time()
+            # None joined in a window: give up, unless the loop was busy (this check ran late), since
+            # the calls gRPC queued meanwhile are delivered only after it.
+            if (self._waiting == seen and now - due < window / 2) or now >= deadline:
+                enough.set_result(None)
+            else:
+                timers[0] = loop.call_at(now + window, check, self._waiting, now + window)
+
+        timers = [loop.call_at(loop.time() + window, check, self._waiting, loop.time() + window)]
+        try:
+            await enough
+        finally:
+            timers[0].cancel()
+            self._enough = None
 
     def job(self, job_id: str) -> JobRecord:
         try:
@@ -476,6 +536,7 @@ class ControlPlane:
                                peer=peer)
         self.sessions[name] = session
         self._absent_since.pop(name, None)
+        self._left.discard(name)
         self._known.add(name)
         self._reconcile(session, register)
         self._update_schedulable(name)
@@ -525,6 +586,9 @@ class ControlPlane:
                                        sum(recent) / len(recent) if recent else None)
         elif kind == "profile_result":
             self.profiles.deliver(session.node, msg.profile_result)
+        elif kind == "leaving":
+            session.left = True
+            log.info("agent leaving", node=session.node, reason=msg.leaving.reason[:lim.MAX_DRAIN_REASON])
         elif kind == "register":
             raise ValidationError("register is only allowed as the first message", field="register")
 
@@ -538,12 +602,30 @@ class ControlPlane:
         return session.backend != "emulated"
 
     def agent_gone(self, session: AgentSession) -> None:
-        """The stream ended; the node gets the heartbeat timeout to come back."""
+        """The stream ended; the node gets the heartbeat timeout to come back.
+
+        An agent that left (it sent ``Leaving``: a graceful shutdown, not a cut or a crash) is
+        not silent: once it holds no jobs its node leaves the lost-agent guard's population, as a
+        node whose agent never came, until an agent registers for it again."""
+        left = session.left
         if self.sessions.get(session.node) is session:
             del self.sessions[session.node]
             self._absent_since[session.node] = session.last_seen
             self._update_schedulable(session.node)
-            log.warning("agent disconnected", node=session.node)
+            if left:
+                self._left.add(session.node)
+                self._forget_left()
+                log.info("agent left", node=session.node)
+            else:
+                log.warning("agent disconnected", node=session.node)
+
+    def _forget_left(self) -> None:
+        """Nodes whose agent left and that hold no jobs are not there (not silent)."""
+        holding = {n for nodes in self.placed.values() for n in nodes}
+        for node in self._left - holding:
+            self._absent_since.pop(node, None)
+            self._known.discard(node)
+        self._left &= holding
 
     # --- internals ------------------------------------------------------------
 
@@ -568,6 +650,7 @@ class ControlPlane:
         if self._uncommitted and self.on_commit is not None:
             self.on_commit(self._uncommitted)
         self._uncommitted = 0
+        self._waiting = 0
         group, self._group = self._group, None
         if group is not None and not group.done():
             group.set_result(None)
@@ -793,6 +876,7 @@ class ControlPlane:
     def _pass(self) -> float:
         """Run the policy if it has work, then re-rate every job whose iteration time changed; the
         policy pass's wall seconds as the core timed it (0 if the policy did not run)."""
+        self._pass_owed = False
         policy = self.core.policy
         runs = bool(self.core.pending or policy.acts_without_pending)
         # Lockstep passes run at the newest event's instant, as the simulator's do.
@@ -974,7 +1058,9 @@ class ControlPlane:
         before = self.guard.state
         # The cluster's state is judged on agents quiet for part of the timeout, so agents that go silent
         # together are seen together, before the first of them reaches the timeout and is declared lost.
-        admitted = set(self.guard.admit([n for _, n in candidates], len(quiet) + len(away), len(self._known), wall))
+        # A drained node is out of service by an operator's choice: its silence says nothing of this side.
+        counted = sum(1 for _, n in quiet + away if n not in self.drained)
+        admitted = set(self.guard.admit([n for _, n in candidates], counted, len(self._known - self.drained), wall))
         if self.guard.state is not before:
             log.warning("many agents silent at once: holding their nodes and jobs" if self.guard.state.holds
                         else "agents answer again: silent agents are declared lost at once",
@@ -995,8 +1081,15 @@ class ControlPlane:
             if lost.intersection(nodes):
                 self._requeue(job_id, f"lost agent on {', '.join(sorted(lost.intersection(nodes)))}")
                 requeued = True
+        if self._left:
+            self._forget_left()
         if requeued:
             self._changed()
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def profiling_key(spec: tpb.JobSpec) -> tuple[object, ...]:

@@ -170,7 +170,7 @@ async def test_concurrent_submissions_share_commits(halyard_cluster: TestCluster
     tc.control_plane.on_commit = commits.append
     await asyncio.gather(*(jobs.SubmitJob(jpb.SubmitJobRequest(spec=spec(f"c{i}"))) for i in range(100)))
     assert sum(commits) == 100
-    assert len(commits) < 100  # at least one commit held more than one submission
+    assert len(commits) < 100, commits  # at least one commit held more than one submission
 
 
 def test_acknowledged_submissions_survive_kill_9(tmp_path):
@@ -278,3 +278,37 @@ async def test_pacing_rests_after_submission_passes_only(monkeypatch, halyard_cl
     await tc.advance(tc.job("a").finish_time() - tc.now() + 1)
     # not 30 s later: half the rest bounds it (the time is what is checked; a loaded machine takes seconds)
     await tc.wait_for(lambda: tc.job("b").state is JobState.RUNNING, timeout=15)
+
+
+
+async def test_a_lone_submitter_waits_for_the_window_only_in_rare_probes(tmp_path):
+    """One caller at a time: a commit is made as soon as its one caller waits, except probes for a second
+    caller that back off exponentially (commits 1, 3, 7, 15, 31, 63 of 100), not a window per commit."""
+    cp = control_plane(SqliteStore(tmp_path / "state.db"))
+    cp.group_commit_window_s = 0.1
+    await cp.start()
+    try:
+        started = asyncio.get_running_loop().time()
+        for i in range(100):
+            cp.submit(job(f"j{i}"))
+            await cp.committed()
+        assert asyncio.get_running_loop().time() - started < 5.0  # a window per commit would take 10 s
+        assert cp._probe_gap == 64
+    finally:
+        await cp.stop()
+
+
+async def test_callers_in_a_loop_share_commits_over_grpc(halyard_cluster: TestCluster):
+    """50 callers, each submitting again once answered (gRPC delivers their calls one at a time): a commit
+    waits for the active callers, so at the default window commits hold many (the fixed 1 ms window held about 2)."""
+    tc = halyard_cluster
+    jobs = jgrpc.JobServiceStub(tc.channel)
+    commits: list[int] = []
+    tc.control_plane.on_commit = commits.append
+
+    async def caller(k: int) -> None:
+        for i in range(20):
+            await jobs.SubmitJob(jpb.SubmitJobRequest(spec=spec(f"c{k}-{i}")))
+    await asyncio.gather(*(caller(k) for k in range(50)))
+    assert sum(commits) == 1000
+    assert sum(commits) / len(commits) >= 10, commits

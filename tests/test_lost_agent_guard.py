@@ -116,3 +116,64 @@ async def test_a_starved_control_plane_does_not_charge_its_stall_to_the_agents()
         await asyncio.sleep(0.5)
         assert tc.job("a").state is JobState.RUNNING and tc.job("a").preemptions == 0
         assert len(tc.control_plane.sessions) == 2
+
+
+async def _one_frozen_agent_is_declared_lost(tc: TestCluster) -> None:
+    """Freeze the first node's agent: it is declared lost and its job requeued (the guard does not hold it)."""
+    first = tc.cluster.nodes[0].name
+    job = _job_on(tc, first)
+    tc.freeze_agent(first)
+    await tc.wait_for(lambda: tc.job(job).preemptions == 1, timeout=10)
+    assert tc.control_plane.guard.state is Disruption.NORMAL
+
+
+async def test_agents_that_left_cleanly_are_not_counted_silent():
+    """note5 "not mended" 4: four of eight agents leave (a graceful shutdown, holding no jobs); one more then
+    freezes. It is one silent node of four, so it is declared lost and its job requeued; counting the four
+    that left as silent (5 of 8) held it for ever (rate 0 at <= 50 nodes)."""
+    async with TestCluster(nodes=NODES, heartbeat_s=HEARTBEAT_S, heartbeat_timeout_s=TIMEOUT_S) as tc:
+        jobs = jgrpc.JobServiceStub(tc.channel)
+        for i in range(4):  # first fit: j0..j3 on the first four nodes
+            await jobs.SubmitJob(jpb.SubmitJobRequest(spec=tpb.JobSpec(job_id=f"j{i}", model="resnet50", num_gpus=8,
+                                                                       iterations=1_000_000)))
+        await tc.wait_for(lambda: all(tc.job(f"j{i}").state is JobState.RUNNING for i in range(4)))
+        cp = tc.control_plane
+        leaving = [n.name for n in tc.cluster.nodes[4:]]
+        assert not any(n in nodes for nodes in cp.placed.values() for n in leaving)
+        await asyncio.gather(*(tc.agents[n].leave() for n in leaving))
+        await tc.wait_for(lambda: not any(n in cp.sessions for n in leaving))
+        await _one_frozen_agent_is_declared_lost(tc)
+
+
+async def test_a_cut_stream_is_not_a_clean_leave():
+    """An agent whose call is cut (a crash, a network fault) stays silent to the guard: only a half-close leaves."""
+    async with TestCluster(nodes=2, heartbeat_s=HEARTBEAT_S, heartbeat_timeout_s=TIMEOUT_S) as tc:
+        cp = tc.control_plane
+        node = tc.cluster.nodes[1].name
+        await tc.agents[node].stop()  # like a killed process
+        await tc.wait_for(lambda: node not in cp.sessions)
+        assert node in cp._known and node in cp._absent_since
+
+
+async def test_drained_nodes_are_not_counted_silent():
+    """note5 "not mended" 4: four of eight nodes are drained and their agents stopped for maintenance; one more
+    freezes. The drained nodes are out of service by choice, so the frozen one is one silent node of four and is
+    declared lost (its job requeued), not held for ever as 5 of 8 silent."""
+    from halyard.v1 import cluster_service_pb2 as cpb
+    from halyard.v1 import cluster_service_pb2_grpc as cgrpc
+
+    async with TestCluster(nodes=NODES, heartbeat_s=HEARTBEAT_S, heartbeat_timeout_s=TIMEOUT_S) as tc:
+        cluster = cgrpc.ClusterServiceStub(tc.channel)
+        drained = [n.name for n in tc.cluster.nodes[4:]]
+        for node in drained:
+            await cluster.DrainNode(cpb.NodeRequest(node=node, reason="maintenance"))
+        jobs = jgrpc.JobServiceStub(tc.channel)
+        for i in range(4):
+            await jobs.SubmitJob(jpb.SubmitJobRequest(spec=tpb.JobSpec(job_id=f"j{i}", model="resnet50", num_gpus=8,
+                                                                       iterations=1_000_000)))
+        await tc.wait_for(lambda: all(tc.job(f"j{i}").state is JobState.RUNNING for i in range(4)))
+        cp = tc.control_plane
+        for node in drained:
+            await tc.agents[node].stop()
+        await tc.wait_for(lambda: not any(n in cp.sessions for n in drained))
+        await _one_frozen_agent_is_declared_lost(tc)

@@ -236,7 +236,7 @@ def run_agent(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         runner = agent.start()
         done, _ = await asyncio.wait({runner, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
-        await agent.stop()
+        await agent.leave()  # SIGTERM/SIGINT: tell the control plane this node left, not went silent
         if runner in done and runner.exception() is not None:
             raise runner.exception()
 

@@ -33,20 +33,28 @@ ACCELERATED: ClockKind
 MANUAL: ClockKind
 
 class AgentMessage(_message.Message):
-    __slots__ = ("register", "heartbeat", "progress", "exited", "profile_result", "log_data")
+    __slots__ = ("register", "heartbeat", "progress", "exited", "profile_result", "log_data", "leaving")
     REGISTER_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     EXITED_FIELD_NUMBER: _ClassVar[int]
     PROFILE_RESULT_FIELD_NUMBER: _ClassVar[int]
     LOG_DATA_FIELD_NUMBER: _ClassVar[int]
+    LEAVING_FIELD_NUMBER: _ClassVar[int]
     register: Register
     heartbeat: Heartbeat
     progress: Progress
     exited: Exited
     profile_result: ProfileResult
     log_data: LogData
-    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., exited: _Optional[_Union[Exited, _Mapping]] = ..., profile_result: _Optional[_Union[ProfileResult, _Mapping]] = ..., log_data: _Optional[_Union[LogData, _Mapping]] = ...) -> None: ...
+    leaving: Leaving
+    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., exited: _Optional[_Union[Exited, _Mapping]] = ..., profile_result: _Optional[_Union[ProfileResult, _Mapping]] = ..., log_data: _Optional[_Union[LogData, _Mapping]] = ..., leaving: _Optional[_Union[Leaving, _Mapping]] = ...) -> None: ...
+
+class Leaving(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class RunningJob(_message.Message):
     __slots__ = ("job_id", "attempt", "iterations_done", "leader")
