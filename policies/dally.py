@@ -792,7 +792,7 @@ class Dally:
         if running is None:
             statics = self.delay.statics
             jobs, values = self._running_sens_table.at(view.running, view.now,
-                                                       lambda job: statics.of(view, job).compute_s)
+                                                       lambda job: statics.of(view, job).compute_s, view.facts)
             # as the loop below: not (s <= middle), then s <= cut counted, else listed (NaN is listed)
             kept = ~(values <= middle)
             unlisted = int(np.count_nonzero(kept & (values <= cut)))

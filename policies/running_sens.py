@@ -26,7 +26,7 @@ PRUNE_SLACK = 256  # rows of finished jobs kept beyond twice the running ones be
 class RunningNwSens:
     """Per-job progress numbers kept between passes, and Nw_sens of the running jobs from them."""
 
-    __slots__ = ("_columns", "_job_at", "_known", "_last_rows", "_spare")
+    __slots__ = ("_basis", "_columns", "_job_at", "_known", "_last_rows", "_spare")
 
     def __init__(self) -> None:
         # done, since, rate, run_s, run_from, iterations_total, compute_s, submit time, arrival seq: a row per job
@@ -36,11 +36,16 @@ class RunningNwSens:
         self._job_at: list[JobInfo | None] = [None] * FIRST_ROWS  # the job whose numbers a row holds
         # job id -> (job, epoch, allocation, row): the row holds the job's numbers while all three are the same
         self._known: dict[str, tuple[JobInfo, Hashable, Allocation, int]] = {}
+        self._basis: object = None  # what compute_s answers from; a different one forgets every row
 
-    def at(self, running: Mapping[str, JobInfo], now: float,
-           compute_s: Callable[[JobInfo], float]) -> tuple[list[JobInfo], np.ndarray]:
+    def at(self, running: Mapping[str, JobInfo], now: float, compute_s: Callable[[JobInfo], float],
+           basis: object = None) -> tuple[list[JobInfo], np.ndarray]:
         """The running jobs that hold an allocation, in ``running``'s order, and their Nw_sens at ``now``
-        (``compute_s``: a job's ideal compute seconds per iteration, asked once per job)."""
+        (``compute_s``: a job's ideal compute seconds per iteration, asked once per job while ``basis``,
+        the facts it answers from, is the same object)."""
+        if basis is not self._basis:
+            self.__init__()
+            self._basis = basis
         rows: list[int] = []
         known = self._known
         for job_id, job in running.items():  # the loop of every pass: as little as can be per job

@@ -197,7 +197,7 @@ class StagedPolicy:
     def _runnable(self, view: ClusterView, pending: list[JobInfo], plan: Plan, free: FreeResources,
                   state: PassState) -> None:
         key = self.ordering.key(view, state)
-        fixed = isinstance(self.sizing, FixedSize)
+        fixed = type(self.sizing) is FixedSize
         schedulable = view.schedulable_gpus
         if not (self.placement.batch or self.ordering.remembers):
             # When every running and pending job fits the schedulable GPUs, nothing is preempted

@@ -99,3 +99,22 @@ def test_jobs_without_allocation_and_no_jobs():
     idle = JobRecord(job(1, iterations=10, job_id="idle"), 0, 10, 0.1, 0.0)  # never started
     jobs, values = table.at({"idle": idle}, 5.0, _compute_s)
     assert jobs == [] and values.size == 0
+
+
+def test_a_new_performance_model_forgets_cached_rows():
+    """Rows hold compute_s read from one view's facts: shown the same running job under another
+    performance model, Dally's victims carry the new Nw_sens, as Dally.sensitivity does (review finding)."""
+    from factories import job
+    from policy_fakes import FakeJob, FakePerf, on, view_of
+
+    from halyard.datamodel import load_cluster
+    from halyard.policies.dally import Dally
+
+    cluster = load_cluster("dally-2rack")
+    running = FakeJob(job(1, job_id="r"), arrival_seq=0, done=100, run_s=200.0,
+                      allocation=on(cluster, (cluster.nodes[0].name, 1)))
+    dally = Dally()
+    for compute_s in (1.0, 4.0):
+        view = view_of(cluster, 1000.0, [running], [], perf=FakePerf(compute_s=compute_s))
+        victims, _ = dally._victims(view, float("-inf"))
+        assert victims[0].sens == dally.sensitivity(view, running)
