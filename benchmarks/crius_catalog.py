@@ -32,9 +32,10 @@ for size, p, h, n_layers, a in (("0.76b", 0.76e9, 1536, 24, 16), ("1.3b", 1.3e9,
     models.append(("bert-" + size, "language", f"BERT {size.upper()} (Crius Table 2; the GPT-3 layer shapes Alpa benchmarks: {n_layers} layers, hidden {h}, {a} heads, 1,024 tokens)", p, 8 * p * S, f"8 x {p:.3g} params x 1,024 tokens (6 for forward + backward, 2 more for the forward recomputed under Alpa's rematerialisation)",
                    n_layers, h, a, f"{ALPA_GPT}: {n_layers} layers, hidden {h}, {a} heads, sequence 1,024"))
 for size, p, h, n_layers, e in (("0.69b", 0.69e9, 768, 8, 16), ("1.3b", 1.3e9, 768, 16, 16), ("2.4b", 2.4e9, 1024, 16, 16), ("10b", 10e9, 1536, 16, 32), ("27b", 27e9, 2048, 16, 48)):
-    active = n_layers * 20 * h * h + 32000 * h
+    moe = n_layers // 2  # every other layer (moe_layers below)
+    active = moe * 20 * h * h + (n_layers - moe) * 12 * h * h + 32000 * h
     models.append(("moe-" + size, "language", f"GShard MoE {size.upper()} (Crius Table 2; Alpa's MoE shapes: {n_layers} layers, hidden {h}, {e} experts, 1,024 tokens)", p, 8 * active * S,
-                   f"8 x {active:.4g} active params x 1,024 tokens; active = layers x 20 h^2 (attention 4 h^2 + the top-2 gated experts' 2 x 8 h^2, GShard top-2 gating) + 32,000 x h embedding",
+                   f"8 x {active:.4g} active params x 1,024 tokens; active = every other layer at 20 h^2 (attention 4 h^2 + the top-2 gated experts' 2 x 8 h^2, GShard top-2 gating), the others dense at 12 h^2 (attention 4 h^2 + feed-forward 8 h^2) + 32,000 x h embedding",
                    n_layers, h, 16, f"{ALPA_MOE}: {n_layers} layers, hidden {h}, 16 heads, {e} experts, sequence 1,024"))
 for size, p, c, w in (("0.5b", 0.5e9, 224, 2), ("1b", 1e9, 320, 2), ("2b", 2e9, 448, 2), ("4b", 4e9, 640, 2), ("6.8b", 6.8e9, 320, 16)):
     models.append(("wresnet-" + size, "image", f"Wide-ResNet-50 {size.upper()} (Crius Table 2; Alpa's shapes: base channels {c}, width factor {w}, 224 x 224)", p, 4 * 2 * 165.5 * p,
