@@ -39,6 +39,7 @@ links' state for measurement (benchmarks/cassini_census.py).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -217,9 +218,15 @@ class Fabric:
                 touched |= jobs
         self._dirty.clear()
         changed: dict[str, float] = {}
+        members, link_slowdown = self._members, self._link_slowdown
         for job_id in touched:
-            member = self._members[job_id]
-            s = max(self._link_slowdown[link].get(job_id, 1.0) for link in member.links)
+            # A plain loop, not max(genexpr): ~630k reads per 10k loaded Tiresias run. A touched
+            # job is on at least one link (the dirty one).
+            s = -math.inf
+            for link in members[job_id].links:
+                there = link_slowdown[link].get(job_id, 1.0)
+                if there > s:
+                    s = there
             if abs(s - self._slowdown.get(job_id, 1.0)) > SLOWDOWN_TOLERANCE:
                 changed[job_id] = s
             if s > 1.0 + SLOWDOWN_TOLERANCE:
