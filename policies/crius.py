@@ -376,7 +376,7 @@ class Crius(Policy):
         self.heterogeneity = heterogeneity
         # Opportunistic job -> the blocked job it runs beside (learned in on_applied only).
         self._opportunistic: dict[str, str] = {}
-        self._profiling = False  # the last pass left a job waiting for its profilings (profiling_s > 0)
+        self._profiling = False  # the last applied pass left a job with a GPU type still profiling (profiling_s > 0)
 
     @property
     def needs_rounds(self) -> bool:  # type: ignore[override]
@@ -421,6 +421,7 @@ class Crius(Policy):
         blocked: str | None = None
         opportunistic: list[tuple[str, str]] = []
         profiling = False  # a pending job waits for its Cells' profilings: it is pending for line 12 too
+        rounds = False  # a pending job has a GPU type still profiling (profiling_s): round passes look again
         for job in view.pending:  # SchedArrival / SchedDeparture: arrival order
             try:
                 cells = self._cells(view, job.spec)
@@ -428,6 +429,8 @@ class Crius(Policy):
                 profiling = True
                 plan.wait(job.job_id, cannot_fit(self.name, "waiting for Cell profiles from the agents ({})", exc))
                 continue
+            # a type still profiling becomes usable with time alone: ask for round passes to look again
+            rounds = rounds or (self.profiling_s > 0 and bool(self._ready_at(view, job.spec)))
             if self.deadlines and cells and not self._meets(view, job, min(e.iteration_s for e in cells.values())):
                 plan.drop(job.job_id, "cannot finish before its deadline on its fastest Cell")
                 continue
@@ -455,7 +458,7 @@ class Crius(Policy):
             self._extra(view, v)  # line 12: extra scheduling for released resources
         self._finalize(view, v, plan)
         state.put("crius/opportunistic", (tuple(opportunistic), tuple(v.suspended)))
-        state.put("crius/profiling", profiling and self.profiling_s > 0)
+        state.put("crius/profiling", rounds)
         return plan
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:

@@ -74,3 +74,26 @@ def test_a_job_waiting_for_its_profilings_says_so_and_only_ready_types_are_offer
     ready = {k[0] for k in policy._cells(view, SPEC)}
     later = {t for t, n in per_type.items() if PROFILE_S_PER_PARALLELISM * n > first}
     assert ready == {"A10"} and later == {"A40"}
+
+
+def test_a_job_blocked_on_its_ready_type_asks_for_rounds_while_another_type_profiles():
+    """Its A10 Cells are profiled but every GPU is taken, its A40 Cells still profiling: the pass must
+    ask for round passes, or nothing wakes the job when the A40 profilings end (review finding: only a
+    job with no usable Cell at all asked for them)."""
+    from policy_fakes import FakeJob, on, view_of
+
+    from halyard.policies import PassState
+
+    cluster, pm = parse_cluster(UNEVEN), PerformanceModel()
+    policy = Crius(profiling_s=PROFILE_S_PER_PARALLELISM)
+    per_type = _profilings_per_type(SPEC, UNEVEN)
+    first = PROFILE_S_PER_PARALLELISM * per_type["A10"]
+    assert first < PROFILE_S_PER_PARALLELISM * per_type["A40"]
+    blockers = [FakeJob(JobSpec(f"b-{n.gpu_type}", 0.0, "bert-large", n.gpus, iterations=10**6), arrival_seq=i,
+                        allocation=on(cluster, (n.name, n.gpus))) for i, n in enumerate(cluster.nodes)]
+    view = view_of(cluster, first, blockers, [FakeJob(SPEC, arrival_seq=2)], perf=pm)
+    state = PassState()
+    plan = policy.schedule(view, state)
+    assert not any(a.job_id == "p" for a in plan.actions) and "p" in plan.unplaced, plan.actions
+    policy.on_applied(view, plan, state)
+    assert policy.needs_rounds
