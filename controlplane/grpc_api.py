@@ -157,8 +157,9 @@ class JobServicer(jgrpc.JobServiceServicer):
                 await cp.prepare_profiles(request.spec)  # Crius §5.1/§6.1: its Cells profiled before its first pass
                 await cp.settle(arrival)  # replay: the arrival waits for earlier completions
                 job = await _call(context, "SubmitJob", lambda: self._submit(request, who, arrival))
-            except BaseException:
-                cp.submit_refused()  # lockstep: its instant still gets its pass
+            except grpc.aio.AbortError:
+                if context.code() != grpc.StatusCode.UNAVAILABLE:  # final; an UNAVAILABLE call is retried
+                    cp.submit_refused()  # lockstep: its instant still gets its pass
                 raise
         else:  # one checked call: the unary path is the one a client's loop of submissions pays per job
             job = await _call(context, "SubmitJob", lambda: self._submit(

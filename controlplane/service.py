@@ -74,7 +74,7 @@ ROUND_PASS_SLACK_FRACTION = 0.1
 # waits only for the calls already delivered), and waits at most this many windows in all.
 GROUP_COMMIT_WINDOW_S = 1e-3
 GROUP_COMMIT_MAX_WINDOWS = 20
-GROUP_COMMIT_MAX_PROBE_GAP = 1024  # a lone submitter waits one window in this many commits at most
+GROUP_COMMIT_MAX_PROBE_GAP = 1024  # a lone submitter probes (waits a window) in this many commits at most
 MAX_GROUP_COMMIT_WINDOW_MS = 100.0  # a longer wait is a misconfiguration, not a trade
 # Pass pacing (a choice of ours): after an event pass of p wall seconds the scheduler rests
 # PASS_REST_RATIO x p (at most MAX_PASS_REST_S) before the next, so while submissions pour in,
@@ -324,8 +324,9 @@ class ControlPlane:
         that got all it waited for expects one caller more next time when its callers came
         concurrently (more may be active), and one that gave up expects half as many (at least
         those that came), so a stalled client does not undo what was learned.
-        While commits hold one caller each, a commit now and then waits (one window at most) to
-        see whether a second caller comes, backing off exponentially (to one in
+        While commits hold one caller each, a commit now and then waits (a window, longer while
+        the loop is too busy to deliver calls, up to ``GROUP_COMMIT_MAX_WINDOWS``) to see whether
+        a second caller comes, backing off exponentially (to one in
         ``GROUP_COMMIT_MAX_PROBE_GAP`` commits) while none does: callers whose calls gRPC
         delivers one at a time show no concurrency otherwise. So a lone submitter almost
         never waits, and 50 callers in a loop share a commit.
@@ -1085,11 +1086,6 @@ class ControlPlane:
             self._forget_left()
         if requeued:
             self._changed()
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 def profiling_key(spec: tpb.JobSpec) -> tuple[object, ...]:
