@@ -159,6 +159,8 @@ class StreamAgent:
             finally:
                 self.connected.clear()
                 self._outbox = None
+            if self._leaving:
+                return  # leaving: a failed stream is not reconnected (that would register the node again)
             await asyncio.sleep(self.backoff.next_delay())
 
     # --- the stream -----------------------------------------------------------

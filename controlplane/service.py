@@ -589,6 +589,7 @@ class ControlPlane:
             self.profiles.deliver(session.node, msg.profile_result)
         elif kind == "leaving":
             session.left = True
+            self._update_schedulable(session.node)  # stopping: no new work between Leaving and the close
             log.info("agent leaving", node=session.node, reason=msg.leaving.reason[:lim.MAX_DRAIN_REASON])
         elif kind == "register":
             raise ValidationError("register is only allowed as the first message", field="register")
@@ -606,17 +607,26 @@ class ControlPlane:
         """The stream ended; the node gets the heartbeat timeout to come back.
 
         An agent that left (it sent ``Leaving``: a graceful shutdown, not a cut or a crash) is
-        not silent: once it holds no jobs its node leaves the lost-agent guard's population, as a
-        node whose agent never came, until an agent registers for it again."""
+        not silent: it stopped its jobs, so they are requeued at once (waiting for the timeout, or
+        for the lost-agent guard, which may hold them, would leave them RUNNING on nothing), and its
+        node leaves the guard's population, as a node whose agent never came, until an agent
+        registers for it again."""
         left = session.left
         if self.sessions.get(session.node) is session:
             del self.sessions[session.node]
             self._absent_since[session.node] = session.last_seen
             self._update_schedulable(session.node)
             if left:
+                requeued = False
+                for job_id, nodes in list(self.placed.items()):
+                    if session.node in nodes:
+                        self._requeue(job_id, f"agent {session.node} left")
+                        requeued = True
                 self._left.add(session.node)
                 self._forget_left()
                 log.info("agent left", node=session.node)
+                if requeued:
+                    self._changed()
             else:
                 log.warning("agent disconnected", node=session.node)
 
@@ -674,7 +684,8 @@ class ControlPlane:
     def _update_schedulable(self, node: str) -> None:
         index = self.cluster.node(node).index
         session = self.sessions.get(node)
-        self.core.free.schedulable[index] = session is not None and not session.silent and node not in self.drained
+        self.core.free.schedulable[index] = (session is not None and not session.silent and not session.left
+                                             and node not in self.drained)
 
     def _check_owner(self, session: AgentSession, job_id: str, attempt: int) -> JobRecord | None:
         """The job if this agent runs its current attempt; None for stale messages."""

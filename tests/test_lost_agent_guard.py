@@ -11,6 +11,7 @@ import pytest
 from halyard.controlplane.disruption import Disruption, DisruptionSettings, LostAgentGuard
 from halyard.datamodel import JobState, ValidationError
 from halyard.testing import TestCluster
+from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc
 from halyard.v1 import types_pb2 as tpb
@@ -177,3 +178,43 @@ async def test_drained_nodes_are_not_counted_silent():
             await tc.agents[node].stop()
         await tc.wait_for(lambda: not any(n in cp.sessions for n in drained))
         await _one_frozen_agent_is_declared_lost(tc)
+
+
+async def test_jobs_of_agents_that_leave_are_requeued_at_once():
+    """Five of eight agents leave while each runs a job: they stopped those jobs, so the jobs are requeued as soon as
+    the streams close. Before, the nodes counted as silent while holding jobs, 5 of 8 made the guard hold them, and
+    the jobs stayed RUNNING on agents that had gone."""
+    async with TestCluster(nodes=NODES, heartbeat_s=HEARTBEAT_S, heartbeat_timeout_s=TIMEOUT_S) as tc:
+        jobs = jgrpc.JobServiceStub(tc.channel)
+        for i in range(5):
+            await jobs.SubmitJob(jpb.SubmitJobRequest(spec=tpb.JobSpec(job_id=f"j{i}", model="resnet50", num_gpus=8,
+                                                                       iterations=1_000_000)))
+        await tc.wait_for(lambda: all(tc.job(f"j{i}").state is JobState.RUNNING for i in range(5)))
+        cp = tc.control_plane
+        leaving = sorted({n for nodes in cp.placed.values() for n in nodes})
+        assert len(leaving) == 5
+        await asyncio.gather(*(tc.agents[n].leave() for n in leaving))
+        await tc.wait_for(lambda: all(tc.job(f"j{i}").preemptions == 1 for i in range(5)), timeout=TIMEOUT_S)
+        assert not any(n in nodes for nodes in cp.placed.values() for n in leaving)  # nothing placed on them again
+
+
+async def test_a_leaving_node_takes_no_new_work():
+    """Between Leaving and the stream closing the node is stopping: a pass must not place work on it."""
+    async with TestCluster(nodes=1, heartbeat_s=HEARTBEAT_S, heartbeat_timeout_s=TIMEOUT_S) as tc:
+        cp = tc.control_plane
+        node = tc.cluster.nodes[0].name
+        index = tc.cluster.node(node).index
+        tc.agents[node]._outbox.put_nowait(apb.AgentMessage(leaving=apb.Leaving(reason="test")))  # stream kept open
+        await tc.wait_for(lambda: cp.sessions[node].left)
+        assert not cp.core.free.schedulable[index]
+
+
+async def test_a_leaving_agent_whose_stream_fails_does_not_reconnect():
+    """The stream is cut as the agent leaves: it must end there, not register its node again and run on until
+    leave() gives up waiting and cancels it."""
+    async with TestCluster(nodes=2, heartbeat_s=HEARTBEAT_S, heartbeat_timeout_s=TIMEOUT_S) as tc:
+        agent = tc.agents[tc.cluster.nodes[1].name]
+        runner = agent._runner
+        agent.break_stream()
+        await agent.leave(timeout=2.0)
+        assert runner.done() and not runner.cancelled()  # it returned by itself
