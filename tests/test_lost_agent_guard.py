@@ -54,12 +54,13 @@ def test_bad_settings_name_the_flag(kwargs, flag):
         DisruptionSettings(**kwargs)
 
 
-async def _cluster_of_running_jobs(tc: TestCluster) -> None:
+async def _cluster_of_running_jobs(tc: TestCluster, count: int = NODES) -> None:
+    """``count`` long 8-GPU jobs j0.. running, one per node (first fit: on the first ``count`` schedulable nodes)."""
     jobs = jgrpc.JobServiceStub(tc.channel)
-    for i in range(NODES):  # one 8-GPU job per node
+    for i in range(count):
         await jobs.SubmitJob(jpb.SubmitJobRequest(spec=tpb.JobSpec(job_id=f"j{i}", model="resnet50", num_gpus=8,
                                                                    iterations=1_000_000)))
-    await tc.wait_for(lambda: all(tc.job(f"j{i}").state is JobState.RUNNING for i in range(NODES)))
+    await tc.wait_for(lambda: all(tc.job(f"j{i}").state is JobState.RUNNING for i in range(count)))
 
 
 def _job_on(tc: TestCluster, node: str) -> str:
@@ -133,11 +134,7 @@ async def test_agents_that_left_cleanly_are_not_counted_silent():
     freezes. It is one silent node of four, so it is declared lost and its job requeued; counting the four
     that left as silent (5 of 8) held it for ever (rate 0 at <= 50 nodes)."""
     async with TestCluster(nodes=NODES, heartbeat_s=HEARTBEAT_S, heartbeat_timeout_s=TIMEOUT_S) as tc:
-        jobs = jgrpc.JobServiceStub(tc.channel)
-        for i in range(4):  # first fit: j0..j3 on the first four nodes
-            await jobs.SubmitJob(jpb.SubmitJobRequest(spec=tpb.JobSpec(job_id=f"j{i}", model="resnet50", num_gpus=8,
-                                                                       iterations=1_000_000)))
-        await tc.wait_for(lambda: all(tc.job(f"j{i}").state is JobState.RUNNING for i in range(4)))
+        await _cluster_of_running_jobs(tc, 4)
         cp = tc.control_plane
         leaving = [n.name for n in tc.cluster.nodes[4:]]
         assert not any(n in nodes for nodes in cp.placed.values() for n in leaving)
@@ -168,11 +165,7 @@ async def test_drained_nodes_are_not_counted_silent():
         drained = [n.name for n in tc.cluster.nodes[4:]]
         for node in drained:
             await cluster.DrainNode(cpb.NodeRequest(node=node, reason="maintenance"))
-        jobs = jgrpc.JobServiceStub(tc.channel)
-        for i in range(4):
-            await jobs.SubmitJob(jpb.SubmitJobRequest(spec=tpb.JobSpec(job_id=f"j{i}", model="resnet50", num_gpus=8,
-                                                                       iterations=1_000_000)))
-        await tc.wait_for(lambda: all(tc.job(f"j{i}").state is JobState.RUNNING for i in range(4)))
+        await _cluster_of_running_jobs(tc, 4)
         cp = tc.control_plane
         for node in drained:
             await tc.agents[node].stop()
@@ -185,11 +178,7 @@ async def test_jobs_of_agents_that_leave_are_requeued_at_once():
     the streams close. Before, the nodes counted as silent while holding jobs, 5 of 8 made the guard hold them, and
     the jobs stayed RUNNING on agents that had gone."""
     async with TestCluster(nodes=NODES, heartbeat_s=HEARTBEAT_S, heartbeat_timeout_s=TIMEOUT_S) as tc:
-        jobs = jgrpc.JobServiceStub(tc.channel)
-        for i in range(5):
-            await jobs.SubmitJob(jpb.SubmitJobRequest(spec=tpb.JobSpec(job_id=f"j{i}", model="resnet50", num_gpus=8,
-                                                                       iterations=1_000_000)))
-        await tc.wait_for(lambda: all(tc.job(f"j{i}").state is JobState.RUNNING for i in range(5)))
+        await _cluster_of_running_jobs(tc, 5)
         cp = tc.control_plane
         leaving = sorted({n for nodes in cp.placed.values() for n in nodes})
         assert len(leaving) == 5
