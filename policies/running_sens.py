@@ -29,6 +29,10 @@ class RunningNwSens:
     __slots__ = ("_basis", "_columns", "_job_at", "_known", "_last_rows", "_spare")
 
     def __init__(self) -> None:
+        self._forget(None)
+
+    def _forget(self, basis: object) -> None:
+        """No rows: every job's numbers are read again, with compute_s answered from ``basis``."""
         # done, since, rate, run_s, run_from, iterations_total, compute_s, submit time, arrival seq: a row per job
         self._columns = np.zeros((9, FIRST_ROWS))
         self._last_rows = np.zeros(0, dtype=np.int64)  # the rows of the last at()'s jobs, in order
@@ -36,7 +40,7 @@ class RunningNwSens:
         self._job_at: list[JobInfo | None] = [None] * FIRST_ROWS  # the job whose numbers a row holds
         # job id -> (job, epoch, allocation, row): the row holds the job's numbers while all three are the same
         self._known: dict[str, tuple[JobInfo, Hashable, Allocation, int]] = {}
-        self._basis: object = None  # what compute_s answers from; a different one forgets every row
+        self._basis = basis  # what compute_s answers from; a different one forgets every row
 
     def at(self, running: Mapping[str, JobInfo], now: float, compute_s: Callable[[JobInfo], float],
            basis: object = None) -> tuple[list[JobInfo], np.ndarray]:
@@ -44,8 +48,7 @@ class RunningNwSens:
         (``compute_s``: a job's ideal compute seconds per iteration, asked once per job while ``basis``,
         the facts it answers from, is the same object)."""
         if basis is not self._basis:
-            self.__init__()
-            self._basis = basis
+            self._forget(basis)
         rows: list[int] = []
         known = self._known
         for job_id, job in running.items():  # the loop of every pass: as little as can be per job
