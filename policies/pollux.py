@@ -86,11 +86,19 @@ def counts_for(low: int, high: int, gpus: int, current: int = 0) -> list[int]:
 def gpu_budget(view: ClusterView) -> int:
     """The GPUs the search shares out: those of nodes that take new work, plus those running jobs hold on
     nodes that do not (drained or silent nodes keep their jobs, :class:`FreeResources`), which they keep
-    at their current count."""
-    schedulable = view.free.schedulable
-    held = sum(len(part.gpus) for job in view.running.values() if job.allocation is not None
-               for part in job.allocation.nodes if not schedulable[view.cluster.node(part.node).index])
+    at their current count (:func:`held_elsewhere`)."""
+    held = sum(len(part.gpus) for job in view.running.values() if held_elsewhere(view, job)
+               for part in job.allocation.nodes  # type: ignore[union-attr]
+               if not view.free.schedulable[view.cluster.node(part.node).index])
     return view.schedulable_gpus + held
+
+
+def held_elsewhere(view: ClusterView, job: JobInfo) -> bool:
+    """Whether a running job holds GPUs on a node that takes no new work. Such a job is offered only 0 or
+    its current count: :func:`gpu_budget` counts its held GPUs only at that count, so any other count
+    would promise GPUs no node can give (a 4-GPU job there sized 8 left a pending job waiting)."""
+    return job.allocation is not None and any(
+        not view.free.schedulable[view.cluster.node(part.node).index] for part in job.allocation.nodes)
 
 
 def allocate(costs: Sequence[Sequence[float]], sizes: Sequence[Sequence[int]], gpus: int,
@@ -226,7 +234,7 @@ class Pollux(Policy):
         for job in jobs:
             low, high = job.spec.gpu_range if resizable(view, job.spec) else (job.spec.num_gpus,) * 2
             current = job.num_gpus if job.allocation is not None else 0
-            counts = counts_for(low, high, gpus, current)
+            counts = [0, current] if held_elsewhere(view, job) else counts_for(low, high, gpus, current)
             speed = self.speedups(view, job, counts, fair)
             runnable = [i for i, s in enumerate(speed) if i == 0 or s > 0.0]
             counts = [counts[i] for i in runnable]

@@ -127,6 +127,23 @@ def test_a_running_job_keeps_its_count_when_nodes_stop_taking_work():
     assert Pollux().schedule(view, PassState()).actions == []
 
 
+def test_a_job_on_a_node_that_takes_no_work_is_not_resized_into_gpus_that_do_not_exist():
+    """4 nodes x 4 GPUs, r0-n1 unschedulable; elastic job a (1..16) runs with its 4 GPUs there, fixed 8-GPU
+    job b pends. a's held GPUs count in the budget (gpu_budget) only at its current count: a can keep 4
+    or stop, not grow. The old search offered a every count, sized it 8 (GPUs no node can give) and b
+    waited forever with 12 schedulable GPUs."""
+    cluster = parse_cluster(small_cluster_toml(4, gpus_per_node=4))
+    a = FakeJob(JobSpec("a", 0.0, "resnet50", 4, iterations=10**7, min_gpus=1, max_gpus=16),
+                allocation=on(cluster, ("r0-n1", 4)), done=10, arrival_seq=0)
+    b = FakeJob(JobSpec("b", 0.0, "resnet50", 8, iterations=10**7), arrival_seq=1)
+    view = view_of(cluster, 36000.0, [a], [b], perf=PM)
+    view.free.schedulable[1] = False
+    assert Pollux()._sizes(view, [a, b]) == {"a": 4, "b": 8}
+    plan = Pollux().schedule(view, PassState())
+    assert [(type(x), x.job_id) for x in plan.actions] == [(Start, "b")]
+    assert plan.actions[0].allocation.num_gpus == 8
+
+
 def test_a_young_job_off_the_power_of_two_counts_keeps_them():
     """A range of more than MAX_DENSE_COUNTS is offered powers of two (our rule), but a running job's own
     count is always among its options, so the restart penalty can keep it: 10 s old (REALLOC_FACTOR
