@@ -86,10 +86,13 @@ class StreamAgent:
         # Non-leader parts that ended normally: listed in Register (so reconciliation does not requeue a
         # job whose leader's exit is still on its way) until a Preempt or a newer Launch says the attempt is over.
         self._finished_parts: dict[tuple[str, int], apb.RunningJob] = {}
-        self._outbox: asyncio.Queue[apb.AgentMessage | None] | None = None
+        self._outbox: asyncio.Queue[apb.AgentMessage | None] | None = None  # once Registered
+        self._stream_outbox: asyncio.Queue[apb.AgentMessage | None] | None = None  # from the call's start
         self._call: grpc.aio.StreamStreamCall | None = None
         self._runner: asyncio.Task[None] | None = None
-        self._leaving = False
+        self._leaving = False  # leave() was called: no Launch is obeyed
+        self._leave_sent = False  # Leaving went on a call: the agent does not connect again
+        self._leave_now = asyncio.Event()  # ends the wait before a reconnect: a leave goes out at once
         # A fault to inject (TestCluster.freeze_agent): while set, no heartbeat or progress report
         # leaves, as from a hung node whose connection stays up.
         self.frozen = False
@@ -111,14 +114,20 @@ class StreamAgent:
 
     async def leave(self, timeout: float = LEAVE_WAIT_S) -> None:
         """Leave cleanly (a graceful shutdown): end the stream so the control plane knows this node
-        left rather than went silent, wait up to ``timeout`` for it to close the call, then :meth:`stop`."""
+        left rather than went silent (it requeues the node's jobs at once instead of after the heartbeat
+        timeout and the lost-agent guard), wait up to ``timeout`` for it to close the call, then
+        :meth:`stop`. Between connections the wait to reconnect ends now and the next call carries
+        Register, Leaving and its end (:meth:`_session`); a call that fails is not retried. From here
+        on no Launch is obeyed: an agent told to leave takes no work."""
         self._leaving = True
-        if self._outbox is not None:
-            self._outbox.put_nowait(apb.AgentMessage(leaving=apb.Leaving(reason="agent shutting down")))
-            self._outbox.put_nowait(None)  # then ends the request stream
-            if self._runner is not None:
-                with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                    await asyncio.wait_for(asyncio.shield(self._runner), timeout)
+        running = self._runner is not None and not self._runner.done()
+        if self._stream_outbox is not None:  # a call is open (or opening): Leaving goes after its Register
+            self._send_leaving(self._stream_outbox)
+        elif running:
+            self._leave_now.set()
+        if running:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self._runner), timeout)  # type: ignore[arg-type]
         await self.stop()
 
     async def stop_jobs(self) -> None:
@@ -134,7 +143,7 @@ class StreamAgent:
             try:
                 await self._session()
                 self.backoff.reset()
-                if self._leaving:
+                if self._leave_sent:
                     return
             except ClusterMismatch as exc:
                 log.error("the control plane's cluster file disagrees with itself; stopping", node=self.node_name,
@@ -158,16 +167,20 @@ class StreamAgent:
                     log.info("control plane unreachable, retrying", node=self.node_name, code=exc.code().name)
             finally:
                 self.connected.clear()
-                self._outbox = None
-            if self._leaving:
-                return  # leaving: a failed stream is not reconnected (that would register the node again)
-            await asyncio.sleep(self.backoff.next_delay())
+                self._outbox = self._stream_outbox = None
+            if self._leave_sent:
+                return  # Leaving went on a call that failed: not retried (that would register the node again)
+            with contextlib.suppress(TimeoutError):  # leave() ends the wait: its call goes at once
+                await asyncio.wait_for(self._leave_now.wait(), self.backoff.next_delay())
 
     # --- the stream -----------------------------------------------------------
 
     async def _session(self) -> None:
         outbox: asyncio.Queue[apb.AgentMessage | None] = asyncio.Queue()
         outbox.put_nowait(apb.AgentMessage(register=self._register()))
+        if self._leaving:  # leave() ran between connections: this call only says so
+            self._send_leaving(outbox)
+        self._stream_outbox = outbox
         channel = (grpc.aio.secure_channel(self.target, self.tls.credentials(), options=self.channel_options)
                    if self.tls is not None else grpc.aio.insecure_channel(self.target, options=self.channel_options))
         async with channel:
@@ -190,10 +203,15 @@ class StreamAgent:
                         self._handle(kind, getattr(msg, kind))
             finally:
                 self._call = None
-                self._outbox = None
+                self._outbox = self._stream_outbox = None
                 outbox.put_nowait(None)
                 if heartbeat is not None:
                     heartbeat.cancel()
+
+    def _send_leaving(self, outbox: asyncio.Queue[apb.AgentMessage | None]) -> None:
+        outbox.put_nowait(apb.AgentMessage(leaving=apb.Leaving(reason="agent shutting down")))
+        outbox.put_nowait(None)  # then ends the request stream
+        self._leave_sent = True
 
     def _register(self) -> apb.Register:
         node = self.node_spec()
@@ -278,7 +296,9 @@ class StreamAgent:
     _send = send  # the emulated agent's historical name
 
     def _handle(self, kind: str, body) -> None:
-        if kind == "launch":
+        if kind == "launch" and self._leaving:  # the control plane requeues it when this stream closes
+            log.info("launch ignored: leaving", node=self.node_name, job=body.job_id[:MAX_JOB_ID])
+        elif kind == "launch":
             log.info("launch received", node=self.node_name, job=body.job_id[:MAX_JOB_ID], attempt=body.attempt,
                      leader=body.leader)
             for key in [k for k in self._finished_parts if k[0] == body.job_id]:

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from halyard.agent.backoff import Backoff
 from halyard.controlplane.disruption import Disruption, DisruptionSettings, LostAgentGuard
 from halyard.datamodel import JobState, ValidationError
 from halyard.testing import TestCluster
@@ -207,3 +208,25 @@ async def test_a_leaving_agent_whose_stream_fails_does_not_reconnect():
         agent.break_stream()
         await agent.leave(timeout=2.0)
         assert runner.done() and not runner.cancelled()  # it returned by itself
+
+
+async def test_an_agent_told_to_leave_between_connections_says_so_on_one_more_call():
+    """note6 "not mended": an agent whose stream was cut waits to reconnect (a minute here) when it is told to
+    leave. It must not wait out the backoff nor come back for work: it connects at once, sends Register,
+    Leaving and the end of its stream, and stops. Its job is requeued before leave() returns, as for a leave
+    on an open stream. The old leave() stopped without a word: the job stayed RUNNING on the gone node until
+    the heartbeat timeout (30 s here) and the guard."""
+    async with TestCluster(nodes=2, heartbeat_s=HEARTBEAT_S, heartbeat_timeout_s=30.0) as tc:
+        await _cluster_of_running_jobs(tc, 1)
+        cp = tc.control_plane
+        (node,) = cp.placed["j0"]
+        agent = tc.agents[node]
+        agent.backoff = Backoff(start_s=60.0, max_s=60.0)
+        agent.break_stream()
+        await tc.wait_for(lambda: node not in cp.sessions and not agent.connected.is_set())
+        assert tc.job("j0").state is JobState.RUNNING and node in cp.placed["j0"]  # between connections
+        await agent.leave(timeout=TIMEOUT_S * 30)
+        assert agent._runner.done() and not agent._runner.cancelled()  # it ended by itself, not by the timeout
+        assert tc.job("j0").preemptions == 1
+        assert [e.detail for e in cp.core.log if e.job_id == "j0" and "left" in e.detail] == [f"agent {node} left"]
+        assert node not in cp.sessions and not cp.core.free.schedulable[tc.cluster.node(node).index]
