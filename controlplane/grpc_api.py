@@ -171,10 +171,15 @@ class JobServicer(jgrpc.JobServiceServicer):
                          context: grpc.aio.ServicerContext) -> jpb.SubmitJobsResponse:
         """SubmitJob for each job, in order, each with its own result; one group commit holds them all
         (the caller is checked once; in lockstep each arrival waits for earlier completions, as SubmitJob's)."""
-        who = await _call(context, "SubmitJobs", lambda: self.auth.client(context))
-        if len(request.jobs) > lim.MAX_SUBMIT_BATCH:
-            await _call(context, "SubmitJobs", lambda: _raise(ValidationError(
-                f"holds {len(request.jobs)} jobs; at most {lim.MAX_SUBMIT_BATCH} per call", field="jobs")))
+        try:
+            who = await _call(context, "SubmitJobs", lambda: self.auth.client(context))
+            if len(request.jobs) > lim.MAX_SUBMIT_BATCH:
+                await _call(context, "SubmitJobs", lambda: _raise(ValidationError(
+                    f"holds {len(request.jobs)} jobs; at most {lim.MAX_SUBMIT_BATCH} per call", field="jobs")))
+        except grpc.aio.AbortError:
+            if context.code() != grpc.StatusCode.UNAVAILABLE:  # as SubmitJob's: a final refusal
+                self.cp.submit_refused()
+            raise
         out = jpb.SubmitJobsResponse()
         if self.cp.profiles_wanted:  # Crius §6.1: the batch's Cells profiled at once, not one job after another
             await asyncio.gather(*(self.cp.prepare_profiles(one.spec) for one in request.jobs if one.HasField("spec")))
@@ -192,6 +197,8 @@ class JobServicer(jgrpc.JobServiceServicer):
                 log.exception("request failed", method="SubmitJobs", index=i)
                 result.error.code = grpc.StatusCode.INTERNAL.value[0]
                 result.error.message = f"jobs[{i}]: SubmitJobs failed inside the control plane (logged)"
+            if result.HasField("error") and result.error.code != grpc.StatusCode.UNAVAILABLE.value[0]:
+                self.cp.submit_refused()  # lockstep, as SubmitJob's: a refused last arrival still gets its pass
         await _durable(context, self.cp)  # every accepted job is stored before the answer
         return out
 
