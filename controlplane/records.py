@@ -127,6 +127,9 @@ class JobRecord:
     # --- write side (SchedulingCore and the agent pool only) --------------
 
     def begin_run(self, allocation: Allocation, now: float) -> None:
+        """Start a PENDING job. No ``epoch`` bump: a job is PENDING only after submission or
+        :meth:`end_run` (which bumps), so a cache keyed by epoch never holds this run's numbers
+        under the epoch it has now (``tests/test_running_sens.py`` pins it)."""
         self.allocation = allocation
         self.num_gpus = allocation.num_gpus
         self.state = JobState.RUNNING

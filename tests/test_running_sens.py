@@ -92,6 +92,23 @@ def test_a_changed_record_is_read_again():
     assert after[0] == nw_sens(record, 200.0, _compute_s(record)) > before[0]
 
 
+def test_a_restart_on_the_same_allocation_object_is_read_again():
+    """note6: begin_run does not bump ``epoch``. A job starts only from PENDING, which it reaches by
+    submission or through end_run (which bumps), so a restart is seen even when a policy hands back the
+    very allocation object of the earlier run and nothing else changes before the next pass."""
+    record = JobRecord(job(2, iterations=1000, job_id="a"), 0, 1000, 0.1, 0.0)
+    where = _allocation(0)
+    record.begin_run(where, 0.0)
+    record.set_rate(0.0, 1.0)
+    table = RunningNwSens()
+    table.at({"a": record}, 100.0, _compute_s)
+    record.end_run(100.0, checkpoint=True)
+    record.release()
+    record.begin_run(where, 400.0)  # no set_rate yet: the row must still be read again
+    _, after = table.at({"a": record}, 500.0, _compute_s)
+    assert after[0] == nw_sens(record, 500.0, _compute_s(record))
+
+
 def test_jobs_without_allocation_and_no_jobs():
     table = RunningNwSens()
     jobs, values = table.at({}, 5.0, _compute_s)
