@@ -8,6 +8,7 @@ same --node replaced each other about once a second.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import grpc
 import pytest
@@ -121,9 +122,22 @@ async def test_a_second_agent_for_a_connected_node_is_refused_and_the_first_keep
         first = tc.agents["r0-n0"].instance
         second = EmulatedAgent(tc.agent_address, tc.cluster.node("r0-n0"), shared_clock=tc.clock,
                                tls=ClientTLS.for_node(tc.certs, "r0-n0") if tls else None)
+        refusals = tc.server.metrics.registry
+        labels = {"service": "halyard.v1.AgentService", "method": "Connect", "code": "ALREADY_EXISTS"}
+        past = time.monotonic() + 2 * tc.control_plane.heartbeat_timeout_s  # two heartbeat timeouts from now
+        counted_at_past: list[float] = []
+
+        def refused_after_two_timeouts() -> bool:
+            """A refusal of the second after two timeouts (had the first been declared lost, the second
+            would have taken the node by then), or the second connected (which the asserts reject)."""
+            count = refusals.get_sample_value("halyard_grpc_server_handled_total", labels) or 0.0
+            if not counted_at_past and time.monotonic() > past:
+                counted_at_past.append(count)
+            return second.connected.is_set() or (bool(counted_at_past) and count > counted_at_past[0])
+
         second.start()
         try:
-            await asyncio.sleep(2.5)  # > 2 heartbeat timeouts: the first stays, the second keeps being refused
+            await tc.wait_for(refused_after_two_timeouts)  # the first stays, the second keeps being refused
             assert tc.control_plane.sessions["r0-n0"].instance == first
             assert not second.connected.is_set()
             assert tc.job("long").state is JobState.RUNNING and tc.job("long").preemptions == 0
