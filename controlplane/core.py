@@ -76,6 +76,16 @@ class PlanError(HalyardError):
         super().__init__(f"plan action #{index} {type(action).__name__}({action.job_id}): {reason}")
 
 
+
+@dataclasses.dataclass(slots=True)
+class _Quiet:
+    """What an empty pass leaves for :meth:`SchedulingCore.schedule` to skip repeats of it."""
+
+    view: ClusterView
+    events: int  # the log's length then: every change the core makes to a job is an event
+    schedulable: bytes  # the nodes' schedulable flags then: the rest of what the free resources say
+    until: float | None = None  # the policy's quiet_until(view), once asked
+
 class SchedulingCore:
     def __init__(self, cluster: Cluster, policy: Policy, perf: PerformanceModel,
                  *, round_s: float = 300.0, round_slack_s: float = ROUND_BOUNDARY_TOLERANCE_S) -> None:
@@ -103,6 +113,12 @@ class SchedulingCore:
         # plane sets its agents' (controlplane.profiling.AgentProfiles).
         self.profiles: ProfileSource | None = None
         self.passes = 0
+        # After a pass that planned nothing: its view, what the state was then (events logged, schedulable
+        # flags) and, once asked, the policy's quiet_until; a pass before that time over the same state
+        # is skipped. Asked only when a pass finds the state unchanged: most empty passes are followed
+        # by an arrival or a completion, which makes the answer moot.
+        self._quiet: _Quiet | None = None
+        self.skipped_passes = 0
         # Why jobs wait: the reason of the last pass for the jobs it did not look at
         # (Plan.otherwise), and the pending jobs per reason code after the last pass.
         self._otherwise: Unplaced | None = None
@@ -204,6 +220,13 @@ class SchedulingCore:
         The policy learns from the pass only through ``on_applied`` after the plan is
         applied, or ``on_rejected`` if the core refuses it (Kubernetes' Reserve/Unreserve).
         """
+        quiet = self._quiet
+        if quiet is not None and quiet.events == len(self.log) and quiet.schedulable == self.free.schedulable.tobytes():
+            if quiet.until is None:
+                quiet.until = self.policy.quiet_until(quiet.view)
+            if now < quiet.until:
+                self.skipped_passes += 1  # the last pass planned nothing and this one would, word for word
+                return []
         started = time.perf_counter()
         view = self.view(now)
         state = PassState()
@@ -216,6 +239,11 @@ class SchedulingCore:
         self.policy.on_applied(view, plan, state)
         self.passes += 1
         self._note_reasons(plan)
+        self._quiet = None
+        if not plan.actions:
+            # Every change the core makes to a job is an event, so the log's length stands for the jobs'
+            # states and allocations; the schedulable flags are the rest of what the free resources say.
+            self._quiet = _Quiet(view, len(self.log), self.free.schedulable.tobytes())
         self.pass_seconds.add(time.perf_counter() - started)
         return applied
 

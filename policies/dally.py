@@ -596,6 +596,10 @@ class Dally:
                 ("preemption", preemption),
                 *(("adjust", a.name) for a in self.adjusters)]
 
+    def quiet_until(self, view: ClusterView) -> float:
+        """No pass is skipped (:meth:`Policy.quiet_until`): delay timers elapse with the clock alone."""
+        return -math.inf
+
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         self.delay.on_applied(view, plan, state)
         self._running_sens_table.prune(view.running)

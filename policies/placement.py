@@ -101,6 +101,7 @@ class FirstFitConsolidated(Placement):
     """The fewest nodes, then the fewest racks, with GPU-proportional CPU and memory."""
 
     name = "consolidated"
+    time_invariant = True  # chooses from the free resources and the job's spec alone
 
     def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources,
               state: PassState) -> Allocation | Unplaced:

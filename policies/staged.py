@@ -21,6 +21,7 @@ The result is a :class:`Plan`; the core validates and applies it, then calls
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -110,6 +111,13 @@ class StagedPolicy:
         for adjuster in self.adjusters:
             adjuster.adjust(view, plan, free, state)
         return plan
+
+    def quiet_until(self, view: ClusterView) -> float:
+        """:meth:`Policy.quiet_until`: the ordering's :meth:`~Ordering.same_until` when every other
+        stage is time-invariant (so only the order can change with the clock), else ``-inf``."""
+        if all(stage.time_invariant for stage in self._all() if stage is not self.ordering):
+            return self.ordering.same_until(view)
+        return -math.inf
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         for stage in self._all():

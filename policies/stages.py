@@ -16,6 +16,7 @@ the pass used.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -39,6 +40,11 @@ class Stage(Protocol):
     # JobSpec fields beyond the basics the stage acts on ("priority", "deadline"): a job that sets
     # one no stage of its policy honours is told so at submission instead of being ignored silently.
     honours: ClassVar[frozenset[str]] = frozenset()
+    # True if the stage decides from the jobs' specs, states and allocations and the free resources
+    # alone: what the core's event log and the nodes' schedulable flags record, never the clock, job
+    # progress or rates. A staged policy whose other stages all say so may let the core skip passes
+    # that cannot change anything (:meth:`Policy.quiet_until`). Opt-in: False unless a stage says so.
+    time_invariant: ClassVar[bool] = False
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         """The core applied ``plan``: commit what the pass decided tentatively."""
@@ -89,6 +95,13 @@ class Policy(Protocol):
 
     def schedule(self, view: ClusterView, state: PassState) -> Plan: ...
 
+    def quiet_until(self, view: ClusterView) -> float:
+        """Called after a pass at ``view`` that planned nothing: the time before which another pass,
+        with no event logged and no node's schedulable flag changed in between, would again plan
+        nothing and give every waiting job the same reason, so the core may skip it. ``-inf`` (this
+        default): never skip."""
+        return -math.inf
+
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         return None
 
@@ -124,6 +137,12 @@ class Ordering(Stage, Protocol):
     remembers: ClassVar[bool] = False
 
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], Any]: ...
+
+    def same_until(self, view: ClusterView) -> float:
+        """The time before which every job's key keeps its order with the clock alone moving (no job
+        started, stopped, arrived or ended), for :meth:`Policy.quiet_until`. ``-inf`` (this
+        default): unknown, so no pass is skipped."""
+        return -math.inf
 
 
 @runtime_checkable
@@ -204,6 +223,7 @@ class Preemption(Stage, Protocol):
 
 class AdmitAll(Admission):
     name = "all"
+    time_invariant = True
 
     def admit(self, view: ClusterView, jobs: Sequence[JobInfo], plan: Plan, state: PassState) -> Iterable[JobInfo]:
         return jobs
@@ -213,6 +233,7 @@ class FixedSize(Sizing):
     """Every job gets exactly the GPUs it asked for."""
 
     name = "fixed"
+    time_invariant = True
 
     def gpus(self, view: ClusterView, job: JobInfo) -> int:
         return job.spec.num_gpus

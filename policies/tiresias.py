@@ -68,6 +68,10 @@ def high_skew(model: str, skew: Mapping[str, float] = TENSOR_SKEW,
 
 QUEUES_KEY = "tiresias/queues"  # PassState: job id -> (queue, service baseline) changed this pass
 _QUEUE_0 = (0, 0.0)  # a job the ordering has kept nothing for: queue 0, service counted from 0
+# How long before a running job's computed threshold crossing TwoDimensionalLas.same_until stops
+# promising an unchanged order (ours): far above the rounding of times of up to 10^8 s (about 1e-8 s),
+# far below a round (300 s), so it only ever costs a pass that would have been skipped.
+QUIET_MARGIN_S = 1e-3
 
 
 class TwoDimensionalLas(Ordering):
@@ -134,6 +138,23 @@ class TwoDimensionalLas(Ordering):
         queue_in = self._queue_in
         return lambda job: (queue_in(job, now, tentative), job.spec.submit_time, job.arrival_seq)
 
+    def same_until(self, view: ClusterView) -> float:
+        """Without starvation promotion a job's queue is the number of thresholds its attained service
+        has reached: a waiting job's service is fixed and a running job's grows by its GPU count per
+        second, so the order holds until the first running job reaches its next threshold (less
+        ``QUIET_MARGIN_S``, so that float rounding never hides a crossing). With promotion a waiting
+        job moves with the clock: ``-inf``."""
+        if self.starvation_knob is not None:
+            return -math.inf
+        now, thresholds = view.now, self.thresholds
+        until = math.inf
+        for job in view.running.values():
+            attained = job.attained_gpu_s(now)
+            queue = bisect.bisect_right(thresholds, attained)
+            if queue < len(thresholds):
+                until = min(until, now + (thresholds[queue] - attained) / job.num_gpus)
+        return until - QUIET_MARGIN_S
+
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         kept = self._kept
         for job_id, (queue, baseline) in state.get(QUEUES_KEY, {}).items():
@@ -159,6 +180,7 @@ class SkewConsolidation(Placement):
     """
 
     name = "tiresias-skew"
+    time_invariant = True  # a function of the free resources and the job's spec (the refusals a memo of it)
 
     def __init__(self, is_high_skew: Callable[[str], bool] = high_skew) -> None:
         self.is_high_skew = is_high_skew
