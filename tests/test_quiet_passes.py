@@ -1,0 +1,104 @@
+"""The core skips a pass that would repeat an empty one (issue 19): ``Policy.quiet_until``.
+
+After a pass that planned nothing, another pass over the same state -- no event logged, no node's
+schedulable flag changed -- plans nothing again and gives the same reasons, unless the clock alone
+changes the policy's mind. Tiresias' 2D-LAS (without starvation promotion) changes its mind only when
+a running job's attained service reaches a queue threshold (``TwoDimensionalLas.same_until``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from factories import job
+from policy_fakes import FakeJob, view_of
+
+from halyard.controlplane import SchedulingCore, Simulator
+from halyard.controlplane.timing import performance_model_for
+from halyard.datamodel import Allocation, JobState, NodeAllocation, load_cluster
+from halyard.policies import StagedPolicy, make_policy
+from halyard.policies.tiresias import QUIET_MARGIN_S, SkewConsolidation, TwoDimensionalLas
+from halyard.traces import generate_synergy_trace
+
+
+def _on(node: str, gpus: int) -> Allocation:
+    return Allocation((NodeAllocation(node, tuple(range(gpus)), 3 * gpus, 62_500 * gpus),))
+
+
+def test_same_until_is_the_first_running_job_to_reach_its_next_threshold(small_cluster):
+    """a (2 GPUs, 3,000 GPU-s) reaches 3,250 GPU-s 125 s from now; b is past the last threshold and c
+    waits (its service does not grow): the order holds until now + 125 s, less the margin."""
+    a = FakeJob(job(2, job_id="a"), gpu_s=3000.0, allocation=_on("r0-n0", 2))
+    b = FakeJob(job(4, job_id="b"), gpu_s=9000.0, allocation=_on("r0-n1", 4))
+    c = FakeJob(job(1, job_id="c"), gpu_s=10.0)
+    view = view_of(small_cluster, 1000.0, [a, b], [c])
+    assert TwoDimensionalLas().same_until(view) == 1125.0 - QUIET_MARGIN_S
+    assert TwoDimensionalLas().same_until(view_of(small_cluster, 1000.0, [b], [c])) == math.inf
+    # With starvation promotion a waiting job moves with the clock: never quiet.
+    assert TwoDimensionalLas(starvation_knob=2.0).same_until(view) == -math.inf
+
+
+def _one_node_core(small_cluster, perf) -> SchedulingCore:
+    core = SchedulingCore(small_cluster, make_policy("tiresias"), perf)
+    core.free.schedulable[:] = False
+    core.free.schedulable[small_cluster.node("r0-n0").index] = True
+    return core
+
+
+def test_a_round_pass_is_skipped_until_a_running_job_is_demoted(small_cluster, perf):
+    """a holds the one schedulable node, b waits behind it in queue 0. The round pass at 300 s changes
+    nothing (a has 1,200 GPU-s) and is skipped; at 900 s a has 3,600 GPU-s, is demoted to queue 1, and
+    the pass that preempts it for b runs."""
+    core = _one_node_core(small_cluster, perf)
+    core.submit(job(4, job_id="a", iterations=10**6), 0.0)
+    core.schedule(0.0)
+    core.submit(job(4, job_id="b", iterations=10**6), 10.0)
+    assert core.schedule(10.0) == [] and core.records["b"].state is JobState.PENDING
+    assert core.schedule(300.0) == [] and core.skipped_passes == 1
+    core.schedule(900.0)
+    assert core.skipped_passes == 1
+    assert core.records["b"].state is JobState.RUNNING and core.records["a"].state is JobState.PENDING
+
+
+def test_a_pass_after_a_node_comes_back_is_not_skipped(small_cluster, perf):
+    """No event is logged when a node starts taking work (an agent connects), but the free resources
+    change: the next pass runs and starts the waiting job there."""
+    core = _one_node_core(small_cluster, perf)
+    core.submit(job(4, job_id="a", iterations=10**6), 0.0)
+    core.submit(job(4, job_id="b", iterations=10**6), 0.0)
+    core.schedule(0.0)
+    assert core.schedule(5.0) == [] and core.records["b"].state is JobState.PENDING  # an empty pass
+    assert core.schedule(10.0) == [] and core.skipped_passes == 1  # ... repeated: skipped
+    core.free.schedulable[small_cluster.node("r0-n1").index] = True
+    core.schedule(20.0)
+    assert core.skipped_passes == 1 and core.records["b"].state is JobState.RUNNING
+
+
+class _NeverQuiet(TwoDimensionalLas):
+    def same_until(self, view) -> float:
+        return -math.inf
+
+
+def _loaded_run(ordering: TwoDimensionalLas, until: tuple[int, int] | None):
+    # 1,000 jobs of the synthetic multi-GPU trace at about 90% of synergy-128 (test_loaded_schedule_exact).
+    jobs = generate_synergy_trace(1000, rate_per_hour=3.765, multi_gpu=True, seed=1)
+    policy = StagedPolicy("tiresias", ordering, placement=SkewConsolidation())
+    sim = Simulator(load_cluster("synergy-128"), policy, performance_model_for(policy, contention="fair"))
+    sim.run(jobs, until=until)
+    core = sim.core
+    log = [(e.seq, repr(e.time), e.job_id, e.kind, e.detail) for e in core.log]
+    waits = {r.job_id: core.wait_of(r) for r in core.records.values() if r.state is JobState.PENDING}
+    return core, log, waits
+
+
+def test_skipping_changes_no_event_and_no_wait_reason():
+    """On a loaded trace, Tiresias with skipped passes and without them log the same events to the last
+    bit and, stopped half-way, tell every waiting job the same reason."""
+    for until in ((600, 601), None):  # job 600 ends with 12 jobs waiting
+        quiet, quiet_log, quiet_waits = _loaded_run(TwoDimensionalLas(), until)
+        every, every_log, every_waits = _loaded_run(_NeverQuiet(), until)
+        assert quiet.skipped_passes > 0 and every.skipped_passes == 0
+        assert quiet.passes + quiet.skipped_passes == every.passes
+        assert quiet_log == every_log
+        assert quiet_waits == every_waits
+        assert bool(quiet_waits) == (until is not None)  # half-way jobs wait; at the end none does
