@@ -277,6 +277,9 @@ def main() -> None:
     # The paper's profiling time (§8.2: about 30 s per profiling, 1 min per Cell), a named option off in the preset.
     rows.append(run("crius+profiling-30s", Crius(profiling_s=PROFILE_S_PER_PARALLELISM, name="crius+profiling-30s"),
                     jobs))
+    # §6.1's pseudocode reading of line 12 (runs with jobs pending; the preset follows the text).
+    rows.append(run("crius+extra-with-pending", Crius(extra_with_pending=True, name="crius+extra-with-pending"),
+                    jobs))
     depth_rows = [{**run(f"crius depth {d}", Crius(search_depth=d), jobs), "depth": d} for d in DEPTHS]
     ddl_jobs = window(args.seed, DEADLINE_FACTOR, args.duration_scale, args.keep_duration)
     ddl_rows = [run(p, make_policy(p), ddl_jobs) for p in DDL_POLICIES]

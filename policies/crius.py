@@ -356,16 +356,26 @@ class Crius(Policy):
     "Crius requires a single device to profile the job on each kind of GPU, profilings on
     heterogeneous GPUs are done in parallel"): ``submit + profiling_s x`` its profilings on the type.
     Meanwhile the job waits (pending, so line 12 does not run) and round passes (every ``round_s``,
-    §7's five minutes) look again."""
+    §7's five minutes) look again.
+
+    ``extra_with_pending`` (off by default): when line 12 runs. The text of §6.1 says "If there are no
+    pending jobs, the algorithm triggers extra scheduling to allocate released resources to running
+    jobs", which the default follows; the pseudocode's SchedDeparture runs line 12 after line 10 with
+    no condition. With the option, line 12 also runs while a job is left pending, so running jobs
+    scale up into GPUs that no pending job's Cell can use now. The GPUs it gives are taken back as any
+    running job's are: ScaleResource may downscale those jobs for a pending job's Cell (within the
+    search depth), and a blocked job's opportunistic jobs are suspended for it as before."""
 
     def __init__(self, *, search_depth: int = SEARCH_DEPTH, upscale: bool = True, suspend: bool = True,
                  deadlines: bool = False, adaptivity: bool = True, heterogeneity: bool = True,
-                 tune: bool = True, profiling_s: float = 0.0, name: str = "crius") -> None:
+                 tune: bool = True, profiling_s: float = 0.0, extra_with_pending: bool = False,
+                 name: str = "crius") -> None:
         if search_depth < 0:
             raise ValueError(f"search_depth must be >= 0, got {search_depth}")
         if not (profiling_s >= 0.0 and math.isfinite(profiling_s)):
             raise ValueError(f"profiling_s must be a finite number of seconds >= 0, got {profiling_s}")
         self.profiling_s = profiling_s
+        self.extra_with_pending = extra_with_pending
         self.name = name
         self.search_depth = search_depth
         self.upscale = upscale
@@ -454,7 +464,7 @@ class Crius(Policy):
             plan.wait(job.job_id, cannot_fit(self.name, "needs {} GPUs of one type; no Cell fits with up to {} "
                                              "jobs scaled ({} free)", need, self.search_depth,
                                              sum(v.free.values())))
-        if self.upscale and blocked is None and not profiling:
+        if self.upscale and not profiling and (blocked is None or self.extra_with_pending):
             self._extra(view, v)  # line 12: extra scheduling for released resources
         self._finalize(view, v, plan)
         state.put("crius/opportunistic", (tuple(opportunistic), tuple(v.suspended)))

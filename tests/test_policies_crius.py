@@ -249,6 +249,21 @@ def test_released_gpus_go_to_running_jobs_when_nothing_is_pending(upscale):
         assert not plan.actions
 
 
+@pytest.mark.parametrize("extra_with_pending", [False, True])
+def test_line_12_with_a_job_pending_only_under_the_pseudocode_reading(extra_with_pending):
+    """§6.1's text runs line 12 only "if there are no pending jobs" (the default); its pseudocode runs
+    it after line 10 unconditionally (``extra_with_pending``). A 16-GPU job no Cell of which fits
+    waits; the 4-GPU job beside it grows into the idle GPUs only under the pseudocode's reading."""
+    running = FakeJob(spec("a", 4), allocation=on(ONE_TYPE, ("r0-n0", 4)))
+    blocked = FakeJob(spec("blocked", 16, elastic=False), arrival_seq=1)
+    plan = Crius(extra_with_pending=extra_with_pending).schedule(view(ONE_TYPE, [running], [blocked]), PassState())
+    assert "blocked" in plan.unplaced
+    if extra_with_pending:
+        assert by_kind(plan, Resize)["a"].num_gpus == 8
+    else:
+        assert not plan.actions
+
+
 def test_presets():
     assert make_policy("crius").stages() == [("policy", "crius"), ("search-depth", "3")]
     fcfs, fifo = make_policy("fcfs"), make_policy("fifo")
