@@ -76,7 +76,6 @@ class PlanError(HalyardError):
         super().__init__(f"plan action #{index} {type(action).__name__}({action.job_id}): {reason}")
 
 
-
 @dataclasses.dataclass(slots=True)
 class _Quiet:
     """What an empty pass leaves for :meth:`SchedulingCore.schedule` to skip repeats of it."""
@@ -85,6 +84,7 @@ class _Quiet:
     events: int  # the log's length then: every change the core makes to a job is an event
     schedulable: bytes  # the nodes' schedulable flags then: the rest of what the free resources say
     until: float | None = None  # the policy's quiet_until(view), once asked
+
 
 class SchedulingCore:
     def __init__(self, cluster: Cluster, policy: Policy, perf: PerformanceModel,

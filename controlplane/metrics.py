@@ -69,6 +69,7 @@ def summarize(core: SchedulingCore, *, policy: str, trace_jobs: int, rejected: i
         "preemptions": sum(r.preemptions for r in records),
         "suspensions": sum(r.suspensions for r in records),  # Crius §6.1, not counted as preemptions
         "passes": core.passes,
+        "skipped_passes": core.skipped_passes,  # repeats of an empty pass (Policy.quiet_until)
         "avg_pass_ms": 1e3 * core.pass_seconds.total / core.passes if core.passes else 0.0,
         **core.pass_seconds.latency_ms(),
         "events": len(core.log),

@@ -13,7 +13,7 @@ import math
 from factories import job
 from policy_fakes import FakeJob, view_of
 
-from halyard.controlplane import SchedulingCore, Simulator
+from halyard.controlplane import SchedulingCore, Simulator, summarize
 from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import Allocation, JobState, NodeAllocation, load_cluster
 from halyard.policies import StagedPolicy, make_policy
@@ -98,6 +98,8 @@ def test_skipping_changes_no_event_and_no_wait_reason():
         quiet, quiet_log, quiet_waits = _loaded_run(TwoDimensionalLas(), until)
         every, every_log, every_waits = _loaded_run(_NeverQuiet(), until)
         assert quiet.skipped_passes > 0 and every.skipped_passes == 0
+        assert summarize(quiet, policy="tiresias", trace_jobs=1000, rejected=0, wall_s=1.0)["skipped_passes"] \
+            == quiet.skipped_passes
         assert quiet.passes + quiet.skipped_passes == every.passes
         assert quiet_log == every_log
         assert quiet_waits == every_waits
