@@ -104,6 +104,7 @@ class SchedulingCore:
         self.pending: SortedKeyList = SortedKeyList(key=lambda r: (r.spec.submit_time, r.arrival_seq))
         self.running: dict[str, JobRecord] = {}
         self._running_view: Mapping[str, JobRecord] = MappingProxyType(self.running)
+        self._records_view: Mapping[str, JobRecord] = MappingProxyType(self.records)
         self._demand: Counter[int] = Counter()  # requested GPUs of pending jobs
         self._demand_view: Mapping[int, int] = MappingProxyType(self._demand)
         self._gpus_by_type = {t: sum(n.gpus for n in cluster.nodes if n.gpu_type == t)
@@ -119,10 +120,11 @@ class SchedulingCore:
         # by an arrival or a completion, which makes the answer moot.
         self._quiet: _Quiet | None = None
         self.skipped_passes = 0
-        # Why jobs wait: the reason of the last pass for the jobs it did not look at
-        # (Plan.otherwise), and the pending jobs per reason code after the last pass.
+        # Why jobs wait: the reasons the last pass gave (its Plan.unplaced, kept as it is: a loaded queue has
+        # hundreds of waiting jobs per pass) and its reason for the jobs it did not look at (Plan.otherwise).
+        # A job's reason from an earlier pass is written to its record when a pass stops looking at it.
+        self._told: Mapping[str, Unplaced] = {}
         self._otherwise: Unplaced | None = None
-        self.waiting: Counter[WaitCode] = Counter()
         self.pass_seconds = PassTimes()  # wall seconds of the passes: count, sum, max, a bounded sample
         # Changes not yet handed out by take_changes(): jobs the core changed, the
         # epoch of each running job then (drivers change rates, which bumps it),
@@ -212,7 +214,8 @@ class SchedulingCore:
         return ClusterView(now=now, cluster=self.cluster, free=self.free, running=self._running_view,
                            pending=self.pending, perf=self.perf, round_s=self.round_s,
                            pending_demand=self._demand_view, facts=self.facts, origin_s=self.origin_s,
-                           profiles=self.profiles, round_slack_s=self.round_slack_s)
+                           profiles=self.profiles, round_slack_s=self.round_slack_s, events=self.log,
+                           jobs=self._records_view)
 
     def schedule(self, now: float) -> list[Action]:
         """Run one policy pass and apply its plan; returns the applied actions.
@@ -248,30 +251,36 @@ class SchedulingCore:
         return applied
 
     def _note_reasons(self, plan: Plan) -> None:
-        """Keep each unplaced job's reason on its record and count pending jobs by code: O(jobs looked at)."""
-        records, passes, pending = self.records, self.passes, JobState.PENDING
-        codes: list[WaitCode] = []
-        for job_id, why in plan.unplaced.items():
-            record = records[job_id]
-            if record.state is pending:
-                record.wait = why
-                record.wait_pass = passes
-                codes.append(why.code)
-        waiting = Counter(codes)  # counted in one call: a loaded queue has hundreds of waiting jobs per pass
-        told = len(codes)
+        """Keep the pass's reasons; a waiting job the pass did not look at keeps its reason from the pass
+        that last did (O(jobs whose reason that pass gave and this one does not))."""
+        told, records, pending = plan.unplaced, self.records, JobState.PENDING
+        for job_id in self._told.keys() - told.keys():
+            record = records.get(job_id)
+            if record is not None and record.state is pending:
+                record.wait = self._told[job_id]
+        self._told = told
         self._otherwise = plan.otherwise
-        if plan.otherwise is not None and len(self.pending) > told:
-            waiting[plan.otherwise.code] += len(self.pending) - told
-        self.waiting = waiting
+
+    @property
+    def waiting(self) -> Counter[WaitCode]:
+        """Pending jobs per reason code, as of the last pass's reasons."""
+        codes = Counter(why.code for job_id, why in self._told.items()
+                        if (record := self.records.get(job_id)) is not None and record.state is JobState.PENDING)
+        told = sum(codes.values())
+        if self._otherwise is not None and len(self.pending) > told:
+            codes[self._otherwise.code] += len(self.pending) - told
+        return codes
 
     def wait_of(self, record: JobRecord) -> Unplaced | None:
-        """Why a pending job waits: its reason from the last pass that looked at it, or the last
-        pass's reason for the jobs it did not look at; None if no pass has said anything yet."""
+        """Why a pending job waits: its reason from the last pass if that pass looked at it, else that
+        pass's reason for the jobs it did not look at, else its reason from the last pass that looked
+        at it; None if no pass has said anything yet."""
         if record.state is not JobState.PENDING:
             return None
-        if record.wait_pass == self.passes or self._otherwise is None:
-            return record.wait
-        return self._otherwise
+        why = self._told.get(record.job_id)
+        if why is not None:
+            return why
+        return record.wait if self._otherwise is None else self._otherwise
 
     def apply(self, plan: Plan, now: float) -> list[Action]:
         """Validate the whole plan, then apply it in order; raise :class:`PlanError` if any action is wrong."""

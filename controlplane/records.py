@@ -26,7 +26,6 @@ class JobRecord:
         "ideal_iteration_s",
         "iteration_s", "iterations_total", "job_id", "last_assignment_time", "num_gpus", "pending_since",
         "preemptions", "queued_s", "restarts", "spec", "state", "suspensions", "time_shift_drift_s", "wait",
-        "wait_pass",
     )
 
     def __init__(self, spec: JobSpec, arrival_seq: int, iterations_total: int,
@@ -66,7 +65,6 @@ class JobRecord:
         # Why it waits: the latest reason a pass gave, and that pass's number (not persisted:
         # the first pass after a restart gives it again). Read through SchedulingCore.wait_of.
         self.wait: Unplaced | None = None
-        self.wait_pass = -1
         # The latest drift an agent measured from the job's time-shift grid (Progress.time_shift_drift_s,
         # Cassini §4.4.2 step 3), seconds, + late; None until one is reported in this run. Not persisted:
         # the next report after a restart gives it again.
@@ -242,7 +240,7 @@ class JobRecord:
         record = cls.__new__(cls)
         for name in PERSISTED:
             setattr(record, name, data[name])
-        record.wait, record.wait_pass, record.time_shift_drift_s = None, -1, None  # NOT_PERSISTED
+        record.wait, record.time_shift_drift_s = None, None  # NOT_PERSISTED
         record.suspensions = 0  # NOT_PERSISTED: SchedulingCore.restore recounts the SUSPENDED events
         record.spec = spec_from_dict(data["spec"])
         record.state = JobState(data["state"])
@@ -254,7 +252,7 @@ class JobRecord:
 
 # Every slot but the waiting reason and the measured drift, which the first pass and the first
 # progress report after a restart give again.
-NOT_PERSISTED = ("suspensions", "time_shift_drift_s", "wait", "wait_pass")
+NOT_PERSISTED = ("suspensions", "time_shift_drift_s", "wait")
 PERSISTED = tuple(name for name in JobRecord.__slots__ if name not in NOT_PERSISTED)
 
 

@@ -204,7 +204,6 @@ class StagedPolicy:
 
     def _runnable(self, view: ClusterView, pending: list[JobInfo], plan: Plan, free: FreeResources,
                   state: PassState) -> None:
-        key = self.ordering.key(view, state)
         fixed = type(self.sizing) is FixedSize
         schedulable = view.schedulable_gpus
         if not (self.placement.batch or self.ordering.remembers):
@@ -220,12 +219,12 @@ class StagedPolicy:
                 if held + sum(g for _, g in sizes) > schedulable:
                     sizes = None
             if sizes is not None:
+                key = self.ordering.key(view, state)
                 sizes.sort(key=lambda pair: key(pair[0]))
                 for job, gpus in sizes:
                     self._place(view, job, gpus, plan, free, state)
                 return
-        ranked: list[JobInfo] = [*view.running.values(), *pending]
-        ranked.sort(key=key)
+        ranked = self.ordering.ranked(view, state, pending)
         budget = schedulable
         runnable: list[JobInfo] = []
         starts: list[tuple[JobInfo, int]] = []

@@ -138,6 +138,11 @@ class Ordering(Stage, Protocol):
 
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], Any]: ...
 
+    def ranked(self, view: ClusterView, state: PassState, pending: Sequence[JobInfo]) -> list[JobInfo]:
+        """The running jobs and ``pending`` (the admitted ones, in arrival order) sorted by :meth:`key`.
+        An ordering may answer from work kept between passes, but must answer exactly this."""
+        return sorted([*view.running.values(), *pending], key=self.key(view, state))
+
     def same_until(self, view: ClusterView) -> float:
         """The time before which every job's key keeps its order with the clock alone moving (no job
         started, stopped, arrived or ended), for :meth:`Policy.quiet_until`. ``-inf`` (this

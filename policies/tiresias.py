@@ -29,11 +29,12 @@ is a function of the views of applied passes.
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
-from halyard.datamodel import Allocation
+from halyard.datamodel import Allocation, JobState
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import FirstFitConsolidated, build_allocation, choose_nodes, no_fit, usable_gpus
 from halyard.policies.plan import Plan
@@ -99,6 +100,7 @@ class TwoDimensionalLas(Ordering):
         # Per job, as of the last applied pass: its queue and its attained service when last
         # promoted; a job not here is in queue 0 with baseline 0.
         self._kept: dict[str, tuple[int, float]] = {}
+        self._order = KeptOrder(thresholds)
 
     def queue_of(self, job: JobInfo, now: float, state: PassState | None = None) -> int:
         """The job's queue at ``now`` after any promotion and demotion.
@@ -138,6 +140,15 @@ class TwoDimensionalLas(Ordering):
         queue_in = self._queue_in
         return lambda job: (queue_in(job, now, tentative), job.spec.submit_time, job.arrival_seq)
 
+    def ranked(self, view: ClusterView, state: PassState, pending: Sequence[JobInfo]) -> list[JobInfo]:
+        """:meth:`Ordering.ranked` from the order kept between passes (:class:`KeptOrder`) when it can
+        be: no starvation promotion, every pending job admitted, and a view that offers the core's event
+        log; otherwise sorted afresh."""
+        if (self.starvation_knob is not None or view.events is None or view.jobs is None
+                or len(pending) != len(view.pending)):
+            return super().ranked(view, state, pending)
+        return self._order.ranked(view)
+
     def same_until(self, view: ClusterView) -> float:
         """Without starvation promotion a job's queue is the number of thresholds its attained service
         has reached: a waiting job's service is fixed and a running job's grows by its GPU count per
@@ -146,6 +157,8 @@ class TwoDimensionalLas(Ordering):
         job moves with the clock: ``-inf``."""
         if self.starvation_knob is not None:
             return -math.inf
+        if view.events is not None and view.jobs is not None:  # the kept order holds every running job's time
+            return self._order.next_crossing(view)
         now, thresholds = view.now, self.thresholds
         until = math.inf
         for job in view.running.values():
@@ -160,6 +173,97 @@ class TwoDimensionalLas(Ordering):
         for job_id, (queue, baseline) in state.get(QUEUES_KEY, {}).items():
             # A promotion's baseline is the service then (> 0: only a demoted job is promoted).
             kept[job_id] = (queue, baseline or kept.get(job_id, _QUEUE_0)[1])
+
+
+_LIVE = (JobState.RUNNING, JobState.PENDING)
+
+
+class KeptOrder:
+    """2D-LAS's order of the running and pending jobs (without starvation promotion), kept from pass
+    to pass (issue 19: keying and sorting about 110 jobs was a quarter of a loaded Tiresias pass, and
+    between two passes a handful of keys change).
+
+    A job's key is (queue, submit time, arrival number), its queue the number of thresholds its
+    attained service has reached. Service is fixed while a job waits, grows while it runs and carries
+    over a start or a stop unchanged, so a key changes only (a) when the core logs an event for the
+    job (it arrived, started, stopped, moved or ended) or (b) when a running job reaches its next
+    threshold, at a time known when it starts. Each pass re-keys the jobs of the events logged since
+    the last one and the running jobs whose threshold time (less ``QUIET_MARGIN_S``) has come; the
+    order is two parallel lists kept sorted by key. It equals sorting every job by the key
+    (``tests/test_quiet_passes.py``); should the count of jobs ever disagree with the view's, it is
+    rebuilt from the view."""
+
+    def __init__(self, thresholds: tuple[float, ...]) -> None:
+        self.thresholds = thresholds
+        self._events: object = None  # the log followed; another one (a new core) starts over
+        self._seen = 0
+        self._keys: list[tuple[int, float, int]] = []  # sorted
+        self._jobs: list[JobInfo] = []  # in the order of _keys
+        self._key_of: dict[str, tuple[int, float, int]] = {}
+        # Heap: when a running job may reach its next threshold, and the job; an entry holds while it is
+        # the job's entry in _crossing_of (a job re-keyed since has a new one, or none while it waits).
+        self._crossings: list[tuple[float, str]] = []
+        self._crossing_of: dict[str, float] = {}
+
+    def ranked(self, view: ClusterView) -> list[JobInfo]:
+        self._follow(view)
+        return list(self._jobs)
+
+    def next_crossing(self, view: ClusterView) -> float:
+        """The earliest time (less ``QUIET_MARGIN_S``) a running job may reach its next threshold, or
+        inf: no job's key changes before it unless an event is logged."""
+        self._follow(view)
+        crossings, current = self._crossings, self._crossing_of
+        while crossings and current.get(crossings[0][1]) != crossings[0][0]:
+            heapq.heappop(crossings)  # the job has stopped, moved or ended since: that run's time no longer applies
+        return crossings[0][0] if crossings else math.inf
+
+    def _follow(self, view: ClusterView) -> None:
+        """Bring the order up to the view: re-key the jobs of the events logged since the last call and
+        the running jobs whose threshold time has come."""
+        events, jobs, now = view.events, view.jobs, view.now
+        assert events is not None and jobs is not None
+        if events is not self._events or len(events) < self._seen:
+            self.__init__(self.thresholds)  # type: ignore[misc]
+            self._events = events
+        touched = {event.job_id for event in events.since(self._seen)}
+        self._seen = len(events)
+        crossings = self._crossings
+        while crossings and crossings[0][0] <= now:
+            when, job_id = heapq.heappop(crossings)
+            if self._crossing_of.get(job_id) == when:  # not replaced by a later re-key
+                touched.add(job_id)
+        for job_id in touched:
+            self._forget(job_id)
+            job = jobs.get(job_id)
+            if job is not None and job.state in _LIVE:
+                self._learn(job, now)
+        if len(self._jobs) != len(view.running) + len(view.pending):  # a change seen by no event
+            self.__init__(self.thresholds)  # type: ignore[misc]
+            self._events, self._seen = events, len(events)
+            for job in (*view.running.values(), *view.pending):
+                self._learn(job, now)
+
+    def _forget(self, job_id: str) -> None:
+        self._crossing_of.pop(job_id, None)
+        key = self._key_of.pop(job_id, None)
+        if key is not None:
+            i = bisect.bisect_left(self._keys, key)
+            del self._keys[i], self._jobs[i]
+
+    def _learn(self, job: JobInfo, now: float) -> None:
+        thresholds = self.thresholds
+        attained = job.attained_gpu_s(now)
+        queue = bisect.bisect_right(thresholds, attained)
+        key = (queue, job.spec.submit_time, job.arrival_seq)
+        i = bisect.bisect_right(self._keys, key)
+        self._keys.insert(i, key)
+        self._jobs.insert(i, job)
+        self._key_of[job.job_id] = key
+        if job.allocation is not None and queue < len(thresholds):
+            when = now + (thresholds[queue] - attained) / job.num_gpus - QUIET_MARGIN_S
+            heapq.heappush(self._crossings, (when, job.job_id))
+            self._crossing_of[job.job_id] = when
 
 
 # How many refused placements SkewConsolidation remembers before it forgets them all (our choice: a

@@ -13,7 +13,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from halyard.datamodel import Allocation, Cluster, JobSpec, JobState, StageProfile
+from halyard.datamodel import Allocation, Cluster, JobEvent, JobSpec, JobState, StageProfile
 from halyard.policies.facts import ClusterFacts, ClusterShape
 from halyard.policies.resources import FreeResources
 
@@ -148,6 +148,14 @@ class PerformanceEstimator(Protocol):
         ...
 
 
+class EventHistory(Protocol):
+    """The core's event log as a view offers it: its length and the events after a number."""
+
+    def __len__(self) -> int: ...
+
+    def since(self, seq: int) -> Sequence[JobEvent]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterView:
     """The cluster at ``now``: free resources, running and pending jobs.
@@ -176,6 +184,11 @@ class ClusterView:
     # How long after a round boundary a pass still counts as that round's: the deterministic drivers
     # pass at the boundary's exact float; the wall-clock daemon when its event loop reaches the timer.
     round_slack_s: float = ROUND_BOUNDARY_TOLERANCE_S
+    # The core's event log (every change it makes to a job is one event, numbered from 1) and every job
+    # it knows by id: a stage that keeps work from pass to pass learns from them what changed since
+    # (Kubernetes' scheduler cache follows its informers the same way). None in a view built by hand.
+    events: EventHistory | None = field(default=None, repr=False, compare=False)
+    jobs: Mapping[str, JobInfo] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.facts is None:

@@ -1,4 +1,5 @@
-"""The core skips a pass that would repeat an empty one (issue 19): ``Policy.quiet_until``.
+"""Work a loaded Tiresias pass no longer does (issue 19): the core skips a pass that would repeat an
+empty one (``Policy.quiet_until``), and 2D-LAS keeps its order between passes (``KeptOrder``).
 
 After a pass that planned nothing, another pass over the same state -- no event logged, no node's
 schedulable flag changed -- plans nothing again and gives the same reasons, unless the clock alone
@@ -17,7 +18,7 @@ from halyard.controlplane import SchedulingCore, Simulator, summarize
 from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import Allocation, JobState, NodeAllocation, load_cluster
 from halyard.policies import StagedPolicy, make_policy
-from halyard.policies.tiresias import QUIET_MARGIN_S, SkewConsolidation, TwoDimensionalLas
+from halyard.policies.tiresias import QUIET_MARGIN_S, KeptOrder, SkewConsolidation, TwoDimensionalLas
 from halyard.traces import generate_synergy_trace
 
 
@@ -104,3 +105,50 @@ def test_skipping_changes_no_event_and_no_wait_reason():
         assert quiet_log == every_log
         assert quiet_waits == every_waits
         assert bool(quiet_waits) == (until is not None)  # half-way jobs wait; at the end none does
+
+
+class _Checked(TwoDimensionalLas):
+    """Answers from the kept order and checks, every pass, that a fresh sort by the key agrees."""
+
+    checks = 0
+
+    def ranked(self, view, state, pending):
+        kept = super().ranked(view, state, pending)
+        assert kept == sorted([*view.running.values(), *pending], key=self.key(view, state))
+        self.checks += 1
+        return kept
+
+
+def test_the_kept_order_equals_a_fresh_sort_on_every_pass():
+    """Three thresholds (jobs cross 1-3 times while running, and are preempted and restarted between),
+    on the loaded trace: the order kept from the event log and the threshold times is the sorted one
+    on every pass, and same_until from it equals the scan of every running job."""
+    ordering = _Checked(thresholds=(500.0, 3250.0, 20_000.0))
+    scan = TwoDimensionalLas(thresholds=ordering.thresholds)
+    quiet_until = []
+
+    def same_until(view):
+        kept = TwoDimensionalLas.same_until(ordering, view)
+        bare = view.__class__(**{**{f: getattr(view, f) for f in view.__slots__}, "events": None, "jobs": None})
+        quiet_until.append(kept)
+        assert kept == scan.same_until(bare)
+        return kept
+
+    ordering.same_until = same_until
+    policy = StagedPolicy("tiresias", ordering, placement=SkewConsolidation())
+    jobs = generate_synergy_trace(1000, rate_per_hour=3.765, multi_gpu=True, seed=1)
+    sim = Simulator(load_cluster("synergy-128"), policy, performance_model_for(policy, contention="fair"))
+    sim.run(jobs)
+    # About 1,050 passes ranked, 370 quiet_until asked, 260 preemptions.
+    assert ordering.checks > 800 and len(quiet_until) > 200 and sim.core.skipped_passes > 0
+    assert sum(r.preemptions for r in sim.core.records.values()) > 150
+
+
+def test_a_kept_order_follows_a_new_event_log_from_scratch(small_cluster, perf):
+    """A view of another core (another log) starts the order over instead of reading past its end."""
+    order = KeptOrder((3250.0,))
+    for name in ("first", "second"):
+        core = SchedulingCore(small_cluster, make_policy("tiresias"), perf)
+        core.submit(job(4, job_id=f"{name}-a"), 0.0)
+        core.submit(job(2, job_id=f"{name}-b"), 1.0)
+        assert [j.job_id for j in order.ranked(core.view(2.0))] == [f"{name}-a", f"{name}-b"]
