@@ -10,8 +10,9 @@
    processes (one Python client saturates before the server does). Every submission is
    answered only once it is stored. Printed per row: calls/s and jobs/s seen by the
    clients, the server's CPU per call and per job (utime + stime from /proc), jobs per
-   second of server CPU (what one core sustains), and both ratios against GetCluster in
-   the same run.
+   second of server CPU (what one core sustains), how long a call waits for its answer as
+   its client sees it (p50 / p99; a submission is answered once stored), and both ratios
+   against GetCluster in the same run.
 2. In-process (no gRPC): the control plane's own submit path (validation, the group commit's
    pass and SQLite transaction) with 1 and 50 submitters; 1 in flight is one pass and one
    commit per job, as before group commit.
@@ -31,6 +32,7 @@ import urllib.request
 from pathlib import Path
 
 import grpc
+import numpy as np
 from bench_controlplane import cpu_seconds, start_controlplane
 
 from halyard.clock import ManualClock
@@ -90,12 +92,16 @@ async def _client(address: str, mode: str, calls: int, in_flight: int, batch: in
                 if bad:
                     raise RuntimeError(f"SubmitJobs refused {len(bad)} jobs: {bad[0]}")
 
+        latencies: list[float] = []  # seconds from sending a call to its answer (for a submit: stored)
+
         async def worker(k: int) -> None:
             for i in range(k, calls, in_flight):
+                sent = time.perf_counter()
                 await one(i)
+                latencies.append(time.perf_counter() - sent)
         started = time.time()
         await asyncio.gather(*(worker(k) for k in range(in_flight)))
-        return {"start": started, "end": time.time()}
+        return {"start": started, "end": time.time(), "latencies": latencies}
 
 
 def _drive(pid: int, mode: str, calls: int, in_flight: int, procs: int, batch: int, tag: str,
@@ -122,7 +128,8 @@ def _drive(pid: int, mode: str, calls: int, in_flight: int, procs: int, batch: i
     wall = max(r["end"] for r in reports) - min(r["start"] for r in reports)
     n = share * procs
     jobs = n * (batch if mode == "batch" else 1 if mode == "submit" else 0)
-    return {"calls": n, "jobs": jobs, "wall": wall, "cpu": cpu}
+    p50, p99 = np.percentile([x for r in reports for x in r["latencies"]], [50, 99])
+    return {"calls": n, "jobs": jobs, "wall": wall, "cpu": cpu, "p50_ms": 1e3 * p50, "p99_ms": 1e3 * p99}
 
 
 def _commit_counts(http: int) -> tuple[float, float]:
@@ -167,7 +174,9 @@ def _median_run(repeat: int, daemon: Daemon, mode: str, calls: int, in_flight: i
             jobs1, commits1 = _commit_counts(PORT + 1)
             jobs, commits = jobs + jobs1 - jobs0, commits + commits1 - commits0
     return runs[0] | {"wall": statistics.median(r["wall"] for r in runs),
-                      "cpu": statistics.median(r["cpu"] for r in runs), "per_commit": jobs / max(1.0, commits)}
+                      "cpu": statistics.median(r["cpu"] for r in runs), "per_commit": jobs / max(1.0, commits),
+                      "p50_ms": statistics.median(r["p50_ms"] for r in runs),
+                      "p99_ms": statistics.median(r["p99_ms"] for r in runs)}
 
 
 def bench_floor(folder: Path, calls: int, flight: int, procs: int, repeat: int) -> None:
@@ -181,7 +190,7 @@ def bench_floor(folder: Path, calls: int, flight: int, procs: int, repeat: int) 
                        "cpu": statistics.median(r["cpu"] for r in runs)}
         print(f"{flight:3d} in flight: bare grpc.aio server, empty reply: {r['calls'] / r['wall']:7.0f} calls/s, "
               f"server {1e3 * r['cpu'] / r['calls']:.3f} ms CPU/call = {r['calls'] / r['cpu']:7.0f} calls per "
-              "CPU-second (the ceiling of any unary RPC on one core)")
+              f"CPU-second (the ceiling of any unary RPC on one core), answered in {r['p50_ms']:.2f} ms (p50)")
     finally:
         proc.terminate()
         proc.wait()
@@ -199,14 +208,15 @@ def bench_grpc(folder: Path, calls: int, batch_calls: int, in_flight: list[int],
             base_rate, base_core = base["calls"] / base["wall"], base["calls"] / base["cpu"]
             print(f"{flight:3d} in flight, {p} client process(es): GetCluster {base_rate:7.0f} calls/s, "
                   f"server {1e3 * base['cpu'] / base['calls']:.3f} ms CPU/call = {base_core:7.0f} calls per "
-                  "CPU-second")
+                  f"CPU-second, answered in {base['p50_ms']:.2f} / {base['p99_ms']:.2f} ms (p50 / p99)")
             for mode, label in (("submit", "SubmitJob"), ("batch", f"SubmitJobs x{batch}")):
                 n = calls if mode == "submit" else batch_calls
                 r = _median_run(repeat, daemon, mode, n, flight, p, batch, f"{mode[0]}{flight}")
                 rate, core = r["jobs"] / r["wall"], r["jobs"] / r["cpu"]
                 print(f"    {label:15s} {r['calls'] / r['wall']:7.0f} calls/s {rate:8.0f} jobs/s, server "
                       f"{1e3 * r['cpu'] / r['calls']:.3f} ms CPU/call, {1e3 * r['cpu'] / r['jobs']:.3f} ms/job = "
-                      f"{core:7.0f} jobs per CPU-second, {r['per_commit']:5.1f} jobs/commit;  vs GetCluster: "
+                      f"{core:7.0f} jobs per CPU-second, {r['per_commit']:5.1f} jobs/commit, acknowledged (stored) "
+                      f"in {r['p50_ms']:.2f} / {r['p99_ms']:.2f} ms (p50 / p99);  vs GetCluster: "
                       f"jobs/s {rate / base_rate:.2f}x, per CPU-second {core / base_core:.2f}x")
 
 
