@@ -195,7 +195,11 @@ class KeptOrder:
 
     def __init__(self, thresholds: tuple[float, ...]) -> None:
         self.thresholds = thresholds
-        self._events: object = None  # the log followed; another one (a new core) starts over
+        self._start(None)
+
+    def _start(self, events: object) -> None:
+        """Forget everything and follow ``events`` from its first event."""
+        self._events = events  # the log followed; another one (a new core) starts over
         self._seen = 0
         self._keys: list[tuple[int, float, int]] = []  # sorted
         self._jobs: list[JobInfo] = []  # in the order of _keys
@@ -224,8 +228,7 @@ class KeptOrder:
         events, jobs, now = view.events, view.jobs, view.now
         assert events is not None and jobs is not None
         if events is not self._events or len(events) < self._seen:
-            self.__init__(self.thresholds)  # type: ignore[misc]
-            self._events = events
+            self._start(events)
         touched = {event.job_id for event in events.since(self._seen)}
         self._seen = len(events)
         crossings = self._crossings
@@ -239,8 +242,8 @@ class KeptOrder:
             if job is not None and job.state in _LIVE:
                 self._learn(job, now)
         if len(self._jobs) != len(view.running) + len(view.pending):  # a change seen by no event
-            self.__init__(self.thresholds)  # type: ignore[misc]
-            self._events, self._seen = events, len(events)
+            self._start(events)
+            self._seen = len(events)
             for job in (*view.running.values(), *view.pending):
                 self._learn(job, now)
 

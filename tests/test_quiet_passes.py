@@ -152,3 +152,15 @@ def test_a_kept_order_follows_a_new_event_log_from_scratch(small_cluster, perf):
         core.submit(job(4, job_id=f"{name}-a"), 0.0)
         core.submit(job(2, job_id=f"{name}-b"), 1.0)
         assert [j.job_id for j in order.ranked(core.view(2.0))] == [f"{name}-a", f"{name}-b"]
+
+
+def test_a_kept_order_that_misses_a_job_is_rebuilt_from_the_view(small_cluster, perf):
+    """Should the kept order ever count other jobs than the view has (a change no event told of), the
+    next call rebuilds it from the view's running and pending jobs instead of answering without one."""
+    core = SchedulingCore(small_cluster, make_policy("tiresias"), perf)
+    core.submit(job(4, job_id="a"), 0.0)
+    core.submit(job(2, job_id="b"), 1.0)
+    order = KeptOrder((3250.0,))
+    assert [j.job_id for j in order.ranked(core.view(2.0))] == ["a", "b"]
+    order._forget("a")  # as if an event had been missed
+    assert [j.job_id for j in order.ranked(core.view(3.0))] == ["a", "b"]
