@@ -1073,9 +1073,17 @@ class ControlPlane:
         # A drained node is out of service by an operator's choice: its silence says nothing of this side.
         counted = sum(1 for _, n in quiet + away if n not in self.drained)
         admitted = set(self.guard.admit([n for _, n in candidates], counted, len(self._known - self.drained), wall))
+        if before.holds and not self.guard.state.holds:
+            # Leaving a disruption: agents come back over a heartbeat or so, and the first few to speak end
+            # it. The silence before now is not charged: the nodes still silent get one more timeout from
+            # now, as Kubernetes' node-lifecycle controller updates every node's probe timestamp when it
+            # exits disruption mode [code kubernetes/kubernetes pkg/controller/nodelifecycle
+            # handleDisruption]; without it they were declared lost in the same check, as they spoke.
+            self._judged_from = wall
+            admitted = set()
         if self.guard.state is not before:
             log.warning("many agents silent at once: holding their nodes and jobs" if self.guard.state.holds
-                        else "agents answer again: silent agents are declared lost at once",
+                        else "agents answer again: those still silent get one more heartbeat timeout",
                         disruption=self.guard.state.name.lower(), silent=self.guard.silent, known=self.guard.known,
                         rate_per_s=self.guard.rate(self.guard.known))
         for _, node in silent:
