@@ -41,7 +41,7 @@ from halyard.policies.reasons import Unplaced, cannot_fit
 from halyard.policies.resources import FreeResources, OverAllocation
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import BatchPlacement
-from halyard.policies.synergy_packing import CapAt, Packer
+from halyard.policies.synergy_packing import CapAt, KeptShapes, Packer
 from halyard.policies.synergy_profile import job_profile
 from halyard.policies.view import ClusterView, JobInfo
 
@@ -57,6 +57,9 @@ class SynergyMechanism(BatchPlacement):
     # §3: "Synergy performs round-based scheduling": the runnable set is chosen and placed at round
     # (lease) boundaries only; passes between rounds change nothing (BatchPlacement.acts_now).
     rounds = True
+
+    def __init__(self) -> None:
+        self._kept = KeptShapes()  # the allocations the packer built, kept from pass to pass
 
     @staticmethod
     def _cap(view: ClusterView, job: JobInfo) -> tuple[int, int]:
@@ -79,7 +82,8 @@ class SynergyMechanism(BatchPlacement):
 
     def place_all(self, view: ClusterView, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
                   plan: Plan, free: FreeResources, state: PassState) -> None:
-        packer = Packer(view, free)
+        self._kept.keep(view.running)
+        packer = Packer(view, free, self._kept)
         for job in runnable:
             if job.allocation is not None:
                 packer.hold(job.job_id, job.allocation)
@@ -101,6 +105,7 @@ class Proportional(SynergyMechanism):
     name = "proportional"
 
     def __init__(self, *, rounds: bool = True) -> None:
+        super().__init__()
         self.rounds = rounds
         if not rounds:
             self.name = "proportional-every-pass"
@@ -125,6 +130,7 @@ class Greedy(SynergyMechanism):
     name = "synergy-greedy"
 
     def __init__(self, *, rounds: bool = True) -> None:
+        super().__init__()
         self.rounds = rounds
         if not rounds:
             self.name = "synergy-greedy-every-pass"
@@ -172,6 +178,7 @@ class Tune(SynergyMechanism):
     name = "synergy-tune"
 
     def __init__(self, *, raise_back: bool = False, rounds: bool = True, replace: bool = True) -> None:
+        super().__init__()
         self.raise_back = raise_back
         self.rounds = rounds and not raise_back
         self.replace = replace and self.rounds
@@ -203,7 +210,8 @@ class Tune(SynergyMechanism):
             return found
 
         def size(j: JobInfo) -> tuple[int, int, int, int]:
-            return (-j.num_gpus, -vector(j)[0], -vector(j)[1], j.arrival_seq)
+            c, m = vector(j)
+            return (-j.num_gpus, -c, -m, j.arrival_seq)
 
         if self.raise_back:
             for job in sorted(new, key=size):
@@ -213,16 +221,72 @@ class Tune(SynergyMechanism):
                     c, m = vector(job)
                     packer.reshape(job.job_id, packer.demand(c, m))
             return
+        renewing, to_demand = self._renewing(view, packer, runnable, vector)
+        for job_id in to_demand:  # renewing away from their demand: set to it where they are
+            packer.strip(job_id)
+        for job_id in to_demand:
+            if not packer.reshape(job_id, packer.demand(*known[job_id])):
+                raise AssertionError(f"synergy-tune: renewing job {job_id!r} does not fit its demand in place")
         for job in runnable:  # §3: this round's placement is recomputed
-            if job.allocation is not None:
-                packer.reshape(job.job_id, packer.gpus_only())  # CPU and memory released before the re-pack
-        for job in sorted(runnable, key=size):
+            if job.allocation is not None and job.job_id not in renewing:
+                packer.strip(job.job_id)  # CPU and memory released before the re-pack
+        for job in sorted((j for j in runnable if j.job_id not in renewing), key=size):
             if job.allocation is None:
                 self._pack_new(view, packer, job, vector(job), vector, plan)
             elif self.replace:
                 self._replace_running(view, packer, job, vector(job), vector, plan)
             else:
                 self._pack_running(view, packer, job, vector(job), vector, plan)
+
+    @staticmethod
+    def _renewing(view: ClusterView, packer: Packer, runnable: Sequence[JobInfo],
+                  vector: Callable[[JobInfo], tuple[int, int]]) -> tuple[set[str], list[str]]:
+        """The running jobs whose turn in the re-pack is known before it runs: each renews its lease on its
+        own GPUs at its demand vector (§4.3), whatever order the jobs are packed in; and those of them
+        not at their demand now (they are set to it).
+
+        Exact, not a heuristic: call a server *closed* when the demand vectors of the runnable jobs on it
+        fit the CPU and memory those jobs leave when released, and it has no free GPU (or no job will be
+        placed at all: none is new and none can fail to renew). Nothing in the re-pack but these jobs'
+        own reshapes touches a closed server: new and moving jobs are placed only where GPUs are free,
+        and the §4.2 (2a) revert runs only on servers a job is placed on or on the servers of a running
+        job that does not renew. So each job wholly on closed servers
+        (a job that spans an open one opens all of its servers) gets its demand in place, as the
+        sequential re-pack would give it. At a loaded round most running jobs are such: re-packing
+        only the others is the issue-19 speed-up (same plans, pinned by benchmarks/pin_schedules.py)."""
+        free, cluster = packer.free, view.cluster
+        cap_c, cap_m, free_gpus = free.cpus.tolist(), free.memory_mb.tolist(), free.gpus.tolist()
+        dem_c, dem_m = [0] * len(cap_c), [0] * len(cap_m)
+        held = []
+        for job in runnable:
+            if job.allocation is None:
+                continue
+            allocation = packer.alloc[job.job_id]  # as the pass holds it (OPT may have stripped it already)
+            c, m = vector(job)
+            idxs = []
+            at_demand = True
+            for p in allocation.nodes:
+                idx, k = cluster.node(p.node).index, len(p.gpus)
+                cap_c[idx] += p.cpus
+                cap_m[idx] += p.memory_mb
+                dem_c[idx] += c * k
+                dem_m[idx] += m * k
+                at_demand = at_demand and p.cpus == c * k and p.memory_mb == m * k
+                idxs.append(idx)
+            held.append((job.job_id, idxs, at_demand))
+        opened = {i for i in range(len(cap_c)) if dem_c[i] > cap_c[i] or dem_m[i] > cap_m[i]}
+        if opened or len(held) < len(runnable):  # a job may be placed where GPUs are free
+            opened.update(i for i, g in enumerate(free_gpus) if g > 0)
+        spanning = [set(idxs) for _, idxs, _ in held if len(idxs) > 1]
+        grew = True
+        while grew:  # a job that spans an open server opens the others it spans
+            grew = False
+            for idxs in spanning:
+                if not idxs <= opened and not idxs.isdisjoint(opened):
+                    opened |= idxs
+                    grew = True
+        renewing = {job_id for job_id, idxs, _ in held if opened.isdisjoint(idxs)}
+        return renewing, [job_id for job_id, _, at_demand in held if job_id in renewing and not at_demand]
 
     def _replace_running(self, view: ClusterView, packer: Packer, job: JobInfo, cm: tuple[int, int],
                          vector: Callable[[JobInfo], tuple[int, int]], plan: Plan) -> None:
@@ -445,7 +509,7 @@ class Opt(Tune):
 
         for job in runnable:  # the round's CPU and memory are recomputed; running jobs keep GPUs
             if job.allocation is not None:
-                packer.reshape(job.job_id, packer.gpus_only())
+                packer.strip(job.job_id)
         def vector(j: JobInfo) -> tuple[int, int]:
             return vectors.get(j.job_id) or self.demand(view, j)
 

@@ -8,8 +8,7 @@ job -> allocation and node -> jobs maps on the pass's free resources.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import numpy as np
 
@@ -68,13 +67,14 @@ class CapAt:
 class Packer:
     """Plans one pass on a copy of the ledger: job -> allocation, nodes -> jobs."""
 
-    def __init__(self, view: ClusterView, free: FreeResources) -> None:
+    def __init__(self, view: ClusterView, free: FreeResources, kept: KeptShapes | None = None) -> None:
         self.cluster: Cluster = view.cluster
         self.free = free
         self.shape = view.shape
         self.alloc: dict[str, Allocation] = {}
         self.on_node: list[set[str]] = [set() for _ in self.cluster.nodes]
-        self._built: dict[tuple[object, ...], Allocation] = {}  # (job, GPUs, CPU/memory) -> allocation
+        self._home: dict[str, Allocation] = {}  # what each held job held when the pass began
+        self._kept = KeptShapes() if kept is None else kept
 
     # rules
     def demand(self, c: int, m: int) -> Need:
@@ -91,11 +91,19 @@ class Packer:
 
     # bookkeeping
     def hold(self, job_id: str, allocation: Allocation) -> None:
-        self.alloc[job_id] = allocation
-        self._built[(job_id, tuple((p.node, p.gpus) for p in allocation.nodes),
-                     tuple((p.cpus, p.memory_mb) for p in allocation.nodes))] = allocation
+        self.alloc[job_id] = self._home[job_id] = allocation
         for part in allocation.nodes:
             self.on_node[self.cluster.node(part.node).index].add(job_id)
+
+    def strip(self, job_id: str) -> None:
+        """Give a held job's CPU and memory back; it keeps its GPUs (a re-pack's first step)."""
+        old = self.alloc[job_id]
+        cpus, memory, index = self.free.cpus, self.free.memory_mb, self.cluster.node
+        for p in old.nodes:
+            idx = index(p.node).index
+            cpus[idx] += p.cpus
+            memory[idx] += p.memory_mb
+        self.alloc[job_id] = self._kept.stripped(job_id, old)
 
     def release(self, job_id: str) -> Allocation:
         """Give a held job's whole allocation back to the pass's free resources (it is to be re-placed)."""
@@ -138,9 +146,8 @@ class Packer:
                  ) -> Allocation | None:
         """Place a job on exactly ``allocation``'s GPUs with ``need``'s CPU and memory; None if they are
         not all free or the CPU and memory do not fit (the ledger is then unchanged)."""
-        parts = tuple(dataclasses.replace(p, cpus=c, memory_mb=m) for p in allocation.nodes
-                      for c, m in (need(self.cluster.node(p.node).index, len(p.gpus)),))
-        placed = dataclasses.replace(allocation, nodes=parts)
+        placed = allocation.with_resources(tuple([need(self.cluster.node(p.node).index, len(p.gpus))
+                                                  for p in allocation.nodes]))
         try:
             self.free.take(placed)
         except OverAllocation:
@@ -160,24 +167,62 @@ class Packer:
     def reshape(self, job_id: str, need: Callable[[int, int], tuple[int, int]]) -> bool:
         """Give a held job ``need``'s CPU and memory on its nodes (same GPUs); False if it does not fit.
 
-        The ledger moves by the differences only, and the allocation with the CPU and memory it ends at
-        is built once per pass (a re-pack reshapes every running job twice: to GPUs only, then back)."""
+        The ledger moves by the differences only; an allocation is built once per shape (the one the job
+        held when the pass began is reused, so an unchanged job keeps its very allocation)."""
         old = self.alloc[job_id]
-        idxs = [self.cluster.node(p.node).index for p in old.nodes]
-        wanted = tuple(need(idx, len(p.gpus)) for idx, p in zip(idxs, old.nodes, strict=True))
-        if all((p.cpus, p.memory_mb) == cm for p, cm in zip(old.nodes, wanted, strict=True)):
+        parts = old.nodes
+        index = self.cluster.node
+        idxs = [index(p.node).index for p in parts]
+        wanted = tuple([need(idx, len(p.gpus)) for idx, p in zip(idxs, parts, strict=True)])
+        held = tuple([(p.cpus, p.memory_mb) for p in parts])
+        if wanted == held:
             return True  # the common case on a re-tune: build nothing
-        free = self.free
-        for idx, p, (c, m) in zip(idxs, old.nodes, wanted, strict=True):  # one part per node
-            if c - p.cpus > free.cpus[idx] or m - p.memory_mb > free.memory_mb[idx]:
+        cpus, memory = self.free.cpus, self.free.memory_mb
+        for idx, (c, m), (hc, hm) in zip(idxs, wanted, held, strict=True):  # one part per node
+            if c - hc > cpus[idx] or m - hm > memory[idx]:
                 return False
-        for idx, p, (c, m) in zip(idxs, old.nodes, wanted, strict=True):
-            free.cpus[idx] -= c - p.cpus
-            free.memory_mb[idx] -= m - p.memory_mb
-        key = (job_id, tuple((p.node, p.gpus) for p in old.nodes), wanted)
-        new = self._built.get(key)
-        if new is None:
-            new = self._built[key] = dataclasses.replace(old, nodes=tuple(
-                dataclasses.replace(p, cpus=c, memory_mb=m) for p, (c, m) in zip(old.nodes, wanted, strict=True)))
-        self.alloc[job_id] = new
+        for idx, (c, m), (hc, hm) in zip(idxs, wanted, held, strict=True):
+            cpus[idx] -= c - hc
+            memory[idx] -= m - hm
+        home = self._home.get(job_id)
+        if (home is not None and len(home.nodes) == len(parts)
+                and all(h.gpus == p.gpus and h.node == p.node and (h.cpus, h.memory_mb) == cm
+                        for h, p, cm in zip(home.nodes, parts, wanted, strict=True))):
+            self.alloc[job_id] = home
+            return True
+        self.alloc[job_id] = self._kept.shaped(job_id, old, wanted)
         return True
+
+
+class KeptShapes:
+    """The allocations a :class:`Packer` built, per job, for a caller that keeps them from pass to pass.
+
+    A round re-packs the same running jobs to the same shapes: to GPUs only, then back (usually to where
+    they were). Allocations are values, so a kept one changes nothing but the work; :meth:`keep` bounds
+    it to the jobs still running."""
+
+    def __init__(self) -> None:
+        self._shaped: dict[str, dict[tuple[object, ...], Allocation]] = {}
+        self._stripped: dict[str, tuple[Allocation, Allocation]] = {}  # job -> (allocation, its GPUs only)
+
+    def shaped(self, job_id: str, old: Allocation, per_node: tuple[tuple[int, int], ...]) -> Allocation:
+        """``old``'s GPUs with ``per_node`` (CPU cores, memory MB)."""
+        shapes = self._shaped.setdefault(job_id, {})
+        key = (tuple([(p.node, p.gpus) for p in old.nodes]), per_node)
+        new = shapes.get(key)
+        if new is None:
+            new = shapes[key] = old.with_resources(per_node)
+        return new
+
+    def stripped(self, job_id: str, old: Allocation) -> Allocation:
+        """``old``'s GPUs with no CPU or memory."""
+        entry = self._stripped.get(job_id)
+        if entry is None or entry[0] is not old:
+            entry = self._stripped[job_id] = (old, self.shaped(job_id, old, ((0, 0),) * len(old.nodes)))
+        return entry[1]
+
+    def keep(self, job_ids: Collection[str]) -> None:
+        """Forget the shapes of every job but ``job_ids``."""
+        for kept in (self._shaped, self._stripped):
+            for job_id in [j for j in kept if j not in job_ids]:
+                del kept[job_id]

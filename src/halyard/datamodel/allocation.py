@@ -108,6 +108,15 @@ class Allocation:
                 return n
         return None
 
+    def with_resources(self, per_node: tuple[tuple[int, int], ...]) -> Allocation:
+        """This allocation with (CPU cores, memory MB) ``per_node[i]`` on its i-th node: same GPUs, stages,
+        workers and time-shift (built directly: Synergy's re-pack makes these by the hundred thousand)."""
+        if len(per_node) != len(self.nodes):
+            raise ValueError(f"{len(per_node)} CPU/memory pairs for an allocation on {len(self.nodes)} nodes")
+        parts = tuple([NodeAllocation(p.node, p.gpus, c, m, p.workers)
+                       for p, (c, m) in zip(self.nodes, per_node, strict=True)])
+        return replace(self, nodes=parts)
+
     def with_workers(self, logical_workers: int) -> Allocation:
         """This allocation with ``logical_workers`` spread as evenly as integers allow over its
         GPUs, in allocation order (the first GPUs take one more): EasyScale's balanced
