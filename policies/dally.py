@@ -87,6 +87,7 @@ a reason in the plan: a delay timer that has not elapsed is
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -107,6 +108,7 @@ from halyard.policies.running_sens import RunningNwSens
 from halyard.policies.stages import Adjuster, Ordering, Placement
 from halyard.policies.topology import Level, Picked, level_of, on_machine, on_network, on_rack
 from halyard.policies.view import ClusterView, JobInfo
+from halyard.policies.waiting_sens import WaitingOrder
 
 HOUR_S = 3600.0
 # Dally §4.3.2: "a default value of 12 hours for machine-level consolidation and another
@@ -537,6 +539,10 @@ class Dally:
 
     needs_rounds = True  # timers elapse and Nw_sens drifts with time alone
     resource_sensitive = False
+    # The pass's exact shortcuts (issue 19): the waiting jobs' order kept from pass to pass, and the
+    # tail of the order where jobs can only wait answered with their reasons alone. Off only in the
+    # tests that check they change no decision and no reason.
+    shortcuts = True
     honours: frozenset[str] = frozenset()  # neither priority nor deadlines (§4.3)
     starvation = staticmethod(starvation)
 
@@ -562,6 +568,7 @@ class Dally:
         # function of the applied passes (updated in on_applied), pruned to the running jobs.
         self._lease_ends: dict[str, tuple[float, int]] = {}
         self._running_sens_table = RunningNwSens()  # running jobs' progress numbers (a memo, not learning)
+        self._waiting = WaitingOrder()  # the waiting jobs in offer order (a memo, not learning)
         # Adjusters run after Dally's pass on what is still free, as in a staged policy
         # (``dally+cassini``: Cassini's time-shifts on Dally's placements).
         self.adjusters = adjusters
@@ -635,8 +642,15 @@ class Dally:
         shape = view.shape
         free = view.free.copy()
         now = view.now  # a job that never ran has Nw_sens 1.0 whatever its compute time (nw_sens)
-        sens = {job.job_id: 1.0 if job.run_time_s(now) <= 0.0 else self.sensitivity(view, job)
-                for job in view.pending}
+
+        def waiting_sens(job: JobInfo) -> float:
+            return 1.0 if job.run_time_s(now) <= 0.0 else self.sensitivity(view, job)
+
+        if self.shortcuts and view.events is not None and view.jobs is not None:  # kept from the last pass
+            waiting: list[JobInfo] | None = self._waiting.ranked(view, waiting_sens)
+            sens = dict(self._waiting.sens)
+        else:
+            waiting, sens = None, {job.job_id: waiting_sens(job) for job in view.pending}
         victims: list[_Victim] | None = None  # worked out when first needed (issue 19: most passes never do)
         movers: list[JobInfo] = []
         if self.preemption and view.running:
@@ -681,8 +695,32 @@ class Dally:
         misses: set[tuple[Level, int, GpuTypes, int]] = set()
         too_few: dict[tuple[int, int], Unplaced] = {}
         no_victim: dict[int, Unplaced] = {}
-        order = sorted([*view.pending, *movers], key=lambda j: (sens[j.job_id], j.spec.submit_time, j.arrival_seq))
+        def offer_key(j: JobInfo) -> tuple[float, float, int]:
+            return sens[j.job_id], j.spec.submit_time, j.arrival_seq
+
+        if waiting is None:
+            order = sorted([*view.pending, *movers], key=offer_key)
+        else:
+            order = list(heapq.merge(waiting, sorted(movers, key=offer_key), key=offer_key)) if movers else waiting
+        # Once no job can preempt (the order is by increasing Nw_sens, so none after the first that cannot)
+        # and nothing moves, a job that does not fit what is free only waits: its reason is all there is
+        # to work out (issue 19: a loaded queue has a thousand such jobs per pass).
+        only_waits = False
+        unplaced = plan.unplaced
         for job in order:
+            if only_waits and job.spec.num_gpus > free_total:
+                demand = job.spec.num_gpus
+                if not victims and not unlisted:
+                    why = too_few.get((demand, free_total))
+                    if why is None:
+                        why = too_few[(demand, free_total)] = cannot_fit(self.delay.name, "needs {} GPUs; {} free",
+                                                                         demand, free_total)
+                else:
+                    why = no_victim.get(demand)
+                    if why is None:
+                        why = no_victim[demand] = self.delay.why(view, job, None, 0.0, 0.0, 0.0, start_total)
+                unplaced[job.job_id] = why
+                continue
             if job.allocation is not None:
                 free_total = None  # moves and preemptions change what is free, and the victims
                 offers.clear()
@@ -724,6 +762,8 @@ class Dally:
                 t_mc, t_rk = self.delay.job_timers(view, job, state)
                 decision = self._preempt_for(view, job, job_sens, wait_s, t_mc, t_rk,
                                              free, shape, victims_now(), plan, offers, misses)
+            elif self.shortcuts and not movers and job_sens == job_sens:  # (not NaN, which does not order)
+                only_waits = True
             if decision is None:
                 if avail is not None:
                     why = self.delay.why(view, job, avail, wait_s, t_mc, t_rk)

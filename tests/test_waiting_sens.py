@@ -1,0 +1,74 @@
+"""Dally's exact shortcuts on a loaded queue (issue 19): the waiting jobs' offer order kept from pass
+to pass (policies/waiting_sens.py), and the tail of the order where no job can preempt answered with
+reasons alone. Both must change nothing: the kept order equals a fresh sort by (Nw_sens, submission,
+arrival) with the same Nw_sens bits on every pass, and a loaded run logs the same events and gives
+every waiting job the same reason with the shortcuts and without.
+"""
+
+from __future__ import annotations
+
+from halyard.controlplane import Simulator
+from halyard.controlplane.timing import performance_model_for
+from halyard.datamodel import JobState, load_cluster
+from halyard.policies import make_policy
+from halyard.policies.dally import nw_sens
+from halyard.policies.waiting_sens import WaitingOrder
+from halyard.traces import generate_synergy_trace
+
+
+def _jobs():
+    # 1,000 jobs of the synthetic multi-GPU trace at about 120% of synergy-128: Dally preempts ~600 times.
+    return generate_synergy_trace(1000, rate_per_hour=5.0, multi_gpu=True, seed=1)
+
+
+class _Checked(WaitingOrder):
+    """Answers from the kept order and checks, every pass, that a fresh sort agrees, bit for bit."""
+
+    def __init__(self, policy) -> None:
+        super().__init__()
+        self.policy, self.checks, self.preempted_waiting = policy, 0, 0
+
+    def ranked(self, view, sensitivity):
+        kept = super().ranked(view, sensitivity)
+
+        def fresh(job) -> float:
+            if job.run_time_s(view.now) <= 0.0:
+                return 1.0
+            return nw_sens(job, view.now, self.policy.delay.statics.of(view, job).compute_s)
+
+        values = {job.job_id: fresh(job) for job in view.pending}
+        assert self.sens == values
+        assert kept == sorted(view.pending, key=lambda j: (values[j.job_id], j.spec.submit_time, j.arrival_seq))
+        self.checks += 1
+        self.preempted_waiting += sum(v < 1.0 for v in values.values())
+        return kept
+
+
+def _run(*, shortcuts: bool, checked: bool = False):
+    policy = make_policy("dally")
+    policy.shortcuts = shortcuts
+    if checked:
+        policy._waiting = _Checked(policy)
+    sim = Simulator(load_cluster("synergy-128"), policy, performance_model_for(policy, contention="fair"))
+    sim.run(_jobs(), until=(600, 601))  # stopped with jobs waiting, so their reasons compare too
+    core = sim.core
+    log = [(e.seq, repr(e.time), e.job_id, e.kind, e.detail) for e in core.log]
+    waits = {r.job_id: core.wait_of(r) for r in core.records.values() if r.state is JobState.PENDING}
+    return policy, core, log, waits
+
+
+def test_the_kept_order_equals_a_fresh_sort_on_every_pass():
+    policy, core, _, _ = _run(shortcuts=True, checked=True)
+    order = policy._waiting
+    assert order.checks > 1000
+    assert order.preempted_waiting > 0  # jobs preempted back to the queue, with Nw_sens below 1, were ordered
+    assert sum(r.preemptions for r in core.records.values()) > 100
+
+
+def test_the_shortcuts_change_no_event_and_no_wait_reason():
+    _, fast_core, fast_log, fast_waits = _run(shortcuts=True)
+    _, slow_core, slow_log, slow_waits = _run(shortcuts=False)
+    assert fast_log == slow_log
+    assert fast_waits == slow_waits
+    assert len(fast_waits) > 10  # a queue at the stop: the reasons compared are of many jobs
+    assert fast_core.passes == slow_core.passes
