@@ -28,6 +28,7 @@ import argparse
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib
@@ -67,8 +68,33 @@ FULL_POLICIES = ("fcfs", "gandiva", "gavel", "elasticflow-ls", "crius")
 PAPER_TWO_WEEK_JOBS_BOUND = 14_000
 
 
+# Heterogeneity-aware policies (§8.1: Gavel "considers the GPU heterogeneity"; Crius and its variants
+# choose Cells of every type): under --drawn-types they are free of the drawn type, the others run on it.
+AWARE_PREFIXES = ("crius", "gavel")
+
+
+def requested_types(cluster_name: str) -> Callable[[JobSpec], list[str]]:
+    """The GPU types a job's request may name for ``--drawn-types``: those its data-parallel worker fits
+    (the baselines schedule with data-parallel profiles, §8.1), else those some plan of up to its
+    ``max_gpus`` fits (a model too large for one GPU)."""
+    cluster, perf = load_cluster(cluster_name), PerformanceModel()
+
+    def types(job: JobSpec) -> list[str]:
+        fits = [t for t in cluster.gpu_types if perf.fits_memory(job, t)]
+        return fits or [t for t in cluster.gpu_types if perf.runs_on(job, t, job.gpu_range[1])]
+
+    return types
+
+
+def for_policy(name: str, jobs: list[JobSpec]) -> list[JobSpec]:
+    """``jobs`` as ``name`` sees them: a heterogeneity-aware policy is not held to a drawn type."""
+    if not name.startswith(AWARE_PREFIXES) or all(j.gpu_type is None for j in jobs):
+        return jobs
+    return [dataclasses.replace(j, gpu_type=None) for j in jobs]
+
+
 def window(seed: int, deadline_factor: tuple[float, float] | None = None, duration_scale: float = 1.0,
-           keep_duration: bool = False) -> list[JobSpec]:
+           keep_duration: bool = False, drawn_types: bool = False) -> list[JobSpec]:
     jobs = read_philly(TRACE).jobs
     t = np.array([j.submit_time for j in jobs])
     counts = np.searchsorted(t, t + WINDOW_S) - np.arange(len(t))
@@ -77,7 +103,8 @@ def window(seed: int, deadline_factor: tuple[float, float] | None = None, durati
     t0 = picked[0].submit_time
     rebased = [dataclasses.replace(j, submit_time=j.submit_time - t0, duration_s=j.duration_s * duration_scale)
                for j in picked]
-    return adapt_for_crius(rebased, seed=seed, deadline_factor=deadline_factor, keep_duration=keep_duration)
+    return adapt_for_crius(rebased, seed=seed, deadline_factor=deadline_factor, keep_duration=keep_duration,
+                           gpu_types=requested_types("crius-64") if drawn_types else None)
 
 
 def two_weeks(seed: int, paper_rate: bool = False) -> list[JobSpec]:
@@ -128,6 +155,7 @@ def philly_full(path: Path, seed: int, days: float | None = None, keep_duration:
 
 
 def run(name: str, policy: object, jobs: list[JobSpec], cluster_name: str = "crius-64") -> dict:
+    jobs = for_policy(name, jobs)
     cluster = load_cluster(cluster_name)
     sim = Simulator(cluster, policy, PerformanceModel())  # type: ignore[arg-type]
     t0 = time.perf_counter()
@@ -235,6 +263,10 @@ def main() -> None:
     ap.add_argument("--keep-duration", action="store_true",
                     help="the first trace adaptation (ours): a Philly duration is the run time at the drawn N_G "
                          "GPUs, so work grows with N_G (traces/crius.py)")
+    ap.add_argument("--drawn-types", action="store_true",
+                    help="§8.1's drawn GPU type per job (\"we randomly generate the GPU amount and GPU type\"): "
+                         "FCFS, Gandiva and ElasticFlow run each job on its type, Gavel and Crius choose "
+                         "(crius-64 only; writes crius-reproduction-drawn-types*)")
     ap.add_argument("--large", action="store_true",
                     help="§8.4 instead: crius-1280 with the sample's first two weeks (writes crius-1280-table.md)")
     ap.add_argument("--paper-rate", action="store_true",
@@ -269,7 +301,8 @@ def main() -> None:
         (args.out / f"crius-1280{'-paper-rate' if args.paper_rate else ''}-table.md").write_text(text, encoding="utf-8")
         print(text)
         return
-    jobs = window(args.seed, duration_scale=args.duration_scale, keep_duration=args.keep_duration)
+    jobs = window(args.seed, duration_scale=args.duration_scale, keep_duration=args.keep_duration,
+                  drawn_types=args.drawn_types)
     rows = [run(p, make_policy(p), jobs) for p in POLICIES]
     # §8.1 does not say whether its FCFS backfills (Kubernetes and YARN, which it names, both can):
     # the preset does; strict head-of-line FCFS is the other reading, measured beside it.
@@ -281,16 +314,17 @@ def main() -> None:
     rows.append(run("crius+extra-with-pending", Crius(extra_with_pending=True, name="crius+extra-with-pending"),
                     jobs))
     depth_rows = [{**run(f"crius depth {d}", Crius(search_depth=d), jobs), "depth": d} for d in DEPTHS]
-    ddl_jobs = window(args.seed, DEADLINE_FACTOR, args.duration_scale, args.keep_duration)
+    ddl_jobs = window(args.seed, DEADLINE_FACTOR, args.duration_scale, args.keep_duration, args.drawn_types)
     ddl_rows = [run(p, make_policy(p), ddl_jobs) for p in DDL_POLICIES]
     text = (table(rows) + "\nSearch depth (Crius, §8.7):\n\n" + table([rows[0], *depth_rows])
             + f"\nDeadlines (§8.5; deadline = submit + U{DEADLINE_FACTOR} x duration):\n\n" + ddl_table(ddl_rows))
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "crius-reproduction.json").write_text(
+    stem = "crius-reproduction-drawn-types" if args.drawn_types else "crius-reproduction"
+    (args.out / f"{stem}.json").write_text(
         json.dumps({"policies": rows, "depths": depth_rows, "deadlines": ddl_rows}, indent=1) + "\n",
         encoding="utf-8")
-    (args.out / "crius-reproduction-table.md").write_text(text, encoding="utf-8")
-    plot(rows, depth_rows, args.out / "img" / "crius-reproduction.png")
+    (args.out / f"{stem}-table.md").write_text(text, encoding="utf-8")
+    plot(rows, depth_rows, args.out / "img" / f"{stem}.png")
     print(text)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import pytest
@@ -57,6 +58,26 @@ def test_adaptation_draws_model_and_elastic_gpu_amount_seeded_and_order_independ
     gpus = Counter(j.num_gpus for j in adapted)
     assert min(models.values()) > 60 and min(gpus.values()) > 45  # uniform draws over 301 jobs
     assert all(by_id[j.job_id].iterations == 0 for j in jobs[:-1])
+
+
+def test_a_drawn_gpu_type_is_one_the_caller_allows_seeded_and_order_independent():
+    """§8.1 "we randomly generate the GPU amount and GPU type": with ``gpu_types`` each job names one of
+    the types allowed for it, drawn uniformly; nothing else about the job changes; a job for which no
+    type is allowed is refused at adaptation, with its name."""
+    jobs = trace(300)
+
+    def allowed(job: JobSpec) -> list[str]:
+        return ["A40"] if job.model in ("bert-2.6b", "wresnet-2b", "moe-2.4b") else ["A40", "A10"]
+
+    typed = adapt_for_crius(jobs, seed=7, gpu_types=allowed)
+    plain = adapt_for_crius(jobs, seed=7)
+    assert {j.job_id: j for j in adapt_for_crius(jobs[::-1], seed=7, gpu_types=allowed)} == {j.job_id: j for j in typed}
+    assert [dataclasses.replace(j, gpu_type=None) for j in typed] == plain
+    drawn = Counter((j.gpu_type, len(allowed(j))) for j in typed)
+    assert all(j.gpu_type in allowed(j) for j in typed)
+    assert drawn[("A10", 1)] == 0 and min(drawn[("A40", 2)], drawn[("A10", 2)]) > 80  # uniform over two types
+    with pytest.raises(ValidationError, match="names no GPU type"):
+        adapt_for_crius(jobs, seed=7, gpu_types=lambda job: [])
 
 
 def test_iterations_keep_the_samples_at_the_drawn_amount():

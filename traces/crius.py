@@ -18,8 +18,11 @@ this for any loaded trace, seeded and order-independent (:mod:`halyard.traces.as
 * **GPU amount** ``N_G``: ``choices[floor(H(seed, key, 1) x len(choices))]`` over
   :data:`CRIUS_GPU_CHOICES` (the paper does not give its distribution: powers of two up to 8
   GPUs, uniform, is ours). The job becomes elastic over ``N_G/2 .. 2 N_G`` (§6.1's Cells).
-* **GPU type**: not drawn as a constraint; Crius moves jobs across types, and a drawn type would
-  pin FCFS and the other baselines to it. The job runs on any type.
+* **GPU type**: not drawn by default: the job runs on any type. ``gpu_types`` (a function of the
+  adapted job: the types its request may name, e.g. those its data-parallel worker fits) draws one,
+  ``types[floor(H(seed, key, 2) x len(types))]``, as the job's ``gpu_type`` ("we randomly generate the
+  GPU amount and GPU type"); who honours it is the caller's reading (benchmarks/reproduce_crius.py
+  ``--drawn-types``: the heterogeneity-unaware baselines run on it, Gavel and Crius choose).
 * **Iterations**: a job keeps the samples it trained in the trace, so its iterations scale by the
   global batch size ("The number of iterations in Philly trace is calculated from scaling by global
   batch size"): at the same per-GPU batch, ``N_G`` GPUs train ``N_G / old GPUs`` times the global
@@ -35,7 +38,7 @@ this for any loaded trace, seeded and order-independent (:mod:`halyard.traces.as
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from halyard.datamodel import JobSpec, ValidationError
@@ -55,14 +58,17 @@ CRIUS_GPU_CHOICES: tuple[int, ...] = (1, 2, 4, 8)
 def adapt_for_crius(jobs: Sequence[JobSpec], *, seed: int = 0, models: Sequence[str] | None = None,
                     gpu_choices: Sequence[int] = CRIUS_GPU_CHOICES,
                     deadline_factor: tuple[float, float] | None = None,
-                    keep_duration: bool = False) -> list[JobSpec]:
+                    keep_duration: bool = False,
+                    gpu_types: Callable[[JobSpec], Sequence[str]] | None = None) -> list[JobSpec]:
     """The jobs with a drawn model and elastic GPU amount (module docstring), in the same order.
 
     ``deadline_factor`` ``(lo, hi)`` also gives each job with a duration the deadline
     ``submit + lam x duration_s``, ``lam = lo + H(seed, key', 0) x (hi - lo)`` with
     ``key' = text_key("crius-deadline:" + job_id)``: ElasticFlow's (and Crius-DDL's, §8.5) deadlines
     scale with the job's run time at ``N_G`` GPUs; the range is the caller's (Crius does not give it).
-    ``keep_duration``: the module docstring's older reading of a duration (ours, off by default)."""
+    ``keep_duration``: the module docstring's older reading of a duration (ours, off by default).
+    ``gpu_types``: draw each job's requested GPU type among ``gpu_types(job)`` (module docstring); a job
+    for which it names none is refused here, not left to fail at submission."""
     if (models is not None and not models) or not gpu_choices or min(gpu_choices) < 1:
         raise ValidationError("models and gpu_choices must be non-empty, GPU amounts >= 1", field="gpu_choices")
     if models is None and any(n not in f for f in CRIUS_FAMILIES for n in gpu_choices):
@@ -72,7 +78,7 @@ def adapt_for_crius(jobs: Sequence[JobSpec], *, seed: int = 0, models: Sequence[
     if deadline_factor is not None and not 0 < deadline_factor[0] <= deadline_factor[1]:
         raise ValidationError(f"deadline_factor must be 0 < lo <= hi, got {deadline_factor}", field="deadline_factor")
     keys = [text_key("crius:" + j.job_id) for j in jobs]
-    u_model, u_gpus = uniform(seed, keys, 0), uniform(seed, keys, 1)
+    u_model, u_gpus, u_type = uniform(seed, keys, 0), uniform(seed, keys, 1), uniform(seed, keys, 2).tolist()
     u_deadline = uniform(seed, [text_key("crius-deadline:" + j.job_id) for j in jobs], 0).tolist()
     out = []
     for job, um, ug, ud in zip(jobs, u_model.tolist(), u_gpus.tolist(), u_deadline, strict=True):
@@ -88,4 +94,11 @@ def adapt_for_crius(jobs: Sequence[JobSpec], *, seed: int = 0, models: Sequence[
         out.append(replace(job, model=model, num_gpus=n, min_gpus=max(1, n // 2),
                            max_gpus=2 * n, gpu_type=None, batch_size=0, parallelism=None, logical_workers=0,
                            iterations=iterations, duration_s=duration, deadline=deadline))
+    if gpu_types is not None:
+        for i, (job, ut) in enumerate(zip(out, u_type, strict=True)):
+            types = list(gpu_types(job))
+            if not types:
+                raise ValidationError(f"job {job.job_id!r} ({job.model} on {job.num_gpus} GPUs): gpu_types names "
+                                      f"no GPU type for it", field="gpu_types")
+            out[i] = replace(job, gpu_type=types[int(ut * len(types))])
     return out
