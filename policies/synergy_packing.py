@@ -103,7 +103,7 @@ class Packer:
             idx = index(p.node).index
             cpus[idx] += p.cpus
             memory[idx] += p.memory_mb
-        self.alloc[job_id] = self._kept.stripped(job_id, old)
+        self.alloc[job_id] = self._shaped(job_id, old, ((0, 0),) * len(old.nodes))
 
     def release(self, job_id: str) -> Allocation:
         """Give a held job's whole allocation back to the pass's free resources (it is to be re-placed)."""
@@ -190,39 +190,43 @@ class Packer:
                         for h, p, cm in zip(home.nodes, parts, wanted, strict=True))):
             self.alloc[job_id] = home
             return True
-        self.alloc[job_id] = self._kept.shaped(job_id, old, wanted)
+        self.alloc[job_id] = self._shaped(job_id, old, wanted)
         return True
 
-
-class KeptShapes:
-    """The allocations a :class:`Packer` built, per job, for a caller that keeps them from pass to pass.
-
-    A round re-packs the same running jobs to the same shapes: to GPUs only, then back (usually to where
-    they were). Allocations are values, so a kept one changes nothing but the work; :meth:`keep` bounds
-    it to the jobs still running."""
-
-    def __init__(self) -> None:
-        self._shaped: dict[str, dict[tuple[object, ...], Allocation]] = {}
-        self._stripped: dict[str, tuple[Allocation, Allocation]] = {}  # job -> (allocation, its GPUs only)
-
-    def shaped(self, job_id: str, old: Allocation, per_node: tuple[tuple[int, int], ...]) -> Allocation:
-        """``old``'s GPUs with ``per_node`` (CPU cores, memory MB)."""
-        shapes = self._shaped.setdefault(job_id, {})
+    def _shaped(self, job_id: str, old: Allocation, per_node: tuple[tuple[int, int], ...]) -> Allocation:
+        """``old``'s GPUs with ``per_node`` (CPU cores, memory MB), built once per shape: kept from pass to
+        pass while the job holds the same allocation at the start of the pass (everything but the CPU and
+        memory of a shape comes from it), for this pass only for a job that held nothing."""
+        shapes = self._kept.shapes(job_id, self._home.get(job_id))
         key = (tuple([(p.node, p.gpus) for p in old.nodes]), per_node)
         new = shapes.get(key)
         if new is None:
             new = shapes[key] = old.with_resources(per_node)
         return new
 
-    def stripped(self, job_id: str, old: Allocation) -> Allocation:
-        """``old``'s GPUs with no CPU or memory."""
-        entry = self._stripped.get(job_id)
-        if entry is None or entry[0] is not old:
-            entry = self._stripped[job_id] = (old, self.shaped(job_id, old, ((0, 0),) * len(old.nodes)))
+
+class KeptShapes:
+    """The allocations a :class:`Packer` built, per job, for a caller that keeps them from pass to pass.
+
+    A round re-packs the same running jobs to the same shapes: to GPUs only, then back (usually to where
+    they were). A job's shapes are kept while it starts the pass on the same allocation object (its
+    stages, workers and time-shift are then those of every shape made from it); :meth:`keep` bounds
+    them to the jobs still running. Allocations are values: a kept one changes nothing but the work."""
+
+    def __init__(self) -> None:
+        self._of: dict[str, tuple[Allocation, dict[tuple[object, ...], Allocation]]] = {}
+
+    def shapes(self, job_id: str, home: Allocation | None) -> dict[tuple[object, ...], Allocation]:
+        """The shapes built for ``job_id`` from ``home`` (its allocation when the pass began); an empty,
+        unkept dict for a job that held nothing (placed this pass: its shapes are rare and not reused)."""
+        if home is None:
+            return {}
+        entry = self._of.get(job_id)
+        if entry is None or entry[0] is not home:
+            entry = self._of[job_id] = (home, {})
         return entry[1]
 
     def keep(self, job_ids: Collection[str]) -> None:
         """Forget the shapes of every job but ``job_ids``."""
-        for kept in (self._shaped, self._stripped):
-            for job_id in [j for j in kept if j not in job_ids]:
-                del kept[job_id]
+        for job_id in [j for j in self._of if j not in job_ids]:
+            del self._of[job_id]

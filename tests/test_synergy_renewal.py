@@ -16,7 +16,7 @@ from halyard.datamodel import Allocation, JobState, NodeAllocation, load_cluster
 from halyard.policies import StagedPolicy
 from halyard.policies.ordering import ORDERINGS
 from halyard.policies.synergy import Tune
-from halyard.policies.synergy_packing import Packer
+from halyard.policies.synergy_packing import KeptShapes, Packer
 from halyard.traces import generate_synergy_trace
 
 GB = 1000
@@ -101,3 +101,22 @@ def test_the_shortcut_changes_no_event_and_no_wait_reason():
         assert fast_waits == full_waits and fast_waits
         assert full.renewed == 0 and fast.renewed + fast.repacked == full.repacked
         assert fast.renewed > 0.2 * full.repacked and fast.repacked > 0, (ordering, replace, fast.renewed)
+
+
+def test_kept_shapes_carry_what_the_pass_starting_allocation_says(small_cluster):
+    """Shapes are kept from pass to pass, but a shape is made from the job's allocation at the start of
+    its pass: a time-shift set between passes (Cassini's adjuster on a Synergy preset) is kept by the
+    reshape of the next pass, not replaced by the shape an earlier pass built."""
+    kept = KeptShapes()
+    first = _on(("r0-n0", (0, 1), 6, 100 * GB))
+    for allocation, shift in ((first, 0.0), (first.with_time_shift(0.25, 1.0), 0.25)):
+        running = FakeJob(job(2, job_id="a"), allocation=allocation)
+        view = view_of(small_cluster, 300.0, [running], [])
+        packer = Packer(view, view.free.copy(), kept)
+        packer.hold("a", allocation)
+        packer.strip("a")
+        assert packer.reshape("a", packer.demand(2, 40 * GB))
+        shaped = packer.alloc["a"]
+        assert (shaped.nodes[0].cpus, shaped.nodes[0].memory_mb) == (4, 80 * GB)
+        assert shaped.time_shift_s == shift and shaped.has_time_shift == (shift > 0)
+        assert shaped.nodes[0].gpus == (0, 1)
