@@ -123,7 +123,7 @@ def two_weeks(seed: int, paper_rate: bool = False) -> list[JobSpec]:
 
 
 def philly_full(path: Path, seed: int, days: float | None = None, keep_duration: bool = False,
-                arrival_speedup: float = 1.0) -> tuple[list[JobSpec], dict]:
+                arrival_speedup: float = 1.0, drawn_types: bool = False) -> tuple[list[JobSpec], dict]:
     """§8.4's two-week Philly trace from the whole processed file (82,247 jobs): the two weeks
     (:data:`LARGE_S`) holding :data:`PAPER_TWO_WEEK_JOBS`..:data:`PAPER_TWO_WEEK_JOBS_BOUND` jobs with the
     most GPU-hours (windows start at each arrival), rebased to 0 and adapted by §8.1's rule. ``days`` keeps
@@ -148,7 +148,8 @@ def philly_full(path: Path, seed: int, days: float | None = None, keep_duration:
             "gpu_h": float(sum(j.duration_s * j.num_gpus for j in picked) / 3600), "days": days or LARGE_S / 86400}
     rebased = [dataclasses.replace(j, submit_time=(j.submit_time - picked[0].submit_time) / arrival_speedup)
                for j in picked]
-    jobs_out = adapt_for_crius(rebased, seed=seed, keep_duration=keep_duration)
+    jobs_out = adapt_for_crius(rebased, seed=seed, keep_duration=keep_duration,
+                               gpu_types=requested_types("crius-1280") if drawn_types else None)
     info["offered_gpu_h"] = float(sum(j.duration_s * j.num_gpus for j in jobs_out) / 3600)
     info["arrival_speedup"] = arrival_speedup
     return jobs_out, info
@@ -266,7 +267,7 @@ def main() -> None:
     ap.add_argument("--drawn-types", action="store_true",
                     help="§8.1's drawn GPU type per job (\"we randomly generate the GPU amount and GPU type\"): "
                          "FCFS, Gandiva and ElasticFlow run each job on its type, Gavel and Crius choose "
-                         "(crius-64 only; writes crius-reproduction-drawn-types*)")
+                         "(the crius-64 run and --philly-full; writes *-drawn-types*)")
     ap.add_argument("--large", action="store_true",
                     help="§8.4 instead: crius-1280 with the sample's first two weeks (writes crius-1280-table.md)")
     ap.add_argument("--paper-rate", action="store_true",
@@ -336,14 +337,18 @@ def full_main(args: argparse.Namespace) -> None:
         raise SystemExit(f"--policies: unknown {unknown}; choose from fcfs-strict,{','.join(FULL_POLICIES)}")
     if not args.philly_full.is_file():
         raise SystemExit(f"--philly-full: no such file {args.philly_full}")
-    jobs, info = philly_full(args.philly_full, args.seed, args.days, args.keep_duration, args.arrival_speedup)
+    jobs, info = philly_full(args.philly_full, args.seed, args.days, args.keep_duration, args.arrival_speedup,
+                             args.drawn_types)
     print(f"window {info}", flush=True)
     suffix = (("" if args.days is None else f"-{args.days:g}d") + ("-keep-duration" if args.keep_duration else "")
-              + ("" if args.arrival_speedup == 1 else f"-x{args.arrival_speedup:g}"))
+              + ("" if args.arrival_speedup == 1 else f"-x{args.arrival_speedup:g}")
+              + ("-drawn-types" if args.drawn_types else ""))
     head = (f"crius-1280, Philly {info['from']} .. {info['to']} ({info['jobs']} jobs, {info['gpu_h']:,.0f} GPU-hours "
             f"in the trace, {info['offered_gpu_h']:,.0f} offered at N_G after adaptation"
             f"{'' if args.days is None else f'; the first {args.days:g} days of the two weeks'}"
-            f"{'' if args.arrival_speedup == 1 else f'; arrivals {args.arrival_speedup:g}x faster'}):\n\n")
+            f"{'' if args.arrival_speedup == 1 else f'; arrivals {args.arrival_speedup:g}x faster'}"
+            f"{'; each job on its drawn GPU type under FCFS, Gandiva and ElasticFlow-LS' if args.drawn_types else ''}"
+            "):\n\n")
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
     for name in names:  # the files are rewritten after each policy, so a long run keeps what it finished

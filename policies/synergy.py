@@ -250,10 +250,10 @@ class Tune(SynergyMechanism):
         placed at all: none is new and none can fail to renew). Nothing in the re-pack but these jobs'
         own reshapes touches a closed server: new and moving jobs are placed only where GPUs are free,
         and the §4.2 (2a) revert runs only on servers a job is placed on or on the servers of a running
-        job that does not renew. So each job wholly on closed servers
-        (a job that spans an open one opens all of its servers) gets its demand in place, as the
-        sequential re-pack would give it. At a loaded round most running jobs are such: re-packing
-        only the others is the issue-19 speed-up (same plans, pinned by benchmarks/pin_schedules.py)."""
+        job that does not renew. So each job wholly on closed servers (a job that spans an open one
+        opens all of its servers) gets its demand in place, as the sequential re-pack would give it. At
+        a loaded round most running jobs are such: re-packing only the others is the issue-19 speed-up
+        (same plans: tests/test_synergy_renewal.py, benchmarks/pin_schedules.py)."""
         free, cluster = packer.free, view.cluster
         cap_c, cap_m, free_gpus = free.cpus.tolist(), free.memory_mb.tolist(), free.gpus.tolist()
         dem_c, dem_m = [0] * len(cap_c), [0] * len(cap_m)
