@@ -32,9 +32,10 @@ import bisect
 import heapq
 import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from halyard.datamodel import Allocation, JobState
+from halyard.policies.event_order import EventOrder
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import FirstFitConsolidated, build_allocation, choose_nodes, no_fit, usable_gpus
 from halyard.policies.plan import Plan
@@ -178,7 +179,7 @@ class TwoDimensionalLas(Ordering):
 _LIVE = (JobState.RUNNING, JobState.PENDING)
 
 
-class KeptOrder:
+class KeptOrder(EventOrder):
     """2D-LAS's order of the running and pending jobs (without starvation promotion), kept from pass
     to pass (issue 19: keying and sorting about 110 jobs was a quarter of a loaded Tiresias pass, and
     between two passes a handful of keys change).
@@ -188,22 +189,16 @@ class KeptOrder:
     over a start or a stop unchanged, so a key changes only (a) when the core logs an event for the
     job (it arrived, started, stopped, moved or ended) or (b) when a running job reaches its next
     threshold, at a time known when it starts. Each pass re-keys the jobs of the events logged since
-    the last one and the running jobs whose threshold time (less ``QUIET_MARGIN_S``) has come; the
-    order is two parallel lists kept sorted by key. It equals sorting every job by the key
-    (``tests/test_quiet_passes.py``); should the count of jobs ever disagree with the view's, it is
-    rebuilt from the view."""
+    the last one and the running jobs whose threshold time (less ``QUIET_MARGIN_S``) has come
+    (:class:`~halyard.policies.event_order.EventOrder`). It equals sorting every job by the key
+    (``tests/test_quiet_passes.py``)."""
 
     def __init__(self, thresholds: tuple[float, ...]) -> None:
         self.thresholds = thresholds
-        self._start(None)
+        super().__init__()
 
     def _start(self, events: object) -> None:
-        """Forget everything and follow ``events`` from its first event."""
-        self._events = events  # the log followed; another one (a new core) starts over
-        self._seen = 0
-        self._keys: list[tuple[int, float, int]] = []  # sorted
-        self._jobs: list[JobInfo] = []  # in the order of _keys
-        self._key_of: dict[str, tuple[int, float, int]] = {}
+        super()._start(events)
         # Heap: when a running job may reach its next threshold, and the job; an entry holds while it is
         # the job's entry in _crossing_of (a job re-keyed since has a new one, or none while it waits).
         self._crossings: list[tuple[float, str]] = []
@@ -222,47 +217,33 @@ class KeptOrder:
             heapq.heappop(crossings)  # the job has stopped, moved or ended since: that run's time no longer applies
         return crossings[0][0] if crossings else math.inf
 
-    def _follow(self, view: ClusterView) -> None:
-        """Bring the order up to the view: re-key the jobs of the events logged since the last call and
-        the running jobs whose threshold time has come."""
-        events, jobs, now = view.events, view.jobs, view.now
-        assert events is not None and jobs is not None
-        if events is not self._events or len(events) < self._seen:
-            self._start(events)
-        touched = {event.job_id for event in events.since(self._seen)}
-        self._seen = len(events)
-        crossings = self._crossings
+    def _due(self, view: ClusterView) -> set[str]:
+        """The running jobs whose threshold time has come."""
+        due, crossings, now = set(), self._crossings, view.now
         while crossings and crossings[0][0] <= now:
             when, job_id = heapq.heappop(crossings)
             if self._crossing_of.get(job_id) == when:  # not replaced by a later re-key
-                touched.add(job_id)
-        for job_id in touched:
-            self._forget(job_id)
-            job = jobs.get(job_id)
-            if job is not None and job.state in _LIVE:
-                self._learn(job, now)
-        if len(self._jobs) != len(view.running) + len(view.pending):  # a change seen by no event
-            self._start(events)
-            self._seen = len(events)
-            for job in (*view.running.values(), *view.pending):
-                self._learn(job, now)
+                due.add(job_id)
+        return due
+
+    def _holds(self, job: JobInfo) -> bool:
+        return job.state in _LIVE
+
+    def _count(self, view: ClusterView) -> int:
+        return len(view.running) + len(view.pending)
+
+    def _members(self, view: ClusterView) -> Iterable[JobInfo]:
+        return (*view.running.values(), *view.pending)
 
     def _forget(self, job_id: str) -> None:
         self._crossing_of.pop(job_id, None)
-        key = self._key_of.pop(job_id, None)
-        if key is not None:
-            i = bisect.bisect_left(self._keys, key)
-            del self._keys[i], self._jobs[i]
+        super()._forget(job_id)
 
-    def _learn(self, job: JobInfo, now: float) -> None:
-        thresholds = self.thresholds
+    def _learn(self, job: JobInfo, view: ClusterView) -> None:
+        thresholds, now = self.thresholds, view.now
         attained = job.attained_gpu_s(now)
         queue = bisect.bisect_right(thresholds, attained)
-        key = (queue, job.spec.submit_time, job.arrival_seq)
-        i = bisect.bisect_right(self._keys, key)
-        self._keys.insert(i, key)
-        self._jobs.insert(i, job)
-        self._key_of[job.job_id] = key
+        self._insert(job, (queue, job.spec.submit_time, job.arrival_seq))
         if job.allocation is not None and queue < len(thresholds):
             when = now + (thresholds[queue] - attained) / job.num_gpus - QUIET_MARGIN_S
             heapq.heappush(self._crossings, (when, job.job_id))

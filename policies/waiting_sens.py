@@ -6,68 +6,51 @@ and computing every waiting job's Nw_sens and sorting them was a quarter of Dall
 waiting job's Nw_sens does not move: its completed iterations and its run time stop while it waits
 (:meth:`~halyard.policies.view.JobInfo.progress_line`), so its key changes only when the core logs
 an event for it (it arrived, started, was preempted or ended). Each pass re-keys the jobs of the
-events logged since the last one; the order is two parallel lists kept sorted by key. It equals
-sorting the waiting jobs by the key on every pass (``tests/test_waiting_sens.py``); should the
-count of jobs ever disagree with the view's, it is rebuilt from the view.
+events logged since the last one (:class:`~halyard.policies.event_order.EventOrder`). It equals
+sorting the waiting jobs by the key on every pass (``tests/test_waiting_sens.py``).
 """
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from halyard.datamodel import JobState
+from halyard.policies.event_order import EventOrder
 from halyard.policies.view import ClusterView, JobInfo
 
 
-class WaitingOrder:
+class WaitingOrder(EventOrder):
     """The waiting jobs sorted by (Nw_sens, submit time, arrival number), and each one's Nw_sens."""
 
     def __init__(self) -> None:
-        self._start(None)
+        self._sensitivity: Callable[[JobInfo], float] | None = None  # the pass's, given to ranked()
+        super().__init__()
 
     def _start(self, events: object) -> None:
-        """Forget everything and follow ``events`` from its first event."""
-        self._events = events  # the log followed; another one (a new core) starts over
-        self._seen = 0
-        self._keys: list[tuple[float, float, int]] = []  # sorted
-        self._jobs: list[JobInfo] = []  # in the order of _keys
-        self._key_of: dict[str, tuple[float, float, int]] = {}
+        super()._start(events)
         self.sens: dict[str, float] = {}  # job id -> Nw_sens, for the jobs in the order
 
     def ranked(self, view: ClusterView, sensitivity: Callable[[JobInfo], float]) -> list[JobInfo]:
         """The view's waiting jobs in offer order (``sensitivity``: a waiting job's Nw_sens; :attr:`sens`
         holds them after the call). Needs ``view.events`` and ``view.jobs``."""
-        events, jobs = view.events, view.jobs
-        assert events is not None and jobs is not None
-        if events is not self._events or len(events) < self._seen:
-            self._start(events)
-        touched = {event.job_id for event in events.since(self._seen)}
-        self._seen = len(events)
-        pending = JobState.PENDING
-        for job_id in touched:
-            self._forget(job_id)
-            job = jobs.get(job_id)
-            if job is not None and job.state is pending:
-                self._learn(job, sensitivity)
-        if len(self._jobs) != len(view.pending):  # a change seen by no event
-            self._start(events)
-            self._seen = len(events)
-            for job in view.pending:
-                self._learn(job, sensitivity)
+        self._sensitivity = sensitivity
+        self._follow(view)
         return list(self._jobs)
 
-    def _forget(self, job_id: str) -> None:
-        key = self._key_of.pop(job_id, None)
-        if key is not None:
-            i = bisect.bisect_left(self._keys, key)
-            del self._keys[i], self._jobs[i]
-            del self.sens[job_id]
+    def _holds(self, job: JobInfo) -> bool:
+        return job.state is JobState.PENDING
 
-    def _learn(self, job: JobInfo, sensitivity: Callable[[JobInfo], float]) -> None:
-        sens = self.sens[job.job_id] = sensitivity(job)
-        key = (sens, job.spec.submit_time, job.arrival_seq)
-        i = bisect.bisect_right(self._keys, key)
-        self._keys.insert(i, key)
-        self._jobs.insert(i, job)
-        self._key_of[job.job_id] = key
+    def _count(self, view: ClusterView) -> int:
+        return len(view.pending)
+
+    def _members(self, view: ClusterView) -> Iterable[JobInfo]:
+        return view.pending
+
+    def _forget(self, job_id: str) -> None:
+        super()._forget(job_id)
+        self.sens.pop(job_id, None)
+
+    def _learn(self, job: JobInfo, view: ClusterView) -> None:
+        assert self._sensitivity is not None
+        sens = self.sens[job.job_id] = self._sensitivity(job)
+        self._insert(job, (sens, job.spec.submit_time, job.arrival_seq))
