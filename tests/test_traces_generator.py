@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections import Counter
@@ -169,7 +170,13 @@ def test_bundled_default_trace_matches_its_readme() -> None:
         load = read_trace(path, strict=True)
     assert load.format == "csv" and load.errors == ()
     expected = generate_synergy_trace(120, rate_per_hour=40, multi_gpu=True, seed=0, duration_scale=0.25)
-    assert list(load.jobs) == expected
+    # The same jobs; times to the last few bits only, since numpy's exp/log may round the last bit
+    # differently across versions and CPUs (SIMD paths): numpy 2.4 moves 6 of the 120 durations by one ulp.
+    assert len(load.jobs) == len(expected)
+    for got, want in zip(load.jobs, expected, strict=True):
+        assert got.submit_time == pytest.approx(want.submit_time, rel=1e-12)
+        assert got.duration_s == pytest.approx(want.duration_s, rel=1e-12)
+        assert dataclasses.replace(got, submit_time=want.submit_time, duration_s=want.duration_s) == want
 
 
 def test_easyscale_workload_is_seeded_and_elastic_or_fixed():

@@ -103,7 +103,10 @@ class TestCluster:
         await self.server.start()
         for node in self.cluster.nodes:
             self._start_agent(node.name)
-        await self.wait_for(lambda: len(cp.sessions) == len(self.agents), timeout=READY_TIMEOUT_S)
+        # Ready when both ends say so: the control plane holds a session for every node, and every agent has
+        # its Registered (it can send); the first comes a moment before the second.
+        await self.wait_for(lambda: len(cp.sessions) == len(self.agents)
+                            and all(a.connected.is_set() for a in self.agents.values()), timeout=READY_TIMEOUT_S)
         self.channel = self.client_channel("operator-test") if self.tls else grpc.aio.insecure_channel(self.address)
         return self
 
