@@ -239,7 +239,74 @@ def fair_iteration_times(profiles: Sequence[DemandProfile], capacity_gbyte_s: fl
     if len(time_shifts_s) != len(profiles):
         raise ValueError("give one time-shift per profile")
     history, _ = _FluidLink(profiles, capacity_gbyte_s, list(time_shifts_s)).fair_arrays(iterations)
+    return _steady_means(history, iterations, steady)
+
+
+def _steady_means(history: np.ndarray, iterations: int, steady: int) -> tuple[float, ...]:
+    """Each row's mean over its iterations ``iterations - steady`` to ``iterations`` (the fluid
+    simulation's steady state), as :func:`fair_iteration_times` returns them."""
     return tuple(np.ascontiguousarray(history[:, iterations - steady:iterations]).mean(axis=1).tolist())
+
+
+class ProfileRows:
+    """One :class:`DemandProfile` as the compiled link kernels read it, worked out once: per phase
+    the amount (GB of an Up phase, seconds of a Down one), the demand and whether it is Up; its
+    GB per iteration, its highest demand and the GB under which an Up phase is over. A caller that
+    solves the same profiles many times (the fabric) keeps one per distinct profile and calls
+    :func:`fair_iteration_times_of` and :func:`mean_field_iteration_times_of`, which give the same
+    floats as :func:`fair_iteration_times` and :func:`mean_field_iteration_times` on the profiles."""
+
+    __slots__ = ("amounts", "demands", "gbytes", "iteration_s", "length", "peak", "up_done", "ups")
+
+    def __init__(self, profile: DemandProfile) -> None:
+        phases = profile.phases
+        self.length = len(phases)
+        self.iteration_s = profile.iteration_s
+        self.ups = [ph.up for ph in phases]
+        # _FluidLink's figures (fair) and mean_field_iteration_times' (an Down phase's demand is 0 there).
+        self.amounts = [ph.duration_s * ph.demand_gbyte_s if ph.up else ph.duration_s for ph in phases]
+        self.demands = [ph.demand_gbyte_s for ph in phases]
+        self.gbytes = profile.gbytes
+        self.peak = max(ph.demand_gbyte_s for ph in phases)
+        self.up_done = 1e-12 * max(1.0, max(self.gbytes, 1e-300))
+
+
+def fair_iteration_times_of(rows: Sequence[ProfileRows], capacity_gbyte_s: float, time_shifts_s: Sequence[float],
+                            iterations: int, steady: int) -> tuple[float, ...]:
+    """:func:`fair_iteration_times` of the profiles ``rows`` describe: the same arrays into the same kernel."""
+    from halyard.emulator.link_kernels import fair_histories
+
+    n, width = len(rows), max(r.length for r in rows)
+    amounts, demands = np.zeros((n, width)), np.zeros((n, width))
+    ups = np.zeros((n, width), np.bool_)
+    for j, r in enumerate(rows):
+        k = r.length
+        amounts[j, :k], demands[j, :k], ups[j, :k] = r.amounts, r.demands, r.ups
+    history, _ = fair_histories(amounts, ups, demands, np.array([r.length for r in rows], np.int64),
+                                np.array([r.up_done for r in rows]), np.array(time_shifts_s, np.float64),
+                                float(capacity_gbyte_s), iterations)
+    return _steady_means(history, iterations, steady)
+
+
+def mean_field_iteration_times_of(distinct: Sequence[ProfileRows], which: Sequence[int],
+                                  capacity_gbyte_s: float) -> tuple[float, ...] | None:
+    """:func:`mean_field_iteration_times` of the profiles ``[distinct[i] for i in which]`` (``distinct``
+    pairwise different, in order of first appearance in ``which``), per *distinct* profile; None when
+    the link carries every job at full demand (then each keeps its dedicated iteration)."""
+    from halyard.emulator.link_kernels import mean_field_levels
+
+    width = max(r.length for r in distinct)
+    amounts, demands = np.zeros((len(distinct), width)), np.zeros((len(distinct), width))
+    for k, r in enumerate(distinct):
+        q = r.length
+        amounts[k, :q] = r.amounts
+        demands[k, :q] = [d if u else 0.0 for d, u in zip(r.demands, r.ups, strict=True)]
+    hi = max(r.peak for r in distinct)
+    gbytes = [r.gbytes for r in distinct]
+    fits, times = mean_field_levels(amounts, demands, np.array([r.length for r in distinct], np.int64),
+                                    np.array(which, np.int64), np.array([gbytes[i] for i in which]),
+                                    float(capacity_gbyte_s), float(hi), MEAN_FIELD_BISECTIONS)
+    return None if fits else tuple(times.tolist())
 
 
 class _FluidLink:
