@@ -248,65 +248,91 @@ def _steady_means(history: np.ndarray, iterations: int, steady: int) -> tuple[fl
     return tuple(np.ascontiguousarray(history[:, iterations - steady:iterations]).mean(axis=1).tolist())
 
 
-class ProfileRows:
-    """One :class:`DemandProfile` as the compiled link kernels read it, worked out once: per phase
-    the amount (GB of an Up phase, seconds of a Down one), the demand and whether it is Up; its
-    GB per iteration, its highest demand and the GB under which an Up phase is over. A caller that
-    solves the same profiles many times (the fabric) keeps one per distinct profile and calls
-    :func:`fair_iteration_times_of` and :func:`mean_field_iteration_times_of`, which give the same
-    floats as :func:`fair_iteration_times` and :func:`mean_field_iteration_times` on the profiles."""
+class ProfileTable:
+    """Distinct :class:`DemandProfile`\\ s as the compiled link kernels read them, one row each, worked out
+    once: per phase the amount (GB of an Up phase, seconds of a Down one), the demand (as the fluid
+    simulation reads it, and as the mean-field limit does: 0 in a Down phase) and whether it is Up; per
+    profile its phase count, GB per iteration, highest demand, iteration and the GB under which an Up phase
+    is over. Rows are zero-padded to the longest profile (the kernels read a row's first ``lengths``
+    entries only). A caller that solves the same profiles many times (the fabric) adds each once and
+    calls :func:`fair_iteration_times_of` and :func:`mean_field_iteration_times_of` with row numbers; they
+    give the same floats as :func:`fair_iteration_times` and :func:`mean_field_iteration_times`."""
 
-    __slots__ = ("amounts", "demands", "gbytes", "iteration_s", "length", "peak", "up_done", "ups")
+    def __init__(self) -> None:
+        self.size = 0
+        self.iteration_s: list[float] = []  # per row, as Python floats
+        self.peak: list[float] = []
+        self.amounts, self.demands, self.mean_field_demands = np.zeros((16, 4)), np.zeros((16, 4)), np.zeros((16, 4))
+        self.ups = np.zeros((16, 4), np.bool_)
+        self.lengths = np.zeros(16, np.int64)
+        self.gbytes, self.peaks, self.up_done = np.zeros(16), np.zeros(16), np.zeros(16)
 
-    def __init__(self, profile: DemandProfile) -> None:
+    def _grow(self, rows: int, width: int) -> None:
+        for name in ("amounts", "demands", "mean_field_demands", "ups"):
+            old = getattr(self, name)
+            new = np.zeros((rows, width), old.dtype)
+            new[:old.shape[0], :old.shape[1]] = old
+            setattr(self, name, new)
+        for name in ("lengths", "gbytes", "peaks", "up_done"):
+            old = getattr(self, name)
+            new = np.zeros(rows, old.dtype)
+            new[:old.shape[0]] = old
+            setattr(self, name, new)
+
+    def add(self, profile: DemandProfile) -> int:
+        """A row for ``profile``; its number."""
         phases = profile.phases
-        self.length = len(phases)
-        self.iteration_s = profile.iteration_s
-        self.ups = [ph.up for ph in phases]
-        # _FluidLink's figures (fair) and mean_field_iteration_times' (an Down phase's demand is 0 there).
-        self.amounts = [ph.duration_s * ph.demand_gbyte_s if ph.up else ph.duration_s for ph in phases]
-        self.demands = [ph.demand_gbyte_s for ph in phases]
-        self.gbytes = profile.gbytes
-        self.peak = max(ph.demand_gbyte_s for ph in phases)
-        self.up_done = 1e-12 * max(1.0, max(self.gbytes, 1e-300))
+        k, n = self.size, len(phases)
+        if k == self.amounts.shape[0] or n > self.amounts.shape[1]:
+            self._grow(max(self.amounts.shape[0], 2 * k), max(self.amounts.shape[1], n))
+        # _FluidLink's figures (fair) and mean_field_iteration_times' (a Down phase's demand is 0 there).
+        self.amounts[k, :n] = [ph.duration_s * ph.demand_gbyte_s if ph.up else ph.duration_s for ph in phases]
+        self.demands[k, :n] = [ph.demand_gbyte_s for ph in phases]
+        self.mean_field_demands[k, :n] = [ph.demand_gbyte_s if ph.up else 0.0 for ph in phases]
+        self.ups[k, :n] = [ph.up for ph in phases]
+        self.lengths[k] = n
+        gbytes = profile.gbytes
+        self.gbytes[k] = gbytes
+        peak = max(ph.demand_gbyte_s for ph in phases)
+        self.peaks[k] = peak
+        self.peak.append(peak)
+        self.up_done[k] = 1e-12 * max(1.0, max(gbytes, 1e-300))
+        self.iteration_s.append(profile.iteration_s)
+        self.size = k + 1
+        return k
 
 
-def fair_iteration_times_of(rows: Sequence[ProfileRows], capacity_gbyte_s: float, time_shifts_s: Sequence[float],
-                            iterations: int, steady: int) -> tuple[float, ...]:
-    """:func:`fair_iteration_times` of the profiles ``rows`` describe: the same arrays into the same kernel."""
+def fair_iteration_times_of(table: ProfileTable, rows: Sequence[int], capacity_gbyte_s: float,
+                            time_shifts_s: Sequence[float], iterations: int, steady: int) -> tuple[float, ...]:
+    """:func:`fair_iteration_times` of the profiles in ``table``'s ``rows``: the same figures into the
+    same kernel."""
     from halyard.emulator.link_kernels import fair_histories
 
-    n, width = len(rows), max(r.length for r in rows)
-    amounts, demands = np.zeros((n, width)), np.zeros((n, width))
-    ups = np.zeros((n, width), np.bool_)
-    for j, r in enumerate(rows):
-        k = r.length
-        amounts[j, :k], demands[j, :k], ups[j, :k] = r.amounts, r.demands, r.ups
-    history, _ = fair_histories(amounts, ups, demands, np.array([r.length for r in rows], np.int64),
-                                np.array([r.up_done for r in rows]), np.array(time_shifts_s, np.float64),
-                                float(capacity_gbyte_s), iterations)
+    at = np.array(rows, np.int64)
+    history, _ = fair_histories(table.amounts[at], table.ups[at], table.demands[at], table.lengths[at],
+                                table.up_done[at], np.array(time_shifts_s, np.float64), float(capacity_gbyte_s),
+                                iterations)
     return _steady_means(history, iterations, steady)
 
 
-def mean_field_iteration_times_of(distinct: Sequence[ProfileRows], which: Sequence[int],
-                                  capacity_gbyte_s: float) -> tuple[float, ...] | None:
-    """:func:`mean_field_iteration_times` of the profiles ``[distinct[i] for i in which]`` (``distinct``
-    pairwise different, in order of first appearance in ``which``), per *distinct* profile; None when
-    the link carries every job at full demand (then each keeps its dedicated iteration)."""
+def mean_field_iteration_times_of(table: ProfileTable, rows: Sequence[int],
+                                  capacity_gbyte_s: float) -> tuple[list[int], list[float]] | None:
+    """:func:`mean_field_iteration_times` of the profiles in ``table``'s ``rows``, where equal rows sit
+    together: ``(distinct, times)``, each distinct row in order of first appearance and its iteration
+    time; None when the link carries every job at full demand (each keeps its dedicated iteration)."""
     from halyard.emulator.link_kernels import mean_field_levels
 
-    width = max(r.length for r in distinct)
-    amounts, demands = np.zeros((len(distinct), width)), np.zeros((len(distinct), width))
-    for k, r in enumerate(distinct):
-        q = r.length
-        amounts[k, :q] = r.amounts
-        demands[k, :q] = [d if u else 0.0 for d, u in zip(r.demands, r.ups, strict=True)]
-    hi = max(r.peak for r in distinct)
-    gbytes = [r.gbytes for r in distinct]
-    fits, times = mean_field_levels(amounts, demands, np.array([r.length for r in distinct], np.int64),
-                                    np.array(which, np.int64), np.array([gbytes[i] for i in which]),
-                                    float(capacity_gbyte_s), float(hi), MEAN_FIELD_BISECTIONS)
-    return None if fits else tuple(times.tolist())
+    at = np.array(rows, np.int64)
+    new = np.empty(len(at), np.bool_)
+    new[0] = True
+    np.not_equal(at[1:], at[:-1], out=new[1:])
+    distinct = at[new]
+    which = np.cumsum(new) - 1
+    hi = max(table.peak[k] for k in distinct.tolist())  # Python's max, as over the phases
+    fits, times = mean_field_levels(table.amounts[distinct], table.mean_field_demands[distinct],
+                                    table.lengths[distinct], which, table.gbytes[at], float(capacity_gbyte_s),
+                                    float(hi), MEAN_FIELD_BISECTIONS)
+    return None if fits else (distinct.tolist(), times.tolist())
 
 
 class _FluidLink:

@@ -40,13 +40,14 @@ links' state for measurement (benchmarks/cassini_census.py).
 from __future__ import annotations
 
 import bisect
+import itertools
 from dataclasses import dataclass, field
 
 from halyard.datamodel import Allocation, Cluster, JobSpec
 from halyard.emulator.contention import (
     SHARING,
     DemandProfile,
-    ProfileRows,
+    ProfileTable,
     fair_iteration_times_of,
     mean_field_iteration_times_of,
     shared_link_iteration_times,
@@ -116,14 +117,15 @@ class _Member:
 class _LinkJobs:
     """A link's jobs kept in the two orders a solve reads them in, updated as jobs come and go: by job id
     (with their peak demands, summed in that order) and by cache key (the order the jobs are solved in:
-    profile, phase bin, job id; each with the profile's id and rows for the cache key and the kernels)."""
+    profile, phase bin, job id; each with its profile's row in the fabric's ProfileTable, which stands for
+    the profile in cache keys)."""
 
     __slots__ = ("ids", "keyed", "peaks")
 
     def __init__(self) -> None:
         self.ids: list[str] = []
         self.peaks: list[float] = []
-        self.keyed: list[tuple[_Key, str, int, ProfileRows]] = []
+        self.keyed: list[tuple[_Key, str, int]] = []
 
 
 class Fabric:
@@ -150,8 +152,9 @@ class Fabric:
         self._slowdown: dict[str, float] = {}
         self._dirty: set[Link] = set()
         self._cache: dict[tuple[object, ...], tuple[float, ...]] = {}
-        # Each distinct profile (as plain numbers) seen on a link: a small id for cache keys, and its rows.
-        self._profile_ids: dict[tuple[tuple[float, float], ...], tuple[int, ProfileRows]] = {}
+        # Each distinct profile (as plain numbers) seen on a link: its row in the table the kernels read.
+        self._profiles = ProfileTable()
+        self._profile_ids: dict[tuple[tuple[float, float], ...], int] = {}
 
     # --- membership ---------------------------------------------------------
 
@@ -198,12 +201,11 @@ class Fabric:
         keys: dict[Link, _Key] = {}
         for link, profile in profiles.items():
             numbers = tuple((p.duration_s, p.demand_gbyte_s) for p in profile.phases)
-            known = self._profile_ids.get(numbers)
-            if known is None:
-                known = self._profile_ids[numbers] = (len(self._profile_ids), ProfileRows(profile))
-            pid, rows = known
+            pid = self._profile_ids.get(numbers)
+            if pid is None:
+                pid = self._profile_ids[numbers] = self._profiles.add(profile)
             key = keys[link] = (numbers, round(phase_s / profile.iteration_s * PHASE_BINS) % PHASE_BINS)
-            peak = peaks[link] = rows.peak
+            peak = peaks[link] = self._profiles.peak[pid]
             self._on_link.setdefault(link, set()).add(job_id)
             self._dirty.add(link)
             held = self._link_jobs.get(link)
@@ -212,7 +214,7 @@ class Fabric:
             i = bisect.bisect_left(held.ids, job_id)
             held.ids.insert(i, job_id)
             held.peaks.insert(i, peak)
-            bisect.insort(held.keyed, (key, job_id, pid, rows))
+            bisect.insort(held.keyed, (key, job_id, pid))
         self._members[job_id] = _Member(allocation, phase_s, tuple(profiles), profiles, peaks, keys, {})
 
     def remove(self, job_id: str) -> None:
@@ -332,44 +334,40 @@ class Fabric:
         # they reach it in the same order whatever the phases).
         keyed = held.keyed
         fluid = len(keyed) <= FLUID_MAX_JOBS
-        key = ((link.capacity_gbyte_s, self.sharing, tuple([(pid, k[1]) for k, _, pid, _ in keyed])) if fluid
-               else (link.capacity_gbyte_s, tuple([pid for _, _, pid, _ in keyed])))
+        key = ((link.capacity_gbyte_s, self.sharing, tuple([(pid, k[1]) for k, _, pid in keyed])) if fluid
+               else (link.capacity_gbyte_s, tuple([pid for _, _, pid in keyed])))
         slowdowns = self._cache.get(key)
         if slowdowns is None:
+            table = self._profiles
             if not fluid:
-                slowdowns = self._mean_field(keyed, link.capacity_gbyte_s)
+                slowdowns = self._mean_field([pid for _, _, pid in keyed], link.capacity_gbyte_s)
             else:
-                shifts = [k[1] / PHASE_BINS * rows.iteration_s for k, _, _, rows in keyed]
+                iteration_s = [table.iteration_s[pid] for _, _, pid in keyed]
+                shifts = [k[1] / PHASE_BINS * it for (k, _, _), it in zip(keyed, iteration_s, strict=True)]
                 if self.sharing == "fair":
-                    times = fair_iteration_times_of([rows for _, _, _, rows in keyed], link.capacity_gbyte_s,
+                    times = fair_iteration_times_of(table, [pid for _, _, pid in keyed], link.capacity_gbyte_s,
                                                     shifts, SIM_ITERATIONS, SIM_STEADY)
                 else:
-                    profiles = [self._members[job_id].profiles[link] for _, job_id, _, _ in keyed]
+                    profiles = [self._members[job_id].profiles[link] for _, job_id, _ in keyed]
                     times = shared_link_iteration_times(profiles, link.capacity_gbyte_s, sharing=self.sharing,
                                                         time_shifts_s=shifts, iterations=SIM_ITERATIONS,
                                                         steady=SIM_STEADY).iteration_s
-                slowdowns = tuple(max(1.0, t / rows.iteration_s) for t, (_, _, _, rows) in zip(times, keyed,
-                                                                                              strict=True))
+                slowdowns = tuple([max(1.0, t / it) for t, it in zip(times, iteration_s, strict=True)])
             if len(self._cache) >= self.cache_entries:
-                del self._cache[next(iter(self._cache))]  # the oldest
+                # Drop the older half at once: deleting the oldest entry one at a time leaves a dict that
+                # scans its deleted slots to find the next oldest. Which entries go changes no result.
+                self._cache = dict(itertools.islice(self._cache.items(), max(1, len(self._cache) // 2), None))
             self._cache[key] = slowdowns
-        return {job_id: s for (_, job_id, _, _), s in zip(keyed, slowdowns, strict=True) if s > 1.0}
+        return {job_id: s for (_, job_id, _), s in zip(keyed, slowdowns, strict=True) if s > 1.0}
 
-    @staticmethod
-    def _mean_field(keyed: list[tuple[_Key, str, int, ProfileRows]], capacity: float) -> tuple[float, ...]:
-        """Slowdowns of the jobs of ``keyed`` in the mean-field limit: equal profiles sit together in it, so
-        each distinct profile is solved once, in order of first appearance (what
-        :func:`~halyard.emulator.contention.mean_field_iteration_times` does with them)."""
-        distinct: list[ProfileRows] = []
-        which: list[int] = []
-        last = -1
-        for _, _, pid, rows in keyed:
-            if pid != last:
-                distinct.append(rows)
-                last = pid
-            which.append(len(distinct) - 1)
-        times = mean_field_iteration_times_of(distinct, which, capacity)
-        if times is None:
-            return (1.0,) * len(keyed)
-        per = [max(1.0, t / rows.iteration_s) for t, rows in zip(times, distinct, strict=True)]
-        return tuple([per[i] for i in which])
+    def _mean_field(self, pids: list[int], capacity: float) -> tuple[float, ...]:
+        """Slowdowns of jobs with profiles ``pids`` (equal ones together) in the mean-field limit: each
+        distinct profile is solved once, in order of first appearance (as
+        :func:`~halyard.emulator.contention.mean_field_iteration_times` does)."""
+        solved = mean_field_iteration_times_of(self._profiles, pids, capacity)
+        if solved is None:
+            return (1.0,) * len(pids)
+        distinct, times = solved
+        iteration_s = self._profiles.iteration_s
+        per = {pid: max(1.0, t / iteration_s[pid]) for pid, t in zip(distinct, times, strict=True)}
+        return tuple([per[pid] for pid in pids])
