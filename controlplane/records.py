@@ -93,6 +93,12 @@ class JobRecord:
         return (float(self._done), max(self._anchor, self._resume_at), self._rate, self._run_s,
                 math.nan if self._run_start is None else self._run_start)
 
+    def service_line(self) -> tuple[float, int, float | None]:
+        """``(banked, gpus, since)``: :meth:`attained_gpu_s` in closed form, ``banked + gpus x (now -
+        since)`` while running, ``banked`` when not (``since`` None). They change only when the core
+        logs an event for the job (it starts, stops, moves, is resized or re-shifted, or ends)."""
+        return self._gpu_s, self.num_gpus, self._run_start
+
     def attained_gpu_s(self, now: float) -> float:
         if self._run_start is None:
             return self._gpu_s

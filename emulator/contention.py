@@ -239,7 +239,100 @@ def fair_iteration_times(profiles: Sequence[DemandProfile], capacity_gbyte_s: fl
     if len(time_shifts_s) != len(profiles):
         raise ValueError("give one time-shift per profile")
     history, _ = _FluidLink(profiles, capacity_gbyte_s, list(time_shifts_s)).fair_arrays(iterations)
+    return _steady_means(history, iterations, steady)
+
+
+def _steady_means(history: np.ndarray, iterations: int, steady: int) -> tuple[float, ...]:
+    """Each row's mean over its iterations ``iterations - steady`` to ``iterations`` (the fluid
+    simulation's steady state), as :func:`fair_iteration_times` returns them."""
     return tuple(np.ascontiguousarray(history[:, iterations - steady:iterations]).mean(axis=1).tolist())
+
+
+class ProfileTable:
+    """Distinct :class:`DemandProfile`\\ s as the compiled link kernels read them, one row each, worked out
+    once: per phase the amount (GB of an Up phase, seconds of a Down one), the demand (as the fluid
+    simulation reads it, and as the mean-field limit does: 0 in a Down phase) and whether it is Up; per
+    profile its phase count, GB per iteration, highest demand, iteration and the GB under which an Up phase
+    is over. Rows are zero-padded to the longest profile (the kernels read a row's first ``lengths``
+    entries only). A caller that solves the same profiles many times (the fabric) adds each once and
+    calls :func:`fair_iteration_times_of` and :func:`mean_field_iteration_times_of` with row numbers; they
+    give the same floats as :func:`fair_iteration_times` and :func:`mean_field_iteration_times`."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.iteration_s: list[float] = []  # per row, as Python floats
+        self.peak: list[float] = []
+        self.amounts, self.demands, self.mean_field_demands = np.zeros((16, 4)), np.zeros((16, 4)), np.zeros((16, 4))
+        self.ups = np.zeros((16, 4), np.bool_)
+        self.lengths = np.zeros(16, np.int64)
+        self.gbytes, self.peaks, self.up_done = np.zeros(16), np.zeros(16), np.zeros(16)
+
+    def _grow(self, rows: int, width: int) -> None:
+        for name in ("amounts", "demands", "mean_field_demands", "ups"):
+            old = getattr(self, name)
+            new = np.zeros((rows, width), old.dtype)
+            new[:old.shape[0], :old.shape[1]] = old
+            setattr(self, name, new)
+        for name in ("lengths", "gbytes", "peaks", "up_done"):
+            old = getattr(self, name)
+            new = np.zeros(rows, old.dtype)
+            new[:old.shape[0]] = old
+            setattr(self, name, new)
+
+    def add(self, profile: DemandProfile) -> int:
+        """A row for ``profile``; its number."""
+        phases = profile.phases
+        k, n = self.size, len(phases)
+        if k == self.amounts.shape[0] or n > self.amounts.shape[1]:
+            self._grow(max(self.amounts.shape[0], 2 * k), max(self.amounts.shape[1], n))
+        # _FluidLink's figures (fair) and mean_field_iteration_times' (a Down phase's demand is 0 there).
+        self.amounts[k, :n] = [ph.duration_s * ph.demand_gbyte_s if ph.up else ph.duration_s for ph in phases]
+        self.demands[k, :n] = [ph.demand_gbyte_s for ph in phases]
+        self.mean_field_demands[k, :n] = [ph.demand_gbyte_s if ph.up else 0.0 for ph in phases]
+        self.ups[k, :n] = [ph.up for ph in phases]
+        self.lengths[k] = n
+        gbytes = profile.gbytes
+        self.gbytes[k] = gbytes
+        peak = max(ph.demand_gbyte_s for ph in phases)
+        self.peaks[k] = peak
+        self.peak.append(peak)
+        self.up_done[k] = 1e-12 * max(1.0, max(gbytes, 1e-300))
+        self.iteration_s.append(profile.iteration_s)
+        self.size = k + 1
+        return k
+
+
+def fair_iteration_times_of(table: ProfileTable, rows: Sequence[int], capacity_gbyte_s: float,
+                            time_shifts_s: Sequence[float], iterations: int, steady: int) -> tuple[float, ...]:
+    """:func:`fair_iteration_times` of the profiles in ``table``'s ``rows``: the same figures into the
+    same kernel."""
+    from halyard.emulator.link_kernels import fair_histories
+
+    at = np.array(rows, np.int64)
+    history, _ = fair_histories(table.amounts[at], table.ups[at], table.demands[at], table.lengths[at],
+                                table.up_done[at], np.array(time_shifts_s, np.float64), float(capacity_gbyte_s),
+                                iterations)
+    return _steady_means(history, iterations, steady)
+
+
+def mean_field_iteration_times_of(table: ProfileTable, rows: Sequence[int],
+                                  capacity_gbyte_s: float) -> tuple[list[int], list[float]] | None:
+    """:func:`mean_field_iteration_times` of the profiles in ``table``'s ``rows``, where equal rows sit
+    together: ``(distinct, times)``, each distinct row in order of first appearance and its iteration
+    time; None when the link carries every job at full demand (each keeps its dedicated iteration)."""
+    from halyard.emulator.link_kernels import mean_field_levels
+
+    at = np.array(rows, np.int64)
+    new = np.empty(len(at), np.bool_)
+    new[0] = True
+    np.not_equal(at[1:], at[:-1], out=new[1:])
+    distinct = at[new]
+    which = np.cumsum(new) - 1
+    hi = max(table.peak[k] for k in distinct.tolist())  # Python's max, as over the phases
+    fits, times = mean_field_levels(table.amounts[distinct], table.mean_field_demands[distinct],
+                                    table.lengths[distinct], which, table.gbytes[at], float(capacity_gbyte_s),
+                                    float(hi), MEAN_FIELD_BISECTIONS)
+    return None if fits else (distinct.tolist(), times.tolist())
 
 
 class _FluidLink:

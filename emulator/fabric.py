@@ -39,16 +39,17 @@ links' state for measurement (benchmarks/cassini_census.py).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable
-from dataclasses import dataclass
+import bisect
+import itertools
+from dataclasses import dataclass, field
 
 from halyard.datamodel import Allocation, Cluster, JobSpec
 from halyard.emulator.contention import (
     SHARING,
     DemandProfile,
-    fair_iteration_times,
-    mean_field_iteration_times,
+    ProfileTable,
+    fair_iteration_times_of,
+    mean_field_iteration_times_of,
     shared_link_iteration_times,
 )
 from halyard.emulator.parallel import JobTiming, link_gbytes
@@ -74,6 +75,8 @@ FLUID_MAX_JOBS = 4
 # states, most of them once; the oldest are dropped first, which changes no result, only the work.
 CACHE_ENTRIES = 65_536
 
+_Key = tuple[tuple[tuple[float, float], ...], int]  # a job's profile on a link as plain numbers, its phase bin
+
 
 @dataclass(frozen=True, slots=True)
 class Link:
@@ -83,6 +86,15 @@ class Link:
     kind: str
     name: str
     capacity_gbyte_s: float
+    # Worked out once: links key every dict of the fabric (~13M reads on 20k Philly jobs compressed 8x,
+    # where the generated hash of the three fields was 4% of LAS' run). Equal links hash equally.
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.kind, self.name, self.capacity_gbyte_s)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +108,24 @@ class _Member:
     # Per link, worked out once at placement: its peak demand there, and its part of the cache key
     # (the profile as plain numbers, the phase on the 1/PHASE_BINS grid).
     peaks: dict[Link, float]
-    keys: dict[Link, tuple[tuple[tuple[float, float], ...], int]]
+    keys: dict[Link, _Key]
+    # Its slowdown on each link where it is above 1.0 as of the last settle (its slowdown is their
+    # largest, 1.0 if none).
+    there: dict[Link, float]
+
+
+class _LinkJobs:
+    """A link's jobs kept in the two orders a solve reads them in, updated as jobs come and go: by job id
+    (with their peak demands, summed in that order) and by cache key (the order the jobs are solved in:
+    profile, phase bin, job id; each with its profile's row in the fabric's ProfileTable, which stands for
+    the profile in cache keys)."""
+
+    __slots__ = ("ids", "keyed", "peaks")
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.peaks: list[float] = []
+        self.keyed: list[tuple[_Key, str, int]] = []
 
 
 class Fabric:
@@ -117,10 +146,15 @@ class Fabric:
         self._between: dict[tuple[str, str], Link] = {}  # uplinks and switch links, made when first crossed
         self._members: dict[str, _Member] = {}
         self._on_link: dict[Link, set[str]] = {}
+        self._link_jobs: dict[Link, _LinkJobs] = {}
+        # Per link, the slowdowns above 1.0 as of the last settle (a job absent runs there at full speed).
         self._link_slowdown: dict[Link, dict[str, float]] = {}
         self._slowdown: dict[str, float] = {}
         self._dirty: set[Link] = set()
         self._cache: dict[tuple[object, ...], tuple[float, ...]] = {}
+        # Each distinct profile (as plain numbers) seen on a link: its row in the table the kernels read.
+        self._profiles = ProfileTable()
+        self._profile_ids: dict[tuple[tuple[float, float], ...], int] = {}
 
     # --- membership ---------------------------------------------------------
 
@@ -163,14 +197,25 @@ class Fabric:
             cycle = paced_iteration_s(cycle, allocation.time_shift_period_s)
             profiles = {link: profile.padded_to(cycle) for link, profile in profiles.items()}
         phase_s = (anchor - origin_s) % cycle
-        peaks = {link: max(p.demand_gbyte_s for p in profile.phases) for link, profile in profiles.items()}
-        keys = {link: (tuple((p.duration_s, p.demand_gbyte_s) for p in profile.phases),
-                       round(phase_s / profile.iteration_s * PHASE_BINS) % PHASE_BINS)
-                for link, profile in profiles.items()}
-        self._members[job_id] = _Member(allocation, phase_s, tuple(profiles), profiles, peaks, keys)
-        for link in profiles:
+        peaks: dict[Link, float] = {}
+        keys: dict[Link, _Key] = {}
+        for link, profile in profiles.items():
+            numbers = tuple((p.duration_s, p.demand_gbyte_s) for p in profile.phases)
+            pid = self._profile_ids.get(numbers)
+            if pid is None:
+                pid = self._profile_ids[numbers] = self._profiles.add(profile)
+            key = keys[link] = (numbers, round(phase_s / profile.iteration_s * PHASE_BINS) % PHASE_BINS)
+            peak = peaks[link] = self._profiles.peak[pid]
             self._on_link.setdefault(link, set()).add(job_id)
             self._dirty.add(link)
+            held = self._link_jobs.get(link)
+            if held is None:
+                held = self._link_jobs[link] = _LinkJobs()
+            i = bisect.bisect_left(held.ids, job_id)
+            held.ids.insert(i, job_id)
+            held.peaks.insert(i, peak)
+            bisect.insort(held.keyed, (key, job_id, pid))
+        self._members[job_id] = _Member(allocation, phase_s, tuple(profiles), profiles, peaks, keys, {})
 
     def remove(self, job_id: str) -> None:
         """Take a job off its links (it stopped, or is about to be placed elsewhere)."""
@@ -183,7 +228,15 @@ class Fabric:
             self._link_slowdown.get(link, {}).pop(job_id, None)
             if not jobs:
                 del self._on_link[link]
+                del self._link_jobs[link]
                 self._link_slowdown.pop(link, None)
+            else:
+                held = self._link_jobs[link]
+                i = bisect.bisect_left(held.ids, job_id)
+                del held.ids[i], held.peaks[i]
+                key = member.keys[link]
+                i = bisect.bisect_left(held.keyed, (key, job_id))
+                del held.keyed[i]
             self._dirty.add(link)
         self._slowdown.pop(job_id, None)
 
@@ -211,28 +264,37 @@ class Fabric:
         if not self._dirty:
             return {}
         touched: set[str] = set()
+        members, link_slowdown = self._members, self._link_slowdown
         for link in self._dirty:
             jobs = self._on_link.get(link)
             if jobs:
-                self._link_slowdown[link] = self._solve(link, jobs)
+                new = self._solve(link)
+                old = link_slowdown.get(link)
+                if new != old:
+                    # Each job on the link takes its slowdown there (a job that came since has none yet;
+                    # one that left took its own with it).
+                    for job_id in jobs:
+                        there = members[job_id].there
+                        s = new.get(job_id)
+                        if s is None:
+                            there.pop(link, None)
+                        else:
+                            there[link] = s
+                    link_slowdown[link] = new
                 touched |= jobs
         self._dirty.clear()
         changed: dict[str, float] = {}
-        members, link_slowdown = self._members, self._link_slowdown
+        slowdown = self._slowdown
         for job_id in touched:
-            # A plain loop, not max(genexpr): ~630k reads per 10k loaded Tiresias run. A touched
-            # job is on at least one link (the dirty one).
-            s = -math.inf
-            for link in members[job_id].links:
-                there = link_slowdown[link].get(job_id, 1.0)
-                if there > s:
-                    s = there
-            if abs(s - self._slowdown.get(job_id, 1.0)) > SLOWDOWN_TOLERANCE:
+            # The largest over its links, 1.0 where it runs at full speed (every slowdown kept is > 1.0).
+            there = members[job_id].there
+            s = max(there.values()) if there else 1.0
+            if abs(s - slowdown.get(job_id, 1.0)) > SLOWDOWN_TOLERANCE:
                 changed[job_id] = s
             if s > 1.0 + SLOWDOWN_TOLERANCE:
-                self._slowdown[job_id] = s
+                slowdown[job_id] = s
             else:
-                self._slowdown.pop(job_id, None)
+                slowdown.pop(job_id, None)
         return changed
 
     def link_census(self) -> list[tuple[Link, tuple[str, ...], tuple[DemandProfile, ...], tuple[float, ...],
@@ -261,34 +323,51 @@ class Fabric:
 
     # --- internals ---------------------------------------------------------------
 
-    def _solve(self, link: Link, jobs: Iterable[str]) -> dict[str, float]:
-        members = [(job_id, self._members[job_id]) for job_id in sorted(jobs)]
-        peak = sum(m.peaks[link] for _, m in members)
-        if len(members) < 2 or peak <= link.capacity_gbyte_s:
+    def _solve(self, link: Link) -> dict[str, float]:
+        """The slowdowns above 1.0 of the jobs on ``link``."""
+        held = self._link_jobs[link]
+        if len(held.ids) < 2 or sum(held.peaks) <= link.capacity_gbyte_s:
             return {}  # the link never runs out: everyone at dedicated speed
-        # Cache key: profiles and phases on the grid, in a canonical order. The mean-field limit sees
-        # neither phases nor the sharing mode, so beyond FLUID_MAX_JOBS the key is the profiles alone
-        # (sorted by profile first, they reach it in the same order whatever the phases).
-        keyed = sorted((m.keys[link], job_id) for job_id, m in members)
+        # Cache key: profiles and phases on the grid, in a canonical order (profile, phase bin, job id: the
+        # order held.keyed keeps); a profile by its id. The mean-field limit sees neither phases nor the
+        # sharing mode, so beyond FLUID_MAX_JOBS the key is the profiles alone (sorted by profile first,
+        # they reach it in the same order whatever the phases).
+        keyed = held.keyed
         fluid = len(keyed) <= FLUID_MAX_JOBS
-        key = ((link.capacity_gbyte_s, self.sharing, tuple(k for k, _ in keyed)) if fluid
-               else (link.capacity_gbyte_s, tuple(k for (k, _), _ in keyed)))
+        key = ((link.capacity_gbyte_s, self.sharing, tuple([(pid, k[1]) for k, _, pid in keyed])) if fluid
+               else (link.capacity_gbyte_s, tuple([pid for _, _, pid in keyed])))
         slowdowns = self._cache.get(key)
         if slowdowns is None:
-            profiles = [self._members[job_id].profiles[link] for _, job_id in keyed]
+            table = self._profiles
             if not fluid:
-                times = mean_field_iteration_times(profiles, link.capacity_gbyte_s)
+                slowdowns = self._mean_field([pid for _, _, pid in keyed], link.capacity_gbyte_s)
             else:
-                shifts = [b / PHASE_BINS * p.iteration_s for ((_, b), _), p in zip(keyed, profiles, strict=True)]
+                iteration_s = [table.iteration_s[pid] for _, _, pid in keyed]
+                shifts = [k[1] / PHASE_BINS * it for (k, _, _), it in zip(keyed, iteration_s, strict=True)]
                 if self.sharing == "fair":
-                    times = fair_iteration_times(profiles, link.capacity_gbyte_s, shifts, SIM_ITERATIONS,
-                                                 SIM_STEADY)
+                    times = fair_iteration_times_of(table, [pid for _, _, pid in keyed], link.capacity_gbyte_s,
+                                                    shifts, SIM_ITERATIONS, SIM_STEADY)
                 else:
+                    profiles = [self._members[job_id].profiles[link] for _, job_id, _ in keyed]
                     times = shared_link_iteration_times(profiles, link.capacity_gbyte_s, sharing=self.sharing,
                                                         time_shifts_s=shifts, iterations=SIM_ITERATIONS,
                                                         steady=SIM_STEADY).iteration_s
+                slowdowns = tuple([max(1.0, t / it) for t, it in zip(times, iteration_s, strict=True)])
             if len(self._cache) >= self.cache_entries:
-                del self._cache[next(iter(self._cache))]  # the oldest
-            slowdowns = self._cache[key] = tuple(max(1.0, t / p.iteration_s) for t, p in zip(times, profiles,
-                                                                                              strict=True))
-        return {job_id: s for (_, job_id), s in zip(keyed, slowdowns, strict=True)}
+                # Drop the older half at once: deleting the oldest entry one at a time leaves a dict that
+                # scans its deleted slots to find the next oldest. Which entries go changes no result.
+                self._cache = dict(itertools.islice(self._cache.items(), max(1, len(self._cache) // 2), None))
+            self._cache[key] = slowdowns
+        return {job_id: s for (_, job_id, _), s in zip(keyed, slowdowns, strict=True) if s > 1.0}
+
+    def _mean_field(self, pids: list[int], capacity: float) -> tuple[float, ...]:
+        """Slowdowns of jobs with profiles ``pids`` (equal ones together) in the mean-field limit: each
+        distinct profile is solved once, in order of first appearance (as
+        :func:`~halyard.emulator.contention.mean_field_iteration_times` does)."""
+        solved = mean_field_iteration_times_of(self._profiles, pids, capacity)
+        if solved is None:
+            return (1.0,) * len(pids)
+        distinct, times = solved
+        iteration_s = self._profiles.iteration_s
+        per = {pid: max(1.0, t / iteration_s[pid]) for pid, t in zip(distinct, times, strict=True)}
+        return tuple([per[pid] for pid in pids])

@@ -67,6 +67,11 @@ class JobInfo(Protocol):
     def attained_gpu_s(self, now: float) -> float:
         """GPU-seconds held so far (Tiresias' attained service)."""
         ...
+    def service_line(self) -> tuple[float, int, float | None]:
+        """``(banked, gpus, since)``: :meth:`attained_gpu_s` in closed form, ``banked + gpus x (now - since)``
+        while running (``banked`` when ``since`` is None), for evaluating many jobs at once. They change only
+        when the core logs an event for the job."""
+        ...
     def run_time_s(self, now: float) -> float:
         """Seconds spent running so far."""
         ...

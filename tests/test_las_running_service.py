@@ -1,0 +1,63 @@
+"""LAS ranks from running jobs' service lines kept between passes (``RunningService``, issue 19): the
+order must be the one sorting every running and pending job by ``Las.key`` gives, on every pass."""
+
+from __future__ import annotations
+
+from factories import job
+
+from halyard.controlplane import SchedulingCore, Simulator
+from halyard.controlplane.timing import performance_model_for
+from halyard.datamodel import load_cluster
+from halyard.policies import StagedPolicy, make_policy
+from halyard.policies.ordering import Las, RunningService
+from halyard.policies.placement import FirstFitConsolidated
+from halyard.policies.stages import Ordering
+from halyard.traces import generate_synergy_trace
+
+
+class _Checked(Las):
+    checks = 0
+
+    def ranked(self, view, state, pending):
+        kept = super().ranked(view, state, pending)
+        assert [j.job_id for j in kept] == [j.job_id for j in Ordering.ranked(self, view, state, pending)]
+        self.checks += 1
+        return kept
+
+
+def test_the_kept_lines_give_the_sorted_order_on_every_pass():
+    """The synthetic trace at 6 jobs/h on 128 GPUs (~1,500 preemptions): jobs start, are preempted,
+    restart and end between passes."""
+    ordering = _Checked()
+    policy = StagedPolicy("las", ordering, placement=FirstFitConsolidated())
+    sim = Simulator(load_cluster("synergy-128"), policy, performance_model_for(policy, contention="fair"))
+    sim.run(generate_synergy_trace(600, rate_per_hour=6.0, multi_gpu=True, seed=1))
+    assert ordering.checks > 200
+    assert sum(r.preemptions for r in sim.core.records.values()) > 1000
+
+
+def test_a_running_service_follows_a_new_event_log_from_scratch(small_cluster, perf):
+    """A view of another core (another log) starts over instead of reading past its end."""
+    kept = RunningService()
+    for name in ("first", "second"):
+        core = SchedulingCore(small_cluster, make_policy("las"), perf)
+        core.submit(job(4, job_id=f"{name}-a"), 0.0)
+        core.schedule(0.0)
+        core.submit(job(2, job_id=f"{name}-b"), 1.0)
+        view = core.view(2.0)
+        assert [j.job_id for j in kept.ranked(view, view.pending)] == [f"{name}-b", f"{name}-a"]
+
+
+def test_a_running_service_that_misses_a_job_is_rebuilt_from_the_view(small_cluster, perf):
+    """Should the kept lines ever count other jobs than the view runs (a change no event told of), the
+    next call reads them afresh from the view."""
+    core = SchedulingCore(small_cluster, make_policy("las"), perf)
+    core.submit(job(4, job_id="a"), 0.0)
+    core.submit(job(2, job_id="b"), 0.0)
+    core.schedule(0.0)
+    kept = RunningService()
+    view = core.view(10.0)
+    assert [j.job_id for j in kept.ranked(view, view.pending)] == ["b", "a"]
+    kept._drop("a")  # as if an event had been missed
+    view = core.view(20.0)
+    assert [j.job_id for j in kept.ranked(view, view.pending)] == ["b", "a"]
