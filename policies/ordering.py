@@ -6,12 +6,13 @@ deterministic.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from halyard.datamodel import ValidationError
+from halyard.policies.event_order import EventFollower
 from halyard.policies.passstate import PassState
 from halyard.policies.plan import Plan
 from halyard.policies.stages import Ordering
@@ -136,33 +137,32 @@ class Las(Ordering):
             self.guard.commit(view, state)
 
 
-class RunningService:
+class RunningService(EventFollower):
     """LAS' order of the running and pending jobs, with the running jobs' attained service lines kept
     from pass to pass (issue 19: keying and sorting ~1,300 running jobs every pass was a quarter of LAS'
     time on 20k Philly jobs compressed 8x, and between two passes a handful of them start or stop).
 
     A running job's attained service is ``banked + gpus x (now - since)``
     (:meth:`~halyard.policies.view.JobInfo.service_line`), three numbers that change only when the core
-    logs an event for the job. Each pass re-reads the jobs of the events logged since the last one, then
-    evaluates every line at once with the same float operations as
+    logs an event for the job (:class:`~halyard.policies.event_order.EventFollower` keeps them up). Each
+    pass evaluates every line at once with the same float operations as
     :meth:`~halyard.policies.view.JobInfo.attained_gpu_s` (one subtraction, one product, one sum per
     job), and sorts running and pending jobs by (attained, submit time, arrival number) -- a key that
     never ties, so the order is the one sorting by :meth:`Las.key` gives
-    (``tests/test_las_running_service.py``). Should the count of running jobs ever disagree with the
-    view's, the lines are read afresh from the view."""
+    (``tests/test_las_running_service.py``)."""
 
     def __init__(self) -> None:
-        self._start(None)
+        self._running: Mapping[str, JobInfo] = {}  # the view's running jobs, as of the last ranked()
+        super().__init__()
 
     def _start(self, events: object) -> None:
-        """Forget everything and follow ``events`` from its first event."""
-        self._events = events
-        self._seen = 0
+        super()._start(events)
         self._slot: dict[str, int] = {}
         self._jobs: list[JobInfo] = []
         self._lines = np.zeros((5, 64))  # rows: banked, gpus, since, submit time, arrival number
 
     def ranked(self, view: ClusterView, pending: Sequence[JobInfo]) -> list[JobInfo]:
+        self._running = view.running
         self._follow(view)
         n = len(self._jobs)
         banked, gpus, since, submit, seq = self._lines[:, :n]
@@ -174,27 +174,21 @@ class RunningService:
             seq = np.concatenate((seq, [job.arrival_seq for job in pending]))
         return [jobs[i] for i in np.lexsort((seq, submit, attained)).tolist()]
 
-    def _follow(self, view: ClusterView) -> None:
-        events, running = view.events, view.running
-        assert events is not None
-        if events is not self._events or len(events) < self._seen:
-            self._start(events)
-        touched = {event.job_id for event in events.since(self._seen)}
-        self._seen = len(events)
-        for job_id in touched:
-            self._drop(job_id)
-            job = running.get(job_id)
-            if job is not None:
-                self._add(job)
-        if len(self._jobs) != len(running):  # a change seen by no event
-            self._start(events)
-            self._seen = len(events)
-            for job in running.values():
-                self._add(job)
+    def _holds(self, job: JobInfo) -> bool:
+        return job.job_id in self._running
 
-    def _add(self, job: JobInfo) -> None:
+    def _count(self, view: ClusterView) -> int:
+        return len(view.running)
+
+    def _members(self, view: ClusterView) -> Iterable[JobInfo]:
+        return view.running.values()
+
+    def _held(self) -> int:
+        return len(self._jobs)
+
+    def _learn(self, job: JobInfo, view: ClusterView) -> None:
         banked, gpus, since = job.service_line()
-        if since is None:  # not running after all: the view's count check reads the view afresh
+        if since is None:  # not running after all: the count check reads the view afresh
             return
         n = len(self._jobs)
         if n == self._lines.shape[1]:
@@ -203,7 +197,7 @@ class RunningService:
         self._slot[job.job_id] = n
         self._jobs.append(job)
 
-    def _drop(self, job_id: str) -> None:
+    def _forget(self, job_id: str) -> None:
         """Take the job's line out, moving the last line into its slot."""
         i = self._slot.pop(job_id, None)
         if i is None:

@@ -58,6 +58,6 @@ def test_a_running_service_that_misses_a_job_is_rebuilt_from_the_view(small_clus
     kept = RunningService()
     view = core.view(10.0)
     assert [j.job_id for j in kept.ranked(view, view.pending)] == ["b", "a"]
-    kept._drop("a")  # as if an event had been missed
+    kept._forget("a")  # as if an event had been missed
     view = core.view(20.0)
     assert [j.job_id for j in kept.ranked(view, view.pending)] == ["b", "a"]
