@@ -695,6 +695,20 @@ class Dally:
         misses: set[tuple[Level, int, GpuTypes, int]] = set()
         too_few: dict[tuple[int, int], Unplaced] = {}
         no_victim: dict[int, Unplaced] = {}
+
+        def too_few_for(demand: int, free_now: int) -> Unplaced:
+            why = too_few.get((demand, free_now))
+            if why is None:
+                why = too_few[(demand, free_now)] = cannot_fit(self.delay.name, "needs {} GPUs; {} free",
+                                                               demand, free_now)
+            return why
+
+        def no_victim_for(job: JobInfo) -> Unplaced:
+            why = no_victim.get(job.spec.num_gpus)
+            if why is None:
+                why = no_victim[job.spec.num_gpus] = self.delay.why(view, job, None, 0.0, 0.0, 0.0, start_total)
+            return why
+
         def offer_key(j: JobInfo) -> tuple[float, float, int]:
             return sens[j.job_id], j.spec.submit_time, j.arrival_seq
 
@@ -709,17 +723,8 @@ class Dally:
         unplaced = plan.unplaced
         for job in order:
             if only_waits and job.spec.num_gpus > free_total:
-                demand = job.spec.num_gpus
-                if not victims and not unlisted:
-                    why = too_few.get((demand, free_total))
-                    if why is None:
-                        why = too_few[(demand, free_total)] = cannot_fit(self.delay.name, "needs {} GPUs; {} free",
-                                                                         demand, free_total)
-                else:
-                    why = no_victim.get(demand)
-                    if why is None:
-                        why = no_victim[demand] = self.delay.why(view, job, None, 0.0, 0.0, 0.0, start_total)
-                unplaced[job.job_id] = why
+                unplaced[job.job_id] = (too_few_for(job.spec.num_gpus, free_total) if not victims and not unlisted
+                                        else no_victim_for(job))
                 continue
             if job.allocation is not None:
                 free_total = None  # moves and preemptions change what is free, and the victims
@@ -741,11 +746,7 @@ class Dally:
                 free_total = free.total_gpus
             demand = job.spec.num_gpus
             if free_total < demand and not victims_now() and not unlisted:
-                why = too_few.get((demand, free_total))
-                if why is None:
-                    why = too_few[(demand, free_total)] = cannot_fit(self.delay.name, "needs {} GPUs; {} free",
-                                                                     demand, free_total)
-                plan.wait(job.job_id, why)
+                plan.wait(job.job_id, too_few_for(demand, free_total))
                 continue
             job_sens = sens[job.job_id]
             decision: tuple[Picked, Level] | None = None
@@ -765,12 +766,7 @@ class Dally:
             elif self.shortcuts and not movers and job_sens == job_sens:  # (not NaN, which does not order)
                 only_waits = True
             if decision is None:
-                if avail is not None:
-                    why = self.delay.why(view, job, avail, wait_s, t_mc, t_rk)
-                else:
-                    why = no_victim.get(demand)
-                    if why is None:
-                        why = no_victim[demand] = self.delay.why(view, job, None, 0.0, 0.0, 0.0, start_total)
+                why = self.delay.why(view, job, avail, wait_s, t_mc, t_rk) if avail is not None else no_victim_for(job)
                 plan.wait(job.job_id, why)
                 continue
             picked, level = decision
