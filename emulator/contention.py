@@ -47,6 +47,14 @@ MLTCP_INTERCEPT = 1.0
 MLTCP_SLOPE = 1.0
 MEAN_FIELD_BISECTIONS = 50  # halvings of the water level: far below any measurable slowdown
 PAD_NOISE_S = 1e-12  # a shorter wait to a paced period is float rounding of the cycle, not a quiet phase
+# An Up phase with less than this fraction of the profile's GB per iteration left (of 1 GB, for a
+# profile under 1 GB) is over: what is left is float rounding of the fluid steps, not traffic.
+UP_DONE_FRACTION = 1e-12
+
+
+def up_done_gb(gbytes: float) -> float:
+    """The GB left under which an Up phase of a profile moving ``gbytes`` per iteration is over."""
+    return UP_DONE_FRACTION * max(1.0, max(gbytes, 1e-300))
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,7 +304,7 @@ class ProfileTable:
         peak = max(ph.demand_gbyte_s for ph in phases)
         self.peaks[k] = peak
         self.peak.append(peak)
-        self.up_done[k] = 1e-12 * max(1.0, max(gbytes, 1e-300))
+        self.up_done[k] = up_done_gb(gbytes)
         self.iteration_s.append(profile.iteration_s)
         self.size = k + 1
         return k
@@ -356,7 +364,7 @@ class _FluidLink:
                         for p in profiles]
         self.lengths = [len(p.phases) for p in profiles]
         self.total_gb = [max(p.gbytes, 1e-300) for p in profiles]
-        self.up_done = [1e-12 * max(1.0, g) for g in self.total_gb]
+        self.up_done = [up_done_gb(p.gbytes) for p in profiles]
 
     def weighted(self, iterations: int, steps_per_phase: int, *, mltcp: bool = True) -> list[list[float]]:
         """Every job's iteration durations until each has ``iterations``; MLTCP weights

@@ -145,8 +145,7 @@ class Fabric:
         self._rack_of = {n.name: n.rack_index for n in cluster.nodes}
         self._between: dict[tuple[str, str], Link] = {}  # uplinks and switch links, made when first crossed
         self._members: dict[str, _Member] = {}
-        self._on_link: dict[Link, set[str]] = {}
-        self._link_jobs: dict[Link, _LinkJobs] = {}
+        self._link_jobs: dict[Link, _LinkJobs] = {}  # the jobs on each loaded link
         # Per link, the slowdowns above 1.0 as of the last settle (a job absent runs there at full speed).
         self._link_slowdown: dict[Link, dict[str, float]] = {}
         self._slowdown: dict[str, float] = {}
@@ -206,7 +205,6 @@ class Fabric:
                 pid = self._profile_ids[numbers] = self._profiles.add(profile)
             key = keys[link] = (numbers, round(phase_s / profile.iteration_s * PHASE_BINS) % PHASE_BINS)
             peak = peaks[link] = self._profiles.peak[pid]
-            self._on_link.setdefault(link, set()).add(job_id)
             self._dirty.add(link)
             held = self._link_jobs.get(link)
             if held is None:
@@ -223,19 +221,15 @@ class Fabric:
         if member is None:
             return
         for link in member.links:
-            jobs = self._on_link[link]
-            jobs.discard(job_id)
             self._link_slowdown.get(link, {}).pop(job_id, None)
-            if not jobs:
-                del self._on_link[link]
+            held = self._link_jobs[link]
+            if len(held.ids) == 1:
                 del self._link_jobs[link]
                 self._link_slowdown.pop(link, None)
             else:
-                held = self._link_jobs[link]
                 i = bisect.bisect_left(held.ids, job_id)
                 del held.ids[i], held.peaks[i]
-                key = member.keys[link]
-                i = bisect.bisect_left(held.keyed, (key, job_id))
+                i = bisect.bisect_left(held.keyed, (member.keys[link], job_id))
                 del held.keyed[i]
             self._dirty.add(link)
         self._slowdown.pop(job_id, None)
@@ -266,8 +260,9 @@ class Fabric:
         touched: set[str] = set()
         members, link_slowdown = self._members, self._link_slowdown
         for link in self._dirty:
-            jobs = self._on_link.get(link)
-            if jobs:
+            held = self._link_jobs.get(link)
+            if held is not None:
+                jobs = held.ids
                 new = self._solve(link)
                 old = link_slowdown.get(link)
                 if new != old:
@@ -281,7 +276,7 @@ class Fabric:
                         else:
                             there[link] = s
                     link_slowdown[link] = new
-                touched |= jobs
+                touched.update(jobs)
         self._dirty.clear()
         changed: dict[str, float] = {}
         slowdown = self._slowdown
@@ -303,8 +298,8 @@ class Fabric:
         their slowdowns there and their phases (s on the run's clock, modulo the iteration) (read-only;
         for measuring how much links are shared and how jobs sit on them)."""
         out = []
-        for link, jobs in sorted(self._on_link.items(), key=lambda kv: (kv[0].kind, kv[0].name)):
-            ids = tuple(sorted(jobs))
+        for link, held in sorted(self._link_jobs.items(), key=lambda kv: (kv[0].kind, kv[0].name)):
+            ids = tuple(held.ids)  # kept sorted
             there = self._link_slowdown.get(link, {})
             out.append((link, ids, tuple(self._members[j].profiles[link] for j in ids),
                         tuple(there.get(j, 1.0) for j in ids), tuple(self._members[j].phase_s for j in ids)))
