@@ -31,11 +31,22 @@ models = []
 for size, p, h, n_layers, a in (("0.76b", 0.76e9, 1536, 24, 16), ("1.3b", 1.3e9, 2048, 24, 32), ("2.6b", 2.6e9, 2560, 32, 32), ("6.7b", 6.7e9, 4096, 32, 32)):
     models.append(("bert-" + size, "language", f"BERT {size.upper()} (Crius Table 2; the GPT-3 layer shapes Alpa benchmarks: {n_layers} layers, hidden {h}, {a} heads, 1,024 tokens)", p, 8 * p * S, f"8 x {p:.3g} params x 1,024 tokens (6 for forward + backward, 2 more for the forward recomputed under Alpa's rematerialisation)",
                    n_layers, h, a, f"{ALPA_GPT}: {n_layers} layers, hidden {h}, {a} heads, sequence 1,024"))
+# Alpa's MoE feed-forward layers are 8 h wide ([code alpa-projects/alpa benchmark/alpa/benchmark_one_case_moe.py]:
+# intermediate_size = hidden_size * 8; util.py compute_moe_parameter_count, mlp_factor=8): 16 h^2 weights per
+# feed-forward (one dense or one expert), so the named sizes come out of the shapes: moe-0.69b's 8 layers of
+# hidden 768 hold 4 x 20 h^2 (dense) + 4 x (4 + 16 x 16) h^2 (MoE) + 32,000 h = 0.685 B.
+MOE_MLP_FACTOR = 8
+MOE_SHAPE_SOURCE = "[code alpa-projects/alpa benchmark/alpa/util.py compute_moe_parameter_count] with mlp_factor = 8 (benchmark_one_case_moe.py: intermediate_size = hidden_size * 8)"
+moe_experts = {}
 for size, p, h, n_layers, e in (("0.69b", 0.69e9, 768, 8, 16), ("1.3b", 1.3e9, 768, 16, 16), ("2.4b", 2.4e9, 1024, 16, 16), ("10b", 10e9, 1536, 16, 32), ("27b", 27e9, 2048, 16, 48)):
     moe = n_layers // 2  # every other layer (moe_layers below)
-    active = moe * 20 * h * h + (n_layers - moe) * 12 * h * h + 32000 * h
+    ffn = 2 * MOE_MLP_FACTOR * h * h  # one feed-forward (dense or one expert): h x 8h and 8h x h
+    active = moe * (4 * h * h + 2 * ffn) + (n_layers - moe) * (4 * h * h + ffn) + 32000 * h
+    expert = moe * e * ffn
+    whole = expert + moe * 4 * h * h + (n_layers - moe) * (4 * h * h + ffn) + 32000 * h
+    moe_experts["moe-" + size] = (e, expert / whole, f"{MOE_SHAPE_SOURCE}: {moe} MoE layers x {e} experts x 16 h^2 = {expert:.4g} of the shapes' {whole:.4g} parameters, h = {h}")
     models.append(("moe-" + size, "language", f"GShard MoE {size.upper()} (Crius Table 2; Alpa's MoE shapes: {n_layers} layers, hidden {h}, {e} experts, 1,024 tokens)", p, 8 * active * S,
-                   f"8 x {active:.4g} active params x 1,024 tokens; active = every other layer at 20 h^2 (attention 4 h^2 + the top-2 gated experts' 2 x 8 h^2, GShard top-2 gating), the others dense at 12 h^2 (attention 4 h^2 + feed-forward 8 h^2) + 32,000 x h embedding",
+                   f"8 x {active:.4g} active params x 1,024 tokens; active = every other layer at 36 h^2 (attention 4 h^2 + the top-2 gated experts' 2 x 16 h^2, GShard top-2 gating; Alpa's feed-forward is 8 h wide), the others dense at 20 h^2 (attention 4 h^2 + feed-forward 16 h^2) + 32,000 x h embedding",
                    n_layers, h, 16, f"{ALPA_MOE}: {n_layers} layers, hidden {h}, 16 heads, {e} experts, sequence 1,024"))
 for size, p, c, w in (("0.5b", 0.5e9, 224, 2), ("1b", 1e9, 320, 2), ("2b", 2e9, 448, 2), ("4b", 4e9, 640, 2), ("6.8b", 6.8e9, 320, 16)):
     models.append(("wresnet-" + size, "image", f"Wide-ResNet-50 {size.upper()} (Crius Table 2; Alpa's shapes: base channels {c}, width factor {w}, 224 x 224)", p, 4 * 2 * 165.5 * p,
@@ -63,6 +74,9 @@ for name, task, desc, p, flop, flop_src, n_layers, h, a, shape_src in models:
         out.append(f'layer_output_bytes = {{ value = {S * h * 2}, source = "estimate: s x h x 2 B (16-bit) with s = 1,024, h = {h}: one layer\'s output per sequence (Korthikanti et al., MLSys\'23, section 4.2.2)" }}')
         if name.startswith("moe-"):
             out.append(f'moe_layers = {{ value = {n_layers // 2}, source = "GShard (Lepikhin et al., ICLR\'21, section 2.1: every other feed-forward layer replaced by a top-2 gated MoE layer); [code alpa-projects/alpa alpa/model/moe.py FlaxMoELayerCollection]: layer i is an MoE layer when i % 2 == 0, so {n_layers // 2} of the {n_layers} layers" }}')
+            e, frac, frac_src = moe_experts[name]
+            out.append(f'experts = {{ value = {e}, source = "{ALPA_MOE}: {e} experts per MoE layer" }}')
+            out.append(f'expert_fraction = {{ value = {frac:.4f}, source = "{frac_src}" }}')
     peaks = ({g: (peak, f"the [gpus.{g}] peak ({peak:g} TFLOP/s)") for g, peak in PEAK.items()} if task != "image"
              else {g: (peak, f"the fp32 peak, {peak:g} TFLOP/s ({src}; Alpa trains Wide-ResNet in fp32)")
                    for g, (peak, src) in FP32_PEAK.items()})

@@ -553,8 +553,9 @@ class SchedulingCore:
             node = self.cluster.node(part.node)
             if spec.gpu_type is not None and node.gpu_type != spec.gpu_type:
                 raise ValueError(f"node {node.name} has {node.gpu_type} GPUs, job needs {spec.gpu_type}")
-            if part.gpus and not allocation.stages and not self.perf.fits_memory(spec, node.gpu_type):
-                f = self.perf.memory_footprint(spec, node.gpu_type)
+            if part.gpus and not allocation.stages and not self.perf.fits_memory(spec, node.gpu_type,
+                                                                                 allocation.num_gpus):
+                f = self.perf.memory_footprint(spec, node.gpu_type, allocation.num_gpus)
                 raise ValueError(f"node {node.name} has {node.gpu_type} GPUs of {f.capacity_bytes / 1e9:.1f} GB; "
                                  f"model {spec.model!r} at batch {f.batch} needs {f.total_bytes / 1e9:.1f} GB per GPU")
 

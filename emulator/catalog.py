@@ -28,7 +28,8 @@ TASKS = ("image", "language", "speech")  # Synergy Table 4's three task classes
 REQUIRED_GPU_TYPES = ("V100", "P100", "A100")
 
 _MODEL_KEYS = {"task", "description", "reference_batch", "gradient_bytes", "backward_fraction",
-               "activation_bytes", "compute_s", "data", "layers", "layer_output_bytes", "moe_layers"}
+               "activation_bytes", "compute_s", "data", "layers", "layer_output_bytes", "moe_layers",
+               "experts", "expert_fraction"}
 _DATA_KEYS = {"best_cpus", "best_memory_gb", "best_speedup"}
 _CONSTANT_KEYS = {
     "node_latency_s", "rack_latency_s", "spine_latency_s",
@@ -122,6 +123,11 @@ class ModelProfile:
     # GShard MoE: how many of ``layers`` are top-2 gated MoE layers, each with expert-parallel all-to-alls
     # (halyard.emulator.parallel.expert_all_to_all). 0: a dense model.
     moe_layers: int = 0
+    # Experts per MoE layer and the share of the parameters they hold. GShard shards the experts over the
+    # devices that split the batch (§2.2): a data-parallel group of ``d`` holds ``1/min(d, experts)`` of them
+    # per GPU and does not all-reduce their gradients. 0: every parameter is replicated (a dense model).
+    experts: int = 0
+    expert_fraction: float = 0.0
 
     @property
     def gpu_types(self) -> tuple[str, ...]:
@@ -131,6 +137,21 @@ class ModelProfile:
     def parameters(self) -> float:
         """Trainable parameters: ``gradient_bytes`` holds one fp32 gradient per parameter."""
         return self.gradient_bytes / 4.0
+
+    def held_parameters(self, data: int) -> float:
+        """Parameters one GPU of a data-parallel group of ``data`` holds (its share of the experts)."""
+        if self.experts <= 0:
+            return self.parameters
+        return self.parameters * (1.0 - self.expert_fraction + self.expert_fraction / min(max(data, 1), self.experts))
+
+    def reduced_gradient_bytes(self, data: int) -> float:
+        """Gradient bytes a data-parallel group of ``data`` all-reduces: the replicated parameters'. An expert is
+        replicated only when the group outnumbers the experts; its shard is then counted as if all-reduced over
+        the whole group (an upper bound: its replicas are ``data / experts`` of the group)."""
+        if self.experts <= 0:
+            return self.gradient_bytes
+        sharded = self.expert_fraction / self.experts if data > self.experts else 0.0
+        return self.gradient_bytes * (1.0 - self.expert_fraction + sharded)
 
     def estimated(self, field: str) -> bool:
         """Whether a field's figure (``"compute_s.T4"``, ...) is an estimate."""
@@ -350,7 +371,8 @@ def _derive(profile: ModelProfile, gpus: Mapping[str, GpuSpec]) -> ModelProfile:
         backward_fraction=profile.backward_fraction, compute_s=MappingProxyType(compute),
         sources=MappingProxyType(sources), activation_bytes=profile.activation_bytes,
         derived=frozenset(missing), data=profile.data, layers=profile.layers,
-        layer_output_bytes=profile.layer_output_bytes, moe_layers=profile.moe_layers)
+        layer_output_bytes=profile.layer_output_bytes, moe_layers=profile.moe_layers, experts=profile.experts,
+        expert_fraction=profile.expert_fraction)
 
 
 def _constants(table: dict[str, Any], fail: Any) -> Constants:
@@ -416,11 +438,11 @@ def _model(name: str, body: Any, fail: Any, *, required: tuple[str, ...] = REQUI
                            best_speedup=figs["best_speedup"].value)
         sources.update({f"data.{key}": fig.source for key, fig in figs.items()})
     split: dict[str, float] = {}
-    for key in ("layers", "layer_output_bytes", "moe_layers"):  # optional: tensor/pipeline plans, MoE only
+    for key in ("layers", "layer_output_bytes", "moe_layers", "experts", "expert_fraction"):  # optional: plans, MoE
         if key in body:
             fig = _figure(body, key, f"{where}.{key}", fail)
             split[key], sources[key] = fig.value, fig.source
-    for key in ("layers", "moe_layers"):
+    for key in ("layers", "moe_layers", "experts"):
         if split.get(key, 1.0) != int(split.get(key, 1.0)):
             raise fail("must be a whole number", f"{where}.{key}")
     if split.get("moe_layers", 0) > split.get("layers", 0) or (split.get("moe_layers", 0)
@@ -428,6 +450,10 @@ def _model(name: str, body: Any, fail: Any, *, required: tuple[str, ...] = REQUI
         raise fail(f"{int(split['moe_layers'])} MoE layers need as many layers and a layer_output_bytes "
                    f"(the tokens an all-to-all moves); got {int(split.get('layers', 0))} layers",
                    f"{where}.moe_layers")
+    if ("experts" in split) != ("expert_fraction" in split) or ("experts" in split and (
+            not split.get("moe_layers") or split["experts"] < 2 or split["expert_fraction"] >= 1.0)):
+        raise fail("experts (>= 2) and expert_fraction (< 1) go together, on a model with moe_layers",
+                   f"{where}.experts")
     missing = [g for g in required if g not in compute]
     if missing:
         raise fail(f"missing required GPU types {', '.join(missing)} "
@@ -438,6 +464,7 @@ def _model(name: str, body: Any, fail: Any, *, required: tuple[str, ...] = REQUI
         compute_s=MappingProxyType(compute), sources=MappingProxyType(sources),
         activation_bytes=act.value, data=data, layers=int(split.get("layers", 0)),
         layer_output_bytes=split.get("layer_output_bytes", 0.0), moe_layers=int(split.get("moe_layers", 0)),
+        experts=int(split.get("experts", 0)), expert_fraction=split.get("expert_fraction", 0.0),
     )
 
 

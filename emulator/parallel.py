@@ -150,7 +150,8 @@ def data_parallel_timing(pm: PerformanceModel, spec: JobSpec, allocation: Alloca
         return JobTiming(timing, ())
     expert = data_parallel_expert_gbytes(pm, spec.model, spec.batch_size, allocation.num_gpus,
                                          max(len(p.gpus) for p in allocation.nodes))
-    profile = profile_from_iteration(timing, link_gbytes(pm.profile(spec.model).gradient_bytes, len(nodes)) + expert)
+    reduced = pm.profile(spec.model).reduced_gradient_bytes(allocation.num_gpus)
+    profile = profile_from_iteration(timing, link_gbytes(reduced, len(nodes)) + expert)
     racks = sorted({cluster.node(n).rack_index for n in nodes})
     loads = [LinkLoad("nic", n, profile) for n in nodes]
     if len(racks) > 1:
@@ -470,7 +471,7 @@ def plan_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, clu
             one_way, p_tier, fwd_link = _transfer(pm, stage_gpus[i - 1], members,
                                                   profile.layer_output_bytes * samples / GBYTE, links)
             recv_s, tier = 2.0 * one_way, max(tier, p_tier)  # activation forward, its gradient backward
-        grads = profile.gradient_bytes * share / t
+        grads = profile.reduced_gradient_bytes(d) * share / t
         buckets = buckets_for(grads, constants.ddp_bucket_bytes)
         ar_s, dp_tier, dp_link = _ring_groups(pm, dp_groups, 2.0 * (d - 1) / d * grads, 2 * (d - 1) * buckets,
                                               links)
@@ -517,7 +518,8 @@ def _latency_and_tail(pm: PerformanceModel, spec: JobSpec, stages: Sequence[Stag
     tail = 0.0
     for s in stages:
         window = s.compute_s if pm.overlap == "layerwise" else bwd * s.compute_s
-        buckets = buckets_for(profile.gradient_bytes * share / s.tensor, pm.catalog.constants.ddp_bucket_bytes)
+        buckets = buckets_for(profile.reduced_gradient_bytes(s.data) * share / s.tensor,
+                              pm.catalog.constants.ddp_bucket_bytes)
         tail = max(tail, (exposed_s(s.allreduce_s, window, buckets) if s.allreduce_s > 0 else 0.0) + s.optimizer_s)
     return latency, tail
 
@@ -601,7 +603,7 @@ def _footprints(pm: PerformanceModel, spec: JobSpec, stages: Sequence[tuple[int,
         in_flight = min(micro, n - i)
         samples = replicas * batch / d / split
         per_sample = in_flight * profile.activation_bytes / profile.reference_batch / n / t
-        state = c.state_bytes_per_parameter * profile.parameters / n / t
+        state = c.state_bytes_per_parameter * profile.held_parameters(d) / n / t
         capacity = pm.gpu_memory_bytes(smallest)
         # One memory rule with PerformanceModel.memory_footprint: a single-stage plan of a job left at
         # its reference batch may accumulate gradients over micro-batches (a pipeline already splits

@@ -300,10 +300,13 @@ class PerformanceModel:
         """Memory capacity of one GPU of this type."""
         return self.gpu(gpu_type).memory_bytes
 
-    def memory_footprint(self, spec: JobSpec, gpu_type: str) -> MemoryFootprint:
-        """Memory one GPU of ``gpu_type`` needs to run ``spec`` (per worker).
+    def memory_footprint(self, spec: JobSpec, gpu_type: str, gpus: int = 0) -> MemoryFootprint:
+        """Memory one GPU of ``gpu_type`` needs to run ``spec`` (per worker) on ``gpus`` GPUs (0: its own
+        ``num_gpus``).
 
-        State is ``state_bytes_per_parameter x parameters / (tensor x pipeline)``;
+        State is ``state_bytes_per_parameter x parameters / (tensor x pipeline)``, of a GShard MoE
+        model only its share of the experts over the ``gpus / (tensor x pipeline)`` data-parallel
+        replicas (:meth:`~halyard.emulator.catalog.ModelProfile.held_parameters`);
         activations are ``activation_bytes x batch / reference_batch / tensor``
         (1F1B pipelining keeps about one stage's worth per in-flight micro-batch,
         which the per-stage split cancels; docs/performance-model.md).
@@ -322,33 +325,37 @@ class PerformanceModel:
         ``k`` fits, the footprint is the one at ``k`` = the batch (one sample per
         micro-batch: the least the job could run with) and ``fits`` is False.
 
-        Cached per (model, batch, tensor, pipeline, GPU type): the scheduling core
-        asks at every submission and for every allocation it validates, and
-        policies ask per pending job and pass.
+        Cached per (model, batch, tensor, pipeline, GPU type, experts held): the
+        scheduling core asks at every submission and for every allocation it
+        validates, and policies ask per pending job and pass.
         """
         par = spec.parallelism
-        key = (spec.model, spec.batch_size, par.tensor if par else 1, par.pipeline if par else 1, gpu_type)
+        tensor, pipeline = (par.tensor, par.pipeline) if par else (1, 1)
+        p = self.profile(spec.model)
+        data = max((gpus or spec.num_gpus) // (tensor * pipeline), 1)
+        key = (spec.model, spec.batch_size, tensor, pipeline, gpu_type, min(data, p.experts) if p.experts else 1)
         hit = self._footprints.get(key)
         if hit is None:
             hit = self._footprints[key] = self._footprint(*key)
         return hit
 
-    def _footprint(self, model: str, batch_size: int, tensor: int, pipeline: int, gpu_type: str) -> MemoryFootprint:
+    def _footprint(self, model: str, batch_size: int, tensor: int, pipeline: int, gpu_type: str,
+                   data: int) -> MemoryFootprint:
         p = self.profile(model)
         c = self._catalog.constants
         capacity = self.gpu_memory_bytes(gpu_type)
         batch = batch_size or p.reference_batch
-        state = c.state_bytes_per_parameter * p.parameters / (tensor * pipeline)
+        state = c.state_bytes_per_parameter * p.held_parameters(data) / (tensor * pipeline)
         reserve = c.framework_reserve_bytes
         per_sample = p.activation_bytes / p.reference_batch / tensor
         micro = accumulation_steps(state + reserve, per_sample, batch, capacity) if batch_size == 0 else 1
         return MemoryFootprint(state_bytes=state, activation_bytes=per_sample * math.ceil(batch / micro),
                                reserve_bytes=reserve, capacity_bytes=capacity, micro_batches=micro, batch=batch)
 
-    def fits_memory(self, spec: JobSpec, gpu_type: str) -> bool:
-        """Whether one worker of ``spec`` fits in the memory of a ``gpu_type`` GPU
-        (with micro-batches where the fallback of :meth:`memory_footprint` applies)."""
-        return self.memory_footprint(spec, gpu_type).fits
+    def fits_memory(self, spec: JobSpec, gpu_type: str, gpus: int = 0) -> bool:
+        """Whether one worker of ``spec`` on ``gpus`` GPUs (0: ``num_gpus``) fits in the memory of a
+        ``gpu_type`` GPU (with micro-batches where the fallback of :meth:`memory_footprint` applies)."""
+        return self.memory_footprint(spec, gpu_type, gpus).fits
 
     # ----------------------------------------------------------------- timing
     def job_timing(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> JobTiming:
@@ -404,7 +411,7 @@ class PerformanceModel:
         worker fits (:meth:`fits_memory`), or a tensor/pipeline plan does (:meth:`fitting_plan`).
         Crius §8.1 runs every job with Alpa's adaptive parallelism, baselines included, so a model
         that does not fit one GPU is admissible wherever some plan fits (Fig. 3: OOM plans are not)."""
-        return self.fits_memory(spec, gpu_type) or self.fitting_plan(spec, gpu_type, gpus) is not None
+        return self.fits_memory(spec, gpu_type, gpus) or self.fitting_plan(spec, gpu_type, gpus) is not None
 
     def profile_stages(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> tuple[StageProfile, ...]:
         """One profiling of the plan ``allocation.stages`` (Crius §5.1, Fig. 9), per stage: what an
@@ -622,7 +629,7 @@ class PerformanceModel:
                                    total_s=compute + exposed, tier=tier)
             self._timings[key] = timing
             return timing
-        size = profile.gradient_bytes
+        size = profile.reduced_gradient_bytes(n)
         buckets = buckets_for(size, self._catalog.constants.ddp_bucket_bytes)
         if tier is Tier.GPU:
             comm = 0.0

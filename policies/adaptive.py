@@ -49,7 +49,8 @@ def _fits(view: ClusterView, spec: JobSpec, allocation: Allocation) -> bool:
     included: tests/test_policies_adaptive.py), memoised per type."""
     if allocation.stages:
         return view.perf.fits_plan(spec, allocation, view.cluster)
-    return all(view.perf.fits_memory(spec, view.cluster.node(p.node).gpu_type) for p in allocation.nodes if p.gpus)
+    return all(view.perf.fits_memory(spec, view.cluster.node(p.node).gpu_type, allocation.num_gpus)
+               for p in allocation.nodes if p.gpus)
 
 
 def fastest_fitting(view: ClusterView, spec: JobSpec, allocation: Allocation,

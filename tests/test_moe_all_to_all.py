@@ -29,6 +29,9 @@ GPU_BYTES = 2 * LAYER_OUT * 32  # 32 sequences per GPU in 2 slots per token: 100
 # 7 steps of 3 us; 4 all-to-alls x 8 MoE layers.
 A2A_8 = 4 * 4 / 8 * GPU_BYTES / 12.5e9 + 7 * 3e-6
 EXPECTED_8 = 4 * 8 * A2A_8
+# Gradients a data-parallel group of up to 16 (its experts) all-reduces: the dense part only, 1 - 0.8976 of
+# moe-1.3b's 5.2e9 B (models.toml expert_fraction: 8 MoE layers x 16 experts x 16 h^2 of the shapes' weights).
+DENSE_GRADS_1_3B = 5.2e9 * (1 - 0.8976)
 
 
 def _alloc(nodes: int, per_node: int, stages: tuple[StagePlan, ...] = ()) -> Allocation:
@@ -56,7 +59,7 @@ def test_a_moe_cells_data_parallel_stage_pays_its_all_to_alls_on_the_critical_pa
     assert stage.critical_s == stage.compute_s + stage.tensor_comm_s + stage.expert_comm_s
     # The all-to-alls' bytes load each NIC: 4 x 4/8 x GPU_BYTES per all-to-all, 32 of them.
     nic = next(load for load in jt.links if load.name == "r0-a40-0")
-    grads = 2 * 7 / 8 * pm.profile("moe-1.3b").gradient_bytes / 1e9  # the ring all-reduce's edge bytes
+    grads = 2 * 7 / 8 * DENSE_GRADS_1_3B / 1e9  # the ring all-reduce's edge bytes
     assert nic.gbytes == pytest.approx(grads + 32 * 4 * 4 / 8 * GPU_BYTES / 1e9, rel=1e-9)
     # Tensor parallelism alone has no expert-parallel group; a dense model has no MoE layers.
     tp = pm.job_timing(spec, _alloc(2, 4, (StagePlan(8, data=1, tensor=8),)), cluster)
@@ -91,7 +94,7 @@ def test_a_data_parallel_moe_job_pays_the_same_all_to_alls():
     assert timing == dense  # the reference batch, said or not
     assert timing.exposed_s >= EXPECTED_8 and timing.total_s == pytest.approx(timing.compute_s + timing.exposed_s)
     jt = pm.job_timing(spec, alloc, cluster)
-    expected_gb = link_gbytes(pm.profile("moe-1.3b").gradient_bytes, 2) + 32 * 4 * 4 / 8 * GPU_BYTES / 1e9
+    expected_gb = link_gbytes(DENSE_GRADS_1_3B, 2) + 32 * 4 * 4 / 8 * GPU_BYTES / 1e9
     assert all(load.gbytes == pytest.approx(expected_gb, rel=1e-9) for load in jt.links if load.kind == "nic")
     one_node = pm.iteration_time(JobSpec("m", 0.0, "moe-1.3b", 4, iterations=10), _alloc(1, 4), cluster)
     intra = 32 * (3 / 4 * GPU_BYTES / 32e9 + 3 * 3e-7)
@@ -131,3 +134,30 @@ async def test_emulated_agents_answer_moe_profilings_with_the_all_to_alls():
         stages = [s for a in answers.values() for s in a]
         assert any(s.expert_comm_s > 0.0 for s in stages if s.data > 1)
         assert all(s.expert_comm_s == 0.0 for s in stages if s.data == 1)
+
+
+def test_the_experts_are_sharded_over_the_data_parallel_group():
+    """GShard §2.2: the devices that split the batch hold the experts between them, so a GPU of a
+    data-parallel group of d keeps 1/min(d, experts) of them and all-reduces only the replicated
+    parameters (an expert too, once d outnumbers the experts). moe-2.4b: 2.4e9 parameters, 16 experts
+    holding 0.9017 of them."""
+    pm = PerformanceModel()
+    p = pm.profile("moe-2.4b")
+    dense, expert = 2.4e9 * (1 - 0.9017), 2.4e9 * 0.9017
+    assert p.held_parameters(1) == pytest.approx(2.4e9)
+    assert p.held_parameters(4) == pytest.approx(dense + expert / 4)
+    assert p.held_parameters(64) == pytest.approx(dense + expert / 16)
+    assert p.reduced_gradient_bytes(16) == pytest.approx(4 * dense)
+    assert p.reduced_gradient_bytes(32) == pytest.approx(4 * (dense + expert / 16))
+    assert pm.profile("bert-2.6b").held_parameters(8) == pm.profile("bert-2.6b").parameters
+    # Memory: 16 B of state per held parameter. One V100 (32 GB) cannot hold moe-2.4b's 38 GB of state;
+    # two hold 16 x (dense + expert / 2) = 21.1 GB each, and the job fits.
+    one, two = JobSpec("m", 0.0, "moe-2.4b", 1, iterations=10), JobSpec("m", 0.0, "moe-2.4b", 2, iterations=10)
+    assert pm.memory_footprint(two, "V100").state_bytes == pytest.approx(16 * (dense + expert / 2))
+    assert not pm.fits_memory(one, "V100") and pm.fits_memory(two, "V100")
+    assert not pm.fits_memory(two, "V100", gpus=1)  # the same job shrunk to one GPU
+    # A Cell's data-parallel stage holds what the data-parallel worker does (one memory rule).
+    (stage,) = pm.plan_memory(JobSpec("m", 0.0, "moe-2.4b", 4, iterations=10),
+                              Allocation((NodeAllocation("r0-a40-0", (0, 1, 2, 3), 0, 0),),
+                                         stages=(StagePlan(4, data=4, tensor=1),)), parse_cluster(TOML))
+    assert stage.state_bytes == pytest.approx(16 * (dense + expert / 4))
