@@ -225,7 +225,8 @@ class StreamAgent:
         listed |= set(self._unacked)
         running += [r for key, r in self._finished_parts.items() if key not in listed]
         return apb.Register(node=node, running=running, backend=self.backend, version=self.version,
-                            instance=self.instance, cluster_digest=self._copy.digest if self._copy else "")
+                            instance=self.instance, cluster_digest=self._copy.digest if self._copy else "",
+                            leaving=self._leaving)
 
     def node_spec(self) -> NodeSpec:
         return node_to_pb(self.node) if self.node is not None else NodeSpec(name=self.node_name)

@@ -534,7 +534,7 @@ class ControlPlane:
         if old is not None:
             old.closed = True  # a reconnect of the same agent (or one after the old went silent) replaces it
         session = AgentSession(name, register.backend or "unknown", instance=register.instance[:lim.MAX_AGENT_INSTANCE],
-                               peer=peer)
+                               peer=peer, left=register.leaving)  # leaving: no pass may place work here first
         self.sessions[name] = session
         self._absent_since.pop(name, None)
         self._left.discard(name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import grpc
 import pytest
 
 from halyard.agent.backoff import Backoff
@@ -13,6 +14,7 @@ from halyard.controlplane.disruption import Disruption, DisruptionSettings, Lost
 from halyard.datamodel import JobState, ValidationError
 from halyard.testing import TestCluster
 from halyard.v1 import agent_service_pb2 as apb
+from halyard.v1 import agent_service_pb2_grpc as agrpc
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc
 from halyard.v1 import types_pb2 as tpb
@@ -250,6 +252,9 @@ async def test_an_agent_told_to_leave_between_connections_says_so_on_one_more_ca
         cp = tc.control_plane
         (node,) = cp.placed["j0"]
         agent = tc.agents[node]
+        # RUNNING at the control plane once the Launch is sent; cut before the agent had it, the stream would
+        # leave the agent without the job, which its Register then says (requeued: "no longer runs it").
+        await tc.wait_for(lambda: any(r.job_id == "j0" for r in agent.running_jobs()))
         agent.backoff = Backoff(start_s=60.0, max_s=60.0)
         agent.break_stream()
         await tc.wait_for(lambda: node not in cp.sessions and not agent.connected.is_set())
@@ -259,3 +264,24 @@ async def test_an_agent_told_to_leave_between_connections_says_so_on_one_more_ca
         assert tc.job("j0").preemptions == 1
         assert [e.detail for e in cp.core.log if e.job_id == "j0" and "left" in e.detail] == [f"agent {node} left"]
         assert node not in cp.sessions and not cp.core.free.schedulable[tc.cluster.node(node).index]
+
+
+async def test_an_agent_that_registers_to_leave_takes_no_work_from_its_registration():
+    """Register.leaving: an agent told to leave between connections registers only to say so, and its Leaving
+    follows on the same stream. Before the flag, a pass run between the two could place a job on the node
+    (a requeued job, first fit), which Leaving then preempted again: its node is unschedulable from the
+    Register on, and no Launch reaches it."""
+    async with TestCluster(nodes=2, heartbeat_s=HEARTBEAT_S, heartbeat_timeout_s=30.0) as tc:
+        cp = tc.control_plane
+        node = tc.cluster.nodes[0].name
+        await tc.agents.pop(node).stop()
+        await tc.wait_for(lambda: node not in cp.sessions)
+        async with grpc.aio.insecure_channel(tc.address) as channel:
+            call = agrpc.AgentServiceStub(channel).Connect()
+            await call.write(apb.AgentMessage(register=apb.Register(node=tpb.NodeSpec(name=node), backend="emulated",
+                                                                     leaving=True)))
+            assert (await call.read()).WhichOneof("body") == "registered"
+            assert cp.sessions[node].left and not cp.core.free.schedulable[tc.cluster.node(node).index]
+            await _cluster_of_running_jobs(tc, 1)  # first fit would take the first node
+            assert cp.placed["j0"] == (tc.cluster.nodes[1].name,)
+            call.cancel()

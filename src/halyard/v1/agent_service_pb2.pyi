@@ -69,20 +69,22 @@ class RunningJob(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., iterations_done: _Optional[float] = ..., leader: _Optional[bool] = ...) -> None: ...
 
 class Register(_message.Message):
-    __slots__ = ("node", "running", "backend", "version", "instance", "cluster_digest")
+    __slots__ = ("node", "running", "backend", "version", "instance", "cluster_digest", "leaving")
     NODE_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    LEAVING_FIELD_NUMBER: _ClassVar[int]
     node: _types_pb2.NodeSpec
     running: _containers.RepeatedCompositeFieldContainer[RunningJob]
     backend: str
     version: str
     instance: str
     cluster_digest: str
-    def __init__(self, node: _Optional[_Union[_types_pb2.NodeSpec, _Mapping]] = ..., running: _Optional[_Iterable[_Union[RunningJob, _Mapping]]] = ..., backend: _Optional[str] = ..., version: _Optional[str] = ..., instance: _Optional[str] = ..., cluster_digest: _Optional[str] = ...) -> None: ...
+    leaving: bool
+    def __init__(self, node: _Optional[_Union[_types_pb2.NodeSpec, _Mapping]] = ..., running: _Optional[_Iterable[_Union[RunningJob, _Mapping]]] = ..., backend: _Optional[str] = ..., version: _Optional[str] = ..., instance: _Optional[str] = ..., cluster_digest: _Optional[str] = ..., leaving: _Optional[bool] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("cluster_time", "gpu_utilization", "healthy", "detail")
