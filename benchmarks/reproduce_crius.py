@@ -1,6 +1,6 @@
 """Reproduce Crius' testbed comparison (§8.3, Fig. 14) and search-depth study (§8.7) on crius-64.
 
-    .venv/bin/python benchmarks/reproduce_crius.py            # about 40 s on the shared machine
+    .venv/bin/python benchmarks/reproduce_crius.py            # about 70 s on the shared machine
 
 The trace is the 6-hour window of the bundled processed Philly sample
 (``src/halyard/data/traces/philly_sample.csv``, read with ``read_philly``) whose job count is
@@ -8,7 +8,9 @@ closest to the paper's 244 (the earliest such window; it has exactly 244 jobs), 
 rebased to 0, adapted by Crius' §8.1 rule (:func:`halyard.traces.adapt_for_crius`, seed 0:
 Table 2's Wide-ResNet / BERT / GShard MoE at Alpa's size for ``N_G`` in 1-8, elastic
 ``N_G/2 .. 2 N_G``, iterations keeping each job's samples: the Philly GPU time over ``N_G``;
-``--keep-duration`` keeps the Philly duration as the run time at ``N_G`` instead). Every policy is
+``--keep-duration`` keeps the Philly duration as the run time at ``N_G`` instead; and a GPU type drawn
+among those its data-parallel worker fits, which FCFS, Gandiva and ElasticFlow hold the job to while
+Gavel and Crius choose; ``--free-types`` leaves the type undrawn, as sessions before 9 did). Every policy is
 simulated in-process (:class:`halyard.controlplane.Simulator`, the same core ``halyard simulate``
 runs) on ``crius-64`` (16 x 2 A40 + 16 x 2 A10). Policies: FCFS (backfilling; strict head-of-line
 FCFS beside it), Gandiva, Gavel (max-throughput LP), ElasticFlow-LS,
@@ -69,12 +71,12 @@ PAPER_TWO_WEEK_JOBS_BOUND = 14_000
 
 
 # Heterogeneity-aware policies (§8.1: Gavel "considers the GPU heterogeneity"; Crius and its variants
-# choose Cells of every type): under --drawn-types they are free of the drawn type, the others run on it.
+# choose Cells of every type) are free of the drawn type; the others run on it (not under --free-types).
 AWARE_PREFIXES = ("crius", "gavel")
 
 
 def requested_types(cluster_name: str) -> Callable[[JobSpec], list[str]]:
-    """The GPU types a job's request may name for ``--drawn-types``: those its data-parallel worker fits
+    """The GPU types §8.1's adaptation draws a job's type among: those its data-parallel worker fits
     (the baselines schedule with data-parallel profiles, §8.1), else those some plan of up to its
     ``max_gpus`` fits (a model too large for one GPU)."""
     cluster, perf = load_cluster(cluster_name), PerformanceModel()
@@ -94,7 +96,7 @@ def for_policy(name: str, jobs: list[JobSpec]) -> list[JobSpec]:
 
 
 def window(seed: int, deadline_factor: tuple[float, float] | None = None, duration_scale: float = 1.0,
-           keep_duration: bool = False, drawn_types: bool = False) -> list[JobSpec]:
+           keep_duration: bool = False, drawn_types: bool = True) -> list[JobSpec]:
     jobs = read_philly(TRACE).jobs
     t = np.array([j.submit_time for j in jobs])
     counts = np.searchsorted(t, t + WINDOW_S) - np.arange(len(t))
@@ -107,7 +109,7 @@ def window(seed: int, deadline_factor: tuple[float, float] | None = None, durati
                            gpu_types=requested_types("crius-64") if drawn_types else None)
 
 
-def two_weeks(seed: int, paper_rate: bool = False) -> list[JobSpec]:
+def two_weeks(seed: int, paper_rate: bool = False, drawn_types: bool = True) -> list[JobSpec]:
     """§8.4's large-scale workload as far as the bundled sample goes: its two weeks (:data:`LARGE_S`) with
     the most arrivals (the paper's two-week Philly trace has 13,000+ jobs; the 2,000-row sample holds far
     fewer), rebased to 0 and adapted with the same rule. ``paper_rate`` (ours) compresses the arrivals to
@@ -119,11 +121,12 @@ def two_weeks(seed: int, paper_rate: bool = False) -> list[JobSpec]:
     picked = jobs[start:start + int(counts[start])]
     squeeze = len(picked) / PAPER_TWO_WEEK_JOBS if paper_rate else 1.0
     return adapt_for_crius([dataclasses.replace(j, submit_time=(j.submit_time - picked[0].submit_time) * squeeze)
-                            for j in picked], seed=seed)
+                            for j in picked], seed=seed,
+                           gpu_types=requested_types("crius-1280") if drawn_types else None)
 
 
 def philly_full(path: Path, seed: int, days: float | None = None, keep_duration: bool = False,
-                arrival_speedup: float = 1.0, drawn_types: bool = False) -> tuple[list[JobSpec], dict]:
+                arrival_speedup: float = 1.0, drawn_types: bool = True) -> tuple[list[JobSpec], dict]:
     """§8.4's two-week Philly trace from the whole processed file (82,247 jobs): the two weeks
     (:data:`LARGE_S`) holding :data:`PAPER_TWO_WEEK_JOBS`..:data:`PAPER_TWO_WEEK_JOBS_BOUND` jobs with the
     most GPU-hours (windows start at each arrival), rebased to 0 and adapted by §8.1's rule. ``days`` keeps
@@ -264,10 +267,11 @@ def main() -> None:
     ap.add_argument("--keep-duration", action="store_true",
                     help="the first trace adaptation (ours): a Philly duration is the run time at the drawn N_G "
                          "GPUs, so work grows with N_G (traces/crius.py)")
-    ap.add_argument("--drawn-types", action="store_true",
-                    help="§8.1's drawn GPU type per job (\"we randomly generate the GPU amount and GPU type\"): "
-                         "FCFS, Gandiva and ElasticFlow run each job on its type, Gavel and Crius choose "
-                         "(the crius-64 run and --philly-full; writes *-drawn-types*)")
+    ap.add_argument("--free-types", action="store_true",
+                    help="the adaptation before session 9 (ours): draw the GPU amount only, so every policy may "
+                         "run a job on any type (writes *-free-types*). By default each job also gets §8.1's "
+                         "drawn GPU type (\"we randomly generate the GPU amount and GPU type\"): FCFS, Gandiva "
+                         "and ElasticFlow run it there, Gavel and Crius choose")
     ap.add_argument("--large", action="store_true",
                     help="§8.4 instead: crius-1280 with the sample's first two weeks (writes crius-1280-table.md)")
     ap.add_argument("--paper-rate", action="store_true",
@@ -294,16 +298,17 @@ def main() -> None:
         full_main(args)
         return
     if args.large:
-        jobs = two_weeks(args.seed, args.paper_rate)
+        jobs = two_weeks(args.seed, args.paper_rate, not args.free_types)
         rows = [run(p, make_policy(p), jobs, "crius-1280") for p in LARGE_POLICIES]
         rate = ", arrivals at the paper's 13,000 jobs per two weeks" if args.paper_rate else ""
-        text = f"crius-1280, the sample's densest two weeks ({len(jobs)} jobs{rate}):\n\n" + table(rows)
+        text = f"crius-1280, the sample's densest two weeks ({len(jobs)} jobs{rate}{_types(args)}):\n\n" + table(rows)
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"crius-1280{'-paper-rate' if args.paper_rate else ''}-table.md").write_text(text, encoding="utf-8")
+        (args.out / f"crius-1280{'-paper-rate' if args.paper_rate else ''}{_free(args)}-table.md").write_text(
+            text, encoding="utf-8")
         print(text)
         return
     jobs = window(args.seed, duration_scale=args.duration_scale, keep_duration=args.keep_duration,
-                  drawn_types=args.drawn_types)
+                  drawn_types=not args.free_types)
     rows = [run(p, make_policy(p), jobs) for p in POLICIES]
     # §8.1 does not say whether its FCFS backfills (Kubernetes and YARN, which it names, both can):
     # the preset does; strict head-of-line FCFS is the other reading, measured beside it.
@@ -315,12 +320,12 @@ def main() -> None:
     rows.append(run("crius+extra-with-pending", Crius(extra_with_pending=True, name="crius+extra-with-pending"),
                     jobs))
     depth_rows = [{**run(f"crius depth {d}", Crius(search_depth=d), jobs), "depth": d} for d in DEPTHS]
-    ddl_jobs = window(args.seed, DEADLINE_FACTOR, args.duration_scale, args.keep_duration, args.drawn_types)
+    ddl_jobs = window(args.seed, DEADLINE_FACTOR, args.duration_scale, args.keep_duration, not args.free_types)
     ddl_rows = [run(p, make_policy(p), ddl_jobs) for p in DDL_POLICIES]
     text = (table(rows) + "\nSearch depth (Crius, §8.7):\n\n" + table([rows[0], *depth_rows])
             + f"\nDeadlines (§8.5; deadline = submit + U{DEADLINE_FACTOR} x duration):\n\n" + ddl_table(ddl_rows))
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = "crius-reproduction-drawn-types" if args.drawn_types else "crius-reproduction"
+    stem = "crius-reproduction" + _free(args)
     (args.out / f"{stem}.json").write_text(
         json.dumps({"policies": rows, "depths": depth_rows, "deadlines": ddl_rows}, indent=1) + "\n",
         encoding="utf-8")
@@ -338,16 +343,16 @@ def full_main(args: argparse.Namespace) -> None:
     if not args.philly_full.is_file():
         raise SystemExit(f"--philly-full: no such file {args.philly_full}")
     jobs, info = philly_full(args.philly_full, args.seed, args.days, args.keep_duration, args.arrival_speedup,
-                             args.drawn_types)
+                             not args.free_types)
     print(f"window {info}", flush=True)
     suffix = (("" if args.days is None else f"-{args.days:g}d") + ("-keep-duration" if args.keep_duration else "")
               + ("" if args.arrival_speedup == 1 else f"-x{args.arrival_speedup:g}")
-              + ("-drawn-types" if args.drawn_types else ""))
+              + _free(args))
     head = (f"crius-1280, Philly {info['from']} .. {info['to']} ({info['jobs']} jobs, {info['gpu_h']:,.0f} GPU-hours "
             f"in the trace, {info['offered_gpu_h']:,.0f} offered at N_G after adaptation"
             f"{'' if args.days is None else f'; the first {args.days:g} days of the two weeks'}"
             f"{'' if args.arrival_speedup == 1 else f'; arrivals {args.arrival_speedup:g}x faster'}"
-            f"{'; each job on its drawn GPU type under FCFS, Gandiva and ElasticFlow-LS' if args.drawn_types else ''}"
+            f"{_types(args)}"
             "):\n\n")
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
@@ -360,6 +365,17 @@ def full_main(args: argparse.Namespace) -> None:
         (args.out / f"crius-1280-philly-full{suffix}.json").write_text(
             json.dumps({"window": info, "policies": rows}, indent=1) + "\n", encoding="utf-8")
     print(text)
+
+
+def _free(args: argparse.Namespace) -> str:
+    """The output files' suffix of ``--free-types``."""
+    return "-free-types" if args.free_types else ""
+
+
+def _types(args: argparse.Namespace) -> str:
+    """The table heading's account of the GPU types."""
+    return ("; GPU types free (no drawn type)" if args.free_types
+            else "; each job on its drawn GPU type under FCFS, Gandiva and ElasticFlow-LS")
 
 
 def strict_fcfs() -> StagedPolicy:

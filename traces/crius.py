@@ -18,11 +18,12 @@ this for any loaded trace, seeded and order-independent (:mod:`halyard.traces.as
 * **GPU amount** ``N_G``: ``choices[floor(H(seed, key, 1) x len(choices))]`` over
   :data:`CRIUS_GPU_CHOICES` (the paper does not give its distribution: powers of two up to 8
   GPUs, uniform, is ours). The job becomes elastic over ``N_G/2 .. 2 N_G`` (§6.1's Cells).
-* **GPU type**: not drawn by default: the job runs on any type. ``gpu_types`` (a function of the
-  adapted job: the types its request may name, e.g. those its data-parallel worker fits) draws one,
+* **GPU type**: ``gpu_types`` (a function of the adapted job: the types its request may name, e.g.
+  those its data-parallel worker fits on the target cluster) draws one,
   ``types[floor(H(seed, key, 2) x len(types))]``, as the job's ``gpu_type`` ("we randomly generate the
-  GPU amount and GPU type"); who honours it is the caller's reading (benchmarks/reproduce_crius.py
-  ``--drawn-types``: the heterogeneity-unaware baselines run on it, Gavel and Crius choose).
+  GPU amount and GPU type"); without it (the types depend on the cluster) the job runs on any type.
+  Who honours the type is the caller's reading (benchmarks/reproduce_crius.py, which draws it by
+  default: the heterogeneity-unaware baselines run on it, Gavel and Crius choose).
 * **Iterations**: a job keeps the samples it trained in the trace, so its iterations scale by the
   global batch size ("The number of iterations in Philly trace is calculated from scaling by global
   batch size"): at the same per-GPU batch, ``N_G`` GPUs train ``N_G / old GPUs`` times the global
