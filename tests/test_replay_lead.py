@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 import structlog
 
 from halyard.controlplane import replay as replay_module
+from halyard.controlplane.store import StoreError
 from halyard.datamodel import JobSpec, parse_cluster
 from halyard.testing.cluster import small_cluster_toml
 
@@ -53,3 +56,29 @@ async def test_a_late_start_measures_the_profilings_too(monkeypatch):
     margin = replay_module.LEAD_MARGIN
     assert all(e["lead_s"] >= margin * (e["registered_s"] + e["profiled_s"]) - 0.003 for e in late), late
     assert sum(1 for e in logs if e["event"] == STARTED) <= 5, late
+
+
+class _DiskFailsAfter(replay_module.SqliteStore):
+    """A real SQLite store whose disk fails once ``ok`` saves have gone through (the replay's own store)."""
+
+    ok = 3
+
+    def save(self, records, events) -> None:
+        if _DiskFailsAfter.ok <= 0:
+            raise StoreError(f"{self.path}: save failed, nothing was written: disk I/O error")
+        _DiskFailsAfter.ok -= 1
+        super().save(records, events)
+
+
+async def test_a_replay_whose_store_fails_stops_with_the_stores_error(monkeypatch, tmp_path):
+    """note8 "not mended": the control plane stops taking submissions once its store fails (UNAVAILABLE), and
+    replay retried them every 50 ms for ever. It now ends with the store's error and the first job it could
+    not submit."""
+    monkeypatch.setattr(replay_module, "SqliteStore", _DiskFailsAfter)
+    toml = small_cluster_toml(2)
+    jobs = [JobSpec(job_id=f"j{i}", submit_time=10.0 * i, model="resnet50", num_gpus=8, iterations=200)
+            for i in range(8)]
+    refused = r"state store failed \(.*disk I/O error\); job j\d and the \d after it were not submitted"
+    with pytest.raises(replay_module.ReplayError, match=refused):
+        await asyncio.wait_for(replay_module.replay(jobs, parse_cluster(toml), toml, policy="fifo", speedup=200.0,
+                                                    db=tmp_path / "state.db"), 60.0)
