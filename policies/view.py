@@ -142,8 +142,9 @@ class PerformanceEstimator(Protocol):
         """Whether every GPU of ``allocation`` holds its pipeline stage's share of ``spec`` (Crius §5.1
         drops a plan whose stage exceeds a GPU's memory)."""
         ...
-    def fits_memory(self, spec: JobSpec, gpu_type: str) -> bool:
-        """Whether one worker of ``spec`` fits the memory of a ``gpu_type`` GPU (cheap: cached)."""
+    def fits_memory(self, spec: JobSpec, gpu_type: str, gpus: int = 0) -> bool:
+        """Whether one worker of ``spec`` on ``gpus`` GPUs (0: its ``num_gpus``; a MoE model's experts are
+        sharded over them) fits the memory of a ``gpu_type`` GPU (cheap: cached)."""
         ...
     def profile_stages(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> Sequence[StageProfile]:
         """One profiling of the plan ``allocation.stages``, per stage (Crius §5.1; what an agent answers)."""

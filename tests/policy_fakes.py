@@ -80,7 +80,7 @@ class FakePerf:
     def consolidated_iteration_time(self, spec, cluster, gpu_type=None):  # pragma: no cover
         return self.compute_s
 
-    def fits_memory(self, spec: JobSpec, gpu_type: str) -> bool:
+    def fits_memory(self, spec: JobSpec, gpu_type: str, gpus: int = 0) -> bool:
         return True  # every job fits every GPU: these tests are about time, not memory
 
 

@@ -92,6 +92,8 @@ def test_every_figure_names_its_source():
             fields |= {"layers", "layer_output_bytes"}
         if p.moe_layers:
             fields |= {"moe_layers"}
+        if p.experts:
+            fields |= {"experts", "expert_fraction"}
         assert set(p.sources) == fields, name
         for field, src in p.sources.items():
             assert len(src) > 20, (name, field, src)
