@@ -268,30 +268,34 @@ class Fabric:
         """Recompute the links whose jobs changed; the jobs on the fabric whose slowdown moved."""
         if not self._dirty:
             return {}
-        touched: set[str] = set()
+        touched: set[str] = set()  # the jobs whose slowdown on some link moved
         members = self._members
         for held, slowdowns in self._solve([held for link in self._dirty
                                             if (held := self._link_jobs.get(link)) is not None]):
             # Each job on the link takes its slowdown there (a job that came since has none yet; one that
             # left took its own with it).
-            if slowdowns is not None and any(s > 1.0 for s in slowdowns):
+            link = held.link
+            if slowdowns:
                 for job_id, s in zip(held.jobs, slowdowns, strict=True):
                     there = members[job_id].there
                     if s > 1.0:
-                        there[held.link] = s
-                    else:
-                        there.pop(held.link, None)
+                        if there.get(link) != s:
+                            there[link] = s
+                            touched.add(job_id)
+                    elif there.pop(link, None) is not None:
+                        touched.add(job_id)
                 held.slowed = True
             elif held.slowed:
                 for job_id in held.ids:
-                    members[job_id].there.pop(held.link, None)
+                    if members[job_id].there.pop(link, None) is not None:
+                        touched.add(job_id)
                 held.slowed = False
-            touched.update(held.ids)
         self._dirty.clear()
         changed: dict[str, float] = {}
         slowdown = self._slowdown
         for job_id in touched:
-            # The largest over its links, 1.0 where it runs at full speed (every slowdown kept is > 1.0).
+            # The largest over its links, 1.0 where it runs at full speed (every slowdown kept is > 1.0). A job
+            # whose links' slowdowns all stayed keeps its own.
             there = members[job_id].there
             s = max(there.values()) if there else 1.0
             if abs(s - slowdown.get(job_id, 1.0)) > SLOWDOWN_TOLERANCE:
@@ -328,19 +332,20 @@ class Fabric:
 
     # --- internals ---------------------------------------------------------------
 
-    def _solve(self, links: list[_LinkJobs]) -> list[tuple[_LinkJobs, tuple[float, ...] | None]]:
-        """Each link's slowdowns, its jobs in key order (None where the link never runs out: everyone at
-        dedicated speed). States not in the cache are solved together: the fluid ones in one compiled call,
-        the mean-field ones in another (a settle that solves any solves ~10 links; per link, calling the
-        kernels from Python cost about what a small link's simulation does)."""
+    def _solve(self, links: list[_LinkJobs]) -> list[tuple[_LinkJobs, tuple[float, ...]]]:
+        """Each link's slowdowns, its jobs in key order; ``()`` where no job is slower there (the link
+        never runs out, or its jobs fit around each other). States not in the cache are solved together:
+        the fluid ones in one compiled call, the mean-field ones in another (a settle that solves any solves
+        ~10 links; per link, calling the kernels from Python cost about what a small link's simulation
+        does)."""
         cache = self._cache
-        out: list[tuple[_LinkJobs, tuple[float, ...] | None]] = []
+        out: list[tuple[_LinkJobs, tuple[float, ...]]] = []
         fluid: dict[tuple[object, ...], list[int]] = {}  # states to solve: where in ``out`` they go
         field: dict[tuple[object, ...], list[int]] = {}
         for held in links:
             capacity = held.link.capacity_gbyte_s
             if len(held.ids) < 2 or sum(held.peaks) <= capacity:
-                out.append((held, None))
+                out.append((held, ()))
                 continue
             # Cache key: profiles (by id) and phases on the grid, in a canonical order (profile, phase bin,
             # job id: the order held.keyed keeps). The mean-field limit sees neither phases nor the sharing
@@ -370,29 +375,26 @@ class Fabric:
         return out
 
     def _fluid(self, links: list[_LinkJobs]) -> list[tuple[float, ...]]:
-        """The fluid simulation's slowdowns on each of ``links`` (at least 1.0 each)."""
+        """The fluid simulation's slowdowns on each of ``links`` (as :meth:`_solve` answers)."""
         table = self._profiles
-        if self.sharing != "fair":
-            out = []
-            for held in links:
-                iteration_s = table.iterations[held.pids]
-                shifts = (np.array(held.bins) / PHASE_BINS * iteration_s).tolist()
-                profiles = [self._members[job_id].profiles[held.link] for job_id in held.jobs]
-                times = shared_link_iteration_times(profiles, held.link.capacity_gbyte_s, sharing=self.sharing,
-                                                    time_shifts_s=shifts, iterations=SIM_ITERATIONS,
-                                                    steady=SIM_STEADY).iteration_s
-                out.append(tuple(np.maximum(np.array(times) / iteration_s, 1.0).tolist()))
-            return out
         rows, bins, starts = self._layout(links)
         iteration_s = table.iterations[rows]
         # A job's start: its phase bin's share of its iteration (bin / PHASE_BINS x iteration, in that order).
         shifts = np.array(bins) / PHASE_BINS * iteration_s
-        times = fair_link_times(table, rows, starts, shifts, [held.link.capacity_gbyte_s for held in links],
-                                SIM_ITERATIONS, SIM_STEADY)
+        capacities = [held.link.capacity_gbyte_s for held in links]
+        if self.sharing == "fair":
+            times = fair_link_times(table, rows, starts, shifts, capacities, SIM_ITERATIONS, SIM_STEADY)
+        else:
+            times = np.zeros(len(rows))
+            for held, (a, b) in zip(links, itertools.pairwise(starts), strict=True):
+                profiles = [self._members[job_id].profiles[held.link] for job_id in held.jobs]
+                times[a:b] = shared_link_iteration_times(profiles, held.link.capacity_gbyte_s, sharing=self.sharing,
+                                                         time_shifts_s=shifts[a:b].tolist(), iterations=SIM_ITERATIONS,
+                                                         steady=SIM_STEADY).iteration_s
         return self._split(np.maximum(times / iteration_s, 1.0), starts)
 
     def _mean_field(self, links: list[_LinkJobs]) -> list[tuple[float, ...]]:
-        """The mean-field limit's slowdowns on each of ``links`` (at least 1.0 each)."""
+        """The mean-field limit's slowdowns on each of ``links`` (as :meth:`_solve` answers)."""
         rows, _, starts = self._layout(links)
         times = mean_field_link_times(self._profiles, rows, starts, [held.link.capacity_gbyte_s for held in links])
         return self._split(np.maximum(times / self._profiles.iterations[rows], 1.0), starts)
@@ -412,5 +414,10 @@ class Fabric:
 
     @staticmethod
     def _split(slowdowns: np.ndarray, starts: list[int]) -> list[tuple[float, ...]]:
+        """Each link's part of ``slowdowns``, ``()`` where none is above 1.0 (as :meth:`_solve` answers)."""
         every = slowdowns.tolist()
-        return [tuple(every[a:b]) for a, b in itertools.pairwise(starts)]
+        out = []
+        for a, b in itertools.pairwise(starts):
+            part = tuple(every[a:b])
+            out.append(part if max(part) > 1.0 else ())
+        return out
