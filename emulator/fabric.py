@@ -77,7 +77,8 @@ FLUID_MAX_JOBS = 4
 # states, most of them once; the oldest are dropped first, which changes no result, only the work.
 CACHE_ENTRIES = 65_536
 
-_Key = tuple[tuple[tuple[float, float], ...], int]  # a job's profile on a link as plain numbers, its phase bin
+# A job's place in its link's solve order: its profile there as plain numbers, its phase bin, its id.
+_Order = tuple[tuple[tuple[float, float], ...], int, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,9 +108,6 @@ class _Member:
     phase_s: float
     links: tuple[Link, ...]
     profiles: dict[Link, DemandProfile]  # its demand on each link it crosses
-    # Per link, worked out once at placement: its part of the cache key (the profile as plain numbers, the
-    # phase on the 1/PHASE_BINS grid).
-    keys: dict[Link, _Key]
     # Its slowdown on each link where it is above 1.0 as of the last settle (its slowdown is their
     # largest, 1.0 if none): the fabric's only record of per-link slowdowns.
     there: dict[Link, float]
@@ -129,7 +127,7 @@ class _LinkJobs:
         self.link = link
         self.ids: list[str] = []
         self.peaks: list[float] = []
-        self.keyed: list[tuple[_Key, str]] = []
+        self.keyed: list[_Order] = []
         self.jobs: list[str] = []
         self.pids: list[int] = []
         self.bins: list[int] = []
@@ -158,7 +156,7 @@ class Fabric:
         self._dirty: set[Link] = set()
         self._cache: dict[tuple[object, ...], tuple[float, ...]] = {}
         # Each distinct profile (as plain numbers) seen on a link: its row in the table the kernels read, and
-        # per row the numbers as first seen: keys hold that one tuple, so sorting links' jobs compares equal
+        # per row the numbers as first seen: links order their jobs by that one tuple, so sorting compares equal
         # profiles by identity instead of number by number.
         self._profiles = ProfileTable()
         self._profile_ids: dict[tuple[tuple[float, float], ...], int] = {}
@@ -205,7 +203,6 @@ class Fabric:
             cycle = paced_iteration_s(cycle, allocation.time_shift_period_s)
             profiles = {link: profile.padded_to(cycle) for link, profile in profiles.items()}
         phase_s = (anchor - origin_s) % cycle
-        keys: dict[Link, _Key] = {}
         for link, profile in profiles.items():
             numbers = tuple((p.duration_s, p.demand_gbyte_s) for p in profile.phases)
             pid = self._profile_ids.get(numbers)
@@ -213,7 +210,6 @@ class Fabric:
                 pid = self._profile_ids[numbers] = self._profiles.add(profile)
                 self._numbers.append(numbers)
             phase_bin = round(phase_s / profile.iteration_s * PHASE_BINS) % PHASE_BINS
-            key = keys[link] = (self._numbers[pid], phase_bin)
             self._dirty.add(link)
             held = self._link_jobs.get(link)
             if held is None:
@@ -221,12 +217,13 @@ class Fabric:
             i = bisect.bisect_left(held.ids, job_id)
             held.ids.insert(i, job_id)
             held.peaks.insert(i, float(self._profiles.peaks[pid]))
-            i = bisect.bisect_left(held.keyed, (key, job_id))
-            held.keyed.insert(i, (key, job_id))
+            order = (self._numbers[pid], phase_bin, job_id)
+            i = bisect.bisect_left(held.keyed, order)
+            held.keyed.insert(i, order)
             held.jobs.insert(i, job_id)
             held.pids.insert(i, pid)
             held.bins.insert(i, phase_bin)
-        self._members[job_id] = _Member(allocation, phase_s, tuple(profiles), profiles, keys, {})
+        self._members[job_id] = _Member(allocation, phase_s, tuple(profiles), profiles, {})
 
     def remove(self, job_id: str) -> None:
         """Take a job off its links (it stopped, or is about to be placed elsewhere)."""
@@ -240,7 +237,7 @@ class Fabric:
             else:
                 i = bisect.bisect_left(held.ids, job_id)
                 del held.ids[i], held.peaks[i]
-                i = bisect.bisect_left(held.keyed, (member.keys[link], job_id))
+                i = held.jobs.index(job_id)  # a scan in C, cheaper than bisecting tuples of tuples
                 del held.keyed[i], held.jobs[i], held.pids[i], held.bins[i]
             self._dirty.add(link)
         self._slowdown.pop(job_id, None)
