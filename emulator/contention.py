@@ -468,5 +468,8 @@ def mean_field_iteration_times(profiles: Sequence[DemandProfile], capacity_gbyte
         return ()
     table = ProfileTable()
     ids: dict[DemandProfile, int] = {}
-    rows = [ids[p] if p in ids else ids.setdefault(p, table.add(p)) for p in profiles]
+    for p in profiles:
+        if p not in ids:
+            ids[p] = table.add(p)
+    rows = [ids[p] for p in profiles]
     return tuple(mean_field_link_times(table, rows, [0, len(rows)], [capacity_gbyte_s]).tolist())
