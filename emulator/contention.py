@@ -240,40 +240,43 @@ def shared_link_iteration_times(
 def fair_iteration_times(profiles: Sequence[DemandProfile], capacity_gbyte_s: float, time_shifts_s: Sequence[float],
                          iterations: int, steady: int) -> tuple[float, ...]:
     """``shared_link_iteration_times(..., sharing="fair").iteration_s``, the same floats, without keeping
-    every iteration as Python floats: the fabric's call. The means are numpy's over the same 8-or-so values
-    of each row (a row of a C-ordered array reduces as the 1-D array of its values does)."""
-    if not 0 < steady <= iterations:
-        raise ValueError(f"need 0 < steady <= iterations, got steady={steady}, iterations={iterations}")
+    every iteration as Python floats: :func:`fair_link_times` of one link."""
     if len(time_shifts_s) != len(profiles):
         raise ValueError("give one time-shift per profile")
-    history, _ = _FluidLink(profiles, capacity_gbyte_s, list(time_shifts_s)).fair_arrays(iterations)
-    return _steady_means(history, iterations, steady)
+    table = ProfileTable()
+    rows = [table.add(p) for p in profiles]
+    return tuple(fair_link_times(table, rows, [0, len(rows)], time_shifts_s, [capacity_gbyte_s], iterations,
+                                 steady).tolist())
 
 
-def _steady_means(history: np.ndarray, iterations: int, steady: int) -> tuple[float, ...]:
-    """Each row's mean over its iterations ``iterations - steady`` to ``iterations`` (the fluid
-    simulation's steady state), as :func:`fair_iteration_times` returns them."""
-    return tuple(np.ascontiguousarray(history[:, iterations - steady:iterations]).mean(axis=1).tolist())
+def phase_amounts(profile: DemandProfile) -> list[float]:
+    """What entering each phase leaves to do, as the fluid simulation and the mean-field limit count it:
+    the GB of an Up phase (its duration x demand), the seconds of a Down one."""
+    return [ph.duration_s * ph.demand_gbyte_s if ph.up else ph.duration_s for ph in profile.phases]
 
 
 class ProfileTable:
-    """Distinct :class:`DemandProfile`\\ s as the compiled link kernels read them, one row each, worked out
-    once: per phase the amount (GB of an Up phase, seconds of a Down one), the demand (as the fluid
-    simulation reads it, and as the mean-field limit does: 0 in a Down phase) and whether it is Up; per
-    profile its phase count, GB per iteration, highest demand, iteration and the GB under which an Up phase
-    is over. Rows are zero-padded to the longest profile (the kernels read a row's first ``lengths``
-    entries only). A caller that solves the same profiles many times (the fabric) adds each once and
-    calls :func:`fair_iteration_times_of` and :func:`mean_field_iteration_times_of` with row numbers; they
-    give the same floats as :func:`fair_iteration_times` and :func:`mean_field_iteration_times`."""
+    """Distinct :class:`DemandProfile` objects as the compiled link kernels read them, one row each, worked out
+    once: per phase the amount (:func:`phase_amounts`), the demand (as the fluid simulation reads it, and
+    as the mean-field limit does: 0 in a Down phase) and whether it is Up; per profile its phase count, GB
+    per iteration, highest demand, iteration and the GB under which an Up phase is over. Rows are
+    zero-padded to the longest profile (the kernels read a row's first ``lengths`` entries only). A caller
+    that solves the same profiles many times (the fabric) adds each once and calls
+    :func:`fair_link_times` and :func:`mean_field_link_times` with row numbers."""
+
+    # The first table's size; it doubles as profiles come. A data-parallel profile has 2 phases, a tensor
+    # parallel one 3 (pipelines have more and widen it).
+    FIRST_ROWS, FIRST_PHASES = 16, 4
 
     def __init__(self) -> None:
         self.size = 0
-        self.iteration_s: list[float] = []  # per row, as Python floats
-        self.peak: list[float] = []
-        self.amounts, self.demands, self.mean_field_demands = np.zeros((16, 4)), np.zeros((16, 4)), np.zeros((16, 4))
-        self.ups = np.zeros((16, 4), np.bool_)
-        self.lengths = np.zeros(16, np.int64)
-        self.gbytes, self.peaks, self.up_done = np.zeros(16), np.zeros(16), np.zeros(16)
+        rows, width = self.FIRST_ROWS, self.FIRST_PHASES
+        self.amounts, self.demands, self.mean_field_demands = (np.zeros((rows, width)), np.zeros((rows, width)),
+                                                               np.zeros((rows, width)))
+        self.ups = np.zeros((rows, width), np.bool_)
+        self.lengths = np.zeros(rows, np.int64)
+        self.gbytes, self.peaks, self.up_done, self.iterations = (np.zeros(rows), np.zeros(rows), np.zeros(rows),
+                                                                  np.zeros(rows))
 
     def _grow(self, rows: int, width: int) -> None:
         for name in ("amounts", "demands", "mean_field_demands", "ups"):
@@ -281,7 +284,7 @@ class ProfileTable:
             new = np.zeros((rows, width), old.dtype)
             new[:old.shape[0], :old.shape[1]] = old
             setattr(self, name, new)
-        for name in ("lengths", "gbytes", "peaks", "up_done"):
+        for name in ("lengths", "gbytes", "peaks", "up_done", "iterations"):
             old = getattr(self, name)
             new = np.zeros(rows, old.dtype)
             new[:old.shape[0]] = old
@@ -293,54 +296,50 @@ class ProfileTable:
         k, n = self.size, len(phases)
         if k == self.amounts.shape[0] or n > self.amounts.shape[1]:
             self._grow(max(self.amounts.shape[0], 2 * k), max(self.amounts.shape[1], n))
-        # _FluidLink's figures (fair) and mean_field_iteration_times' (a Down phase's demand is 0 there).
-        self.amounts[k, :n] = [ph.duration_s * ph.demand_gbyte_s if ph.up else ph.duration_s for ph in phases]
+        self.amounts[k, :n] = phase_amounts(profile)
         self.demands[k, :n] = [ph.demand_gbyte_s for ph in phases]
         self.mean_field_demands[k, :n] = [ph.demand_gbyte_s if ph.up else 0.0 for ph in phases]
         self.ups[k, :n] = [ph.up for ph in phases]
         self.lengths[k] = n
         gbytes = profile.gbytes
         self.gbytes[k] = gbytes
-        peak = max(ph.demand_gbyte_s for ph in phases)
-        self.peaks[k] = peak
-        self.peak.append(peak)
+        self.peaks[k] = max(ph.demand_gbyte_s for ph in phases)
         self.up_done[k] = up_done_gb(gbytes)
-        self.iteration_s.append(profile.iteration_s)
+        self.iterations[k] = profile.iteration_s
         self.size = k + 1
         return k
 
 
-def fair_iteration_times_of(table: ProfileTable, rows: Sequence[int], capacity_gbyte_s: float,
-                            time_shifts_s: Sequence[float], iterations: int, steady: int) -> tuple[float, ...]:
-    """:func:`fair_iteration_times` of the profiles in ``table``'s ``rows``: the same figures into the
-    same kernel."""
-    from halyard.emulator.link_kernels import fair_histories
+def fair_link_times(table: ProfileTable, rows: Sequence[int], starts: Sequence[int], time_shifts_s: Sequence[float],
+                    capacities: Sequence[float], iterations: int, steady: int) -> np.ndarray:
+    """Fair sharing's steady iteration per job on many links at once (one compiled call,
+    :func:`~halyard.emulator.link_kernels.fair_links`): link l holds jobs ``starts[l]`` to ``starts[l + 1]``
+    (``starts`` ends with the job count), job j runs ``table``'s profile ``rows[j]`` from
+    ``time_shifts_s[j]``. Each job's figure is numpy's mean of its iterations ``iterations - steady`` to
+    ``iterations``, the same float per job whichever other links share the call (a row of a C-ordered
+    array reduces as the 1-D array of its values does): :func:`shared_link_iteration_times`' figure."""
+    from halyard.emulator.link_kernels import fair_links
+
+    if not 0 < steady <= iterations:
+        raise ValueError(f"need 0 < steady <= iterations, got steady={steady}, iterations={iterations}")
+    history = fair_links(table.amounts, table.ups, table.demands, table.lengths, table.up_done,
+                         np.array(rows, np.int64), np.array(starts, np.int64), np.array(time_shifts_s, np.float64),
+                         np.array(capacities, np.float64), iterations)
+    return np.ascontiguousarray(history[:, iterations - steady:]).mean(axis=1)
+
+
+def mean_field_link_times(table: ProfileTable, rows: Sequence[int], starts: Sequence[int],
+                          capacities: Sequence[float]) -> np.ndarray:
+    """:func:`mean_field_iteration_times` per job on many links at once, laid out as for
+    :func:`fair_link_times` (one compiled call, :func:`~halyard.emulator.link_kernels.mean_field_links`);
+    equal rows next to each other on a link are solved once. A job whose link carries every job at full
+    demand keeps its dedicated iteration."""
+    from halyard.emulator.link_kernels import mean_field_links
 
     at = np.array(rows, np.int64)
-    history, _ = fair_histories(table.amounts[at], table.ups[at], table.demands[at], table.lengths[at],
-                                table.up_done[at], np.array(time_shifts_s, np.float64), float(capacity_gbyte_s),
-                                iterations)
-    return _steady_means(history, iterations, steady)
-
-
-def mean_field_iteration_times_of(table: ProfileTable, rows: Sequence[int],
-                                  capacity_gbyte_s: float) -> tuple[list[int], list[float]] | None:
-    """:func:`mean_field_iteration_times` of the profiles in ``table``'s ``rows``, where equal rows sit
-    together: ``(distinct, times)``, each distinct row in order of first appearance and its iteration
-    time; None when the link carries every job at full demand (each keeps its dedicated iteration)."""
-    from halyard.emulator.link_kernels import mean_field_levels
-
-    at = np.array(rows, np.int64)
-    new = np.empty(len(at), np.bool_)
-    new[0] = True
-    np.not_equal(at[1:], at[:-1], out=new[1:])
-    distinct = at[new]
-    which = np.cumsum(new) - 1
-    hi = max(table.peak[k] for k in distinct.tolist())  # Python's max, as over the phases
-    fits, times = mean_field_levels(table.amounts[distinct], table.mean_field_demands[distinct],
-                                    table.lengths[distinct], which, table.gbytes[at], float(capacity_gbyte_s),
-                                    float(hi), MEAN_FIELD_BISECTIONS)
-    return None if fits else (distinct.tolist(), times.tolist())
+    return mean_field_links(table.amounts, table.mean_field_demands, table.lengths, table.gbytes, table.peaks,
+                            table.iterations, at, np.array(starts, np.int64), np.array(capacities, np.float64),
+                            MEAN_FIELD_BISECTIONS)
 
 
 class _FluidLink:
@@ -360,8 +359,7 @@ class _FluidLink:
         self.shifts = shifts
         self.ups = [[ph.up for ph in p.phases] for p in profiles]
         self.demands = [[ph.demand_gbyte_s for ph in p.phases] for p in profiles]
-        self.amounts = [[ph.duration_s * ph.demand_gbyte_s if ph.up else ph.duration_s for ph in p.phases]
-                        for p in profiles]
+        self.amounts = [phase_amounts(p) for p in profiles]
         self.lengths = [len(p.phases) for p in profiles]
         self.total_gb = [max(p.gbytes, 1e-300) for p in profiles]
         self.up_done = [up_done_gb(p.gbytes) for p in profiles]
@@ -437,21 +435,15 @@ class _FluidLink:
         """:meth:`weighted` with equal weights, step for step: the same dt, t and left, by the same
         operations in the same order, compiled (:func:`~halyard.emulator.link_kernels.fair_histories`;
         imported here so that only a run that simulates a link loads numba)."""
-        history, counts = self.fair_arrays(iterations)
-        return [history[j, :counts[j]].tolist() for j in range(len(counts))]
-
-    def fair_arrays(self, iterations: int) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`fair` as the kernel leaves it: job j's iterations are row j's first ``counts[j]``."""
         from halyard.emulator.link_kernels import fair_histories
 
-        n, width = len(self.amounts), max(self.lengths)
-        amounts, demands = np.zeros((n, width)), np.zeros((n, width))
-        ups = np.zeros((n, width), np.bool_)
-        for j in range(n):
-            k = self.lengths[j]
-            amounts[j, :k], demands[j, :k], ups[j, :k] = self.amounts[j], self.demands[j], self.ups[j]
-        return fair_histories(amounts, ups, demands, np.array(self.lengths, np.int64), np.array(self.up_done),
-                              np.array(self.shifts, np.float64), float(self.capacity), iterations)
+        table, n = ProfileTable(), len(self.profiles)
+        for p in self.profiles:
+            table.add(p)
+        history, counts = fair_histories(table.amounts[:n], table.ups[:n], table.demands[:n], table.lengths[:n],
+                                         table.up_done[:n], np.array(self.shifts, np.float64),
+                                         float(self.capacity), iterations)
+        return [history[j, :counts[j]].tolist() for j in range(n)]
 
 
 def mean_field_iteration_times(profiles: Sequence[DemandProfile], capacity_gbyte_s: float) -> tuple[float, ...]:
@@ -468,29 +460,16 @@ def mean_field_iteration_times(profiles: Sequence[DemandProfile], capacity_gbyte
     slows jobs less than the fluid simulation does (docs/performance-model.md
     gives the measured gap).
     """
-    # Each phase as the figure its term needs: an Up phase's GB (its duration x demand, the same
-    # product the sum always formed) and demand, a Down phase's duration and 0. The compiled bisection
-    # (link_kernels.mean_field_levels, imported here so that only a run that simulates a link loads
-    # numba) adds the same terms in the same order as summing over the phases, so the result is
-    # unchanged to the last bit; identical profiles (a rack's uplink carries many copies of one job)
-    # share one evaluation per water level.
-    from halyard.emulator.link_kernels import mean_field_levels
-
+    # Each phase as the figure its term needs (ProfileTable: an Up phase's GB, the same product the sum
+    # always formed, and demand; a Down phase's duration and 0). The compiled bisection adds the same terms
+    # in the same order as summing over the phases, so the result is unchanged to the last bit; a profile
+    # repeated next to itself (a rack's uplink carries many copies of one job) is evaluated once per level.
     if not profiles:
         return ()
-    distinct: dict[DemandProfile, int] = {}
-    which = [distinct.setdefault(p, len(distinct)) for p in profiles]
-    width = max(len(p.phases) for p in distinct)
-    amounts, demands = np.zeros((len(distinct), width)), np.zeros((len(distinct), width))
-    for k, p in enumerate(distinct):
-        for q, ph in enumerate(p.phases):
-            amounts[k, q] = ph.duration_s * ph.demand_gbyte_s if ph.up else ph.duration_s
-            demands[k, q] = ph.demand_gbyte_s if ph.up else 0.0
-    hi = max(ph.demand_gbyte_s for p in distinct for ph in p.phases)  # equal profiles, equal demands
-    gbytes = [p.gbytes for p in distinct]
-    fits, times = mean_field_levels(amounts, demands, np.array([len(p.phases) for p in distinct], np.int64),
-                                    np.array(which, np.int64), np.array([gbytes[i] for i in which]),
-                                    float(capacity_gbyte_s), float(hi), MEAN_FIELD_BISECTIONS)
-    if fits:
-        return tuple(p.iteration_s for p in profiles)
-    return tuple(float(times[i]) for i in which)
+    table = ProfileTable()
+    ids: dict[DemandProfile, int] = {}
+    for p in profiles:
+        if p not in ids:
+            ids[p] = table.add(p)
+    rows = [ids[p] for p in profiles]
+    return tuple(mean_field_link_times(table, rows, [0, len(rows)], [capacity_gbyte_s]).tolist())

@@ -43,13 +43,15 @@ import bisect
 import itertools
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from halyard.datamodel import Allocation, Cluster, JobSpec
 from halyard.emulator.contention import (
     SHARING,
     DemandProfile,
     ProfileTable,
-    fair_iteration_times_of,
-    mean_field_iteration_times_of,
+    fair_link_times,
+    mean_field_link_times,
     shared_link_iteration_times,
 )
 from halyard.emulator.parallel import JobTiming, link_gbytes
@@ -75,7 +77,8 @@ FLUID_MAX_JOBS = 4
 # states, most of them once; the oldest are dropped first, which changes no result, only the work.
 CACHE_ENTRIES = 65_536
 
-_Key = tuple[tuple[tuple[float, float], ...], int]  # a job's profile on a link as plain numbers, its phase bin
+# A job's place in its link's solve order: its profile there as plain numbers, its phase bin, its id.
+_Order = tuple[tuple[tuple[float, float], ...], int, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,27 +108,30 @@ class _Member:
     phase_s: float
     links: tuple[Link, ...]
     profiles: dict[Link, DemandProfile]  # its demand on each link it crosses
-    # Per link, worked out once at placement: its peak demand there, and its part of the cache key
-    # (the profile as plain numbers, the phase on the 1/PHASE_BINS grid).
-    peaks: dict[Link, float]
-    keys: dict[Link, _Key]
     # Its slowdown on each link where it is above 1.0 as of the last settle (its slowdown is their
-    # largest, 1.0 if none).
+    # largest, 1.0 if none): the fabric's only record of per-link slowdowns.
     there: dict[Link, float]
 
 
 class _LinkJobs:
     """A link's jobs kept in the two orders a solve reads them in, updated as jobs come and go: by job id
-    (with their peak demands, summed in that order) and by cache key (the order the jobs are solved in:
-    profile, phase bin, job id; each with its profile's row in the fabric's ProfileTable, which stands for
-    the profile in cache keys)."""
+    (with their peak demands, summed in that order) and by cache key (``keyed``: the order the jobs are
+    solved in, profile, phase bin, job id), with, in that order, their ids, their profiles' rows in the
+    fabric's ProfileTable (which stand for the profiles in cache keys) and phase bins: what a solve and its
+    cache key read, without a pass over ``keyed``. ``slowed``: whether any job ran slower here as of the
+    last settle."""
 
-    __slots__ = ("ids", "keyed", "peaks")
+    __slots__ = ("bins", "ids", "jobs", "keyed", "link", "peaks", "pids", "slowed")
 
-    def __init__(self) -> None:
+    def __init__(self, link: Link) -> None:
+        self.link = link
         self.ids: list[str] = []
         self.peaks: list[float] = []
-        self.keyed: list[tuple[_Key, str, int]] = []
+        self.keyed: list[_Order] = []
+        self.jobs: list[str] = []
+        self.pids: list[int] = []
+        self.bins: list[int] = []
+        self.slowed = False
 
 
 class Fabric:
@@ -146,14 +152,15 @@ class Fabric:
         self._between: dict[tuple[str, str], Link] = {}  # uplinks and switch links, made when first crossed
         self._members: dict[str, _Member] = {}
         self._link_jobs: dict[Link, _LinkJobs] = {}  # the jobs on each loaded link
-        # Per link, the slowdowns above 1.0 as of the last settle (a job absent runs there at full speed).
-        self._link_slowdown: dict[Link, dict[str, float]] = {}
         self._slowdown: dict[str, float] = {}
         self._dirty: set[Link] = set()
         self._cache: dict[tuple[object, ...], tuple[float, ...]] = {}
-        # Each distinct profile (as plain numbers) seen on a link: its row in the table the kernels read.
+        # Each distinct profile (as plain numbers) seen on a link: its row in the table the kernels read, and
+        # per row the numbers as first seen: links order their jobs by that one tuple, so sorting compares equal
+        # profiles by identity instead of number by number.
         self._profiles = ProfileTable()
         self._profile_ids: dict[tuple[tuple[float, float], ...], int] = {}
+        self._numbers: list[tuple[tuple[float, float], ...]] = []
 
     # --- membership ---------------------------------------------------------
 
@@ -196,24 +203,27 @@ class Fabric:
             cycle = paced_iteration_s(cycle, allocation.time_shift_period_s)
             profiles = {link: profile.padded_to(cycle) for link, profile in profiles.items()}
         phase_s = (anchor - origin_s) % cycle
-        peaks: dict[Link, float] = {}
-        keys: dict[Link, _Key] = {}
         for link, profile in profiles.items():
             numbers = tuple((p.duration_s, p.demand_gbyte_s) for p in profile.phases)
             pid = self._profile_ids.get(numbers)
             if pid is None:
                 pid = self._profile_ids[numbers] = self._profiles.add(profile)
-            key = keys[link] = (numbers, round(phase_s / profile.iteration_s * PHASE_BINS) % PHASE_BINS)
-            peak = peaks[link] = self._profiles.peak[pid]
+                self._numbers.append(numbers)
+            phase_bin = round(phase_s / profile.iteration_s * PHASE_BINS) % PHASE_BINS
             self._dirty.add(link)
             held = self._link_jobs.get(link)
             if held is None:
-                held = self._link_jobs[link] = _LinkJobs()
+                held = self._link_jobs[link] = _LinkJobs(link)
             i = bisect.bisect_left(held.ids, job_id)
             held.ids.insert(i, job_id)
-            held.peaks.insert(i, peak)
-            bisect.insort(held.keyed, (key, job_id, pid))
-        self._members[job_id] = _Member(allocation, phase_s, tuple(profiles), profiles, peaks, keys, {})
+            held.peaks.insert(i, float(self._profiles.peaks[pid]))
+            order = (self._numbers[pid], phase_bin, job_id)
+            i = bisect.bisect_left(held.keyed, order)
+            held.keyed.insert(i, order)
+            held.jobs.insert(i, job_id)
+            held.pids.insert(i, pid)
+            held.bins.insert(i, phase_bin)
+        self._members[job_id] = _Member(allocation, phase_s, tuple(profiles), profiles, {})
 
     def remove(self, job_id: str) -> None:
         """Take a job off its links (it stopped, or is about to be placed elsewhere)."""
@@ -221,16 +231,14 @@ class Fabric:
         if member is None:
             return
         for link in member.links:
-            self._link_slowdown.get(link, {}).pop(job_id, None)
             held = self._link_jobs[link]
             if len(held.ids) == 1:
                 del self._link_jobs[link]
-                self._link_slowdown.pop(link, None)
             else:
                 i = bisect.bisect_left(held.ids, job_id)
                 del held.ids[i], held.peaks[i]
-                i = bisect.bisect_left(held.keyed, (member.keys[link], job_id))
-                del held.keyed[i]
+                i = held.jobs.index(job_id)  # a scan in C, cheaper than bisecting tuples of tuples
+                del held.keyed[i], held.jobs[i], held.pids[i], held.bins[i]
             self._dirty.add(link)
         self._slowdown.pop(job_id, None)
 
@@ -257,31 +265,34 @@ class Fabric:
         """Recompute the links whose jobs changed; the jobs on the fabric whose slowdown moved."""
         if not self._dirty:
             return {}
-        touched: set[str] = set()
-        members, link_slowdown = self._members, self._link_slowdown
-        for link in self._dirty:
-            held = self._link_jobs.get(link)
-            if held is not None:
-                jobs = held.ids
-                new = self._solve(link)
-                old = link_slowdown.get(link)
-                if new != old:
-                    # Each job on the link takes its slowdown there (a job that came since has none yet;
-                    # one that left took its own with it).
-                    for job_id in jobs:
-                        there = members[job_id].there
-                        s = new.get(job_id)
-                        if s is None:
-                            there.pop(link, None)
-                        else:
+        touched: set[str] = set()  # the jobs whose slowdown on some link moved
+        members = self._members
+        for held, slowdowns in self._solve([held for link in self._dirty
+                                            if (held := self._link_jobs.get(link)) is not None]):
+            # Each job on the link takes its slowdown there (a job that came since has none yet; one that
+            # left took its own with it).
+            link = held.link
+            if slowdowns:
+                for job_id, s in zip(held.jobs, slowdowns, strict=True):
+                    there = members[job_id].there
+                    if s > 1.0:
+                        if there.get(link) != s:
                             there[link] = s
-                    link_slowdown[link] = new
-                touched.update(jobs)
+                            touched.add(job_id)
+                    elif there.pop(link, None) is not None:
+                        touched.add(job_id)
+                held.slowed = True
+            elif held.slowed:
+                for job_id in held.ids:
+                    if members[job_id].there.pop(link, None) is not None:
+                        touched.add(job_id)
+                held.slowed = False
         self._dirty.clear()
         changed: dict[str, float] = {}
         slowdown = self._slowdown
         for job_id in touched:
-            # The largest over its links, 1.0 where it runs at full speed (every slowdown kept is > 1.0).
+            # The largest over its links, 1.0 where it runs at full speed (every slowdown kept is > 1.0). A job
+            # whose links' slowdowns all stayed keeps its own.
             there = members[job_id].there
             s = max(there.values()) if there else 1.0
             if abs(s - slowdown.get(job_id, 1.0)) > SLOWDOWN_TOLERANCE:
@@ -300,9 +311,9 @@ class Fabric:
         out = []
         for link, held in sorted(self._link_jobs.items(), key=lambda kv: (kv[0].kind, kv[0].name)):
             ids = tuple(held.ids)  # kept sorted
-            there = self._link_slowdown.get(link, {})
-            out.append((link, ids, tuple(self._members[j].profiles[link] for j in ids),
-                        tuple(there.get(j, 1.0) for j in ids), tuple(self._members[j].phase_s for j in ids)))
+            members = [self._members[j] for j in ids]
+            out.append((link, ids, tuple(m.profiles[link] for m in members),
+                        tuple(m.there.get(link, 1.0) for m in members), tuple(m.phase_s for m in members)))
         return out
 
     def contended(self, job_id: str, dedicated: IterationTime) -> IterationTime:
@@ -318,51 +329,92 @@ class Fabric:
 
     # --- internals ---------------------------------------------------------------
 
-    def _solve(self, link: Link) -> dict[str, float]:
-        """The slowdowns above 1.0 of the jobs on ``link``."""
-        held = self._link_jobs[link]
-        if len(held.ids) < 2 or sum(held.peaks) <= link.capacity_gbyte_s:
-            return {}  # the link never runs out: everyone at dedicated speed
-        # Cache key: profiles and phases on the grid, in a canonical order (profile, phase bin, job id: the
-        # order held.keyed keeps); a profile by its id. The mean-field limit sees neither phases nor the
-        # sharing mode, so beyond FLUID_MAX_JOBS the key is the profiles alone (sorted by profile first,
-        # they reach it in the same order whatever the phases).
-        keyed = held.keyed
-        fluid = len(keyed) <= FLUID_MAX_JOBS
-        key = ((link.capacity_gbyte_s, self.sharing, tuple([(pid, k[1]) for k, _, pid in keyed])) if fluid
-               else (link.capacity_gbyte_s, tuple([pid for _, _, pid in keyed])))
-        slowdowns = self._cache.get(key)
-        if slowdowns is None:
-            table = self._profiles
-            if not fluid:
-                slowdowns = self._mean_field([pid for _, _, pid in keyed], link.capacity_gbyte_s)
+    def _solve(self, links: list[_LinkJobs]) -> list[tuple[_LinkJobs, tuple[float, ...]]]:
+        """Each link's slowdowns, its jobs in key order; ``()`` where no job is slower there (the link
+        never runs out, or its jobs fit around each other). States not in the cache are solved together:
+        the fluid ones in one compiled call, the mean-field ones in another (a settle that solves any solves
+        ~10 links; per link, calling the kernels from Python cost about what a small link's simulation
+        does)."""
+        cache = self._cache
+        out: list[tuple[_LinkJobs, tuple[float, ...]]] = []
+        fluid: dict[tuple[object, ...], list[int]] = {}  # states to solve: where in ``out`` they go
+        field: dict[tuple[object, ...], list[int]] = {}
+        for held in links:
+            capacity = held.link.capacity_gbyte_s
+            if len(held.ids) < 2 or sum(held.peaks) <= capacity:
+                out.append((held, ()))
+                continue
+            # Cache key: profiles (by id) and phases on the grid, in a canonical order (profile, phase bin,
+            # job id: the order held.keyed keeps). The mean-field limit sees neither phases nor the sharing
+            # mode, so beyond FLUID_MAX_JOBS the key is the profiles alone (sorted by profile first, they
+            # reach it in the same order whatever the phases).
+            if len(held.pids) <= FLUID_MAX_JOBS:
+                key: tuple[object, ...] = (capacity, self.sharing, tuple(held.pids), tuple(held.bins))
+                waiting = fluid
             else:
-                iteration_s = [table.iteration_s[pid] for _, _, pid in keyed]
-                shifts = [k[1] / PHASE_BINS * it for (k, _, _), it in zip(keyed, iteration_s, strict=True)]
-                if self.sharing == "fair":
-                    times = fair_iteration_times_of(table, [pid for _, _, pid in keyed], link.capacity_gbyte_s,
-                                                    shifts, SIM_ITERATIONS, SIM_STEADY)
-                else:
-                    profiles = [self._members[job_id].profiles[link] for _, job_id, _ in keyed]
-                    times = shared_link_iteration_times(profiles, link.capacity_gbyte_s, sharing=self.sharing,
-                                                        time_shifts_s=shifts, iterations=SIM_ITERATIONS,
-                                                        steady=SIM_STEADY).iteration_s
-                slowdowns = tuple([max(1.0, t / it) for t, it in zip(times, iteration_s, strict=True)])
-            if len(self._cache) >= self.cache_entries:
-                # Drop the older half at once: deleting the oldest entry one at a time leaves a dict that
-                # scans its deleted slots to find the next oldest. Which entries go changes no result.
-                self._cache = dict(itertools.islice(self._cache.items(), max(1, len(self._cache) // 2), None))
-            self._cache[key] = slowdowns
-        return {job_id: s for (_, job_id, _), s in zip(keyed, slowdowns, strict=True) if s > 1.0}
+                key, waiting = (capacity, tuple(held.pids)), field
+            slowdowns = cache.get(key)
+            if slowdowns is None:
+                waiting.setdefault(key, []).append(len(out))
+            out.append((held, slowdowns))
+        for waiting, solve in ((fluid, self._fluid), (field, self._mean_field)):
+            if not waiting:
+                continue
+            for key, slowdowns in zip(waiting, solve([out[at[0]][0] for at in waiting.values()]), strict=True):
+                for i in waiting[key]:
+                    out[i] = (out[i][0], slowdowns)
+                if len(cache) >= self.cache_entries:
+                    # Drop the older half at once: deleting the oldest entry one at a time leaves a dict
+                    # that scans its deleted slots to find the next oldest. Which entries go changes no
+                    # result.
+                    cache = self._cache = dict(itertools.islice(cache.items(), max(1, len(cache) // 2), None))
+                cache[key] = slowdowns
+        return out
 
-    def _mean_field(self, pids: list[int], capacity: float) -> tuple[float, ...]:
-        """Slowdowns of jobs with profiles ``pids`` (equal ones together) in the mean-field limit: each
-        distinct profile is solved once, in order of first appearance (as
-        :func:`~halyard.emulator.contention.mean_field_iteration_times` does)."""
-        solved = mean_field_iteration_times_of(self._profiles, pids, capacity)
-        if solved is None:
-            return (1.0,) * len(pids)
-        distinct, times = solved
-        iteration_s = self._profiles.iteration_s
-        per = {pid: max(1.0, t / iteration_s[pid]) for pid, t in zip(distinct, times, strict=True)}
-        return tuple([per[pid] for pid in pids])
+    def _fluid(self, links: list[_LinkJobs]) -> list[tuple[float, ...]]:
+        """The fluid simulation's slowdowns on each of ``links`` (as :meth:`_solve` answers)."""
+        table = self._profiles
+        rows, bins, starts = self._layout(links)
+        iteration_s = table.iterations[rows]
+        # A job's start: its phase bin's share of its iteration (bin / PHASE_BINS x iteration, in that order).
+        shifts = np.array(bins) / PHASE_BINS * iteration_s
+        capacities = [held.link.capacity_gbyte_s for held in links]
+        if self.sharing == "fair":
+            times = fair_link_times(table, rows, starts, shifts, capacities, SIM_ITERATIONS, SIM_STEADY)
+        else:
+            times = np.zeros(len(rows))
+            for held, (a, b) in zip(links, itertools.pairwise(starts), strict=True):
+                profiles = [self._members[job_id].profiles[held.link] for job_id in held.jobs]
+                times[a:b] = shared_link_iteration_times(profiles, held.link.capacity_gbyte_s, sharing=self.sharing,
+                                                         time_shifts_s=shifts[a:b].tolist(), iterations=SIM_ITERATIONS,
+                                                         steady=SIM_STEADY).iteration_s
+        return self._split(np.maximum(times / iteration_s, 1.0), starts)
+
+    def _mean_field(self, links: list[_LinkJobs]) -> list[tuple[float, ...]]:
+        """The mean-field limit's slowdowns on each of ``links`` (as :meth:`_solve` answers)."""
+        rows, _, starts = self._layout(links)
+        times = mean_field_link_times(self._profiles, rows, starts, [held.link.capacity_gbyte_s for held in links])
+        return self._split(np.maximum(times / self._profiles.iterations[rows], 1.0), starts)
+
+    @staticmethod
+    def _layout(links: list[_LinkJobs]) -> tuple[np.ndarray, list[int], list[int]]:
+        """The jobs of ``links`` one after another, in key order: profile rows, phase bins, and where each
+        link's jobs start (then the total)."""
+        rows: list[int] = []
+        bins: list[int] = []
+        starts = [0]
+        for held in links:
+            rows += held.pids
+            bins += held.bins
+            starts.append(len(rows))
+        return np.array(rows, np.int64), bins, starts
+
+    @staticmethod
+    def _split(slowdowns: np.ndarray, starts: list[int]) -> list[tuple[float, ...]]:
+        """Each link's part of ``slowdowns``, ``()`` where none is above 1.0 (as :meth:`_solve` answers)."""
+        every = slowdowns.tolist()
+        out = []
+        for a, b in itertools.pairwise(starts):
+            part = tuple(every[a:b])
+            out.append(part if max(part) > 1.0 else ())
+        return out

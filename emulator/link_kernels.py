@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["fair_histories", "mean_field_levels"]
+__all__ = ["fair_histories", "fair_links", "mean_field_levels", "mean_field_links"]
 
 _DOWN, _IDLE = -1.0, -2.0  # rate markers: in a Down phase; not started yet
 # fair_histories remembers each combination of phases' rates when there are at most this many
@@ -223,3 +223,52 @@ def mean_field_levels(amounts: np.ndarray, demands: np.ndarray, lengths: np.ndar
             lo = mid
     _mean_field_times(amounts, demands, lengths, lo, times)
     return False, times
+
+
+@njit(cache=True)
+def fair_links(amounts: np.ndarray, ups: np.ndarray, demands: np.ndarray, lengths: np.ndarray,
+               up_done: np.ndarray, rows: np.ndarray, starts: np.ndarray, shifts: np.ndarray,
+               capacities: np.ndarray, iterations: int) -> np.ndarray:  # pragma: no cover - compiled
+    """:func:`fair_histories` of many links in one call (a settle solves ~10 at once; each call from Python
+    cost ~20 us of argument handling, about what a small link's simulation costs). The tables are indexed
+    by profile row; link l holds the jobs ``starts[l]`` to ``starts[l + 1]``: profile ``rows[j]``, start
+    ``shifts[j]``, on ``capacities[l]``. Row j of the answer: job j's first ``iterations`` iterations."""
+    out = np.empty((rows.shape[0], iterations))
+    for link in range(capacities.shape[0]):
+        a, b = starts[link], starts[link + 1]
+        at = rows[a:b]
+        history, _ = fair_histories(amounts[at], ups[at], demands[at], lengths[at], up_done[at], shifts[a:b],
+                                    capacities[link], iterations)
+        out[a:b, :] = history[:, :iterations]
+    return out
+
+
+@njit(cache=True)
+def mean_field_links(amounts: np.ndarray, demands: np.ndarray, lengths: np.ndarray, gbytes: np.ndarray,
+                     peaks: np.ndarray, iteration_s: np.ndarray, rows: np.ndarray, starts: np.ndarray,
+                     capacities: np.ndarray, bisections: int) -> np.ndarray:  # pragma: no cover - compiled
+    """:func:`mean_field_levels` of many links in one call, laid out as for :func:`fair_links` (``demands``:
+    0 in a Down phase). Equal rows next to each other on a link are one distinct profile, solved once, in
+    order of first appearance. Per job: its iteration time, its dedicated ``iteration_s`` where its link
+    carries every job at full demand."""
+    out = iteration_s[rows]
+    for link in range(capacities.shape[0]):
+        a, b = starts[link], starts[link + 1]
+        at = rows[a:b]
+        which = np.empty(b - a, np.int64)
+        distinct = np.empty(b - a, np.int64)
+        count = 0
+        hi = 0.0
+        for j in range(b - a):
+            if j == 0 or at[j] != at[j - 1]:
+                distinct[count] = at[j]
+                count += 1
+                hi = max(hi, peaks[at[j]])
+            which[j] = count - 1
+        kept = distinct[:count]
+        fits, times = mean_field_levels(amounts[kept], demands[kept], lengths[kept], which, gbytes[at],
+                                        capacities[link], hi, bisections)
+        if not fits:
+            for j in range(b - a):
+                out[a + j] = times[which[j]]
+    return out

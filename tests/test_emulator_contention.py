@@ -275,3 +275,42 @@ def test_mean_field_is_the_phase_by_phase_sum_to_the_last_bit():
         assert got == reference(profiles, capacity)
         contended += got != tuple(p.iteration_s for p in profiles)
     assert contended > 50  # the bisection ran, not only the fits-at-full-demand shortcut
+
+
+def test_many_links_in_one_call_give_each_links_own_floats():
+    """The fabric solves every link a settle needs in one compiled call (fair_link_times,
+    mean_field_link_times over one ProfileTable); each job's figure must be the one its link gets
+    alone, to the last bit, whatever links share the call."""
+    import random
+
+    from halyard.emulator.contention import (
+        ProfileTable,
+        fair_iteration_times,
+        fair_link_times,
+        mean_field_iteration_times,
+        mean_field_link_times,
+    )
+
+    rng = random.Random(17)
+    table, rows, starts, shifts, capacities, alone = ProfileTable(), [], [0], [], [], []
+    for _ in range(60):
+        profiles, capacity, link_shifts = random_link(rng)
+        rows += [table.add(p) for p in profiles]
+        starts.append(len(rows))
+        shifts += link_shifts
+        capacities.append(capacity)
+        alone += fair_iteration_times(profiles, capacity, link_shifts, 24, 8)
+    assert fair_link_times(table, rows, starts, shifts, capacities, 24, 8).tolist() == alone
+
+    table, rows, starts, capacities, alone = ProfileTable(), [], [0], [], []
+    for _ in range(60):
+        kinds = [random_link(rng)[0][0] for _ in range(rng.randint(2, 4))]
+        ids = [table.add(p) for p in kinds]
+        picks = sorted(rng.randrange(len(kinds)) for _ in range(rng.randint(5, 20)))  # equal ones together
+        rows += [ids[k] for k in picks]
+        starts.append(len(rows))
+        capacities.append(rng.uniform(5.0, 80.0))
+        alone += mean_field_iteration_times([kinds[k] for k in picks], capacities[-1])
+    got = mean_field_link_times(table, rows, starts, capacities).tolist()
+    assert got == alone
+    assert sum(t != table.iterations[r] for t, r in zip(got, rows, strict=True)) > 100  # contended links too

@@ -280,3 +280,26 @@ def test_phases_are_taken_from_the_runs_time_origin(small_cluster, perf):
     offsets = (6900.0, 19800.0, 24300.0)  # whole rounds of 300 s
     assert all(slowdowns(off, off) == base for off in offsets)
     assert any(slowdowns(off, 0.0) != base for off in offsets)
+
+
+def test_one_settle_over_many_links_is_a_settle_after_every_placement(perf):
+    """A settle solves every dirty link together (fluid NICs and mean-field uplinks in one compiled call
+    each, equal states once); each job's slowdown is what settling after every single placement gives."""
+    cluster = parse_cluster(small_cluster_toml(8, gpus_per_node=8, nodes_per_rack=2))
+    rng = random.Random(4)
+    placements = []
+    for k in range(14):  # one GPU on each of 2-3 random nodes, often across racks
+        nodes = rng.sample([n.name for n in cluster.nodes], rng.randint(2, 3))
+        spec = job(len(nodes), model=rng.choice([MODEL, "gnmt"]), job_id=f"j{k}")
+        placements.append((spec.job_id, spec, alloc(*((node, (k % 8,)) for node in nodes)), rng.uniform(0.0, 5.0)))
+    together, one_by_one = Fabric(perf, cluster), Fabric(perf, cluster)
+    for job_id, spec, allocation, start in placements:
+        together.place(job_id, spec, allocation, start)
+        one_by_one.place(job_id, spec, allocation, start)
+        one_by_one.settle()
+    together.settle()
+    slowdowns = {job_id: together.slowdown(job_id) for job_id, *_ in placements}
+    assert slowdowns == {job_id: one_by_one.slowdown(job_id) for job_id, *_ in placements}
+    census = together.link_census()
+    assert any(len(ids) > FLUID_MAX_JOBS and max(s) > 1.0 for _, ids, _, s, _ in census)  # mean-field, slowed
+    assert any(2 <= len(ids) <= FLUID_MAX_JOBS and max(s) > 1.0 for _, ids, _, s, _ in census)  # fluid, slowed
