@@ -112,3 +112,27 @@ def test_replay_cli_writes_simulate_keys_and_speedup(tmp_path):
     expected = json.loads(sim_out.read_text())
     assert result["avg_jct_s"] == pytest.approx(expected["avg_jct_s"], rel=0.02)
     assert result["makespan_s"] == pytest.approx(expected["makespan_s"], rel=0.02)
+
+
+def test_the_command_table_is_what_the_modules_register():
+    """halyard.cli.COMMANDS says which module registers each command (main imports only that one)."""
+    from halyard.cli import COMMANDS, build_parser
+
+    (commands,) = [a for a in build_parser()._actions if a.dest == "command"]
+    assert list(commands.choices) == list(COMMANDS)
+    for name, module in COMMANDS.items():
+        (only,) = [a for a in build_parser(name)._actions if a.dest == "command"]
+        assert name in only.choices and set(only.choices) == {c for c, m in COMMANDS.items() if m == module}
+
+
+def test_a_client_command_does_not_import_the_simulator():
+    """`halyard jobs` talks gRPC: it must not pay for the policies, numpy and scipy (2.4 s of imports when
+    every command's module was imported for every command)."""
+    probe = ("import sys, contextlib, io\nfrom halyard.cli import main\n"
+             "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+             "    main(['jobs', '--help'])\n"
+             "print(sorted(m for m in ('scipy', 'numpy', 'halyard.policies', 'halyard.controlplane.core') "
+             "if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -7,12 +7,13 @@ reaches the user for bad input.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 
 from halyard import __version__
-from halyard.cli import calibrate, client, compare, daemons, policies, profiles, replay, security, simulate, trace
+from halyard.cli.errors import RpcFailed, ServerUnreachable
 from halyard.datamodel import HalyardError
 
 EXIT_BAD_INPUT = 2  # a usage error, bad input or a bad file: the message names it
@@ -28,31 +29,40 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+# The module (halyard.cli.<name>) that registers each command, in the order `halyard --help` lists them.
+# A command imports only its own module: `halyard jobs` needs gRPC, not the policies, numpy and scipy the
+# simulator does (2.4 s of imports before this table; a test pins it to what the modules register).
+COMMANDS = {
+    "simulate": "simulate", "compare": "compare", "trace": "trace", "profiles": "profiles",
+    "policies": "policies", "replay": "replay", "controlplane": "daemons", "agent": "daemons",
+    **dict.fromkeys(("submit", "job", "jobs", "cluster", "drain", "undrain", "cancel", "watch", "logs"), "client"),
+    "calibrate": "calibrate", "certs": "security", "tokens": "security",
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or only ``command``'s when it is one (what :func:`main` parses with)."""
     parser = _Parser(prog="halyard", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"halyard {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    simulate.register(commands)
-    compare.register(commands)
-    trace.register(commands)
-    profiles.register(commands)
-    policies.register(commands)
-    replay.register(commands)
-    daemons.register(commands)
-    client.register(commands)
-    calibrate.register(commands)
-    security.register(commands)
+    modules = [COMMANDS[command]] if command in COMMANDS else dict.fromkeys(COMMANDS.values())
+    for module in modules:
+        importlib.import_module(f"halyard.cli.{module}").register(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        argv = daemons.expand_config(argv)
-    except HalyardError as exc:
-        print(f"halyard: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    args = build_parser().parse_args(argv)
+    command = argv[0] if argv else None
+    if COMMANDS.get(command or "") == "daemons":
+        from halyard.cli.daemons import expand_config
+
+        try:
+            argv = expand_config(argv)
+        except HalyardError as exc:
+            print(f"halyard: error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    args = build_parser(command).parse_args(argv)
     try:
         return int(args.run(args) or 0)
     except BrokenPipeError:
@@ -60,10 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Point stdout at /dev/null so the interpreter's final flush stays quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except client.ServerUnreachable as exc:
+    except ServerUnreachable as exc:
         print(f"halyard {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
-    except client.RpcFailed as exc:
+    except RpcFailed as exc:
         print(f"halyard {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_REJECTED
     except (HalyardError, OSError) as exc:

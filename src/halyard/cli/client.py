@@ -15,7 +15,8 @@ from google.protobuf.json_format import MessageToDict
 from rich.console import Console
 from rich.table import Table
 
-from halyard.datamodel import HalyardError, ValidationError
+from halyard.cli.errors import RpcFailed, ServerUnreachable
+from halyard.datamodel import ValidationError
 from halyard.datamodel.limits import MAX_REQUEST_BYTES, MAX_SUBMIT_BATCH
 from halyard.tls import ClientTLS, is_loopback
 from halyard.v1 import cluster_service_pb2 as cpb
@@ -25,14 +26,6 @@ from halyard.v1 import job_service_pb2_grpc as jgrpc
 from halyard.v1 import types_pb2 as tpb
 
 DEFAULT_TARGET = "127.0.0.1:50051"
-
-
-class RpcFailed(HalyardError):
-    """The control plane answered with an error status; the message says which."""
-
-
-class ServerUnreachable(RpcFailed):
-    """No control plane answered at the address (the command exits with its own status)."""
 
 
 def rpc_failed(exc: grpc.RpcError) -> RpcFailed:
