@@ -831,8 +831,12 @@ class Dally:
         spreads = self.delay.statics.spreads(view)
         if running is None:
             statics = self.delay.statics
-            jobs, values = self._running_sens_table.at(view.running, view.now,
-                                                       lambda job: statics.of(view, job).compute_s, view.facts)
+
+            def compute_s(job: JobInfo) -> float:
+                return statics.of(view, job).compute_s
+
+            table = self._running_sens_table
+            jobs, values = table.at(view.running, view.now, compute_s, view.facts, view)
             # as the loop below: not (s <= middle), then s <= cut counted, else listed (NaN is listed)
             kept = ~(values <= middle)
             unlisted = int(np.count_nonzero(kept & (values <= cut)))
@@ -840,7 +844,11 @@ class Dally:
             if not np.isnan(values).any():  # listed already worst first, as the sort below would
                 sens_of = values.tolist()
                 return [_Victim(jobs[i], sens_of[i], cluster, spreads)
-                        for i in self._running_sens_table.worst_first(values, listed)], unlisted
+                        for i in table.worst_first(values, listed)], unlisted
+            # NaN does not order: the sort below keeps the running jobs' order among them, as without the table
+            jobs, values = table.at(view.running, view.now, compute_s, view.facts)
+            kept = ~(values <= middle)
+            listed = kept & ~(values <= cut)
             for i in np.flatnonzero(listed).tolist():
                 out.append(_Victim(jobs[i], float(values[i]), cluster, spreads))
         else:
