@@ -90,7 +90,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import takewhile
 from typing import Protocol
@@ -414,6 +414,45 @@ class _Victim:
         return self._locate()[1]
 
 
+class _LazyVictims:
+    """A pass's victims worst first, as :meth:`Dally._victims` lists them, each :class:`_Victim` made only
+    when an iteration first reaches it (issue 19: ~150 victims per list on a loaded trace, of which a
+    waiting job is eligible for a handful, and ``_Victim`` objects were 6% of Dally's time). It
+    iterates, tests empty and removes as the list would: the made victims, less those removed, then the
+    rest in order."""
+
+    __slots__ = ("_cluster", "_jobs", "_made", "_next", "_order", "_sens", "_spreads")
+
+    def __init__(self, jobs: list[JobInfo], order: list[int], sens: list[float], cluster: Cluster,
+                 spreads: Spreads) -> None:
+        self._jobs, self._order, self._sens = jobs, order, sens  # order[k]: the k-th victim's job; sens[k] its
+        self._cluster, self._spreads = cluster, spreads
+        self._made: list[_Victim] = []
+        self._next = 0  # how many of ``order`` are made
+
+    def __bool__(self) -> bool:
+        return bool(self._made) or self._next < len(self._order)
+
+    def __iter__(self) -> Iterator[_Victim]:
+        made = self._made
+        i = 0
+        while True:
+            if i == len(made):
+                if self._next == len(self._order):
+                    return
+                k = self._next
+                made.append(_Victim(self._jobs[self._order[k]], self._sens[k], self._cluster, self._spreads))
+                self._next = k + 1
+            yield made[i]
+            i += 1
+
+    def remove(self, victim: _Victim) -> None:
+        self._made.remove(victim)
+
+
+Victims = list[_Victim] | _LazyVictims
+
+
 def starvation(view: ClusterView, job: JobInfo) -> float:
     """Algorithm 1 lines 1-2: time since the last resource assignment (or submission)."""
     last = job.last_assignment_time
@@ -539,9 +578,10 @@ class Dally:
 
     needs_rounds = True  # timers elapse and Nw_sens drifts with time alone
     resource_sensitive = False
-    # The pass's exact shortcuts (issue 19): the waiting jobs' order kept from pass to pass, and the
-    # tail of the order where jobs can only wait answered with their reasons alone. Off only in the
-    # tests that check they change no decision and no reason.
+    # The pass's exact shortcuts (issue 19): the waiting jobs' order kept from pass to pass, the
+    # tail of the order where jobs can only wait answered with their reasons alone, and victims made
+    # only when reached (_LazyVictims). Off only in the tests that check they change no decision and
+    # no reason.
     shortcuts = True
     honours: frozenset[str] = frozenset()  # neither priority nor deadlines (§4.3)
     starvation = staticmethod(starvation)
@@ -651,7 +691,7 @@ class Dally:
             sens = dict(self._waiting.sens)
         else:
             waiting, sens = None, {job.job_id: waiting_sens(job) for job in view.pending}
-        victims: list[_Victim] | None = None  # worked out when first needed (issue 19: most passes never do)
+        victims: Victims | None = None  # worked out when first needed (issue 19: most passes never do)
         movers: list[JobInfo] = []
         if self.preemption and view.running:
             # Only a job spread over more machines or racks than its size needs can be moved.
@@ -677,7 +717,7 @@ class Dally:
         # "no victim at all" test below counts them (issue 19: they are most of the running jobs).
         unlisted = 0
 
-        def victims_now() -> list[_Victim]:
+        def victims_now() -> Victims:
             """The pass's victims (computed from the view, so the same whenever first asked for)."""
             nonlocal victims, unlisted
             if victims is None:
@@ -806,7 +846,7 @@ class Dally:
             middle = min(values) + (max(values) - min(values)) / 2.0
         return running, middle
 
-    def _pass_victims(self, view: ClusterView, sens: dict[str, float]) -> tuple[list[_Victim], int]:
+    def _pass_victims(self, view: ClusterView, sens: dict[str, float]) -> tuple[Victims, int]:
         """The victims of a pass whose order holds only waiting jobs (``sens``: theirs), and how many
         running jobs are left out for being at or below every waiting job's Nw_sens."""
         floor = min(sens.values(), default=-math.inf)
@@ -816,14 +856,15 @@ class Dally:
         return self._victims(view, -math.inf, floor)
 
     def _victims(self, view: ClusterView, middle: float, floor: float = -math.inf,
-                 running: dict[str, float] | None = None) -> tuple[list[_Victim], int]:
+                 running: dict[str, float] | None = None) -> tuple[Victims, int]:
         """The running jobs above ``middle`` (the worse half of the Nw_sens range with ``worse_half``,
         else every one), worst (highest) Nw_sens first, and how many of them were left out of the
         list for being at or below ``floor`` (no job of the pass may preempt them; only counted).
 
-        ``running``: their Nw_sens if the caller has them. Without, they are computed here, all at
-        once (:class:`~halyard.policies.running_sens.RunningNwSens`; issue 19: this was the pass's
-        longest loop on a loaded trace)."""
+        ``running``: their Nw_sens if the caller has them (then a list, which the movers' pass edits).
+        Without, they are computed here, all at once (:class:`~halyard.policies.running_sens.RunningNwSens`;
+        issue 19: this was the pass's longest loop on a loaded trace), and listed lazily
+        (:class:`_LazyVictims`) unless one is NaN."""
         out = []
         unlisted = 0
         cut = max(middle, floor)
@@ -842,9 +883,9 @@ class Dally:
             unlisted = int(np.count_nonzero(kept & (values <= cut)))
             listed = kept & ~(values <= cut)
             if not np.isnan(values).any():  # listed already worst first, as the sort below would
-                sens_of = values.tolist()
-                return [_Victim(jobs[i], sens_of[i], cluster, spreads)
-                        for i in table.worst_first(values, listed)], unlisted
+                order = table.worst_first(values, listed)
+                lazy = _LazyVictims(jobs, order, values[order].tolist(), cluster, spreads)
+                return (lazy if self.shortcuts else list(lazy)), unlisted
             # NaN does not order: the sort below keeps the running jobs' order among them, as without the table
             jobs, values = table.at(view.running, view.now, compute_s, view.facts)
             kept = ~(values <= middle)
@@ -863,14 +904,14 @@ class Dally:
         out.sort(key=lambda v: (-v.sens, -v.job.spec.submit_time, -v.job.arrival_seq))
         return out, unlisted
 
-    def _may_preempt(self, victims: list[_Victim], sens: float) -> bool:
+    def _may_preempt(self, victims: Victims, sens: float) -> bool:
         """Whether a job of Nw_sens ``sens`` has any victim (:meth:`_eligible` not empty): the
         first victim has the highest Nw_sens."""
-        if not victims:
-            return False
-        return victims[0].sens >= sens + self.min_gain if self.min_gain > 0.0 else victims[0].sens > sens
+        for first in victims:
+            return first.sens >= sens + self.min_gain if self.min_gain > 0.0 else first.sens > sens
+        return False
 
-    def _eligible(self, victims: list[_Victim], sens: float) -> list[_Victim]:
+    def _eligible(self, victims: Victims, sens: float) -> list[_Victim]:
         """The victims a job of Nw_sens ``sens`` may preempt, worst first: a higher Nw_sens (a lower
         priority, §4.3.1), and with ``min_gain`` at least that much higher."""
         if self.min_gain > 0.0:
@@ -888,7 +929,7 @@ class Dally:
 
     def _preempt_for(self, view: ClusterView, job: JobInfo, sens: float, starvation: float,
                      t_mc: float, t_rk: float, free: FreeResources, shape: ClusterShape,
-                     victims: list[_Victim], plan: Plan, offers: dict[GpuTypes, np.ndarray] | None = None,
+                     victims: Victims, plan: Plan, offers: dict[GpuTypes, np.ndarray] | None = None,
                      misses: set[tuple[Level, int, GpuTypes, int]] | None = None) -> tuple[Picked, Level] | None:
         """(a): free a placement the waiting ``job`` accepts now by preempting victims.
 

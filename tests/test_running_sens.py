@@ -134,7 +134,7 @@ def test_a_new_performance_model_forgets_cached_rows():
     for compute_s in (1.0, 4.0):
         view = view_of(cluster, 1000.0, [running], [], perf=FakePerf(compute_s=compute_s))
         victims, _ = dally._victims(view, float("-inf"))
-        assert victims[0].sens == dally.sensitivity(view, running)
+        assert next(iter(victims)).sens == dally.sensitivity(view, running)
 
 
 class _CheckedTable(RunningNwSens):

@@ -1,17 +1,20 @@
 """Dally's exact shortcuts on a loaded queue (issue 19): the waiting jobs' offer order kept from pass
-to pass (policies/waiting_sens.py), and the tail of the order where no job can preempt answered with
-reasons alone. Both must change nothing: the kept order equals a fresh sort by (Nw_sens, submission,
-arrival) with the same Nw_sens bits on every pass, and a loaded run logs the same events and gives
-every waiting job the same reason with the shortcuts and without.
+to pass (policies/waiting_sens.py), the tail of the order where no job can preempt answered with
+reasons alone, and victims made only when reached (``_LazyVictims``). They must change nothing: the
+kept order equals a fresh sort by (Nw_sens, submission, arrival) with the same Nw_sens bits on every
+pass, and a loaded run logs the same events and gives every waiting job the same reason with the
+shortcuts and without.
 """
 
 from __future__ import annotations
+
+import itertools
 
 from halyard.controlplane import Simulator
 from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import JobState, load_cluster
 from halyard.policies import make_policy
-from halyard.policies.dally import nw_sens
+from halyard.policies.dally import _LazyVictims, nw_sens
 from halyard.policies.waiting_sens import WaitingOrder
 from halyard.traces import generate_synergy_trace
 
@@ -72,3 +75,20 @@ def test_the_shortcuts_change_no_event_and_no_wait_reason():
     assert fast_waits == slow_waits
     assert len(fast_waits) > 10  # a queue at the stop: the reasons compared are of many jobs
     assert fast_core.passes == slow_core.passes
+
+
+def test_lazy_victims_iterate_and_remove_as_the_list_does():
+    cluster = load_cluster("synergy-128")
+    jobs = [type("Running", (), {"job_id": f"j{i}", "allocation": type("A", (), {"num_gpus": 1})()})()
+            for i in range(6)]
+    lazy = _LazyVictims(jobs, [4, 1, 5, 0], [0.9, 0.8, 0.8, 0.5], cluster, {})
+    first_two = list(itertools.islice(lazy, 2))  # only two made
+    assert [v.job.job_id for v in first_two] == ["j4", "j1"] and lazy._next == 2
+    lazy.remove(first_two[0])
+    made = list(lazy)
+    assert made[0] is first_two[1]  # made once, the same object on the next walk
+    assert [(v.job.job_id, v.sens) for v in made] == [("j1", 0.8), ("j5", 0.8), ("j0", 0.5)]
+    for v in made:
+        lazy.remove(v)
+    assert not lazy and list(lazy) == []
+    assert not _LazyVictims(jobs, [], [], cluster, {})
