@@ -760,12 +760,18 @@ class Dally:
         # and nothing moves, a job that does not fit what is free only waits: its reason is all there is
         # to work out (issue 19: a loaded queue has a thousand such jobs per pass).
         only_waits = False
+        tail: dict[int, Unplaced] = {}  # demand -> its reason in that tail, while free_total holds
         unplaced = plan.unplaced
         for job in order:
-            if only_waits and job.spec.num_gpus > free_total:
-                unplaced[job.job_id] = (too_few_for(job.spec.num_gpus, free_total) if not victims and not unlisted
-                                        else no_victim_for(job))
-                continue
+            if only_waits:
+                demand = job.spec.num_gpus
+                if demand > free_total:
+                    why = tail.get(demand)
+                    if why is None:
+                        why = tail[demand] = (too_few_for(demand, free_total) if not victims and not unlisted
+                                              else no_victim_for(job))
+                    unplaced[job.job_id] = why
+                    continue
             if job.allocation is not None:
                 free_total = None  # moves and preemptions change what is free, and the victims
                 offers.clear()
@@ -815,6 +821,7 @@ class Dally:
             free_total = free.total_gpus
             offers.clear()
             misses.clear()
+            tail.clear()
             plan.start(job.job_id, allocation)
             self.delay.accept(view, job, level, wait_s, state)
         return plan, free

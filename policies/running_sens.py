@@ -44,7 +44,6 @@ class RunningNwSens(EventFollower):
         self._last_rows = np.zeros(0, dtype=np.int64)  # the rows of the last at()'s jobs, in order
         self._spare = list(range(FIRST_ROWS - 1, -1, -1))
         self._job_at: list[JobInfo | None] = [None] * FIRST_ROWS  # the job whose numbers a row holds
-        self._epoch_at: list[Hashable] = [None] * FIRST_ROWS  # and its epoch then
         # job id -> (job, epoch, allocation, row): the row holds the job's numbers while all three are the same
         self._known: dict[str, tuple[JobInfo, Hashable, Allocation, int]] = {}
         self._basis = basis  # what compute_s answers from; a different one forgets every row
@@ -95,27 +94,29 @@ class RunningNwSens(EventFollower):
         """The followed jobs' rows and the jobs: only a job's ``epoch`` can have changed since its last
         event (a rate change or a progress report), so only jobs whose epoch differs from their row's
         are read again."""
-        if self._order is None:
-            rows = list(self._row_of.values())
-            self._order = np.array(rows, dtype=np.int64)
-            job_at, epoch_at = self._job_at, self._epoch_at
-            self._followed = [job_at[row] for row in rows]
-            self._epochs = [epoch_at[row] for row in rows]
+        if self._order is None:  # (dict views: no Python loop)
+            self._order = np.fromiter(self._row_of.values(), dtype=np.int64, count=len(self._row_of))
+            self._followed = list(self._job_of.values())
+            self._epochs = list(self._epoch_of.values())
         jobs = self._followed
         epochs = [job.epoch for job in jobs]  # (a list display: faster than map(attrgetter) here)
         if epochs != self._epochs:
             for i in itertools.compress(range(len(jobs)), map(operator.ne, epochs, self._epochs)):
                 self._read(jobs[i], self._known[jobs[i].job_id])
+                self._epoch_of[jobs[i].job_id] = epochs[i]
             self._epochs = epochs
         return self._order, list(jobs)
 
     # --- EventFollower: the running jobs that hold an allocation, each with its row ---------------
     def _start(self, events: object) -> None:
         super()._start(events)
-        self._row_of: dict[str, int] = {}  # job id -> row, in the order the jobs were followed
+        # job id -> row, job, and epoch when last read; the three in the order the jobs were followed
+        self._row_of: dict[str, int] = {}
+        self._job_of: dict[str, JobInfo] = {}
+        self._epoch_of: dict[str, Hashable] = {}
         self._order: np.ndarray | None = None  # _row_of's rows, made again after a change
-        self._followed: list[JobInfo] = []  # their jobs
-        self._epochs: list[Hashable] = []  # and the jobs' epochs when last read
+        self._followed: list[JobInfo] = []  # _job_of's jobs
+        self._epochs: list[Hashable] = []  # _epoch_of's epochs
 
     def _holds(self, job: JobInfo) -> bool:
         return job.state is JobState.RUNNING and job.allocation is not None
@@ -133,11 +134,12 @@ class RunningNwSens(EventFollower):
         entry = self._known.get(job.job_id)
         if entry is None or entry[2] is not job.allocation or entry[1] != job.epoch or entry[0] is not job:
             entry = self._read(job, entry)
-        self._row_of[job.job_id] = entry[3]
+        self._row_of[job.job_id], self._job_of[job.job_id], self._epoch_of[job.job_id] = entry[3], job, entry[1]
         self._order = None
 
     def _forget(self, job_id: str) -> None:
         if self._row_of.pop(job_id, None) is not None:
+            del self._job_of[job_id], self._epoch_of[job_id]
             self._order = None
 
     def worst_first(self, sens: np.ndarray, chosen: np.ndarray) -> list[int]:
@@ -157,7 +159,6 @@ class RunningNwSens(EventFollower):
         self._columns[:, row] = (*job.progress_line(), job.iterations_total, self._compute_s(job),
                                  job.spec.submit_time, job.arrival_seq)
         self._job_at[row] = job
-        self._epoch_at[row] = epoch
         entry = self._known[job.job_id] = (job, epoch, job.allocation, row)
         return entry
 
@@ -166,7 +167,6 @@ class RunningNwSens(EventFollower):
             rows = self._columns.shape[1]
             self._columns = np.concatenate([self._columns, np.zeros_like(self._columns)], axis=1)
             self._job_at.extend([None] * rows)
-            self._epoch_at.extend([None] * rows)
             self._spare = list(range(2 * rows - 1, rows - 1, -1))
         return self._spare.pop()
 
@@ -179,5 +179,4 @@ class RunningNwSens(EventFollower):
         for job_id in gone:
             row = self._known.pop(job_id)[3]
             self._job_at[row] = None
-            self._epoch_at[row] = None
             self._spare.append(row)
