@@ -18,19 +18,19 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 
 import numpy as np
 
 from halyard.datamodel import Allocation, JobState
-from halyard.policies.event_order import EventFollower
+from halyard.policies.event_order import RunningFollower
 from halyard.policies.view import ClusterView, JobInfo
 
 FIRST_ROWS = 256  # rows of the arrays at first; they double when full
 PRUNE_SLACK = 256  # rows of finished jobs kept beyond twice the running ones before a sweep
 
 
-class RunningNwSens(EventFollower):
+class RunningNwSens(RunningFollower):
     """Per-job progress numbers kept between passes, and Nw_sens of the running jobs from them."""
 
     def __init__(self) -> None:
@@ -120,12 +120,6 @@ class RunningNwSens(EventFollower):
 
     def _holds(self, job: JobInfo) -> bool:
         return job.state is JobState.RUNNING and job.allocation is not None
-
-    def _count(self, view: ClusterView) -> int:
-        return len(view.running)
-
-    def _members(self, view: ClusterView) -> Iterable[JobInfo]:
-        return view.running.values()
 
     def _held(self) -> int:
         return len(self._row_of)
