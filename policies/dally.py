@@ -570,6 +570,24 @@ class DelayScheduling(Placement):
         return no_fit(self.name, view, job, demand, avail)
 
 
+class _Searches:
+    """A pass's preemption searches, kept while neither the free GPUs nor the victims change (the pass
+    clears them then): the searches (level, demand, GPU types, eligible victims) that found nothing,
+    so a job asking the same is answered at once (issue 19: 65% of the searches on a loaded trace were
+    repeats), and each (level, eligible victims)'s :func:`_holders`, which jobs of other demands share
+    (the eligible victims are a prefix of the victims, worst first, so their count names them)."""
+
+    __slots__ = ("holders", "misses")
+
+    def __init__(self) -> None:
+        self.misses: set[tuple[Level, int, GpuTypes, int]] = set()
+        self.holders: dict[tuple[Level, int], Holders] = {}
+
+    def clear(self) -> None:
+        self.misses.clear()
+        self.holders.clear()
+
+
 class Dally:
     """Delay scheduling with auto-tuned (or manual) timers and Nw_sens preemption.
 
@@ -732,7 +750,7 @@ class Dally:
         free_total: int | None = free.total_gpus
         start_total = free_total  # view.free's, which the reasons quote
         offers: dict[GpuTypes, np.ndarray] = {}
-        misses: set[tuple[Level, int, GpuTypes, int]] = set()
+        searches = _Searches()
         too_few: dict[tuple[int, int], Unplaced] = {}
         no_victim: dict[int, Unplaced] = {}
 
@@ -775,7 +793,7 @@ class Dally:
             if job.allocation is not None:
                 free_total = None  # moves and preemptions change what is free, and the victims
                 offers.clear()
-                misses.clear()
+                searches.clear()
                 if any(isinstance(a, Preempt) and a.job_id == job.job_id for a in plan.actions):
                     continue  # a job earlier in the pass took its GPUs: it waits again (§4.3)
                 pool = victims_now()
@@ -801,14 +819,14 @@ class Dally:
                 decision, avail, wait_s, t_mc, t_rk = self.delay.decide(view, job, free, state, offers)
                 if decision is None and self._may_preempt(victims_now(), job_sens):
                     decision = self._preempt_for(view, job, job_sens, wait_s, t_mc, t_rk,
-                                                 free, shape, victims_now(), plan, offers, misses)
+                                                 free, shape, victims_now(), plan, offers, searches)
             elif self._may_preempt(victims_now(), job_sens):
                 # Too few GPUs free: only a preemption can place it, so its timers matter only then
                 # (the reason below quotes neither its starvation nor its timers).
                 wait_s = starvation(view, job)
                 t_mc, t_rk = self.delay.job_timers(view, job, state)
                 decision = self._preempt_for(view, job, job_sens, wait_s, t_mc, t_rk,
-                                             free, shape, victims_now(), plan, offers, misses)
+                                             free, shape, victims_now(), plan, offers, searches)
             elif self.shortcuts and not movers and job_sens == job_sens:  # (not NaN, which does not order)
                 only_waits = True
             if decision is None:
@@ -820,7 +838,7 @@ class Dally:
             free.take(allocation)
             free_total = free.total_gpus
             offers.clear()
-            misses.clear()
+            searches.clear()
             tail.clear()
             plan.start(job.job_id, allocation)
             self.delay.accept(view, job, level, wait_s, state)
@@ -937,13 +955,12 @@ class Dally:
     def _preempt_for(self, view: ClusterView, job: JobInfo, sens: float, starvation: float,
                      t_mc: float, t_rk: float, free: FreeResources, shape: ClusterShape,
                      victims: Victims, plan: Plan, offers: dict[GpuTypes, np.ndarray] | None = None,
-                     misses: set[tuple[Level, int, GpuTypes, int]] | None = None) -> tuple[Picked, Level] | None:
+                     searches: _Searches | None = None) -> tuple[Picked, Level] | None:
         """(a): free a placement the waiting ``job`` accepts now by preempting victims.
 
-        ``offers`` and ``misses`` are the pass's, valid while neither ``free`` nor ``victims``
-        changes (the caller empties both then): usable GPUs per GPU-type set, and the searches
-        (level, demand, types, eligible victims) that found nothing, so a job asking the same
-        is answered at once (issue 19: 65% of the searches on a loaded trace were repeats)."""
+        ``offers`` and ``searches`` are the pass's, valid while neither ``free`` nor ``victims``
+        changes (the caller empties both then): usable GPUs per GPU-type set, and what earlier
+        searches found (:class:`_Searches`)."""
         eligible = self._eligible(victims, sens)
         if not eligible:
             return None
@@ -965,12 +982,17 @@ class Dally:
         for level in levels:
             # the eligible victims are a prefix of ``victims`` (worst first), so their count names them
             search = (level, demand, types, len(eligible))
-            if misses is not None and search in misses:
-                continue
-            found = _with_victims(level, demand, free, avail, shape, eligible, types)
+            holders = None
+            if searches is not None:
+                if search in searches.misses:
+                    continue
+                holders = searches.holders.get((level, len(eligible)))
+                if holders is None:
+                    holders = searches.holders[(level, len(eligible))] = _holders(level, eligible)
+            found = _with_victims(level, demand, free, avail, shape, eligible, types, holders)
             if found is None:
-                if misses is not None:
-                    misses.add(search)
+                if searches is not None:
+                    searches.misses.add(search)
                 continue
             picked, group = found
             for v in group:
@@ -1058,9 +1080,11 @@ def allocation_level(allocation: Allocation, cluster: Cluster) -> Level:
 
 
 def _with_victims(level: Level, demand: int, free: FreeResources, avail: np.ndarray, shape: ClusterShape,
-                  eligible: list[_Victim], gpu_types: GpuTypes) -> tuple[Picked, list[_Victim]] | None:
-    """A ``level`` placement of ``demand`` GPUs on ``free`` plus the GPUs of the cheapest victims."""
-    chosen = _cheapest(level, demand, avail, shape, eligible)
+                  eligible: list[_Victim], gpu_types: GpuTypes,
+                  holders: Holders | None = None) -> tuple[Picked, list[_Victim]] | None:
+    """A ``level`` placement of ``demand`` GPUs on ``free`` plus the GPUs of the cheapest victims
+    (``holders``: :func:`_holders` of ``level`` and ``eligible`` if the caller has them)."""
+    chosen = _cheapest(level, demand, avail, shape, eligible if holders is None else holders)
     if chosen is None:
         return None
     domain, group = chosen
@@ -1073,26 +1097,38 @@ def _with_victims(level: Level, demand: int, free: FreeResources, avail: np.ndar
     return picked, group
 
 
+# A level's domains (node, rack, or -1 for the whole network) -> the victims holding GPUs there, in the
+# victims' order, with the GPUs each holds there.
+Holders = dict[int, list[tuple[_Victim, int]]]
+
+
+def _holders(level: Level, eligible: list[_Victim]) -> Holders:
+    """Each ``level`` domain's victims, built in one walk over them, so that a domain looks only at its
+    own (issue 19: walking every victim for every machine of a large cluster was most of Dally's time
+    on a loaded trace)."""
+    if level is Level.NETWORK:
+        return {-1: [(v, v.gpus) for v in eligible]}
+    holders: Holders = {}
+    for v in eligible:
+        for index, held in (v.per_node if level is Level.MACHINE else v.per_rack).items():
+            if held:
+                holders.setdefault(index, []).append((v, held))
+    return holders
+
+
 def _cheapest(level: Level, demand: int, avail: np.ndarray, shape: ClusterShape,
-              eligible: list[_Victim]) -> tuple[int, list[_Victim]] | None:
+              eligible: list[_Victim] | Holders) -> tuple[int, list[_Victim]] | None:
     """The domain (node, rack, or -1 for the whole network) needing the fewest preempted GPUs.
 
     Victims are taken in the given order (worst Nw_sens first) until the domain
     holds ``demand`` usable GPUs; ties go to fewer victims, then to the victims of lowest
-    priority (the highest smallest Nw_sens, §4.3.1), then the lowest index.
+    priority (the highest smallest Nw_sens, §4.3.1), then the lowest index. ``eligible``: the
+    victims, or their :func:`_holders` at ``level``.
     """
-    # Each domain's victims, in the given order, with the GPUs each holds there: built in one walk
-    # over the victims, so a domain looks only at its own (issue 19: walking every victim for every
-    # machine of a large cluster was most of Dally's time on a loaded trace).
-    holders: dict[int, list[tuple[_Victim, int]]] = {}
+    holders = _holders(level, eligible) if isinstance(eligible, list) else eligible
     if level is Level.NETWORK:
-        holders[-1] = [(v, v.gpus) for v in eligible]
         free = np.array([avail.sum()])  # the one domain, index -1
     else:
-        for v in eligible:
-            for index, held in (v.per_node if level is Level.MACHINE else v.per_rack).items():
-                if held:
-                    holders.setdefault(index, []).append((v, held))
         free = avail if level is Level.MACHINE else np.bincount(shape.rack, weights=avail, minlength=shape.n_racks)
     best: tuple[tuple[int, int, float, int], int, list[_Victim]] | None = None
     for index, held_here in holders.items():
