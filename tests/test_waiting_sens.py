@@ -92,3 +92,26 @@ def test_lazy_victims_iterate_and_remove_as_the_list_does():
         lazy.remove(v)
     assert not lazy and list(lazy) == []
     assert not _LazyVictims(jobs, [], [], cluster, {})
+
+
+def test_holders_kept_between_searches_equal_fresh_ones(monkeypatch):
+    """_Searches keeps each (level, eligible victims)'s holders for the pass's later searches: on a loaded
+    run every one used equals the holders made afresh from the victims eligible then."""
+    from halyard.policies import dally as dally_module
+
+    real, seen, reused = dally_module._with_victims, set(), 0
+
+    def named(holders):
+        return {domain: [(v.job.job_id, held) for v, held in here] for domain, here in holders.items()}
+
+    def checked(level, demand, free, avail, shape, eligible, gpu_types, holders=None):
+        nonlocal reused
+        if holders is not None:
+            assert named(holders) == named(dally_module._holders(level, eligible))
+            reused += id(holders) in seen
+            seen.add(id(holders))
+        return real(level, demand, free, avail, shape, eligible, gpu_types, holders)
+
+    monkeypatch.setattr(dally_module, "_with_victims", checked)
+    _run(shortcuts=True)
+    assert len(seen) > 100 and reused > 100
