@@ -231,6 +231,9 @@ class AutoTuner:
     lease_waits: bool = False
     manual_start: bool = False
     lists: dict[tuple[Level, int], deque[tuple[float, float]]] = field(default_factory=dict)
+    # (demand, lease s) -> what its timers were worked out from, and the timers (see timers()).
+    _kept: dict[tuple[int, float], tuple[tuple[object, ...], tuple[float, float]]] = field(
+        default_factory=dict, repr=False, compare=False)
     name = "auto-tuner"
 
     def record(self, level: Level, demand: int, wait_s: float, now: float, lease_s: float = 0.0) -> None:
@@ -256,6 +259,42 @@ class AutoTuner:
 
     def timers(self, demand: int, lease_s: float, now: float,
                tentative: Sequence[Acceptance] = ()) -> tuple[float, float]:
+        """Kept from the last call for the same demand and lease while neither list has changed (the
+        same deque, length and newest entry: an append makes a new tuple, and expiry shortens it), no
+        wait of either list has expired at ``now`` (the check :meth:`waits` makes) and no ``tentative``
+        acceptance is of this demand (issue 19: on a loaded trace each pass asked every waiting demand's
+        timers afresh, the same figures from the same lists pass after pass)."""
+        if any(d == demand for _, d, _, _, _ in tentative):
+            return self._timers(demand, lease_s, now, tentative)
+        key = (demand, lease_s, self.history_limit_s, self.window, self.machine_floor_leases,
+               self.rack_floor_leases, self.lease_waits, self.manual_start)
+        kept = self._kept.get(key)
+        if kept is not None and self._unchanged(demand, now, kept[0]):
+            return kept[1]
+        found = self._timers(demand, lease_s, now, tentative)
+        self._kept[key] = (self._basis(demand), found)
+        return found
+
+    def _basis(self, demand: int) -> tuple[object, ...]:
+        """What the lists of ``demand`` are now: each deque (or None), its length and its newest entry."""
+        out: list[object] = []
+        for level in (Level.MACHINE, Level.RACK):
+            waits = self.lists.get((level, demand))
+            out += (waits, len(waits) if waits else 0, waits[-1] if waits else None)
+        return tuple(out)
+
+    def _unchanged(self, demand: int, now: float, basis: tuple[object, ...]) -> bool:
+        """Whether the lists of ``demand`` are as ``basis`` says and none has a wait expired at ``now``."""
+        for i, level in enumerate((Level.MACHINE, Level.RACK)):
+            waits = self.lists.get((level, demand))
+            if waits is not basis[3 * i] or (len(waits) if waits else 0) != basis[3 * i + 1]:
+                return False
+            if waits and (waits[-1] is not basis[3 * i + 2] or now - waits[0][0] > self.history_limit_s):
+                return False
+        return True
+
+    def _timers(self, demand: int, lease_s: float, now: float,
+                tentative: Sequence[Acceptance] = ()) -> tuple[float, float]:
         mc = self._timer(Level.MACHINE, demand, self.machine_floor_leases * lease_s, now, tentative,
                          MANUAL_MACHINE_TIMER_S)
         rk = self._timer(Level.RACK, demand, self.rack_floor_leases * lease_s, now, tentative,

@@ -115,3 +115,27 @@ def test_holders_kept_between_searches_equal_fresh_ones(monkeypatch):
     monkeypatch.setattr(dally_module, "_with_victims", checked)
     _run(shortcuts=True)
     assert len(seen) > 100 and reused > 100
+
+
+def test_timers_kept_between_passes_equal_fresh_ones(monkeypatch):
+    """AutoTuner.timers keeps a demand's timers while its lists are unchanged: on a loaded run every
+    answer equals the timers worked out afresh from the lists then."""
+    from halyard.policies.dally import AutoTuner
+
+    real, calls, fresh = AutoTuner.timers, [0], [0]
+    real_fresh = AutoTuner._timers
+
+    def counted(self, demand, lease_s, now, tentative=()):
+        fresh[0] += 1
+        return real_fresh(self, demand, lease_s, now, tentative)
+
+    def checked(self, demand, lease_s, now, tentative=()):
+        got = real(self, demand, lease_s, now, tentative)
+        assert got == real_fresh(self, demand, lease_s, now, tentative)
+        calls[0] += 1
+        return got
+
+    monkeypatch.setattr(AutoTuner, "_timers", counted)
+    monkeypatch.setattr(AutoTuner, "timers", checked)
+    _run(shortcuts=True)
+    assert calls[0] > 1000 and fresh[0] < calls[0] // 2  # most answers were kept ones
