@@ -21,8 +21,6 @@ The result is a :class:`Plan`; the core validates and applies it, then calls
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import math
 from collections import Counter
 from collections.abc import Iterator
@@ -230,22 +228,11 @@ class StagedPolicy:
         budget = schedulable
         runnable: list[JobInfo] = []
         starts: list[tuple[JobInfo, int]] = []
-        head = 0
-        if fixed:
-            # The leading jobs whose GPUs (held, else requested: JobInfo.num_gpus) add up to at most the
-            # budget all fit, as the loop below would find: one running sum and a bisection (issue 19: on
-            # a loaded trace ~1,100 of ~1,200 ranked jobs, and the loop was a sixth of Tiresias' time).
-            totals = list(itertools.accumulate([job.num_gpus for job in ranked]))
-            head = bisect.bisect_right(totals, budget)
-            if head:
-                budget -= totals[head - 1]
-                runnable = ranked[:head]
-                starts = [(job, job.num_gpus) for job in runnable if job.allocation is None]
         # Jobs that wait for the same GPUs with the same budget left share one (immutable) reason: a
         # loaded queue has hundreds of waiting jobs per pass and only a few sizes.
         waits: dict[tuple[int, int], Unplaced] = {}
         unplaced = plan.unplaced  # plan.wait, inlined: this loop visits every running and pending job
-        for job in itertools.islice(ranked, head, None):
+        for job in ranked:
             allocation = job.allocation
             if allocation is not None:
                 gpus = job.num_gpus
