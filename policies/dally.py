@@ -90,7 +90,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import takewhile
 from typing import Protocol
@@ -231,6 +231,9 @@ class AutoTuner:
     lease_waits: bool = False
     manual_start: bool = False
     lists: dict[tuple[Level, int], deque[tuple[float, float]]] = field(default_factory=dict)
+    # (demand, lease s) -> what its timers were worked out from, and the timers (see timers()).
+    _kept: dict[tuple[int, float], tuple[tuple[object, ...], tuple[float, float]]] = field(
+        default_factory=dict, repr=False, compare=False)
     name = "auto-tuner"
 
     def record(self, level: Level, demand: int, wait_s: float, now: float, lease_s: float = 0.0) -> None:
@@ -256,6 +259,42 @@ class AutoTuner:
 
     def timers(self, demand: int, lease_s: float, now: float,
                tentative: Sequence[Acceptance] = ()) -> tuple[float, float]:
+        """Kept from the last call for the same demand and lease while neither list has changed (the
+        same deque, length and newest entry: an append makes a new tuple, and expiry shortens it), no
+        wait of either list has expired at ``now`` (the check :meth:`waits` makes) and no ``tentative``
+        acceptance is of this demand (issue 19: on a loaded trace each pass asked every waiting demand's
+        timers afresh, the same figures from the same lists pass after pass)."""
+        if any(d == demand for _, d, _, _, _ in tentative):
+            return self._timers(demand, lease_s, now, tentative)
+        key = (demand, lease_s, self.history_limit_s, self.window, self.machine_floor_leases,
+               self.rack_floor_leases, self.lease_waits, self.manual_start)
+        kept = self._kept.get(key)
+        if kept is not None and self._unchanged(demand, now, kept[0]):
+            return kept[1]
+        found = self._timers(demand, lease_s, now, tentative)
+        self._kept[key] = (self._basis(demand), found)
+        return found
+
+    def _basis(self, demand: int) -> tuple[object, ...]:
+        """What the lists of ``demand`` are now: each deque (or None), its length and its newest entry."""
+        out: list[object] = []
+        for level in (Level.MACHINE, Level.RACK):
+            waits = self.lists.get((level, demand))
+            out += (waits, len(waits) if waits else 0, waits[-1] if waits else None)
+        return tuple(out)
+
+    def _unchanged(self, demand: int, now: float, basis: tuple[object, ...]) -> bool:
+        """Whether the lists of ``demand`` are as ``basis`` says and none has a wait expired at ``now``."""
+        for i, level in enumerate((Level.MACHINE, Level.RACK)):
+            waits = self.lists.get((level, demand))
+            if waits is not basis[3 * i] or (len(waits) if waits else 0) != basis[3 * i + 1]:
+                return False
+            if waits and (waits[-1] is not basis[3 * i + 2] or now - waits[0][0] > self.history_limit_s):
+                return False
+        return True
+
+    def _timers(self, demand: int, lease_s: float, now: float,
+                tentative: Sequence[Acceptance] = ()) -> tuple[float, float]:
         mc = self._timer(Level.MACHINE, demand, self.machine_floor_leases * lease_s, now, tentative,
                          MANUAL_MACHINE_TIMER_S)
         rk = self._timer(Level.RACK, demand, self.rack_floor_leases * lease_s, now, tentative,
@@ -414,6 +453,45 @@ class _Victim:
         return self._locate()[1]
 
 
+class _LazyVictims:
+    """A pass's victims worst first, as :meth:`Dally._victims` lists them, each :class:`_Victim` made only
+    when an iteration first reaches it (issue 19: ~150 victims per list on a loaded trace, of which a
+    waiting job is eligible for a handful, and ``_Victim`` objects were 6% of Dally's time). It
+    iterates, tests empty and removes as the list would: the made victims, less those removed, then the
+    rest in order."""
+
+    __slots__ = ("_cluster", "_jobs", "_made", "_next", "_order", "_sens", "_spreads")
+
+    def __init__(self, jobs: list[JobInfo], order: list[int], sens: list[float], cluster: Cluster,
+                 spreads: Spreads) -> None:
+        self._jobs, self._order, self._sens = jobs, order, sens  # order[k]: the k-th victim's job; sens[k] its
+        self._cluster, self._spreads = cluster, spreads
+        self._made: list[_Victim] = []
+        self._next = 0  # how many of ``order`` are made
+
+    def __bool__(self) -> bool:
+        return bool(self._made) or self._next < len(self._order)
+
+    def __iter__(self) -> Iterator[_Victim]:
+        made = self._made
+        i = 0
+        while True:
+            if i == len(made):
+                if self._next == len(self._order):
+                    return
+                k = self._next
+                made.append(_Victim(self._jobs[self._order[k]], self._sens[k], self._cluster, self._spreads))
+                self._next = k + 1
+            yield made[i]
+            i += 1
+
+    def remove(self, victim: _Victim) -> None:
+        self._made.remove(victim)
+
+
+Victims = list[_Victim] | _LazyVictims
+
+
 def starvation(view: ClusterView, job: JobInfo) -> float:
     """Algorithm 1 lines 1-2: time since the last resource assignment (or submission)."""
     last = job.last_assignment_time
@@ -531,6 +609,24 @@ class DelayScheduling(Placement):
         return no_fit(self.name, view, job, demand, avail)
 
 
+class _Searches:
+    """A pass's preemption searches, kept while neither the free GPUs nor the victims change (the pass
+    clears them then): the searches (level, demand, GPU types, eligible victims) that found nothing,
+    so a job asking the same is answered at once (issue 19: 65% of the searches on a loaded trace were
+    repeats), and each (level, eligible victims)'s :func:`_holders`, which jobs of other demands share
+    (the eligible victims are a prefix of the victims, worst first, so their count names them)."""
+
+    __slots__ = ("holders", "misses")
+
+    def __init__(self) -> None:
+        self.misses: set[tuple[Level, int, GpuTypes, int]] = set()
+        self.holders: dict[tuple[Level, int], Holders] = {}
+
+    def clear(self) -> None:
+        self.misses.clear()
+        self.holders.clear()
+
+
 class Dally:
     """Delay scheduling with auto-tuned (or manual) timers and Nw_sens preemption.
 
@@ -539,9 +635,10 @@ class Dally:
 
     needs_rounds = True  # timers elapse and Nw_sens drifts with time alone
     resource_sensitive = False
-    # The pass's exact shortcuts (issue 19): the waiting jobs' order kept from pass to pass, and the
-    # tail of the order where jobs can only wait answered with their reasons alone. Off only in the
-    # tests that check they change no decision and no reason.
+    # The pass's exact shortcuts (issue 19): the waiting jobs' order kept from pass to pass, the
+    # tail of the order where jobs can only wait answered with their reasons alone, and victims made
+    # only when reached (_LazyVictims). Off only in the tests that check they change no decision and
+    # no reason.
     shortcuts = True
     honours: frozenset[str] = frozenset()  # neither priority nor deadlines (§4.3)
     starvation = staticmethod(starvation)
@@ -651,7 +748,7 @@ class Dally:
             sens = dict(self._waiting.sens)
         else:
             waiting, sens = None, {job.job_id: waiting_sens(job) for job in view.pending}
-        victims: list[_Victim] | None = None  # worked out when first needed (issue 19: most passes never do)
+        victims: Victims | None = None  # worked out when first needed (issue 19: most passes never do)
         movers: list[JobInfo] = []
         if self.preemption and view.running:
             # Only a job spread over more machines or racks than its size needs can be moved.
@@ -677,7 +774,7 @@ class Dally:
         # "no victim at all" test below counts them (issue 19: they are most of the running jobs).
         unlisted = 0
 
-        def victims_now() -> list[_Victim]:
+        def victims_now() -> Victims:
             """The pass's victims (computed from the view, so the same whenever first asked for)."""
             nonlocal victims, unlisted
             if victims is None:
@@ -692,7 +789,7 @@ class Dally:
         free_total: int | None = free.total_gpus
         start_total = free_total  # view.free's, which the reasons quote
         offers: dict[GpuTypes, np.ndarray] = {}
-        misses: set[tuple[Level, int, GpuTypes, int]] = set()
+        searches = _Searches()
         too_few: dict[tuple[int, int], Unplaced] = {}
         no_victim: dict[int, Unplaced] = {}
 
@@ -720,16 +817,22 @@ class Dally:
         # and nothing moves, a job that does not fit what is free only waits: its reason is all there is
         # to work out (issue 19: a loaded queue has a thousand such jobs per pass).
         only_waits = False
+        tail: dict[int, Unplaced] = {}  # demand -> its reason in that tail, while free_total holds
         unplaced = plan.unplaced
         for job in order:
-            if only_waits and job.spec.num_gpus > free_total:
-                unplaced[job.job_id] = (too_few_for(job.spec.num_gpus, free_total) if not victims and not unlisted
-                                        else no_victim_for(job))
-                continue
+            if only_waits:
+                demand = job.spec.num_gpus
+                if demand > free_total:
+                    why = tail.get(demand)
+                    if why is None:
+                        why = tail[demand] = (too_few_for(demand, free_total) if not victims and not unlisted
+                                              else no_victim_for(job))
+                    unplaced[job.job_id] = why
+                    continue
             if job.allocation is not None:
                 free_total = None  # moves and preemptions change what is free, and the victims
                 offers.clear()
-                misses.clear()
+                searches.clear()
                 if any(isinstance(a, Preempt) and a.job_id == job.job_id for a in plan.actions):
                     continue  # a job earlier in the pass took its GPUs: it waits again (§4.3)
                 pool = victims_now()
@@ -755,14 +858,14 @@ class Dally:
                 decision, avail, wait_s, t_mc, t_rk = self.delay.decide(view, job, free, state, offers)
                 if decision is None and self._may_preempt(victims_now(), job_sens):
                     decision = self._preempt_for(view, job, job_sens, wait_s, t_mc, t_rk,
-                                                 free, shape, victims_now(), plan, offers, misses)
+                                                 free, shape, victims_now(), plan, offers, searches)
             elif self._may_preempt(victims_now(), job_sens):
                 # Too few GPUs free: only a preemption can place it, so its timers matter only then
                 # (the reason below quotes neither its starvation nor its timers).
                 wait_s = starvation(view, job)
                 t_mc, t_rk = self.delay.job_timers(view, job, state)
                 decision = self._preempt_for(view, job, job_sens, wait_s, t_mc, t_rk,
-                                             free, shape, victims_now(), plan, offers, misses)
+                                             free, shape, victims_now(), plan, offers, searches)
             elif self.shortcuts and not movers and job_sens == job_sens:  # (not NaN, which does not order)
                 only_waits = True
             if decision is None:
@@ -774,7 +877,8 @@ class Dally:
             free.take(allocation)
             free_total = free.total_gpus
             offers.clear()
-            misses.clear()
+            searches.clear()
+            tail.clear()
             plan.start(job.job_id, allocation)
             self.delay.accept(view, job, level, wait_s, state)
         return plan, free
@@ -806,7 +910,7 @@ class Dally:
             middle = min(values) + (max(values) - min(values)) / 2.0
         return running, middle
 
-    def _pass_victims(self, view: ClusterView, sens: dict[str, float]) -> tuple[list[_Victim], int]:
+    def _pass_victims(self, view: ClusterView, sens: dict[str, float]) -> tuple[Victims, int]:
         """The victims of a pass whose order holds only waiting jobs (``sens``: theirs), and how many
         running jobs are left out for being at or below every waiting job's Nw_sens."""
         floor = min(sens.values(), default=-math.inf)
@@ -816,14 +920,15 @@ class Dally:
         return self._victims(view, -math.inf, floor)
 
     def _victims(self, view: ClusterView, middle: float, floor: float = -math.inf,
-                 running: dict[str, float] | None = None) -> tuple[list[_Victim], int]:
+                 running: dict[str, float] | None = None) -> tuple[Victims, int]:
         """The running jobs above ``middle`` (the worse half of the Nw_sens range with ``worse_half``,
         else every one), worst (highest) Nw_sens first, and how many of them were left out of the
         list for being at or below ``floor`` (no job of the pass may preempt them; only counted).
 
-        ``running``: their Nw_sens if the caller has them. Without, they are computed here, all at
-        once (:class:`~halyard.policies.running_sens.RunningNwSens`; issue 19: this was the pass's
-        longest loop on a loaded trace)."""
+        ``running``: their Nw_sens if the caller has them (then a list, which the movers' pass edits).
+        Without, they are computed here, all at once (:class:`~halyard.policies.running_sens.RunningNwSens`;
+        issue 19: this was the pass's longest loop on a loaded trace), and listed lazily
+        (:class:`_LazyVictims`) unless one is NaN."""
         out = []
         unlisted = 0
         cut = max(middle, floor)
@@ -831,16 +936,24 @@ class Dally:
         spreads = self.delay.statics.spreads(view)
         if running is None:
             statics = self.delay.statics
-            jobs, values = self._running_sens_table.at(view.running, view.now,
-                                                       lambda job: statics.of(view, job).compute_s, view.facts)
+
+            def compute_s(job: JobInfo) -> float:
+                return statics.of(view, job).compute_s
+
+            table = self._running_sens_table
+            jobs, values = table.at(view.running, view.now, compute_s, view.facts, view)
             # as the loop below: not (s <= middle), then s <= cut counted, else listed (NaN is listed)
             kept = ~(values <= middle)
             unlisted = int(np.count_nonzero(kept & (values <= cut)))
             listed = kept & ~(values <= cut)
             if not np.isnan(values).any():  # listed already worst first, as the sort below would
-                sens_of = values.tolist()
-                return [_Victim(jobs[i], sens_of[i], cluster, spreads)
-                        for i in self._running_sens_table.worst_first(values, listed)], unlisted
+                order = table.worst_first(values, listed)
+                lazy = _LazyVictims(jobs, order, values[order].tolist(), cluster, spreads)
+                return (lazy if self.shortcuts else list(lazy)), unlisted
+            # NaN does not order: the sort below keeps the running jobs' order among them, as without the table
+            jobs, values = table.at(view.running, view.now, compute_s, view.facts)
+            kept = ~(values <= middle)
+            listed = kept & ~(values <= cut)
             for i in np.flatnonzero(listed).tolist():
                 out.append(_Victim(jobs[i], float(values[i]), cluster, spreads))
         else:
@@ -855,14 +968,14 @@ class Dally:
         out.sort(key=lambda v: (-v.sens, -v.job.spec.submit_time, -v.job.arrival_seq))
         return out, unlisted
 
-    def _may_preempt(self, victims: list[_Victim], sens: float) -> bool:
+    def _may_preempt(self, victims: Victims, sens: float) -> bool:
         """Whether a job of Nw_sens ``sens`` has any victim (:meth:`_eligible` not empty): the
         first victim has the highest Nw_sens."""
-        if not victims:
-            return False
-        return victims[0].sens >= sens + self.min_gain if self.min_gain > 0.0 else victims[0].sens > sens
+        for first in victims:
+            return first.sens >= sens + self.min_gain if self.min_gain > 0.0 else first.sens > sens
+        return False
 
-    def _eligible(self, victims: list[_Victim], sens: float) -> list[_Victim]:
+    def _eligible(self, victims: Victims, sens: float) -> list[_Victim]:
         """The victims a job of Nw_sens ``sens`` may preempt, worst first: a higher Nw_sens (a lower
         priority, §4.3.1), and with ``min_gain`` at least that much higher."""
         if self.min_gain > 0.0:
@@ -880,14 +993,13 @@ class Dally:
 
     def _preempt_for(self, view: ClusterView, job: JobInfo, sens: float, starvation: float,
                      t_mc: float, t_rk: float, free: FreeResources, shape: ClusterShape,
-                     victims: list[_Victim], plan: Plan, offers: dict[GpuTypes, np.ndarray] | None = None,
-                     misses: set[tuple[Level, int, GpuTypes, int]] | None = None) -> tuple[Picked, Level] | None:
+                     victims: Victims, plan: Plan, offers: dict[GpuTypes, np.ndarray] | None = None,
+                     searches: _Searches | None = None) -> tuple[Picked, Level] | None:
         """(a): free a placement the waiting ``job`` accepts now by preempting victims.
 
-        ``offers`` and ``misses`` are the pass's, valid while neither ``free`` nor ``victims``
-        changes (the caller empties both then): usable GPUs per GPU-type set, and the searches
-        (level, demand, types, eligible victims) that found nothing, so a job asking the same
-        is answered at once (issue 19: 65% of the searches on a loaded trace were repeats)."""
+        ``offers`` and ``searches`` are the pass's, valid while neither ``free`` nor ``victims``
+        changes (the caller empties both then): usable GPUs per GPU-type set, and what earlier
+        searches found (:class:`_Searches`)."""
         eligible = self._eligible(victims, sens)
         if not eligible:
             return None
@@ -909,12 +1021,17 @@ class Dally:
         for level in levels:
             # the eligible victims are a prefix of ``victims`` (worst first), so their count names them
             search = (level, demand, types, len(eligible))
-            if misses is not None and search in misses:
-                continue
-            found = _with_victims(level, demand, free, avail, shape, eligible, types)
+            holders = None
+            if searches is not None:
+                if search in searches.misses:
+                    continue
+                holders = searches.holders.get((level, len(eligible)))
+                if holders is None:
+                    holders = searches.holders[(level, len(eligible))] = _holders(level, eligible)
+            found = _with_victims(level, demand, free, avail, shape, eligible, types, holders)
             if found is None:
-                if misses is not None:
-                    misses.add(search)
+                if searches is not None:
+                    searches.misses.add(search)
                 continue
             picked, group = found
             for v in group:
@@ -1002,9 +1119,11 @@ def allocation_level(allocation: Allocation, cluster: Cluster) -> Level:
 
 
 def _with_victims(level: Level, demand: int, free: FreeResources, avail: np.ndarray, shape: ClusterShape,
-                  eligible: list[_Victim], gpu_types: GpuTypes) -> tuple[Picked, list[_Victim]] | None:
-    """A ``level`` placement of ``demand`` GPUs on ``free`` plus the GPUs of the cheapest victims."""
-    chosen = _cheapest(level, demand, avail, shape, eligible)
+                  eligible: list[_Victim], gpu_types: GpuTypes,
+                  holders: Holders | None = None) -> tuple[Picked, list[_Victim]] | None:
+    """A ``level`` placement of ``demand`` GPUs on ``free`` plus the GPUs of the cheapest victims
+    (``holders``: :func:`_holders` of ``level`` and ``eligible`` if the caller has them)."""
+    chosen = _cheapest(level, demand, avail, shape, eligible if holders is None else holders)
     if chosen is None:
         return None
     domain, group = chosen
@@ -1017,26 +1136,38 @@ def _with_victims(level: Level, demand: int, free: FreeResources, avail: np.ndar
     return picked, group
 
 
+# A level's domains (node, rack, or -1 for the whole network) -> the victims holding GPUs there, in the
+# victims' order, with the GPUs each holds there.
+Holders = dict[int, list[tuple[_Victim, int]]]
+
+
+def _holders(level: Level, eligible: list[_Victim]) -> Holders:
+    """Each ``level`` domain's victims, built in one walk over them, so that a domain looks only at its
+    own (issue 19: walking every victim for every machine of a large cluster was most of Dally's time
+    on a loaded trace)."""
+    if level is Level.NETWORK:
+        return {-1: [(v, v.gpus) for v in eligible]}
+    holders: Holders = {}
+    for v in eligible:
+        for index, held in (v.per_node if level is Level.MACHINE else v.per_rack).items():
+            if held:
+                holders.setdefault(index, []).append((v, held))
+    return holders
+
+
 def _cheapest(level: Level, demand: int, avail: np.ndarray, shape: ClusterShape,
-              eligible: list[_Victim]) -> tuple[int, list[_Victim]] | None:
+              eligible: list[_Victim] | Holders) -> tuple[int, list[_Victim]] | None:
     """The domain (node, rack, or -1 for the whole network) needing the fewest preempted GPUs.
 
     Victims are taken in the given order (worst Nw_sens first) until the domain
     holds ``demand`` usable GPUs; ties go to fewer victims, then to the victims of lowest
-    priority (the highest smallest Nw_sens, §4.3.1), then the lowest index.
+    priority (the highest smallest Nw_sens, §4.3.1), then the lowest index. ``eligible``: the
+    victims, or their :func:`_holders` at ``level``.
     """
-    # Each domain's victims, in the given order, with the GPUs each holds there: built in one walk
-    # over the victims, so a domain looks only at its own (issue 19: walking every victim for every
-    # machine of a large cluster was most of Dally's time on a loaded trace).
-    holders: dict[int, list[tuple[_Victim, int]]] = {}
+    holders = _holders(level, eligible) if isinstance(eligible, list) else eligible
     if level is Level.NETWORK:
-        holders[-1] = [(v, v.gpus) for v in eligible]
         free = np.array([avail.sum()])  # the one domain, index -1
     else:
-        for v in eligible:
-            for index, held in (v.per_node if level is Level.MACHINE else v.per_rack).items():
-                if held:
-                    holders.setdefault(index, []).append((v, held))
         free = avail if level is Level.MACHINE else np.bincount(shape.rack, weights=avail, minlength=shape.n_racks)
     best: tuple[tuple[int, int, float, int], int, list[_Victim]] | None = None
     for index, held_here in holders.items():

@@ -1,10 +1,12 @@
 """What a policy keeps about jobs from pass to pass, read again only when the core logs an event for them.
 
-On a loaded queue three orderings keep per-job numbers between passes (issue 19): Tiresias' 2D-LAS,
+On a loaded queue four keepers hold per-job numbers between passes (issue 19): Tiresias' 2D-LAS,
 running and waiting jobs by queue, submission and arrival (:class:`~halyard.policies.tiresias.KeptOrder`);
 Dally's waiting jobs by Nw_sens, submission and arrival
 (:class:`~halyard.policies.waiting_sens.WaitingOrder`); LAS' running jobs' service lines
-(:class:`~halyard.policies.ordering.RunningService`). What each keeps changes only when the core logs
+(:class:`~halyard.policies.ordering.RunningService`); and Dally's running jobs' progress rows for their
+Nw_sens (:class:`~halyard.policies.running_sens.RunningNwSens`, which also checks epochs: a rate change
+logs no event). What each keeps changes only when the core logs
 an event for the job (it arrived, started, stopped, moved or ended) or at a time the keeper knows in
 advance (:meth:`EventFollower._due`). :class:`EventFollower` is the upkeep: each pass re-reads the jobs
 of the events logged since the last one, and should the count of jobs ever disagree with the view's,
@@ -80,6 +82,16 @@ class EventFollower:
     def _due(self, view: ClusterView) -> Iterable[str]:
         """Jobs to read again at ``view`` though no event was logged for them (none by default)."""
         return ()
+
+
+class RunningFollower(EventFollower):
+    """An :class:`EventFollower` of the view's running jobs."""
+
+    def _count(self, view: ClusterView) -> int:
+        return len(view.running)
+
+    def _members(self, view: ClusterView) -> Iterable[JobInfo]:
+        return view.running.values()
 
 
 class EventOrder(EventFollower):

@@ -6,13 +6,13 @@ deterministic.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from halyard.datamodel import ValidationError
-from halyard.policies.event_order import EventFollower
+from halyard.policies.event_order import RunningFollower
 from halyard.policies.passstate import PassState
 from halyard.policies.plan import Plan
 from halyard.policies.stages import Ordering
@@ -137,7 +137,7 @@ class Las(Ordering):
             self.guard.commit(view, state)
 
 
-class RunningService(EventFollower):
+class RunningService(RunningFollower):
     """LAS' order of the running and pending jobs, with the running jobs' attained service lines kept
     from pass to pass (issue 19: keying and sorting ~1,300 running jobs every pass was a quarter of LAS'
     time on 20k Philly jobs compressed 8x, and between two passes a handful of them start or stop).
@@ -176,12 +176,6 @@ class RunningService(EventFollower):
 
     def _holds(self, job: JobInfo) -> bool:
         return job.job_id in self._running
-
-    def _count(self, view: ClusterView) -> int:
-        return len(view.running)
-
-    def _members(self, view: ClusterView) -> Iterable[JobInfo]:
-        return view.running.values()
 
     def _held(self) -> int:
         return len(self._jobs)

@@ -5,33 +5,39 @@ does not fit (issue 19: 2.9M evaluations on 10,000 Philly jobs compressed 8x, mo
 time). A running job's progress is a closed form of five numbers
 (:meth:`~halyard.policies.view.JobInfo.progress_line`) that change only when its ``epoch`` does
 or it starts on a new allocation, so they are kept per job in arrays, read again only then, and
-one vector expression gives every job's Nw_sens. It is the very expression of
+one vector expression gives every job's Nw_sens. Given the view, the running jobs themselves are
+followed through the core's event log (:class:`~halyard.policies.event_order.EventFollower`: every
+start, stop and move is an event), so a pass reads of each job only its ``epoch``, in one C-level
+map, instead of checking it in a Python loop (issue 19: that loop was a sixth of Dally's time on
+20,000 Philly jobs compressed 8x). It is the very expression of
 :func:`halyard.policies.dally.nw_sens` over ``iterations_done`` and ``run_time_s``, operation for
 operation, so the floats are the same to the last bit (``tests/test_running_sens.py``).
 """
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Callable, Hashable, Mapping
 
 import numpy as np
 
-from halyard.datamodel import Allocation
-from halyard.policies.view import JobInfo
+from halyard.datamodel import Allocation, JobState
+from halyard.policies.event_order import RunningFollower
+from halyard.policies.view import ClusterView, JobInfo
 
 FIRST_ROWS = 256  # rows of the arrays at first; they double when full
 PRUNE_SLACK = 256  # rows of finished jobs kept beyond twice the running ones before a sweep
 
 
-class RunningNwSens:
+class RunningNwSens(RunningFollower):
     """Per-job progress numbers kept between passes, and Nw_sens of the running jobs from them."""
 
-    __slots__ = ("_basis", "_columns", "_job_at", "_known", "_last_rows", "_spare")
-
     def __init__(self) -> None:
-        self._forget(None)
+        self._reset(None)
+        super().__init__()
 
-    def _forget(self, basis: object) -> None:
+    def _reset(self, basis: object) -> None:
         """No rows: every job's numbers are read again, with compute_s answered from ``basis``."""
         # done, since, rate, run_s, run_from, iterations_total, compute_s, submit time, arrival seq: a row per job
         self._columns = np.zeros((9, FIRST_ROWS))
@@ -41,27 +47,25 @@ class RunningNwSens:
         # job id -> (job, epoch, allocation, row): the row holds the job's numbers while all three are the same
         self._known: dict[str, tuple[JobInfo, Hashable, Allocation, int]] = {}
         self._basis = basis  # what compute_s answers from; a different one forgets every row
+        self._start(None)
 
     def at(self, running: Mapping[str, JobInfo], now: float, compute_s: Callable[[JobInfo], float],
-           basis: object = None) -> tuple[list[JobInfo], np.ndarray]:
-        """The running jobs that hold an allocation, in ``running``'s order, and their Nw_sens at ``now``
-        (``compute_s``: a job's ideal compute seconds per iteration, asked once per job while ``basis``,
-        the facts it answers from, is the same object)."""
+           basis: object = None, view: ClusterView | None = None) -> tuple[list[JobInfo], np.ndarray]:
+        """The running jobs that hold an allocation and their Nw_sens at ``now`` (``compute_s``: a job's
+        ideal compute seconds per iteration, asked once per job while ``basis``, the facts it answers
+        from, is the same object). In ``running``'s order; given a ``view`` whose ``running`` it is
+        and which offers the event log, in the order the jobs were followed."""
         if basis is not self._basis:
-            self._forget(basis)
-        rows: list[int] = []
-        known = self._known
-        for job_id, job in running.items():  # the loop of every pass: as little as can be per job
-            entry = known.get(job_id)
-            if entry is None or entry[2] is not job.allocation or entry[1] != job.epoch or entry[0] is not job:
-                if job.allocation is None:
-                    continue
-                entry = self._learn(job, job.allocation, compute_s, entry)
-            rows.append(entry[3])
-        job_at = self._job_at
-        jobs = [job_at[row] for row in rows]
-        self._last_rows = np.array(rows, dtype=np.int64)
-        done, since, rate, run_s, run_from, total, compute = self._columns[:7, self._last_rows]
+            self._reset(basis)
+        self._compute_s = compute_s
+        if view is not None and view.events is not None and view.jobs is not None:
+            self._follow(view)
+            rows, jobs = self._rows()
+        else:
+            rows = self._check(running)
+            jobs = [self._job_at[row] for row in rows.tolist()]
+        self._last_rows = rows
+        done, since, rate, run_s, run_from, total, compute = self._columns[:7, rows]
         # JobRecord.iterations_done: done if rate == 0 or now - since <= 0, else min(total, done + rate x elapsed)
         elapsed = now - since
         still = (rate == 0.0) | (elapsed <= 0.0)
@@ -73,6 +77,65 @@ class RunningNwSens:
             sens = np.where((run <= 0.0) | (total <= 0.0), 1.0, (done_now / total) / (run / (compute * total)))
         return jobs, sens
 
+    def _check(self, running: Mapping[str, JobInfo]) -> np.ndarray:
+        """Every running job's row, each checked (and read again if stale) in a loop."""
+        rows: list[int] = []
+        known = self._known
+        for job_id, job in running.items():  # as little as can be per job
+            entry = known.get(job_id)
+            if entry is None or entry[2] is not job.allocation or entry[1] != job.epoch or entry[0] is not job:
+                if job.allocation is None:
+                    continue
+                entry = self._read(job, entry)
+            rows.append(entry[3])
+        return np.array(rows, dtype=np.int64)
+
+    def _rows(self) -> tuple[np.ndarray, list[JobInfo]]:
+        """The followed jobs' rows and the jobs: only a job's ``epoch`` can have changed since its last
+        event (a rate change or a progress report), so only jobs whose epoch differs from their row's
+        are read again."""
+        if self._order is None:  # (dict views: no Python loop)
+            self._order = np.fromiter(self._row_of.values(), dtype=np.int64, count=len(self._row_of))
+            self._followed = list(self._job_of.values())
+            self._epochs = list(self._epoch_of.values())
+        jobs = self._followed
+        epochs = [job.epoch for job in jobs]  # (a list display: faster than map(attrgetter) here)
+        if epochs != self._epochs:
+            for i in itertools.compress(range(len(jobs)), map(operator.ne, epochs, self._epochs)):
+                self._read(jobs[i], self._known[jobs[i].job_id])
+                self._epoch_of[jobs[i].job_id] = epochs[i]
+            self._epochs = epochs
+        return self._order, list(jobs)
+
+    # --- EventFollower: the running jobs that hold an allocation, each with its row ---------------
+    def _start(self, events: object) -> None:
+        super()._start(events)
+        # job id -> row, job, and epoch when last read; the three in the order the jobs were followed
+        self._row_of: dict[str, int] = {}
+        self._job_of: dict[str, JobInfo] = {}
+        self._epoch_of: dict[str, Hashable] = {}
+        self._order: np.ndarray | None = None  # _row_of's rows, made again after a change
+        self._followed: list[JobInfo] = []  # _job_of's jobs
+        self._epochs: list[Hashable] = []  # _epoch_of's epochs
+
+    def _holds(self, job: JobInfo) -> bool:
+        return job.state is JobState.RUNNING and job.allocation is not None
+
+    def _held(self) -> int:
+        return len(self._row_of)
+
+    def _learn(self, job: JobInfo, view: ClusterView) -> None:
+        entry = self._known.get(job.job_id)
+        if entry is None or entry[2] is not job.allocation or entry[1] != job.epoch or entry[0] is not job:
+            entry = self._read(job, entry)
+        self._row_of[job.job_id], self._job_of[job.job_id], self._epoch_of[job.job_id] = entry[3], job, entry[1]
+        self._order = None
+
+    def _forget(self, job_id: str) -> None:
+        if self._row_of.pop(job_id, None) is not None:
+            del self._job_of[job_id], self._epoch_of[job_id]
+            self._order = None
+
     def worst_first(self, sens: np.ndarray, chosen: np.ndarray) -> list[int]:
         """The positions where ``chosen`` holds, into the last :meth:`at`'s jobs and ``sens`` (its
         answer), in the order Dally lists victims: highest Nw_sens, then latest submission, then
@@ -82,14 +145,15 @@ class RunningNwSens:
         order = np.lexsort((-self._columns[8, rows], -self._columns[7, rows], -sens[positions]))
         return positions[order].tolist()
 
-    def _learn(self, job: JobInfo, allocation: Allocation, compute_s: Callable[[JobInfo], float],
-               entry: tuple[JobInfo, Hashable, Allocation, int] | None) -> tuple[JobInfo, Hashable, Allocation, int]:
+    def _read(self, job: JobInfo, entry: tuple[JobInfo, Hashable, Allocation, int] | None,
+              ) -> tuple[JobInfo, Hashable, Allocation, int]:
+        """Read ``job``'s numbers into its row (``entry``'s, else a new one)."""
         row = entry[3] if entry is not None else self._row()
         epoch = job.epoch
-        self._columns[:, row] = (*job.progress_line(), job.iterations_total, compute_s(job), job.spec.submit_time,
-                                 job.arrival_seq)
+        self._columns[:, row] = (*job.progress_line(), job.iterations_total, self._compute_s(job),
+                                 job.spec.submit_time, job.arrival_seq)
         self._job_at[row] = job
-        entry = self._known[job.job_id] = (job, epoch, allocation, row)
+        entry = self._known[job.job_id] = (job, epoch, job.allocation, row)
         return entry
 
     def _row(self) -> int:

@@ -134,4 +134,41 @@ def test_a_new_performance_model_forgets_cached_rows():
     for compute_s in (1.0, 4.0):
         view = view_of(cluster, 1000.0, [running], [], perf=FakePerf(compute_s=compute_s))
         victims, _ = dally._victims(view, float("-inf"))
-        assert victims[0].sens == dally.sensitivity(view, running)
+        assert next(iter(victims)).sens == dally.sensitivity(view, running)
+
+
+class _CheckedTable(RunningNwSens):
+    """Answers from the jobs followed through the event log and checks, on every call, that a table
+    that checks every running job afresh gives the same jobs with the same Nw_sens bits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checks, self.rate_changes, self._epochs_seen = 0, 0, {}
+
+    def at(self, running, now, compute_s, basis=None, view=None):
+        jobs, values = super().at(running, now, compute_s, basis, view)
+        fresh_jobs, fresh = RunningNwSens().at(running, now, compute_s, basis)
+        assert view is not None and view.events is not None
+        assert dict(zip([j.job_id for j in jobs], values.tolist(), strict=True)) == \
+            dict(zip([j.job_id for j in fresh_jobs], fresh.tolist(), strict=True))
+        self.checks += 1
+        for record in jobs:  # a running job's epoch moved with no event (its rate changed): read again
+            self.rate_changes += self._epochs_seen.get(record.job_id, record.epoch) != record.epoch
+            self._epochs_seen[record.job_id] = record.epoch
+        return jobs, values
+
+
+def test_followed_running_jobs_equal_a_fresh_check_on_a_loaded_run():
+    from halyard.controlplane import Simulator
+    from halyard.controlplane.timing import performance_model_for
+    from halyard.datamodel import load_cluster
+    from halyard.policies import make_policy
+    from halyard.traces import generate_synergy_trace
+
+    policy = make_policy("dally")
+    policy._running_sens_table = table = _CheckedTable()
+    sim = Simulator(load_cluster("synergy-128"), policy, performance_model_for(policy, contention="fair"))
+    sim.run(generate_synergy_trace(1000, rate_per_hour=5.0, multi_gpu=True, seed=1), until=(600, 601))
+    assert table.checks > 500
+    assert table.rate_changes > 0
+    assert sum(r.preemptions for r in sim.core.records.values()) > 100

@@ -1,17 +1,20 @@
 """Dally's exact shortcuts on a loaded queue (issue 19): the waiting jobs' offer order kept from pass
-to pass (policies/waiting_sens.py), and the tail of the order where no job can preempt answered with
-reasons alone. Both must change nothing: the kept order equals a fresh sort by (Nw_sens, submission,
-arrival) with the same Nw_sens bits on every pass, and a loaded run logs the same events and gives
-every waiting job the same reason with the shortcuts and without.
+to pass (policies/waiting_sens.py), the tail of the order where no job can preempt answered with
+reasons alone, and victims made only when reached (``_LazyVictims``). They must change nothing: the
+kept order equals a fresh sort by (Nw_sens, submission, arrival) with the same Nw_sens bits on every
+pass, and a loaded run logs the same events and gives every waiting job the same reason with the
+shortcuts and without.
 """
 
 from __future__ import annotations
+
+import itertools
 
 from halyard.controlplane import Simulator
 from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import JobState, load_cluster
 from halyard.policies import make_policy
-from halyard.policies.dally import nw_sens
+from halyard.policies.dally import _LazyVictims, nw_sens
 from halyard.policies.waiting_sens import WaitingOrder
 from halyard.traces import generate_synergy_trace
 
@@ -72,3 +75,67 @@ def test_the_shortcuts_change_no_event_and_no_wait_reason():
     assert fast_waits == slow_waits
     assert len(fast_waits) > 10  # a queue at the stop: the reasons compared are of many jobs
     assert fast_core.passes == slow_core.passes
+
+
+def test_lazy_victims_iterate_and_remove_as_the_list_does():
+    cluster = load_cluster("synergy-128")
+    jobs = [type("Running", (), {"job_id": f"j{i}", "allocation": type("A", (), {"num_gpus": 1})()})()
+            for i in range(6)]
+    lazy = _LazyVictims(jobs, [4, 1, 5, 0], [0.9, 0.8, 0.8, 0.5], cluster, {})
+    first_two = list(itertools.islice(lazy, 2))  # only two made
+    assert [v.job.job_id for v in first_two] == ["j4", "j1"] and lazy._next == 2
+    lazy.remove(first_two[0])
+    made = list(lazy)
+    assert made[0] is first_two[1]  # made once, the same object on the next walk
+    assert [(v.job.job_id, v.sens) for v in made] == [("j1", 0.8), ("j5", 0.8), ("j0", 0.5)]
+    for v in made:
+        lazy.remove(v)
+    assert not lazy and list(lazy) == []
+    assert not _LazyVictims(jobs, [], [], cluster, {})
+
+
+def test_holders_kept_between_searches_equal_fresh_ones(monkeypatch):
+    """_Searches keeps each (level, eligible victims)'s holders for the pass's later searches: on a loaded
+    run every one used equals the holders made afresh from the victims eligible then."""
+    from halyard.policies import dally as dally_module
+
+    real, seen, reused = dally_module._with_victims, set(), 0
+
+    def named(holders):
+        return {domain: [(v.job.job_id, held) for v, held in here] for domain, here in holders.items()}
+
+    def checked(level, demand, free, avail, shape, eligible, gpu_types, holders=None):
+        nonlocal reused
+        if holders is not None:
+            assert named(holders) == named(dally_module._holders(level, eligible))
+            reused += id(holders) in seen
+            seen.add(id(holders))
+        return real(level, demand, free, avail, shape, eligible, gpu_types, holders)
+
+    monkeypatch.setattr(dally_module, "_with_victims", checked)
+    _run(shortcuts=True)
+    assert len(seen) > 100 and reused > 100
+
+
+def test_timers_kept_between_passes_equal_fresh_ones(monkeypatch):
+    """AutoTuner.timers keeps a demand's timers while its lists are unchanged: on a loaded run every
+    answer equals the timers worked out afresh from the lists then."""
+    from halyard.policies.dally import AutoTuner
+
+    real, calls, fresh = AutoTuner.timers, [0], [0]
+    real_fresh = AutoTuner._timers
+
+    def counted(self, demand, lease_s, now, tentative=()):
+        fresh[0] += 1
+        return real_fresh(self, demand, lease_s, now, tentative)
+
+    def checked(self, demand, lease_s, now, tentative=()):
+        got = real(self, demand, lease_s, now, tentative)
+        assert got == real_fresh(self, demand, lease_s, now, tentative)
+        calls[0] += 1
+        return got
+
+    monkeypatch.setattr(AutoTuner, "_timers", counted)
+    monkeypatch.setattr(AutoTuner, "timers", checked)
+    _run(shortcuts=True)
+    assert calls[0] > 1000 and fresh[0] < calls[0] // 2  # most answers were kept ones
