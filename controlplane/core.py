@@ -152,6 +152,11 @@ class SchedulingCore:
                                   f"{' of type ' + gpu_type if spec.gpu_type else ''}", field="num_gpus")
         if not self.perf.supports_gpu(spec.model, gpu_type):
             raise ValidationError(f"model {spec.model!r} has no profile for {gpu_type}", field="gpu_type")
+        par = spec.parallelism
+        if par is not None and (par.tensor > 1 or par.pipeline > 1) and self.perf.layers(spec.model) <= 0:
+            raise ValidationError(f"model {spec.model!r} runs data parallel only (the catalog has no layer figures "
+                                  f"for it), not {par.tensor}-way tensor x {par.pipeline}-stage pipeline",
+                                  field="parallelism")
         self._check_memory(spec)
         iterations = self.perf.iterations_for(spec, self.cluster)
         if not 0 < iterations <= MAX_ITERATIONS:

@@ -48,6 +48,9 @@ BAD_SPECS = [
     ({"deadline": -1.0}, "spec.deadline"),
     ({"deadline": math.nan}, "spec.deadline"),
     ({"parallelism": tpb.Parallelism(data=2**32 - 1)}, "spec.parallelism.data"),
+    # A model without layer figures runs data parallel only (found by tests/test_fuzz.py: INTERNAL before).
+    ({"model": "vgg16", "num_gpus": 2, "parallelism": tpb.Parallelism(data=1, tensor=2)}, "parallelism"),
+    ({"model": "vgg16", "num_gpus": 2, "parallelism": tpb.Parallelism(data=1, pipeline=2)}, "parallelism"),
     ({"job_id": "x" * (lim.MAX_JOB_ID + 1)}, "spec.job_id"),
     ({"job_id": "a\0b"}, "spec.job_id"),
     ({"job_id": "\x1b[31mred"}, "spec.job_id"),
