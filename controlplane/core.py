@@ -44,6 +44,7 @@ from halyard.datamodel import (
 )
 from halyard.datamodel.limits import MAX_ITERATIONS
 from halyard.emulator import PerformanceModel
+from halyard.emulator.parallel import UnsupportedParallelismError
 from halyard.policies import (
     Action,
     ClusterFacts,
@@ -152,17 +153,15 @@ class SchedulingCore:
                                   f"{' of type ' + gpu_type if spec.gpu_type else ''}", field="num_gpus")
         if not self.perf.supports_gpu(spec.model, gpu_type):
             raise ValidationError(f"model {spec.model!r} has no profile for {gpu_type}", field="gpu_type")
-        par = spec.parallelism
-        if par is not None and (par.tensor > 1 or par.pipeline > 1) and self.perf.layers(spec.model) <= 0:
-            raise ValidationError(f"model {spec.model!r} runs data parallel only (the catalog has no layer figures "
-                                  f"for it), not {par.tensor}-way tensor x {par.pipeline}-stage pipeline",
-                                  field="parallelism")
         self._check_memory(spec)
-        iterations = self.perf.iterations_for(spec, self.cluster)
+        try:  # the performance model says which plans it cannot cost (a model without layer figures)
+            iterations = self.perf.iterations_for(spec, self.cluster)
+            ideal = self.perf.consolidated_iteration_time(spec, self.cluster)
+        except UnsupportedParallelismError as exc:
+            raise ValidationError(str(exc), field="parallelism") from None
         if not 0 < iterations <= MAX_ITERATIONS:
             raise ValidationError(f"converts to {iterations} iterations; at most {MAX_ITERATIONS} allowed",
                                   field="duration_s" if spec.duration_s else "iterations")
-        ideal = self.perf.consolidated_iteration_time(spec, self.cluster)
         record = JobRecord(spec, len(self.records), iterations, ideal, now)
         self.records[spec.job_id] = record
         self._changed.add(spec.job_id)

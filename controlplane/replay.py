@@ -172,7 +172,9 @@ class _Running:
         async with grpc.aio.insecure_channel(self.server.address) as channel:
             await _submit_all(jgrpc.JobServiceStub(channel), jobs, clock, cp, on_progress, offset)
             while any(not r.state.terminal for r in cp.core.records.values()):
-                _check_store(cp, f"{sum(not r.state.terminal for r in cp.core.records.values())} jobs had not ended")
+                if cp.failed is not None:
+                    raise _store_failed(cp, f"{sum(not r.state.terminal for r in cp.core.records.values())} jobs "
+                                            "had not ended")
                 if on_progress is not None:
                     on_progress(_ended(cp), len(jobs), clock.now())
                 await asyncio.sleep(POLL_S)
@@ -231,18 +233,20 @@ async def _submit_all(stub: jgrpc.JobServiceStub, jobs: Sequence[JobSpec], clock
                     break  # accepted before, the reply was lost
                 if exc.code() != grpc.StatusCode.UNAVAILABLE:
                     raise
-                _check_store(cp, f"job {spec.job_id} and the {len(jobs) - i - 1} after it were not submitted")
+                if cp.failed is not None:
+                    left = len(jobs) - i - 1
+                    raise _store_failed(cp, f"job {spec.job_id} and the {left} after it were not submitted") from exc
                 await asyncio.sleep(SUBMIT_RETRY_S)
         if on_progress is not None:
             on_progress(_ended(cp), len(jobs), clock.now())
     cp.set_arrival_horizon(math.inf)
 
 
-def _check_store(cp: ControlPlane, what: str) -> None:
+def _store_failed(cp: ControlPlane, what: str) -> ReplayError:
     """A control plane whose store failed refuses every change until it restarts, which a replay's in-process
-    one never does: stop with the store's error rather than wait (UNAVAILABLE is retried otherwise)."""
-    if cp.failed is not None:
-        raise ReplayError(f"the control plane's state store failed ({cp.failed}); {what}")
+    one never does: the replay stops with the store's error and ``what`` was left undone, rather than wait
+    (UNAVAILABLE is retried otherwise)."""
+    return ReplayError(f"the control plane's state store failed ({cp.failed}); {what}")
 
 
 def _ended(cp: ControlPlane) -> int:

@@ -365,14 +365,8 @@ def _derive(profile: ModelProfile, gpus: Mapping[str, GpuSpec]) -> ModelProfile:
         ratio = gpus[anchor].speed_score / score
         compute[target] = profile.compute_s[anchor] * ratio
         sources[f"compute_s.{target}"] = SCALING_RULE.format(anchor=anchor, ratio=ratio)
-    return ModelProfile(
-        name=profile.name, task=profile.task, description=profile.description,
-        reference_batch=profile.reference_batch, gradient_bytes=profile.gradient_bytes,
-        backward_fraction=profile.backward_fraction, compute_s=MappingProxyType(compute),
-        sources=MappingProxyType(sources), activation_bytes=profile.activation_bytes,
-        derived=frozenset(missing), data=profile.data, layers=profile.layers,
-        layer_output_bytes=profile.layer_output_bytes, moe_layers=profile.moe_layers, experts=profile.experts,
-        expert_fraction=profile.expert_fraction)
+    return replace(profile, compute_s=MappingProxyType(compute), sources=MappingProxyType(sources),
+                   derived=frozenset(missing))
 
 
 def _constants(table: dict[str, Any], fail: Any) -> Constants:

@@ -83,7 +83,7 @@ class RunningNwSens(RunningFollower):
         known = self._known
         for job_id, job in running.items():  # as little as can be per job
             entry = known.get(job_id)
-            if entry is None or entry[2] is not job.allocation or entry[1] != job.epoch or entry[0] is not job:
+            if _stale(entry, job):
                 if job.allocation is None:
                     continue
                 entry = self._read(job, entry)
@@ -126,7 +126,7 @@ class RunningNwSens(RunningFollower):
 
     def _learn(self, job: JobInfo, view: ClusterView) -> None:
         entry = self._known.get(job.job_id)
-        if entry is None or entry[2] is not job.allocation or entry[1] != job.epoch or entry[0] is not job:
+        if _stale(entry, job):
             entry = self._read(job, entry)
         self._row_of[job.job_id], self._job_of[job.job_id], self._epoch_of[job.job_id] = entry[3], job, entry[1]
         self._order = None
@@ -174,3 +174,9 @@ class RunningNwSens(RunningFollower):
             row = self._known.pop(job_id)[3]
             self._job_at[row] = None
             self._spare.append(row)
+
+
+def _stale(entry: tuple[JobInfo, Hashable, Allocation, int] | None, job: JobInfo) -> bool:
+    """Whether ``job``'s row (``entry``) must be read again: none yet, or the job, its epoch or its
+    allocation is not the one it was read from."""
+    return entry is None or entry[2] is not job.allocation or entry[1] != job.epoch or entry[0] is not job

@@ -61,12 +61,14 @@ async def test_a_late_start_measures_the_profilings_too(monkeypatch):
 class _DiskFailsAfter(replay_module.SqliteStore):
     """A real SQLite store whose disk fails once ``ok`` saves have gone through (the replay's own store)."""
 
-    ok = 3
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.ok = 3  # per store, so no run sees another's count
 
     def save(self, records, events) -> None:
-        if _DiskFailsAfter.ok <= 0:
+        if self.ok <= 0:
             raise StoreError(f"{self.path}: save failed, nothing was written: disk I/O error")
-        _DiskFailsAfter.ok -= 1
+        self.ok -= 1
         super().save(records, events)
 
 
