@@ -106,14 +106,19 @@ class EventOrder(EventFollower):
     def _held(self) -> int:
         return len(self._jobs)
 
-    def _forget(self, job_id: str) -> None:
+    def _forget(self, job_id: str) -> int | None:
+        """Drop ``job_id``; where it was in the order (None if it was not kept)."""
         key = self._key_of.pop(job_id, None)
-        if key is not None:
-            i = bisect.bisect_left(self._keys, key)
-            del self._keys[i], self._jobs[i]
+        if key is None:
+            return None
+        i = bisect.bisect_left(self._keys, key)
+        del self._keys[i], self._jobs[i]
+        return i
 
-    def _insert(self, job: JobInfo, key: Any) -> None:
+    def _insert(self, job: JobInfo, key: Any) -> int:
+        """Put ``job`` in the order under ``key``; where it went."""
         i = bisect.bisect_right(self._keys, key)
         self._keys.insert(i, key)
         self._jobs.insert(i, job)
         self._key_of[job.job_id] = key
+        return i

@@ -15,7 +15,7 @@ from halyard.datamodel import ValidationError
 from halyard.policies.event_order import RunningFollower
 from halyard.policies.passstate import PassState
 from halyard.policies.plan import Plan
-from halyard.policies.stages import Ordering
+from halyard.policies.stages import Ordering, Ranking
 from halyard.policies.view import ClusterView, JobInfo
 
 # Synergy's public simulator (msr-fiddle/synergy, simulator/schedulers/srtf_synergy_new.py and
@@ -121,16 +121,16 @@ class Las(Ordering):
                                 job.arrival_seq)
         return lambda job: (job.attained_gpu_s(now), job.spec.submit_time, job.arrival_seq)
 
-    def ranked(self, view: ClusterView, state: PassState, pending: Sequence[JobInfo]) -> list[JobInfo]:
-        """:meth:`Ordering.ranked` with the running jobs' service kept between passes as arrays
+    def ranking(self, view: ClusterView, state: PassState, pending: Sequence[JobInfo]) -> Ranking:
+        """:meth:`Ordering.ranking` with the running jobs' service kept between passes as arrays
         (:class:`RunningService`) when it can be: no starvation guard and a view that offers the core's
         event log; otherwise sorted afresh by :meth:`key`."""
         if self.guard is not None or view.events is None or view.jobs is None:
-            return super().ranked(view, state, pending)
+            return super().ranking(view, state, pending)
         kept = self.__dict__.get("_running")
         if kept is None:
             kept = self._running = RunningService()
-        return kept.ranked(view, pending)
+        return kept.ranking(view, pending)
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         if self.guard is not None:
@@ -152,7 +152,7 @@ class RunningService(RunningFollower):
     (``tests/test_las_running_service.py``)."""
 
     def __init__(self) -> None:
-        self._running: Mapping[str, JobInfo] = {}  # the view's running jobs, as of the last ranked()
+        self._running: Mapping[str, JobInfo] = {}  # the view's running jobs, as of the last ranking()
         super().__init__()
 
     def _start(self, events: object) -> None:
@@ -161,18 +161,19 @@ class RunningService(RunningFollower):
         self._jobs: list[JobInfo] = []
         self._lines = np.zeros((5, 64))  # rows: banked, gpus, since, submit time, arrival number
 
-    def ranked(self, view: ClusterView, pending: Sequence[JobInfo]) -> list[JobInfo]:
+    def ranking(self, view: ClusterView, pending: Sequence[JobInfo]) -> Ranking:
         self._running = view.running
         self._follow(view)
         n = len(self._jobs)
         banked, gpus, since, submit, seq = self._lines[:, :n]
         attained = banked + gpus * (view.now - since)
-        jobs = [*self._jobs, *pending]
+        held = gpus.astype(np.int64)
         if pending:
             attained = np.concatenate((attained, [job.attained_gpu_s(view.now) for job in pending]))
             submit = np.concatenate((submit, [job.spec.submit_time for job in pending]))
             seq = np.concatenate((seq, [job.arrival_seq for job in pending]))
-        return [jobs[i] for i in np.lexsort((seq, submit, attained)).tolist()]
+            held = np.concatenate((held, np.zeros(len(pending), np.int64)))
+        return Ranking([*self._jobs, *pending], np.lexsort((seq, submit, attained)), held)
 
     def _holds(self, job: JobInfo) -> bool:
         return job.job_id in self._running

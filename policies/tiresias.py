@@ -34,6 +34,8 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+import numpy as np
+
 from halyard.datamodel import Allocation, JobState
 from halyard.policies.event_order import EventOrder
 from halyard.policies.passstate import PassState
@@ -41,7 +43,7 @@ from halyard.policies.placement import FirstFitConsolidated, build_allocation, c
 from halyard.policies.plan import Plan
 from halyard.policies.reasons import Unplaced, by_policy
 from halyard.policies.resources import FreeResources
-from halyard.policies.stages import DEFAULT_CANDIDATES, Ordering, Placement
+from halyard.policies.stages import DEFAULT_CANDIDATES, Ordering, Placement, Ranking
 from halyard.policies.topology import first_fit
 from halyard.policies.view import ClusterView, JobInfo
 
@@ -141,14 +143,14 @@ class TwoDimensionalLas(Ordering):
         queue_in = self._queue_in
         return lambda job: (queue_in(job, now, tentative), job.spec.submit_time, job.arrival_seq)
 
-    def ranked(self, view: ClusterView, state: PassState, pending: Sequence[JobInfo]) -> list[JobInfo]:
-        """:meth:`Ordering.ranked` from the order kept between passes (:class:`KeptOrder`) when it can
+    def ranking(self, view: ClusterView, state: PassState, pending: Sequence[JobInfo]) -> Ranking:
+        """:meth:`Ordering.ranking` from the order kept between passes (:class:`KeptOrder`) when it can
         be: no starvation promotion, every pending job admitted, and a view that offers the core's event
         log; otherwise sorted afresh."""
         if (self.starvation_knob is not None or view.events is None or view.jobs is None
                 or len(pending) != len(view.pending)):
-            return super().ranked(view, state, pending)
-        return self._order.ranked(view)
+            return super().ranking(view, state, pending)
+        return self._order.ranking(view)
 
     def same_until(self, view: ClusterView) -> float:
         """Without starvation promotion a job's queue is the number of thresholds its attained service
@@ -203,10 +205,12 @@ class KeptOrder(EventOrder):
         # the job's entry in _crossing_of (a job re-keyed since has a new one, or none while it waits).
         self._crossings: list[tuple[float, str]] = []
         self._crossing_of: dict[str, float] = {}
+        self._gpus: list[int] = []  # in the order of _jobs: the GPUs a running job holds, 0 for a waiting one
 
-    def ranked(self, view: ClusterView) -> list[JobInfo]:
+    def ranking(self, view: ClusterView) -> Ranking:
         self._follow(view)
-        return list(self._jobs)
+        n = len(self._jobs)
+        return Ranking(list(self._jobs), np.arange(n), np.fromiter(self._gpus, np.int64, n))
 
     def next_crossing(self, view: ClusterView) -> float:
         """The earliest time (less ``QUIET_MARGIN_S``) a running job may reach its next threshold, or
@@ -235,15 +239,19 @@ class KeptOrder(EventOrder):
     def _members(self, view: ClusterView) -> Iterable[JobInfo]:
         return (*view.running.values(), *view.pending)
 
-    def _forget(self, job_id: str) -> None:
+    def _forget(self, job_id: str) -> int | None:
         self._crossing_of.pop(job_id, None)
-        super()._forget(job_id)
+        i = super()._forget(job_id)
+        if i is not None:
+            del self._gpus[i]
+        return i
 
     def _learn(self, job: JobInfo, view: ClusterView) -> None:
         thresholds, now = self.thresholds, view.now
         attained = job.attained_gpu_s(now)
         queue = bisect.bisect_right(thresholds, attained)
-        self._insert(job, (queue, job.spec.submit_time, job.arrival_seq))
+        i = self._insert(job, (queue, job.spec.submit_time, job.arrival_seq))
+        self._gpus.insert(i, 0 if job.allocation is None else job.num_gpus)
         if job.allocation is not None and queue < len(thresholds):
             when = now + (thresholds[queue] - attained) / job.num_gpus - QUIET_MARGIN_S
             heapq.heappush(self._crossings, (when, job.job_id))

@@ -46,9 +46,9 @@ class WaitingOrder(EventOrder):
     def _members(self, view: ClusterView) -> Iterable[JobInfo]:
         return view.pending
 
-    def _forget(self, job_id: str) -> None:
-        super()._forget(job_id)
+    def _forget(self, job_id: str) -> int | None:
         self.sens.pop(job_id, None)
+        return super()._forget(job_id)
 
     def _learn(self, job: JobInfo, view: ClusterView) -> None:
         assert self._sensitivity is not None

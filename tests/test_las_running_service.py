@@ -15,12 +15,19 @@ from halyard.policies.stages import Ordering
 from halyard.traces import generate_synergy_trace
 
 
+def held_by_id(ranking):
+    """Each ranked job's held GPUs (0: waiting), by job id."""
+    return {job.job_id: int(ranking.held[i]) for i, job in enumerate(ranking.jobs)}
+
+
 class _Checked(Las):
     checks = 0
 
-    def ranked(self, view, state, pending):
-        kept = super().ranked(view, state, pending)
-        assert [j.job_id for j in kept] == [j.job_id for j in Ordering.ranked(self, view, state, pending)]
+    def ranking(self, view, state, pending):
+        kept = super().ranking(view, state, pending)
+        fresh = Ordering.ranking(self, view, state, pending)
+        assert [j.job_id for j in kept.ranked()] == [j.job_id for j in fresh.ranked()]
+        assert held_by_id(kept) == held_by_id(fresh)
         self.checks += 1
         return kept
 
@@ -45,7 +52,7 @@ def test_a_running_service_follows_a_new_event_log_from_scratch(small_cluster, p
         core.schedule(0.0)
         core.submit(job(2, job_id=f"{name}-b"), 1.0)
         view = core.view(2.0)
-        assert [j.job_id for j in kept.ranked(view, view.pending)] == [f"{name}-b", f"{name}-a"]
+        assert [j.job_id for j in kept.ranking(view, view.pending).ranked()] == [f"{name}-b", f"{name}-a"]
 
 
 def test_a_running_service_that_misses_a_job_is_rebuilt_from_the_view(small_cluster, perf):
@@ -57,7 +64,7 @@ def test_a_running_service_that_misses_a_job_is_rebuilt_from_the_view(small_clus
     core.schedule(0.0)
     kept = RunningService()
     view = core.view(10.0)
-    assert [j.job_id for j in kept.ranked(view, view.pending)] == ["b", "a"]
+    assert [j.job_id for j in kept.ranking(view, view.pending).ranked()] == ["b", "a"]
     kept._forget("a")  # as if an event had been missed
     view = core.view(20.0)
-    assert [j.job_id for j in kept.ranked(view, view.pending)] == ["b", "a"]
+    assert [j.job_id for j in kept.ranking(view, view.pending).ranked()] == ["b", "a"]

@@ -112,9 +112,11 @@ class _Checked(TwoDimensionalLas):
 
     checks = 0
 
-    def ranked(self, view, state, pending):
-        kept = super().ranked(view, state, pending)
-        assert kept == sorted([*view.running.values(), *pending], key=self.key(view, state))
+    def ranking(self, view, state, pending):
+        kept = super().ranking(view, state, pending)
+        fresh = sorted([*view.running.values(), *pending], key=self.key(view, state))
+        assert kept.ranked() == fresh
+        assert kept.held.tolist() == [0 if j.allocation is None else j.num_gpus for j in kept.jobs]
         self.checks += 1
         return kept
 
@@ -151,7 +153,7 @@ def test_a_kept_order_follows_a_new_event_log_from_scratch(small_cluster, perf):
         core = SchedulingCore(small_cluster, make_policy("tiresias"), perf)
         core.submit(job(4, job_id=f"{name}-a"), 0.0)
         core.submit(job(2, job_id=f"{name}-b"), 1.0)
-        assert [j.job_id for j in order.ranked(core.view(2.0))] == [f"{name}-a", f"{name}-b"]
+        assert [j.job_id for j in order.ranking(core.view(2.0)).ranked()] == [f"{name}-a", f"{name}-b"]
 
 
 def test_a_kept_order_that_misses_a_job_is_rebuilt_from_the_view(small_cluster, perf):
@@ -161,6 +163,6 @@ def test_a_kept_order_that_misses_a_job_is_rebuilt_from_the_view(small_cluster, 
     core.submit(job(4, job_id="a"), 0.0)
     core.submit(job(2, job_id="b"), 1.0)
     order = KeptOrder((3250.0,))
-    assert [j.job_id for j in order.ranked(core.view(2.0))] == ["a", "b"]
+    assert [j.job_id for j in order.ranking(core.view(2.0)).ranked()] == ["a", "b"]
     order._forget("a")  # as if an event had been missed
-    assert [j.job_id for j in order.ranked(core.view(3.0))] == ["a", "b"]
+    assert [j.job_id for j in order.ranking(core.view(3.0)).ranked()] == ["a", "b"]
