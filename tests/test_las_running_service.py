@@ -73,14 +73,16 @@ def test_a_running_service_that_misses_a_job_is_rebuilt_from_the_view(small_clus
     assert [j.job_id for j in kept.ranking(view, view.pending).ranked()] == ["b", "a"]
 
 
-def test_a_running_job_tied_with_another_job_on_service_is_ordered_by_submit_time_and_arrival():
-    """The stable sort by service alone is taken only without such a tie; with one, all three keys
-    decide (a pending job submitted earlier goes before the running job it ties with)."""
-    attained = np.array([5.0, 3.0, 5.0])  # two running jobs, then one pending job tied with the first
-    submit, seq = np.array([1.0, 2.0]), np.array([0.0, 1.0])
-    pending = [SimpleNamespace(spec=SimpleNamespace(submit_time=0.5), arrival_seq=2)]
-    assert RunningService._order(attained, 2, pending, submit, seq).tolist() == [1, 2, 0]
-    # Two pending jobs tied with each other keep the view's (submit time, arrival) order: no fallback needed.
-    attained = np.array([3.0, 0.0, 0.0])
-    pending = [SimpleNamespace(spec=SimpleNamespace(submit_time=t), arrival_seq=s) for t, s in ((4.0, 3), (5.0, 4))]
-    assert RunningService._order(attained, 1, pending, submit[:1], seq[:1]).tolist() == [1, 2, 0]
+def _jobs(*keys):
+    return [SimpleNamespace(spec=SimpleNamespace(submit_time=t), arrival_seq=s) for t, s in keys]
+
+
+def test_a_running_job_tied_with_a_pending_one_on_service_is_ordered_by_submit_time_and_arrival():
+    """The stable sort by service alone is taken only without such a tie (jobs of one part come in
+    (submit time, arrival) order already); with one, all three keys decide: a pending job submitted
+    earlier goes before the running job it ties with."""
+    jobs = _jobs((1.0, 0), (2.0, 1), (0.5, 2))  # two running jobs, then one pending job
+    assert RunningService._order(np.array([5.0, 3.0, 5.0]), 2, jobs).tolist() == [1, 2, 0]
+    # Running jobs tied with each other, and pending jobs tied with each other, keep their parts' order.
+    jobs = _jobs((1.0, 0), (2.0, 1), (4.0, 3), (5.0, 4))
+    assert RunningService._order(np.array([3.0, 3.0, 0.0, 0.0]), 2, jobs).tolist() == [2, 3, 0, 1]
