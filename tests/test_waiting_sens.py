@@ -9,6 +9,7 @@ shortcuts and without.
 from __future__ import annotations
 
 import itertools
+import math
 
 from halyard.controlplane import Simulator
 from halyard.controlplane.timing import performance_model_for
@@ -42,6 +43,10 @@ class _Checked(WaitingOrder):
         values = {job.job_id: fresh(job) for job in view.pending}
         assert self.sens == values
         assert kept == sorted(view.pending, key=lambda j: (values[j.job_id], j.spec.submit_time, j.arrival_seq))
+        # the ids and demands kept beside the order, and the lowest Nw_sens, for the pass's tail
+        assert self.ids == [job.job_id for job in kept]
+        assert self.demands == [job.spec.num_gpus for job in kept]
+        assert self.lowest() == min(values.values(), default=-math.inf)
         self.checks += 1
         self.preempted_waiting += sum(v < 1.0 for v in values.values())
         return kept
