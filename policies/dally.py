@@ -459,19 +459,28 @@ class _LazyVictims:
     when an iteration first reaches it (issue 19: ~150 victims per list on a loaded trace, of which a
     waiting job is eligible for a handful, and ``_Victim`` objects were 6% of Dally's time). It
     iterates, tests empty and removes as the list would: the made victims, less those removed, then the
-    rest in order."""
+    rest in order. Its Nw_sens are in decreasing order without NaN, so the victims above a bound (those a
+    job may preempt) are found by bisection (:meth:`above`)."""
 
-    __slots__ = ("_cluster", "_jobs", "_made", "_next", "_order", "_sens", "_spreads")
+    __slots__ = ("_cluster", "_jobs", "_made", "_made_neg", "_neg", "_next", "_order", "_sens", "_spreads")
 
     def __init__(self, jobs: list[JobInfo], order: list[int], sens: list[float], cluster: Cluster,
                  spreads: Spreads) -> None:
         self._jobs, self._order, self._sens = jobs, order, sens  # order[k]: the k-th victim's job; sens[k] its
         self._cluster, self._spreads = cluster, spreads
         self._made: list[_Victim] = []
+        self._made_neg: list[float] = []  # -sens of each made victim: increasing, for bisection
+        self._neg: list[float] | None = None  # -sens of every victim, once asked for
         self._next = 0  # how many of ``order`` are made
 
     def __bool__(self) -> bool:
         return bool(self._made) or self._next < len(self._order)
+
+    def _make(self) -> None:
+        k = self._next
+        self._made.append(_Victim(self._jobs[self._order[k]], self._sens[k], self._cluster, self._spreads))
+        self._made_neg.append(-self._sens[k])
+        self._next = k + 1
 
     def __iter__(self) -> Iterator[_Victim]:
         made = self._made
@@ -480,14 +489,28 @@ class _LazyVictims:
             if i == len(made):
                 if self._next == len(self._order):
                     return
-                k = self._next
-                made.append(_Victim(self._jobs[self._order[k]], self._sens[k], self._cluster, self._spreads))
-                self._next = k + 1
+                self._make()
             yield made[i]
             i += 1
 
+    def above(self, bound: float, inclusive: bool) -> list[_Victim]:
+        """The leading victims whose Nw_sens is above ``bound`` (at least ``bound`` if ``inclusive``): what
+        ``takewhile`` over the victims gives, without a step per victim (issue 19: that walk was 6% of
+        Dally's time on 20,000 Philly jobs compressed 8x). Negated, the Nw_sens increase (negation is
+        exact, so every comparison is the one ``takewhile`` makes); a NaN ``bound`` admits none."""
+        if bound != bound:
+            return []
+        if self._neg is None:
+            self._neg = [-x for x in self._sens]
+        find = bisect.bisect_right if inclusive else bisect.bisect_left
+        upto = find(self._neg, -bound)  # of all the victims, removed ones too
+        while self._next < upto:
+            self._make()
+        return self._made[:find(self._made_neg, -bound)]
+
     def remove(self, victim: _Victim) -> None:
-        self._made.remove(victim)
+        i = self._made.index(victim)
+        del self._made[i], self._made_neg[i]
 
 
 Victims = list[_Victim] | _LazyVictims
@@ -997,6 +1020,8 @@ class Dally:
     def _eligible(self, victims: Victims, sens: float) -> list[_Victim]:
         """The victims a job of Nw_sens ``sens`` may preempt, worst first: a higher Nw_sens (a lower
         priority, §4.3.1), and with ``min_gain`` at least that much higher."""
+        if isinstance(victims, _LazyVictims):
+            return victims.above(sens + self.min_gain, True) if self.min_gain > 0.0 else victims.above(sens, False)
         if self.min_gain > 0.0:
             return list(takewhile(lambda v: v.sens >= sens + self.min_gain, victims))
         return list(takewhile(lambda v: v.sens > sens, victims))

@@ -99,6 +99,49 @@ def test_lazy_victims_iterate_and_remove_as_the_list_does():
     assert not _LazyVictims(jobs, [], [], cluster, {})
 
 
+def test_lazy_victims_above_a_bound_are_what_takewhile_gives():
+    """_LazyVictims.above bisects where Dally._eligible walked with takewhile: the same victims, made
+    only as far as the bound reaches, removed ones left out, and none for a NaN bound."""
+    cluster = load_cluster("synergy-128")
+    jobs = [type("Running", (), {"job_id": f"j{i}", "allocation": type("A", (), {"num_gpus": 1})()})()
+            for i in range(6)]
+    sens = [0.9, 0.8, 0.8, 0.5, -0.0, -0.25]
+    lazy = _LazyVictims(jobs, [4, 1, 5, 0, 2, 3], sens, cluster, {})
+
+    def named(victims):
+        return [v.job.job_id for v in victims]
+
+    def walked(bound, inclusive):
+        return list(itertools.takewhile(lambda v: v.sens >= bound if inclusive else v.sens > bound, lazy))
+
+    assert named(lazy.above(0.8, False)) == ["j4"] and lazy._next == 1
+    assert named(lazy.above(0.8, True)) == ["j4", "j1", "j5"] and lazy._next == 3
+    lazy.remove(lazy.above(0.8, True)[1])
+    for bound in (1.0, 0.9, 0.85, 0.8, 0.5, 0.0, -0.0, -0.25, -1.0, float("nan")):
+        for inclusive in (False, True):
+            assert lazy.above(bound, inclusive) == walked(bound, inclusive), (bound, inclusive)
+
+
+def test_eligible_victims_by_bisection_equal_the_walk_on_a_loaded_run(monkeypatch):
+    """Dally._eligible asks the lazy victims for those above a job's Nw_sens: on a loaded run every answer
+    equals the takewhile walk over the same victims."""
+    from halyard.policies.dally import Dally
+
+    real, calls = Dally._eligible, [0, 0]
+
+    def checked(self, victims, sens):
+        got = real(self, victims, sens)
+        walked = list(itertools.takewhile(lambda v: v.sens > sens, victims))
+        assert got == walked
+        calls[0] += 1
+        calls[1] += bool(got)
+        return got
+
+    monkeypatch.setattr(Dally, "_eligible", checked)
+    _run(shortcuts=True)
+    assert calls[0] > 1000 and calls[1] > 100
+
+
 def test_holders_kept_between_searches_equal_fresh_ones(monkeypatch):
     """_Searches keeps each (level, eligible victims)'s holders for the pass's later searches: on a loaded
     run every one used equals the holders made afresh from the victims eligible then."""
