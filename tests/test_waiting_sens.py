@@ -143,8 +143,9 @@ def test_eligible_victims_by_bisection_equal_the_walk_on_a_loaded_run(monkeypatc
 
 
 def test_holders_kept_between_searches_equal_fresh_ones(monkeypatch):
-    """_Searches keeps each (level, eligible victims)'s holders for the pass's later searches: on a loaded
-    run every one used equals the holders made afresh from the victims eligible then."""
+    """_Searches keeps each (level, eligible victims)'s holders for the pass's later searches, across
+    starts (which change only what is free) until a preemption changes the victims: on a loaded run every
+    one used equals the holders made afresh from the victims eligible then."""
     from halyard.policies import dally as dally_module
 
     real, seen, reused = dally_module._with_victims, set(), 0
