@@ -636,17 +636,27 @@ class DelayScheduling(Placement):
 class _Searches:
     """A pass's preemption searches: the searches (level, demand, GPU types, eligible victims) that found
     nothing, kept while neither the free GPUs nor the victims change, so a job asking the same is
-    answered at once (issue 19: 65% of the searches on a loaded trace were repeats), and each (level,
-    eligible victims)'s :func:`_holders`, which jobs of other demands share (the eligible victims are a
-    prefix of the victims, worst first, so their count names them), kept while the victims do not
-    change: a start changes only what is free (:meth:`taken`; issue 19: building holders afresh after
-    every start was a sixth of the preemption search on 20,000 Philly jobs compressed 8x)."""
+    answered at once (issue 19: 65% of the searches on a loaded trace were repeats), and each level's
+    :func:`_holders`, which jobs of other demands and Nw_sens share, kept while the victims do not
+    change: a start changes only what is free (:meth:`taken`). The eligible victims of any job are a
+    prefix of the victims, worst first, so one level's holders serve every job: they are grown to the
+    longest prefix asked for, and a search reads only the positions below its own count (issue 19:
+    holders built afresh per count and after every start were 7.5% of dally's time on 20,000 Philly
+    jobs compressed 8x)."""
 
     __slots__ = ("holders", "misses")
 
     def __init__(self) -> None:
         self.misses: set[tuple[Level, int, GpuTypes, int]] = set()
-        self.holders: dict[tuple[Level, int], Holders] = {}
+        self.holders: dict[Level, tuple[int, Holders]] = {}  # level -> (victims added, their holders)
+
+    def holders_of(self, level: Level, eligible: list[_Victim]) -> Holders:
+        """The holders of ``level`` of at least ``eligible`` (a prefix of the pass's victims), grown if short."""
+        count, holders = self.holders.get(level, (0, None))
+        if holders is None or count < len(eligible):
+            holders = _holders(level, eligible, holders, count)
+            self.holders[level] = (len(eligible), holders)
+        return holders
 
     def clear(self) -> None:
         """The free GPUs and the victims changed."""
@@ -1076,9 +1086,7 @@ class Dally:
             if searches is not None:
                 if search in searches.misses:
                     continue
-                holders = searches.holders.get((level, len(eligible)))
-                if holders is None:
-                    holders = searches.holders[(level, len(eligible))] = _holders(level, eligible)
+                holders = searches.holders_of(level, eligible)
             found = _with_victims(level, demand, free, avail, shape, eligible, types, holders)
             if found is None:
                 if searches is not None:
@@ -1175,8 +1183,8 @@ def _with_victims(level: Level, demand: int, free: FreeResources, avail: np.ndar
                   eligible: list[_Victim], gpu_types: GpuTypes,
                   holders: Holders | None = None) -> tuple[Picked, list[_Victim]] | None:
     """A ``level`` placement of ``demand`` GPUs on ``free`` plus the GPUs of the cheapest victims
-    (``holders``: :func:`_holders` of ``level`` and ``eligible`` if the caller has them)."""
-    chosen = _cheapest(level, demand, avail, shape, eligible if holders is None else holders)
+    (``holders``: :func:`_holders` of ``level`` and of at least ``eligible`` if the caller has them)."""
+    chosen = _cheapest(level, demand, avail, shape, eligible, holders)
     if chosen is None:
         return None
     domain, group = chosen
@@ -1190,54 +1198,70 @@ def _with_victims(level: Level, demand: int, free: FreeResources, avail: np.ndar
 
 
 # A level's domains (node, rack, or -1 for the whole network) -> the victims holding GPUs there, in the
-# victims' order, with the GPUs each holds there.
-Holders = dict[int, list[tuple[_Victim, int]]]
+# victims' order, with the GPUs each holds there and its position among the victims.
+Holders = dict[int, list[tuple[_Victim, int, int]]]
 
 
-def _holders(level: Level, eligible: list[_Victim]) -> Holders:
+def _holders(level: Level, eligible: list[_Victim], holders: Holders | None = None, start: int = 0) -> Holders:
     """Each ``level`` domain's victims, built in one walk over them, so that a domain looks only at its
     own (issue 19: walking every victim for every machine of a large cluster was most of Dally's time
-    on a loaded trace)."""
+    on a loaded trace); with the ``holders`` of ``eligible[:start]``, those grown by the rest."""
+    if holders is None:
+        holders = {}
     if level is Level.NETWORK:
-        return {-1: [(v, v.gpus) for v in eligible]}
-    holders: Holders = {}
-    for v in eligible:
+        if start < len(eligible):
+            holders.setdefault(-1, []).extend((eligible[k], eligible[k].gpus, k) for k in range(start, len(eligible)))
+        return holders
+    for k in range(start, len(eligible)):
+        v = eligible[k]
         for index, held in (v.per_node if level is Level.MACHINE else v.per_rack).items():
             if held:
-                holders.setdefault(index, []).append((v, held))
+                holders.setdefault(index, []).append((v, held, k))
     return holders
 
 
 def _cheapest(level: Level, demand: int, avail: np.ndarray, shape: ClusterShape,
-              eligible: list[_Victim] | Holders) -> tuple[int, list[_Victim]] | None:
+              eligible: list[_Victim], holders: Holders | None = None) -> tuple[int, list[_Victim]] | None:
     """The domain (node, rack, or -1 for the whole network) needing the fewest preempted GPUs.
 
     Victims are taken in the given order (worst Nw_sens first) until the domain
     holds ``demand`` usable GPUs; ties go to fewer victims, then to the victims of lowest
-    priority (the highest smallest Nw_sens, §4.3.1), then the lowest index. ``eligible``: the
-    victims, or their :func:`_holders` at ``level``.
+    priority (the highest smallest Nw_sens, §4.3.1), then the lowest index. ``holders``: the
+    :func:`_holders` at ``level`` of ``eligible`` or of a longer prefix of the same victims (only
+    the first ``len(eligible)`` positions count), if the caller has them.
     """
-    holders = _holders(level, eligible) if isinstance(eligible, list) else eligible
+    if holders is None:
+        holders = _holders(level, eligible)
+    count = len(eligible)
     if level is Level.NETWORK:
         free = np.array([avail.sum()])  # the one domain, index -1
     else:
         free = avail if level is Level.MACHINE else np.bincount(shape.rack, weights=avail, minlength=shape.n_racks)
     best: tuple[tuple[int, int, float, int], int, list[_Victim]] | None = None
     for index, held_here in holders.items():
+        if held_here[0][2] >= count:
+            continue  # no eligible victim holds GPUs here
         if level is Level.MACHINE and shape.gpus[index] < demand:
             continue
         have = int(free[index])
         if have >= demand:
             continue  # fits with no victim: not a preemption's domain
         group: list[_Victim] = []
-        for v, held in held_here:
+        gpus = 0
+        low = held_here[0][0].sens  # min() over the group's Nw_sens, as min() takes it (NaN included)
+        for v, held, k in held_here:
+            if k >= count:
+                break
             group.append(v)
+            gpus += v.gpus
+            if v.sens < low:
+                low = v.sens
             have += held
             if have >= demand:
                 break
         if have < demand:
             continue
-        key = (sum(v.gpus for v in group), len(group), -min(v.sens for v in group), index)
+        key = (gpus, len(group), -low, index)
         if best is None or key < best[0]:
             best = (key, index, group)
     return None if best is None else (best[1], best[2])

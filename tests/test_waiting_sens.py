@@ -143,27 +143,31 @@ def test_eligible_victims_by_bisection_equal_the_walk_on_a_loaded_run(monkeypatc
 
 
 def test_holders_kept_between_searches_equal_fresh_ones(monkeypatch):
-    """_Searches keeps each (level, eligible victims)'s holders for the pass's later searches, across
-    starts (which change only what is free) until a preemption changes the victims: on a loaded run every
-    one used equals the holders made afresh from the victims eligible then."""
+    """_Searches keeps one holders per level for the pass's later searches, grown to the longest prefix of
+    the victims asked for, across starts (which change only what is free) until a preemption changes the
+    victims: on a loaded run, every one used, read below the search's count of eligible victims as
+    _cheapest reads it, equals the holders made afresh from the victims eligible then."""
     from halyard.policies import dally as dally_module
 
-    real, seen, reused = dally_module._with_victims, set(), 0
+    real, seen, reused, longer = dally_module._with_victims, set(), 0, 0
 
-    def named(holders):
-        return {domain: [(v.job.job_id, held) for v, held in here] for domain, here in holders.items()}
+    def named(holders, count):
+        out = {domain: [(v.job.job_id, held, k) for v, held, k in here if k < count]
+               for domain, here in holders.items()}
+        return {domain: here for domain, here in out.items() if here}
 
     def checked(level, demand, free, avail, shape, eligible, gpu_types, holders=None):
-        nonlocal reused
+        nonlocal reused, longer
         if holders is not None:
-            assert named(holders) == named(dally_module._holders(level, eligible))
+            assert named(holders, len(eligible)) == named(dally_module._holders(level, eligible), len(eligible))
             reused += id(holders) in seen
+            longer += any(k >= len(eligible) for here in holders.values() for _, _, k in here)
             seen.add(id(holders))
         return real(level, demand, free, avail, shape, eligible, gpu_types, holders)
 
     monkeypatch.setattr(dally_module, "_with_victims", checked)
     _run(shortcuts=True)
-    assert len(seen) > 100 and reused > 100
+    assert len(seen) > 100 and reused > 100 and longer > 0  # (818, 3,151 and 5 when written)
 
 
 def test_timers_kept_between_passes_equal_fresh_ones(monkeypatch):
