@@ -425,7 +425,9 @@ class _Victim:
         self.gpus = job.allocation.num_gpus
         self._where: tuple[dict[int, int], dict[int, int]] | None = None
 
-    def _locate(self) -> tuple[dict[int, int], dict[int, int]]:
+    def where(self) -> tuple[dict[int, int], dict[int, int]]:
+        """(node index -> GPUs held there, rack index -> GPUs held there); shared with later passes:
+        read only."""
         if self._where is None:
             allocation = self.job.allocation
             known = self._spreads.get(self.job.job_id) if self._spreads is not None else None
@@ -442,16 +444,6 @@ class _Victim:
             if self._spreads is not None:
                 self._spreads[self.job.job_id] = (allocation, self._where)
         return self._where
-
-    @property
-    def per_node(self) -> dict[int, int]:
-        """Node index -> GPUs held there (shared with later passes: read only)."""
-        return self._locate()[0]
-
-    @property
-    def per_rack(self) -> dict[int, int]:
-        """Rack index -> GPUs held there (shared with later passes: read only)."""
-        return self._locate()[1]
 
 
 class _LazyVictims:
@@ -1212,9 +1204,10 @@ def _holders(level: Level, eligible: list[_Victim], holders: Holders | None = No
         if start < len(eligible):
             holders.setdefault(-1, []).extend((eligible[k], eligible[k].gpus, k) for k in range(start, len(eligible)))
         return holders
+    side = 0 if level is Level.MACHINE else 1  # of where(): per node, per rack
     for k in range(start, len(eligible)):
         v = eligible[k]
-        for index, held in (v.per_node if level is Level.MACHINE else v.per_rack).items():
+        for index, held in (v._where or v.where())[side].items():  # (no call once located: issue 19)
             if held:
                 holders.setdefault(index, []).append((v, held, k))
     return holders
