@@ -87,6 +87,7 @@ a reason in the plan: a delay timer that has not elapsed is
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import deque
@@ -424,7 +425,9 @@ class _Victim:
         self.gpus = job.allocation.num_gpus
         self._where: tuple[dict[int, int], dict[int, int]] | None = None
 
-    def _locate(self) -> tuple[dict[int, int], dict[int, int]]:
+    def where(self) -> tuple[dict[int, int], dict[int, int]]:
+        """(node index -> GPUs held there, rack index -> GPUs held there); shared with later passes:
+        read only."""
         if self._where is None:
             allocation = self.job.allocation
             known = self._spreads.get(self.job.job_id) if self._spreads is not None else None
@@ -442,35 +445,34 @@ class _Victim:
                 self._spreads[self.job.job_id] = (allocation, self._where)
         return self._where
 
-    @property
-    def per_node(self) -> dict[int, int]:
-        """Node index -> GPUs held there (shared with later passes: read only)."""
-        return self._locate()[0]
-
-    @property
-    def per_rack(self) -> dict[int, int]:
-        """Rack index -> GPUs held there (shared with later passes: read only)."""
-        return self._locate()[1]
-
 
 class _LazyVictims:
     """A pass's victims worst first, as :meth:`Dally._victims` lists them, each :class:`_Victim` made only
     when an iteration first reaches it (issue 19: ~150 victims per list on a loaded trace, of which a
     waiting job is eligible for a handful, and ``_Victim`` objects were 6% of Dally's time). It
     iterates, tests empty and removes as the list would: the made victims, less those removed, then the
-    rest in order."""
+    rest in order. Its Nw_sens are in decreasing order without NaN, so the victims above a bound (those a
+    job may preempt) are found by bisection (:meth:`above`)."""
 
-    __slots__ = ("_cluster", "_jobs", "_made", "_next", "_order", "_sens", "_spreads")
+    __slots__ = ("_cluster", "_jobs", "_made", "_made_neg", "_neg", "_next", "_order", "_sens", "_spreads")
 
     def __init__(self, jobs: list[JobInfo], order: list[int], sens: list[float], cluster: Cluster,
                  spreads: Spreads) -> None:
         self._jobs, self._order, self._sens = jobs, order, sens  # order[k]: the k-th victim's job; sens[k] its
         self._cluster, self._spreads = cluster, spreads
         self._made: list[_Victim] = []
+        self._made_neg: list[float] = []  # -sens of each made victim: increasing, for bisection
+        self._neg: list[float] | None = None  # -sens of every victim, once asked for
         self._next = 0  # how many of ``order`` are made
 
     def __bool__(self) -> bool:
         return bool(self._made) or self._next < len(self._order)
+
+    def _make(self) -> None:
+        k = self._next
+        self._made.append(_Victim(self._jobs[self._order[k]], self._sens[k], self._cluster, self._spreads))
+        self._made_neg.append(-self._sens[k])
+        self._next = k + 1
 
     def __iter__(self) -> Iterator[_Victim]:
         made = self._made
@@ -479,14 +481,28 @@ class _LazyVictims:
             if i == len(made):
                 if self._next == len(self._order):
                     return
-                k = self._next
-                made.append(_Victim(self._jobs[self._order[k]], self._sens[k], self._cluster, self._spreads))
-                self._next = k + 1
+                self._make()
             yield made[i]
             i += 1
 
+    def above(self, bound: float, inclusive: bool) -> list[_Victim]:
+        """The leading victims whose Nw_sens is above ``bound`` (at least ``bound`` if ``inclusive``): what
+        ``takewhile`` over the victims gives, without a step per victim (issue 19: that walk was 6% of
+        Dally's time on 20,000 Philly jobs compressed 8x). Negated, the Nw_sens increase (negation is
+        exact, so every comparison is the one ``takewhile`` makes); a NaN ``bound`` admits none."""
+        if bound != bound:
+            return []
+        if self._neg is None:
+            self._neg = [-x for x in self._sens]
+        find = bisect.bisect_right if inclusive else bisect.bisect_left
+        upto = find(self._neg, -bound)  # of all the victims, removed ones too
+        while self._next < upto:
+            self._make()
+        return self._made[:find(self._made_neg, -bound)]
+
     def remove(self, victim: _Victim) -> None:
-        self._made.remove(victim)
+        i = self._made.index(victim)
+        del self._made[i], self._made_neg[i]
 
 
 Victims = list[_Victim] | _LazyVictims
@@ -610,21 +626,38 @@ class DelayScheduling(Placement):
 
 
 class _Searches:
-    """A pass's preemption searches, kept while neither the free GPUs nor the victims change (the pass
-    clears them then): the searches (level, demand, GPU types, eligible victims) that found nothing,
-    so a job asking the same is answered at once (issue 19: 65% of the searches on a loaded trace were
-    repeats), and each (level, eligible victims)'s :func:`_holders`, which jobs of other demands share
-    (the eligible victims are a prefix of the victims, worst first, so their count names them)."""
+    """A pass's preemption searches: the searches (level, demand, GPU types, eligible victims) that found
+    nothing, kept while neither the free GPUs nor the victims change, so a job asking the same is
+    answered at once (issue 19: 65% of the searches on a loaded trace were repeats), and each level's
+    :func:`_holders`, which jobs of other demands and Nw_sens share, kept while the victims do not
+    change: a start changes only what is free (:meth:`taken`). The eligible victims of any job are a
+    prefix of the victims, worst first, so one level's holders serve every job: they are grown to the
+    longest prefix asked for, and a search reads only the positions below its own count (issue 19:
+    holders built afresh per count and after every start were 7.5% of dally's time on 20,000 Philly
+    jobs compressed 8x)."""
 
     __slots__ = ("holders", "misses")
 
     def __init__(self) -> None:
         self.misses: set[tuple[Level, int, GpuTypes, int]] = set()
-        self.holders: dict[tuple[Level, int], Holders] = {}
+        self.holders: dict[Level, tuple[int, Holders]] = {}  # level -> (victims added, their holders)
+
+    def holders_of(self, level: Level, eligible: list[_Victim]) -> Holders:
+        """The holders of ``level`` of at least ``eligible`` (a prefix of the pass's victims), grown if short."""
+        count, holders = self.holders.get(level, (0, None))
+        if holders is None or count < len(eligible):
+            holders = _holders(level, eligible, holders, count)
+            self.holders[level] = (len(eligible), holders)
+        return holders
 
     def clear(self) -> None:
+        """The free GPUs and the victims changed."""
         self.misses.clear()
         self.holders.clear()
+
+    def taken(self) -> None:
+        """Only the free GPUs changed."""
+        self.misses.clear()
 
 
 class Dally:
@@ -745,7 +778,7 @@ class Dally:
 
         if self.shortcuts and view.events is not None and view.jobs is not None:  # kept from the last pass
             waiting: list[JobInfo] | None = self._waiting.ranked(view, waiting_sens)
-            sens = dict(self._waiting.sens)
+            sens = self._waiting.sens  # read only: copied before movers are added (issue 19: a copy a pass)
         else:
             waiting, sens = None, {job.job_id: waiting_sens(job) for job in view.pending}
         victims: Victims | None = None  # worked out when first needed (issue 19: most passes never do)
@@ -765,7 +798,7 @@ class Dally:
                 slowed = min(middle if self.worse_half else math.inf, 1.0 - self.min_gain)
                 movers = [job for job in tighter if job.job_id in ended
                           or (self.migrate and running[job.job_id] <= slowed and running[job.job_id] < 1.0)]
-                sens.update((job.job_id, running[job.job_id]) for job in movers)
+                sens = {**sens, **{job.job_id: running[job.job_id] for job in movers}}
         else:
             victims = []
 
@@ -778,7 +811,8 @@ class Dally:
             """The pass's victims (computed from the view, so the same whenever first asked for)."""
             nonlocal victims, unlisted
             if victims is None:
-                victims, unlisted = self._pass_victims(view, sens)
+                floor = self._waiting.lowest() if sens is self._waiting.sens else min(sens.values(), default=-math.inf)
+                victims, unlisted = self._pass_victims(view, sens, floor)
             return victims
 
         # What is free, kept per pass while nothing is taken or given (issue 19: on a loaded trace the
@@ -815,20 +849,35 @@ class Dally:
             order = list(heapq.merge(waiting, sorted(movers, key=offer_key), key=offer_key)) if movers else waiting
         # Once no job can preempt (the order is by increasing Nw_sens, so none after the first that cannot)
         # and nothing moves, a job that does not fit what is free only waits: its reason is all there is
-        # to work out (issue 19: a loaded queue has a thousand such jobs per pass).
+        # to work out (issue 19: a loaded queue has a thousand such jobs per pass). The reasons of each run
+        # of such jobs are given at once, found from the order's demands (the kept ones of WaitingOrder),
+        # and only the jobs that fit are looked at one by one (the walk was a tenth of Dally's time).
         only_waits = False
         tail: dict[int, Unplaced] = {}  # demand -> its reason in that tail, while free_total holds
         unplaced = plan.unplaced
-        for job in order:
+        ids: list[str] = []  # in the tail: the order's job ids and GPU demands
+        demands: list[int] = []
+        wanted = np.zeros(0, dtype=np.int64)  # demands, as an array
+        fits: list[int] = []  # positions in the order whose demand is at most fits_total
+        fits_total = -1
+        i, n = 0, len(order)
+        while i < n:
             if only_waits:
-                demand = job.spec.num_gpus
-                if demand > free_total:
-                    why = tail.get(demand)
-                    if why is None:
-                        why = tail[demand] = (too_few_for(demand, free_total) if not victims and not unlisted
-                                              else no_victim_for(job))
-                    unplaced[job.job_id] = why
-                    continue
+                if fits_total != free_total:
+                    fits, fits_total = np.flatnonzero(wanted <= free_total).tolist(), free_total
+                k = bisect.bisect_left(fits, i)
+                j = fits[k] if k < len(fits) else n  # the next job that fits; those before it only wait
+                if j > i:
+                    run = demands[i:j]
+                    for demand in set(run).difference(tail):
+                        tail[demand] = (too_few_for(demand, free_total) if not victims and not unlisted
+                                        else no_victim_for(order[i + run.index(demand)]))
+                    unplaced.update(zip(ids[i:j], map(tail.__getitem__, run), strict=True))
+                    i = j
+                    if i == n:
+                        break
+            job = order[i]
+            i += 1
             if job.allocation is not None:
                 free_total = None  # moves and preemptions change what is free, and the victims
                 offers.clear()
@@ -868,6 +917,9 @@ class Dally:
                                              free, shape, victims_now(), plan, offers, searches)
             elif self.shortcuts and not movers and job_sens == job_sens:  # (not NaN, which does not order)
                 only_waits = True
+                ids, demands = ((self._waiting.ids, self._waiting.demands) if order is waiting
+                                else ([other.job_id for other in order], [other.spec.num_gpus for other in order]))
+                wanted = np.array(demands, dtype=np.int64)
             if decision is None:
                 why = self.delay.why(view, job, avail, wait_s, t_mc, t_rk) if avail is not None else no_victim_for(job)
                 plan.wait(job.job_id, why)
@@ -877,7 +929,7 @@ class Dally:
             free.take(allocation)
             free_total = free.total_gpus
             offers.clear()
-            searches.clear()
+            searches.taken()  # (a preemption for this start has cleared the holders)
             tail.clear()
             plan.start(job.job_id, allocation)
             self.delay.accept(view, job, level, wait_s, state)
@@ -910,10 +962,9 @@ class Dally:
             middle = min(values) + (max(values) - min(values)) / 2.0
         return running, middle
 
-    def _pass_victims(self, view: ClusterView, sens: dict[str, float]) -> tuple[Victims, int]:
-        """The victims of a pass whose order holds only waiting jobs (``sens``: theirs), and how many
-        running jobs are left out for being at or below every waiting job's Nw_sens."""
-        floor = min(sens.values(), default=-math.inf)
+    def _pass_victims(self, view: ClusterView, sens: dict[str, float], floor: float) -> tuple[Victims, int]:
+        """The victims of a pass whose order holds only waiting jobs (``sens``: theirs; ``floor``: the
+        lowest of them, -inf if none), and how many running jobs are left out for being at or below it."""
         if self.worse_half:
             running, middle = self._running_sens(view, sens)
             return self._victims(view, middle, floor, running)
@@ -978,6 +1029,8 @@ class Dally:
     def _eligible(self, victims: Victims, sens: float) -> list[_Victim]:
         """The victims a job of Nw_sens ``sens`` may preempt, worst first: a higher Nw_sens (a lower
         priority, §4.3.1), and with ``min_gain`` at least that much higher."""
+        if isinstance(victims, _LazyVictims):
+            return victims.above(sens + self.min_gain, True) if self.min_gain > 0.0 else victims.above(sens, False)
         if self.min_gain > 0.0:
             return list(takewhile(lambda v: v.sens >= sens + self.min_gain, victims))
         return list(takewhile(lambda v: v.sens > sens, victims))
@@ -1025,9 +1078,7 @@ class Dally:
             if searches is not None:
                 if search in searches.misses:
                     continue
-                holders = searches.holders.get((level, len(eligible)))
-                if holders is None:
-                    holders = searches.holders[(level, len(eligible))] = _holders(level, eligible)
+                holders = searches.holders_of(level, eligible)
             found = _with_victims(level, demand, free, avail, shape, eligible, types, holders)
             if found is None:
                 if searches is not None:
@@ -1038,6 +1089,8 @@ class Dally:
                 plan.preempt(v.job.job_id)
                 free.give(v.job.allocation)
                 victims.remove(v)
+            if searches is not None:
+                searches.clear()
             return picked, level_of(picked, shape)
         return None
 
@@ -1122,8 +1175,8 @@ def _with_victims(level: Level, demand: int, free: FreeResources, avail: np.ndar
                   eligible: list[_Victim], gpu_types: GpuTypes,
                   holders: Holders | None = None) -> tuple[Picked, list[_Victim]] | None:
     """A ``level`` placement of ``demand`` GPUs on ``free`` plus the GPUs of the cheapest victims
-    (``holders``: :func:`_holders` of ``level`` and ``eligible`` if the caller has them)."""
-    chosen = _cheapest(level, demand, avail, shape, eligible if holders is None else holders)
+    (``holders``: :func:`_holders` of ``level`` and of at least ``eligible`` if the caller has them)."""
+    chosen = _cheapest(level, demand, avail, shape, eligible, holders)
     if chosen is None:
         return None
     domain, group = chosen
@@ -1137,54 +1190,71 @@ def _with_victims(level: Level, demand: int, free: FreeResources, avail: np.ndar
 
 
 # A level's domains (node, rack, or -1 for the whole network) -> the victims holding GPUs there, in the
-# victims' order, with the GPUs each holds there.
-Holders = dict[int, list[tuple[_Victim, int]]]
+# victims' order, with the GPUs each holds there and its position among the victims.
+Holders = dict[int, list[tuple[_Victim, int, int]]]
 
 
-def _holders(level: Level, eligible: list[_Victim]) -> Holders:
+def _holders(level: Level, eligible: list[_Victim], holders: Holders | None = None, start: int = 0) -> Holders:
     """Each ``level`` domain's victims, built in one walk over them, so that a domain looks only at its
     own (issue 19: walking every victim for every machine of a large cluster was most of Dally's time
-    on a loaded trace)."""
+    on a loaded trace); with the ``holders`` of ``eligible[:start]``, those grown by the rest."""
+    if holders is None:
+        holders = {}
     if level is Level.NETWORK:
-        return {-1: [(v, v.gpus) for v in eligible]}
-    holders: Holders = {}
-    for v in eligible:
-        for index, held in (v.per_node if level is Level.MACHINE else v.per_rack).items():
+        if start < len(eligible):
+            holders.setdefault(-1, []).extend((eligible[k], eligible[k].gpus, k) for k in range(start, len(eligible)))
+        return holders
+    side = 0 if level is Level.MACHINE else 1  # of where(): per node, per rack
+    for k in range(start, len(eligible)):
+        v = eligible[k]
+        for index, held in (v._where or v.where())[side].items():  # (no call once located: issue 19)
             if held:
-                holders.setdefault(index, []).append((v, held))
+                holders.setdefault(index, []).append((v, held, k))
     return holders
 
 
 def _cheapest(level: Level, demand: int, avail: np.ndarray, shape: ClusterShape,
-              eligible: list[_Victim] | Holders) -> tuple[int, list[_Victim]] | None:
+              eligible: list[_Victim], holders: Holders | None = None) -> tuple[int, list[_Victim]] | None:
     """The domain (node, rack, or -1 for the whole network) needing the fewest preempted GPUs.
 
     Victims are taken in the given order (worst Nw_sens first) until the domain
     holds ``demand`` usable GPUs; ties go to fewer victims, then to the victims of lowest
-    priority (the highest smallest Nw_sens, §4.3.1), then the lowest index. ``eligible``: the
-    victims, or their :func:`_holders` at ``level``.
+    priority (the highest smallest Nw_sens, §4.3.1), then the lowest index. ``holders``: the
+    :func:`_holders` at ``level`` of ``eligible`` or of a longer prefix of the same victims (only
+    the first ``len(eligible)`` positions count), if the caller has them.
     """
-    holders = _holders(level, eligible) if isinstance(eligible, list) else eligible
+    if holders is None:
+        holders = _holders(level, eligible)
+    count = len(eligible)
     if level is Level.NETWORK:
         free = np.array([avail.sum()])  # the one domain, index -1
     else:
         free = avail if level is Level.MACHINE else np.bincount(shape.rack, weights=avail, minlength=shape.n_racks)
     best: tuple[tuple[int, int, float, int], int, list[_Victim]] | None = None
     for index, held_here in holders.items():
+        if held_here[0][2] >= count:
+            continue  # no eligible victim holds GPUs here
         if level is Level.MACHINE and shape.gpus[index] < demand:
             continue
         have = int(free[index])
         if have >= demand:
             continue  # fits with no victim: not a preemption's domain
         group: list[_Victim] = []
-        for v, held in held_here:
+        gpus = 0
+        low = held_here[0][0].sens  # min() over the group's Nw_sens, as min() takes it (NaN included)
+        for v, held, k in held_here:
+            if k >= count:
+                break
             group.append(v)
+            gpus += v.gpus
+            if v.sens < low:
+                low = v.sens
             have += held
             if have >= demand:
                 break
         if have < demand:
             continue
-        key = (sum(v.gpus for v in group), len(group), -min(v.sens for v in group), index)
+        key = (gpus, len(group), -low, index)
         if best is None or key < best[0]:
             best = (key, index, group)
     return None if best is None else (best[1], best[2])

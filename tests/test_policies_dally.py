@@ -584,7 +584,7 @@ def test_cheapest_domain_matches_walking_every_victim_for_every_domain():
             for v in eligible:
                 if have >= demand:
                     break
-                held = v.gpus if kind == "all" else (v.per_node if kind == "node" else v.per_rack).get(index, 0)
+                held = v.gpus if kind == "all" else v.where()[0 if kind == "node" else 1].get(index, 0)
                 if held:
                     group.append(v)
                     have += held

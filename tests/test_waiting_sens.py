@@ -9,6 +9,7 @@ shortcuts and without.
 from __future__ import annotations
 
 import itertools
+import math
 
 from halyard.controlplane import Simulator
 from halyard.controlplane.timing import performance_model_for
@@ -42,6 +43,10 @@ class _Checked(WaitingOrder):
         values = {job.job_id: fresh(job) for job in view.pending}
         assert self.sens == values
         assert kept == sorted(view.pending, key=lambda j: (values[j.job_id], j.spec.submit_time, j.arrival_seq))
+        # the ids and demands kept beside the order, and the lowest Nw_sens, for the pass's tail
+        assert self.ids == [job.job_id for job in kept]
+        assert self.demands == [job.spec.num_gpus for job in kept]
+        assert self.lowest() == min(values.values(), default=-math.inf)
         self.checks += 1
         self.preempted_waiting += sum(v < 1.0 for v in values.values())
         return kept
@@ -94,27 +99,75 @@ def test_lazy_victims_iterate_and_remove_as_the_list_does():
     assert not _LazyVictims(jobs, [], [], cluster, {})
 
 
+def test_lazy_victims_above_a_bound_are_what_takewhile_gives():
+    """_LazyVictims.above bisects where Dally._eligible walked with takewhile: the same victims, made
+    only as far as the bound reaches, removed ones left out, and none for a NaN bound."""
+    cluster = load_cluster("synergy-128")
+    jobs = [type("Running", (), {"job_id": f"j{i}", "allocation": type("A", (), {"num_gpus": 1})()})()
+            for i in range(6)]
+    sens = [0.9, 0.8, 0.8, 0.5, -0.0, -0.25]
+    lazy = _LazyVictims(jobs, [4, 1, 5, 0, 2, 3], sens, cluster, {})
+
+    def named(victims):
+        return [v.job.job_id for v in victims]
+
+    def walked(bound, inclusive):
+        return list(itertools.takewhile(lambda v: v.sens >= bound if inclusive else v.sens > bound, lazy))
+
+    assert named(lazy.above(0.8, False)) == ["j4"] and lazy._next == 1
+    assert named(lazy.above(0.8, True)) == ["j4", "j1", "j5"] and lazy._next == 3
+    lazy.remove(lazy.above(0.8, True)[1])
+    for bound in (1.0, 0.9, 0.85, 0.8, 0.5, 0.0, -0.0, -0.25, -1.0, float("nan")):
+        for inclusive in (False, True):
+            assert lazy.above(bound, inclusive) == walked(bound, inclusive), (bound, inclusive)
+
+
+def test_eligible_victims_by_bisection_equal_the_walk_on_a_loaded_run(monkeypatch):
+    """Dally._eligible asks the lazy victims for those above a job's Nw_sens: on a loaded run every answer
+    equals the takewhile walk over the same victims."""
+    from halyard.policies.dally import Dally
+
+    real, calls = Dally._eligible, [0, 0]
+
+    def checked(self, victims, sens):
+        got = real(self, victims, sens)
+        walked = list(itertools.takewhile(lambda v: v.sens > sens, victims))
+        assert got == walked
+        calls[0] += 1
+        calls[1] += bool(got)
+        return got
+
+    monkeypatch.setattr(Dally, "_eligible", checked)
+    _run(shortcuts=True)
+    assert calls[0] > 1000 and calls[1] > 100
+
+
 def test_holders_kept_between_searches_equal_fresh_ones(monkeypatch):
-    """_Searches keeps each (level, eligible victims)'s holders for the pass's later searches: on a loaded
-    run every one used equals the holders made afresh from the victims eligible then."""
+    """_Searches keeps one holders per level for the pass's later searches, grown to the longest prefix of
+    the victims asked for, across starts (which change only what is free) until a preemption changes the
+    victims: on a loaded run, every one used, read below the search's count of eligible victims as
+    _cheapest reads it, equals the holders made afresh from the victims eligible then."""
     from halyard.policies import dally as dally_module
 
-    real, seen, reused = dally_module._with_victims, set(), 0
+    real, seen, reused, longer = dally_module._with_victims, set(), 0, 0
 
-    def named(holders):
-        return {domain: [(v.job.job_id, held) for v, held in here] for domain, here in holders.items()}
+    def named(holders, count):
+        out = {domain: [(v.job.job_id, held, k) for v, held, k in here if k < count]
+               for domain, here in holders.items()}
+        return {domain: here for domain, here in out.items() if here}
 
     def checked(level, demand, free, avail, shape, eligible, gpu_types, holders=None):
-        nonlocal reused
+        nonlocal reused, longer
         if holders is not None:
-            assert named(holders) == named(dally_module._holders(level, eligible))
+            assert named(holders, len(eligible)) == named(dally_module._holders(level, eligible), len(eligible))
             reused += id(holders) in seen
+            longer += any(k >= len(eligible) for here in holders.values() for _, _, k in here)
             seen.add(id(holders))
         return real(level, demand, free, avail, shape, eligible, gpu_types, holders)
 
     monkeypatch.setattr(dally_module, "_with_victims", checked)
     _run(shortcuts=True)
-    assert len(seen) > 100 and reused > 100
+    assert len(seen) > 100 and reused > 100 and longer > 0  # (818, 3,151 and 5 when written)
 
 
 def test_timers_kept_between_passes_equal_fresh_ones(monkeypatch):
