@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from operator import attrgetter, itemgetter
 
 import numpy as np
 
@@ -233,72 +232,64 @@ class StagedPolicy:
     def _walk(self, view: ClusterView, ranking: Ranking, fixed: bool, budget: int, plan: Plan, free: FreeResources,
               state: PassState) -> None:
         """Keep the ranked jobs whose GPUs fit in ``budget`` in order (the runnable set), preempt the
-        running jobs outside it and start the pending ones inside it.
-
-        The walk goes run by run instead of job by job (issue 19: a loaded pass ranks ~1,400 jobs, ~1,100
-        of them running, and a Python step per job was a fifth of LAS' pass; Tiresias' ~470 waiting jobs
-        per pass on 20,000 Philly jobs compressed 8x were a sixth of its run): from where it stands, the
-        jobs whose cumulative GPUs stay within what is left are in (one cumulative sum), then the jobs
-        that ask for more than is left are out, up to the next that fits. What is left only shrinks, so
-        there are at most as many runs as GPUs left after the first job that does not fit."""
+        running jobs outside it and start the pending ones inside it."""
         jobs, order = ranking.jobs, ranking.order
-        demand = ranking.held.copy()
-        waiting = demand == 0
-        asking = order[waiting[order]]  # the pending jobs, sized in rank order
-        if fixed:
-            demand[asking] = list(map(_REQUESTED, _gather(jobs, asking)))
-        else:
-            demand[asking] = [self.sizing.gpus(view, job) for job in _gather(jobs, asking)]
-        ranked_demand = demand[order]
-        kept: list[np.ndarray] = []  # the runnable set, run by run, in rank order
-        at, n = 0, len(order)
-        while at < n:
-            fits = np.cumsum(ranked_demand[at:])
-            run = int(np.searchsorted(fits, budget, side="right"))
-            if run:
-                kept.append(order[at:at + run])
-                budget -= int(fits[run - 1])
-                at += run
-            if at < n:
-                fit_later = np.flatnonzero(ranked_demand[at:] <= budget)
-                end = at + int(fit_later[0]) if fit_later.size else n
-                self._left_out(order[at:end], waiting, ranked_demand[at:end], budget, jobs, plan, free)
-                at = end
-        runnable = np.concatenate(kept) if kept else order[:0]
-        starts = [(jobs[i], int(demand[i])) for i in runnable[waiting[runnable]].tolist()]
+        head, kept = self._running_head(ranking, budget) if len(order) >= WALK_SKIP_FROM else (0, 0)
+        budget -= kept
+        runnable = [jobs[i] for i in order[:head].tolist()] if self.placement.batch else []
+        starts: list[tuple[JobInfo, int]] = []
+        # Jobs that wait for the same GPUs with the same budget left share one (immutable) reason: a
+        # loaded queue has hundreds of waiting jobs per pass and only a few sizes.
+        waits: dict[tuple[int, int], Unplaced] = {}
+        unplaced = plan.unplaced  # plan.wait, inlined: this loop visits every running and pending job
+        for i in order[head:].tolist():
+            job = jobs[i]
+            allocation = job.allocation
+            if allocation is not None:
+                gpus = job.num_gpus
+                if gpus <= budget:
+                    budget -= gpus
+                    runnable.append(job)
+                else:
+                    plan.preempt(job.job_id)
+                    free.give(allocation)
+                continue
+            gpus = job.spec.num_gpus if fixed else self.sizing.gpus(view, job)
+            if gpus <= budget:
+                budget -= gpus
+                runnable.append(job)
+                starts.append((job, gpus))
+                continue
+            why = waits.get((gpus, budget))
+            if why is None:
+                why = waits[gpus, budget] = cannot_fit(self.ordering.name, "needs {} GPUs; jobs ahead of it in "
+                                                       "{} order hold or take the schedulable GPUs ({} left)",
+                                                       gpus, self.ordering.name, budget)
+            unplaced[job.job_id] = why
         if self.placement.batch:
-            self.placement.place_all(view, [jobs[i] for i in runnable.tolist()], [job for job, _ in starts], plan,
-                                     free, state)
+            self.placement.place_all(view, runnable, [job for job, _ in starts], plan, free, state)
             return
         for job, gpus in starts:
             self._place(view, job, gpus, plan, free, state)
 
-    def _left_out(self, out: np.ndarray, waiting: np.ndarray, demand: np.ndarray, left: int,
-                  jobs: Sequence[JobInfo], plan: Plan, free: FreeResources) -> None:
-        """Preempt the running jobs among ``out`` (positions in ``jobs``, in rank order, each asking for
-        more than the ``left`` GPUs) and tell the waiting ones why they wait."""
-        pending = waiting[out]
-        for i in out[~pending].tolist():
-            job = jobs[i]
-            plan.preempt(job.job_id)
-            free.give(job.allocation)
-        if not pending.any():
-            return
-        asked = demand[pending].tolist()
-        # One (immutable) reason per GPU count: a loaded queue has hundreds of waiting jobs per pass and
-        # only a few sizes.
-        why = {gpus: cannot_fit(self.ordering.name, "needs {} GPUs; jobs ahead of it in {} order hold or take "
-                                "the schedulable GPUs ({} left)", gpus, self.ordering.name, left)
-               for gpus in set(asked)}
-        plan.unplaced.update(zip(map(_JOB_ID, _gather(jobs, out[pending])), map(why.__getitem__, asked), strict=True))
+    @staticmethod
+    def _running_head(ranking: Ranking, budget: int) -> tuple[int, int]:
+        """How many of the first ranked jobs are running jobs whose GPUs fit in ``budget`` one after
+        another, and the GPUs they hold: the walk keeps them all and changes nothing for them, so it
+        starts after them (issue
+        19: on 20,000 Philly jobs compressed 8x a LAS pass ranks ~1,400 jobs, ~1,300 of them running,
+        and most come before the first job that does not fit; stepping through them was the largest
+        part of its pass)."""
+        held = ranking.held[ranking.order]
+        waiting = np.flatnonzero(held == 0)
+        running = int(waiting[0]) if waiting.size else len(held)
+        fits = np.cumsum(held[:running])
+        head = int(np.searchsorted(fits, budget, side="right"))
+        return head, int(fits[head - 1]) if head else 0
 
 
-_JOB_ID = attrgetter("job_id")
-_REQUESTED = attrgetter("spec.num_gpus")
-
-
-def _gather(jobs: Sequence[JobInfo], positions: np.ndarray) -> Sequence[JobInfo]:
-    """``jobs`` at ``positions``, gathered in C (the walk reads hundreds of waiting jobs per pass)."""
-    if positions.size <= 1:
-        return [jobs[i] for i in positions.tolist()]
-    return itemgetter(*positions.tolist())(jobs)
+# From how many ranked jobs a pass looks for the running head to skip (StagedPolicy._running_head). Our
+# choice, measured on loaded runs (issue 19): finding it costs about ten numpy calls (~35 us on the
+# 2-core development machine), repaid once it skips more than ~100 jobs; a pass on 128 GPUs at 90 % load
+# ranks ~110 jobs, one on loaded Philly ~1,400.
+WALK_SKIP_FROM = 400
