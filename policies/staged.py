@@ -233,17 +233,15 @@ class StagedPolicy:
               state: PassState) -> None:
         """Keep the ranked jobs whose GPUs fit in ``budget`` in order (the runnable set), preempt the
         running jobs outside it and start the pending ones inside it."""
-        jobs, order = ranking.jobs, ranking.order
-        head, kept = self._running_head(ranking, budget) if len(order) >= WALK_SKIP_FROM else (0, 0)
+        head, kept = self._running_head(ranking, budget) if len(ranking.jobs) >= WALK_SKIP_FROM else (0, 0)
         budget -= kept
-        runnable = [jobs[i] for i in order[:head].tolist()] if self.placement.batch else []
+        runnable = list(ranking.ranked_from(0)[:head]) if self.placement.batch else []
         starts: list[tuple[JobInfo, int]] = []
         # Jobs that wait for the same GPUs with the same budget left share one (immutable) reason: a
         # loaded queue has hundreds of waiting jobs per pass and only a few sizes.
         waits: dict[tuple[int, int], Unplaced] = {}
         unplaced = plan.unplaced  # plan.wait, inlined: this loop visits every running and pending job
-        for i in order[head:].tolist():
-            job = jobs[i]
+        for job in ranking.ranked_from(head):
             allocation = job.allocation
             if allocation is not None:
                 gpus = job.num_gpus
@@ -280,7 +278,7 @@ class StagedPolicy:
         19: on 20,000 Philly jobs compressed 8x a LAS pass ranks ~1,400 jobs, ~1,300 of them running,
         and most come before the first job that does not fit; stepping through them was the largest
         part of its pass)."""
-        held = ranking.held[ranking.order]
+        held = ranking.held_ranked()
         waiting = np.flatnonzero(held == 0)
         running = int(waiting[0]) if waiting.size else len(held)
         fits = np.cumsum(held[:running])

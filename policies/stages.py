@@ -35,20 +35,27 @@ DEFAULT_CANDIDATES = 8
 
 
 class Ranking(NamedTuple):
-    """Running and admitted pending jobs in priority order, as arrays: what the staged pass's runnable
-    walk reads (:meth:`Ordering.ranking`). With the GPUs each job holds in an array the walk finds the
-    jobs that fit by a cumulative sum and visits one by one only those from the first that does not
-    (issue 19: a Python step per running job was a fifth of a loaded LAS pass, ~1,100 jobs on 20,000
-    Philly jobs compressed 8x, where only the few at the tail of the order can be preempted)."""
+    """Running and admitted pending jobs in priority order, with the GPUs each running job holds as an
+    array: what the staged pass's runnable walk reads (:meth:`Ordering.ranking`). From the array the
+    walk finds the running jobs at the head of the order that fit at once and steps through the rest
+    (issue 19: on 20,000 Philly jobs compressed 8x a LAS pass ranks ~1,400 jobs, most in that head)."""
 
-    jobs: Sequence[JobInfo]  # the jobs, in any order
-    order: np.ndarray  # positions in ``jobs``, best first (int64)
+    jobs: Sequence[JobInfo]  # the jobs: best first if ``order`` is None, else in any order
+    order: np.ndarray | None  # positions in ``jobs``, best first (int64); None: ``jobs`` is in that order
     held: np.ndarray  # per position in ``jobs``: the GPUs a running job holds (>= 1), 0 for a waiting one
 
     def ranked(self) -> list[JobInfo]:
         """The jobs best first (:meth:`Ordering.ranked`'s answer)."""
-        jobs = self.jobs
-        return [jobs[i] for i in self.order.tolist()]
+        return list(self.ranked_from(0))
+
+    def ranked_from(self, start: int) -> Sequence[JobInfo]:
+        """The jobs best first, from the ``start``-th on."""
+        jobs, order = self.jobs, self.order
+        return jobs[start:] if order is None else [jobs[i] for i in order[start:].tolist()]
+
+    def held_ranked(self) -> np.ndarray:
+        """:attr:`held`, best first."""
+        return self.held if self.order is None else self.held[self.order]
 
 
 def held_gpus(jobs: Sequence[JobInfo]) -> np.ndarray:
@@ -172,7 +179,7 @@ class Ordering(Stage, Protocol):
         :meth:`ranked` and reads each job's GPUs; an ordering that keeps its order between passes
         answers from what it keeps, but must answer exactly this."""
         jobs = self.ranked(view, state, pending)
-        return Ranking(jobs, np.arange(len(jobs)), held_gpus(jobs))
+        return Ranking(jobs, None, held_gpus(jobs))
 
     def same_until(self, view: ClusterView) -> float:
         """The time before which every job's key keeps its order with the clock alone moving (no job

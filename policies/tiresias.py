@@ -212,7 +212,7 @@ class KeptOrder(EventOrder):
     def ranking(self, view: ClusterView) -> Ranking:
         self._follow(view)
         n = len(self._jobs)
-        return Ranking(list(self._jobs), np.arange(n), self._gpus[:n])
+        return Ranking(list(self._jobs), None, self._gpus[:n])
 
     def next_crossing(self, view: ClusterView) -> float:
         """The earliest time (less ``QUIET_MARGIN_S``) a running job may reach its next threshold, or
