@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from halyard.datamodel import ValidationError
-from halyard.policies.event_order import EventOrder, RunningFollower
+from halyard.policies.event_order import EventOrder, OrderedColumns, RunningFollower
 from halyard.policies.passstate import PassState
 from halyard.policies.plan import Plan
 from halyard.policies.stages import Ordering, Ranking
@@ -113,6 +113,9 @@ class Las(Ordering):
     needs_rounds = True
     guard: StarvationGuard | None = None
 
+    def __init__(self) -> None:
+        self._running = RunningService()  # what ranking() keeps between passes
+
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, ...]]:
         now, guard = view.now, self.guard
         if guard is not None:
@@ -127,10 +130,7 @@ class Las(Ordering):
         event log; otherwise sorted afresh by :meth:`key`."""
         if self.guard is not None or view.events is None or view.jobs is None:
             return super().ranking(view, state, pending)
-        kept = self.__dict__.get("_running")
-        if kept is None:
-            kept = self._running = RunningService()
-        return kept.ranking(view, pending)
+        return self._running.ranking(view, pending)
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         if self.guard is not None:
@@ -158,13 +158,13 @@ class RunningService(RunningFollower, EventOrder):
 
     def _start(self, events: object) -> None:
         super()._start(events)
-        self._lines = np.zeros((3, 64))  # rows: banked, gpus, since; a column per job, in the order of _jobs
+        self._lines = OrderedColumns(3)  # rows: banked, gpus, since
 
     def ranking(self, view: ClusterView, pending: Sequence[JobInfo]) -> Ranking:
         self._running = view.running
         self._follow(view)
         n = len(self._jobs)
-        banked, gpus, since = self._lines[:, :n]
+        banked, gpus, since = self._lines.data[:, :n]
         attained = banked + gpus * (view.now - since)
         held = gpus.astype(np.int64)
         if pending:
@@ -197,18 +197,12 @@ class RunningService(RunningFollower, EventOrder):
         if since is None:  # not running after all: the count check reads the view afresh
             return
         i = self._insert(job, (job.spec.submit_time, job.arrival_seq))
-        n = len(self._jobs)
-        if n > self._lines.shape[1]:
-            self._lines = np.concatenate((self._lines, np.zeros_like(self._lines)), axis=1)
-        lines = self._lines
-        lines[:, i + 1:n] = lines[:, i:n - 1]
-        lines[:, i] = (banked, gpus, since)
+        self._lines.insert(i, len(self._jobs), (banked, gpus, since))
 
     def _forget(self, job_id: str) -> int | None:
         i = super()._forget(job_id)
         if i is not None:
-            lines, n = self._lines, len(self._jobs)
-            lines[:, i:n] = lines[:, i + 1:n + 1]
+            self._lines.delete(i, len(self._jobs))
         return i
 
 

@@ -49,6 +49,12 @@ from halyard.policies.stages import (
 )
 from halyard.policies.view import ClusterView, JobInfo
 
+# From how many ranked jobs a pass looks for the running head to skip (StagedPolicy._running_head). Our
+# choice, measured on loaded runs (issue 19): finding it costs about ten numpy calls (~35 us on the
+# 2-core development machine), repaid once it skips more than ~100 jobs; a pass on 128 GPUs at 90 % load
+# ranks ~110 jobs, one on loaded Philly ~1,400.
+WALK_SKIP_FROM = 400
+
 
 @dataclass
 class StagedPolicy:
@@ -235,13 +241,17 @@ class StagedPolicy:
         running jobs outside it and start the pending ones inside it."""
         head, kept = self._running_head(ranking, budget) if len(ranking.jobs) >= WALK_SKIP_FROM else (0, 0)
         budget -= kept
-        runnable = list(ranking.ranked_from(0)[:head]) if self.placement.batch else []
+        if self.placement.batch:  # the batch placement is given the whole runnable set
+            ranked = ranking.ranked_from(0)
+            runnable, rest = list(ranked[:head]), ranked[head:]
+        else:
+            runnable, rest = [], ranking.ranked_from(head)
         starts: list[tuple[JobInfo, int]] = []
         # Jobs that wait for the same GPUs with the same budget left share one (immutable) reason: a
         # loaded queue has hundreds of waiting jobs per pass and only a few sizes.
         waits: dict[tuple[int, int], Unplaced] = {}
         unplaced = plan.unplaced  # plan.wait, inlined: this loop visits every running and pending job
-        for job in ranking.ranked_from(head):
+        for job in rest:
             allocation = job.allocation
             if allocation is not None:
                 gpus = job.num_gpus
@@ -274,10 +284,9 @@ class StagedPolicy:
     def _running_head(ranking: Ranking, budget: int) -> tuple[int, int]:
         """How many of the first ranked jobs are running jobs whose GPUs fit in ``budget`` one after
         another, and the GPUs they hold: the walk keeps them all and changes nothing for them, so it
-        starts after them (issue
-        19: on 20,000 Philly jobs compressed 8x a LAS pass ranks ~1,400 jobs, ~1,300 of them running,
-        and most come before the first job that does not fit; stepping through them was the largest
-        part of its pass)."""
+        starts after them (issue 19: on 20,000 Philly jobs compressed 8x a LAS pass ranks ~1,400 jobs,
+        ~1,300 of them running, and most come before the first job that does not fit; stepping through
+        them was the largest part of its pass)."""
         held = ranking.held_ranked()
         waiting = np.flatnonzero(held == 0)
         running = int(waiting[0]) if waiting.size else len(held)
@@ -285,9 +294,3 @@ class StagedPolicy:
         head = int(np.searchsorted(fits, budget, side="right"))
         return head, int(fits[head - 1]) if head else 0
 
-
-# From how many ranked jobs a pass looks for the running head to skip (StagedPolicy._running_head). Our
-# choice, measured on loaded runs (issue 19): finding it costs about ten numpy calls (~35 us on the
-# 2-core development machine), repaid once it skips more than ~100 jobs; a pass on 128 GPUs at 90 % load
-# ranks ~110 jobs, one on loaded Philly ~1,400.
-WALK_SKIP_FROM = 400

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from halyard.datamodel import Allocation, JobState
-from halyard.policies.event_order import EventOrder
+from halyard.policies.event_order import EventOrder, OrderedColumns
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import FirstFitConsolidated, build_allocation, choose_nodes, no_fit, usable_gpus
 from halyard.policies.plan import Plan
@@ -205,14 +205,14 @@ class KeptOrder(EventOrder):
         # the job's entry in _crossing_of (a job re-keyed since has a new one, or none while it waits).
         self._crossings: list[tuple[float, str]] = []
         self._crossing_of: dict[str, float] = {}
-        # In the order of _jobs, its first len(_jobs) entries: the GPUs a running job holds, 0 for a waiting
-        # one (an array kept up entry by entry: reading ~1,500 jobs' GPUs afresh each pass cost more).
-        self._gpus = np.zeros(256, np.int64)
+        # In the order of _jobs: the GPUs a running job holds, 0 for a waiting one (kept up job by job:
+        # reading ~1,500 jobs' GPUs afresh each pass cost more).
+        self._gpus = OrderedColumns(1, np.int64)
 
     def ranking(self, view: ClusterView) -> Ranking:
         self._follow(view)
         n = len(self._jobs)
-        return Ranking(list(self._jobs), None, self._gpus[:n])
+        return Ranking(list(self._jobs), None, self._gpus.data[0, :n])
 
     def next_crossing(self, view: ClusterView) -> float:
         """The earliest time (less ``QUIET_MARGIN_S``) a running job may reach its next threshold, or
@@ -245,8 +245,7 @@ class KeptOrder(EventOrder):
         self._crossing_of.pop(job_id, None)
         i = super()._forget(job_id)
         if i is not None:
-            gpus, n = self._gpus, len(self._jobs)
-            gpus[i:n] = gpus[i + 1:n + 1]
+            self._gpus.delete(i, len(self._jobs))
         return i
 
     def _learn(self, job: JobInfo, view: ClusterView) -> None:
@@ -254,12 +253,7 @@ class KeptOrder(EventOrder):
         attained = job.attained_gpu_s(now)
         queue = bisect.bisect_right(thresholds, attained)
         i = self._insert(job, (queue, job.spec.submit_time, job.arrival_seq))
-        n = len(self._jobs)
-        if n > self._gpus.size:
-            self._gpus = np.concatenate((self._gpus, np.zeros_like(self._gpus)))
-        gpus = self._gpus
-        gpus[i + 1:n] = gpus[i:n - 1]
-        gpus[i] = 0 if job.allocation is None else job.num_gpus
+        self._gpus.insert(i, len(self._jobs), 0 if job.allocation is None else job.num_gpus)
         if job.allocation is not None and queue < len(thresholds):
             when = now + (thresholds[queue] - attained) / job.num_gpus - QUIET_MARGIN_S
             heapq.heappush(self._crossings, (when, job.job_id))
