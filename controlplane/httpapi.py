@@ -149,7 +149,7 @@ async def start_http(app: web.Application, listen: str) -> tuple[web.AppRunner, 
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
     await runner.setup()
     host, port = listen.rsplit(":", 1)
-    await web.TCPSite(runner, host, int(port)).start()
+    await web.TCPSite(runner, host, int(port), reuse_port=False).start()  # a busy port is refused
     return runner, runner.addresses[0][1]
 
 

@@ -11,6 +11,9 @@ counted by status code and a request that does not decode is answered INVALID_AR
 
 from __future__ import annotations
 
+import errno
+import socket
+
 import grpc
 import structlog
 from aiohttp import web
@@ -48,6 +51,9 @@ SERVER_OPTIONS = [
     ("grpc.server.max_pending_requests", MAX_QUEUED_CALLS),
     ("grpc.server.max_pending_requests_hard_limit", 2 * MAX_QUEUED_CALLS),
     ("grpc.server_max_unrequested_time_in_server", 30),
+    # gRPC sets SO_REUSEPORT by default, so a second control plane on a busy port would bind it too
+    # and the kernel would split the clients between the two (issue 36): off, a busy port is refused.
+    ("grpc.so_reuseport", 0),
 ]
 SERVICE_NAMES = (
     job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
@@ -161,7 +167,27 @@ def _bind(add_port, address: str, *credentials: object) -> int:
     try:
         port = add_port(address, *credentials)
     except RuntimeError as exc:  # newer grpcio raises instead of returning 0
-        raise OSError(f"cannot listen on {address}: {exc}") from None
+        raise OSError(f"cannot listen on {address}: {_why_not(address) or exc}") from None
     if port == 0:
-        raise OSError(f"cannot listen on {address}")
+        raise OSError(f"cannot listen on {address}: {_why_not(address) or 'gRPC refused the address'}")
     return port
+
+
+def _why_not(address: str) -> str | None:
+    """Why gRPC could not bind ``address`` (its own error says only "Failed to bind"): the OS's answer
+    to a plain bind of the same address, e.g. "address in use (another process listens there)"."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]") or "0.0.0.0"
+    try:
+        infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, ValueError):
+        return None
+    for family, kind, proto, _, sockaddr in infos:
+        with socket.socket(family, kind, proto) as probe:
+            try:
+                probe.bind(sockaddr)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    return "address in use (another process listens there)"
+                return exc.strerror
+    return None

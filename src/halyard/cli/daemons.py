@@ -32,6 +32,7 @@ from halyard.controlplane.service import (
     ControlPlane,
 )
 from halyard.controlplane.store import SqliteStore
+from halyard.controlplane.storelock import StoreLock
 from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import ValidationError, parse_cluster, read_cluster_text
 from halyard.emulator.catalog import load_model_catalog
@@ -180,6 +181,8 @@ def run_controlplane(args: argparse.Namespace) -> int:
     text, source = read_cluster_text(args.cluster)
     cluster = parse_cluster(text, source=source)
     policy = make_policy(args.policy)
+    lock = StoreLock(args.db)
+    lock.acquire()  # a second control plane on this file exits here, naming the holder (storelock.py)
     store = SqliteStore(args.db)
     origin = store.get_meta("clock_origin_unix_s")
     # Cluster time continues across restarts: the origin is fixed when the database is created.
