@@ -54,6 +54,10 @@ SERVER_OPTIONS = [
     # gRPC sets SO_REUSEPORT by default, so a second control plane on a busy port would bind it too
     # and the kernel would split the clients between the two (issue 36): off, a busy port is refused.
     ("grpc.so_reuseport", 0),
+    # Agents ping every AGENT_KEEPALIVE_S (agent/base.py) to notice a paused control plane; gRPC's default
+    # would answer pings that frequent with GOAWAY "too_many_pings".
+    ("grpc.http2.min_ping_interval_without_data_ms", 1000),
+    ("grpc.http2.max_ping_strikes", 0),
 ]
 SERVICE_NAMES = (
     job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
@@ -123,12 +127,12 @@ class ControlPlaneServer:
         enable_reflection(SERVICE_NAMES, services)  # v1 and v1alpha
         services.finish()
         if self.tls is None:
-            self.port = _bind(server.add_insecure_port, self.listen)
+            self.port = bind(server.add_insecure_port, self.listen)
             self.agent_port = self.port
         else:
             pair = [(self.tls.key, self.tls.cert)]
-            self.port = _bind(server.add_secure_port, self.listen, grpc.ssl_server_credentials(pair))
-            self.agent_port = _bind(server.add_secure_port, self.agent_listen, grpc.ssl_server_credentials(
+            self.port = bind(server.add_secure_port, self.listen, grpc.ssl_server_credentials(pair))
+            self.agent_port = bind(server.add_secure_port, self.agent_listen, grpc.ssl_server_credentials(
                 pair, root_certificates=self.tls.ca, require_client_auth=True))
         await server.start()
         self._server = server
@@ -163,7 +167,7 @@ class ControlPlaneServer:
         self._runner, self.http_port = await start_http(build_app(self.cp, self.metrics), self.http)
 
 
-def _bind(add_port, address: str, *credentials: object) -> int:
+def bind(add_port, address: str, *credentials: object) -> int:
     try:
         port = add_port(address, *credentials)
     except RuntimeError as exc:  # newer grpcio raises instead of returning 0

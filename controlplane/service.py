@@ -111,10 +111,11 @@ class AgentSession:
     silent: bool = False  # silent past the timeout but held by the lost-agent guard: takes no new work
     left: bool = False  # the agent said it is leaving (Leaving): its node is gone, not silent
     heartbeat: apb.Heartbeat | None = None  # the latest: measured GPU utilisation and health (dashboard, metrics)
+    epoch: int = 0  # the control plane's leadership epoch, on every command (leadership.py; 0 without)
 
     def send(self, **body: object) -> None:
         if not self.closed:
-            self.outbox.put_nowait(apb.ControlMessage(**body))
+            self.outbox.put_nowait(apb.ControlMessage(leader_epoch=self.epoch, **body))
 
 
 class ControlPlane:
@@ -176,6 +177,9 @@ class ControlPlane:
         # restarts it from the store, which holds the last committed state).
         self.failed: str | None = None
         self.fatal = asyncio.Event()
+        # The leadership epoch this control plane was elected with (leadership.py), stamped on Registered
+        # and on every command so agents ignore an older leader's; 0 without leadership (SQLite).
+        self.leader_epoch = 0
         # Group commit (:meth:`_group_commit`): submissions applied but not yet stored, and the
         # future their answers wait on, resolved by the next successful :meth:`_persist`.
         self.group_commit_window_s = group_commit_window_s
@@ -534,7 +538,8 @@ class ControlPlane:
         if old is not None:
             old.closed = True  # a reconnect of the same agent (or one after the old went silent) replaces it
         session = AgentSession(name, register.backend or "unknown", instance=register.instance[:lim.MAX_AGENT_INSTANCE],
-                               peer=peer, left=register.leaving)  # leaving: no pass may place work here first
+                               peer=peer, left=register.leaving,  # leaving: no pass may place work here first
+                               epoch=self.leader_epoch)
         self.sessions[name] = session
         self._absent_since.pop(name, None)
         self._left.discard(name)
@@ -547,7 +552,7 @@ class ControlPlane:
         toml = "" if register.cluster_digest == self.cluster_digest else self.cluster_toml
         registered = apb.Registered(
             node=name, node_spec=node_to_pb(node), cluster_digest=self.cluster_digest, cluster_toml=toml,
-            heartbeat_interval_s=self.heartbeat_s,
+            heartbeat_interval_s=self.heartbeat_s, leader_epoch=self.leader_epoch,
             data_stalls=self.perf.data_stalls, catalog_toml=self.perf.catalog.profile_text,
             clock=apb.ClockParams(kind=apb.MANUAL if params.kind == "manual" else apb.ACCELERATED,
                                   wall_origin_unix_s=params.wall_origin_unix_s,
@@ -666,12 +671,23 @@ class ControlPlane:
         if group is not None and not group.done():
             group.set_result(None)
 
+    def stop_writing(self, exc: Exception) -> None:
+        """Refuse every change from now on and tell the daemon to exit (leadership lost: leadership.py)."""
+        self._fail(exc)
+
     def _fail(self, exc: Exception) -> None:
-        """The store failed: from now on refuse every change, and tell the daemon to exit non-zero."""
+        """The store failed: from now on refuse every change, and tell the daemon to exit non-zero.
+
+        Commands not yet sent are dropped and the agents' streams end: they were decided on changes the
+        store does not hold (or, fenced, by a control plane that no longer leads)."""
         if self.failed is None:
             self.failed = str(exc)
             log.critical("state store failed: refusing writes and stopping; restart from the store",
                          error=str(exc))
+        for session in self.sessions.values():
+            session.closed = True
+            while not session.outbox.empty():
+                session.outbox.get_nowait()
         group, self._group = self._group, None
         if group is not None and not group.done():
             group.set_exception(StoreError(f"the job was not stored: {exc}"))

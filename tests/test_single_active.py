@@ -45,8 +45,9 @@ def stop(*procs: subprocess.Popen[str]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
 
 
 def outcome(proc: subprocess.Popen[str]) -> tuple[int, str, str]:

@@ -37,7 +37,9 @@ def rpc_failed(exc: grpc.RpcError) -> RpcFailed:
 def register(commands: argparse._SubParsersAction) -> None:
     def client(name: str, help_: str) -> argparse.ArgumentParser:
         p = commands.add_parser(name, help=help_)
-        p.add_argument("--control-plane", default=DEFAULT_TARGET, help=f"HOST:PORT (default {DEFAULT_TARGET})")
+        p.add_argument("--control-plane", default=DEFAULT_TARGET,
+                       help=f"HOST:PORT (default {DEFAULT_TARGET}), or several, comma-separated: the active "
+                            "control plane and its standbys (the leader is found)")
         p.add_argument("--ca", type=Path, default=_env_path("HALYARD_CA"),
                        help="the cluster CA certificate that signed the control plane's (env HALYARD_CA)")
         p.add_argument("--token", default=os.environ.get("HALYARD_TOKEN"),
@@ -122,16 +124,52 @@ def _env_path(name: str) -> Path | None:
 
 
 def open_channel(args: argparse.Namespace) -> grpc.Channel:
-    """A channel as the flags say: TLS with the cluster CA (and a client certificate), or insecure on loopback."""
+    """A channel as the flags say: TLS with the cluster CA (and a client certificate), or insecure on loopback.
+
+    ``--control-plane`` may list several addresses (``a:1,b:2``: an active control plane and its standbys):
+    the channel goes to the one that leads (:func:`leader_channel`)."""
+    targets = [t.strip() for t in args.control_plane.split(",") if t.strip()] or [args.control_plane]
     if args.insecure:
-        if not is_loopback(args.control_plane):
-            raise ValidationError(f"{args.control_plane}: insecure mode connects to loopback addresses only",
-                                  field="--control-plane")
-        return grpc.insecure_channel(args.control_plane)
-    if args.ca is None:
-        raise ValidationError("give --ca (the cluster CA) and --token or --cert/--key, or --insecure for a "
-                              "control plane on loopback started with --insecure", field="--ca")
-    return grpc.secure_channel(args.control_plane, ClientTLS.from_files(args.ca, args.cert, args.key).credentials())
+        for target in targets:
+            if not is_loopback(target):
+                raise ValidationError(f"{target}: insecure mode connects to loopback addresses only",
+                                      field="--control-plane")
+
+        def make(target: str) -> grpc.Channel:
+            return grpc.insecure_channel(target)
+    else:
+        if args.ca is None:
+            raise ValidationError("give --ca (the cluster CA) and --token or --cert/--key, or --insecure for a "
+                                  "control plane on loopback started with --insecure", field="--ca")
+        credentials = ClientTLS.from_files(args.ca, args.cert, args.key).credentials()
+
+        def make(target: str) -> grpc.Channel:
+            return grpc.secure_channel(target, credentials)
+    return make(targets[0]) if len(targets) == 1 else leader_channel(targets, make)
+
+
+LEADER_METADATA_KEY = "halyard-leader"  # a standby's UNAVAILABLE names the leader (controlplane/standby.py)
+PROBE_TIMEOUT_S = 5.0
+
+
+def leader_channel(targets: list[str], make) -> grpc.Channel:
+    """A channel to the leading control plane among ``targets``: the first that answers a health check, or
+    the leader a standby names in its answer; :class:`ServerUnreachable` when none does."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    tried: list[str] = []
+    for target in targets:
+        channel = make(target)
+        try:
+            health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=PROBE_TIMEOUT_S)
+            return channel
+        except grpc.RpcError as exc:
+            channel.close()
+            leader = next((str(v) for k, v in (exc.trailing_metadata() or ()) if k == LEADER_METADATA_KEY), "")
+            if leader:
+                return make(leader)
+            tried.append(f"{target}: {exc.code().name}: {exc.details()}")
+    raise ServerUnreachable("no control plane leads among the addresses given: " + "; ".join(tried))
 
 
 def call_metadata(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
