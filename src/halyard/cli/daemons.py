@@ -258,6 +258,8 @@ async def _serve(server: ControlPlaneServer, leadership: Leadership | None = Non
         await leadership.close()
         return 0
     await server.start()
+    if leadership is not None:
+        log.info("serving as leader", epoch=leadership.epoch, unix_s=time.time())
     agents = "" if server.tls is None else f" (agents on {server.agent_address})"
     print(f"listening on {server.address}{agents}", flush=True)  # for scripts that wait for readiness
     waits = {asyncio.create_task(stop.wait()), asyncio.create_task(server.cp.fatal.wait())}
