@@ -24,7 +24,9 @@ ended the store is read back and counted:
   done but is counted apart;
 * epochs: leadership epochs in the run (the lease row's final epoch);
 * failover: for each kill, wall seconds from the SIGKILL to the next leader's first scheduling pass
-  (its log line "first pass as leader"): p50, p99, max; for each pause, from SIGSTOP to that pass.
+  (its log line "first pass as leader"; one job is held back per event and submitted right after it, so
+  the next leader always has work to pass on): p50, p99, max; for each pause, from SIGSTOP to that pass.
+  Also to the next leader's "serving as leader" (restored from the store, ports open).
 
 Sends traffic to 127.0.0.1 only and stops by itself (``--timeout-s``).
 """
@@ -246,7 +248,9 @@ async def chaos(args: argparse.Namespace, folder: Path, url: str) -> dict[str, o
         agent.launches = launches
         agents.append(agent)
         agent.start()
-    client = Client([f"127.0.0.1:{s.port}" for s in slots], ClientTLS.from_files(certs / "ca.crt"), token)
+    addresses, ca = [f"127.0.0.1:{s.port}" for s in slots], ClientTLS.from_files(certs / "ca.crt")
+    client = Client(addresses, ca, token)
+    prober = Client(addresses, ca, token)  # its own channel: one client's switch must not cut the other's call
     rng = random.Random(args.seed)
     specs = [tpb.JobSpec(job_id=f"c{i}", model="resnet50", num_gpus=rng.choice([1, 1, 2, 4, 8]),
                          iterations=rng.randint(50, 600)) for i in range(args.jobs)]
@@ -260,7 +264,11 @@ async def chaos(args: argparse.Namespace, folder: Path, url: str) -> dict[str, o
     missed: list[str] = []
     wall = time.monotonic()
     try:
-        submitter = asyncio.create_task(submit_all(client, specs, args.rate, accepted))
+        # One job per event is held back and submitted right after it, so the next leader has work to pass on
+        # even once the steady submissions are over (its first pass ends the failover).
+        reserve = specs[len(specs) - len(events):]
+        submitter = asyncio.create_task(submit_all(client, specs[:len(specs) - len(events)], args.rate, accepted))
+        probes: list[asyncio.Task[None]] = []  # one at a time (awaited before the next event's)
         if await next_first_pass(slots, 0) is None:  # a pass needs work: it comes with the first submissions
             raise SystemExit("no control plane became the leader")
         for n, event in enumerate(events, start=1):
@@ -286,6 +294,9 @@ async def chaos(args: argparse.Namespace, folder: Path, url: str) -> dict[str, o
             if event == "pause":  # past its lease; then it runs again and must not commit
                 await asyncio.sleep(args.lease_duration_s + args.pause_extra_s)
                 os.kill(victim.proc.pid, signal.SIGCONT)
+            if probes:
+                await probes[-1]
+            probes.append(asyncio.create_task(submit_all(prober, [reserve[n - 1]], 1.0, accepted)))
             passed = await next_first_pass(slots, epoch)
             if passed is None:
                 missed.append(f"{event} {n}: no new leader passed within {FAILOVER_WAIT_S:g} s")
@@ -296,6 +307,7 @@ async def chaos(args: argparse.Namespace, folder: Path, url: str) -> dict[str, o
             print(f"{event} {n}/{len(events)}: epoch {epoch} -> {passed[1]}: serving in {serving - hit:.1f} s, "
                   f"first pass in {passed[0] - hit:.1f} s; {len(accepted)} of {args.jobs} jobs accepted", flush=True)
         await submitter
+        await asyncio.gather(*probes)
         deadline = time.monotonic() + args.timeout_s
         while not await all_ended(client, args.jobs):
             for slot in slots:
@@ -307,6 +319,7 @@ async def chaos(args: argparse.Namespace, folder: Path, url: str) -> dict[str, o
         epochs = leader_row(url)[1]  # before the shutdown, whose resignations hand over a few more times
     finally:
         await client.close()
+        await prober.close()
         for slot in slots:
             slot.stop()
         for agent in agents:
@@ -379,7 +392,7 @@ def main() -> int:
                         help="run in DIR and keep the logs (default: a temporary directory)")
     args = parser.parse_args()
     if args.rate is None:  # the submissions span the planned chaos (a failover takes ~2 s, a pause its lease)
-        span = (args.kills * (args.gap_s + 2.0) + args.pauses * (args.gap_s + args.lease_duration_s
+        span = (args.kills * (args.gap_s + 5.0) + args.pauses * (args.gap_s + args.lease_duration_s
                                                                   + args.pause_extra_s + 2.0) + 10.0)
         args.rate = args.jobs / span
     configure_logging(json=False, level="warning")  # the in-process agents' reconnections are not news here
