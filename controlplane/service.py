@@ -678,8 +678,8 @@ class ControlPlane:
     def _fail(self, exc: Exception) -> None:
         """The store failed: from now on refuse every change, and tell the daemon to exit non-zero.
 
-        Commands not yet sent are dropped and the agents' streams end: they were decided on changes the
-        store does not hold (or, fenced, by a control plane that no longer leads)."""
+        Commands not yet sent are dropped and no more are queued: they were decided on changes the store
+        does not hold (or, fenced, by a control plane that no longer leads)."""
         if self.failed is None:
             self.failed = str(exc)
             log.critical("state store failed: refusing writes and stopping; restart from the store",
