@@ -14,6 +14,7 @@ from halyard.policies.registry import STAGES, make_policy, policy_names, stage_n
 from halyard.policies.resources import FreeResources, OverAllocation
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import (
+    Adjustable,
     Adjuster,
     Admission,
     AdmitAll,
@@ -31,6 +32,7 @@ from halyard.policies.view import ClusterView, JobInfo, PerformanceEstimator
 __all__ = [
     "STAGES",
     "Action",
+    "Adjustable",
     "Adjuster",
     "Admission",
     "AdmitAll",

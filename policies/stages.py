@@ -256,6 +256,16 @@ class Adjuster(Stage, Protocol):
 
 
 @runtime_checkable
+class Adjustable(Protocol):
+    """A policy that runs :class:`Adjuster` stages after its pass: what an augmentation (Cassini's
+    time-shifts) needs to join it. A policy without them refuses the augmentation by name
+    (:func:`~halyard.policies.cassini.augment`) instead of failing mid-run."""
+
+    name: str
+    adjusters: tuple[Adjuster, ...]
+
+
+@runtime_checkable
 class Preemption(Stage, Protocol):
     """Victims for a job the placement could not place (Kubernetes' PostFilter): the staged pass
     preempts them in the given order, as few as let the placement succeed, or none if even all
