@@ -94,8 +94,14 @@ async def _durable(context: grpc.aio.ServicerContext, cp: ControlPlane) -> None:
 
 def job_to_pb(record: JobRecord, now: float, wait: Unplaced | None = None, ignored: str = "") -> jpb.Job:
     """The Job message of ``record`` at ``now``; ``wait`` is why it waits (SchedulingCore.wait_of),
-    ``ignored`` what of its spec the policy does not act on (SchedulingCore.ignored_fields)."""
-    job = jpb.Job(spec=spec_to_pb(record.spec), state=state_to_pb(record.state),
+    ``ignored`` what of its spec the policy does not act on (SchedulingCore.ignored_fields).
+
+    Every Job a client, the dashboard or a log receives is made here, so here the environment's
+    values are dropped: ``env_names`` lists the names, ``spec.env`` is empty. Only a Launch, to
+    the agent that runs the job, carries the values (docs/security.md)."""
+    spec = spec_to_pb(record.spec)
+    spec.ClearField("env")
+    job = jpb.Job(spec=spec, state=state_to_pb(record.state), env_names=sorted(record.spec.env),
                   iterations_done=record.iterations_done(now), iterations_total=record.iterations_total,
                   submit_time=record.spec.submit_time, preemptions=record.preemptions, suspensions=record.suspensions,
                   queued_s=record.queued_s)

@@ -116,7 +116,8 @@ async def test_healthz_fails_while_the_store_or_the_scheduling_loop_is_broken(tm
         await submit(tc, "a", 8, 100)
         await tc.wait_for(lambda: cp.pass_error is not None)
         body = await get_json(http, "/healthz", 503)
-        assert body["problems"] == ["scheduler: the last scheduling pass failed: RuntimeError: policy bug"]
+        assert body["problems"] == ["scheduler: the last scheduling pass failed: RuntimeError "
+                                    "(the control plane's log has the message)"]  # no message: it may name a job
         async with http.get("/metrics") as reply:
             assert "halyard_healthy 0.0" in await reply.text()
         cp.core.policy = policy  # fixed: the next pass succeeds
