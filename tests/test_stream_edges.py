@@ -61,7 +61,7 @@ class Daemon:
         self.grpc, self.http = f"127.0.0.1:{free_port()}", free_port()
         self.process = subprocess.Popen(
             [*CLI, "controlplane", "--cluster", str(self.cluster), "--db", str(tmp_path / "s.db"),
-             "--listen", self.grpc, "--http", str(self.http), "--heartbeat-s", "0.1", "--insecure"],
+             "--listen", self.grpc, "--http", f"127.0.0.1:{self.http}", "--heartbeat-s", "0.1", "--insecure"],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=os.environ | {"PYTHONUNBUFFERED": "1"})
         self.agent: subprocess.Popen[bytes] | None = None
         assert self.process.stdout.readline().decode().startswith("listening on")
