@@ -308,7 +308,12 @@ def _public(problem: str) -> str:
 
 
 def _same_origin(request: web.Request) -> bool:
-    """A form post's Origin, when the browser sends one, is this port's own."""
+    """A form post comes from this port's own pages, as far as the browser says: its Origin (when
+    sent; "null", a sandboxed frame's, is refused) is this Host and Sec-Fetch-Site is same-origin.
+    (The pages' Referrer-Policy is same-origin: with no-referrer a browser sends Origin "null".)"""
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is not None and site != "same-origin":
+        return False
     origin = request.headers.get("Origin")
     if origin is None:
         return True
@@ -322,7 +327,7 @@ def _field(form: Any, name: str) -> str:
 
 def _page_headers() -> dict[str, str]:
     return {"Content-Security-Policy": CSP, "Cache-Control": "no-store", "X-Frame-Options": "DENY",
-            "Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff"}
+            "Referrer-Policy": "same-origin", "X-Content-Type-Options": "nosniff"}
 
 
 def _see_other(location: str) -> web.Response:
