@@ -77,6 +77,9 @@ class ControlPlaneServer:
         if tls is None and not is_loopback(listen):
             raise InsecureRefused(f"--listen {listen}: insecure mode (no TLS) serves loopback addresses only; "
                                   "give the control plane certificates (`halyard certs init`)")
+        if tls is None and http is not None and not is_loopback(http_listen(http)):
+            raise InsecureRefused(f"--http {http}: insecure mode (no TLS) serves loopback addresses only; "
+                                  "give the control plane certificates (`halyard certs init`)")
         self.cp = cp
         self.listen = listen
         self.agent_listen = agent_listen

@@ -89,6 +89,8 @@ def test_daemons_refuse_to_start_without_tls_unless_insecure_and_insecure_is_loo
         (("controlplane", "--cluster", str(cluster), "--db", db), "--insecure"),
         (("controlplane", "--cluster", str(cluster), "--db", db, "--insecure", "--listen", "0.0.0.0:50999"),
          "loopback addresses only"),
+        (("controlplane", "--cluster", str(cluster), "--db", db, "--insecure", "--http", "0.0.0.0:50998"),
+         "--http 0.0.0.0:50998: insecure mode (no TLS) serves loopback addresses only"),
         (("agent", "--control-plane", "127.0.0.1:1", "--node", "r0-n0"), "--insecure"),
         (("agent", "--control-plane", "cp.example:50051", "--node", "r0-n0", "--insecure"), "loopback addresses only"),
         (("jobs", "--control-plane", "cp.example:50051", "--insecure"), "loopback addresses only"),

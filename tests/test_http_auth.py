@@ -254,3 +254,16 @@ def test_tokens_expire_old_files_never_do_and_the_list_says_which(tmp_path):
         assert refused.returncode == 2 and "--expires-in" in refused.stderr, (bad, refused.stderr)
     assert json.loads(path.read_text())["tokens"][0] == old["tokens"][0]  # old entries are kept as they were
 
+
+
+def test_the_http_port_binds_loopback_unless_told_and_knows_its_host_names():
+    from halyard.controlplane.websession import allowed_hosts, host_name, http_listen
+
+    assert http_listen("9090") == http_listen(":9090") == "127.0.0.1:9090"  # never every interface by default
+    assert http_listen("0.0.0.0:9090") == "0.0.0.0:9090" and http_listen("[::1]:9090") == "[::1]:9090"
+    assert allowed_hosts("127.0.0.1:9090") == {"localhost", "127.0.0.1", "::1"}
+    assert allowed_hosts("10.0.0.5:9090") == {"10.0.0.5"}  # no loopback names for another address
+    assert allowed_hosts("0.0.0.0:9090", ["Halyard.Example.org."]) == {"localhost", "127.0.0.1", "::1",
+                                                                      "halyard.example.org"}
+    assert [host_name(h) for h in ("LOCALHOST:80", "[::1]:9090", "::1", "a.example.", "127.000.0.1")] == [
+        "localhost", "::1", "::1", "a.example", "127.000.0.1"]  # not an address: a name, refused unless given
