@@ -209,8 +209,10 @@ def build_app(cp: ControlPlane, metrics: Metrics, auth: Authenticator | None = N
         if seq is None:
             seq = max(0, len(cp.core.log) - RECENT_EVENTS)
         visible, records = _visible(caller), cp.core.records
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store",
-                                               "X-Accel-Buffering": "no"})
+        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+        if request.method == "HEAD":  # no body: a stream would never notice its reader has gone
+            return web.Response(headers=headers)
+        response = web.StreamResponse(headers=headers)
         await response.prepare(request)
         quiet_since = time.monotonic()
         try:
@@ -218,7 +220,8 @@ def build_app(cp: ControlPlane, metrics: Metrics, auth: Authenticator | None = N
                 batch = cp.core.log.since(seq)
                 if batch:
                     seq = batch[-1].seq
-                    shown = [e for e in batch if visible is None or records[e.job_id].spec.tenant == visible]
+                    shown = [e for e in batch if visible is None
+                             or ((r := records.get(e.job_id)) is not None and r.spec.tenant == visible)]
                     if shown:
                         await response.write("".join(f"id: {e.seq}\ndata: {json.dumps(dashboard.event_json(e))}\n\n"
                                                      for e in shown).encode())

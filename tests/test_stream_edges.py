@@ -123,6 +123,7 @@ def http_probes() -> Iterator[tuple[str, str, dict[str, str], bytes | None]]:
             yield method, path, {"Content-Type": "application/x-www-form-urlencoded"}, b"%%%=&&=="
             continue
         yield method, f"{path}?junk=-1", {}, None
+        yield "HEAD", f"{path}?junk=-1", {}, None
         for name in QUERIES.get(path, ()):
             for value in NUMBERS:
                 yield method, f"{path}?{name}={quote(value, safe='%')}", {}, None
