@@ -25,7 +25,7 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
 from halyard.controlplane.errors import PermissionDenied
-from halyard.controlplane.grpc_api import job_to_pb
+from halyard.controlplane.grpc_api import Foreign, foreign_jobs, job_to_pb
 from halyard.controlplane.records import JobRecord
 from halyard.controlplane.service import ControlPlane
 from halyard.datamodel import EventKind, JobEvent, JobState, ValidationError
@@ -50,11 +50,12 @@ def to_json(message: Message) -> dict[str, Any]:
     return MessageToDict(message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
 
 
-def job_json(cp: ControlPlane, record: JobRecord, now: float) -> dict[str, Any]:
+def job_json(cp: ControlPlane, record: JobRecord, now: float, foreign: Foreign | None = None) -> dict[str, Any]:
     """GetJob's message (why it waits included), plus ``waiting_s``: how long a pending job has
     waited since it last became pending (the message's ``queued_s`` counts only waits that are over)."""
     waiting = now - record.pending_since if record.state is JobState.PENDING else 0.0
-    return {**to_json(job_to_pb(record, now, cp.core.wait_of(record))), "waiting_s": max(0.0, waiting)}
+    return {**to_json(job_to_pb(record, now, cp.core.wait_of(record), foreign=foreign)),
+            "waiting_s": max(0.0, waiting)}
 
 
 def event_json(event: JobEvent) -> dict[str, Any]:
@@ -126,12 +127,12 @@ def jobs_view(cp: ControlPlane, *, state: JobState | None = None, tenant: str | 
     if visible is not None and tenant and tenant != visible:
         raise PermissionDenied(f"field 'tenant': this caller may list only tenant {visible!r}'s jobs")
     tenant = tenant or visible
-    now = cp.now()
+    now, foreign = cp.now(), foreign_jobs(cp, visible)
     matching = [r for r in cp.core.records.values()
                 if (state is None or r.state is state) and (not tenant or r.spec.tenant == tenant)]
     return {
         "total": len(matching),
-        "jobs": [job_json(cp, r, now) for r in reversed(matching[-limit:])],
+        "jobs": [job_json(cp, r, now, foreign) for r in reversed(matching[-limit:])],
         "tenants": [visible] if visible is not None else sorted({r.spec.tenant for r in cp.core.records.values()}),
         "states": [s.value for s in JobState],
     }
@@ -144,7 +145,7 @@ def job_view(cp: ControlPlane, job_id: str, visible: str | None = None) -> dict[
     if not sees(visible, record):
         raise PermissionDenied(f"job {record.job_id!r} belongs to another tenant; this caller may see only "
                                f"tenant {visible!r}'s jobs")
-    return {"job": job_json(cp, record, cp.now()),
+    return {"job": job_json(cp, record, cp.now(), foreign_jobs(cp, visible)),
             "events": [event_json(e) for e in cp.core.log if e.job_id == job_id]}
 
 
@@ -155,8 +156,8 @@ def queue_view(cp: ControlPlane, *, limit: int = MAX_JOBS, visible: str | None =
     if visible is None:
         return {"cluster_time": now, "total": len(cp.core.pending),
                 "jobs": [job_json(cp, r, now) for r in cp.core.pending.islice(0, limit)]}
-    mine = [r for r in cp.core.pending if sees(visible, r)]
-    return {"cluster_time": now, "total": len(mine), "jobs": [job_json(cp, r, now) for r in mine[:limit]]}
+    mine, foreign = [r for r in cp.core.pending if sees(visible, r)], foreign_jobs(cp, visible)
+    return {"cluster_time": now, "total": len(mine), "jobs": [job_json(cp, r, now, foreign) for r in mine[:limit]]}
 
 
 def _check_limit(limit: int) -> None:

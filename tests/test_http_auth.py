@@ -267,3 +267,24 @@ def test_the_http_port_binds_loopback_unless_told_and_knows_its_host_names():
                                                                       "halyard.example.org"}
     assert [host_name(h) for h in ("LOCALHOST:80", "[::1]:9090", "::1", "a.example.", "127.000.0.1")] == [
         "localhost", "::1", "::1", "a.example", "127.000.0.1"]  # not an address: a name, refused unless given
+
+
+async def test_a_reason_to_wait_does_not_name_another_tenants_job(tokens):
+    """FIFO without backfilling (YARN-CS) says a job waits "behind J": to J's tenant and operators only."""
+    file, alice, bob, ops = tokens
+    async with TestCluster(1, policy="yarn-cs", tokens=file.path, http="127.0.0.1:0") as tc, \
+            aiohttp.ClientSession(tc.http_url) as http:
+        await submit(tc, bob, "bob-running", {}, gpus=4)
+        await submit(tc, bob, "bob-head", {})
+        await submit(tc, alice, "alice-waits", {}, gpus=1)
+        await tc.wait_for(lambda: tc.control_plane.core.wait_of(tc.job("alice-waits")) is not None)
+        assert "bob-head" in tc.control_plane.core.wait_of(tc.job("alice-waits")).reason
+        stub = jgrpc.JobServiceStub(tc.channel)
+        mine = await stub.GetJob(jpb.GetJobRequest(job_id="alice-waits"), metadata=metadata(alice))
+        assert mine.wait.reason == "behind a job of another tenant, which cannot start (no backfilling)"
+        listed = await stub.ListJobs(jpb.ListJobsRequest(), metadata=metadata(alice))
+        assert "bob-" not in str(listed)
+        for path in ("/api/jobs", "/api/queue", "/api/jobs/alice-waits"):
+            assert "bob-" not in await body(http, path, bearer(alice)), path
+        seen = await stub.GetJob(jpb.GetJobRequest(job_id="alice-waits"), metadata=metadata(ops))
+        assert "bob-head" in seen.wait.reason  # an operator sees every job, so every name
