@@ -494,9 +494,12 @@ class ControlPlane:
         self._latest_event = max(self._latest_event, t)
 
     async def wait_events(self, after_seq: int, timeout: float) -> None:
-        """Wait until the log holds an event after ``after_seq`` (or ``timeout`` wall seconds)."""
+        """Wait until the log holds an event after ``after_seq`` (or ``timeout`` wall seconds).
+
+        A negative ``after_seq`` waits as 0 does: the log's first event is #1, so "after -1"
+        holds no more than "after 0", and returning at once would let a caller's loop spin."""
         async with self._events_changed:
-            if len(self.core.log) > after_seq:
+            if len(self.core.log) > max(after_seq, 0):
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._events_changed.wait(), timeout)

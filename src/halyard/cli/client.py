@@ -380,6 +380,8 @@ def run_job(args: argparse.Namespace) -> int:
                                                  for n in job.allocation.nodes))
     if job.HasField("wait"):
         lines.append(f"waiting:    {waiting(job)}")
+    if job.env_names:
+        lines.append(f"env:        {' '.join(job.env_names)} (names only; the values go to its agents alone)")
     print("\n".join(lines))
     return 0
 
