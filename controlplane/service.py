@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from halyard.clock import Clock
+from halyard.controlplane.backends import backend_kind
 from halyard.controlplane.core import SchedulingCore
 from halyard.controlplane.disruption import DisruptionSettings, LostAgentGuard
 from halyard.controlplane.errors import AlreadyExists, FailedPrecondition, NotFound, PermissionDenied, Unavailable
@@ -132,7 +133,7 @@ class ControlPlane:
         self.round_s = round_s
         self.heartbeat_s = heartbeat_s
         self.heartbeat_timeout_s = heartbeat_timeout_s
-        self.core = SchedulingCore(cluster, policy, perf, round_s=round_s,
+        self.core = SchedulingCore(cluster, policy, perf, round_s=round_s, backends=True,
                                    round_slack_s=(ROUND_BOUNDARY_TOLERANCE_S if lockstep
                                                   else ROUND_PASS_SLACK_FRACTION * round_s))
         self.profiles = AgentProfiles(self)  # Crius §5.1: stage profilings asked of the agents
@@ -540,6 +541,7 @@ class ControlPlane:
         self._left.discard(name)
         self._known.add(name)
         self._reconcile(session, register)
+        self.core.set_node_backend(name, backend_kind(session.backend))  # which jobs it takes (backends.py)
         self._update_schedulable(name)
         self._changed()
         params = self.clock.params()
