@@ -28,10 +28,36 @@ from halyard.v1 import types_pb2 as tpb
 DEFAULT_TARGET = "127.0.0.1:50051"
 
 
-def rpc_failed(exc: grpc.RpcError) -> RpcFailed:
-    """The CLI's error for a failed call: unreachable or rejected, with gRPC's code and message."""
+def rpc_failed(exc: grpc.RpcError, args: argparse.Namespace | None = None) -> RpcFailed:
+    """The CLI's error for a failed call: unreachable or rejected, with gRPC's code and message; a
+    connection the transport refused for TLS reasons says which, in our words (:func:`tls_mismatch`)."""
     unreachable = exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+    hint = tls_mismatch(exc.details() or "", args) if unreachable and args is not None else None
+    if hint is not None:
+        return ServerUnreachable(f"could not connect to {args.control_plane}: {hint} (gRPC {exc.code().name})")
     return (ServerUnreachable if unreachable else RpcFailed)(f"{exc.code().name}: {exc.details()}")
+
+
+def tls_mismatch(details: str, args: argparse.Namespace) -> str | None:
+    """What a failed connection's transport error means when the client's and the server's TLS disagree
+    (issue 33): a plaintext client at a TLS port sees only "Socket closed", a TLS client at a plaintext
+    port a "WRONG_VERSION_NUMBER" handshake error, a client with another cluster's CA a failed
+    certificate verification. None when it is none of these (the server is down, say)."""
+    if args.insecure and "Socket closed" in details:
+        return ("the server closed the plaintext connection: it may require TLS (a control plane started with "
+                "--certs); pass --ca CA.crt with --token or --cert/--key instead of --insecure")
+    if args.insecure:
+        return None
+    if "WRONG_VERSION_NUMBER" in details:
+        return ("the server does not speak TLS (a control plane started with --insecure?); pass --insecure "
+                "instead of --ca")
+    if "CERTIFICATE_VERIFY_FAILED" in details:
+        return (f"the server's certificate is not signed by the CA in {args.ca} (--ca / HALYARD_CA); give the "
+                "ca.crt of the cluster this control plane was started with (its --certs directory)")
+    if "Peer name" in details and "not in peer certificate" in details:
+        return (f"the server's certificate does not name {args.control_plane.rsplit(':', 1)[0]}; dial a name it "
+                "was issued for, or reissue it with `halyard certs init --server-name HOST`")
+    return None
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -147,7 +173,7 @@ def _rpc(args: argparse.Namespace, fn, request):
     try:
         return fn(request, metadata=call_metadata(args))
     except grpc.RpcError as exc:
-        raise rpc_failed(exc) from None
+        raise rpc_failed(exc, args) from None
 
 
 # Job-file keys and the flag each one stands for (the file's key is the flag's name).
@@ -404,7 +430,7 @@ def run_watch(args: argparse.Namespace) -> int:
                 if args.count and seen >= args.count:
                     break
         except grpc.RpcError as exc:
-            raise rpc_failed(exc) from None
+            raise rpc_failed(exc, args) from None
     return 0
 
 
@@ -426,5 +452,5 @@ def run_logs(args: argparse.Namespace) -> int:
                 out.flush()
                 expected = chunk.offset + len(chunk.data)
         except grpc.RpcError as exc:
-            raise rpc_failed(exc) from None
+            raise rpc_failed(exc, args) from None
     return 0
