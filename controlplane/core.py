@@ -459,6 +459,8 @@ class SchedulingCore:
                 last_start[event.job_id] = event.seq
             elif event.kind is EventKind.SUSPENDED:  # not a stored column: recounted from the log
                 records[event.job_id].suspensions += 1
+            elif event.state.terminal:  # nor is why it ended: its terminal event says
+                records[event.job_id].end_reason = event.detail
         free = self.free.copy()
         holders: dict[tuple[str, int], str] = {}
         for record in records.values():
@@ -529,6 +531,7 @@ class SchedulingCore:
             self._dequeue(record)
         self._live[job_kind(record.spec)] -= 1
         record.finish(now, state)
+        record.end_reason = detail
         self._changed.add(job_id)
         self.log.append(now, job_id, kind, state, detail)
 

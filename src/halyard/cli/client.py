@@ -365,7 +365,8 @@ def run_cluster(args: argparse.Namespace) -> int:
     for n in cluster.nodes:
         util = f"{100 * n.gpu_utilization:.0f}%" if n.HasField("gpu_utilization") else "-"
         table.add_row(n.spec.name, n.spec.gpu_type, f"{n.free_gpus}/{n.spec.gpus}",
-                      "connected" if n.connected else "absent", util, n.drain_reason if n.drained else "")
+                      (f"connected ({n.backend})" if n.backend else "connected") if n.connected else "absent", util,
+                      n.drain_reason if n.drained else "")
     Console().print(table)
     return 0
 
@@ -406,6 +407,9 @@ def run_job(args: argparse.Namespace) -> int:
                                                  for n in job.allocation.nodes))
     if job.HasField("wait"):
         lines.append(f"waiting:    {waiting(job)}")
+    if job.end_reason:
+        label = "failed:" if job.state == tpb.FAILED else "ended:"
+        lines.append(f"{label:<12}{job.end_reason}")
     print("\n".join(lines))
     return 0
 
