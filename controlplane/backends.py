@@ -33,9 +33,11 @@ _KIND_OF_BACKEND = {"emulated": EMULATES, "process": RUNS_COMMANDS, "gpu": RUNS_
 STAGE = "backend"  # the stage name in a wait reason the core gives itself
 
 
-def backend_kind(backend: str) -> int:
-    """The kind of job an agent of ``backend`` (Register.backend) can run; :data:`ANY` when unknown."""
-    return _KIND_OF_BACKEND.get(backend, ANY)
+def backend_kind(backend: str, *, emulated_takes_commands: bool = False) -> int:
+    """The kind of job an agent of ``backend`` (Register.backend) can run; :data:`ANY` when unknown, and
+    for an emulated agent that stands in for a real one (``emulated_takes_commands``: the test kit)."""
+    kind = _KIND_OF_BACKEND.get(backend, ANY)
+    return ANY if kind == EMULATES and emulated_takes_commands else kind
 
 
 def job_kind(spec: JobSpec) -> int:

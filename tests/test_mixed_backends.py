@@ -13,6 +13,7 @@ from halyard.controlplane import SchedulingCore
 from halyard.controlplane.backends import EMULATES, RUNS_COMMANDS, backend_kind
 from halyard.datamodel import JobState, parse_cluster
 from halyard.policies import WaitCode, make_policy, policy_names
+from halyard.testing import TestCluster
 from halyard.testing.cluster import small_cluster_toml
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc
@@ -124,3 +125,24 @@ async def test_a_job_no_agent_can_run_waits_and_getjob_says_why(tmp_path, backen
         await w.wait_for(lambda: w.cp.core.passes > 0)
         got = await why()
         assert phrase in got and w.job(spec.job_id).state is JobState.PENDING
+
+
+@pytest.mark.parametrize("emulate_commands", [True, False])
+async def test_the_test_kit_runs_a_clients_command_jobs_emulated_unless_told_not_to(emulate_commands):
+    """halyard.testing's emulated agents stand in for real ones: a client's job with a command runs there
+    (its command not run) and its logs say it ran emulated; with emulate_commands=False it waits, as in a
+    real cluster of emulated agents."""
+    async with TestCluster(nodes=1, emulate_commands=emulate_commands) as tc:
+        stub = jgrpc.JobServiceStub(tc.channel)
+        await stub.SubmitJob(jpb.SubmitJobRequest(spec=tpb.JobSpec(job_id="c", model="resnet50", num_gpus=8,
+                                                                   iterations=100, command=["python", "x.py"])))
+        if not emulate_commands:
+            await tc.wait_for(lambda: tc.control_plane.core.passes > 0)
+            assert "no connected agent runs commands" in tc.control_plane.core.wait_of(tc.job("c")).reason
+            return
+        await tc.wait_for(lambda: tc.job("c").state is JobState.RUNNING)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            async for _ in stub.StreamLogs(jpb.StreamLogsRequest(job_id="c")):
+                pass
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "whose agent is emulated" in err.value.details()
