@@ -91,7 +91,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     s.add_argument("--gpu-type", help="only this GPU type, e.g. --gpu-type A100")
     s.add_argument("--tenant", help="an operator's submission for a tenant (a tenant's user submits as itself)")
     s.add_argument("--command", dest="job_command", help="what process/gpu agents run, one shell-quoted string "
-                                     "(e.g. 'python train.py --lr 0.1'); emulated agents ignore it")
+                                     "(e.g. 'python train.py --lr 0.1'); a job with a command runs only on "
+                                     "process/gpu agents, one without only on emulated agents")
     s.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="environment for the command")
     s.add_argument("--priority", type=int,
                    help="a higher number goes first where the policy orders by priority (e.g. 10); default 0")
