@@ -48,6 +48,25 @@ def test_every_policy_places_each_kind_of_job_only_on_its_kind_of_node(perf, pol
         assert {kinds[n] for n in record.allocation.node_names} == {want}, (record.job_id, record.allocation)
 
 
+@pytest.mark.parametrize("policy", policy_names())
+def test_a_job_larger_than_a_node_spans_only_nodes_of_its_kind(perf, policy):
+    """Before: a job without a command placed partly on a process node FAILED there. A 16-GPU job of each
+    kind on four 8-GPU nodes, two of each kind: wherever a preset places one, both its nodes are its kind."""
+    cluster = parse_cluster(small_cluster_toml(4), source="<mixed>")
+    kinds = dict(zip([n.name for n in cluster.nodes], (EMULATES, RUNS_COMMANDS, RUNS_COMMANDS, EMULATES),
+                     strict=True))
+    core = mixed_core(cluster, perf, policy, kinds)
+    core.submit(job(16, job_id="cmd", command=COMMAND), 0.0)
+    core.submit(job(16, job_id="emu"), 0.0)
+    for t in (0.0, 300.0):
+        core.schedule(t)
+    for record in core.running.values():
+        want = RUNS_COMMANDS if record.spec.command else EMULATES
+        assert [kinds[n] for n in record.allocation.node_names] == [want, want], record.allocation
+    if policy == "fifo":
+        assert set(core.running) == {"cmd", "emu"}
+
+
 def test_a_single_backend_cluster_passes_as_before(small_cluster, perf):
     """All nodes emulated and no job with a command: one pass over everything, the given policy's."""
     core = mixed_core(small_cluster, perf, "fifo", {n.name: EMULATES for n in small_cluster.nodes})
