@@ -286,24 +286,24 @@ class SchedulingCore:
         view of only that kind's pending and running jobs, with only the nodes that take the kind
         schedulable (controlplane/backends.py), so whatever the policy, a job with a command lands only
         where a command runs and one without only where it is emulated. A kind no schedulable node takes
-        waits with that reason. Each kind's plan is validated and applied on its own, in turn; the
-        second view is built after the first plan is applied, so both plan on the ledger as it is."""
+        waits with that reason. The kinds' jobs are apart, their ledger is not (a node of no known
+        backend takes both): each view's resources are those the plans before it leave, and the plans
+        are applied together once all are valid, or none is (a plan is atomic; so is the pass)."""
         started = time.perf_counter()
-        applied: list[Action] = []
         told: dict[str, Unplaced] = {}
         otherwise: dict[int, Unplaced] = {}
-        schedulable = self.free.schedulable
+        made: list[tuple[Policy, ClusterView, Plan, PassState]] = []
+        ledger = self.free
         for kind in kinds:
             policy = self._policy_for(kind)
             pending = [r for r in self.pending if job_kind(r.spec) == kind]
             running = {job_id: r for job_id, r in self.running.items() if job_kind(r.spec) == kind}
             if not pending and not (running and policy.acts_without_pending):
                 continue
-            eligible = self.backends.eligible(kind)
-            free = self.free.copy()
-            free.schedulable &= eligible
+            free = ledger.copy()
+            free.schedulable &= self.backends.eligible(kind)
             if not free.schedulable.any():
-                why = no_node_for(kind, int(schedulable.sum()))
+                why = no_node_for(kind, int(ledger.schedulable.sum()))
                 told.update((r.job_id, why) for r in pending)
                 continue
             view = ClusterView(now=now, cluster=self.cluster, free=free, running=MappingProxyType(running),
@@ -313,15 +313,21 @@ class SchedulingCore:
                                round_slack_s=self.round_slack_s)  # no events/jobs: kept state is rebuilt per kind
             state = PassState()
             plan = policy.schedule(view, state)
+            made.append((policy, view, plan, state))
             try:
-                applied += self.apply(plan, now)
+                ledger = self._validate(plan, ledger) if plan.actions else ledger
             except PlanError:
-                policy.on_rejected(view, plan, state)
+                for policy, view, plan, state in made:
+                    policy.on_rejected(view, plan, state)
                 raise
-            policy.on_applied(view, plan, state)
             told.update(plan.unplaced)
             if plan.otherwise is not None:
                 otherwise[kind] = plan.otherwise
+        applied: list[Action] = []
+        for _, _, plan, _ in made:
+            applied += self.apply(plan, now)  # validated above, against the ledger the plans before leave
+        for policy, view, plan, state in made:
+            policy.on_applied(view, plan, state)
         self.passes += 1
         self._note_reasons(told, None, otherwise)
         self._quiet = None
@@ -565,9 +571,10 @@ class SchedulingCore:
         self._enqueue(record)
         self.log.append(now, record.job_id, EventKind.REQUEUED, JobState.PENDING)
 
-    def _validate(self, plan: Plan) -> None:
-        """Dry-run the plan on copies of the ledger and of the job states."""
-        free = self.free.copy()
+    def _validate(self, plan: Plan, ledger: FreeResources | None = None) -> FreeResources:
+        """Dry-run the plan on copies of the ledger (``ledger``, default the core's) and of the job states;
+        the ledger as the plan leaves it."""
+        free = (self.free if ledger is None else ledger).copy()
         held: dict[str, Allocation | None] = {}
 
         def holding(job_id: str) -> Allocation | None:
@@ -626,6 +633,7 @@ class SchedulingCore:
                     raise ValueError(f"unknown action type {type(action).__name__}")
             except (ValueError, OverAllocation) as exc:
                 raise PlanError(i, action, str(exc)) from None
+        return free
 
     def _check_backend(self, spec: JobSpec, allocation: Allocation) -> None:
         """A job with a command only on nodes whose agent runs commands, one without only on emulated

@@ -101,6 +101,42 @@ def test_the_core_refuses_a_plan_that_puts_a_command_on_an_emulated_node(small_c
         core.apply(plan, 0.0)
 
 
+def test_a_split_pass_applies_all_its_plans_or_none(small_cluster, perf):
+    """The kinds' plans are one pass: when the second is refused, the first (valid) one is not applied
+    either, and both policies hear so, as a refused plan leaves everything as it was."""
+    from halyard.controlplane import PlanError
+    from halyard.datamodel import Allocation, NodeAllocation
+    from halyard.policies import Plan, Policy
+
+    class StartsOnR0N0(Policy):
+        """Starts every pending job on all of r0-n0, schedulable for its kind or not."""
+
+        name = "starts-on-r0-n0"
+
+        def __init__(self) -> None:
+            self.heard: list[str] = []
+
+        def schedule(self, view, state):
+            plan = Plan()
+            for j in view.pending:
+                plan.start(j.job_id, Allocation((NodeAllocation("r0-n0", tuple(range(j.spec.num_gpus)), 12,
+                                                                250_000),)))
+            return plan
+
+        def on_rejected(self, view, plan, state):
+            self.heard.append("rejected")
+
+    core = SchedulingCore(small_cluster, StartsOnR0N0(), perf, backends=True)
+    core.set_node_backend("r0-n0", EMULATES)
+    core.set_node_backend("r0-n1", RUNS_COMMANDS)
+    core.submit(job(4, job_id="model"), 0.0)
+    core.submit(job(4, job_id="real", command=COMMAND), 0.0)
+    with pytest.raises(PlanError, match="r0-n0's agent is emulated; job real has a command"):
+        core.schedule(0.0)
+    assert core.records["model"].state is JobState.PENDING and core.free.gpus[0] == 4
+    assert core.policy.heard == ["rejected"] and core._command_policy.heard == ["rejected"]
+
+
 def test_backend_names():
     assert backend_kind("emulated") == EMULATES
     assert backend_kind("process") == backend_kind("gpu") == RUNS_COMMANDS
