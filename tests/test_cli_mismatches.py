@@ -7,10 +7,12 @@ refused printed its clean log line and then a 35-line traceback. Real daemons, r
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +20,7 @@ import pytest
 from test_daemon import CLI, cli
 from test_failures import free_port
 
-from halyard.testing.cluster import small_cluster_toml
+from halyard.testing.cluster import WAIT_TIMEOUT_S, small_cluster_toml
 
 NOISE = ("Traceback", "ssl_transport_security", "Handshake failed", "Socket closed")
 
@@ -111,3 +113,28 @@ def test_an_agent_for_a_node_not_in_the_cluster_exits_with_the_refusal_only(serv
     assert result.returncode == 4
     assert "no node 'r9-n9'" in quiet(result)
     assert len(result.stderr.strip().splitlines()) == 2, result.stderr  # the insecure-mode warning, the refusal
+
+
+def held(target: str, node: str) -> bool:
+    cluster = run("cluster", "--control-plane", target, "--insecure", "--json")
+    return any(n["spec"]["name"] == node and n.get("connected") for n in json.loads(cluster.stdout)["nodes"])
+
+
+def test_a_second_agent_for_a_held_node_says_so_and_exits(servers):
+    """The README's real-training agent for r0-n0 started while its emulated one runs: it retried forever;
+    now it says another agent holds the node and exits (after HELD_GIVE_UP_S, 15 s)."""
+    first = subprocess.Popen([*CLI, "agent", "--control-plane", servers["plain"], "--node", "r0-n0", "--insecure",
+                              "--backend", "emulated"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + WAIT_TIMEOUT_S
+        while not held(servers["plain"], "r0-n0"):  # the first has registered
+            assert time.monotonic() < deadline and first.poll() is None
+            time.sleep(0.2)
+        result = run("agent", "--control-plane", servers["plain"], "--node", "r0-n0", "--insecure",
+                     "--backend", "emulated")
+        assert result.returncode == 4
+        assert "another agent holds this node; this one stops" in quiet(result)
+        assert first.poll() is None  # the first keeps its node
+    finally:
+        first.terminate()
+        first.wait(timeout=15)
