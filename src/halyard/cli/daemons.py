@@ -13,7 +13,7 @@ import grpc
 import structlog
 
 from halyard.agent.base import FATAL_CODES
-from halyard.agent.cluster_copy import ClusterCopy
+from halyard.agent.cluster_copy import ClusterCopy, ClusterMismatch
 from halyard.agent.joblogs import DEFAULT_MAX_BYTES
 from halyard.cli import EXIT_REJECTED
 from halyard.cli.policies import policy_help
@@ -249,6 +249,8 @@ def run_agent(args: argparse.Namespace) -> int:
         if exc.code() not in (*FATAL_CODES, grpc.StatusCode.ALREADY_EXISTS):
             raise
         return EXIT_REJECTED  # the agent has logged the control plane's refusal, in one line: no traceback
+    except ClusterMismatch:
+        return EXIT_REJECTED  # logged too: the control plane's cluster file disagrees with itself
     return 0
 
 
