@@ -44,7 +44,7 @@ from halyard.agent.profiling import refused
 from halyard.clock import Clock, ClockParams, clock_from_params
 from halyard.datamodel import Cluster, Node, cluster_digest
 from halyard.datamodel.limits import MAX_JOB_ID
-from halyard.tls import ClientTLS
+from halyard.tls import NEEDS_TLS, NOT_TLS, UNKNOWN_CA, WRONG_NAME, ClientTLS, tls_mismatch
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import agent_service_pb2_grpc as agrpc
 from halyard.v1.types_pb2 import NodeSpec
@@ -79,6 +79,7 @@ class StreamAgent:
         self.target = target
         self.held_give_up_s = held_give_up_s
         self._held_since: float | None = None  # first ALREADY_EXISTS of the refusals in a row
+        self._tls_said: str | None = None  # the TLS disagreement last logged (said once, not every retry)
         # gRPC channel arguments; many agents in one process (the fleet benchmark) pass
         # ("grpc.use_local_subchannel_pool", 1) so each has its own connection, as separate machines would.
         self.channel_options = channel_options
@@ -175,7 +176,7 @@ class StreamAgent:
                 if exc.code() == grpc.StatusCode.ALREADY_EXISTS:
                     self._held(exc)
                 else:
-                    log.info("control plane unreachable, retrying", node=self.node_name, code=exc.code().name)
+                    self._unreachable(exc)
             finally:
                 self.connected.clear()
                 self._outbox = self._stream_outbox = None
@@ -183,6 +184,27 @@ class StreamAgent:
                 return  # Leaving went on a call that failed: not retried (that would register the node again)
             with contextlib.suppress(TimeoutError):  # leave() ends the wait: its call goes at once
                 await asyncio.wait_for(self._leave_now.wait(), self.backoff.next_delay())
+
+    def _unreachable(self, exc: grpc.aio.AioRpcError) -> None:
+        """No stream: logged as unreachable, or, once per streak, as the TLS disagreement it shows."""
+        kind = tls_mismatch(exc.details() or "", plaintext=self.tls is None)
+        if kind is None:
+            log.info("control plane unreachable, retrying", node=self.node_name, code=exc.code().name)
+            return
+        if kind == self._tls_said:
+            log.info("cannot connect, as logged above; retrying", node=self.node_name)
+            return
+        self._tls_said = kind
+        ca = (self.tls.ca_file or "its CA") if self.tls is not None else ""
+        why = {NEEDS_TLS: "the control plane closed the plaintext stream: it may require TLS; give --certs DIR "
+                          "instead of --insecure",
+               NOT_TLS: "the control plane does not speak TLS (started with --insecure?); give --insecure instead "
+                        "of --certs",
+               UNKNOWN_CA: f"the control plane's certificate is not signed by this agent's CA ({ca}); give the "
+                           "--certs directory of this cluster's CA",
+               WRONG_NAME: "the control plane's certificate does not name the host in --control-plane; dial a "
+                           "name it was issued for (`halyard certs init --server-name HOST`)"}[kind]
+        log.error(f"cannot connect: {why}; retrying", node=self.node_name, control_plane=self.target)
 
     def _held(self, exc: grpc.aio.AioRpcError) -> None:
         """Another agent holds this node: retry while it may be this node's previous agent going away,
@@ -215,7 +237,7 @@ class StreamAgent:
                 async for msg in call:
                     kind = msg.WhichOneof("body")
                     if kind == "registered":
-                        self._held_since = None
+                        self._held_since = self._tls_said = None
                         self._on_registered(msg.registered)
                         self._outbox = outbox
                         for report in self._unacked.values():

@@ -138,3 +138,25 @@ def test_a_second_agent_for_a_held_node_says_so_and_exits(servers):
     finally:
         first.terminate()
         first.wait(timeout=15)
+
+
+def test_an_agent_with_another_clusters_ca_says_so_without_grpc_core_noise(servers):
+    """An agent keeps retrying (the control plane may come back), but says once what is wrong."""
+    other = servers["other"]
+    assert run("certs", "issue", "node", "r0-n1", "--dir", str(other)).returncode == 0
+    agent = subprocess.Popen([*CLI, "agent", "--control-plane", servers["agents"], "--node", "r0-n1", "--certs",
+                              str(other), "--backend", "emulated"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True, env={k: v for k, v in os.environ.items() if not k.startswith("GRPC_")})
+    lines: list[str] = []
+    try:
+        for line in agent.stderr:
+            lines.append(line)
+            if "cannot connect, as logged above" in line:  # the first retry after the error
+                break
+    finally:
+        agent.terminate()
+        agent.wait(timeout=15)
+    text = "".join(lines)
+    assert f"not signed by this agent's CA ({other / 'ca.crt'})" in text
+    for word in NOISE:
+        assert word not in text, text

@@ -15,6 +15,7 @@ from google.protobuf.json_format import MessageToDict
 from rich.console import Console
 from rich.table import Table
 
+from halyard import tls
 from halyard.cli.errors import RpcFailed, ServerUnreachable
 from halyard.datamodel import ValidationError
 from halyard.datamodel.limits import MAX_REQUEST_BYTES, MAX_SUBMIT_BATCH
@@ -40,21 +41,18 @@ def rpc_failed(exc: grpc.RpcError, args: argparse.Namespace | None = None) -> Rp
 
 def tls_mismatch(details: str, args: argparse.Namespace) -> str | None:
     """What a failed connection's transport error means when the client's and the server's TLS disagree
-    (issue 33): a plaintext client at a TLS port sees only "Socket closed", a TLS client at a plaintext
-    port a "WRONG_VERSION_NUMBER" handshake error, a client with another cluster's CA a failed
-    certificate verification. None when it is none of these (the server is down, say)."""
-    if args.insecure and "Socket closed" in details:
+    (:func:`halyard.tls.tls_mismatch`), in the client's flags; None when it is none of these."""
+    kind = tls.tls_mismatch(details, plaintext=args.insecure)
+    if kind == tls.NEEDS_TLS:
         return ("the server closed the plaintext connection: it may require TLS (a control plane started with "
                 "--certs); pass --ca CA.crt with --token or --cert/--key instead of --insecure")
-    if args.insecure:
-        return None
-    if "WRONG_VERSION_NUMBER" in details:
+    if kind == tls.NOT_TLS:
         return ("the server does not speak TLS (a control plane started with --insecure?); pass --insecure "
                 "instead of --ca")
-    if "CERTIFICATE_VERIFY_FAILED" in details:
+    if kind == tls.UNKNOWN_CA:
         return (f"the server's certificate is not signed by the CA in {args.ca} (--ca / HALYARD_CA); give the "
                 "ca.crt of the cluster this control plane was started with (its --certs directory)")
-    if "Peer name" in details and "not in peer certificate" in details:
+    if kind == tls.WRONG_NAME:
         return (f"the server's certificate does not name {args.control_plane.rsplit(':', 1)[0]}; dial a name it "
                 "was issued for, or reissue it with `halyard certs init --server-name HOST`")
     return None
