@@ -294,7 +294,7 @@ class JobServicer(jgrpc.JobServiceServicer):
         def check() -> tuple[JobRecord, int]:
             who = self.auth.client(context)
             record = _check_tenant(who, self.cp.job(_job_id(request.job_id)))
-            return record, logs.resolve(record, request)
+            return record, logs.resolve(record, request, self.cp.core.wait_of(record))
         record, attempt = await _call(context, "StreamLogs", check)
         try:
             async for chunk in logs.stream_logs(self.logs, record, attempt, request):

@@ -18,6 +18,7 @@ from halyard.controlplane.records import JobRecord
 from halyard.controlplane.service import ControlPlane
 from halyard.datamodel import EventKind, ValidationError
 from halyard.datamodel import limits as lim
+from halyard.policies import Unplaced
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import job_service_pb2 as jpb
 
@@ -83,10 +84,12 @@ class LogRelay:
         return out
 
 
-def resolve(record: JobRecord, request: jpb.StreamLogsRequest) -> int:
-    """The attempt a StreamLogs request means; errors name the field."""
+def resolve(record: JobRecord, request: jpb.StreamLogsRequest, wait: Unplaced | None = None) -> int:
+    """The attempt a StreamLogs request means; errors name the field (and, for a job that has not started,
+    why it waits: ``wait``, SchedulingCore.wait_of)."""
     if record.attempt == 0:
-        raise FailedPrecondition(f"job {record.job_id!r} has not started: it has no output yet")
+        raise FailedPrecondition(f"job {record.job_id!r} has not started: it has no output yet"
+                                 + (f" (it waits: {wait})" if wait is not None else ""))
     if not record.spec.command:
         raise FailedPrecondition(_NO_OUTPUT.format(job=record.job_id, why="has no command, so it runs on emulated "
                                                    "agents (the performance model)"))

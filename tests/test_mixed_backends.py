@@ -180,6 +180,10 @@ async def test_a_job_no_agent_can_run_waits_and_getjob_says_why(tmp_path, backen
         await w.wait_for(lambda: w.cp.core.passes > 0)
         got = await why()
         assert phrase in got and w.job(spec.job_id).state is JobState.PENDING
+        with pytest.raises(grpc.aio.AioRpcError) as err:  # its logs say it has not started, and why
+            async for _ in stub.StreamLogs(jpb.StreamLogsRequest(job_id=spec.job_id)):
+                pass
+        assert "has not started" in err.value.details() and phrase in err.value.details()
 
 
 @pytest.mark.parametrize("emulate_commands", [True, False])
