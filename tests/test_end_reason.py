@@ -46,6 +46,8 @@ async def test_getjob_and_halyard_job_say_why_a_job_failed(tmp_path):
         code, out, err = await halyard("job", "crash", "--control-plane", target)
         assert code == 0, err
         assert "state:      FAILED" in out and "failed:     exit code 3" in out
+        code, out, err = await halyard("jobs", "--control-plane", target)
+        assert code == 0 and "exit code 3" in out, err
         code, out, err = await halyard("job", "crash", "--control-plane", target, "--json")
         assert code == 0 and "exit code 3" in json.loads(out)["end_reason"], err
 

@@ -328,11 +328,11 @@ def run_jobs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([MessageToDict(j, preserving_proto_field_name=True) for j in jobs], indent=2))
         return 0
-    table = Table("job", "state", "model", "GPUs", "progress", "nodes / why waiting")
+    table = Table("job", "state", "model", "GPUs", "progress", "nodes / why waiting / why it ended")
     for j in jobs:
         done = f"{100 * j.iterations_done / j.iterations_total:.0f}%" if j.iterations_total else "-"
         table.add_row(j.spec.job_id, tpb.JobState.Name(j.state), j.spec.model, str(j.spec.num_gpus), done,
-                      ",".join(n.node for n in j.allocation.nodes) or waiting(j))
+                      ",".join(n.node for n in j.allocation.nodes) or waiting(j) or j.end_reason)
     Console().print(table)
     return 0
 
