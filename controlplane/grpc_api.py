@@ -139,6 +139,8 @@ def job_to_pb(record: JobRecord, now: float, wait: Unplaced | None = None, ignor
         job.end_time = record.end_time
     if ignored:
         job.ignored = ignored
+    if record.end_reason:
+        job.end_reason = record.end_reason
     if record.time_shift_drift_s is not None and record.state is JobState.RUNNING:
         job.time_shift_drift_s = record.time_shift_drift_s
     if wait is not None:
@@ -327,7 +329,7 @@ class JobServicer(jgrpc.JobServiceServicer):
         def check() -> tuple[JobRecord, int]:
             who = self.auth.client(context)
             record = _check_tenant(who, self.cp.job(_job_id(request.job_id)))
-            return record, logs.resolve(record, request)
+            return record, logs.resolve(record, request, self.cp.core.wait_of(record))
         record, attempt = await _call(context, "StreamLogs", check)
         try:
             async for chunk in logs.stream_logs(self.logs, record, attempt, request):
@@ -349,6 +351,8 @@ class ClusterServicer(cgrpc.ClusterServiceServicer):
                                 free_cpus=int(free.cpus[node.index]), free_memory_mb=int(free.memory_mb[node.index]),
                                 drain_reason=self.cp.drain_reasons.get(name, ""))
         session = self.cp.sessions.get(name)
+        if session is not None:
+            status.backend = session.backend
         if session is not None and session.heartbeat is not None:
             status.gpu_utilization = session.heartbeat.gpu_utilization
         return status

@@ -269,7 +269,7 @@ async def test_resize_on_emulated_agents_follows_the_model(tmp_path):
     across = Allocation((NodeAllocation("r0-n0", (0, 1), 6, 1000), NodeAllocation("r0-n1", (4, 5), 6, 1000)))
     policy = OneResize("e", on("r0-n0", 0, 1), across, when=lambda view, job: view.now >= 20.0)
     async with World("emulated", tmp_path, nodes=2, policy=policy, speedup=50.0, round_s=10.0) as w:
-        await w.submit(train_spec("e", 400, gpus=2, min_gpus=2, max_gpus=4, logical_workers=4))
+        await w.submit(train_spec("e", 400, gpus=2, min_gpus=2, max_gpus=4, logical_workers=4, command=[]))
         await w.wait_for(lambda: w.job("e").state is JobState.RUNNING and w.job("e").num_gpus == 4)
         record = w.job("e")
         assert record.attempt == 2

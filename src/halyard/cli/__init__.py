@@ -54,6 +54,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv else None
+    if command != "controlplane":
+        # gRPC core logs a failed TLS handshake in its own format on stderr, each retry; a command or an agent
+        # says what went wrong in a line of its own (halyard.tls.tls_mismatch). Read when gRPC starts: set first.
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     if COMMANDS.get(command or "") == "daemons":
         from halyard.cli.daemons import expand_config
 

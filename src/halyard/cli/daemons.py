@@ -9,10 +9,13 @@ import signal
 import tomllib
 from pathlib import Path
 
+import grpc
 import structlog
 
-from halyard.agent.cluster_copy import ClusterCopy
+from halyard.agent.base import FATAL_CODES
+from halyard.agent.cluster_copy import ClusterCopy, ClusterMismatch
 from halyard.agent.joblogs import DEFAULT_MAX_BYTES
+from halyard.cli import EXIT_REJECTED
 from halyard.cli.policies import policy_help
 from halyard.cli.simulate import add_catalog_option, add_contention_option
 from halyard.clock import ScaledClock
@@ -247,7 +250,14 @@ def run_agent(args: argparse.Namespace) -> int:
         if runner in done and runner.exception() is not None:
             raise runner.exception()
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() not in (*FATAL_CODES, grpc.StatusCode.ALREADY_EXISTS):
+            raise
+        return EXIT_REJECTED  # the agent has logged the control plane's refusal, in one line: no traceback
+    except ClusterMismatch:
+        return EXIT_REJECTED  # logged too: the control plane's cluster file disagrees with itself
     return 0
 
 
