@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from halyard.cli.policies import policy_help
-from halyard.cli.report import progress_bar, summary_table
+from halyard.cli.report import progress_bar, report_rejected, summary_table
 from halyard.cli.simulate import (
     DEFAULT_ROUND_S,
     add_catalog_option,
@@ -42,7 +42,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--agent-processes", action="store_true",
                    help="run each agent as its own `halyard agent` process (default: asyncio tasks)")
     p.add_argument("--db", default=":memory:", help="state database (default: in memory)")
-    add_trace_options(p)
+    add_trace_options(p, runs=True)
     add_output_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
@@ -71,4 +71,5 @@ def run(args: argparse.Namespace) -> int:
     table.add_row("speed-up reached", f"{result['speedup_achieved']:.0f}x")
     Console().print(table)
     write_outputs(args, RunTables(result, run.tables.jobs, run.tables.timeline))
-    return 0
+    return report_rejected(run.rejected, jobs=len(loaded.jobs), strict=args.strict, console=Console(stderr=True),
+                           command="replay")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from rich.console import Console
@@ -12,6 +12,10 @@ from rich.table import Table
 
 # How often the progress bar is redrawn; more often only costs time.
 PROGRESS_REFRESH_S = 0.1
+SHOWN_REJECTED = 5  # rejection lines printed before the count of the rest
+# A run that did nothing (every job rejected), or rejected any job under --strict: its files are
+# written, but a script must not take it for a result (issue 33: such runs used to exit 0).
+EXIT_RUN_REJECTED = 6
 
 
 @contextmanager
@@ -66,3 +70,37 @@ def summary_table(result: Mapping[str, object], title: str) -> Table:
 
 def _hours(seconds: object) -> str:
     return f"{float(seconds) / 3600:.2f} h"  # type: ignore[arg-type]
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 job``, ``2 jobs``: the count and the word, in the number it needs."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+def report_rejected(rejected: Sequence[object], *, jobs: int, strict: bool, console: Console,
+                    command: str, run: str = "") -> int:
+    """Print the first :data:`SHOWN_REJECTED` rejections (``job_id: reason``) and how many more there
+    were; return the exit status the run earns: :data:`EXIT_RUN_REJECTED` when every one of ``jobs``
+    was rejected (nothing ran) or, under ``strict``, when any was; else 0. ``run`` names the run
+    (compare has several)."""
+
+    def say(text: str, style: str) -> None:  # one line each, whatever the width; reasons are not markup
+        console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+
+    where = f"{run}: " if run else ""
+    for r in rejected[:SHOWN_REJECTED]:
+        say(f"{where}rejected {r.job_id}: {r.reason}", "yellow")  # type: ignore[attr-defined]
+    if len(rejected) > SHOWN_REJECTED:
+        say(f"{where}... and {len(rejected) - SHOWN_REJECTED:,} more rejected", "yellow")
+    if not rejected:
+        return 0
+    if len(rejected) >= jobs:
+        say(f"halyard {command}: error: {where}every one of the {plural(jobs, 'job')} was rejected at submission; "
+            "nothing ran (the reasons above: does the cluster's GPU type, or the trace's model, exist in the "
+            "catalog? `halyard profiles list`)", "red")
+        return EXIT_RUN_REJECTED
+    if strict:
+        say(f"halyard {command}: error: {where}{len(rejected):,} of {plural(jobs, 'job')} rejected at submission, "
+            "and --strict makes any rejection an error", "red")
+        return EXIT_RUN_REJECTED
+    return 0

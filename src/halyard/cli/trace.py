@@ -27,12 +27,20 @@ OUTPUT_SUFFIXES = (".csv", ".jsonl")
 SHOWN_ERRORS = 5  # bad rows printed in full before the count
 
 
-def add_trace_options(p: argparse.ArgumentParser, *, strict: bool = True, seed: bool = True) -> None:
-    """``--trace-format`` (and ``--strict``, ``--seed``) for every command that reads a trace."""
+STRICT_RUN_HELP = ("stop at the first malformed trace row; and exit with status 6 if any job is rejected at "
+                   "submission or the policy cannot act as named on this trace (without it, only a run in "
+                   "which every job was rejected does)")
+
+
+def add_trace_options(p: argparse.ArgumentParser, *, strict: bool = True, seed: bool = True,
+                      runs: bool = False) -> None:
+    """``--trace-format`` (and ``--strict``, ``--seed``) for every command that reads a trace; ``runs``:
+    the command runs the trace (simulate, replay), so ``--strict`` covers the run too."""
     p.add_argument("--trace-format", default=AUTO, metavar="FORMAT",
                    help=f"{AUTO} (default: detect from the header/content) or one of: {', '.join(FORMAT_NAMES)}")
     if strict:
-        p.add_argument("--strict", action="store_true", help="stop at the first malformed trace row")
+        p.add_argument("--strict", action="store_true",
+                       help=STRICT_RUN_HELP if runs else "stop at the first malformed trace row")
     if seed:
         p.add_argument("--seed", type=int, default=0, help="seed for attributes a trace lacks (default: 0)")
 
