@@ -407,6 +407,10 @@ class Crius(Policy):
     def honours(self) -> frozenset[str]:
         return frozenset({"deadline"}) if self.deadlines else frozenset()
 
+    @property
+    def relies_on(self) -> frozenset[str]:
+        return self.honours  # Crius-DDL's deadline admission and early drop
+
     def profile_requests(self, spec: JobSpec, facts: ClusterFacts) -> list[ProfileRequest]:
         """The profilings estimating ``spec``'s Cells takes (§5.1): a live control plane asks its agents
         for them before the job's first pass (:func:`profile_requests`)."""

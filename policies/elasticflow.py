@@ -100,6 +100,10 @@ class ElasticFlow(Policy):
     def honours(self) -> frozenset[str]:
         return frozenset() if self.loosened else frozenset({"deadline"})
 
+    @property
+    def relies_on(self) -> frozenset[str]:
+        return self.honours | {"elastic"}  # shares between min_gpus and max_gpus
+
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
         plan = Plan()
         if self.loosened:

@@ -94,6 +94,10 @@ class StagedPolicy:
     def honours(self) -> frozenset[str]:
         return frozenset().union(*(stage.honours for stage in self._all()))
 
+    @property
+    def relies_on(self) -> frozenset[str]:
+        return frozenset().union(*(getattr(stage, "relies_on", frozenset()) for stage in self._all()))
+
     def stages(self) -> list[tuple[str, str]]:
         return [("admission", self.admission.name), ("ordering", self.ordering.name),
                 ("sizing", self.sizing.name), ("placement", self.placement.name),

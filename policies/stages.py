@@ -71,6 +71,10 @@ class Stage(Protocol):
     # JobSpec fields beyond the basics the stage acts on ("priority", "deadline"): a job that sets
     # one no stage of its policy honours is told so at submission instead of being ignored silently.
     honours: ClassVar[frozenset[str]] = frozenset()
+    # What the stage's own behaviour needs of the jobs or the cluster (policies/reliance.py's keys:
+    # "logical_workers", "elastic", "deadline", "priority", "quotas"): a run in which none has it gets
+    # a warning that the stage does nothing (issue 33: easyscale-heter without ESTs was FIFO, silently).
+    relies_on: ClassVar[frozenset[str]] = frozenset()
     # True if the stage decides from the jobs' specs, states and allocations and the free resources
     # alone: what the core's event log and the nodes' schedulable flags record, never the clock, job
     # progress or rates. A staged policy whose other stages all say so may let the core skip passes
@@ -118,6 +122,11 @@ class Policy(Protocol):
     @property
     def honours(self) -> frozenset[str]:
         """JobSpec fields beyond the basics this policy acts on ("priority", "deadline")."""
+        return frozenset()
+
+    @property
+    def relies_on(self) -> frozenset[str]:
+        """What this policy's own behaviour needs of the jobs or cluster (:attr:`Stage.relies_on`)."""
         return frozenset()
 
     def stages(self) -> list[tuple[str, str]]:

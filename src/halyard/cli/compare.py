@@ -17,7 +17,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from halyard.cli.report import report_rejected
+from halyard.cli.report import report_rejected, warn_unmet_reliance
 from halyard.cli.simulate import (
     DEFAULT_ROUND_S,
     add_catalog_option,
@@ -120,8 +120,7 @@ def run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise ValidationError("must be at least 1", field="--workers")
     policies = _names(args.policies, "--policies")
-    for policy in policies:
-        make_policy(policy)  # an unknown name fails here, before anything runs
+    built = [make_policy(policy) for policy in policies]  # an unknown name fails here, before anything runs
     baseline = args.baseline or policies[0]
     if baseline not in policies:
         raise ValidationError(f"{baseline!r} is not one of --policies ({', '.join(policies)})", field="--baseline")
@@ -134,6 +133,11 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_trace(trace, trace_format=args.trace_format, strict=args.strict, seed=seeds[0])
     if not loaded.jobs:
         raise ValidationError(f"{trace}: no jobs to run", field="--trace")
+    errors = Console(stderr=True)
+    refused = max(warn_unmet_reliance(p, loaded.jobs, cluster, strict=args.strict, console=errors, command="compare")
+                  for p in built)
+    if refused:
+        return refused
     specs = [RunSpec(name=run_name(p, s), trace=str(trace), policy=p, cluster=args.cluster, seed=s,
                      round_s=args.round_s, contention=args.contention, trace_format=args.trace_format,
                      measure=measure, catalog=str(args.catalog.resolve()) if args.catalog else None)
@@ -154,7 +158,6 @@ def run(args: argparse.Namespace) -> int:
                        table_format=args.table_format, cluster_gpus=cluster.total_gpus)
     Console().print(_table(results, baseline, f"halyard compare: {trace.name} on {cluster.name}"))
     Console().print(f"report: {report}", highlight=False)
-    errors = Console(stderr=True)
     statuses = [report_rejected(r.rejected, jobs=len(loaded.jobs), strict=args.strict, console=errors,
                                 command="compare", run=r.spec.name) for r in results]
     return max(statuses, default=0)

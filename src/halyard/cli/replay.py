@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from halyard.cli.policies import policy_help
-from halyard.cli.report import progress_bar, report_rejected, summary_table
+from halyard.cli.report import progress_bar, report_rejected, summary_table, warn_unmet_reliance
 from halyard.cli.simulate import (
     DEFAULT_ROUND_S,
     add_catalog_option,
@@ -54,13 +54,17 @@ def run(args: argparse.Namespace) -> int:
         raise ValidationError("must be positive", field="--speedup")
     if args.round_s <= 0:
         raise ValidationError("must be positive", field="--round-s")
-    make_policy(args.policy)  # fail early on an unknown name
+    policy = make_policy(args.policy)  # fail early on an unknown name
     catalog = load_model_catalog(args.catalog)
     check_table_format(args.table_format)
     text, source = read_cluster_text(args.cluster)
     cluster = parse_cluster(text, source=source)
     trace_path = args.trace or default_trace()
     loaded = load_trace(trace_path, trace_format=args.trace_format, strict=args.strict, seed=args.seed)
+    refused = warn_unmet_reliance(policy, loaded.jobs, cluster, strict=args.strict, console=Console(stderr=True),
+                                  command="replay")
+    if refused:
+        return refused
     with progress_bar(len(loaded.jobs), enabled=not args.no_progress, label=f"replay {args.policy}") as bar:
         run = asyncio.run(replay(loaded.jobs, cluster, text, policy=args.policy, speedup=args.speedup,
                                  processes=args.agent_processes, db=args.db, round_s=args.round_s,

@@ -77,6 +77,25 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n:,} {word if n == 1 else (many or word + 's')}"
 
 
+def warn_unmet_reliance(policy: object, jobs: Sequence[object], cluster: object, *, strict: bool,
+                        console: Console, command: str) -> int:
+    """Warn (on ``console``) when ``policy`` relies on something no job of the run, or the cluster, has
+    (:func:`halyard.policies.unmet_reliance`): it would silently act as its base stages. Under ``strict``
+    that is an error: the status is :data:`EXIT_RUN_REJECTED` (the caller stops before running); else 0."""
+    from halyard.policies import unmet_reliance
+
+    lines = unmet_reliance(policy, jobs, cluster)  # type: ignore[arg-type]
+    kind = "error" if strict else "warning"
+    for line in lines:
+        console.print(f"halyard {command}: {kind}: {line}", style="red" if strict else "yellow", markup=False,
+                      highlight=False, soft_wrap=True)
+    if lines and strict:
+        console.print(f"halyard {command}: error: --strict refuses a policy that cannot act as named on this run",
+                      style="red", markup=False, highlight=False, soft_wrap=True)
+        return EXIT_RUN_REJECTED
+    return 0
+
+
 def report_rejected(rejected: Sequence[object], *, jobs: int, strict: bool, console: Console,
                     command: str, run: str = "") -> int:
     """Print the first :data:`SHOWN_REJECTED` rejections (``job_id: reason``) and how many more there

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from halyard.cli.policies import policy_help
-from halyard.cli.report import progress_bar, report_rejected, summary_table
+from halyard.cli.report import progress_bar, report_rejected, summary_table, warn_unmet_reliance
 from halyard.cli.trace import add_trace_options, load_trace
 from halyard.controlplane.runtables import TABLE_FORMATS, RunTables, check_table_format, write_run
 from halyard.datamodel import ValidationError, load_cluster
@@ -99,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
     trace_path = args.trace or default_trace()
     loaded = load_trace(trace_path, trace_format=args.trace_format, strict=args.strict, seed=args.seed)
     console = Console(stderr=True)
+    refused = warn_unmet_reliance(policy, loaded.jobs, cluster, strict=args.strict, console=console, command="simulate")
+    if refused:
+        return refused
     with progress_bar(len(loaded.jobs), enabled=not args.no_progress, label=f"simulate {policy.name}") as bar:
         tables, rejected = simulate_jobs(loaded.jobs, cluster, args.policy, round_s=args.round_s,
                                          contention=args.contention, measure=measure,
