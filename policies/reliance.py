@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from halyard.datamodel import Cluster, JobSpec
+from halyard.plural import plural
 
 
 @dataclass(frozen=True)
@@ -58,16 +59,12 @@ def unmet_reliance(policy: object, jobs: Sequence[JobSpec], cluster: Cluster) ->
         if key == "priority":
             if len({spec.priority for spec in jobs}) > 1:
                 continue
-            lines.append(f"policy {name} orders or preempts by priority, but all {_jobs(len(jobs))} have the same "
-                         f"priority ({jobs[0].priority}): {reliance.otherwise}")
+            lines.append(f"policy {name} orders or preempts by priority, but all {plural(len(jobs), 'job')} have "
+                         f"the same priority ({jobs[0].priority}): {reliance.otherwise}")
             continue
         assert reliance.job_has is not None
         if any(reliance.job_has(spec) for spec in jobs):
             continue
-        lines.append(f"policy {name} acts on jobs that {reliance.has}, and none of the {_jobs(len(jobs))} of "
+        lines.append(f"policy {name} acts on jobs that {reliance.has}, and none of the {plural(len(jobs), 'job')} of "
                      f"this trace does: {reliance.otherwise}")
     return lines
-
-
-def _jobs(n: int) -> str:
-    return "1 job" if n == 1 else f"{n:,} jobs"

@@ -89,7 +89,7 @@ class TenantQuota(Admission):
                 borrowing.add(job.job_id)
             else:
                 plan.wait(job.job_id, by_policy(
-                    self.name, "tenant {}: {} of its {} GPUs of quota in use, needs {} more{}", tenant,
+                    self.name, "tenant {}: {} of its {:#GPU} of quota in use, needs {} more{}", tenant,
                     used[tenant], nominal, gpus, "; borrowing is off" if not self.borrowing else
                     f"; {max(idle, 0)} idle to borrow"))
                 continue

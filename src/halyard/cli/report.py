@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from halyard.plural import plural
+
 # How often the progress bar is redrawn; more often only costs time.
 PROGRESS_REFRESH_S = 0.1
 SHOWN_REJECTED = 5  # rejection lines printed before the count of the rest
@@ -70,11 +72,6 @@ def summary_table(result: Mapping[str, object], title: str) -> Table:
 
 def _hours(seconds: object) -> str:
     return f"{float(seconds) / 3600:.2f} h"  # type: ignore[arg-type]
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``1 job``, ``2 jobs``: the count and the word, in the number it needs."""
-    return f"{n:,} {word if n == 1 else (many or word + 's')}"
 
 
 def warn_unmet_reliance(policy: object, jobs: Sequence[object], cluster: object, *, strict: bool,

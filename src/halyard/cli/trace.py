@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 
 from halyard.datamodel import JobSpec, ValidationError
+from halyard.plural import plural
 from halyard.traces import (
     AUTO,
     FORMAT_NAMES,
@@ -58,10 +59,10 @@ def load_trace(path: Path, *, trace_format: str = AUTO, strict: bool = False, se
     for err in loaded.errors[:SHOWN_ERRORS]:
         _note(f"skipped: {err}")
     if loaded.errors:
-        _note(f"skipped {len(loaded.errors)} malformed rows of {path}; --strict stops at the first")
+        _note(f"skipped {plural(len(loaded.errors), 'malformed row')} of {path}; --strict stops at the first")
     if loaded.dropped:
         parts = ", ".join(f"{n} {reason}" for reason, n in loaded.dropped.items())
-        _note(f"left out {loaded.dropped_total} valid rows that are not jobs: {parts}")
+        _note(f"left out {plural(loaded.dropped_total, 'valid row')}, not jobs: {parts}")
     return loaded
 
 
@@ -131,7 +132,7 @@ def run_generate(args: argparse.Namespace) -> int:
         raise ValidationError("output must end in .csv or .jsonl", field="--out")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_trace(jobs, args.out)
-    Console(stderr=True).print(f"wrote {len(jobs)} jobs to {args.out}")
+    Console(stderr=True).print(f"wrote {plural(len(jobs), 'job')} to {args.out}")
     return 0
 
 
@@ -187,7 +188,7 @@ def run_convert(args: argparse.Namespace) -> int:
     out = _output(args.to, "--to")
     loaded = load_trace(args.file, trace_format=args.trace_format, strict=args.strict, seed=args.seed)
     _write(loaded.jobs, out)
-    _note(f"wrote {len(loaded.jobs)} jobs to {out}")
+    _note(f"wrote {plural(len(loaded.jobs), 'job')} to {out}")
     return 0
 
 
