@@ -37,7 +37,6 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'se
 SSE_POLL_S = 1.0  # how often an idle event stream checks whether the server is closing
 SSE_KEEPALIVE_S = 15.0  # a comment line this often keeps proxies from closing an idle stream
 RECENT_EVENTS = 100  # a new stream without a position starts this many events back
-DEFAULT_WINDOW_S = 6 * 3600.0
 SHUTDOWN_TIMEOUT_S = 2.0
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -86,7 +85,7 @@ def build_app(cp: ControlPlane, metrics: Metrics) -> web.Application:
         return _json(dashboard.queue_view(cp, limit=_number(request.query, "limit", int, dashboard.MAX_JOBS)))
 
     async def utilisation(request: web.Request) -> web.Response:
-        window = _number(request.query, "window_s", float, DEFAULT_WINDOW_S)
+        window = _number(request.query, "window_s", float, None)  # None: the cluster's age, at most 6 h
         return _json(dashboard.timeline_view(cp, timeline, measured, window))
 
     async def sample_measured(app: web.Application) -> AsyncIterator[None]:
