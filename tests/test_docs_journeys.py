@@ -33,6 +33,7 @@ so with ``<!-- slow -->`` and skips when ``HALYARD_SKIP_SLOW_JOURNEYS=1``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -194,10 +195,8 @@ def stop_group(pgid: int) -> None:
         except ProcessLookupError:
             return
         time.sleep(0.1)
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 @pytest.mark.parametrize("block", ALL, ids=[b.name for b in ALL])
