@@ -6,7 +6,7 @@ Issue 33: a newcomer copied the docs' journeys into a fresh clone, and several d
 ``python`` blocks of README.md and docs/*.md and runs each one, in document order, in a
 temporary directory that stands for a fresh clone, against the installed package; it checks
 the exit status and the key lines each block prints. The convention that marks blocks
-(``<!-- norun: reason -->`` and the others) is in docs/architecture.md, "Docs that run".
+(``<!-- norun: reason -->`` and the others) is in README.md, "Docs that run".
 
 How it stands in for a fresh clone, cheaply:
 
