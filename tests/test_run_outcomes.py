@@ -123,13 +123,16 @@ def test_presets_with_a_silent_fallback_name_it(policy, relies_on):
     assert left == ([line for line in lines if "quota" in line]), left  # quotas come from the cluster file
 
 
-def test_a_directory_given_as_a_trace_says_so(tmp_path):
+def test_a_directory_given_as_a_trace_or_cluster_says_so(tmp_path):
     (tmp_path / "traces").mkdir()
     (tmp_path / "traces" / "mine.csv").write_text("job_id\n", encoding="utf-8")
     proc = halyard("simulate", "--trace", "traces", cwd=tmp_path)
     assert proc.returncode == 2
     assert "traces: is a directory, not a trace file; give one of its files (mine.csv)" in proc.stderr
     assert "no such trace file" in halyard("trace", "stats", "nothing.csv", cwd=tmp_path).stderr
+    cluster = halyard("simulate", "--cluster", "traces", cwd=tmp_path)
+    assert cluster.returncode == 2 and "traces: is a directory, not a cluster file" in cluster.stderr
+    assert "did you mean 'philly'?" in halyard("simulate", "--cluster", "phily", cwd=tmp_path).stderr
 
 
 def test_counts_in_wait_reasons_are_singular_for_one():
