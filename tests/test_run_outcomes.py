@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from halyard.cli.report import EXIT_RUN_REJECTED, SHOWN_REJECTED
+from halyard.cli import EXIT_RUN_REJECTED
+from halyard.cli.report import SHOWN_REJECTED
 from halyard.datamodel import JobSpec, load_cluster
 from halyard.policies import make_policy, unmet_reliance
 from halyard.policies.reasons import cannot_fit

@@ -10,14 +10,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from halyard.cli import EXIT_RUN_REJECTED
 from halyard.plural import plural
 
 # How often the progress bar is redrawn; more often only costs time.
 PROGRESS_REFRESH_S = 0.1
 SHOWN_REJECTED = 5  # rejection lines printed before the count of the rest
-# A run that did nothing (every job rejected), or rejected any job under --strict: its files are
-# written, but a script must not take it for a result (issue 33: such runs used to exit 0).
-EXIT_RUN_REJECTED = 6
 
 
 @contextmanager
