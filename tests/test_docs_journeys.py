@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -53,7 +54,7 @@ DEFAULT_TIMEOUT_S = 60.0
 # The README's first command makes a venv and installs the package into it: already done here.
 SETUP = re.compile(r"python3 -m venv \.venv && \.venv/bin/pip install [^&]*&& ")
 PORTS = ("50051", "50052", "8080")  # the examples' fixed ports, each replaced by a free one
-DIRECTIVE = re.compile(r"^<!--\s*(norun|expect|exit|timeout|slow)\b:?\s*(.*?)\s*-->$")
+DIRECTIVE = re.compile(r"^<!--\s*(norun|expect|exit|timeout|slow|needs)\b:?\s*(.*?)\s*-->$")
 NOT_IN_CLONE = {".git", ".venv", "out", "halyard.egg-info", "certs", "state.db", "tokens.json"}
 
 
@@ -68,6 +69,7 @@ class Block:
     exit: int = 0
     timeout_s: float = DEFAULT_TIMEOUT_S
     slow: bool = False
+    needs: list[str] = field(default_factory=list)  # commands it calls that a machine may lack (curl)
 
     @property
     def name(self) -> str:
@@ -98,6 +100,8 @@ def blocks(page: Path) -> list[Block]:
                 block.exit = int(value)
             elif kind == "timeout":
                 block.timeout_s = float(value)
+            elif kind == "needs":
+                block.needs += value.split()
             else:
                 block.slow = True
             j -= 1
@@ -206,6 +210,8 @@ def test_docs_journey(block: Block, clones, tmp_path_factory):
         pytest.skip(f"norun: {block.norun}")
     if block.slow and os.environ.get("HALYARD_SKIP_SLOW_JOURNEYS") == "1":
         pytest.skip("slow (HALYARD_SKIP_SLOW_JOURNEYS=1)")
+    if missing := [tool for tool in block.needs if shutil.which(tool) is None]:
+        pytest.skip(f"needs {', '.join(missing)}, which this machine lacks")
     proc = run_block(block, clone_for(block.page, clones, tmp_path_factory))
     shown = f"{block.name} exited {proc.returncode}:\n{proc.stdout[-6000:]}"
     assert proc.returncode == block.exit, shown
@@ -232,8 +238,8 @@ def test_directives_are_read():
     """A block's directives are the HTML comments right above its fence (the parser can fail)."""
     page = REPO / "tests" / "data" / "journey_directives.md"
     found = blocks(page)
-    assert [(b.lang, b.norun, b.expect, b.exit, b.slow) for b in found] == [
-        ("sh", "starts a daemon", [], 0, False),
-        ("sh", None, ["halyard", "usage"], 2, True),
-        ("python", None, [], 0, False),
+    assert [(b.lang, b.norun, b.expect, b.exit, b.slow, b.needs) for b in found] == [
+        ("sh", "starts a daemon", [], 0, False, []),
+        ("sh", None, ["halyard", "usage"], 2, True, ["curl", "jq"]),
+        ("python", None, [], 0, False, []),
     ]
