@@ -47,6 +47,7 @@ from halyard.datamodel import (
 from halyard.datamodel.limits import MAX_ITERATIONS
 from halyard.emulator import PerformanceModel
 from halyard.emulator.parallel import UnsupportedParallelismError
+from halyard.plural import plural
 from halyard.policies import (
     Action,
     ClusterFacts,
@@ -656,12 +657,12 @@ class SchedulingCore:
         gpus = allocation.num_gpus
         low, high = spec.gpu_range
         if not low <= gpus <= high:
-            allowed = (f"exactly {low} GPUs (num_gpus)" if low == high
+            allowed = (f"exactly {plural(low, 'GPU')} (num_gpus)" if low == high
                        else f"{low}..{high} GPUs (min_gpus..max_gpus)")
-            raise ValueError(f"allocation has {gpus} GPUs; job {spec.job_id} allows {allowed}")
+            raise ValueError(f"allocation has {plural(gpus, 'GPU')}; job {spec.job_id} allows {allowed}")
         staged = sum(st.gpus for st in allocation.stages)
         if allocation.stages and staged != gpus:
-            raise ValueError(f"allocation's pipeline stages hold {staged} GPUs; it has {gpus}")
+            raise ValueError(f"allocation's pipeline stages hold {plural(staged, 'GPU')}; it has {gpus}")
         if spec.logical_workers and (len(allocation.stages) > 1 or any(st.tensor > 1 for st in allocation.stages)):
             raise ValueError(f"job {spec.job_id} runs logical workers, which are data-parallel replicas "
                              f"(EasyScale §3.2); the allocation plans {len(allocation.stages)} pipeline stages "

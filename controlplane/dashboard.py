@@ -33,6 +33,11 @@ from halyard.wire import event_to_pb
 
 MAX_JOBS = 1000  # newest jobs a list returns; the total says how many matched
 MAX_WINDOW_S = 7 * 86400.0
+# Without window_s the chart covers the cluster's history (from its first event), at most
+# DEFAULT_WINDOW_S and at least MIN_WINDOW_S: a young cluster fills the chart instead of being a
+# sliver at the right edge of six hours (issue 33).
+DEFAULT_WINDOW_S = 6 * 3600.0
+MIN_WINDOW_S = 60.0
 TIMELINE_POINTS = 240
 MEASURED_SAMPLES = 5760  # measured-utilisation samples kept: 24 h at one per MEASURE_EVERY_S
 MEASURE_EVERY_S = 15.0  # wall seconds between samples (and one more at each timeline request)
@@ -217,6 +222,11 @@ class Timeline:
     def cursor(self) -> int:
         return self._cursor
 
+    @property
+    def first_time(self) -> float | None:
+        """Cluster time of the first event folded in (None before any)."""
+        return self._times[0] if self._times else None
+
     def sample(self, start: float, end: float, points: int = TIMELINE_POINTS) -> list[Point]:
         """The step function at ``points`` + 1 evenly spaced instants of [start, end] (zeros before the first event)."""
         out = []
@@ -250,15 +260,21 @@ class MeasuredSeries:
         return [self._values[k] if (k := bisect.bisect_right(times, t) - 1) >= 0 else None for t in instants]
 
 
-def timeline_view(cp: ControlPlane, timeline: Timeline, measured: MeasuredSeries, window_s: float) -> dict[str, Any]:
-    if not 0 < window_s <= MAX_WINDOW_S:
+def timeline_view(cp: ControlPlane, timeline: Timeline, measured: MeasuredSeries,
+                  window_s: float | None = None) -> dict[str, Any]:
+    """The chart's samples over the last ``window_s`` cluster seconds (None: the cluster's age, within
+    [MIN_WINDOW_S, DEFAULT_WINDOW_S]; ``window_s`` in the answer says which)."""
+    if window_s is not None and not 0 < window_s <= MAX_WINDOW_S:
         raise ValidationError(f"must be in (0, {MAX_WINDOW_S:g}] seconds", field="window_s")
     timeline.update(cp.core.log.since(timeline.cursor))
     measured.record(cp)
     end = cp.now()
+    if window_s is None:
+        first = timeline.first_time
+        window_s = DEFAULT_WINDOW_S if first is None else min(DEFAULT_WINDOW_S, max(MIN_WINDOW_S, end - first))
     samples = timeline.sample(end - window_s, end)
     instants = [p.time for p in samples]
-    return {"total_gpus": cp.cluster.total_gpus, "start": end - window_s, "end": end,
+    return {"total_gpus": cp.cluster.total_gpus, "start": end - window_s, "end": end, "window_s": window_s,
             "time": instants, "gpus_busy": [p.gpus_busy for p in samples],
             "pending": [p.pending for p in samples], "running": [p.running for p in samples],
             "measured": measured.at(instants)}

@@ -64,7 +64,6 @@ SSE_POLL_S = 1.0  # how often an idle event stream checks whether the server is 
 SSE_KEEPALIVE_S = 15.0  # a comment line this often keeps proxies from closing an idle stream
 RECENT_EVENTS = 100  # a new stream without a position starts this many events back
 MAX_SEQ = 2**63 - 1  # the largest event number a stream may resume after (the store's INTEGER)
-DEFAULT_WINDOW_S = 6 * 3600.0
 SHUTDOWN_TIMEOUT_S = 2.0
 MAX_BODY_BYTES = 16 << 10  # the login form: a token and a CSRF token
 MAX_HOST_SHOWN = 100
@@ -189,7 +188,7 @@ def build_app(cp: ControlPlane, metrics: Metrics, auth: Authenticator | None = N
                                           visible=_visible(caller)))
 
     async def utilisation(request: web.Request, _: Caller) -> web.Response:
-        window = _number(request.query, "window_s", float, DEFAULT_WINDOW_S)
+        window = _number(request.query, "window_s", float, None)  # None: the cluster's age, at most 6 h
         return _json(dashboard.timeline_view(cp, timeline, measured, window))
 
     async def sample_measured(app: web.Application) -> AsyncIterator[None]:

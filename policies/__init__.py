@@ -11,6 +11,7 @@ from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.plan import Action, Drop, Migrate, Plan, Preempt, Resize, SetResources, SetTimeShift, Start
 from halyard.policies.reasons import Unplaced, WaitCode
 from halyard.policies.registry import STAGES, make_policy, policy_names, stage_names
+from halyard.policies.reliance import unmet_reliance
 from halyard.policies.resources import FreeResources, OverAllocation
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import (
@@ -71,4 +72,5 @@ __all__ = [
     "make_policy",
     "policy_names",
     "stage_names",
+    "unmet_reliance",
 ]

@@ -11,6 +11,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from halyard.controlplane.dashboard import DEFAULT_WINDOW_S, MIN_WINDOW_S
 from halyard.testing import TestCluster
 from halyard.testing.browser import browser_missing, headless_chromium
 from halyard.v1 import cluster_service_pb2 as cpb
@@ -61,9 +62,13 @@ async def test_json_views_filter_validate_and_stream_events(tmp_path):
 
         sessions = tc.control_plane.sessions.values()
         await tc.wait_for(lambda: all(s.heartbeat and s.heartbeat.gpu_utilization == 1.0 for s in sessions))
-        assert (await get_json(http, "/api/utilization"))["measured"][-1] == 1.0  # sampled at t=0
+        young = await get_json(http, "/api/utilization")
+        assert young["measured"][-1] == 1.0  # sampled at t=0
+        assert young["window_s"] == MIN_WINDOW_S  # no window_s: the cluster's age, here under a minute
         await tc.advance(600)
         assert [j["waiting_s"] for j in (await get_json(http, "/api/queue"))["jobs"]] == [600.0]
+        # Issue 33: the chart opened on 6 hours, so a 10-minute-old cluster was a sliver at its right edge.
+        assert (await get_json(http, "/api/utilization"))["window_s"] == 600
         timeline = await get_json(http, "/api/utilization?window_s=1200")
         assert timeline["start"] == -600 and timeline["end"] == 600 and len(timeline["time"]) == 241
         half = len(timeline["time"]) // 2  # t = 0: every job submitted, two started
@@ -87,6 +92,8 @@ async def test_json_views_filter_validate_and_stream_events(tmp_path):
                 pass
             assert event["kind"] == "SUBMITTED"
             assert int(event["seq"]) == next(e.seq for e in tc.control_plane.core.log if e.job_id == "live")
+        await tc.advance(DEFAULT_WINDOW_S)
+        assert (await get_json(http, "/api/utilization"))["window_s"] == DEFAULT_WINDOW_S  # an old cluster: 6 h
 
 
 async def read_event(stream: aiohttp.ClientResponse) -> dict:
@@ -198,6 +205,14 @@ async def test_dashboard_in_chromium_shows_jobs_and_follows_new_ones_without_rel
             core = tc.control_plane.core
             assert shown and all(text.startswith(core.wait_of(r).code.value) for text, r in zip(
                 shown, core.pending, strict=True))  # why each queued job waits, as GetJob says
+            # Issue 33: the reasons (long sentences) wrap inside the queue's card; they used to widen it and
+            # the page, which then scrolled sideways.
+            width = driver.execute_script(
+                "const panel = document.getElementById('queue-panel').getBoundingClientRect();"
+                "return {page: document.documentElement.scrollWidth, view: document.documentElement.clientWidth,"
+                " panel: panel.right, cells: Math.max(...[...document.querySelectorAll('#queue td')]"
+                ".map(td => td.getBoundingClientRect().right))}")
+            assert width["page"] <= width["view"] and width["cells"] <= width["panel"], width
 
             driver.execute_script("window.halyardLoaded = 'same page'")
             await submit(tc, "late-job", 2, 1_000, "nlp")

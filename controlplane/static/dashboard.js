@@ -173,7 +173,7 @@ function renderQueue(q) {
   $("queue-count").textContent = q.total;
   $("queue").replaceChildren(...q.jobs.map((job) => el("tr", { data: { jobId: job.spec.job_id } },
     el("td", {}, job.spec.job_id), el("td", {}, job.spec.tenant), el("td", {}, job.spec.num_gpus),
-    el("td", {}, duration(job.waiting_s)), el("td", { class: "why" }, why(job)))));
+    el("td", {}, duration(job.waiting_s)), el("td", { class: "why", title: why(job) }, why(job)))));
 }
 
 // GetJob's wait reason: "CODE (stage): reason", or "–" before a pass has looked at the job.
@@ -234,7 +234,7 @@ async function refresh() {
   try {
     const [cluster, jobs, queue, timeline, detail] = await Promise.all([
       getJSON("/api/cluster"), getJSON(`/api/jobs?${filters}`), getJSON(`/api/queue?limit=${JOB_ROWS}`),
-      getJSON(`/api/utilization?window_s=${$("window").value}`),
+      getJSON(`/api/utilization${$("window").value ? `?window_s=${$("window").value}` : ""}`),
       ui.selected ? getJSON(`/api/jobs/${encodeURIComponent(ui.selected)}`) : Promise.resolve(null)]);
     renderCluster(cluster); renderJobs(jobs); renderQueue(queue); renderTimeline(timeline); renderDetail(detail);
     document.body.dataset.refreshed = String(Date.now());

@@ -61,7 +61,9 @@ def tls_mismatch(details: str, args: argparse.Namespace) -> str | None:
 def register(commands: argparse._SubParsersAction) -> None:
     def client(name: str, help_: str) -> argparse.ArgumentParser:
         p = commands.add_parser(name, help=help_)
-        p.add_argument("--control-plane", default=DEFAULT_TARGET, help=f"HOST:PORT (default {DEFAULT_TARGET})")
+        p.add_argument("--control-plane", default=os.environ.get("HALYARD_CONTROL_PLANE") or DEFAULT_TARGET,
+                       help=f"the control plane's client port, HOST:PORT (env HALYARD_CONTROL_PLANE; "
+                            f"default {DEFAULT_TARGET})")
         p.add_argument("--ca", type=Path, default=_env_path("HALYARD_CA"),
                        help="the cluster CA certificate that signed the control plane's (env HALYARD_CA)")
         p.add_argument("--token", default=os.environ.get("HALYARD_TOKEN"),
