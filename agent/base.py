@@ -12,7 +12,9 @@ stream itself is the same for all of them:
 * on a broken stream or an unreachable control plane, reconnect with exponential backoff
   and jitter (:mod:`halyard.agent.backoff`; INVALID_ARGUMENT / FAILED_PRECONDITION /
   PERMISSION_DENIED / UNAUTHENTICATED stop the agent: the control plane refused this node or these
-  credentials; ALREADY_EXISTS, another agent holds this node, is logged and retried);
+  credentials; ALREADY_EXISTS, another agent holds this node, is retried for ``held_give_up_s``, in
+  case the holder is this node's previous agent whose end the control plane has not seen yet, and
+  then stops the agent too: a second agent for a live node would otherwise retry forever);
 * with ``tls`` the stream is mutual TLS (the node's certificate); without, plaintext
   (insecure mode, loopback);
 * every exit (but a preemption the control plane asked for) is kept until the control
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator
 
@@ -49,7 +52,7 @@ from halyard.agent.profiling import refused
 from halyard.clock import Clock, ClockParams, clock_from_params
 from halyard.datamodel import Cluster, Node, cluster_digest
 from halyard.datamodel.limits import MAX_JOB_ID
-from halyard.tls import ClientTLS
+from halyard.tls import NEEDS_TLS, NOT_TLS, UNKNOWN_CA, WRONG_NAME, ClientTLS, tls_mismatch
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import agent_service_pb2_grpc as agrpc
 from halyard.v1.types_pb2 import NodeSpec
@@ -76,6 +79,11 @@ CONNECT_WAIT_S = 5.0
 LEADER_METADATA_KEY = "halyard-leader"  # as controlplane/leadership.py names it
 FATAL_CODES = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
                grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
+# How long an agent refused because another agent holds its node (ALREADY_EXISTS) keeps trying before it
+# stops: three of the control plane's default heartbeat timeouts (5 s), the longest a dead holder's
+# half-open stream counts as live. Our choice: a restarted agent outlives its predecessor's stream, a
+# second agent started by mistake says so and exits.
+HELD_GIVE_UP_S = 15.0
 
 
 class StaleLeader(Exception):
@@ -90,11 +98,15 @@ class StreamAgent:
 
     def __init__(self, target: str, node: Node | str, *, shared_clock: Clock | None = None,
                  tls: ClientTLS | None = None, cluster: ClusterCopy | None = None,
-                 backoff: Backoff | None = None, channel_options: tuple[tuple[str, object], ...] = ()) -> None:
+                 backoff: Backoff | None = None, channel_options: tuple[tuple[str, object], ...] = (),
+                 held_give_up_s: float = HELD_GIVE_UP_S) -> None:
         self.targets = [t.strip() for t in target.split(",") if t.strip()] or [target]
         self.target = self.targets[0]  # the control plane connected to (or tried) now
         self.leader_epoch = 0  # the newest leadership epoch seen (0: control planes without leadership)
         self._redirected = False  # a standby named the leader: connect to it without waiting
+        self.held_give_up_s = held_give_up_s
+        self._held_since: float | None = None  # first ALREADY_EXISTS of the refusals in a row
+        self._tls_said: str | None = None  # the TLS disagreement last logged (said once, not every retry)
         # gRPC channel arguments; many agents in one process (the fleet benchmark) pass
         # ("grpc.use_local_subchannel_pool", 1) so each has its own connection, as separate machines would.
         self.channel_options = channel_options
@@ -194,9 +206,9 @@ class StreamAgent:
                               error=exc.details())
                     raise
                 if exc.code() == grpc.StatusCode.ALREADY_EXISTS:
-                    log.error("another agent holds this node; retrying", node=self.node_name, error=exc.details())
+                    self._held(exc)
                 else:
-                    log.info("control plane unreachable, retrying", node=self.node_name, code=exc.code().name)
+                    self._unreachable(exc)
             finally:
                 self.connected.clear()
                 self._outbox = self._stream_outbox = None
@@ -222,6 +234,40 @@ class StreamAgent:
             self.target, self._redirected = leader, True
         elif exc.code() not in FATAL_CODES:
             self._next_target()
+
+    def _unreachable(self, exc: grpc.aio.AioRpcError) -> None:
+        """No stream: logged as unreachable, or, once per streak, as the TLS disagreement it shows."""
+        kind = tls_mismatch(exc.details() or "", plaintext=self.tls is None)
+        if kind is None:
+            log.info("control plane unreachable, retrying", node=self.node_name, code=exc.code().name)
+            return
+        if kind == self._tls_said:
+            log.info("cannot connect, as logged above; retrying", node=self.node_name)
+            return
+        self._tls_said = kind
+        ca = (self.tls.ca_file or "its CA") if self.tls is not None else ""
+        why = {NEEDS_TLS: "the control plane closed the plaintext stream: it may require TLS; give --certs DIR "
+                          "instead of --insecure",
+               NOT_TLS: "the control plane does not speak TLS (started with --insecure?); give --insecure instead "
+                        "of --certs",
+               UNKNOWN_CA: f"the control plane's certificate is not signed by this agent's CA ({ca}); give the "
+                           "--certs directory of this cluster's CA",
+               WRONG_NAME: "the control plane's certificate does not name the host in --control-plane; dial a "
+                           "name it was issued for (`halyard certs init --server-name HOST`)"}[kind]
+        log.error(f"cannot connect: {why}; retrying", node=self.node_name, control_plane=self.target)
+
+    def _held(self, exc: grpc.aio.AioRpcError) -> None:
+        """Another agent holds this node: retry while it may be this node's previous agent going away,
+        then stop (re-raise ``exc``) saying so."""
+        now = time.monotonic()
+        if self._held_since is None:
+            self._held_since = now
+            log.warning("another agent holds this node; retrying in case it is this node's previous agent "
+                        "going away", node=self.node_name, gives_up_in_s=self.held_give_up_s, error=exc.details())
+        if now - self._held_since >= self.held_give_up_s:
+            log.error("another agent holds this node; this one stops (stop the other agent first, or give this "
+                      "one the --node it should serve)", node=self.node_name, error=exc.details())
+            raise exc
 
     # --- the stream -----------------------------------------------------------
 
@@ -252,6 +298,7 @@ class StreamAgent:
                         continue
                     self.leader_epoch = max(self.leader_epoch, msg.leader_epoch)
                     if kind == "registered":
+                        self._held_since = self._tls_said = None
                         self._on_registered(msg.registered)
                         self._outbox = outbox
                         for report in self._unacked.values():

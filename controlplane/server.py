@@ -27,6 +27,7 @@ from halyard.controlplane.logs import LogRelay
 from halyard.controlplane.prometheus import Metrics
 from halyard.controlplane.reflection import enable_reflection
 from halyard.controlplane.service import ControlPlane
+from halyard.controlplane.websession import allowed_hosts, http_listen
 from halyard.datamodel import HalyardError
 from halyard.datamodel.limits import MAX_REQUEST_BYTES
 from halyard.tls import ServerTLS, is_loopback
@@ -82,14 +83,18 @@ class ControlPlaneServer:
 
     def __init__(self, cp: ControlPlane, *, listen: str = "127.0.0.1:0", http: str | None = None,
                  tls: ServerTLS | None = None, agent_listen: str = "127.0.0.1:0",
-                 tokens: TokenFile | None = None) -> None:
+                 tokens: TokenFile | None = None, http_hosts: tuple[str, ...] = ()) -> None:
         if tls is None and not is_loopback(listen):
             raise InsecureRefused(f"--listen {listen}: insecure mode (no TLS) serves loopback addresses only; "
+                                  "give the control plane certificates (`halyard certs init`)")
+        if tls is None and http is not None and not is_loopback(http_listen(http)):
+            raise InsecureRefused(f"--http {http}: insecure mode (no TLS) serves loopback addresses only; "
                                   "give the control plane certificates (`halyard certs init`)")
         self.cp = cp
         self.listen = listen
         self.agent_listen = agent_listen
-        self.http = http
+        self.http = None if http is None else http_listen(http)  # a bare port binds loopback
+        self.http_hosts = http_hosts  # Host names the HTTP port answers besides its own address
         self.tls = tls
         self.tokens = tokens
         self.metrics = Metrics(cp)
@@ -97,6 +102,7 @@ class ControlPlaneServer:
         self.agent_port = 0
         self.http_port = 0
         self._server: grpc.aio.Server | None = None
+        self._auth = Authenticator(secure=tls is not None, tokens=tokens)
         self._health = health.aio.HealthServicer()
         self._runner: web.AppRunner | None = None
 
@@ -117,14 +123,14 @@ class ControlPlaneServer:
         self.metrics.skip_history()  # restored events were counted by the process that handled them
         server = grpc.aio.server(options=SERVER_OPTIONS)
         services = WrappingServer(server, self.metrics.call_wrapper(CHECKS_OWN_REQUESTS))
-        auth = Authenticator(secure=self.tls is not None, tokens=self.tokens)
+        auth = self._auth
         relay = LogRelay(self.cp)  # StreamLogs asks the agents, whose answers come in on their streams
         job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.cp, auth=auth, logs=relay), services)
         cluster_service_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(self.cp, auth=auth), services)
         agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(self.cp, auth=auth, logs=relay),
                                                                   services)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, services)
-        enable_reflection(SERVICE_NAMES, services)  # v1 and v1alpha
+        enable_reflection(SERVICE_NAMES, services, auth)  # v1 and v1alpha, for clients with credentials
         services.finish()
         if self.tls is None:
             self.port = bind(server.add_insecure_port, self.listen)
@@ -147,6 +153,9 @@ class ControlPlaneServer:
             log.warning("INSECURE MODE: no TLS; agents are not authenticated and may speak for any node"
                         + ("; clients need a token" if self.tokens else "; every client is an operator"),
                         grpc=self.address)
+            if self.http is not None and self.tokens is None:
+                log.warning("INSECURE MODE: the HTTP API and dashboard ask no one to log in; every caller is "
+                            "an operator", http=self.http)
         log.info("control plane listening", grpc=self.address, agents=self.agent_address,
                  http=self.http and f"port {self.http_port}", cluster=self.cp.cluster.name,
                  policy=self.cp.core.policy.name, insecure=self.tls is None, tokens=self.tokens is not None)
@@ -164,7 +173,9 @@ class ControlPlaneServer:
         await self._health.set(name, status)
 
     async def _start_http(self) -> None:
-        self._runner, self.http_port = await start_http(build_app(self.cp, self.metrics), self.http)
+        assert self.http is not None
+        hosts = allowed_hosts(self.http, self.http_hosts)
+        self._runner, self.http_port = await start_http(build_app(self.cp, self.metrics, self._auth, hosts), self.http)
 
 
 def bind(add_port, address: str, *credentials: object) -> int:

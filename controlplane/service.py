@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from halyard.clock import Clock
+from halyard.controlplane.backends import backend_kind
 from halyard.controlplane.core import SchedulingCore
 from halyard.controlplane.disruption import DisruptionSettings, LostAgentGuard
 from halyard.controlplane.errors import AlreadyExists, FailedPrecondition, NotFound, PermissionDenied, Unavailable
@@ -123,7 +124,7 @@ class ControlPlane:
                  *, cluster_toml: str, round_s: float = 300.0, heartbeat_s: float = DEFAULT_HEARTBEAT_S,
                  heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S, lockstep: bool = False,
                  group_commit_window_s: float = GROUP_COMMIT_WINDOW_S,
-                 disruption: DisruptionSettings | None = None) -> None:
+                 disruption: DisruptionSettings | None = None, emulated_takes_commands: bool = False) -> None:
         self.cluster = cluster
         self.cluster_toml = cluster_toml
         self.cluster_digest = cluster_digest(cluster_toml)  # an agent holding this file is not sent it
@@ -133,7 +134,10 @@ class ControlPlane:
         self.round_s = round_s
         self.heartbeat_s = heartbeat_s
         self.heartbeat_timeout_s = heartbeat_timeout_s
-        self.core = SchedulingCore(cluster, policy, perf, round_s=round_s,
+        # Emulated agents stand in for real ones and take jobs with a command too (never run): the test
+        # kit's setting (halyard.testing), off in a real cluster, where such a job waits for a process agent.
+        self.emulated_takes_commands = emulated_takes_commands
+        self.core = SchedulingCore(cluster, policy, perf, round_s=round_s, backends=True,
                                    round_slack_s=(ROUND_BOUNDARY_TOLERANCE_S if lockstep
                                                   else ROUND_PASS_SLACK_FRACTION * round_s))
         self.profiles = AgentProfiles(self)  # Crius §5.1: stage profilings asked of the agents
@@ -498,9 +502,12 @@ class ControlPlane:
         self._latest_event = max(self._latest_event, t)
 
     async def wait_events(self, after_seq: int, timeout: float) -> None:
-        """Wait until the log holds an event after ``after_seq`` (or ``timeout`` wall seconds)."""
+        """Wait until the log holds an event after ``after_seq`` (or ``timeout`` wall seconds).
+
+        A negative ``after_seq`` waits as 0 does: the log's first event is #1, so "after -1"
+        holds no more than "after 0", and returning at once would let a caller's loop spin."""
         async with self._events_changed:
-            if len(self.core.log) > after_seq:
+            if len(self.core.log) > max(after_seq, 0):
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._events_changed.wait(), timeout)
@@ -545,6 +552,8 @@ class ControlPlane:
         self._left.discard(name)
         self._known.add(name)
         self._reconcile(session, register)
+        kind = backend_kind(session.backend, emulated_takes_commands=self.emulated_takes_commands)
+        self.core.set_node_backend(name, kind)  # which jobs the node takes (controlplane/backends.py)
         self._update_schedulable(name)
         self._changed()
         params = self.clock.params()

@@ -610,16 +610,16 @@ class DelayScheduling(Placement):
         ``view.free.total_gpus`` if the caller has it)."""
         demand = job.spec.num_gpus
         if avail is None:
-            return cannot_fit(self.name, "needs {} GPUs; {} free and no running job may be preempted for it",
+            return cannot_fit(self.name, "needs {:#GPU}; {} free and no running job may be preempted for it",
                               demand, view.free.total_gpus if free_total is None else free_total)
         shape = view.shape
         if wait_s < t_mc:
-            return by_policy(self.name, "delay timer: waits for one machine with {} GPUs ({:.0f} s of its "
+            return by_policy(self.name, "delay timer: waits for one machine with {:#GPU} ({:.0f} s of its "
                              "{:.0f} s machine timer); the best machine has {} usable free", demand, wait_s,
                              t_mc, int(avail.max(initial=0)))
         if wait_s < t_rk:
             best_rack = int(np.bincount(shape.rack, weights=avail, minlength=shape.n_racks).max(initial=0))
-            return by_policy(self.name, "delay timer: waits for one rack with {} GPUs ({:.0f} s of its "
+            return by_policy(self.name, "delay timer: waits for one rack with {:#GPU} ({:.0f} s of its "
                              "{:.0f} s rack timer); the best rack has {} usable free", demand, wait_s, t_rk,
                              best_rack)
         return no_fit(self.name, view, job, demand, avail)
@@ -830,7 +830,7 @@ class Dally:
         def too_few_for(demand: int, free_now: int) -> Unplaced:
             why = too_few.get((demand, free_now))
             if why is None:
-                why = too_few[(demand, free_now)] = cannot_fit(self.delay.name, "needs {} GPUs; {} free",
+                why = too_few[(demand, free_now)] = cannot_fit(self.delay.name, "needs {:#GPU}; {} free",
                                                                demand, free_now)
             return why
 

@@ -127,7 +127,8 @@ def lived(core: SchedulingCore) -> JobRecord:
 def test_record_round_trip_is_exact(core):
     rec = lived(core)
     snap = rec.snapshot()
-    assert set(snap) == set(PERSISTED) == set(JobRecord.__slots__) - {"suspensions", "time_shift_drift_s", "wait"}
+    unstored = {"end_reason", "suspensions", "time_shift_drift_s", "wait"}  # the event log or the next pass says
+    assert set(snap) == set(PERSISTED) == set(JobRecord.__slots__) - unstored
     assert {"_done", "_anchor", "_resume_at", "_rate", "_gpu_s", "_run_s", "_run_start"} <= snap.keys()
     back = JobRecord.restore(json.loads(json.dumps(snap)))
     assert typed(back.snapshot()) == typed(snap)
@@ -282,9 +283,15 @@ def test_foreign_files_are_refused(tmp_path):
         SqliteStore(other)
 
 
+# The best save of 100 records and 200 events. SQLite writes in this process; PostgreSQL's save is a
+# pipelined batch and a commit to a server process on loopback, which a loaded machine must schedule too.
+SAVE_BUDGET_S = {"sqlite": 0.010, "postgres": 0.030}
+
+
 def test_save_latency(stores, core):
-    """100 records and 200 events go to a file in well under 10 ms: the best of up to 200 saves (on a
+    """100 records and 200 events are saved in well under SAVE_BUDGET_S: the best of up to 200 saves (on a
     loaded machine most saves are preempted by other processes; one that is not shows the cost)."""
+    budget = SAVE_BUDGET_S[stores.kind]
     for i in range(100):
         core.submit(job(1 + i % 4, job_id=f"j{i}", iterations=100 + i), float(i))
     records, _ = core.take_changes()
@@ -300,10 +307,10 @@ def test_save_latency(stores, core):
         started = time.perf_counter()
         store.save(records, batch)
         best = min(best, time.perf_counter() - started)
-        if k >= 7 and best < 0.010:  # at least the old 8 tries; more only while none has been fast
+        if k >= 7 and best < budget:  # at least the old 8 tries; more only while none has been fast
             break
     store.close()
-    assert best < 0.010, f"best save took {best * 1000:.1f} ms"
+    assert best < budget, f"best save took {best * 1000:.1f} ms"
 
 
 # --- a real process killed mid-way --------------------------------------------------

@@ -15,6 +15,7 @@ from google.protobuf.json_format import MessageToDict
 from rich.console import Console
 from rich.table import Table
 
+from halyard import tls
 from halyard.cli.errors import RpcFailed, ServerUnreachable
 from halyard.datamodel import ValidationError
 from halyard.datamodel.limits import MAX_REQUEST_BYTES, MAX_SUBMIT_BATCH
@@ -28,18 +29,42 @@ from halyard.v1 import types_pb2 as tpb
 DEFAULT_TARGET = "127.0.0.1:50051"
 
 
-def rpc_failed(exc: grpc.RpcError) -> RpcFailed:
-    """The CLI's error for a failed call: unreachable or rejected, with gRPC's code and message."""
+def rpc_failed(exc: grpc.RpcError, args: argparse.Namespace | None = None) -> RpcFailed:
+    """The CLI's error for a failed call: unreachable or rejected, with gRPC's code and message; a
+    connection the transport refused for TLS reasons says which, in our words (:func:`tls_mismatch`)."""
     unreachable = exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+    hint = tls_mismatch(exc.details() or "", args) if unreachable and args is not None else None
+    if hint is not None:
+        return ServerUnreachable(f"could not connect to {args.control_plane}: {hint} (gRPC {exc.code().name})")
     return (ServerUnreachable if unreachable else RpcFailed)(f"{exc.code().name}: {exc.details()}")
+
+
+def tls_mismatch(details: str, args: argparse.Namespace) -> str | None:
+    """What a failed connection's transport error means when the client's and the server's TLS disagree
+    (:func:`halyard.tls.tls_mismatch`), in the client's flags; None when it is none of these."""
+    kind = tls.tls_mismatch(details, plaintext=args.insecure)
+    if kind == tls.NEEDS_TLS:
+        return ("the server closed the plaintext connection: it may require TLS (a control plane started with "
+                "--certs); pass --ca CA.crt with --token or --cert/--key instead of --insecure")
+    if kind == tls.NOT_TLS:
+        return ("the server does not speak TLS (a control plane started with --insecure?); pass --insecure "
+                "instead of --ca")
+    if kind == tls.UNKNOWN_CA:
+        return (f"the server's certificate is not signed by the CA in {args.ca} (--ca / HALYARD_CA); give the "
+                "ca.crt of the cluster this control plane was started with (its --certs directory)")
+    if kind == tls.WRONG_NAME:
+        return (f"the server's certificate does not name {args.control_plane.rsplit(':', 1)[0]}; dial a name it "
+                "was issued for, or reissue it with `halyard certs init --server-name HOST`")
+    return None
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     def client(name: str, help_: str) -> argparse.ArgumentParser:
         p = commands.add_parser(name, help=help_)
-        p.add_argument("--control-plane", default=DEFAULT_TARGET,
-                       help=f"HOST:PORT (default {DEFAULT_TARGET}), or several, comma-separated: the active "
-                            "control plane and its standbys (the leader is found)")
+        p.add_argument("--control-plane", default=os.environ.get("HALYARD_CONTROL_PLANE") or DEFAULT_TARGET,
+                       help=f"the control plane's client port, HOST:PORT (env HALYARD_CONTROL_PLANE; default "
+                            f"{DEFAULT_TARGET}), or several, comma-separated: the active control plane and its "
+                            "standbys (the leader is found)")
         p.add_argument("--ca", type=Path, default=_env_path("HALYARD_CA"),
                        help="the cluster CA certificate that signed the control plane's (env HALYARD_CA)")
         p.add_argument("--token", default=os.environ.get("HALYARD_TOKEN"),
@@ -67,7 +92,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     s.add_argument("--gpu-type", help="only this GPU type, e.g. --gpu-type A100")
     s.add_argument("--tenant", help="an operator's submission for a tenant (a tenant's user submits as itself)")
     s.add_argument("--command", dest="job_command", help="what process/gpu agents run, one shell-quoted string "
-                                     "(e.g. 'python train.py --lr 0.1'); emulated agents ignore it")
+                                     "(e.g. 'python train.py --lr 0.1'); a job with a command runs only on "
+                                     "process/gpu agents, one without only on emulated agents")
     s.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="environment for the command")
     s.add_argument("--priority", type=int,
                    help="a higher number goes first where the policy orders by priority (e.g. 10); default 0")
@@ -185,7 +211,7 @@ def _rpc(args: argparse.Namespace, fn, request):
     try:
         return fn(request, metadata=call_metadata(args))
     except grpc.RpcError as exc:
-        raise rpc_failed(exc) from None
+        raise rpc_failed(exc, args) from None
 
 
 # Job-file keys and the flag each one stands for (the file's key is the flag's name).
@@ -341,11 +367,11 @@ def run_jobs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([MessageToDict(j, preserving_proto_field_name=True) for j in jobs], indent=2))
         return 0
-    table = Table("job", "state", "model", "GPUs", "progress", "nodes / why waiting")
+    table = Table("job", "state", "model", "GPUs", "progress", "nodes / why waiting / why it ended")
     for j in jobs:
         done = f"{100 * j.iterations_done / j.iterations_total:.0f}%" if j.iterations_total else "-"
         table.add_row(j.spec.job_id, tpb.JobState.Name(j.state), j.spec.model, str(j.spec.num_gpus), done,
-                      ",".join(n.node for n in j.allocation.nodes) or waiting(j))
+                      ",".join(n.node for n in j.allocation.nodes) or waiting(j) or j.end_reason)
     Console().print(table)
     return 0
 
@@ -377,7 +403,8 @@ def run_cluster(args: argparse.Namespace) -> int:
     for n in cluster.nodes:
         util = f"{100 * n.gpu_utilization:.0f}%" if n.HasField("gpu_utilization") else "-"
         table.add_row(n.spec.name, n.spec.gpu_type, f"{n.free_gpus}/{n.spec.gpus}",
-                      "connected" if n.connected else "absent", util, n.drain_reason if n.drained else "")
+                      (f"connected ({n.backend})" if n.backend else "connected") if n.connected else "absent", util,
+                      n.drain_reason if n.drained else "")
     Console().print(table)
     return 0
 
@@ -418,6 +445,11 @@ def run_job(args: argparse.Namespace) -> int:
                                                  for n in job.allocation.nodes))
     if job.HasField("wait"):
         lines.append(f"waiting:    {waiting(job)}")
+    if job.env_names:
+        lines.append(f"env:        {' '.join(job.env_names)} (names only; the values go to its agents alone)")
+    if job.end_reason:
+        label = "failed:" if job.state == tpb.FAILED else "ended:"
+        lines.append(f"{label:<12}{job.end_reason}")
     print("\n".join(lines))
     return 0
 
@@ -442,7 +474,7 @@ def run_watch(args: argparse.Namespace) -> int:
                 if args.count and seen >= args.count:
                     break
         except grpc.RpcError as exc:
-            raise rpc_failed(exc) from None
+            raise rpc_failed(exc, args) from None
     return 0
 
 
@@ -464,5 +496,5 @@ def run_logs(args: argparse.Namespace) -> int:
                 out.flush()
                 expected = chunk.offset + len(chunk.data)
         except grpc.RpcError as exc:
-            raise rpc_failed(exc) from None
+            raise rpc_failed(exc, args) from None
     return 0

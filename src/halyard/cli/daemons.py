@@ -10,10 +10,13 @@ import time
 import tomllib
 from pathlib import Path
 
+import grpc
 import structlog
 
-from halyard.agent.cluster_copy import ClusterCopy
+from halyard.agent.base import FATAL_CODES
+from halyard.agent.cluster_copy import ClusterCopy, ClusterMismatch
 from halyard.agent.joblogs import DEFAULT_MAX_BYTES
+from halyard.cli import EXIT_REJECTED
 from halyard.cli.policies import policy_help
 from halyard.cli.simulate import add_catalog_option, add_contention_option
 from halyard.clock import ScaledClock
@@ -67,7 +70,13 @@ def register(commands: argparse._SubParsersAction) -> None:
                     help="client bearer tokens (`halyard tokens create --file FILE`); re-read when it changes")
     add_insecure_option(cp, "no TLS: one plaintext port on a loopback address; agents are not authenticated, "
                             "and without --tokens every client is an operator")
-    cp.add_argument("--http", default=None, help="HOST:PORT for /healthz, /metrics and the web dashboard (/)")
+    cp.add_argument("--http", default=None,
+                    help="[HOST:]PORT for /healthz, /metrics, the web dashboard (/) and its JSON API; HOST defaults "
+                         "to 127.0.0.1. /api/ and the dashboard take the same tokens as gRPC")
+    cp.add_argument("--http-host", action="append", default=[], metavar="NAME",
+                    help="a Host name browsers and scrapers reach the HTTP port by, besides its own address "
+                         "(repeat; e.g. the name of a proxy in front of it). Requests naming any other host are "
+                         "refused, so a web page cannot reach the port through DNS rebinding")
     cp.add_argument("--policy", default="fifo", help=policy_help())
     cp.add_argument("--round-s", type=float, default=300.0)
     add_contention_option(cp)
@@ -236,7 +245,8 @@ def run_controlplane(args: argparse.Namespace) -> int:
                       heartbeat_s=args.heartbeat_s, heartbeat_timeout_s=args.heartbeat_timeout_s,
                       group_commit_window_s=args.group_commit_window_ms / 1e3, disruption=disruption)
     server = ControlPlaneServer(cp, listen=args.listen, http=args.http, tls=tls, agent_listen=args.agent_listen,
-                               tokens=TokenFile(args.tokens) if args.tokens else None)
+                               tokens=TokenFile(args.tokens) if args.tokens else None,
+                               http_hosts=tuple(args.http_host))
     return asyncio.run(_serve(server, leadership))
 
 
@@ -336,7 +346,14 @@ def run_agent(args: argparse.Namespace) -> int:
         if runner in done and runner.exception() is not None:
             raise runner.exception()
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() not in (*FATAL_CODES, grpc.StatusCode.ALREADY_EXISTS):
+            raise
+        return EXIT_REJECTED  # the agent has logged the control plane's refusal, in one line: no traceback
+    except ClusterMismatch:
+        return EXIT_REJECTED  # logged too: the control plane's cluster file disagrees with itself
     return 0
 
 
