@@ -30,6 +30,8 @@ import heapq
 import itertools
 import json
 import math
+import re
+import string
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,6 +50,7 @@ from halyard.datamodel import Cluster, HalyardError, JobSpec, JobState, Validati
 from halyard.datamodel import limits as lim
 from halyard.datamodel.limits import MAX_REQUEST_ID
 from halyard.emulator import PerformanceModel
+from halyard.peer_enums import UnknownEnums, enum_name
 from halyard.policies import Action, Migrate, Policy, Preempt, Resize, SetResources, SetTimeShift, Start
 from halyard.policies.view import ROUND_BOUNDARY_TOLERANCE_S
 from halyard.tls import Principal
@@ -111,6 +114,7 @@ class AgentSession:
     silent: bool = False  # silent past the timeout but held by the lost-agent guard: takes no new work
     left: bool = False  # the agent said it is leaving (Leaving): its node is gone, not silent
     heartbeat: apb.Heartbeat | None = None  # the latest: measured GPU utilisation and health (dashboard, metrics)
+    quiet_spell: bool = False  # once went SUSPECT_SHARE x the timeout without a processed message (counted once)
 
     def send(self, **body: object) -> None:
         if not self.closed:
@@ -189,6 +193,12 @@ class ControlPlane:
         self._probe_gap = 1  # commits of one caller between probes for a second (doubles while none comes)
         self._probe_in = 1
         self.on_commit: Callable[[int], None] | None = None  # metrics hook: submissions in each commit
+        # Agent streams that once went SUSPECT_SHARE x the heartbeat timeout (2.5 s by default) or more
+        # without a processed message since their Registered (halyard_agent_quiet_streams_total, and what
+        # benchmarks/bench_fleet.py reports for a connect storm): each stream counted once.
+        self.quiet_streams = 0
+        self.unknown_enums = UnknownEnums()  # enum values peers sent that this build predates (peer_enums.py)
+        self.refused_reports: dict[str, int] = {}  # agent messages refused, by the field named (no indices)
 
     # --- lifecycle ----------------------------------------------------------
 
@@ -516,7 +526,9 @@ class ControlPlane:
             raise PermissionDenied(f"this agent's certificate is for node {who.node!r}; it may not speak for "
                                    f"node {name[:MAX_REQUEST_ID]!r}")
         if not self.cluster.has_node(name):
-            raise ValidationError(f"no node {name!r} in cluster {self.cluster.name!r}", field="register.node.name")
+            raise ValidationError(f"no node {name[:MAX_REQUEST_ID]!r} in cluster {self.cluster.name!r}",
+                                  field="register.node.name")
+        check_register(register)
         node = self.cluster.node(name)
         if register.node.gpus and register.node.gpus != node.gpus:
             raise ValidationError(f"node {name} has {node.gpus} GPUs in the cluster file, the agent says "
@@ -556,6 +568,13 @@ class ControlPlane:
                  cluster_sent=bool(toml))
         return session, registered
 
+    def report_refused(self, session: AgentSession, error: HalyardError) -> None:
+        """An agent's message was refused (out of range, too long): logged naming the field, and counted by it."""
+        field = getattr(error, "field", None) or "unknown"
+        key = re.sub(r"\[[^]]*\]", "[]", field)  # register.running[3].job_id -> register.running[].job_id
+        self.refused_reports[key] = self.refused_reports.get(key, 0) + 1
+        log.warning("bad agent message", node=session.node, field=field, error=str(error)[:lim.MAX_AGENT_TEXT])
+
     @staticmethod
     def agent_registered(session: AgentSession) -> None:
         """The Registered reply is on the stream: the heartbeat timeout counts from now, so time a
@@ -564,17 +583,22 @@ class ControlPlane:
 
     def agent_message(self, session: AgentSession, msg: apb.AgentMessage) -> None:
         self.check_writable()
-        session.last_seen = time.monotonic()
+        now = time.monotonic()
+        if not session.quiet_spell and now - session.last_seen >= SUSPECT_SHARE * self.heartbeat_timeout_s:
+            session.quiet_spell = True
+            self.quiet_streams += 1
+        session.last_seen = now
         if session.silent:  # held by the guard, and heard from again: it takes work again
             session.silent = False
             self._update_schedulable(session.node)
             log.info("silent agent heard from again", node=session.node)
         kind = msg.WhichOneof("body")
+        if kind == "heartbeat" and not msg.heartbeat.healthy and session.node not in self.drained:
+            # The node's own agent says it is faulty: acted on even when the report's numbers are refused below.
+            self._drain_unhealthy(session.node, lim.clean_text(msg.heartbeat.detail, lim.MAX_HEALTH_DETAIL))
         _check_report(msg, kind)
         if kind == "heartbeat":
             session.heartbeat = msg.heartbeat
-            if not msg.heartbeat.healthy and session.node not in self.drained:
-                self._drain_unhealthy(session.node, msg.heartbeat.detail)
         elif kind == "exited":
             self._on_exited(session, msg.exited)
         elif kind == "progress":
@@ -706,21 +730,25 @@ class ControlPlane:
         record = self._check_owner(session, exited.job_id, exited.attempt)
         if record is None or record.state is not JobState.RUNNING:
             return
+        # A status newer than this control plane (docs/api.md, "Unknown enum values"): the job ended there
+        # for a reason not known here, so it is handled as lost: requeued from its last checkpoint.
+        status = self.unknown_enums.read(apb.ExitStatus, exited.status, message="Exited", field="status",
+                                         default=apb.EXIT_LOST, peer=session.node)
         when = max(exited.cluster_time, record.last_assignment_time or 0.0)
-        if exited.status == apb.EXIT_COMPLETED and self.lockstep:
+        if status == apb.EXIT_COMPLETED and self.lockstep:
             return  # lockstep: the model's own completion (already due) ends the job; agents follow it
         self._event_at(when)
-        if exited.status == apb.EXIT_COMPLETED:
+        if status == apb.EXIT_COMPLETED:
             self.placed.pop(record.job_id, None)
             self.core.complete(record.job_id, when)
-        elif exited.status == apb.EXIT_FAILED:
+        elif status == apb.EXIT_FAILED:
             self._stop_on_agents(record.job_id, record.attempt, skip=session.node)
             self.core.fail(record.job_id, when, exited.message)
         else:  # preempted or lost on its own: back to the queue from the last checkpoint
             if self._reports_real_progress(session):
                 record.report_progress(self.now(), exited.checkpoint_iteration)
             self._stop_on_agents(record.job_id, record.attempt, skip=session.node)
-            self.core.requeue(record.job_id, self.now(), f"agent {session.node}: {apb.ExitStatus.Name(exited.status)}")
+            self.core.requeue(record.job_id, self.now(), f"agent {session.node}: {enum_name(apb.ExitStatus, status)}")
         self._changed()
 
     async def _lockstep_completions(self) -> None:
@@ -1114,12 +1142,45 @@ def profiling_key(spec: tpb.JobSpec) -> tuple[object, ...]:
             spec.parallelism.SerializeToString(deterministic=True) if spec.HasField("parallelism") else b"")
 
 
+def _check_job_ref(job_id: str, field: str) -> None:
+    """A job id an agent names: at most a job id's length (a longer one is no job of ours, and would be logged)."""
+    if len(job_id) > lim.MAX_JOB_ID:
+        raise ValidationError(f"is {len(job_id)} characters long; at most {lim.MAX_JOB_ID} allowed", field=field)
+
+
+def check_register(register: apb.Register) -> None:
+    """A Register is range-checked as a client's request is (docs/security.md, "Input limits"): the agent is
+    refused with INVALID_ARGUMENT naming the field, before anything of it is kept."""
+    lim.check_name(register.backend, "register.backend", lim.MAX_AGENT_BACKEND, required=False)
+    lim.check_text(register.version, "register.version", lim.MAX_AGENT_VERSION)
+    lim.check_text(register.instance, "register.instance", lim.MAX_AGENT_INSTANCE)
+    digest = register.cluster_digest
+    if digest and not (len(digest) <= lim.MAX_CLUSTER_DIGEST and all(c in string.hexdigits for c in digest)):
+        raise ValidationError(f"must be a SHA-256 in hex (at most {lim.MAX_CLUSTER_DIGEST} characters)",
+                              field="register.cluster_digest")
+    if len(register.running) > lim.MAX_REPORTED_JOBS:
+        raise ValidationError(f"has {len(register.running)} entries; at most {lim.MAX_REPORTED_JOBS} allowed",
+                              field="register.running")
+    for i, job in enumerate(register.running):
+        lim.check_text(job.job_id, f"register.running[{i}].job_id", lim.MAX_JOB_ID)
+        lim.check_number(job.iterations_done, f"register.running[{i}].iterations_done", 0.0, lim.MAX_ITERATIONS)
+
+
 def _check_report(msg: apb.AgentMessage, kind: str | None) -> None:
-    """An agent's numbers are finite and in range before they touch a record (a NaN would poison the store)."""
-    if kind == "progress":
+    """An agent's numbers are finite and in range before they touch a record (a NaN would poison the store),
+    and its free text is cleaned and cut (:func:`limits.clean_text`) before it is kept or logged."""
+    if kind == "heartbeat":
+        h = msg.heartbeat
+        h.detail = lim.clean_text(h.detail, lim.MAX_HEALTH_DETAIL)
+        lim.check_seconds(h.cluster_time, "heartbeat.cluster_time", lim.MAX_TIME_S)
+        lim.check_number(h.gpu_utilization, "heartbeat.gpu_utilization", 0.0, 1.0)
+    elif kind == "progress":
         p = msg.progress
+        _check_job_ref(p.job_id, "progress.job_id")
         lim.check_seconds(p.iterations_done, "progress.iterations_done", lim.MAX_ITERATIONS)
         lim.check_seconds(p.cluster_time, "progress.cluster_time", lim.MAX_TIME_S)
+        lim.check_seconds(p.compute_s, "progress.compute_s", lim.MAX_DURATION_S)
+        lim.check_seconds(p.communication_s, "progress.communication_s", lim.MAX_DURATION_S)
         if len(p.recent_iteration_s) > lim.MAX_RECENT_ITERATIONS:
             raise ValidationError(f"has {len(p.recent_iteration_s)} entries; at most {lim.MAX_RECENT_ITERATIONS} "
                                   "allowed", field="progress.recent_iteration_s")
@@ -1130,8 +1191,16 @@ def _check_report(msg: apb.AgentMessage, kind: str | None) -> None:
                               low=-lim.MAX_DURATION_S)
     elif kind == "exited":
         e = msg.exited
+        _check_job_ref(e.job_id, "exited.job_id")
         lim.check_seconds(e.cluster_time, "exited.cluster_time", lim.MAX_TIME_S)
         lim.check_int(e.checkpoint_iteration, "exited.checkpoint_iteration", 0, lim.MAX_ITERATIONS)
         if len(e.message) > lim.MAX_EXIT_MESSAGE_BYTES:
             raise ValidationError(f"is {len(e.message)} characters long; at most {lim.MAX_EXIT_MESSAGE_BYTES} "
                                   "allowed", field="exited.message")
+        e.message = lim.clean_text(e.message, lim.MAX_EXIT_MESSAGE_BYTES)
+    elif kind == "profile_result":
+        r = msg.profile_result
+        _check_job_ref(r.job_id, "profile_result.job_id")
+        r.error = lim.clean_text(r.error, lim.MAX_AGENT_TEXT)
+    elif kind == "leaving":
+        msg.leaving.reason = lim.clean_text(msg.leaving.reason, lim.MAX_AGENT_TEXT)
