@@ -161,12 +161,14 @@ async def test_a_log_directory_swapped_for_a_link_is_not_followed(tmp_path):
     keeps writing into the directory it opened (on the main before this change its trim wrote outside)."""
     work, outside, victim = planted(tmp_path)
     agent = make_agent(work, log_max_bytes=1024)
-    script = f'mv logs logs.moved && ln -s "$OUTSIDE" logs && {PRINT_PAST_THE_CAP}'
+    bait = outside / "swapper-1-r0-n0.log"  # what the agent's trim would read, replace and count beside
+    script = f'mv logs logs.moved && ln -s "$OUTSIDE" logs && : > "$OUTSIDE/{bait.name}" && {PRINT_PAST_THE_CAP}'
     body = launch("swapper", ["sh", "-c", script])
     body.spec.env["OUTSIDE"] = str(outside)
     agent.on_launch(body)
     await wait_exit(agent, "swapper")
-    untouched(outside, victim)
+    assert victim.read_text() == "precious" and bait.read_bytes() == b""
+    assert sorted(p.name for p in outside.iterdir()) == [bait.name, "victim"]
     kept = work / "logs.moved" / "swapper-1-r0-n0.log"
     assert kept.read_bytes().endswith(b"line-399-of-output\n")
 
