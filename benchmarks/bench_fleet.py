@@ -1,7 +1,7 @@
 """Agent fleet: N emulated agents in M processes start together against one control plane.
 
     .venv/bin/python benchmarks/bench_fleet.py [--agents 100,1000,2000,5000] [--processes 4]
-        [--hold-s 10] [--idle-s 3] [--connect-timeout-s 120] [--full-cluster] [--mtls]
+        [--hold-s 10] [--idle-s 3] [--connect-timeout-s 120] [--full-cluster] [--mtls] [--jobs 0]
 
 For each N: a `halyard controlplane` process (real sockets, SQLite, 1 s heartbeats, 5 s
 timeout) on a cluster of N nodes (4 per rack); M worker processes each parse the cluster
@@ -33,6 +33,10 @@ else): what gRPC alone costs per agent-second here, so the most agents one core 
 --mtls runs the fleet as production does: a cluster CA, a certificate per node, and every agent
 on its own mutual-TLS connection to the control plane's agent port (the handshakes are the
 connect storm's heaviest part); without it, plaintext on one loopback port (insecure mode).
+
+--jobs J submits J jobs of a whole node each (8 GPUs, running far longer than the run) before the
+agents start: as the fleet registers, each node that comes up is placed work by a scheduling
+pass over the queue, as after a restart of a loaded cluster (with J > N, J - N stay pending).
 
 --full-cluster makes the agents register without the file's digest, so the control plane
 ships the whole cluster file to each and each agent parses it: the protocol before
@@ -195,12 +199,43 @@ async def worker_main(target: str, cluster_path: str, first: int, count: int, fu
 
 # --- the parent: control plane, workers, figures -------------------------------------------------
 
+JOB_GPUS = 8  # small_cluster_toml's GPUs per node: each job takes a whole node
+
+
+def submit_jobs(target: str, count: int, certs: Path | None) -> None:
+    """``count`` long jobs of a node each, in SubmitJobs batches (an operator's certificate with --mtls)."""
+    import grpc
+
+    from halyard.datamodel.limits import MAX_SUBMIT_BATCH
+    from halyard.tls import ClientTLS
+    from halyard.v1 import job_service_pb2 as jpb
+    from halyard.v1 import job_service_pb2_grpc as jgrpc
+    from halyard.v1 import types_pb2 as tpb
+
+    async def run() -> None:
+        channel = (grpc.aio.secure_channel(target, ClientTLS.from_files(
+            certs / "ca.crt", certs / "operator-bench.crt", certs / "operator-bench.key").credentials())
+            if certs is not None else grpc.aio.insecure_channel(target))
+        async with channel:
+            stub = jgrpc.JobServiceStub(channel)
+            for first in range(0, count, MAX_SUBMIT_BATCH):
+                batch = [jpb.SubmitJobRequest(spec=tpb.JobSpec(job_id=f"j{i}", model="resnet50", num_gpus=JOB_GPUS,
+                                                               iterations=10**9))
+                         for i in range(first, min(count, first + MAX_SUBMIT_BATCH))]
+                answer = await stub.SubmitJobs(jpb.SubmitJobsRequest(jobs=batch), timeout=120)
+                refused = [r.error.message for r in answer.results if r.HasField("error")]
+                if refused:
+                    raise RuntimeError(f"{len(refused)} jobs refused, e.g. {refused[0]}")
+    asyncio.run(run())
+
+
 def make_certs(folder: Path, cluster: Path) -> Path:
     """A cluster CA, the control plane's certificate and one node certificate per node of ``cluster``."""
     from halyard.datamodel import parse_cluster
     from halyard.tls import init_ca, issue
 
     init_ca(folder)
+    issue(folder, "operator", "bench")  # submits the jobs (--jobs) on the agent port, as operators' certificates do
     for node in parse_cluster(cluster.read_text(encoding="utf-8"), source=str(cluster)).nodes:
         issue(folder, "node", node.name)
     return folder
@@ -256,6 +291,8 @@ def run_fleet(folder: Path, n: int, processes: int, args: argparse.Namespace, *,
         for w in workers:
             if not w.ready.wait(120):
                 raise RuntimeError("a fleet worker did not start within 120 s")
+        if args.jobs and not bare:
+            submit_jobs(target, args.jobs, certs)
         cpu0, t0 = cpu_seconds(cp.pid), time.monotonic()
         time.sleep(args.idle_s)
         idle = (cpu_seconds(cp.pid) - cpu0) / (time.monotonic() - t0)
@@ -313,13 +350,14 @@ def run_fleet(folder: Path, n: int, processes: int, args: argparse.Namespace, *,
         "cp_cpu_idle": idle, "cp_cpu_connecting": connecting, "cp_cpu_held": held,
         "cp_ms_per_agent_s": 1e3 * (held - idle) / n,
         "workers_cpu_per_s": sum(r["cpu_s"] for r in results) / wall,
-        "full_cluster": args.full_cluster, "bare": bare, "mtls": certs is not None,
+        "full_cluster": args.full_cluster, "bare": bare, "mtls": certs is not None, "jobs": 0 if bare else args.jobs,
     }
 
 
 def report(r: dict) -> str:
+    jobs = f", {r['jobs']} jobs queued" if r["jobs"] else ""
     return (f"{'bare grpc.aio ' if r['bare'] else ''}{r['agents']:6d} agents / {r['processes']} procs"
-            f"{' over mTLS' if r['mtls'] else ''}: "
+            f"{' over mTLS' if r['mtls'] else ''}{jobs}: "
             f"connected {r['connected']:6d} "
             f"(never {r['never']}), connect p50 {r['connect_p50_s']:6.2f} s  p99 {r['connect_p99_s']:6.2f} s  "
             f"max {r['connect_max_s']:6.2f} s; re-registrations {r['reregistrations']}, missed heartbeats "
@@ -344,7 +382,10 @@ def main() -> None:
                         help="agents register without the digest: the whole cluster file is shipped and parsed")
     parser.add_argument("--mtls", action="store_true", help="a certificate per node, each agent on its own mutual-TLS "
                         "connection to the agent port (as in production); default: insecure plaintext")
-    parser.add_argument("--certs", type=Path, default=None, help=argparse.SUPPRESS)  # a worker's: the nodes' certificates
+    parser.add_argument("--jobs", type=int, default=0, help="jobs of a whole node each submitted before the agents "
+                        "start: each node that registers is placed work by a pass over the queue")
+    # a worker's: the nodes' certificates
+    parser.add_argument("--certs", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--bare", action="store_true", help="also run the largest fleet against a bare grpc.aio "
                         "AgentService: the gRPC floor per agent-second, in the same run")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
