@@ -408,6 +408,7 @@ class AgentServicer(agrpc.AgentServiceServicer):
             if isinstance(msg, Undecodable):
                 await refuse_undecodable(context, msg)
             if msg.WhichOneof("body") == "log_data":  # an answer to StreamLogs, not a change of state
+                msg.log_data.error = lim.clean_text(msg.log_data.error, lim.MAX_AGENT_TEXT)  # shown to the client
                 self.logs.deliver(session.node, msg.log_data)
                 continue
             try:
