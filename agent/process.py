@@ -48,6 +48,7 @@ import asyncio
 import collections
 import contextlib
 import json
+import math
 import os
 import pwd
 import shutil
@@ -218,6 +219,11 @@ class ProcessAgent(StreamAgent):
     # --- lifecycle ----------------------------------------------------------------
 
     async def run(self) -> None:
+        await self.serve_workers()
+        await super().run()
+
+    async def serve_workers(self) -> None:
+        """Open the Unix socket the jobs' workers report on (once; :meth:`run` does it first)."""
         if self._server is None:
             # Unix socket paths are limited to ~108 bytes, so the socket lives in a short temp dir.
             self._socket_dir = tempfile.mkdtemp(prefix="halyard-agent-")  # 0700: the agent's user only
@@ -225,7 +231,6 @@ class ProcessAgent(StreamAgent):
             self._server = await asyncio.start_unix_server(self._on_worker, path=self.socket_path)
             if self.run_as is not None:  # the jobs' user reaches the socket; nobody else does
                 os.chown(self._socket_dir, self.run_as.uid, self.run_as.gid)
-        await super().run()
 
     async def stop_jobs(self) -> None:
         """The agent is going away: kill what it runs (a killed agent's jobs die with it)."""
@@ -584,38 +589,48 @@ class ProcessAgent(StreamAgent):
         job: ProcessJob | None = None
         try:
             while line := await reader.readline():
-                message = json.loads(line)
-                kind = message.get("type")
-                if kind == "hello":
-                    key = (str(message.get("job_id")), int(message.get("attempt", 0)))
-                    job = self.jobs.get(key[0]) if key not in self._stopping else self._stopping[key]
-                    if job is None or job.attempt != key[1]:
-                        log.warning("a worker of no job of ours connected", node=self.node_name, hello=message)
+                try:
+                    message = json.loads(line)
+                    kind = message.get("type")
+                    if kind == "hello":
+                        key = (str(message.get("job_id")), int(message.get("attempt", 0)))
+                        job = self.jobs.get(key[0]) if key not in self._stopping else self._stopping[key]
+                        if job is None or job.attempt != key[1]:
+                            log.warning("a worker of no job of ours connected", node=self.node_name,
+                                        hello=str(message)[:MAX_JOB_ID])
+                            return
+                        job.writer = writer
+                        if job.time_shift is not None:
+                            job.tell(_shift_message(job.time_shift))
+                    elif job is None:
                         return
-                    job.writer = writer
-                    if job.time_shift is not None:
-                        job.tell(_shift_message(job.time_shift))
-                elif job is None:
-                    return
-                elif kind == "iteration":
-                    job.iterations_done = float(message["index"])
-                    job.recent.append(float(message.get("duration_s", 0.0)))
-                    if message.get("drift_s") is not None:
-                        job.drift_s = float(message["drift_s"])
-                elif kind == "checkpoint":
-                    job.checkpoint = int(message["iteration"])
-                elif kind == "done":
-                    job.finished = int(message.get("iterations", 0)) >= job.total
-                elif kind == "preempted":
-                    job.checkpoint = int(message.get("checkpoint", job.checkpoint))
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("bad message from a worker", node=self.node_name, error=str(exc))
+                    else:
+                        self._worker_said(job, kind, message)
+                except (ValueError, KeyError, TypeError, AttributeError) as exc:  # this message only: the next may do
+                    log.warning("bad message from a worker", node=self.node_name, error=str(exc)[:MAX_JOB_ID])
         except ConnectionError:
             pass
         finally:
             writer.close()
             if job is not None:
                 job.disconnected.set()
+
+    @staticmethod
+    def _worker_said(job: ProcessJob, kind: object, message: dict) -> None:
+        """A report of the job's worker (its own numbers: finite, or the message is refused)."""
+        if kind == "iteration":
+            index, duration = _finite(message["index"]), _finite(message.get("duration_s", 0.0))
+            drift = _finite(message["drift_s"]) if message.get("drift_s") is not None else None
+            job.iterations_done = index
+            job.recent.append(duration)
+            if drift is not None:
+                job.drift_s = drift
+        elif kind == "checkpoint":
+            job.checkpoint = int(message["iteration"])
+        elif kind == "done":
+            job.finished = int(message.get("iterations", 0)) >= job.total
+        elif kind == "preempted":
+            job.checkpoint = int(message.get("checkpoint", job.checkpoint))
 
 
 async def _pump(stream: asyncio.StreamReader | None, output: CappedLog) -> None:
@@ -627,6 +642,15 @@ async def _pump(stream: asyncio.StreamReader | None, output: CappedLog) -> None:
             output.write(chunk)
         except OSError as exc:  # a full disk: keep draining the pipe, or the job blocks on its writes
             log.warning("cannot write the job's output", path=str(output.path), error=str(exc))
+
+
+def _finite(value: object) -> float:
+    """A number a job's worker sent, as a float; ValueError for NaN or an infinity (json reads both), which
+    would make every Progress of the job out of range at the control plane."""
+    number = float(value)  # type: ignore[arg-type]
+    if not math.isfinite(number):
+        raise ValueError(f"not a finite number: {value!r}")
+    return number
 
 
 def _shift_of(allocation: Allocation) -> tuple[float, float, float] | None:

@@ -11,6 +11,7 @@ import asyncio
 import os
 import pwd
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -243,3 +244,39 @@ async def test_a_job_gets_an_allow_list_of_the_agents_environment(tmp_path, monk
     assert env["SITE_SCRATCH"] == "/scratch"  # passed on by the operator (--pass-env SITE_*)
     assert env["MY_OWN"] == "mine" and env["HALYARD_JOB_ID"] == "envy"
     assert env["MASTER_ADDR"] == "r0-n0" and env["RANK"] == "0" and env["LOCAL_RANK"] == "0"
+
+
+WORKER_SAYS_NAN = r'''
+import json, os, socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["HALYARD_AGENT_SOCKET"])
+say = lambda **m: s.sendall((json.dumps(m) + "\n").encode())
+say(type="hello", job_id=os.environ["HALYARD_JOB_ID"], attempt=int(os.environ["HALYARD_ATTEMPT"]))
+say(type="iteration", index=5, duration_s=float("nan"))   # json writes NaN; the agent refuses this message
+say(type="iteration", index=float("inf"), duration_s=0.5)
+say(type="iteration", index=10, duration_s=0.25)          # and takes the next
+go = os.path.join(os.environ["HALYARD_CHECKPOINT_DIR"], "go")
+while not os.path.exists(go):
+    time.sleep(0.01)
+say(type="done", iterations=10)
+'''
+
+
+async def test_a_workers_non_finite_numbers_are_refused_and_the_next_report_taken(tmp_path):
+    """What a job's worker reports is range-checked at the agent: a NaN or an infinity is refused (on the
+    main before this change it went into Progress, which the control plane then refused whole, every time)."""
+    work = tmp_path / "work"
+    agent = make_agent(work)
+    await agent.serve_workers()
+    agent.on_launch(launch("nan", [sys.executable, "-c", WORKER_SAYS_NAN]))
+    deadline = asyncio.get_running_loop().time() + WAIT_TIMEOUT_S
+    while not (agent.jobs.get("nan") and agent.jobs["nan"].iterations_done == 10):
+        assert asyncio.get_running_loop().time() < deadline and "nan" not in exits(agent), exits(agent)
+        await asyncio.sleep(0.01)
+    (report,) = agent.progress_reports(0.0)
+    assert list(report.recent_iteration_s) == [0.25] and report.iterations_done == 10
+    (work / "checkpoints" / "nan" / "go").touch()
+    try:
+        assert (await wait_exit(agent, "nan")).status == apb.EXIT_COMPLETED
+    finally:
+        await agent.stop_jobs()
