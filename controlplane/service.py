@@ -30,8 +30,6 @@ import heapq
 import itertools
 import json
 import math
-import re
-import string
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +37,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from halyard.clock import Clock
+from halyard.controlplane.agent_reports import check_register, check_report, refused_field
 from halyard.controlplane.core import SchedulingCore
 from halyard.controlplane.disruption import DisruptionSettings, LostAgentGuard
 from halyard.controlplane.errors import AlreadyExists, FailedPrecondition, NotFound, PermissionDenied, Unavailable
@@ -571,7 +570,7 @@ class ControlPlane:
     def report_refused(self, session: AgentSession, error: HalyardError) -> None:
         """An agent's message was refused (out of range, too long): logged naming the field, and counted by it."""
         field = getattr(error, "field", None) or "unknown"
-        key = re.sub(r"\[[^]]*\]", "[]", field)  # register.running[3].job_id -> register.running[].job_id
+        key = refused_field(field)
         self.refused_reports[key] = self.refused_reports.get(key, 0) + 1
         log.warning("bad agent message", node=session.node, field=field, error=str(error)[:lim.MAX_AGENT_TEXT])
 
@@ -596,7 +595,7 @@ class ControlPlane:
         if kind == "heartbeat" and not msg.heartbeat.healthy and session.node not in self.drained:
             # The node's own agent says it is faulty: acted on even when the report's numbers are refused below.
             self._drain_unhealthy(session.node, lim.clean_text(msg.heartbeat.detail, lim.MAX_HEALTH_DETAIL))
-        _check_report(msg, kind)
+        check_report(msg, kind)
         if kind == "heartbeat":
             session.heartbeat = msg.heartbeat
         elif kind == "exited":
@@ -1140,67 +1139,3 @@ def profiling_key(spec: tpb.JobSpec) -> tuple[object, ...]:
     no parse (in lockstep replay every wall millisecond is many cluster seconds)."""
     return (spec.model, spec.batch_size, spec.num_gpus, spec.min_gpus, spec.max_gpus, spec.gpu_type,
             spec.parallelism.SerializeToString(deterministic=True) if spec.HasField("parallelism") else b"")
-
-
-def _check_job_ref(job_id: str, field: str) -> None:
-    """A job id an agent names: at most a job id's length (a longer one is no job of ours, and would be logged)."""
-    if len(job_id) > lim.MAX_JOB_ID:
-        raise ValidationError(f"is {len(job_id)} characters long; at most {lim.MAX_JOB_ID} allowed", field=field)
-
-
-def check_register(register: apb.Register) -> None:
-    """A Register is range-checked as a client's request is (docs/security.md, "Input limits"): the agent is
-    refused with INVALID_ARGUMENT naming the field, before anything of it is kept."""
-    lim.check_name(register.backend, "register.backend", lim.MAX_AGENT_BACKEND, required=False)
-    lim.check_text(register.version, "register.version", lim.MAX_AGENT_VERSION)
-    lim.check_text(register.instance, "register.instance", lim.MAX_AGENT_INSTANCE)
-    digest = register.cluster_digest
-    if digest and not (len(digest) <= lim.MAX_CLUSTER_DIGEST and all(c in string.hexdigits for c in digest)):
-        raise ValidationError(f"must be a SHA-256 in hex (at most {lim.MAX_CLUSTER_DIGEST} characters)",
-                              field="register.cluster_digest")
-    if len(register.running) > lim.MAX_REPORTED_JOBS:
-        raise ValidationError(f"has {len(register.running)} entries; at most {lim.MAX_REPORTED_JOBS} allowed",
-                              field="register.running")
-    for i, job in enumerate(register.running):
-        lim.check_text(job.job_id, f"register.running[{i}].job_id", lim.MAX_JOB_ID)
-        lim.check_number(job.iterations_done, f"register.running[{i}].iterations_done", 0.0, lim.MAX_ITERATIONS)
-
-
-def _check_report(msg: apb.AgentMessage, kind: str | None) -> None:
-    """An agent's numbers are finite and in range before they touch a record (a NaN would poison the store),
-    and its free text is cleaned and cut (:func:`limits.clean_text`) before it is kept or logged."""
-    if kind == "heartbeat":
-        h = msg.heartbeat
-        h.detail = lim.clean_text(h.detail, lim.MAX_HEALTH_DETAIL)
-        lim.check_seconds(h.cluster_time, "heartbeat.cluster_time", lim.MAX_TIME_S)
-        lim.check_number(h.gpu_utilization, "heartbeat.gpu_utilization", 0.0, 1.0)
-    elif kind == "progress":
-        p = msg.progress
-        _check_job_ref(p.job_id, "progress.job_id")
-        lim.check_seconds(p.iterations_done, "progress.iterations_done", lim.MAX_ITERATIONS)
-        lim.check_seconds(p.cluster_time, "progress.cluster_time", lim.MAX_TIME_S)
-        lim.check_seconds(p.compute_s, "progress.compute_s", lim.MAX_DURATION_S)
-        lim.check_seconds(p.communication_s, "progress.communication_s", lim.MAX_DURATION_S)
-        if len(p.recent_iteration_s) > lim.MAX_RECENT_ITERATIONS:
-            raise ValidationError(f"has {len(p.recent_iteration_s)} entries; at most {lim.MAX_RECENT_ITERATIONS} "
-                                  "allowed", field="progress.recent_iteration_s")
-        for x in p.recent_iteration_s:
-            lim.check_seconds(x, "progress.recent_iteration_s", lim.MAX_DURATION_S)
-        if p.HasField("time_shift_drift_s"):
-            lim.check_seconds(p.time_shift_drift_s, "progress.time_shift_drift_s", lim.MAX_DURATION_S,
-                              low=-lim.MAX_DURATION_S)
-    elif kind == "exited":
-        e = msg.exited
-        _check_job_ref(e.job_id, "exited.job_id")
-        lim.check_seconds(e.cluster_time, "exited.cluster_time", lim.MAX_TIME_S)
-        lim.check_int(e.checkpoint_iteration, "exited.checkpoint_iteration", 0, lim.MAX_ITERATIONS)
-        if len(e.message) > lim.MAX_EXIT_MESSAGE_BYTES:
-            raise ValidationError(f"is {len(e.message)} characters long; at most {lim.MAX_EXIT_MESSAGE_BYTES} "
-                                  "allowed", field="exited.message")
-        e.message = lim.clean_text(e.message, lim.MAX_EXIT_MESSAGE_BYTES)
-    elif kind == "profile_result":
-        r = msg.profile_result
-        _check_job_ref(r.job_id, "profile_result.job_id")
-        r.error = lim.clean_text(r.error, lim.MAX_AGENT_TEXT)
-    elif kind == "leaving":
-        msg.leaving.reason = lim.clean_text(msg.leaving.reason, lim.MAX_AGENT_TEXT)
