@@ -38,6 +38,10 @@ connect storm's heaviest part); without it, plaintext on one loopback port (inse
 agents start: as the fleet registers, each node that comes up is placed work by a scheduling
 pass over the queue, as after a restart of a loaded cluster (with J > N, J - N stay pending).
 
+--restart then kills the control plane (SIGKILL) and starts it again on the same store and ports:
+every agent reconnects within its backoff (at most 2.4 s) and registers again, reporting its
+jobs for reconciliation; the restarted control plane's silent agents and guard are reported.
+
 --full-cluster makes the agents register without the file's digest, so the control plane
 ships the whole cluster file to each and each agent parses it: the protocol before
 node-scoped registration, for comparison in the same run.
@@ -283,6 +287,7 @@ def run_fleet(folder: Path, n: int, processes: int, args: argparse.Namespace, *,
         cp = subprocess.Popen(server, stdout=subprocess.PIPE, stderr=log_file)
     workers: list[Worker] = []
     watch: GuardWatch | None = None
+    restarted: GuardWatch | None = None
     try:
         assert cp.stdout.readline().startswith(b"listening on")
         share = -(-n // processes)
@@ -314,6 +319,16 @@ def run_fleet(folder: Path, n: int, processes: int, args: argparse.Namespace, *,
         if watch is not None:
             watch.stop()
             watch.final_quiet_streams()
+        if args.restart and not bare:  # kill -9, start again on the same store and ports: every agent re-dials
+            cp.kill()
+            cp.wait()
+            with (folder / f"controlplane-{n}-restarted.log").open("w") as log_file:
+                cp = subprocess.Popen(server, stdout=subprocess.PIPE, stderr=log_file)
+            assert cp.stdout.readline().startswith(b"listening on")
+            restarted = GuardWatch(http_port)
+            time.sleep(args.hold_s)
+            restarted.stop()
+            restarted.final_quiet_streams()
         for w in workers:
             w.send("stop")
         deadline = time.monotonic() + 60
@@ -350,6 +365,10 @@ def run_fleet(folder: Path, n: int, processes: int, args: argparse.Namespace, *,
         "cp_cpu_idle": idle, "cp_cpu_connecting": connecting, "cp_cpu_held": held,
         "cp_ms_per_agent_s": 1e3 * (held - idle) / n,
         "workers_cpu_per_s": sum(r["cpu_s"] for r in results) / wall,
+        "restart": restarted is not None,  # then: what the restarted control plane saw while the fleet came back
+        "restart_silent_agents": restarted.quiet_streams if restarted else 0,
+        "restart_most_silent_held": restarted.most_silent if restarted else 0,
+        "restart_guard_held_share": restarted.holding / restarted.polls if restarted and restarted.polls else 0.0,
         "full_cluster": args.full_cluster, "bare": bare, "mtls": certs is not None, "jobs": 0 if bare else args.jobs,
     }
 
@@ -367,7 +386,10 @@ def report(r: dict) -> str:
             f"starved liveness checks {r['starved_checks']}; "
             f"control-plane CPU s/s idle {r['cp_cpu_idle']:.3f}  connecting "
             f"{r['cp_cpu_connecting']:.3f}  held {r['cp_cpu_held']:.3f} ({r['cp_ms_per_agent_s']:.3f} ms per "
-            f"agent-second); workers {r['workers_cpu_per_s']:.2f} CPU s/s")
+            f"agent-second); workers {r['workers_cpu_per_s']:.2f} CPU s/s"
+            + (f"; after a kill -9 and restart: silent agents {r['restart_silent_agents']}, silent but held at most "
+               f"{r['restart_most_silent_held']} (guard holding on {100 * r['restart_guard_held_share']:.0f}% of "
+               "polls)" if r["restart"] else ""))
 
 
 def main() -> None:
@@ -382,6 +404,9 @@ def main() -> None:
                         help="agents register without the digest: the whole cluster file is shipped and parsed")
     parser.add_argument("--mtls", action="store_true", help="a certificate per node, each agent on its own mutual-TLS "
                         "connection to the agent port (as in production); default: insecure plaintext")
+    parser.add_argument("--restart", action="store_true", help="after the hold, kill -9 the control plane and "
+                        "start it again on the same store: the fleet reconnects at once (a reconnect storm), held "
+                        "--hold-s more")
     parser.add_argument("--jobs", type=int, default=0, help="jobs of a whole node each submitted before the agents "
                         "start: each node that registers is placed work by a pass over the queue")
     # a worker's: the nodes' certificates

@@ -97,6 +97,11 @@ STARVED_LOOP_S = 1.0
 # see all of them before it lets the first go (Kubernetes judges a zone on NotReady nodes long before
 # their pods' eviction). A choice of ours.
 SUSPECT_SHARE = 0.5
+# Registrations within this many wall seconds share one commit and one scheduling pass (a choice of ours).
+# When a fleet connects at once (a cold start, or every agent re-dialling after a restart), a commit and a
+# pass per Register cost O(running jobs) each on the event loop, and the registrations and heartbeats
+# behind them waited: benchmarks/bench_fleet.py --restart. A new node is offered work this much later.
+REGISTRATION_BATCH_S = 0.05
 
 
 @dataclass
@@ -198,6 +203,7 @@ class ControlPlane:
         self.quiet_streams = 0
         self.unknown_enums = UnknownEnums()  # enum values peers sent that this build predates (peer_enums.py)
         self.refused_reports: dict[str, int] = {}  # agent messages refused, by the field named (no indices)
+        self._registrations_due: asyncio.TimerHandle | None = None  # the commit and pass of a burst of Registers
 
     # --- lifecycle ----------------------------------------------------------
 
@@ -223,6 +229,8 @@ class ControlPlane:
             self._tasks.append(asyncio.create_task(self._lockstep_completions(), name="lockstep"))
 
     async def stop(self) -> None:
+        if self._registrations_due is not None:
+            self._registrations_due.cancel()  # the persist below takes their changes
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -552,7 +560,7 @@ class ControlPlane:
         self._known.add(name)
         self._reconcile(session, register)
         self._update_schedulable(name)
-        self._changed()
+        self._registered_changed()
         params = self.clock.params()
         # Node-scoped: the agent's own node and the digest always; the file only to an agent that lacks it.
         toml = "" if register.cluster_digest == self.cluster_digest else self.cluster_toml
@@ -662,6 +670,24 @@ class ControlPlane:
         self._left &= holding
 
     # --- internals ------------------------------------------------------------
+
+    def _registered_changed(self) -> None:
+        """A Register changed the cluster (a node up, jobs reconciled): commit and pass once for the burst of
+        registrations within REGISTRATION_BATCH_S, not once each (lockstep replay: at once, as the simulator)."""
+        if self.lockstep:
+            self._changed()
+        elif self._registrations_due is None:
+            self._registrations_due = asyncio.get_running_loop().call_later(REGISTRATION_BATCH_S,
+                                                                            self._registrations_settled)
+
+    def _registrations_settled(self) -> None:
+        self._registrations_due = None
+        if self.failed is not None:
+            return
+        try:
+            self._changed()
+        except StoreError:
+            return  # fatal: _persist has stopped the control plane
 
     def _changed(self) -> None:
         if self.lockstep:
@@ -820,9 +846,10 @@ class ControlPlane:
                     or session.node not in self.placed.get(job_id, ())):
                 log.warning("agent runs a job that is not its own; stopping it", node=session.node, job=job_id)
                 session.send(preempt=apb.Preempt(job_id=job_id, attempt=attempt, grace_s=0.0))
-        for job_id, nodes in list(self.placed.items()):
-            if session.node in nodes and (job_id, self.core.records[job_id].attempt) not in reported:
-                self._requeue(job_id, f"agent {session.node} no longer runs it")
+        node = session.node
+        for job_id in [j for j, nodes in self.placed.items() if node in nodes]:  # a list: requeues change placed
+            if (job_id, self.core.records[job_id].attempt) not in reported:
+                self._requeue(job_id, f"agent {node} no longer runs it")
 
     def _drain_unhealthy(self, node: str, detail: str) -> None:
         """An unhealthy heartbeat (ECC or Xid errors, NVML failing) drains the node with its reason and
