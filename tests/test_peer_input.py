@@ -251,3 +251,27 @@ async def test_other_reports_out_of_range_are_refused_and_the_stream_goes_on(mes
             await tc.wait_for(lambda: (tc.control_plane.sessions["r0-n1"].heartbeat or apb.Heartbeat())
                               .gpu_utilization == 0.5)
             agent.call.cancel()
+
+
+# --- a connect storm (issue 32: registration no longer starves heartbeats) ---------------------------
+
+async def test_a_burst_of_registrations_shares_one_commit_and_pass():
+    """Each Register used to make a commit and a scheduling pass of its own (each O(running jobs) on the event
+    loop, while the storm's heartbeats waited); registrations within REGISTRATION_BATCH_S share them."""
+    async with TestCluster(nodes=16) as tc:
+        nodes = list(tc.agents)
+        for node in nodes:
+            await take_over(tc, node)
+        jobs = jgrpc.JobServiceStub(tc.channel)
+        await jobs.SubmitJobs(jpb.SubmitJobsRequest(jobs=[jpb.SubmitJobRequest(spec=tpb.JobSpec(
+            job_id=f"j{i}", model="resnet50", num_gpus=8, iterations=10**9)) for i in range(32)]))
+        await tc.wait_for(lambda: len(tc.control_plane.core.pending) == 32)
+        passes: list[float] = []
+        tc.control_plane.on_pass = passes.append
+        async with grpc.aio.insecure_channel(tc.address) as channel:
+            agents = [RawAgent(channel) for _ in nodes]
+            await asyncio.gather(*(agent.register(node) for agent, node in zip(agents, nodes, strict=True)))
+            await tc.wait_for(lambda: len(tc.control_plane.core.running) == 16)
+            assert len(passes) <= 3, f"{len(passes)} passes for one burst of {len(nodes)} registrations"
+            for agent in agents:
+                agent.call.cancel()
