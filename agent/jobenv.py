@@ -16,8 +16,9 @@ exported. Until issue 32 every job inherited all of it. Now a job gets, in this 
    ``CUDA_VISIBLE_DEVICES``;
 3. the job's own ``env``.
 
-``HALYARD_*`` and the rendezvous names are never inherited from the agent: the agent sets
-the job's own, and an agent's ``HALYARD_*`` are its own settings (a token among them).
+``HALYARD_*``, the rendezvous names and ``CUDA_VISIBLE_DEVICES`` are never inherited from the
+agent: the agent sets the job's own (the GPUs are its allocation's), and an agent's ``HALYARD_*``
+are its own settings (a token among them).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ INHERITED_PREFIXES = ("LC_", "CUDA_", "NCCL_")
 # Set by the agent for each job, never taken from the agent's environment.
 AGENT_SET_PREFIXES = ("HALYARD_",)
 RENDEZVOUS_NAMES = frozenset({"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"})
+# Which GPUs a job sees is its allocation's (the gpu backend sets it), never the agent's own view.
+DEVICE_NAMES = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"})
 
 
 class EnvironmentAllowList:
@@ -53,7 +56,7 @@ class EnvironmentAllowList:
         self.prefixes = tuple(prefixes)
 
     def allows(self, name: str) -> bool:
-        if name.startswith(AGENT_SET_PREFIXES) or name in RENDEZVOUS_NAMES:
+        if name.startswith(AGENT_SET_PREFIXES) or name in RENDEZVOUS_NAMES or name in DEVICE_NAMES:
             return False
         return name in self.names or name.startswith(self.prefixes)
 

@@ -23,6 +23,7 @@ from halyard.agent.cluster_copy import ClusterCopy
 from halyard.agent.emulated import EmulatedAgent
 from halyard.datamodel import JobState
 from halyard.datamodel import limits as lim
+from halyard.peer_enums import enum_name
 from halyard.testing.cluster import WAIT_TIMEOUT_S, TestCluster, small_cluster_toml
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import agent_service_pb2_grpc as agrpc
@@ -149,6 +150,12 @@ async def test_an_unknown_clock_kind_from_the_control_plane_is_read_as_accelerat
     finally:
         await agent.stop()
         await server.stop(None)
+
+
+def test_the_cli_names_a_state_or_code_it_does_not_know():
+    assert enum_name(tpb.JobState, tpb.RUNNING) == "RUNNING"
+    assert enum_name(tpb.JobState, UNKNOWN) == "JobState(99)"
+    assert enum_name(jpb.WaitCode, UNKNOWN) == "WaitCode(99)"
 
 
 # --- range checks on agent reports ------------------------------------------------------------

@@ -229,6 +229,7 @@ async def test_a_job_gets_an_allow_list_of_the_agents_environment(tmp_path, monk
     monkeypatch.setenv("LC_TIME", "C")
     monkeypatch.setenv("NCCL_SOCKET_IFNAME", "eth9")
     monkeypatch.setenv("SITE_SCRATCH", "/scratch")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")  # the agent's view: a job sees its allocation's only
     work = tmp_path / "work"
     agent = make_agent(work, pass_env=("SITE_*",))
     body = launch("envy", ["sh", "-c", 'env > "$HALYARD_CHECKPOINT_DIR/env"'])
@@ -239,7 +240,7 @@ async def test_a_job_gets_an_allow_list_of_the_agents_environment(tmp_path, monk
     env = dict(line.split("=", 1) for line in (work / "checkpoints" / "envy" / "env").read_text().splitlines()
                if "=" in line)
     assert "agent-secret" not in (work / "checkpoints" / "envy" / "env").read_text()
-    assert "AWS_SECRET_ACCESS_KEY" not in env and "HALYARD_TOKEN" not in env
+    assert "AWS_SECRET_ACCESS_KEY" not in env and "HALYARD_TOKEN" not in env and "CUDA_VISIBLE_DEVICES" not in env
     assert env["PATH"] == os.environ["PATH"] and env["LC_TIME"] == "C" and env["NCCL_SOCKET_IFNAME"] == "eth9"
     assert env["SITE_SCRATCH"] == "/scratch"  # passed on by the operator (--pass-env SITE_*)
     assert env["MY_OWN"] == "mine" and env["HALYARD_JOB_ID"] == "envy"
