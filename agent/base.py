@@ -52,6 +52,7 @@ from halyard.agent.profiling import refused
 from halyard.clock import Clock, ClockParams, clock_from_params
 from halyard.datamodel import Cluster, Node, cluster_digest
 from halyard.datamodel.limits import MAX_JOB_ID
+from halyard.peer_enums import UnknownEnums
 from halyard.tls import NEEDS_TLS, NOT_TLS, UNKNOWN_CA, WRONG_NAME, ClientTLS, tls_mismatch
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import agent_service_pb2_grpc as agrpc
@@ -135,6 +136,7 @@ class StreamAgent:
         # A fault to inject (TestCluster.freeze_agent): while set, no heartbeat or progress report
         # leaves, as from a hung node whose connection stays up.
         self.frozen = False
+        self.unknown_enums = UnknownEnums()  # enum values a newer control plane sent (peer_enums.py)
 
     # --- lifecycle ----------------------------------------------------------
 
@@ -342,7 +344,11 @@ class StreamAgent:
     def _on_registered(self, registered: apb.Registered) -> None:
         self._take_cluster(registered)
         c = registered.clock
-        params = ClockParams("manual" if c.kind == apb.MANUAL else "scaled", c.wall_origin_unix_s,
+        # A clock kind newer than this agent (docs/api.md, "Unknown enum values") is read as ACCELERATED:
+        # cluster time from the origins and speedup sent (a speedup of 0 read as 1, real time).
+        kind = self.unknown_enums.read(apb.ClockKind, c.kind, message="Registered", field="clock.kind",
+                                       default=apb.ACCELERATED, peer=self.target)
+        params = ClockParams("manual" if kind == apb.MANUAL else "scaled", c.wall_origin_unix_s,
                              c.cluster_origin_s, c.speedup or 1.0)
         self.clock_params = params
         self.clock = clock_from_params(params, shared=self.shared_clock)

@@ -289,14 +289,17 @@ class JobServicer(jgrpc.JobServiceServicer):
             start = int(token or 0)
             if start > len(self.cp.core.records):
                 raise ValidationError("not a token this server issued", field="page_token")
-            states = {state_from_pb(s, "states") for s in request.states}
+            # A state newer than this control plane (docs/api.md, "Unknown enum values") matches no job here.
+            states = {state_from_pb(s, "states") for s in request.states
+                      if self.cp.unknown_enums.read(tpb.JobState, s, message="ListJobsRequest", field="states",
+                                                    default=None, peer=context.peer()) is not None}
             records = list(self.cp.core.records.values())  # arrival order
             now, out, i = self.cp.now(), jpb.ListJobsResponse(), start
             foreign = foreign_jobs(self.cp, _tenant_of(who))
             while i < len(records) and len(out.jobs) < size:
                 r = records[i]
                 i += 1
-                if (not states or r.state in states) and (not tenant or r.spec.tenant == tenant):
+                if (not request.states or r.state in states) and (not tenant or r.spec.tenant == tenant):
                     out.jobs.append(job_to_pb(r, now, self.cp.core.wait_of(r), foreign=foreign))
             out.next_page_token = str(i) if i < len(records) else ""
             return out
@@ -444,12 +447,17 @@ class AgentServicer(agrpc.AgentServiceServicer):
             if isinstance(msg, Undecodable):
                 await refuse_undecodable(context, msg)
             if msg.WhichOneof("body") == "log_data":  # an answer to StreamLogs, not a change of state
+                msg.log_data.error = lim.clean_text(msg.log_data.error, lim.MAX_AGENT_TEXT)  # shown to the client
                 self.logs.deliver(session.node, msg.log_data)
                 continue
             try:
                 self.cp.agent_message(session, msg)
             except HalyardError as exc:
-                log.warning("bad agent message", node=session.node, error=str(exc))
+                self.cp.report_refused(session, exc)
+            except Exception:  # a bug of ours: said loudly, and the stream ends (the agent reconnects, reconciles)
+                log.exception("agent message could not be applied; closing the stream", node=session.node,
+                              kind=msg.WhichOneof("body"))
+                raise
 
 
 # Client-streaming methods whose servicer checks every request for a decode failure itself.

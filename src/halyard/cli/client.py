@@ -19,6 +19,7 @@ from halyard import tls
 from halyard.cli.errors import RpcFailed, ServerUnreachable
 from halyard.datamodel import ValidationError
 from halyard.datamodel.limits import MAX_REQUEST_BYTES, MAX_SUBMIT_BATCH
+from halyard.peer_enums import enum_name
 from halyard.tls import ClientTLS, is_loopback
 from halyard.v1 import cluster_service_pb2 as cpb
 from halyard.v1 import cluster_service_pb2_grpc as cgrpc
@@ -299,7 +300,7 @@ def _spec_of(o: dict[str, object]) -> tpb.JobSpec:
 
 
 def _print_submitted(job: jpb.Job) -> None:
-    print(f"{job.spec.job_id} {tpb.JobState.Name(job.state)} ({job.iterations_total} iterations)")
+    print(f"{job.spec.job_id} {enum_name(tpb.JobState, job.state)} ({job.iterations_total} iterations)")
     if job.ignored:
         print(f"halyard submit: note: {job.spec.job_id}: {job.ignored}", file=sys.stderr)
 
@@ -370,7 +371,7 @@ def run_jobs(args: argparse.Namespace) -> int:
     table = Table("job", "state", "model", "GPUs", "progress", "nodes / why waiting / why it ended")
     for j in jobs:
         done = f"{100 * j.iterations_done / j.iterations_total:.0f}%" if j.iterations_total else "-"
-        table.add_row(j.spec.job_id, tpb.JobState.Name(j.state), j.spec.model, str(j.spec.num_gpus), done,
+        table.add_row(j.spec.job_id, enum_name(tpb.JobState, j.state), j.spec.model, str(j.spec.num_gpus), done,
                       ",".join(n.node for n in j.allocation.nodes) or waiting(j) or j.end_reason)
     Console().print(table)
     return 0
@@ -424,7 +425,7 @@ def waiting(job: jpb.Job) -> str:
     """"CODE (stage): reason" for a job that waits and was told why, else ""."""
     if not job.HasField("wait"):
         return ""
-    return f"{jpb.WaitCode.Name(job.wait.code)} ({job.wait.stage}): {job.wait.reason}"
+    return f"{enum_name(jpb.WaitCode, job.wait.code)} ({job.wait.stage}): {job.wait.reason}"
 
 
 def run_job(args: argparse.Namespace) -> int:
@@ -436,7 +437,7 @@ def run_job(args: argparse.Namespace) -> int:
         return 0
     s = job.spec
     lines = [f"job:        {s.job_id} (tenant {s.tenant or 'default'})",
-             f"state:      {tpb.JobState.Name(job.state)}",
+             f"state:      {enum_name(tpb.JobState, job.state)}",
              f"model:      {s.model}, {s.num_gpus} GPUs{' of type ' + s.gpu_type if s.gpu_type else ''}",
              f"progress:   {job.iterations_done:.0f} of {job.iterations_total} iterations, "
              f"{job.preemptions} preemptions, queued {job.queued_s:.0f} s"]
@@ -458,7 +459,7 @@ def run_cancel(args: argparse.Namespace) -> int:
     channel, stub = _stub(args)
     with channel:
         job = _rpc(args, stub.CancelJob, jpb.CancelJobRequest(job_id=args.job_id))
-    print(f"{job.spec.job_id} {tpb.JobState.Name(job.state)}")
+    print(f"{job.spec.job_id} {enum_name(tpb.JobState, job.state)}")
     return 0
 
 

@@ -123,6 +123,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     ag.add_argument("--log-max-mb", type=float, default=DEFAULT_MAX_BYTES / 2**20, metavar="MIB",
                     help="process/gpu: output kept per job attempt (stdout and stderr, for `halyard logs`); past it "
                          f"the oldest half goes (default {DEFAULT_MAX_BYTES >> 20}), e.g. --log-max-mb 256")
+    ag.add_argument("--pass-env", action="append", default=[], metavar="NAME",
+                    help="process/gpu: also pass this variable of the agent's environment on to jobs (a name, or a "
+                         "prefix ending in *); repeat for each. Jobs get only PATH, HOME, the locale, library paths "
+                         "and CUDA_*/NCCL_* of it otherwise (never HALYARD_*: docs/security.md)")
     add_log_options(ag)
     ag.set_defaults(run=run_agent)
 
@@ -373,12 +377,12 @@ def _make_agent(args: argparse.Namespace, node, copy: ClusterCopy | None):
         from halyard.agent.process import ProcessAgent
 
         return ProcessAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts, run_as=args.run_as,
-                            tls=args.tls, cluster=copy, log_max_bytes=int(args.log_max_mb * 2**20))
+                            tls=args.tls, cluster=copy, log_max_bytes=int(args.log_max_mb * 2**20),
+                            pass_env=tuple(args.pass_env))
     from halyard.agent.gpu import GpuAgent  # raises GpuUnavailable (exit 2, one line) without NVML
 
     return GpuAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts, run_as=args.run_as, tls=args.tls,
-                    cluster=copy,
-                    log_max_bytes=int(args.log_max_mb * 2**20))
+                    cluster=copy, log_max_bytes=int(args.log_max_mb * 2**20), pass_env=tuple(args.pass_env))
 
 
 def _server_tls(args: argparse.Namespace) -> ServerTLS | None:
