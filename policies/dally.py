@@ -1130,8 +1130,10 @@ class Dally:
 
 def with_option(policy: object, option: str) -> Dally:
     """``policy`` (a Dally) with one of the rules not in the paper switched on: ``migrate``, ``worse-half``,
-    ``hysteresis`` (``min_gain`` = :data:`MIN_GAIN`), ``lease``, or of its auto-tuner
-    ``drop-short-waits`` and ``manual-start``; the name gains ``+option``."""
+    ``hysteresis`` (``min_gain`` = :data:`MIN_GAIN`), ``lease``, ``no-preemption`` (no Nw_sens
+    preemption: what aakash-sharma/cluster-sim's Dally does between lease ends; measured in
+    docs/dally-public-comparison.md), or of its auto-tuner ``drop-short-waits`` and ``manual-start``;
+    the name gains ``+option``."""
     if not isinstance(policy, Dally):
         name = getattr(policy, "name", type(policy).__name__)
         raise ValidationError(f"+{option} is an option of Dally; {name!r} is not a Dally policy", field="policy")
@@ -1143,6 +1145,8 @@ def with_option(policy: object, option: str) -> Dally:
         policy.min_gain = MIN_GAIN
     elif option == "lease":
         policy.lease = True
+    elif option == "no-preemption":
+        policy.preemption = False
     elif option in TUNER_OPTIONS:
         if not isinstance(policy.timers, AutoTuner):
             raise ValidationError(f"+{option} is an option of the auto-tuner; {policy.name!r} has "
@@ -1160,7 +1164,7 @@ def with_option(policy: object, option: str) -> Dally:
 # The auto-tuner's options (AutoTuner.lease_waits and .manual_start), for Dally with tuned timers only.
 TUNER_OPTIONS = ("drop-short-waits", "manual-start")
 # Rules not in the paper, named as '+option' on a Dally preset (policies/registry.py AUGMENTATIONS).
-DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", *TUNER_OPTIONS)
+DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", "no-preemption", *TUNER_OPTIONS)
 
 
 def allocation_level(allocation: Allocation, cluster: Cluster) -> Level:

@@ -1,0 +1,415 @@
+"""Dally beside its authors' simulator: aakash-sharma/cluster-sim and Halyard on the same jobs, joined per job.
+
+    # once: the public simulator's Java dependencies from Debian, and a checkout read in place
+    apt-get install libjson-simple-java libcommons-collections4-java libapache-poi-java
+    .venv/bin/python benchmarks/dally_public_perjob.py --cluster-sim /work/ext/cluster-sim \\
+        --racks 2 --jobs 60 --seed 1 --arrival batch
+    .venv/bin/python benchmarks/dally_public_perjob.py --from-json   # rewrite the page only
+
+cluster-sim (Java 8+, built on Themis' ArtISt-sim) is compiled from the checkout into ``--build``
+(default /work/ext/cluster-sim-build) with ``javac``, its sources unchanged and never copied here.
+Two things it needs are not to be had here, and each has a stand-in outside its modules:
+
+* Gurobi (only its Themis scheduler calls it): compile-time classes under ``--gurobi-stub``
+  (default /work/ext/gurobi-stub) that fail if ever called; the Dally, Tiresias and Gandiva runs
+  never call them.
+* ASTRA-sim's ``AnalyticalAstra`` binary, which cluster-sim runs once per (job, GPU set) to get
+  the placement's exposed communication (``IntraJobScheduler.astra_sim``; ASTRA-sim 1.0 with
+  the authors' ``--compute-scale`` flag). The binary it is told to run (``astra_sim_bin_path``)
+  is ``benchmarks/dally_astra_standin.awk``, which answers Table 1's figure for the slowest
+  tier the placement crosses, as Halyard's ``dally-table1`` profile does. So both sides run
+  the same performance model and every difference left is a scheduling semantic, not a
+  network model.
+
+Inputs Halyard writes: ``reproduce_dally.dally_trace`` draws the jobs (a canonical CSV for
+Halyard); the same jobs go to cluster-sim's job JSON (``total_iterations`` x
+``time_per_iteration`` = the run time on the job's GPUs with no communication, i.e. Halyard's
+``duration_s`` over (1 + Table 1's figure at the job's tightest placement)), a cluster JSON
+(lease 300 s, consolidation on, auto-tuned timers: -1 -1, one week of waits kept), a
+one-dimension network (8 GPUs per machine; cluster-sim adds the machine and rack dimensions).
+cluster-sim's per-job table comes from the workbook it writes (results/<run>/*.xlsx), read
+with the standard library.
+
+Prints, per policy: mean JCT, p99 JCT, makespan on each side, their ratio, the share of jobs
+whose JCTs agree within 5 %, and both sides' CPU seconds (``getrusage`` of the child processes).
+Writes ``docs/dally-public-comparison.json`` and the page ``docs/dally-public-comparison.md``
+(from ``benchmarks/dally_public_page.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from reproduce_dally import dally_trace
+
+from halyard.traces import write_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+PROFILE = ROOT / "emulator" / "data" / "profile_dally_table1.toml"
+STANDIN = Path(__file__).with_name("dally_astra_standin.awk")
+PAGE_TEMPLATE = Path(__file__).with_name("dally_public_page.md")
+JARS = ("json-simple", "commons-collections4")  # Debian: libjson-simple-java, libcommons-collections4-java
+GPUS_PER_MACHINE = 8  # Dally §5.1.2
+MACHINES_PER_RACK = 8  # Dally §5.1.2
+LEASE_S = 300.0  # Halyard's round (reproduce_dally.ROUND_S); cluster-sim counts its timers in leases
+EVENT_S = 60.0  # one cluster-sim iteration event (time_per_iteration x iteration_granularity): JCTs to 1 min
+DELAY_HIST_LEASES = int(7 * 86400 / LEASE_S)  # one week of waits, as policies/dally.py HISTORY_LIMIT_S
+AGREE = 0.05  # a job agrees when the JCTs differ by under 5 %
+MANUAL_S = 12 * 3600.0  # Dally-manual's 12 h + 12 h (§4.3.2); cluster-sim takes them in leases
+# Halyard policy family -> cluster-sim scheduler (globalsched/InterJobSchedulerFactory.java) and its
+# machine and rack delay timers in seconds (-1: the auto-tuner)
+PAIRS = {"dally": ("Dally", -1.0, -1.0), "dally-manual": ("Dally", MANUAL_S, MANUAL_S),
+         "tiresias": ("Tiresias", -1.0, -1.0), "gandiva": ("Gandiva", -1.0, -1.0)}
+NO_LEASE_S = 1e9  # --public-lease-s for "no lease ends": longer than any run (timers stay in seconds)
+
+
+def overheads() -> dict[str, tuple[float, float, float]]:
+    """Model -> (machine, rack, network) exposed communication as a fraction of compute (Table 1)."""
+    data = tomllib.loads(PROFILE.read_text(encoding="utf-8"))["tier_overhead"]
+    return {m: tuple(t[k]["value"] for k in ("machine", "rack", "network")) for m, t in data.items()}
+
+
+def tightest_overhead(model: str, gpus: int, table: dict) -> float:
+    """Table 1's figure at the job's tightest placement (none on one GPU), as Halyard's duration_s includes it."""
+    if gpus <= 1:
+        return 0.0
+    machine, rack, network = table[model]
+    if gpus <= GPUS_PER_MACHINE:
+        return machine
+    return rack if gpus <= GPUS_PER_MACHINE * MACHINES_PER_RACK else network
+
+
+def classpath(build: Path) -> str:
+    jars = [f"/usr/share/java/{j}.jar" for j in JARS if Path(f"/usr/share/java/{j}.jar").exists()]
+    return ":".join([str(build), *jars])
+
+
+def compile_public(checkout: Path, build: Path, stubs: list[Path]) -> None:
+    if (build / "com" / "wisr" / "mlsched" / "Simulation.class").exists():
+        return
+    build.mkdir(parents=True, exist_ok=True)
+    sources = sorted(str(p) for p in (checkout / "src" / "main" / "java").rglob("*.java"))
+    for stub in stubs:
+        sources += sorted(str(p) for p in stub.rglob("*.java"))
+    subprocess.run(["javac", "-nowarn", "-d", str(build), "-cp", classpath(build), *sources], check=True)
+
+
+def write_public_inputs(jobs: list, folder: Path, racks: int, table: dict, lease_s: float) -> dict[str, Path]:
+    """cluster-sim's job, cluster, network and system files for ``jobs`` (Halyard JobSpecs)."""
+    astra = folder / "astra"
+    (astra / "workload").mkdir(parents=True, exist_ok=True)
+    with open(astra / "overheads.tsv", "w") as f:
+        for model, (a, b, c) in table.items():
+            f.write(f"{model}\t{a}\t{b}\t{c}\n")
+            (astra / "workload" / f"{model}.txt").write_text("stand-in: see overheads.tsv\n")
+    wrapper = astra / "AnalyticalAstra"  # awk would read ASTRA-sim's --flags as its own: pass them after --
+    wrapper.write_text(f'#!/bin/sh\nexec awk -f "{STANDIN}" -- "$@"\n')
+    wrapper.chmod(0o755)
+    rows = []
+    for j in jobs:
+        base_s = j.duration_s / (1.0 + tightest_overhead(j.model, j.num_gpus, table))
+        rows.append({"job_id": str(int(j.job_id[1:])), "job_group_id": str(int(j.job_id[1:])), "user": "u",
+                     "model": j.model, "total_iterations": str(max(1, round(base_s * j.num_gpus / EVENT_S))),
+                     "time_per_iteration": str(EVENT_S), "max_parallelism": str(j.num_gpus), "random_seed": "1",
+                     "cross_slot_slowdown": "1", "cross_machine_slowdown": "1", "cross_rack_slowdown": "1",
+                     "loss_function_type": "sublinear", "arrival_time": repr(float(j.submit_time))})
+    paths = {"jobs": folder / "jobs.json", "cluster": folder / "cluster.json", "network": folder / "network.json",
+             "system": folder / "system.txt", "nw": folder / "nw_overhead.csv",
+             "logging": folder / "logging.properties"}
+    paths["jobs"].write_text(json.dumps(rows, indent=1))
+    paths["cluster"].write_text(json.dumps({
+        "lease_time": repr(lease_s), "iteration_granularity": "1", "fairness_threshold": "0.0", "epsilon": "1.0",
+        "should_use_config": "false", "consolidate": "true", "astra_sim_path": str(astra),
+        "astra_sim_bin_path": str(wrapper)}))
+    paths["network"].write_text(json.dumps({
+        "topology-name": "dally", "topologies-per-dim": ["Switch"], "dimension-type": ["N"], "dimensions-count": 1,
+        "units-count": [GPUS_PER_MACHINE], "links-count": [GPUS_PER_MACHINE], "link-latency": [1],
+        "link-bandwidth": [300], "nic-latency": [0], "router-latency": [0], "hbm-latency": [1],
+        "hbm-bandwidth": [1], "hbm-scale": [0]}))
+    paths["system"].write_text("".join(f"{k}-implementation: ring_ring_ring\n"
+                                       for k in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")))
+    paths["nw"].write_text("".join(f"{m},1,1\n" for m in table))
+    paths["logging"].write_text("handlers=\n.level=OFF\n")  # its loggers are at ALL: silence the console
+    return paths
+
+
+def read_workbook(path: Path) -> dict[int, dict[str, float]]:
+    """cluster-sim's job-stats sheet (as the POI stand-in writes it: "## sheet" then CSV rows): job id ->
+    start, end, arrival, queue delay, GPU time, comm time."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    start = lines.index("## job-stats") + 2  # the sheet's name, then its header row
+    out = {}
+    for line in lines[start:]:
+        if line.startswith("## "):
+            break
+        v = [float(x) if x else math.nan for x in line.split(",")]
+        out[int(v[0])] = {"start": v[1], "end": v[2], "run": v[3], "queue": v[4], "gpu_time": v[6], "comm": v[10],
+                          "arrival": v[-1]}
+    return out
+
+
+def child_cpu() -> float:
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
+
+
+def run_public(checkout: Path, build: Path, paths: dict[str, Path], racks: int, pair: tuple[str, float, float],
+               lease_s: float, work: Path, timeout_s: float) -> tuple[dict[int, dict[str, float]], float, float]:
+    scheduler, rack_s, nw_s = pair
+    rack_timer, nw_timer = (t if t < 0 else t / lease_s for t in (rack_s, nw_s))  # in leases
+    run = f"{scheduler}-{racks}r-{rack_s:g}-{nw_s:g}-{lease_s:g}"
+    cmd = ["nice", "-n", "10", "java", f"-Djava.util.logging.config.file={paths['logging']}", "-Xmx4g",
+           "-cp", classpath(build), "com.wisr.mlsched.Simulation", str(racks), str(MACHINES_PER_RACK), scheduler,
+           str(paths["cluster"]), str(paths["jobs"]), str(paths["network"]), str(paths["system"]), str(paths["nw"]),
+           run, str(rack_timer), str(nw_timer), str(DELAY_HIST_LEASES)]
+    (work / "results").mkdir(exist_ok=True)  # it makes results/<run>/ with mkdir, not mkdirs
+    cpu0, wall0 = child_cpu(), time.time()
+    with open(work / f"{run}.log", "w") as log:
+        subprocess.run(cmd, cwd=work, stdout=log, stderr=subprocess.STDOUT, check=True, timeout=timeout_s)
+    cpu, wall = child_cpu() - cpu0, time.time() - wall0
+    book = next((work / "results" / run).glob("*.xlsx"))
+    (work / f"{run}.log").unlink()  # its progress lines: hundreds of MB on the larger runs
+    return read_workbook(book), cpu, wall
+
+
+def run_halyard(trace: Path, racks: int, policy: str, work: Path, timeout_s: float, catalog: str = "dally-table1"
+                ) -> tuple[dict[int, dict[str, float]], float, float]:
+    """``catalog`` "builtin": Halyard's own collective model (overhead by GPU count and tier) instead of Table 1."""
+    out = work / f"halyard-{policy}-{racks}r-{catalog}"
+    cmd = ["nice", "-n", "10", str(Path(sys.executable).with_name("halyard")), "simulate", "--trace", str(trace),
+           "--cluster", f"dally-{racks}rack", "--policy", policy, "--contention", "off",
+           "--round-s", str(LEASE_S), "--out-dir", str(out), "--table-format", "csv", "--no-progress"]
+    if catalog != "builtin":
+        cmd += ["--catalog", catalog]
+    cpu0, wall0 = child_cpu(), time.time()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=timeout_s)
+    cpu, wall = child_cpu() - cpu0, time.time() - wall0
+    with open(out / "jobs.csv") as f:
+        rows = {int(r["job_id"][1:]): r for r in csv.DictReader(f)}
+    return {i: {"jct": float(r["jct_s"]) if r.get("state") == "COMPLETED" else math.nan,
+                "queue": float(r.get("queue_s") or "nan"), "run": float(r.get("run_s") or "nan"),
+                "preemptions": float(r.get("preemptions") or 0), "restarts": float(r.get("restarts") or 0),
+                "submit": float(r["submit_s"]), "end": float(r.get("finish_s") or "nan")}
+            for i, r in rows.items()}, cpu, wall
+
+
+def p99(values: list[float]) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, math.ceil(0.99 * len(s)) - 1)]
+
+
+def compare(jobs: list, pub: dict, ours: dict) -> dict:
+    """Per-job join on job number; the figures of the page."""
+    ids = sorted(int(j.job_id[1:]) for j in jobs)
+    done = [i for i in ids if i in pub and not math.isnan(ours[i]["jct"])]
+    pj = {i: pub[i]["end"] - pub[i]["arrival"] for i in done}
+    oj = {i: ours[i]["jct"] for i in done}
+    first = min(j.submit_time for j in jobs)
+    p_mk = max(pub[i]["end"] for i in pub) - first
+    o_mk = max(oj[i] + ours[i]["submit"] for i in done) - first
+    agree = [i for i in done if abs(oj[i] - pj[i]) <= AGREE * max(pj[i], 1.0)]
+    spec = {int(j.job_id[1:]): j for j in jobs}
+    worst = sorted(done, key=lambda i: abs(oj[i] - pj[i]), reverse=True)[:8]
+    return {"jobs": len(ids), "finished_both": len(done), "public_finished": len(pub),
+            "public_mean_jct_s": sum(pj.values()) / len(done), "halyard_mean_jct_s": sum(oj.values()) / len(done),
+            "public_p99_jct_s": p99(list(pj.values())), "halyard_p99_jct_s": p99(list(oj.values())),
+            "public_makespan_s": p_mk, "halyard_makespan_s": o_mk, "agree": len(agree),
+            "public_comm_s": sum(pub[i]["comm"] for i in done),
+            # the attribution: cluster-sim's time holding GPUs (its GPU-time column: iterations at the
+            # placement's speed) against Halyard's run time, and its waits (first wait + every lease-end re-wait)
+            "public_mean_run_s": sum(pub[i]["gpu_time"] for i in done) / len(done),
+            "halyard_mean_run_s": sum(ours[i]["run"] for i in done) / len(done),
+            "public_mean_wait_s": sum(pub[i]["queue"] for i in done) / len(done),
+            "halyard_mean_wait_s": sum(oj[i] - ours[i]["run"] for i in done) / len(done),
+            "run_agree": sum(abs(pub[i]["gpu_time"] - ours[i]["run"]) <= AGREE * max(ours[i]["run"], 1.0)
+                             for i in done),
+            "worst": [{"job": i, "model": spec[i].model, "gpus": spec[i].num_gpus,
+                       "public_jct_s": pj[i], "halyard_jct_s": oj[i], "public_queue_s": pub[i]["queue"],
+                       "halyard_queue_s": ours[i]["queue"], "halyard_preemptions": ours[i]["preemptions"]}
+                      for i in worst]}
+
+
+def side_by_side(rows: list[dict]) -> str:
+    head = ("| racks | arrivals | jobs | Halyard policy | cluster-sim | mean JCT (h) public / Halyard | ratio "
+            "| p99 JCT (h) public / Halyard | makespan (d) public / Halyard | ratio | jobs within 5 % "
+            "| CPU s public / Halyard |")
+    lines = [head, "| " + " | ".join(["---"] * (head.count("|") - 1)) + " |"]
+    for r in rows:
+        c = r["compare"]
+        lines.append(
+            f"| {r['racks']} | {r['arrival']} | {c['finished_both']}/{c['jobs']} | `{r['policy']}` | {r['public']} "
+            f"| {c['public_mean_jct_s'] / 3600:.1f} / {c['halyard_mean_jct_s'] / 3600:.1f} "
+            f"| {c['halyard_mean_jct_s'] / c['public_mean_jct_s']:.3f} "
+            f"| {c['public_p99_jct_s'] / 3600:.1f} / {c['halyard_p99_jct_s'] / 3600:.1f} "
+            f"| {c['public_makespan_s'] / 86400:.2f} / {c['halyard_makespan_s'] / 86400:.2f} "
+            f"| {c['halyard_makespan_s'] / c['public_makespan_s']:.3f} | {c['agree']}/{c['finished_both']} "
+            f"| {r['public_cpu_s']:.1f} / {r['halyard_cpu_s']:.1f} "
+            f"(x{r['public_cpu_s'] / max(r['halyard_cpu_s'], 1e-9):.2f}) |")
+    return "\n".join(lines)
+
+
+def worst_table(rows: list[dict]) -> str:
+    lines = ["| racks | arrivals | policy | job | model | GPUs | JCT (h) public / Halyard "
+             "| waits (h) public / Halyard "
+             "| Halyard preemptions |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        for w in r["compare"]["worst"][:4]:
+            lines.append(f"| {r['racks']} | {r['arrival']} | `{r['policy']}` | {w['job']} | {w['model']} | {w['gpus']} "
+                         f"| {w['public_jct_s'] / 3600:.1f} / {w['halyard_jct_s'] / 3600:.1f} "
+                         f"| {w['public_queue_s'] / 3600:.1f} / {w['halyard_queue_s'] / 3600:.1f} "
+                         f"| {w['halyard_preemptions']:.0f} |")
+    return "\n".join(lines)
+
+
+def signs_table(rows: list[dict]) -> str:
+    """Dally against Tiresias and Gandiva inside each simulator: the paper's headline, on the same jobs."""
+    lines = ["| racks | arrivals | Dally vs | makespan change: cluster-sim / Halyard `dally` / Halyard `dally+lease` "
+             "| mean JCT change: cluster-sim / Halyard `dally` / Halyard `dally+lease` |",
+             "| --- | --- | --- | --- | --- |"]
+    for key in dict.fromkeys((r["racks"], r["arrival"]) for r in rows):
+        by = {r["policy"]: r["compare"] for r in rows if (r["racks"], r["arrival"]) == key}
+        for base in ("tiresias", "gandiva"):
+            if base not in by or "dally" not in by:
+                continue
+            cells = []
+            for metric in ("makespan_s", "mean_jct_s"):
+                vals = [f"{100 * (by['dally']['public_' + metric] / by[base]['public_' + metric] - 1):+.0f}%"]
+                for d in ("dally", "dally+lease"):
+                    vals.append(f"{100 * (by[d]['halyard_' + metric] / by[base]['halyard_' + metric] - 1):+.0f}%"
+                                if d in by else "-")
+                cells.append(" / ".join(vals))
+            lines.append(f"| {key[0]} | {key[1]} | {base} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
+def profile_table(rows: list[dict]) -> str:
+    lines = ["| racks | arrivals | policy | makespan (d), Table 1 at every GPU count / Halyard's collective model "
+             "| mean JCT (h), same |", "| --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r['racks']} | {r['arrival']} | `{r['policy']}` | {r['table1_makespan_s'] / 86400:.2f} / "
+                     f"{r['builtin_makespan_s'] / 86400:.2f} | {r['table1_mean_jct_s'] / 3600:.1f} / "
+                     f"{r['builtin_mean_jct_s'] / 3600:.1f} |")
+    return "\n".join(lines)
+
+
+def halyard_summary(ours: dict) -> tuple[float, float]:
+    done = [v for v in ours.values() if not math.isnan(v["jct"])]
+    first = min(v["submit"] for v in ours.values())
+    return max(v["jct"] + v["submit"] for v in done) - first, sum(v["jct"] for v in done) / len(done)
+
+
+def write_page(results: dict, page: Path) -> None:
+    text = PAGE_TEMPLATE.read_text(encoding="utf-8").format(
+        command=results["command"], table=side_by_side(results["runs"]), worst=worst_table(results["runs"]),
+        signs=signs_table(results["runs"]), profile=profile_table(results.get("profile", [])),
+        extra=results.get("extra", ""))
+    page.write_text(text, encoding="utf-8")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cluster-sim", type=Path, help="a checkout of aakash-sharma/cluster-sim (read, never copied)")
+    p.add_argument("--build", type=Path, default=Path("/work/ext/cluster-sim-build"))
+    p.add_argument("--stubs", type=Path, nargs="+", default=[Path("/work/ext/gurobi-stub"), Path("/work/ext/poi-stub")],
+                   help="stand-in sources for Gurobi and Apache POI's workbook (see the module docstring)")
+    p.add_argument("--racks", type=int, nargs="+", default=[2])
+    p.add_argument("--jobs", type=int, default=60)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--arrival", nargs="+", default=["batch"], choices=("batch", "poisson"))
+    p.add_argument("--policies", nargs="+", default=["dally", "dally+lease", "dally-manual", "tiresias", "gandiva"],
+                   help="Halyard policies; each is run beside cluster-sim's scheduler of the same family")
+    p.add_argument("--public-lease-s", type=float, default=LEASE_S,
+                   help=f"cluster-sim's lease (default {LEASE_S:g} s, Halyard's round); {NO_LEASE_S:g}: no lease "
+                        "ends, i.e. no re-auction of running jobs' GPUs (the manual timers kept in seconds)")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per simulation")
+    p.add_argument("--work", type=Path, default=None, help="working folder (default: a temporary one)")
+    p.add_argument("--json", type=Path, default=ROOT / "docs" / "dally-public-comparison.json")
+    p.add_argument("--page", type=Path, default=ROOT / "docs" / "dally-public-comparison.md")
+    p.add_argument("--merge", action="store_true", help="keep the stored runs not re-run now")
+    p.add_argument("--from-json", action="store_true", help="rewrite the page from the stored JSON")
+    p.add_argument("--profile-check", action="store_true",
+                   help="also run Halyard's policies with its own collective model (overhead by GPU count) "
+                        "beside Table 1's 8-GPU figures, on the same traces")
+    args = p.parse_args()
+    if args.from_json:
+        write_page(json.loads(args.json.read_text(encoding="utf-8")), args.page)
+        return 0
+    if args.cluster_sim is None:
+        raise SystemExit("--cluster-sim CHECKOUT is needed (a checkout of aakash-sharma/cluster-sim)")
+    compile_public(args.cluster_sim.resolve(), args.build, args.stubs)
+    table = overheads()
+    work = args.work or Path(tempfile.mkdtemp(prefix="dally-public-"))
+    work.mkdir(parents=True, exist_ok=True)
+    runs: list[dict] = []
+    profile: list[dict] = []
+    for arrival in args.arrival:
+        jobs = (dally_trace(args.jobs, seed=args.seed, poisson_per_day=None) if arrival == "batch"
+                else dally_trace(args.jobs, seed=args.seed + 1, poisson_per_day=50.0))
+        for racks in args.racks:
+            folder = work / f"{arrival}-{racks}r"
+            folder.mkdir(parents=True, exist_ok=True)
+            trace = folder / "trace.csv"
+            write_trace(jobs, trace)
+            paths = write_public_inputs(jobs, folder, racks, table, args.public_lease_s)
+            public_runs: dict[str, tuple] = {}
+            for policy in args.policies:
+                pair = PAIRS.get(policy.split("+")[0])
+                if pair is None:
+                    raise SystemExit(f"{policy}: no cluster-sim scheduler to pair it with")
+                scheduler = pair[0] if pair[1] < 0 else f"{pair[0]}, timers {pair[1] / 3600:g} h + {pair[2] / 3600:g} h"
+                if args.public_lease_s != LEASE_S:
+                    if pair[1] < 0 and pair[0] == "Dally":
+                        raise SystemExit(f"{policy}: the auto-tuner's floors are in leases; with --public-lease-s "
+                                         "only fixed timers (dally-manual) keep their meaning")
+                    scheduler += f", lease {args.public_lease_s:g} s"
+                if pair not in public_runs:
+                    public_runs[pair] = run_public(args.cluster_sim.resolve(), args.build, paths, racks, pair,
+                                                   args.public_lease_s, folder, args.timeout)
+                pub, pub_cpu, pub_wall = public_runs[pair]
+                ours, our_cpu, our_wall = run_halyard(trace, racks, policy, folder, args.timeout)
+                c = compare(jobs, pub, ours)
+                runs.append({"arrival": arrival, "racks": racks, "policy": policy, "public": scheduler,
+                             "seed": args.seed, "compare": c, "public_cpu_s": pub_cpu, "halyard_cpu_s": our_cpu,
+                             "public_wall_s": pub_wall, "halyard_wall_s": our_wall})
+                print(f"{arrival} {racks} racks {policy:22s} vs {scheduler:8s}: mean JCT "
+                      f"{c['public_mean_jct_s'] / 3600:8.1f} / {c['halyard_mean_jct_s'] / 3600:8.1f} h "
+                      f"({c['halyard_mean_jct_s'] / c['public_mean_jct_s']:.3f}), p99 "
+                      f"{c['public_p99_jct_s'] / 3600:8.1f} / {c['halyard_p99_jct_s'] / 3600:8.1f} h, makespan "
+                      f"{c['public_makespan_s'] / 86400:6.2f} / {c['halyard_makespan_s'] / 86400:6.2f} d "
+                      f"({c['halyard_makespan_s'] / c['public_makespan_s']:.3f}), within 5 %: "
+                      f"{c['agree']}/{c['finished_both']}, CPU s {pub_cpu:.1f} / {our_cpu:.1f} "
+                      f"(x{pub_cpu / max(our_cpu, 1e-9):.2f})", flush=True)
+            if args.profile_check:
+                for policy in args.policies:
+                    pair = {}
+                    for catalog, tag in (("dally-table1", "table1"), ("builtin", "builtin")):
+                        ours, _, _ = run_halyard(trace, racks, policy, folder, args.timeout, catalog)
+                        pair[f"{tag}_makespan_s"], pair[f"{tag}_mean_jct_s"] = halyard_summary(ours)
+                    profile.append({"arrival": arrival, "racks": racks, "policy": policy, **pair})
+    stored = json.loads(args.json.read_text(encoding="utf-8")) if args.merge and args.json.exists() else {"runs": []}
+    new = {(r["arrival"], r["racks"], r["policy"], r["public"]) for r in runs}
+    runs = [r for r in stored["runs"] if (r["arrival"], r["racks"], r["policy"], r["public"]) not in new] + runs
+    results = {"command": "python benchmarks/dally_public_perjob.py " + " ".join(
+        a for a in sys.argv[1:] if a != "--merge"), "runs": runs, "extra": stored.get("extra", ""),
+               "profile": profile or stored.get("profile", [])}
+    args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    write_page(results, args.page)
+    if args.work is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
