@@ -10,16 +10,20 @@ cluster-sim (Java 8+, built on Themis' ArtISt-sim) is compiled from the checkout
 (default /work/ext/cluster-sim-build) with ``javac``, its sources unchanged and never copied here.
 Two things it needs are not to be had here, and each has a stand-in outside its modules:
 
-* Gurobi (only its Themis scheduler calls it): compile-time classes under ``--gurobi-stub``
-  (default /work/ext/gurobi-stub) that fail if ever called; the Dally, Tiresias and Gandiva runs
-  never call them.
+* Gurobi (only its Themis scheduler calls it), and Apache POI's workbook (Debian's POI lacks the
+  OOXML schema metadata): compile-time classes in ``benchmarks/dally_public_stubs/`` (its README);
+  the Gurobi ones fail if ever called, the workbook writes its sheets as text.
 * ASTRA-sim's ``AnalyticalAstra`` binary, which cluster-sim runs once per (job, GPU set) to get
   the placement's exposed communication (``IntraJobScheduler.astra_sim``; ASTRA-sim 1.0 with
   the authors' ``--compute-scale`` flag). The binary it is told to run (``astra_sim_bin_path``)
-  is ``benchmarks/dally_astra_standin.awk``, which answers Table 1's figure for the slowest
-  tier the placement crosses, as Halyard's ``dally-table1`` profile does. So both sides run
-  the same performance model and every difference left is a scheduling semantic, not a
-  network model.
+  is ``benchmarks/dally_astra_standin.awk``. With ``--profile table1`` (the default) it answers
+  Table 1's figure for the slowest tier the placement crosses, as Halyard's ``dally-table1``
+  profile does, so both sides run the same performance model and every difference left is a
+  scheduling semantic. With ``--profile count`` it answers what the collective model fitted to
+  Table 1 (``emulator/data/dally_table1.toml``, hierarchical all-reduce with a link per GPU)
+  gives for the GPU counts per dimension cluster-sim writes, as ASTRA-sim is given them: the
+  profile question, measured inside the authors' simulator (Halyard has no such profile, so
+  those runs are compared only with each other).
 
 Inputs Halyard writes: ``reproduce_dally.dally_trace`` draws the jobs (a canonical CSV for
 Halyard); the same jobs go to cluster-sim's job JSON (``total_iterations`` x
@@ -59,6 +63,7 @@ from halyard.traces import write_trace
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE = ROOT / "emulator" / "data" / "profile_dally_table1.toml"
 STANDIN = Path(__file__).with_name("dally_astra_standin.awk")
+STUBS = Path(__file__).with_name("dally_public_stubs")
 PAGE_TEMPLATE = Path(__file__).with_name("dally_public_page.md")
 JARS = ("json-simple", "commons-collections4")  # Debian: libjson-simple-java, libcommons-collections4-java
 GPUS_PER_MACHINE = 8  # Dally §5.1.2
@@ -106,14 +111,43 @@ def compile_public(checkout: Path, build: Path, stubs: list[Path]) -> None:
     subprocess.run(["javac", "-nowarn", "-d", str(build), "-cp", classpath(build), *sources], check=True)
 
 
-def write_public_inputs(jobs: list, folder: Path, racks: int, table: dict, lease_s: float) -> dict[str, Path]:
+def count_overheads() -> list[tuple[str, int, int, int, float]]:
+    """(model, tier, GPUs per group, groups, exposed fraction) from the collective model fitted to Table 1
+    (halyard.emulator.calibration): a ring in the machine (tier 2); hierarchical all-reduce with a
+    link per GPU across machines (3) or racks (4), as that fit reproduces Table 1's 8-GPU cells."""
+    from halyard.emulator.calibration import load_dally_table1
+    from halyard.emulator.collectives import exposed_s, hierarchical_allreduce_s, ring_allreduce_s
+    t = load_dally_table1()
+    net = t.network
+    rows = []
+    for name, w in t.workloads.items():
+        for per in range(1, 65):
+            c = ring_allreduce_s(w.gradient_bytes, per, net.intra_gbyte_s, net.node_latency_s, messages=w.layers)
+            rows.append((name, 2, per, 1, exposed_s(c, w.compute_s, w.layers) / w.compute_s))
+            for groups in range(2, 129):
+                if per * groups > 1024:
+                    break
+                for tier, bw, lat in ((3, net.rack_gbyte_s, net.rack_latency_s),
+                                      (4, net.network_gbyte_s, net.network_latency_s)):
+                    c = hierarchical_allreduce_s(w.gradient_bytes, per, groups, net.intra_gbyte_s, bw,
+                                                 net.node_latency_s, lat, messages=w.layers, rails=True)
+                    rows.append((name, tier, per, groups, exposed_s(c, w.compute_s, w.layers) / w.compute_s))
+    return rows
+
+
+def write_public_inputs(jobs: list, folder: Path, racks: int, table: dict, lease_s: float,
+                        profile: str) -> dict[str, Path]:
     """cluster-sim's job, cluster, network and system files for ``jobs`` (Halyard JobSpecs)."""
     astra = folder / "astra"
     (astra / "workload").mkdir(parents=True, exist_ok=True)
     with open(astra / "overheads.tsv", "w") as f:
-        for model, (a, b, c) in table.items():
-            f.write(f"{model}\t{a}\t{b}\t{c}\n")
+        for model, figures in table.items():
             (astra / "workload" / f"{model}.txt").write_text("stand-in: see overheads.tsv\n")
+            for tier, fraction in zip((2, 3, 4), figures, strict=True):
+                f.write(f"{model}\t{tier}\t0\t0\t{fraction}\n")
+        if profile == "count":
+            for row in count_overheads():
+                f.write("\t".join(str(x) for x in row) + "\n")
     wrapper = astra / "AnalyticalAstra"  # awk would read ASTRA-sim's --flags as its own: pass them after --
     wrapper.write_text(f'#!/bin/sh\nexec awk -f "{STANDIN}" -- "$@"\n')
     wrapper.chmod(0o755)
@@ -244,6 +278,7 @@ def compare(jobs: list, pub: dict, ours: dict) -> dict:
 def side_by_side(rows: list[dict]) -> str:
     head = ("| racks | arrivals | jobs | Halyard policy | cluster-sim | mean JCT (h) public / Halyard | ratio "
             "| p99 JCT (h) public / Halyard | makespan (d) public / Halyard | ratio | jobs within 5 % "
+            "| mean time on GPUs (h) public / Halyard | its jobs within 5 % | mean wait (h) public / Halyard "
             "| CPU s public / Halyard |")
     lines = [head, "| " + " | ".join(["---"] * (head.count("|") - 1)) + " |"]
     for r in rows:
@@ -255,6 +290,9 @@ def side_by_side(rows: list[dict]) -> str:
             f"| {c['public_p99_jct_s'] / 3600:.1f} / {c['halyard_p99_jct_s'] / 3600:.1f} "
             f"| {c['public_makespan_s'] / 86400:.2f} / {c['halyard_makespan_s'] / 86400:.2f} "
             f"| {c['halyard_makespan_s'] / c['public_makespan_s']:.3f} | {c['agree']}/{c['finished_both']} "
+            f"| {c['public_mean_run_s'] / 3600:.1f} / {c['halyard_mean_run_s'] / 3600:.1f} "
+            f"| {c['run_agree']}/{c['finished_both']} "
+            f"| {c['public_mean_wait_s'] / 3600:.1f} / {c['halyard_mean_wait_s'] / 3600:.1f} "
             f"| {r['public_cpu_s']:.1f} / {r['halyard_cpu_s']:.1f} "
             f"(x{r['public_cpu_s'] / max(r['halyard_cpu_s'], 1e-9):.2f}) |")
     return "\n".join(lines)
@@ -274,23 +312,52 @@ def worst_table(rows: list[dict]) -> str:
 
 
 def signs_table(rows: list[dict]) -> str:
-    """Dally against Tiresias and Gandiva inside each simulator: the paper's headline, on the same jobs."""
-    lines = ["| racks | arrivals | Dally vs | makespan change: cluster-sim / Halyard `dally` / Halyard `dally+lease` "
-             "| mean JCT change: cluster-sim / Halyard `dally` / Halyard `dally+lease` |",
-             "| --- | --- | --- | --- | --- |"]
-    for key in dict.fromkeys((r["racks"], r["arrival"]) for r in rows):
-        by = {r["policy"]: r["compare"] for r in rows if (r["racks"], r["arrival"]) == key}
+    """Dally against Tiresias and Gandiva inside each simulator: the paper's headline, on the same jobs.
+    One row per cluster-sim set-up (lease, profile); Halyard's columns are its runs beside that set-up."""
+    lines = ["| racks | arrivals | cluster-sim set-up | Dally vs | makespan change: cluster-sim / Halyard `dally` "
+             "/ Halyard `dally+lease` | mean JCT change: cluster-sim / Halyard `dally` / Halyard `dally+lease` |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    setups = dict.fromkeys((r["racks"], r["arrival"], r.get("public_lease_s", LEASE_S), r.get("profile", "table1"))
+                           for r in rows)
+    for racks, arrival, lease, prof in setups:
+        by = {r["policy"]: r for r in rows if (r["racks"], r["arrival"], r.get("public_lease_s", LEASE_S),
+                                                r.get("profile", "table1")) == (racks, arrival, lease, prof)}
+        dally = next((by[d] for d in ("dally", "dally-manual+no-preemption", "dally-manual") if d in by), None)
+        if dally is None:
+            continue
+        label = (f"lease {lease:g} s, " if lease != LEASE_S else "lease 300 s, ") + (
+            "Table 1 by tier" if prof == "table1" else "overhead by GPU count") + f"; Dally = {dally['public']}"
         for base in ("tiresias", "gandiva"):
-            if base not in by or "dally" not in by:
+            if base not in by:
                 continue
             cells = []
             for metric in ("makespan_s", "mean_jct_s"):
-                vals = [f"{100 * (by['dally']['public_' + metric] / by[base]['public_' + metric] - 1):+.0f}%"]
+                pub = dally["compare"]["public_" + metric] / by[base]["compare"]["public_" + metric] - 1
+                vals = [f"{100 * pub:+.0f}%"]
                 for d in ("dally", "dally+lease"):
-                    vals.append(f"{100 * (by[d]['halyard_' + metric] / by[base]['halyard_' + metric] - 1):+.0f}%"
-                                if d in by else "-")
+                    if d in by and prof == "table1":
+                        ours = by[d]["compare"]["halyard_" + metric] / by[base]["compare"]["halyard_" + metric] - 1
+                        vals.append(f"{100 * ours:+.0f}%")
+                    else:
+                        vals.append("-")
                 cells.append(" / ".join(vals))
-            lines.append(f"| {key[0]} | {key[1]} | {base} | {cells[0]} | {cells[1]} |")
+            lines.append(f"| {racks} | {arrival} | {label} | {base} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
+def fit_table() -> str:
+    """Table 1 beside the fitted collective model at other GPU counts (what --profile count answers)."""
+    rows = {(m, t, p, g): f for m, t, p, g, f in count_overheads()}
+    from halyard.emulator.calibration import load_dally_table1
+    lines = ["| model | Table 1 (8 GPUs): machine / rack / network | fit, 8 GPUs (4+4) | fit, 2 GPUs: machine / "
+             "1+1 machines / 1+1 racks | fit, 16 GPUs (8+8): rack / network | fit, 64 GPUs (8 x 8): rack / network |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for name, w in load_dally_table1().workloads.items():
+        def pc(t: int, p: int, g: int, n: str = name) -> str:
+            return f"{100 * rows[(n, t, p, g)]:,.0f}%"
+        lines.append(f"| {name} | {' / '.join(f'{x:,.0f}%' for x in w.table_pct)} "
+                     f"| {pc(2, 8, 1)} / {pc(3, 4, 2)} / {pc(4, 4, 2)} | {pc(2, 2, 1)} / {pc(3, 1, 2)} / {pc(4, 1, 2)} "
+                     f"| {pc(3, 8, 2)} / {pc(4, 8, 2)} | {pc(3, 8, 8)} / {pc(4, 8, 8)} |")
     return "\n".join(lines)
 
 
@@ -312,24 +379,43 @@ def halyard_summary(ours: dict) -> tuple[float, float]:
 
 def write_page(results: dict, page: Path) -> None:
     text = PAGE_TEMPLATE.read_text(encoding="utf-8").format(
-        command=results["command"], table=side_by_side(results["runs"]), worst=worst_table(results["runs"]),
+        command="\n".join(results["commands"]), table=side_by_side(results["runs"]), worst=worst_table(results["runs"]),
         signs=signs_table(results["runs"]), profile=profile_table(results.get("profile", [])),
-        extra=results.get("extra", ""))
+        fit=fit_table())
     page.write_text(text, encoding="utf-8")
+
+
+def save(args: argparse.Namespace, runs: list[dict], profile: list[dict]) -> None:
+    """The stored JSON (with --merge, the runs of earlier commands kept unless re-run now) and the page;
+    after every run, so a long sweep that stops keeps what it measured."""
+    stored = (json.loads(args.json.read_text(encoding="utf-8")) if args.json.exists()
+              else {"runs": [], "commands": []})
+    if not hasattr(args, "stored"):
+        args.stored = stored if args.merge else {"runs": [], "commands": []}
+    base = args.stored
+    new = {(r["arrival"], r["racks"], r["policy"], r["public"]) for r in runs}
+    command = "python benchmarks/dally_public_perjob.py " + " ".join(sys.argv[1:])
+    results = {"commands": [c for c in base.get("commands", []) if c != command] + [command],
+               "runs": [r for r in base["runs"] if (r["arrival"], r["racks"], r["policy"], r["public"]) not in new]
+               + runs, "profile": profile or base.get("profile", [])}
+    args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    write_page(results, args.page)
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cluster-sim", type=Path, help="a checkout of aakash-sharma/cluster-sim (read, never copied)")
     p.add_argument("--build", type=Path, default=Path("/work/ext/cluster-sim-build"))
-    p.add_argument("--stubs", type=Path, nargs="+", default=[Path("/work/ext/gurobi-stub"), Path("/work/ext/poi-stub")],
-                   help="stand-in sources for Gurobi and Apache POI's workbook (see the module docstring)")
+    p.add_argument("--stubs", type=Path, default=STUBS,
+                   help="stand-in sources for Gurobi and Apache POI's workbook (their README)")
     p.add_argument("--racks", type=int, nargs="+", default=[2])
     p.add_argument("--jobs", type=int, default=60)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--arrival", nargs="+", default=["batch"], choices=("batch", "poisson"))
     p.add_argument("--policies", nargs="+", default=["dally", "dally+lease", "dally-manual", "tiresias", "gandiva"],
                    help="Halyard policies; each is run beside cluster-sim's scheduler of the same family")
+    p.add_argument("--profile", choices=("table1", "count"), default="table1",
+                   help="the stand-in's answer (module docstring); 'count' runs cluster-sim alone")
     p.add_argument("--public-lease-s", type=float, default=LEASE_S,
                    help=f"cluster-sim's lease (default {LEASE_S:g} s, Halyard's round); {NO_LEASE_S:g}: no lease "
                         "ends, i.e. no re-auction of running jobs' GPUs (the manual timers kept in seconds)")
@@ -348,7 +434,7 @@ def main() -> int:
         return 0
     if args.cluster_sim is None:
         raise SystemExit("--cluster-sim CHECKOUT is needed (a checkout of aakash-sharma/cluster-sim)")
-    compile_public(args.cluster_sim.resolve(), args.build, args.stubs)
+    compile_public(args.cluster_sim.resolve(), args.build, [args.stubs])
     table = overheads()
     work = args.work or Path(tempfile.mkdtemp(prefix="dally-public-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -362,7 +448,7 @@ def main() -> int:
             folder.mkdir(parents=True, exist_ok=True)
             trace = folder / "trace.csv"
             write_trace(jobs, trace)
-            paths = write_public_inputs(jobs, folder, racks, table, args.public_lease_s)
+            paths = write_public_inputs(jobs, folder, racks, table, args.public_lease_s, args.profile)
             public_runs: dict[str, tuple] = {}
             for policy in args.policies:
                 pair = PAIRS.get(policy.split("+")[0])
@@ -374,6 +460,8 @@ def main() -> int:
                         raise SystemExit(f"{policy}: the auto-tuner's floors are in leases; with --public-lease-s "
                                          "only fixed timers (dally-manual) keep their meaning")
                     scheduler += f", lease {args.public_lease_s:g} s"
+                if args.profile == "count":
+                    scheduler += ", overhead by GPU count"
                 if pair not in public_runs:
                     public_runs[pair] = run_public(args.cluster_sim.resolve(), args.build, paths, racks, pair,
                                                    args.public_lease_s, folder, args.timeout)
@@ -381,8 +469,10 @@ def main() -> int:
                 ours, our_cpu, our_wall = run_halyard(trace, racks, policy, folder, args.timeout)
                 c = compare(jobs, pub, ours)
                 runs.append({"arrival": arrival, "racks": racks, "policy": policy, "public": scheduler,
+                             "profile": args.profile, "public_lease_s": args.public_lease_s,
                              "seed": args.seed, "compare": c, "public_cpu_s": pub_cpu, "halyard_cpu_s": our_cpu,
                              "public_wall_s": pub_wall, "halyard_wall_s": our_wall})
+                save(args, runs, profile)
                 print(f"{arrival} {racks} racks {policy:22s} vs {scheduler:8s}: mean JCT "
                       f"{c['public_mean_jct_s'] / 3600:8.1f} / {c['halyard_mean_jct_s'] / 3600:8.1f} h "
                       f"({c['halyard_mean_jct_s'] / c['public_mean_jct_s']:.3f}), p99 "
@@ -398,14 +488,7 @@ def main() -> int:
                         ours, _, _ = run_halyard(trace, racks, policy, folder, args.timeout, catalog)
                         pair[f"{tag}_makespan_s"], pair[f"{tag}_mean_jct_s"] = halyard_summary(ours)
                     profile.append({"arrival": arrival, "racks": racks, "policy": policy, **pair})
-    stored = json.loads(args.json.read_text(encoding="utf-8")) if args.merge and args.json.exists() else {"runs": []}
-    new = {(r["arrival"], r["racks"], r["policy"], r["public"]) for r in runs}
-    runs = [r for r in stored["runs"] if (r["arrival"], r["racks"], r["policy"], r["public"]) not in new] + runs
-    results = {"command": "python benchmarks/dally_public_perjob.py " + " ".join(
-        a for a in sys.argv[1:] if a != "--merge"), "runs": runs, "extra": stored.get("extra", ""),
-               "profile": profile or stored.get("profile", [])}
-    args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    write_page(results, args.page)
+    save(args, runs, profile)
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)
     return 0
