@@ -70,7 +70,7 @@ GPUS_PER_MACHINE = 8  # Dally §5.1.2
 MACHINES_PER_RACK = 8  # Dally §5.1.2
 LEASE_S = 300.0  # Halyard's round (reproduce_dally.ROUND_S); cluster-sim counts its timers in leases
 EVENT_S = 60.0  # one cluster-sim iteration event (time_per_iteration x iteration_granularity): JCTs to 1 min
-DELAY_HIST_LEASES = int(7 * 86400 / LEASE_S)  # one week of waits, as policies/dally.py HISTORY_LIMIT_S
+HISTORY_S = 7 * 86400.0  # the auto-tuner's window, one week as policies/dally.py HISTORY_LIMIT_S (cluster-sim: leases)
 AGREE = 0.05  # a job agrees when the JCTs differ by under 5 %
 MANUAL_S = 12 * 3600.0  # Dally-manual's 12 h + 12 h (§4.3.2); cluster-sim takes them in leases
 # Halyard policy family -> cluster-sim scheduler (globalsched/InterJobSchedulerFactory.java) and its
@@ -136,7 +136,7 @@ def count_overheads() -> list[tuple[str, int, int, int, float]]:
 
 
 def write_public_inputs(jobs: list, folder: Path, racks: int, table: dict, lease_s: float,
-                        profile: str) -> dict[str, Path]:
+                        profile: str, event_s: float = EVENT_S) -> dict[str, Path]:
     """cluster-sim's job, cluster, network and system files for ``jobs`` (Halyard JobSpecs)."""
     astra = folder / "astra"
     (astra / "workload").mkdir(parents=True, exist_ok=True)
@@ -155,8 +155,8 @@ def write_public_inputs(jobs: list, folder: Path, racks: int, table: dict, lease
     for j in jobs:
         base_s = j.duration_s / (1.0 + tightest_overhead(j.model, j.num_gpus, table))
         rows.append({"job_id": str(int(j.job_id[1:])), "job_group_id": str(int(j.job_id[1:])), "user": "u",
-                     "model": j.model, "total_iterations": str(max(1, round(base_s * j.num_gpus / EVENT_S))),
-                     "time_per_iteration": str(EVENT_S), "max_parallelism": str(j.num_gpus), "random_seed": "1",
+                     "model": j.model, "total_iterations": str(max(1, round(base_s * j.num_gpus / event_s))),
+                     "time_per_iteration": str(event_s), "max_parallelism": str(j.num_gpus), "random_seed": "1",
                      "cross_slot_slowdown": "1", "cross_machine_slowdown": "1", "cross_rack_slowdown": "1",
                      "loss_function_type": "sublinear", "arrival_time": repr(float(j.submit_time))})
     paths = {"jobs": folder / "jobs.json", "cluster": folder / "cluster.json", "network": folder / "network.json",
@@ -207,7 +207,7 @@ def run_public(checkout: Path, build: Path, paths: dict[str, Path], racks: int, 
     cmd = ["nice", "-n", "10", "java", f"-Djava.util.logging.config.file={paths['logging']}", "-Xmx4g",
            "-cp", classpath(build), "com.wisr.mlsched.Simulation", str(racks), str(MACHINES_PER_RACK), scheduler,
            str(paths["cluster"]), str(paths["jobs"]), str(paths["network"]), str(paths["system"]), str(paths["nw"]),
-           run, str(rack_timer), str(nw_timer), str(DELAY_HIST_LEASES)]
+           run, str(rack_timer), str(nw_timer), str(max(1, int(HISTORY_S / lease_s)))]
     (work / "results").mkdir(exist_ok=True)  # it makes results/<run>/ with mkdir, not mkdirs
     cpu0, wall0 = child_cpu(), time.time()
     with open(work / f"{run}.log", "w") as log:
@@ -419,6 +419,8 @@ def main() -> int:
     p.add_argument("--public-lease-s", type=float, default=LEASE_S,
                    help=f"cluster-sim's lease (default {LEASE_S:g} s, Halyard's round); {NO_LEASE_S:g}: no lease "
                         "ends, i.e. no re-auction of running jobs' GPUs (the manual timers kept in seconds)")
+    p.add_argument("--event-s", type=float, default=EVENT_S,
+                   help=f"one cluster-sim iteration event (default {EVENT_S:g} s); keep it under the lease")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per simulation")
     p.add_argument("--work", type=Path, default=None, help="working folder (default: a temporary one)")
     p.add_argument("--json", type=Path, default=ROOT / "docs" / "dally-public-comparison.json")
@@ -448,7 +450,7 @@ def main() -> int:
             folder.mkdir(parents=True, exist_ok=True)
             trace = folder / "trace.csv"
             write_trace(jobs, trace)
-            paths = write_public_inputs(jobs, folder, racks, table, args.public_lease_s, args.profile)
+            paths = write_public_inputs(jobs, folder, racks, table, args.public_lease_s, args.profile, args.event_s)
             public_runs: dict[str, tuple] = {}
             for policy in args.policies:
                 pair = PAIRS.get(policy.split("+")[0])
@@ -456,8 +458,8 @@ def main() -> int:
                     raise SystemExit(f"{policy}: no cluster-sim scheduler to pair it with")
                 scheduler = pair[0] if pair[1] < 0 else f"{pair[0]}, timers {pair[1] / 3600:g} h + {pair[2] / 3600:g} h"
                 if args.public_lease_s != LEASE_S:
-                    if pair[1] < 0 and pair[0] == "Dally":
-                        raise SystemExit(f"{policy}: the auto-tuner's floors are in leases; with --public-lease-s "
+                    if pair[1] < 0 and pair[0] == "Dally" and args.public_lease_s >= NO_LEASE_S:
+                        raise SystemExit(f"{policy}: the auto-tuner's floors are in leases; with no lease ends "
                                          "only fixed timers (dally-manual) keep their meaning")
                     scheduler += f", lease {args.public_lease_s:g} s"
                 if args.profile == "count":
@@ -470,6 +472,7 @@ def main() -> int:
                 c = compare(jobs, pub, ours)
                 runs.append({"arrival": arrival, "racks": racks, "policy": policy, "public": scheduler,
                              "profile": args.profile, "public_lease_s": args.public_lease_s,
+                             "event_s": args.event_s,
                              "seed": args.seed, "compare": c, "public_cpu_s": pub_cpu, "halyard_cpu_s": our_cpu,
                              "public_wall_s": pub_wall, "halyard_wall_s": our_wall})
                 save(args, runs, profile)
