@@ -2,7 +2,8 @@
 # IntraJobScheduler.astra_sim() once per (job, GPU set) with ASTRA-sim's command line (through
 # a wrapper: awk -f this -- ARGS). ASTRA-sim (the authors' analytical build with
 # --compute-scale) is not on this machine, so the exposed communication comes from a table that
-# benchmarks/dally_public_perjob.py writes (overheads.tsv beside the workload folder; rows
+# benchmarks/dally_public_perjob.py writes (overheads-MODEL.tsv, else overheads.tsv, beside the
+# workload folder; rows
 # model, tier, GPUs per group, groups, exposed communication as a fraction of compute):
 #   tier 2 = within one machine, 3 = across machines of a rack (a "P" dimension), 4 = across
 #   racks ("PP"), the slowest dimension cluster-sim wrote into the network file;
@@ -30,7 +31,9 @@ BEGIN {
     groups = u[n]
     if (tier == 2) { per *= groups; groups = 1 }
     m = split(work, parts, "/"); model = parts[m]; sub(/\.txt$/, "", model)
-    table = work; sub(/workload\/[^\/]*$/, "overheads.tsv", table)
+    table = work; sub(/workload\/[^\/]*$/, "overheads-" model ".tsv", table)
+    if ((getline line < table) <= 0) { table = work; sub(/workload\/[^\/]*$/, "overheads.tsv", table) }
+    close(table)
     exact = -1; any = -1
     while ((getline line < table) > 0) {
         split(line, f, "\t")

@@ -124,7 +124,7 @@ def count_overheads() -> list[tuple[str, int, int, int, float]]:
         for per in range(1, 65):
             c = ring_allreduce_s(w.gradient_bytes, per, net.intra_gbyte_s, net.node_latency_s, messages=w.layers)
             rows.append((name, 2, per, 1, exposed_s(c, w.compute_s, w.layers) / w.compute_s))
-            for groups in range(2, 129):
+            for groups in range(2, 65):
                 if per * groups > 1024:
                     break
                 for tier, bw, lat in ((3, net.rack_gbyte_s, net.rack_latency_s),
@@ -140,14 +140,15 @@ def write_public_inputs(jobs: list, folder: Path, racks: int, table: dict, lease
     """cluster-sim's job, cluster, network and system files for ``jobs`` (Halyard JobSpecs)."""
     astra = folder / "astra"
     (astra / "workload").mkdir(parents=True, exist_ok=True)
-    with open(astra / "overheads.tsv", "w") as f:
-        for model, figures in table.items():
-            (astra / "workload" / f"{model}.txt").write_text("stand-in: see overheads.tsv\n")
+    fitted = count_overheads() if profile == "count" else []
+    for model, figures in table.items():  # one file per model: the stand-in reads it at every call
+        (astra / "workload" / f"{model}.txt").write_text(f"stand-in: see overheads-{model}.tsv\n")
+        with open(astra / f"overheads-{model}.tsv", "w") as f:
             for tier, fraction in zip((2, 3, 4), figures, strict=True):
                 f.write(f"{model}\t{tier}\t0\t0\t{fraction}\n")
-        if profile == "count":
-            for row in count_overheads():
-                f.write("\t".join(str(x) for x in row) + "\n")
+            for row in fitted:
+                if row[0] == model:
+                    f.write("\t".join(str(x) for x in row) + "\n")
     wrapper = astra / "AnalyticalAstra"  # awk would read ASTRA-sim's --flags as its own: pass them after --
     wrapper.write_text(f'#!/bin/sh\nexec awk -f "{STANDIN}" -- "$@"\n')
     wrapper.chmod(0o755)
