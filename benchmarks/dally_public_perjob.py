@@ -276,7 +276,14 @@ def compare(jobs: list, pub: dict, ours: dict) -> dict:
                       for i in worst]}
 
 
+def first_seed(rows: list[dict]) -> list[dict]:
+    """The per-run tables show one seed (the lowest); the headline table has them all."""
+    low = min((r.get("seed", 1) for r in rows), default=1)
+    return [r for r in rows if r.get("seed", 1) == low]
+
+
 def side_by_side(rows: list[dict]) -> str:
+    rows = first_seed(rows)
     head = ("| racks | arrivals | jobs | Halyard policy | cluster-sim | mean JCT (h) public / Halyard | ratio "
             "| p99 JCT (h) public / Halyard | makespan (d) public / Halyard | ratio | jobs within 5 % "
             "| mean time on GPUs (h) public / Halyard | its jobs within 5 % | mean wait (h) public / Halyard "
@@ -300,6 +307,7 @@ def side_by_side(rows: list[dict]) -> str:
 
 
 def worst_table(rows: list[dict]) -> str:
+    rows = first_seed(rows)
     lines = ["| racks | arrivals | policy | job | model | GPUs | JCT (h) public / Halyard "
              "| waits (h) public / Halyard "
              "| Halyard preemptions |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -312,37 +320,52 @@ def worst_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _ci(values: list[float]) -> str:
+    """Mean change in per cent, with a 95 % t-interval over seeds when there are several."""
+    m = sum(values) / len(values)
+    if len(values) < 2:
+        return f"{100 * m:+.0f}%"
+    from scipy import stats
+    half = stats.t.ppf(0.975, len(values) - 1) * stats.tstd(values) / math.sqrt(len(values))
+    return f"{100 * m:+.0f}% [{100 * (m - half):+.0f}, {100 * (m + half):+.0f}]"
+
+
 def signs_table(rows: list[dict]) -> str:
     """Dally against Tiresias and Gandiva inside each simulator: the paper's headline, on the same jobs.
-    One row per cluster-sim set-up (lease, profile); Halyard's columns are its runs beside that set-up."""
-    lines = ["| racks | arrivals | cluster-sim set-up | Dally vs | makespan change: cluster-sim / Halyard `dally` "
-             "/ Halyard `dally+lease` | mean JCT change: cluster-sim / Halyard `dally` / Halyard `dally+lease` |",
-             "| --- | --- | --- | --- | --- | --- |"]
-    setups = dict.fromkeys((r["racks"], r["arrival"], r.get("public_lease_s", LEASE_S), r.get("profile", "table1"))
-                           for r in rows)
-    for racks, arrival, lease, prof in setups:
-        by = {r["policy"]: r for r in rows if (r["racks"], r["arrival"], r.get("public_lease_s", LEASE_S),
-                                                r.get("profile", "table1")) == (racks, arrival, lease, prof)}
-        dally = next((by[d] for d in ("dally", "dally-manual+no-preemption", "dally-manual") if d in by), None)
-        if dally is None:
+    One row per cluster-sim set-up (lease, profile); Halyard's columns are its runs beside that set-up.
+    Over several seeds: the mean change and its 95 % confidence interval."""
+    lines = ["| racks | arrivals | cluster-sim set-up | seeds | Dally vs | makespan change: cluster-sim / Halyard "
+             "`dally` / Halyard `dally+lease` | mean JCT change: cluster-sim / Halyard `dally` / Halyard "
+             "`dally+lease` |", "| --- | --- | --- | --- | --- | --- | --- |"]
+
+    def setup(r: dict) -> tuple:
+        return r["racks"], r["arrival"], r.get("public_lease_s", LEASE_S), r.get("profile", "table1")
+
+    for racks, arrival, lease, prof in dict.fromkeys(setup(r) for r in rows):
+        seeds = sorted({r.get("seed", 1) for r in rows if setup(r) == (racks, arrival, lease, prof)})
+        by = {(r.get("seed", 1), r["policy"]): r for r in rows if setup(r) == (racks, arrival, lease, prof)}
+        dname = next((d for d in ("dally", "dally-manual+no-preemption", "dally-manual")
+                      if any((s_, d) in by for s_ in seeds)), None)
+        if dname is None:
             continue
-        label = (f"lease {lease:g} s, " if lease != LEASE_S else "lease 300 s, ") + (
-            "Table 1 by tier" if prof == "table1" else "overhead by GPU count") + f"; Dally = {dally['public']}"
+        public = next(by[(s_, dname)]["public"] for s_ in seeds if (s_, dname) in by)
+        label = f"lease {lease:g} s, " + ("Table 1 by tier" if prof == "table1" else "overhead by GPU count") \
+            + f"; Dally = {public}"
         for base in ("tiresias", "gandiva"):
-            if base not in by:
+            both = [s_ for s_ in seeds if (s_, base) in by and (s_, dname) in by]
+            if not both:
                 continue
             cells = []
             for metric in ("makespan_s", "mean_jct_s"):
-                pub = dally["compare"]["public_" + metric] / by[base]["compare"]["public_" + metric] - 1
-                vals = [f"{100 * pub:+.0f}%"]
+                vals = [_ci([by[(s_, dname)]["compare"]["public_" + metric]
+                             / by[(s_, base)]["compare"]["public_" + metric] - 1 for s_ in both])]
                 for d in ("dally", "dally+lease"):
-                    if d in by and prof == "table1":
-                        ours = by[d]["compare"]["halyard_" + metric] / by[base]["compare"]["halyard_" + metric] - 1
-                        vals.append(f"{100 * ours:+.0f}%")
-                    else:
-                        vals.append("-")
+                    mine = [s_ for s_ in both if (s_, d) in by]
+                    vals.append(_ci([by[(s_, d)]["compare"]["halyard_" + metric]
+                                     / by[(s_, base)]["compare"]["halyard_" + metric] - 1 for s_ in mine])
+                                if mine and prof == "table1" else "-")
                 cells.append(" / ".join(vals))
-            lines.append(f"| {racks} | {arrival} | {label} | {base} | {cells[0]} | {cells[1]} |")
+            lines.append(f"| {racks} | {arrival} | {label} | {len(both)} | {base} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines)
 
 
@@ -394,10 +417,11 @@ def save(args: argparse.Namespace, runs: list[dict], profile: list[dict]) -> Non
     if not hasattr(args, "stored"):
         args.stored = stored if args.merge else {"runs": [], "commands": []}
     base = args.stored
-    new = {(r["arrival"], r["racks"], r["policy"], r["public"]) for r in runs}
+    new = {(r["arrival"], r["racks"], r["policy"], r["public"], r["seed"]) for r in runs}
     command = "python benchmarks/dally_public_perjob.py " + " ".join(sys.argv[1:])
     results = {"commands": [c for c in base.get("commands", []) if c != command] + [command],
-               "runs": [r for r in base["runs"] if (r["arrival"], r["racks"], r["policy"], r["public"]) not in new]
+               "runs": [r for r in base["runs"]
+                        if (r["arrival"], r["racks"], r["policy"], r["public"], r.get("seed", 1)) not in new]
                + runs, "profile": profile or base.get("profile", [])}
     args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     write_page(results, args.page)
