@@ -373,7 +373,8 @@ def fit_table() -> str:
     """Table 1 beside the fitted collective model at other GPU counts (what --profile count answers)."""
     rows = {(m, t, p, g): f for m, t, p, g, f in count_overheads()}
     from halyard.emulator.calibration import load_dally_table1
-    lines = ["| model | Table 1 (8 GPUs): machine / rack / network | fit, 8 GPUs (4+4) | fit, 2 GPUs: machine / "
+    lines = ["| model | Table 1 (8 GPUs): machine / rack / network | fit, 8 GPUs: machine / 4+4 machines / 4+4 racks "
+             "| fit, 2 GPUs: machine / "
              "1+1 machines / 1+1 racks | fit, 16 GPUs (8+8): rack / network | fit, 64 GPUs (8 x 8): rack / network |",
              "| --- | --- | --- | --- | --- | --- |"]
     for name, w in load_dally_table1().workloads.items():
