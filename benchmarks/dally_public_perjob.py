@@ -272,6 +272,7 @@ def compare(jobs: list, pub: dict, ours: dict) -> dict:
                              for i in done),
             "worst": [{"job": i, "model": spec[i].model, "gpus": spec[i].num_gpus,
                        "public_jct_s": pj[i], "halyard_jct_s": oj[i], "public_queue_s": pub[i]["queue"],
+                       "public_run_s": pub[i]["gpu_time"], "halyard_run_s": ours[i]["run"],
                        "halyard_queue_s": ours[i]["queue"], "halyard_preemptions": ours[i]["preemptions"]}
                       for i in worst]}
 
@@ -306,17 +307,31 @@ def side_by_side(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def reason(w: dict, lease_s: float) -> str:
+    """The per-job reason, from the two runs' time on GPUs and waits."""
+    pub_run = w.get("public_run_s", w["public_jct_s"] - w["public_queue_s"])
+    our_run = w.get("halyard_run_s", w["halyard_jct_s"] - w["halyard_queue_s"])
+    if abs(pub_run - our_run) > AGREE * max(our_run, 1.0):
+        slower = "Halyard" if our_run > pub_run else "cluster-sim"
+        return f"{slower} ran it on a slower tier (time on GPUs {pub_run / 3600:.1f} / {our_run / 3600:.1f} h)"
+    if w["public_jct_s"] > w["halyard_jct_s"]:
+        return ("waits in cluster-sim after lease ends (re-offers)" if lease_s < NO_LEASE_S
+                else "started later in cluster-sim (placement order)")
+    return "started later in Halyard (placement order)"
+
+
 def worst_table(rows: list[dict]) -> str:
     rows = first_seed(rows)
-    lines = ["| racks | arrivals | policy | job | model | GPUs | JCT (h) public / Halyard "
-             "| waits (h) public / Halyard "
-             "| Halyard preemptions |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| racks | arrivals | policy | cluster-sim | job | model | GPUs | JCT (h) public / Halyard "
+             "| waits (h): cluster-sim all / Halyard first | reason |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         for w in r["compare"]["worst"][:4]:
-            lines.append(f"| {r['racks']} | {r['arrival']} | `{r['policy']}` | {w['job']} | {w['model']} | {w['gpus']} "
+            lines.append(f"| {r['racks']} | {r['arrival']} | `{r['policy']}` | {r['public']} | {w['job']} "
+                         f"| {w['model']} | {w['gpus']} "
                          f"| {w['public_jct_s'] / 3600:.1f} / {w['halyard_jct_s'] / 3600:.1f} "
                          f"| {w['public_queue_s'] / 3600:.1f} / {w['halyard_queue_s'] / 3600:.1f} "
-                         f"| {w['halyard_preemptions']:.0f} |")
+                         f"| {reason(w, r.get('public_lease_s', LEASE_S))} |")
     return "\n".join(lines)
 
 
