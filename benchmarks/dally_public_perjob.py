@@ -1,14 +1,15 @@
 """Dally beside its authors' simulator: aakash-sharma/cluster-sim and Halyard on the same jobs, joined per job.
 
-    # once: the public simulator's Java dependencies from Debian, and a checkout read in place
-    apt-get install libjson-simple-java libcommons-collections4-java libapache-poi-java
+    # once: a JDK (javac, java; 17 here) and the public simulator's two Java libraries from Debian,
+    # and a checkout of aakash-sharma/cluster-sim, read in place (compiled into --build)
+    apt-get install default-jdk-headless libjson-simple-java libcommons-collections4-java
     .venv/bin/python benchmarks/dally_public_perjob.py --cluster-sim /work/ext/cluster-sim \\
         --racks 2 --jobs 60 --seed 1 --arrival batch
     .venv/bin/python benchmarks/dally_public_perjob.py --from-json   # rewrite the page only
 
 cluster-sim (Java 8+, built on Themis' ArtISt-sim) is compiled from the checkout into ``--build``
 (default /work/ext/cluster-sim-build) with ``javac``, its sources unchanged and never copied here.
-Two things it needs are not to be had here, and each has a stand-in outside its modules:
+What it needs and cannot have here has a stand-in outside its modules:
 
 * Gurobi (only its Themis scheduler calls it), and Apache POI's workbook (Debian's POI lacks the
   OOXML schema metadata): compile-time classes in ``benchmarks/dally_public_stubs/`` (its README);
