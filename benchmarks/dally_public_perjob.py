@@ -385,6 +385,24 @@ def signs_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def agreement_table(rows: list[dict]) -> str:
+    """Per set-up and policy, over every stored seed: Halyard / cluster-sim for the mean JCT and the
+    makespan (mean and 95 % interval of the per-seed ratios) and the jobs within 5 %."""
+    lines = ["| racks | arrivals | Halyard policy | cluster-sim | seeds | mean JCT, Halyard / public "
+             "| makespan, Halyard / public | jobs within 5 % (mean) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    keys = dict.fromkeys((r["racks"], r["arrival"], r["policy"], r["public"]) for r in rows)
+    for racks, arrival, policy, public in keys:
+        runs = [r["compare"] for r in rows if (r["racks"], r["arrival"], r["policy"], r["public"])
+                == (racks, arrival, policy, public)]
+        jct = [c["halyard_mean_jct_s"] / c["public_mean_jct_s"] - 1 for c in runs]
+        mk = [c["halyard_makespan_s"] / c["public_makespan_s"] - 1 for c in runs]
+        agree = sum(c["agree"] / c["finished_both"] for c in runs) / len(runs)
+        lines.append(f"| {racks} | {arrival} | `{policy}` | {public} | {len(runs)} | {_ci(jct)} | {_ci(mk)} "
+                     f"| {100 * agree:.0f}% |")
+    return "\n".join(lines)
+
+
 def fit_table() -> str:
     """Table 1 beside the fitted collective model at other GPU counts (what --profile count answers)."""
     rows = {(m, t, p, g): f for m, t, p, g, f in count_overheads()}
@@ -422,7 +440,7 @@ def write_page(results: dict, page: Path) -> None:
     text = PAGE_TEMPLATE.read_text(encoding="utf-8").format(
         command="\n".join(results["commands"]), table=side_by_side(results["runs"]), worst=worst_table(results["runs"]),
         signs=signs_table(results["runs"]), profile=profile_table(results.get("profile", [])),
-        fit=fit_table())
+        fit=fit_table(), agreement=agreement_table(results["runs"]))
     page.write_text(text, encoding="utf-8")
 
 
