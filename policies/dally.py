@@ -61,7 +61,14 @@ has two more, ``+drop-short-waits`` and ``+manual-start``, on :class:`AutoTuner`
   consolidated as what it is offered, moves (a ``Migrate``) when it is offered one machine or
   one rack where it spans more, and a lease-ended job whose GPUs a job of lower Nw_sens takes
   is preempted back into the wait queue (its starvation restarts, Algorithm 1 lines 1-2).
-  Between lease ends nothing moves.
+  Between lease ends nothing moves. The reference simulator itself (aakash-sharma/cluster-sim,
+  read and run beside Halyard in docs/dally-public-comparison.md) goes further: at every lease
+  end it takes back every job's GPUs, whatever it is offered, and never-run jobs bid first
+  (Nw_sens 0); this option gives its placements, not its waits.
+
+``+no-preemption`` (a measurement option, not a rule) switches the Nw_sens preemption off: the
+reference simulator preempts nobody between lease ends, so the side-by-side runs Halyard's
+``dally-manual+no-preemption`` beside it with no lease ends.
 
 Why Dally is its own :class:`~halyard.policies.stages.Policy` and not a
 :class:`~halyard.policies.staged.StagedPolicy`: an offer is accepted or rejected
