@@ -320,7 +320,7 @@ async def test_emulated_agents_run_a_shifted_job_as_the_simulator_does(tmp_path,
 @pytest.mark.parametrize("drift", [float("nan"), float("inf"), -2e9])
 def test_a_bad_drift_report_is_refused_by_name(drift):
     """A drift that is not a finite number of seconds never reaches a record (it would poison the store)."""
-    from halyard.controlplane.service import _check_report
+    from halyard.controlplane.agent_reports import check_report as _check_report
     from halyard.datamodel import ValidationError
 
     msg = apb.AgentMessage(progress=apb.Progress(job_id="j", iterations_done=1.0, time_shift_drift_s=drift))
