@@ -76,7 +76,7 @@ TIMELINE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("running", "int64"),
 )
 
-TABLES_NEED = "per-job and timeline tables (--out-dir, halyard compare)"
+TABLES_NEED = "writing per-job and timeline tables (--out-dir)"
 
 
 def arrow() -> Any:

@@ -23,7 +23,7 @@ class MissingExtra(HalyardError):
     def __init__(self, module: str, what: str) -> None:
         self.module = module
         self.extra = EXTRA_OF[module]
-        super().__init__(f"{what} needs {module}, which is not installed: pip install 'halyard[{self.extra}]'")
+        super().__init__(f"{module} is not installed, and {what} needs it: pip install 'halyard[{self.extra}]'")
 
 
 def require(module: str, what: str) -> ModuleType:

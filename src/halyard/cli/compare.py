@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     # Here, not at the top: matplotlib takes a few hundred ms to import, and every
     # `halyard` command (agents, daemons) builds this command's parser. Both are the [reports] extra:
     # without it, one line names it before anything runs.
-    require_reports("halyard compare's report and tables")
+    require_reports("halyard compare's report")
     from halyard.experiments.report import write_sweep_report
 
     if args.round_s <= 0:
