@@ -26,7 +26,7 @@ a name and raises :class:`ValidationError` naming the unknown part.
 Every factory is named by module path (``"tiresias:TwoDimensionalLas"``, a module of this package and
 an attribute of it) and imported when a policy names it, so ``make_policy("fifo")`` imports FIFO's
 stages and not Gavel's scipy, Crius' plan search or Synergy-OPT's ILP: one module's import error or
-cost reaches only the policies that use it. The names are spelled out here; tests/test_policy_contract.py
+cost reaches only the policies that use it. The names are spelled out here; tests/test_policy_registry.py
 holds them to the modules' own tables (``ORDERINGS``, ``MECHANISMS``, ``DALLY_OPTIONS``).
 """
 
