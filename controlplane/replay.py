@@ -33,7 +33,7 @@ from halyard.agent.emulated import EmulatedAgent
 from halyard.clock import ScaledClock
 from halyard.controlplane.core import SchedulingCore
 from halyard.controlplane.metrics import summarize
-from halyard.controlplane.runtables import RunTables, TimelineRecorder, job_table
+from halyard.controlplane.runtables import RunTables, TimelineRecorder, job_columns
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import ControlPlane, profiling_key
 from halyard.controlplane.simulator import Rejected
@@ -188,7 +188,7 @@ class _Running:
         result["speedup_achieved"] = (last - first) / wall_s if wall_s > 0 else 0.0
         result["speedup"] = clock.speedup
         # Tables in trace time (the trace starts at `offset` on the control plane's clock), as simulate has them.
-        tables = RunTables(result, job_table(cp.core, origin=offset, now=last), self.timeline.table(origin=offset))
+        tables = RunTables(result, job_columns(cp.core, origin=offset, now=last), self.timeline.columns(origin=offset))
         return ReplayRun(result, cp.core, tables, rejected)
 
     async def stop(self) -> None:
@@ -268,7 +268,7 @@ async def _process_lead_s(agents: int) -> float:
     agent's imports), measured now, for every round of as many processes as there are cores, with
     :data:`LEAD_MARGIN`; at least :data:`REGISTER_LEAD_WALL_S`."""
     began = time.perf_counter()
-    probe = await asyncio.create_subprocess_exec(sys.executable, "-c", "import halyard.cli.daemons",
+    probe = await asyncio.create_subprocess_exec(sys.executable, "-c", "import halyard.cli.agent",
                                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     await probe.wait()
     one = time.perf_counter() - began

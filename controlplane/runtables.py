@@ -9,64 +9,85 @@ way, and a table agrees with :func:`halyard.controlplane.summarize` by
 construction (the mean of ``jct_s`` over completed jobs is ``avg_jct_s``).
 
 Tables are Arrow tables (pyarrow), written as Parquet (typed, compressed,
-read by pandas, polars, DuckDB and Spark alike) or CSV.
+read by pandas, polars, DuckDB and Spark alike) or CSV. pyarrow is the
+``[reports]`` extra: a run keeps its tables as plain columns (:class:`RunTables`,
+picklable for compare's worker processes) and makes Arrow tables of them only
+when they are read or written, so ``halyard simulate`` without ``--out-dir``
+runs without pyarrow (:mod:`halyard.extras`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any
 
 from halyard.controlplane.core import SchedulingCore
 from halyard.datamodel import EventKind, JobEvent, JobState, ValidationError
+from halyard.extras import require
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 TABLE_FORMATS = ("parquet", "csv")
 SUMMARY_FILE = "summary.json"
 JOBS_STEM = "jobs"
 TIMELINE_STEM = "timeline"
 
-JOB_SCHEMA = pa.schema([
-    ("job_id", pa.string()),
-    ("tenant", pa.string()),
-    ("user", pa.string()),
-    ("model", pa.string()),
-    ("gpus", pa.int64()),             # requested
-    ("gpu_type", pa.string()),        # requested type constraint, null for any
-    ("state", pa.string()),           # at the end of the run
-    ("measured", pa.bool_()),         # inside the summary's --measure window (all jobs without one)
-    ("submit_s", pa.float64()),
-    ("first_start_s", pa.float64()),  # null if it never ran
-    ("finish_s", pa.float64()),       # when it ended (completed, failed or cancelled), else null
-    ("queue_s", pa.float64()),        # all time PENDING, waits after preemptions included
-    ("jct_s", pa.float64()),          # finish - submit, completed jobs only
-    ("run_s", pa.float64()),
-    ("gpu_s", pa.float64()),          # GPU-seconds held
-    ("preemptions", pa.int64()),
-    ("suspensions", pa.int64()),      # opportunistic suspensions (Crius §6.1), not in preemptions
-    ("restarts", pa.int64()),         # resumes from a checkpoint, migrations and resizes
-    ("placements", pa.int64()),       # starts, migrations and resizes
-    ("exposed_comm_s", pa.float64()),
-    ("comm_share", pa.float64()),     # exposed communication / run time
-    ("nodes", pa.int64()),            # of the last placement
-    ("racks", pa.int64()),
-    ("placement", pa.string()),       # the last placement, node:gpu,gpu;node:gpu
-])
+# Column name and Arrow type (a pyarrow factory's name), in order.
+JOB_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("job_id", "string"),
+    ("tenant", "string"),
+    ("user", "string"),
+    ("model", "string"),
+    ("gpus", "int64"),             # requested
+    ("gpu_type", "string"),        # requested type constraint, null for any
+    ("state", "string"),           # at the end of the run
+    ("measured", "bool_"),         # inside the summary's --measure window (all jobs without one)
+    ("submit_s", "float64"),
+    ("first_start_s", "float64"),  # null if it never ran
+    ("finish_s", "float64"),       # when it ended (completed, failed or cancelled), else null
+    ("queue_s", "float64"),        # all time PENDING, waits after preemptions included
+    ("jct_s", "float64"),          # finish - submit, completed jobs only
+    ("run_s", "float64"),
+    ("gpu_s", "float64"),          # GPU-seconds held
+    ("preemptions", "int64"),
+    ("suspensions", "int64"),      # opportunistic suspensions (Crius §6.1), not in preemptions
+    ("restarts", "int64"),         # resumes from a checkpoint, migrations and resizes
+    ("placements", "int64"),       # starts, migrations and resizes
+    ("exposed_comm_s", "float64"),
+    ("comm_share", "float64"),     # exposed communication / run time
+    ("nodes", "int64"),            # of the last placement
+    ("racks", "int64"),
+    ("placement", "string"),       # the last placement, node:gpu,gpu;node:gpu
+)
 
-TIMELINE_SCHEMA = pa.schema([
-    ("time_s", pa.float64()),
-    ("gpus_used", pa.int64()),
-    ("gpu_util", pa.float64()),
-    ("cpu_util", pa.float64()),
-    ("memory_util", pa.float64()),
-    ("queued", pa.int64()),
-    ("running", pa.int64()),
-])
+TIMELINE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("time_s", "float64"),
+    ("gpus_used", "int64"),
+    ("gpu_util", "float64"),
+    ("cpu_util", "float64"),
+    ("memory_util", "float64"),
+    ("queued", "int64"),
+    ("running", "int64"),
+)
+
+TABLES_NEED = "writing per-job and timeline tables (--out-dir)"
+
+
+def arrow() -> Any:
+    """pyarrow, or :class:`~halyard.extras.MissingExtra` naming the ``[reports]`` extra."""
+    return require("pyarrow", TABLES_NEED)
+
+
+def schema(columns: tuple[tuple[str, str], ...]) -> pa.Schema:
+    pa = arrow()
+    return pa.schema([(name, getattr(pa, kind)()) for name, kind in columns])
+
 
 _PLACED = (EventKind.STARTED, EventKind.MIGRATED, EventKind.RESIZED)
 
@@ -100,13 +121,17 @@ class TimelineRecorder:
             self._rows.append(row)
 
     def table(self, origin: float = 0.0) -> pa.Table:
-        """The samples, times measured from ``origin`` (replay's trace start)."""
+        """The samples as an Arrow table, times measured from ``origin`` (replay's trace start)."""
+        return arrow().table(self.columns(origin), schema=schema(TIMELINE_COLUMNS))
+
+    def columns(self, origin: float = 0.0) -> dict[str, list]:
+        """The samples by column (:data:`TIMELINE_COLUMNS`), times measured from ``origin``."""
         rows = self._rows
 
         def ratio(i: int, total: int) -> list[float]:
             return [r[i] / total if total else 0.0 for r in rows]
 
-        return pa.table({
+        return {
             "time_s": [r[0] - origin for r in rows],
             "gpus_used": [r[1] for r in rows],
             "gpu_util": ratio(1, self._gpus),
@@ -114,12 +139,18 @@ class TimelineRecorder:
             "memory_util": ratio(3, self._memory),
             "queued": [r[4] for r in rows],
             "running": [r[5] for r in rows],
-        }, schema=TIMELINE_SCHEMA)
+        }
 
 
 def job_table(core: SchedulingCore, *, origin: float = 0.0, now: float | None = None,
               measure: tuple[int, int] | None = None) -> pa.Table:
-    """One row per job the core accepted, in arrival order (columns: :data:`JOB_SCHEMA`).
+    """:func:`job_columns` as an Arrow table."""
+    return arrow().table(job_columns(core, origin=origin, now=now, measure=measure), schema=schema(JOB_COLUMNS))
+
+
+def job_columns(core: SchedulingCore, *, origin: float = 0.0, now: float | None = None,
+                measure: tuple[int, int] | None = None) -> dict[str, list]:
+    """One row per job the core accepted, in arrival order, by column (:data:`JOB_COLUMNS`).
 
     Times are measured from ``origin``; a job still running is measured at ``now``
     (default: the last event's time). ``measure`` marks the jobs of the summary's
@@ -135,7 +166,7 @@ def job_table(core: SchedulingCore, *, origin: float = 0.0, now: float | None = 
             last[event.job_id] = event.detail
     at_end = last_time if now is None else now
     cluster = core.cluster
-    columns: dict[str, list] = {field.name: [] for field in JOB_SCHEMA}
+    columns: dict[str, list] = {name: [] for name, _ in JOB_COLUMNS}
     for r in sorted(core.records.values(), key=lambda r: r.arrival_seq):
         at = r.end_time if r.end_time is not None else at_end
         run = r.run_time_s(at)
@@ -160,16 +191,29 @@ def job_table(core: SchedulingCore, *, origin: float = 0.0, now: float | None = 
         }
         for name, value in values.items():
             columns[name].append(value)
-    return pa.table(columns, schema=JOB_SCHEMA)
+    return columns
 
 
 @dataclass(frozen=True)
 class RunTables:
-    """What a run writes: the JSON summary and its two tables."""
+    """What a run writes: the JSON summary and its two tables, kept as plain columns (:func:`job_columns`,
+    :meth:`TimelineRecorder.columns`) and made Arrow tables (pyarrow, the ``[reports]`` extra) when read."""
 
     summary: Mapping[str, object]
-    jobs: pa.Table
-    timeline: pa.Table
+    job_columns: Mapping[str, list]
+    timeline_columns: Mapping[str, list]
+
+    @functools.cached_property
+    def jobs(self) -> pa.Table:
+        return arrow().table(dict(self.job_columns), schema=schema(JOB_COLUMNS))
+
+    @functools.cached_property
+    def timeline(self) -> pa.Table:
+        return arrow().table(dict(self.timeline_columns), schema=schema(TIMELINE_COLUMNS))
+
+    def with_summary(self, summary: Mapping[str, object]) -> RunTables:
+        """The same tables beside another summary (an annotated one)."""
+        return dataclasses.replace(self, summary=summary)
 
 
 def check_table_format(fmt: str) -> str:
@@ -186,17 +230,19 @@ def write_run(out_dir: Path, tables: RunTables, *, fmt: str = "parquet") -> dict
     paths = {"summary": out_dir / SUMMARY_FILE, "jobs": out_dir / f"{JOBS_STEM}.{fmt}",
              "timeline": out_dir / f"{TIMELINE_STEM}.{fmt}"}
     paths["summary"].write_text(json.dumps(dict(tables.summary), indent=2) + "\n", encoding="utf-8")
-    for key, table in (("jobs", tables.jobs), ("timeline", tables.timeline)):
+    jobs, timeline = tables.jobs, tables.timeline  # pyarrow's absence fails here, before a file is written
+    for key, table in (("jobs", jobs), ("timeline", timeline)):
         if fmt == "parquet":
-            pq.write_table(table, paths[key])
+            require("pyarrow.parquet", TABLES_NEED).write_table(table, paths[key])
         else:
-            pacsv.write_csv(table, paths[key])
+            require("pyarrow.csv", TABLES_NEED).write_csv(table, paths[key])
     return paths
 
 
 def read_table(path: Path) -> pa.Table:
     """A table :func:`write_run` wrote (Parquet or CSV, by suffix)."""
     if path.suffix == ".parquet":
-        return pq.read_table(path)
-    schema = JOB_SCHEMA if path.stem == JOBS_STEM else TIMELINE_SCHEMA
-    return pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types=schema))
+        return require("pyarrow.parquet", TABLES_NEED).read_table(path)
+    pacsv = require("pyarrow.csv", TABLES_NEED)
+    columns = schema(JOB_COLUMNS if path.stem == JOBS_STEM else TIMELINE_COLUMNS)
+    return pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types=columns))

@@ -1,4 +1,5 @@
-"""The link-contention model's two hot loops, compiled (numba): the fabric's inner work.
+"""The link-contention model's two hot loops, compiled (numba) when the ``[fast]`` extra is installed: the
+fabric's inner work.
 
 - :func:`fair_histories` is the fair-sharing fluid simulation of one link
   (:meth:`halyard.emulator.contention._FluidLink.fair`). A loaded link pairs 0.05 s
@@ -16,16 +17,37 @@ Python's error model, so both give the same floats to the last bit as the Python
 replace: ``tests/test_emulator_contention.py`` holds them to the Python loops, and
 ``tests/test_loaded_schedule_exact.py`` to event logs made before them.
 
+Without numba (``pip install halyard`` without ``[fast]``) the same functions run as Python: :func:`njit`
+is then the identity, so the loops are these very lines, and Python's float operations on numpy's float64
+are the IEEE operations numba compiles, in the same order: every simulation gives the same floats, only
+slower on loaded fabrics (tests/test_light_installs.py compares ``halyard simulate``'s summaries with and
+without numba). :data:`COMPILED` says which runs.
+
 Kept apart from :mod:`~halyard.emulator.contention` so that importing the emulator does not
 import numba: the agents and daemons that never simulate a link do not pay for it.
 """
 
 from __future__ import annotations
 
-import numpy as np
-from numba import njit
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-__all__ = ["fair_histories", "fair_links", "mean_field_levels", "mean_field_links"]
+import numpy as np
+
+__all__ = ["COMPILED", "fair_histories", "fair_links", "mean_field_levels", "mean_field_links"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+try:
+    from numba import njit
+
+    COMPILED = True
+except ImportError:  # the [fast] extra is not installed: the same loops, run by Python
+    COMPILED = False
+
+    def njit(**_options: Any) -> Callable[[_F], _F]:  # type: ignore[no-redef]
+        """numba's decorator without numba: the function itself."""
+        return lambda function: function
 
 _DOWN, _IDLE = -1.0, -2.0  # rate markers: in a Down phase; not started yet
 # fair_histories remembers each combination of phases' rates when there are at most this many

@@ -22,73 +22,99 @@ offers at once, policies/dally.py says why), but its ordering (``nw-sens``) and 
 delay scheduling (``delay-scheduling``, auto-tuned timers) are stages any pipeline
 may name: ``ordering=nw-sens,placement=synergy-tune``. :func:`make_policy` parses
 a name and raises :class:`ValidationError` naming the unknown part.
+
+Every factory is named by module path (``"tiresias:TwoDimensionalLas"``, a module of this package and
+an attribute of it) and imported when a policy names it, so ``make_policy("fifo")`` imports FIFO's
+stages and not Gavel's scipy, Crius' plan search or Synergy-OPT's ILP: one module's import error or
+cost reaches only the policies that use it. The names are spelled out here; tests/test_policy_registry.py
+holds them to the modules' own tables (``ORDERINGS``, ``MECHANISMS``, ``DALLY_OPTIONS``).
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
+import importlib
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
+from typing import Any
 
 from halyard.datamodel import ValidationError
-from halyard.policies.cassini import CassiniShifts, augment
-from halyard.policies.crius import Crius
-from halyard.policies.dally import (
-    DALLY_OPTIONS,
-    AutoTuner,
-    Dally,
-    DelayScheduling,
-    ManualTimers,
-    NwSensOrdering,
-    with_option,
-)
-from halyard.policies.easyscale import (
-    EasyScaleOptions,
-    EasyScalePlacement,
-    SmallestProposal,
-    easyscale_heter,
-    easyscale_homo,
-)
-from halyard.policies.elasticflow import ElasticFlow
-from halyard.policies.gandiva import ConsolidatingMigration, NetworkAgnostic
-from halyard.policies.gavel import Gavel
-from halyard.policies.ordering import ORDERINGS, Fifo, Las, Srtf, starvation_guard
+from halyard.policies.ordering import ORDERINGS, Fifo, Las, Srtf
 from halyard.policies.placement import FirstFitConsolidated
-from halyard.policies.pollux import Pollux
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import AdmitAll, FixedSize, Policy
-from halyard.policies.synergy import MECHANISMS, make_synergy, srtf_by_speedup
-from halyard.policies.tenancy import PriorityFirst, PriorityPreemption, QuotaReclaim, TenantQuota
-from halyard.policies.themis import LeasedFinishTimeFairness, RandomPlacement
-from halyard.policies.tiresias import SkewConsolidation, TwoDimensionalLas
-from halyard.policies.yarn import OneTypeConsolidated, yarn_cs
+
+
+def resolve(path: str) -> Any:
+    """The attribute ``path`` names, ``"module:attribute"`` of this package, its module imported now."""
+    module, _, attribute = path.partition(":")
+    return getattr(importlib.import_module(f"halyard.policies.{module}"), attribute)
+
+
+def new(path: str, *args: Any, **kwargs: Any) -> Any:
+    """``resolve(path)(*args, **kwargs)``: an object of a class (or factory) imported when first made."""
+    return resolve(path)(*args, **kwargs)
+
+
+def lazy(path: str, *args: Any, **kwargs: Any) -> Callable[[], Any]:
+    """A factory of no arguments for ``path``, importing nothing until called (a registry's entry)."""
+    return functools.partial(new, path, *args, **kwargs)
+
+
+def _augmentation(path: str, *args: Any, **kwargs: Any) -> Callable[[Policy], Policy]:
+    """``policy -> resolve(path)(policy, *args, **kwargs)``, importing nothing until applied."""
+    return lambda policy: new(path, policy, *args, **kwargs)
+
+
+# Synergy's mechanisms (policies/synergy.py MECHANISMS), stage names and halves of preset names.
+SYNERGY_MECHANISMS = (
+    "proportional", "synergy-greedy", "synergy-tune", "proportional-every-pass", "synergy-greedy-every-pass",
+    "synergy-tune-every-pass", "synergy-tune-keep-gpus", "synergy-tune-raise", "synergy-opt",
+    "synergy-opt-every-pass", "synergy-opt-fit-running",
+)
+# Dally's options (policies/dally.py DALLY_OPTIONS): rules of Halyard's own, off in the paper's presets.
+DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", "drop-short-waits", "manual-start")
 
 # One registry per extension point: stage name -> factory.
 STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
-    "admission": MappingProxyType({"all": AdmitAll, "tenant-quota": TenantQuota,
-                                   "tenant-quota-strict": lambda: TenantQuota(borrowing=False)}),
-    "ordering": MappingProxyType({**ORDERINGS, "tiresias-2das": TwoDimensionalLas, "nw-sens": NwSensOrdering,
-                                  "themis": LeasedFinishTimeFairness}),
-    "sizing": MappingProxyType({"fixed": FixedSize, "easyscale-smallest": SmallestProposal}),
-    "placement": MappingProxyType({"consolidated": FirstFitConsolidated, "tiresias-skew": SkewConsolidation,
-                                   "network-agnostic": NetworkAgnostic, "delay-scheduling": DelayScheduling,
-                                   "one-type": OneTypeConsolidated, "easyscale": EasyScalePlacement,
-                                   "random": RandomPlacement, **MECHANISMS}),
-    "adjust": MappingProxyType({"gandiva-migration": ConsolidatingMigration, "easyscale-homo": easyscale_homo,
-                                "easyscale-heter": easyscale_heter, "cassini": CassiniShifts}),
-    "preempt": MappingProxyType({"priority": PriorityPreemption, "quota-reclaim": QuotaReclaim}),
+    "admission": MappingProxyType({"all": AdmitAll, "tenant-quota": lazy("tenancy:TenantQuota"),
+                                   "tenant-quota-strict": lazy("tenancy:TenantQuota", borrowing=False)}),
+    "ordering": MappingProxyType({**ORDERINGS, "tiresias-2das": lazy("tiresias:TwoDimensionalLas"),
+                                  "nw-sens": lazy("dally:NwSensOrdering"),
+                                  "themis": lazy("themis:LeasedFinishTimeFairness")}),
+    "sizing": MappingProxyType({"fixed": FixedSize, "easyscale-smallest": lazy("easyscale:SmallestProposal")}),
+    "placement": MappingProxyType({
+        "consolidated": FirstFitConsolidated, "tiresias-skew": lazy("tiresias:SkewConsolidation"),
+        "network-agnostic": lazy("gandiva:NetworkAgnostic"), "delay-scheduling": lazy("dally:DelayScheduling"),
+        "one-type": lazy("yarn:OneTypeConsolidated"), "easyscale": lazy("easyscale:EasyScalePlacement"),
+        "random": lazy("themis:RandomPlacement"),
+        **{m: (lambda m=m: resolve("synergy:MECHANISMS")[m]()) for m in SYNERGY_MECHANISMS}}),
+    "adjust": MappingProxyType({"gandiva-migration": lazy("gandiva:ConsolidatingMigration"),
+                                "easyscale-homo": lazy("easyscale:easyscale_homo"),
+                                "easyscale-heter": lazy("easyscale:easyscale_heter"),
+                                "cassini": lazy("cassini:CassiniShifts")}),
+    "preempt": MappingProxyType({"priority": lazy("tenancy:PriorityPreemption"),
+                                 "quota-reclaim": lazy("tenancy:QuotaReclaim")}),
 })
 # Augmentations named as a '+suffix' on a preset: name -> (policy -> augmented policy).
 # Dally's options (``dally+migrate``, ``dally-manual+worse-half+hysteresis``, ...) are rules of Halyard's
 # own, off in the paper's presets (policies/dally.py); they apply to a Dally policy only.
 # ``+starvation-guard`` is the public Synergy simulator's rule for SRTF/LAS (policies/ordering.py).
 AUGMENTATIONS: Mapping[str, Callable[[Policy], Policy]] = MappingProxyType({
-    "cassini": augment,
-    "cassini-lock": lambda policy: augment(policy, lock=True),
-    "starvation-guard": starvation_guard,
-    "srtf-by-speedup": srtf_by_speedup,
-    **{option: (lambda policy, o=option: with_option(policy, o)) for option in DALLY_OPTIONS},
+    "cassini": _augmentation("cassini:augment"),
+    "cassini-lock": _augmentation("cassini:augment", lock=True),
+    "starvation-guard": _augmentation("ordering:starvation_guard"),
+    "srtf-by-speedup": _augmentation("synergy:srtf_by_speedup"),
+    **{option: _augmentation("dally:with_option", option) for option in DALLY_OPTIONS},
 })
+
+
+def _staged(name: str, ordering: str, placement: str, adjusters: tuple[str, ...] = ()) -> Callable[[], Policy]:
+    """A staged preset of an ordering, a placement and adjusters, each named by module path."""
+    return lambda: StagedPolicy(name, new(ordering), placement=new(placement),
+                                adjusters=tuple(new(a) for a in adjusters))
+
 
 _PRESETS: dict[str, Callable[[], Policy]] = {
     "fifo": lambda: StagedPolicy("fifo", Fifo(), placement=FirstFitConsolidated()),
@@ -97,57 +123,57 @@ _PRESETS: dict[str, Callable[[], Policy]] = {
     # Dally as the paper writes it (its own Policy: offers and accept/reject, policies/dally.py) with
     # the auto-tuner of Algorithm 2, and Dally-manual with the paper's 12 h + 12 h timers. Halyard's
     # own rules are '+migrate', '+worse-half', '+hysteresis' and '+lease' on either (AUGMENTATIONS).
-    "dally": lambda: Dally(AutoTuner(), name="dally"),
-    "dally-manual": lambda: Dally(ManualTimers(), name="dally-manual"),
+    "dally": lambda: new("dally:Dally", new("dally:AutoTuner"), name="dally"),
+    "dally-manual": lambda: new("dally:Dally", new("dally:ManualTimers"), name="dally-manual"),
     # Dally's baselines: Tiresias (discretised 2D-LAS, skew-based consolidation) and
     # Gandiva (FIFO, network-agnostic placement, migration to tighter placements).
-    "tiresias": lambda: StagedPolicy("tiresias", TwoDimensionalLas(), placement=SkewConsolidation()),
-    "gandiva": lambda: StagedPolicy("gandiva", Fifo(), placement=NetworkAgnostic(),
-                                    adjusters=(ConsolidatingMigration(),)),
+    "tiresias": _staged("tiresias", "tiresias:TwoDimensionalLas", "tiresias:SkewConsolidation"),
+    "gandiva": _staged("gandiva", "ordering:Fifo", "gandiva:NetworkAgnostic", ("gandiva:ConsolidatingMigration",)),
     # EasyScale (§3.4, §5.2; policies/easyscale.py): FIFO, a new job's smallest proposal on the
     # fastest type with room, then greedy scale-out proposals each round, on one GPU type (homo) or
     # mixed types (heter). Its baseline, YARN-CS: FIFO, gang scheduling, one GPU type per job.
     "easyscale-homo": lambda: StagedPolicy(
-        "easyscale-homo", Fifo(), sizing=SmallestProposal(),
-        placement=EasyScalePlacement(EasyScaleOptions(heterogeneous=False)), adjusters=(easyscale_homo(),)),
+        "easyscale-homo", Fifo(), sizing=new("easyscale:SmallestProposal"),
+        placement=new("easyscale:EasyScalePlacement", new("easyscale:EasyScaleOptions", heterogeneous=False)),
+        adjusters=(new("easyscale:easyscale_homo"),)),
     "easyscale-heter": lambda: StagedPolicy(
-        "easyscale-heter", Fifo(), sizing=SmallestProposal(), placement=EasyScalePlacement(),
-        adjusters=(easyscale_heter(),)),
-    "yarn-cs": lambda: yarn_cs(),
+        "easyscale-heter", Fifo(), sizing=new("easyscale:SmallestProposal"),
+        placement=new("easyscale:EasyScalePlacement"), adjusters=(new("easyscale:easyscale_heter"),)),
+    "yarn-cs": lazy("yarn:yarn_cs"),
     # Crius (Algorithm 1, its own Policy: policies/crius.py says why) at the paper's search depth 3;
     # FCFS, its baseline, is FIFO with consolidated placement.
-    "crius": lambda: Crius(name="crius"),
+    "crius": lazy("crius:Crius", name="crius"),
     # Crius-DDL (§8.5): strict deadlines, early drop; a scheduled job is never suspended.
-    "crius-ddl": lambda: Crius(deadlines=True, suspend=False, name="crius-ddl"),
+    "crius-ddl": lazy("crius:Crius", deadlines=True, suspend=False, name="crius-ddl"),
     # Ablation (ours): Crius without suspending opportunistic jobs (docs/crius.md).
-    "crius-no-suspend": lambda: Crius(suspend=False, name="crius-no-suspend"),
+    "crius-no-suspend": lazy("crius:Crius", suspend=False, name="crius-no-suspend"),
     # The ablations of §8.6 (Fig. 20): no adaptivity scaling (GPU count fixed), no heterogeneity scaling
     # (a running job keeps its GPU type).
-    "crius-na": lambda: Crius(adaptivity=False, name="crius-na"),
-    "crius-nh": lambda: Crius(heterogeneity=False, name="crius-nh"),
+    "crius-na": lazy("crius:Crius", adaptivity=False, name="crius-na"),
+    "crius-nh": lazy("crius:Crius", heterogeneity=False, name="crius-nh"),
     "fcfs": lambda: StagedPolicy("fcfs", Fifo(), placement=FirstFitConsolidated()),
-    "gavel": lambda: Gavel(),  # max-throughput LP and rounds (policies/gavel.py)
+    "gavel": lazy("gavel:Gavel"),  # max-throughput LP and rounds (policies/gavel.py)
     # ElasticFlow (deadline admission, drops what it cannot admit) and ElasticFlow-LS (loosened deadlines).
-    "elasticflow": lambda: ElasticFlow(loosened=False, name="elasticflow"),
-    "elasticflow-ls": lambda: ElasticFlow(),
+    "elasticflow": lazy("elasticflow:ElasticFlow", loosened=False, name="elasticflow"),
+    "elasticflow-ls": lazy("elasticflow:ElasticFlow"),
 }
 # Synergy (policies/synergy.py): MECHANISM:ORDERING for every mechanism and ordering,
 # e.g. synergy-tune:srtf, synergy-greedy:fifo, proportional:las, synergy-opt:ftf.
-for _mechanism in MECHANISMS:
+for _mechanism in SYNERGY_MECHANISMS:
     for _ordering in ORDERINGS:
-        _PRESETS[f"{_mechanism}:{_ordering}"] = (lambda m=_mechanism, o=_ordering: make_synergy(m, o))
+        _PRESETS[f"{_mechanism}:{_ordering}"] = lazy("synergy:make_synergy", _mechanism, _ordering)
 
 
 # The Cassini thesis' baselines (§4.4.2, §4.5.1, policies/themis.py): Themis (finish-time fairness
 # with 10-minute leases, consolidated placement) and Random placement.
-_PRESETS["themis"] = lambda: StagedPolicy("themis", LeasedFinishTimeFairness(), placement=FirstFitConsolidated())
-_PRESETS["random"] = lambda: StagedPolicy("random", Fifo(), placement=RandomPlacement())
+_PRESETS["themis"] = _staged("themis", "themis:LeasedFinishTimeFairness", "placement:FirstFitConsolidated")
+_PRESETS["random"] = _staged("random", "ordering:Fifo", "themis:RandomPlacement")
 # Pollux (§4.5.1's second baseline; policies/pollux.py): goodput-optimised re-allocation each pass.
-_PRESETS["pollux"] = lambda: Pollux()
+_PRESETS["pollux"] = lazy("pollux:Pollux")
 # Cassini on the schedulers it augments (§4.4.2): Themis, and beside it Tiresias and Synergy's
 # packing (shifts only: a batch placement has no per-job candidates), and Pollux (Po+Cassini).
 for _base in ("themis", "tiresias", "synergy-tune:srtf", "pollux"):
-    _PRESETS[f"{_base}+cassini"] = (lambda b=_base: augment(_PRESETS[b]()))
+    _PRESETS[f"{_base}+cassini"] = (lambda b=_base: new("cassini:augment", _PRESETS[b]()))
 
 
 SUGGESTIONS = 3  # close names offered for a misspelt one (difflib's default cutoff, 0.6, decides "close")
@@ -238,6 +264,6 @@ def make_policy(name: str) -> Policy:
         else:
             setattr(base, kind, _stage(kind, value))
     if priority_first:  # after the ordering is known, whichever part named it
-        base.ordering = PriorityFirst(base.ordering)
+        base.ordering = new("tenancy:PriorityFirst", base.ordering)
     return base
 

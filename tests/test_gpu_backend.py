@@ -42,7 +42,7 @@ def test_without_a_driver_the_backend_refuses_and_says_why(monkeypatch):
 
 def test_halyard_agent_gpu_exits_2_with_one_line(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    monkeypatch.setattr("halyard.cli.daemons.configure_logging", lambda **_: None)  # keep pytest's streams
+    monkeypatch.setattr("halyard.cli.agent.configure_logging", lambda **_: None)  # keep pytest's streams
     code = main(["agent", "--control-plane", "127.0.0.1:1", "--node", "r0-n0", "--backend", "gpu", "--insecure"])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "nvidia-ml-py" in err

@@ -12,7 +12,7 @@ import math
 import grpc
 import pytest
 
-from halyard.cli.daemons import EXIT_STORE_FAILED, _serve
+from halyard.cli.controlplane import EXIT_STORE_FAILED, _serve
 from halyard.clock import ManualClock
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import ControlPlane

@@ -13,11 +13,12 @@ import sys
 from collections.abc import Sequence
 
 from halyard import __version__
+from halyard.cli.daemon_options import expand_config
 from halyard.cli.errors import RpcFailed, ServerUnreachable
 from halyard.datamodel import HalyardError
 
 EXIT_BAD_INPUT = 2  # a usage error, bad input or a bad file: the message names it
-# 3 is the control plane daemon's: its state store failed (cli/daemons.py).
+# 3 is the control plane daemon's: its state store failed (cli/controlplane.py).
 EXIT_REJECTED = 4  # the control plane answered with an error status (not found, permission denied, ...)
 EXIT_UNREACHABLE = 5  # no control plane answered at the address (UNAVAILABLE, DEADLINE_EXCEEDED)
 # simulate, replay, compare: a run in which every job was rejected (it did nothing), or, under --strict,
@@ -38,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
 # simulator does (2.4 s of imports before this table; a test pins it to what the modules register).
 COMMANDS = {
     "simulate": "simulate", "compare": "compare", "trace": "trace", "profiles": "profiles",
-    "policies": "policies", "replay": "replay", "controlplane": "daemons", "agent": "daemons",
+    "policies": "policies", "replay": "replay", "controlplane": "controlplane", "agent": "agent",
     **dict.fromkeys(("submit", "job", "jobs", "cluster", "drain", "undrain", "cancel", "watch", "logs"), "client"),
     "calibrate": "calibrate", "certs": "security", "tokens": "security",
 }
@@ -62,14 +63,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # gRPC core logs a failed TLS handshake in its own format on stderr, each retry; a command or an agent
         # says what went wrong in a line of its own (halyard.tls.tls_mismatch). Read when gRPC starts: set first.
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
-    if COMMANDS.get(command or "") == "daemons":
-        from halyard.cli.daemons import expand_config
-
-        try:
-            argv = expand_config(argv)
-        except HalyardError as exc:
-            print(f"halyard: error: {exc}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+    try:
+        argv = expand_config(argv)  # the daemons' --config FILE; other commands' argv as it is
+    except HalyardError as exc:
+        print(f"halyard: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     args = build_parser(command).parse_args(argv)
     try:
         return int(args.run(args) or 0)

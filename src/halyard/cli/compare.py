@@ -30,6 +30,7 @@ from halyard.controlplane.runtables import TABLE_FORMATS
 from halyard.datamodel import ValidationError, load_cluster
 from halyard.emulator.catalog import load_model_catalog
 from halyard.experiments.runs import RunResult, RunSpec, run_and_save
+from halyard.extras import require_reports
 from halyard.policies import make_policy, policy_names
 from halyard.traces import AUTO, FORMAT_NAMES
 
@@ -112,7 +113,9 @@ def command_line(args: argparse.Namespace, policies: list[str], seeds: list[int]
 
 def run(args: argparse.Namespace) -> int:
     # Here, not at the top: matplotlib takes a few hundred ms to import, and every
-    # `halyard` command (agents, daemons) builds this command's parser.
+    # `halyard` command (agents, daemons) builds this command's parser. Both are the [reports] extra:
+    # without it, one line names it before anything runs.
+    require_reports("halyard compare's report")
     from halyard.experiments.report import write_sweep_report
 
     if args.round_s <= 0:

@@ -15,12 +15,12 @@ from halyard.cli.simulate import (
     add_catalog_option,
     add_contention_option,
     add_output_options,
+    check_outputs,
     default_trace,
     write_outputs,
 )
 from halyard.cli.trace import add_trace_options, load_trace
 from halyard.controlplane.replay import replay
-from halyard.controlplane.runtables import RunTables, check_table_format
 from halyard.datamodel import ValidationError, parse_cluster, read_cluster_text
 from halyard.emulator.catalog import load_model_catalog
 from halyard.logs import configure_logging
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValidationError("must be positive", field="--round-s")
     policy = make_policy(args.policy)  # fail early on an unknown name
     catalog = load_model_catalog(args.catalog)
-    check_table_format(args.table_format)
+    check_outputs(args)
     text, source = read_cluster_text(args.cluster)
     cluster = parse_cluster(text, source=source)
     trace_path = args.trace or default_trace()
@@ -74,6 +74,6 @@ def run(args: argparse.Namespace) -> int:
     table = summary_table(result, f"halyard replay: {trace_path.name} on {cluster.name} at {args.speedup:g}x")
     table.add_row("speed-up reached", f"{result['speedup_achieved']:.0f}x")
     Console().print(table)
-    write_outputs(args, RunTables(result, run.tables.jobs, run.tables.timeline))
+    write_outputs(args, run.tables.with_summary(result))
     return report_rejected(run.rejected, jobs=len(loaded.jobs), strict=args.strict, console=Console(stderr=True),
                            command="replay")

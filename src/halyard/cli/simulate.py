@@ -12,11 +12,12 @@ from rich.console import Console
 from halyard.cli.policies import policy_help
 from halyard.cli.report import progress_bar, report_rejected, summary_table, warn_unmet_reliance
 from halyard.cli.trace import add_trace_options, load_trace
-from halyard.controlplane.runtables import TABLE_FORMATS, RunTables, check_table_format, write_run
+from halyard.controlplane.runtables import TABLE_FORMATS, TABLES_NEED, RunTables, check_table_format, write_run
 from halyard.datamodel import ValidationError, load_cluster
 from halyard.emulator.catalog import load_model_catalog
 from halyard.emulator.performance import CONTENTION_MODES
 from halyard.experiments.runs import DEFAULT_ROUND_S, annotate, simulate_jobs
+from halyard.extras import require
 from halyard.policies import make_policy
 
 
@@ -47,6 +48,13 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
                         "utilisation, queue and running jobs after every event) into this folder")
     p.add_argument("--table-format", default="parquet", choices=TABLE_FORMATS,
                    help="format of the --out-dir tables (default: parquet)")
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Fail before a run that could not write what is asked: --out-dir's tables need pyarrow (``[reports]``)."""
+    if args.out_dir is not None:
+        check_table_format(args.table_format)
+        require("pyarrow", TABLES_NEED)
 
 
 def write_outputs(args: argparse.Namespace, tables: RunTables) -> None:
@@ -95,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
     measure = parse_measure(args.measure)
     cluster = load_cluster(args.cluster)
     policy = make_policy(args.policy)  # fail on an unknown name before reading the trace
+    check_outputs(args)
     catalog = load_model_catalog(args.catalog)
     trace_path = args.trace or default_trace()
     loaded = load_trace(trace_path, trace_format=args.trace_format, strict=args.strict, seed=args.seed)
@@ -110,5 +119,5 @@ def run(args: argparse.Namespace) -> int:
     result = annotate(tables.summary, trace=str(trace_path), loaded=loaded, seed=args.seed,
                       contention=args.contention, round_s=args.round_s)
     Console().print(summary_table(result, f"halyard simulate: {trace_path.name} on {cluster.name}"))
-    write_outputs(args, RunTables(result, tables.jobs, tables.timeline))
+    write_outputs(args, tables.with_summary(result))
     return report_rejected(rejected, jobs=len(loaded.jobs), strict=args.strict, console=console, command="simulate")

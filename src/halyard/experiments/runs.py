@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from halyard.controlplane import Simulator, summarize
-from halyard.controlplane.runtables import RunTables, TimelineRecorder, job_table, write_run
+from halyard.controlplane.runtables import RunTables, TimelineRecorder, job_columns, write_run
 from halyard.controlplane.simulator import Rejected
 from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import Cluster, HalyardError, JobSpec, ValidationError, load_cluster
@@ -118,8 +118,8 @@ def simulate_jobs(jobs: Sequence[JobSpec], cluster: Cluster, policy_name: str, *
     wall_s = time.perf_counter() - started
     summary = summarize(simulator.core, policy=policy.name, trace_jobs=len(jobs), rejected=len(outcome.rejected),
                         wall_s=wall_s, measure=measure)
-    tables = RunTables(summary, job_table(simulator.core, now=outcome.end_time, measure=measure),
-                       timeline.table())
+    tables = RunTables(summary, job_columns(simulator.core, now=outcome.end_time, measure=measure),
+                       timeline.columns())
     return tables, outcome.rejected
 
 
@@ -132,7 +132,7 @@ def execute(spec: RunSpec, on_progress: ProgressCallback | None = None) -> RunRe
                                      catalog=load_model_catalog(spec.catalog) if spec.catalog else None)
     summary = annotate(tables.summary, trace=spec.trace, loaded=loaded, seed=spec.seed,
                        contention=spec.contention, round_s=spec.round_s)
-    return RunResult(spec, RunTables(summary, tables.jobs, tables.timeline), tuple(rejected))
+    return RunResult(spec, tables.with_summary(summary), tuple(rejected))
 
 
 def annotate(summary: Mapping[str, Any], *, trace: str, loaded: TraceLoad, seed: int, contention: str,

@@ -1,22 +1,17 @@
-"""``halyard controlplane`` and ``halyard agent``: the production daemons."""
+"""``halyard controlplane``: the control plane daemon (``halyard agent`` is cli/agent.py, which imports none of
+this: an agent starts without the policies, scipy or pyarrow)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import time
-import tomllib
 from pathlib import Path
 
-import grpc
 import structlog
 
-from halyard.agent.base import FATAL_CODES
-from halyard.agent.cluster_copy import ClusterCopy, ClusterMismatch
-from halyard.agent.joblogs import DEFAULT_MAX_BYTES
-from halyard.cli import EXIT_REJECTED
+from halyard.cli.daemon_options import add_insecure_option, add_log_options
 from halyard.cli.policies import policy_help
 from halyard.cli.simulate import add_catalog_option, add_contention_option
 from halyard.clock import ScaledClock
@@ -45,7 +40,7 @@ from halyard.datamodel import ValidationError, parse_cluster, read_cluster_text
 from halyard.emulator.catalog import load_model_catalog
 from halyard.logs import configure_logging
 from halyard.policies import make_policy
-from halyard.tls import ClientTLS, ServerTLS, is_loopback
+from halyard.tls import ServerTLS
 
 log = structlog.get_logger("halyard")
 
@@ -97,43 +92,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_log_options(cp)
     cp.set_defaults(run=run_controlplane)
 
-    ag = commands.add_parser("agent", help="run a node agent")
-    ag.add_argument("--control-plane", required=True,
-                    help="HOST:PORT of the control plane, or several, comma-separated: the active one and its "
-                         "standbys (the agent follows the leader)")
-    ag.add_argument("--node", required=True, help="this node's name in the cluster")
-    ag.add_argument("--backend", default="emulated", choices=["emulated", "process", "gpu"],
-                    help="emulated: the performance model runs the jobs; process: each job's command runs as real "
-                         "processes (no GPU needed); gpu: process plus NVML discovery, health and "
-                         "CUDA_VISIBLE_DEVICES (needs nvidia-ml-py: pip install 'halyard[gpu]')")
-    ag.add_argument("--cluster", default=None, help="cluster file to read this node's spec from (optional)")
-    ag.add_argument("--certs", type=Path, default=None, metavar="DIR",
-                    help="DIR/ca.crt and this node's DIR/node-NODE.crt and .key (`halyard certs issue node NODE`); "
-                         "connect to the control plane's --agent-listen port")
-    add_insecure_option(ag, "plaintext to a control plane on a loopback address, no certificate")
-    ag.add_argument("--work-dir", type=Path, default=Path("halyard-work"),
-                    help="process/gpu: where job checkpoints (checkpoints/JOB) and logs go; point it at shared "
-                         "storage when jobs span machines (default ./halyard-work)")
-    ag.add_argument("--host", action="append", default=[], metavar="NODE=ADDRESS",
-                    help="process/gpu: the address of a node for HALYARD_MASTER_ADDR (default: the node's name); "
-                         "repeat for each node")
-    ag.add_argument("--run-as", default=None, metavar="USER",
-                    help="process/gpu: run every job as this unprivileged user (name or uid); the agent must be "
-                         "root. Default: jobs run as the agent's own user")
-    ag.add_argument("--log-max-mb", type=float, default=DEFAULT_MAX_BYTES / 2**20, metavar="MIB",
-                    help="process/gpu: output kept per job attempt (stdout and stderr, for `halyard logs`); past it "
-                         f"the oldest half goes (default {DEFAULT_MAX_BYTES >> 20}), e.g. --log-max-mb 256")
-    ag.add_argument("--pass-env", action="append", default=[], metavar="NAME",
-                    help="process/gpu: also pass this variable of the agent's environment on to jobs (a name, or a "
-                         "prefix ending in *); repeat for each. Jobs get only PATH, HOME, the locale, library paths "
-                         "and CUDA_*/NCCL_* of it otherwise (never HALYARD_*: docs/security.md)")
-    add_log_options(ag)
-    ag.set_defaults(run=run_agent)
-
-
-LOG_LEVELS = ("debug", "info", "warning", "error")
-DAEMONS = ("controlplane", "agent")
-
 
 def add_lease_options(parser: argparse.ArgumentParser) -> None:
     """The leadership lease of control planes on one PostgreSQL store (leadership.py; Kubernetes' defaults)."""
@@ -152,57 +110,6 @@ def add_lease_options(parser: argparse.ArgumentParser) -> None:
                              "--listen)")
     parser.add_argument("--agent-advertise", default=None, metavar="HOST:PORT",
                         help="postgresql: where agents reach it (default: --agent-listen, or --listen with --insecure)")
-
-
-def add_log_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--log-json", action="store_true", help="JSON logs even on a terminal")
-    parser.add_argument("--log-level", default=os.environ.get("HALYARD_LOG_LEVEL", "info"), choices=LOG_LEVELS,
-                        help="the least severe level logged, e.g. --log-level warning (env HALYARD_LOG_LEVEL; "
-                             "default info)")
-    parser.add_argument("--config", type=Path, default=None, metavar="FILE",
-                        help="a TOML file of this command's options, e.g. `db = \"state.db\"` or `insecure = true` "
-                             "(env HALYARD_CONFIG); options on the command line win")
-
-
-def expand_config(argv: list[str]) -> list[str]:
-    """``halyard controlplane|agent --config FILE`` (or ``HALYARD_CONFIG``): the file's keys become the
-    options they name, ahead of the command line's, so a flag given there overrides the file.
-
-    ``key = value`` gives ``--key value``, ``key = true`` gives ``--key``, a list repeats the option;
-    a key that is no option of the command is refused by the parser as ``--key``, naming it.
-    """
-    if not argv or argv[0] not in DAEMONS:
-        return argv
-    path: str | None = os.environ.get("HALYARD_CONFIG")
-    rest = list(argv[1:])
-    for i, arg in enumerate(rest):
-        if arg == "--config" and i + 1 < len(rest):
-            path = rest[i + 1]
-        elif arg.startswith("--config="):
-            path = arg.split("=", 1)[1]
-    if not path:
-        return argv
-    try:
-        table = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ValidationError(f"{path}: {exc}", field="--config") from None
-    options: list[str] = []
-    for key, value in table.items():
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            options.append(flag)
-        elif value is False:
-            continue
-        elif isinstance(value, list):
-            for item in value:
-                options += [flag, str(item)]
-        else:
-            options += [flag, str(value)]
-    return [argv[0], *options, *rest]
-
-
-def add_insecure_option(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument("--insecure", action="store_true", help=f"insecure mode, for local use and tests: {what}")
 
 
 def _positive(value: float, flag: str) -> None:
@@ -332,59 +239,6 @@ def _log_first_pass(server: ControlPlaneServer, epoch: int) -> None:
     cp.on_pass = first
 
 
-def run_agent(args: argparse.Namespace) -> int:
-    configure_logging(json=True if args.log_json else None, level=args.log_level)
-    copy = ClusterCopy.load(args.cluster) if args.cluster else None  # registers with its digest, not for the file
-    node = copy.cluster.node(args.node) if copy is not None else args.node
-    args.tls = _agent_tls(args)
-    agent = _make_agent(args, node, copy)
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        runner = agent.start()
-        done, _ = await asyncio.wait({runner, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
-        await agent.leave()  # SIGTERM/SIGINT: tell the control plane this node left, not went silent
-        if runner in done and runner.exception() is not None:
-            raise runner.exception()
-
-    try:
-        asyncio.run(main())
-    except grpc.aio.AioRpcError as exc:
-        if exc.code() not in (*FATAL_CODES, grpc.StatusCode.ALREADY_EXISTS):
-            raise
-        return EXIT_REJECTED  # the agent has logged the control plane's refusal, in one line: no traceback
-    except ClusterMismatch:
-        return EXIT_REJECTED  # logged too: the control plane's cluster file disagrees with itself
-    return 0
-
-
-def _make_agent(args: argparse.Namespace, node, copy: ClusterCopy | None):
-    """The agent of the chosen backend; the real backends are imported only when chosen."""
-    if args.backend == "emulated":
-        from halyard.agent.emulated import EmulatedAgent
-
-        return EmulatedAgent(args.control_plane, node, tls=args.tls, cluster=copy)
-    hosts = {}
-    for item in args.host:
-        name, sep, address = item.partition("=")
-        if not sep or not name or not address:
-            raise ValidationError(f"expected NODE=ADDRESS, got {item!r}", field="--host")
-        hosts[name] = address
-    if args.backend == "process":
-        from halyard.agent.process import ProcessAgent
-
-        return ProcessAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts, run_as=args.run_as,
-                            tls=args.tls, cluster=copy, log_max_bytes=int(args.log_max_mb * 2**20),
-                            pass_env=tuple(args.pass_env))
-    from halyard.agent.gpu import GpuAgent  # raises GpuUnavailable (exit 2, one line) without NVML
-
-    return GpuAgent(args.control_plane, node, work_dir=args.work_dir, hosts=hosts, run_as=args.run_as, tls=args.tls,
-                    cluster=copy, log_max_bytes=int(args.log_max_mb * 2**20), pass_env=tuple(args.pass_env))
-
-
 def _server_tls(args: argparse.Namespace) -> ServerTLS | None:
     if args.certs is not None and args.insecure:
         raise ValidationError("give --certs or --insecure, not both", field="--insecure")
@@ -394,20 +248,3 @@ def _server_tls(args: argparse.Namespace) -> ServerTLS | None:
         raise ValidationError("no TLS material: give --certs DIR (make it with `halyard certs init`), or --insecure "
                               "for a control plane on a loopback address only", field="--certs")
     return None  # ControlPlaneServer refuses a non-loopback --listen and logs the warning
-
-
-def _agent_tls(args: argparse.Namespace) -> ClientTLS | None:
-    if args.certs is not None and args.insecure:
-        raise ValidationError("give --certs or --insecure, not both", field="--insecure")
-    if args.certs is not None:
-        return ClientTLS.for_node(args.certs, args.node)
-    if not args.insecure:
-        raise ValidationError("no TLS material: give --certs DIR with this node's certificate "
-                              "(`halyard certs issue node NODE`), or --insecure for a control plane on a loopback "
-                              "address", field="--certs")
-    for target in args.control_plane.split(","):
-        if not is_loopback(target.strip()):
-            raise ValidationError(f"{target.strip()}: insecure mode connects to loopback addresses only",
-                                  field="--control-plane")
-    log.warning("INSECURE MODE: plaintext stream, no certificate", node=args.node, control_plane=args.control_plane)
-    return None
