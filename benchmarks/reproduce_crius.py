@@ -301,11 +301,13 @@ def main() -> None:
         jobs = two_weeks(args.seed, args.paper_rate, not args.free_types)
         rows = [run(p, make_policy(p), jobs, "crius-1280") for p in LARGE_POLICIES]
         rate = ", arrivals at the paper's 13,000 jobs per two weeks" if args.paper_rate else ""
-        text = f"crius-1280, the sample's densest two weeks ({len(jobs)} jobs{rate}{_types(args)}):\n\n" + table(rows)
+        stored = {"heading": f"crius-1280, the sample's densest two weeks ({len(jobs)} jobs{rate}{_types(args)})",
+                  "policies": rows}
+        stem = f"crius-1280{'-paper-rate' if args.paper_rate else ''}{_free(args)}"
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"crius-1280{'-paper-rate' if args.paper_rate else ''}{_free(args)}-table.md").write_text(
-            text, encoding="utf-8")
-        print(text)
+        (args.out / f"{stem}.json").write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
+        (args.out / f"{stem}-table.md").write_text(large_page(stored), encoding="utf-8")
+        print(large_page(stored))
         return
     jobs = window(args.seed, duration_scale=args.duration_scale, keep_duration=args.keep_duration,
                   drawn_types=not args.free_types)
@@ -322,13 +324,11 @@ def main() -> None:
     depth_rows = [{**run(f"crius depth {d}", Crius(search_depth=d), jobs), "depth": d} for d in DEPTHS]
     ddl_jobs = window(args.seed, DEADLINE_FACTOR, args.duration_scale, args.keep_duration, not args.free_types)
     ddl_rows = [run(p, make_policy(p), ddl_jobs) for p in DDL_POLICIES]
-    text = (table(rows) + "\nSearch depth (Crius, §8.7):\n\n" + table([rows[0], *depth_rows])
-            + f"\nDeadlines (§8.5; deadline = submit + U{DEADLINE_FACTOR} x duration):\n\n" + ddl_table(ddl_rows))
+    stored = {"policies": rows, "depths": depth_rows, "deadlines": ddl_rows}
+    text = window_page(stored)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = "crius-reproduction" + _free(args)
-    (args.out / f"{stem}.json").write_text(
-        json.dumps({"policies": rows, "depths": depth_rows, "deadlines": ddl_rows}, indent=1) + "\n",
-        encoding="utf-8")
+    (args.out / f"{stem}.json").write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
     (args.out / f"{stem}-table.md").write_text(text, encoding="utf-8")
     plot(rows, depth_rows, args.out / "img" / f"{stem}.png")
     print(text)
@@ -348,23 +348,58 @@ def full_main(args: argparse.Namespace) -> None:
     suffix = (("" if args.days is None else f"-{args.days:g}d") + ("-keep-duration" if args.keep_duration else "")
               + ("" if args.arrival_speedup == 1 else f"-x{args.arrival_speedup:g}")
               + _free(args))
-    head = (f"crius-1280, Philly {info['from']} .. {info['to']} ({info['jobs']} jobs, {info['gpu_h']:,.0f} GPU-hours "
-            f"in the trace, {info['offered_gpu_h']:,.0f} offered at N_G after adaptation"
-            f"{'' if args.days is None else f'; the first {args.days:g} days of the two weeks'}"
-            f"{'' if args.arrival_speedup == 1 else f'; arrivals {args.arrival_speedup:g}x faster'}"
-            f"{_types(args)}"
-            "):\n\n")
+    head = full_heading(info, args.days, args.arrival_speedup, _types(args))
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
     for name in names:  # the files are rewritten after each policy, so a long run keeps what it finished
         policy = strict_fcfs() if name == "fcfs-strict" else make_policy(name)
         rows.append(run(name, policy, jobs, "crius-1280"))
         print(f"{name}: JCT {rows[-1]['avg_jct_h']:.2f} h, wall {rows[-1]['wall_s']:.0f} s", flush=True)
-        text = head + (table(rows) + "\n" + window_table(rows) if any(r["policy"] == "fcfs" for r in rows) else "")
-        (args.out / f"crius-1280-philly-full{suffix}-table.md").write_text(text, encoding="utf-8")
-        (args.out / f"crius-1280-philly-full{suffix}.json").write_text(
-            json.dumps({"window": info, "policies": rows}, indent=1) + "\n", encoding="utf-8")
-    print(text)
+        stored = {"heading": head, "window": info, "policies": rows}
+        (args.out / f"crius-1280-philly-full{suffix}-table.md").write_text(full_page(stored), encoding="utf-8")
+        (args.out / f"crius-1280-philly-full{suffix}.json").write_text(json.dumps(stored, indent=1) + "\n",
+                                                                        encoding="utf-8")
+    print(full_page(stored))
+
+
+def full_heading(info: dict, days: float | None, arrival_speedup: float, types: str) -> str:
+    """The ``--philly-full`` table's first line: the window and how the run adapted it."""
+    return (f"crius-1280, Philly {info['from']} .. {info['to']} ({info['jobs']} jobs, {info['gpu_h']:,.0f} GPU-hours "
+            f"in the trace, {info['offered_gpu_h']:,.0f} offered at N_G after adaptation"
+            f"{'' if days is None else f'; the first {days:g} days of the two weeks'}"
+            f"{'' if arrival_speedup == 1 else f'; arrivals {arrival_speedup:g}x faster'}"
+            f"{types})")
+
+
+def window_page(stored: dict) -> str:
+    """``crius-reproduction*-table.md`` from its JSON (no simulation): the policies, search depth, deadlines."""
+    rows = stored["policies"]
+    return (table(rows) + "\nSearch depth (Crius, §8.7):\n\n" + table([rows[0], *stored["depths"]])
+            + f"\nDeadlines (§8.5; deadline = submit + U{DEADLINE_FACTOR} x duration):\n\n"
+            + ddl_table(stored["deadlines"]))
+
+
+def large_page(stored: dict) -> str:
+    """``crius-1280*-table.md`` (``--large``) from its JSON (no simulation)."""
+    return f"{stored['heading']}:\n\n" + table(stored["policies"])
+
+
+def full_page(stored: dict) -> str:
+    """``crius-1280-philly-full*-table.md`` from its JSON (no simulation); the comparison table once FCFS ran."""
+    rows = stored["policies"]
+    return (f"{stored['heading']}:\n\n"
+            + (table(rows) + "\n" + window_table(rows) if any(r["policy"] == "fcfs" for r in rows) else ""))
+
+
+def pages(docs: Path) -> dict[Path, str]:
+    """Every page this script writes, rendered from the JSON stored beside it in ``docs`` (no simulation)."""
+    out = {}
+    for stored in sorted(docs.glob("crius-*.json")):
+        data = json.loads(stored.read_text(encoding="utf-8"))
+        render = (window_page if stored.stem.startswith("crius-reproduction")
+                  else full_page if "philly-full" in stored.stem else large_page)
+        out[stored.with_name(stored.stem + "-table.md")] = render(data)
+    return out
 
 
 def _free(args: argparse.Namespace) -> str:
