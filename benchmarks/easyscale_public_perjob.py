@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import itertools
 import json
 import math
 import os
@@ -231,12 +232,9 @@ def write_inputs(rows: list[dict], folder: Path) -> None:
 def run_halyard(name: str, folder: Path) -> dict:
     """Halyard's simulator on the folder's trace, ``name`` = a policy and the :data:`STEPS` switched on
     (``yarn-cs+one-at-a-time+rounds-only``); per-job submit and end, and the CPU seconds of the run."""
-    from dataclasses import replace
-
     from halyard.controlplane import Simulator
     from halyard.datamodel import load_cluster
     from halyard.emulator import PerformanceModel
-    from halyard.emulator.elastic import needs_homogeneous
     from halyard.policies import make_policy
     from halyard.policies.easyscale import EasyScaleOptions, EasyScalePlacement, EasyScaleProposals, SmallestProposal
     from halyard.policies.ordering import Fifo
@@ -244,11 +242,13 @@ def run_halyard(name: str, folder: Path) -> dict:
     from halyard.policies.yarn import yarn_cs
     from halyard.traces import read_trace
 
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from reproduce_easyscale import requested_type  # the artifact's type rule, as the reproduction measures it
+
     policy, *steps = name.split("+")
     jobs = list(read_trace(folder / ("fixed.csv" if policy == "yarn-cs" else "elastic.csv"), strict=True).jobs)
     if "requested-type" in steps:
-        pin = (lambda j: True) if policy == "easyscale-homo" else (lambda j: needs_homogeneous(j.model))
-        jobs = [replace(j, gpu_type=j.extra["requested_gpu_type"]) if pin(j) else j for j in jobs]
+        jobs = requested_type(policy, jobs)
     costs = {"start_cost_s": ARTIFACT_START_S, "resize_cost_s": 0.0} if "artifact-costs" in steps else {}
     perf = PerformanceModel(communication="free-communication" not in steps, **costs)
     options = EasyScaleOptions(heterogeneous=policy == "easyscale-heter", first_on_slowest="slowest-first" in steps,
@@ -372,6 +372,24 @@ def variants_table(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def steps_table(data: dict) -> str:
+    """What each step does on its own: Halyard's mean JCT and makespan with the step on over the same run
+    without it (the ladder's previous row), per workload."""
+    names = list(data["workloads"])
+    lines = ["| policy | step | mean JCT, with / without, per workload (" + ", ".join(names) + ") | makespan, same |",
+             "|---|---|---|---|"]
+    for policy in PUBLIC_POLICIES:
+        lad = ladder(policy)
+        for before, after in itertools.pairwise(lad):
+            cells = []
+            for key in ("mean_jct_s", "makespan_s"):
+                ratios = [stats(w["halyard"][after])[key] / stats(w["halyard"][before])[key]
+                          for w in data["workloads"].values()]
+                cells.append(" ".join(f"{r:.2f}" for r in ratios))
+            lines.append(f"| {policy} | {after.rsplit('+', 1)[1]} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines) + "\n"
+
+
 def cpu_line(data: dict) -> str:
     a = sum(r["cpu_s"] for w in data["workloads"].values() for r in w["artifact"].values())
     h = sum(w["halyard"][p]["cpu_s"] for w in data["workloads"].values() for p in PUBLIC_POLICIES)
@@ -379,7 +397,8 @@ def cpu_line(data: dict) -> str:
             f"(artifact / Halyard = {a / h:.2f}x).\n")
 
 
-BLOCKS = {"comparison": comparison_table, "gains": gains_table, "variants": variants_table, "cpu": cpu_line}
+BLOCKS = {"comparison": comparison_table, "gains": gains_table, "variants": variants_table, "steps": steps_table,
+          "cpu": cpu_line}
 
 
 def pages(docs: Path) -> dict[Path, str]:
