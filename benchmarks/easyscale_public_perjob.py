@@ -144,9 +144,7 @@ def run_public(args: argparse.Namespace) -> int:
     final = logs[-1]
     jobs = {j["name"]: {"submit": j["submission_time"], "end": j["completion_time"],
                         "restarts": j["num_restarts"]} for j in final["submitted_jobs"]}
-    allocated = [(r["timestamp"], sum(r["gpu_nums"].values()) if r["gpu_nums"] else 0) for r in logs]
-    json.dump({"policy": args.policy, "cpu_s": cpu, "last_round_s": final["timestamp"], "jobs": jobs,
-               "allocated": allocated}, sys.stdout)
+    json.dump({"policy": args.policy, "cpu_s": cpu, "last_round_s": final["timestamp"], "jobs": jobs}, sys.stdout)
     return 0
 
 
