@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -207,6 +208,151 @@ def table(results: dict, snaps: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+# The page's "paper against ours" table: (effect, the paper's figure, direction); each row's cells come from
+# ``versus_cells`` over the three mixes' JSON (docs/cassini-reproduction{,-vgg11,-families}.json).
+PAGE_MIXES = ("table-4.2", "vgg11", "families")
+GENERATED = re.compile(r"(<!-- generated:(\w+) [^\n]*-->\n)(.*?)(<!-- /generated -->)", re.S)
+
+
+def stem(mix: str) -> str:
+    """The output files' stem of a run on ``mix`` (the page's default mix keeps the plain name)."""
+    return "cassini-reproduction" if mix == "table-4.2" else f"cassini-reproduction-{mix}"
+
+
+def _x(a: float, b: float) -> str:
+    return f"{a / b:.2f}x"
+
+
+def _ratios(results: dict, scheme: str, keys: tuple[str, ...], loads: bool = False) -> str:
+    """Themis' figure over ``scheme``'s for each key, "a / b" per load, loads comma-separated."""
+    cells = []
+    for load, by in results.items():
+        cell = " / ".join(_x(by["Themis"][k], by[scheme][k]) for k in keys)
+        cells.append(f"{cell} ({load})" if loads else cell)
+    return ", ".join(cells)
+
+
+def _pair(snaps: list[dict], name: str) -> dict:
+    return next(s for s in snaps if s["pair"] == name)
+
+
+def versus_table(runs: dict[str, dict]) -> str:
+    """The page's table of the paper's effects against ours, one column per mix of :data:`PAGE_MIXES`."""
+    t, v, f = (runs[m]["results"] for m in PAGE_MIXES)
+    snaps = runs["table-4.2"]["snapshots"]
+    vv, bg = _pair(snaps, "vgg11 (256) + vgg11 (256)"), _pair(snaps, "bert-large (16) + gnmt (512)")
+    it, p99, jct = ("avg_iter_s",), ("p99_iter_s",), ("avg_jct_s", "p99_jct_s")
+    lock, ideal = ("avg_iter_s", "avg_jct_s", "p99_jct_s"), ("avg_iter_s", "avg_jct_s")
+    rnd = ", ".join(_x(by["Themis"]["avg_jct_s"], by["Random"]["avg_jct_s"]) for by in t.values())
+    rnd99 = ", ".join(_x(by["Themis"]["p99_jct_s"], by["Random"]["p99_jct_s"]) for by in t.values())
+    mltcp = {m: ", ".join(_x(by["Themis"]["avg_jct_s"], by["Themis, MLTCP"]["avg_jct_s"]) for by in r.values())
+             for m, r in (("t", t), ("v", v), ("f", f))}
+    loads = list(t)
+    rows = [
+        ("Th+Cassini vs Themis, avg iteration time (Poisson)", "1.6x",
+         _ratios(t, "Th+Cassini", it, True), _ratios(v, "Th+Cassini", it), _ratios(f, "Th+Cassini", it),
+         "same sign, far smaller"),
+        ("Th+Cassini vs Themis, p99 iteration time", "1.8x", _ratios(t, "Th+Cassini", p99),
+         _ratios(v, "Th+Cassini", p99), _ratios(f, "Th+Cassini", p99), "same sign on Table 4.2's mix"),
+        ("Th+Cassini vs Themis, JCT avg / p99", "tail up to 2.2x (dynamic trace)", _ratios(t, "Th+Cassini", jct, True),
+         _ratios(v, "Th+Cassini", jct), _ratios(f, "Th+Cassini", jct), "same sign"),
+        ("**Th+Cassini-lock** (our option) vs Themis, avg iteration / avg JCT / p99 JCT",
+         "(Th+Cassini close to Ideal)", _ratios(t, "Th+Cassini-lock", lock, True), _ratios(v, "Th+Cassini-lock", lock),
+         _ratios(f, "Th+Cassini-lock", lock), "gains only where iterations match"),
+        ("Ideal (no contention) vs Themis, avg iteration / avg JCT", "Th+Cassini close to Ideal (so about 1.6x)",
+         _ratios(t, "Ideal", ideal), _ratios(v, "Ideal", ideal), _ratios(f, "Ideal", ideal),
+         "contention is real but small on Table 4.2's mix"),
+        ("Random vs Themis", "worst", f"worst on average JCT ({rnd}), better p99 JCT ({rnd99})",
+         ", ".join(_x(by["Themis"]["avg_jct_s"], by["Random"]["avg_jct_s"]) for by in v.values()) + " avg JCT",
+         ", ".join(_x(by["Themis"]["avg_jct_s"], by["Random"]["avg_jct_s"]) for by in f.values()),
+         "same on averages; the p99 is FIFO's (below)"),
+        ("snapshot, fully compatible pair (Table 4.3: 1.0, 138/148 ms vs 206/199 ms)", "1.3-1.5x",
+         f"vgg11 + vgg11: score {vv['score']:.2f}, shift {max(vv['shift_ms']):.0f} ms, {vv['cassini_ms'][0]:.0f} ms vs "
+         f"{vv['themis_ms'][0]:.0f} ms ({vv['themis_ms'][0] / vv['cassini_ms'][0]:.2f}x)", "", "", "same, same size"),
+        ("snapshot, partly compatible (score 0.6: gains vanish)", "1.0x at 0.6",
+         f"bert-large + gnmt score {bg['score']:.2f}: mixed ({fmt(bg['cassini_ms']).replace(' / ', '/')} vs "
+         f"{fmt(bg['themis_ms']).replace(' / ', '/')} ms)", "", "", "same"),
+        ("MLTCP vs fair on a link", "up to 1.9x avg (chapter 5)",
+         f"vgg11 + vgg11: {vv['mltcp_ms'][0]:.0f} ms vs {vv['fair_ms'][0]:.0f} ms "
+         f"({vv['fair_ms'][0] / vv['mltcp_ms'][0]:.2f}x); Poisson JCT "
+         + ", ".join(f"{x} ({load})" for x, load in zip(mltcp["t"].split(", "), loads, strict=True)),
+         f"Poisson JCT {mltcp['v']}", mltcp["f"], "same"),
+    ]
+    lines = ["| effect | paper | ours, Table 4.2 mix (table) | ours, one model (`--mix vgg11`) | ours, six-model mix "
+             "| direction |", "| --- | --- | --- | --- | --- | --- |"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def pollux_table(results: dict) -> str:
+    """The page's Pollux table: Pollux' figure over Po+Cassini's, and Themis against Pollux, per load."""
+    by = list(results.values())
+    loads = list(results)
+
+    def cell(k: str, unit: str, scale: float, r: dict) -> str:
+        po, pc = r["Pollux"][k] * scale, r["Po+Cassini"][k] * scale
+        return f"{po / pc:.2f}x ({po:,.0f} vs {pc:,.0f} {unit})"
+
+    def jct(r: dict, detail: bool) -> str:
+        po, pc = r["Pollux"], r["Po+Cassini"]
+        text = f"{_x(po['avg_jct_s'], pc['avg_jct_s'])} / {_x(po['p99_jct_s'], pc['p99_jct_s'])}"
+        return text + (f" ({po['avg_jct_s']:,.0f} vs {pc['avg_jct_s']:,.0f} s; {po['p99_jct_s']:,.0f} vs "
+                       f"{pc['p99_jct_s']:,.0f} s)" if detail else "")
+
+    def themis(r: dict, detail: bool) -> str:
+        th, po = r["Themis"]["avg_jct_s"], r["Pollux"]["avg_jct_s"]
+        return (f"Themis {po / th:.2f}x faster ({th:,.0f} vs {po:,.0f} s)" if detail
+                else f"{po / th:.2f}x ({th:,.0f} vs {po:,.0f} s)")
+
+    lines = [f"| effect | paper | ours, Table 4.2 mix, {loads[0]} | {' | '.join(loads[1:])} | direction |",
+             "| --- | --- | --- | --- | --- |",
+             "| Po+Cassini vs Pollux, avg iteration time (Poisson) | \"similar gains\" to Th+Cassini's 1.6x | "
+             + " | ".join(cell("avg_iter_s", "ms", 1e3, r) for r in by) + " | same sign, far smaller |",
+             "| Po+Cassini vs Pollux, p99 iteration time (Poisson) | similar to 1.8x | "
+             + " | ".join(_x(r["Pollux"]["p99_iter_s"], r["Po+Cassini"]["p99_iter_s"]) for r in by)
+             + " | same sign, far smaller |",
+             "| Po+Cassini vs Pollux, dynamic trace | 1.6x avg, 2.5x p99 iteration time | not run (no ECN or dynamic "
+             "trace here) | " + " | ".join("" for _ in by[1:]) + " | |",
+             "| Po+Cassini vs Pollux, JCT avg / p99 | tail JCT up to 2.5x | "
+             + " | ".join(jct(r, i == 0) for i, r in enumerate(by))
+             + " | same sign; the largest JCT gain we have measured, still half the paper's tail |",
+             "| Pollux vs Themis, JCT avg | (not compared in the paper) | "
+             + " | ".join(themis(r, i == 0) for i, r in enumerate(by)) + " | |"]
+    return "\n".join(lines) + "\n"
+
+
+def page_blocks(docs: Path) -> dict[str, str] | None:
+    """The page's generated blocks from the three mixes' JSON in ``docs``; None while one is missing."""
+    paths = {m: docs / f"{stem(m)}.json" for m in PAGE_MIXES}
+    if not all(p.is_file() for p in paths.values()):
+        return None
+    runs = {m: json.loads(p.read_text(encoding="utf-8")) for m, p in paths.items()}
+    return {"versus": versus_table(runs), "pollux": pollux_table(runs["table-4.2"]["results"])}
+
+
+def filled(doc: Path, blocks: dict[str, str]) -> str:
+    """``doc``'s text with each ``<!-- generated:NAME ... -->`` block replaced by ``blocks[NAME]``."""
+    text = doc.read_text(encoding="utf-8")
+    found = {m.group(2) for m in GENERATED.finditer(text)}
+    if found != set(blocks):
+        raise SystemExit(f"{doc}: generated blocks {sorted(found)} do not match {sorted(blocks)}")
+    return GENERATED.sub(lambda m: m.group(1) + blocks[m.group(2)] + m.group(4), text)
+
+
+def pages(docs: Path) -> dict[Path, str]:
+    """Every page this script writes, rendered from the JSON stored in ``docs`` (no simulation)."""
+    out = {}
+    for m in PAGE_MIXES:
+        stored = docs / f"{stem(m)}.json"
+        if stored.is_file():
+            data = json.loads(stored.read_text(encoding="utf-8"))
+            out[docs / f"{stem(m)}-table.md"] = table(data["results"], data["snapshots"])
+    blocks = page_blocks(docs)
+    if blocks is not None:
+        out[docs / "cassini-reproduction.md"] = filled(docs / "cassini-reproduction.md", blocks)
+    return out
+
+
 def plot(results: dict, path: Path) -> None:
     import matplotlib
 
@@ -250,11 +396,16 @@ def main() -> None:
     snaps = snapshots(pm, cluster)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "img").mkdir(exist_ok=True)
-    (args.out / "cassini-reproduction-table.md").write_text(table(results, snaps), encoding="utf-8")
-    (args.out / "cassini-reproduction.json").write_text(json.dumps(
+    name = stem(args.mix)
+    (args.out / f"{name}-table.md").write_text(table(results, snaps), encoding="utf-8")
+    (args.out / f"{name}.json").write_text(json.dumps(
         {"jobs": args.jobs, "seeds": args.seeds, "mix": args.mix, "cluster": CLUSTER, "results": results,
          "snapshots": snaps}, indent=1), encoding="utf-8")
-    plot(results, args.out / "img" / "cassini-reproduction.png")
+    plot(results, args.out / "img" / f"{name}.png")
+    page = args.out / "cassini-reproduction.md"
+    blocks = page_blocks(args.out)
+    if page.is_file() and blocks is not None:
+        page.write_text(filled(page, blocks), encoding="utf-8")
     assert all(math.isfinite(r["avg_iter_s"]) for by in results.values() for r in by.values())
 
 

@@ -284,6 +284,13 @@ def main() -> None:
                     help="with --philly-full: only the window's first DAYS days (ours, for a slow machine)")
     ap.add_argument("--policies", default=None,
                     help="with --philly-full: comma-separated subset of " + ",".join(("fcfs-strict", *FULL_POLICIES)))
+    ap.add_argument("--queued", action="store_true",
+                    help="crius-1280 where FCFS waits (ours): the --large two weeks at the paper's rate, arrivals "
+                         "--arrival-speedup times faster again; FCFS, Crius, Crius-NA, Crius-NH and search depths "
+                         "1-5, with drawn and with free GPU types side by side (writes crius-1280-queued-x*.json)")
+    ap.add_argument("--types", default="drawn,free", help="with --queued: drawn, free or drawn,free")
+    ap.add_argument("--depths", default=None, help="with --queued: search depths to run (default 1-5)")
+    ap.add_argument("--merge", nargs="*", type=Path, help="with --queued: add the type modes of these JSON files")
     ap.add_argument("--arrival-speedup", type=float, default=1.0,
                     help="with --philly-full: the window's arrivals this many times faster (ours: the trace offers "
                          "crius-1280 under half its GPU time, so nothing queues at 1)")
@@ -297,15 +304,20 @@ def main() -> None:
     if args.philly_full is not None:
         full_main(args)
         return
+    if args.queued:
+        queued_main(args)
+        return
     if args.large:
         jobs = two_weeks(args.seed, args.paper_rate, not args.free_types)
         rows = [run(p, make_policy(p), jobs, "crius-1280") for p in LARGE_POLICIES]
         rate = ", arrivals at the paper's 13,000 jobs per two weeks" if args.paper_rate else ""
-        text = f"crius-1280, the sample's densest two weeks ({len(jobs)} jobs{rate}{_types(args)}):\n\n" + table(rows)
+        stored = {"heading": f"crius-1280, the sample's densest two weeks ({len(jobs)} jobs{rate}{_types(args)})",
+                  "policies": rows}
+        stem = f"crius-1280{'-paper-rate' if args.paper_rate else ''}{_free(args)}"
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"crius-1280{'-paper-rate' if args.paper_rate else ''}{_free(args)}-table.md").write_text(
-            text, encoding="utf-8")
-        print(text)
+        (args.out / f"{stem}.json").write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
+        (args.out / f"{stem}-table.md").write_text(large_page(stored), encoding="utf-8")
+        print(large_page(stored))
         return
     jobs = window(args.seed, duration_scale=args.duration_scale, keep_duration=args.keep_duration,
                   drawn_types=not args.free_types)
@@ -322,13 +334,11 @@ def main() -> None:
     depth_rows = [{**run(f"crius depth {d}", Crius(search_depth=d), jobs), "depth": d} for d in DEPTHS]
     ddl_jobs = window(args.seed, DEADLINE_FACTOR, args.duration_scale, args.keep_duration, not args.free_types)
     ddl_rows = [run(p, make_policy(p), ddl_jobs) for p in DDL_POLICIES]
-    text = (table(rows) + "\nSearch depth (Crius, §8.7):\n\n" + table([rows[0], *depth_rows])
-            + f"\nDeadlines (§8.5; deadline = submit + U{DEADLINE_FACTOR} x duration):\n\n" + ddl_table(ddl_rows))
+    stored = {"policies": rows, "depths": depth_rows, "deadlines": ddl_rows}
+    text = window_page(stored)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = "crius-reproduction" + _free(args)
-    (args.out / f"{stem}.json").write_text(
-        json.dumps({"policies": rows, "depths": depth_rows, "deadlines": ddl_rows}, indent=1) + "\n",
-        encoding="utf-8")
+    (args.out / f"{stem}.json").write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
     (args.out / f"{stem}-table.md").write_text(text, encoding="utf-8")
     plot(rows, depth_rows, args.out / "img" / f"{stem}.png")
     print(text)
@@ -348,23 +358,131 @@ def full_main(args: argparse.Namespace) -> None:
     suffix = (("" if args.days is None else f"-{args.days:g}d") + ("-keep-duration" if args.keep_duration else "")
               + ("" if args.arrival_speedup == 1 else f"-x{args.arrival_speedup:g}")
               + _free(args))
-    head = (f"crius-1280, Philly {info['from']} .. {info['to']} ({info['jobs']} jobs, {info['gpu_h']:,.0f} GPU-hours "
-            f"in the trace, {info['offered_gpu_h']:,.0f} offered at N_G after adaptation"
-            f"{'' if args.days is None else f'; the first {args.days:g} days of the two weeks'}"
-            f"{'' if args.arrival_speedup == 1 else f'; arrivals {args.arrival_speedup:g}x faster'}"
-            f"{_types(args)}"
-            "):\n\n")
+    head = full_heading(info, args.days, args.arrival_speedup, _types(args))
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
     for name in names:  # the files are rewritten after each policy, so a long run keeps what it finished
         policy = strict_fcfs() if name == "fcfs-strict" else make_policy(name)
         rows.append(run(name, policy, jobs, "crius-1280"))
         print(f"{name}: JCT {rows[-1]['avg_jct_h']:.2f} h, wall {rows[-1]['wall_s']:.0f} s", flush=True)
-        text = head + (table(rows) + "\n" + window_table(rows) if any(r["policy"] == "fcfs" for r in rows) else "")
-        (args.out / f"crius-1280-philly-full{suffix}-table.md").write_text(text, encoding="utf-8")
-        (args.out / f"crius-1280-philly-full{suffix}.json").write_text(
-            json.dumps({"window": info, "policies": rows}, indent=1) + "\n", encoding="utf-8")
-    print(text)
+        stored = {"heading": head, "window": info, "policies": rows}
+        (args.out / f"crius-1280-philly-full{suffix}-table.md").write_text(full_page(stored), encoding="utf-8")
+        (args.out / f"crius-1280-philly-full{suffix}.json").write_text(json.dumps(stored, indent=1) + "\n",
+                                                                        encoding="utf-8")
+    print(full_page(stored))
+
+
+def full_heading(info: dict, days: float | None, arrival_speedup: float, types: str) -> str:
+    """The ``--philly-full`` table's first line: the window and how the run adapted it."""
+    return (f"crius-1280, Philly {info['from']} .. {info['to']} ({info['jobs']} jobs, {info['gpu_h']:,.0f} GPU-hours "
+            f"in the trace, {info['offered_gpu_h']:,.0f} offered at N_G after adaptation"
+            f"{'' if days is None else f'; the first {days:g} days of the two weeks'}"
+            f"{'' if arrival_speedup == 1 else f'; arrivals {arrival_speedup:g}x faster'}"
+            f"{types})")
+
+
+def window_page(stored: dict) -> str:
+    """``crius-reproduction*-table.md`` from its JSON (no simulation): the policies, search depth, deadlines."""
+    rows = stored["policies"]
+    return (table(rows) + "\nSearch depth (Crius, §8.7):\n\n" + table([rows[0], *stored["depths"]])
+            + f"\nDeadlines (§8.5; deadline = submit + U{DEADLINE_FACTOR} x duration):\n\n"
+            + ddl_table(stored["deadlines"]))
+
+
+def large_page(stored: dict) -> str:
+    """``crius-1280*-table.md`` (``--large``) from its JSON (no simulation)."""
+    return f"{stored['heading']}:\n\n" + table(stored["policies"])
+
+
+def full_page(stored: dict) -> str:
+    """``crius-1280-philly-full*-table.md`` from its JSON (no simulation); the comparison table once FCFS ran."""
+    rows = stored["policies"]
+    return (f"{stored['heading']}:\n\n"
+            + (table(rows) + "\n" + window_table(rows) if any(r["policy"] == "fcfs" for r in rows) else ""))
+
+
+QUEUED_POLICIES = ("fcfs", "crius", "crius-na", "crius-nh")  # §8.6's ablations beside FCFS and Crius
+TYPE_MODES = (("drawn", True), ("free", False))  # each job on its drawn type (FCFS) / every policy chooses
+
+
+def queued_main(args: argparse.Namespace) -> None:
+    """``--queued``: crius-1280 at a load where FCFS waits; the ablations and search depths there, under
+    drawn and free GPU types (``--types``). The JSON is rewritten after every run and the runs it already
+    holds are kept, so a long run resumes where it stopped, and the two type modes can run as two processes
+    into two folders, merged with ``--merge``."""
+    stem = f"crius-1280-queued-x{args.arrival_speedup:g}"
+    path = args.out / f"{stem}.json"
+    stored: dict = (json.loads(path.read_text(encoding="utf-8")) if path.is_file() else
+                    {"heading": (f"crius-1280, the sample's densest two weeks at the paper's rate, arrivals "
+                                 f"{args.arrival_speedup:g}x faster again (ours: a load where FCFS waits), "
+                                 f"seed {args.seed}"), "types": {}})
+    for other in args.merge or ():
+        stored["types"].update(json.loads(Path(other).read_text(encoding="utf-8"))["types"])
+    args.out.mkdir(parents=True, exist_ok=True)
+    depths = [int(d) for d in args.depths.split(",")] if args.depths else list(DEPTHS)
+    for label, drawn in TYPE_MODES:
+        if label not in args.types.split(","):
+            continue
+        jobs = [dataclasses.replace(j, submit_time=j.submit_time / args.arrival_speedup)
+                for j in two_weeks(args.seed, paper_rate=True, drawn_types=drawn)]
+        mode = stored["types"].setdefault(label, {"jobs": len(jobs), "policies": [], "depths": []})
+        for name in QUEUED_POLICIES:
+            if any(r["policy"] == name for r in mode["policies"]):
+                continue
+            mode["policies"].append(run(name, make_policy(name), jobs, "crius-1280"))
+            print(f"{label} {name}: JCT {mode['policies'][-1]['avg_jct_h']:.2f} h", flush=True)
+            path.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
+        for d in depths:
+            if d == Crius().search_depth or any(r["depth"] == d for r in mode["depths"]):
+                continue  # the preset's depth is the crius row
+            mode["depths"].append({**run(f"crius depth {d}", Crius(search_depth=d), jobs, "crius-1280"), "depth": d})
+            print(f"{label} depth {d}: JCT {mode['depths'][-1]['avg_jct_h']:.2f} h", flush=True)
+            path.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
+    (args.out / f"{stem}-table.md").write_text(queued_page(stored), encoding="utf-8")
+    print(queued_page(stored))
+
+
+def queued_page(stored: dict) -> str:
+    """``crius-1280-queued-x*-table.md`` from its JSON (no simulation): drawn and free GPU types side by side."""
+    modes = [m for m, _ in TYPE_MODES if m in stored["types"]]
+    head = " | ".join(f"{m}: avg JCT (h) | {m}: vs FCFS | {m}: avg queueing (h) | {m}: makespan (h)" for m in modes)
+    lines = [f"{stored['heading']}:", "", f"| run | {head} |", "| --- |" + " ---: |" * (4 * len(modes))]
+
+    def cells(mode: str, pick: Callable[[dict], bool]) -> str:
+        rows = stored["types"][mode]["policies"] + stored["types"][mode]["depths"]
+        base = next((r for r in stored["types"][mode]["policies"] if r["policy"] == "fcfs"), None)
+        r = next((r for r in rows if pick(r)), None)
+        if r is None:
+            return " | | | "
+        vs = _vs(r["avg_jct_h"], base["avg_jct_h"]) if base else "n/a"
+        return f"{r['avg_jct_h']:.2f} | {vs} | {r['avg_queue_h']:.2f} | {r['makespan_h']:.1f}"
+
+    for name in QUEUED_POLICIES:
+        lines.append(f"| {name} | " + " | ".join(cells(m, lambda r, n=name: r["policy"] == n) for m in modes) + " |")
+    run_depths = sorted({r["depth"] for m in modes for r in stored["types"][m]["depths"]})
+    for d in run_depths:
+        lines.append(f"| crius, search depth {d} | "
+                     + " | ".join(cells(m, lambda r, d=d: r.get("depth") == d) for m in modes) + " |")
+    ratios = []
+    for m in modes:
+        by = {r["policy"]: r["avg_jct_h"] for r in stored["types"][m]["policies"]}
+        if {"crius", "crius-na", "crius-nh"} <= set(by):
+            ratios.append(f"{m} types: Crius-NA / Crius {by['crius-na'] / by['crius']:.2f}x, "
+                          f"Crius-NH / Crius {by['crius-nh'] / by['crius']:.2f}x (paper §8.6: 2.54x, 3.53x)")
+    return "\n".join(lines) + "\n" + ("\n" + "; ".join(ratios) + ".\n" if ratios else "")
+
+
+def pages(docs: Path) -> dict[Path, str]:
+    """Every page this script writes, rendered from the JSON stored beside it in ``docs`` (no simulation)."""
+    out = {}
+    for stored in sorted(docs.glob("crius-*.json")):
+        data = json.loads(stored.read_text(encoding="utf-8"))
+        render = (window_page if stored.stem.startswith("crius-reproduction")
+                  else full_page if "philly-full" in stored.stem
+                  else queued_page if "queued" in stored.stem else large_page)
+        out[stored.with_name(stored.stem + "-table.md")] = render(data)
+    return out
 
 
 def _free(args: argparse.Namespace) -> str:

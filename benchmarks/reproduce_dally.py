@@ -336,5 +336,19 @@ def write(results: list[dict], out: Path, arrivals: list[str], command: str = ""
     (out / "dally-reproduction.md").write_text(page, encoding="utf-8")
 
 
+def pages(docs: Path) -> dict[Path, str]:
+    """The table and the page as ``--from-json`` writes them from ``docs/dally-reproduction.json`` (no
+    simulation): :func:`write` into a scratch folder, read back."""
+    import tempfile
+
+    results = json.loads((docs / "dally-reproduction.json").read_text(encoding="utf-8"))
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch)
+        (out / "img").mkdir()
+        write(results, out, sorted({r["arrival"] for r in results}))
+        return {docs / name: (out / name).read_text(encoding="utf-8")
+                for name in ("dally-reproduction-table.md", "dally-reproduction.md")}
+
+
 if __name__ == "__main__":
     raise SystemExit(main())

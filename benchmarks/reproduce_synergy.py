@@ -819,6 +819,12 @@ def page(rows: list[dict]) -> str:
     return PAGE.format(sweep_window=f"{SWEEP_WINDOW[0]}-{SWEEP_WINDOW[1] - 1}", sweep_jobs=SWEEP_JOBS, **t)
 
 
+def pages(docs: Path) -> dict[Path, str]:
+    """The page as this script writes it from ``docs/synergy-reproduction.json`` (no simulation)."""
+    rows = json.loads((docs / "synergy-reproduction.json").read_text(encoding="utf-8"))
+    return {docs / "synergy-reproduction.md": page(rows)}
+
+
 def experiments_of(parts: tuple[str, ...]) -> set[str]:
     """The JSON's experiment names of ``parts`` (the sweep's rows are "load")."""
     return {"load" if p == "sweep" else p for p in parts}

@@ -64,10 +64,16 @@ class SimulatedPool:
 
 class Simulator:
     def __init__(self, cluster: Cluster, policy: Policy, perf: PerformanceModel | None = None,
-                 *, round_s: float = 300.0) -> None:
+                 *, round_s: float = 300.0, rounds_only: bool = False) -> None:
+        """``rounds_only`` (off by default): run a scheduling pass only at round boundaries, never at an
+        arrival or a completion, as a time-stepped simulator does (EasyScale's public simulator,
+        ``Cluster.step``: a job that arrives or a GPU that frees up waits for the next round);
+        rounds then run while any job waits, whatever the policy. Not in ``replay``: it is a way to
+        measure the time-stepped simulators' semantics (docs/easyscale-public-comparison.md)."""
         self.perf = perf or performance_model_for(policy)
         self.core = SchedulingCore(cluster, policy, self.perf, round_s=round_s)
         self.round_s = round_s
+        self.rounds_only = rounds_only
         self._heap: list[tuple[float, int, int, str, int]] = []
         self._seq = 0
         self.pool = SimulatedPool(self.core, self.perf, self._push)
@@ -118,7 +124,7 @@ class Simulator:
         finished = 0
         while heap:
             now = heap[0][0]
-            changed = False
+            changed = rounded = False
             while heap and heap[0][0] == now:
                 _, kind, _, job_id, epoch = heapq.heappop(heap)
                 if kind == _COMPLETION:
@@ -139,12 +145,12 @@ class Simulator:
                     next_arrival()
                 else:
                     round_at = math.inf
-                    changed = True
-            if changed:
-                passes = core.pending or policy.acts_without_pending
+                    changed = rounded = True
+            if changed:  # with rounds_only an arrival or completion is recorded (and re-rates), not scheduled
+                passes = (rounded or not self.rounds_only) and (core.pending or policy.acts_without_pending)
                 self.pool.execute(core.schedule(now) if passes else [], now)
             waiting = core.pending or (policy.acts_without_pending and core.running)
-            if policy.needs_rounds and waiting and round_at == math.inf:
+            if (policy.needs_rounds or self.rounds_only) and waiting and round_at == math.inf:
                 round_at = (math.floor(now / self.round_s) + 1) * self.round_s
                 self._push(round_at, _ROUND, "", 0)
             if on_progress is not None and changed:

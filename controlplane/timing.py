@@ -77,7 +77,8 @@ class Pacer:
                     restore[record.job_id] = self.perf.reconfigure_cost_s(record.spec)
                 else:
                     resumes = isinstance(action, Migrate) or (isinstance(action, Start) and record.has_checkpoint)
-                    restore[record.job_id] = self.perf.restart_cost_s(record.spec) if resumes else 0.0
+                    restore[record.job_id] = (self.perf.restart_cost_s(record.spec) if resumes
+                                              else self.perf.start_cost_s if isinstance(action, Start) else 0.0)
                 if isinstance(action, Start | Migrate | Resize | SetTimeShift):
                     align.add(record.job_id)
         slowdowns = self._sync_fabric(restore, now)

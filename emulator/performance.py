@@ -136,7 +136,8 @@ class PerformanceModel:
     """The one performance model the simulator and the emulated agents share."""
 
     def __init__(self, catalog: Catalog | None = None, *, allreduce: str = "ring",
-                 overlap: str = "ddp", data_stalls: bool = False, contention: str = "fair") -> None:
+                 overlap: str = "ddp", data_stalls: bool = False, contention: str = "fair",
+                 communication: bool = True, start_cost_s: float = 0.0, resize_cost_s: float | None = None) -> None:
         """``allreduce``: ``ring`` (default; two-level across nodes), ``tree`` or ``auto``
         for the all-reduce between nodes (inside a node it is always a ring).
         ``overlap``: ``ddp`` (buckets overlap backward only; default) or
@@ -145,7 +146,21 @@ class PerformanceModel:
         the CPU cores and memory per GPU of the allocation (Synergy; off by
         default, see docs/performance-model.md "Data stalls" for why). ``contention``:
         how jobs sharing a NIC or rack uplink slow each other (``CONTENTION_MODES``;
-        the drivers apply it through :class:`halyard.emulator.fabric.Fabric`)."""
+        the drivers apply it through :class:`halyard.emulator.fabric.Fabric`).
+
+        Three options that take the model towards EasyScale's public simulator (sUntvoOk/
+        EasyScale_info_for_SC23 ``simulator/simulator.py``), to measure what its simpler model is
+        worth (docs/easyscale-public-comparison.md); each off by default:
+        ``communication=False`` makes every all-reduce, expert all-to-all and EST gradient copy
+        free (the artifact's step is ``batch x maxP / compute time``); ``start_cost_s`` is charged
+        once, at a job's first start (the artifact's 20 s ``rescale_time``, never reset);
+        ``resize_cost_s``, when set, replaces the checkpoint-and-restart cost of a resize (the
+        artifact charges nothing after the first start: 0)."""
+        if start_cost_s < 0 or (resize_cost_s is not None and resize_cost_s < 0):
+            raise ValueError(f"start_cost_s and resize_cost_s must be >= 0, got {start_cost_s}, {resize_cost_s}")
+        self._communication = communication
+        self.start_cost_s = start_cost_s
+        self._resize_cost_s = resize_cost_s
         if allreduce not in ALGORITHMS:
             raise ValueError(f"allreduce must be one of {', '.join(ALGORITHMS)}, got {allreduce!r}")
         if overlap not in OVERLAP_MODES:
@@ -519,7 +534,8 @@ class PerformanceModel:
         stall = timing.compute_s / max(ideal.values())
         compute = [ideal[nodes[p.node][0]] * stall for p in allocation.nodes for _ in p.workers]
         ests = [a for p in allocation.nodes for a in p.workers]
-        copy = self.profile(spec.model).gradient_bytes / (self._catalog.constants.gradient_copy_gbyte_s * GBYTE)
+        copy = (self.profile(spec.model).gradient_bytes / (self._catalog.constants.gradient_copy_gbyte_s * GBYTE)
+                if self._communication else 0.0)
         local = est_step_s(compute, ests, [copy] * len(ests))
         return IterationTime(compute_s=local, communication_s=timing.communication_s, exposed_s=timing.exposed_s,
                              total_s=local + timing.exposed_s, tier=timing.tier)
@@ -582,7 +598,10 @@ class PerformanceModel:
         return self.checkpoint_bytes(spec.model) / (self._catalog.constants.checkpoint_gbyte_s * GBYTE)
 
     def reconfigure_cost_s(self, spec: JobSpec) -> float:
-        """A migration or resize: checkpoint on demand, then restart (EasyScale §3.2)."""
+        """A migration or resize: checkpoint on demand, then restart (EasyScale §3.2); ``resize_cost_s``
+        instead when the model was built with it."""
+        if self._resize_cost_s is not None:
+            return self._resize_cost_s
         return self.checkpoint_s(spec) + self.restart_cost_s(spec)
 
     def est_step_s(self, spec: JobSpec, placement: Sequence[tuple[str, int]],
@@ -631,6 +650,10 @@ class PerformanceModel:
             return timing
         size = profile.reduced_gradient_bytes(n)
         buckets = buckets_for(size, self._catalog.constants.ddp_bucket_bytes)
+        if not self._communication:
+            timing = IterationTime(compute_s=compute, communication_s=0.0, exposed_s=0.0, total_s=compute, tier=tier)
+            self._timings[key] = timing
+            return timing
         if tier is Tier.GPU:
             comm = 0.0
         elif tier is Tier.NODE:

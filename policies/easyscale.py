@@ -46,12 +46,13 @@ from typing import ClassVar
 from halyard.datamodel import Allocation, JobSpec, NodeAllocation
 from halyard.emulator.elastic import PlanThroughput, best_est_mapping, needs_homogeneous, spread_ests
 from halyard.policies.passstate import PassState
-from halyard.policies.placement import build_allocation, choose_nodes, usable_gpus
+from halyard.policies.placement import build_allocation, choose_nodes, no_fit, usable_gpus
 from halyard.policies.plan import Plan, Resize, Start
+from halyard.policies.reasons import Unplaced
 from halyard.policies.resources import FreeResources
 from halyard.policies.stages import Adjuster, Sizing
 from halyard.policies.view import ClusterView, JobInfo
-from halyard.policies.yarn import OneTypeConsolidated
+from halyard.policies.yarn import OneTypeConsolidated, fastest_first
 
 Counts = tuple[tuple[str, int], ...]  # GPUs per type, sorted by type: a key of the companion database
 
@@ -68,6 +69,10 @@ class EasyScaleOptions:
     homogeneous_d2_models: bool = True  # §3.3: models that need vendor kernels stay on one GPU type
     retry_after_rounds: int = 10  # ours: a GPU set that slowed a job is not proposed again for this many rounds
     reclaim_for_priority: bool = True  # §3.4/§5.3: higher-priority (serving) jobs take GPUs back from elastic ones
+    # The artifact's (simulator.py / easy_policy.py optimize_v3): a new job gets the last of its proposals, the one of
+    # least speed-up -- one GPU of the slowest type it may use -- and waits while that type has no room. Off: the
+    # fastest type with room (the paper gives no rule). Measured in docs/easyscale-public-comparison.md.
+    first_on_slowest: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +211,16 @@ class EasyScalePlacement(OneTypeConsolidated):
 
     def __init__(self, options: EasyScaleOptions | None = None) -> None:
         self.intra = IntraJob(options or EasyScaleOptions())
+
+    def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources,
+              state: PassState) -> Allocation | Unplaced:
+        if not (self.intra.options.first_on_slowest and job.spec.logical_workers):
+            return super().place(view, job, gpus, free, state)
+        slowest = fastest_first(view, job)[-1]  # EasyScaleOptions.first_on_slowest: that type or nothing
+        picked = choose_nodes(usable_gpus(free, view.shape, slowest), view.shape, gpus)
+        if picked is not None:
+            return self.finish(view, job, build_allocation(free, picked))
+        return no_fit(self.name, view, job, gpus, usable_gpus(free, view.shape, slowest))
 
     def finish(self, view: ClusterView, job: JobInfo, allocation: Allocation) -> Allocation:
         return self.intra.mapped(view, job.spec, allocation) if job.spec.logical_workers else allocation
