@@ -436,12 +436,21 @@ def halyard_summary(ours: dict) -> tuple[float, float]:
     return max(v["jct"] + v["submit"] for v in done) - first, sum(v["jct"] for v in done) / len(done)
 
 
-def write_page(results: dict, page: Path) -> None:
-    text = PAGE_TEMPLATE.read_text(encoding="utf-8").format(
+def render_page(results: dict) -> str:
+    return PAGE_TEMPLATE.read_text(encoding="utf-8").format(
         command="\n".join(results["commands"]), table=side_by_side(results["runs"]), worst=worst_table(results["runs"]),
         signs=signs_table(results["runs"]), profile=profile_table(results.get("profile", [])),
         fit=fit_table(), agreement=agreement_table(results["runs"]))
-    page.write_text(text, encoding="utf-8")
+
+
+def write_page(results: dict, page: Path) -> None:
+    page.write_text(render_page(results), encoding="utf-8")
+
+
+def pages(docs: Path) -> dict[Path, str]:
+    """The page rendered from the stored JSON, no simulation (tests/test_reproduction_pages.py)."""
+    return {docs / "dally-public-comparison.md":
+            render_page(json.loads((docs / "dally-public-comparison.json").read_text(encoding="utf-8")))}
 
 
 def save(args: argparse.Namespace, runs: list[dict], profile: list[dict]) -> None:

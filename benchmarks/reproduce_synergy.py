@@ -673,6 +673,7 @@ TUNE and, since issue 21's fourth round, OPT): the runnable set is chosen and re
 300 s round boundary, running jobs' GPUs included, and passes between rounds change nothing
 (docs/synergy.md, "Mechanisms").
 
+<!-- norun: minutes (--quick) to hours (every part) -->
 ```sh
 .venv/bin/python benchmarks/reproduce_synergy.py --workers 2                 # every part
 .venv/bin/python benchmarks/reproduce_synergy.py --parts sweep,multi,opt,greedy,testbed --workers 1
