@@ -6,6 +6,7 @@ deterministic.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -70,9 +71,36 @@ class Fifo(Ordering):
     preemptive = False
     needs_rounds = False
     arrival_order = True  # the core keeps pending jobs by (submit time, arrival)
+    clock_free = True
 
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, int]]:
         return lambda job: (job.spec.submit_time, job.arrival_seq)
+
+    def ranking(self, view: ClusterView, state: PassState, pending: Sequence[JobInfo]) -> Ranking:
+        """:meth:`Ordering.ranking` without sorting the queue: ``pending`` is already in arrival order
+        (the contract of :meth:`Ordering.ranked`, which :attr:`arrival_order` states), so only the
+        running jobs are sorted and each is put in by bisection (keys are unique: ties break by
+        arrival). Issue 38: a loaded Synergy FIFO+TUNE round ranks ~1,300 jobs, ~50 of them running;
+        keying and sorting all of them every pass was 15 % of its cProfile."""
+        key = self.key(view, state)
+        running = sorted(view.running.values(), key=key)
+        if not running:
+            jobs: list[JobInfo] = list(pending)
+            return Ranking(jobs, None, np.zeros(len(jobs), np.int64))
+        jobs, at, cut = [], [], 0
+        first = key(pending[0]) if pending else None
+        for job in running:
+            k = key(job)
+            # Most running jobs arrived before every waiting one: then no bisection is needed.
+            i = 0 if first is None or k < first else bisect_left(pending, k, lo=cut, key=key)
+            jobs.extend(pending[cut:i])
+            cut = i
+            at.append(len(jobs))
+            jobs.append(job)
+        jobs.extend(pending[cut:])
+        held = np.zeros(len(jobs), np.int64)
+        held[at] = [job.num_gpus for job in running]
+        return Ranking(jobs, None, held)
 
 
 class Srtf(Ordering):

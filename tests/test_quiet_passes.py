@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from factories import job
+from loaded_runs import loaded_run
 from policy_fakes import FakeJob, view_of
 
 from halyard.controlplane import SchedulingCore, Simulator, summarize
@@ -83,13 +84,7 @@ class _NeverQuiet(TwoDimensionalLas):
 def _loaded_run(ordering: TwoDimensionalLas, until: tuple[int, int] | None):
     # 1,000 jobs of the synthetic multi-GPU trace at about 90% of synergy-128 (test_loaded_schedule_exact).
     jobs = generate_synergy_trace(1000, rate_per_hour=3.765, multi_gpu=True, seed=1)
-    policy = StagedPolicy("tiresias", ordering, placement=SkewConsolidation())
-    sim = Simulator(load_cluster("synergy-128"), policy, performance_model_for(policy, contention="fair"))
-    sim.run(jobs, until=until)
-    core = sim.core
-    log = [(e.seq, repr(e.time), e.job_id, e.kind, e.detail) for e in core.log]
-    waits = {r.job_id: core.wait_of(r) for r in core.records.values() if r.state is JobState.PENDING}
-    return core, log, waits
+    return loaded_run(StagedPolicy("tiresias", ordering, placement=SkewConsolidation()), jobs, until)
 
 
 def test_skipping_changes_no_event_and_no_wait_reason():
