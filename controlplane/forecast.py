@@ -37,6 +37,7 @@ import math
 import os
 import pickle
 import random
+import signal
 import struct
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -47,10 +48,11 @@ import numpy as np
 import structlog
 
 from halyard.controlplane.core import SchedulingCore
+from halyard.controlplane.errors import FailedPrecondition
 from halyard.controlplane.simulator import SimulatedPool
 from halyard.controlplane.store import StoredState
 from halyard.controlplane.timing import Pacer, performance_model_for
-from halyard.datamodel import EventKind, HalyardError, JobEvent, JobSpec, JobState, ValidationError
+from halyard.datamodel import EventKind, JobEvent, JobSpec, JobState, ValidationError
 from halyard.policies import make_policy
 
 if TYPE_CHECKING:
@@ -69,6 +71,11 @@ DEFAULT_HORIZON_S = 90 * 86400.0
 # least this many of the latest submissions are used when the window holds fewer.
 DEFAULT_ARRIVAL_WINDOW_S = 86400.0
 MIN_ARRIVAL_SAMPLE = 20
+# The rate is measured over at least this span, cluster seconds (a choice of ours): a burst of submissions
+# at one instant says little about the rate, and would otherwise make an unbounded one.
+MIN_RATE_SPAN_S = 3600.0
+MAX_SAMPLED_ARRIVALS = 20_000  # per sampled run: bounds its cost whatever the rate
+ON_DEMAND_GAP_S = 1.0  # wall seconds between two on-demand refreshes at most (a choice of ours)
 DEFAULT_PERIOD_S = 60.0  # --forecast-period-s: a forecast refreshed once a minute (0: only on demand)
 SAMPLED_PREFIX = "forecast-sample-"  # ids of sampled arrivals (never shown: only present jobs are reported)
 BAND = (10.0, 90.0)  # percentiles of the band over sampled runs
@@ -79,7 +86,7 @@ _COMPLETION, _ARRIVAL, _ROUND = 0, 1, 2
 _ENDED = (EventKind.COMPLETED, EventKind.FAILED, EventKind.CANCELLED)
 
 
-class ForecastError(HalyardError):
+class ForecastError(FailedPrecondition):
     """A forward run could not be made (the fork failed, or the child died)."""
 
 
@@ -89,6 +96,7 @@ class ForecastError(HalyardError):
 def _child(fn: Callable[[], T], write_fd: int) -> None:
     """In the forked child: run ``fn``, pickle ``(ok, result)`` to the pipe, exit without cleanup."""
     code = 0
+    _die_with_parent()
     try:
         try:
             payload = pickle.dumps((True, fn()), protocol=pickle.HIGHEST_PROTOCOL)
@@ -100,6 +108,15 @@ def _child(fn: Callable[[], T], write_fd: int) -> None:
             out.write(payload)
     finally:
         os._exit(code)  # never return into the parent's code (its event loop, its atexit handlers)
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this child when its parent dies, so no forecast outlives its control plane."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 def _start_fork(fn: Callable[[], T]) -> tuple[int, int]:
@@ -265,8 +282,7 @@ def recent_specs(core: SchedulingCore, now: float, window_s: float = DEFAULT_ARR
         recent = [r.spec for r in records[-MIN_ARRIVAL_SAMPLE:]]
     if len(recent) < 2:
         return recent, 0.0
-    span = max(now - recent[0].submit_time, 1.0)
-    return recent, len(recent) / span
+    return recent, len(recent) / max(now - recent[0].submit_time, MIN_RATE_SPAN_S)
 
 
 def sampled_arrivals(mix: Sequence[JobSpec], rate_per_s: float, now: float, seed: int) -> Iterator[JobSpec]:
@@ -275,7 +291,7 @@ def sampled_arrivals(mix: Sequence[JobSpec], rate_per_s: float, now: float, seed
         return
     draw = random.Random(seed)
     t = now
-    for i in range(10**9):
+    for i in range(MAX_SAMPLED_ARRIVALS):
         t += draw.expovariate(rate_per_s)
         yield replace(draw.choice(mix), job_id=f"{SAMPLED_PREFIX}{seed}-{i}", submit_time=t)
 
@@ -498,6 +514,8 @@ class Forecaster:
         self.latest: Forecast | None = None
         self._running: asyncio.Future[Forecast] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._asked = -math.inf  # loop time of the last on-demand refresh
+        self._spawned: asyncio.Task[None] | None = None
         self._started: set[str] = set()  # jobs whose first start was already scored
         self.on_error: Callable[[float], None] | None = None  # metrics: |actual - forecast| start, seconds
         cp.core.log.observe(self._on_event)
@@ -507,10 +525,11 @@ class Forecaster:
             self._task = asyncio.get_running_loop().create_task(self._periodic(), name="forecast")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._task, self._spawned):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     async def _periodic(self) -> None:
         while True:
@@ -524,20 +543,24 @@ class Forecaster:
         """A new forecast (one already under way is shared, not started twice)."""
         if self._running is not None:
             return await asyncio.shield(self._running)
-        self._running = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Forecast] = asyncio.get_running_loop().create_future()
+        self._running = future
         try:
             forecast = await self._make()
-            self.latest = forecast
-            self._running.set_result(forecast)
-            log.info("forecast made", jobs=len(forecast.jobs), passes=forecast.passes, events=forecast.events,
-                     cpu_s=round(forecast.cpu_s, 3), samples=forecast.samples)
-            return forecast
-        except BaseException as exc:
-            self._running.set_exception(exc)
-            self._running.exception()  # retrieved: no "never retrieved" warning when nobody else waits
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except Exception as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: no "never retrieved" warning when nobody else waits
             raise
         finally:
             self._running = None
+        self.latest = forecast
+        future.set_result(forecast)
+        log.info("forecast made", jobs=len(forecast.jobs), passes=forecast.passes, events=forecast.events,
+                 cpu_s=round(forecast.cpu_s, 3), samples=forecast.samples)
+        return forecast
 
     async def _make(self) -> Forecast:
         cp, s = self.cp, self.settings
@@ -551,6 +574,21 @@ class Forecaster:
         cp = self.cp
         now = cp.now()
         return await in_fork_async(lambda: what_if_of(cp, change, now, horizon_s=self.settings.horizon_s))
+
+    def refresh_soon(self) -> None:
+        """On demand, without waiting: a refresh unless one is under way or one began within
+        ``ON_DEMAND_GAP_S`` (a burst of GetJob calls for new jobs makes one forecast, not many)."""
+        loop = asyncio.get_running_loop()
+        if self._running is not None or loop.time() - self._asked < ON_DEMAND_GAP_S:
+            return
+        self._asked = loop.time()
+        self._spawned = loop.create_task(self._quietly(), name="forecast-on-demand")
+
+    async def _quietly(self) -> None:
+        try:
+            await self.refresh()
+        except ForecastError as exc:
+            log.warning("forecast failed", error=str(exc))
 
     def of(self, job_id: str) -> JobForecast | None:
         return None if self.latest is None else self.latest[job_id]
