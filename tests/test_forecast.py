@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import time
+
 import grpc
 import pytest
+from test_daemon import CLI, cli
+from test_failures import free_port
 
 from halyard.cli.client import forecast_line
 from halyard.controlplane.auth import TokenFile
 from halyard.controlplane.forecast import ForecastSettings, forecast_of, in_fork
 from halyard.datamodel import JobState
 from halyard.testing import TestCluster
+from halyard.testing.cluster import WAIT_TIMEOUT_S, small_cluster_toml
 from halyard.v1 import cluster_service_pb2 as cpb
 from halyard.v1 import cluster_service_pb2_grpc as cgrpc
 from halyard.v1 import job_service_pb2 as jpb
@@ -146,3 +153,38 @@ async def test_what_if_over_grpc_for_operators_only(tmp_path):
         assert switched.changed.unfinished == 0
         assert {r.job_id for r in tc.control_plane.core.pending} == {"head", "next", "small"}  # nothing changed
         assert not tc.control_plane.drained
+
+
+def test_the_daemon_forecasts_and_answers_what_if(tmp_path):
+    """Issue 37's "done when": `halyard job ID` on a running control plane with a queued job shows a
+    forecast, and `halyard whatif` answers on the live cluster (processes, the CLI, real gRPC)."""
+    cluster = tmp_path / "c.toml"
+    cluster.write_text(small_cluster_toml(1), encoding="utf-8")
+    target = f"127.0.0.1:{free_port()}"
+    cp = subprocess.Popen([*CLI, "controlplane", "--cluster", str(cluster), "--db", str(tmp_path / "s.db"),
+                           "--listen", target, "--speedup", "1", "--insecure", "--forecast-period-s", "0.2"],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    agent = subprocess.Popen([*CLI, "agent", "--control-plane", target, "--node", "r0-n0", "--insecure"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert cp.stdout.readline().decode().startswith("listening on")
+        deadline = time.monotonic() + WAIT_TIMEOUT_S
+        for job_id in ("j1", "j2"):  # one runs on the node's 8 GPUs, the other waits for them
+            while (sub := cli("submit", "--control-plane", target, "--id", job_id, "--model", "resnet50",
+                              "--gpus", "8", "--iterations", "200000")).returncode != 0:
+                assert time.monotonic() < deadline, sub.stderr  # the agent may not have registered yet
+                time.sleep(0.2)
+        while "forecast:" not in (shown := cli("job", "--control-plane", target, "j2").stdout):
+            assert time.monotonic() < deadline, shown
+            time.sleep(0.2)
+        (line,) = [x for x in shown.splitlines() if x.startswith("forecast:")]
+        assert "expected to start in about" in line and "UTC), finish around" in line, line
+        assert "(no new arrivals)" in line, line
+        whatif = cli("whatif", "--control-plane", target, "--cancel", "j1")
+        assert whatif.returncode == 0, whatif.stderr
+        assert "cancelling j1: avg wait" in whatif.stdout and "j2 starts" in whatif.stdout, whatif.stdout
+    finally:
+        agent.terminate()
+        cp.send_signal(signal.SIGTERM)
+        assert cp.wait(timeout=15) == 0
+        agent.wait(timeout=15)
