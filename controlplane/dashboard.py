@@ -131,8 +131,10 @@ def queue_view(cp: ControlPlane, *, limit: int = MAX_JOBS) -> dict[str, Any]:
     """The first ``limit`` pending jobs in the core's queue order (submit time, then arrival)."""
     _check_limit(limit)
     now = cp.now()
+    forecasts = cp.forecasts  # issue 37: each queued job's expected start, cluster seconds (None: not forecast)
     return {"cluster_time": now, "total": len(cp.core.pending),
-            "jobs": [job_json(cp, r, now) for r in cp.core.pending.islice(0, limit)]}
+            "jobs": [{**job_json(cp, r, now), "expected_start": forecasts and forecasts.start_of(r.job_id)}
+                     for r in cp.core.pending.islice(0, limit)]}
 
 
 def _check_limit(limit: int) -> None:

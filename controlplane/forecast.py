@@ -593,6 +593,11 @@ class Forecaster:
     def of(self, job_id: str) -> JobForecast | None:
         return None if self.latest is None else self.latest[job_id]
 
+    def start_of(self, job_id: str) -> float | None:
+        """The job's expected start in the latest forecast (None: running, or not in it)."""
+        mine = self.of(job_id)
+        return None if mine is None else mine.start
+
     def wall_time(self, t: float) -> float:
         """Unix time of cluster time ``t`` on the control plane's clock (1:1 for a manual clock)."""
         params = self.cp.clock.params()

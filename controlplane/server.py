@@ -89,7 +89,7 @@ class ControlPlaneServer:
         self.forecasts: Forecaster | None = None
         if forecast is not None:  # issue 37: Job.forecast, WhatIf
             if GRPC_FORK_SAFE:
-                self.forecasts = Forecaster(cp, forecast)
+                self.forecasts = cp.forecasts = Forecaster(cp, forecast)
                 register_metrics(self.forecasts, self.metrics.registry)
             else:
                 log.warning("forecasts off: gRPC was imported before halyard with its fork support on, so the "

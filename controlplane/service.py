@@ -33,6 +33,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -54,6 +55,9 @@ from halyard.tls import Principal
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import types_pb2 as tpb
 from halyard.wire import allocation_to_pb, node_to_pb, spec_from_pb, spec_to_pb
+
+if TYPE_CHECKING:
+    from halyard.controlplane.forecast import Forecaster
 
 log = structlog.get_logger("halyard.controlplane")
 
@@ -189,6 +193,7 @@ class ControlPlane:
         self._probe_gap = 1  # commits of one caller between probes for a second (doubles while none comes)
         self._probe_in = 1
         self.on_commit: Callable[[int], None] | None = None  # metrics hook: submissions in each commit
+        self.forecasts: Forecaster | None = None  # set by ControlPlaneServer when forecasts are on (issue 37)
 
     # --- lifecycle ----------------------------------------------------------
 

@@ -13,6 +13,7 @@ from test_failures import free_port
 
 from halyard.cli.client import forecast_line
 from halyard.controlplane.auth import TokenFile
+from halyard.controlplane.dashboard import queue_view
 from halyard.controlplane.forecast import ForecastSettings, forecast_of, in_fork
 from halyard.datamodel import JobState
 from halyard.testing import TestCluster
@@ -102,6 +103,7 @@ async def test_get_and_list_jobs_carry_the_forecast_and_its_error_is_measured():
         assert not by_id["big"].forecast.HasField("expected_start")  # running: only its finish
         assert by_id["big"].forecast.expected_finish == pytest.approx(big_finish)
         assert by_id["next"].forecast.expected_start == pytest.approx(head.forecast.expected_finish)
+        assert queue_view(tc.control_plane)["jobs"][0]["expected_start"] == pytest.approx(big_finish)  # dashboard
         line = forecast_line(head.forecast, head.forecast.made_at_unix + 20.0)
         assert line.startswith("expected to start in about ") and line.endswith("forecast made 20 s ago "
                                                                                  "(no new arrivals)")
