@@ -104,8 +104,8 @@ def main() -> None:
     args = ap.parse_args()
     trace = read_trace(args.trace).jobs[args.skip:args.skip + args.jobs]
     jobs = [dataclasses.replace(j, submit_time=j.submit_time / args.compress) for j in trace]
-    print(f"{args.jobs} Philly jobs from #{args.skip} compressed {args.compress:g}x on philly, a forecast every {args.every_min:g} min; "
-          "absolute start error, hours")
+    print(f"{args.jobs} Philly jobs from #{args.skip} compressed {args.compress:g}x on philly, a forecast every "
+          f"{args.every_min:g} min; absolute start error, hours")
     print(f"{'policy':<20} {'arrivals':<12} {'forecasts':<10} {'median':>7} {'p90':>7} {'n':>6}")
     for name in args.policies.split(","):
         errors = measure(name, jobs, args.every_min * 60.0, args.samples)
