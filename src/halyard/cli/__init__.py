@@ -35,7 +35,8 @@ class _Parser(argparse.ArgumentParser):
 COMMANDS = {
     "simulate": "simulate", "compare": "compare", "trace": "trace", "profiles": "profiles",
     "policies": "policies", "replay": "replay", "controlplane": "daemons", "agent": "daemons",
-    **dict.fromkeys(("submit", "job", "jobs", "cluster", "drain", "undrain", "cancel", "watch", "logs"), "client"),
+    **dict.fromkeys(("submit", "job", "jobs", "cluster", "drain", "undrain", "whatif", "cancel", "watch", "logs"),
+                    "client"),
     "calibrate": "calibrate", "certs": "security", "tokens": "security",
 }
 
