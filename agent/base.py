@@ -12,7 +12,9 @@ stream itself is the same for all of them:
 * on a broken stream or an unreachable control plane, reconnect with exponential backoff
   and jitter (:mod:`halyard.agent.backoff`; INVALID_ARGUMENT / FAILED_PRECONDITION /
   PERMISSION_DENIED / UNAUTHENTICATED stop the agent: the control plane refused this node or these
-  credentials; ALREADY_EXISTS, another agent holds this node, is logged and retried);
+  credentials; ALREADY_EXISTS, another agent holds this node, is retried for ``held_give_up_s``, in
+  case the holder is this node's previous agent whose end the control plane has not seen yet, and
+  then stops the agent too: a second agent for a live node would otherwise retry forever);
 * with ``tls`` the stream is mutual TLS (the node's certificate); without, plaintext
   (insecure mode, loopback);
 * every exit (but a preemption the control plane asked for) is kept until the control
@@ -22,13 +24,22 @@ stream itself is the same for all of them:
   re-run;
 * heartbeats (and the backend's progress reports) every ``heartbeat_interval_s``
   the control plane asked for;
-* a control message this agent does not know (from a newer control plane) is logged and ignored.
+* a control message this agent does not know (from a newer control plane) is logged and ignored;
+* ``target`` may list several control planes (``a:1,b:2,c:3``: an active one and standbys over one
+  PostgreSQL store, docs/operations.md "High availability"): the agent connects to one; a standby
+  answers UNAVAILABLE naming the leader (``halyard-leader`` trailing metadata), which the agent
+  connects to next, at once; any other failure moves it on to the next address. It keeps the newest
+  leadership epoch it has seen (Registered and every command carry the sender's): a Registered from an
+  older leader drops that stream, and a command from one is ignored. gRPC keepalive pings
+  (``AGENT_KEEPALIVE_S``) end a stream to a control plane that stopped answering (a paused
+  process, a cut network) in seconds, well within a lease, so the agent looks for the next leader.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator
 
@@ -41,7 +52,8 @@ from halyard.agent.profiling import refused
 from halyard.clock import Clock, ClockParams, clock_from_params
 from halyard.datamodel import Cluster, Node, cluster_digest
 from halyard.datamodel.limits import MAX_JOB_ID
-from halyard.tls import ClientTLS
+from halyard.peer_enums import UnknownEnums
+from halyard.tls import NEEDS_TLS, NOT_TLS, UNKNOWN_CA, WRONG_NAME, ClientTLS, tls_mismatch
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import agent_service_pb2_grpc as agrpc
 from halyard.v1.types_pb2 import NodeSpec
@@ -54,8 +66,29 @@ __all__ = ["FATAL_CODES", "StreamAgent"]
 MAX_FINISHED_PARTS = 4096  # finished non-leader parts remembered (only a reconnect needs them)
 DIGEST_SHOWN = 12  # hex digits of a cluster file's SHA-256 in messages: enough to tell two apart by eye
 LEAVE_WAIT_S = 5.0  # how long a leaving agent waits for the control plane to close its stream (our choice)
+# A connection whose control plane does not answer a ping for AGENT_KEEPALIVE_TIMEOUT_S after
+# AGENT_KEEPALIVE_S is closed: a paused leader (SIGSTOP) is left in ~10 s, within the default 15 s lease.
+# Our choice; the server allows pings this frequent (controlplane/server.py SERVER_OPTIONS).
+AGENT_KEEPALIVE_S = 5.0
+AGENT_KEEPALIVE_TIMEOUT_S = 5.0
+KEEPALIVE_OPTIONS = (("grpc.keepalive_time_ms", int(AGENT_KEEPALIVE_S * 1000)),
+                     ("grpc.keepalive_timeout_ms", int(AGENT_KEEPALIVE_TIMEOUT_S * 1000)),
+                     ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0))
+# With several control planes: how long a connection may take before the agent tries the next address
+# (a paused process accepts TCP connections in its kernel but never answers on them).
+CONNECT_WAIT_S = 5.0
+LEADER_METADATA_KEY = "halyard-leader"  # as controlplane/leadership.py names it
 FATAL_CODES = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
                grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
+# How long an agent refused because another agent holds its node (ALREADY_EXISTS) keeps trying before it
+# stops: three of the control plane's default heartbeat timeouts (5 s), the longest a dead holder's
+# half-open stream counts as live. Our choice: a restarted agent outlives its predecessor's stream, a
+# second agent started by mistake says so and exits.
+HELD_GIVE_UP_S = 15.0
+
+
+class StaleLeader(Exception):
+    """A control plane whose leadership epoch is older than one this agent has seen."""
 
 
 class StreamAgent:
@@ -66,8 +99,15 @@ class StreamAgent:
 
     def __init__(self, target: str, node: Node | str, *, shared_clock: Clock | None = None,
                  tls: ClientTLS | None = None, cluster: ClusterCopy | None = None,
-                 backoff: Backoff | None = None, channel_options: tuple[tuple[str, object], ...] = ()) -> None:
-        self.target = target
+                 backoff: Backoff | None = None, channel_options: tuple[tuple[str, object], ...] = (),
+                 held_give_up_s: float = HELD_GIVE_UP_S) -> None:
+        self.targets = [t.strip() for t in target.split(",") if t.strip()] or [target]
+        self.target = self.targets[0]  # the control plane connected to (or tried) now
+        self.leader_epoch = 0  # the newest leadership epoch seen (0: control planes without leadership)
+        self._redirected = False  # a standby named the leader: connect to it without waiting
+        self.held_give_up_s = held_give_up_s
+        self._held_since: float | None = None  # first ALREADY_EXISTS of the refusals in a row
+        self._tls_said: str | None = None  # the TLS disagreement last logged (said once, not every retry)
         # gRPC channel arguments; many agents in one process (the fleet benchmark) pass
         # ("grpc.use_local_subchannel_pool", 1) so each has its own connection, as separate machines would.
         self.channel_options = channel_options
@@ -96,6 +136,7 @@ class StreamAgent:
         # A fault to inject (TestCluster.freeze_agent): while set, no heartbeat or progress report
         # leaves, as from a hung node whose connection stays up.
         self.frozen = False
+        self.unknown_enums = UnknownEnums()  # enum values a newer control plane sent (peer_enums.py)
 
     # --- lifecycle ----------------------------------------------------------
 
@@ -156,22 +197,79 @@ class StreamAgent:
                 if asyncio.current_task().cancelling():
                     raise  # the agent itself is stopping
                 log.info("stream cut, reconnecting", node=self.node_name)  # only the call was cancelled
+            except (StaleLeader, TimeoutError) as exc:
+                log.info("control plane not usable, trying the next", node=self.node_name, target=self.target,
+                         error=str(exc) or "no answer")
+                self._next_target()
             except grpc.aio.AioRpcError as exc:
+                self._follow(exc)
                 if exc.code() in FATAL_CODES:
                     log.error("control plane refused this agent", node=self.node_name, code=exc.code().name,
                               error=exc.details())
                     raise
                 if exc.code() == grpc.StatusCode.ALREADY_EXISTS:
-                    log.error("another agent holds this node; retrying", node=self.node_name, error=exc.details())
+                    self._held(exc)
                 else:
-                    log.info("control plane unreachable, retrying", node=self.node_name, code=exc.code().name)
+                    self._unreachable(exc)
             finally:
                 self.connected.clear()
                 self._outbox = self._stream_outbox = None
             if self._leave_sent:
                 return  # Leaving went on a call that failed: not retried (that would register the node again)
+            delay = 0.0 if self._redirected else self.backoff.next_delay()
+            self._redirected = False
             with contextlib.suppress(TimeoutError):  # leave() ends the wait: its call goes at once
-                await asyncio.wait_for(self._leave_now.wait(), self.backoff.next_delay())
+                await asyncio.wait_for(self._leave_now.wait(), delay)
+
+    def _next_target(self) -> None:
+        if len(self.targets) > 1:
+            i = self.targets.index(self.target) if self.target in self.targets else -1
+            self.target = self.targets[(i + 1) % len(self.targets)]
+
+    def _follow(self, exc: grpc.aio.AioRpcError) -> None:
+        """After a failed call: to the leader a standby named, else (several addresses) to the next."""
+        leader = ""
+        if exc.code() == grpc.StatusCode.UNAVAILABLE:
+            leader = next((str(v) for k, v in (exc.trailing_metadata() or ()) if k == LEADER_METADATA_KEY), "")
+        if leader and leader != self.target:
+            log.info("following the leader", node=self.node_name, standby=self.target, leader=leader)
+            self.target, self._redirected = leader, True
+        elif exc.code() not in FATAL_CODES:
+            self._next_target()
+
+    def _unreachable(self, exc: grpc.aio.AioRpcError) -> None:
+        """No stream: logged as unreachable, or, once per streak, as the TLS disagreement it shows."""
+        kind = tls_mismatch(exc.details() or "", plaintext=self.tls is None)
+        if kind is None:
+            log.info("control plane unreachable, retrying", node=self.node_name, code=exc.code().name)
+            return
+        if kind == self._tls_said:
+            log.info("cannot connect, as logged above; retrying", node=self.node_name)
+            return
+        self._tls_said = kind
+        ca = (self.tls.ca_file or "its CA") if self.tls is not None else ""
+        why = {NEEDS_TLS: "the control plane closed the plaintext stream: it may require TLS; give --certs DIR "
+                          "instead of --insecure",
+               NOT_TLS: "the control plane does not speak TLS (started with --insecure?); give --insecure instead "
+                        "of --certs",
+               UNKNOWN_CA: f"the control plane's certificate is not signed by this agent's CA ({ca}); give the "
+                           "--certs directory of this cluster's CA",
+               WRONG_NAME: "the control plane's certificate does not name the host in --control-plane; dial a "
+                           "name it was issued for (`halyard certs init --server-name HOST`)"}[kind]
+        log.error(f"cannot connect: {why}; retrying", node=self.node_name, control_plane=self.target)
+
+    def _held(self, exc: grpc.aio.AioRpcError) -> None:
+        """Another agent holds this node: retry while it may be this node's previous agent going away,
+        then stop (re-raise ``exc``) saying so."""
+        now = time.monotonic()
+        if self._held_since is None:
+            self._held_since = now
+            log.warning("another agent holds this node; retrying in case it is this node's previous agent "
+                        "going away", node=self.node_name, gives_up_in_s=self.held_give_up_s, error=exc.details())
+        if now - self._held_since >= self.held_give_up_s:
+            log.error("another agent holds this node; this one stops (stop the other agent first, or give this "
+                      "one the --node it should serve)", node=self.node_name, error=exc.details())
+            raise exc
 
     # --- the stream -----------------------------------------------------------
 
@@ -181,16 +279,28 @@ class StreamAgent:
         if self._leaving:  # leave() ran between connections: this call only says so
             self._send_leaving(outbox)
         self._stream_outbox = outbox
-        channel = (grpc.aio.secure_channel(self.target, self.tls.credentials(), options=self.channel_options)
-                   if self.tls is not None else grpc.aio.insecure_channel(self.target, options=self.channel_options))
+        options = (*KEEPALIVE_OPTIONS, *self.channel_options)
+        channel = (grpc.aio.secure_channel(self.target, self.tls.credentials(), options=options)
+                   if self.tls is not None else grpc.aio.insecure_channel(self.target, options=options))
         async with channel:
+            if len(self.targets) > 1:  # a control plane that accepts but never answers: try the next
+                await asyncio.wait_for(channel.channel_ready(), CONNECT_WAIT_S)
             call = agrpc.AgentServiceStub(channel).Connect(_drain(outbox))
             self._call = call
             heartbeat: asyncio.Task[None] | None = None
             try:
                 async for msg in call:
                     kind = msg.WhichOneof("body")
+                    if msg.leader_epoch and msg.leader_epoch < self.leader_epoch:
+                        if kind == "registered":
+                            raise StaleLeader(f"{self.target} leads epoch {msg.leader_epoch}, older than "
+                                              f"{self.leader_epoch}")
+                        log.warning("command from an older leader ignored", node=self.node_name, kind=kind,
+                                    epoch=msg.leader_epoch, newest=self.leader_epoch)
+                        continue
+                    self.leader_epoch = max(self.leader_epoch, msg.leader_epoch)
                     if kind == "registered":
+                        self._held_since = self._tls_said = None
                         self._on_registered(msg.registered)
                         self._outbox = outbox
                         for report in self._unacked.values():
@@ -234,7 +344,11 @@ class StreamAgent:
     def _on_registered(self, registered: apb.Registered) -> None:
         self._take_cluster(registered)
         c = registered.clock
-        params = ClockParams("manual" if c.kind == apb.MANUAL else "scaled", c.wall_origin_unix_s,
+        # A clock kind newer than this agent (docs/api.md, "Unknown enum values") is read as ACCELERATED:
+        # cluster time from the origins and speedup sent (a speedup of 0 read as 1, real time).
+        kind = self.unknown_enums.read(apb.ClockKind, c.kind, message="Registered", field="clock.kind",
+                                       default=apb.ACCELERATED, peer=self.target)
+        params = ClockParams("manual" if kind == apb.MANUAL else "scaled", c.wall_origin_unix_s,
                              c.cluster_origin_s, c.speedup or 1.0)
         self.clock_params = params
         self.clock = clock_from_params(params, shared=self.shared_clock)

@@ -110,7 +110,10 @@ class EmulatedAgent(StreamAgent):
         busy = sum(len(p.gpus) for j in self.jobs.values() for p in j.allocation.nodes if p.node == self.node_name)
         total = self.cluster.node(self.node_name).gpus
         healthy, detail = self.health
-        return apb.Heartbeat(cluster_time=now, gpu_utilization=busy / total if total else 0.0, healthy=healthy,
+        # A launch can reach the agent before the preemption of the job it replaces ends, so the held
+        # GPUs may briefly count twice; a share above 1 is refused by the control plane's report checks.
+        return apb.Heartbeat(cluster_time=now, gpu_utilization=min(busy, total) / total if total else 0.0,
+                             healthy=healthy,
                              detail=detail)
 
     def progress_reports(self, now: float) -> list[apb.Progress]:

@@ -5,7 +5,8 @@ It speaks the same AgentService stream as the emulated agent
 differs:
 
 * **Launch** starts ``JobSpec.command`` once on this node (the job's share of
-  the node), with the ``HALYARD_*`` environment of :mod:`halyard.agent.worker`,
+  the node), with the ``HALYARD_*`` environment of :mod:`halyard.agent.worker`
+  over an allow-list of the agent's own (:mod:`halyard.agent.jobenv`), never all of it,
   through :mod:`halyard.agent.spawn` so that the CPU cores are pinned
   (``sched_setaffinity``) and the process joins a cgroup v2 with ``memory.max``
   before it runs a line of the script. Where the machine gives no cgroup v2
@@ -47,6 +48,7 @@ import asyncio
 import collections
 import contextlib
 import json
+import math
 import os
 import pwd
 import shutil
@@ -60,7 +62,8 @@ from pathlib import Path
 import structlog
 
 from halyard.agent.base import StreamAgent
-from halyard.agent.joblogs import DEFAULT_MAX_BYTES, READ_MAX_BYTES, CappedLog, read_log
+from halyard.agent.jobenv import EnvironmentAllowList
+from halyard.agent.joblogs import DEFAULT_MAX_BYTES, READ_MAX_BYTES, CappedLog, open_dir, read_log
 from halyard.agent.profiling import model_for, model_profiling, refused
 from halyard.agent.worker import clock_env, time_shift_env
 from halyard.clock import Clock
@@ -172,8 +175,10 @@ class ProcessAgent(StreamAgent):
 
     def __init__(self, target: str, node: Node | str, *, work_dir: str | Path, shared_clock: Clock | None = None,
                  hosts: dict[str, str] | None = None, enforcement: Enforcement | None = None,
-                 run_as: str | None = None, log_max_bytes: int = DEFAULT_MAX_BYTES, **stream: object) -> None:
+                 run_as: str | None = None, log_max_bytes: int = DEFAULT_MAX_BYTES, pass_env: tuple[str, ...] = (),
+                 **stream: object) -> None:
         super().__init__(target, node, shared_clock=shared_clock, **stream)
+        self.env_allow = EnvironmentAllowList(pass_env)  # what a job inherits of the agent's environment
         if log_max_bytes < 1024:
             raise ValidationError(f"must be at least 1 KiB, got {log_max_bytes} bytes", field="--log-max-mb")
         self.log_max_bytes = log_max_bytes
@@ -214,6 +219,11 @@ class ProcessAgent(StreamAgent):
     # --- lifecycle ----------------------------------------------------------------
 
     async def run(self) -> None:
+        await self.serve_workers()
+        await super().run()
+
+    async def serve_workers(self) -> None:
+        """Open the Unix socket the jobs' workers report on (once; :meth:`run` does it first)."""
         if self._server is None:
             # Unix socket paths are limited to ~108 bytes, so the socket lives in a short temp dir.
             self._socket_dir = tempfile.mkdtemp(prefix="halyard-agent-")  # 0700: the agent's user only
@@ -221,7 +231,6 @@ class ProcessAgent(StreamAgent):
             self._server = await asyncio.start_unix_server(self._on_worker, path=self.socket_path)
             if self.run_as is not None:  # the jobs' user reaches the socket; nobody else does
                 os.chown(self._socket_dir, self.run_as.uid, self.run_as.gid)
-        await super().run()
 
     async def stop_jobs(self) -> None:
         """The agent is going away: kill what it runs (a killed agent's jobs die with it)."""
@@ -385,6 +394,7 @@ class ProcessAgent(StreamAgent):
             "HALYARD_GPUS": ",".join(str(g) for g in share.gpus) if share else "",
             **_worker_environment(job.allocation, share),
             "RANK": str(rank), "WORLD_SIZE": str(len(nodes)), "MASTER_ADDR": master, "MASTER_PORT": str(port),
+            "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",  # one process per node: the job's share of it
             "OMP_NUM_THREADS": str(len(job.cores) or 1),
         }
         if job.time_shift is not None:  # present = a shift (0 s included)
@@ -394,7 +404,9 @@ class ProcessAgent(StreamAgent):
         user = {}
         if self.run_as is not None:
             user = {"HOME": self.run_as.home, "USER": self.run_as.name, "LOGNAME": self.run_as.name}
-        return os.environ | user | halyard | dict(job.spec.env) | self.extra_environment(job)
+        # An allow-list of the agent's environment, never all of it (jobenv.py): its credentials stay its own.
+        inherited = self.env_allow.inherited(os.environ)
+        return inherited | user | halyard | dict(job.spec.env) | self.extra_environment(job)
 
     def extra_environment(self, job: ProcessJob) -> dict[str, str]:
         """What a subclass adds (the gpu backend: CUDA_VISIBLE_DEVICES)."""
@@ -459,6 +471,7 @@ class ProcessAgent(StreamAgent):
             await asyncio.wait_for(job.pump, WORKER_DRAIN_S)
         except TimeoutError:
             log.warning("the job's output pipe stayed open after it exited", node=self.node_name, job=job.job_id)
+        last_words = job.output.tail(OUTPUT_TAIL_CHARS)
         job.output.close()
         if job.writer is not None:  # read what the worker said last ("done") before judging the exit
             with contextlib.suppress(TimeoutError):
@@ -472,7 +485,7 @@ class ProcessAgent(StreamAgent):
             how = f"exit code {code}" if code >= 0 else f"killed by {signal.Signals(-code).name}"
             if code == 0:
                 how += f" before its last iteration ({job.iterations_done:g} of {job.total})"
-            self._end(job, apb.EXIT_FAILED, f"{how}: {_tail(job.log_path)}")
+            self._end(job, apb.EXIT_FAILED, f"{how}: {_tail(last_words)}")
 
     def inside_work_dir(self, *parts: str) -> Path:
         """``work_dir/parts...``, refused (ValidationError) unless it resolves to a path under ``work_dir``."""
@@ -483,17 +496,25 @@ class ProcessAgent(StreamAgent):
         return path
 
     def _job_files(self, job: ProcessJob):
-        """The job's checkpoint directory (made, and given to the run-as user) and its log file (opened
-        without following a link), both checked to lie under ``work_dir``."""
-        logs = self.inside_work_dir("logs")
-        logs.mkdir(parents=True, exist_ok=True)
-        checkpoints = self.inside_work_dir("checkpoints", job.job_id)
-        checkpoints.mkdir(parents=True, exist_ok=True)
-        self.inside_work_dir("checkpoints", job.job_id)  # again, now that it exists (no link planted meanwhile)
-        if self.run_as is not None:
-            os.chown(checkpoints, self.run_as.uid, self.run_as.gid, follow_symlinks=False)
+        """The job's checkpoint directory (made, and given to the run-as user) and its log file, both checked
+        to lie under ``work_dir`` and then made and opened step by step through directory descriptors that
+        follow no link (:func:`joblogs.open_dir`): a link a job plants meanwhile fails the call (ELOOP),
+        it never leads the agent outside ``work_dir``."""
+        self.inside_work_dir("logs")
+        self.inside_work_dir("checkpoints", job.job_id)
         log_path = self._log_path(job.job_id, job.attempt)
-        return log_path, CappedLog(log_path, self.log_max_bytes)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        checkpoints = open_dir(self.work_dir, "checkpoints", job.job_id, create=True)
+        try:
+            if self.run_as is not None:
+                os.fchown(checkpoints, self.run_as.uid, self.run_as.gid)
+        finally:
+            os.close(checkpoints)
+        logs = open_dir(self.work_dir, "logs", create=True)
+        try:
+            return log_path, CappedLog(log_path, self.log_max_bytes, dir_fd=logs)
+        finally:
+            os.close(logs)
 
     def _log_path(self, job_id: str, attempt: int) -> Path:
         return self.inside_work_dir("logs", f"{job_id}-{attempt}-{self.node_name}.log".replace("/", "_"))
@@ -504,8 +525,12 @@ class ProcessAgent(StreamAgent):
         try:
             check_name(body.job_id, "read_log.job_id", MAX_JOB_ID)
             path = self._log_path(body.job_id, body.attempt)
-            answer.offset, answer.data = read_log(path, body.offset, min(body.max_bytes or READ_MAX_BYTES,
-                                                                         READ_MAX_BYTES))
+            logs = open_dir(self.work_dir, "logs")  # no link followed on the way (nor at the files)
+            try:
+                answer.offset, answer.data = read_log(path, body.offset, min(body.max_bytes or READ_MAX_BYTES,
+                                                                             READ_MAX_BYTES), dir_fd=logs)
+            finally:
+                os.close(logs)
         except FileNotFoundError:
             answer.error = f"no output of job {body.job_id!r} attempt {body.attempt} on node {self.node_name}"
         except (OSError, ValidationError) as exc:
@@ -564,38 +589,48 @@ class ProcessAgent(StreamAgent):
         job: ProcessJob | None = None
         try:
             while line := await reader.readline():
-                message = json.loads(line)
-                kind = message.get("type")
-                if kind == "hello":
-                    key = (str(message.get("job_id")), int(message.get("attempt", 0)))
-                    job = self.jobs.get(key[0]) if key not in self._stopping else self._stopping[key]
-                    if job is None or job.attempt != key[1]:
-                        log.warning("a worker of no job of ours connected", node=self.node_name, hello=message)
+                try:
+                    message = json.loads(line)
+                    kind = message.get("type")
+                    if kind == "hello":
+                        key = (str(message.get("job_id")), int(message.get("attempt", 0)))
+                        job = self.jobs.get(key[0]) if key not in self._stopping else self._stopping[key]
+                        if job is None or job.attempt != key[1]:
+                            log.warning("a worker of no job of ours connected", node=self.node_name,
+                                        hello=str(message)[:MAX_JOB_ID])
+                            return
+                        job.writer = writer
+                        if job.time_shift is not None:
+                            job.tell(_shift_message(job.time_shift))
+                    elif job is None:
                         return
-                    job.writer = writer
-                    if job.time_shift is not None:
-                        job.tell(_shift_message(job.time_shift))
-                elif job is None:
-                    return
-                elif kind == "iteration":
-                    job.iterations_done = float(message["index"])
-                    job.recent.append(float(message.get("duration_s", 0.0)))
-                    if message.get("drift_s") is not None:
-                        job.drift_s = float(message["drift_s"])
-                elif kind == "checkpoint":
-                    job.checkpoint = int(message["iteration"])
-                elif kind == "done":
-                    job.finished = int(message.get("iterations", 0)) >= job.total
-                elif kind == "preempted":
-                    job.checkpoint = int(message.get("checkpoint", job.checkpoint))
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("bad message from a worker", node=self.node_name, error=str(exc))
+                    else:
+                        self._worker_said(job, kind, message)
+                except (ValueError, KeyError, TypeError, AttributeError) as exc:  # this message only: the next may do
+                    log.warning("bad message from a worker", node=self.node_name, error=str(exc)[:MAX_JOB_ID])
         except ConnectionError:
             pass
         finally:
             writer.close()
             if job is not None:
                 job.disconnected.set()
+
+    @staticmethod
+    def _worker_said(job: ProcessJob, kind: object, message: dict) -> None:
+        """A report of the job's worker (its own numbers: finite, or the message is refused)."""
+        if kind == "iteration":
+            index, duration = _finite(message["index"]), _finite(message.get("duration_s", 0.0))
+            drift = _finite(message["drift_s"]) if message.get("drift_s") is not None else None
+            job.iterations_done = index
+            job.recent.append(duration)
+            if drift is not None:
+                job.drift_s = drift
+        elif kind == "checkpoint":
+            job.checkpoint = int(message["iteration"])
+        elif kind == "done":
+            job.finished = int(message.get("iterations", 0)) >= job.total
+        elif kind == "preempted":
+            job.checkpoint = int(message.get("checkpoint", job.checkpoint))
 
 
 async def _pump(stream: asyncio.StreamReader | None, output: CappedLog) -> None:
@@ -607,6 +642,15 @@ async def _pump(stream: asyncio.StreamReader | None, output: CappedLog) -> None:
             output.write(chunk)
         except OSError as exc:  # a full disk: keep draining the pipe, or the job blocks on its writes
             log.warning("cannot write the job's output", path=str(output.path), error=str(exc))
+
+
+def _finite(value: object) -> float:
+    """A number a job's worker sent, as a float; ValueError for NaN or an infinity (json reads both), which
+    would make every Progress of the job out of range at the control plane."""
+    number = float(value)  # type: ignore[arg-type]
+    if not math.isfinite(number):
+        raise ValueError(f"not a finite number: {value!r}")
+    return number
 
 
 def _shift_of(allocation: Allocation) -> tuple[float, float, float] | None:
@@ -702,11 +746,6 @@ def _remove_cgroup(job: ProcessJob) -> None:
         job.cgroup = None
 
 
-def _tail(path: Path | None) -> str:
-    if path is None:
-        return ""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace").strip()
-    except OSError:
-        return ""
-    return text[-OUTPUT_TAIL_CHARS:].replace("\n", " | ") or "(no output)"
+def _tail(text: str) -> str:
+    """A failed job's last output for its Exited.message, on one line."""
+    return text.strip()[-OUTPUT_TAIL_CHARS:].replace("\n", " | ") or "(no output)"

@@ -7,7 +7,9 @@
   SHA-256 of each secret (the secrets are 256 random bits, so a plain hash is as
   good as a slow one); ``halyard tokens create|revoke|list`` edits it and the
   control plane reads it again whenever it changes, so a revocation takes effect
-  on the next call.
+  on the next call. A token may carry an expiry (``--expires-in 30d``); an expired
+  token is refused like a revoked one, with a message that says it expired. A file
+  without expiries (older ones) means tokens that never expire.
 * **Insecure mode** (``--insecure``, loopback only): with no token file every
   caller is an operator and any agent may register as any node; with one, clients
   still need a token.
@@ -19,10 +21,12 @@ submits jobs into its tenant; an *operator* sees everything and drains nodes; an
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -43,6 +47,9 @@ TOKEN_ROLES = (ROLE_TENANT_USER, ROLE_OPERATOR)  # agents authenticate with node
 INSECURE_OPERATOR = Principal(ROLE_OPERATOR, "insecure", via="insecure")
 INSECURE_AGENT = Principal(ROLE_AGENT, "insecure", via="insecure")
 MAX_TOKEN_CHARS = 200
+DURATION_UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+MAX_TOKEN_LIFETIME_S = 10 * 365 * 86400.0  # ten years, as the certificates `halyard certs init` makes
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 
 
 class TokenFileError(HalyardError):
@@ -57,9 +64,28 @@ class TokenEntry:
     tenant: str
     sha256: str
     created: float
+    expires: float | None = None  # Unix time; None: never (every token of a file written before expiries)
 
     def principal(self) -> Principal:
         return Principal(self.role, self.name, tenant=self.tenant, via="token")
+
+    def expired(self, now: float) -> bool:
+        return self.expires is not None and now >= self.expires
+
+
+def utc(t: float) -> str:
+    """A Unix time as the token commands and messages show it."""
+    return datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def parse_duration(text: str, field: str = "--expires-in") -> float:
+    """Seconds in ``30d``, ``12h``, ``90m``, ``45s`` or ``2w`` (a positive number and one unit)."""
+    match = _DURATION.fullmatch(text.strip())
+    seconds = float(match.group(1)) * DURATION_UNITS_S[match.group(2)] if match else 0.0
+    if not 0 < seconds <= MAX_TOKEN_LIFETIME_S:
+        raise ValidationError(f"expected a positive duration of at most ten years such as 30d, 12h, 90m, 45s or 2w, "
+                              f"got {text!r}", field=field)
+    return seconds
 
 
 def _digest(secret: str) -> str:
@@ -76,8 +102,10 @@ class TokenFile:
 
     # --- the operator's commands --------------------------------------------------------
 
-    def create(self, name: str, role: str, tenant: str = "") -> tuple[str, TokenEntry]:
-        """A new token (returned once, in full; only its hash is stored)."""
+    def create(self, name: str, role: str, tenant: str = "",
+               expires_in_s: float | None = None) -> tuple[str, TokenEntry]:
+        """A new token (returned once, in full; only its hash is stored), valid for ``expires_in_s``
+        seconds from now (None: until revoked)."""
         check_name(name, "--name", MAX_USER)
         if role not in TOKEN_ROLES:
             raise ValidationError(f"must be one of {', '.join(TOKEN_ROLES)} (agents use node certificates)",
@@ -90,7 +118,9 @@ class TokenFile:
         if any(e.name == name for e in entries.values()):
             raise ValidationError(f"a token named {name!r} exists; revoke it first", field="--name")
         token_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
-        entry = TokenEntry(token_id, name, role, tenant, _digest(secret), round(time.time(), 3))
+        now = round(time.time(), 3)
+        entry = TokenEntry(token_id, name, role, tenant, _digest(secret), now,
+                           None if expires_in_s is None else round(now + expires_in_s, 3))
         entries[token_id] = entry
         self._save(entries)
         return f"{TOKEN_PREFIX}_{token_id}_{secret}", entry
@@ -110,7 +140,7 @@ class TokenFile:
     # --- the control plane ----------------------------------------------------------------
 
     def check(self, token: str) -> Principal:
-        """The principal of a presented token; :class:`Unauthenticated` if it is unknown or revoked."""
+        """The principal of a presented token; :class:`Unauthenticated` if it is unknown, revoked or expired."""
         prefix, _, rest = token.partition("_")
         token_id, _, secret = rest.partition("_")
         if prefix != TOKEN_PREFIX or not token_id or not secret or len(token) > MAX_TOKEN_CHARS:
@@ -118,6 +148,9 @@ class TokenFile:
         entry = self._current().get(token_id)
         if entry is None or not hmac.compare_digest(entry.sha256, _digest(secret)):
             raise Unauthenticated("unknown or revoked token")
+        if entry.expired(time.time()):
+            raise Unauthenticated(f"token {entry.name!r} ({entry.id}) expired at {utc(entry.expires or 0)}; "
+                                  "ask an operator for a new one (`halyard tokens create --expires-in`)")
         return entry.principal()
 
     def _current(self) -> dict[str, TokenEntry]:
@@ -150,13 +183,15 @@ class TokenFile:
         try:
             rows = json.loads(text)["tokens"]
             return {r["id"]: TokenEntry(r["id"], r["name"], r["role"], r.get("tenant", ""), r["sha256"],
-                                        float(r.get("created", 0))) for r in rows}
+                                        float(r.get("created", 0)),
+                                        None if r.get("expires") is None else float(r["expires"])) for r in rows}
         except (ValueError, KeyError, TypeError) as exc:
             raise TokenFileError(f"{self.path}: not a Halyard token file: {exc}") from None
 
     def _save(self, entries: dict[str, TokenEntry]) -> None:
         rows = [{"id": e.id, "name": e.name, "role": e.role, "tenant": e.tenant, "sha256": e.sha256,
-                 "created": e.created} for e in entries.values()]
+                 "created": e.created, **({} if e.expires is None else {"expires": e.expires})}
+                for e in entries.values()]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -173,6 +208,17 @@ class Authenticator:
         self.secure = secure
         self.tokens = tokens
 
+    @property
+    def open(self) -> bool:
+        """Insecure mode without a token file: every client is an operator, nothing is checked."""
+        return not self.secure and self.tokens is None
+
+    def bearer(self, token: str) -> Principal:
+        """The principal of a bearer token, on any surface (gRPC metadata, HTTP header, dashboard session)."""
+        if self.tokens is None:
+            raise Unauthenticated("this control plane takes no tokens (it was started without --tokens)")
+        return self.tokens.check(token)
+
     def principal(self, context: grpc.aio.ServicerContext) -> Principal:
         # Only TLS carries certificates: insecure mode skips building the call's auth context.
         certs = (context.auth_context() or {}).get("x509_pem_cert") if self.secure else None
@@ -184,10 +230,8 @@ class Authenticator:
             return who
         token = _bearer(context)
         if token is not None:
-            if self.tokens is None:
-                raise Unauthenticated("this control plane takes no tokens (it was started without --tokens)")
-            return self.tokens.check(token)
-        if not self.secure and self.tokens is None:
+            return self.bearer(token)
+        if self.open:
             return INSECURE_OPERATOR
         raise Unauthenticated("no credentials: send 'authorization: Bearer TOKEN' (`halyard tokens create`) "
                               "or connect with a client certificate")
@@ -220,11 +264,16 @@ class Authenticator:
         return who
 
 
+def bearer_token(value: str, where: str = "metadata") -> str:
+    """TOKEN of an ``authorization: Bearer TOKEN`` value (gRPC metadata or HTTP header)."""
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthenticated(f"the authorization {where} must be 'Bearer TOKEN'")
+    return token.strip()
+
+
 def _bearer(context: grpc.aio.ServicerContext) -> str | None:
     for key, value in context.invocation_metadata() or ():
         if key == "authorization":
-            scheme, _, token = str(value).partition(" ")
-            if scheme.lower() != "bearer" or not token:
-                raise Unauthenticated("the authorization metadata must be 'Bearer TOKEN'")
-            return token.strip()
+            return bearer_token(str(value))
     return None

@@ -19,6 +19,7 @@ For persistence the core hands out what changed since the last call
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from collections import Counter
@@ -27,6 +28,7 @@ from types import MappingProxyType
 
 from sortedcontainers import SortedKeyList
 
+from halyard.controlplane.backends import EMULATES, RUNS_COMMANDS, NodeBackends, describe_kind, job_kind, no_node_for
 from halyard.controlplane.eventlog import EventLog, describe
 from halyard.controlplane.passtimes import PassTimes
 from halyard.controlplane.records import JobRecord
@@ -45,6 +47,7 @@ from halyard.datamodel import (
 from halyard.datamodel.limits import MAX_ITERATIONS
 from halyard.emulator import PerformanceModel
 from halyard.emulator.parallel import UnsupportedParallelismError
+from halyard.plural import plural
 from halyard.policies import (
     Action,
     ClusterFacts,
@@ -84,14 +87,23 @@ class _Quiet:
     view: ClusterView
     events: int  # the log's length then: every change the core makes to a job is an event
     schedulable: bytes  # the nodes' schedulable flags then: the rest of what the free resources say
+    policy: Policy  # the instance that made the pass
     until: float | None = None  # the policy's quiet_until(view), once asked
 
 
 class SchedulingCore:
     def __init__(self, cluster: Cluster, policy: Policy, perf: PerformanceModel,
-                 *, round_s: float = 300.0, round_slack_s: float = ROUND_BOUNDARY_TOLERANCE_S) -> None:
+                 *, round_s: float = 300.0, round_slack_s: float = ROUND_BOUNDARY_TOLERANCE_S,
+                 backends: bool = False) -> None:
         self.cluster = cluster
         self.policy = policy
+        # Mixed clusters (controlplane/backends.py): each node's kind, as its agent said, and the live
+        # (pending or running) jobs of each kind. With ``backends`` (the gRPC control plane) a fresh copy
+        # of the policy is kept now, before any pass, for the jobs with a command: a policy's instance
+        # keeps state about the jobs it schedules, so the two kinds never share one.
+        self.backends = NodeBackends(len(cluster.nodes))
+        self._live: Counter[int] = Counter()
+        self._command_policy: Policy | None = _fresh_copy(policy) if backends else None
         self.perf = perf
         self.round_s = round_s
         self.round_slack_s = round_slack_s  # ClusterView.round_slack_s: how late a round's pass may run
@@ -126,6 +138,7 @@ class SchedulingCore:
         # A job's reason from an earlier pass is written to its record when a pass stops looking at it.
         self._told: Mapping[str, Unplaced] = {}
         self._otherwise: Unplaced | None = None
+        self._otherwise_by_kind: dict[int, Unplaced] | None = None  # a split pass's, per job kind
         self.pass_seconds = PassTimes()  # wall seconds of the passes: count, sum, max, a bounded sample
         # Changes not yet handed out by take_changes(): jobs the core changed, the
         # epoch of each running job then (drivers change rates, which bumps it),
@@ -164,6 +177,7 @@ class SchedulingCore:
                                   field="duration_s" if spec.duration_s else "iterations")
         record = JobRecord(spec, len(self.records), iterations, ideal, now)
         self.records[spec.job_id] = record
+        self._live[job_kind(spec)] += 1
         self._changed.add(spec.job_id)
         self._enqueue(record)
         self.log.append(now, spec.job_id, EventKind.SUBMITTED, JobState.PENDING, self.ignored_fields(spec))
@@ -226,44 +240,124 @@ class SchedulingCore:
 
         The policy learns from the pass only through ``on_applied`` after the plan is
         applied, or ``on_rejected`` if the core refuses it (Kubernetes' Reserve/Unreserve).
+        In a cluster of mixed backends a pass runs once per kind of job (:meth:`_schedule_split`).
         """
+        split = self.backends.split(self.free.schedulable, self._live)
+        if split is not None:
+            return self._schedule_split(now, split)
+        policy = self._policy_for(RUNS_COMMANDS if self.backends.known and not self._live[EMULATES]
+                                  and self._live[RUNS_COMMANDS] else EMULATES)
         quiet = self._quiet
-        if quiet is not None and quiet.events == len(self.log) and quiet.schedulable == self.free.schedulable.tobytes():
+        if (quiet is not None and quiet.policy is policy and quiet.events == len(self.log)
+                and quiet.schedulable == self.free.schedulable.tobytes()):
             if quiet.until is None:
-                quiet.until = self.policy.quiet_until(quiet.view)
+                quiet.until = policy.quiet_until(quiet.view)
             if now < quiet.until:
                 self.skipped_passes += 1  # the last pass planned nothing and this one would, word for word
                 return []
         started = time.perf_counter()
         view = self.view(now)
         state = PassState()
-        plan = self.policy.schedule(view, state)
+        plan = policy.schedule(view, state)
         try:
             applied = self.apply(plan, now)
         except PlanError:
-            self.policy.on_rejected(view, plan, state)
+            policy.on_rejected(view, plan, state)
             raise
-        self.policy.on_applied(view, plan, state)
+        policy.on_applied(view, plan, state)
         self.passes += 1
-        self._note_reasons(plan)
+        self._note_reasons(plan.unplaced, plan.otherwise)
         self._quiet = None
         if not plan.actions:
             # Every change the core makes to a job is an event, so the log's length stands for the jobs'
             # states and allocations; the schedulable flags are the rest of what the free resources say.
-            self._quiet = _Quiet(view, len(self.log), self.free.schedulable.tobytes())
+            self._quiet = _Quiet(view, len(self.log), self.free.schedulable.tobytes(), policy)
         self.pass_seconds.add(time.perf_counter() - started)
         return applied
 
-    def _note_reasons(self, plan: Plan) -> None:
+    def _policy_for(self, kind: int) -> Policy:
+        """The policy instance of a kind of job: the given one for jobs without a command (and any pass
+        that is not split), its copy kept at construction for jobs with one."""
+        if kind != RUNS_COMMANDS or self._command_policy is None:
+            return self.policy
+        return self._command_policy
+
+    def _schedule_split(self, now: float, kinds: list[int]) -> list[Action]:
+        """A pass in a cluster of mixed backends: for each kind of job in turn, the kind's policy on a
+        view of only that kind's pending and running jobs, with only the nodes that take the kind
+        schedulable (controlplane/backends.py), so whatever the policy, a job with a command lands only
+        where a command runs and one without only where it is emulated. A kind no schedulable node takes
+        waits with that reason. The kinds' jobs are apart, their ledger is not (a node of no known
+        backend takes both): each view's resources are those the plans before it leave, and the plans
+        are applied together once all are valid, or none is (a plan is atomic; so is the pass)."""
+        started = time.perf_counter()
+        told: dict[str, Unplaced] = {}
+        otherwise: dict[int, Unplaced] = {}
+        made: list[tuple[Policy, ClusterView, Plan, PassState]] = []
+        ledger = self.free
+        for kind in kinds:
+            policy = self._policy_for(kind)
+            pending = [r for r in self.pending if job_kind(r.spec) == kind]
+            running = {job_id: r for job_id, r in self.running.items() if job_kind(r.spec) == kind}
+            if not pending and not (running and policy.acts_without_pending):
+                continue
+            free = ledger.copy()
+            free.schedulable &= self.backends.eligible(kind)
+            if not free.schedulable.any():
+                why = no_node_for(kind, int(ledger.schedulable.sum()))
+                told.update((r.job_id, why) for r in pending)
+                continue
+            view = ClusterView(now=now, cluster=self.cluster, free=free, running=MappingProxyType(running),
+                               pending=pending, perf=self.perf, round_s=self.round_s,
+                               pending_demand=MappingProxyType(Counter(r.spec.num_gpus for r in pending)),
+                               facts=self.facts, origin_s=self.origin_s, profiles=self.profiles,
+                               round_slack_s=self.round_slack_s)  # no events/jobs: kept state is rebuilt per kind
+            state = PassState()
+            plan = policy.schedule(view, state)
+            made.append((policy, view, plan, state))
+            try:
+                ledger = self._validate(plan, ledger) if plan.actions else ledger
+            except PlanError:
+                for policy, view, plan, state in made:
+                    policy.on_rejected(view, plan, state)
+                raise
+            told.update(plan.unplaced)
+            if plan.otherwise is not None:
+                otherwise[kind] = plan.otherwise
+        applied: list[Action] = []
+        for _, _, plan, _ in made:
+            applied += self.apply(plan, now)  # validated above, against the ledger the plans before leave
+        for policy, view, plan, state in made:
+            policy.on_applied(view, plan, state)
+        self.passes += 1
+        self._note_reasons(told, None, otherwise)
+        self._quiet = None
+        self.pass_seconds.add(time.perf_counter() - started)
+        return applied
+
+    def set_node_backend(self, node: str, kind: int) -> None:
+        """Node ``node``'s agent runs jobs of ``kind`` (controlplane/backends.py; ANY when it did not say)."""
+        if self.backends.set(self.cluster.node(node).index, kind):
+            self._quiet = None  # which jobs the node takes changed: the next pass must run
+
+    def _note_reasons(self, told: Mapping[str, Unplaced], otherwise: Unplaced | None,
+                      by_kind: dict[int, Unplaced] | None = None) -> None:
         """Keep the pass's reasons; a waiting job the pass did not look at keeps its reason from the pass
         that last did (O(jobs whose reason that pass gave and this one does not))."""
-        told, records, pending = plan.unplaced, self.records, JobState.PENDING
+        records, pending = self.records, JobState.PENDING
         for job_id in self._told.keys() - told.keys():
             record = records.get(job_id)
             if record is not None and record.state is pending:
                 record.wait = self._told[job_id]
         self._told = told
-        self._otherwise = plan.otherwise
+        self._otherwise = otherwise
+        self._otherwise_by_kind = by_kind
+
+    def _otherwise_of(self, record: JobRecord) -> Unplaced | None:
+        """The last pass's reason for the jobs it did not look at, of ``record``'s kind."""
+        if self._otherwise_by_kind is None:
+            return self._otherwise
+        return self._otherwise_by_kind.get(job_kind(record.spec))
 
     @property
     def waiting(self) -> Counter[WaitCode]:
@@ -271,7 +365,12 @@ class SchedulingCore:
         codes = Counter(why.code for job_id, why in self._told.items()
                         if (record := self.records.get(job_id)) is not None and record.state is JobState.PENDING)
         told = sum(codes.values())
-        if self._otherwise is not None and len(self.pending) > told:
+        if self._otherwise_by_kind:  # a split pass: a reason per kind (a small mixed cluster: count them)
+            for record in self.pending:
+                why = None if record.job_id in self._told else self._otherwise_of(record)
+                if why is not None:
+                    codes[why.code] += 1
+        elif self._otherwise is not None and len(self.pending) > told:
             codes[self._otherwise.code] += len(self.pending) - told
         return codes
 
@@ -284,7 +383,8 @@ class SchedulingCore:
         why = self._told.get(record.job_id)
         if why is not None:
             return why
-        return record.wait if self._otherwise is None else self._otherwise
+        otherwise = self._otherwise_of(record)
+        return record.wait if otherwise is None else otherwise
 
     def apply(self, plan: Plan, now: float) -> list[Action]:
         """Validate the whole plan, then apply it in order; raise :class:`PlanError` if any action is wrong."""
@@ -366,6 +466,8 @@ class SchedulingCore:
                 last_start[event.job_id] = event.seq
             elif event.kind is EventKind.SUSPENDED:  # not a stored column: recounted from the log
                 records[event.job_id].suspensions += 1
+            elif event.state.terminal:  # nor is why it ended: its terminal event says
+                records[event.job_id].end_reason = event.detail
         free = self.free.copy()
         holders: dict[tuple[str, int], str] = {}
         for record in records.values():
@@ -412,6 +514,8 @@ class SchedulingCore:
         for record in records.values():
             if record.state is JobState.PENDING:
                 self._enqueue(record)
+            if not record.state.terminal:
+                self._live[job_kind(record.spec)] += 1
         self._changed = set()
         self._taken_epochs = {job_id: record.epoch for job_id, record in self.running.items()}
         self._taken_events = len(self.log)
@@ -432,7 +536,9 @@ class SchedulingCore:
             del self.running[job_id]
         elif record.state is JobState.PENDING:
             self._dequeue(record)
+        self._live[job_kind(record.spec)] -= 1
         record.finish(now, state)
+        record.end_reason = detail
         self._changed.add(job_id)
         self.log.append(now, job_id, kind, state, detail)
 
@@ -466,9 +572,10 @@ class SchedulingCore:
         self._enqueue(record)
         self.log.append(now, record.job_id, EventKind.REQUEUED, JobState.PENDING)
 
-    def _validate(self, plan: Plan) -> None:
-        """Dry-run the plan on copies of the ledger and of the job states."""
-        free = self.free.copy()
+    def _validate(self, plan: Plan, ledger: FreeResources | None = None) -> FreeResources:
+        """Dry-run the plan on copies of the ledger (``ledger``, default the core's) and of the job states;
+        the ledger as the plan leaves it."""
+        free = (self.free if ledger is None else ledger).copy()
         held: dict[str, Allocation | None] = {}
 
         def holding(job_id: str) -> Allocation | None:
@@ -489,6 +596,7 @@ class SchedulingCore:
                     if current is not None:
                         raise ValueError("job is already running (a job holds at most one allocation)")
                     self._check_size(spec, action.allocation)
+                    self._check_backend(spec, action.allocation)
                     free.take(action.allocation)
                     held[action.job_id] = action.allocation
                 elif isinstance(action, Drop):
@@ -503,6 +611,7 @@ class SchedulingCore:
                     if isinstance(action, Migrate) and action.allocation.num_gpus != current.num_gpus:
                         raise ValueError("migrate keeps the GPU count; use resize to change it")
                     self._check_size(spec, action.allocation)
+                    self._check_backend(spec, action.allocation)
                     free.give(current)
                     free.take(action.allocation)
                     held[action.job_id] = action.allocation
@@ -525,6 +634,20 @@ class SchedulingCore:
                     raise ValueError(f"unknown action type {type(action).__name__}")
             except (ValueError, OverAllocation) as exc:
                 raise PlanError(i, action, str(exc)) from None
+        return free
+
+    def _check_backend(self, spec: JobSpec, allocation: Allocation) -> None:
+        """A job with a command only on nodes whose agent runs commands, one without only on emulated
+        ones (controlplane/backends.py; nodes of no known backend take either)."""
+        if not self.backends.known:
+            return
+        kind = job_kind(spec)
+        for part in allocation.nodes:
+            node_kind = self.backends.kind_of(self.cluster.node(part.node).index)
+            if node_kind and node_kind != kind:
+                raise ValueError(f"node {part.node}'s agent is {describe_kind(node_kind)}; job {spec.job_id} "
+                                 f"{'has a command' if spec.command else 'has no command'} and runs only on "
+                                 f"{describe_kind(kind)} agents")
 
     def _check_size(self, spec: JobSpec, allocation: Allocation) -> None:
         """A Start, Migrate or Resize allocation fits the job: a GPU count in its range
@@ -534,12 +657,12 @@ class SchedulingCore:
         gpus = allocation.num_gpus
         low, high = spec.gpu_range
         if not low <= gpus <= high:
-            allowed = (f"exactly {low} GPUs (num_gpus)" if low == high
+            allowed = (f"exactly {plural(low, 'GPU')} (num_gpus)" if low == high
                        else f"{low}..{high} GPUs (min_gpus..max_gpus)")
-            raise ValueError(f"allocation has {gpus} GPUs; job {spec.job_id} allows {allowed}")
+            raise ValueError(f"allocation has {plural(gpus, 'GPU')}; job {spec.job_id} allows {allowed}")
         staged = sum(st.gpus for st in allocation.stages)
         if allocation.stages and staged != gpus:
-            raise ValueError(f"allocation's pipeline stages hold {staged} GPUs; it has {gpus}")
+            raise ValueError(f"allocation's pipeline stages hold {plural(staged, 'GPU')}; it has {gpus}")
         if spec.logical_workers and (len(allocation.stages) > 1 or any(st.tensor > 1 for st in allocation.stages)):
             raise ValueError(f"job {spec.job_id} runs logical workers, which are data-parallel replicas "
                              f"(EasyScale §3.2); the allocation plans {len(allocation.stages)} pipeline stages "
@@ -603,6 +726,15 @@ class SchedulingCore:
             record.rearm(now, _with_resources(record.allocation, action), checkpoint=False)
             self.log.append(now, record.job_id, EventKind.RESOURCES, JobState.RUNNING,
                             f"{action.node}: {action.cpus} CPUs, {action.memory_mb} MB")
+
+
+def _fresh_copy(policy: Policy) -> Policy | None:
+    """A copy of a policy that has not run yet, for the jobs with a command; None (both kinds then share
+    the one instance) for a policy that cannot be copied. Every preset can (tests/test_mixed_backends.py)."""
+    try:
+        return copy.deepcopy(policy)
+    except Exception:  # a hand-made policy holding something uncopyable: shared, as before this split
+        return None
 
 
 def _placed(spec: JobSpec, allocation: Allocation) -> Allocation:

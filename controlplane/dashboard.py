@@ -7,6 +7,11 @@ API's NodeStatus has no room for: which job holds each GPU, and the GPU
 utilisation the node's agent measured in its latest heartbeat. The utilisation
 timeline is rebuilt from the event log, so it covers the control plane's whole
 history, restarts included, in cluster time.
+
+Every view takes ``visible``: the one tenant the caller may see (a tenant's user), or
+None (an operator). A tenant's user sees only its tenant's jobs and events; on the
+cluster map another tenant's GPUs are busy without a job name (``""``). No view carries
+an environment value: jobs come from :func:`job_to_pb`, which keeps only the names.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from typing import Any
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
-from halyard.controlplane.grpc_api import job_to_pb
+from halyard.controlplane.errors import PermissionDenied
+from halyard.controlplane.grpc_api import Foreign, foreign_jobs, job_to_pb
 from halyard.controlplane.records import JobRecord
 from halyard.controlplane.service import ControlPlane
 from halyard.datamodel import EventKind, JobEvent, JobState, ValidationError
@@ -27,10 +33,21 @@ from halyard.wire import event_to_pb
 
 MAX_JOBS = 1000  # newest jobs a list returns; the total says how many matched
 MAX_WINDOW_S = 7 * 86400.0
+# Without window_s the chart covers the cluster's history (from its first event), at most
+# DEFAULT_WINDOW_S and at least MIN_WINDOW_S: a young cluster fills the chart instead of being a
+# sliver at the right edge of six hours (issue 33).
+DEFAULT_WINDOW_S = 6 * 3600.0
+MIN_WINDOW_S = 60.0
 TIMELINE_POINTS = 240
 MEASURED_SAMPLES = 5760  # measured-utilisation samples kept: 24 h at one per MEASURE_EVERY_S
 MEASURE_EVERY_S = 15.0  # wall seconds between samples (and one more at each timeline request)
 ALLOCATING = (EventKind.STARTED, EventKind.MIGRATED, EventKind.RESIZED)
+HIDDEN_JOB = ""  # a cluster-map slot held by a job the caller may not see
+
+
+def sees(visible: str | None, record: JobRecord) -> bool:
+    """Whether a caller who may see tenant ``visible`` (None: every tenant) may see ``record``."""
+    return visible is None or record.spec.tenant == visible
 
 
 def to_json(message: Message) -> dict[str, Any]:
@@ -38,24 +55,26 @@ def to_json(message: Message) -> dict[str, Any]:
     return MessageToDict(message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
 
 
-def job_json(cp: ControlPlane, record: JobRecord, now: float) -> dict[str, Any]:
+def job_json(cp: ControlPlane, record: JobRecord, now: float, foreign: Foreign | None = None) -> dict[str, Any]:
     """GetJob's message (why it waits included), plus ``waiting_s``: how long a pending job has
     waited since it last became pending (the message's ``queued_s`` counts only waits that are over)."""
     waiting = now - record.pending_since if record.state is JobState.PENDING else 0.0
-    return {**to_json(job_to_pb(record, now, cp.core.wait_of(record))), "waiting_s": max(0.0, waiting)}
+    return {**to_json(job_to_pb(record, now, cp.core.wait_of(record), foreign=foreign)),
+            "waiting_s": max(0.0, waiting)}
 
 
 def event_json(event: JobEvent) -> dict[str, Any]:
     return to_json(event_to_pb(event))
 
 
-def cluster_view(cp: ControlPlane) -> dict[str, Any]:
+def cluster_view(cp: ControlPlane, visible: str | None = None) -> dict[str, Any]:
     """Racks, nodes and per-GPU occupancy; agent connection, drain and heartbeat per node."""
     holder: dict[tuple[str, int], str] = {}
     for record in cp.core.running.values():
+        name = record.job_id if sees(visible, record) else HIDDEN_JOB
         for part in record.allocation.nodes:
             for gpu in part.gpus:
-                holder[(part.node, gpu)] = record.job_id
+                holder[(part.node, gpu)] = name
     free = cp.core.free
     nodes = []
     for node in cp.cluster.nodes:
@@ -106,35 +125,49 @@ def parse_state(value: str | None) -> JobState | None:
 
 
 def jobs_view(cp: ControlPlane, *, state: JobState | None = None, tenant: str | None = None,
-              limit: int = MAX_JOBS) -> dict[str, Any]:
-    """Jobs matching the filters, newest first, at most ``limit``; and every tenant, for the filter's choices."""
+              limit: int = MAX_JOBS, visible: str | None = None) -> dict[str, Any]:
+    """Jobs matching the filters, newest first, at most ``limit``; and every tenant the caller
+    may see, for the filter's choices."""
     _check_limit(limit)
-    now = cp.now()
+    if visible is not None and tenant and tenant != visible:
+        raise PermissionDenied(f"field 'tenant': this caller may list only tenant {visible!r}'s jobs")
+    tenant = tenant or visible
+    now, foreign = cp.now(), foreign_jobs(cp, visible)
     matching = [r for r in cp.core.records.values()
                 if (state is None or r.state is state) and (not tenant or r.spec.tenant == tenant)]
     return {
         "total": len(matching),
-        "jobs": [job_json(cp, r, now) for r in reversed(matching[-limit:])],
-        "tenants": sorted({r.spec.tenant for r in cp.core.records.values()}),
+        "jobs": [job_json(cp, r, now, foreign) for r in reversed(matching[-limit:])],
+        "tenants": [visible] if visible is not None else sorted({r.spec.tenant for r in cp.core.records.values()}),
         "states": [s.value for s in JobState],
     }
 
 
-def job_view(cp: ControlPlane, job_id: str) -> dict[str, Any]:
-    """One job (raises NotFound) with its events: every placement it had is in its STARTED/MIGRATED/RESIZED events."""
+def job_view(cp: ControlPlane, job_id: str, visible: str | None = None) -> dict[str, Any]:
+    """One job (raises NotFound, or PermissionDenied for another tenant's, as GetJob) with its
+    events: every placement it had is in its STARTED/MIGRATED/RESIZED events."""
     record = cp.job(job_id)
-    return {"job": job_json(cp, record, cp.now()),
+    if not sees(visible, record):
+        raise PermissionDenied(f"job {record.job_id!r} belongs to another tenant; this caller may see only "
+                               f"tenant {visible!r}'s jobs")
+    return {"job": job_json(cp, record, cp.now(), foreign_jobs(cp, visible)),
             "events": [event_json(e) for e in cp.core.log if e.job_id == job_id]}
 
 
-def queue_view(cp: ControlPlane, *, limit: int = MAX_JOBS) -> dict[str, Any]:
-    """The first ``limit`` pending jobs in the core's queue order (submit time, then arrival)."""
+def queue_view(cp: ControlPlane, *, limit: int = MAX_JOBS, visible: str | None = None) -> dict[str, Any]:
+    """The first ``limit`` pending jobs the caller may see, in the core's queue order (submit time, then arrival)."""
     _check_limit(limit)
     now = cp.now()
     forecasts = cp.forecasts  # issue 37: each queued job's expected start, cluster seconds (None: not forecast)
-    return {"cluster_time": now, "total": len(cp.core.pending),
-            "jobs": [{**job_json(cp, r, now), "expected_start": forecasts and forecasts.start_of(r.job_id)}
-                     for r in cp.core.pending.islice(0, limit)]}
+
+    def queued(r: JobRecord, foreign: Foreign | None = None) -> dict[str, Any]:
+        return {**job_json(cp, r, now, foreign), "expected_start": forecasts and forecasts.start_of(r.job_id)}
+
+    if visible is None:
+        return {"cluster_time": now, "total": len(cp.core.pending),
+                "jobs": [queued(r) for r in cp.core.pending.islice(0, limit)]}
+    mine, foreign = [r for r in cp.core.pending if sees(visible, r)], foreign_jobs(cp, visible)
+    return {"cluster_time": now, "total": len(mine), "jobs": [queued(r, foreign) for r in mine[:limit]]}
 
 
 def _check_limit(limit: int) -> None:
@@ -194,6 +227,11 @@ class Timeline:
     def cursor(self) -> int:
         return self._cursor
 
+    @property
+    def first_time(self) -> float | None:
+        """Cluster time of the first event folded in (None before any)."""
+        return self._times[0] if self._times else None
+
     def sample(self, start: float, end: float, points: int = TIMELINE_POINTS) -> list[Point]:
         """The step function at ``points`` + 1 evenly spaced instants of [start, end] (zeros before the first event)."""
         out = []
@@ -227,15 +265,21 @@ class MeasuredSeries:
         return [self._values[k] if (k := bisect.bisect_right(times, t) - 1) >= 0 else None for t in instants]
 
 
-def timeline_view(cp: ControlPlane, timeline: Timeline, measured: MeasuredSeries, window_s: float) -> dict[str, Any]:
-    if not 0 < window_s <= MAX_WINDOW_S:
+def timeline_view(cp: ControlPlane, timeline: Timeline, measured: MeasuredSeries,
+                  window_s: float | None = None) -> dict[str, Any]:
+    """The chart's samples over the last ``window_s`` cluster seconds (None: the cluster's age, within
+    [MIN_WINDOW_S, DEFAULT_WINDOW_S]; ``window_s`` in the answer says which)."""
+    if window_s is not None and not 0 < window_s <= MAX_WINDOW_S:
         raise ValidationError(f"must be in (0, {MAX_WINDOW_S:g}] seconds", field="window_s")
     timeline.update(cp.core.log.since(timeline.cursor))
     measured.record(cp)
     end = cp.now()
+    if window_s is None:
+        first = timeline.first_time
+        window_s = DEFAULT_WINDOW_S if first is None else min(DEFAULT_WINDOW_S, max(MIN_WINDOW_S, end - first))
     samples = timeline.sample(end - window_s, end)
     instants = [p.time for p in samples]
-    return {"total_gpus": cp.cluster.total_gpus, "start": end - window_s, "end": end,
+    return {"total_gpus": cp.cluster.total_gpus, "start": end - window_s, "end": end, "window_s": window_s,
             "time": instants, "gpus_busy": [p.gpus_busy for p in samples],
             "pending": [p.pending for p in samples], "running": [p.running for p in samples],
             "measured": measured.at(instants)}

@@ -93,10 +93,42 @@ async def _durable(context: grpc.aio.ServicerContext, cp: ControlPlane) -> None:
         await context.abort(_status(exc), str(exc))
 
 
-def job_to_pb(record: JobRecord, now: float, wait: Unplaced | None = None, ignored: str = "") -> jpb.Job:
+FOREIGN_JOB = "a job of another tenant"  # what a tenant's user reads where a reason names such a job
+Foreign = Callable[[object], bool]
+
+
+def foreign_jobs(cp: ControlPlane, tenant: str | None) -> Foreign | None:
+    """For a caller who may see only ``tenant``'s jobs: whether a value is the id of another
+    tenant's job (None: the caller sees every tenant)."""
+    if tenant is None:
+        return None
+    records = cp.core.records
+
+    def foreign(value: object) -> bool:
+        record = records.get(value) if isinstance(value, str) else None
+        return record is not None and record.spec.tenant != tenant
+    return foreign
+
+
+def wait_reason(wait: Unplaced, foreign: Foreign | None = None) -> str:
+    """Why a job waits, with any other tenant's job a reason names (e.g. FIFO's "behind J") left unnamed."""
+    if foreign is None or not any(map(foreign, wait.args)):
+        return wait.reason
+    return wait.template.format(*(FOREIGN_JOB if foreign(a) else a for a in wait.args))
+
+
+def job_to_pb(record: JobRecord, now: float, wait: Unplaced | None = None, ignored: str = "",
+              foreign: Foreign | None = None) -> jpb.Job:
     """The Job message of ``record`` at ``now``; ``wait`` is why it waits (SchedulingCore.wait_of),
-    ``ignored`` what of its spec the policy does not act on (SchedulingCore.ignored_fields)."""
-    job = jpb.Job(spec=spec_to_pb(record.spec), state=state_to_pb(record.state),
+    ``ignored`` what of its spec the policy does not act on (SchedulingCore.ignored_fields),
+    ``foreign`` which job ids the caller may not see (:func:`foreign_jobs`).
+
+    Every Job a client, the dashboard or a log receives is made here, so here the environment's
+    values are dropped: ``env_names`` lists the names, ``spec.env`` is empty. Only a Launch, to
+    the agent that runs the job, carries the values (docs/security.md)."""
+    spec = spec_to_pb(record.spec)
+    spec.ClearField("env")
+    job = jpb.Job(spec=spec, state=state_to_pb(record.state), env_names=sorted(record.spec.env),
                   iterations_done=record.iterations_done(now), iterations_total=record.iterations_total,
                   submit_time=record.spec.submit_time, preemptions=record.preemptions, suspensions=record.suspensions,
                   queued_s=record.queued_s)
@@ -108,11 +140,13 @@ def job_to_pb(record: JobRecord, now: float, wait: Unplaced | None = None, ignor
         job.end_time = record.end_time
     if ignored:
         job.ignored = ignored
+    if record.end_reason:
+        job.end_reason = record.end_reason
     if record.time_shift_drift_s is not None and record.state is JobState.RUNNING:
         job.time_shift_drift_s = record.time_shift_drift_s
     if wait is not None:
         job.wait.CopyFrom(jpb.WaitReason(code=jpb.WaitCode.Value(wait.code.value), stage=wait.stage,
-                                         reason=wait.reason))
+                                         reason=wait_reason(wait, foreign)))
     return job
 
 
@@ -222,13 +256,15 @@ class JobServicer(jgrpc.JobServiceServicer):
         now = max(arrival, self.cp.last_pass_time)
         record = self.cp.submit(spec_from_pb(_as_caller(request.spec, who), submit_time=now,
                                              prefix=f"{prefix}spec"))
-        return job_to_pb(record, now, self.cp.core.wait_of(record), self.cp.core.ignored_fields(record.spec))
+        return job_to_pb(record, now, self.cp.core.wait_of(record), self.cp.core.ignored_fields(record.spec),
+                         foreign_jobs(self.cp, _tenant_of(who)))
 
     async def GetJob(self, request: jpb.GetJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
         def get() -> jpb.Job:
             who = self.auth.client(context)
             record = _check_tenant(who, self.cp.job(_job_id(request.job_id)))
-            return forecast_api.attach_forecast(job_to_pb(record, self.cp.now(), self.cp.core.wait_of(record)),
+            return forecast_api.attach_forecast(job_to_pb(record, self.cp.now(), self.cp.core.wait_of(record),
+                                                          foreign=foreign_jobs(self.cp, _tenant_of(who))),
                                                 self.forecasts)
         return await _call(context, "GetJob", get)
 
@@ -257,15 +293,19 @@ class JobServicer(jgrpc.JobServiceServicer):
             start = int(token or 0)
             if start > len(self.cp.core.records):
                 raise ValidationError("not a token this server issued", field="page_token")
-            states = {state_from_pb(s, "states") for s in request.states}
+            # A state newer than this control plane (docs/api.md, "Unknown enum values") matches no job here.
+            states = {state_from_pb(s, "states") for s in request.states
+                      if self.cp.unknown_enums.read(tpb.JobState, s, message="ListJobsRequest", field="states",
+                                                    default=None, peer=context.peer()) is not None}
             records = list(self.cp.core.records.values())  # arrival order
             now, out, i = self.cp.now(), jpb.ListJobsResponse(), start
+            foreign = foreign_jobs(self.cp, _tenant_of(who))
             while i < len(records) and len(out.jobs) < size:
                 r = records[i]
                 i += 1
-                if (not states or r.state in states) and (not tenant or r.spec.tenant == tenant):
-                    out.jobs.append(forecast_api.attach_forecast(job_to_pb(r, now, self.cp.core.wait_of(r)),
-                                                                 self.forecasts))
+                if (not request.states or r.state in states) and (not tenant or r.spec.tenant == tenant):
+                    out.jobs.append(forecast_api.attach_forecast(job_to_pb(r, now, self.cp.core.wait_of(r),
+                                                                           foreign=foreign), self.forecasts))
             out.next_page_token = str(i) if i < len(records) else ""
             return out
         return await _call(context, "ListJobs", page)
@@ -297,7 +337,7 @@ class JobServicer(jgrpc.JobServiceServicer):
         def check() -> tuple[JobRecord, int]:
             who = self.auth.client(context)
             record = _check_tenant(who, self.cp.job(_job_id(request.job_id)))
-            return record, logs.resolve(record, request)
+            return record, logs.resolve(record, request, self.cp.core.wait_of(record))
         record, attempt = await _call(context, "StreamLogs", check)
         try:
             async for chunk in logs.stream_logs(self.logs, record, attempt, request):
@@ -321,6 +361,8 @@ class ClusterServicer(cgrpc.ClusterServiceServicer):
                                 free_cpus=int(free.cpus[node.index]), free_memory_mb=int(free.memory_mb[node.index]),
                                 drain_reason=self.cp.drain_reasons.get(name, ""))
         session = self.cp.sessions.get(name)
+        if session is not None:
+            status.backend = session.backend
         if session is not None and session.heartbeat is not None:
             status.gpu_utilization = session.heartbeat.gpu_utilization
         return status
@@ -422,12 +464,17 @@ class AgentServicer(agrpc.AgentServiceServicer):
             if isinstance(msg, Undecodable):
                 await refuse_undecodable(context, msg)
             if msg.WhichOneof("body") == "log_data":  # an answer to StreamLogs, not a change of state
+                msg.log_data.error = lim.clean_text(msg.log_data.error, lim.MAX_AGENT_TEXT)  # shown to the client
                 self.logs.deliver(session.node, msg.log_data)
                 continue
             try:
                 self.cp.agent_message(session, msg)
             except HalyardError as exc:
-                log.warning("bad agent message", node=session.node, error=str(exc))
+                self.cp.report_refused(session, exc)
+            except Exception:  # a bug of ours: said loudly, and the stream ends (the agent reconnects, reconciles)
+                log.exception("agent message could not be applied; closing the stream", node=session.node,
+                              kind=msg.WhichOneof("body"))
+                raise
 
 
 # Client-streaming methods whose servicer checks every request for a decode failure itself.

@@ -18,6 +18,7 @@ from halyard.controlplane.records import JobRecord
 from halyard.controlplane.service import ControlPlane
 from halyard.datamodel import EventKind, ValidationError
 from halyard.datamodel import limits as lim
+from halyard.policies import Unplaced
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import job_service_pb2 as jpb
 
@@ -25,6 +26,7 @@ AGENT_ANSWER_S = 10.0  # wall seconds an agent has to answer a ReadLog
 FOLLOW_POLL_S = 0.5  # how often a followed attempt is asked for new output
 CHUNK_BYTES = 256 << 10
 _PLACED = (EventKind.STARTED, EventKind.MIGRATED, EventKind.RESIZED)
+_NO_OUTPUT = "job {job!r} {why}: emulated jobs have no output (only process and gpu agents keep a job's output)"
 
 
 class LogRelay:
@@ -82,10 +84,15 @@ class LogRelay:
         return out
 
 
-def resolve(record: JobRecord, request: jpb.StreamLogsRequest) -> int:
-    """The attempt a StreamLogs request means; errors name the field."""
+def resolve(record: JobRecord, request: jpb.StreamLogsRequest, wait: Unplaced | None = None) -> int:
+    """The attempt a StreamLogs request means; errors name the field (and, for a job that has not started,
+    why it waits: ``wait``, SchedulingCore.wait_of)."""
     if record.attempt == 0:
-        raise FailedPrecondition(f"job {record.job_id!r} has not started: it has no output yet")
+        raise FailedPrecondition(f"job {record.job_id!r} has not started: it has no output yet"
+                                 + (f" (it waits: {wait})" if wait is not None else ""))
+    if not record.spec.command:
+        raise FailedPrecondition(_NO_OUTPUT.format(job=record.job_id, why="has no command, so it runs on emulated "
+                                                   "agents (the performance model)"))
     if request.attempt > record.attempt:
         raise ValidationError(f"job {record.job_id!r} has attempts 1 to {record.attempt}, not {request.attempt}",
                               field="attempt")
@@ -101,6 +108,10 @@ async def stream_logs(relay: LogRelay, record: JobRecord, attempt: int,
     node = request.node or await relay.find(record, attempt)
     if request.node and not relay.cp.cluster.has_node(node):
         raise NotFound(f"no node {node!r} in cluster {relay.cp.cluster.name!r}")
+    session = relay.cp.sessions.get(node)
+    if session is not None and session.backend == "emulated":
+        raise FailedPrecondition(_NO_OUTPUT.format(job=record.job_id, why=f"ran on node {node}, whose agent is "
+                                                   "emulated (the performance model, no process)"))
     offset = request.offset
     while True:
         data = await relay.read(node, record.job_id, attempt, offset, CHUNK_BYTES)

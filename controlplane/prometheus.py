@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from halyard.controlplane.calls import CallWrapper
@@ -167,7 +167,7 @@ class _AgentCollector(Collector):
     def __init__(self, cp: ControlPlane) -> None:
         self.cp = cp
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         per_node = GaugeMetricFamily("halyard_node_gpu_utilization",
                                      "GPU utilisation (0..1) the node's agent measured in its latest heartbeat",
                                      labels=["node"])
@@ -184,3 +184,18 @@ class _AgentCollector(Collector):
         yield per_node
         yield unhealthy
         yield cluster
+        yield CounterMetricFamily("halyard_agent_quiet_streams", "Agent streams that went half the heartbeat "
+                                  "timeout or more without a processed message since their Registered (each "
+                                  "stream once): a busy control plane, or a slow agent",
+                                  value=self.cp.quiet_streams)
+        unknown = CounterMetricFamily("halyard_unknown_enum", "Enum values peers sent that this control plane "
+                                      "does not know, read as the default docs/api.md names",
+                                      labels=["message", "field"])
+        for (message, field), count in sorted(self.cp.unknown_enums.counts.items()):
+            unknown.add_metric([message, field], count)
+        yield unknown
+        refused = CounterMetricFamily("halyard_agent_reports_refused", "Agent messages refused as out of range "
+                                      "(their content is not kept), by the field named", labels=["field"])
+        for field, count in sorted(self.cp.refused_reports.items()):
+            refused.add_metric([field], count)
+        yield refused

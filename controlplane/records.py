@@ -22,7 +22,7 @@ from halyard.policies.reasons import Unplaced
 class JobRecord:
     __slots__ = (
         "_anchor", "_done", "_exposed_s", "_gpu_s", "_rate", "_resume_at", "_run_s", "_run_start",
-        "allocation", "arrival_seq", "attempt", "end_time", "epoch", "exposed_iteration_s", "first_start",
+        "allocation", "arrival_seq", "attempt", "end_reason", "end_time", "epoch", "exposed_iteration_s", "first_start",
         "ideal_iteration_s",
         "iteration_s", "iterations_total", "job_id", "last_assignment_time", "num_gpus", "pending_since",
         "preemptions", "queued_s", "restarts", "spec", "state", "suspensions", "time_shift_drift_s", "wait",
@@ -44,6 +44,10 @@ class JobRecord:
         self.first_start: float | None = None
         self.last_assignment_time: float | None = None
         self.end_time: float | None = None
+        # Why it ended, when its own completion or a user's cancel did not end it: a failure ("exit code 0
+        # before its last iteration") or the policy's drop; its terminal event's detail. Not a stored
+        # column: SchedulingCore.restore reads it from that event, which the store keeps.
+        self.end_reason = ""
         self.preemptions = 0
         # Opportunistic suspensions (Crius §6.1), apart from preemptions. Not a stored column: the
         # core recounts them from the SUSPENDED events when it restores.
@@ -248,6 +252,7 @@ class JobRecord:
             setattr(record, name, data[name])
         record.wait, record.time_shift_drift_s = None, None  # NOT_PERSISTED
         record.suspensions = 0  # NOT_PERSISTED: SchedulingCore.restore recounts the SUSPENDED events
+        record.end_reason = ""  # NOT_PERSISTED: SchedulingCore.restore reads the terminal event's detail
         record.spec = spec_from_dict(data["spec"])
         record.state = JobState(data["state"])
         record.allocation = None if data["allocation"] is None else allocation_from_dict(data["allocation"])
@@ -258,7 +263,7 @@ class JobRecord:
 
 # Every slot but the waiting reason and the measured drift, which the first pass and the first
 # progress report after a restart give again.
-NOT_PERSISTED = ("suspensions", "time_shift_drift_s", "wait")
+NOT_PERSISTED = ("end_reason", "suspensions", "time_shift_drift_s", "wait")
 PERSISTED = tuple(name for name in JobRecord.__slots__ if name not in NOT_PERSISTED)
 
 

@@ -8,11 +8,17 @@ replies encode back unchanged on the wire.
 The servicer reads a private descriptor pool holding what the server serves (the halyard.v1
 files, health checking and both reflection versions), so nothing is added to protobuf's
 process-wide default pool.
+
+Reflection answers only to callers with client credentials, as JobService and ClusterService
+do (:meth:`Authenticator.client`): what the server serves is public in the package, but which
+services a port offers is for its clients, and an open service is one more surface to probe
+(docs/security.md). Stock tools pass the token as they do for any call
+(``grpcurl -H 'authorization: Bearer TOKEN'``). Health checking stays open, for probes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool
@@ -21,6 +27,8 @@ from grpc_health.v1 import health, health_pb2
 from grpc_reflection.v1alpha import _async as reflection_aio
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
+from halyard.controlplane.auth import Authenticator
+from halyard.controlplane.errors import PermissionDenied, Unauthenticated
 from halyard.v1 import agent_service_pb2, cluster_service_pb2, job_service_pb2, types_pb2
 
 V1_SERVICE = "grpc.reflection.v1.ServerReflection"
@@ -62,12 +70,27 @@ def reflection_pool() -> descriptor_pool.DescriptorPool:
     return pool
 
 
-def enable_reflection(service_names: Iterable[str], server: grpc.aio.Server) -> None:
-    """Serve reflection v1 and v1alpha on ``server``, listing ``service_names``, health and reflection."""
+def enable_reflection(service_names: Iterable[str], server: grpc.aio.Server,
+                      auth: Authenticator | None = None) -> None:
+    """Serve reflection v1 and v1alpha on ``server``, listing ``service_names``, health and reflection,
+    to the callers ``auth`` takes as clients (None: anyone)."""
     names = (*service_names, health.SERVICE_NAME, V1_SERVICE, V1ALPHA_SERVICE)
     servicer = reflection_aio.ReflectionServicer(names, pool=reflection_pool())
+
+    async def answer(requests: AsyncIterator[reflection_pb2.ServerReflectionRequest],
+                     context: grpc.aio.ServicerContext) -> AsyncIterator[reflection_pb2.ServerReflectionResponse]:
+        if auth is not None:
+            try:
+                auth.client(context)
+            except Unauthenticated as exc:
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
+            except PermissionDenied as exc:
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+        async for reply in servicer.ServerReflectionInfo(requests, context):
+            yield reply
+
     handler = grpc.stream_stream_rpc_method_handler(
-        servicer.ServerReflectionInfo, request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+        answer, request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
         response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString)
     server.add_generic_rpc_handlers(tuple(
         grpc.method_handlers_generic_handler(service, {"ServerReflectionInfo": handler})

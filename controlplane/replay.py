@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -36,6 +36,7 @@ from halyard.controlplane.metrics import summarize
 from halyard.controlplane.runtables import RunTables, TimelineRecorder, job_table
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import ControlPlane, profiling_key
+from halyard.controlplane.simulator import Rejected
 from halyard.controlplane.store import SqliteStore
 from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import Cluster, HalyardError, JobSpec
@@ -169,31 +170,33 @@ class _Running:
         cp, clock = self.cp, self.clock
         cp.set_time_origin(offset)  # phases and seeded draws as the simulator's, whose trace starts at 0
         wall_start = time.perf_counter()
+        rejected: list[Rejected] = []
         async with grpc.aio.insecure_channel(self.server.address) as channel:
-            await _submit_all(jgrpc.JobServiceStub(channel), jobs, clock, cp, on_progress, offset)
+            await _submit_all(jgrpc.JobServiceStub(channel), jobs, clock, cp, on_progress, offset, rejected)
             while any(not r.state.terminal for r in cp.core.records.values()):
                 if cp.failed is not None:
                     raise _store_failed(cp, f"{sum(not r.state.terminal for r in cp.core.records.values())} jobs "
                                             "had not ended")
                 if on_progress is not None:
-                    on_progress(_ended(cp), len(jobs), clock.now())
+                    on_progress(_ended(cp) + len(rejected), len(jobs), clock.now())
                 await asyncio.sleep(POLL_S)
         wall_s = time.perf_counter() - wall_start
         await self.stop()
-        result = summarize(cp.core, policy=self.policy, trace_jobs=len(jobs), rejected=0, wall_s=wall_s)
+        result = summarize(cp.core, policy=self.policy, trace_jobs=len(jobs), rejected=len(rejected), wall_s=wall_s)
         first = offset + min((j.submit_time for j in jobs), default=0.0)
         last = max((r.end_time or 0.0 for r in cp.core.records.values()), default=first)
         result["speedup_achieved"] = (last - first) / wall_s if wall_s > 0 else 0.0
         result["speedup"] = clock.speedup
         # Tables in trace time (the trace starts at `offset` on the control plane's clock), as simulate has them.
         tables = RunTables(result, job_table(cp.core, origin=offset, now=last), self.timeline.table(origin=offset))
-        return ReplayRun(result, cp.core, tables)
+        return ReplayRun(result, cp.core, tables, rejected)
 
     async def stop(self) -> None:
         """Stop the agents (tasks or processes) and the server; a second call does nothing."""
         agents, procs, self.agents, self.procs = self.agents, self.procs, [], []
-        for agent in agents:
-            await agent.stop()
+        # Leave, as a daemon agent does on SIGTERM: the control plane logs a clean exit ("agent left",
+        # info), not eight "agent disconnected" warnings at the end of a successful replay.
+        await asyncio.gather(*(agent.leave() for agent in agents))
         for proc in procs:
             proc.terminate()
         for proc in procs:
@@ -213,10 +216,14 @@ class ReplayRun:
     summary: dict[str, object]  # simulate's keys plus speedup_achieved
     core: SchedulingCore  # the control plane's state at the end (event log, records)
     tables: RunTables  # the summary, per-job table and timeline, times from the trace's start
+    # Jobs SubmitJob refused with INVALID_ARGUMENT (the simulator's rejections at submission: e.g. a
+    # GPU type no model has a profile for), in trace order; the replay goes on without them.
+    rejected: list[Rejected] = field(default_factory=list)
 
 
 async def _submit_all(stub: jgrpc.JobServiceStub, jobs: Sequence[JobSpec], clock: ScaledClock, cp: ControlPlane,
-                      on_progress: Callable[[int, int, float], None] | None, offset: float) -> None:
+                      on_progress: Callable[[int, int, float], None] | None, offset: float,
+                      rejected: list[Rejected]) -> None:
     arrivals = [offset + spec.submit_time for spec in jobs]
     for i, spec in enumerate(jobs):
         arrival = arrivals[i]
@@ -231,6 +238,9 @@ async def _submit_all(stub: jgrpc.JobServiceStub, jobs: Sequence[JobSpec], clock
             except grpc.aio.AioRpcError as exc:
                 if exc.code() == grpc.StatusCode.ALREADY_EXISTS:
                     break  # accepted before, the reply was lost
+                if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:  # the simulator's Rejected, over gRPC
+                    rejected.append(Rejected(spec.job_id, exc.details() or "invalid argument"))
+                    break
                 if exc.code() != grpc.StatusCode.UNAVAILABLE:
                     raise
                 if cp.failed is not None:
@@ -238,7 +248,7 @@ async def _submit_all(stub: jgrpc.JobServiceStub, jobs: Sequence[JobSpec], clock
                     raise _store_failed(cp, f"job {spec.job_id} and the {left} after it were not submitted") from exc
                 await asyncio.sleep(SUBMIT_RETRY_S)
         if on_progress is not None:
-            on_progress(_ended(cp), len(jobs), clock.now())
+            on_progress(_ended(cp) + len(rejected), len(jobs), clock.now())
     cp.set_arrival_horizon(math.inf)
 
 

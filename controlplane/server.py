@@ -11,6 +11,9 @@ counted by status code and a request that does not decode is answered INVALID_AR
 
 from __future__ import annotations
 
+import errno
+import socket
+
 import grpc
 import structlog
 from aiohttp import web
@@ -27,6 +30,7 @@ from halyard.controlplane.logs import LogRelay
 from halyard.controlplane.prometheus import Metrics
 from halyard.controlplane.reflection import enable_reflection
 from halyard.controlplane.service import ControlPlane
+from halyard.controlplane.websession import allowed_hosts, http_listen
 from halyard.datamodel import HalyardError
 from halyard.datamodel.limits import MAX_REQUEST_BYTES
 from halyard.tls import ServerTLS, is_loopback
@@ -51,6 +55,13 @@ SERVER_OPTIONS = [
     ("grpc.server.max_pending_requests", MAX_QUEUED_CALLS),
     ("grpc.server.max_pending_requests_hard_limit", 2 * MAX_QUEUED_CALLS),
     ("grpc.server_max_unrequested_time_in_server", 30),
+    # gRPC sets SO_REUSEPORT by default, so a second control plane on a busy port would bind it too
+    # and the kernel would split the clients between the two (issue 36): off, a busy port is refused.
+    ("grpc.so_reuseport", 0),
+    # Agents ping every AGENT_KEEPALIVE_S (agent/base.py) to notice a paused control plane; gRPC's default
+    # would answer pings that frequent with GOAWAY "too_many_pings".
+    ("grpc.http2.min_ping_interval_without_data_ms", 1000),
+    ("grpc.http2.max_ping_strikes", 0),
 ]
 SERVICE_NAMES = (
     job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
@@ -75,14 +86,19 @@ class ControlPlaneServer:
 
     def __init__(self, cp: ControlPlane, *, listen: str = "127.0.0.1:0", http: str | None = None,
                  tls: ServerTLS | None = None, agent_listen: str = "127.0.0.1:0",
-                 tokens: TokenFile | None = None, forecast: ForecastSettings | None = None) -> None:
+                 tokens: TokenFile | None = None, http_hosts: tuple[str, ...] = (),
+                 forecast: ForecastSettings | None = None) -> None:
         if tls is None and not is_loopback(listen):
             raise InsecureRefused(f"--listen {listen}: insecure mode (no TLS) serves loopback addresses only; "
+                                  "give the control plane certificates (`halyard certs init`)")
+        if tls is None and http is not None and not is_loopback(http_listen(http)):
+            raise InsecureRefused(f"--http {http}: insecure mode (no TLS) serves loopback addresses only; "
                                   "give the control plane certificates (`halyard certs init`)")
         self.cp = cp
         self.listen = listen
         self.agent_listen = agent_listen
-        self.http = http
+        self.http = None if http is None else http_listen(http)  # a bare port binds loopback
+        self.http_hosts = http_hosts  # Host names the HTTP port answers besides its own address
         self.tls = tls
         self.tokens = tokens
         self.metrics = Metrics(cp)
@@ -98,6 +114,7 @@ class ControlPlaneServer:
         self.agent_port = 0
         self.http_port = 0
         self._server: grpc.aio.Server | None = None
+        self._auth = Authenticator(secure=tls is not None, tokens=tokens)
         self._health = health.aio.HealthServicer()
         self._runner: web.AppRunner | None = None
 
@@ -118,7 +135,7 @@ class ControlPlaneServer:
         self.metrics.skip_history()  # restored events were counted by the process that handled them
         server = grpc.aio.server(options=SERVER_OPTIONS)
         services = WrappingServer(server, self.metrics.call_wrapper(CHECKS_OWN_REQUESTS))
-        auth = Authenticator(secure=self.tls is not None, tokens=self.tokens)
+        auth = self._auth
         relay = LogRelay(self.cp)  # StreamLogs asks the agents, whose answers come in on their streams
         job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.cp, auth=auth, logs=relay,
                                                                           forecasts=self.forecasts), services)
@@ -128,15 +145,15 @@ class ControlPlaneServer:
         agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(self.cp, auth=auth, logs=relay),
                                                                   services)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, services)
-        enable_reflection(SERVICE_NAMES, services)  # v1 and v1alpha
+        enable_reflection(SERVICE_NAMES, services, auth)  # v1 and v1alpha, for clients with credentials
         services.finish()
         if self.tls is None:
-            self.port = _bind(server.add_insecure_port, self.listen)
+            self.port = bind(server.add_insecure_port, self.listen)
             self.agent_port = self.port
         else:
             pair = [(self.tls.key, self.tls.cert)]
-            self.port = _bind(server.add_secure_port, self.listen, grpc.ssl_server_credentials(pair))
-            self.agent_port = _bind(server.add_secure_port, self.agent_listen, grpc.ssl_server_credentials(
+            self.port = bind(server.add_secure_port, self.listen, grpc.ssl_server_credentials(pair))
+            self.agent_port = bind(server.add_secure_port, self.agent_listen, grpc.ssl_server_credentials(
                 pair, root_certificates=self.tls.ca, require_client_auth=True))
         await server.start()
         self._server = server
@@ -153,6 +170,9 @@ class ControlPlaneServer:
             log.warning("INSECURE MODE: no TLS; agents are not authenticated and may speak for any node"
                         + ("; clients need a token" if self.tokens else "; every client is an operator"),
                         grpc=self.address)
+            if self.http is not None and self.tokens is None:
+                log.warning("INSECURE MODE: the HTTP API and dashboard ask no one to log in; every caller is "
+                            "an operator", http=self.http)
         log.info("control plane listening", grpc=self.address, agents=self.agent_address,
                  http=self.http and f"port {self.http_port}", cluster=self.cp.cluster.name,
                  policy=self.cp.core.policy.name, insecure=self.tls is None, tokens=self.tokens is not None)
@@ -172,14 +192,36 @@ class ControlPlaneServer:
         await self._health.set(name, status)
 
     async def _start_http(self) -> None:
-        self._runner, self.http_port = await start_http(build_app(self.cp, self.metrics), self.http)
+        assert self.http is not None
+        hosts = allowed_hosts(self.http, self.http_hosts)
+        self._runner, self.http_port = await start_http(build_app(self.cp, self.metrics, self._auth, hosts), self.http)
 
 
-def _bind(add_port, address: str, *credentials: object) -> int:
+def bind(add_port, address: str, *credentials: object) -> int:
     try:
         port = add_port(address, *credentials)
     except RuntimeError as exc:  # newer grpcio raises instead of returning 0
-        raise OSError(f"cannot listen on {address}: {exc}") from None
+        raise OSError(f"cannot listen on {address}: {_why_not(address) or exc}") from None
     if port == 0:
-        raise OSError(f"cannot listen on {address}")
+        raise OSError(f"cannot listen on {address}: {_why_not(address) or 'gRPC refused the address'}")
     return port
+
+
+def _why_not(address: str) -> str | None:
+    """Why gRPC could not bind ``address`` (its own error says only "Failed to bind"): the OS's answer
+    to a plain bind of the same address, e.g. "address in use (another process listens there)"."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]") or "0.0.0.0"
+    try:
+        infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, ValueError):
+        return None
+    for family, kind, proto, _, sockaddr in infos:
+        with socket.socket(family, kind, proto) as probe:
+            try:
+                probe.bind(sockaddr)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    return "address in use (another process listens there)"
+                return exc.strerror
+    return None

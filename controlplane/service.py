@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING
 import structlog
 
 from halyard.clock import Clock
+from halyard.controlplane.agent_reports import check_register, check_report, refused_field
+from halyard.controlplane.backends import backend_kind
 from halyard.controlplane.core import SchedulingCore
 from halyard.controlplane.disruption import DisruptionSettings, LostAgentGuard
 from halyard.controlplane.errors import AlreadyExists, FailedPrecondition, NotFound, PermissionDenied, Unavailable
@@ -49,6 +51,7 @@ from halyard.datamodel import Cluster, HalyardError, JobSpec, JobState, Validati
 from halyard.datamodel import limits as lim
 from halyard.datamodel.limits import MAX_REQUEST_ID
 from halyard.emulator import PerformanceModel
+from halyard.peer_enums import UnknownEnums, enum_name
 from halyard.policies import Action, Migrate, Policy, Preempt, Resize, SetResources, SetTimeShift, Start
 from halyard.policies.view import ROUND_BOUNDARY_TOLERANCE_S
 from halyard.tls import Principal
@@ -99,6 +102,11 @@ STARVED_LOOP_S = 1.0
 # see all of them before it lets the first go (Kubernetes judges a zone on NotReady nodes long before
 # their pods' eviction). A choice of ours.
 SUSPECT_SHARE = 0.5
+# Registrations within this many wall seconds share one commit and one scheduling pass (a choice of ours).
+# When a fleet connects at once (a cold start, or every agent re-dialling after a restart), a commit and a
+# pass per Register cost O(running jobs) each on the event loop, and the registrations and heartbeats
+# behind them waited: benchmarks/bench_fleet.py --restart. A new node is offered work this much later.
+REGISTRATION_BATCH_S = 0.05
 
 
 @dataclass
@@ -115,10 +123,12 @@ class AgentSession:
     silent: bool = False  # silent past the timeout but held by the lost-agent guard: takes no new work
     left: bool = False  # the agent said it is leaving (Leaving): its node is gone, not silent
     heartbeat: apb.Heartbeat | None = None  # the latest: measured GPU utilisation and health (dashboard, metrics)
+    epoch: int = 0  # the control plane's leadership epoch, on every command (leadership.py; 0 without)
+    quiet_spell: bool = False  # once went SUSPECT_SHARE x the timeout without a processed message (counted once)
 
     def send(self, **body: object) -> None:
         if not self.closed:
-            self.outbox.put_nowait(apb.ControlMessage(**body))
+            self.outbox.put_nowait(apb.ControlMessage(leader_epoch=self.epoch, **body))
 
 
 class ControlPlane:
@@ -126,7 +136,7 @@ class ControlPlane:
                  *, cluster_toml: str, round_s: float = 300.0, heartbeat_s: float = DEFAULT_HEARTBEAT_S,
                  heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S, lockstep: bool = False,
                  group_commit_window_s: float = GROUP_COMMIT_WINDOW_S,
-                 disruption: DisruptionSettings | None = None) -> None:
+                 disruption: DisruptionSettings | None = None, emulated_takes_commands: bool = False) -> None:
         self.cluster = cluster
         self.cluster_toml = cluster_toml
         self.cluster_digest = cluster_digest(cluster_toml)  # an agent holding this file is not sent it
@@ -136,7 +146,10 @@ class ControlPlane:
         self.round_s = round_s
         self.heartbeat_s = heartbeat_s
         self.heartbeat_timeout_s = heartbeat_timeout_s
-        self.core = SchedulingCore(cluster, policy, perf, round_s=round_s,
+        # Emulated agents stand in for real ones and take jobs with a command too (never run): the test
+        # kit's setting (halyard.testing), off in a real cluster, where such a job waits for a process agent.
+        self.emulated_takes_commands = emulated_takes_commands
+        self.core = SchedulingCore(cluster, policy, perf, round_s=round_s, backends=True,
                                    round_slack_s=(ROUND_BOUNDARY_TOLERANCE_S if lockstep
                                                   else ROUND_PASS_SLACK_FRACTION * round_s))
         self.profiles = AgentProfiles(self)  # Crius §5.1: stage profilings asked of the agents
@@ -180,6 +193,9 @@ class ControlPlane:
         # restarts it from the store, which holds the last committed state).
         self.failed: str | None = None
         self.fatal = asyncio.Event()
+        # The leadership epoch this control plane was elected with (leadership.py), stamped on Registered
+        # and on every command so agents ignore an older leader's; 0 without leadership (SQLite).
+        self.leader_epoch = 0
         # Group commit (:meth:`_group_commit`): submissions applied but not yet stored, and the
         # future their answers wait on, resolved by the next successful :meth:`_persist`.
         self.group_commit_window_s = group_commit_window_s
@@ -193,6 +209,13 @@ class ControlPlane:
         self._probe_gap = 1  # commits of one caller between probes for a second (doubles while none comes)
         self._probe_in = 1
         self.on_commit: Callable[[int], None] | None = None  # metrics hook: submissions in each commit
+        # Agent streams that once went SUSPECT_SHARE x the heartbeat timeout (2.5 s by default) or more
+        # without a processed message since their Registered (halyard_agent_quiet_streams_total, and what
+        # benchmarks/bench_fleet.py reports for a connect storm): each stream counted once.
+        self.quiet_streams = 0
+        self.unknown_enums = UnknownEnums()  # enum values peers sent that this build predates (peer_enums.py)
+        self.refused_reports: dict[str, int] = {}  # agent messages refused, by the field named (no indices)
+        self._registrations_due: asyncio.TimerHandle | None = None  # the commit and pass of a burst of Registers
         self.forecasts: Forecaster | None = None  # set by ControlPlaneServer when forecasts are on (issue 37)
 
     # --- lifecycle ----------------------------------------------------------
@@ -219,6 +242,8 @@ class ControlPlane:
             self._tasks.append(asyncio.create_task(self._lockstep_completions(), name="lockstep"))
 
     async def stop(self) -> None:
+        if self._registrations_due is not None:
+            self._registrations_due.cancel()  # the persist below takes their changes
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -499,9 +524,12 @@ class ControlPlane:
         self._latest_event = max(self._latest_event, t)
 
     async def wait_events(self, after_seq: int, timeout: float) -> None:
-        """Wait until the log holds an event after ``after_seq`` (or ``timeout`` wall seconds)."""
+        """Wait until the log holds an event after ``after_seq`` (or ``timeout`` wall seconds).
+
+        A negative ``after_seq`` waits as 0 does: the log's first event is #1, so "after -1"
+        holds no more than "after 0", and returning at once would let a caller's loop spin."""
         async with self._events_changed:
-            if len(self.core.log) > after_seq:
+            if len(self.core.log) > max(after_seq, 0):
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._events_changed.wait(), timeout)
@@ -521,7 +549,9 @@ class ControlPlane:
             raise PermissionDenied(f"this agent's certificate is for node {who.node!r}; it may not speak for "
                                    f"node {name[:MAX_REQUEST_ID]!r}")
         if not self.cluster.has_node(name):
-            raise ValidationError(f"no node {name!r} in cluster {self.cluster.name!r}", field="register.node.name")
+            raise ValidationError(f"no node {name[:MAX_REQUEST_ID]!r} in cluster {self.cluster.name!r}",
+                                  field="register.node.name")
+        check_register(register)
         node = self.cluster.node(name)
         if register.node.gpus and register.node.gpus != node.gpus:
             raise ValidationError(f"node {name} has {node.gpus} GPUs in the cluster file, the agent says "
@@ -539,20 +569,23 @@ class ControlPlane:
         if old is not None:
             old.closed = True  # a reconnect of the same agent (or one after the old went silent) replaces it
         session = AgentSession(name, register.backend or "unknown", instance=register.instance[:lim.MAX_AGENT_INSTANCE],
-                               peer=peer, left=register.leaving)  # leaving: no pass may place work here first
+                               peer=peer, left=register.leaving,  # leaving: no pass may place work here first
+                               epoch=self.leader_epoch)
         self.sessions[name] = session
         self._absent_since.pop(name, None)
         self._left.discard(name)
         self._known.add(name)
         self._reconcile(session, register)
+        kind = backend_kind(session.backend, emulated_takes_commands=self.emulated_takes_commands)
+        self.core.set_node_backend(name, kind)  # which jobs the node takes (controlplane/backends.py)
         self._update_schedulable(name)
-        self._changed()
+        self._registered_changed()
         params = self.clock.params()
         # Node-scoped: the agent's own node and the digest always; the file only to an agent that lacks it.
         toml = "" if register.cluster_digest == self.cluster_digest else self.cluster_toml
         registered = apb.Registered(
             node=name, node_spec=node_to_pb(node), cluster_digest=self.cluster_digest, cluster_toml=toml,
-            heartbeat_interval_s=self.heartbeat_s,
+            heartbeat_interval_s=self.heartbeat_s, leader_epoch=self.leader_epoch,
             data_stalls=self.perf.data_stalls, catalog_toml=self.perf.catalog.profile_text,
             clock=apb.ClockParams(kind=apb.MANUAL if params.kind == "manual" else apb.ACCELERATED,
                                   wall_origin_unix_s=params.wall_origin_unix_s,
@@ -560,6 +593,13 @@ class ControlPlane:
         log.info("agent registered", node=name, backend=session.backend, running=len(register.running),
                  cluster_sent=bool(toml))
         return session, registered
+
+    def report_refused(self, session: AgentSession, error: HalyardError) -> None:
+        """An agent's message was refused (out of range, too long): logged naming the field, and counted by it."""
+        field = getattr(error, "field", None) or "unknown"
+        key = refused_field(field)
+        self.refused_reports[key] = self.refused_reports.get(key, 0) + 1
+        log.warning("bad agent message", node=session.node, field=field, error=str(error)[:lim.MAX_AGENT_TEXT])
 
     @staticmethod
     def agent_registered(session: AgentSession) -> None:
@@ -569,17 +609,22 @@ class ControlPlane:
 
     def agent_message(self, session: AgentSession, msg: apb.AgentMessage) -> None:
         self.check_writable()
-        session.last_seen = time.monotonic()
+        now = time.monotonic()
+        if not session.quiet_spell and now - session.last_seen >= SUSPECT_SHARE * self.heartbeat_timeout_s:
+            session.quiet_spell = True
+            self.quiet_streams += 1
+        session.last_seen = now
         if session.silent:  # held by the guard, and heard from again: it takes work again
             session.silent = False
             self._update_schedulable(session.node)
             log.info("silent agent heard from again", node=session.node)
         kind = msg.WhichOneof("body")
-        _check_report(msg, kind)
+        if kind == "heartbeat" and not msg.heartbeat.healthy and session.node not in self.drained:
+            # The node's own agent says it is faulty: acted on even when the report's numbers are refused below.
+            self._drain_unhealthy(session.node, lim.clean_text(msg.heartbeat.detail, lim.MAX_HEALTH_DETAIL))
+        check_report(msg, kind)
         if kind == "heartbeat":
             session.heartbeat = msg.heartbeat
-            if not msg.heartbeat.healthy and session.node not in self.drained:
-                self._drain_unhealthy(session.node, msg.heartbeat.detail)
         elif kind == "exited":
             self._on_exited(session, msg.exited)
         elif kind == "progress":
@@ -645,6 +690,24 @@ class ControlPlane:
 
     # --- internals ------------------------------------------------------------
 
+    def _registered_changed(self) -> None:
+        """A Register changed the cluster (a node up, jobs reconciled): commit and pass once for the burst of
+        registrations within REGISTRATION_BATCH_S, not once each (lockstep replay: at once, as the simulator)."""
+        if self.lockstep:
+            self._changed()
+        elif self._registrations_due is None:
+            self._registrations_due = asyncio.get_running_loop().call_later(REGISTRATION_BATCH_S,
+                                                                            self._registrations_settled)
+
+    def _registrations_settled(self) -> None:
+        self._registrations_due = None
+        if self.failed is not None:
+            return
+        try:
+            self._changed()
+        except StoreError:
+            return  # fatal: _persist has stopped the control plane
+
     def _changed(self) -> None:
         if self.lockstep:
             self._pass()  # the simulator's order: an instant's events, then its pass, then the next instant
@@ -671,12 +734,23 @@ class ControlPlane:
         if group is not None and not group.done():
             group.set_result(None)
 
+    def stop_writing(self, exc: Exception) -> None:
+        """Refuse every change from now on and tell the daemon to exit (leadership lost: leadership.py)."""
+        self._fail(exc)
+
     def _fail(self, exc: Exception) -> None:
-        """The store failed: from now on refuse every change, and tell the daemon to exit non-zero."""
+        """The store failed: from now on refuse every change, and tell the daemon to exit non-zero.
+
+        Commands not yet sent are dropped and no more are queued: they were decided on changes the store
+        does not hold (or, fenced, by a control plane that no longer leads)."""
         if self.failed is None:
             self.failed = str(exc)
             log.critical("state store failed: refusing writes and stopping; restart from the store",
                          error=str(exc))
+        for session in self.sessions.values():
+            session.closed = True
+            while not session.outbox.empty():
+                session.outbox.get_nowait()
         group, self._group = self._group, None
         if group is not None and not group.done():
             group.set_exception(StoreError(f"the job was not stored: {exc}"))
@@ -711,21 +785,25 @@ class ControlPlane:
         record = self._check_owner(session, exited.job_id, exited.attempt)
         if record is None or record.state is not JobState.RUNNING:
             return
+        # A status newer than this control plane (docs/api.md, "Unknown enum values"): the job ended there
+        # for a reason not known here, so it is handled as lost: requeued from its last checkpoint.
+        status = self.unknown_enums.read(apb.ExitStatus, exited.status, message="Exited", field="status",
+                                         default=apb.EXIT_LOST, peer=session.node)
         when = max(exited.cluster_time, record.last_assignment_time or 0.0)
-        if exited.status == apb.EXIT_COMPLETED and self.lockstep:
+        if status == apb.EXIT_COMPLETED and self.lockstep:
             return  # lockstep: the model's own completion (already due) ends the job; agents follow it
         self._event_at(when)
-        if exited.status == apb.EXIT_COMPLETED:
+        if status == apb.EXIT_COMPLETED:
             self.placed.pop(record.job_id, None)
             self.core.complete(record.job_id, when)
-        elif exited.status == apb.EXIT_FAILED:
+        elif status == apb.EXIT_FAILED:
             self._stop_on_agents(record.job_id, record.attempt, skip=session.node)
             self.core.fail(record.job_id, when, exited.message)
         else:  # preempted or lost on its own: back to the queue from the last checkpoint
             if self._reports_real_progress(session):
                 record.report_progress(self.now(), exited.checkpoint_iteration)
             self._stop_on_agents(record.job_id, record.attempt, skip=session.node)
-            self.core.requeue(record.job_id, self.now(), f"agent {session.node}: {apb.ExitStatus.Name(exited.status)}")
+            self.core.requeue(record.job_id, self.now(), f"agent {session.node}: {enum_name(apb.ExitStatus, status)}")
         self._changed()
 
     async def _lockstep_completions(self) -> None:
@@ -798,9 +876,10 @@ class ControlPlane:
                     or session.node not in self.placed.get(job_id, ())):
                 log.warning("agent runs a job that is not its own; stopping it", node=session.node, job=job_id)
                 session.send(preempt=apb.Preempt(job_id=job_id, attempt=attempt, grace_s=0.0))
-        for job_id, nodes in list(self.placed.items()):
-            if session.node in nodes and (job_id, self.core.records[job_id].attempt) not in reported:
-                self._requeue(job_id, f"agent {session.node} no longer runs it")
+        node = session.node
+        for job_id in [j for j, nodes in self.placed.items() if node in nodes]:  # a list: requeues change placed
+            if (job_id, self.core.records[job_id].attempt) not in reported:
+                self._requeue(job_id, f"agent {node} no longer runs it")
 
     def _drain_unhealthy(self, node: str, detail: str) -> None:
         """An unhealthy heartbeat (ECC or Xid errors, NVML failing) drains the node with its reason and
@@ -1117,26 +1196,3 @@ def profiling_key(spec: tpb.JobSpec) -> tuple[object, ...]:
     no parse (in lockstep replay every wall millisecond is many cluster seconds)."""
     return (spec.model, spec.batch_size, spec.num_gpus, spec.min_gpus, spec.max_gpus, spec.gpu_type,
             spec.parallelism.SerializeToString(deterministic=True) if spec.HasField("parallelism") else b"")
-
-
-def _check_report(msg: apb.AgentMessage, kind: str | None) -> None:
-    """An agent's numbers are finite and in range before they touch a record (a NaN would poison the store)."""
-    if kind == "progress":
-        p = msg.progress
-        lim.check_seconds(p.iterations_done, "progress.iterations_done", lim.MAX_ITERATIONS)
-        lim.check_seconds(p.cluster_time, "progress.cluster_time", lim.MAX_TIME_S)
-        if len(p.recent_iteration_s) > lim.MAX_RECENT_ITERATIONS:
-            raise ValidationError(f"has {len(p.recent_iteration_s)} entries; at most {lim.MAX_RECENT_ITERATIONS} "
-                                  "allowed", field="progress.recent_iteration_s")
-        for x in p.recent_iteration_s:
-            lim.check_seconds(x, "progress.recent_iteration_s", lim.MAX_DURATION_S)
-        if p.HasField("time_shift_drift_s"):
-            lim.check_seconds(p.time_shift_drift_s, "progress.time_shift_drift_s", lim.MAX_DURATION_S,
-                              low=-lim.MAX_DURATION_S)
-    elif kind == "exited":
-        e = msg.exited
-        lim.check_seconds(e.cluster_time, "exited.cluster_time", lim.MAX_TIME_S)
-        lim.check_int(e.checkpoint_iteration, "exited.checkpoint_iteration", 0, lim.MAX_ITERATIONS)
-        if len(e.message) > lim.MAX_EXIT_MESSAGE_BYTES:
-            raise ValidationError(f"is {len(e.message)} characters long; at most {lim.MAX_EXIT_MESSAGE_BYTES} "
-                                  "allowed", field="exited.message")

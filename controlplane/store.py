@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -223,16 +223,7 @@ class SqliteStore(Store):
 
         Events must continue the stored log without a gap, and each must name a
         job that is stored (before or in this same call)."""
-        try:
-            rows = [_row(r) for r in records]
-        except (ValueError, TypeError) as exc:
-            raise StoreError(f"{self.path}: save failed, nothing was written: a record cannot be stored: "
-                             f"{exc}") from exc
-        appended = [(e.seq, e.time, e.job_id, e.kind.value, e.state.value, e.detail) for e in events]
-        for expected, row in enumerate(appended, start=self._last_seq + 1):
-            if row[0] != expected:
-                raise StoreError(f"{self.path}: event #{row[0]} (job {row[2]}) does not continue the stored "
-                                 f"log, which expects #{expected}")
+        rows, appended = encode_changes(self.path, records, _row, events, self._last_seq)
         if not rows and not appended:
             return
         db = self._db
@@ -267,19 +258,7 @@ class SqliteStore(Store):
                 db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot read the state database: {exc}") from exc
-        records = []
-        for row in job_rows:
-            try:
-                records.append(_record(row))
-            except (ValueError, TypeError, KeyError) as exc:
-                raise StoreError(f"{self.path}: job {row[0]!r} cannot be read back: {exc}") from exc
-        events = []
-        for seq, time, job_id, kind, state, detail in event_rows:
-            try:
-                events.append(JobEvent(seq, time, job_id, EventKind(kind), JobState(state), detail))
-            except ValueError as exc:
-                raise StoreError(f"{self.path}: event #{seq} (job {job_id}) cannot be read back: {exc}") from exc
-        return StoredState(records, events, meta)
+        return decode_state(self.path, job_rows, _record, event_rows, meta)
 
     def get_meta(self, key: str) -> str | None:
         try:
@@ -308,6 +287,43 @@ class SqliteStore(Store):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def encode_changes(name: str, records: Iterable[JobRecord], row_of: Callable[[JobRecord], tuple[Any, ...]],
+                   events: Iterable[JobEvent], last_seq: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The rows a save writes: each record through ``row_of``, and each event as (seq, time, job_id,
+    kind, state, detail), checked to continue the stored log (whose last event is ``last_seq``)
+    without a gap; anything wrong raises :class:`StoreError` naming the store before a write."""
+    try:
+        rows = [row_of(r) for r in records]
+    except (ValueError, TypeError) as exc:
+        raise StoreError(f"{name}: save failed, nothing was written: a record cannot be stored: {exc}") from exc
+    appended = [(e.seq, e.time, e.job_id, e.kind.value, e.state.value, e.detail) for e in events]
+    for expected, row in enumerate(appended, start=last_seq + 1):
+        if row[0] != expected:
+            raise StoreError(f"{name}: event #{row[0]} (job {row[2]}) does not continue the stored "
+                             f"log, which expects #{expected}")
+    return rows, appended
+
+
+def decode_state(name: str, job_rows: Iterable[tuple[Any, ...]], record_of: Callable[[tuple[Any, ...]], JobRecord],
+                 event_rows: Iterable[tuple[Any, ...]], meta: dict[str, str]) -> StoredState:
+    """A :class:`StoredState` from a store's rows (``record_of`` decodes a jobs row, whose first column
+    is the job id; events rows are seq, time, job_id, kind, state, detail); an unreadable row raises
+    :class:`StoreError` naming the store (``name``) and the job or event."""
+    records = []
+    for row in job_rows:
+        try:
+            records.append(record_of(row))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise StoreError(f"{name}: job {row[0]!r} cannot be read back: {exc}") from exc
+    events = []
+    for seq, time, job_id, kind, state, detail in event_rows:
+        try:
+            events.append(JobEvent(seq, time, job_id, EventKind(kind), JobState(state), detail))
+        except ValueError as exc:
+            raise StoreError(f"{name}: event #{seq} (job {job_id}) cannot be read back: {exc}") from exc
+    return StoredState(records, events, meta)
 
 
 def _row(record: JobRecord) -> tuple[Any, ...]:

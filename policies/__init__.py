@@ -11,9 +11,11 @@ from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.plan import Action, Drop, Migrate, Plan, Preempt, Resize, SetResources, SetTimeShift, Start
 from halyard.policies.reasons import Unplaced, WaitCode
 from halyard.policies.registry import STAGES, make_policy, policy_names, stage_names
+from halyard.policies.reliance import unmet_reliance
 from halyard.policies.resources import FreeResources, OverAllocation
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import (
+    Adjustable,
     Adjuster,
     Admission,
     AdmitAll,
@@ -31,6 +33,7 @@ from halyard.policies.view import ClusterView, JobInfo, PerformanceEstimator
 __all__ = [
     "STAGES",
     "Action",
+    "Adjustable",
     "Adjuster",
     "Admission",
     "AdmitAll",
@@ -69,4 +72,5 @@ __all__ = [
     "make_policy",
     "policy_names",
     "stage_names",
+    "unmet_reliance",
 ]

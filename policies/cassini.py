@@ -46,7 +46,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from halyard.datamodel import Allocation, Cluster, JobSpec
+from halyard.datamodel import Allocation, Cluster, JobSpec, ValidationError
 from halyard.policies.cassini_math import (
     MAX_CANDIDATES,
     TIME_QUANTUM_S,
@@ -65,7 +65,7 @@ from halyard.policies.passstate import PassState
 from halyard.policies.plan import Migrate, Plan, Preempt, Resize, Start
 from halyard.policies.reasons import Unplaced
 from halyard.policies.resources import FreeResources
-from halyard.policies.stages import Adjuster, Placement
+from halyard.policies.stages import Adjustable, Adjuster, Placement
 from halyard.policies.view import ClusterView, JobInfo
 
 PLACED_KEY = "cassini/placed"  # job id -> links of the jobs placed so far in this pass
@@ -351,7 +351,12 @@ def augment(policy: Any, *, lock: bool = False) -> Any:
     """``policy`` with Cassini: its per-job placement wrapped by :class:`CassiniPlacement` (a batch
     placement or a policy without a placement stage keeps its own) and :class:`CassiniShifts`
     appended to its adjusters; the name gains ``+cassini`` (``+cassini-lock`` with ``lock``:
-    :func:`lock_periods`)."""
+    :func:`lock_periods`). A policy that is not :class:`Adjustable` is refused with a
+    :class:`ValidationError` that names it."""
+    suffix = "cassini-lock" if lock else "cassini"
+    if not isinstance(policy, Adjustable):
+        raise ValidationError(f"{policy.name!r} cannot take +{suffix}: Cassini's time-shifts are an adjuster stage, "
+                              f"and {policy.name!r} runs its own pass with no adjusters", field="policy")
     placement = getattr(policy, "placement", None)
     if isinstance(placement, Placement) and not placement.batch:
         policy.placement = CassiniPlacement(placement)

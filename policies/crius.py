@@ -407,6 +407,10 @@ class Crius(Policy):
     def honours(self) -> frozenset[str]:
         return frozenset({"deadline"}) if self.deadlines else frozenset()
 
+    @property
+    def relies_on(self) -> frozenset[str]:
+        return self.honours  # Crius-DDL's deadline admission and early drop
+
     def profile_requests(self, spec: JobSpec, facts: ClusterFacts) -> list[ProfileRequest]:
         """The profilings estimating ``spec``'s Cells takes (§5.1): a live control plane asks its agents
         for them before the job's first pass (:func:`profile_requests`)."""
@@ -449,7 +453,7 @@ class Crius(Policy):
                 plan.wait(job.job_id, cannot_fit(self.name, "profiling its Cells until t={:g}", min(ready.values())))
                 continue
             if not cells:
-                plan.wait(job.job_id, never_fits(self.name, "no Cell of {} GPUs fits any GPU type of the cluster",
+                plan.wait(job.job_id, never_fits(self.name, "no Cell of {:#GPU} fits any GPU type of the cluster",
                                                  "/".join(map(str, gpu_choices(job.spec)))))
                 continue
             if self._cell_based_sched(view, v, job):
@@ -461,7 +465,7 @@ class Crius(Policy):
             if blocked is None:
                 blocked = job.job_id
             need = min(g for _, g in cells)
-            plan.wait(job.job_id, cannot_fit(self.name, "needs {} GPUs of one type; no Cell fits with up to {} "
+            plan.wait(job.job_id, cannot_fit(self.name, "needs {:#GPU} of one type; no Cell fits with up to {} "
                                              "jobs scaled ({} free)", need, self.search_depth,
                                              sum(v.free.values())))
         if self.upscale and not profiling and (blocked is None or self.extra_with_pending):
@@ -732,7 +736,7 @@ class Crius(Policy):
             picked = choose_nodes(usable_gpus(free, view.shape, cell.gpu_type), view.shape, cell.gpus)
             if picked is None:  # fragmented CPU/memory: the job keeps what it had, or waits
                 if not vj.running:
-                    plan.wait(vj.job.job_id, cannot_fit(self.name, "its Cell of {} {} GPUs does not fit the "
+                    plan.wait(vj.job.job_id, cannot_fit(self.name, "its Cell of {:#GPU} of type {} does not fit the "
                                                         "free nodes' CPU and memory", cell.gpus, cell.gpu_type))
                 continue
             alloc = Allocation(build_allocation(free, picked).nodes, stages=self._run_plan(view, vj))

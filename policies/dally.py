@@ -61,7 +61,14 @@ has two more, ``+drop-short-waits`` and ``+manual-start``, on :class:`AutoTuner`
   consolidated as what it is offered, moves (a ``Migrate``) when it is offered one machine or
   one rack where it spans more, and a lease-ended job whose GPUs a job of lower Nw_sens takes
   is preempted back into the wait queue (its starvation restarts, Algorithm 1 lines 1-2).
-  Between lease ends nothing moves.
+  Between lease ends nothing moves. The reference simulator itself (aakash-sharma/cluster-sim,
+  read and run beside Halyard in docs/dally-public-comparison.md) goes further: at every lease
+  end it takes back every job's GPUs, whatever it is offered, and never-run jobs bid first
+  (Nw_sens 0); this option gives its placements, not its waits.
+
+``+no-preemption`` (a measurement option, not a rule) switches the Nw_sens preemption off: the
+reference simulator preempts nobody between lease ends, so the side-by-side runs Halyard's
+``dally-manual+no-preemption`` beside it with no lease ends.
 
 Why Dally is its own :class:`~halyard.policies.stages.Policy` and not a
 :class:`~halyard.policies.staged.StagedPolicy`: an offer is accepted or rejected
@@ -610,16 +617,16 @@ class DelayScheduling(Placement):
         ``view.free.total_gpus`` if the caller has it)."""
         demand = job.spec.num_gpus
         if avail is None:
-            return cannot_fit(self.name, "needs {} GPUs; {} free and no running job may be preempted for it",
+            return cannot_fit(self.name, "needs {:#GPU}; {} free and no running job may be preempted for it",
                               demand, view.free.total_gpus if free_total is None else free_total)
         shape = view.shape
         if wait_s < t_mc:
-            return by_policy(self.name, "delay timer: waits for one machine with {} GPUs ({:.0f} s of its "
+            return by_policy(self.name, "delay timer: waits for one machine with {:#GPU} ({:.0f} s of its "
                              "{:.0f} s machine timer); the best machine has {} usable free", demand, wait_s,
                              t_mc, int(avail.max(initial=0)))
         if wait_s < t_rk:
             best_rack = int(np.bincount(shape.rack, weights=avail, minlength=shape.n_racks).max(initial=0))
-            return by_policy(self.name, "delay timer: waits for one rack with {} GPUs ({:.0f} s of its "
+            return by_policy(self.name, "delay timer: waits for one rack with {:#GPU} ({:.0f} s of its "
                              "{:.0f} s rack timer); the best rack has {} usable free", demand, wait_s, t_rk,
                              best_rack)
         return no_fit(self.name, view, job, demand, avail)
@@ -830,7 +837,7 @@ class Dally:
         def too_few_for(demand: int, free_now: int) -> Unplaced:
             why = too_few.get((demand, free_now))
             if why is None:
-                why = too_few[(demand, free_now)] = cannot_fit(self.delay.name, "needs {} GPUs; {} free",
+                why = too_few[(demand, free_now)] = cannot_fit(self.delay.name, "needs {:#GPU}; {} free",
                                                                demand, free_now)
             return why
 
@@ -1130,8 +1137,10 @@ class Dally:
 
 def with_option(policy: object, option: str) -> Dally:
     """``policy`` (a Dally) with one of the rules not in the paper switched on: ``migrate``, ``worse-half``,
-    ``hysteresis`` (``min_gain`` = :data:`MIN_GAIN`), ``lease``, or of its auto-tuner
-    ``drop-short-waits`` and ``manual-start``; the name gains ``+option``."""
+    ``hysteresis`` (``min_gain`` = :data:`MIN_GAIN`), ``lease``, ``no-preemption`` (no Nw_sens
+    preemption: what aakash-sharma/cluster-sim's Dally does between lease ends; measured in
+    docs/dally-public-comparison.md), or of its auto-tuner ``drop-short-waits`` and ``manual-start``;
+    the name gains ``+option``."""
     if not isinstance(policy, Dally):
         name = getattr(policy, "name", type(policy).__name__)
         raise ValidationError(f"+{option} is an option of Dally; {name!r} is not a Dally policy", field="policy")
@@ -1143,6 +1152,8 @@ def with_option(policy: object, option: str) -> Dally:
         policy.min_gain = MIN_GAIN
     elif option == "lease":
         policy.lease = True
+    elif option == "no-preemption":
+        policy.preemption = False
     elif option in TUNER_OPTIONS:
         if not isinstance(policy.timers, AutoTuner):
             raise ValidationError(f"+{option} is an option of the auto-tuner; {policy.name!r} has "
@@ -1160,7 +1171,7 @@ def with_option(policy: object, option: str) -> Dally:
 # The auto-tuner's options (AutoTuner.lease_waits and .manual_start), for Dally with tuned timers only.
 TUNER_OPTIONS = ("drop-short-waits", "manual-start")
 # Rules not in the paper, named as '+option' on a Dally preset (policies/registry.py AUGMENTATIONS).
-DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", *TUNER_OPTIONS)
+DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", "no-preemption", *TUNER_OPTIONS)
 
 
 def allocation_level(allocation: Allocation, cluster: Cluster) -> Level:

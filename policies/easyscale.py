@@ -227,6 +227,7 @@ class EasyScaleProposals(Adjuster):
     grant the running jobs' proposals greedily by speed-up per GPU, one per job per round."""
 
     honours = frozenset({"priority"})  # co-location: higher-priority jobs take GPUs back (§3.4, §5.3)
+    relies_on = frozenset({"logical_workers"})  # a job without ESTs gets no proposals: it never scales
 
     options: EasyScaleOptions = field(default_factory=EasyScaleOptions)
     name: str = "easyscale-heter"

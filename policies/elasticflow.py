@@ -100,6 +100,10 @@ class ElasticFlow(Policy):
     def honours(self) -> frozenset[str]:
         return frozenset() if self.loosened else frozenset({"deadline"})
 
+    @property
+    def relies_on(self) -> frozenset[str]:
+        return self.honours | {"elastic"}  # shares between min_gpus and max_gpus
+
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
         plan = Plan()
         if self.loosened:
@@ -118,7 +122,7 @@ class ElasticFlow(Policy):
                 plan.drop(job.job_id, f"admission: no share of up to {job.spec.gpu_range[1]} GPUs meets its deadline "
                                       f"beside the admitted jobs ({budget} GPUs left)")
             elif job.allocation is None:
-                plan.wait(job.job_id, cannot_fit(self.name, "its minimum share of {} GPUs does not fit beside "
+                plan.wait(job.job_id, cannot_fit(self.name, "its minimum share of {:#GPU} does not fit beside "
                                                  "the earlier jobs' ({} left)", low, budget))
         by_id = {j.job_id: j for j in jobs}
         heap = [self._offer(view, by_id[j], g) for j, g in size.items()]
@@ -185,10 +189,10 @@ class ElasticFlow(Policy):
                 alloc = None  # mixed with a type too small for its share of the global batch
             if alloc is None:
                 if job.allocation is None:
-                    plan.wait(job.job_id, cannot_fit(self.name, "its {} GPUs are fragmented over the nodes or fit "
+                    plan.wait(job.job_id, cannot_fit(self.name, "its {:#GPU} are fragmented over the nodes or fit "
                                                                 "no free GPUs' memory", g)
                               if types is None or types else
-                              cannot_fit(self.name, "no GPU type holds its global batch on {} GPUs", g))
+                              cannot_fit(self.name, "no GPU type holds its global batch on {:#GPU}", g))
                 else:
                     try:
                         free.take(job.allocation)  # it keeps its size

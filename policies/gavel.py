@@ -158,7 +158,7 @@ class Gavel(Policy):
             gpu_type = chosen.get(job.job_id)
             if gpu_type is None:
                 if job.allocation is None:
-                    plan.wait(job.job_id, never_fits(self.name, "no GPU type of the cluster holds its {} GPUs",
+                    plan.wait(job.job_id, never_fits(self.name, "no GPU type of the cluster holds its {:#GPU}",
                                                      job.spec.num_gpus) if not thr[i].any() else
                               by_policy(self.name, "the max-throughput allocation gives the GPUs to jobs of higher "
                                                    "priority this round"))
@@ -171,7 +171,7 @@ class Gavel(Policy):
                     plan.preempt(job.job_id)
                     order.give(job.allocation)
                 else:
-                    plan.wait(job.job_id, by_policy(self.name, "its {} GPUs of type {} are fragmented this round",
+                    plan.wait(job.job_id, by_policy(self.name, "its {:#GPU} of type {} are fragmented this round",
                                                     job.spec.num_gpus, gpu_type))
                 continue
             alloc = with_runtime_plan(view, job.spec, build_allocation(free, picked))  # Crius §8.1

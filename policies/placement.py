@@ -91,10 +91,10 @@ def no_fit(stage: str, view: ClusterView, job: JobInfo, gpus: int, avail: np.nda
     kinds = "" if types is None else f" of type {'/'.join(sorted(types)) or 'none that fits'}"
     total = view.shape.total_gpus(types)
     if gpus > total:
-        return never_fits(stage, "needs {} GPUs; the cluster has {}{}", gpus, total, kinds)
+        return never_fits(stage, "needs {:#GPU}; the cluster has {}{}", gpus, total, kinds)
     usable = int(avail.sum())
     nodes = int(np.count_nonzero(avail))
-    return cannot_fit(stage, "needs {} GPUs{}; {} usable free on {} node(s)", gpus, kinds, usable, nodes)
+    return cannot_fit(stage, "needs {:#GPU}{}; {} usable free on {:#node}", gpus, kinds, usable, nodes)
 
 
 class FirstFitConsolidated(Placement):

@@ -141,6 +141,7 @@ class Pollux(Policy):
     ``adjusters`` run after the pass (Cassini's time-shifts)."""
 
     needs_rounds = True  # phi_t grows with progress: speedups drift with time alone (§4: periodic)
+    relies_on = frozenset({"elastic"})  # re-allocation changes the GPU count of elastic jobs only (resizable)
     acts_without_pending = True  # re-allocates running jobs with nothing waiting
 
     def __init__(self, *, name: str = "pollux", adapt_batch: bool = True, penalize_starts: bool = False,

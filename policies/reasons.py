@@ -14,7 +14,23 @@ small object per job it looked at and formats nothing.
 from __future__ import annotations
 
 import enum
+import string
 from dataclasses import dataclass
+
+from halyard.plural import plural
+
+
+class _CountFormatter(string.Formatter):
+    """str.format, plus a spec ``#NOUN`` that writes the argument as a count of NOUN (:func:`plural`):
+    ``"needs {:#GPU}"`` reads "needs 1 GPU" or "needs 8 GPUs" (issue 33: "1 usable GPUs")."""
+
+    def format_field(self, value: object, format_spec: str) -> str:
+        if format_spec.startswith("#"):
+            return plural(int(value), format_spec[1:])  # type: ignore[call-overload]
+        return super().format_field(value, format_spec)
+
+
+_REASONS = _CountFormatter()  # stateless
 
 
 class WaitCode(enum.StrEnum):
@@ -36,7 +52,7 @@ class Unplaced:
 
     @property
     def reason(self) -> str:
-        return self.template.format(*self.args) if self.args else self.template
+        return _REASONS.format(self.template, *self.args) if self.args else self.template
 
     def __str__(self) -> str:
         return f"{self.code.value} ({self.stage}): {self.reason}"

@@ -26,6 +26,7 @@ a name and raises :class:`ValidationError` naming the unknown part.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
@@ -149,6 +150,21 @@ for _base in ("themis", "tiresias", "synergy-tune:srtf", "pollux"):
     _PRESETS[f"{_base}+cassini"] = (lambda b=_base: augment(_PRESETS[b]()))
 
 
+SUGGESTIONS = 3  # close names offered for a misspelt one (difflib's default cutoff, 0.6, decides "close")
+# Offered when no name is close: the presets a newcomer most likely means (one per family).
+COMMON_PRESETS = ("fifo", "srtf", "las", "tiresias", "gandiva", "dally", "synergy-tune:srtf", "easyscale-heter",
+                  "crius", "themis", "pollux")
+
+
+def did_you_mean(word: str, names: list[str]) -> str:
+    """``did you mean 'fifo'? `` for a misspelt name, or a short list of common presets when nothing is
+    close: never all of them (the full list of presets is about 2,000 characters)."""
+    close = difflib.get_close_matches(word, names, n=SUGGESTIONS)
+    if close:
+        return f"did you mean {' or '.join(repr(n) for n in close)}? "
+    return f"common presets: {', '.join(COMMON_PRESETS)}; "
+
+
 def policy_names() -> list[str]:
     """The presets; any pipeline of registered stages is a name too (:func:`make_policy`)."""
     return sorted(_PRESETS)
@@ -182,8 +198,9 @@ def make_policy(name: str) -> Policy:
             policy = augmentation(policy)
         return policy
     if "=" not in text and "," not in text:
-        raise ValidationError(f"unknown policy {name!r} (presets: {', '.join(policy_names())}; or a pipeline "
-                              f"such as ordering=las,placement=synergy-tune)", field="policy")
+        raise ValidationError(f"unknown policy {name!r}; {did_you_mean(text, policy_names())}`halyard policies` "
+                              f"lists the {len(_PRESETS)} presets and the stages a pipeline such as "
+                              "ordering=las,placement=synergy-tune can name", field="policy")
     parts = [p.strip() for p in text.split(",")]
     base = StagedPolicy(text, Fifo())
     if "=" not in parts[0]:

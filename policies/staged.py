@@ -94,6 +94,10 @@ class StagedPolicy:
     def honours(self) -> frozenset[str]:
         return frozenset().union(*(stage.honours for stage in self._all()))
 
+    @property
+    def relies_on(self) -> frozenset[str]:
+        return frozenset().union(*(getattr(stage, "relies_on", frozenset()) for stage in self._all()))
+
     def stages(self) -> list[tuple[str, str]]:
         return [("admission", self.admission.name), ("ordering", self.ordering.name),
                 ("sizing", self.sizing.name), ("placement", self.placement.name),
@@ -185,7 +189,7 @@ class StagedPolicy:
         smallest = min(waiting) if waiting else 0
         for job in jobs:
             if (left < smallest or left == 0) and not self.preemptions:
-                plan.otherwise = cannot_fit(self.ordering.name, "{} usable GPUs free; every job still waiting "
+                plan.otherwise = cannot_fit(self.ordering.name, "{:#usable GPU} free; every job still waiting "
                                             "needs more", left)
                 break
             if waiting is not None:
@@ -197,7 +201,7 @@ class StagedPolicy:
                         smallest = min(waiting)
             gpus = self.sizing.gpus(view, job)
             if gpus > left and not self.preemptions:
-                plan.wait(job.job_id, cannot_fit(self.placement.name, "needs {} GPUs; {} usable free", gpus, left))
+                plan.wait(job.job_id, cannot_fit(self.placement.name, "needs {:#GPU}; {} usable free", gpus, left))
             elif self._place(view, job, gpus, plan, free, state):
                 left = free.usable_free_gpus if self.preemptions else left - gpus
                 continue
@@ -270,7 +274,7 @@ class StagedPolicy:
                 continue
             why = waits.get((gpus, budget))
             if why is None:
-                why = waits[gpus, budget] = cannot_fit(self.ordering.name, "needs {} GPUs; jobs ahead of it in "
+                why = waits[gpus, budget] = cannot_fit(self.ordering.name, "needs {:#GPU}; jobs ahead of it in "
                                                        "{} order hold or take the schedulable GPUs ({} left)",
                                                        gpus, self.ordering.name, budget)
             unplaced[job.job_id] = why

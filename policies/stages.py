@@ -71,6 +71,10 @@ class Stage(Protocol):
     # JobSpec fields beyond the basics the stage acts on ("priority", "deadline"): a job that sets
     # one no stage of its policy honours is told so at submission instead of being ignored silently.
     honours: ClassVar[frozenset[str]] = frozenset()
+    # Optional, outside the protocol: ``relies_on``, what the stage's own behaviour needs of the jobs or
+    # the cluster (policies/reliance.py's keys: "logical_workers", "elastic", "deadline", "priority",
+    # "quotas"); a run in which none has it is warned that the stage does nothing (issue 33:
+    # easyscale-heter without ESTs was FIFO, silently).
     # True if the stage decides from the jobs' specs, states and allocations and the free resources
     # alone: what the core's event log and the nodes' schedulable flags record, never the clock, job
     # progress or rates. A staged policy whose other stages all say so may let the core skip passes
@@ -99,6 +103,7 @@ class Policy(Protocol):
     Optional, outside the protocol: ``profile_requests(spec, facts)``, the stage profilings a
     policy will ask of ``view.profiles`` for a job (Crius §5.1); a live control plane fetches them
     from its agents before the job's first pass (:class:`~halyard.policies.crius.Crius` has it).
+    Also optional: ``relies_on``, as a stage's (:class:`Stage`; :class:`StagedPolicy` unites its stages').
     """
 
     name: str
@@ -253,6 +258,16 @@ class Adjuster(Stage, Protocol):
     needs_rounds: ClassVar[bool] = False
 
     def adjust(self, view: ClusterView, plan: Plan, free: FreeResources, state: PassState) -> None: ...
+
+
+@runtime_checkable
+class Adjustable(Protocol):
+    """A policy that runs :class:`Adjuster` stages after its pass: what an augmentation (Cassini's
+    time-shifts) needs to join it. A policy without them refuses the augmentation by name
+    (:func:`~halyard.policies.cassini.augment`) instead of failing mid-run."""
+
+    name: str
+    adjusters: tuple[Adjuster, ...]
 
 
 @runtime_checkable

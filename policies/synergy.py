@@ -326,7 +326,7 @@ class Tune(SynergyMechanism):
             self._release(view, packer, idx, capped(idx, k), vector)
         if packer.place(job.job_id, picked, capped) is None:
             plan.wait(job.job_id, cannot_fit(
-                self.name, "needs {} GPUs at its proportional CPU and memory; reverting co-located jobs to "
+                self.name, "needs {:#GPU} at its proportional CPU and memory; reverting co-located jobs to "
                 "their proportional share did not free enough", gpus))
 
     def _pack_running(self, view: ClusterView, packer: Packer, job: JobInfo, cm: tuple[int, int],
@@ -360,7 +360,7 @@ class Tune(SynergyMechanism):
         """§4.3: a running job no server can hold this round goes back to the queue, with a reason."""
         plan.preempt(job.job_id)
         plan.wait(job.job_id, cannot_fit(
-            self.name, "its lease is not renewed this round: its {} GPUs at their proportional CPU and "
+            self.name, "its lease is not renewed this round: its {:#GPU} at their proportional CPU and "
             "memory fit neither its own servers nor any other, after reverting co-located jobs to their "
             "share (§4.2 (2a))", job.num_gpus))
 
@@ -604,7 +604,7 @@ def srtf_by_speedup(policy: Any) -> Any:
 
 
 def _short(stage: str, job: JobInfo, c: int, m: int) -> Unplaced:
-    return cannot_fit(stage, "needs {} GPUs with {} CPUs and {:.1f} GB per GPU (its demand vector); "
+    return cannot_fit(stage, "needs {:#GPU} with {:#CPU} and {:.1f} GB per GPU (its demand vector); "
                       "no servers have them free", job.num_gpus, c, m / 1000.0)
 
 

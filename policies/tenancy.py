@@ -40,6 +40,7 @@ class PriorityFirst(Ordering):
     """A higher ``priority`` first, then the wrapped ordering; preemptive if the wrapped one is."""
 
     honours = frozenset({"priority"})
+    relies_on = frozenset({"priority"})
 
     def __init__(self, inner: Ordering) -> None:
         self.inner = inner
@@ -62,6 +63,8 @@ class PriorityFirst(Ordering):
 
 class TenantQuota(Admission):
     """Kueue-style admission by nominal GPU quota per tenant, with borrowing of idle quota."""
+
+    relies_on = frozenset({"quotas"})  # without the cluster's [quotas] table it admits every job
 
     def __init__(self, borrowing: bool = True) -> None:
         self.borrowing = borrowing
@@ -86,7 +89,7 @@ class TenantQuota(Admission):
                 borrowing.add(job.job_id)
             else:
                 plan.wait(job.job_id, by_policy(
-                    self.name, "tenant {}: {} of its {} GPUs of quota in use, needs {} more{}", tenant,
+                    self.name, "tenant {}: {} of its {:#GPU} of quota in use, needs {} more{}", tenant,
                     used[tenant], nominal, gpus, "; borrowing is off" if not self.borrowing else
                     f"; {max(idle, 0)} idle to borrow"))
                 continue
@@ -102,6 +105,7 @@ class PriorityPreemption(Preemption):
 
     name = "priority"
     honours = frozenset({"priority"})
+    relies_on = frozenset({"priority"})
 
     def victims(self, view: ClusterView, job: JobInfo, plan: Plan, state: PassState) -> list[JobInfo]:
         lower = [r for r in view.running.values() if r.spec.priority < job.spec.priority]
@@ -113,6 +117,7 @@ class QuotaReclaim(Preemption):
     above theirs (borrowers), the most recently started first."""
 
     name = "quota-reclaim"
+    relies_on = frozenset({"quotas"})
 
     def victims(self, view: ClusterView, job: JobInfo, plan: Plan, state: PassState) -> list[JobInfo]:
         quotas = view.cluster.quotas

@@ -308,8 +308,8 @@ class SkewConsolidation(Placement):
             if picked is None:
                 return no_fit(self.name, view, job, gpus, avail)
             if len(picked) > fewest:
-                return by_policy(self.name, "high-skew model {} is consolidated strictly: needs {} GPUs on {} "
-                                 "machine(s); the tightest free placement spans {}", job.spec.model, gpus, fewest,
+                return by_policy(self.name, "high-skew model {} is consolidated strictly: needs {:#GPU} on {:#machine}"
+                                 "; the tightest free placement spans {}", job.spec.model, gpus, fewest,
                                  len(picked))
         else:
             picked = first_fit(avail, gpus)

@@ -146,6 +146,20 @@ async def test_a_second_agent_for_a_connected_node_is_refused_and_the_first_keep
             await second.stop()
 
 
+async def test_a_second_agent_gives_up_and_stops_saying_another_agent_holds_the_node():
+    """Issue 33: a second agent for a live node (the README's real-training block run after its emulated
+    one) retried forever; it now stops once its retry window is over, with the refusal."""
+    async with TestCluster(nodes=1, heartbeat_s=0.1, heartbeat_timeout_s=1.0) as tc:
+        second = EmulatedAgent(tc.address, tc.cluster.node("r0-n0"), shared_clock=tc.clock, held_give_up_s=1.0)
+        started = time.monotonic()
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await asyncio.wait_for(second.run(), 20)
+        assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+        assert "already has a connected agent" in err.value.details()
+        assert time.monotonic() - started >= 1.0  # it retried for its window first
+        assert tc.control_plane.sessions["r0-n0"].instance == tc.agents["r0-n0"].instance
+
+
 async def test_a_reconnect_of_the_same_agent_still_replaces_its_stream():
     async with TestCluster(nodes=1, tls=True) as tc:
         jobs = jgrpc.JobServiceStub(tc.channel)

@@ -105,7 +105,7 @@ def test_stats_reports_skipped_and_left_out_rows(tmp_path, capsys) -> None:
     assert stats["jobs"] == 1 and stats["skipped_rows"] == 1
     assert stats["dropped_rows"] == {"CPU-only job (gpu_num = 0)": 1}
     assert f"skipped: {p}:3, field 'gpu_num'" in captured.err
-    assert "skipped 1 malformed rows" in captured.err and "left out 1 valid rows" in captured.err
+    assert "skipped 1 malformed row of" in captured.err and "left out 1 valid row, not jobs" in captured.err
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".csv"])

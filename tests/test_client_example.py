@@ -7,6 +7,7 @@ from halyard.v1 import job_service_pb2_grpc as jgrpc
 from halyard.v1 import types_pb2 as tpb
 
 pytest_plugins = ["halyard.testing.pytest_plugin"]
+pytestmark = pytest.mark.asyncio  # pytest-asyncio (pip install 'halyard[test]'); needless under asyncio_mode = "auto"
 
 
 async def my_client_submits(channel, job_id: str) -> int:

@@ -57,7 +57,10 @@ def test_control_plane_agent_and_clients_over_mutual_tls(tmp_path):
                 break
             assert time.monotonic() < deadline, listed  # the agent registered over mTLS and runs it
             time.sleep(0.1)
-        assert listed[0]["spec"]["tenant"] == "team-a"
+        assert listed[0]["spec"]["tenant"] == "team-a" and listed[0]["env_names"] == ["API_KEY"]
+        assert "secret" not in json.dumps(listed)  # env values go to the agent only (issue 32)
+        shown = tls_cli("job", *ca, "j1", token=alice).stdout
+        assert "env:        API_KEY" in shown and "secret" not in shown
         assert json.loads(tls_cli("jobs", *ca, "--json", token=bob).stdout) == []  # another tenant sees nothing
         denied = tls_cli("cancel", *ca, "j1", token=bob)
         assert denied.returncode == 4 and "PERMISSION_DENIED" in denied.stderr  # rejected by the server
@@ -89,6 +92,8 @@ def test_daemons_refuse_to_start_without_tls_unless_insecure_and_insecure_is_loo
         (("controlplane", "--cluster", str(cluster), "--db", db), "--insecure"),
         (("controlplane", "--cluster", str(cluster), "--db", db, "--insecure", "--listen", "0.0.0.0:50999"),
          "loopback addresses only"),
+        (("controlplane", "--cluster", str(cluster), "--db", db, "--insecure", "--http", "0.0.0.0:50998"),
+         "--http 0.0.0.0:50998: insecure mode (no TLS) serves loopback addresses only"),
         (("agent", "--control-plane", "127.0.0.1:1", "--node", "r0-n0"), "--insecure"),
         (("agent", "--control-plane", "cp.example:50051", "--node", "r0-n0", "--insecure"), "loopback addresses only"),
         (("jobs", "--control-plane", "cp.example:50051", "--insecure"), "loopback addresses only"),

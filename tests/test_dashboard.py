@@ -11,6 +11,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from halyard.controlplane.dashboard import DEFAULT_WINDOW_S, MIN_WINDOW_S
 from halyard.testing import TestCluster
 from halyard.testing.browser import browser_missing, headless_chromium
 from halyard.v1 import cluster_service_pb2 as cpb
@@ -61,9 +62,13 @@ async def test_json_views_filter_validate_and_stream_events(tmp_path):
 
         sessions = tc.control_plane.sessions.values()
         await tc.wait_for(lambda: all(s.heartbeat and s.heartbeat.gpu_utilization == 1.0 for s in sessions))
-        assert (await get_json(http, "/api/utilization"))["measured"][-1] == 1.0  # sampled at t=0
+        young = await get_json(http, "/api/utilization")
+        assert young["measured"][-1] == 1.0  # sampled at t=0
+        assert young["window_s"] == MIN_WINDOW_S  # no window_s: the cluster's age, here under a minute
         await tc.advance(600)
         assert [j["waiting_s"] for j in (await get_json(http, "/api/queue"))["jobs"]] == [600.0]
+        # Issue 33: the chart opened on 6 hours, so a 10-minute-old cluster was a sliver at its right edge.
+        assert (await get_json(http, "/api/utilization"))["window_s"] == 600
         timeline = await get_json(http, "/api/utilization?window_s=1200")
         assert timeline["start"] == -600 and timeline["end"] == 600 and len(timeline["time"]) == 241
         half = len(timeline["time"]) // 2  # t = 0: every job submitted, two started
@@ -87,6 +92,8 @@ async def test_json_views_filter_validate_and_stream_events(tmp_path):
                 pass
             assert event["kind"] == "SUBMITTED"
             assert int(event["seq"]) == next(e.seq for e in tc.control_plane.core.log if e.job_id == "live")
+        await tc.advance(DEFAULT_WINDOW_S)
+        assert (await get_json(http, "/api/utilization"))["window_s"] == DEFAULT_WINDOW_S  # an old cluster: 6 h
 
 
 async def read_event(stream: aiohttp.ClientResponse) -> dict:
@@ -116,7 +123,8 @@ async def test_healthz_fails_while_the_store_or_the_scheduling_loop_is_broken(tm
         await submit(tc, "a", 8, 100)
         await tc.wait_for(lambda: cp.pass_error is not None)
         body = await get_json(http, "/healthz", 503)
-        assert body["problems"] == ["scheduler: the last scheduling pass failed: RuntimeError: policy bug"]
+        assert body["problems"] == ["scheduler: the last scheduling pass failed: RuntimeError "
+                                    "(the control plane's log has the message)"]  # no message: it may name a job
         async with http.get("/metrics") as reply:
             assert "halyard_healthy 0.0" in await reply.text()
         cp.core.policy = policy  # fixed: the next pass succeeds
@@ -197,6 +205,14 @@ async def test_dashboard_in_chromium_shows_jobs_and_follows_new_ones_without_rel
             core = tc.control_plane.core
             assert shown and all(text.startswith(core.wait_of(r).code.value) for text, r in zip(
                 shown, core.pending, strict=True))  # why each queued job waits, as GetJob says
+            # Issue 33: the reasons (long sentences) wrap inside the queue's card; they used to widen it and
+            # the page, which then scrolled sideways.
+            width = driver.execute_script(
+                "const panel = document.getElementById('queue-panel').getBoundingClientRect();"
+                "return {page: document.documentElement.scrollWidth, view: document.documentElement.clientWidth,"
+                " panel: panel.right, cells: Math.max(...[...document.querySelectorAll('#queue td')]"
+                ".map(td => td.getBoundingClientRect().right))}")
+            assert width["page"] <= width["view"] and width["cells"] <= width["panel"], width
 
             driver.execute_script("window.halyardLoaded = 'same page'")
             await submit(tc, "late-job", 2, 1_000, "nlp")
@@ -231,6 +247,88 @@ async def test_dashboard_in_chromium_shows_jobs_and_follows_new_ones_without_rel
             assert errors == []  # no script error, no request blocked by the Content-Security-Policy
     finally:
         await asyncio.to_thread(driver.quit)
+
+
+async def test_dashboard_in_chromium_logs_in_as_a_tenant_and_shows_only_its_jobs_never_env_values(tmp_path):
+    """The login form, a tenant's view, and every response the page loaded read again with its session:
+    no job of another tenant, and no environment value of anyone (issue 32, defect 1)."""
+    from halyard.controlplane.auth import TokenFile
+
+    tokens = TokenFile(tmp_path / "tokens.json")
+    alice, _ = tokens.create("alice", "tenant-user", "vision")
+    bob, _ = tokens.create("bob", "tenant-user", "nlp")
+    driver = chromium()
+    try:
+        async with TestCluster(4, tokens=tokens.path, http="127.0.0.1:0") as tc:
+            stub = jgrpc.JobServiceStub(tc.channel)
+            for i in range(6):
+                token, tenant = (alice, "vision") if i % 2 == 0 else (bob, "nlp")
+                secret = f"{tenant}-secret-value-{i}"
+                await stub.SubmitJob(jpb.SubmitJobRequest(spec=tpb.JobSpec(
+                    job_id=f"{tenant}-{i}", model="resnet50", num_gpus=8, iterations=400_000,
+                    env={"HF_TOKEN": secret})), metadata=(("authorization", f"Bearer {token}"),))
+            await tc.wait_for(lambda: len(tc.control_plane.core.running) == 4)
+            mine = {"vision-0", "vision-2", "vision-4"}
+
+            await asyncio.to_thread(driver.get, tc.http_url + "/")
+            await until(driver, lambda d: d.current_url.endswith("/login"), "an anonymous visit goes to the login form")
+            driver.find_element("id", "token").send_keys(alice)
+            await asyncio.to_thread(driver.find_element("id", "login").click)  # the page loads from this loop
+            await until(driver, lambda d: set(rows(d, "jobs")) == mine, "alice's jobs, and only hers, are listed")
+            await until(driver, lambda d: len(d.find_elements("css selector", "#events li")) >= 3, "her events")
+            events = driver.execute_script("return [...document.querySelectorAll('#events li')]"
+                                           ".map(li => li.dataset.jobId)")
+            assert set(events) <= mine
+            slots = driver.execute_script("return [...document.querySelectorAll('#map .gpu')]"
+                                          ".map(g => g.dataset.job || (g.classList.contains('other') ? '*' : ''))")
+            assert {s for s in slots if s} <= mine | {"*"} and "*" in slots  # bob's GPUs: busy, nameless
+            assert "alice" in driver.find_element("id", "who").text
+
+            def opened(d) -> bool:
+                if [e.text for e in d.find_elements("id", "detail-id")] != ["vision-0"]:
+                    d.find_element("css selector", '#jobs tr[data-job-id="vision-0"]').click()
+                    return False
+                return "HF_TOKEN" in d.find_element("id", "detail").text
+
+            await until(driver, opened, "the job's detail names its environment")
+            assert "vision-secret-value-0" not in driver.find_element("tag name", "body").text
+
+            cookies = {c["name"]: c for c in driver.get_cookies()}
+            session = cookies["halyard_session"]
+            assert session["httpOnly"] and session["sameSite"] == "Strict" and alice not in session["value"]
+            loaded = driver.execute_script(
+                "return [location.href, ...performance.getEntriesByType('resource').map(e => e.name)]")
+            urls = {u for u in loaded if u.startswith(tc.http_url)} | {tc.http_url + "/api/events?after=0"}
+            assert any("/api/jobs" in u for u in urls) and any("/api/cluster" in u for u in urls)
+            async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as http:
+                for url in sorted(urls):
+                    async with http.get(url, headers={"Cookie": f"halyard_session={session['value']}"}) as reply:
+                        assert reply.status == 200, url
+                        text = await (read_for(reply, 1.0) if reply.content_type == "text/event-stream"
+                                      else reply.text())
+                    assert "secret-value" not in text, url  # no env value, not even alice's own
+                    assert not any(f"nlp-{i}" in text for i in (1, 3, 5)), url  # nothing of bob's
+            errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+            assert errors == []
+
+            await asyncio.to_thread(driver.find_element("id", "logout").click)
+            await until(driver, lambda d: d.current_url.endswith("/login"), "logging out goes back to the form")
+            await asyncio.to_thread(driver.get, tc.http_url + "/")
+            assert driver.current_url.endswith("/login")  # the session is gone
+    finally:
+        await asyncio.to_thread(driver.quit)
+
+
+async def read_for(stream: aiohttp.ClientResponse, seconds: float) -> str:
+    """What an event stream sends within ``seconds``."""
+    out = b""
+    try:
+        async with asyncio.timeout(seconds):
+            async for chunk in stream.content.iter_any():
+                out += chunk
+    except TimeoutError:
+        pass
+    return out.decode()
 
 
 def test_timeline_follows_allocations_preemptions_and_resizes_through_the_event_log():

@@ -116,14 +116,14 @@ def test_start_and_resize_anywhere_in_the_range(core):
     (lambda p: p.start("e", Allocation((NodeAllocation("r0-n0", (0, 1, 2, 3), 12, 1),
                                         NodeAllocation("r0-n1", (0,), 3, 1)))),
      r"Start\(e\): allocation has 5 GPUs; job e allows 1\.\.4 GPUs \(min_gpus\.\.max_gpus\)"),
-    (lambda p: p.start("r", on("r0-n0", 0)), r"Start\(r\): allocation has 1 GPUs; job r allows exactly 2 GPUs"),
+    (lambda p: p.start("r", on("r0-n0", 0)), r"Start\(r\): allocation has 1 GPU; job r allows exactly 2 GPUs"),
     (lambda p: p.start("e", on("r0-n0", 0, 1, workers=(2, 1))),
      r"Start\(e\): allocation's per-GPU logical workers add up to 3; job e has 4 \(logical_workers\)"),
     (lambda p: p.start("e", Allocation((NodeAllocation("r0-n0", (0, 1), 6, 1),), stages=(StagePlan(1), StagePlan(1)))),
      r"Start\(e\): job e runs logical workers, which are data-parallel .* 2 pipeline stages"),
     (lambda p: p.resize("e", on("r0-n0", 0)), r"Resize\(e\): job is not running"),
     (lambda p: p.start("r", Allocation((NodeAllocation("r0-n0", (0, 1), 6, 1),), stages=(StagePlan(1),))),
-     r"Start\(r\): allocation's pipeline stages hold 1 GPUs; it has 2"),
+     r"Start\(r\): allocation's pipeline stages hold 1 GPU; it has 2"),
 ])
 def test_out_of_range_start_names_job_and_range(core, build, text):
     core.submit(job(2, job_id="e", min_gpus=1, max_gpus=4, logical_workers=4), 0.0)
@@ -142,7 +142,7 @@ def test_out_of_range_resize_names_job_and_range(core):
     core.apply(start, 0.0)
     shrink = Plan()
     shrink.resize("e", on("r0-n0", 0))
-    with pytest.raises(PlanError, match=r"#0 Resize\(e\): allocation has 1 GPUs; job e allows 2\.\.4 GPUs"):
+    with pytest.raises(PlanError, match=r"#0 Resize\(e\): allocation has 1 GPU; job e allows 2\.\.4 GPUs"):
         core.apply(shrink, 1.0)
     assert core.records["e"].num_gpus == 2
 
@@ -269,7 +269,7 @@ async def test_resize_on_emulated_agents_follows_the_model(tmp_path):
     across = Allocation((NodeAllocation("r0-n0", (0, 1), 6, 1000), NodeAllocation("r0-n1", (4, 5), 6, 1000)))
     policy = OneResize("e", on("r0-n0", 0, 1), across, when=lambda view, job: view.now >= 20.0)
     async with World("emulated", tmp_path, nodes=2, policy=policy, speedup=50.0, round_s=10.0) as w:
-        await w.submit(train_spec("e", 400, gpus=2, min_gpus=2, max_gpus=4, logical_workers=4))
+        await w.submit(train_spec("e", 400, gpus=2, min_gpus=2, max_gpus=4, logical_workers=4, command=[]))
         await w.wait_for(lambda: w.job("e").state is JobState.RUNNING and w.job("e").num_gpus == 4)
         record = w.job("e")
         assert record.attempt == 2

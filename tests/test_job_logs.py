@@ -96,7 +96,7 @@ async def test_logs_respect_tenants_and_backends_without_output(tmp_path):
                              metadata=(("authorization", f"Bearer {alice}"),))
         await tc.wait_for(lambda: tc.job("a1").state is JobState.RUNNING)
         for token, code, words in [(bob, grpc.StatusCode.PERMISSION_DENIED, "another tenant"),
-                                   (alice, grpc.StatusCode.NOT_FOUND, "keeps no job output")]:
+                                   (alice, grpc.StatusCode.FAILED_PRECONDITION, "emulated jobs have no output")]:
             with pytest.raises(grpc.aio.AioRpcError) as err:
                 async for _ in jobs.StreamLogs(jpb.StreamLogsRequest(job_id="a1"),
                                                metadata=(("authorization", f"Bearer {token}"),)):

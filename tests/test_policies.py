@@ -22,6 +22,7 @@ from halyard.policies import (
     make_policy,
     policy_names,
 )
+from halyard.policies.registry import COMMON_PRESETS
 
 
 def core_with(cluster, perf, policy="fifo") -> SchedulingCore:
@@ -126,10 +127,19 @@ def test_preemptive_pass_evicts_lowest_priority(small_cluster, perf):
     assert [(type(a).__name__, a.job_id) for a in actions] == [("Preempt", "long"), ("Start", "short")]
 
 
-def test_unknown_policy_lists_names():
-    names = policy_names()
-    with pytest.raises(ValidationError, match=re.escape("presets: " + ", ".join(names[:6]))):
+def test_unknown_policy_suggests_close_names_and_points_to_the_list():
+    """Issue 33: the error listed ~2,000 characters of presets and no "did you mean"."""
+    with pytest.raises(ValidationError, match=re.escape("did you mean 'tiresias'")) as misspelt:
+        make_policy("tiresas")
+    assert "`halyard policies`" in str(misspelt.value) and len(str(misspelt.value)) < 300
+    with pytest.raises(ValidationError, match="common presets: fifo, srtf") as far:
         make_policy("round-robin")
+    assert len(str(far.value)) < 400
+    assert set(COMMON_PRESETS) <= set(policy_names())
+
+
+def test_preset_names():
+    names = policy_names()
     synergy = [f"{m}:{o}" for m in ("proportional", "proportional-every-pass", "synergy-greedy",
                                      "synergy-greedy-every-pass", "synergy-opt", "synergy-opt-every-pass",
                                      "synergy-opt-fit-running",

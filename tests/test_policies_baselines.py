@@ -144,7 +144,7 @@ def test_high_skew_is_consolidated_strictly(small_cluster):
     placement = SkewConsolidation()
     held_back = placement.place(view, fake("v", 4, model="vgg11"), 4, free, PassState())
     assert isinstance(held_back, Unplaced) and held_back.code is WaitCode.WAITING_BY_POLICY
-    assert held_back.reason == ("high-skew model vgg11 is consolidated strictly: needs 4 GPUs on 1 machine(s); "
+    assert held_back.reason == ("high-skew model vgg11 is consolidated strictly: needs 4 GPUs on 1 machine; "
                                 "the tightest free placement spans 2")
     spread = placement.place(view, fake("r", 4, model="resnet50"), 4, free, PassState())
     assert spread is not None and spread.node_names == ("r0-n0", "r0-n1")

@@ -51,14 +51,6 @@ async def test_preemption_checkpoints_and_the_next_attempt_resumes_from_it(tmp_p
     assert "summary" not in first and '"attempt": 1' not in first  # the first run stopped before the end
 
 
-async def test_a_job_without_a_command_is_refused_with_a_reason(tmp_path):
-    async with World("process", tmp_path) as w:
-        await w.submit(train_spec("bare", 10, command=[]))
-        await w.wait_for(lambda: w.job("bare").state is JobState.FAILED)
-    failed = [e for e in w.cp.core.log if e.kind is EventKind.FAILED]
-    assert "no command" in failed[0].detail
-
-
 async def test_a_crashing_command_fails_with_its_exit_code_and_output(tmp_path):
     crash = [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"]
     async with World("process", tmp_path) as w:

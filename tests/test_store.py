@@ -6,6 +6,7 @@ import heapq
 import json
 import math
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -126,7 +127,8 @@ def lived(core: SchedulingCore) -> JobRecord:
 def test_record_round_trip_is_exact(core):
     rec = lived(core)
     snap = rec.snapshot()
-    assert set(snap) == set(PERSISTED) == set(JobRecord.__slots__) - {"suspensions", "time_shift_drift_s", "wait"}
+    unstored = {"end_reason", "suspensions", "time_shift_drift_s", "wait"}  # the event log or the next pass says
+    assert set(snap) == set(PERSISTED) == set(JobRecord.__slots__) - unstored
     assert {"_done", "_anchor", "_resume_at", "_rate", "_gpu_s", "_run_s", "_run_start"} <= snap.keys()
     back = JobRecord.restore(json.loads(json.dumps(snap)))
     assert typed(back.snapshot()) == typed(snap)
@@ -146,6 +148,50 @@ def test_record_restore_refuses_malformed(core):
         JobRecord.restore(snap)
 
 
+# --- both stores: SQLite (the default) and PostgreSQL --------------------------------
+
+
+class Stores:
+    """Opens a store of one kind by name: a file in ``tmp_path`` (SQLite) or a database on the test
+    session's PostgreSQL server, the same one each time for the same name (so a test can reopen it)."""
+
+    def __init__(self, kind: str, tmp_path, request) -> None:
+        self.kind, self.tmp_path, self.request = kind, tmp_path, request
+        self.urls: dict[str, str] = {}
+
+    def where(self, name: str = "state.db") -> str:
+        if self.kind == "sqlite":
+            return str(self.tmp_path / name)
+        if name not in self.urls:
+            self.urls[name] = self.request.getfixturevalue("pg_server").create_database()
+        return self.urls[name]
+
+    def open(self, name: str = "state.db"):
+        if self.kind == "sqlite":
+            return SqliteStore(self.where(name))
+        from halyard.controlplane.store_postgres import PostgresStore
+
+        return PostgresStore(self.where(name))
+
+    def raw(self, name: str, statement: str) -> None:
+        """One statement straight to the database, as another program would."""
+        if self.kind == "sqlite":
+            db = sqlite3.connect(self.where(name))
+            db.execute(statement)
+            db.commit()
+            db.close()
+        else:
+            import psycopg
+
+            with psycopg.connect(self.where(name), autocommit=True) as db:
+                db.execute(statement)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def stores(request, tmp_path) -> Stores:
+    return Stores(request.param, tmp_path, request)
+
+
 # --- the SQLite store -----------------------------------------------------------
 
 
@@ -155,16 +201,15 @@ def test_every_slot_has_a_column():
     assert sorted(store._SLOTS) == sorted(PERSISTED)
 
 
-def test_store_round_trip_through_a_file(core, tmp_path):
+def test_store_round_trip_through_a_file(core, stores):
     rec = lived(core)
     core.submit(job(1, job_id="b", submit=3.0), 3.0)
     core.cancel("b", 4.0)
     records, events = core.take_changes()
-    path = tmp_path / "state.db"
-    with SqliteStore(path) as store:
+    with stores.open() as store:
         store.save(records, events)
         store.set_meta("cluster", "small")
-    with SqliteStore(path) as store:
+    with stores.open() as store:
         state = store.load()
         assert store.get_meta("cluster") == "small" and store.get_meta("nope") is None
     assert [r.job_id for r in state.records] == ["a", "b"]
@@ -188,15 +233,15 @@ def test_wal_mode_and_pragmas(tmp_path):
     memory.close()
 
 
-def test_upsert_updates_and_save_is_all_or_nothing(core):
-    store = SqliteStore(":memory:")
+def test_upsert_updates_and_save_is_all_or_nothing(core, stores):
+    store = stores.open()
     core.submit(job(1, job_id="a"), 0.0)
     store.save(*core.take_changes())
     core.cancel("a", 5.0)
     records, events = core.take_changes()
     assert [r.job_id for r in records] == ["a"] and [e.kind for e in events] == [EventKind.CANCELLED]
     ghost = JobEvent(events[-1].seq + 1, 5.0, "ghost", EventKind.SUBMITTED, JobState.PENDING)
-    with pytest.raises(StoreError, match="FOREIGN KEY"):
+    with pytest.raises(StoreError, match=r"(?i)FOREIGN KEY"):
         store.save(records, [*events, ghost])  # an event for a job never stored: the whole save fails
     state = store.load()
     assert state.records[0].state is JobState.PENDING and len(state.events) == 1
@@ -211,15 +256,18 @@ def test_upsert_updates_and_save_is_all_or_nothing(core):
     store.close()
 
 
-def test_newer_schema_is_refused_naming_the_file(tmp_path):
-    path = tmp_path / "state.db"
-    SqliteStore(path).close()
-    db = sqlite3.connect(path)
-    db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
-    db.commit()
-    db.close()
-    with pytest.raises(StoreError, match=rf"{path}: .*schema version {SCHEMA_VERSION + 1}, newer"):
-        SqliteStore(path)
+def test_newer_schema_is_refused_naming_the_file(stores):
+    stores.open().close()
+    stores.raw("state.db", f"UPDATE meta SET value = '{SCHEMA_VERSION + 1}' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match=rf"{re.escape(stores.where())}: .*schema version {SCHEMA_VERSION + 1}, "
+                                         "newer than this Halyard reads"):
+        stores.open()
+
+
+def test_foreign_databases_are_refused(stores):
+    stores.raw("other.db", "CREATE TABLE t (x integer)")
+    with pytest.raises(StoreError, match=f"{re.escape(stores.where('other.db'))}: not a Halyard state database"):
+        stores.open("other.db")
 
 
 def test_foreign_files_are_refused(tmp_path):
@@ -235,9 +283,15 @@ def test_foreign_files_are_refused(tmp_path):
         SqliteStore(other)
 
 
-def test_save_latency(tmp_path, core):
-    """100 records and 200 events go to a file in well under 10 ms: the best of up to 200 saves (on a
+# The best save of 100 records and 200 events. SQLite writes in this process; PostgreSQL's save is a
+# pipelined batch and a commit to a server process on loopback, which a loaded machine must schedule too.
+SAVE_BUDGET_S = {"sqlite": 0.010, "postgres": 0.030}
+
+
+def test_save_latency(stores, core):
+    """100 records and 200 events are saved in well under SAVE_BUDGET_S: the best of up to 200 saves (on a
     loaded machine most saves are preempted by other processes; one that is not shows the cost)."""
+    budget = SAVE_BUDGET_S[stores.kind]
     for i in range(100):
         core.submit(job(1 + i % 4, job_id=f"j{i}", iterations=100 + i), float(i))
     records, _ = core.take_changes()
@@ -246,17 +300,17 @@ def test_save_latency(tmp_path, core):
         return [JobEvent(n, float(n), f"j{(n - 1) % 100}", EventKind.SUBMITTED, JobState.PENDING, "x" * 20)
                 for n in range(200 * k + 1, 200 * (k + 1) + 1)]
 
-    store = SqliteStore(tmp_path / "state.db")
+    store = stores.open()
     best = math.inf
     for k in range(200):
         batch = events(k)
         started = time.perf_counter()
         store.save(records, batch)
         best = min(best, time.perf_counter() - started)
-        if k >= 7 and best < 0.010:  # at least the old 8 tries; more only while none has been fast
+        if k >= 7 and best < budget:  # at least the old 8 tries; more only while none has been fast
             break
     store.close()
-    assert best < 0.010, f"best save took {best * 1000:.1f} ms"
+    assert best < budget, f"best save took {best * 1000:.1f} ms"
 
 
 # --- a real process killed mid-way --------------------------------------------------
@@ -268,7 +322,11 @@ from halyard.controlplane.store import SqliteStore
 from halyard.datamodel import EventKind, JobEvent, JobSpec, JobState
 
 path, per = sys.argv[1], int(sys.argv[2])
-store = SqliteStore(path)
+if path.startswith("postgresql://"):
+    from halyard.controlplane.store_postgres import PostgresStore
+    store = PostgresStore(path)
+else:
+    store = SqliteStore(path)
 def record(job_id, n, t):
     return JobRecord(JobSpec(job_id, t, "resnet50", 1, iterations=1), n, 1, 0.1, t)
 counter = record("counter", 0, 0.0)
@@ -288,8 +346,8 @@ for b in range(1, 1_000_000):
 """
 
 
-def test_killed_process_keeps_exactly_the_committed_batches(tmp_path):
-    path, per = tmp_path / "state.db", 150
+def test_killed_process_keeps_exactly_the_committed_batches(stores):
+    path, per = stores.where(), 150
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(path), str(per)], stdout=subprocess.PIPE, text=True)
     try:
         seen = 0
@@ -303,7 +361,7 @@ def test_killed_process_keeps_exactly_the_committed_batches(tmp_path):
         child.wait()
         child.stdout.close()
     assert child.returncode == -signal.SIGKILL
-    store = SqliteStore(path)
+    store = stores.open()
     state = store.load()
     done = state.records[0].epoch  # the last committed batch
     assert state.records[0].job_id == "counter" and done >= seen
@@ -394,14 +452,14 @@ def pass_state(core: SchedulingCore, now: float) -> tuple:
             core.policy.schedule(view, PassState()).actions)
 
 
-def test_restored_core_runs_on_identically(small_cluster, perf):
+def test_restored_core_runs_on_identically(small_cluster, perf, stores):
     specs = [job(g, job_id=f"s{i}", submit=37.0 * i, iterations=400 + 173 * i % 900, model=m)
              for i, (g, m) in enumerate([(4, "resnet50"), (2, "bert-large"), (8, "resnet18"), (1, "gnmt"),
                                           (4, "resnet50"), (2, "alexnet"), (3, "resnet18"), (1, "bert-large"),
                                           (8, "gnmt"), (2, "resnet50"), (1, "alexnet"), (4, "bert-large")] * 2)]
     first = SchedulingCore(small_cluster, make_policy("las"), perf, round_s=60.0)
     driver = Driver(first, perf, specs)
-    store = SqliteStore(":memory:")
+    store = stores.open()
     now = 0.0
     for _ in range(10_000):
         if sum(r.state is JobState.COMPLETED for r in first.records.values()) >= len(specs) // 2:

@@ -44,9 +44,10 @@ def train_spec(job_id: str, iterations: int, *, gpus: int = 8, pace_s: float = 0
 
 
 class World:
-    """``async with World("process" | "emulated", tmp_path)``: ready (all agents registered) on entry."""
+    """``async with World("process" | "emulated", tmp_path)``: ready (all agents registered) on entry.
+    A tuple of backends, one per node (``("emulated", "process")``), makes a mixed cluster."""
 
-    def __init__(self, backend: str, work_dir: Path, *, nodes: int = 1, policy: str | Policy = "fifo",
+    def __init__(self, backend: str | tuple[str, ...], work_dir: Path, *, nodes: int = 1, policy: str | Policy = "fifo",
                  speedup: float = 1.0, round_s: float = 300.0, cluster_toml: str | None = None) -> None:
         self.backend = backend
         self.work_dir = work_dir
@@ -78,8 +79,9 @@ class World:
         cp.on_action = record
         self.server = ControlPlaneServer(cp, listen="127.0.0.1:0")
         await self.server.start()
-        for node in self.cluster.nodes:
-            if self.backend == "process":
+        for i, node in enumerate(self.cluster.nodes):
+            backend = self.backend if isinstance(self.backend, str) else self.backend[i]
+            if backend == "process":
                 agent = ProcessAgent(self.server.address, node, work_dir=self.work_dir,
                                      hosts={n.name: "127.0.0.1" for n in self.cluster.nodes})
             else:

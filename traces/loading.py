@@ -31,7 +31,14 @@ from typing import Any
 from halyard.datamodel import JobSpec, ValidationError
 from halyard.traces.assign import assign_models, check_seed
 from halyard.traces.generator import SYNERGY_DEFAULT_SPLIT, task_probabilities
-from halyard.traces.schema import COLUMN_BY_NAME, TraceLoad, csv_records, parse_float_text, parse_int_text
+from halyard.traces.schema import (
+    COLUMN_BY_NAME,
+    TraceLoad,
+    csv_records,
+    parse_float_text,
+    parse_int_text,
+    require_trace_file,
+)
 
 # Original fields whose name is a canonical column are kept in ``extra`` under
 # this prefix (``extra`` may not repeat a canonical column: write_trace refuses).
@@ -51,10 +58,7 @@ def originals(names: Sequence[str], row: Sequence[str], *, skip: str | None = No
 
 
 def check_file(path: str | os.PathLike[str]) -> tuple[Path, str]:
-    p = Path(path)
-    if not p.is_file():
-        raise ValidationError("no such trace file", source=str(path))
-    return p, str(path)
+    return require_trace_file(path), str(path)
 
 
 def guard_unicode(source: str, fn: Callable[[], TraceLoad]) -> TraceLoad:

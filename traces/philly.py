@@ -42,7 +42,7 @@ from halyard.datamodel import JobSpec, ValidationError
 from halyard.traces.assign import assign_models
 from halyard.traces.assign import check_seed as _check_seed
 from halyard.traces.generator import SYNERGY_DEFAULT_SPLIT, task_probabilities
-from halyard.traces.schema import TraceLoad, csv_records, parse_float_text, parse_int_text
+from halyard.traces.schema import TraceLoad, csv_records, parse_float_text, parse_int_text, require_trace_file
 
 # The header of the Pollux artifact's processed Philly file (traces README §1c).
 PHILLY_COLUMNS: tuple[str, ...] = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
@@ -75,9 +75,7 @@ def read_philly(path: str | os.PathLike[str], *, strict: bool = False, seed: int
     ``strict=True`` the first one raises.
     """
     source = str(path)
-    p = Path(path)
-    if not p.is_file():
-        raise ValidationError("no such trace file", source=source)
+    p = require_trace_file(path)
     _check_seed(seed)  # validate the arguments before reading
     task_probabilities(split)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from halyard.datamodel import ValidationError
 from halyard.traces import alibaba, canonical, gavel, helios, itp, pai, philly, philly_raw, pollux
-from halyard.traces.schema import CANONICAL_COLUMNS, TraceLoad
+from halyard.traces.schema import CANONICAL_COLUMNS, TraceLoad, require_trace_file
 
 AUTO = "auto"
 _HEAD_BYTES = 1 << 16
@@ -127,9 +127,7 @@ def read_head(path: Path) -> Head:
 
 def detect_format(path: str | os.PathLike[str]) -> TraceFormat:
     """The format of a trace file, by its name and first bytes; raises listing the accepted formats."""
-    p = Path(path)
-    if not p.is_file():
-        raise ValidationError("no such trace file", source=str(path))
+    p = require_trace_file(path)
     head = read_head(p)
     for fmt in FORMATS:
         if fmt.detect(head):

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -112,6 +114,25 @@ class TraceLoad:
     def skipped(self) -> int:
         """Number of rows skipped because they were invalid."""
         return len(self.errors)
+
+
+SHOWN_FILES = 5  # files of a directory named where a trace file was expected
+TRACE_SUFFIXES = (".csv", ".jsonl", ".json", ".trace")  # named first among a directory's files
+
+
+def require_trace_file(path: str | os.PathLike[str]) -> Path:
+    """``path`` if it is a file; else the error a user can act on: a directory says so and names some of
+    its files (issue 33: it said "no such trace file"), anything else is "no such trace file"."""
+    p = Path(path)
+    if p.is_file():
+        return p
+    if p.is_dir():
+        files = sorted((f.name for f in p.iterdir() if f.is_file() and not f.name.startswith(".")),
+                       key=lambda name: (Path(name).suffix not in TRACE_SUFFIXES, name))  # traces first
+        shown = ", ".join(files[:SHOWN_FILES]) + (f", ... ({len(files)} files)" if len(files) > SHOWN_FILES else "")
+        raise ValidationError(f"is a directory, not a trace file; give one of its files ({shown})" if files else
+                              "is a directory, not a trace file (and holds no files)", source=str(path))
+    raise ValidationError("no such trace file", source=str(path))
 
 
 def csv_records(reader: Any) -> Iterator[tuple[int, list[str]]]:

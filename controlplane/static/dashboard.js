@@ -30,6 +30,7 @@ function svg(tag, attrs = {}) {
 
 async function getJSON(url) {
   const reply = await fetch(url, { cache: "no-store" });
+  if (reply.status === 401) { window.location.assign("/login"); throw new Error("logged out"); }
   if (!reply.ok) throw new Error(`${url}: ${reply.status} ${(await reply.json()).error ?? ""}`);
   return reply.json();
 }
@@ -80,6 +81,7 @@ function renderCluster(c) {
 function renderNode(n) {
   const cls = ["node", n.drained ? "drained" : "", n.connected ? "" : "offline"].join(" ");
   const gpus = el("div", { class: "gpus" }, ...n.slots.map((job, i) => {
+    if (job === "") return el("span", { class: "gpu other", title: `GPU ${i}: another tenant's job` });
     const cell = el("span", { class: "gpu", title: job ? `GPU ${i}: ${job}` : `GPU ${i}: free` });
     if (job) { cell.style.background = jobColor(job); cell.dataset.job = job; }
     return cell;
@@ -173,7 +175,7 @@ function renderQueue(q) {
     el("td", {}, job.spec.job_id), el("td", {}, job.spec.tenant), el("td", {}, job.spec.num_gpus),
     el("td", {}, duration(job.waiting_s)),
     el("td", {}, job.expected_start == null ? "–" : `in ${duration(job.expected_start - q.cluster_time)}`),
-    el("td", { class: "why" }, why(job)))));
+    el("td", { class: "why", title: why(job) }, why(job)))));
 }
 
 // GetJob's wait reason: "CODE (stage): reason", or "–" before a pass has looked at the job.
@@ -191,6 +193,7 @@ function renderDetail(d) {
     ["submitted", clock(job.submit_time)], ["first start", job.start_time == null ? "–" : clock(job.start_time)],
     ["ended", job.end_time == null ? "–" : clock(job.end_time)], ["queued", duration(Number(job.queued_s) + job.waiting_s)],
     ["preemptions", job.preemptions], ["placement", placement(job) || "–"],
+    ["environment", (job.env_names ?? []).join(" ") || "–"],
     ...(job.state === "PENDING" ? [["waiting", why(job)]] : [])];
   const dl = el("dl", {}, ...rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
   const events = el("ol", { class: "job-events" }, ...d.events.map((e) =>
@@ -233,7 +236,7 @@ async function refresh() {
   try {
     const [cluster, jobs, queue, timeline, detail] = await Promise.all([
       getJSON("/api/cluster"), getJSON(`/api/jobs?${filters}`), getJSON(`/api/queue?limit=${JOB_ROWS}`),
-      getJSON(`/api/utilization?window_s=${$("window").value}`),
+      getJSON(`/api/utilization${$("window").value ? `?window_s=${$("window").value}` : ""}`),
       ui.selected ? getJSON(`/api/jobs/${encodeURIComponent(ui.selected)}`) : Promise.resolve(null)]);
     renderCluster(cluster); renderJobs(jobs); renderQueue(queue); renderTimeline(timeline); renderDetail(detail);
     document.body.dataset.refreshed = String(Date.now());
@@ -244,8 +247,16 @@ async function refresh() {
   ui.timer = setTimeout(refresh, REFRESH_MS);
 }
 
+// --- who is looking ------------------------------------------------------------------
+
+async function session() { // the caller; with a dashboard session, the logout form's CSRF token
+  const s = await getJSON("/api/session");
+  $("who").textContent = s.role === "tenant-user" ? `${s.name} (tenant ${s.tenant})` : `${s.name} (${s.role})`;
+  $("insecure").hidden = !s.insecure;
+  if (s.csrf) { $("logout-csrf").value = s.csrf; $("logout-form").hidden = false; }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   for (const id of ["state-filter", "tenant-filter", "window"]) $(id).addEventListener("change", refresh);
-  refresh();
-  follow();
+  session().then(() => { refresh(); follow(); }, () => {});
 });

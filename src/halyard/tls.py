@@ -232,13 +232,14 @@ class ClientTLS:
     ca: bytes
     cert: bytes | None = None
     key: bytes | None = None
+    ca_file: str = ""  # where ``ca`` was read from, for messages ("" when given as bytes)
 
     @classmethod
     def from_files(cls, ca: Path, cert: Path | None = None, key: Path | None = None) -> ClientTLS:
         if (cert is None) != (key is None):
             raise ValidationError("give both a certificate and its key", field="--cert/--key")
         return cls(_read(ca, "cluster CA"), _read(cert, "certificate") if cert else None,
-                   _read(key, "key") if key else None)
+                   _read(key, "key") if key else None, str(ca))
 
     @classmethod
     def for_node(cls, folder: Path, node: str) -> ClientTLS:
@@ -249,6 +250,26 @@ class ClientTLS:
 
         return grpc.ssl_channel_credentials(root_certificates=self.ca, private_key=self.key,
                                             certificate_chain=self.cert)
+
+
+# What a failed connection's transport error says when client and server disagree on TLS (issue 33); the
+# client or agent phrases it with its own flags. A plaintext client at a TLS port sees only "Socket closed",
+# a TLS client at a plaintext port a "WRONG_VERSION_NUMBER" handshake error, a client holding another
+# cluster's CA a failed verification, one dialling a name the certificate lacks a peer-name error.
+NEEDS_TLS, NOT_TLS, UNKNOWN_CA, WRONG_NAME = "needs-tls", "not-tls", "unknown-ca", "wrong-name"
+
+
+def tls_mismatch(details: str, *, plaintext: bool) -> str | None:
+    """Which TLS disagreement a failed call's ``details`` show (one of the names above), or None."""
+    if plaintext:
+        return NEEDS_TLS if "Socket closed" in details else None
+    if "WRONG_VERSION_NUMBER" in details:
+        return NOT_TLS
+    if "CERTIFICATE_VERIFY_FAILED" in details:
+        return UNKNOWN_CA
+    if "Peer name" in details and "not in peer certificate" in details:
+        return WRONG_NAME
+    return None
 
 
 def is_loopback(address: str) -> bool:

@@ -20,6 +20,10 @@ EXIT_BAD_INPUT = 2  # a usage error, bad input or a bad file: the message names 
 # 3 is the control plane daemon's: its state store failed (cli/daemons.py).
 EXIT_REJECTED = 4  # the control plane answered with an error status (not found, permission denied, ...)
 EXIT_UNREACHABLE = 5  # no control plane answered at the address (UNAVAILABLE, DEADLINE_EXCEEDED)
+# simulate, replay, compare: a run in which every job was rejected (it did nothing), or, under --strict,
+# any rejection or a policy relying on what the run lacks. Its files are written, but a script must not
+# take it for a result (issue 33: such runs exited 0). cli/report.py decides.
+EXIT_RUN_REJECTED = 6
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,6 +59,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv else None
+    if command != "controlplane":
+        # gRPC core logs a failed TLS handshake in its own format on stderr, each retry; a command or an agent
+        # says what went wrong in a line of its own (halyard.tls.tls_mismatch). Read when gRPC starts: set first.
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     if COMMANDS.get(command or "") == "daemons":
         from halyard.cli.daemons import expand_config
 

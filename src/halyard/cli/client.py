@@ -16,9 +16,11 @@ from google.protobuf.json_format import MessageToDict
 from rich.console import Console
 from rich.table import Table
 
+from halyard import tls
 from halyard.cli.errors import RpcFailed, ServerUnreachable
 from halyard.datamodel import ValidationError
 from halyard.datamodel.limits import MAX_REQUEST_BYTES, MAX_SUBMIT_BATCH
+from halyard.peer_enums import enum_name
 from halyard.tls import ClientTLS, is_loopback
 from halyard.v1 import cluster_service_pb2 as cpb
 from halyard.v1 import cluster_service_pb2_grpc as cgrpc
@@ -29,16 +31,42 @@ from halyard.v1 import types_pb2 as tpb
 DEFAULT_TARGET = "127.0.0.1:50051"
 
 
-def rpc_failed(exc: grpc.RpcError) -> RpcFailed:
-    """The CLI's error for a failed call: unreachable or rejected, with gRPC's code and message."""
+def rpc_failed(exc: grpc.RpcError, args: argparse.Namespace | None = None) -> RpcFailed:
+    """The CLI's error for a failed call: unreachable or rejected, with gRPC's code and message; a
+    connection the transport refused for TLS reasons says which, in our words (:func:`tls_mismatch`)."""
     unreachable = exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+    hint = tls_mismatch(exc.details() or "", args) if unreachable and args is not None else None
+    if hint is not None:
+        return ServerUnreachable(f"could not connect to {args.control_plane}: {hint} (gRPC {exc.code().name})")
     return (ServerUnreachable if unreachable else RpcFailed)(f"{exc.code().name}: {exc.details()}")
+
+
+def tls_mismatch(details: str, args: argparse.Namespace) -> str | None:
+    """What a failed connection's transport error means when the client's and the server's TLS disagree
+    (:func:`halyard.tls.tls_mismatch`), in the client's flags; None when it is none of these."""
+    kind = tls.tls_mismatch(details, plaintext=args.insecure)
+    if kind == tls.NEEDS_TLS:
+        return ("the server closed the plaintext connection: it may require TLS (a control plane started with "
+                "--certs); pass --ca CA.crt with --token or --cert/--key instead of --insecure")
+    if kind == tls.NOT_TLS:
+        return ("the server does not speak TLS (a control plane started with --insecure?); pass --insecure "
+                "instead of --ca")
+    if kind == tls.UNKNOWN_CA:
+        return (f"the server's certificate is not signed by the CA in {args.ca} (--ca / HALYARD_CA); give the "
+                "ca.crt of the cluster this control plane was started with (its --certs directory)")
+    if kind == tls.WRONG_NAME:
+        return (f"the server's certificate does not name {args.control_plane.rsplit(':', 1)[0]}; dial a name it "
+                "was issued for, or reissue it with `halyard certs init --server-name HOST`")
+    return None
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     def client(name: str, help_: str) -> argparse.ArgumentParser:
         p = commands.add_parser(name, help=help_)
-        p.add_argument("--control-plane", default=DEFAULT_TARGET, help=f"HOST:PORT (default {DEFAULT_TARGET})")
+        p.add_argument("--control-plane", default=os.environ.get("HALYARD_CONTROL_PLANE") or DEFAULT_TARGET,
+                       help=f"the control plane's client port, HOST:PORT (env HALYARD_CONTROL_PLANE; default "
+                            f"{DEFAULT_TARGET}), or several, comma-separated: the active control plane and its "
+                            "standbys (the leader is found)")
         p.add_argument("--ca", type=Path, default=_env_path("HALYARD_CA"),
                        help="the cluster CA certificate that signed the control plane's (env HALYARD_CA)")
         p.add_argument("--token", default=os.environ.get("HALYARD_TOKEN"),
@@ -66,7 +94,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     s.add_argument("--gpu-type", help="only this GPU type, e.g. --gpu-type A100")
     s.add_argument("--tenant", help="an operator's submission for a tenant (a tenant's user submits as itself)")
     s.add_argument("--command", dest="job_command", help="what process/gpu agents run, one shell-quoted string "
-                                     "(e.g. 'python train.py --lr 0.1'); emulated agents ignore it")
+                                     "(e.g. 'python train.py --lr 0.1'); a job with a command runs only on "
+                                     "process/gpu agents, one without only on emulated agents")
     s.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="environment for the command")
     s.add_argument("--priority", type=int,
                    help="a higher number goes first where the policy orders by priority (e.g. 10); default 0")
@@ -131,16 +160,52 @@ def _env_path(name: str) -> Path | None:
 
 
 def open_channel(args: argparse.Namespace) -> grpc.Channel:
-    """A channel as the flags say: TLS with the cluster CA (and a client certificate), or insecure on loopback."""
+    """A channel as the flags say: TLS with the cluster CA (and a client certificate), or insecure on loopback.
+
+    ``--control-plane`` may list several addresses (``a:1,b:2``: an active control plane and its standbys):
+    the channel goes to the one that leads (:func:`leader_channel`)."""
+    targets = [t.strip() for t in args.control_plane.split(",") if t.strip()] or [args.control_plane]
     if args.insecure:
-        if not is_loopback(args.control_plane):
-            raise ValidationError(f"{args.control_plane}: insecure mode connects to loopback addresses only",
-                                  field="--control-plane")
-        return grpc.insecure_channel(args.control_plane)
-    if args.ca is None:
-        raise ValidationError("give --ca (the cluster CA) and --token or --cert/--key, or --insecure for a "
-                              "control plane on loopback started with --insecure", field="--ca")
-    return grpc.secure_channel(args.control_plane, ClientTLS.from_files(args.ca, args.cert, args.key).credentials())
+        for target in targets:
+            if not is_loopback(target):
+                raise ValidationError(f"{target}: insecure mode connects to loopback addresses only",
+                                      field="--control-plane")
+
+        def make(target: str) -> grpc.Channel:
+            return grpc.insecure_channel(target)
+    else:
+        if args.ca is None:
+            raise ValidationError("give --ca (the cluster CA) and --token or --cert/--key, or --insecure for a "
+                                  "control plane on loopback started with --insecure", field="--ca")
+        credentials = ClientTLS.from_files(args.ca, args.cert, args.key).credentials()
+
+        def make(target: str) -> grpc.Channel:
+            return grpc.secure_channel(target, credentials)
+    return make(targets[0]) if len(targets) == 1 else leader_channel(targets, make)
+
+
+LEADER_METADATA_KEY = "halyard-leader"  # a standby's UNAVAILABLE names the leader (controlplane/standby.py)
+PROBE_TIMEOUT_S = 5.0
+
+
+def leader_channel(targets: list[str], make) -> grpc.Channel:
+    """A channel to the leading control plane among ``targets``: the first that answers a health check, or
+    the leader a standby names in its answer; :class:`ServerUnreachable` when none does."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    tried: list[str] = []
+    for target in targets:
+        channel = make(target)
+        try:
+            health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=PROBE_TIMEOUT_S)
+            return channel
+        except grpc.RpcError as exc:
+            channel.close()
+            leader = next((str(v) for k, v in (exc.trailing_metadata() or ()) if k == LEADER_METADATA_KEY), "")
+            if leader:
+                return make(leader)
+            tried.append(f"{target}: {exc.code().name}: {exc.details()}")
+    raise ServerUnreachable("no control plane leads among the addresses given: " + "; ".join(tried))
 
 
 def call_metadata(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
@@ -156,7 +221,7 @@ def _rpc(args: argparse.Namespace, fn, request):
     try:
         return fn(request, metadata=call_metadata(args))
     except grpc.RpcError as exc:
-        raise rpc_failed(exc) from None
+        raise rpc_failed(exc, args) from None
 
 
 # Job-file keys and the flag each one stands for (the file's key is the flag's name).
@@ -244,7 +309,7 @@ def _spec_of(o: dict[str, object]) -> tpb.JobSpec:
 
 
 def _print_submitted(job: jpb.Job) -> None:
-    print(f"{job.spec.job_id} {tpb.JobState.Name(job.state)} ({job.iterations_total} iterations)")
+    print(f"{job.spec.job_id} {enum_name(tpb.JobState, job.state)} ({job.iterations_total} iterations)")
     if job.ignored:
         print(f"halyard submit: note: {job.spec.job_id}: {job.ignored}", file=sys.stderr)
 
@@ -312,11 +377,11 @@ def run_jobs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([MessageToDict(j, preserving_proto_field_name=True) for j in jobs], indent=2))
         return 0
-    table = Table("job", "state", "model", "GPUs", "progress", "nodes / why waiting")
+    table = Table("job", "state", "model", "GPUs", "progress", "nodes / why waiting / why it ended")
     for j in jobs:
         done = f"{100 * j.iterations_done / j.iterations_total:.0f}%" if j.iterations_total else "-"
-        table.add_row(j.spec.job_id, tpb.JobState.Name(j.state), j.spec.model, str(j.spec.num_gpus), done,
-                      ",".join(n.node for n in j.allocation.nodes) or waiting(j))
+        table.add_row(j.spec.job_id, enum_name(tpb.JobState, j.state), j.spec.model, str(j.spec.num_gpus), done,
+                      ",".join(n.node for n in j.allocation.nodes) or waiting(j) or j.end_reason)
     Console().print(table)
     return 0
 
@@ -348,7 +413,8 @@ def run_cluster(args: argparse.Namespace) -> int:
     for n in cluster.nodes:
         util = f"{100 * n.gpu_utilization:.0f}%" if n.HasField("gpu_utilization") else "-"
         table.add_row(n.spec.name, n.spec.gpu_type, f"{n.free_gpus}/{n.spec.gpus}",
-                      "connected" if n.connected else "absent", util, n.drain_reason if n.drained else "")
+                      (f"connected ({n.backend})" if n.backend else "connected") if n.connected else "absent", util,
+                      n.drain_reason if n.drained else "")
     Console().print(table)
     return 0
 
@@ -368,7 +434,7 @@ def waiting(job: jpb.Job) -> str:
     """"CODE (stage): reason" for a job that waits and was told why, else ""."""
     if not job.HasField("wait"):
         return ""
-    return f"{jpb.WaitCode.Name(job.wait.code)} ({job.wait.stage}): {job.wait.reason}"
+    return f"{enum_name(jpb.WaitCode, job.wait.code)} ({job.wait.stage}): {job.wait.reason}"
 
 
 def run_job(args: argparse.Namespace) -> int:
@@ -380,7 +446,7 @@ def run_job(args: argparse.Namespace) -> int:
         return 0
     s = job.spec
     lines = [f"job:        {s.job_id} (tenant {s.tenant or 'default'})",
-             f"state:      {tpb.JobState.Name(job.state)}",
+             f"state:      {enum_name(tpb.JobState, job.state)}",
              f"model:      {s.model}, {s.num_gpus} GPUs{' of type ' + s.gpu_type if s.gpu_type else ''}",
              f"progress:   {job.iterations_done:.0f} of {job.iterations_total} iterations, "
              f"{job.preemptions} preemptions, queued {job.queued_s:.0f} s"]
@@ -389,6 +455,11 @@ def run_job(args: argparse.Namespace) -> int:
                                                  for n in job.allocation.nodes))
     if job.HasField("wait"):
         lines.append(f"waiting:    {waiting(job)}")
+    if job.env_names:
+        lines.append(f"env:        {' '.join(job.env_names)} (names only; the values go to its agents alone)")
+    if job.end_reason:
+        label = "failed:" if job.state == tpb.FAILED else "ended:"
+        lines.append(f"{label:<12}{job.end_reason}")
     if job.HasField("forecast"):
         lines.append(f"forecast:   {forecast_line(job.forecast, time.time())}")
     print("\n".join(lines))
@@ -470,7 +541,7 @@ def run_cancel(args: argparse.Namespace) -> int:
     channel, stub = _stub(args)
     with channel:
         job = _rpc(args, stub.CancelJob, jpb.CancelJobRequest(job_id=args.job_id))
-    print(f"{job.spec.job_id} {tpb.JobState.Name(job.state)}")
+    print(f"{job.spec.job_id} {enum_name(tpb.JobState, job.state)}")
     return 0
 
 
@@ -486,7 +557,7 @@ def run_watch(args: argparse.Namespace) -> int:
                 if args.count and seen >= args.count:
                     break
         except grpc.RpcError as exc:
-            raise rpc_failed(exc) from None
+            raise rpc_failed(exc, args) from None
     return 0
 
 
@@ -508,5 +579,5 @@ def run_logs(args: argparse.Namespace) -> int:
                 out.flush()
                 expected = chunk.offset + len(chunk.data)
         except grpc.RpcError as exc:
-            raise rpc_failed(exc) from None
+            raise rpc_failed(exc, args) from None
     return 0

@@ -17,6 +17,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from halyard.cli.report import report_rejected, warn_unmet_reliance
 from halyard.cli.simulate import (
     DEFAULT_ROUND_S,
     add_catalog_option,
@@ -24,7 +25,7 @@ from halyard.cli.simulate import (
     default_trace,
     parse_measure,
 )
-from halyard.cli.trace import load_trace
+from halyard.cli.trace import STRICT_RUN_HELP, load_trace
 from halyard.controlplane.runtables import TABLE_FORMATS
 from halyard.datamodel import ValidationError, load_cluster
 from halyard.emulator.catalog import load_model_catalog
@@ -62,6 +63,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="run on this Ray cluster instead (ray.init address: auto, ray://HOST:PORT, or local "
                         "for a new local instance); needs pip install 'halyard[ray]'")
+    p.add_argument("--strict", action="store_true", help=STRICT_RUN_HELP)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
 
@@ -103,6 +105,8 @@ def command_line(args: argparse.Namespace, policies: list[str], seeds: list[int]
         argv += ["--catalog", str(args.catalog)]
     if args.ray:
         argv += ["--ray", args.ray]
+    if args.strict:
+        argv += ["--strict"]
     return shlex.join(argv)
 
 
@@ -116,8 +120,7 @@ def run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise ValidationError("must be at least 1", field="--workers")
     policies = _names(args.policies, "--policies")
-    for policy in policies:
-        make_policy(policy)  # an unknown name fails here, before anything runs
+    built = [make_policy(policy) for policy in policies]  # an unknown name fails here, before anything runs
     baseline = args.baseline or policies[0]
     if baseline not in policies:
         raise ValidationError(f"{baseline!r} is not one of --policies ({', '.join(policies)})", field="--baseline")
@@ -127,9 +130,14 @@ def run(args: argparse.Namespace) -> int:
     if args.catalog is not None:
         load_model_catalog(args.catalog)  # a bad profile fails here, once, not in every worker
     trace = args.trace or default_trace()
-    loaded = load_trace(trace, trace_format=args.trace_format, seed=seeds[0])
+    loaded = load_trace(trace, trace_format=args.trace_format, strict=args.strict, seed=seeds[0])
     if not loaded.jobs:
         raise ValidationError(f"{trace}: no jobs to run", field="--trace")
+    errors = Console(stderr=True)
+    refused = max(warn_unmet_reliance(p, loaded.jobs, cluster, strict=args.strict, console=errors, command="compare")
+                  for p in built)
+    if refused:
+        return refused
     specs = [RunSpec(name=run_name(p, s), trace=str(trace), policy=p, cluster=args.cluster, seed=s,
                      round_s=args.round_s, contention=args.contention, trace_format=args.trace_format,
                      measure=measure, catalog=str(args.catalog.resolve()) if args.catalog else None)
@@ -150,7 +158,9 @@ def run(args: argparse.Namespace) -> int:
                        table_format=args.table_format, cluster_gpus=cluster.total_gpus)
     Console().print(_table(results, baseline, f"halyard compare: {trace.name} on {cluster.name}"))
     Console().print(f"report: {report}", highlight=False)
-    return 0
+    statuses = [report_rejected(r.rejected, jobs=len(loaded.jobs), strict=args.strict, console=errors,
+                                command="compare", run=r.spec.name) for r in results]
+    return max(statuses, default=0)
 
 
 def _table(results: list[RunResult], baseline: str, title: str) -> Table:

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from halyard.cli.policies import policy_help
-from halyard.cli.report import progress_bar, summary_table
+from halyard.cli.report import progress_bar, report_rejected, summary_table, warn_unmet_reliance
 from halyard.cli.simulate import (
     DEFAULT_ROUND_S,
     add_catalog_option,
@@ -42,7 +42,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--agent-processes", action="store_true",
                    help="run each agent as its own `halyard agent` process (default: asyncio tasks)")
     p.add_argument("--db", default=":memory:", help="state database (default: in memory)")
-    add_trace_options(p)
+    add_trace_options(p, runs=True)
     add_output_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
@@ -54,13 +54,17 @@ def run(args: argparse.Namespace) -> int:
         raise ValidationError("must be positive", field="--speedup")
     if args.round_s <= 0:
         raise ValidationError("must be positive", field="--round-s")
-    make_policy(args.policy)  # fail early on an unknown name
+    policy = make_policy(args.policy)  # fail early on an unknown name
     catalog = load_model_catalog(args.catalog)
     check_table_format(args.table_format)
     text, source = read_cluster_text(args.cluster)
     cluster = parse_cluster(text, source=source)
     trace_path = args.trace or default_trace()
     loaded = load_trace(trace_path, trace_format=args.trace_format, strict=args.strict, seed=args.seed)
+    refused = warn_unmet_reliance(policy, loaded.jobs, cluster, strict=args.strict, console=Console(stderr=True),
+                                  command="replay")
+    if refused:
+        return refused
     with progress_bar(len(loaded.jobs), enabled=not args.no_progress, label=f"replay {args.policy}") as bar:
         run = asyncio.run(replay(loaded.jobs, cluster, text, policy=args.policy, speedup=args.speedup,
                                  processes=args.agent_processes, db=args.db, round_s=args.round_s,
@@ -71,4 +75,5 @@ def run(args: argparse.Namespace) -> int:
     table.add_row("speed-up reached", f"{result['speedup_achieved']:.0f}x")
     Console().print(table)
     write_outputs(args, RunTables(result, run.tables.jobs, run.tables.timeline))
-    return 0
+    return report_rejected(run.rejected, jobs=len(loaded.jobs), strict=args.strict, console=Console(stderr=True),
+                           command="replay")

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from halyard.cli import EXIT_RUN_REJECTED
+from halyard.plural import plural
+
 # How often the progress bar is redrawn; more often only costs time.
 PROGRESS_REFRESH_S = 0.1
+SHOWN_REJECTED = 5  # rejection lines printed before the count of the rest
 
 
 @contextmanager
@@ -66,3 +70,51 @@ def summary_table(result: Mapping[str, object], title: str) -> Table:
 
 def _hours(seconds: object) -> str:
     return f"{float(seconds) / 3600:.2f} h"  # type: ignore[arg-type]
+
+
+def warn_unmet_reliance(policy: object, jobs: Sequence[object], cluster: object, *, strict: bool,
+                        console: Console, command: str) -> int:
+    """Warn (on ``console``) when ``policy`` relies on something no job of the run, or the cluster, has
+    (:func:`halyard.policies.unmet_reliance`): it would silently act as its base stages. Under ``strict``
+    that is an error: the status is :data:`EXIT_RUN_REJECTED` (the caller stops before running); else 0."""
+    from halyard.policies import unmet_reliance
+
+    lines = unmet_reliance(policy, jobs, cluster)  # type: ignore[arg-type]
+    kind = "error" if strict else "warning"
+    for line in lines:
+        console.print(f"halyard {command}: {kind}: {line}", style="red" if strict else "yellow", markup=False,
+                      highlight=False, soft_wrap=True)
+    if lines and strict:
+        console.print(f"halyard {command}: error: --strict refuses a policy that cannot act as named on this run",
+                      style="red", markup=False, highlight=False, soft_wrap=True)
+        return EXIT_RUN_REJECTED
+    return 0
+
+
+def report_rejected(rejected: Sequence[object], *, jobs: int, strict: bool, console: Console,
+                    command: str, run: str = "") -> int:
+    """Print the first :data:`SHOWN_REJECTED` rejections (``job_id: reason``) and how many more there
+    were; return the exit status the run earns: :data:`EXIT_RUN_REJECTED` when every one of ``jobs``
+    was rejected (nothing ran) or, under ``strict``, when any was; else 0. ``run`` names the run
+    (compare has several)."""
+
+    def say(text: str, style: str) -> None:  # one line each, whatever the width; reasons are not markup
+        console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+
+    where = f"{run}: " if run else ""
+    for r in rejected[:SHOWN_REJECTED]:
+        say(f"{where}rejected {r.job_id}: {r.reason}", "yellow")  # type: ignore[attr-defined]
+    if len(rejected) > SHOWN_REJECTED:
+        say(f"{where}... and {len(rejected) - SHOWN_REJECTED:,} more rejected", "yellow")
+    if not rejected:
+        return 0
+    if len(rejected) >= jobs:
+        say(f"halyard {command}: error: {where}every one of the {plural(jobs, 'job')} was rejected at submission; "
+            "nothing ran (the reasons above: does the cluster's GPU type, or the trace's model, exist in the "
+            "catalog? `halyard profiles list`)", "red")
+        return EXIT_RUN_REJECTED
+    if strict:
+        say(f"halyard {command}: error: {where}{len(rejected):,} of {plural(jobs, 'job')} rejected at submission, "
+            "and --strict makes any rejection an error", "red")
+        return EXIT_RUN_REJECTED
+    return 0

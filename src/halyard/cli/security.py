@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import datetime
+import time
 from pathlib import Path
 
-from halyard.controlplane.auth import TOKEN_ROLES, TokenFile
+from halyard.controlplane.auth import TOKEN_ROLES, TokenFile, parse_duration, utc
 from halyard.datamodel import ValidationError
 from halyard.tls import init_ca, issue
 
@@ -43,6 +43,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     create.add_argument("--name", required=True, help="who holds it (unique in the file)")
     create.add_argument("--role", required=True, choices=TOKEN_ROLES)
     create.add_argument("--tenant", default="", help="the tenant of a tenant-user token")
+    create.add_argument("--expires-in", default=None, metavar="DURATION",
+                        help="refuse the token this long after now, e.g. 30d, 12h, 90m, 2w (default: never)")
     create.set_defaults(run=run_token_create)
     revoke = token_command("revoke", "revoke a token by its name or id (effective on the next call)")
     revoke.add_argument("name")
@@ -65,7 +67,8 @@ def run_issue(args: argparse.Namespace) -> int:
 
 
 def run_token_create(args: argparse.Namespace) -> int:
-    token, _ = TokenFile(args.file).create(args.name, args.role, args.tenant)
+    expires_in = None if args.expires_in is None else parse_duration(args.expires_in)
+    token, _ = TokenFile(args.file).create(args.name, args.role, args.tenant, expires_in)
     print(token)  # the only time it is shown
     return 0
 
@@ -77,7 +80,10 @@ def run_token_revoke(args: argparse.Namespace) -> int:
 
 
 def run_token_list(args: argparse.Namespace) -> int:
+    now = time.time()
     for e in TokenFile(args.file).entries():
-        when = datetime.datetime.fromtimestamp(e.created, datetime.UTC).strftime("%Y-%m-%d %H:%M")
-        print(f"{e.id}  {e.name}  {e.role}{'  tenant=' + e.tenant if e.tenant else ''}  created {when} UTC")
+        expiry = ("" if e.expires is None else
+                  f"  EXPIRED {utc(e.expires)}" if e.expired(now) else f"  expires {utc(e.expires)}")
+        print(f"{e.id}  {e.name}  {e.role}{'  tenant=' + e.tenant if e.tenant else ''}  created {utc(e.created)}"
+              f"{expiry}")
     return 0

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from halyard.cli.policies import policy_help
-from halyard.cli.report import progress_bar, summary_table
+from halyard.cli.report import progress_bar, report_rejected, summary_table, warn_unmet_reliance
 from halyard.cli.trace import add_trace_options, load_trace
 from halyard.controlplane.runtables import TABLE_FORMATS, RunTables, check_table_format, write_run
 from halyard.datamodel import ValidationError, load_cluster
@@ -71,7 +71,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--until-measured", action="store_true",
                    help="end the run as soon as the --measure jobs have ended, arrivals continuing until "
                         "then (as Synergy's simulator does); later jobs stay unfinished")
-    add_trace_options(p)
+    add_trace_options(p, runs=True)
     add_output_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
@@ -99,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
     trace_path = args.trace or default_trace()
     loaded = load_trace(trace_path, trace_format=args.trace_format, strict=args.strict, seed=args.seed)
     console = Console(stderr=True)
+    refused = warn_unmet_reliance(policy, loaded.jobs, cluster, strict=args.strict, console=console, command="simulate")
+    if refused:
+        return refused
     with progress_bar(len(loaded.jobs), enabled=not args.no_progress, label=f"simulate {policy.name}") as bar:
         tables, rejected = simulate_jobs(loaded.jobs, cluster, args.policy, round_s=args.round_s,
                                          contention=args.contention, measure=measure,
@@ -106,8 +109,6 @@ def run(args: argparse.Namespace) -> int:
                                          catalog=catalog)
     result = annotate(tables.summary, trace=str(trace_path), loaded=loaded, seed=args.seed,
                       contention=args.contention, round_s=args.round_s)
-    for r in rejected[:5]:
-        console.print(f"[yellow]rejected {r.job_id}: {r.reason}")
     Console().print(summary_table(result, f"halyard simulate: {trace_path.name} on {cluster.name}"))
     write_outputs(args, RunTables(result, tables.jobs, tables.timeline))
-    return 0
+    return report_rejected(rejected, jobs=len(loaded.jobs), strict=args.strict, console=console, command="simulate")

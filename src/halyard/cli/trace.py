@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 
 from halyard.datamodel import JobSpec, ValidationError
+from halyard.plural import plural
 from halyard.traces import (
     AUTO,
     FORMAT_NAMES,
@@ -27,12 +28,20 @@ OUTPUT_SUFFIXES = (".csv", ".jsonl")
 SHOWN_ERRORS = 5  # bad rows printed in full before the count
 
 
-def add_trace_options(p: argparse.ArgumentParser, *, strict: bool = True, seed: bool = True) -> None:
-    """``--trace-format`` (and ``--strict``, ``--seed``) for every command that reads a trace."""
+STRICT_RUN_HELP = ("stop at the first malformed trace row; and exit with status 6 if any job is rejected at "
+                   "submission or the policy cannot act as named on this trace (without it, only a run in "
+                   "which every job was rejected does)")
+
+
+def add_trace_options(p: argparse.ArgumentParser, *, strict: bool = True, seed: bool = True,
+                      runs: bool = False) -> None:
+    """``--trace-format`` (and ``--strict``, ``--seed``) for every command that reads a trace; ``runs``:
+    the command runs the trace (simulate, replay), so ``--strict`` covers the run too."""
     p.add_argument("--trace-format", default=AUTO, metavar="FORMAT",
                    help=f"{AUTO} (default: detect from the header/content) or one of: {', '.join(FORMAT_NAMES)}")
     if strict:
-        p.add_argument("--strict", action="store_true", help="stop at the first malformed trace row")
+        p.add_argument("--strict", action="store_true",
+                       help=STRICT_RUN_HELP if runs else "stop at the first malformed trace row")
     if seed:
         p.add_argument("--seed", type=int, default=0, help="seed for attributes a trace lacks (default: 0)")
 
@@ -50,10 +59,10 @@ def load_trace(path: Path, *, trace_format: str = AUTO, strict: bool = False, se
     for err in loaded.errors[:SHOWN_ERRORS]:
         _note(f"skipped: {err}")
     if loaded.errors:
-        _note(f"skipped {len(loaded.errors)} malformed rows of {path}; --strict stops at the first")
+        _note(f"skipped {plural(len(loaded.errors), 'malformed row')} of {path}; --strict stops at the first")
     if loaded.dropped:
         parts = ", ".join(f"{n} {reason}" for reason, n in loaded.dropped.items())
-        _note(f"left out {loaded.dropped_total} valid rows that are not jobs: {parts}")
+        _note(f"left out {plural(loaded.dropped_total, 'valid row')}, not jobs: {parts}")
     return loaded
 
 
@@ -123,7 +132,7 @@ def run_generate(args: argparse.Namespace) -> int:
         raise ValidationError("output must end in .csv or .jsonl", field="--out")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_trace(jobs, args.out)
-    Console(stderr=True).print(f"wrote {len(jobs)} jobs to {args.out}")
+    Console(stderr=True).print(f"wrote {plural(len(jobs), 'job')} to {args.out}")
     return 0
 
 
@@ -179,7 +188,7 @@ def run_convert(args: argparse.Namespace) -> int:
     out = _output(args.to, "--to")
     loaded = load_trace(args.file, trace_format=args.trace_format, strict=args.strict, seed=args.seed)
     _write(loaded.jobs, out)
-    _note(f"wrote {len(loaded.jobs)} jobs to {out}")
+    _note(f"wrote {plural(len(loaded.jobs), 'job')} to {out}")
     return 0
 
 

@@ -38,6 +38,7 @@ Errors name the file, the line and the field.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 from dataclasses import dataclass
@@ -92,10 +93,15 @@ def read_cluster_text(name_or_path: str | Path) -> tuple[str, str]:
         res = resources.files("halyard.data") / "clusters" / f"{name_or_path}.toml"
         return res.read_text(encoding="utf-8"), f"<builtin {name_or_path}>"
     if not path.exists():
+        close = difflib.get_close_matches(str(name_or_path), builtin_clusters(), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
         raise ValidationError(
-            f"no such cluster file or built-in cluster (built-ins: {', '.join(builtin_clusters())})",
+            f"no such cluster file or built-in cluster ({hint}built-ins: {', '.join(builtin_clusters())})",
             source=str(name_or_path),
         )
+    if path.is_dir():
+        raise ValidationError("is a directory, not a cluster file (a .toml file, docs/cluster-format.md)",
+                              source=str(name_or_path))
     return path.read_text(encoding="utf-8"), str(path)
 
 

@@ -57,9 +57,20 @@ MAX_SUBMIT_BATCH = 1000  # jobs in one SubmitJobs call (a choice of ours: one co
 MAX_RECENT_ITERATIONS = 1000  # Progress.recent_iteration_s entries (agents send the last few)
 MAX_EXIT_MESSAGE_BYTES = 64 * 1024  # Exited.message: a process's last words, kept in the job's FAILED event
 MAX_AGENT_INSTANCE = 64  # Register.instance kept for a session (agents send a 32-hex-digit uuid)
+MAX_AGENT_BACKEND = 32  # Register.backend: a name (emulated, process, gpu)
+MAX_AGENT_VERSION = 64  # Register.version (halyard-process/1)
+MAX_CLUSTER_DIGEST = 64  # Register.cluster_digest: SHA-256 in hex
+MAX_REPORTED_JOBS = 65_536  # Register.running entries (one per job part a node runs, and exits not yet acked)
+MAX_HEALTH_DETAIL = 400  # Heartbeat.detail kept (cut, cleaned): under MAX_DRAIN_REASON with "unhealthy: " before it
+MAX_AGENT_TEXT = 1024  # other free text an agent sends (Leaving.reason, ProfileResult.error, LogData.error), cut
 
 _NAME = re.compile(NAME_PATTERN)
 _ENV_NAME = re.compile(ENV_NAME_PATTERN)
+# Terminal escape sequences (CSI ``ESC [ ... final`` and OSC ``ESC ] ... BEL|ESC \``) and any other control
+# character: what clean_text removes, so a peer's text cannot drive an operator's terminal or a log viewer.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?")
+_SPACES = re.compile(r"[\t\n\r\v\f]+")
+TRUNCATED = " [cut]"  # ends a text clean_text shortened
 
 
 def check_name(value: str, field: str, max_len: int, *, required: bool = True) -> None:
@@ -81,6 +92,26 @@ def check_text(value: str, field: str, max_len: int) -> None:
         raise ValidationError(f"is {len(value)} characters long; at most {max_len} allowed", field=field)
     if not value.isprintable():
         raise ValidationError("must not contain control characters", field=field)
+
+
+def clean_text(value: str, max_len: int) -> str:
+    """Free text from a peer made safe to keep and show: terminal escape sequences and control characters
+    removed (line breaks and tabs become one space), then cut to ``max_len`` characters (ending in
+    :data:`TRUNCATED` when cut). For text whose content matters more than its form (a health detail, a
+    process's last words), where refusing the whole report would lose what it says."""
+    if not value.isprintable():
+        value = _ESCAPES.sub("", value)
+        value = _SPACES.sub(" ", value)
+        value = "".join(c for c in value if c.isprintable())
+    if len(value) > max_len:
+        value = value[:max(0, max_len - len(TRUNCATED))] + TRUNCATED
+    return value
+
+
+def check_number(value: float, field: str, low: float, high: float) -> None:
+    """A finite number in ``[low, high]`` (NaN and the infinities refused)."""
+    if not (value == value and low <= value <= high):
+        raise ValidationError(f"must be a finite number in [{low:g}, {high:g}], got {value!r}", field=field)
 
 
 def check_int(value: int, field: str, low: int, high: int) -> None:

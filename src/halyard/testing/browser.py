@@ -1,7 +1,7 @@
 """Headless Chromium over WebDriver (selenium), for tests and demos of the web dashboard.
 
 Uses the system's browser and the chromedriver of the same build (Debian's ``chromium``
-and ``chromium-driver``; ``.ci/run`` installs them), never a downloaded one: the flags
+and ``chromium-driver``; ``.ci/test``, the README's test command, installs them), never a downloaded one: the flags
 keep Chromium off the network except for the pages it is sent to.
 """
 
@@ -23,7 +23,7 @@ def browser_missing() -> str | None:
     if os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK):
         return None
     return (f"no browser: {CHROMIUM} and {CHROMEDRIVER} are needed "
-            "(apt-get install chromium chromium-driver; .ci/run installs them)")
+            "(apt-get install chromium chromium-driver; .ci/test, the README's test command, installs them)")
 
 
 def headless_chromium(width: int = 1440, height: int = 1250) -> Any:

@@ -65,7 +65,8 @@ class TestCluster:
                  db: str | Path = ":memory:", round_s: float = 300.0, heartbeat_s: float = 0.2,
                  heartbeat_timeout_s: float = 1.0, start_time: float = 0.0, http: str | None = None,
                  tls: bool = False, tokens: str | Path | None = None,
-                 disruption: DisruptionSettings | None = None, forecast: ForecastSettings | None = None) -> None:
+                 disruption: DisruptionSettings | None = None, emulate_commands: bool = True,
+                 forecast: ForecastSettings | None = None) -> None:
         self.cluster_toml = cluster_toml or small_cluster_toml(nodes)
         self.cluster = parse_cluster(self.cluster_toml, source="<test cluster>")
         # The agents hold the file, as an agent started with --cluster does: they register with its digest.
@@ -84,6 +85,9 @@ class TestCluster:
         self.certs: Path | None = None  # with tls: the CA and every certificate (node-NAME, operator-test)
         self._tokens = tokens
         self._disruption = disruption
+        # The emulated agents stand in for real ones: a client's job with a command runs here too (emulated,
+        # the command not run). False: as in a real cluster, such a job waits for a process agent (issue 33).
+        self._emulate_commands = emulate_commands
         self._forecast = forecast  # issue 37: Job.forecast and WhatIf (None: off, as most tests want)
 
     # --- lifecycle ----------------------------------------------------------
@@ -91,7 +95,8 @@ class TestCluster:
     async def __aenter__(self) -> TestCluster:
         cp = ControlPlane(self.cluster, make_policy(self._policy), self.perf, self.clock, SqliteStore(self._db),
                           cluster_toml=self.cluster_toml, round_s=self._round_s, heartbeat_s=self._heartbeat[0],
-                          heartbeat_timeout_s=self._heartbeat[1], disruption=self._disruption)
+                          heartbeat_timeout_s=self._heartbeat[1], disruption=self._disruption,
+                          emulated_takes_commands=self._emulate_commands)
         server_tls = None
         if self.tls:
             self.certs = Path(tempfile.mkdtemp(prefix="halyard-test-certs-"))

@@ -205,7 +205,7 @@ class ProfileResult(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., points: _Optional[_Iterable[_Union[ProfilePoint, _Mapping]]] = ..., request_id: _Optional[int] = ..., stages: _Optional[_Iterable[_Union[StageProfile, _Mapping]]] = ..., error: _Optional[str] = ...) -> None: ...
 
 class ControlMessage(_message.Message):
-    __slots__ = ("registered", "launch", "preempt", "reconfigure", "set_time_shift", "profile", "drain", "exit_ack", "read_log")
+    __slots__ = ("registered", "launch", "preempt", "reconfigure", "set_time_shift", "profile", "drain", "exit_ack", "read_log", "leader_epoch")
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_FIELD_NUMBER: _ClassVar[int]
     PREEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -215,6 +215,7 @@ class ControlMessage(_message.Message):
     DRAIN_FIELD_NUMBER: _ClassVar[int]
     EXIT_ACK_FIELD_NUMBER: _ClassVar[int]
     READ_LOG_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     registered: Registered
     launch: Launch
     preempt: Preempt
@@ -224,7 +225,8 @@ class ControlMessage(_message.Message):
     drain: Drain
     exit_ack: ExitAck
     read_log: ReadLog
-    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., launch: _Optional[_Union[Launch, _Mapping]] = ..., preempt: _Optional[_Union[Preempt, _Mapping]] = ..., reconfigure: _Optional[_Union[Reconfigure, _Mapping]] = ..., set_time_shift: _Optional[_Union[SetTimeShift, _Mapping]] = ..., profile: _Optional[_Union[Profile, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ..., exit_ack: _Optional[_Union[ExitAck, _Mapping]] = ..., read_log: _Optional[_Union[ReadLog, _Mapping]] = ...) -> None: ...
+    leader_epoch: int
+    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., launch: _Optional[_Union[Launch, _Mapping]] = ..., preempt: _Optional[_Union[Preempt, _Mapping]] = ..., reconfigure: _Optional[_Union[Reconfigure, _Mapping]] = ..., set_time_shift: _Optional[_Union[SetTimeShift, _Mapping]] = ..., profile: _Optional[_Union[Profile, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ..., exit_ack: _Optional[_Union[ExitAck, _Mapping]] = ..., read_log: _Optional[_Union[ReadLog, _Mapping]] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
 
 class ClockParams(_message.Message):
     __slots__ = ("kind", "wall_origin_unix_s", "cluster_origin_s", "speedup")
@@ -239,7 +241,7 @@ class ClockParams(_message.Message):
     def __init__(self, kind: _Optional[_Union[ClockKind, str]] = ..., wall_origin_unix_s: _Optional[float] = ..., cluster_origin_s: _Optional[float] = ..., speedup: _Optional[float] = ...) -> None: ...
 
 class Registered(_message.Message):
-    __slots__ = ("node", "clock", "cluster_toml", "heartbeat_interval_s", "data_stalls", "catalog_toml", "node_spec", "cluster_digest")
+    __slots__ = ("node", "clock", "cluster_toml", "heartbeat_interval_s", "data_stalls", "catalog_toml", "node_spec", "cluster_digest", "leader_epoch")
     NODE_FIELD_NUMBER: _ClassVar[int]
     CLOCK_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_TOML_FIELD_NUMBER: _ClassVar[int]
@@ -248,6 +250,7 @@ class Registered(_message.Message):
     CATALOG_TOML_FIELD_NUMBER: _ClassVar[int]
     NODE_SPEC_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     node: str
     clock: ClockParams
     cluster_toml: str
@@ -256,7 +259,8 @@ class Registered(_message.Message):
     catalog_toml: str
     node_spec: _types_pb2.NodeSpec
     cluster_digest: str
-    def __init__(self, node: _Optional[str] = ..., clock: _Optional[_Union[ClockParams, _Mapping]] = ..., cluster_toml: _Optional[str] = ..., heartbeat_interval_s: _Optional[float] = ..., data_stalls: _Optional[bool] = ..., catalog_toml: _Optional[str] = ..., node_spec: _Optional[_Union[_types_pb2.NodeSpec, _Mapping]] = ..., cluster_digest: _Optional[str] = ...) -> None: ...
+    leader_epoch: int
+    def __init__(self, node: _Optional[str] = ..., clock: _Optional[_Union[ClockParams, _Mapping]] = ..., cluster_toml: _Optional[str] = ..., heartbeat_interval_s: _Optional[float] = ..., data_stalls: _Optional[bool] = ..., catalog_toml: _Optional[str] = ..., node_spec: _Optional[_Union[_types_pb2.NodeSpec, _Mapping]] = ..., cluster_digest: _Optional[str] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
 
 class Launch(_message.Message):
     __slots__ = ("job_id", "attempt", "spec", "allocation", "leader", "iterations_total", "iterations_done", "restore_s", "start_time", "link_slowdown")

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from halyard.v1 import types_pb2 as halyard_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n halyard/v1/cluster_service.proto\x12\nhalyard.v1\x1a\x16halyard/v1/types.proto\"\x13\n\x11GetClusterRequest\"+\n\x0bNodeRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\xda\x01\n\nNodeStatus\x12\"\n\x04spec\x18\x01 \x01(\x0b\x32\x14.halyard.v1.NodeSpec\x12\x11\n\tconnected\x18\x02 \x01(\x08\x12\x0f\n\x07\x64rained\x18\x03 \x01(\x08\x12\x11\n\tfree_gpus\x18\x04 \x01(\r\x12\x11\n\tfree_cpus\x18\x05 \x01(\r\x12\x16\n\x0e\x66ree_memory_mb\x18\x06 \x01(\x04\x12\x14\n\x0c\x64rain_reason\x18\x07 \x01(\t\x12\x1c\n\x0fgpu_utilization\x18\x08 \x01(\x01H\x00\x88\x01\x01\x42\x12\n\x10_gpu_utilization\"\xad\x01\n\rClusterStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x05nodes\x18\x02 \x03(\x0b\x32\x16.halyard.v1.NodeStatus\x12\x14\n\x0c\x63luster_time\x18\x03 \x01(\x01\x12\x12\n\ntotal_gpus\x18\x04 \x01(\r\x12\x11\n\tfree_gpus\x18\x05 \x01(\r\x12\x14\n\x0cpending_jobs\x18\x06 \x01(\r\x12\x14\n\x0crunning_jobs\x18\x07 \x01(\r\"\x12\n\x10GetPolicyRequest\",\n\x0bPolicyStage\x12\r\n\x05stage\x18\x01 \x01(\t\x12\x0e\n\x06\x63hoice\x18\x02 \x01(\t\"T\n\nPolicyInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x06stages\x18\x02 \x03(\x0b\x32\x17.halyard.v1.PolicyStage\x12\x0f\n\x07round_s\x18\x03 \x01(\x01\"O\n\rWhatIfRequest\x12\x0e\n\x06policy\x18\x01 \x01(\t\x12\r\n\x05\x64rain\x18\x02 \x03(\t\x12\x0f\n\x07undrain\x18\x03 \x03(\t\x12\x0e\n\x06\x63\x61ncel\x18\x04 \x03(\t\"\x91\x01\n\x0f\x46orecastSummary\x12\x0e\n\x06policy\x18\x01 \x01(\t\x12\x0c\n\x04jobs\x18\x02 \x01(\r\x12\x12\n\nunfinished\x18\x03 \x01(\r\x12\x12\n\navg_wait_s\x18\x04 \x01(\x01\x12\x12\n\np99_wait_s\x18\x05 \x01(\x01\x12\x11\n\tavg_jct_s\x18\x06 \x01(\x01\x12\x11\n\tp99_jct_s\x18\x07 \x01(\x01\"\xcd\x01\n\x07JobMove\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x18\n\x0bstart_today\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x1a\n\rstart_changed\x18\x03 \x01(\x01H\x01\x88\x01\x01\x12\x19\n\x0c\x66inish_today\x18\x04 \x01(\x01H\x02\x88\x01\x01\x12\x1b\n\x0e\x66inish_changed\x18\x05 \x01(\x01H\x03\x88\x01\x01\x42\x0e\n\x0c_start_todayB\x10\n\x0e_start_changedB\x0f\n\r_finish_todayB\x11\n\x0f_finish_changed\"\xaf\x01\n\x0eWhatIfResponse\x12\x0e\n\x06\x63hange\x18\x01 \x01(\t\x12\x0f\n\x07made_at\x18\x02 \x01(\x01\x12*\n\x05today\x18\x03 \x01(\x0b\x32\x1b.halyard.v1.ForecastSummary\x12,\n\x07\x63hanged\x18\x04 \x01(\x0b\x32\x1b.halyard.v1.ForecastSummary\x12\"\n\x05moves\x18\x05 \x03(\x0b\x32\x13.halyard.v1.JobMove2\xda\x02\n\x0e\x43lusterService\x12\x46\n\nGetCluster\x12\x1d.halyard.v1.GetClusterRequest\x1a\x19.halyard.v1.ClusterStatus\x12<\n\tDrainNode\x12\x17.halyard.v1.NodeRequest\x1a\x16.halyard.v1.NodeStatus\x12>\n\x0bUndrainNode\x12\x17.halyard.v1.NodeRequest\x1a\x16.halyard.v1.NodeStatus\x12\x41\n\tGetPolicy\x12\x1c.halyard.v1.GetPolicyRequest\x1a\x16.halyard.v1.PolicyInfo\x12?\n\x06WhatIf\x12\x19.halyard.v1.WhatIfRequest\x1a\x1a.halyard.v1.WhatIfResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n halyard/v1/cluster_service.proto\x12\nhalyard.v1\x1a\x16halyard/v1/types.proto\"\x13\n\x11GetClusterRequest\"+\n\x0bNodeRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\xeb\x01\n\nNodeStatus\x12\"\n\x04spec\x18\x01 \x01(\x0b\x32\x14.halyard.v1.NodeSpec\x12\x11\n\tconnected\x18\x02 \x01(\x08\x12\x0f\n\x07\x64rained\x18\x03 \x01(\x08\x12\x11\n\tfree_gpus\x18\x04 \x01(\r\x12\x11\n\tfree_cpus\x18\x05 \x01(\r\x12\x16\n\x0e\x66ree_memory_mb\x18\x06 \x01(\x04\x12\x14\n\x0c\x64rain_reason\x18\x07 \x01(\t\x12\x1c\n\x0fgpu_utilization\x18\x08 \x01(\x01H\x00\x88\x01\x01\x12\x0f\n\x07\x62\x61\x63kend\x18\t \x01(\tB\x12\n\x10_gpu_utilization\"\xad\x01\n\rClusterStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x05nodes\x18\x02 \x03(\x0b\x32\x16.halyard.v1.NodeStatus\x12\x14\n\x0c\x63luster_time\x18\x03 \x01(\x01\x12\x12\n\ntotal_gpus\x18\x04 \x01(\r\x12\x11\n\tfree_gpus\x18\x05 \x01(\r\x12\x14\n\x0cpending_jobs\x18\x06 \x01(\r\x12\x14\n\x0crunning_jobs\x18\x07 \x01(\r\"\x12\n\x10GetPolicyRequest\",\n\x0bPolicyStage\x12\r\n\x05stage\x18\x01 \x01(\t\x12\x0e\n\x06\x63hoice\x18\x02 \x01(\t\"T\n\nPolicyInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x06stages\x18\x02 \x03(\x0b\x32\x17.halyard.v1.PolicyStage\x12\x0f\n\x07round_s\x18\x03 \x01(\x01\"O\n\rWhatIfRequest\x12\x0e\n\x06policy\x18\x01 \x01(\t\x12\r\n\x05\x64rain\x18\x02 \x03(\t\x12\x0f\n\x07undrain\x18\x03 \x03(\t\x12\x0e\n\x06\x63\x61ncel\x18\x04 \x03(\t\"\x91\x01\n\x0f\x46orecastSummary\x12\x0e\n\x06policy\x18\x01 \x01(\t\x12\x0c\n\x04jobs\x18\x02 \x01(\r\x12\x12\n\nunfinished\x18\x03 \x01(\r\x12\x12\n\navg_wait_s\x18\x04 \x01(\x01\x12\x12\n\np99_wait_s\x18\x05 \x01(\x01\x12\x11\n\tavg_jct_s\x18\x06 \x01(\x01\x12\x11\n\tp99_jct_s\x18\x07 \x01(\x01\"\xcd\x01\n\x07JobMove\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x18\n\x0bstart_today\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x1a\n\rstart_changed\x18\x03 \x01(\x01H\x01\x88\x01\x01\x12\x19\n\x0c\x66inish_today\x18\x04 \x01(\x01H\x02\x88\x01\x01\x12\x1b\n\x0e\x66inish_changed\x18\x05 \x01(\x01H\x03\x88\x01\x01\x42\x0e\n\x0c_start_todayB\x10\n\x0e_start_changedB\x0f\n\r_finish_todayB\x11\n\x0f_finish_changed\"\xaf\x01\n\x0eWhatIfResponse\x12\x0e\n\x06\x63hange\x18\x01 \x01(\t\x12\x0f\n\x07made_at\x18\x02 \x01(\x01\x12*\n\x05today\x18\x03 \x01(\x0b\x32\x1b.halyard.v1.ForecastSummary\x12,\n\x07\x63hanged\x18\x04 \x01(\x0b\x32\x1b.halyard.v1.ForecastSummary\x12\"\n\x05moves\x18\x05 \x03(\x0b\x32\x13.halyard.v1.JobMove2\xda\x02\n\x0e\x43lusterService\x12\x46\n\nGetCluster\x12\x1d.halyard.v1.GetClusterRequest\x1a\x19.halyard.v1.ClusterStatus\x12<\n\tDrainNode\x12\x17.halyard.v1.NodeRequest\x1a\x16.halyard.v1.NodeStatus\x12>\n\x0bUndrainNode\x12\x17.halyard.v1.NodeRequest\x1a\x16.halyard.v1.NodeStatus\x12\x41\n\tGetPolicy\x12\x1c.halyard.v1.GetPolicyRequest\x1a\x16.halyard.v1.PolicyInfo\x12?\n\x06WhatIf\x12\x19.halyard.v1.WhatIfRequest\x1a\x1a.halyard.v1.WhatIfResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,23 +37,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_NODEREQUEST']._serialized_start=93
   _globals['_NODEREQUEST']._serialized_end=136
   _globals['_NODESTATUS']._serialized_start=139
-  _globals['_NODESTATUS']._serialized_end=357
-  _globals['_CLUSTERSTATUS']._serialized_start=360
-  _globals['_CLUSTERSTATUS']._serialized_end=533
-  _globals['_GETPOLICYREQUEST']._serialized_start=535
-  _globals['_GETPOLICYREQUEST']._serialized_end=553
-  _globals['_POLICYSTAGE']._serialized_start=555
-  _globals['_POLICYSTAGE']._serialized_end=599
-  _globals['_POLICYINFO']._serialized_start=601
-  _globals['_POLICYINFO']._serialized_end=685
-  _globals['_WHATIFREQUEST']._serialized_start=687
-  _globals['_WHATIFREQUEST']._serialized_end=766
-  _globals['_FORECASTSUMMARY']._serialized_start=769
-  _globals['_FORECASTSUMMARY']._serialized_end=914
-  _globals['_JOBMOVE']._serialized_start=917
-  _globals['_JOBMOVE']._serialized_end=1122
-  _globals['_WHATIFRESPONSE']._serialized_start=1125
-  _globals['_WHATIFRESPONSE']._serialized_end=1300
-  _globals['_CLUSTERSERVICE']._serialized_start=1303
-  _globals['_CLUSTERSERVICE']._serialized_end=1649
+  _globals['_NODESTATUS']._serialized_end=374
+  _globals['_CLUSTERSTATUS']._serialized_start=377
+  _globals['_CLUSTERSTATUS']._serialized_end=550
+  _globals['_GETPOLICYREQUEST']._serialized_start=552
+  _globals['_GETPOLICYREQUEST']._serialized_end=570
+  _globals['_POLICYSTAGE']._serialized_start=572
+  _globals['_POLICYSTAGE']._serialized_end=616
+  _globals['_POLICYINFO']._serialized_start=618
+  _globals['_POLICYINFO']._serialized_end=702
+  _globals['_WHATIFREQUEST']._serialized_start=704
+  _globals['_WHATIFREQUEST']._serialized_end=783
+  _globals['_FORECASTSUMMARY']._serialized_start=786
+  _globals['_FORECASTSUMMARY']._serialized_end=931
+  _globals['_JOBMOVE']._serialized_start=934
+  _globals['_JOBMOVE']._serialized_end=1139
+  _globals['_WHATIFRESPONSE']._serialized_start=1142
+  _globals['_WHATIFRESPONSE']._serialized_end=1317
+  _globals['_CLUSTERSERVICE']._serialized_start=1320
+  _globals['_CLUSTERSERVICE']._serialized_end=1666
 # @@protoc_insertion_point(module_scope)

@@ -20,7 +20,7 @@ class NodeRequest(_message.Message):
     def __init__(self, node: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("spec", "connected", "drained", "free_gpus", "free_cpus", "free_memory_mb", "drain_reason", "gpu_utilization")
+    __slots__ = ("spec", "connected", "drained", "free_gpus", "free_cpus", "free_memory_mb", "drain_reason", "gpu_utilization", "backend")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     CONNECTED_FIELD_NUMBER: _ClassVar[int]
     DRAINED_FIELD_NUMBER: _ClassVar[int]
@@ -29,6 +29,7 @@ class NodeStatus(_message.Message):
     FREE_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     DRAIN_REASON_FIELD_NUMBER: _ClassVar[int]
     GPU_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
     spec: _types_pb2.NodeSpec
     connected: bool
     drained: bool
@@ -37,7 +38,8 @@ class NodeStatus(_message.Message):
     free_memory_mb: int
     drain_reason: str
     gpu_utilization: float
-    def __init__(self, spec: _Optional[_Union[_types_pb2.NodeSpec, _Mapping]] = ..., connected: _Optional[bool] = ..., drained: _Optional[bool] = ..., free_gpus: _Optional[int] = ..., free_cpus: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., drain_reason: _Optional[str] = ..., gpu_utilization: _Optional[float] = ...) -> None: ...
+    backend: str
+    def __init__(self, spec: _Optional[_Union[_types_pb2.NodeSpec, _Mapping]] = ..., connected: _Optional[bool] = ..., drained: _Optional[bool] = ..., free_gpus: _Optional[int] = ..., free_cpus: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., drain_reason: _Optional[str] = ..., gpu_utilization: _Optional[float] = ..., backend: _Optional[str] = ...) -> None: ...
 
 class ClusterStatus(_message.Message):
     __slots__ = ("name", "nodes", "cluster_time", "total_gpus", "free_gpus", "pending_jobs", "running_jobs")

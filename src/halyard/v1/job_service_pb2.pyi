@@ -20,7 +20,7 @@ NEVER_FITS: WaitCode
 WAITING_BY_POLICY: WaitCode
 
 class Job(_message.Message):
-    __slots__ = ("spec", "state", "allocation", "iterations_done", "iterations_total", "submit_time", "start_time", "end_time", "preemptions", "queued_s", "wait", "ignored", "time_shift_drift_s", "suspensions", "forecast")
+    __slots__ = ("spec", "state", "allocation", "iterations_done", "iterations_total", "submit_time", "start_time", "end_time", "preemptions", "queued_s", "wait", "ignored", "time_shift_drift_s", "suspensions", "env_names", "end_reason", "forecast")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +35,8 @@ class Job(_message.Message):
     IGNORED_FIELD_NUMBER: _ClassVar[int]
     TIME_SHIFT_DRIFT_S_FIELD_NUMBER: _ClassVar[int]
     SUSPENSIONS_FIELD_NUMBER: _ClassVar[int]
+    ENV_NAMES_FIELD_NUMBER: _ClassVar[int]
+    END_REASON_FIELD_NUMBER: _ClassVar[int]
     FORECAST_FIELD_NUMBER: _ClassVar[int]
     spec: _types_pb2.JobSpec
     state: _types_pb2.JobState
@@ -50,8 +52,10 @@ class Job(_message.Message):
     ignored: str
     time_shift_drift_s: float
     suspensions: int
+    env_names: _containers.RepeatedScalarFieldContainer[str]
+    end_reason: str
     forecast: JobForecast
-    def __init__(self, spec: _Optional[_Union[_types_pb2.JobSpec, _Mapping]] = ..., state: _Optional[_Union[_types_pb2.JobState, str]] = ..., allocation: _Optional[_Union[_types_pb2.Allocation, _Mapping]] = ..., iterations_done: _Optional[float] = ..., iterations_total: _Optional[int] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., preemptions: _Optional[int] = ..., queued_s: _Optional[float] = ..., wait: _Optional[_Union[WaitReason, _Mapping]] = ..., ignored: _Optional[str] = ..., time_shift_drift_s: _Optional[float] = ..., suspensions: _Optional[int] = ..., forecast: _Optional[_Union[JobForecast, _Mapping]] = ...) -> None: ...
+    def __init__(self, spec: _Optional[_Union[_types_pb2.JobSpec, _Mapping]] = ..., state: _Optional[_Union[_types_pb2.JobState, str]] = ..., allocation: _Optional[_Union[_types_pb2.Allocation, _Mapping]] = ..., iterations_done: _Optional[float] = ..., iterations_total: _Optional[int] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., preemptions: _Optional[int] = ..., queued_s: _Optional[float] = ..., wait: _Optional[_Union[WaitReason, _Mapping]] = ..., ignored: _Optional[str] = ..., time_shift_drift_s: _Optional[float] = ..., suspensions: _Optional[int] = ..., env_names: _Optional[_Iterable[str]] = ..., end_reason: _Optional[str] = ..., forecast: _Optional[_Union[JobForecast, _Mapping]] = ...) -> None: ...
 
 class JobForecast(_message.Message):
     __slots__ = ("expected_start", "expected_finish", "made_at", "start_p10", "start_p90", "finish_p10", "finish_p90", "expected_start_unix", "expected_finish_unix", "made_at_unix", "assumes")

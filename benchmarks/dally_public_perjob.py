@@ -1,0 +1,561 @@
+"""Dally beside its authors' simulator: aakash-sharma/cluster-sim and Halyard on the same jobs, joined per job.
+
+    # once: a JDK (javac, java; 17 here) and the public simulator's two Java libraries from Debian,
+    # and a checkout of aakash-sharma/cluster-sim, read in place (compiled into --build)
+    apt-get install default-jdk-headless libjson-simple-java libcommons-collections4-java
+    .venv/bin/python benchmarks/dally_public_perjob.py --cluster-sim /work/ext/cluster-sim \\
+        --racks 2 --jobs 60 --seed 1 --arrival batch
+    .venv/bin/python benchmarks/dally_public_perjob.py --from-json   # rewrite the page only
+
+cluster-sim (Java 8+, built on Themis' ArtISt-sim) is compiled from the checkout into ``--build``
+(default /work/ext/cluster-sim-build) with ``javac``, its sources unchanged and never copied here.
+What it needs and cannot have here has a stand-in outside its modules:
+
+* Gurobi (only its Themis scheduler calls it), and Apache POI's workbook (Debian's POI lacks the
+  OOXML schema metadata): compile-time classes in ``benchmarks/dally_public_stubs/`` (its README);
+  the Gurobi ones fail if ever called, the workbook writes its sheets as text.
+* ASTRA-sim's ``AnalyticalAstra`` binary, which cluster-sim runs once per (job, GPU set) to get
+  the placement's exposed communication (``IntraJobScheduler.astra_sim``; ASTRA-sim 1.0 with
+  the authors' ``--compute-scale`` flag). The binary it is told to run (``astra_sim_bin_path``)
+  is ``benchmarks/dally_astra_standin.awk``. With ``--profile table1`` (the default) it answers
+  Table 1's figure for the slowest tier the placement crosses, as Halyard's ``dally-table1``
+  profile does, so both sides run the same performance model and every difference left is a
+  scheduling semantic. With ``--profile count`` it answers what the collective model fitted to
+  Table 1 (``emulator/data/dally_table1.toml``, hierarchical all-reduce with a link per GPU)
+  gives for the GPU counts per dimension cluster-sim writes, as ASTRA-sim is given them: the
+  profile question, measured inside the authors' simulator (Halyard has no such profile, so
+  those runs are compared only with each other).
+
+Inputs Halyard writes: ``reproduce_dally.dally_trace`` draws the jobs (a canonical CSV for
+Halyard); the same jobs go to cluster-sim's job JSON (``total_iterations`` x
+``time_per_iteration`` = the run time on the job's GPUs with no communication, i.e. Halyard's
+``duration_s`` over (1 + Table 1's figure at the job's tightest placement)), a cluster JSON
+(lease 300 s, consolidation on, auto-tuned timers: -1 -1, one week of waits kept), a
+one-dimension network (8 GPUs per machine; cluster-sim adds the machine and rack dimensions).
+cluster-sim's per-job table comes from the workbook it writes (results/<run>/*.xlsx), read
+with the standard library.
+
+Prints, per policy: mean JCT, p99 JCT, makespan on each side, their ratio, the share of jobs
+whose JCTs agree within 5 %, and both sides' CPU seconds (``getrusage`` of the child processes).
+Writes ``docs/dally-public-comparison.json`` and the page ``docs/dally-public-comparison.md``
+(from ``benchmarks/dally_public_page.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from reproduce_dally import dally_trace
+
+from halyard.traces import write_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+PROFILE = ROOT / "emulator" / "data" / "profile_dally_table1.toml"
+STANDIN = Path(__file__).with_name("dally_astra_standin.awk")
+STUBS = Path(__file__).with_name("dally_public_stubs")
+PAGE_TEMPLATE = Path(__file__).with_name("dally_public_page.md")
+JARS = ("json-simple", "commons-collections4")  # Debian: libjson-simple-java, libcommons-collections4-java
+GPUS_PER_MACHINE = 8  # Dally §5.1.2
+MACHINES_PER_RACK = 8  # Dally §5.1.2
+LEASE_S = 300.0  # Halyard's round (reproduce_dally.ROUND_S); cluster-sim counts its timers in leases
+EVENT_S = 60.0  # one cluster-sim iteration event (time_per_iteration x iteration_granularity): JCTs to 1 min
+HISTORY_S = 7 * 86400.0  # the auto-tuner's window, one week as policies/dally.py HISTORY_LIMIT_S (cluster-sim: leases)
+AGREE = 0.05  # a job agrees when the JCTs differ by under 5 %
+MANUAL_S = 12 * 3600.0  # Dally-manual's 12 h + 12 h (§4.3.2); cluster-sim takes them in leases
+# Halyard policy family -> cluster-sim scheduler (globalsched/InterJobSchedulerFactory.java) and its
+# machine and rack delay timers in seconds (-1: the auto-tuner)
+PAIRS = {"dally": ("Dally", -1.0, -1.0), "dally-manual": ("Dally", MANUAL_S, MANUAL_S),
+         "tiresias": ("Tiresias", -1.0, -1.0), "gandiva": ("Gandiva", -1.0, -1.0)}
+NO_LEASE_S = 1e9  # --public-lease-s for "no lease ends": longer than any run (timers stay in seconds)
+
+
+def overheads() -> dict[str, tuple[float, float, float]]:
+    """Model -> (machine, rack, network) exposed communication as a fraction of compute (Table 1)."""
+    data = tomllib.loads(PROFILE.read_text(encoding="utf-8"))["tier_overhead"]
+    return {m: tuple(t[k]["value"] for k in ("machine", "rack", "network")) for m, t in data.items()}
+
+
+def tightest_overhead(model: str, gpus: int, table: dict) -> float:
+    """Table 1's figure at the job's tightest placement (none on one GPU), as Halyard's duration_s includes it."""
+    if gpus <= 1:
+        return 0.0
+    machine, rack, network = table[model]
+    if gpus <= GPUS_PER_MACHINE:
+        return machine
+    return rack if gpus <= GPUS_PER_MACHINE * MACHINES_PER_RACK else network
+
+
+def classpath(build: Path) -> str:
+    jars = [f"/usr/share/java/{j}.jar" for j in JARS if Path(f"/usr/share/java/{j}.jar").exists()]
+    return ":".join([str(build), *jars])
+
+
+def compile_public(checkout: Path, build: Path, stubs: list[Path]) -> None:
+    if (build / "com" / "wisr" / "mlsched" / "Simulation.class").exists():
+        return
+    build.mkdir(parents=True, exist_ok=True)
+    sources = sorted(str(p) for p in (checkout / "src" / "main" / "java").rglob("*.java"))
+    for stub in stubs:
+        sources += sorted(str(p) for p in stub.rglob("*.java"))
+    subprocess.run(["javac", "-nowarn", "-d", str(build), "-cp", classpath(build), *sources], check=True)
+
+
+def count_overheads() -> list[tuple[str, int, int, int, float]]:
+    """(model, tier, GPUs per group, groups, exposed fraction) from the collective model fitted to Table 1
+    (halyard.emulator.calibration): a ring in the machine (tier 2); hierarchical all-reduce with a
+    link per GPU across machines (3) or racks (4), as that fit reproduces Table 1's 8-GPU cells."""
+    from halyard.emulator.calibration import load_dally_table1
+    from halyard.emulator.collectives import exposed_s, hierarchical_allreduce_s, ring_allreduce_s
+    t = load_dally_table1()
+    net = t.network
+    rows = []
+    for name, w in t.workloads.items():
+        for per in range(1, 65):
+            c = ring_allreduce_s(w.gradient_bytes, per, net.intra_gbyte_s, net.node_latency_s, messages=w.layers)
+            rows.append((name, 2, per, 1, exposed_s(c, w.compute_s, w.layers) / w.compute_s))
+            for groups in range(2, 65):
+                if per * groups > 1024:
+                    break
+                for tier, bw, lat in ((3, net.rack_gbyte_s, net.rack_latency_s),
+                                      (4, net.network_gbyte_s, net.network_latency_s)):
+                    c = hierarchical_allreduce_s(w.gradient_bytes, per, groups, net.intra_gbyte_s, bw,
+                                                 net.node_latency_s, lat, messages=w.layers, rails=True)
+                    rows.append((name, tier, per, groups, exposed_s(c, w.compute_s, w.layers) / w.compute_s))
+    return rows
+
+
+def write_public_inputs(jobs: list, folder: Path, racks: int, table: dict, lease_s: float,
+                        profile: str, event_s: float = EVENT_S) -> dict[str, Path]:
+    """cluster-sim's job, cluster, network and system files for ``jobs`` (Halyard JobSpecs)."""
+    astra = folder / "astra"
+    (astra / "workload").mkdir(parents=True, exist_ok=True)
+    fitted = count_overheads() if profile == "count" else []
+    for model, figures in table.items():  # one file per model: the stand-in reads it at every call
+        (astra / "workload" / f"{model}.txt").write_text(f"stand-in: see overheads-{model}.tsv\n")
+        with open(astra / f"overheads-{model}.tsv", "w") as f:
+            for tier, fraction in zip((2, 3, 4), figures, strict=True):
+                f.write(f"{model}\t{tier}\t0\t0\t{fraction}\n")
+            for row in fitted:
+                if row[0] == model:
+                    f.write("\t".join(str(x) for x in row) + "\n")
+    wrapper = astra / "AnalyticalAstra"  # awk would read ASTRA-sim's --flags as its own: pass them after --
+    wrapper.write_text(f'#!/bin/sh\nexec awk -f "{STANDIN}" -- "$@"\n')
+    wrapper.chmod(0o755)
+    rows = []
+    for j in jobs:
+        base_s = j.duration_s / (1.0 + tightest_overhead(j.model, j.num_gpus, table))
+        rows.append({"job_id": str(int(j.job_id[1:])), "job_group_id": str(int(j.job_id[1:])), "user": "u",
+                     "model": j.model, "total_iterations": str(max(1, round(base_s * j.num_gpus / event_s))),
+                     "time_per_iteration": str(event_s), "max_parallelism": str(j.num_gpus), "random_seed": "1",
+                     "cross_slot_slowdown": "1", "cross_machine_slowdown": "1", "cross_rack_slowdown": "1",
+                     "loss_function_type": "sublinear", "arrival_time": repr(float(j.submit_time))})
+    paths = {"jobs": folder / "jobs.json", "cluster": folder / "cluster.json", "network": folder / "network.json",
+             "system": folder / "system.txt", "nw": folder / "nw_overhead.csv",
+             "logging": folder / "logging.properties"}
+    paths["jobs"].write_text(json.dumps(rows, indent=1))
+    paths["cluster"].write_text(json.dumps({
+        "lease_time": repr(lease_s), "iteration_granularity": "1", "fairness_threshold": "0.0", "epsilon": "1.0",
+        "should_use_config": "false", "consolidate": "true", "astra_sim_path": str(astra),
+        "astra_sim_bin_path": str(wrapper)}))
+    paths["network"].write_text(json.dumps({
+        "topology-name": "dally", "topologies-per-dim": ["Switch"], "dimension-type": ["N"], "dimensions-count": 1,
+        "units-count": [GPUS_PER_MACHINE], "links-count": [GPUS_PER_MACHINE], "link-latency": [1],
+        "link-bandwidth": [300], "nic-latency": [0], "router-latency": [0], "hbm-latency": [1],
+        "hbm-bandwidth": [1], "hbm-scale": [0]}))
+    paths["system"].write_text("".join(f"{k}-implementation: ring_ring_ring\n"
+                                       for k in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")))
+    paths["nw"].write_text("".join(f"{m},1,1\n" for m in table))
+    paths["logging"].write_text("handlers=\n.level=OFF\n")  # its loggers are at ALL: silence the console
+    return paths
+
+
+def read_workbook(path: Path) -> dict[int, dict[str, float]]:
+    """cluster-sim's job-stats sheet (as the POI stand-in writes it: "## sheet" then CSV rows): job id ->
+    start, end, arrival, queue delay, GPU time, comm time."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    start = lines.index("## job-stats") + 2  # the sheet's name, then its header row
+    out = {}
+    for line in lines[start:]:
+        if line.startswith("## "):
+            break
+        v = [float(x) if x else math.nan for x in line.split(",")]
+        out[int(v[0])] = {"start": v[1], "end": v[2], "run": v[3], "queue": v[4], "gpu_time": v[6], "comm": v[10],
+                          "arrival": v[-1]}
+    return out
+
+
+def child_cpu() -> float:
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
+
+
+def run_public(checkout: Path, build: Path, paths: dict[str, Path], racks: int, pair: tuple[str, float, float],
+               lease_s: float, work: Path, timeout_s: float) -> tuple[dict[int, dict[str, float]], float, float]:
+    scheduler, rack_s, nw_s = pair
+    rack_timer, nw_timer = (t if t < 0 else t / lease_s for t in (rack_s, nw_s))  # in leases
+    run = f"{scheduler}-{racks}r-{rack_s:g}-{nw_s:g}-{lease_s:g}"
+    cmd = ["nice", "-n", "10", "java", f"-Djava.util.logging.config.file={paths['logging']}", "-Xmx4g",
+           "-cp", classpath(build), "com.wisr.mlsched.Simulation", str(racks), str(MACHINES_PER_RACK), scheduler,
+           str(paths["cluster"]), str(paths["jobs"]), str(paths["network"]), str(paths["system"]), str(paths["nw"]),
+           run, str(rack_timer), str(nw_timer), str(max(1, int(HISTORY_S / lease_s)))]
+    (work / "results").mkdir(exist_ok=True)  # it makes results/<run>/ with mkdir, not mkdirs
+    cpu0, wall0 = child_cpu(), time.time()
+    with open(work / f"{run}.log", "w") as log:
+        subprocess.run(cmd, cwd=work, stdout=log, stderr=subprocess.STDOUT, check=True, timeout=timeout_s)
+    cpu, wall = child_cpu() - cpu0, time.time() - wall0
+    book = next((work / "results" / run).glob("*.xlsx"))
+    (work / f"{run}.log").unlink()  # its progress lines: hundreds of MB on the larger runs
+    return read_workbook(book), cpu, wall
+
+
+def run_halyard(trace: Path, racks: int, policy: str, work: Path, timeout_s: float, catalog: str = "dally-table1"
+                ) -> tuple[dict[int, dict[str, float]], float, float]:
+    """``catalog`` "builtin": Halyard's own collective model (overhead by GPU count and tier) instead of Table 1."""
+    out = work / f"halyard-{policy}-{racks}r-{catalog}"
+    cmd = ["nice", "-n", "10", str(Path(sys.executable).with_name("halyard")), "simulate", "--trace", str(trace),
+           "--cluster", f"dally-{racks}rack", "--policy", policy, "--contention", "off",
+           "--round-s", str(LEASE_S), "--out-dir", str(out), "--table-format", "csv", "--no-progress"]
+    if catalog != "builtin":
+        cmd += ["--catalog", catalog]
+    cpu0, wall0 = child_cpu(), time.time()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=timeout_s)
+    cpu, wall = child_cpu() - cpu0, time.time() - wall0
+    with open(out / "jobs.csv") as f:
+        rows = {int(r["job_id"][1:]): r for r in csv.DictReader(f)}
+    return {i: {"jct": float(r["jct_s"]) if r.get("state") == "COMPLETED" else math.nan,
+                "queue": float(r.get("queue_s") or "nan"), "run": float(r.get("run_s") or "nan"),
+                "preemptions": float(r.get("preemptions") or 0), "restarts": float(r.get("restarts") or 0),
+                "submit": float(r["submit_s"]), "end": float(r.get("finish_s") or "nan")}
+            for i, r in rows.items()}, cpu, wall
+
+
+def p99(values: list[float]) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, math.ceil(0.99 * len(s)) - 1)]
+
+
+def compare(jobs: list, pub: dict, ours: dict) -> dict:
+    """Per-job join on job number; the figures of the page."""
+    ids = sorted(int(j.job_id[1:]) for j in jobs)
+    done = [i for i in ids if i in pub and not math.isnan(ours[i]["jct"])]
+    pj = {i: pub[i]["end"] - pub[i]["arrival"] for i in done}
+    oj = {i: ours[i]["jct"] for i in done}
+    first = min(j.submit_time for j in jobs)
+    p_mk = max(pub[i]["end"] for i in pub) - first
+    o_mk = max(oj[i] + ours[i]["submit"] for i in done) - first
+    agree = [i for i in done if abs(oj[i] - pj[i]) <= AGREE * max(pj[i], 1.0)]
+    spec = {int(j.job_id[1:]): j for j in jobs}
+    worst = sorted(done, key=lambda i: abs(oj[i] - pj[i]), reverse=True)[:8]
+    return {"jobs": len(ids), "finished_both": len(done), "public_finished": len(pub),
+            "public_mean_jct_s": sum(pj.values()) / len(done), "halyard_mean_jct_s": sum(oj.values()) / len(done),
+            "public_p99_jct_s": p99(list(pj.values())), "halyard_p99_jct_s": p99(list(oj.values())),
+            "public_makespan_s": p_mk, "halyard_makespan_s": o_mk, "agree": len(agree),
+            "public_comm_s": sum(pub[i]["comm"] for i in done),
+            # the attribution: cluster-sim's time holding GPUs (its GPU-time column: iterations at the
+            # placement's speed) against Halyard's run time, and its waits (first wait + every lease-end re-wait)
+            "public_mean_run_s": sum(pub[i]["gpu_time"] for i in done) / len(done),
+            "halyard_mean_run_s": sum(ours[i]["run"] for i in done) / len(done),
+            "public_mean_wait_s": sum(pub[i]["queue"] for i in done) / len(done),
+            "halyard_mean_wait_s": sum(oj[i] - ours[i]["run"] for i in done) / len(done),
+            "run_agree": sum(abs(pub[i]["gpu_time"] - ours[i]["run"]) <= AGREE * max(ours[i]["run"], 1.0)
+                             for i in done),
+            "worst": [{"job": i, "model": spec[i].model, "gpus": spec[i].num_gpus,
+                       "public_jct_s": pj[i], "halyard_jct_s": oj[i], "public_queue_s": pub[i]["queue"],
+                       "public_run_s": pub[i]["gpu_time"], "halyard_run_s": ours[i]["run"],
+                       "halyard_queue_s": ours[i]["queue"], "halyard_preemptions": ours[i]["preemptions"]}
+                      for i in worst]}
+
+
+def first_seed(rows: list[dict]) -> list[dict]:
+    """The per-run tables show one seed (the lowest); the headline table has them all."""
+    low = min((r.get("seed", 1) for r in rows), default=1)
+    return [r for r in rows if r.get("seed", 1) == low]
+
+
+def side_by_side(rows: list[dict]) -> str:
+    rows = first_seed(rows)
+    head = ("| racks | arrivals | jobs | Halyard policy | cluster-sim | mean JCT (h) public / Halyard | ratio "
+            "| p99 JCT (h) public / Halyard | makespan (d) public / Halyard | ratio | jobs within 5 % "
+            "| mean time on GPUs (h) public / Halyard | its jobs within 5 % | mean wait (h) public / Halyard "
+            "| CPU s public / Halyard |")
+    lines = [head, "| " + " | ".join(["---"] * (head.count("|") - 1)) + " |"]
+    for r in rows:
+        c = r["compare"]
+        lines.append(
+            f"| {r['racks']} | {r['arrival']} | {c['finished_both']}/{c['jobs']} | `{r['policy']}` | {r['public']} "
+            f"| {c['public_mean_jct_s'] / 3600:.1f} / {c['halyard_mean_jct_s'] / 3600:.1f} "
+            f"| {c['halyard_mean_jct_s'] / c['public_mean_jct_s']:.3f} "
+            f"| {c['public_p99_jct_s'] / 3600:.1f} / {c['halyard_p99_jct_s'] / 3600:.1f} "
+            f"| {c['public_makespan_s'] / 86400:.2f} / {c['halyard_makespan_s'] / 86400:.2f} "
+            f"| {c['halyard_makespan_s'] / c['public_makespan_s']:.3f} | {c['agree']}/{c['finished_both']} "
+            f"| {c['public_mean_run_s'] / 3600:.1f} / {c['halyard_mean_run_s'] / 3600:.1f} "
+            f"| {c['run_agree']}/{c['finished_both']} "
+            f"| {c['public_mean_wait_s'] / 3600:.1f} / {c['halyard_mean_wait_s'] / 3600:.1f} "
+            f"| {r['public_cpu_s']:.1f} / {r['halyard_cpu_s']:.1f} "
+            f"(x{r['public_cpu_s'] / max(r['halyard_cpu_s'], 1e-9):.2f}) |")
+    return "\n".join(lines)
+
+
+def reason(w: dict, lease_s: float) -> str:
+    """The per-job reason, from the two runs' time on GPUs and waits."""
+    pub_run = w.get("public_run_s", w["public_jct_s"] - w["public_queue_s"])
+    our_run = w.get("halyard_run_s", w["halyard_jct_s"] - w["halyard_queue_s"])
+    if abs(pub_run - our_run) > AGREE * max(our_run, 1.0):
+        slower = "Halyard" if our_run > pub_run else "cluster-sim"
+        return f"{slower} ran it on a slower tier (time on GPUs {pub_run / 3600:.1f} / {our_run / 3600:.1f} h)"
+    if w["public_jct_s"] > w["halyard_jct_s"]:
+        return ("waits in cluster-sim after lease ends (re-offers)" if lease_s < NO_LEASE_S
+                else "started later in cluster-sim (placement order)")
+    return "started later in Halyard (placement order)"
+
+
+def worst_table(rows: list[dict]) -> str:
+    rows = first_seed(rows)
+    lines = ["| racks | arrivals | policy | cluster-sim | job | model | GPUs | JCT (h) public / Halyard "
+             "| waits (h): cluster-sim all / Halyard first | reason |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        for w in r["compare"]["worst"][:4]:
+            lines.append(f"| {r['racks']} | {r['arrival']} | `{r['policy']}` | {r['public']} | {w['job']} "
+                         f"| {w['model']} | {w['gpus']} "
+                         f"| {w['public_jct_s'] / 3600:.1f} / {w['halyard_jct_s'] / 3600:.1f} "
+                         f"| {w['public_queue_s'] / 3600:.1f} / {w['halyard_queue_s'] / 3600:.1f} "
+                         f"| {reason(w, r.get('public_lease_s', LEASE_S))} |")
+    return "\n".join(lines)
+
+
+def _ci(values: list[float]) -> str:
+    """Mean change in per cent, with a 95 % t-interval over seeds when there are several."""
+    m = sum(values) / len(values)
+    if len(values) < 2:
+        return f"{100 * m:+.0f}%"
+    from scipy import stats
+    half = stats.t.ppf(0.975, len(values) - 1) * stats.tstd(values) / math.sqrt(len(values))
+    return f"{100 * m:+.0f}% [{100 * (m - half):+.0f}, {100 * (m + half):+.0f}]"
+
+
+def signs_table(rows: list[dict]) -> str:
+    """Dally against Tiresias and Gandiva inside each simulator: the paper's headline, on the same jobs.
+    One row per cluster-sim set-up (lease, profile); Halyard's columns are its runs beside that set-up.
+    Over several seeds: the mean change and its 95 % confidence interval."""
+    lines = ["| racks | arrivals | cluster-sim set-up | seeds | Dally vs | makespan change: cluster-sim / Halyard "
+             "`dally` / Halyard `dally+lease` | mean JCT change: cluster-sim / Halyard `dally` / Halyard "
+             "`dally+lease` |", "| --- | --- | --- | --- | --- | --- | --- |"]
+
+    def setup(r: dict) -> tuple:
+        return r["racks"], r["arrival"], r.get("public_lease_s", LEASE_S), r.get("profile", "table1")
+
+    for racks, arrival, lease, prof in dict.fromkeys(setup(r) for r in rows):
+        seeds = sorted({r.get("seed", 1) for r in rows if setup(r) == (racks, arrival, lease, prof)})
+        by = {(r.get("seed", 1), r["policy"]): r for r in rows if setup(r) == (racks, arrival, lease, prof)}
+        dname = next((d for d in ("dally", "dally-manual+no-preemption", "dally-manual")
+                      if any((s_, d) in by for s_ in seeds)), None)
+        if dname is None:
+            continue
+        public = next(by[(s_, dname)]["public"] for s_ in seeds if (s_, dname) in by)
+        label = f"lease {lease:g} s, " + ("Table 1 by tier" if prof == "table1" else "overhead by GPU count") \
+            + f"; Dally = {public}"
+        for base in ("tiresias", "gandiva"):
+            both = [s_ for s_ in seeds if (s_, base) in by and (s_, dname) in by]
+            if not both:
+                continue
+            cells = []
+            for metric in ("makespan_s", "mean_jct_s"):
+                vals = [_ci([by[(s_, dname)]["compare"]["public_" + metric]
+                             / by[(s_, base)]["compare"]["public_" + metric] - 1 for s_ in both])]
+                for d in ("dally", "dally+lease"):
+                    mine = [s_ for s_ in both if (s_, d) in by]
+                    vals.append(_ci([by[(s_, d)]["compare"]["halyard_" + metric]
+                                     / by[(s_, base)]["compare"]["halyard_" + metric] - 1 for s_ in mine])
+                                if mine and prof == "table1" else "-")
+                cells.append(" / ".join(vals))
+            lines.append(f"| {racks} | {arrival} | {label} | {len(both)} | {base} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
+def agreement_table(rows: list[dict]) -> str:
+    """Per set-up and policy, over every stored seed: Halyard / cluster-sim for the mean JCT and the
+    makespan (mean and 95 % interval of the per-seed ratios) and the jobs within 5 %."""
+    lines = ["| racks | arrivals | Halyard policy | cluster-sim | seeds | mean JCT, Halyard / public "
+             "| makespan, Halyard / public | jobs within 5 % (mean) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    keys = dict.fromkeys((r["racks"], r["arrival"], r["policy"], r["public"]) for r in rows)
+    for racks, arrival, policy, public in keys:
+        runs = [r["compare"] for r in rows if (r["racks"], r["arrival"], r["policy"], r["public"])
+                == (racks, arrival, policy, public)]
+        jct = [c["halyard_mean_jct_s"] / c["public_mean_jct_s"] - 1 for c in runs]
+        mk = [c["halyard_makespan_s"] / c["public_makespan_s"] - 1 for c in runs]
+        agree = sum(c["agree"] / c["finished_both"] for c in runs) / len(runs)
+        lines.append(f"| {racks} | {arrival} | `{policy}` | {public} | {len(runs)} | {_ci(jct)} | {_ci(mk)} "
+                     f"| {100 * agree:.0f}% |")
+    return "\n".join(lines)
+
+
+def fit_table() -> str:
+    """Table 1 beside the fitted collective model at other GPU counts (what --profile count answers)."""
+    rows = {(m, t, p, g): f for m, t, p, g, f in count_overheads()}
+    from halyard.emulator.calibration import load_dally_table1
+    lines = ["| model | Table 1 (8 GPUs): machine / rack / network | fit, 8 GPUs: machine / 4+4 machines / 4+4 racks "
+             "| fit, 2 GPUs: machine / "
+             "1+1 machines / 1+1 racks | fit, 16 GPUs (8+8): rack / network | fit, 64 GPUs (8 x 8): rack / network |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for name, w in load_dally_table1().workloads.items():
+        def pc(t: int, p: int, g: int, n: str = name) -> str:
+            return f"{100 * rows[(n, t, p, g)]:,.0f}%"
+        lines.append(f"| {name} | {' / '.join(f'{x:,.0f}%' for x in w.table_pct)} "
+                     f"| {pc(2, 8, 1)} / {pc(3, 4, 2)} / {pc(4, 4, 2)} | {pc(2, 2, 1)} / {pc(3, 1, 2)} / {pc(4, 1, 2)} "
+                     f"| {pc(3, 8, 2)} / {pc(4, 8, 2)} | {pc(3, 8, 8)} / {pc(4, 8, 8)} |")
+    return "\n".join(lines)
+
+
+def profile_table(rows: list[dict]) -> str:
+    lines = ["| racks | arrivals | policy | makespan (d), Table 1 at every GPU count / Halyard's collective model "
+             "| mean JCT (h), same |", "| --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r['racks']} | {r['arrival']} | `{r['policy']}` | {r['table1_makespan_s'] / 86400:.2f} / "
+                     f"{r['builtin_makespan_s'] / 86400:.2f} | {r['table1_mean_jct_s'] / 3600:.1f} / "
+                     f"{r['builtin_mean_jct_s'] / 3600:.1f} |")
+    return "\n".join(lines)
+
+
+def halyard_summary(ours: dict) -> tuple[float, float]:
+    done = [v for v in ours.values() if not math.isnan(v["jct"])]
+    first = min(v["submit"] for v in ours.values())
+    return max(v["jct"] + v["submit"] for v in done) - first, sum(v["jct"] for v in done) / len(done)
+
+
+def write_page(results: dict, page: Path) -> None:
+    text = PAGE_TEMPLATE.read_text(encoding="utf-8").format(
+        command="\n".join(results["commands"]), table=side_by_side(results["runs"]), worst=worst_table(results["runs"]),
+        signs=signs_table(results["runs"]), profile=profile_table(results.get("profile", [])),
+        fit=fit_table(), agreement=agreement_table(results["runs"]))
+    page.write_text(text, encoding="utf-8")
+
+
+def save(args: argparse.Namespace, runs: list[dict], profile: list[dict]) -> None:
+    """The stored JSON (with --merge, the runs of earlier commands kept unless re-run now) and the page;
+    after every run, so a long sweep that stops keeps what it measured."""
+    stored = (json.loads(args.json.read_text(encoding="utf-8")) if args.json.exists()
+              else {"runs": [], "commands": []})
+    if not hasattr(args, "stored"):
+        args.stored = stored if args.merge else {"runs": [], "commands": []}
+    base = args.stored
+    new = {(r["arrival"], r["racks"], r["policy"], r["public"], r["seed"]) for r in runs}
+    command = "python benchmarks/dally_public_perjob.py " + " ".join(sys.argv[1:])
+    results = {"commands": [c for c in base.get("commands", []) if c != command] + [command],
+               "runs": [r for r in base["runs"]
+                        if (r["arrival"], r["racks"], r["policy"], r["public"], r.get("seed", 1)) not in new]
+               + runs, "profile": profile or base.get("profile", [])}
+    args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    write_page(results, args.page)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cluster-sim", type=Path, help="a checkout of aakash-sharma/cluster-sim (read, never copied)")
+    p.add_argument("--build", type=Path, default=Path("/work/ext/cluster-sim-build"))
+    p.add_argument("--stubs", type=Path, default=STUBS,
+                   help="stand-in sources for Gurobi and Apache POI's workbook (their README)")
+    p.add_argument("--racks", type=int, nargs="+", default=[2])
+    p.add_argument("--jobs", type=int, default=60)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--arrival", nargs="+", default=["batch"], choices=("batch", "poisson"))
+    p.add_argument("--policies", nargs="+", default=["dally", "dally+lease", "dally-manual", "tiresias", "gandiva"],
+                   help="Halyard policies; each is run beside cluster-sim's scheduler of the same family")
+    p.add_argument("--profile", choices=("table1", "count"), default="table1",
+                   help="the stand-in's answer (module docstring); 'count' runs cluster-sim alone")
+    p.add_argument("--public-lease-s", type=float, default=LEASE_S,
+                   help=f"cluster-sim's lease (default {LEASE_S:g} s, Halyard's round); {NO_LEASE_S:g}: no lease "
+                        "ends, i.e. no re-auction of running jobs' GPUs (the manual timers kept in seconds)")
+    p.add_argument("--event-s", type=float, default=EVENT_S,
+                   help=f"one cluster-sim iteration event (default {EVENT_S:g} s); keep it under the lease")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per simulation")
+    p.add_argument("--work", type=Path, default=None, help="working folder (default: a temporary one)")
+    p.add_argument("--json", type=Path, default=ROOT / "docs" / "dally-public-comparison.json")
+    p.add_argument("--page", type=Path, default=ROOT / "docs" / "dally-public-comparison.md")
+    p.add_argument("--merge", action="store_true", help="keep the stored runs not re-run now")
+    p.add_argument("--from-json", action="store_true", help="rewrite the page from the stored JSON")
+    p.add_argument("--profile-check", action="store_true",
+                   help="also run Halyard's policies with its own collective model (overhead by GPU count) "
+                        "beside Table 1's 8-GPU figures, on the same traces")
+    args = p.parse_args()
+    if args.from_json:
+        write_page(json.loads(args.json.read_text(encoding="utf-8")), args.page)
+        return 0
+    if args.cluster_sim is None:
+        raise SystemExit("--cluster-sim CHECKOUT is needed (a checkout of aakash-sharma/cluster-sim)")
+    compile_public(args.cluster_sim.resolve(), args.build, [args.stubs])
+    table = overheads()
+    work = args.work or Path(tempfile.mkdtemp(prefix="dally-public-"))
+    work.mkdir(parents=True, exist_ok=True)
+    runs: list[dict] = []
+    profile: list[dict] = []
+    for arrival in args.arrival:
+        jobs = (dally_trace(args.jobs, seed=args.seed, poisson_per_day=None) if arrival == "batch"
+                else dally_trace(args.jobs, seed=args.seed + 1, poisson_per_day=50.0))
+        for racks in args.racks:
+            folder = work / f"{arrival}-{racks}r"
+            folder.mkdir(parents=True, exist_ok=True)
+            trace = folder / "trace.csv"
+            write_trace(jobs, trace)
+            paths = write_public_inputs(jobs, folder, racks, table, args.public_lease_s, args.profile, args.event_s)
+            public_runs: dict[str, tuple] = {}
+            for policy in args.policies:
+                pair = PAIRS.get(policy.split("+")[0])
+                if pair is None:
+                    raise SystemExit(f"{policy}: no cluster-sim scheduler to pair it with")
+                scheduler = pair[0] if pair[1] < 0 else f"{pair[0]}, timers {pair[1] / 3600:g} h + {pair[2] / 3600:g} h"
+                if args.public_lease_s != LEASE_S:
+                    if pair[1] < 0 and pair[0] == "Dally" and args.public_lease_s >= NO_LEASE_S:
+                        raise SystemExit(f"{policy}: the auto-tuner's floors are in leases; with no lease ends "
+                                         "only fixed timers (dally-manual) keep their meaning")
+                    scheduler += f", lease {args.public_lease_s:g} s"
+                if args.profile == "count":
+                    scheduler += ", overhead by GPU count"
+                if pair not in public_runs:
+                    public_runs[pair] = run_public(args.cluster_sim.resolve(), args.build, paths, racks, pair,
+                                                   args.public_lease_s, folder, args.timeout)
+                pub, pub_cpu, pub_wall = public_runs[pair]
+                ours, our_cpu, our_wall = run_halyard(trace, racks, policy, folder, args.timeout)
+                c = compare(jobs, pub, ours)
+                runs.append({"arrival": arrival, "racks": racks, "policy": policy, "public": scheduler,
+                             "profile": args.profile, "public_lease_s": args.public_lease_s,
+                             "event_s": args.event_s,
+                             "seed": args.seed, "compare": c, "public_cpu_s": pub_cpu, "halyard_cpu_s": our_cpu,
+                             "public_wall_s": pub_wall, "halyard_wall_s": our_wall})
+                save(args, runs, profile)
+                print(f"{arrival} {racks} racks {policy:22s} vs {scheduler:8s}: mean JCT "
+                      f"{c['public_mean_jct_s'] / 3600:8.1f} / {c['halyard_mean_jct_s'] / 3600:8.1f} h "
+                      f"({c['halyard_mean_jct_s'] / c['public_mean_jct_s']:.3f}), p99 "
+                      f"{c['public_p99_jct_s'] / 3600:8.1f} / {c['halyard_p99_jct_s'] / 3600:8.1f} h, makespan "
+                      f"{c['public_makespan_s'] / 86400:6.2f} / {c['halyard_makespan_s'] / 86400:6.2f} d "
+                      f"({c['halyard_makespan_s'] / c['public_makespan_s']:.3f}), within 5 %: "
+                      f"{c['agree']}/{c['finished_both']}, CPU s {pub_cpu:.1f} / {our_cpu:.1f} "
+                      f"(x{pub_cpu / max(our_cpu, 1e-9):.2f})", flush=True)
+            if args.profile_check:
+                for policy in args.policies:
+                    pair = {}
+                    for catalog, tag in (("dally-table1", "table1"), ("builtin", "builtin")):
+                        ours, _, _ = run_halyard(trace, racks, policy, folder, args.timeout, catalog)
+                        pair[f"{tag}_makespan_s"], pair[f"{tag}_mean_jct_s"] = halyard_summary(ours)
+                    profile.append({"arrival": arrival, "racks": racks, "policy": policy, **pair})
+    save(args, runs, profile)
+    if args.work is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
