@@ -156,11 +156,18 @@ def in_fork(fn: Callable[[], T]) -> T:
     return _finish_fork(*_start_fork(fn))
 
 
-async def in_fork_async(fn: Callable[[], T]) -> T:
+async def in_fork_async(fn: Callable[[], T], children: set[int] | None = None) -> T:
     """:func:`in_fork` for the event loop: the fork is the only part on the loop (the snapshot);
-    waiting for the answer runs in a thread, so passes and calls go on meanwhile."""
+    waiting for the answer runs in a thread, so passes and calls go on meanwhile. The child's pid
+    is in ``children`` while it runs (to be killed on shutdown: :meth:`Forecaster.stop`)."""
     pid, read_fd = _start_fork(fn)
-    return await asyncio.get_running_loop().run_in_executor(None, _finish_fork, pid, read_fd)
+    if children is not None:
+        children.add(pid)
+    try:
+        return await asyncio.get_running_loop().run_in_executor(None, _finish_fork, pid, read_fd)
+    finally:
+        if children is not None:
+            children.discard(pid)
 
 
 # --- the forward run ---------------------------------------------------------------------------------
@@ -517,6 +524,7 @@ class Forecaster:
         self._asked = -math.inf  # loop time of the last on-demand refresh
         self._spawned: asyncio.Task[None] | None = None
         self._started: set[str] = set()  # jobs whose first start was already scored
+        self._children: set[int] = set()  # forecast processes running now
         self.on_error: Callable[[float], None] | None = None  # metrics: |actual - forecast| start, seconds
         cp.core.log.observe(self._on_event)
 
@@ -525,6 +533,9 @@ class Forecaster:
             self._task = asyncio.get_running_loop().create_task(self._periodic(), name="forecast")
 
     async def stop(self) -> None:
+        for pid in self._children:  # a forecast under way ends now (its own children follow: PDEATHSIG)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         for task in (self._task, self._spawned):
             if task is not None:
                 task.cancel()
@@ -567,13 +578,14 @@ class Forecaster:
         now = cp.now()
         return await in_fork_async(lambda: forecast_of(cp.core, cp.pacer, now, samples=s.samples,
                                                       arrival_window_s=s.arrival_window_s,
-                                                      horizon_s=s.horizon_s))
+                                                      horizon_s=s.horizon_s), self._children)
 
     async def what_if(self, change: Change) -> WhatIf:
         check_change(self.cp, change)
         cp = self.cp
         now = cp.now()
-        return await in_fork_async(lambda: what_if_of(cp, change, now, horizon_s=self.settings.horizon_s))
+        return await in_fork_async(lambda: what_if_of(cp, change, now, horizon_s=self.settings.horizon_s),
+                                   self._children)
 
     def refresh_soon(self) -> None:
         """On demand, without waiting: a refresh unless one is under way or one began within

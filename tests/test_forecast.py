@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import signal
 import subprocess
 import time
@@ -14,7 +16,7 @@ from test_failures import free_port
 from halyard.cli.client import forecast_line
 from halyard.controlplane.auth import TokenFile
 from halyard.controlplane.dashboard import queue_view
-from halyard.controlplane.forecast import ForecastSettings, forecast_of, in_fork
+from halyard.controlplane.forecast import ForecastError, ForecastSettings, forecast_of, in_fork, in_fork_async
 from halyard.datamodel import JobState
 from halyard.testing import TestCluster
 from halyard.testing.cluster import WAIT_TIMEOUT_S, small_cluster_toml
@@ -40,6 +42,18 @@ def test_a_fork_runs_on_a_copy_and_leaves_this_process_as_it_was():
 
     assert in_fork(change) == 198
     assert state == {"n": 1}
+
+
+async def test_a_forecast_child_killed_on_shutdown_ends_its_wait_at_once():
+    children: set[int] = set()
+    waiting = asyncio.ensure_future(in_fork_async(lambda: time.sleep(60), children))
+    while not children:
+        await asyncio.sleep(0.01)
+    started = time.monotonic()
+    os.kill(next(iter(children)), signal.SIGKILL)  # what Forecaster.stop does
+    with pytest.raises(ForecastError, match="died without an answer"):
+        await waiting
+    assert time.monotonic() - started < 10 and not children
 
 
 @pytest.mark.parametrize("halyard_cluster", [{"nodes": 2, "policy": "fifo"}], indirect=True)
