@@ -42,7 +42,8 @@ HOUR = 3600.0
 
 
 def measure(policy_name: str, jobs: list, every_s: float, samples: int) -> dict[str, list[float]]:
-    """Absolute start errors, cluster seconds: ``all``/``first`` with no arrivals, ``all_sampled``/``first_sampled``."""
+    """Absolute start errors, cluster seconds: ``all``/``first`` with no arrivals, ``all_sampled``/``first_sampled``;
+    ``lead``: how long after each forecast the job really started."""
     sim = Simulator(load_cluster("philly"), make_policy(policy_name))
     core, pacer = sim.core, sim.pool.pacer
     made: list[tuple[str, float, float | None, float | None]] = []  # job, made at, no-arrival start, sampled start
@@ -69,12 +70,13 @@ def measure(policy_name: str, jobs: list, every_s: float, samples: int) -> dict[
             made.append((job_id, now, base.get(job_id), float(np.median(s)) if s else None))
 
     sim.run(jobs, on_progress=checkpoint)
-    out: dict[str, list[float]] = {"all": [], "first": [], "all_sampled": [], "first_sampled": []}
+    out: dict[str, list[float]] = {"all": [], "first": [], "all_sampled": [], "first_sampled": [], "lead": []}
     seen: set[str] = set()
-    for job_id, _at, start, sampled_start in made:
+    for job_id, at, start, sampled_start in made:
         actual = core.records[job_id].first_start
         if actual is None:
             continue
+        out["lead"].append(actual - at)  # how far ahead the forecast looked
         first = job_id not in seen
         seen.add(job_id)
         for key, value in (("all", start), ("all_sampled", sampled_start)):
@@ -106,7 +108,8 @@ def main() -> None:
     jobs = [dataclasses.replace(j, submit_time=j.submit_time / args.compress) for j in trace]
     print(f"{args.jobs} Philly jobs from #{args.skip} compressed {args.compress:g}x on philly, a forecast every "
           f"{args.every_min:g} min; absolute start error, hours")
-    print(f"{'policy':<20} {'arrivals':<12} {'forecasts':<10} {'median':>7} {'p90':>7} {'n':>6}")
+    print(f"{'policy':<20} {'arrivals':<12} {'forecasts':<10} {'median':>7} {'p90':>7} {'n':>6}   "
+          "(lead: how long after the forecast the job started)")
     for name in args.policies.split(","):
         errors = measure(name, jobs, args.every_min * 60.0, args.samples)
         for arrivals, suffix in (("none", ""), (f"sampled x{args.samples}", "_sampled")):
@@ -114,6 +117,7 @@ def main() -> None:
                 continue
             for which in ("first", "all"):
                 print(f"{name:<20} {arrivals:<12} {which:<10} {stats(errors[which + suffix])}", flush=True)
+        print(f"{name:<20} {'lead':<12} {'all':<10} {stats(errors['lead'])}", flush=True)
 
 
 if __name__ == "__main__":
