@@ -158,11 +158,16 @@ def queue_view(cp: ControlPlane, *, limit: int = MAX_JOBS, visible: str | None =
     """The first ``limit`` pending jobs the caller may see, in the core's queue order (submit time, then arrival)."""
     _check_limit(limit)
     now = cp.now()
+    forecasts = cp.forecasts  # issue 37: each queued job's expected start, cluster seconds (None: not forecast)
+
+    def queued(r: JobRecord, foreign: Foreign | None = None) -> dict[str, Any]:
+        return {**job_json(cp, r, now, foreign), "expected_start": forecasts and forecasts.start_of(r.job_id)}
+
     if visible is None:
         return {"cluster_time": now, "total": len(cp.core.pending),
-                "jobs": [job_json(cp, r, now) for r in cp.core.pending.islice(0, limit)]}
+                "jobs": [queued(r) for r in cp.core.pending.islice(0, limit)]}
     mine, foreign = [r for r in cp.core.pending if sees(visible, r)], foreign_jobs(cp, visible)
-    return {"cluster_time": now, "total": len(mine), "jobs": [job_json(cp, r, now, foreign) for r in mine[:limit]]}
+    return {"cluster_time": now, "total": len(mine), "jobs": [queued(r, foreign) for r in mine[:limit]]}
 
 
 def _check_limit(limit: int) -> None:

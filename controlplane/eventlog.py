@@ -24,6 +24,11 @@ class EventLog:
         by then), so a recorder can sample the cluster on events whichever driver runs the core."""
         self._observers.append(callback)
 
+    def quiet(self) -> None:
+        """Forget every observer: a copy of the core run forward (controlplane/forecast.py) must not
+        feed the live process's recorders and metrics."""
+        self._observers = []
+
     def extend(self, events: Iterable[JobEvent]) -> None:
         """Append stored events (after a restart) so that numbering continues after them;
         raises ValueError, appending nothing, unless their numbers continue the log without a gap."""

@@ -15,7 +15,7 @@ from typing import TypeVar
 import grpc
 import structlog
 
-from halyard.controlplane import logs
+from halyard.controlplane import forecast_api, logs
 from halyard.controlplane.auth import Authenticator
 from halyard.controlplane.calls import Undecodable, refuse_undecodable
 from halyard.controlplane.errors import (
@@ -26,6 +26,7 @@ from halyard.controlplane.errors import (
     Unauthenticated,
     Unavailable,
 )
+from halyard.controlplane.forecast import Forecaster
 from halyard.controlplane.logs import LogRelay
 from halyard.controlplane.records import JobRecord
 from halyard.controlplane.service import ControlPlane
@@ -177,8 +178,10 @@ def _as_caller(spec: tpb.JobSpec, who: Principal) -> tpb.JobSpec:
 
 
 class JobServicer(jgrpc.JobServiceServicer):
-    def __init__(self, cp: ControlPlane, auth: Authenticator | None = None, logs: LogRelay | None = None) -> None:
+    def __init__(self, cp: ControlPlane, auth: Authenticator | None = None, logs: LogRelay | None = None,
+                 forecasts: Forecaster | None = None) -> None:
         self.cp = cp
+        self.forecasts = forecasts  # Job.forecast (issue 37); None: forecasts off
         self.auth = auth or Authenticator(secure=False)
         self.logs = logs or LogRelay(cp)
 
@@ -260,8 +263,9 @@ class JobServicer(jgrpc.JobServiceServicer):
         def get() -> jpb.Job:
             who = self.auth.client(context)
             record = _check_tenant(who, self.cp.job(_job_id(request.job_id)))
-            return job_to_pb(record, self.cp.now(), self.cp.core.wait_of(record),
-                             foreign=foreign_jobs(self.cp, _tenant_of(who)))
+            return forecast_api.attach_forecast(job_to_pb(record, self.cp.now(), self.cp.core.wait_of(record),
+                                                          foreign=foreign_jobs(self.cp, _tenant_of(who))),
+                                                self.forecasts)
         return await _call(context, "GetJob", get)
 
     async def CancelJob(self, request: jpb.CancelJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
@@ -300,7 +304,8 @@ class JobServicer(jgrpc.JobServiceServicer):
                 r = records[i]
                 i += 1
                 if (not request.states or r.state in states) and (not tenant or r.spec.tenant == tenant):
-                    out.jobs.append(job_to_pb(r, now, self.cp.core.wait_of(r), foreign=foreign))
+                    out.jobs.append(forecast_api.attach_forecast(job_to_pb(r, now, self.cp.core.wait_of(r),
+                                                                           foreign=foreign), self.forecasts))
             out.next_page_token = str(i) if i < len(records) else ""
             return out
         return await _call(context, "ListJobs", page)
@@ -342,8 +347,10 @@ class JobServicer(jgrpc.JobServiceServicer):
 
 
 class ClusterServicer(cgrpc.ClusterServiceServicer):
-    def __init__(self, cp: ControlPlane, auth: Authenticator | None = None) -> None:
+    def __init__(self, cp: ControlPlane, auth: Authenticator | None = None,
+                 forecasts: Forecaster | None = None) -> None:
         self.cp = cp
+        self.forecasts = forecasts  # WhatIf (issue 37); None: forecasts off
         self.auth = auth or Authenticator(secure=False)
 
     def _node(self, name: str) -> cpb.NodeStatus:
@@ -393,6 +400,16 @@ class ClusterServicer(cgrpc.ClusterServiceServicer):
             stages = [cpb.PolicyStage(stage=kind, choice=choice) for kind, choice in policy.stages()]
             return cpb.PolicyInfo(name=policy.name, stages=stages, round_s=self.cp.round_s)
         return await _call(context, "GetPolicy", info)
+
+    async def WhatIf(self, request: cpb.WhatIfRequest, context: grpc.aio.ServicerContext) -> cpb.WhatIfResponse:
+        """Operators only: the forecast today and with the change, run on forks of the live state."""
+        who = await _call(context, "WhatIf", lambda: self.auth.operator(context, "ask what-if"))
+        log.info("what-if asked", by=who.describe())
+        try:
+            return await forecast_api.what_if(self.forecasts, request)
+        except HalyardError as exc:
+            await context.abort(_status(exc), str(exc))
+            raise  # unreachable: abort raises
 
 
 class AgentServicer(agrpc.AgentServiceServicer):

@@ -19,8 +19,11 @@ import structlog
 from aiohttp import web
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from halyard import GRPC_FORK_SAFE
 from halyard.controlplane.auth import Authenticator, TokenFile
 from halyard.controlplane.calls import WrappingServer
+from halyard.controlplane.forecast import Forecaster, ForecastSettings
+from halyard.controlplane.forecast_api import register_metrics
 from halyard.controlplane.grpc_api import CHECKS_OWN_REQUESTS, AgentServicer, ClusterServicer, JobServicer
 from halyard.controlplane.httpapi import build_app, start_http
 from halyard.controlplane.logs import LogRelay
@@ -83,7 +86,8 @@ class ControlPlaneServer:
 
     def __init__(self, cp: ControlPlane, *, listen: str = "127.0.0.1:0", http: str | None = None,
                  tls: ServerTLS | None = None, agent_listen: str = "127.0.0.1:0",
-                 tokens: TokenFile | None = None, http_hosts: tuple[str, ...] = ()) -> None:
+                 tokens: TokenFile | None = None, http_hosts: tuple[str, ...] = (),
+                 forecast: ForecastSettings | None = None) -> None:
         if tls is None and not is_loopback(listen):
             raise InsecureRefused(f"--listen {listen}: insecure mode (no TLS) serves loopback addresses only; "
                                   "give the control plane certificates (`halyard certs init`)")
@@ -98,6 +102,14 @@ class ControlPlaneServer:
         self.tls = tls
         self.tokens = tokens
         self.metrics = Metrics(cp)
+        self.forecasts: Forecaster | None = None
+        if forecast is not None:  # issue 37: Job.forecast, WhatIf
+            if GRPC_FORK_SAFE:
+                self.forecasts = cp.forecasts = Forecaster(cp, forecast)
+                register_metrics(self.forecasts, self.metrics.registry)
+            else:
+                log.warning("forecasts off: gRPC was imported before halyard with its fork support on, so the "
+                            "control plane cannot fork a snapshot safely (unset GRPC_ENABLE_FORK_SUPPORT)")
         self.port = 0
         self.agent_port = 0
         self.http_port = 0
@@ -125,8 +137,11 @@ class ControlPlaneServer:
         services = WrappingServer(server, self.metrics.call_wrapper(CHECKS_OWN_REQUESTS))
         auth = self._auth
         relay = LogRelay(self.cp)  # StreamLogs asks the agents, whose answers come in on their streams
-        job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.cp, auth=auth, logs=relay), services)
-        cluster_service_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(self.cp, auth=auth), services)
+        job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.cp, auth=auth, logs=relay,
+                                                                          forecasts=self.forecasts), services)
+        cluster_service_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(self.cp, auth=auth,
+                                                                                      forecasts=self.forecasts),
+                                                              services)
         agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(self.cp, auth=auth, logs=relay),
                                                                   services)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, services)
@@ -144,6 +159,8 @@ class ControlPlaneServer:
         self._server = server
         for name in ("", *SERVICE_NAMES):
             await self._set_health(name, health_pb2.HealthCheckResponse.SERVING)
+        if self.forecasts is not None:
+            self.forecasts.start()
         if self.http is not None:
             await self._start_http()
         if self.tokens is not None and not self.tokens.path.exists():
@@ -163,6 +180,8 @@ class ControlPlaneServer:
     async def stop(self, grace: float = SHUTDOWN_GRACE_S) -> None:
         for name in ("", *SERVICE_NAMES):
             await self._set_health(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        if self.forecasts is not None:
+            await self.forecasts.stop()
         if self._server is not None:
             await self._server.stop(grace)
         if self._runner is not None:

@@ -33,6 +33,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -57,6 +58,9 @@ from halyard.tls import Principal
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import types_pb2 as tpb
 from halyard.wire import allocation_to_pb, node_to_pb, spec_from_pb, spec_to_pb
+
+if TYPE_CHECKING:
+    from halyard.controlplane.forecast import Forecaster
 
 log = structlog.get_logger("halyard.controlplane")
 
@@ -212,6 +216,7 @@ class ControlPlane:
         self.unknown_enums = UnknownEnums()  # enum values peers sent that this build predates (peer_enums.py)
         self.refused_reports: dict[str, int] = {}  # agent messages refused, by the field named (no indices)
         self._registrations_due: asyncio.TimerHandle | None = None  # the commit and pass of a burst of Registers
+        self.forecasts: Forecaster | None = None  # set by ControlPlaneServer when forecasts are on (issue 37)
 
     # --- lifecycle ----------------------------------------------------------
 

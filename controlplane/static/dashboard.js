@@ -173,7 +173,9 @@ function renderQueue(q) {
   $("queue-count").textContent = q.total;
   $("queue").replaceChildren(...q.jobs.map((job) => el("tr", { data: { jobId: job.spec.job_id } },
     el("td", {}, job.spec.job_id), el("td", {}, job.spec.tenant), el("td", {}, job.spec.num_gpus),
-    el("td", {}, duration(job.waiting_s)), el("td", { class: "why", title: why(job) }, why(job)))));
+    el("td", {}, duration(job.waiting_s)),
+    el("td", {}, job.expected_start == null ? "–" : `in ${duration(job.expected_start - q.cluster_time)}`),
+    el("td", { class: "why", title: why(job) }, why(job)))));
 }
 
 // GetJob's wait reason: "CODE (stage): reason", or "–" before a pass has looked at the job.

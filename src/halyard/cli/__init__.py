@@ -40,7 +40,8 @@ class _Parser(argparse.ArgumentParser):
 COMMANDS = {
     "simulate": "simulate", "compare": "compare", "trace": "trace", "profiles": "profiles",
     "policies": "policies", "replay": "replay", "controlplane": "controlplane", "agent": "agent",
-    **dict.fromkeys(("submit", "job", "jobs", "cluster", "drain", "undrain", "cancel", "watch", "logs"), "client"),
+    **dict.fromkeys(("submit", "job", "jobs", "cluster", "drain", "undrain", "whatif", "cancel", "watch", "logs"),
+                    "client"),
     "calibrate": "calibrate", "certs": "security", "tokens": "security",
 }
 

@@ -1,4 +1,4 @@
-"""Client commands against a running control plane: submit, job, jobs, cancel, watch."""
+"""Client commands against a running control plane: submit, job, jobs, cancel, watch, whatif."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -127,6 +128,14 @@ def register(commands: argparse._SubParsersAction) -> None:
         if drained:
             d.add_argument("--reason", default="", help="kept with the node and shown by `halyard cluster`")
         d.set_defaults(run=run_drain, drained=drained)
+    wi = client("whatif", "operators: today's forecast beside one with a change applied to a copy of the live "
+                          "state (nothing on the cluster changes); example: halyard whatif --policy tiresias")
+    wi.add_argument("--policy", default="", help="switch to this policy (a preset or a pipeline, as --policy)")
+    wi.add_argument("--drain", action="append", default=[], metavar="NODE", help="drain this node (repeatable)")
+    wi.add_argument("--undrain", action="append", default=[], metavar="NODE", help="undrain this node (repeatable)")
+    wi.add_argument("--cancel", action="append", default=[], metavar="JOB", help="cancel this job (repeatable)")
+    wi.add_argument("--json", action="store_true")
+    wi.set_defaults(run=run_whatif)
     c = client("cancel", "cancel a job")
     c.add_argument("job_id")
     c.set_defaults(run=run_cancel)
@@ -451,7 +460,80 @@ def run_job(args: argparse.Namespace) -> int:
     if job.end_reason:
         label = "failed:" if job.state == tpb.FAILED else "ended:"
         lines.append(f"{label:<12}{job.end_reason}")
+    if job.HasField("forecast"):
+        lines.append(f"forecast:   {forecast_line(job.forecast, time.time())}")
     print("\n".join(lines))
+    return 0
+
+
+def _about(seconds: float) -> str:
+    """A rounded duration: "about 35 min", "about 3.1 h", "about 2.5 days"."""
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"about {seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"about {seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"about {seconds / 3600:.1f} h"
+    return f"about {seconds / 86400:.1f} days"
+
+
+def _utc(unix: float, now: float) -> str:
+    """HH:MM UTC, with the date when it is not today."""
+    t, today = time.gmtime(unix), time.gmtime(now)
+    same_day = (t.tm_year, t.tm_yday) == (today.tm_year, today.tm_yday)
+    return time.strftime("%H:%M UTC" if same_day else "%Y-%m-%d %H:%M UTC", t)
+
+
+def forecast_line(f: jpb.JobForecast, now: float) -> str:
+    """e.g. "expected to start in about 35 min (14:02 UTC), finish around 19:40 UTC; forecast made 20 s ago"."""
+    parts = []
+    if f.HasField("expected_start_unix"):
+        band = ""
+        if f.HasField("start_p10"):
+            low, high = (_about(x - f.made_at).removeprefix("about ") for x in (f.start_p10, f.start_p90))
+            band = f" (p10-p90: {low} to {high} after the forecast)"
+        parts.append(f"expected to start in {_about(f.expected_start_unix - now)} "
+                     f"({_utc(f.expected_start_unix, now)}){band}")
+    if f.HasField("expected_finish_unix"):
+        parts.append(f"finish around {_utc(f.expected_finish_unix, now)}")
+    if not parts:
+        parts.append("not expected to start within the forecast horizon")
+    return f"{', '.join(parts)}; forecast made {_about(now - f.made_at_unix).removeprefix('about ')} ago ({f.assumes})"
+
+
+def _move(seconds: float) -> str:
+    return f"{_about(abs(seconds)).removeprefix('about ')} {'later' if seconds > 0 else 'earlier'}"
+
+
+def run_whatif(args: argparse.Namespace) -> int:
+    channel, stub = _cluster_stub(args)
+    request = cpb.WhatIfRequest(policy=args.policy, drain=args.drain, undrain=args.undrain, cancel=args.cancel)
+    with channel:
+        answer = _rpc(args, stub.WhatIf, request)
+    if args.json:
+        print(json.dumps(MessageToDict(answer, preserving_proto_field_name=True), indent=2))
+        return 0
+    today, changed = answer.today, answer.changed
+    table = Table("", f"today ({today.policy})", f"changed ({changed.policy})",
+                  title=f"what if: {answer.change} ({today.jobs} jobs present)")
+    for name, a, b in (("avg wait", today.avg_wait_s, changed.avg_wait_s),
+                       ("p99 wait", today.p99_wait_s, changed.p99_wait_s),
+                       ("avg JCT", today.avg_jct_s, changed.avg_jct_s),
+                       ("p99 JCT", today.p99_jct_s, changed.p99_jct_s)):
+        table.add_row(name, _about(a).removeprefix("about "), _about(b).removeprefix("about "))
+    if today.unfinished or changed.unfinished:
+        table.add_row("not ended in horizon", str(today.unfinished), str(changed.unfinished))
+    Console().print(table)
+    said = [f"{answer.change}: avg wait {_about(today.avg_wait_s).removeprefix('about ')} -> "
+            f"{_about(changed.avg_wait_s).removeprefix('about ')}"]
+    for m in answer.moves[:3]:
+        if m.HasField("start_today") and m.HasField("start_changed"):
+            said.append(f"{m.job_id} starts {_move(m.start_changed - m.start_today)}")
+        else:
+            said.append(f"{m.job_id} {'no longer starts' if m.HasField('start_today') else 'now starts'} "
+                        "within the horizon")
+    print("; ".join(said))
     return 0
 
 

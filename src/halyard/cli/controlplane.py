@@ -22,6 +22,7 @@ from halyard.controlplane.disruption import (
     UNHEALTHY_ZONE_THRESHOLD,
     DisruptionSettings,
 )
+from halyard.controlplane.forecast import DEFAULT_PERIOD_S, ForecastSettings
 from halyard.controlplane.leadership import DEFAULT_LEASE, Leadership, LeaseSettings, LostLeadership
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import (
@@ -74,6 +75,12 @@ def register(commands: argparse._SubParsersAction) -> None:
                          "refused, so a web page cannot reach the port through DNS rebinding")
     cp.add_argument("--policy", default="fifo", help=policy_help())
     cp.add_argument("--round-s", type=float, default=300.0)
+    cp.add_argument("--forecast-period-s", type=float, default=DEFAULT_PERIOD_S,
+                    help="refresh every job's start/finish forecast this often, wall seconds (0: only on demand, "
+                         "when a job the last forecast lacks is asked for); each is a forked run of the live state")
+    cp.add_argument("--forecast-samples", type=int, default=0, metavar="K",
+                    help="also K runs with arrivals sampled from the recent rate and mix, for a p10-p90 band")
+    cp.add_argument("--no-forecast", action="store_true", help="no forecasts (Job.forecast unset, WhatIf refused)")
     add_contention_option(cp)
     add_catalog_option(cp)  # sent to the emulated agents at registration
     cp.add_argument("--speedup", type=float, default=1.0, help="cluster seconds per wall second (1 = real time)")
@@ -157,8 +164,17 @@ def run_controlplane(args: argparse.Namespace) -> int:
                       group_commit_window_s=args.group_commit_window_ms / 1e3, disruption=disruption)
     server = ControlPlaneServer(cp, listen=args.listen, http=args.http, tls=tls, agent_listen=args.agent_listen,
                                tokens=TokenFile(args.tokens) if args.tokens else None,
-                               http_hosts=tuple(args.http_host))
+                               http_hosts=tuple(args.http_host),
+                               forecast=None if args.no_forecast else _forecast_settings(args))
     return asyncio.run(_serve(server, leadership))
+
+
+def _forecast_settings(args: argparse.Namespace) -> ForecastSettings:
+    if not args.forecast_period_s >= 0:
+        raise ValidationError("must be >= 0 (0: only on demand)", field="--forecast-period-s")
+    if args.forecast_samples < 0:
+        raise ValidationError("must be >= 0", field="--forecast-samples")
+    return ForecastSettings(period_s=args.forecast_period_s, samples=args.forecast_samples)
 
 
 EXIT_STORE_FAILED = 3

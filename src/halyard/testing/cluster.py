@@ -22,6 +22,7 @@ from halyard.agent.emulated import EmulatedAgent
 from halyard.clock import ManualClock
 from halyard.controlplane.auth import TokenFile
 from halyard.controlplane.disruption import DisruptionSettings
+from halyard.controlplane.forecast import ForecastSettings
 from halyard.controlplane.records import JobRecord
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import ControlPlane
@@ -64,7 +65,8 @@ class TestCluster:
                  db: str | Path = ":memory:", round_s: float = 300.0, heartbeat_s: float = 0.2,
                  heartbeat_timeout_s: float = 1.0, start_time: float = 0.0, http: str | None = None,
                  tls: bool = False, tokens: str | Path | None = None,
-                 disruption: DisruptionSettings | None = None, emulate_commands: bool = True) -> None:
+                 disruption: DisruptionSettings | None = None, emulate_commands: bool = True,
+                 forecast: ForecastSettings | None = None) -> None:
         self.cluster_toml = cluster_toml or small_cluster_toml(nodes)
         self.cluster = parse_cluster(self.cluster_toml, source="<test cluster>")
         # The agents hold the file, as an agent started with --cluster does: they register with its digest.
@@ -86,6 +88,7 @@ class TestCluster:
         # The emulated agents stand in for real ones: a client's job with a command runs here too (emulated,
         # the command not run). False: as in a real cluster, such a job waits for a process agent (issue 33).
         self._emulate_commands = emulate_commands
+        self._forecast = forecast  # issue 37: Job.forecast and WhatIf (None: off, as most tests want)
 
     # --- lifecycle ----------------------------------------------------------
 
@@ -103,7 +106,8 @@ class TestCluster:
             issue(self.certs, "operator", "test")
             server_tls = ServerTLS.from_dir(self.certs)
         tokens = TokenFile(self._tokens) if self._tokens is not None else None
-        self.server = ControlPlaneServer(cp, listen="127.0.0.1:0", http=self._http, tls=server_tls, tokens=tokens)
+        self.server = ControlPlaneServer(cp, listen="127.0.0.1:0", http=self._http, tls=server_tls, tokens=tokens,
+                                         forecast=self._forecast)
         await self.server.start()
         for node in self.cluster.nodes:
             self._start_agent(node.name)

@@ -80,3 +80,61 @@ class PolicyInfo(_message.Message):
     stages: _containers.RepeatedCompositeFieldContainer[PolicyStage]
     round_s: float
     def __init__(self, name: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[PolicyStage, _Mapping]]] = ..., round_s: _Optional[float] = ...) -> None: ...
+
+class WhatIfRequest(_message.Message):
+    __slots__ = ("policy", "drain", "undrain", "cancel")
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
+    UNDRAIN_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    policy: str
+    drain: _containers.RepeatedScalarFieldContainer[str]
+    undrain: _containers.RepeatedScalarFieldContainer[str]
+    cancel: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, policy: _Optional[str] = ..., drain: _Optional[_Iterable[str]] = ..., undrain: _Optional[_Iterable[str]] = ..., cancel: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ForecastSummary(_message.Message):
+    __slots__ = ("policy", "jobs", "unfinished", "avg_wait_s", "p99_wait_s", "avg_jct_s", "p99_jct_s")
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    UNFINISHED_FIELD_NUMBER: _ClassVar[int]
+    AVG_WAIT_S_FIELD_NUMBER: _ClassVar[int]
+    P99_WAIT_S_FIELD_NUMBER: _ClassVar[int]
+    AVG_JCT_S_FIELD_NUMBER: _ClassVar[int]
+    P99_JCT_S_FIELD_NUMBER: _ClassVar[int]
+    policy: str
+    jobs: int
+    unfinished: int
+    avg_wait_s: float
+    p99_wait_s: float
+    avg_jct_s: float
+    p99_jct_s: float
+    def __init__(self, policy: _Optional[str] = ..., jobs: _Optional[int] = ..., unfinished: _Optional[int] = ..., avg_wait_s: _Optional[float] = ..., p99_wait_s: _Optional[float] = ..., avg_jct_s: _Optional[float] = ..., p99_jct_s: _Optional[float] = ...) -> None: ...
+
+class JobMove(_message.Message):
+    __slots__ = ("job_id", "start_today", "start_changed", "finish_today", "finish_changed")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    START_TODAY_FIELD_NUMBER: _ClassVar[int]
+    START_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    FINISH_TODAY_FIELD_NUMBER: _ClassVar[int]
+    FINISH_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    start_today: float
+    start_changed: float
+    finish_today: float
+    finish_changed: float
+    def __init__(self, job_id: _Optional[str] = ..., start_today: _Optional[float] = ..., start_changed: _Optional[float] = ..., finish_today: _Optional[float] = ..., finish_changed: _Optional[float] = ...) -> None: ...
+
+class WhatIfResponse(_message.Message):
+    __slots__ = ("change", "made_at", "today", "changed", "moves")
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    MADE_AT_FIELD_NUMBER: _ClassVar[int]
+    TODAY_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    MOVES_FIELD_NUMBER: _ClassVar[int]
+    change: str
+    made_at: float
+    today: ForecastSummary
+    changed: ForecastSummary
+    moves: _containers.RepeatedCompositeFieldContainer[JobMove]
+    def __init__(self, change: _Optional[str] = ..., made_at: _Optional[float] = ..., today: _Optional[_Union[ForecastSummary, _Mapping]] = ..., changed: _Optional[_Union[ForecastSummary, _Mapping]] = ..., moves: _Optional[_Iterable[_Union[JobMove, _Mapping]]] = ...) -> None: ...

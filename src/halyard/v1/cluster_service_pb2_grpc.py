@@ -54,6 +54,11 @@ class ClusterServiceStub:
                 request_serializer=halyard_dot_v1_dot_cluster__service__pb2.GetPolicyRequest.SerializeToString,
                 response_deserializer=halyard_dot_v1_dot_cluster__service__pb2.PolicyInfo.FromString,
                 _registered_method=True)
+        self.WhatIf = channel.unary_unary(
+                '/halyard.v1.ClusterService/WhatIf',
+                request_serializer=halyard_dot_v1_dot_cluster__service__pb2.WhatIfRequest.SerializeToString,
+                response_deserializer=halyard_dot_v1_dot_cluster__service__pb2.WhatIfResponse.FromString,
+                _registered_method=True)
 
 
 class ClusterServiceServicer:
@@ -83,6 +88,14 @@ class ClusterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WhatIf(self, request, context):
+        """Operators: the forecast of the jobs present now, today and with a change applied to a copy of
+        the live state (nothing on the cluster changes). PERMISSION_DENIED for tenants.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -105,6 +118,11 @@ def add_ClusterServiceServicer_to_server(servicer, server):
                     servicer.GetPolicy,
                     request_deserializer=halyard_dot_v1_dot_cluster__service__pb2.GetPolicyRequest.FromString,
                     response_serializer=halyard_dot_v1_dot_cluster__service__pb2.PolicyInfo.SerializeToString,
+            ),
+            'WhatIf': grpc.unary_unary_rpc_method_handler(
+                    servicer.WhatIf,
+                    request_deserializer=halyard_dot_v1_dot_cluster__service__pb2.WhatIfRequest.FromString,
+                    response_serializer=halyard_dot_v1_dot_cluster__service__pb2.WhatIfResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -215,6 +233,33 @@ class ClusterService:
             '/halyard.v1.ClusterService/GetPolicy',
             halyard_dot_v1_dot_cluster__service__pb2.GetPolicyRequest.SerializeToString,
             halyard_dot_v1_dot_cluster__service__pb2.PolicyInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WhatIf(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/halyard.v1.ClusterService/WhatIf',
+            halyard_dot_v1_dot_cluster__service__pb2.WhatIfRequest.SerializeToString,
+            halyard_dot_v1_dot_cluster__service__pb2.WhatIfResponse.FromString,
             options,
             channel_credentials,
             insecure,

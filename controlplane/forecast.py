@@ -1,0 +1,628 @@
+"""When will my job start? The live state run forward by the simulator's machinery (issue 37).
+
+The control plane's :class:`SchedulingCore` -- jobs with their progress, the resource ledger
+(which nodes are up: an agent connected and not drained), the event log and the policy object
+with all its state (Dally's delay timers, Tiresias' queues and attained service, Synergy's
+leases, Crius' cells, EasyScale's mappings) -- is the core the simulator drives on a virtual
+clock. So a copy of it, taken between two passes, can be run forward with no new arrivals
+until every job present has ended; each job's simulated start and finish is its forecast.
+
+How the copy is taken: ``os.fork``. The event loop forks between passes (a pass is synchronous
+code, so the child's memory is a consistent snapshot of everything, policy state included) and
+goes on at once; the child runs the forward simulation on its copy-on-write memory and sends
+back only the per-job times through a pipe. So neither the snapshot nor the forward run blocks
+the scheduling loop beyond the fork itself (milliseconds), and nothing has to be picklable:
+policies keep sorted structures keyed by closures over their own state, which a pickle or a
+``deepcopy`` could not copy faithfully. Each further run of the same snapshot (a sampled
+arrival run, a what-if's two sides) is a fork of the child, so each starts from the same state.
+
+What the forward run assumes (documented in docs/forecast.md):
+
+* no new arrivals by default; with ``samples`` K > 0, K more runs each draw Poisson arrivals at
+  the recent arrival rate (jobs submitted in the last ``arrival_window_s``) with specs drawn from
+  those recent jobs, and the p10/p90 of each job's start and finish over them is its band;
+* running jobs keep the rate the control plane has for them (the performance model's, or what a
+  real agent last measured) and the model's rates after every change, as in ``simulate``;
+* no node fails, drains or comes back during the run;
+* stage profilings (Crius) come from the performance model, not from agents (the forward run
+  cannot ask them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import math
+import os
+import pickle
+import random
+import signal
+import struct
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, TypeVar
+
+import numpy as np
+import structlog
+
+from halyard.controlplane.core import SchedulingCore
+from halyard.controlplane.errors import FailedPrecondition
+from halyard.controlplane.simulator import SimulatedPool
+from halyard.controlplane.store import StoredState
+from halyard.controlplane.timing import Pacer, performance_model_for
+from halyard.datamodel import EventKind, JobEvent, JobSpec, JobState, ValidationError
+from halyard.policies import make_policy
+
+if TYPE_CHECKING:
+    from halyard.controlplane.service import ControlPlane
+
+log = structlog.get_logger("halyard.forecast")
+
+T = TypeVar("T")
+
+# How far past the snapshot a forward run goes, cluster seconds, before it gives up on the jobs
+# not yet ended (a job that never fits, a policy that never starts it). A choice of ours: longer
+# than the longest Philly job (about 60 days).
+DEFAULT_HORIZON_S = 90 * 86400.0
+# Sampled arrivals: the jobs submitted this long before the snapshot give the rate and the mix
+# (a choice of ours: a day covers the diurnal cycle of Philly's and Helios' submissions), and at
+# least this many of the latest submissions are used when the window holds fewer.
+DEFAULT_ARRIVAL_WINDOW_S = 86400.0
+MIN_ARRIVAL_SAMPLE = 20
+# The rate is measured over at least this span, cluster seconds (a choice of ours): a burst of submissions
+# at one instant says little about the rate, and would otherwise make an unbounded one.
+MIN_RATE_SPAN_S = 3600.0
+MAX_SAMPLED_ARRIVALS = 20_000  # per sampled run: bounds its cost whatever the rate
+ON_DEMAND_GAP_S = 1.0  # wall seconds between two on-demand refreshes at most (a choice of ours)
+DEFAULT_PERIOD_S = 60.0  # --forecast-period-s: a forecast refreshed once a minute (0: only on demand)
+SAMPLED_PREFIX = "forecast-sample-"  # ids of sampled arrivals (never shown: only present jobs are reported)
+BAND = (10.0, 90.0)  # percentiles of the band over sampled runs
+TOP_MOVES = 5  # what-if: the jobs whose start moves most, this many
+
+# Event kinds of the simulator's heap, in the order it handles them at one instant (simulator.py).
+_COMPLETION, _ARRIVAL, _ROUND = 0, 1, 2
+_ENDED = (EventKind.COMPLETED, EventKind.FAILED, EventKind.CANCELLED)
+
+
+class ForecastError(FailedPrecondition):
+    """A forward run could not be made (the fork failed, or the child died)."""
+
+
+# --- running a function on a copy of this process -------------------------------------------------
+
+
+def _child(fn: Callable[[], T], write_fd: int) -> None:
+    """In the forked child: run ``fn``, pickle ``(ok, result)`` to the pipe, exit without cleanup."""
+    code = 0
+    _die_with_parent()
+    try:
+        try:
+            payload = pickle.dumps((True, fn()), protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException as exc:  # reported to the parent, which raises it
+            payload = pickle.dumps((False, f"{type(exc).__name__}: {exc}"))
+            code = 1
+        with os.fdopen(write_fd, "wb") as out:
+            out.write(struct.pack("<Q", len(payload)))
+            out.write(payload)
+    finally:
+        os._exit(code)  # never return into the parent's code (its event loop, its atexit handlers)
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this child when its parent dies, so no forecast outlives its control plane."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def _start_fork(fn: Callable[[], T]) -> tuple[int, int]:
+    """Fork; the child runs ``fn`` on its copy of this process's memory. Returns (pid, read fd)."""
+    if not hasattr(os, "fork"):
+        raise ForecastError("forecasts need os.fork (a POSIX system)")
+    read_fd, write_fd = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise ForecastError(f"cannot fork for a forecast: {exc}") from None
+    if pid == 0:  # pragma: no cover - the child's coverage is not collected
+        os.close(read_fd)
+        _child(fn, write_fd)
+    os.close(write_fd)
+    return pid, read_fd
+
+
+def _finish_fork(pid: int, read_fd: int) -> T:
+    """Read the child's answer (blocking), reap it, return its result or raise what it raised."""
+    with os.fdopen(read_fd, "rb") as pipe:
+        head = pipe.read(8)
+        data = pipe.read(struct.unpack("<Q", head)[0]) if len(head) == 8 else b""
+    os.waitpid(pid, 0)
+    if not data:
+        raise ForecastError("the forecast process died without an answer")
+    ok, result = pickle.loads(data)  # our own child's bytes, through our own pipe
+    if not ok:
+        raise ForecastError(f"the forecast failed: {result}")
+    return result
+
+
+def in_fork(fn: Callable[[], T]) -> T:
+    """``fn()`` run on a copy-on-write copy of this process; this process's state is untouched."""
+    return _finish_fork(*_start_fork(fn))
+
+
+async def in_fork_async(fn: Callable[[], T], children: set[int] | None = None) -> T:
+    """:func:`in_fork` for the event loop: the fork is the only part on the loop (the snapshot);
+    waiting for the answer runs in a thread, so passes and calls go on meanwhile. The child's pid
+    is in ``children`` while it runs (to be killed on shutdown: :meth:`Forecaster.stop`)."""
+    pid, read_fd = _start_fork(fn)
+    if children is not None:
+        children.add(pid)
+    try:
+        return await asyncio.get_running_loop().run_in_executor(None, _finish_fork, pid, read_fd)
+    finally:
+        if children is not None:
+            children.discard(pid)
+
+
+# --- the forward run ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """One forward run: when each job present at the snapshot (next) starts and when it ends."""
+
+    starts: dict[str, float] = field(default_factory=dict)  # pending at the snapshot -> its next start
+    finishes: dict[str, float] = field(default_factory=dict)  # present -> when it ends (completes, fails, ...)
+    passes: int = 0
+    events: int = 0
+    end_time: float = 0.0
+    cpu_s: float = 0.0  # CPU seconds of the run (its process's)
+
+
+def run_forward(core: SchedulingCore, pacer: Pacer, now: float, *, arrivals: Iterator[JobSpec] | None = None,
+                pass_first: bool = False, horizon_s: float = DEFAULT_HORIZON_S) -> Outcome:
+    """Run ``core`` forward from ``now`` until every job present has ended (or ``horizon_s`` passed).
+
+    Destructive: call it on a copy (:func:`in_fork`). The loop is the simulator's
+    (:class:`~halyard.controlplane.simulator.Simulator`): completions, then arrivals, then a round
+    at one instant, then one pass; ``pacer`` is the control plane's own, whose fabric already holds
+    the running jobs. ``pass_first`` makes a pass at ``now`` before any event (a what-if's change
+    is such an event); a plain forecast makes none, as the live control plane would not.
+    """
+    cpu = time.process_time()
+    core.profiles = None  # no agents to ask: stage profilings from the performance model
+    core.log.quiet()  # the live observers (metrics, recorders) are the parent's business
+    policy = core.policy
+    out = Outcome()
+    remaining = set(core.running) | {r.job_id for r in core.pending}
+    pending_now = {r.job_id for r in core.pending}
+    seen, passes0 = len(core.log), core.passes
+    heap: list[tuple[float, int, int, str, int]] = []
+    seq = 0
+
+    def push(when: float, kind: int, job_id: str, epoch: int) -> None:
+        nonlocal seq
+        if math.isfinite(when):
+            seq += 1
+            heapq.heappush(heap, (max(when, now), kind, seq, job_id, epoch))
+
+    pool = SimulatedPool(core, core.perf, push)
+    pool.pacer = pacer  # the live one: its fabric knows the running jobs and their co-runners
+    for record in core.running.values():  # a finish the control plane has not heard of yet is due now
+        push(record.finish_time(), _COMPLETION, record.job_id, record.epoch)
+    specs: dict[str, JobSpec] = {}
+
+    def next_arrival() -> None:
+        spec = next(arrivals, None) if arrivals is not None else None
+        if spec is not None:
+            specs[spec.job_id] = spec
+            push(spec.submit_time, _ARRIVAL, spec.job_id, 0)
+
+    def note(t: float) -> None:
+        nonlocal seen
+        for event in core.log.since(seen):
+            if event.job_id not in remaining:
+                continue
+            if event.kind is EventKind.STARTED and event.job_id in pending_now:
+                out.starts.setdefault(event.job_id, event.time)
+            elif event.kind in _ENDED:
+                out.finishes[event.job_id] = event.time
+                remaining.discard(event.job_id)
+        seen = len(core.log)
+        out.end_time = t
+
+    next_arrival()
+    if pass_first and (core.pending or policy.acts_without_pending):
+        pool.execute(core.schedule(now), now)
+        note(now)
+    round_at = math.inf
+    t = now
+    while remaining:
+        waiting = core.pending or (policy.acts_without_pending and core.running)
+        if policy.needs_rounds and waiting and round_at == math.inf:
+            round_at = (math.floor(t / core.round_s) + 1) * core.round_s
+            push(round_at, _ROUND, "", 0)
+        if not heap or heap[0][0] > now + horizon_s:
+            break
+        t = heap[0][0]
+        changed = False
+        while heap and heap[0][0] == t:
+            _, kind, _, job_id, epoch = heapq.heappop(heap)
+            out.events += 1
+            if kind == _COMPLETION:
+                record = core.records[job_id]
+                if record.epoch == epoch and record.state is JobState.RUNNING:
+                    core.complete(job_id, t)
+                    changed = True
+            elif kind == _ARRIVAL:
+                with contextlib.suppress(ValidationError):  # a sampled job the core refuses is skipped
+                    core.submit(specs.pop(job_id), t)
+                    changed = True
+                next_arrival()
+            else:
+                round_at = math.inf
+                changed = True
+        if changed and (core.pending or policy.acts_without_pending):
+            pool.execute(core.schedule(t), t)
+        note(t)
+    out.passes = core.passes - passes0
+    out.cpu_s = time.process_time() - cpu
+    return out
+
+
+# --- sampled arrivals ----------------------------------------------------------------------------------
+
+
+def recent_specs(core: SchedulingCore, now: float, window_s: float = DEFAULT_ARRIVAL_WINDOW_S
+                 ) -> tuple[list[JobSpec], float]:
+    """The jobs submitted in the last ``window_s`` (at least the latest ``MIN_ARRIVAL_SAMPLE``) and
+    their arrival rate per second (0 with fewer than two jobs)."""
+    records = list(core.records.values())  # arrival order
+    recent = [r.spec for r in records if r.spec.submit_time >= now - window_s]
+    if len(recent) < MIN_ARRIVAL_SAMPLE:
+        recent = [r.spec for r in records[-MIN_ARRIVAL_SAMPLE:]]
+    if len(recent) < 2:
+        return recent, 0.0
+    return recent, len(recent) / max(now - recent[0].submit_time, MIN_RATE_SPAN_S)
+
+
+def sampled_arrivals(mix: Sequence[JobSpec], rate_per_s: float, now: float, seed: int) -> Iterator[JobSpec]:
+    """Poisson arrivals at ``rate_per_s`` from ``now``, each a copy of a job drawn from ``mix``."""
+    if rate_per_s <= 0.0 or not mix:
+        return
+    draw = random.Random(seed)
+    t = now
+    for i in range(MAX_SAMPLED_ARRIVALS):
+        t += draw.expovariate(rate_per_s)
+        yield replace(draw.choice(mix), job_id=f"{SAMPLED_PREFIX}{seed}-{i}", submit_time=t)
+
+
+# --- forecasts -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobForecast:
+    """One job's forecast, cluster seconds. ``start`` is None for a job already running (or one that
+    does not start within the horizon); the band is set only with sampled arrivals."""
+
+    start: float | None
+    finish: float | None
+    start_band: tuple[float, float] | None = None
+    finish_band: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class Forecast:
+    made_at: float  # cluster time of the snapshot
+    made_wall: float  # time.time() then
+    jobs: Mapping[str, JobForecast]
+    samples: int  # sampled-arrival runs behind the bands (0: none)
+    passes: int  # of the no-arrival run
+    events: int
+    cpu_s: float  # CPU seconds of every run together
+
+    def __getitem__(self, job_id: str) -> JobForecast | None:
+        return self.jobs.get(job_id)
+
+
+def _band(values: list[float]) -> tuple[float, float] | None:
+    if not values:
+        return None
+    low, high = np.percentile(values, BAND)
+    return float(low), float(high)
+
+
+def forecast_of(core: SchedulingCore, pacer: Pacer, now: float, *, samples: int = 0,
+                arrival_window_s: float = DEFAULT_ARRIVAL_WINDOW_S, horizon_s: float = DEFAULT_HORIZON_S,
+                seed: int = 0) -> Forecast:
+    """The forecast of every present job: one no-arrival run and ``samples`` sampled-arrival runs, each
+    on its own fork of this process (so ``core`` is left as it is)."""
+    made_wall = time.time()
+    base = in_fork(lambda: run_forward(core, pacer, now, horizon_s=horizon_s))
+    runs: list[Outcome] = []
+    if samples > 0:
+        mix, rate = recent_specs(core, now, arrival_window_s)
+        for k in range(samples):
+            runs.append(in_fork(lambda k=k: run_forward(
+                core, pacer, now, arrivals=sampled_arrivals(mix, rate, now, seed + k), horizon_s=horizon_s)))
+    present = list(core.running) + [r.job_id for r in core.pending]
+    jobs: dict[str, JobForecast] = {}
+    for job_id in present:
+        start_band = finish_band = None
+        if runs:
+            start_band = _band([o.starts[job_id] for o in runs if job_id in o.starts])
+            finish_band = _band([o.finishes[job_id] for o in runs if job_id in o.finishes])
+        jobs[job_id] = JobForecast(base.starts.get(job_id), base.finishes.get(job_id), start_band, finish_band)
+    return Forecast(now, made_wall, jobs, samples, base.passes, base.events,
+                    base.cpu_s + sum(o.cpu_s for o in runs))
+
+
+# --- what-if --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Change:
+    """What an operator is about to do; applied to a copy only."""
+
+    policy: str = ""
+    drain: tuple[str, ...] = ()
+    undrain: tuple[str, ...] = ()
+    cancel: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        parts = []
+        if self.policy:
+            parts.append(f"switching to {self.policy}")
+        for verb, names in (("draining", self.drain), ("undraining", self.undrain), ("cancelling", self.cancel)):
+            if names:
+                parts.append(f"{verb} {', '.join(names)}")
+        return " and ".join(parts) or "no change"
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Average and p99 wait and JCT (cluster seconds) over the jobs present at the snapshot."""
+
+    policy: str
+    jobs: int
+    unfinished: int  # jobs that did not end within the horizon (left out of the JCT figures)
+    avg_wait_s: float
+    p99_wait_s: float
+    avg_jct_s: float
+    p99_jct_s: float
+
+
+@dataclass(frozen=True)
+class Move:
+    job_id: str
+    start_before: float | None
+    start_after: float | None
+    finish_before: float | None
+    finish_after: float | None
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    made_at: float
+    change: str
+    today: Summary
+    changed: Summary
+    moves: tuple[Move, ...]
+
+
+def _summary(core: SchedulingCore, policy: str, out: Outcome, now: float, present: list[str]) -> Summary:
+    waits, jcts, unfinished = [], [], 0
+    for job_id in present:
+        record = core.records[job_id]
+        submit = record.spec.submit_time
+        start = record.first_start if record.first_start is not None else out.starts.get(job_id)
+        waits.append((start if start is not None else out.end_time) - submit)
+        if job_id in out.finishes:
+            jcts.append(out.finishes[job_id] - submit)
+        else:
+            unfinished += 1
+
+    def stats(xs: list[float]) -> tuple[float, float]:
+        return (float(np.mean(xs)), float(np.percentile(xs, 99))) if xs else (0.0, 0.0)
+
+    return Summary(policy, len(present), unfinished, *stats(waits), *stats(jcts))
+
+
+def check_change(cp: ControlPlane, change: Change) -> None:
+    """Refuse a change that names what is not there, before anything runs (INVALID_ARGUMENT / NOT_FOUND)."""
+    if change.policy:
+        make_policy(change.policy)  # raises ValidationError naming the field
+    for name in (*change.drain, *change.undrain):
+        if not cp.cluster.has_node(name):
+            raise ValidationError(f"no node {name!r} in cluster {cp.cluster.name!r}", field="drain")
+    for job_id in change.cancel:
+        record = cp.core.records.get(job_id)
+        if record is None or record.state.terminal:
+            raise ValidationError(f"no pending or running job {job_id!r}", field="cancel")
+
+
+def _apply(cp: ControlPlane, change: Change, now: float) -> tuple[SchedulingCore, Pacer]:
+    """In a fork: the core and pacer of the changed cluster (this process's own are changed)."""
+    core, pacer = cp.core, cp.pacer
+    for job_id in change.cancel:
+        core.cancel(job_id, now)
+    for name in change.drain:
+        core.free.schedulable[cp.cluster.node(name).index] = False
+    for name in change.undrain:  # up again if its agent is connected (a drain keeps nothing else down)
+        session = cp.sessions.get(name)
+        core.free.schedulable[cp.cluster.node(name).index] = session is not None and not session.silent
+    if change.policy:
+        policy = make_policy(change.policy)
+        fresh = SchedulingCore(cp.cluster, policy, performance_model_for(policy), round_s=core.round_s,
+                               round_slack_s=core.round_slack_s)
+        fresh.origin_s = core.origin_s
+        fresh.restore(StoredState(list(core.records.values()), list(core.log), {}))
+        fresh.free.schedulable[:] = core.free.schedulable
+        pacer = Pacer(fresh, fresh.perf)
+        pacer._seen_events = 0  # a fresh fabric learns every running job from the log
+        pacer.update([], now)
+        core = fresh
+    return core, pacer
+
+
+def what_if_of(cp: ControlPlane, change: Change, now: float, *, horizon_s: float = DEFAULT_HORIZON_S) -> WhatIf:
+    """Today's forecast and the changed cluster's, each on its own fork (``cp`` is left as it is)."""
+    present = list(cp.core.running) + [r.job_id for r in cp.core.pending]
+    before = in_fork(lambda: run_forward(cp.core, cp.pacer, now, horizon_s=horizon_s))
+
+    def changed() -> tuple[Outcome, str]:
+        core, pacer = _apply(cp, change, now)
+        return run_forward(core, pacer, now, pass_first=True, horizon_s=horizon_s), core.policy.name
+
+    after, policy = in_fork(changed)
+    moves = []
+    for job_id in present:
+        a, b = before.starts.get(job_id), after.starts.get(job_id)
+        if job_id in change.cancel or (a is None and b is None):
+            continue
+        moves.append(Move(job_id, a, b, before.finishes.get(job_id), after.finishes.get(job_id)))
+
+    def shift(m: Move) -> float:
+        if m.start_before is None or m.start_after is None:
+            return math.inf
+        return abs(m.start_after - m.start_before)
+
+    moves.sort(key=shift, reverse=True)
+    kept = [j for j in present if j not in change.cancel]
+    return WhatIf(now, change.describe(), _summary(cp.core, cp.core.policy.name, before, now, kept),
+                  _summary(cp.core, policy, after, now, kept),
+                  tuple(m for m in moves[:TOP_MOVES] if shift(m) > 0.0))
+
+
+# --- the control plane's forecaster ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ForecastSettings:
+    period_s: float = DEFAULT_PERIOD_S  # 0: only on demand
+    samples: int = 0  # K sampled-arrival runs for the band (0: none)
+    arrival_window_s: float = DEFAULT_ARRIVAL_WINDOW_S
+    horizon_s: float = DEFAULT_HORIZON_S
+
+
+class Forecaster:
+    """Keeps the latest forecast of a live control plane: refreshed every ``period_s`` and on demand,
+    each refresh a fork (:func:`in_fork_async`) that the event loop does not wait for."""
+
+    def __init__(self, cp: ControlPlane, settings: ForecastSettings | None = None) -> None:
+        self.cp = cp
+        self.settings = settings or ForecastSettings()
+        self.latest: Forecast | None = None
+        self._running: asyncio.Future[Forecast] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._asked = -math.inf  # loop time of the last on-demand refresh
+        self._spawned: asyncio.Task[None] | None = None
+        self._started: set[str] = set()  # jobs whose first start was already scored
+        self._children: set[int] = set()  # forecast processes running now
+        self.on_error: Callable[[float], None] | None = None  # metrics: |actual - forecast| start, seconds
+        cp.core.log.observe(self._on_event)
+
+    def start(self) -> None:
+        if self.settings.period_s > 0:
+            self._task = asyncio.get_running_loop().create_task(self._periodic(), name="forecast")
+
+    async def stop(self) -> None:
+        for pid in self._children:  # a forecast under way ends now (its own children follow: PDEATHSIG)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for task in (self._task, self._spawned):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def _periodic(self) -> None:
+        while True:
+            try:
+                await self.refresh()
+            except ForecastError as exc:
+                log.warning("forecast failed", error=str(exc))
+            await asyncio.sleep(self.settings.period_s)
+
+    async def refresh(self) -> Forecast:
+        """A new forecast (one already under way is shared, not started twice)."""
+        if self._running is not None:
+            return await asyncio.shield(self._running)
+        future: asyncio.Future[Forecast] = asyncio.get_running_loop().create_future()
+        self._running = future
+        try:
+            forecast = await self._make()
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except Exception as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: no "never retrieved" warning when nobody else waits
+            raise
+        finally:
+            self._running = None
+        self.latest = forecast
+        future.set_result(forecast)
+        log.info("forecast made", jobs=len(forecast.jobs), passes=forecast.passes, events=forecast.events,
+                 cpu_s=round(forecast.cpu_s, 3), samples=forecast.samples)
+        return forecast
+
+    async def _make(self) -> Forecast:
+        cp, s = self.cp, self.settings
+        now = cp.now()
+        return await in_fork_async(lambda: forecast_of(cp.core, cp.pacer, now, samples=s.samples,
+                                                      arrival_window_s=s.arrival_window_s,
+                                                      horizon_s=s.horizon_s), self._children)
+
+    async def what_if(self, change: Change) -> WhatIf:
+        check_change(self.cp, change)
+        cp = self.cp
+        now = cp.now()
+        return await in_fork_async(lambda: what_if_of(cp, change, now, horizon_s=self.settings.horizon_s),
+                                   self._children)
+
+    def refresh_soon(self) -> None:
+        """On demand, without waiting: a refresh unless one is under way or one began within
+        ``ON_DEMAND_GAP_S`` (a burst of GetJob calls for new jobs makes one forecast, not many)."""
+        loop = asyncio.get_running_loop()
+        if self._running is not None or loop.time() - self._asked < ON_DEMAND_GAP_S:
+            return
+        self._asked = loop.time()
+        self._spawned = loop.create_task(self._quietly(), name="forecast-on-demand")
+
+    async def _quietly(self) -> None:
+        try:
+            await self.refresh()
+        except ForecastError as exc:
+            log.warning("forecast failed", error=str(exc))
+
+    def of(self, job_id: str) -> JobForecast | None:
+        return None if self.latest is None else self.latest[job_id]
+
+    def start_of(self, job_id: str) -> float | None:
+        """The job's expected start in the latest forecast (None: running, or not in it)."""
+        mine = self.of(job_id)
+        return None if mine is None else mine.start
+
+    def wall_time(self, t: float) -> float:
+        """Unix time of cluster time ``t`` on the control plane's clock (1:1 for a manual clock)."""
+        params = self.cp.clock.params()
+        speedup = params.speedup if params.kind == "scaled" and params.speedup > 0 else 1.0
+        return time.time() + (t - self.cp.clock.now()) / speedup
+
+    def _on_event(self, event: JobEvent) -> None:
+        """Score a job's forecast start once it really starts (its first start after a forecast)."""
+        if event.kind is not EventKind.STARTED or self.latest is None or event.job_id in self._started:
+            return
+        predicted = self.latest[event.job_id]
+        if predicted is None or predicted.start is None:
+            return
+        self._started.add(event.job_id)
+        if self.on_error is not None:
+            self.on_error(abs(event.time - predicted.start))
