@@ -58,6 +58,20 @@ from halyard.policies.cassini_math import solve_link
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER = "cassini-testbed"  # src/halyard/data/clusters/cassini-testbed.toml (Fig. 4.10)
+# ``--mix table-4.3-matched``: Table 4.2's batch ranges, read per job (a data-parallel job's global batch, split
+# evenly over its GPUs), models as the catalog names them; the GPT rows' pipelines are left out (no batch in
+# their ranges comes near the band below on the catalog's A100: 1.8 s and more, benchmarks output says so).
+TABLE_4_2_BATCHES = {"vgg11": (512, 1800), "vgg16": (512, 1800), "vgg19": (512, 1800),
+                     "wide-resnet101-2": (256, 1200), "resnet50": (256, 1800), "bert-large": (8, 32),
+                     "roberta-base": (8, 32), "camembert-base": (8, 32), "xlm": (4, 32)}
+BATCH_GRID = 24  # global batches tried per (model, GPUs): evenly spaced over the range (ours)
+# Table 4.3's compatible snapshots (1-4) pair jobs whose iterations differ by at most 10% (164 vs 180 ms):
+# a matched job's dedicated iteration lies within MATCH_BAND of MATCH_TARGET_S (max/min <= 1.10).
+MATCH_BAND = 0.05
+# Ours, not the paper's 138-180 ms: the catalog's A100 is slower than the testbed's, and 0.3 s is a time
+# that seven of Table 4.2's nine data-parallel models reach inside their batch ranges (``matched_batches``;
+# wide-resnet101-2 and xlm never do, so they are never drawn).
+MATCH_TARGET_S = 0.3
 # model -> per-GPU batches (multiples of the catalog's reference batch that fit an A100's memory)
 MIXES = {
     "table-4.2": {"vgg11": (128, 256), "vgg16": (64, 128), "vgg19": (32, 64), "wide-resnet101-2": (32,),
@@ -66,6 +80,7 @@ MIXES = {
     "families": {"vgg11": (128, 256), "resnet50": (64, 128), "bert-large": (16, 32), "transformer-xl": (128, 256),
                  "gnmt": (512, 1024), "alexnet": (512, 1024)},
     "vgg11": {"vgg11": (256,)},
+    "table-4.3-matched": {m: () for m in TABLE_4_2_BATCHES},  # batches from matched_batches per job
 }
 MODEL_PARALLEL = ("gpt1", "gpt2-medium", "gpt3-xl")  # Table 4.2: "Model Parallel" (DeepSpeed, §4.5.1)
 GPUS = (1, 12)  # Themis' initial worker counts (§4.5.1)
@@ -88,14 +103,37 @@ POLLUX_SCHEMES = {
 POLLUX_MAX_SCALE = 2  # ours: an elastic job may grow to twice the GPUs it asked for (Pollux sizes jobs itself)
 
 
+def matched_batches(pm: PerformanceModel, cluster, model: str, gpus: int) -> list[int]:
+    """Per-GPU batches of ``model`` on ``gpus`` whose job batch lies in Table 4.2's range and whose dedicated
+    iteration lies within ``MATCH_BAND`` of ``MATCH_TARGET_S`` (``--mix table-4.3-matched``)."""
+    lo, hi = TABLE_4_2_BATCHES[model]
+    per_gpu = sorted({max(1, round(b / gpus)) for b in np.linspace(lo, hi, BATCH_GRID)})
+    out = []
+    for b in per_gpu:
+        if not lo <= b * gpus <= hi:
+            continue
+        spec = JobSpec(job_id="probe", submit_time=0.0, model=model, batch_size=b, num_gpus=gpus, iterations=1)
+        if abs(pm.consolidated_iteration_time(spec, cluster) / MATCH_TARGET_S - 1.0) <= MATCH_BAND:
+            out.append(b)
+    return out
+
+
 def poisson_trace(n: int, load: float, seed: int, pm: PerformanceModel, cluster, mix: str) -> list[JobSpec]:
-    """§4.5.1's Poisson trace: arrivals so that on average ``load`` of the GPUs serve jobs."""
+    """§4.5.1's Poisson trace: arrivals so that on average ``load`` of the GPUs serve jobs. On
+    ``table-4.3-matched`` a (model, GPUs) draw with no matched batch is drawn again (so GPU counts
+    lean to those where a model's range reaches the band) and the batch is drawn among the matched."""
     rng = np.random.default_rng(seed)
     models = MIXES[mix]
+    matched: dict[tuple[str, int], list[int]] = {}
     jobs = []
     for i in range(n):
         model = str(rng.choice(list(models)))
         gpus = int(rng.integers(GPUS[0], GPUS[1] + 1))
+        if mix == "table-4.3-matched":
+            while not matched.setdefault((model, gpus), matched_batches(pm, cluster, model, gpus)):
+                model = str(rng.choice(list(models)))
+                gpus = int(rng.integers(GPUS[0], GPUS[1] + 1))
+            models = {**models, model: tuple(matched[model, gpus])}
         parallel = None
         if model in MODEL_PARALLEL:  # a pipeline of one stage per GPU (the catalog's layers split evenly)
             gpus = max(2, gpus)
