@@ -89,6 +89,7 @@ SCHEMES = {  # label -> (policy, contention)
     "Themis": ("themis", "fair"),
     "Th+Cassini": ("themis+cassini", "fair"),
     "Th+Cassini-lock": ("themis+cassini-lock", "fair"),
+    "Th+Cassini-joint": ("themis+cassini-joint", "fair"),
     "Random": ("random", "fair"),
     "Themis, random placement": ("themis,placement=random", "fair"),
     "FIFO": ("fifo", "fair"),
@@ -120,18 +121,22 @@ def matched_batches(pm: PerformanceModel, cluster, model: str, gpus: int) -> lis
 
 def poisson_trace(n: int, load: float, seed: int, pm: PerformanceModel, cluster, mix: str) -> list[JobSpec]:
     """§4.5.1's Poisson trace: arrivals so that on average ``load`` of the GPUs serve jobs. On
-    ``table-4.3-matched`` a (model, GPUs) draw with no matched batch is drawn again (so GPU counts
-    lean to those where a model's range reaches the band) and the batch is drawn among the matched."""
+    ``table-4.3-matched`` the models that reach the band at some size are drawn with equal probability
+    (§4.5.1), a GPU count with no matched batch for the model is drawn again (so GPU counts lean to
+    those where its range reaches the band) and the batch is drawn among the matched ones."""
     rng = np.random.default_rng(seed)
     models = MIXES[mix]
     matched: dict[tuple[str, int], list[int]] = {}
+    if mix == "table-4.3-matched":  # models that reach the band at some size, drawn with equal probability
+        sizes = range(GPUS[0], GPUS[1] + 1)
+        models = {m: b for m, b in models.items()
+                  if any(matched.setdefault((m, g), matched_batches(pm, cluster, m, g)) for g in sizes)}
     jobs = []
     for i in range(n):
         model = str(rng.choice(list(models)))
         gpus = int(rng.integers(GPUS[0], GPUS[1] + 1))
         if mix == "table-4.3-matched":
             while not matched.setdefault((model, gpus), matched_batches(pm, cluster, model, gpus)):
-                model = str(rng.choice(list(models)))
                 gpus = int(rng.integers(GPUS[0], GPUS[1] + 1))
             models = {**models, model: tuple(matched[model, gpus])}
         parallel = None
@@ -223,7 +228,7 @@ def table(results: dict, snaps: list[dict]) -> str:
             out.append(f"| {load} | {label} | {r['jobs']} | {r['avg_iter_s'] * 1e3:.0f} | {r['p99_iter_s'] * 1e3:.0f} "
                        f"| {r['avg_jct_s']:.0f} | {r['p99_jct_s']:.0f} | {r['time_shifts']} | {r['preemptions']} |")
         th = by["Themis"]
-        for scheme in ("Th+Cassini", "Th+Cassini-lock", "Ideal"):
+        for scheme in (s for s in ("Th+Cassini", "Th+Cassini-lock", "Th+Cassini-joint", "Ideal") if s in by):
             cs = by[scheme]
             out.append(f"| {load} | **Themis / {scheme}** | | {th['avg_iter_s'] / cs['avg_iter_s']:.2f}x "
                        f"| {th['p99_iter_s'] / cs['p99_iter_s']:.2f}x | {th['avg_jct_s'] / cs['avg_jct_s']:.2f}x "
@@ -248,7 +253,7 @@ def table(results: dict, snaps: list[dict]) -> str:
 
 # The page's "paper against ours" table: (effect, the paper's figure, direction); each row's cells come from
 # ``versus_cells`` over the three mixes' JSON (docs/cassini-reproduction{,-vgg11,-families}.json).
-PAGE_MIXES = ("table-4.2", "vgg11", "families")
+PAGE_MIXES = ("table-4.2", "vgg11", "families", "table-4.3-matched")
 GENERATED = re.compile(r"(<!-- generated:(\w+) [^\n]*-->\n)(.*?)(<!-- /generated -->)", re.S)
 
 
@@ -276,7 +281,7 @@ def _pair(snaps: list[dict], name: str) -> dict:
 
 def versus_table(runs: dict[str, dict]) -> str:
     """The page's table of the paper's effects against ours, one column per mix of :data:`PAGE_MIXES`."""
-    t, v, f = (runs[m]["results"] for m in PAGE_MIXES)
+    t, v, f, mt = (runs[m]["results"] for m in PAGE_MIXES)
     snaps = runs["table-4.2"]["snapshots"]
     vv, bg = _pair(snaps, "vgg11 (256) + vgg11 (256)"), _pair(snaps, "bert-large (16) + gnmt (512)")
     it, p99, jct = ("avg_iter_s",), ("p99_iter_s",), ("avg_jct_s", "p99_jct_s")
@@ -284,40 +289,50 @@ def versus_table(runs: dict[str, dict]) -> str:
     rnd = ", ".join(_x(by["Themis"]["avg_jct_s"], by["Random"]["avg_jct_s"]) for by in t.values())
     rnd99 = ", ".join(_x(by["Themis"]["p99_jct_s"], by["Random"]["p99_jct_s"]) for by in t.values())
     mltcp = {m: ", ".join(_x(by["Themis"]["avg_jct_s"], by["Themis, MLTCP"]["avg_jct_s"]) for by in r.values())
-             for m, r in (("t", t), ("v", v), ("f", f))}
+             for m, r in (("t", t), ("v", v), ("f", f), ("mt", mt))}
+    joint = ("avg_iter_s", "p99_iter_s", "avg_jct_s", "p99_jct_s")
     loads = list(t)
     rows = [
         ("Th+Cassini vs Themis, avg iteration time (Poisson)", "1.6x",
          _ratios(t, "Th+Cassini", it, True), _ratios(v, "Th+Cassini", it), _ratios(f, "Th+Cassini", it),
-         "same sign, far smaller"),
+         _ratios(mt, "Th+Cassini", it), "same sign, far smaller"),
         ("Th+Cassini vs Themis, p99 iteration time", "1.8x", _ratios(t, "Th+Cassini", p99),
-         _ratios(v, "Th+Cassini", p99), _ratios(f, "Th+Cassini", p99), "same sign on Table 4.2's mix"),
+         _ratios(v, "Th+Cassini", p99), _ratios(f, "Th+Cassini", p99), _ratios(mt, "Th+Cassini", p99),
+         "same sign on Table 4.2's mix"),
         ("Th+Cassini vs Themis, JCT avg / p99", "tail up to 2.2x (dynamic trace)", _ratios(t, "Th+Cassini", jct, True),
-         _ratios(v, "Th+Cassini", jct), _ratios(f, "Th+Cassini", jct), "same sign"),
+         _ratios(v, "Th+Cassini", jct), _ratios(f, "Th+Cassini", jct), _ratios(mt, "Th+Cassini", jct), "same sign"),
         ("**Th+Cassini-lock** (our option) vs Themis, avg iteration / avg JCT / p99 JCT",
          "(Th+Cassini close to Ideal)", _ratios(t, "Th+Cassini-lock", lock, True), _ratios(v, "Th+Cassini-lock", lock),
-         _ratios(f, "Th+Cassini-lock", lock), "gains only where iterations match"),
+         _ratios(f, "Th+Cassini-lock", lock), _ratios(mt, "Th+Cassini-lock", lock),
+         "gains only where iterations match"),
+        ("**Th+Cassini-joint** (Algorithm 2 on cluster-wide candidates) vs Themis, avg / p99 iteration, "
+         "avg / p99 JCT", "1.6x / 1.8x iteration", _ratios(t, "Th+Cassini-joint", joint, True), "", "",
+         _ratios(mt, "Th+Cassini-joint", joint, True),
+         "no larger than per-job candidates"),
         ("Ideal (no contention) vs Themis, avg iteration / avg JCT", "Th+Cassini close to Ideal (so about 1.6x)",
          _ratios(t, "Ideal", ideal), _ratios(v, "Ideal", ideal), _ratios(f, "Ideal", ideal),
-         "contention is real but small on Table 4.2's mix"),
+         _ratios(mt, "Ideal", ideal), "contention is real but small on Table 4.2's mix"),
         ("Random vs Themis", "worst", f"worst on average JCT ({rnd}), better p99 JCT ({rnd99})",
          ", ".join(_x(by["Themis"]["avg_jct_s"], by["Random"]["avg_jct_s"]) for by in v.values()) + " avg JCT",
          ", ".join(_x(by["Themis"]["avg_jct_s"], by["Random"]["avg_jct_s"]) for by in f.values()),
+         ", ".join(_x(by["Themis"]["avg_jct_s"], by["Random"]["avg_jct_s"]) for by in mt.values()),
          "same on averages; the p99 is FIFO's (below)"),
         ("snapshot, fully compatible pair (Table 4.3: 1.0, 138/148 ms vs 206/199 ms)", "1.3-1.5x",
          f"vgg11 + vgg11: score {vv['score']:.2f}, shift {max(vv['shift_ms']):.0f} ms, {vv['cassini_ms'][0]:.0f} ms vs "
-         f"{vv['themis_ms'][0]:.0f} ms ({vv['themis_ms'][0] / vv['cassini_ms'][0]:.2f}x)", "", "", "same, same size"),
+         f"{vv['themis_ms'][0]:.0f} ms ({vv['themis_ms'][0] / vv['cassini_ms'][0]:.2f}x)", "", "", "",
+         "same, same size"),
         ("snapshot, partly compatible (score 0.6: gains vanish)", "1.0x at 0.6",
          f"bert-large + gnmt score {bg['score']:.2f}: mixed ({fmt(bg['cassini_ms']).replace(' / ', '/')} vs "
-         f"{fmt(bg['themis_ms']).replace(' / ', '/')} ms)", "", "", "same"),
+         f"{fmt(bg['themis_ms']).replace(' / ', '/')} ms)", "", "", "", "same"),
         ("MLTCP vs fair on a link", "up to 1.9x avg (chapter 5)",
          f"vgg11 + vgg11: {vv['mltcp_ms'][0]:.0f} ms vs {vv['fair_ms'][0]:.0f} ms "
          f"({vv['fair_ms'][0] / vv['mltcp_ms'][0]:.2f}x); Poisson JCT "
          + ", ".join(f"{x} ({load})" for x, load in zip(mltcp["t"].split(", "), loads, strict=True)),
-         f"Poisson JCT {mltcp['v']}", mltcp["f"], "same"),
+         f"Poisson JCT {mltcp['v']}", mltcp["f"], mltcp["mt"], "same"),
     ]
     lines = ["| effect | paper | ours, Table 4.2 mix (table) | ours, one model (`--mix vgg11`) | ours, six-model mix "
-             "| direction |", "| --- | --- | --- | --- | --- | --- |"]
+             "| ours, matched iterations (`--mix table-4.3-matched`) | direction |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
