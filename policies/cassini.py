@@ -204,8 +204,11 @@ class CassiniJointPlacement(BatchPlacement):
     released workers to the winners. Here the auction's outcome is the staged pass's: the pending jobs
     of the runnable set (``new``, in rho order) at their sizes. Candidate 0 is the greedy outcome
     (each winner, in rho order, on the base placement's first choice: exactly ``+cassini``-less
-    Themis); candidate c = 1..K-1 places the same winners in a permutation drawn from (c, pass time)
-    on the base placement's first choice, which hands different free GPUs to different winners.
+    Themis); candidate c = 1..K-1 places the same winners in a permutation drawn from the pass time,
+    each on one of the base placement's candidates (:meth:`Placement.candidates`) drawn likewise, which
+    hands different free GPUs to different winners. With one winner the candidates are the base's
+    candidates for it ("selecting which workers ... creates another set of candidate placements"),
+    so such a round is ``+cassini``'s per-job ranking.
     A candidate that does not start every winner candidate 0 starts is dropped (it would change the
     auction's outcome, not its placement). Each candidate is scored by Algorithm 2 lines 3-23 on the
     world it makes (the running jobs that keep their GPUs plus all its winners) and lines 24-25 pick
@@ -213,8 +216,8 @@ class CassiniJointPlacement(BatchPlacement):
 
     Deviations, named: the paper's Themis may also re-place the jobs whose lease expired; Halyard's
     Themis keeps an expired job that wins again where it is (policies/themis.py), so the set re-placed
-    together is the round's starts. The candidates are permutations of one greedy placement, not
-    the arbiter's own enumeration (the paper gives no generator). Only for fixed-size orderings
+    together is the round's starts. The candidates are random draws over orders and per-job
+    candidates, not the arbiter's own enumeration (the paper gives no generator). Only for fixed-size orderings
     (:func:`augment` checks): place_all is given jobs, not the sizes a sizing stage chose."""
 
     batch: ClassVar[bool] = True
@@ -238,13 +241,20 @@ class CassiniJointPlacement(BatchPlacement):
     def acts_now(self, view: ClusterView) -> bool:
         return True
 
-    def _candidate(self, view: ClusterView, order: list[JobInfo], free: FreeResources,
-                   state: PassState) -> dict[str, Allocation | Unplaced]:
-        """The winners placed greedily in ``order`` on a copy of ``free`` by the base's first choice."""
+    def _candidate(self, view: ClusterView, order: list[JobInfo], free: FreeResources, state: PassState,
+                   rng: np.random.Generator | None = None) -> dict[str, Allocation | Unplaced]:
+        """The winners placed one after another in ``order`` on a copy of ``free``: each on the base's first
+        choice (``rng`` None) or on one of the base's candidates drawn by ``rng``."""
         trial = free.copy()
         out: dict[str, Allocation | Unplaced] = {}
         for job in order:
-            placed = self.base.place(view, job, job.spec.num_gpus, trial, state)
+            placed: Allocation | Unplaced
+            if rng is None:
+                placed = self.base.place(view, job, job.spec.num_gpus, trial, state)
+            else:
+                options = self.base.candidates(view, job, job.spec.num_gpus, trial, state, self.limit)
+                placed = options[int(rng.integers(len(options)))] if options else \
+                    self.base.place(view, job, job.spec.num_gpus, trial, state)
             if not isinstance(placed, Unplaced):
                 placed = with_runtime_plan(view, job.spec, placed)
                 trial.take(placed)
@@ -253,7 +263,13 @@ class CassiniJointPlacement(BatchPlacement):
 
     def cluster_candidates(self, view: ClusterView, new: Sequence[JobInfo], free: FreeResources,
                            state: PassState) -> list[dict[str, Allocation | Unplaced]]:
-        """Up to ``limit`` distinct cluster-wide candidates, the greedy outcome first (see the class doc)."""
+        """Up to ``limit`` distinct cluster-wide candidates, the greedy outcome first (see the class doc).
+        One winner: the base's own candidates for it (which workers it gets, §4.4.2 step 1's second set)."""
+        if len(new) == 1:
+            job = new[0]
+            options = self.base.candidates(view, job, job.spec.num_gpus, free, state, self.limit)
+            if options:
+                return [{job.job_id: with_runtime_plan(view, job.spec, a)} for a in options]
         first = self._candidate(view, list(new), free, state)
         started = {j for j, a in first.items() if not isinstance(a, Unplaced)}
         out, seen = [first], {_key(first)}
@@ -261,8 +277,7 @@ class CassiniJointPlacement(BatchPlacement):
             return out
         rng = np.random.default_rng([int((view.now - view.origin_s) * 1000), len(new)])
         for _ in range(1, self.limit):
-            order = [new[i] for i in rng.permutation(len(new))]
-            cand = self._candidate(view, order, free, state)
+            cand = self._candidate(view, [new[i] for i in rng.permutation(len(new))], free, state, rng)
             key = _key(cand)
             if key in seen or {j for j, a in cand.items() if not isinstance(a, Unplaced)} != started:
                 continue

@@ -110,3 +110,33 @@ def test_joint_is_a_named_option_that_runs():
     sim = Simulator(parse_cluster(CLUSTER), policy, PerformanceModel())
     sim.run(jobs)
     assert all(r.end_time is not None for r in sim.core.records.values())
+
+
+class Offering(FirstFitConsolidated):
+    """A base placement that offers fixed candidates for a job, in its own order."""
+
+    name = "offering"
+
+    def __init__(self, options: list[Allocation]) -> None:
+        self.options = options
+
+    def candidates(self, view, job, gpus, free, state, limit=8):
+        return self.options[:limit]
+
+
+def test_one_winner_gets_the_base_candidates_for_its_workers():
+    """§4.4.2 step 1: "selecting which workers ... should be reassigned creates another set of candidate
+    placements": a round with one winner offers the base's candidates for it, and Algorithm 2 picks
+    the compatible one (z beside x on n1), not the base's first (beside y on n3)."""
+    bad, good = on(("r0-n3", 1), ("r1-n0", 1)), on(("r0-n1", 1), ("r1-n0", 1))
+    cluster = parse_cluster(CLUSTER)
+    x = FakeJob(spec("x", "bert-large"), allocation=on(("r0-n0", 0), ("r0-n1", 0)))
+    y = FakeJob(spec("y", "gnmt"), allocation=on(("r0-n2", 0), ("r0-n3", 0)))
+    z = FakeJob(spec("z", "bert-large"), arrival_seq=2)
+    view = view_of(cluster, 0.0, [x, y], [z], perf=PerformanceModel())
+    joint = CassiniJointPlacement(Offering([bad, good]))
+    assert [c["z"].nodes for c in joint.cluster_candidates(view, [z], view.free.copy(), PassState())] == [
+        bad.nodes, good.nodes]
+    plan = Plan()
+    joint.place_all(view, [z], [z], plan, view.free.copy(), PassState())
+    assert [a.allocation.nodes for a in plan.actions if isinstance(a, Start)] == [good.nodes]
