@@ -490,6 +490,8 @@ def augment(policy: Any, *, lock: bool = False, joint: bool = False) -> Any:
     elif isinstance(placement, Placement) and not placement.batch:
         policy.placement = CassiniPlacement(placement)
     shifts = CassiniShifts(lock=lock)
+    if joint:
+        shifts.name = suffix  # the same Algorithm 1 shifts; the stage is named after the augmentation
     policy.adjusters = (*policy.adjusters, shifts)
-    policy.name = f"{policy.name}+{'cassini-joint' if joint else shifts.name}"
+    policy.name = f"{policy.name}+{shifts.name}"
     return policy
