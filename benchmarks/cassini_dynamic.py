@@ -34,6 +34,7 @@ from halyard.policies import make_policy
 BUSY_GPUS = 16  # ours: "busy" read as two thirds of the 24 GPUs held when the new set arrives
 ARRIVAL_S = 60.0  # ours: the new set arrives a minute in, inside the busy jobs' first 10-minute lease
 POOL = 40  # jobs drawn per seed to fill both sets from
+BOOTSTRAP = 1000  # resamples of the seeds for the printed intervals
 SCHEMES = {"Themis": ("themis", "fair"), "Th+Cassini": ("themis+cassini", "fair"),
            "Th+Cassini-joint": ("themis+cassini-joint", "fair"), "Ideal": ("themis", "off")}
 
@@ -67,20 +68,24 @@ def main() -> None:
     arrivals = [len(a) for _, a in traces]
     print(f"{len(traces)} seeds, mix {args.mix}: {sum(len(t) for t, _ in traces)} jobs, arriving sets of "
           f"{min(arrivals)}-{max(arrivals)} jobs (mean {np.mean(arrivals):.1f})\n")
-    rows = {}
+    rows, per_seed = {}, {}
     for label, (policy, contention) in SCHEMES.items():
-        every, new = [], []
+        every, new, seeds = [], [], []
         for jobs, arriving in traces:
             sim = Simulator(cluster, make_policy(policy), PerformanceModel(contention=contention))
             sim.run(jobs)
+            mine = []
             for r in sim.core.records.values():
                 if r.end_time is not None:
                     it = r.run_time_s(r.end_time) / r.spec.iterations
-                    every.append(it)
+                    mine.append(it)
                     if r.spec.job_id in arriving:
                         new.append(it)
+            every += mine
+            seeds.append(np.array(mine))
         rows[label] = [float(np.mean(every)), float(np.percentile(every, 99)),
                        float(np.mean(new)), float(np.percentile(new, 99))]
+        per_seed[label] = seeds
     print("| scheme | avg iter (ms) | p99 iter (ms) | arriving set: avg / p99 (ms) | Themis / scheme: avg / p99, "
           "arriving avg / p99 |")
     print("| --- | --- | --- | --- | --- |")
@@ -88,6 +93,21 @@ def main() -> None:
     for label, r in rows.items():
         ratios = " / ".join(f"{a / b:.2f}x" for a, b in zip(th, r, strict=True))
         print(f"| {label} | {r[0] * 1e3:.0f} | {r[1] * 1e3:.0f} | {r[2] * 1e3:.0f} / {r[3] * 1e3:.0f} | {ratios} |")
+    print(f"\n95% interval over seeds (bootstrap, {BOOTSTRAP} resamples of the seeds), Themis / scheme, all jobs:")
+    rng = np.random.default_rng(0)
+    draws = [rng.integers(len(traces), size=len(traces)) for _ in range(BOOTSTRAP)]
+    for label in SCHEMES:
+        if label == "Themis":
+            continue
+        avg, p99 = [], []
+        for idx in draws:
+            th = np.concatenate([per_seed["Themis"][i] for i in idx])
+            sc = np.concatenate([per_seed[label][i] for i in idx])
+            avg.append(th.mean() / sc.mean())
+            p99.append(np.percentile(th, 99) / np.percentile(sc, 99))
+        lo_a, hi_a = np.percentile(avg, [2.5, 97.5])
+        lo_p, hi_p = np.percentile(p99, [2.5, 97.5])
+        print(f"  {label}: avg [{lo_a:.2f}x, {hi_a:.2f}x], p99 [{lo_p:.2f}x, {hi_p:.2f}x]")
 
 
 if __name__ == "__main__":
