@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/cassini_census.py [--loads 0.8,1.0] [--seeds 1,2,3] [--mix table-4.2]
 
-For each scheme (Themis, Th+Cassini, Random) and load, one simulation per seed is run and the
+For each scheme (Themis, Th+Cassini, -lock, -joint, Random) and load, one simulation per seed is run and the
 fabric is read after every change of its links (the pacer's update), each state weighted by
 the time it lasts. It reports, over the running jobs' time:
 
@@ -41,7 +41,7 @@ from halyard.policies import make_policy
 from halyard.policies.cassini_math import AffinityGraph, link_score, solve_link
 
 SCHEMES = {"Themis": "themis", "Th+Cassini": "themis+cassini", "Th+Cassini-lock": "themis+cassini-lock",
-           "Random": "random"}
+           "Th+Cassini-joint": "themis+cassini-joint", "Random": "random"}
 
 
 class Census:

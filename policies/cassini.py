@@ -20,6 +20,11 @@ with Algorithm 1 (Algorithm 2); (3) agents apply the shifts. Here:
   of what will run (running jobs less the preempted, plus the plan's starts and moves),
   solves Table 4.1 on every shared link and runs Algorithm 1, then adds a
   ``SetTimeShift`` for every job whose iteration grid must move.
+* :class:`CassiniJointPlacement` (``+cassini-joint``) is Algorithm 2 over cluster-wide
+  candidates: a batch placement that builds up to K placements of the round's whole set of
+  auction winners and keeps the one with the highest mean compatibility (its doc names how the
+  candidates are built and where it departs from the paper). Off by default: ``+cassini`` keeps
+  the per-job reduction above, which the pinned schedules hold.
 * :func:`augment` applies both to a policy: the ``+cassini`` suffix of the registry
   (``tiresias+cassini``). A batch placement (Synergy's packer places a whole set at
   once and has no per-job candidates) and Dally (its delay scheduling decides offers
@@ -42,11 +47,14 @@ in docs/cassini-reproduction.md).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
+
 from halyard.datamodel import Allocation, Cluster, JobSpec, ValidationError
+from halyard.policies.adaptive import with_runtime_plan
 from halyard.policies.cassini_math import (
     MAX_CANDIDATES,
     TIME_QUANTUM_S,
@@ -65,7 +73,7 @@ from halyard.policies.passstate import PassState
 from halyard.policies.plan import Migrate, Plan, Preempt, Resize, Start
 from halyard.policies.reasons import Unplaced
 from halyard.policies.resources import FreeResources
-from halyard.policies.stages import Adjustable, Adjuster, Placement
+from halyard.policies.stages import Adjustable, Adjuster, BatchPlacement, FixedSize, Placement
 from halyard.policies.view import ClusterView, JobInfo
 
 PLACED_KEY = "cassini/placed"  # job id -> links of the jobs placed so far in this pass
@@ -185,6 +193,121 @@ def _running(view: ClusterView, free: FreeResources, state: PassState) -> dict[s
             continue
         out[job_id] = links
     return out
+
+
+class CassiniJointPlacement(BatchPlacement):
+    """``+cassini-joint`` (Algorithm 2 over cluster-wide candidates): the round's auction winners placed
+    together, the whole set's placement chosen by compatibility.
+
+    §4.4.2 step 1: Themis returns "up to K candidate placements" that "all achieve the same
+    finish-time fairness, but their worker placements are different" -- different ways to hand the
+    released workers to the winners. Here the auction's outcome is the staged pass's: the pending jobs
+    of the runnable set (``new``, in rho order) at their sizes. Candidate 0 is the greedy outcome
+    (each winner, in rho order, on the base placement's first choice: exactly ``+cassini``-less
+    Themis); candidate c = 1..K-1 places the same winners in a permutation drawn from the pass time,
+    each on one of the base placement's candidates (:meth:`Placement.candidates`) drawn likewise, which
+    hands different free GPUs to different winners. With one winner the candidates are the base's
+    candidates for it ("selecting which workers ... creates another set of candidate placements"),
+    so such a round is ``+cassini``'s per-job ranking.
+    A candidate that does not start every winner candidate 0 starts is dropped (it would change the
+    auction's outcome, not its placement). Each candidate is scored by Algorithm 2 lines 3-23 on the
+    world it makes (the running jobs that keep their GPUs plus all its winners) and lines 24-25 pick
+    the top one (ties and all-loop: the earliest, so candidate 0: :func:`select_candidate`).
+
+    Deviations, named: the paper's Themis may also re-place the jobs whose lease expired; Halyard's
+    Themis keeps an expired job that wins again where it is (policies/themis.py), so the set re-placed
+    together is the round's starts. The candidates are random draws over orders and per-job
+    candidates, not the arbiter's own enumeration (the paper gives no generator). Only for fixed-size orderings
+    (:func:`augment` checks): place_all is given jobs, not the sizes a sizing stage chose."""
+
+    batch: ClassVar[bool] = True
+    rounds: bool = False
+
+    def __init__(self, base: Placement, limit: int = MAX_CANDIDATES) -> None:
+        self.base = base
+        self.limit = limit
+        self.name = f"{base.name}+cassini-joint"
+
+    @property
+    def resource_sensitive(self) -> bool:  # type: ignore[override]
+        return self.base.resource_sensitive
+
+    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        self.base.on_applied(view, plan, state)
+
+    def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        self.base.on_rejected(view, plan, state)
+
+    def acts_now(self, view: ClusterView) -> bool:
+        return True
+
+    def _candidate(self, view: ClusterView, order: list[JobInfo], free: FreeResources, state: PassState,
+                   rng: np.random.Generator | None = None) -> dict[str, Allocation | Unplaced]:
+        """The winners placed one after another in ``order`` on a copy of ``free``: each on the base's first
+        choice (``rng`` None) or on one of the base's candidates drawn by ``rng``."""
+        trial = free.copy()
+        out: dict[str, Allocation | Unplaced] = {}
+        for job in order:
+            placed: Allocation | Unplaced
+            if rng is None:
+                placed = self.base.place(view, job, job.spec.num_gpus, trial, state)
+            else:
+                options = self.base.candidates(view, job, job.spec.num_gpus, trial, state, self.limit)
+                placed = options[int(rng.integers(len(options)))] if options else \
+                    self.base.place(view, job, job.spec.num_gpus, trial, state)
+            if not isinstance(placed, Unplaced):
+                placed = with_runtime_plan(view, job.spec, placed)
+                trial.take(placed)
+            out[job.job_id] = placed
+        return out
+
+    def cluster_candidates(self, view: ClusterView, new: Sequence[JobInfo], free: FreeResources,
+                           state: PassState) -> list[dict[str, Allocation | Unplaced]]:
+        """Up to ``limit`` distinct cluster-wide candidates, the greedy outcome first (see the class doc).
+        One winner: the base's own candidates for it (which workers it gets, §4.4.2 step 1's second set)."""
+        if len(new) == 1:
+            job = new[0]
+            options = self.base.candidates(view, job, job.spec.num_gpus, free, state, self.limit)
+            if options:
+                return [{job.job_id: with_runtime_plan(view, job.spec, a)} for a in options]
+        first = self._candidate(view, list(new), free, state)
+        started = {j for j, a in first.items() if not isinstance(a, Unplaced)}
+        out, seen = [first], {_key(first)}
+        if len(new) < 2:
+            return out
+        rng = np.random.default_rng([int((view.now - view.origin_s) * 1000), len(new)])
+        for _ in range(1, self.limit):
+            cand = self._candidate(view, [new[i] for i in rng.permutation(len(new))], free, state, rng)
+            key = _key(cand)
+            if key in seen or {j for j, a in cand.items() if not isinstance(a, Unplaced)} != started:
+                continue
+            seen.add(key)
+            out.append(cand)
+        return out
+
+    def place_all(self, view: ClusterView, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
+                  plan: Plan, free: FreeResources, state: PassState) -> None:
+        cands = self.cluster_candidates(view, new, free, state)
+        best = 0
+        if len(cands) > 1:
+            world = _running(view, free, state)
+            specs = {job.job_id: job.spec for job in new}
+            scored = [score(view, {**world, **{j: job_links(view, specs[j], a) for j, a in c.items()
+                                               if not isinstance(a, Unplaced)}}) for c in cands]
+            best = select_candidate(scored) or 0
+        chosen = cands[best]
+        for job in new:
+            placed = chosen[job.job_id]
+            if isinstance(placed, Unplaced):
+                plan.wait(job.job_id, placed)
+            else:
+                free.take(placed)
+                plan.start(job.job_id, placed)
+
+
+def _key(candidate: Mapping[str, Allocation | Unplaced]) -> tuple[Any, ...]:
+    return tuple(sorted((j, tuple((n.node, n.gpus) for n in a.nodes)) for j, a in candidate.items()
+                        if not isinstance(a, Unplaced)))
 
 
 class CassiniShifts(Adjuster):
@@ -347,20 +470,28 @@ def lock_periods(graph: AffinityGraph, iteration_s: Mapping[Hashable, float], sh
     return out
 
 
-def augment(policy: Any, *, lock: bool = False) -> Any:
+def augment(policy: Any, *, lock: bool = False, joint: bool = False) -> Any:
     """``policy`` with Cassini: its per-job placement wrapped by :class:`CassiniPlacement` (a batch
     placement or a policy without a placement stage keeps its own) and :class:`CassiniShifts`
     appended to its adjusters; the name gains ``+cassini`` (``+cassini-lock`` with ``lock``:
     :func:`lock_periods`). A policy that is not :class:`Adjustable` is refused with a
     :class:`ValidationError` that names it."""
-    suffix = "cassini-lock" if lock else "cassini"
+    suffix = "cassini-joint" if joint else "cassini-lock" if lock else "cassini"
     if not isinstance(policy, Adjustable):
         raise ValidationError(f"{policy.name!r} cannot take +{suffix}: Cassini's time-shifts are an adjuster stage, "
                               f"and {policy.name!r} runs its own pass with no adjusters", field="policy")
     placement = getattr(policy, "placement", None)
-    if isinstance(placement, Placement) and not placement.batch:
+    if joint and not (isinstance(placement, Placement) and not placement.batch
+                      and isinstance(getattr(policy, "sizing", None), FixedSize)):
+        raise ValidationError(f"{policy.name!r} cannot take +cassini-joint: it needs a per-job placement and "
+                              "fixed sizes to build cluster-wide candidates from", field="policy")
+    if joint:
+        policy.placement = CassiniJointPlacement(placement)
+    elif isinstance(placement, Placement) and not placement.batch:
         policy.placement = CassiniPlacement(placement)
     shifts = CassiniShifts(lock=lock)
+    if joint:
+        shifts.name = suffix  # the same Algorithm 1 shifts; the stage is named after the augmentation
     policy.adjusters = (*policy.adjusters, shifts)
     policy.name = f"{policy.name}+{shifts.name}"
     return policy

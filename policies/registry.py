@@ -104,6 +104,7 @@ STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
 AUGMENTATIONS: Mapping[str, Callable[[Policy], Policy]] = MappingProxyType({
     "cassini": _augmentation("cassini:augment"),
     "cassini-lock": _augmentation("cassini:augment", lock=True),
+    "cassini-joint": _augmentation("cassini:augment", joint=True),
     "starvation-guard": _augmentation("ordering:starvation_guard"),
     "srtf-by-speedup": _augmentation("synergy:srtf_by_speedup"),
     **{option: _augmentation("dally:with_option", option) for option in DALLY_OPTIONS},
