@@ -71,7 +71,6 @@ class Fifo(Ordering):
     preemptive = False
     needs_rounds = False
     arrival_order = True  # the core keeps pending jobs by (submit time, arrival)
-    clock_free = True
 
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, int]]:
         return lambda job: (job.spec.submit_time, job.arrival_seq)

@@ -68,42 +68,11 @@ class StagedPolicy:
     # False: a non-preemptive pass stops at the first job it cannot start (strict FIFO, as
     # EasyScale §5.2's YARN-CS); the jobs behind it wait even where they would fit.
     backfill: bool = True
-    # The last round pass's plan when it was empty, with the event count and schedulable flags it saw
-    # (see _repeated_round); None when a round acted or the policy cannot repeat rounds.
-    _empty_round: tuple[int, bytes, Plan] | None = field(default=None, init=False, repr=False, compare=False)
-    # Round passes answered by _repeated_round (benchmarks/bench_synergy_public_config.py prints it).
-    repeated_rounds: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.backfill and (self.ordering.preemptive or self.placement.batch):
             raise ValueError(f"policy {self.name!r}: backfill=False needs a non-preemptive ordering and a "
                              f"one-by-one placement (got {self.ordering.name!r}, {self.placement.name!r})")
-
-    @property
-    def repeats_rounds(self) -> bool:
-        """Whether a round pass over the state an empty round pass left may be answered by that pass's
-        plan: a round-based batch placement that decides the same at every round over the same state
-        (Synergy's mechanisms, BatchPlacement.same_each_round), an order that ignores the clock (FIFO),
-        and admission and sizing that read neither the clock nor progress; no adjuster."""
-        placement = self.placement
-        return bool(placement.batch and getattr(placement, "rounds", False)
-                    and getattr(placement, "same_each_round", False) and getattr(self.ordering, "clock_free", False)
-                    and getattr(self.admission, "time_invariant", False)
-                    and getattr(self.sizing, "time_invariant", False) and not self.adjusters)
-
-    def _repeated_round(self, view: ClusterView) -> Plan | None:
-        """Issue 38: the last round pass planned nothing and, since, no event was logged and no node's
-        schedulable flag changed (the core's log and flags stand for the jobs' states, allocations and
-        the free resources, as for its quiet passes): this round's pass would rank, walk and re-pack
-        exactly the same jobs to exactly the same empty plan, so it is that plan (reasons included).
-        On Synergy FIFO+TUNE's public configuration a third of the round passes are such."""
-        last = self._empty_round
-        if last is None or view.events is None or not view.at_round_boundary:
-            return None
-        events, schedulable, plan = last
-        if len(view.events) != events or view.free.schedulable.tobytes() != schedulable:
-            return None
-        return Plan(unplaced=dict(plan.unplaced), otherwise=plan.otherwise)
 
     @property
     def needs_rounds(self) -> bool:
@@ -138,10 +107,6 @@ class StagedPolicy:
         yield from (self.admission, self.ordering, self.sizing, self.placement, *self.preemptions, *self.adjusters)
 
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
-        repeated = self._repeated_round(view)
-        if repeated is not None:
-            self.repeated_rounds += 1
-            return repeated
         plan = Plan()
         free = view.free.copy()
         admitted = list(self.admission.admit(view, view.pending, plan, state))
@@ -170,13 +135,8 @@ class StagedPolicy:
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         for stage in self._all():
             stage.on_applied(view, plan, state)
-        if plan.actions:
-            self._empty_round = None
-        elif view.at_round_boundary and view.events is not None and self.repeats_rounds:
-            self._empty_round = (len(view.events), view.free.schedulable.tobytes(), plan)
 
     def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
-        self._empty_round = None
         for stage in self._all():
             stage.on_rejected(view, plan, state)
 

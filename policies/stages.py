@@ -171,9 +171,6 @@ class Ordering(Stage, Protocol):
     # True if key() records what it sees in the pass state for on_applied (Tiresias' queues):
     # then every running job must be keyed every pass, even when nothing can be preempted.
     remembers: ClassVar[bool] = False
-    # True if the order is a function of the jobs' specs and arrival alone, never of the clock, progress
-    # or service (FIFO): then a round pass over an unchanged state ranks exactly as the last one did.
-    clock_free: ClassVar[bool] = False
 
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], Any]: ...
 
@@ -236,10 +233,6 @@ class BatchPlacement(Stage, Protocol):
     # Round-based (Synergy §3): the placement decides only at round boundaries, so the round timer
     # must run passes and the passes between rounds leave everything as it is (:meth:`acts_now`).
     rounds: bool = False
-    # True if, at round boundaries, the placement decides from the runnable set, the jobs' specs and
-    # allocations and the free resources alone (never the clock or job progress): a round over the state
-    # an empty round left gives the same empty plan (StagedPolicy repeats it instead of re-packing).
-    same_each_round: ClassVar[bool] = False
 
     def acts_now(self, view: ClusterView) -> bool:
         """Whether this pass may change anything: always, or only at a round boundary if ``rounds``."""

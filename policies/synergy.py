@@ -28,7 +28,7 @@ paper compare like with like.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -57,9 +57,6 @@ class SynergyMechanism(BatchPlacement):
     # §3: "Synergy performs round-based scheduling": the runnable set is chosen and placed at round
     # (lease) boundaries only; passes between rounds change nothing (BatchPlacement.acts_now).
     rounds = True
-    # At a round boundary a mechanism packs from the runnable set, the profiled demands, the jobs'
-    # allocations and the free resources (OPT's solver aside, which says otherwise).
-    same_each_round: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self._kept = KeptShapes()  # the allocations the packer built, kept from pass to pass
@@ -413,8 +410,6 @@ class Opt(Tune):
     paper's; every pass, ``synergy-opt-fit-running``): running jobs are first re-packed on their own
     servers by TUNE's rule at their ILP vectors, and the second LP spreads the new jobs over what is
     left; if that LP fails too, the new jobs are placed by TUNE's rule."""
-
-    same_each_round: ClassVar[bool] = False  # the solver may pick another optimal vertex: not claimed
 
     name = "synergy-opt"
 

@@ -64,4 +64,4 @@ def test_the_container_image_runs_the_control_plane_as_a_user_with_tls():
     assert args.http == "127.0.0.1:9090" and args.tokens is not None  # the HTTP port: loopback unless told
     users = re.findall(r"^USER (\S+)$", text, re.MULTILINE)
     assert users and not users[-1].startswith(("root", "0"))
-    assert "pip install --no-cache-dir /src" in joined  # installed from this checkout, not an index
+    assert "pip install --no-cache-dir '/src[fast]'" in joined  # from this checkout (with numba), not an index
