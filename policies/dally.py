@@ -34,9 +34,9 @@ Paper: shared/papers/dally-network-sensitive-scheduling.txt. What each piece is:
   its rack timer has). A victim checkpoints and pays the performance model's
   restart cost when it resumes.
 
-Four rules of Halyard's own, none in the paper, are named options, off in the
+Five rules of Halyard's own, none in the paper, are named options, off in the
 paper's ``dally`` and ``dally-manual`` (registered as ``+migrate``, ``+worse-half``,
-``+hysteresis`` and ``+lease``; ``dally+migrate+worse-half+hysteresis`` is Halyard's earlier
+``+hysteresis``, ``+lease`` and ``+reauction``; ``dally+migrate+worse-half+hysteresis`` is Halyard's earlier
 Dally, docs/dally-reproduction.md measures each against the paper's version; the auto-tuner
 has two more, ``+drop-short-waits`` and ``+manual-start``, on :class:`AutoTuner`):
 
@@ -64,7 +64,7 @@ has two more, ``+drop-short-waits`` and ``+manual-start``, on :class:`AutoTuner`
   Between lease ends nothing moves. The reference simulator itself (aakash-sharma/cluster-sim,
   read and run beside Halyard in docs/dally-public-comparison.md) goes further: at every lease
   end it takes back every job's GPUs, whatever it is offered, and never-run jobs bid first
-  (Nw_sens 0); this option gives its placements, not its waits.
+  (Nw_sens 0); this option gives its placements, not its waits (``reauction`` below is that reading).
 
 * ``reauction`` (``+reauction``): the reading the authors' simulator runs (aakash-sharma/cluster-sim,
   read from its code in docs/dally-public-comparison.md; the paper's §4.1 "periodically generates
