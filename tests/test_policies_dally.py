@@ -514,6 +514,38 @@ def test_reauction_preempts_a_lease_ended_job_offered_no_machine_whatever_it_wai
     assert [(type(a).__name__, a.job_id) for a in plan.actions] == [("Preempt", "spread")]
 
 
+def test_reauction_swapping_jobs_are_written_as_a_preemption_and_a_start(small_cluster):
+    """Two lease-ended jobs that each take the other's machine cannot be two moves (the first would take
+    GPUs the second still holds): the plan writes one as a preemption and a start, after the other's move,
+    and the core accepts it (each action finds its GPUs free)."""
+    def jobs():
+        return [fake("a", 4, seq=0, allocation=on(small_cluster, ("r0-n1", 4)), done=300, run_s=1000,
+                     last_assignment_time=0.0),
+                fake("b", 4, seq=1, allocation=on(small_cluster, ("r0-n0", 4)), done=900, run_s=1000,
+                     last_assignment_time=0.0),
+                fake("c", 4, seq=2, allocation=on(small_cluster, ("r1-n0", 4)), done=100, run_s=1000,
+                     last_assignment_time=50.0),
+                fake("d", 4, seq=3, allocation=on(small_cluster, ("r1-n1", 4)), done=100, run_s=1000,
+                     last_assignment_time=50.0)]
+    view = view_of(small_cluster, LEASE_ROUNDS * 300.0, jobs(), [])
+    plan = Dally(ManualTimers(), reauction=True).schedule(view, PassState())
+    where = {a.job_id: a.allocation.node_names for a in plan.actions if hasattr(a, "allocation")}
+    assert where == {"a": ("r0-n0",), "b": ("r0-n1",)}
+    kinds = [(type(a).__name__, a.job_id) for a in plan.actions]
+    assert kinds in ([("Preempt", "a"), ("Migrate", "b"), ("Start", "a")],
+                     [("Preempt", "b"), ("Migrate", "a"), ("Start", "b")])
+    free = view.free.copy()  # the core's check: every action in turn finds its GPUs free
+    held = {job.job_id: job.allocation for job in view.running.values()}
+    for action in plan.actions:
+        if isinstance(action, Preempt):
+            free.give(held.pop(action.job_id))
+        elif isinstance(action, Migrate):
+            free.give(held[action.job_id])
+            free.take(action.allocation)
+        else:
+            free.take(action.allocation)
+
+
 def test_reauction_is_a_registered_option():
     policy = make_policy("dally-manual+reauction")
     assert policy.reauction and not policy.preemption  # nobody is preempted between lease ends
