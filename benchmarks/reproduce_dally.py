@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/reproduce_dally.py --workers 2   # 96 runs, 10-40 minutes on 2 shared cores
     .venv/bin/python benchmarks/reproduce_dally.py --workers 1 --merge --policies dally+manual-start  # a subset
     .venv/bin/python benchmarks/reproduce_dally.py --trace my.csv --racks 2 --out out/dally-mine
+    .venv/bin/python benchmarks/reproduce_dally.py --merge --seeds 1-5 --racks 8 --arrivals batch \
+        --policies dally dally+reauction tiresias gandiva   # headlines with a 95 % interval over seeds
 
 Workloads (§5.1.1): jobs over the six models of Table 1, a batch of 500 jobs all
 submitted at t=0 and about 400 jobs with Poisson arrivals, replayed on the
@@ -20,8 +22,11 @@ report per workload and cluster size under ``<work>/reports/``.
 
 Writes ``<out>/dally-reproduction.json`` (every run's summary), the markdown
 tables ``<out>/dally-reproduction-table.md`` and ``<out>/img/dally-reproduction.png``.
-``--merge`` runs only the given policies (racks, arrivals) and merges them into the stored JSON
-before rewriting the page. Not part of the tests: the 96 runs take minutes.
+``--merge`` runs only the given policies (racks, arrivals, seeds) and merges them into the stored JSON
+before rewriting the page. ``--seeds`` draws several workloads (seed 1 is the one every table is of);
+the page's "Over seeds" table gives each Dally's makespan and average JCT against Tiresias' and
+Gandiva's as a mean over the seeds stored with a 95 % Student-t interval. Not part of the tests:
+the 96 runs take minutes.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from pathlib import Path
 
 import matplotlib
 import numpy as np
+from scipy import stats
 
 from halyard.datamodel import JobSpec, load_cluster
 from halyard.experiments import RunResult, RunSpec, run_and_save
@@ -128,9 +134,12 @@ def workloads(arrivals: list[str], seed: int, trace: Path | None, folder: Path) 
 
 
 def specs(traces: dict[str, Path], racks: list[int], policies: list[str], catalog: str | None,
-          contention: str) -> list[RunSpec]:
-    out = [RunSpec(name=f"{arrival}-{n}rack-{policy}", trace=str(path), policy=policy, cluster=f"dally-{n}rack",
-                   round_s=ROUND_S, catalog=catalog, contention=contention, tags=(("arrival", arrival), ("racks", n)))
+          contention: str, seed: int = 1) -> list[RunSpec]:
+    """The runs of one drawn workload (``seed``: its draw; the first keeps its unsuffixed names)."""
+    suffix = "" if seed == 1 else f"-seed{seed}"
+    out = [RunSpec(name=f"{arrival}-{n}rack-{policy}{suffix}", trace=str(path), policy=policy,
+                   cluster=f"dally-{n}rack", round_s=ROUND_S, catalog=catalog, contention=contention,
+                   tags=(("arrival", arrival), ("racks", n), ("trace_seed", seed)))
            for arrival, path in traces.items() for n in racks for policy in policies]
     return sorted(out, key=lambda s: dict(s.tags)["racks"])  # small clusters take longest; start them first
 
@@ -139,7 +148,51 @@ def row(result: RunResult) -> dict:
     """A run's summary with the reproduction's labels and its restarts (from the per-job table)."""
     tags = dict(result.spec.tags)
     return result.summary | {"arrival": tags["arrival"], "racks": tags["racks"], "seed": result.spec.seed,
+                             "trace_seed": tags.get("trace_seed", 1),
                              "restarts": int(sum(result.tables.jobs["restarts"].to_pylist()))}
+
+
+def trace_seed(row: dict) -> int:
+    """The draw of a stored run's workload (runs stored before ``--seeds`` are of draw 1)."""
+    return int(row.get("trace_seed", 1))
+
+
+def interval(values: list[float]) -> str:
+    """Mean and 95 % Student-t interval, as a change in per cent (values are ratios)."""
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return f"{100.0 * (mean - 1.0):+.0f}% (1 seed)"
+    half = stats.t.ppf(0.975, len(values) - 1) * stats.tstd(values) / math.sqrt(len(values))
+    return f"{100.0 * (mean - 1.0):+.0f}% [{100.0 * (mean - half - 1.0):+.0f}, {100.0 * (mean + half - 1.0):+.0f}]"
+
+
+def seeds_table(results: list[dict]) -> str:
+    """Each Dally's makespan and average JCT against Tiresias and Gandiva, per seed as a ratio, over
+    the seeds where both ran: the mean change with its 95 % interval (negative: Dally lower)."""
+    head = ("| arrivals | racks | Dally | seeds | makespan (d), mean over seeds | avg JCT (d) | makespan vs Tiresias "
+            "| avg JCT vs Tiresias | makespan vs Gandiva | avg JCT vs Gandiva |")
+    lines = [head, "| " + " | ".join(["---"] * (head.count("|") - 1)) + " |"]
+    by = {(r["arrival"], r["racks"], r["policy"], trace_seed(r)): r for r in results}
+    groups = dict.fromkeys((a, n, p) for a, n, p, _ in by if p.startswith("dally"))  # those with 2+ seeds below
+    day = 86400.0
+    for arrival, racks, dally in sorted(groups, key=lambda g: (g[0], g[1], g[2])):
+        seeds = sorted(s for a, n, p, s in by if (a, n, p) == (arrival, racks, dally))
+        if len(seeds) < 2:
+            continue
+        ours = [by[(arrival, racks, dally, s)] for s in seeds]
+        cells = []
+        for key in ("makespan_s", "avg_jct_s"):
+            values = [r[key] / day for r in ours]
+            mean = sum(values) / len(values)
+            half = stats.t.ppf(0.975, len(values) - 1) * stats.tstd(values) / math.sqrt(len(values))
+            cells.append(f"{mean:.1f} ± {half:.1f}")
+        for base in ("tiresias", "gandiva"):
+            for key in ("makespan_s", "avg_jct_s"):
+                ratios = [by[(arrival, racks, dally, s)][key] / by[(arrival, racks, base, s)][key]
+                          for s in seeds if (arrival, racks, base, s) in by]
+                cells.append(interval(ratios) if ratios else "-")
+        lines.append(f"| {arrival} | {racks} | {dally} | {len(seeds)} | {' | '.join(cells)} |")
+    return "\n".join(lines)
 
 
 def table(results: list[dict], arrival: str) -> str:
@@ -198,7 +251,7 @@ def main() -> int:
     p.add_argument("--contention", default=CONTENTION, help=f"link sharing between jobs (default {CONTENTION})")
     p.add_argument("--arrivals", nargs="+", default=["batch", "poisson"])
     p.add_argument("--trace", type=Path, default=None, help="replay this trace instead of the drawn workloads")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seeds", type=_seeds, default=[1], help="workload draws, e.g. 1-5 (default 1)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--ray", default=None, metavar="ADDRESS", help="run on this Ray cluster (halyard compare --ray)")
     p.add_argument("--out", type=Path, default=Path("docs"))
@@ -215,15 +268,19 @@ def main() -> int:
         results = json.loads(stored.read_text(encoding="utf-8"))
         write(results, args.out, sorted({r["arrival"] for r in results}))
         return 0
-    traces = workloads(args.arrivals, args.seed, args.trace, args.work / "traces")
     catalog = None if args.catalog == "builtin" else args.catalog
-    runs = run_and_save(specs(traces, args.racks, args.policies, catalog, args.contention), args.work / "runs",
+    drawn = {seed: workloads(args.arrivals, seed, args.trace, args.work / "traces") for seed in args.seeds}
+    traces = drawn[args.seeds[0]]
+    runs = run_and_save([spec for seed, paths in drawn.items()
+                         for spec in specs(paths, args.racks, args.policies, catalog, args.contention, seed)],
+                        args.work / "runs",
                         workers=args.workers,
                         ray_address=args.ray, label="dally reproduction")
     baseline = "tiresias" if "tiresias" in args.policies else args.policies[0]
     for arrival in traces:
         for n in args.racks:
-            group = [r for r in runs if dict(r.spec.tags) == {"arrival": arrival, "racks": n}]
+            group = [r for r in runs if dict(r.spec.tags) == {"arrival": arrival, "racks": n,
+                                                              "trace_seed": args.seeds[0]}]
             write_sweep_report(group, args.work / "reports" / f"{arrival}-{n}rack.html", runs_dir=args.work / "runs",
                                baseline=baseline, command=shlex.join(["python", *sys.argv]),
                                title=f"Dally reproduction: {arrival} arrivals on dally-{n}rack",
@@ -232,9 +289,9 @@ def main() -> int:
     if args.merge:
         if args.trace is not None:
             raise SystemExit("--merge adds runs of the drawn workloads to the stored page; not with --trace")
-        new = {(r["arrival"], r["racks"], r["policy"]) for r in results}
+        new = {(r["arrival"], r["racks"], r["policy"], trace_seed(r)) for r in results}
         kept = [r for r in json.loads(stored.read_text(encoding="utf-8"))
-                if (r["arrival"], r["racks"], r["policy"]) not in new]
+                if (r["arrival"], r["racks"], r["policy"], trace_seed(r)) not in new]
         results = kept + results
     args.out.mkdir(parents=True, exist_ok=True)
     stored.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
@@ -308,8 +365,19 @@ def options_table(results: list[dict], variants: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _seeds(text: str) -> list[int]:
+    """'1-5' or '1,3,4' -> the seeds."""
+    if "-" in text:
+        lo, hi = text.split("-")
+        return list(range(int(lo), int(hi) + 1))
+    return [int(s) for s in text.split(",")]
+
+
 def write(results: list[dict], out: Path, arrivals: list[str], command: str = "") -> None:
-    """The tables, the plot and, when ``out`` holds the page's template's target, the page itself."""
+    """The tables, the plot and, when ``out`` holds the page's template's target, the page itself.
+    Every table but the one over seeds is of the first draw (seed 1)."""
+    over_seeds = seeds_table(results)
+    results = [r for r in results if trace_seed(r) == 1]
     text = "\n\n".join(f"**{a} arrivals**\n\n{table(results, a)}" for a in arrivals)
     (out / "dally-reproduction-table.md").write_text(text + "\n", encoding="utf-8")
     plot(results, out / "img" / "dally-reproduction.png")
@@ -332,7 +400,7 @@ def write(results: list[dict], out: Path, arrivals: list[str], command: str = ""
         if "poisson" in arrivals else "",
         table3_lease=paper_table(results, "poisson", "dally+lease", "dally-manual+lease")
         if "poisson" in arrivals else "",
-        options=options_table(results, variants))
+        options=options_table(results, variants), seeds=over_seeds)
     (out / "dally-reproduction.md").write_text(page, encoding="utf-8")
 
 

@@ -34,9 +34,9 @@ Paper: shared/papers/dally-network-sensitive-scheduling.txt. What each piece is:
   its rack timer has). A victim checkpoints and pays the performance model's
   restart cost when it resumes.
 
-Four rules of Halyard's own, none in the paper, are named options, off in the
+Five rules of Halyard's own, none in the paper, are named options, off in the
 paper's ``dally`` and ``dally-manual`` (registered as ``+migrate``, ``+worse-half``,
-``+hysteresis`` and ``+lease``; ``dally+migrate+worse-half+hysteresis`` is Halyard's earlier
+``+hysteresis``, ``+lease`` and ``+reauction``; ``dally+migrate+worse-half+hysteresis`` is Halyard's earlier
 Dally, docs/dally-reproduction.md measures each against the paper's version; the auto-tuner
 has two more, ``+drop-short-waits`` and ``+manual-start``, on :class:`AutoTuner`):
 
@@ -64,7 +64,25 @@ has two more, ``+drop-short-waits`` and ``+manual-start``, on :class:`AutoTuner`
   Between lease ends nothing moves. The reference simulator itself (aakash-sharma/cluster-sim,
   read and run beside Halyard in docs/dally-public-comparison.md) goes further: at every lease
   end it takes back every job's GPUs, whatever it is offered, and never-run jobs bid first
-  (Nw_sens 0); this option gives its placements, not its waits.
+  (Nw_sens 0); this option gives its placements, not its waits (``reauction`` below is that reading).
+
+* ``reauction`` (``+reauction``): the reading the authors' simulator runs (aakash-sharma/cluster-sim,
+  read from its code in docs/dally-public-comparison.md; the paper's §4.1 "periodically generates
+  resource offers" and §4.3.2 "reintroduced into the wait queue"). At every lease end
+  (``lease_rounds`` rounds after the job's last resource assignment, as ``lease``), **every**
+  lease-ended running job gives all its GPUs back (``IntraJobScheduler.endIteration`` once
+  ``GPU.assignGPU``'s lease has expired) and bids for the free GPUs again with the waiting jobs,
+  in increasing Nw_sens, **a job that never ran at 0** and so first
+  (``DallyIntraJobScheduler.prepareMultiBid``, ``PerGPUBidComparator``). Its starvation restarts at
+  the lease end (the simulator's last assignment is reset by the release): it takes one machine,
+  or a rack or any GPUs only where its size forces them (zero timers, §4.3.2); a job of lower
+  Nw_sens may take its GPUs first. It keeps running where it is when it gets the same GPUs, moves
+  (a ``Migrate``) when it gets others, and is preempted back into the wait queue when it gets
+  none (``DallyInterJobScheduler.consolidatedGPUAllocation``). Not kept: the simulator's 1 s per
+  GPU of checkpointing before released GPUs come back (``CHECKPOINTING_OVERHEAD_PER_GPU``), its
+  ties (fewer GPUs held, earlier assignment; here submission, arrival) and its first-fit machine
+  order (hash-map order; here Halyard's placement). ``+reauction`` switches the Nw_sens
+  preemption between lease ends off, as the simulator has none: jobs lose GPUs only at lease ends.
 
 ``+no-preemption`` (a measurement option, not a rule) switches the Nw_sens preemption off: the
 reference simulator preempts nobody between lease ends, so the side-by-side runs Halyard's
@@ -685,10 +703,10 @@ class Dally:
 
     def __init__(self, timers: TimerSource | None = None, *, name: str = "dally", preemption: bool = True,
                  migrate: bool = False, worse_half: bool = False, min_gain: float = 0.0,
-                 lease: bool = False, lease_rounds: float = LEASE_ROUNDS,
+                 lease: bool = False, lease_rounds: float = LEASE_ROUNDS, reauction: bool = False,
                  adjusters: tuple[Adjuster, ...] = ()) -> None:
-        """``migrate``, ``worse_half``, ``min_gain`` and ``lease`` are Halyard's options (module
-        docstring); their defaults are the paper's Dally."""
+        """``migrate``, ``worse_half``, ``min_gain``, ``lease`` and ``reauction`` are Halyard's options
+        (module docstring); their defaults are the paper's Dally."""
         if not 0.0 <= min_gain < 1.0:
             raise ValueError(f"min_gain must be in [0, 1), got {min_gain!r}")
         if not (lease_rounds > 0.0 and math.isfinite(lease_rounds)):
@@ -701,6 +719,9 @@ class Dally:
         self.min_gain = min_gain
         self.lease = lease
         self.lease_rounds = lease_rounds
+        self.reauction = reauction
+        if reauction:  # the reference simulator preempts nobody between lease ends (module docstring)
+            self.preemption = False
         # ``lease``: job id -> (last assignment time, index of the last lease end re-offered); a
         # function of the applied passes (updated in on_applied), pruned to the running jobs.
         self._lease_ends: dict[str, tuple[float, int]] = {}
@@ -717,7 +738,7 @@ class Dally:
     @property
     def acts_without_pending(self) -> bool:
         """With ``migrate``, slowed running jobs are re-consolidated even when nothing waits."""
-        return self._migrates or self._leases or any(a.acts_without_pending for a in self.adjusters)
+        return self._migrates or self._leases or self.reauction or any(a.acts_without_pending for a in self.adjusters)
 
     @property
     def _migrates(self) -> bool:
@@ -732,6 +753,8 @@ class Dally:
                                    (f"min-gain {self.min_gain:g}", self.min_gain > 0.0),
                                    (f"lease {self.lease_rounds:g} rounds", self.lease)) if on]
         preemption = "+".join(["nw-sens", *options]) if self.preemption else "off"
+        if self.reauction:
+            preemption = f"lease-end re-auction every {self.lease_rounds:g} rounds"
         timers = self.timers
         tuned = [o for o, on in (("drop-short-waits", getattr(timers, "lease_waits", False)),
                                  ("manual-start", getattr(timers, "manual_start", False))) if on]
@@ -747,7 +770,7 @@ class Dally:
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         self.delay.on_applied(view, plan, state)
         self._running_sens_table.prune(view.running)
-        if self.lease:
+        if self.lease or self.reauction:
             self._lease_ends = {k: v for k, v in self._lease_ends.items() if k in view.running}
             self._lease_ends.update(state.get(LEASES_KEY, {}))
         for adjuster in self.adjusters:
@@ -773,6 +796,10 @@ class Dally:
     def _schedule(self, view: ClusterView, state: PassState) -> tuple[Plan, FreeResources | None]:
         """Dally's own pass: the plan, and what it left free (None when it returned before copying)."""
         plan = Plan()
+        if self.reauction:
+            ended = self._ended_leases(view, state)
+            if ended:
+                return plan, self._reauction(view, state, ended, plan)
         ended = self._ended_leases(view, state) if self._leases else set()
         if not view.pending and not (self._migrates and view.running) and not ended:
             return plan, None
@@ -781,7 +808,7 @@ class Dally:
         now = view.now  # a job that never ran has Nw_sens 1.0 whatever its compute time (nw_sens)
 
         def waiting_sens(job: JobInfo) -> float:
-            return 1.0 if job.run_time_s(now) <= 0.0 else self.sensitivity(view, job)
+            return self._never_ran_sens if job.run_time_s(now) <= 0.0 else self.sensitivity(view, job)
 
         if self.shortcuts and view.events is not None and view.jobs is not None:  # kept from the last pass
             waiting: list[JobInfo] | None = self._waiting.ranked(view, waiting_sens)
@@ -941,6 +968,71 @@ class Dally:
             plan.start(job.job_id, allocation)
             self.delay.accept(view, job, level, wait_s, state)
         return plan, free
+
+    @property
+    def _never_ran_sens(self) -> float:
+        """The Nw_sens a job that never ran is offered at: 1.0 (an unslowed job, module docstring), or
+        with ``reauction`` 0.0, first, as the reference simulator's ``PerGPUBidComparator`` ranks it."""
+        return 0.0 if self.reauction else 1.0
+
+    def _reauction(self, view: ClusterView, state: PassState, ended: set[str], plan: Plan) -> FreeResources:
+        """``reauction``'s pass at a lease end (module docstring): the lease-ended jobs' GPUs are all
+        free, and they and the waiting jobs are offered them in increasing Nw_sens (never-run first);
+        a lease-ended job's starvation is zero. Returns what is left free.
+
+        The plan lists the preemptions first, then the moves (each after the moves off the GPUs it
+        takes), then the starts, so that each action finds its GPUs free; moves that take each
+        other's GPUs in a ring are written as a preemption and a start of the same job."""
+        now = view.now
+        free = view.free.copy()
+        released = [view.running[job_id] for job_id in sorted(ended)]
+        for job in released:
+            free.give(job.allocation)
+        sens = {job.job_id: self._never_ran_sens if job.run_time_s(now) <= 0.0 else self.sensitivity(view, job)
+                for job in view.pending}
+        sens.update({job.job_id: self.sensitivity(view, job) for job in released})
+        order = sorted([*view.pending, *released],
+                       key=lambda j: (sens[j.job_id], j.spec.submit_time, j.arrival_seq))
+        starts: list[tuple[str, Allocation]] = []
+        moves: dict[str, Allocation] = {}
+        for job in order:
+            lease_ended = job.job_id in ended
+            if lease_ended:  # its last assignment is this lease end: Algorithm 1 with zero starvation
+                t_mc, t_rk = self.delay.job_timers(view, job, state)
+                avail = usable_gpus(free, view.shape, self.delay.statics.of(view, job).gpu_types)
+                wait_s = 0.0
+                decision = delay_decision(avail, view.shape, job.spec.num_gpus, wait_s, t_mc, t_rk)
+            else:
+                decision, avail, wait_s, t_mc, t_rk = self.delay.decide(view, job, free, state)
+            if decision is None:
+                if lease_ended:
+                    plan.preempt(job.job_id)  # back into the wait queue (§4.3.2)
+                else:
+                    plan.wait(job.job_id, self.delay.why(view, job, avail, wait_s, t_mc, t_rk))
+                continue
+            picked, level = decision
+            allocation = build_allocation(free, picked)
+            free.take(allocation)
+            self.delay.accept(view, job, level, wait_s, state)
+            if not lease_ended:
+                starts.append((job.job_id, allocation))
+            elif _gpus_of(allocation) != _gpus_of(job.allocation):
+                moves[job.job_id] = allocation
+        # a move waits for the moves off its GPUs; a ring of moves is broken into preemptions and starts
+        held = {job_id: _gpus_of(view.running[job_id].allocation) for job_id in moves}
+        while moves:
+            ready = [j for j, a in moves.items()
+                     if not any(_gpus_of(a) & held[k] for k in moves if k != j)]
+            if not ready:
+                ring = next(iter(moves))
+                plan.preempt(ring)
+                starts.append((ring, moves.pop(ring)))
+                continue
+            for job_id in ready:
+                plan.migrate(job_id, moves.pop(job_id))
+        for job_id, allocation in starts:
+            plan.start(job_id, allocation)
+        return free
 
     def _ended_leases(self, view: ClusterView, state: PassState) -> set[str]:
         """``lease``: the running jobs whose lease has ended since their last re-offer (recorded in
@@ -1135,9 +1227,14 @@ class Dally:
             return
 
 
+def _gpus_of(allocation: Allocation) -> frozenset[tuple[str, int]]:
+    """The (node, GPU) pairs an allocation holds: whether a re-placed job kept its GPUs."""
+    return frozenset((n.node, g) for n in allocation.nodes for g in n.gpus)
+
+
 def with_option(policy: object, option: str) -> Dally:
     """``policy`` (a Dally) with one of the rules not in the paper switched on: ``migrate``, ``worse-half``,
-    ``hysteresis`` (``min_gain`` = :data:`MIN_GAIN`), ``lease``, ``no-preemption`` (no Nw_sens
+    ``hysteresis`` (``min_gain`` = :data:`MIN_GAIN`), ``lease``, ``reauction``, ``no-preemption`` (no Nw_sens
     preemption: what aakash-sharma/cluster-sim's Dally does between lease ends; measured in
     docs/dally-public-comparison.md), or of its auto-tuner ``drop-short-waits`` and ``manual-start``;
     the name gains ``+option``."""
@@ -1152,6 +1249,9 @@ def with_option(policy: object, option: str) -> Dally:
         policy.min_gain = MIN_GAIN
     elif option == "lease":
         policy.lease = True
+    elif option == "reauction":
+        policy.reauction = True
+        policy.preemption = False  # the reference simulator preempts nobody between lease ends
     elif option == "no-preemption":
         policy.preemption = False
     elif option in TUNER_OPTIONS:
@@ -1171,7 +1271,7 @@ def with_option(policy: object, option: str) -> Dally:
 # The auto-tuner's options (AutoTuner.lease_waits and .manual_start), for Dally with tuned timers only.
 TUNER_OPTIONS = ("drop-short-waits", "manual-start")
 # Rules not in the paper, named as '+option' on a Dally preset (policies/registry.py AUGMENTATIONS).
-DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", "no-preemption", *TUNER_OPTIONS)
+DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", "reauction", "no-preemption", *TUNER_OPTIONS)
 
 
 def allocation_level(allocation: Allocation, cluster: Cluster) -> Level:

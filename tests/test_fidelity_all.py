@@ -40,8 +40,8 @@ SPEEDUP = 50_000.0  # a few hours of cluster time in well under a second of wall
 ROUND_S = 300.0
 # Options that are off by default but reachable by name keep the invariant too: Dally's own
 # Migrate path (and the preemption that makes room for it) is taken only with '+migrate', and
-# with '+lease' at lease ends.
-OPTIONS = ("dally+migrate", "dally+lease")
+# with '+lease' and '+reauction' at lease ends.
+OPTIONS = ("dally+migrate", "dally+lease", "dally+reauction")
 POLICIES = (*policy_names(), *OPTIONS)
 
 # The actions the issue names, by the event each leaves in the log.
@@ -145,6 +145,7 @@ def test_every_action_kind_is_exercised():
     dally = {e.kind for e in simulated("dally+migrate")}
     assert {EventKind.MIGRATED, EventKind.PREEMPTED} <= dally
     assert EventKind.MIGRATED in {e.kind for e in simulated("dally+lease")}  # a re-placement at a lease end
+    assert EventKind.PREEMPTED in {e.kind for e in simulated("dally+reauction")}  # re-auctioned away at a lease end
 
 
 def test_a_diverging_log_is_reported_with_both_events():

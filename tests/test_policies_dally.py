@@ -458,6 +458,100 @@ def test_a_lease_ended_job_preempted_earlier_in_the_pass_is_not_re_offered(small
     assert not any(isinstance(a, Migrate) for a in plan.actions)
 
 
+def test_reauction_re_offers_every_lease_ended_job_never_ran_first(small_cluster):
+    """Option ``reauction`` (the authors' simulator, aakash-sharma/cluster-sim: every lease end releases
+    all of a running job's GPUs, ``IntraJobScheduler.endIteration``, and the jobs bid again in increasing
+    Nw_sens with a never-run job at 0, ``PerGPUBidComparator``; Dally §4.1 "periodically generates
+    resource offers", §4.3.2 "reintroduced into the wait queue"). At the lease end of two jobs holding
+    a machine each, a never-run job bids first and takes a machine, the more slowed job the other, and
+    the least slowed is preempted back into the wait queue. The paper's Dally does nothing here (the
+    never-run job has Nw_sens 1 and preempts nobody), nor before the lease end."""
+    def running():
+        return [fake("held", 4, seq=0, allocation=on(small_cluster, ("r0-n0", 4)), done=900, run_s=1000,
+                     last_assignment_time=0.0),
+                fake("slow", 4, seq=1, allocation=on(small_cluster, ("r0-n1", 4)), done=300, run_s=1000,
+                     last_assignment_time=0.0),
+                fake("late1", 4, seq=2, allocation=on(small_cluster, ("r1-n0", 4)), done=100, run_s=1000,
+                     last_assignment_time=50.0),
+                fake("late2", 4, seq=3, allocation=on(small_cluster, ("r1-n1", 4)), done=100, run_s=1000,
+                     last_assignment_time=50.0)]
+    new = fake("new", 4, seq=4)
+    lease_s = LEASE_ROUNDS * 300.0
+    assert not Dally(ManualTimers()).schedule(view_of(small_cluster, lease_s, running(), [new]), PassState())
+    policy = Dally(ManualTimers(), reauction=True)
+    assert policy.acts_without_pending
+    assert not policy.schedule(view_of(small_cluster, lease_s - 1.0, running(), [new]), PassState())
+    plan = policy.schedule(view_of(small_cluster, lease_s, running(), [new]), PassState())
+    assert isinstance(plan.actions[0], Preempt)  # before the start that takes its GPUs
+    kinds = {(type(a).__name__, a.job_id) for a in plan.actions}
+    assert ("Preempt", "held") in kinds and ("Start", "new") in kinds
+    assert not {j for _, j in kinds} & {"late1", "late2"}   # their leases have not ended
+    start = next(a for a in plan.actions if isinstance(a, Start))
+    moved = [a for a in plan.actions if isinstance(a, Migrate)]
+    slow_at = moved[0].allocation.node_names if moved else ("r0-n1",)
+    assert {start.allocation.node_names, slow_at} == {("r0-n0",), ("r0-n1",)}
+
+
+def test_reauction_preempts_a_lease_ended_job_offered_no_machine_whatever_it_waited(small_cluster):
+    """The lease end is the job's last assignment (cluster-sim resets it on release): a cross-rack job
+    that fits a machine restarts with zero starvation, so with no machine free it rejects the rack and
+    the network and goes back to the wait queue; ``lease`` (Halyard's milder reading) keeps it where it
+    is. A job it did not lose its GPUs to keeps them: it is offered its own and takes them (no action)."""
+    spread = fake("spread", 4, seq=0, allocation=on(small_cluster, ("r0-n0", 2), ("r1-n0", 2)), done=300,
+                  run_s=1000, last_assignment_time=0.0)
+    whole = fake("whole", 4, seq=1, allocation=on(small_cluster, ("r0-n1", 4)), done=100, run_s=1000,
+                 last_assignment_time=0.0)
+    halves = [fake("h1", 2, seq=2, allocation=Allocation((NodeAllocation("r0-n0", (2, 3), 6, 125_000),)),
+                   done=500, run_s=1000, last_assignment_time=50.0),
+              fake("h2", 2, seq=3, allocation=Allocation((NodeAllocation("r1-n0", (2, 3), 6, 125_000),)),
+                   done=500, run_s=1000, last_assignment_time=50.0),
+              fake("h3", 4, seq=4, allocation=on(small_cluster, ("r1-n1", 4)), done=500, run_s=1000,
+                   last_assignment_time=50.0)]
+    view = view_of(small_cluster, LEASE_ROUNDS * 300.0, [spread, whole, *halves], [])
+    assert not Dally(ManualTimers(), lease=True).schedule(view, PassState())
+    plan = Dally(ManualTimers(), reauction=True).schedule(view, PassState())
+    # whole (lowest Nw_sens) bids first and takes back r0-n1; spread finds no machine and waits again
+    assert [(type(a).__name__, a.job_id) for a in plan.actions] == [("Preempt", "spread")]
+
+
+def test_reauction_swapping_jobs_are_written_as_a_preemption_and_a_start(small_cluster):
+    """Two lease-ended jobs that each take the other's machine cannot be two moves (the first would take
+    GPUs the second still holds): the plan writes one as a preemption and a start, after the other's move,
+    and the core accepts it (each action finds its GPUs free)."""
+    def jobs():
+        return [fake("a", 4, seq=0, allocation=on(small_cluster, ("r0-n1", 4)), done=300, run_s=1000,
+                     last_assignment_time=0.0),
+                fake("b", 4, seq=1, allocation=on(small_cluster, ("r0-n0", 4)), done=900, run_s=1000,
+                     last_assignment_time=0.0),
+                fake("c", 4, seq=2, allocation=on(small_cluster, ("r1-n0", 4)), done=100, run_s=1000,
+                     last_assignment_time=50.0),
+                fake("d", 4, seq=3, allocation=on(small_cluster, ("r1-n1", 4)), done=100, run_s=1000,
+                     last_assignment_time=50.0)]
+    view = view_of(small_cluster, LEASE_ROUNDS * 300.0, jobs(), [])
+    plan = Dally(ManualTimers(), reauction=True).schedule(view, PassState())
+    where = {a.job_id: a.allocation.node_names for a in plan.actions if hasattr(a, "allocation")}
+    assert where == {"a": ("r0-n0",), "b": ("r0-n1",)}
+    kinds = [(type(a).__name__, a.job_id) for a in plan.actions]
+    assert kinds in ([("Preempt", "a"), ("Migrate", "b"), ("Start", "a")],
+                     [("Preempt", "b"), ("Migrate", "a"), ("Start", "b")])
+    free = view.free.copy()  # the core's check: every action in turn finds its GPUs free
+    held = {job.job_id: job.allocation for job in view.running.values()}
+    for action in plan.actions:
+        if isinstance(action, Preempt):
+            free.give(held.pop(action.job_id))
+        elif isinstance(action, Migrate):
+            free.give(held[action.job_id])
+            free.take(action.allocation)
+        else:
+            free.take(action.allocation)
+
+
+def test_reauction_is_a_registered_option():
+    policy = make_policy("dally-manual+reauction")
+    assert policy.reauction and not policy.preemption  # nobody is preempted between lease ends
+    assert ("preemption", f"lease-end re-auction every {LEASE_ROUNDS:g} rounds") in policy.stages()
+
+
 def test_lease_rounds_must_be_positive():
     with pytest.raises(ValueError, match="lease_rounds must be a positive number of rounds"):
         Dally(ManualTimers(), lease=True, lease_rounds=0.0)
