@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
-_VERSION_KEY = "schema_version"
+VERSION_KEY = "schema_version"
 
 
 class StoreError(HalyardError):
@@ -131,7 +131,7 @@ CREATE TABLE events (
     detail TEXT NOT NULL
 );
 CREATE INDEX events_by_job ON events (job_id);
-INSERT INTO meta (key, value) VALUES ('{_VERSION_KEY}', '{SCHEMA_VERSION}');
+INSERT INTO meta (key, value) VALUES ('{VERSION_KEY}', '{SCHEMA_VERSION}');
 """
 
 _UPSERT = (
@@ -200,14 +200,14 @@ class SqliteStore(Store):
     def _check_version(self, tables: set[str]) -> None:
         if not {"meta", "jobs", "events"} <= tables:
             raise StoreError(f"{self.path}: not a Halyard state database (tables: {', '.join(sorted(tables))})")
-        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (_VERSION_KEY,)).fetchone()
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (VERSION_KEY,)).fetchone()
         try:
             version = int(row[0]) if row is not None else None
         except ValueError:
             version = None
         if version is None:
             raise StoreError(f"{self.path}: the state database has no valid schema version "
-                             f"(meta {_VERSION_KEY!r} = {row[0] if row else None!r})")
+                             f"(meta {VERSION_KEY!r} = {row[0] if row else None!r})")
         if version > SCHEMA_VERSION:
             raise StoreError(f"{self.path}: the state database has schema version {version}, newer than "
                              f"this Halyard reads ({SCHEMA_VERSION}); use a newer Halyard or another --db file")
@@ -269,10 +269,7 @@ class SqliteStore(Store):
 
     def set_meta(self, key: str, value: str) -> None:
         """Set one meta value (committed at once). The schema version is not the caller's to set."""
-        if key == _VERSION_KEY:
-            raise ValueError(f"meta {key!r} belongs to the store")
-        if not isinstance(value, str):
-            raise TypeError(f"meta values are text, got {type(value).__name__} for {key!r}")
+        check_meta(key, value)
         try:
             self._db.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
                              "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value))
@@ -287,6 +284,14 @@ class SqliteStore(Store):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def check_meta(key: str, value: object) -> None:
+    """What every store refuses in ``set_meta``: the schema version (the store's own) and non-text values."""
+    if key == VERSION_KEY:
+        raise ValueError(f"meta {key!r} belongs to the store")
+    if not isinstance(value, str):
+        raise TypeError(f"meta values are text, got {type(value).__name__} for {key!r}")
 
 
 def encode_changes(name: str, records: Iterable[JobRecord], row_of: Callable[[JobRecord], tuple[Any, ...]],

@@ -31,10 +31,12 @@ from urllib.parse import urlsplit, urlunsplit
 from halyard.controlplane.records import JobRecord
 from halyard.controlplane.store import (
     SCHEMA_VERSION,
+    VERSION_KEY,
     Store,
     StoredState,
     StoreError,
     allocation_to_dict,
+    check_meta,
     decode_state,
     encode_changes,
     spec_to_dict,
@@ -43,7 +45,6 @@ from halyard.datamodel import JobEvent
 
 __all__ = ["MIGRATIONS", "Fenced", "PostgresStore", "is_postgres_url", "redact"]
 
-_VERSION_KEY = "schema_version"
 # pg_advisory_xact_lock key serialising schema migrations between control planes: "halyard" in ASCII.
 _MIGRATION_LOCK = 0x68616C79617264
 # A leader's data connection may sit inside a transaction at most this long (the server ends the
@@ -176,7 +177,7 @@ class PostgresStore(Store):
                     for statement in MIGRATIONS[step]:
                         self._db.execute(statement)
                     self._db.execute("INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) "
-                                     "DO UPDATE SET value = excluded.value", (_VERSION_KEY, str(step)))
+                                     "DO UPDATE SET value = excluded.value", (VERSION_KEY, str(step)))
         except psycopg.Error as exc:
             raise StoreError(f"{self.name}: not a usable Halyard state database: {_first_line(exc)}") from exc
 
@@ -188,12 +189,12 @@ class PostgresStore(Store):
             return 0
         if not {"meta", "jobs", "events"} <= tables:
             raise StoreError(f"{self.name}: not a Halyard state database (tables: {', '.join(sorted(tables))})")
-        row = self._db.execute("SELECT value FROM meta WHERE key = %s", (_VERSION_KEY,)).fetchone()
+        row = self._db.execute("SELECT value FROM meta WHERE key = %s", (VERSION_KEY,)).fetchone()
         try:
             return int(row[0])
         except (TypeError, ValueError):
             raise StoreError(f"{self.name}: the state database has no valid schema version "
-                             f"(meta {_VERSION_KEY!r} = {row[0] if row else None!r})") from None
+                             f"(meta {VERSION_KEY!r} = {row[0] if row else None!r})") from None
 
     def _max_seq(self) -> int:
         return self._db.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
@@ -259,10 +260,7 @@ class PostgresStore(Store):
 
     def set_meta(self, key: str, value: str) -> None:
         """Set one meta value (committed at once, fenced as every write). The schema version is the store's."""
-        if key == _VERSION_KEY:
-            raise ValueError(f"meta {key!r} belongs to the store")
-        if not isinstance(value, str):
-            raise TypeError(f"meta values are text, got {type(value).__name__} for {key!r}")
+        check_meta(key, value)
         self._write(lambda cur: cur.execute("INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) "
                                             "DO UPDATE SET value = excluded.value", (key, value)),
                     f"write of meta {key!r}")

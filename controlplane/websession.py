@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from halyard.controlplane.auth import INSECURE_OPERATOR, Authenticator, bearer_token
 from halyard.controlplane.errors import Unauthenticated
-from halyard.tls import Principal
+from halyard.tls import Principal, is_loopback_host
 
 SESSION_COOKIE = "halyard_session"
 LOGIN_COOKIE = "halyard_login"  # the login form's CSRF token, bound to the browser that loaded the form
@@ -49,7 +49,7 @@ def allowed_hosts(listen: str, names: Iterable[str] = ()) -> frozenset[str]:
     loopback (or every interface, loopback included), and every ``--http-host``."""
     host = listen.rsplit(":", 1)[0].strip("[]").lower()
     allowed = {_canonical(n) for n in names}
-    if host in WILDCARDS or _is_loopback(host):
+    if host in WILDCARDS or is_loopback_host(host):
         allowed |= LOOPBACK_NAMES
     if host not in WILDCARDS:
         allowed.add(_canonical(host))
@@ -70,15 +70,6 @@ def _canonical(name: str) -> str:
         return str(ipaddress.ip_address(name))
     except ValueError:
         return name
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(slots=True)

@@ -136,15 +136,16 @@ def score(view: ClusterView, jobs: Mapping[str, JobLinks]) -> Scored:
     return score_candidate({j: tuple(links.profiles) for j, links in jobs.items()}, solver(view, jobs))
 
 
-class CassiniPlacement(Placement):
-    """The base placement's candidates, ranked by Algorithm 2 (a placement stage; see the module doc)."""
+class _OverBase:
+    """A Cassini placement over a base placement: its name, resource sensitivity and learning hooks
+    are the base's (the candidates come from it; Algorithm 2 only ranks them)."""
 
-    batch: ClassVar[bool] = False
+    suffix: ClassVar[str]
 
     def __init__(self, base: Placement, limit: int = MAX_CANDIDATES) -> None:
         self.base = base
         self.limit = limit
-        self.name = f"{base.name}+cassini"
+        self.name = f"{base.name}+{self.suffix}"
 
     @property
     def resource_sensitive(self) -> bool:  # type: ignore[override]
@@ -155,6 +156,15 @@ class CassiniPlacement(Placement):
 
     def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         self.base.on_rejected(view, plan, state)
+
+
+class CassiniPlacement(_OverBase, Placement):
+    """The base placement's candidates, ranked by Algorithm 2 (a placement stage; see the module doc)."""
+
+    batch: ClassVar[bool] = False
+
+    suffix: ClassVar[str] = "cassini"
+
 
     def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources,
               state: PassState) -> Allocation | Unplaced:
@@ -195,7 +205,7 @@ def _running(view: ClusterView, free: FreeResources, state: PassState) -> dict[s
     return out
 
 
-class CassiniJointPlacement(BatchPlacement):
+class CassiniJointPlacement(_OverBase, BatchPlacement):
     """``+cassini-joint`` (Algorithm 2 over cluster-wide candidates): the round's auction winners placed
     together, the whole set's placement chosen by compatibility.
 
@@ -223,20 +233,8 @@ class CassiniJointPlacement(BatchPlacement):
     batch: ClassVar[bool] = True
     rounds: bool = False
 
-    def __init__(self, base: Placement, limit: int = MAX_CANDIDATES) -> None:
-        self.base = base
-        self.limit = limit
-        self.name = f"{base.name}+cassini-joint"
+    suffix: ClassVar[str] = "cassini-joint"
 
-    @property
-    def resource_sensitive(self) -> bool:  # type: ignore[override]
-        return self.base.resource_sensitive
-
-    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
-        self.base.on_applied(view, plan, state)
-
-    def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
-        self.base.on_rejected(view, plan, state)
 
     def acts_now(self, view: ClusterView) -> bool:
         return True

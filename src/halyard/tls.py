@@ -275,7 +275,11 @@ def tls_mismatch(details: str, *, plaintext: bool) -> str | None:
 def is_loopback(address: str) -> bool:
     """``HOST:PORT`` (or ``[V6]:PORT``) whose host is a loopback address or ``localhost``."""
     host = address.rsplit(":", 1)[0] if ":" in address else address
-    host = host.strip("[]")
+    return is_loopback_host(host.strip("[]"))
+
+
+def is_loopback_host(host: str) -> bool:
+    """A bare host name or address (no port) that is a loopback address or ``localhost``."""
     if host == "localhost":
         return True
     try:
