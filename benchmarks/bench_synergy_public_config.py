@@ -4,8 +4,8 @@ Issue 38 compares Halyard's CPU with msr-fiddle/synergy's simulator on the same 
 ``generate_synergy_trace`` at 9 jobs/h, the (20, 70, 10) split, multi-GPU demands, seed 42; 128 V100
 in 16 Synergy servers; the run ends when jobs 4000-4999 have ended, as the public ``runner.py`` does).
 The machine is shared, so wall time is noise: this prints CPU seconds (``time.process_time``) and the
-counts that explain them (passes run, passes skipped as quiet, and the policy's own counters where it
-keeps them), plus the SHA-256 of the whole event log, so that a speed-up can show it changed no decision.
+counts that explain them (``benchmarks/opcounts.py``: passes run and skipped as quiet, jobs ranked,
+link settles and states solved; with ``--counts`` also the TUNE walk's own work), plus the SHA-256 of the whole event log, so that a speed-up can show it changed no decision.
 
     .venv/bin/python benchmarks/bench_synergy_public_config.py [--policy synergy-tune:fifo] [--repeat 1] [--counts]
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -29,6 +30,9 @@ from halyard.policies import make_policy
 from halyard.policies.staged import StagedPolicy
 from halyard.traces.canonical import write_trace
 from halyard.traces.generator import generate_synergy_trace
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from opcounts import add_core, counting, line  # noqa: E402  (benchmarks/ is not a package)
 
 # The public configuration (issue 38; docs/synergy-public-comparison.md): runner.py's series_id_filter.
 JOBS, RATE_PER_HOUR, SPLIT, SEED = 5000, 9.0, (20, 70, 10), 42
@@ -63,7 +67,8 @@ def event_digest(sim: Simulator) -> str:
 def instrument(policy: StagedPolicy) -> Counter[str]:
     """Count a staged policy's work by wrapping its stages' methods on this instance (the library keeps no
     counters): ``keyed`` jobs keyed by the ordering, ``ranked`` jobs in the rankings, ``placed_all`` batch
-    placements (round passes) and ``runnable`` jobs handed to them, ``renewed`` running jobs the re-pack
+    placements (round passes) and ``runnable`` jobs handed to them, ``repacked`` of those that re-packed (TUNE:
+the others were answered by the last re-pack, Tune.place_all), ``renewed`` running jobs the re-pack
     kept as they are (Tune._renewing), ``retuned`` jobs re-packed one by one (placed, re-placed or
     reshaped by the TUNE walk). The wrappers cost CPU of their own: time a run without ``--counts``."""
     counts: Counter[str] = Counter()
@@ -92,6 +97,12 @@ def instrument(policy: StagedPolicy) -> Counter[str]:
             counts["runnable"] += len(runnable)
             return place_all(view, runnable, new, plan, free, state)
         placement.place_all = counted_place_all
+    repack = getattr(placement, "repack", None)
+    if repack is not None:
+        def counted_repack(*a, **k):
+            counts["repacked"] += 1
+            return repack(*a, **k)
+        placement.repack = counted_repack
     for name in ("_replace_running", "_pack_new", "_pack_running"):
         method = getattr(placement, name, None)
         if method is not None:
@@ -113,13 +124,13 @@ def run_once(policy_name: str, jobs: list, *, count: bool) -> dict[str, object]:
     policy = make_policy(policy_name)
     counts = instrument(policy) if count and isinstance(policy, StagedPolicy) else Counter()
     sim = Simulator(load_cluster(CLUSTER), policy, performance_model_for(policy, contention="fair"))
-    cpu0 = time.process_time()
-    sim.run(jobs, until=MEASURE)
-    cpu = time.process_time() - cpu0
-    counts["repeated_rounds"] = getattr(policy, "repeated_rounds", 0)
+    with counting(policy) as work:
+        cpu0 = time.process_time()
+        sim.run(jobs, until=MEASURE)
+        cpu = time.process_time() - cpu0
     return {"cpu_s": cpu, "passes": sim.core.passes, "skipped": sim.core.skipped_passes,
             "pass_s": sim.core.pass_seconds.total, "events": len(sim.core.log), "digest": event_digest(sim),
-            "counts": dict(counts)}
+            "work": dict(add_core(work, sim.core)), "counts": dict(counts)}
 
 
 def main() -> None:
@@ -141,11 +152,10 @@ def main() -> None:
             r = run_once(name, jobs, count=args.counts)
             if name not in kept or r["cpu_s"] < kept[name]["cpu_s"]:  # the least of the repeats: the least noise
                 kept[name] = {"cpu_s": round(r["cpu_s"], 2), "passes": r["passes"], "events": r["events"],
-                              "repeated_rounds": r["counts"].get("repeated_rounds", 0), "sha256": r["digest"]}
+                              "work": r["work"], "sha256": r["digest"]}
             extra = " ".join(f"{k}={v}" for k, v in sorted(r["counts"].items()))
-            print(f"{name:24} cpu {r['cpu_s']:6.2f} s  passes {r['passes']:6d}  skipped {r['skipped']:6d}  "
-                  f"in passes {r['pass_s']:6.2f} s  events {r['events']:7d}  sha256 {r['digest'][:16]}  {extra}",
-                  flush=True)
+            print(f"{name:24} cpu {r['cpu_s']:6.2f} s  in passes {r['pass_s']:6.2f} s  events {r['events']:7d}  "
+                  f"sha256 {r['digest'][:16]}  {line(r['work'])}  {extra}", flush=True)
     if args.json:
         stored = json.loads(args.json.read_text(encoding="utf-8")) if args.json.exists() else {}
         rows = [row for row in PUBLIC_ROWS if row["policy"] in kept]

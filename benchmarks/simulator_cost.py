@@ -111,12 +111,16 @@ def peer_table(docs: Path) -> str:
 
 
 def synergy_work(docs: Path) -> str:
-    """Halyard's side of the Synergy rows: the counts behind its CPU and the event log's digest."""
+    """Halyard's side of the Synergy rows: the counts behind its CPU (benchmarks/opcounts.py) and the event
+    log's digest."""
     data = json.loads((docs / JSON_NAME).read_text(encoding="utf-8"))["synergy"]
-    lines = ["| Halyard policy | CPU s | passes | round passes repeated | event log SHA-256 |",
-             "| --- | --- | --- | --- | --- |"]
+    lines = ["| Halyard policy | CPU s | passes | passes skipped as quiet | jobs keyed per pass "
+             "| link settles / states solved | event log SHA-256 |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for name, r in data["halyard"].items():
-        lines.append(f"| `{name}` | {r['cpu_s']:.1f} | {r['passes']:,} | {r['repeated_rounds']:,} "
+        work = r["work"]
+        lines.append(f"| `{name}` | {r['cpu_s']:.1f} | {r['passes']:,} | {work['skipped']:,} "
+                     f"| {work['keyed'] / max(1, r['passes']):.1f} | {work['settles']:,} / {work['links_solved']:,} "
                      f"| `{r['sha256'][:16]}` |")
     return "\n".join(lines) + "\n"
 
