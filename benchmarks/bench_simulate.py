@@ -52,7 +52,7 @@ from halyard.policies import make_policy
 from halyard.traces import generate_synergy_trace, read_trace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from opcounts import add_core, counting, line  # noqa: E402  (benchmarks/ is not a package)
+from opcounts import add_core, counting, line  # benchmarks/ is not a package: found on sys.path
 
 SECONDS_PER_HOUR = 3600.0
 PHILLY_FULL = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "philly_pollux_jobs_full.csv"
