@@ -89,7 +89,8 @@ def add_core(counts: Counter[str], core: object) -> Counter[str]:
 
 
 def line(counts: Counter[str]) -> str:
-    """One printable line: the counts, and the jobs keyed per pass."""
+    """One printable line: the counts (a caller's own after them), and the jobs keyed per pass."""
     passes = max(1, counts.get("passes", 0))
-    return (" ".join(f"{name}={counts.get(name, 0)}" for name in COUNT_NAMES)
+    names = [*COUNT_NAMES, *sorted(set(counts) - set(COUNT_NAMES))]  # and a caller's own counts
+    return (" ".join(f"{name}={counts.get(name, 0)}" for name in names)
             + f" keyed/pass={counts.get('keyed', 0) / passes:.1f}")
