@@ -153,22 +153,25 @@ def _cell(row: dict, key: str, fmt: str) -> str:
 
 
 def table(stored: dict) -> str:
-    lines = ["| preset | result | CPU s | passes | p50 pass ms | p99 pass ms | peak memory MiB | jobs keyed "
-             "per pass | link settles / states solved | victims built |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+    lines = ["| preset | result | CPU s | passes | CPU ms per pass | p50 pass ms | p99 pass ms | peak memory MiB "
+             "| jobs keyed per pass | link settles / states solved | victims built |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
     for preset, row in sorted(stored["rows"].items()):
         counts = row.get("counts", {})
         if row.get("finished"):
             result = f"all {row['completed']:,} completed, mean JCT {row['avg_jct_h']:.2f} h"
         elif "passes" in row:
-            result = (f"**stopped at the {row['stopped_by']} limit** ({row['cpu_limit_s']:,} CPU s): "
-                      f"{row['jobs_ended']:,} jobs ended by cluster hour {row['cluster_time_h']}")
+            limit = (f"the CPU limit ({row['cpu_limit_s']:,} s)" if row["stopped_by"] == "cpu"
+                     else f"the wall-clock limit (after {row['wall_s']:,.0f} s)")
+            result = (f"**stopped at {limit}**: {row['jobs_ended']:,} of {stored['trace_jobs']:,} jobs ended "
+                      f"by cluster hour {row['cluster_time_h']:,}")
         else:
             result = f"**failed** ({row['stopped_by']})"
         ranked = counts.get("keyed", 0)
         per_pass = f"{ranked / row['passes']:.1f}" if ranked and row.get("passes") else "—"
         links = (f"{counts['settles']:,} / {counts['links_solved']:,}" if counts.get("settles") else "—")
-        lines.append(f"| `{preset}` | {result} | {_cell(row, 'cpu_s', '.1f')} | {_cell(row, 'passes', ',')} "
+        per = f"{1e3 * row['cpu_s'] / row['passes']:.2f}" if row.get("passes") else "—"
+        lines.append(f"| `{preset}` | {result} | {_cell(row, 'cpu_s', '.1f')} | {_cell(row, 'passes', ',')} | {per} "
                      f"| {_cell(row, 'p50_pass_ms', '.2f')} | {_cell(row, 'p99_pass_ms', '.2f')} "
                      f"| {_cell(row, 'peak_rss_mib', ',.0f')} | {per_pass} | {links} "
                      f"| {counts.get('victims', 0) or '—'} |")
