@@ -76,6 +76,14 @@ MAX_PASS_REST_S = 0.5
 
 
 class ControlPlane:
+    """The job API (submit, cancel, drain, what agents report of jobs) and the scheduling loop.
+
+    Its parts, each in its own module: ``agents`` (:class:`AgentSessions`: streams, liveness,
+    lost agents), ``dispatcher`` (:class:`Dispatcher`: a pass's actions as agent commands),
+    ``commits`` (:class:`GroupCommit`: one transaction and pass per burst of submissions) and
+    ``sync`` (:class:`Lockstep`: replay's event order; :class:`NoLockstep` when live).
+    """
+
     def __init__(self, cluster: Cluster, policy: Policy, perf: PerformanceModel, clock: Clock, store: Store,
                  *, cluster_toml: str, round_s: float = 300.0, heartbeat_s: float = DEFAULT_HEARTBEAT_S,
                  heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S, lockstep: bool = False,
@@ -567,12 +575,6 @@ class ControlPlane:
         return seconds
 
     # --- stage profilings (policies that estimate jobs from them) ----------------
-
-    @property
-    def profiles_wanted(self) -> bool:
-        """Whether the policy estimates jobs from agents' stage profilings (``profile_requests``,
-        optional in policies.stages.Policy: Crius)."""
-        return getattr(self.core.policy, "profile_requests", None) is not None
 
     async def prepare_profiles(self, *specs: tpb.JobSpec) -> None:
         """Before submissions: fetch the stage profilings the policy will estimate the jobs with (Crius
