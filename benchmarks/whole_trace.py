@@ -174,7 +174,7 @@ def table(stored: dict) -> str:
         lines.append(f"| `{preset}` | {result} | {_cell(row, 'cpu_s', '.1f')} | {_cell(row, 'passes', ',')} | {per} "
                      f"| {_cell(row, 'p50_pass_ms', '.2f')} | {_cell(row, 'p99_pass_ms', '.2f')} "
                      f"| {_cell(row, 'peak_rss_mib', ',.0f')} | {per_pass} | {links} "
-                     f"| {counts.get('victims', 0) or '—'} |")
+                     f"| {format(counts['victims'], ',') if counts.get('victims') else '—'} |")
     return "\n".join(lines) + "\n"
 
 
