@@ -41,7 +41,7 @@ class Pacer:
     new allocation. A migration keeps its whole iterations too but pays the
     restart cost alone, as it always has: charging it the checkpoint write as
     well would change the schedules of the policies that migrate (Gandiva, Dally)
-    and their published reproductions (docs/architecture.md, "Elastic sizing").
+    and their published reproductions (docs/decisions/parallelism-and-elasticity.md, "Elastic sizing").
     A time-shift, a CPU/memory change or a co-runner coming or going keeps the
     job running at a new rate.
 
