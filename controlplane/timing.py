@@ -58,8 +58,8 @@ class Pacer:
         self._seen_events = len(core.log)
         # Each running job's dedicated timing on its allocation (a pure function of the two), taken
         # once for the fabric and for every re-rating: a job is re-rated each time a co-runner on its
-        # links comes or goes, its allocation unchanged (issue 19: Tiresias called job_timing 102k
-        # times for 30k starts on the synthetic 90% trace).
+        # links comes or goes, its allocation unchanged (Tiresias called job_timing 102k times for 30k
+        # starts on the synthetic 90% trace before this cache).
         self._dedicated: dict[str, tuple[Allocation, JobTiming]] = {}
 
     def update(self, actions: list[Action], now: float) -> list[JobRecord]:

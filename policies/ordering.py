@@ -166,7 +166,7 @@ class Las(Ordering):
 
 class RunningService(RunningFollower, EventOrder):
     """LAS' order of the running and pending jobs, with the running jobs' attained service lines kept
-    from pass to pass (issue 19: keying and sorting ~1,300 running jobs every pass was a quarter of LAS'
+    from pass to pass (keying and sorting ~1,300 running jobs every pass was a quarter of LAS'
     time on 20k Philly jobs compressed 8x, and between two passes a handful of them start or stop).
 
     A running job's attained service is ``banked + gpus x (now - since)``
