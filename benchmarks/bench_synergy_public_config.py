@@ -30,15 +30,15 @@ from halyard.policies.staged import StagedPolicy
 from halyard.traces.canonical import write_trace
 from halyard.traces.generator import generate_synergy_trace
 
-# The public configuration (docs/synergy-public-comparison.md): runner.py's series_id_filter.
+# The public configuration (issue 38; docs/synergy-public-comparison.md): runner.py's series_id_filter.
 JOBS, RATE_PER_HOUR, SPLIT, SEED = 5000, 9.0, (20, 70, 10), 42
 MEASURE = (4000, 5000)
 CLUSTER = "synergy-128"
 
 
-# The public simulator's CPU seconds on this configuration (measured once: one run of
+# The public simulator's CPU seconds on this configuration (issue 38: one run of
 # ``synergy_public_perjob.py public`` each, on the trace --write-trace writes; not re-measured by this script),
-# Halyard's CPU seconds in those same runs (before the simulator's speed-ups for them), and what is known of the two
+# Halyard's CPU seconds in those same runs (before issue 38's changes), and what is known of the two
 # simulators' agreement on it (docs/synergy-public-comparison.md).
 PUBLIC_ROWS = (
     {"configuration": "FIFO + TUNE, 5,000 jobs at 9/h on synergy-128, jobs 4000-4999", "policy": "synergy-tune:fifo",
