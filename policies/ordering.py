@@ -79,7 +79,7 @@ class Fifo(Ordering):
         """:meth:`Ordering.ranking` without sorting the queue: ``pending`` is already in arrival order
         (the contract of :meth:`Ordering.ranked`, which :attr:`arrival_order` states), so only the
         running jobs are sorted and each is put in by bisection (keys are unique: ties break by
-        arrival). Issue 38: a loaded Synergy FIFO+TUNE round ranks ~1,300 jobs, ~50 of them running;
+        arrival). A loaded Synergy FIFO+TUNE round ranks ~1,300 jobs, ~50 of them running;
         keying and sorting all of them every pass was 15 % of its cProfile."""
         key = self.key(view, state)
         running = sorted(view.running.values(), key=key)
