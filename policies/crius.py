@@ -56,7 +56,7 @@ from halyard.policies.facts import ClusterFacts
 from halyard.policies.moves import emit_in_order
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, choose_nodes, usable_gpus
-from halyard.policies.plan import Plan, Preempt, Start
+from halyard.policies.plan import Plan
 from halyard.policies.reasons import cannot_fit, never_fits
 from halyard.policies.stages import Policy
 from halyard.policies.view import ClusterView, JobInfo
@@ -478,8 +478,8 @@ class Crius(Policy):
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         started, _ = state.get("crius/opportunistic", ((), ()))
         self._profiling = bool(state.get("crius/profiling", False))
-        starts = {a.job_id for a in plan.actions if isinstance(a, Start)}
-        gone = {a.job_id for a in plan.actions if isinstance(a, Preempt)}
+        starts = set(plan.starts())
+        gone = plan.stops()
         waiting = {j.job_id for j in view.pending} - starts
         self._opportunistic.update((job_id, blocked) for job_id, blocked in started if job_id in starts)
         # An opportunistic job is one no longer once it stops or the job it ran beside starts.

@@ -50,7 +50,7 @@ from halyard.policies.crius import cell_allocation, most_numerous_type
 from halyard.policies.moves import emit_in_order
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import FirstFitConsolidated
-from halyard.policies.plan import Migrate, Plan, Preempt, Resize
+from halyard.policies.plan import Plan
 from halyard.policies.pollux_model import (
     SPEEDUP_FLOOR,
     batch_candidates,
@@ -164,9 +164,8 @@ class Pollux(Policy):
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         self.placement.on_applied(view, plan, state)
-        for action in plan.actions:
-            if isinstance(action, Resize | Migrate | Preempt):
-                self._reallocations[action.job_id] = self._reallocations.get(action.job_id, 0) + 1
+        for job_id in plan.moves().keys() | plan.stops():  # one re-allocation per job a pass moves or stops
+            self._reallocations[job_id] = self._reallocations.get(job_id, 0) + 1
         live = view.running.keys() | {j.job_id for j in view.pending}
         if len(self._reallocations) > 2 * len(live) + 16:  # forget ended jobs
             self._reallocations = {k: v for k, v in self._reallocations.items() if k in live}

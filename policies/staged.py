@@ -31,7 +31,7 @@ import numpy as np
 from halyard.policies.adaptive import with_runtime_plan
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import FirstFitConsolidated
-from halyard.policies.plan import Plan, Preempt
+from halyard.policies.plan import Plan
 from halyard.policies.reasons import Unplaced, by_policy, cannot_fit
 from halyard.policies.resources import FreeResources
 from halyard.policies.stages import (
@@ -157,7 +157,7 @@ class StagedPolicy:
     def _preempt_for(self, view: ClusterView, job: JobInfo, gpus: int, preemption: Preemption, plan: Plan,
                      free: FreeResources, state: PassState) -> bool:
         """Preempt the fewest of ``preemption``'s victims (in its order) that let ``job`` be placed."""
-        gone = {a.job_id for a in plan.actions if isinstance(a, Preempt)}
+        gone = plan.stops()
         trial = free.copy()
         taken: list[JobInfo] = []
         for victim in preemption.victims(view, job, plan, state):
