@@ -73,7 +73,7 @@ from halyard.policies.passstate import PassState
 from halyard.policies.plan import Plan
 from halyard.policies.reasons import Unplaced
 from halyard.policies.resources import FreeResources
-from halyard.policies.stages import Adjustable, Adjuster, BatchPlacement, FixedSize, Placement
+from halyard.policies.stages import Adjuster, BatchPlacement, FixedSize, Placement
 from halyard.policies.view import ClusterView, JobInfo
 
 PLACED_KEY = "cassini/placed"  # job id -> links of the jobs placed so far in this pass
@@ -466,15 +466,13 @@ def augment(policy: Any, *, lock: bool = False, joint: bool = False) -> Any:
     """``policy`` with Cassini: its per-job placement wrapped by :class:`CassiniPlacement` (a batch
     placement or a policy without a placement stage keeps its own) and :class:`CassiniShifts`
     appended to its adjusters; the name gains ``+cassini`` (``+cassini-lock`` with ``lock``:
-    :func:`lock_periods`). A policy that is not :class:`Adjustable` is refused with a
-    :class:`ValidationError` that names it."""
+    :func:`lock_periods`). The registry has checked the capabilities it needs (``Adjustable``;
+    ``HasPlacement`` for ``joint``, policies/registry.py ``AUGMENTATIONS``); a placement that is not
+    per-job, or sizes that are not fixed, are refused here by name."""
     suffix = "cassini-joint" if joint else "cassini-lock" if lock else "cassini"
-    if not isinstance(policy, Adjustable):
-        raise ValidationError(f"{policy.name!r} cannot take +{suffix}: Cassini's time-shifts are an adjuster stage, "
-                              f"and {policy.name!r} runs its own pass with no adjusters", field="policy")
     placement = getattr(policy, "placement", None)
-    if joint and not (isinstance(placement, Placement) and not placement.batch
-                      and isinstance(getattr(policy, "sizing", None), FixedSize)):
+    per_job = isinstance(placement, Placement) and not placement.batch
+    if joint and not (per_job and isinstance(policy.sizing, FixedSize)):
         raise ValidationError(f"{policy.name!r} cannot take +cassini-joint: it needs a per-job placement and "
                               "fixed sizes to build cluster-wide candidates from", field="policy")
     if joint:
