@@ -124,6 +124,7 @@ from typing import Protocol
 import numpy as np
 
 from halyard.datamodel import Allocation, Cluster, JobSpec, ValidationError
+from halyard.policies.adjusting import adjust, applied, rejected
 from halyard.policies.facts import ClusterFacts, ClusterShape, GpuTypes
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, no_fit, usable_gpus
@@ -773,12 +774,10 @@ class Dally:
         if self.lease or self.reauction:
             self._lease_ends = {k: v for k, v in self._lease_ends.items() if k in view.running}
             self._lease_ends.update(state.get(LEASES_KEY, {}))
-        for adjuster in self.adjusters:
-            adjuster.on_applied(view, plan, state)
+        applied(self.adjusters, view, plan, state)
 
     def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
-        for adjuster in self.adjusters:  # the pass's acceptances never happened; nothing was recorded
-            adjuster.on_rejected(view, plan, state)
+        rejected(self.adjusters, view, plan, state)  # the pass's acceptances never happened; nothing was recorded
 
     # ------------------------------------------------------------------ reading the view
     def sensitivity(self, view: ClusterView, job: JobInfo) -> float:
@@ -787,11 +786,7 @@ class Dally:
     # ------------------------------------------------------------------ the pass
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
         plan, free = self._schedule(view, state)
-        if self.adjusters:
-            free = free if free is not None else view.free.copy()
-            for adjuster in self.adjusters:
-                adjuster.adjust(view, plan, free, state)
-        return plan
+        return adjust(self.adjusters, view, plan, free if free is not None else view.free.copy(), state)
 
     def _schedule(self, view: ClusterView, state: PassState) -> tuple[Plan, FreeResources | None]:
         """Dally's own pass: the plan, and what it left free (None when it returned before copying)."""

@@ -4,10 +4,11 @@ A suffix is an augmentation (``+cassini``, ``+starvation-guard``, ``+migrate``, 
 stage (``,placement=synergy-tune``, ``,adjust=gandiva-migration``, ...), and every one the registry
 holds is tried on every preset it holds (none listed by hand). An augmentation declares the
 capabilities it needs of the policy (policies/capabilities.py) and the registry checks them before
-it composes, so a policy that lacks one -- Gavel, Crius and ElasticFlow run their own pass with no
-adjusters -- is refused with a :class:`ValidationError` naming the suffix, the policy and what it
-lacks, never a traceback mid-run (``halyard simulate --policy gavel+cassini`` once died with an
-AttributeError). A composition that is accepted must run a small trace to the end.
+it composes, so a policy that lacks one (``fifo+migrate``: Dally's options; ``pollux+cassini-joint``:
+a per-job placement) is refused with a :class:`ValidationError` naming the suffix, the policy and
+what it lacks, never a traceback mid-run (``halyard simulate --policy gavel+cassini`` once died with
+an AttributeError; Gavel now runs adjusters after its own pass). A composition that is accepted
+must run a small trace to the end.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from factories import job
 from halyard.controlplane import Simulator
 from halyard.datamodel import JobState, ValidationError
 from halyard.emulator import PerformanceModel
-from halyard.policies import Adjustable, NeedsProfiles, StagedPolicy, make_policy, policy_names
+from halyard.policies import Adjustable, Adjuster, NeedsProfiles, StagedPolicy, make_policy, policy_names
+from halyard.policies.adjusting import free_after
 from halyard.policies.capabilities import MEANS
 from halyard.policies.registry import AUGMENTATIONS, STAGES
 
@@ -77,10 +79,43 @@ def test_every_preset_takes_a_pipeline_stage_or_refuses_it_by_name(base, suffix,
     _runs(name, policy, small_cluster)
 
 
-def test_the_refused_presets_are_the_ones_with_their_own_pass():
-    refused = {n for n in PRESETS if not isinstance(make_policy(n), Adjustable)}
-    assert {"gavel", "crius", "elasticflow"} <= refused
-    assert not refused & {"fifo", "tiresias", "dally", "themis", "pollux", "synergy-tune:srtf"}
+def test_every_preset_runs_adjusters_after_its_pass():
+    """Adjusters run in one place (policies/adjusting.py) after every pass, staged or the policy's own
+    (Gavel, Crius and ElasticFlow, refused +cassini before they did)."""
+    assert not [n for n in PRESETS if not isinstance(make_policy(n), Adjustable)]
+
+
+class Watching(Adjuster):
+    """An adjuster that changes nothing and checks, every pass, that the free resources it is given are
+    the cluster once the plan is applied (what a pass's own ledger must say), and that it learns only
+    from plans the core applied."""
+
+    name = "watching"
+    acts_without_pending = True
+
+    def __init__(self) -> None:
+        self.passes = self.applied = 0
+
+    def adjust(self, view, plan, free, state) -> None:
+        expected = free_after(view, plan)
+        assert (free.gpus.tolist(), free.cpus.tolist(), free.memory_mb.tolist(), free.gpu_mask) == (
+            expected.gpus.tolist(), expected.cpus.tolist(), expected.memory_mb.tolist(), expected.gpu_mask)
+        state.put("watching/seen", True)
+        self.passes += 1
+
+    def on_applied(self, view, plan, state) -> None:
+        assert state.get("watching/seen", False)
+        self.applied += 1
+
+
+@pytest.mark.parametrize("base", ["gavel", "crius", "elasticflow", "dally", "pollux", "fifo", "synergy-tune:srtf"])
+def test_adjusters_after_an_own_pass_see_the_cluster_after_it(base, small_cluster):
+    policy = make_policy(base)
+    watching = Watching()
+    policy.adjusters = (*policy.adjusters, watching)
+    assert ("adjust", "watching") in policy.stages() and policy.acts_without_pending
+    _runs(base, policy, small_cluster)
+    assert watching.passes > 0 and 0 < watching.applied <= watching.passes
 
 
 def test_only_crius_needs_profiles_before_a_first_pass():
