@@ -29,6 +29,7 @@ from types import MappingProxyType
 from sortedcontainers import SortedKeyList
 
 from halyard.controlplane.backends import EMULATES, RUNS_COMMANDS, NodeBackends, describe_kind, job_kind, no_node_for
+from halyard.controlplane.eventcounts import BY_KIND, count, recount
 from halyard.controlplane.eventlog import EventLog, describe
 from halyard.controlplane.passtimes import PassTimes
 from halyard.controlplane.records import JobRecord
@@ -477,8 +478,8 @@ class SchedulingCore:
             last_state[event.job_id] = event.state
             if event.kind is EventKind.STARTED:
                 last_start[event.job_id] = event.seq
-            elif event.kind is EventKind.SUSPENDED:  # not a stored column: recounted from the log
-                records[event.job_id].suspensions += 1
+            elif event.kind in BY_KIND:  # a count that is not a stored column is recounted from the log
+                recount(records[event.job_id], event.kind)
             elif event.state.terminal:  # nor is why it ended: its terminal event says
                 records[event.job_id].end_reason = event.detail
         free = self.free.copy()
@@ -572,14 +573,11 @@ class SchedulingCore:
         record.end_run(now, checkpoint=True)
         self.free.give(record.release())
         del self.running[record.job_id]
-        if suspend:
-            record.suspensions += 1
-        else:
-            record.preemptions += 1
+        kind = EventKind.SUSPENDED if suspend else EventKind.PREEMPTED
+        count(record, kind)
         self._changed.add(record.job_id)
         record.state = JobState.PREEMPTED
-        self.log.append(now, record.job_id, EventKind.SUSPENDED if suspend else EventKind.PREEMPTED,
-                        JobState.PREEMPTED, reason)
+        self.log.append(now, record.job_id, kind, JobState.PREEMPTED, reason)
         record.state = JobState.PENDING
         record.pending_since = now
         self._enqueue(record)
