@@ -174,6 +174,11 @@ class Plan:
         """Jobs the plan stops (preempts or suspends), whether or not a later action starts them again."""
         return {a.job_id for a in self._of_type(Preempt)}
 
+    def stopped(self, job_id: str) -> bool:
+        """Whether the plan stops ``job_id`` (one job's :meth:`stops`, read from the index: for a loop that
+        asks job by job)."""
+        return any(isinstance(self.actions[i], Preempt) for i in self._by_job.get(job_id, ()))
+
     def moves(self) -> dict[str, Allocation]:
         """Running jobs the plan migrates or resizes, and the allocation of each one's last move."""
         return {a.job_id: a.allocation for a in self._of_type((Migrate, Resize))}  # type: ignore[union-attr]

@@ -49,6 +49,7 @@ def test_starts_stops_and_moves():
     plan.resize("f", A1)
     assert plan.starts() == {"c": C0}
     assert plan.stops() == {"a", "e"}
+    assert plan.stopped("a") and plan.stopped("e") and not plan.stopped("b") and not plan.stopped("zz")
     assert plan.moves() == {"b": B1, "f": A1}
     assert plan.resized() == {"f"}
     assert plan.replaced() == {"a", "b", "c", "e", "f"}  # not a job whose only action is a time-shift
