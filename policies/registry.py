@@ -189,7 +189,7 @@ _PRESETS["pollux"] = lazy("pollux:Pollux")
 # Cassini on the schedulers it augments (§4.4.2): Themis, and beside it Tiresias and Synergy's
 # packing (shifts only: a batch placement has no per-job candidates), and Pollux (Po+Cassini).
 for _base in ("themis", "tiresias", "synergy-tune:srtf", "pollux"):
-    _PRESETS[f"{_base}+cassini"] = (lambda b=_base: new("cassini:augment", _PRESETS[b]()))
+    _PRESETS[f"{_base}+cassini"] = (lambda b=_base: AUGMENTATIONS["cassini"].apply("cassini", _PRESETS[b]()))
 
 
 SUGGESTIONS = 3  # close names offered for a misspelt one (difflib's default cutoff, 0.6, decides "close")
