@@ -133,7 +133,7 @@ from halyard.policies.adjusting import adjust, applied, rejected
 from halyard.policies.facts import ClusterFacts, ClusterShape, GpuTypes
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, no_fit, usable_gpus
-from halyard.policies.plan import Plan, Preempt
+from halyard.policies.plan import Plan
 from halyard.policies.reasons import Unplaced, by_policy, cannot_fit
 from halyard.policies.resources import FreeResources
 from halyard.policies.running_sens import RunningNwSens
@@ -1150,7 +1150,7 @@ class DallyPass:
         self.free_total = None  # moves and preemptions change what is free, and the victims
         self.offers.clear()
         self.searches.clear()
-        if any(isinstance(a, Preempt) and a.job_id == job.job_id for a in self.plan.actions):
+        if self.plan.stopped(job.job_id):
             return
         pool = self.victims()
         assert isinstance(pool, list)  # (listed with the movers' Nw_sens: add_movers)
