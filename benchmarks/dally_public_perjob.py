@@ -105,6 +105,35 @@ def classpath(build: Path) -> str:
     return ":".join([str(build), *jars])
 
 
+# --public-variant: cluster-sim with one line of one module changed, to measure what that line does (an
+# attribution run, never the side-by-side itself). The checkout is read, the changed module is written
+# and compiled in the run's working folder and put ahead of --build on the class path.
+# "running-jobs-wait": InterJobScheduler.multiGPUResourceAllocator lets a job bid only while it waits for
+# GPUs. Unchanged, every job whose next-iteration GPU set is empty bids, and IntraJobScheduler.startIteration
+# empties that set at every iteration start, so running jobs bid too and keep what they win unused
+# (policies/dally_clustersim.py says how; Halyard's +hoard).
+VARIANTS = {"running-jobs-wait": (
+    "globalsched/InterJobScheduler.java",
+    "\t\t\tif (!job.getGPUsAvailableForNextIteration().isEmpty()) {",
+    "\t\t\tif (!job.isWaitingForResources()) continue;  // Halyard's --public-variant running-jobs-wait\n",
+    "running jobs do not bid")}
+
+
+def compile_variant(checkout: Path, build: Path, variant: str, work: Path) -> Path:
+    """The classes of ``variant`` (:data:`VARIANTS`), compiled in ``work``; they go ahead of ``build``."""
+    module, line, insert, _ = VARIANTS[variant]
+    source = (checkout / "src" / "main" / "java" / "com" / "wisr" / "mlsched" / module).read_text(encoding="utf-8")
+    if source.count(line) != 1:
+        raise SystemExit(f"--public-variant {variant}: {module} no longer has the line it changes")
+    out = work / f"variant-{variant}"
+    (out / "src").mkdir(parents=True, exist_ok=True)
+    changed = out / "src" / Path(module).name
+    changed.write_text(source.replace(line, insert + line), encoding="utf-8")
+    subprocess.run(["javac", "-nowarn", "-d", str(out / "classes"), "-cp", classpath(build), str(changed)],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return out / "classes"
+
+
 def compile_public(checkout: Path, build: Path, stubs: list[Path]) -> None:
     if (build / "com" / "wisr" / "mlsched" / "Simulation.class").exists():
         return
@@ -205,12 +234,15 @@ def child_cpu() -> float:
 
 
 def run_public(checkout: Path, build: Path, paths: dict[str, Path], racks: int, pair: tuple[str, float, float],
-               lease_s: float, work: Path, timeout_s: float) -> tuple[dict[int, dict[str, float]], float, float]:
+               lease_s: float, work: Path, timeout_s: float, variant: Path | None = None
+               ) -> tuple[dict[int, dict[str, float]], float, float]:
+    """``variant``: classes compiled by :func:`compile_variant`, ahead of ``build`` on the class path."""
     scheduler, rack_s, nw_s = pair
     rack_timer, nw_timer = (t if t < 0 else t / lease_s for t in (rack_s, nw_s))  # in leases
-    run = f"{scheduler}-{racks}r-{rack_s:g}-{nw_s:g}-{lease_s:g}"
+    run = f"{scheduler}-{racks}r-{rack_s:g}-{nw_s:g}-{lease_s:g}" + (f"-{variant.parent.name}" if variant else "")
+    path = classpath(build) if variant is None else f"{variant}:{classpath(build)}"
     cmd = ["nice", "-n", "10", "java", f"-Djava.util.logging.config.file={paths['logging']}", "-Xmx4g",
-           "-cp", classpath(build), "com.wisr.mlsched.Simulation", str(racks), str(MACHINES_PER_RACK), scheduler,
+           "-cp", path, "com.wisr.mlsched.Simulation", str(racks), str(MACHINES_PER_RACK), scheduler,
            str(paths["cluster"]), str(paths["jobs"]), str(paths["network"]), str(paths["system"]), str(paths["nw"]),
            run, str(rack_timer), str(nw_timer), str(max(1, int(HISTORY_S / lease_s)))]
     (work / "results").mkdir(exist_ok=True)  # it makes results/<run>/ with mkdir, not mkdirs
@@ -493,6 +525,9 @@ def main() -> int:
                         "ends, i.e. no re-auction of running jobs' GPUs (the manual timers kept in seconds)")
     p.add_argument("--event-s", type=float, default=EVENT_S,
                    help=f"one cluster-sim iteration event (default {EVENT_S:g} s); keep it under the lease")
+    p.add_argument("--public-variant", choices=sorted(VARIANTS), default=None,
+                   help="cluster-sim with one line changed, to measure it (VARIANTS): running-jobs-wait lets only "
+                        "waiting jobs bid")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per simulation")
     p.add_argument("--work", type=Path, default=None, help="working folder (default: a temporary one)")
     p.add_argument("--json", type=Path, default=ROOT / "docs" / "dally-public-comparison.json")
@@ -512,6 +547,8 @@ def main() -> int:
     table = overheads()
     work = args.work or Path(tempfile.mkdtemp(prefix="dally-public-"))
     work.mkdir(parents=True, exist_ok=True)
+    variant = (compile_variant(args.cluster_sim.resolve(), args.build, args.public_variant, work)
+               if args.public_variant else None)
     runs: list[dict] = []
     profile: list[dict] = []
     for arrival in args.arrival:
@@ -536,15 +573,17 @@ def main() -> int:
                     scheduler += f", lease {args.public_lease_s:g} s"
                 if args.profile == "count":
                     scheduler += ", overhead by GPU count"
+                if variant is not None:
+                    scheduler += f", {VARIANTS[args.public_variant][3]}"
                 if pair not in public_runs:
                     public_runs[pair] = run_public(args.cluster_sim.resolve(), args.build, paths, racks, pair,
-                                                   args.public_lease_s, folder, args.timeout)
+                                                   args.public_lease_s, folder, args.timeout, variant)
                 pub, pub_cpu, pub_wall = public_runs[pair]
                 ours, our_cpu, our_wall = run_halyard(trace, racks, policy, folder, args.timeout)
                 c = compare(jobs, pub, ours)
                 runs.append({"arrival": arrival, "racks": racks, "policy": policy, "public": scheduler,
                              "profile": args.profile, "public_lease_s": args.public_lease_s,
-                             "event_s": args.event_s,
+                             "event_s": args.event_s, "public_variant": args.public_variant,
                              "seed": args.seed, "compare": c, "public_cpu_s": pub_cpu, "halyard_cpu_s": our_cpu,
                              "public_wall_s": pub_wall, "halyard_wall_s": our_wall})
                 save(args, runs, profile)

@@ -119,7 +119,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import takewhile
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -135,6 +135,10 @@ from halyard.policies.stages import Adjuster, Ordering, Placement
 from halyard.policies.topology import Level, Picked, level_of, on_machine, on_network, on_rack
 from halyard.policies.view import ClusterView, JobInfo
 from halyard.policies.waiting_sens import WaitingOrder
+
+if TYPE_CHECKING:
+    from halyard.policies.dally_clustersim import HoardedGpus
+HOARD_REAUCTION_KEY = "dally/hoard-reauction"  # PassState: a lease end of +hoard, which bid as it went
 
 HOUR_S = 3600.0
 # Dally §4.3.2: "a default value of 12 hours for machine-level consolidation and another
@@ -730,6 +734,10 @@ class Dally:
         # Adjusters run after Dally's pass on what is still free, as in a staged policy
         # (``dally+cassini``: Cassini's time-shifts on Dally's placements).
         self.adjusters = adjusters
+        # ``+hoard`` (policies/dally_clustersim.py): the GPUs running jobs won between lease ends, held unused.
+        self.hoard: HoardedGpus | None = None
+        # ``+staggered`` (policies/dally_clustersim.py): a lease end's jobs released one at a time.
+        self.staggered: Callable[[Dally, ClusterView, PassState, set[str], Plan], FreeResources] | None = None
 
     @property
     def timers(self) -> TimerSource:
@@ -770,6 +778,8 @@ class Dally:
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         self.delay.on_applied(view, plan, state)
         self._running_sens_table.prune(view.running)
+        if self.hoard is not None:
+            self.hoard.on_applied(state)
         if self.lease or self.reauction:
             self._lease_ends = {k: v for k, v in self._lease_ends.items() if k in view.running}
             self._lease_ends.update(state.get(LEASES_KEY, {}))
@@ -786,7 +796,11 @@ class Dally:
 
     # ------------------------------------------------------------------ the pass
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
+        if self.hoard is not None:  # ``+hoard``: what running jobs won mid-lease is offered to nobody
+            view = self.hoard.hide(view)
         plan, free = self._schedule(view, state)
+        if self.hoard is not None:
+            self.hoard.bid(self, view, state, plan, free)
         if self.adjusters:
             free = free if free is not None else view.free.copy()
             for adjuster in self.adjusters:
@@ -799,6 +813,8 @@ class Dally:
         if self.reauction:
             ended = self._ended_leases(view, state)
             if ended:
+                if self.staggered is not None:  # ``+staggered`` (policies/dally_clustersim.py)
+                    return plan, self.staggered(self, view, state, ended, plan)
                 return plan, self._reauction(view, state, ended, plan)
         ended = self._ended_leases(view, state) if self._leases else set()
         if not view.pending and not (self._migrates and view.running) and not ended:
@@ -985,6 +1001,8 @@ class Dally:
         other's GPUs in a ring are written as a preemption and a start of the same job."""
         now = view.now
         free = view.free.copy()
+        if self.hoard is not None:
+            state.put(HOARD_REAUCTION_KEY, True)
         released = [view.running[job_id] for job_id in sorted(ended)]
         for job in released:
             free.give(job.allocation)
@@ -1014,24 +1032,13 @@ class Dally:
             allocation = build_allocation(free, picked)
             free.take(allocation)
             self.delay.accept(view, job, level, wait_s, state)
+            if self.hoard is not None:  # ``+hoard``: its bid between lease ends, at its place in the order
+                self.hoard.bid_one(self, view, state, job, free)
             if not lease_ended:
                 starts.append((job.job_id, allocation))
             elif _gpus_of(allocation) != _gpus_of(job.allocation):
                 moves[job.job_id] = allocation
-        # a move waits for the moves off its GPUs; a ring of moves is broken into preemptions and starts
-        held = {job_id: _gpus_of(view.running[job_id].allocation) for job_id in moves}
-        while moves:
-            ready = [j for j, a in moves.items()
-                     if not any(_gpus_of(a) & held[k] for k in moves if k != j)]
-            if not ready:
-                ring = next(iter(moves))
-                plan.preempt(ring)
-                starts.append((ring, moves.pop(ring)))
-                continue
-            for job_id in ready:
-                plan.migrate(job_id, moves.pop(job_id))
-        for job_id, allocation in starts:
-            plan.start(job_id, allocation)
+        write_reauction(view, plan, moves, starts)
         return free
 
     def _ended_leases(self, view: ClusterView, state: PassState) -> set[str]:
@@ -1227,6 +1234,25 @@ class Dally:
             return
 
 
+def write_reauction(view: ClusterView, plan: Plan, moves: dict[str, Allocation],
+                    starts: list[tuple[str, Allocation]]) -> None:
+    """A lease end's moves and starts into ``plan`` (after its preemptions): a move waits for the moves off
+    its GPUs; a ring of moves is broken into preemptions and starts."""
+    held = {job_id: _gpus_of(view.running[job_id].allocation) for job_id in moves}
+    while moves:
+        ready = [j for j, a in moves.items()
+                 if not any(_gpus_of(a) & held[k] for k in moves if k != j)]
+        if not ready:
+            ring = next(iter(moves))
+            plan.preempt(ring)
+            starts.append((ring, moves.pop(ring)))
+            continue
+        for job_id in ready:
+            plan.migrate(job_id, moves.pop(job_id))
+    for job_id, allocation in starts:
+        plan.start(job_id, allocation)
+
+
 def _gpus_of(allocation: Allocation) -> frozenset[tuple[str, int]]:
     """The (node, GPU) pairs an allocation holds: whether a re-placed job kept its GPUs."""
     return frozenset((n.node, g) for n in allocation.nodes for g in n.gpus)
@@ -1254,6 +1280,18 @@ def with_option(policy: object, option: str) -> Dally:
         policy.preemption = False  # the reference simulator preempts nobody between lease ends
     elif option == "no-preemption":
         policy.preemption = False
+    elif option == "hoard":
+        if not policy.reauction:
+            raise ValidationError("+hoard is a bid between lease ends: it needs +reauction before it",
+                                  field="policy")
+        from halyard.policies.dally_clustersim import HoardedGpus  # (it imports this module)
+        policy.hoard = HoardedGpus()
+    elif option == "staggered":
+        if not policy.reauction:
+            raise ValidationError("+staggered releases a lease end's jobs one at a time: it needs +reauction "
+                                  "before it", field="policy")
+        from halyard.policies.dally_clustersim import staggered_reauction
+        policy.staggered = staggered_reauction
     elif option in TUNER_OPTIONS:
         if not isinstance(policy.timers, AutoTuner):
             raise ValidationError(f"+{option} is an option of the auto-tuner; {policy.name!r} has "
@@ -1271,7 +1309,8 @@ def with_option(policy: object, option: str) -> Dally:
 # The auto-tuner's options (AutoTuner.lease_waits and .manual_start), for Dally with tuned timers only.
 TUNER_OPTIONS = ("drop-short-waits", "manual-start")
 # Rules not in the paper, named as '+option' on a Dally preset (policies/registry.py AUGMENTATIONS).
-DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", "reauction", "no-preemption", *TUNER_OPTIONS)
+DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", "reauction", "no-preemption", "hoard",
+                 "staggered", *TUNER_OPTIONS)
 
 
 def allocation_level(allocation: Allocation, cluster: Cluster) -> Level:
