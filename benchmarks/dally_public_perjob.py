@@ -80,7 +80,7 @@ PAIRS = {"dally": ("Dally", -1.0, -1.0), "dally-manual": ("Dally", MANUAL_S, MAN
          "tiresias": ("Tiresias", -1.0, -1.0), "gandiva": ("Gandiva", -1.0, -1.0)}
 # Halyard's readings of Dally set beside cluster-sim's in the headline table: the paper's text, Halyard's
 # milder lease, and cluster-sim's own re-auction (policies/dally.py).
-READINGS = ("dally", "dally+lease", "dally+reauction")
+READINGS = ("dally", "dally+lease", "dally+reauction", "dally+reauction+staggered")
 NO_LEASE_S = 1e9  # --public-lease-s for "no lease ends": longer than any run (timers stay in seconds)
 
 
@@ -390,18 +390,20 @@ def signs_table(rows: list[dict]) -> str:
              f"| mean JCT change: cluster-sim / {readings} |", "| --- | --- | --- | --- | --- | --- | --- |"]
 
     def setup(r: dict) -> tuple:
-        return r["racks"], r["arrival"], r.get("public_lease_s", LEASE_S), r.get("profile", "table1")
+        return (r["racks"], r["arrival"], r.get("public_lease_s", LEASE_S), r.get("profile", "table1"),
+                r.get("public_variant"))
 
-    for racks, arrival, lease, prof in dict.fromkeys(setup(r) for r in rows):
-        seeds = sorted({r.get("seed", 1) for r in rows if setup(r) == (racks, arrival, lease, prof)})
-        by = {(r.get("seed", 1), r["policy"]): r for r in rows if setup(r) == (racks, arrival, lease, prof)}
+    for racks, arrival, lease, prof, variant in dict.fromkeys(setup(r) for r in rows):
+        key = (racks, arrival, lease, prof, variant)
+        seeds = sorted({r.get("seed", 1) for r in rows if setup(r) == key})
+        by = {(r.get("seed", 1), r["policy"]): r for r in rows if setup(r) == key}
         dname = next((d for d in ("dally", "dally-manual+no-preemption", "dally-manual")
                       if any((s_, d) in by for s_ in seeds)), None)
         if dname is None:
             continue
         public = next(by[(s_, dname)]["public"] for s_ in seeds if (s_, dname) in by)
         label = f"lease {lease:g} s, " + ("Table 1 by tier" if prof == "table1" else "overhead by GPU count") \
-            + f"; Dally = {public}"
+            + (f", {VARIANTS[variant][3]}" if variant else "") + f"; Dally = {public}"
         for base in ("tiresias", "gandiva"):
             both = [s_ for s_ in seeds if (s_, base) in by and (s_, dname) in by]
             if not both:
@@ -417,6 +419,63 @@ def signs_table(rows: list[dict]) -> str:
                                 if mine and prof == "table1" else "-")
                 cells.append(" / ".join(vals))
             lines.append(f"| {racks} | {arrival} | {label} | {len(both)} | {base} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
+def variant_table(rows: list[dict]) -> str:
+    """Each scheduler of cluster-sim with and without a --public-variant, on the same jobs (seeds where both
+    ran): the variant's mean JCT, makespan and mean wait as a change from the unchanged simulator's."""
+    lines = ["| racks | arrivals | cluster-sim | variant | seeds | mean JCT (h), unchanged / variant (first seed) "
+             "| mean JCT change | makespan change | mean wait (h), unchanged / variant (first seed) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    plain = {(r["racks"], r["arrival"], r.get("seed", 1), r["public"]): r["compare"] for r in rows
+             if not r.get("public_variant") and r.get("public_lease_s", LEASE_S) == LEASE_S
+             and r.get("profile", "table1") == "table1"}
+    groups: dict[tuple, dict[int, tuple[dict, dict]]] = {}
+    for r in rows:
+        variant = r.get("public_variant")
+        if not variant:
+            continue
+        base = r["public"].removesuffix(f", {VARIANTS[variant][3]}")
+        before = plain.get((r["racks"], r["arrival"], r.get("seed", 1), base))
+        if before is not None:
+            groups.setdefault((r["racks"], r["arrival"], base, variant), {})[r.get("seed", 1)] = (before, r["compare"])
+    for (racks, arrival, base, variant), by_seed in groups.items():
+        pairs = [by_seed[s_] for s_ in sorted(by_seed)]
+        first_before, first_after = pairs[0]
+        jct = [a["public_mean_jct_s"] / b["public_mean_jct_s"] - 1 for b, a in pairs]
+        mk = [a["public_makespan_s"] / b["public_makespan_s"] - 1 for b, a in pairs]
+        lines.append(f"| {racks} | {arrival} | {base} | {VARIANTS[variant][3]} | {len(pairs)} "
+                     f"| {first_before['public_mean_jct_s'] / 3600:.1f} / "
+                     f"{first_after['public_mean_jct_s'] / 3600:.1f} "
+                     f"| {_ci(jct)} | {_ci(mk)} | {first_before['public_mean_wait_s'] / 3600:.1f} / "
+                     f"{first_after['public_mean_wait_s'] / 3600:.1f} |")
+    return "\n".join(lines)
+
+
+def profile_sign_table(rows: list[dict], profile: list[dict]) -> str:
+    """Dally's change against Tiresias under each profile, on the same jobs (first seed): inside cluster-sim
+    (Table 1 by tier against overhead by GPU count) and inside Halyard (Table 1 against its collective
+    model), per Halyard reading."""
+    lines = ["| racks | arrivals | simulator | Dally | makespan change vs Tiresias: Table 1 at every GPU count "
+             "/ overhead by GPU count | mean JCT change, same |", "| --- | --- | --- | --- | --- | --- |"]
+    pub = {(r["racks"], r["arrival"], r.get("profile", "table1"), r["public"].split(",")[0]): r["compare"]
+           for r in first_seed(rows) if r.get("public_lease_s", LEASE_S) == LEASE_S and not r.get("public_variant")}
+    for racks, arrival in dict.fromkeys((r["racks"], r["arrival"]) for r in profile):
+        d = [pub.get((racks, arrival, prof, "Dally")) for prof in ("table1", "count")]
+        t = [pub.get((racks, arrival, prof, "Tiresias")) for prof in ("table1", "count")]
+        if all(d) and all(t):
+            cells = [" / ".join(f"{100 * (d[i][f'public_{m}'] / t[i][f'public_{m}'] - 1):+.0f}%" for i in (0, 1))
+                     for m in ("makespan_s", "mean_jct_s")]
+            lines.append(f"| {racks} | {arrival} | cluster-sim | Dally | {cells[0]} | {cells[1]} |")
+        mine = {r["policy"]: r for r in profile if (r["racks"], r["arrival"]) == (racks, arrival)}
+        base = mine.get("tiresias")
+        for policy, r in mine.items():
+            if not policy.startswith("dally") or base is None:
+                continue
+            cells = [" / ".join(f"{100 * (r[f'{tag}_{m}'] / base[f'{tag}_{m}'] - 1):+.0f}%"
+                                for tag in ("table1", "builtin")) for m in ("makespan_s", "mean_jct_s")]
+            lines.append(f"| {racks} | {arrival} | Halyard | `{policy}` | {cells[0]} | {cells[1]} |")
     return "\n".join(lines)
 
 
@@ -475,7 +534,8 @@ def render_page(results: dict) -> str:
     return PAGE_TEMPLATE.read_text(encoding="utf-8").format(
         command="\n".join(results["commands"]), table=side_by_side(results["runs"]), worst=worst_table(results["runs"]),
         signs=signs_table(results["runs"]), profile=profile_table(results.get("profile", [])),
-        fit=fit_table(), agreement=agreement_table(results["runs"]))
+        fit=fit_table(), agreement=agreement_table(results["runs"]), variants=variant_table(results["runs"]),
+        profile_sign=profile_sign_table(results["runs"], results.get("profile", [])))
 
 
 def write_page(results: dict, page: Path) -> None:

@@ -84,6 +84,11 @@ has two more, ``+drop-short-waits`` and ``+manual-start``, on :class:`AutoTuner`
   order (hash-map order; here Halyard's placement). ``+reauction`` switches the Nw_sens
   preemption between lease ends off, as the simulator has none: jobs lose GPUs only at lease ends.
 
+Two more of the reference simulator's semantics are options on ``+reauction``, in
+policies/dally_clustersim.py: ``+staggered`` (a lease end's jobs released one at a time, each release
+an auction of what is free then) and ``+hoard`` (running jobs bid between their lease ends and hold
+what they win, unused, until they finish: a side effect of its iteration bookkeeping).
+
 ``+no-preemption`` (a measurement option, not a rule) switches the Nw_sens preemption off: the
 reference simulator preempts nobody between lease ends, so the side-by-side runs Halyard's
 ``dally-manual+no-preemption`` beside it with no lease ends.
