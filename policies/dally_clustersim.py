@@ -54,7 +54,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from halyard.datamodel import Allocation
-from halyard.policies.dally import HOARD_REAUCTION_KEY, _gpus_of, delay_decision, starvation, write_reauction
+from halyard.policies.dally import HOARD_REAUCTION_KEY, _gpus_of, _write_moves, delay_decision
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, usable_gpus
 from halyard.policies.plan import Migrate, Plan, Preempt, Start
@@ -168,10 +168,7 @@ def staggered_reauction(policy: Dally, view: ClusterView, state: PassState, ende
                 continue
             if free.total_gpus < job.spec.num_gpus:
                 continue
-            t_mc, t_rk = policy.delay.job_timers(view, job, state)
-            wait_s = 0.0 if job.job_id in ended else starvation(view, job)
-            avail = usable_gpus(free, view.shape, policy.delay.statics.of(view, job).gpu_types)
-            decision = delay_decision(avail, view.shape, job.spec.num_gpus, wait_s, t_mc, t_rk)
+            decision, _, wait_s, _, _ = policy._bid(view, job, free, state, job.job_id in ended)
             if decision is None:
                 continue
             picked, level = decision
@@ -196,6 +193,6 @@ def staggered_reauction(policy: Dally, view: ClusterView, state: PassState, ende
             continue
         decision, avail, wait_s, t_mc, t_rk = policy.delay.decide(view, job, free, state)
         plan.wait(job.job_id, policy.delay.why(view, job, avail, wait_s, t_mc, t_rk))
-    write_reauction(view, plan, moves, starts)
+    _write_moves(plan, view, moves, starts)
     return free
 
