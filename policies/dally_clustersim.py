@@ -88,15 +88,15 @@ class HoardedGpus:
         return dataclasses.replace(view, free=free)
 
     def bid(self, policy: Dally, view: ClusterView, state: PassState, plan: Plan,
-            free: FreeResources | None) -> None:
+            free: FreeResources | None) -> FreeResources | None:
         """After a pass that was no lease end (:meth:`Dally._reauction` bids as it goes,
         :meth:`bid_one`): the mid-lease bids of the jobs that run after ``plan``, in increasing Nw_sens,
-        on what it left ``free`` (None: the view's)."""
+        on what it left ``free`` (None: the view's). Returns what is left free (None: as the view)."""
         if state.get(HOARD_REAUCTION_KEY):
-            return
+            return free
         free = free if free is not None else view.free.copy()
         if free.total_gpus == 0:
-            return
+            return free
         gone = {a.job_id for a in plan.actions if isinstance(a, Preempt)}
         placed = {a.job_id for a in plan.actions if isinstance(a, Start | Migrate)}
         pending = {job.job_id: job for job in view.pending}
@@ -111,6 +111,7 @@ class HoardedGpus:
                        key=lambda entry: entry[:3])
         for _, _, _, job in order:
             self.bid_one(policy, view, state, job, free)
+        return free
 
     @staticmethod
     def bid_one(policy: Dally, view: ClusterView, state: PassState, job: JobInfo, free: FreeResources) -> None:
