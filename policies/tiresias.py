@@ -11,6 +11,13 @@
 * **Starvation promotion** (optional, off by default as in the reference): a
   waiting job whose current wait has reached ``starvation_knob`` x its executed
   time goes back to queue 0, and its service for demotion counts from then.
+* **Running jobs first inside a queue** (``running_first``, optional, off by default; not in the
+  paper): the reference simulator (``run_sim.py`` ``dlas_sim_jobs``) keeps each queue as a list and,
+  after every pass, moves the waiting jobs behind the running ones, so inside a queue a running job
+  goes before a waiting one whatever their arrivals. Halyard's default is the paper's arrival order
+  (FIFO). The option keys a running job before the waiting jobs of its queue, arrival order within
+  each group: the reference's lists to within the order among jobs demoted together
+  (docs/tiresias-public-comparison.md measures it).
 * **Skew-based consolidation** (:class:`SkewConsolidation`, a placement stage).
   Models whose largest tensor is a large share of the model (high skew) are
   consolidated strictly: on the fewest machines that can hold them, or not at
@@ -88,13 +95,14 @@ class TwoDimensionalLas(Ordering):
     remembers = True  # with starvation promotion, queue changes are kept from applied passes (__init__)
 
     def __init__(self, thresholds: tuple[float, ...] = TIRESIAS_THRESHOLDS_GPU_S,
-                 starvation_knob: float | None = None) -> None:
+                 starvation_knob: float | None = None, running_first: bool = False) -> None:
         if any(b <= a for a, b in itertools.pairwise(thresholds)) or any(t <= 0 for t in thresholds):
             raise ValueError(f"thresholds must be positive and increasing, got {thresholds}")
         if starvation_knob is not None and starvation_knob <= 0:
             raise ValueError(f"starvation_knob must be positive, got {starvation_knob}")
         self.thresholds = thresholds
         self.starvation_knob = starvation_knob
+        self.running_first = running_first
         # Without starvation promotion the baseline stays 0 and a job's queue is the number of
         # thresholds its attained service has reached (bisect), whatever was kept: nothing need be
         # remembered between passes. Promotion moves a waiting job with time and needs the queue
@@ -133,7 +141,18 @@ class TwoDimensionalLas(Ordering):
             tentative[job_id] = (queue, baseline)
         return queue
 
-    def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[int, float, int]]:
+    def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, ...]]:
+        if self.running_first:  # the queue, then running (0) before waiting (1), then arrival order
+            base = self._key_in_arrival_order(view, state)
+
+            def running_first(job: JobInfo) -> tuple[float, ...]:
+                queue, submit, seq = base(job)
+                return (queue, 0 if job.allocation is not None else 1, submit, seq)
+            return running_first
+        return self._key_in_arrival_order(view, state)
+
+    def _key_in_arrival_order(self, view: ClusterView,
+                              state: PassState) -> Callable[[JobInfo], tuple[int, float, int]]:
         now = view.now
         if self.starvation_knob is None:  # the queue is a function of attained service alone
             thresholds = self.thresholds
@@ -147,7 +166,7 @@ class TwoDimensionalLas(Ordering):
         """:meth:`Ordering.ranking` from the order kept between passes (:class:`KeptOrder`) when it can
         be: no starvation promotion, every pending job admitted, and a view that offers the core's event
         log; otherwise sorted afresh."""
-        if (self.starvation_knob is not None or view.events is None or view.jobs is None
+        if (self.starvation_knob is not None or self.running_first or view.events is None or view.jobs is None
                 or len(pending) != len(view.pending)):
             return super().ranking(view, state, pending)
         return self._order.ranking(view)
