@@ -73,8 +73,16 @@ STEPS = {
                 "(SkewConsolidation(is_high_skew=lambda m: False); the simulator's count scheme only counts GPUs)",
     "three-queues": "queues cut at 3,250 and 7,200 GPU-seconds (TwoDimensionalLas(thresholds=(3250, 7200)); the "
                     "simulator's num_queue = 3 with queue_limit = [3250, 7200, 18000])",
-    "running-first": "inside a queue, running jobs before waiting ones (TwoDimensionalLas(running_first=True); the "
-                     "simulator moves a queue's waiting jobs behind its running ones after every pass)",
+    "reference-lists": "each queue a list as the simulator keeps it (TwoDimensionalLas(reference_lists=True)): "
+                       "appended on arrival and on demotion, and after every pass its waiting jobs moved behind "
+                       "its running ones, so a running job goes before a waiting one of its queue; Halyard's "
+                       "default orders a queue by arrival",
+    "late-demotion": "demotions at the simulator's events only, its queue jumps computed as it computes them "
+                     "(TwoDimensionalLas(reference_lists=True, late_demotion=True); run_sim.py: ceil((limit - "
+                     "executed seconds) / GPUs), seconds where GPU-seconds are meant, so a multi-GPU job is "
+                     "demoted at the next arrival or completion after it crosses, or later)",
+    "second-rounds": "a round of 1 s (Simulator(round_s=1); passes without a change skipped), so that a pass "
+                     "comes at each of the simulator's integer event times, not at the next 300 s round",
 }
 
 
@@ -185,10 +193,10 @@ def halyard_policy_and_perf(name: str) -> tuple[object, object]:
         catalog = dataclasses.replace(catalog, constants=dataclasses.replace(
             catalog.constants, restart_fixed_s=0.0, checkpoint_state_factor=0.0))
     perf = PerformanceModel(catalog, communication="fixed-duration" not in steps)
-    if not {"any-gpus", "three-queues", "running-first"} & set(steps):
+    if not {"any-gpus", "three-queues", "reference-lists", "late-demotion"} & set(steps):
         return make_policy("tiresias"), perf
     ordering = TwoDimensionalLas(PUBLIC_THRESHOLDS_GPU_S if "three-queues" in steps else TIRESIAS_THRESHOLDS_GPU_S,
-                                 running_first="running-first" in steps)
+                                 reference_lists="reference-lists" in steps, late_demotion="late-demotion" in steps)
     placement = SkewConsolidation(is_high_skew=lambda _model: False) if "any-gpus" in steps else SkewConsolidation()
     return StagedPolicy(name, ordering, placement=placement), perf
 
@@ -201,7 +209,8 @@ def run_halyard_child(args: argparse.Namespace) -> int:
 
     policy, perf = halyard_policy_and_perf(args.variant)
     jobs = list(read_trace(Path(args.inputs) / "halyard.csv", strict=True).jobs)
-    sim = Simulator(load_cluster(str(Path(args.inputs) / "cluster.toml")), policy, perf)
+    sim = Simulator(load_cluster(str(Path(args.inputs) / "cluster.toml")), policy, perf,
+                    round_s=1.0 if "second-rounds" in args.variant.split("+") else 300.0)
     began = time.process_time()
     sim.run(jobs)
     cpu = time.process_time() - began
