@@ -25,27 +25,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import resource
 import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "src" / "halyard" / "data" / "traces" / "gavel_philly_vc2869ce_seed0.trace"
 ROUND_S = 360.0  # Gavel scheduler.py simulate: time_per_iteration=360
 SCALES = (1, 2, 4, 8)
-AGREE = 0.05
 JSON_NAME = "gavel-public-comparison.json"
 PAGE_NAME = "gavel-public-comparison.md"
-
-
-def child_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
 
 
 # ----------------------------------------------------------------------------- the public side (Python 3.8)
@@ -72,8 +65,10 @@ def run_public(args: argparse.Namespace) -> int:
         sched.simulate({"v100": v100, "p100": p100, "k80": 0}, arrivals, jobs,
                        num_gpus_per_server={"v100": args.per_server, "p100": args.per_server, "k80": 1})
         cpu = time.process_time() - began
-        out = {str(job_id[0]): {"submit": arrivals[job_id[0]], "jct": jct}
-               for job_id, jct in sched._job_completion_times.items()}
+        out = {}
+        for job_id, jct in sched._job_completion_times.items():  # JCT from arrival (add_job's timestamp)
+            arrival = arrivals[job_id[0]]
+            out[str(job_id[0])] = {"submit": arrival, "end": None if jct is None else arrival + jct}
         sched.shutdown()
     json.dump({"sim_cpu_s": cpu, "jobs": out}, sys.stdout)
     return 0
@@ -134,13 +129,13 @@ def run_halyard_child(args: argparse.Namespace) -> int:
     began = time.process_time()
     sim.run(list(read_trace(inputs / "halyard.csv", strict=True).jobs))
     cpu = time.process_time() - began
-    json.dump({"sim_cpu_s": cpu, "jobs": {r.spec.job_id: {"submit": r.spec.submit_time, "jct": (
-        None if r.end_time is None else r.end_time - r.spec.submit_time)} for r in sim.core.records.values()}},
-        sys.stdout)
+    json.dump({"sim_cpu_s": cpu, "jobs": {r.spec.job_id: {"submit": r.spec.submit_time, "end": r.end_time}
+                                          for r in sim.core.records.values()}}, sys.stdout)
     return 0
 
 
 def child(command: list[str]) -> dict:
+    child_cpu = joined().child_cpu
     before, began = child_cpu(), time.monotonic()
     out = subprocess.run(command, capture_output=True, text=True, check=False)
     cpu, wall = child_cpu() - before, time.monotonic() - began
@@ -150,29 +145,16 @@ def child(command: list[str]) -> dict:
 
 
 # ----------------------------------------------------------------------------- the join
-def jcts(run: dict) -> dict[str, float]:
-    return {k: v["jct"] for k, v in run["jobs"].items() if v["jct"] is not None}
+def joined() -> ModuleType:
+    """The join of benchmarks/tiresias_public_perjob.py (jcts, p99, stats, agree): runs hold submit and end."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import tiresias_public_perjob
 
-
-def p99(xs: list[float]) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, math.ceil(0.99 * len(s)) - 1)]
-
-
-def stats(run: dict) -> dict:
-    j = jcts(run)
-    ends = [run["jobs"][k]["submit"] + v for k, v in j.items()]
-    return {"jobs": len(j), "mean_jct_s": sum(j.values()) / len(j), "p99_jct_s": p99(list(j.values())),
-            "makespan_s": max(ends) - min(v["submit"] for v in run["jobs"].values()), "cpu_s": run["cpu_s"]}
-
-
-def agree(public: dict, ours: dict) -> float:
-    jp, jh = jcts(public), jcts(ours)
-    both = set(jp) & set(jh)
-    return sum(abs(jh[k] - jp[k]) <= AGREE * jp[k] for k in both) / max(1, len(both))
+    return tiresias_public_perjob
 
 
 def table(data: dict) -> str:
+    stats, agree = joined().stats, joined().agree
     pub = data["public"]
     sp = stats(pub)
     lines = ["| run | jobs done | mean JCT (h) | / public | p99 JCT (h) | / public | makespan (h) | / public "
