@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import time
@@ -14,10 +15,11 @@ from test_daemon import CLI, cli
 from test_failures import free_port
 
 from halyard.cli.client import forecast_line
+from halyard.cli.node_spec import parse_node_spec
 from halyard.controlplane.auth import TokenFile
 from halyard.controlplane.dashboard import queue_view
 from halyard.controlplane.forecast import ForecastError, ForecastSettings, forecast_of, in_fork, in_fork_async
-from halyard.datamodel import JobState
+from halyard.datamodel import JobState, ValidationError
 from halyard.testing import TestCluster
 from halyard.testing.cluster import WAIT_TIMEOUT_S, small_cluster_toml
 from halyard.v1 import cluster_service_pb2 as cpb
@@ -171,6 +173,36 @@ async def test_what_if_over_grpc_for_operators_only(tmp_path):
         assert not tc.control_plane.drained
 
 
+async def test_what_if_adds_a_node_over_grpc():
+    """``--add-node``: a copy of the cluster with one more node, run forward (issue 37, what-if)."""
+    async with TestCluster(nodes=2, policy="fifo", forecast=ForecastSettings(period_s=0)) as tc:
+        jobs, cluster = jgrpc.JobServiceStub(tc.channel), cgrpc.ClusterServiceStub(tc.channel)
+        await _queue(tc, jobs)
+        now = tc.now()
+        # A node like r0's first (8 V100): "head" (8 GPUs) starts on it at once, "small" (4) beside it.
+        added = await cluster.WhatIf(cpb.WhatIfRequest(add_node=[tpb.NodeSpec(rack="r0")]))
+        assert added.change == "adding r0-n2 (8 V100)"
+        assert added.today.policy == added.changed.policy == "fifo"
+        moved = {m.job_id: m for m in added.moves}
+        assert moved["head"].start_changed == pytest.approx(now) and moved["head"].start_today > now
+        assert added.changed.avg_wait_s < added.today.avg_wait_s
+        # Two 8-GPU A100 nodes named by the caller (the rest as r0's first).
+        bigger = await cluster.WhatIf(cpb.WhatIfRequest(add_node=[
+            tpb.NodeSpec(rack="r0", name=f"new-{i}", gpu_type="A100") for i in range(2)]))
+        assert bigger.change == "adding new-0 (8 A100), new-1 (8 A100)"
+        assert {m.job_id: m for m in bigger.moves}["head"].start_changed == pytest.approx(now)
+        for node, field, says in ((tpb.NodeSpec(rack="r9"), "add_node[0].rack", "no rack 'r9'"),
+                                  (tpb.NodeSpec(gpu_type="Z999"), "add_node[0].gpu_type", "unknown GPU type 'Z999'"),
+                                  (tpb.NodeSpec(name="r0-n1"), "add_node[0].name", "already a node"),
+                                  (tpb.NodeSpec(fabric="carrier-pigeon"), "add_node[0].fabric", "unknown fabric"),
+                                  (tpb.NodeSpec(gpus=100_000), "add_node[0].gpus", "between 1 and 64")):
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await cluster.WhatIf(cpb.WhatIfRequest(add_node=[node]))
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, field
+            assert field in err.value.details() and says in err.value.details(), err.value.details()
+        assert len(tc.control_plane.cluster.nodes) == 2 and len(tc.control_plane.core.pending) == 3  # untouched
+
+
 def test_the_daemon_forecasts_and_answers_what_if(tmp_path):
     """Issue 37's "done when": `halyard job ID` on a running control plane with a queued job shows a
     forecast, and `halyard whatif` answers on the live cluster (processes, the CLI, real gRPC)."""
@@ -199,8 +231,28 @@ def test_the_daemon_forecasts_and_answers_what_if(tmp_path):
         whatif = cli("whatif", "--control-plane", target, "--cancel", "j1")
         assert whatif.returncode == 0, whatif.stderr
         assert "cancelling j1: avg wait" in whatif.stdout and "j2 starts" in whatif.stdout, whatif.stdout
+        grown = cli("whatif", "--control-plane", target, "--add-node", "rack=r0,gpus=8,memory_gb=1000")
+        assert grown.returncode == 0, grown.stderr
+        assert "adding r0-n1 (8 V100): avg wait" in grown.stdout and "j2 starts" in grown.stdout, grown.stdout
+        wrong = cli("whatif", "--control-plane", target, "--add-node", "rack=r0,gpu=A100")
+        assert wrong.returncode != 0 and "unknown key 'gpu'" in wrong.stderr and "gpu_type" in wrong.stderr, wrong
     finally:
         agent.terminate()
         cp.send_signal(signal.SIGTERM)
         assert cp.wait(timeout=15) == 0
         agent.wait(timeout=15)
+
+
+def test_add_node_spec_is_the_cluster_files_words_and_errors_name_what_is_wrong():
+    (one,) = parse_node_spec("rack=r3, gpu_type=A100, gpus=8, memory_gb=1000, nic_gbit_s=200, fabric=nvswitch")
+    assert (one.rack, one.gpu_type, one.gpus, one.memory_mb, one.nic_gbyte_s, one.fabric) == (
+        "r3", "A100", 8, 1_000_000, 25.0, "nvswitch")
+    assert one.name == "" and one.cpus == 0  # left to the control plane: the rack's first node's
+    assert [n.name for n in parse_node_spec("rack=r3,count=3,name=x{i}")] == ["x0", "x1", "x2"]
+    for spec, says in (("gpu=A100", "unknown key 'gpu'"), ("gpus=eight", "gpus must be a whole number"),
+                       ("gpus=-8", "gpus must be positive"), ("rack", "expected KEY=VALUE"),
+                       ("rack=r1,rack=r2", "rack given twice"), ("", "is empty"),
+                       ("count=2,name=x", "must contain {i}"), ("memory_gb=nan", "must be positive")):
+        with pytest.raises(ValidationError, match=re.escape(says)) as err:
+            parse_node_spec(spec)
+        assert err.value.field == "--add-node"
