@@ -79,7 +79,7 @@ MAX_SAMPLED_ARRIVALS = 20_000  # per sampled run: bounds its cost whatever the r
 ON_DEMAND_GAP_S = 1.0  # wall seconds between two on-demand refreshes at most (a choice of ours)
 DEFAULT_PERIOD_S = 60.0  # --forecast-period-s: a forecast refreshed once a minute (0: only on demand)
 SAMPLED_PREFIX = "forecast-sample-"  # ids of sampled arrivals (never shown: only present jobs are reported)
-BAND = (10.0, 90.0)  # percentiles of the band over sampled runs
+BAND = (10.0, 50.0, 90.0)  # percentiles of the band over sampled runs: its low end, middle, high end
 TOP_MOVES = 5  # what-if: the jobs whose start moves most, this many
 MAX_ADDED_NODES = 1000  # what-if: nodes one change may add (a choice of ours: about three philly clusters' worth)
 MAX_NODE_GPUS = 64  # GPUs of an added node (a choice of ours: the largest servers sold hold 8 to 16)
@@ -319,8 +319,8 @@ class JobForecast:
 
     start: float | None
     finish: float | None
-    start_band: tuple[float, float] | None = None
-    finish_band: tuple[float, float] | None = None
+    start_band: tuple[float, float, float] | None = None  # p10, p50, p90 over the sampled runs
+    finish_band: tuple[float, float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -337,11 +337,11 @@ class Forecast:
         return self.jobs.get(job_id)
 
 
-def _band(values: list[float]) -> tuple[float, float] | None:
+def _band(values: list[float]) -> tuple[float, float, float] | None:
     if not values:
         return None
-    low, high = np.percentile(values, BAND)
-    return float(low), float(high)
+    low, middle, high = np.percentile(values, BAND)
+    return float(low), float(middle), float(high)
 
 
 def forecast_of(core: SchedulingCore, pacer: Pacer, now: float, *, samples: int = 0,

@@ -37,9 +37,9 @@ def attach_forecast(job: jpb.Job, forecasts: Forecaster | None) -> jpb.Job:
     if mine.finish is not None:
         f.expected_finish, f.expected_finish_unix = mine.finish, forecasts.wall_time(mine.finish)
     if mine.start_band is not None and job.state == tpb.PENDING:
-        f.start_p10, f.start_p90 = mine.start_band
+        f.start_p10, f.start_p50, f.start_p90 = mine.start_band
     if mine.finish_band is not None:
-        f.finish_p10, f.finish_p90 = mine.finish_band
+        f.finish_p10, f.finish_p50, f.finish_p90 = mine.finish_band
     return job
 
 

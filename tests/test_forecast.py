@@ -139,7 +139,11 @@ async def test_sampled_arrivals_give_a_band_around_the_forecast():
         nxt = forecast.jobs["next"]
         assert forecast.samples == 4 and nxt.start_band is not None
         # FIFO: later arrivals queue behind; the band holds the no-arrival forecast (equal at p10)
-        assert nxt.start_band[0] == pytest.approx(nxt.start) and nxt.start_band[1] >= nxt.start
+        low, middle, high = nxt.start_band
+        assert low == pytest.approx(nxt.start) and low <= middle <= high
+        got = await jgrpc.JobServiceStub(tc.channel).GetJob(jpb.GetJobRequest(job_id="next"))
+        assert (got.forecast.start_p10, got.forecast.start_p50, got.forecast.start_p90) == pytest.approx(
+            (low, middle, high))
 
 
 async def test_what_if_over_grpc_for_operators_only(tmp_path):
