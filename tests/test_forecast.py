@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import grpc
@@ -260,3 +261,19 @@ def test_add_node_spec_is_the_cluster_files_words_and_errors_name_what_is_wrong(
         with pytest.raises(ValidationError, match=re.escape(says)) as err:
             parse_node_spec(spec)
         assert err.value.field == "--add-node"
+
+
+def test_importing_halyard_turns_grpc_fork_support_off_unless_grpc_came_first():
+    """Forecasts fork the control plane; with gRPC's fork support on (grpcio 1.85 measured) its fork
+    handlers skip or abort while other threads call into gRPC, and forecast children die without an
+    answer. So importing halyard first turns it off; gRPC imported before halyard cannot be fixed."""
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_ENABLE_FORK_SUPPORT"}
+    show = "import os, halyard; print(os.environ.get('GRPC_ENABLE_FORK_SUPPORT'), halyard.GRPC_FORK_SAFE)"
+    first = subprocess.run([sys.executable, "-c", show], env=env, capture_output=True, text=True, check=True)
+    assert first.stdout.split() == ["false", "True"]
+    late = subprocess.run([sys.executable, "-c", "import grpc; " + show], env=env, capture_output=True, text=True,
+                          check=True)
+    assert late.stdout.split() == ["None", "False"]
+    chosen = subprocess.run([sys.executable, "-c", show], env=env | {"GRPC_ENABLE_FORK_SUPPORT": "1"},
+                            capture_output=True, text=True, check=True)
+    assert chosen.stdout.split() == ["1", "False"]  # the user's choice stands; the server then forecasts nothing
