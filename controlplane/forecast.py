@@ -673,9 +673,22 @@ class Forecaster:
                  cpu_s=round(forecast.cpu_s, 3), samples=forecast.samples)
         return forecast
 
+    def instant(self) -> float:
+        """The snapshot's cluster time. A live control plane's state is its clock's now. In lockstep
+        (``halyard replay``) the core handles each instant's events when the accelerated clock has
+        passed it, and a busy machine (a forecast child takes a core) lets the clock run ahead: the
+        core's state is then that of the newest instant it handled (its latest event or pass), and the
+        forward run starts there, going through the events due since in order, as the core will."""
+        cp = self.cp
+        if not cp.lockstep:
+            return cp.now()
+        log = cp.core.log
+        latest = log.since(len(log) - 1) if len(log) else []
+        return max([cp.last_pass_time, *(e.time for e in latest)])
+
     async def _make(self) -> Forecast:
         cp, s = self.cp, self.settings
-        now = cp.now()
+        now = self.instant()
         return await in_fork_async(lambda: forecast_of(cp.core, cp.pacer, now, samples=s.samples,
                                                       arrival_window_s=s.arrival_window_s,
                                                       horizon_s=s.horizon_s), self._children)
