@@ -823,7 +823,10 @@ class Crius(Policy):
             plan.suspend(job_id)  # §6.1: suspended, not preempted (its own event kind and count)
             free.give(view.running[job_id].allocation)  # type: ignore[arg-type]
         order = free.copy()  # the core's view as the actions are applied
-        moved = [vj for vj in v.jobs.values() if vj.running and vj.key != vj.original]
+        # Only _move changes a job's Cell, and it marks the job scaled: the others need no look.
+        scaled = v.scaled
+        moved = ([vj for j, vj in v.jobs.items() if j in scaled and vj.running and vj.key != vj.original]
+                 if scaled else [])
         for vj in moved:
             free.give(vj.job.allocation)  # type: ignore[arg-type]
         todo: list[tuple[_Virtual, Allocation]] = []
