@@ -277,3 +277,34 @@ def test_importing_halyard_turns_grpc_fork_support_off_unless_grpc_came_first():
     chosen = subprocess.run([sys.executable, "-c", show], env=env | {"GRPC_ENABLE_FORK_SUPPORT": "1"},
                             capture_output=True, text=True, check=True)
     assert chosen.stdout.split() == ["1", "False"]  # the user's choice stands; the server then forecasts nothing
+
+
+async def test_replay_forecasts_read_over_grpc_are_the_actual_starts_under_fifo():
+    """Issue 37, item 5's path: ``halyard replay``'s control plane (lockstep, real gRPC, emulated agents)
+    makes the forecast, read back over gRPC; with every job in and FIFO, each waiting job starts when
+    forecast. In lockstep the snapshot is the instant the core reached (Forecaster.instant), so a clock
+    that ran ahead of it costs nothing."""
+    from halyard.clock import ScaledClock
+    from halyard.controlplane.replay import replay
+    from halyard.controlplane.server import ControlPlaneServer
+    from halyard.datamodel import JobSpec, parse_cluster
+
+    toml = small_cluster_toml(2)
+    trace = [JobSpec(job_id=job_id, submit_time=t, model="resnet50", num_gpus=gpus, iterations=iterations)
+             for job_id, t, gpus, iterations in (("big", 0.0, 16, 3000), ("head", 10.0, 8, 2000),
+                                                 ("next", 20.0, 16, 1000), ("small", 30.0, 4, 500))]
+    read: dict[str, float] = {}
+
+    async def watch(server: ControlPlaneServer, clock: ScaledClock) -> None:
+        await clock.sleep_until(40.0)  # every job is in
+        await server.forecasts.refresh()
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            listed = await jgrpc.JobServiceStub(channel).ListJobs(jpb.ListJobsRequest(states=[tpb.PENDING]))
+        read.update((j.spec.job_id, j.forecast.expected_start) for j in listed.jobs
+                    if j.forecast.HasField("expected_start"))
+
+    run = await replay(trace, parse_cluster(toml), toml, policy="fifo", speedup=200.0,
+                       forecast=ForecastSettings(period_s=0), watch=watch)
+    assert set(read) == {"head", "next", "small"}  # "big" holds all 16 GPUs: the other three wait
+    for job_id, start in read.items():
+        assert run.core.records[job_id].first_start == pytest.approx(start, abs=1e-6), job_id
