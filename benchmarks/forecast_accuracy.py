@@ -17,8 +17,9 @@ Two drivers (``--via``):
   (``--forecast-samples K``); at each checkpoint the benchmark asks it for a fresh one and reads every
   waiting job's ``Job.forecast`` over gRPC (ListJobs): ``expected_start`` (no arrivals) and, with
   K > 0, ``start_p50`` (the median of the K sampled-arrival runs). The actual first starts are the
-  control plane's. Once every job of the slice has started, the jobs still running are cancelled
-  over gRPC (their starts are all known: nothing left to score), which ends the replay early.
+  control plane's. Once every job of the slice has started, the jobs not ended yet (running, or
+  preempted and waiting again) are cancelled over gRPC (their first starts are all known: nothing is
+  left to score), which ends the replay early.
   ``--write`` stores the figures in docs/forecast.json and renders them into docs/forecast.md's
   generated block (tests/test_reproduction_pages.py checks the two agree).
 
@@ -177,8 +178,9 @@ def measure_replay(policy_name: str, jobs: list, cluster_name: str, every_s: flo
                                      f.expected_start if f.HasField("expected_start") else None,
                                      f.start_p50 if f.HasField("start_p50") else None))
                 elif len(cp.core.records) == len(jobs):  # every job has started: the rest scores nothing
-                    for record in list(cp.core.running.values()):
-                        await stub.CancelJob(jpb.CancelJobRequest(job_id=record.job_id))
+                    for record in list(cp.core.records.values()):  # running, or preempted and waiting again
+                        if not record.state.terminal:
+                            await stub.CancelJob(jpb.CancelJobRequest(job_id=record.job_id))
                     return
 
     began = time.perf_counter()
