@@ -678,13 +678,10 @@ class Forecaster:
         (``halyard replay``) the core handles each instant's events when the accelerated clock has
         passed it, and a busy machine (a forecast child takes a core) lets the clock run ahead: the
         core's state is then that of the newest instant it handled (its latest event or pass), and the
-        forward run starts there, going through the events due since in order, as the core will."""
+        forward run starts there, going through the events due since in order, as the core will
+        (the replay lockstep's own :meth:`~halyard.controlplane.replay_lockstep.Lockstep.instant`)."""
         cp = self.cp
-        if not cp.lockstep:
-            return cp.now()
-        log = cp.core.log
-        latest = log.since(len(log) - 1) if len(log) else []
-        return max([cp.last_pass_time, *(e.time for e in latest)])
+        return cp.sync.instant(cp.now())  # a live control plane's Lockstep answers the clock's now
 
     async def _make(self) -> Forecast:
         cp, s = self.cp, self.settings

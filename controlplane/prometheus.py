@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 
 from halyard.controlplane.calls import CallWrapper
 from halyard.controlplane.dashboard import measured_utilisation
+from halyard.controlplane.eventcounts import EVENT_COUNTS
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import StoreError
 from halyard.datamodel import EventKind
@@ -75,7 +76,7 @@ class Metrics:
             lambda: len(cp.sessions))
         Gauge("halyard_nodes_drained", "Nodes drained by an operator", registry=r).set_function(
             lambda: len(cp.drained))
-        guard = cp.guard
+        guard = cp.agents.guard
         Gauge("halyard_agents_silent", "Nodes whose agent was quiet for half the heartbeat timeout or more at "
               "the latest liveness check (what the lost-agent guard judges on)",
               registry=r).set_function(lambda: guard.silent)
@@ -102,10 +103,8 @@ class Metrics:
         self.finished = Counter("halyard_jobs_finished", "Jobs that reached a final state",
                                 ["state", "tenant"], registry=r)
         self.submitted = Counter("halyard_jobs_submitted", "Jobs accepted", ["tenant"], registry=r)
-        self.preemptions = Counter("halyard_preemptions", "Jobs preempted (by the policy or a lost agent)",
-                                   ["tenant"], registry=r)
-        self.suspensions = Counter("halyard_suspensions", "Opportunistic jobs suspended by the policy "
-                                   "(Crius §6.1; not counted as preemptions)", ["tenant"], registry=r)
+        # Per-job counts of event kinds (preemptions, suspensions), as controlplane/eventcounts.py declares them.
+        self.counts = {c.kind: Counter(f"halyard_{c.field}", c.help, ["tenant"], registry=r) for c in EVENT_COUNTS}
         self.jct = Histogram("halyard_job_completion_seconds", "JCT of completed jobs: completion - submit, "
                              "cluster seconds", buckets=JCT_BUCKETS, registry=r)
         self.queueing = Histogram("halyard_job_queueing_seconds", "Time completed jobs spent pending "
@@ -115,7 +114,7 @@ class Metrics:
         self.tenant = BoundedLabels(tenant_labels)
         self._cursor = 0
         cp.on_pass = self.pass_seconds.observe
-        cp.on_commit = self.commit_jobs.observe
+        cp.commits.on_commit = self.commit_jobs.observe
 
     def skip_history(self) -> None:
         """Count from the log's current end (call once the control plane restored its state)."""
@@ -130,10 +129,8 @@ class Metrics:
             tenant = self.tenant(record.spec.tenant if record is not None else "")
             if event.kind is EventKind.SUBMITTED:
                 self.submitted.labels(tenant).inc()
-            elif event.kind is EventKind.PREEMPTED:
-                self.preemptions.labels(tenant).inc()
-            elif event.kind is EventKind.SUSPENDED:
-                self.suspensions.labels(tenant).inc()
+            elif event.kind in self.counts:
+                self.counts[event.kind].labels(tenant).inc()
             elif event.kind in FINAL_KINDS:
                 self.finished.labels(event.state.value, tenant).inc()
                 if event.kind is EventKind.COMPLETED and record is not None:
@@ -187,7 +184,7 @@ class _AgentCollector(Collector):
         yield CounterMetricFamily("halyard_agent_quiet_streams", "Agent streams that went half the heartbeat "
                                   "timeout or more without a processed message since their Registered (each "
                                   "stream once): a busy control plane, or a slow agent",
-                                  value=self.cp.quiet_streams)
+                                  value=self.cp.agents.quiet_streams)
         unknown = CounterMetricFamily("halyard_unknown_enum", "Enum values peers sent that this control plane "
                                       "does not know, read as the default docs/api.md names",
                                       labels=["message", "field"])
@@ -196,6 +193,6 @@ class _AgentCollector(Collector):
         yield unknown
         refused = CounterMetricFamily("halyard_agent_reports_refused", "Agent messages refused as out of range "
                                       "(their content is not kept), by the field named", labels=["field"])
-        for field, count in sorted(self.cp.refused_reports.items()):
+        for field, count in sorted(self.cp.agents.refused_reports.items()):
             refused.add_metric([field], count)
         yield refused
