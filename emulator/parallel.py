@@ -481,7 +481,8 @@ def plan_timing(pm: PlanTimer, spec: JobSpec, allocation: Allocation, cluster: C
         compute, _ = stage_latency_s(one_gpu, d, t)
         tp_s = collectives * tp_one
         expert_s, ep_tier, ep_fwd = expert_all_to_all(pm, spec, dp_groups, samples / d / t, share, links)
-        recv_s, fwd_link = 0.0, {}
+        recv_s = 0.0
+        fwd_link: dict[_LinkKey, float] = {}
         if i > 0:
             one_way, p_tier, fwd_link = _transfer(pm, stage_gpus[i - 1], members,
                                                   profile.layer_output_bytes * samples / GBYTE, links)

@@ -86,6 +86,15 @@ class JobInfo(Protocol):
         ...
 
 
+def allocation_of(job: JobInfo) -> Allocation:
+    """What a running job holds (every job of ``ClusterView.running`` holds an allocation; a pending job
+    none): the narrowing policies need where they read a running job's allocation."""
+    allocation = job.allocation
+    if allocation is None:
+        raise ValueError(f"job {job.job_id} holds no allocation: it is not running")
+    return allocation
+
+
 class LinkDemand(Protocol):
     """A job's demand on one shared link over one iteration: ``kind`` "nic" (``name`` a node) or
     "uplink" (``name`` a rack), its Up/Down ``profile`` and ``gbytes`` (Cassini's input, §4.1)."""
