@@ -133,7 +133,7 @@ from halyard.policies.resources import FreeResources
 from halyard.policies.running_sens import RunningNwSens
 from halyard.policies.stages import Adjuster, Ordering, Placement
 from halyard.policies.topology import Level, Picked, level_of, on_machine, on_network, on_rack
-from halyard.policies.view import ClusterView, JobInfo
+from halyard.policies.view import ClusterView, JobInfo, allocation_of
 from halyard.policies.waiting_sens import WaitingOrder
 
 HOUR_S = 3600.0
@@ -257,8 +257,9 @@ class AutoTuner:
     lease_waits: bool = False
     manual_start: bool = False
     lists: dict[tuple[Level, int], deque[tuple[float, float]]] = field(default_factory=dict)
-    # (demand, lease s) -> what its timers were worked out from, and the timers (see timers()).
-    _kept: dict[tuple[int, float], tuple[tuple[object, ...], tuple[float, float]]] = field(
+    # (demand, lease s, the tuner's settings) -> what its timers were worked out from, and the timers
+    # (see timers()).
+    _kept: dict[tuple[object, ...], tuple[tuple[object, ...], tuple[float, float]]] = field(
         default_factory=dict, repr=False, compare=False)
     name = "auto-tuner"
 
@@ -447,14 +448,14 @@ class _Victim:
 
     def __init__(self, job: JobInfo, sens: float, cluster: Cluster, spreads: Spreads | None = None) -> None:
         self.job, self.sens, self._cluster, self._spreads = job, sens, cluster, spreads
-        self.gpus = job.allocation.num_gpus
+        self.gpus = allocation_of(job).num_gpus
         self._where: tuple[dict[int, int], dict[int, int]] | None = None
 
     def where(self) -> tuple[dict[int, int], dict[int, int]]:
         """(node index -> GPUs held there, rack index -> GPUs held there); shared with later passes:
         read only."""
         if self._where is None:
-            allocation = self.job.allocation
+            allocation = allocation_of(self.job)
             known = self._spreads.get(self.job.job_id) if self._spreads is not None else None
             if known is not None and known[0] is allocation:
                 self._where = known[1]
@@ -582,7 +583,8 @@ class DelayScheduling(Placement):
         else:
             tentative = state.get(ACCEPTANCES_KEY, ())
             memo = state.setdefault(TIMERS_KEY, dict)
-            key = (demand, state.setdefault(ACCEPTED_KEY, dict).get(demand, 0))
+            accepted: dict[int, int] = state.setdefault(ACCEPTED_KEY, dict)
+            key = (demand, accepted.get(demand, 0))
             if key not in memo:
                 memo[key] = self.timers.timers(demand, view.round_s, view.now, tentative)
             t_mc, t_rk = memo[key]
@@ -611,8 +613,9 @@ class DelayScheduling(Placement):
     def accept(view: ClusterView, job: JobInfo, level: Level, wait_s: float, state: PassState) -> None:
         """Algorithm 1 lines 7 and 15, tentatively: in the pass's state until the plan is applied."""
         demand = job.spec.num_gpus
-        state.setdefault(ACCEPTANCES_KEY, list).append((level, demand, wait_s, view.now, view.round_s))
-        accepted = state.setdefault(ACCEPTED_KEY, dict)
+        acceptances: list[Acceptance] = state.setdefault(ACCEPTANCES_KEY, list)
+        acceptances.append((level, demand, wait_s, view.now, view.round_s))
+        accepted: dict[int, int] = state.setdefault(ACCEPTED_KEY, dict)
         accepted[demand] = accepted.get(demand, 0) + 1
 
     def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources,
@@ -820,7 +823,7 @@ class Dally:
         if self.preemption and view.running:
             # Only a job spread over more machines or racks than its size needs can be moved.
             tighter = ([job for job in view.running.values()
-                        if len(job.allocation.nodes) > 1 and self._can_tighten(view, job)
+                        if len(allocation_of(job).nodes) > 1 and self._can_tighten(view, job)
                         and (self.migrate or job.job_id in ended)]
                        if self.migrate or ended else [])
             if not view.pending and not tighter:
@@ -897,6 +900,7 @@ class Dally:
         i, n = 0, len(order)
         while i < n:
             if only_waits:
+                assert free_total is not None, "only_waits is set where free_total is counted"
                 if fits_total != free_total:
                     fits, fits_total = np.flatnonzero(wanted <= free_total).tolist(), free_total
                 k = bisect.bisect_left(fits, i)
@@ -921,6 +925,7 @@ class Dally:
                 pool = victims_now()
                 if job.job_id in ended and not (self.migrate and sens[job.job_id] < 1.0):
                     # lease end: only the GPUs of other lease-ended jobs are re-offered to it
+                    assert isinstance(pool, list), "a pass with movers lists its victims (_pass_victims)"
                     offered = [v for v in pool if v.job.job_id in ended]
                     self._reconsolidate(view, job, sens[job.job_id], free, shape, offered, plan)
                     left = {v.job.job_id for v in offered}  # those it did not preempt
@@ -987,7 +992,7 @@ class Dally:
         free = view.free.copy()
         released = [view.running[job_id] for job_id in sorted(ended)]
         for job in released:
-            free.give(job.allocation)
+            free.give(allocation_of(job))
         sens = {job.job_id: self._never_ran_sens if job.run_time_s(now) <= 0.0 else self.sensitivity(view, job)
                 for job in view.pending}
         sens.update({job.job_id: self.sensitivity(view, job) for job in released})
@@ -1016,10 +1021,10 @@ class Dally:
             self.delay.accept(view, job, level, wait_s, state)
             if not lease_ended:
                 starts.append((job.job_id, allocation))
-            elif _gpus_of(allocation) != _gpus_of(job.allocation):
+            elif _gpus_of(allocation) != _gpus_of(allocation_of(job)):
                 moves[job.job_id] = allocation
         # a move waits for the moves off its GPUs; a ring of moves is broken into preemptions and starts
-        held = {job_id: _gpus_of(view.running[job_id].allocation) for job_id in moves}
+        held = {job_id: _gpus_of(allocation_of(view.running[job_id])) for job_id in moves}
         while moves:
             ready = [j for j, a in moves.items()
                      if not any(_gpus_of(a) & held[k] for k in moves if k != j)]
@@ -1141,7 +1146,7 @@ class Dally:
 
     def _can_tighten(self, view: ClusterView, job: JobInfo) -> bool:
         """Whether a running job spans more than its GPU count forces (racks, or machines)."""
-        return allocation_level(job.allocation, view.cluster) > self._best_level(view, job)
+        return allocation_level(allocation_of(job), view.cluster) > self._best_level(view, job)
 
     def _preempt_for(self, view: ClusterView, job: JobInfo, sens: float, starvation: float,
                      t_mc: float, t_rk: float, free: FreeResources, shape: ClusterShape,
@@ -1186,7 +1191,7 @@ class Dally:
             picked, group = found
             for v in group:
                 plan.preempt(v.job.job_id)
-                free.give(v.job.allocation)
+                free.give(allocation_of(v.job))
                 victims.remove(v)
             if searches is not None:
                 searches.clear()
@@ -1194,7 +1199,7 @@ class Dally:
         return None
 
     def _reconsolidate(self, view: ClusterView, job: JobInfo, sens: float, free: FreeResources,
-                       shape: ClusterShape, victims: list[_Victim], plan: Plan) -> None:
+                       shape: ClusterShape, victims: Victims, plan: Plan) -> None:
         """(b): move a slowed running ``job`` to one machine or one rack if that is possible now."""
         allocation = job.allocation
         assert allocation is not None
@@ -1217,8 +1222,8 @@ class Dally:
                 continue
             for v in group:
                 plan.preempt(v.job.job_id)
-                free.give(v.job.allocation)
-                trial.give(v.job.allocation)
+                free.give(allocation_of(v.job))
+                trial.give(allocation_of(v.job))
                 victims.remove(v)
             moved = build_allocation(trial, picked)
             free.give(allocation)
@@ -1293,7 +1298,7 @@ def _with_victims(level: Level, demand: int, free: FreeResources, avail: np.ndar
     domain, group = chosen
     trial = free.copy()
     for v in group:
-        trial.give(v.job.allocation)
+        trial.give(allocation_of(v.job))
     picked = _place_in(level, domain, usable_gpus(trial, shape, gpu_types), shape, demand)
     if picked is None or level_of(picked, shape) > level:
         return None

@@ -67,6 +67,16 @@ def _augmentation(path: str, *args: Any, **kwargs: Any) -> Callable[[Policy], Po
     return lambda policy: new(path, policy, *args, **kwargs)
 
 
+def _synergy_mechanism(name: str) -> Any:
+    """A fresh Synergy placement ``name`` (policies/synergy.py MECHANISMS)."""
+    return resolve("synergy:MECHANISMS")[name]()
+
+
+def _cassini_on(preset: str) -> Any:
+    """A fresh ``preset`` with Cassini."""
+    return new("cassini:augment", _PRESETS[preset]())
+
+
 # Synergy's mechanisms (policies/synergy.py MECHANISMS), stage names and halves of preset names.
 SYNERGY_MECHANISMS = (
     "proportional", "synergy-greedy", "synergy-tune", "proportional-every-pass", "synergy-greedy-every-pass",
@@ -90,7 +100,7 @@ STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
         "network-agnostic": lazy("gandiva:NetworkAgnostic"), "delay-scheduling": lazy("dally:DelayScheduling"),
         "one-type": lazy("yarn:OneTypeConsolidated"), "easyscale": lazy("easyscale:EasyScalePlacement"),
         "random": lazy("themis:RandomPlacement"),
-        **{m: (lambda m=m: resolve("synergy:MECHANISMS")[m]()) for m in SYNERGY_MECHANISMS}}),
+        **{m: functools.partial(_synergy_mechanism, m) for m in SYNERGY_MECHANISMS}}),
     "adjust": MappingProxyType({"gandiva-migration": lazy("gandiva:ConsolidatingMigration"),
                                 "easyscale-homo": lazy("easyscale:easyscale_homo"),
                                 "easyscale-heter": lazy("easyscale:easyscale_heter"),
@@ -175,7 +185,7 @@ _PRESETS["pollux"] = lazy("pollux:Pollux")
 # Cassini on the schedulers it augments (§4.4.2): Themis, and beside it Tiresias and Synergy's
 # packing (shifts only: a batch placement has no per-job candidates), and Pollux (Po+Cassini).
 for _base in ("themis", "tiresias", "synergy-tune:srtf", "pollux"):
-    _PRESETS[f"{_base}+cassini"] = (lambda b=_base: new("cassini:augment", _PRESETS[b]()))
+    _PRESETS[f"{_base}+cassini"] = functools.partial(_cassini_on, _base)
 
 
 SUGGESTIONS = 3  # close names offered for a misspelt one (difflib's default cutoff, 0.6, decides "close")
@@ -215,9 +225,9 @@ def make_policy(name: str) -> Policy:
     text = name.strip()
     if text in _PRESETS:
         return _PRESETS[text]()
-    base, plus, suffixes = text.partition("+")
+    head, plus, suffixes = text.partition("+")
     if plus and "=" not in text and "," not in text:
-        policy = make_policy(base)
+        policy = make_policy(head)
         for suffix in suffixes.split("+"):
             augmentation = AUGMENTATIONS.get(suffix.strip())
             if augmentation is None:
