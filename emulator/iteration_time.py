@@ -125,7 +125,9 @@ class IterationTimeModel:
         """
         if (spec.parallelism is not None or allocation.stages) and not is_data_parallel(spec, allocation):
             return self.job_timing(spec, allocation, cluster).iteration
-        index = self._indexed(cluster)
+        index = self._clusters.get(id(cluster))
+        if index is None or index.cluster is not cluster:  # (inline: the simulator's most frequent call)
+            index = self._indexed(cluster)
         nodes = index.nodes
         gpu_type: str | None = None
         types: set[str] | None = None
@@ -198,7 +200,9 @@ class IterationTimeModel:
         one rack has enough; a job larger than the cluster's GPUs of that type
         is costed as if the cluster had more copies of its largest node.
         """
-        index = self._indexed(cluster)
+        index = self._clusters.get(id(cluster))
+        if index is None or index.cluster is not cluster:
+            index = self._indexed(cluster)
         gtype = gpu_type or spec.gpu_type or index.reference_gpu
         # The index keeps the cluster alive, so its id() is not reused while cached.
         key = (id(cluster), gtype, spec.num_gpus)
