@@ -229,7 +229,7 @@ async def bench_inproc(folder: Path, n: int, in_flight: list[int]) -> None:
         cp = ControlPlane(cluster, make_policy("fifo"), PerformanceModel(), ManualClock(0.0), store, cluster_toml=toml)
         await cp.start()
         commits: list[int] = []
-        cp.on_commit = commits.append
+        cp.commits.on_commit = commits.append
 
         async def submitter(k: int, cp: ControlPlane = cp, flight: int = flight) -> None:
             for i in range(k, n, flight):

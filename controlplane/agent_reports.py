@@ -2,7 +2,7 @@
 
 A Register is refused whole (INVALID_ARGUMENT naming the field) before anything of it is kept;
 a report later on the stream is refused on its own (the control plane logs and counts it by
-field, :meth:`ControlPlane.report_refused`). Numbers must be finite and in range; free text is
+field, :meth:`AgentSessions.refused`). Numbers must be finite and in range; free text is
 cleaned of escape sequences and control characters and cut (:func:`limits.clean_text`) rather
 than refused, since what it says (a health fault, a process's last words) matters.
 """

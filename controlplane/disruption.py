@@ -20,7 +20,7 @@ cluster file whose agent never came is not silent, it is not there (Kubernetes
 counts the Node objects kubelets registered). While the cluster is disrupted a silent
 agent's node takes no new work, but its session stays open and its jobs stay placed;
 its next message makes it schedulable again. The control plane counts an agent as silent
-here once it has been quiet for half the heartbeat timeout (``service.SUSPECT_SHARE``), so a
+here once it has been quiet for half the heartbeat timeout (``agent_sessions.SUSPECT_SHARE``), so a
 mass silence is seen before the first of its agents reaches the timeout.
 """
 

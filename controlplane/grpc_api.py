@@ -187,27 +187,22 @@ class JobServicer(jgrpc.JobServiceServicer):
 
     async def SubmitJob(self, request: jpb.SubmitJobRequest, context: grpc.aio.ServicerContext) -> jpb.Job:
         cp = self.cp
-        if cp.lockstep or cp.profiles_wanted:  # checked first: only a valid caller's spec is profiled or waits
-            try:
-                who = await _call(context, "SubmitJob", lambda: self._checked(request, self.auth.client(context)))
-                arrival = cp.arrival_time(request.submit_time if request.HasField("submit_time") else None)
-                await cp.prepare_profiles(request.spec)  # Crius §5.1/§6.1: its Cells profiled before its first pass
-                await cp.settle(arrival)  # replay: the arrival waits for earlier completions
-                job = await _call(context, "SubmitJob", lambda: self._submit(request, who, arrival))
-            except grpc.aio.AbortError:
-                if context.code() != grpc.StatusCode.UNAVAILABLE:  # final; an UNAVAILABLE call is retried
-                    cp.submit_refused()  # lockstep: its instant still gets its pass
-                raise
-        else:  # one checked call: the unary path is the one a client's loop of submissions pays per job
-            job = await _call(context, "SubmitJob", lambda: self._submit(
-                request, self._checked(request, self.auth.client(context)), cp.arrival_time(None)))
+        try:  # checked first: only a valid caller's spec is admitted (profiled, or in lockstep waits)
+            who = await _call(context, "SubmitJob", lambda: self._checked(request, self.auth.client(context)))
+            arrival = await cp.admit(request.spec, request.submit_time if request.HasField("submit_time") else None)
+            job = await _call(context, "SubmitJob", lambda: self._submit(request, who, arrival))
+        except grpc.aio.AbortError:
+            if context.code() != grpc.StatusCode.UNAVAILABLE:  # final; an UNAVAILABLE call is retried
+                cp.submit_refused()  # lockstep: its instant still gets its pass
+            raise
         await _durable(context, cp)  # answered only once stored: it survives a kill -9 from here on
         return job
 
     async def SubmitJobs(self, request: jpb.SubmitJobsRequest,
                          context: grpc.aio.ServicerContext) -> jpb.SubmitJobsResponse:
         """SubmitJob for each job, in order, each with its own result; one group commit holds them all
-        (the caller is checked once; in lockstep each arrival waits for earlier completions, as SubmitJob's)."""
+        (the caller is checked once; each job is admitted as SubmitJob's: in lockstep it waits for earlier
+        completions)."""
         try:
             who = await _call(context, "SubmitJobs", lambda: self.auth.client(context))
             if len(request.jobs) > lim.MAX_SUBMIT_BATCH:
@@ -218,15 +213,13 @@ class JobServicer(jgrpc.JobServiceServicer):
                 self.cp.submit_refused()
             raise
         out = jpb.SubmitJobsResponse()
-        if self.cp.profiles_wanted:  # Crius §6.1: the batch's Cells profiled at once, not one job after another
-            await asyncio.gather(*(self.cp.prepare_profiles(one.spec) for one in request.jobs if one.HasField("spec")))
+        # Crius §6.1: the batch's Cells profiled at once, not one job after another (admit then finds them).
+        await self.cp.prepare_profiles(*(one.spec for one in request.jobs if one.HasField("spec")))
         for i, one in enumerate(request.jobs):
             result = out.results.add()
             try:
                 self._checked(one, who, f"jobs[{i}].")
-                arrival = self.cp.arrival_time(one.submit_time if one.HasField("submit_time") else None)
-                if self.cp.lockstep:
-                    await self.cp.settle(arrival)
+                arrival = await self.cp.admit(one.spec, one.submit_time if one.HasField("submit_time") else None)
                 result.job.CopyFrom(self._submit(one, who, arrival, f"jobs[{i}]."))
             except HalyardError as exc:
                 result.error.code, result.error.message = _status(exc).value[0], f"jobs[{i}]: {exc}"
@@ -436,14 +429,14 @@ class AgentServicer(agrpc.AgentServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 "field 'register': the first message must be Register")
         try:
-            session, registered = self.cp.agent_register(first.register, who, peer=context.peer())
+            session, registered = self.cp.agents.register(first.register, who, peer=context.peer())
         except HalyardError as exc:
             await context.abort(_status(exc), str(exc))
         reader = asyncio.create_task(self._read(session, request_iterator, context))
         getter: asyncio.Task[apb.ControlMessage] | None = None
         try:
             yield apb.ControlMessage(registered=registered)
-            self.cp.agent_registered(session)
+            self.cp.agents.registered(session)
             while not session.closed:
                 getter = asyncio.create_task(session.outbox.get())
                 done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
@@ -454,7 +447,7 @@ class AgentServicer(agrpc.AgentServiceServicer):
             for task in (getter, reader):
                 if task is not None:
                     task.cancel()
-            self.cp.agent_gone(session)
+            self.cp.agents.gone(session)
 
     async def _read(self, session, request_iterator: AsyncIterator[apb.AgentMessage],
                     context: grpc.aio.ServicerContext) -> None:
@@ -470,7 +463,7 @@ class AgentServicer(agrpc.AgentServiceServicer):
             try:
                 self.cp.agent_message(session, msg)
             except HalyardError as exc:
-                self.cp.report_refused(session, exc)
+                self.cp.agents.refused(session, exc)
             except Exception:  # a bug of ours: said loudly, and the stream ends (the agent reconnects, reconciles)
                 log.exception("agent message could not be applied; closing the stream", node=session.node,
                               kind=msg.WhichOneof("body"))

@@ -191,6 +191,6 @@ class AgentProfiles:
             try:
                 self.cp.profiles_answered()
             except StoreError:
-                return  # fatal: _persist has stopped the control plane
+                return  # fatal: persist has stopped the control plane
             except Exception as exc:  # a policy bug: logged and said on /healthz here, since no one awaits this task
                 self.cp.pass_failed(exc, "the pass after profilings arrived failed")

@@ -75,7 +75,7 @@ class Metrics:
             lambda: len(cp.sessions))
         Gauge("halyard_nodes_drained", "Nodes drained by an operator", registry=r).set_function(
             lambda: len(cp.drained))
-        guard = cp.guard
+        guard = cp.agents.guard
         Gauge("halyard_agents_silent", "Nodes whose agent was quiet for half the heartbeat timeout or more at "
               "the latest liveness check (what the lost-agent guard judges on)",
               registry=r).set_function(lambda: guard.silent)
@@ -115,7 +115,7 @@ class Metrics:
         self.tenant = BoundedLabels(tenant_labels)
         self._cursor = 0
         cp.on_pass = self.pass_seconds.observe
-        cp.on_commit = self.commit_jobs.observe
+        cp.commits.on_commit = self.commit_jobs.observe
 
     def skip_history(self) -> None:
         """Count from the log's current end (call once the control plane restored its state)."""
@@ -187,7 +187,7 @@ class _AgentCollector(Collector):
         yield CounterMetricFamily("halyard_agent_quiet_streams", "Agent streams that went half the heartbeat "
                                   "timeout or more without a processed message since their Registered (each "
                                   "stream once): a busy control plane, or a slow agent",
-                                  value=self.cp.quiet_streams)
+                                  value=self.cp.agents.quiet_streams)
         unknown = CounterMetricFamily("halyard_unknown_enum", "Enum values peers sent that this control plane "
                                       "does not know, read as the default docs/api.md names",
                                       labels=["message", "field"])
@@ -196,6 +196,6 @@ class _AgentCollector(Collector):
         yield unknown
         refused = CounterMetricFamily("halyard_agent_reports_refused", "Agent messages refused as out of range "
                                       "(their content is not kept), by the field named", labels=["field"])
-        for field, count in sorted(self.cp.refused_reports.items()):
+        for field, count in sorted(self.cp.agents.refused_reports.items()):
             refused.add_metric([field], count)
         yield refused

@@ -93,7 +93,12 @@ Why Dally is its own :class:`~halyard.policies.stages.Policy` and not a
 by the job itself, from its own timers and from the auto-tuner's lists, which
 change as earlier jobs of the same pass accept; and preemption here is
 placement-aware (the victims must free one machine or one rack for one given
-job), where the staged preemptive pass only balances GPU counts.
+job), where the staged preemptive pass only balances GPU counts. Its parts are
+still stages of the contract: :class:`NwSensOrdering` (ordering),
+:class:`DelayScheduling` (placement) and :class:`NwSensPreemption` (the
+preemption stage, Kubernetes' PostFilter); :class:`DallyPass` is one pass of
+them, one method per step (the offer order, Algorithm 1's offer, the
+preemption, the acceptance), its per-pass caches its fields.
 
 Never-run jobs have no measured slowdown; they get Nw_sens = 1 (what an
 unslowed job has) rather than the undefined 0/0. So newly arrived jobs never
@@ -131,7 +136,7 @@ from halyard.policies.plan import Plan, Preempt
 from halyard.policies.reasons import Unplaced, by_policy, cannot_fit
 from halyard.policies.resources import FreeResources
 from halyard.policies.running_sens import RunningNwSens
-from halyard.policies.stages import Adjuster, Ordering, Placement
+from halyard.policies.stages import Adjuster, Ordering, Placement, Preemption
 from halyard.policies.topology import Level, Picked, level_of, on_machine, on_network, on_rack
 from halyard.policies.view import ClusterView, JobInfo, allocation_of
 from halyard.policies.waiting_sens import WaitingOrder
@@ -473,8 +478,8 @@ class _Victim:
 
 
 class _LazyVictims:
-    """A pass's victims worst first, as :meth:`Dally._victims` lists them, each :class:`_Victim` made only
-    when an iteration first reaches it (issue 19: ~150 victims per list on a loaded trace, of which a
+    """A pass's victims worst first, as :meth:`NwSensPreemption.listed` lists them, each :class:`_Victim` made
+    only when an iteration first reaches it (issue 19: ~150 victims per list on a loaded trace, of which a
     waiting job is eligible for a handful, and ``_Victim`` objects were 6% of Dally's time). It
     iterates, tests empty and removes as the list would: the made victims, less those removed, then the
     rest in order. Its Nw_sens are in decreasing order without NaN, so the victims above a bound (those a
@@ -688,11 +693,559 @@ class _Searches:
         self.misses.clear()
 
 
+class NwSensPreemption(Preemption):
+    """§4.3.1's network-sensitive preemption as Dally's preemption stage (Kubernetes' PostFilter,
+    :class:`~halyard.policies.stages.Preemption`).
+
+    A waiting job whose offer fails (Algorithm 1 rejects it, or too few GPUs are free) may preempt
+    running jobs of higher Nw_sens (a lower priority, §4.3.1), worst first, when that frees a placement
+    it accepts now (module docstring, "Preemption"). Unlike the staged pass's preemption, which
+    preempts victims in order until the placement succeeds, the choice is placement-aware:
+    :meth:`free_for` takes the domain (one machine, one rack, the network) that needs the fewest
+    preempted GPUs (:func:`_cheapest`). :meth:`victims` answers the stage contract's question for a
+    staged pass.
+
+    ``min_gain`` and ``worse_half`` are Halyard's options (``+hysteresis``, ``+worse-half``; module
+    docstring). The running jobs' progress numbers are kept between passes (:class:`RunningNwSens`, a
+    memo, not learning); the victims of one pass, and what its searches found, are the pass's
+    (:class:`DallyPass`)."""
+
+    name = "nw-sens"
+
+    def __init__(self, statics: JobStatics, *, min_gain: float = 0.0, worse_half: bool = False) -> None:
+        self.statics = statics  # the delay stage's per-job figures (compute seconds for Nw_sens)
+        self.min_gain = min_gain
+        self.worse_half = worse_half
+        self.running_sens = RunningNwSens()  # running jobs' progress numbers (a memo, not learning)
+
+    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        self.running_sens.prune(view.running)
+
+    def sensitivity(self, view: ClusterView, job: JobInfo) -> float:
+        """§4.3.1: ``job``'s Nw_sens on its reference compute time (:func:`ideal_compute_s`)."""
+        return nw_sens(job, view.now, self.statics.of(view, job).compute_s)
+
+    # ------------------------------------------------------------------ the stage contract
+    def victims(self, view: ClusterView, job: JobInfo, plan: Plan, state: PassState) -> list[JobInfo]:
+        """:meth:`Preemption.victims`: the running jobs ``job`` may preempt, worst (highest) Nw_sens first
+        (a job that never ran is offered at 1.0, module docstring). Dally's own pass asks :meth:`free_for`
+        instead, which takes among the same victims the cheapest group that frees one placement."""
+        now = view.now
+
+        def waiting_sens(waiting: JobInfo) -> float:
+            return 1.0 if waiting.run_time_s(now) <= 0.0 else self.sensitivity(view, waiting)
+
+        pool, _ = self.pass_victims(view, {j.job_id: waiting_sens(j) for j in view.pending}, -math.inf, lazy=False)
+        return [v.job for v in self.eligible(pool, waiting_sens(job))]
+
+    # ------------------------------------------------------------------ who may be preempted
+    def running_nw_sens(self, view: ClusterView, sens: dict[str, float]) -> tuple[dict[str, float], float]:
+        """Every running job's Nw_sens, and the middle of the range that ``worse_half`` cuts at
+        (-inf without it; ``sens``: the waiting jobs')."""
+        running = {job_id: self.sensitivity(view, job) for job_id, job in view.running.items()}
+        middle = -math.inf
+        if self.worse_half:
+            measured = [sens[j.job_id] for j in view.pending if j.run_time_s(view.now) > 0.0]
+            values = [*measured, *running.values()]
+            middle = min(values) + (max(values) - min(values)) / 2.0
+        return running, middle
+
+    def pass_victims(self, view: ClusterView, sens: dict[str, float], floor: float,
+                     lazy: bool = True) -> tuple[Victims, int]:
+        """The victims of a pass whose order holds only waiting jobs (``sens``: theirs; ``floor``: the
+        lowest of them, -inf if none), and how many running jobs are left out for being at or below it
+        (``lazy``: :class:`_LazyVictims` where they can be, else a list)."""
+        if self.worse_half:
+            running, middle = self.running_nw_sens(view, sens)
+            return self.listed(view, middle, floor, running, lazy)
+        return self.listed(view, -math.inf, floor, lazy=lazy)
+
+    def listed(self, view: ClusterView, middle: float, floor: float = -math.inf,
+               running: dict[str, float] | None = None, lazy: bool = True) -> tuple[Victims, int]:
+        """The running jobs above ``middle`` (the worse half of the Nw_sens range with ``worse_half``,
+        else every one), worst (highest) Nw_sens first, and how many of them were left out of the
+        list for being at or below ``floor`` (no job of the pass may preempt them; only counted).
+
+        ``running``: their Nw_sens if the caller has them (then a list, which the movers' pass edits).
+        Without, they are computed here, all at once (:class:`~halyard.policies.running_sens.RunningNwSens`;
+        issue 19: this was the pass's longest loop on a loaded trace), and listed lazily
+        (:class:`_LazyVictims`, with ``lazy``) unless one is NaN."""
+        if running is not None:
+            return self._listed_from(view, middle, floor, running)
+        cut = max(middle, floor)
+        spreads = self.statics.spreads(view)
+        statics = self.statics
+
+        def compute_s(job: JobInfo) -> float:
+            return statics.of(view, job).compute_s
+
+        table = self.running_sens
+        jobs, values = table.at(view.running, view.now, compute_s, view.facts, view)
+        # as _listed_from: not (s <= middle), then s <= cut counted, else listed (NaN is listed)
+        kept = ~(values <= middle)
+        unlisted = int(np.count_nonzero(kept & (values <= cut)))
+        listed = kept & ~(values <= cut)
+        if not np.isnan(values).any():  # listed already worst first, as the sort below would
+            order = table.worst_first(values, listed)
+            victims = _LazyVictims(jobs, order, values[order].tolist(), view.cluster, spreads)
+            return (victims if lazy else list(victims)), unlisted
+        # NaN does not order: the sort keeps the running jobs' order among them, as without the table
+        jobs, values = table.at(view.running, view.now, compute_s, view.facts)
+        kept = ~(values <= middle)
+        listed = kept & ~(values <= cut)
+        out = [_Victim(jobs[i], float(values[i]), view.cluster, spreads) for i in np.flatnonzero(listed).tolist()]
+        return _worst_first(out), unlisted
+
+    def _listed_from(self, view: ClusterView, middle: float, floor: float,
+                     running: dict[str, float]) -> tuple[list[_Victim], int]:
+        """:meth:`listed` from the caller's Nw_sens of the running jobs."""
+        cut = max(middle, floor)
+        spreads = self.statics.spreads(view)
+        out = []
+        unlisted = 0
+        for job_id, job in view.running.items():
+            s = running[job_id]
+            if s <= middle or job.allocation is None:
+                continue
+            if s <= cut:
+                unlisted += 1
+            else:
+                out.append(_Victim(job, s, view.cluster, spreads))
+        return _worst_first(out), unlisted
+
+    def may_preempt(self, victims: Victims, sens: float) -> bool:
+        """Whether a job of Nw_sens ``sens`` has any victim (:meth:`eligible` not empty): the
+        first victim has the highest Nw_sens."""
+        for first in victims:
+            return first.sens >= sens + self.min_gain if self.min_gain > 0.0 else first.sens > sens
+        return False
+
+    def eligible(self, victims: Victims, sens: float) -> list[_Victim]:
+        """The victims a job of Nw_sens ``sens`` may preempt, worst first: a higher Nw_sens (a lower
+        priority, §4.3.1), and with ``min_gain`` at least that much higher."""
+        if isinstance(victims, _LazyVictims):
+            return victims.above(sens + self.min_gain, True) if self.min_gain > 0.0 else victims.above(sens, False)
+        if self.min_gain > 0.0:
+            return list(takewhile(lambda v: v.sens >= sens + self.min_gain, victims))
+        return list(takewhile(lambda v: v.sens > sens, victims))
+
+    # ------------------------------------------------------------------ placement-aware preemption
+    def free_for(self, view: ClusterView, job: JobInfo, sens: float, levels: Sequence[Level], free: FreeResources,
+                 victims: Victims, plan: Plan, offers: dict[GpuTypes, np.ndarray] | None = None,
+                 searches: _Searches | None = None) -> tuple[Picked, Level] | None:
+        """§4.3.1-§4.3.2: free a placement at one of ``levels`` (those the waiting ``job`` accepts now,
+        :func:`accepted_levels`) by preempting the cheapest group of its eligible victims; the
+        preemptions go into ``plan``, their GPUs into ``free``, and they leave ``victims``.
+
+        ``offers`` and ``searches`` are the pass's, valid while neither ``free`` nor ``victims``
+        changes (the caller empties both then): usable GPUs per GPU-type set, and what earlier
+        searches found (:class:`_Searches`)."""
+        eligible = self.eligible(victims, sens)
+        if not eligible:
+            return None
+        demand = job.spec.num_gpus
+        types = view.gpu_types_for(job.spec)
+        shape = view.shape
+        avail = None if offers is None else offers.get(types)
+        if avail is None:
+            avail = usable_gpus(free, shape, types)
+            if offers is not None:
+                offers[types] = avail
+        for level in levels:
+            # the eligible victims are a prefix of ``victims`` (worst first), so their count names them
+            search = (level, demand, types, len(eligible))
+            holders = None
+            if searches is not None:
+                if search in searches.misses:
+                    continue
+                holders = searches.holders_of(level, eligible)
+            found = _with_victims(level, demand, free, avail, shape, eligible, types, holders)
+            if found is None:
+                if searches is not None:
+                    searches.misses.add(search)
+                continue
+            picked, group = found
+            _preempt(group, plan, free, victims)
+            if searches is not None:
+                searches.clear()
+            return picked, level_of(picked, shape)
+        return None
+
+
+def _worst_first(victims: list[_Victim]) -> list[_Victim]:
+    """``victims`` sorted as a pass offers them to preemption: highest Nw_sens, then latest submission,
+    then latest arrival first."""
+    victims.sort(key=lambda v: (-v.sens, -v.job.spec.submit_time, -v.job.arrival_seq))
+    return victims
+
+
+def _preempt(group: list[_Victim], plan: Plan, free: FreeResources, victims: Victims,
+             trial: FreeResources | None = None) -> None:
+    """Preempt ``group``: in ``plan``, their GPUs back in ``free`` (and ``trial``), out of ``victims``."""
+    for v in group:
+        plan.preempt(v.job.job_id)
+        free.give(allocation_of(v.job))
+        if trial is not None:
+            trial.give(allocation_of(v.job))
+        victims.remove(v)
+
+
+def accepted_levels(demand: int, machine: int, starvation_s: float, t_mc: float, t_rk: float) -> list[Level]:
+    """The levels a job of ``demand`` GPUs (``machine``: the GPUs of its largest machine) accepts now,
+    as Algorithm 1 takes them: a machine if it fits one (lines 5-8), a rack once its machine timer
+    has elapsed (lines 10-16), the network once its rack timer has (lines 18-21)."""
+    levels = []
+    if demand <= machine:
+        levels.append(Level.MACHINE)
+    if starvation_s >= t_mc:
+        levels.append(Level.RACK)
+    if starvation_s >= t_rk:
+        levels.append(Level.NETWORK)
+    return levels
+
+
+def best_level(view: ClusterView, job: JobInfo) -> Level:
+    """The tightest level a job's GPU count fits (§4.3.2: one machine, one rack, else the network)."""
+    machine, rack = view.shape.largest(view.gpu_types_for(job.spec))
+    gpus = job.num_gpus
+    return Level.MACHINE if gpus <= machine else Level.RACK if gpus <= rack else Level.NETWORK
+
+
+def can_tighten(view: ClusterView, job: JobInfo) -> bool:
+    """Whether a running job spans more than its GPU count forces (racks, or machines)."""
+    return allocation_level(allocation_of(job), view.cluster) > best_level(view, job)
+
+
+class _WaitingTail:
+    """The tail of a pass's offer order once no job can preempt and nothing moves: a job there that does
+    not fit what is free only waits, and its reason is all there is to work out (issue 19: a loaded
+    queue has a thousand such jobs per pass, and walking them was a tenth of Dally's time). The reasons
+    of each run of such jobs are given at once, found from the order's demands, so only the jobs that
+    fit are looked at one by one; a reason depends on the demand alone while what is free holds."""
+
+    __slots__ = ("demands", "fits", "fits_total", "ids", "reasons", "wanted")
+
+    def __init__(self, ids: list[str], demands: list[int]) -> None:
+        self.ids, self.demands = ids, demands  # the order's job ids and GPU demands
+        self.wanted = np.array(demands, dtype=np.int64)
+        self.fits: list[int] = []  # positions in the order whose demand is at most fits_total
+        self.fits_total = -1
+        self.reasons: dict[int, Unplaced] = {}  # demand -> its reason, while what is free holds
+
+    def skip(self, i: int, free_total: int, unplaced: dict[str, Unplaced],
+             reason: Callable[[int, int], Unplaced]) -> int:
+        """Give the jobs from position ``i`` up to the next one that fits ``free_total`` GPUs their
+        reasons (``reason(demand, position)``, asked once per demand) in ``unplaced``; that job's position."""
+        if self.fits_total != free_total:
+            self.fits, self.fits_total = np.flatnonzero(self.wanted <= free_total).tolist(), free_total
+        k = bisect.bisect_left(self.fits, i)
+        j = self.fits[k] if k < len(self.fits) else len(self.ids)  # the next job that fits
+        if j > i:
+            run = self.demands[i:j]
+            for demand in set(run).difference(self.reasons):
+                self.reasons[demand] = reason(demand, i + run.index(demand))
+            unplaced.update(zip(self.ids[i:j], map(self.reasons.__getitem__, run), strict=True))
+        return j
+
+
+class DallyPass:
+    """One pass of Dally's (§4.3: "The scheduler then periodically generates resource offers to jobs in
+    the wait queue"): offers in increasing Nw_sens (§4.3.1, :meth:`offer_order`), each accepted or
+    rejected by the job itself (Algorithm 1, :meth:`offer`), a failed offer followed by the Nw_sens
+    preemption stage (:meth:`preempt_for`), an acceptance recorded for the auto-tuner (:meth:`accept`).
+    With Halyard's ``migrate`` and ``lease`` options, running jobs join the offers (:meth:`reoffer`).
+
+    Its fields are the pass's caches, valid within the pass only (issue 19's exact shortcuts, each
+    equal to working the figure out afresh: ``tests/test_waiting_sens.py``): the victims, worked out
+    when first needed (most passes never are); the free GPU count, re-summed only after a start, a move
+    or a preemption; each GPU-type set's usable GPUs (the offer); the preemption searches that found
+    nothing (:class:`_Searches`); reasons that depend only on a demand and those counts; and the tail of
+    the order where jobs only wait (:class:`_WaitingTail`)."""
+
+    def __init__(self, policy: Dally, view: ClusterView, state: PassState, ended: set[str]) -> None:
+        self.policy, self.view, self.state = policy, view, state
+        self.ended = ended  # ``lease``: the running jobs whose lease ended (Dally._ended_leases)
+        self.delay = policy.delay
+        self.nw_preemption = policy.nw_preemption
+        self.plan = Plan()
+        self.free = view.free.copy()
+        self.sens: dict[str, float] = {}  # the offer order's Nw_sens: waiting jobs, then movers
+        self.waiting: list[JobInfo] | None = None  # the waiting jobs in offer order, if kept (WaitingOrder)
+        self.movers: list[JobInfo] = []
+        self.order: list[JobInfo] = []
+        # Victims at or below every waiting job's Nw_sens are never eligible in a pass without movers
+        # (the order holds only waiting jobs then): left out of the list, only counted (``unlisted``),
+        # since the "no victim at all" test counts them (issue 19: they are most of the running jobs).
+        self._victims: Victims | None = None if policy.preemption and view.running else []
+        self.unlisted = 0
+        self.free_total: int | None = self.free.total_gpus
+        self.start_total: int = view.free.total_gpus  # what the reasons quote
+        self.offers: dict[GpuTypes, np.ndarray] = {}
+        self.searches = _Searches()
+        self._too_few: dict[tuple[int, int], Unplaced] = {}
+        self._no_victim: dict[int, Unplaced] = {}
+        self.tail: _WaitingTail | None = None
+
+    def run(self) -> tuple[Plan, FreeResources]:
+        """§4.3: the pass's offers, in increasing Nw_sens; the plan, and what it left free."""
+        self.rank_waiting()
+        if not self.find_movers():
+            return self.plan, self.free  # nothing waits and nothing can move: no Nw_sens needed
+        self.order = order = self.offer_order()
+        i, n = 0, len(order)
+        while i < n:
+            if self.tail is not None:
+                assert self.free_total is not None  # (no movers in a tail)
+                i = self.tail.skip(i, self.free_total, self.plan.unplaced, self._tail_reason)
+                if i == n:
+                    break
+            job = order[i]
+            i += 1
+            if job.allocation is not None:
+                self.reoffer(job)
+            else:
+                self.offer(job)
+        return self.plan, self.free
+
+    # ------------------------------------------------------------------ the offer order (§4.3.1)
+    def waiting_sens(self, job: JobInfo) -> float:
+        """§4.3.1: a waiting job's Nw_sens (a job that never ran: :attr:`Dally._never_ran_sens`)."""
+        if job.run_time_s(self.view.now) <= 0.0:
+            return self.policy._never_ran_sens
+        return self.policy.sensitivity(self.view, job)
+
+    def rank_waiting(self) -> None:
+        """§4.3.1: the waiting jobs' Nw_sens, and their offer order when it is kept from the last pass
+        (:class:`WaitingOrder`, given the view's event log; else :meth:`offer_order` sorts)."""
+        view, policy = self.view, self.policy
+        if policy.shortcuts and view.events is not None and view.jobs is not None:
+            self.waiting = policy._waiting.ranked(view, self.waiting_sens)
+            self.sens = policy._waiting.sens  # read only: copied before movers are added
+        else:
+            self.sens = {job.job_id: self.waiting_sens(job) for job in view.pending}
+
+    def find_movers(self) -> bool:
+        """The running jobs offered GPUs with the waiting ones (``migrate``: slowed ones spread wider
+        than their size needs; ``lease``: those whose lease ended), with their Nw_sens; False when
+        nothing waits and nothing can move, which ends the pass."""
+        policy, view = self.policy, self.view
+        if not (policy.preemption and view.running):
+            return True
+        tighter = self.spread_wider() if policy.migrate or self.ended else []
+        if not view.pending and not tighter:
+            return False
+        if tighter:
+            self.add_movers(tighter)
+        return True
+
+    def spread_wider(self) -> list[JobInfo]:
+        """The running jobs that may move: spread over more machines or racks than their size needs
+        (only those can be moved), and without ``migrate`` only those whose lease ended."""
+        view, migrate, ended = self.view, self.policy.migrate, self.ended
+        return [job for job in view.running.values()
+                if len(allocation_of(job).nodes) > 1 and can_tighten(view, job) and (migrate or job.job_id in ended)]
+
+    def add_movers(self, tighter: list[JobInfo]) -> None:
+        """The movers among ``tighter``: a lease-ended one, or with ``migrate`` one slowed (below 1), by
+        at least ``min_gain``, and with ``worse_half`` in the more slowed half; the victims, listed with
+        every running job's Nw_sens (a list the movers' re-offers edit)."""
+        stage = self.nw_preemption
+        running, middle = stage.running_nw_sens(self.view, self.sens)
+        self._victims, _ = stage.listed(self.view, middle, running=running)
+        slowed = min(middle if stage.worse_half else math.inf, 1.0 - stage.min_gain)
+        migrate, ended = self.policy.migrate, self.ended
+        self.movers = [job for job in tighter if job.job_id in ended
+                       or (migrate and running[job.job_id] <= slowed and running[job.job_id] < 1.0)]
+        self.sens = {**self.sens, **{job.job_id: running[job.job_id] for job in self.movers}}
+
+    def offer_order(self) -> list[JobInfo]:
+        """§4.3.1: "Resource offers are hence made in increasing order of Nw_sens" (then submission,
+        then arrival): the waiting jobs and the movers."""
+        sens = self.sens
+
+        def key(j: JobInfo) -> tuple[float, float, int]:
+            return sens[j.job_id], j.spec.submit_time, j.arrival_seq
+
+        if self.waiting is None:
+            return sorted([*self.view.pending, *self.movers], key=key)
+        if self.movers:
+            return list(heapq.merge(self.waiting, sorted(self.movers, key=key), key=key))
+        return self.waiting
+
+    # ------------------------------------------------------------------ a waiting job's offer (Algorithm 1)
+    def offer(self, job: JobInfo) -> None:
+        """Algorithm 1 for a waiting ``job`` on what is free (:meth:`DelayScheduling.decide`, lines 1-22);
+        if it rejects the offer, or too few GPUs are free for one, the preemption stage
+        (:meth:`preempt_for`); then :meth:`accept`, or a reason to wait."""
+        free_total = self.free_gpus()
+        demand = job.spec.num_gpus
+        if free_total < demand and not self.victims() and not self.unlisted:
+            self.plan.wait(job.job_id, self.too_few(demand, free_total))
+            return
+        sens = self.sens[job.job_id]
+        if free_total >= demand:
+            decision, avail, wait_s, t_mc, t_rk = self.delay.decide(self.view, job, self.free, self.state,
+                                                                    self.offers)
+            if decision is None and self.nw_preemption.may_preempt(self.victims(), sens):
+                decision = self.preempt_for(job, sens, wait_s, t_mc, t_rk)
+            if decision is None:  # lines 11 and 19: rejected (or the offer is too small)
+                self.plan.wait(job.job_id, self.delay.why(self.view, job, avail, wait_s, t_mc, t_rk))
+                return
+        elif self.nw_preemption.may_preempt(self.victims(), sens):
+            # Too few GPUs free: only a preemption can place it, so its timers matter only then
+            # (the reason quotes neither its starvation nor its timers).
+            wait_s = starvation(self.view, job)
+            t_mc, t_rk = self.delay.job_timers(self.view, job, self.state)
+            decision = self.preempt_for(job, sens, wait_s, t_mc, t_rk)
+            if decision is None:
+                self.plan.wait(job.job_id, self.no_victim(job))
+                return
+        else:
+            self.only_waits_from_here(sens)
+            self.plan.wait(job.job_id, self.no_victim(job))
+            return
+        self.accept(job, decision, wait_s)
+
+    def preempt_for(self, job: JobInfo, sens: float, wait_s: float, t_mc: float,
+                    t_rk: float) -> tuple[Picked, Level] | None:
+        """The preemption stage (§4.3.1-§4.3.2, :meth:`NwSensPreemption.free_for`) for a waiting ``job``
+        whose offer failed: a placement at a level it accepts now (Algorithm 1's ladder with its
+        starvation ``wait_s`` and timers), freed by preempting victims, or None."""
+        machine = self.delay.statics.of(self.view, job).machine
+        levels = accepted_levels(job.spec.num_gpus, machine, wait_s, t_mc, t_rk)
+        return self.nw_preemption.free_for(self.view, job, sens, levels, self.free, self.victims(), self.plan,
+                                           self.offers, self.searches)
+
+    def accept(self, job: JobInfo, decision: tuple[Picked, Level], wait_s: float) -> None:
+        """Algorithm 1 lines 6-7, 14-15 and 21: allocate the GPUs and start the job, and record its
+        starvation for the auto-tuner (in the pass's state until the plan is applied:
+        :meth:`DelayScheduling.accept`)."""
+        picked, level = decision
+        allocation = build_allocation(self.free, picked)
+        self.free.take(allocation)
+        self.free_total = self.free.total_gpus
+        self.offers.clear()
+        self.searches.taken()  # (a preemption for this start has cleared the holders)
+        if self.tail is not None:
+            self.tail.reasons.clear()
+        self.plan.start(job.job_id, allocation)
+        self.delay.accept(self.view, job, level, wait_s, self.state)
+
+    def only_waits_from_here(self, sens: float) -> None:
+        """No job from here on can preempt (the order is by increasing Nw_sens, so none after the first
+        that cannot) and nothing moves: a job that does not fit what is free only waits
+        (:class:`_WaitingTail`). Not with the shortcuts off, with movers, or at a NaN Nw_sens (which
+        does not order)."""
+        if not self.policy.shortcuts or self.movers or sens != sens:
+            return
+        if self.order is self.waiting:
+            self.tail = _WaitingTail(self.policy._waiting.ids, self.policy._waiting.demands)
+        else:
+            self.tail = _WaitingTail([job.job_id for job in self.order], [job.spec.num_gpus for job in self.order])
+
+    # ------------------------------------------------------------------ a running job's re-offer (options)
+    def reoffer(self, job: JobInfo) -> None:
+        """``migrate`` or ``lease`` (module docstring): a running mover is re-offered GPUs and moves to
+        one machine or one rack if it can now (:meth:`reconsolidate`); at a lease end only the GPUs of
+        other lease-ended jobs are re-offered to it. Skipped if a job earlier in the pass took its GPUs:
+        it waits again (§4.3)."""
+        self.free_total = None  # moves and preemptions change what is free, and the victims
+        self.offers.clear()
+        self.searches.clear()
+        if any(isinstance(a, Preempt) and a.job_id == job.job_id for a in self.plan.actions):
+            return
+        pool = self.victims()
+        assert isinstance(pool, list)  # (listed with the movers' Nw_sens: add_movers)
+        sens = self.sens[job.job_id]
+        if job.job_id in self.ended and not (self.policy.migrate and sens < 1.0):
+            self.reoffer_at_lease_end(job, sens, pool)
+        else:
+            self.reconsolidate(job, sens, pool)
+
+    def reoffer_at_lease_end(self, job: JobInfo, sens: float, pool: list[_Victim]) -> None:
+        """``lease``: only the GPUs of other lease-ended jobs are re-offered to ``job``; those it takes
+        leave ``pool``."""
+        ended = self.ended
+        offered = [v for v in pool if v.job.job_id in ended]
+        self.reconsolidate(job, sens, offered)
+        left = {v.job.job_id for v in offered}  # those it did not preempt
+        pool[:] = [v for v in pool if v.job.job_id not in ended or v.job.job_id in left]
+
+    def reconsolidate(self, job: JobInfo, sens: float, victims: list[_Victim]) -> None:
+        """Move a slowed running ``job`` to one machine or one rack if that is possible now, on the free
+        GPUs, its own, and those of ``victims`` it may preempt (:meth:`NwSensPreemption.eligible`)."""
+        view, free, plan, shape = self.view, self.free, self.plan, self.view.shape
+        allocation = job.allocation
+        assert allocation is not None
+        current = allocation_level(allocation, view.cluster)
+        demand = allocation.num_gpus
+        trial = free.copy()
+        trial.give(allocation)
+        types = view.gpu_types_for(job.spec)
+        avail = usable_gpus(trial, shape, types)
+        eligible = self.nw_preemption.eligible(victims, sens)
+        for level in range(best_level(view, job), current):
+            level = Level(level)
+            picked = on_machine(avail, demand) if level is Level.MACHINE else on_rack(avail, shape, demand)
+            group: list[_Victim] = []
+            if picked is None and eligible:
+                found = _with_victims(level, demand, trial, avail, shape, eligible, types)
+                if found is not None:
+                    picked, group = found
+            if picked is None or level_of(picked, shape) >= current:
+                continue
+            _preempt(group, plan, free, victims, trial)
+            moved = build_allocation(trial, picked)
+            free.give(allocation)
+            free.take(moved)
+            plan.migrate(job.job_id, moved)
+            return
+
+    # ------------------------------------------------------------------ the pass's caches
+    def victims(self) -> Victims:
+        """The pass's victims, worked out from the view when first asked for (so the same whenever)."""
+        if self._victims is None:
+            waiting = self.policy._waiting
+            floor = waiting.lowest() if self.sens is waiting.sens else min(self.sens.values(), default=-math.inf)
+            self._victims, self.unlisted = self.nw_preemption.pass_victims(self.view, self.sens, floor,
+                                                                           lazy=self.policy.shortcuts)
+        return self._victims
+
+    def free_gpus(self) -> int:
+        """The free GPU count, re-summed only after a move or a preemption."""
+        if self.free_total is None:
+            self.free_total = self.free.total_gpus
+        return self.free_total
+
+    def too_few(self, demand: int, free_now: int) -> Unplaced:
+        """The reason of a job of ``demand`` GPUs with ``free_now`` free and no victim at all."""
+        why = self._too_few.get((demand, free_now))
+        if why is None:
+            why = self._too_few[(demand, free_now)] = cannot_fit(self.delay.name, "needs {:#GPU}; {} free",
+                                                                 demand, free_now)
+        return why
+
+    def no_victim(self, job: JobInfo) -> Unplaced:
+        """The reason of a job too large for what is free that may preempt no victim."""
+        why = self._no_victim.get(job.spec.num_gpus)
+        if why is None:
+            why = self._no_victim[job.spec.num_gpus] = self.delay.why(self.view, job, None, 0.0, 0.0, 0.0,
+                                                                      self.start_total)
+        return why
+
+    def _tail_reason(self, demand: int, position: int) -> Unplaced:
+        if not self._victims and not self.unlisted:
+            assert self.free_total is not None
+            return self.too_few(demand, self.free_total)
+        return self.no_victim(self.order[position])
+
+
 class Dally:
     """Delay scheduling with auto-tuned (or manual) timers and Nw_sens preemption.
 
-    Its parts are the stages above (:class:`NwSensOrdering`'s order, :class:`DelayScheduling`'s
-    offers and timers) plus the placement-aware preemption that needs both at once."""
+    Its parts are stages: :class:`NwSensOrdering`'s order, :class:`DelayScheduling`'s offers and
+    timers, and :class:`NwSensPreemption`, the placement-aware preemption that needs both at once;
+    :class:`DallyPass` runs one pass of them."""
 
     needs_rounds = True  # timers elapse and Nw_sens drifts with time alone
     resource_sensitive = False
@@ -716,10 +1269,9 @@ class Dally:
             raise ValueError(f"lease_rounds must be a positive number of rounds, got {lease_rounds!r}")
         self.name = name
         self.delay = DelayScheduling(timers)
+        self.nw_preemption = NwSensPreemption(self.delay.statics, min_gain=min_gain, worse_half=worse_half)
         self.preemption = preemption
         self.migrate = migrate
-        self.worse_half = worse_half
-        self.min_gain = min_gain
         self.lease = lease
         self.lease_rounds = lease_rounds
         self.reauction = reauction
@@ -728,7 +1280,6 @@ class Dally:
         # ``lease``: job id -> (last assignment time, index of the last lease end re-offered); a
         # function of the applied passes (updated in on_applied), pruned to the running jobs.
         self._lease_ends: dict[str, tuple[float, int]] = {}
-        self._running_sens_table = RunningNwSens()  # running jobs' progress numbers (a memo, not learning)
         self._waiting = WaitingOrder()  # the waiting jobs in offer order (a memo, not learning)
         # Adjusters run after Dally's pass on what is still free, as in a staged policy
         # (``dally+cassini``: Cassini's time-shifts on Dally's placements).
@@ -737,6 +1288,24 @@ class Dally:
     @property
     def timers(self) -> TimerSource:
         return self.delay.timers
+
+    @property
+    def min_gain(self) -> float:
+        """The preemption stage's ``min_gain`` (``+hysteresis``)."""
+        return self.nw_preemption.min_gain
+
+    @min_gain.setter
+    def min_gain(self, value: float) -> None:
+        self.nw_preemption.min_gain = value
+
+    @property
+    def worse_half(self) -> bool:
+        """The preemption stage's ``worse_half`` (``+worse-half``)."""
+        return self.nw_preemption.worse_half
+
+    @worse_half.setter
+    def worse_half(self, value: bool) -> None:
+        self.nw_preemption.worse_half = value
 
     @property
     def acts_without_pending(self) -> bool:
@@ -755,7 +1324,7 @@ class Dally:
         options = [o for o, on in (("migrate", self.migrate), ("worse-half", self.worse_half),
                                    (f"min-gain {self.min_gain:g}", self.min_gain > 0.0),
                                    (f"lease {self.lease_rounds:g} rounds", self.lease)) if on]
-        preemption = "+".join(["nw-sens", *options]) if self.preemption else "off"
+        preemption = "+".join([self.nw_preemption.name, *options]) if self.preemption else "off"
         if self.reauction:
             preemption = f"lease-end re-auction every {self.lease_rounds:g} rounds"
         timers = self.timers
@@ -772,7 +1341,7 @@ class Dally:
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         self.delay.on_applied(view, plan, state)
-        self._running_sens_table.prune(view.running)
+        self.nw_preemption.on_applied(view, plan, state)
         if self.lease or self.reauction:
             self._lease_ends = {k: v for k, v in self._lease_ends.items() if k in view.running}
             self._lease_ends.update(state.get(LEASES_KEY, {}))
@@ -785,7 +1354,7 @@ class Dally:
 
     # ------------------------------------------------------------------ reading the view
     def sensitivity(self, view: ClusterView, job: JobInfo) -> float:
-        return nw_sens(job, view.now, self.delay.statics.of(view, job).compute_s)
+        return self.nw_preemption.sensitivity(view, job)
 
     # ------------------------------------------------------------------ the pass
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
@@ -797,182 +1366,17 @@ class Dally:
         return plan
 
     def _schedule(self, view: ClusterView, state: PassState) -> tuple[Plan, FreeResources | None]:
-        """Dally's own pass: the plan, and what it left free (None when it returned before copying)."""
-        plan = Plan()
+        """Dally's own pass (:class:`DallyPass`, or at a lease end with ``reauction`` :meth:`_reauction`):
+        the plan, and what it left free (None when it returned before copying)."""
         if self.reauction:
             ended = self._ended_leases(view, state)
             if ended:
+                plan = Plan()
                 return plan, self._reauction(view, state, ended, plan)
         ended = self._ended_leases(view, state) if self._leases else set()
         if not view.pending and not (self._migrates and view.running) and not ended:
-            return plan, None
-        shape = view.shape
-        free = view.free.copy()
-        now = view.now  # a job that never ran has Nw_sens 1.0 whatever its compute time (nw_sens)
-
-        def waiting_sens(job: JobInfo) -> float:
-            return self._never_ran_sens if job.run_time_s(now) <= 0.0 else self.sensitivity(view, job)
-
-        if self.shortcuts and view.events is not None and view.jobs is not None:  # kept from the last pass
-            waiting: list[JobInfo] | None = self._waiting.ranked(view, waiting_sens)
-            sens = self._waiting.sens  # read only: copied before movers are added (issue 19: a copy a pass)
-        else:
-            waiting, sens = None, {job.job_id: waiting_sens(job) for job in view.pending}
-        victims: Victims | None = None  # worked out when first needed (issue 19: most passes never do)
-        movers: list[JobInfo] = []
-        if self.preemption and view.running:
-            # Only a job spread over more machines or racks than its size needs can be moved.
-            tighter = ([job for job in view.running.values()
-                        if len(allocation_of(job).nodes) > 1 and self._can_tighten(view, job)
-                        and (self.migrate or job.job_id in ended)]
-                       if self.migrate or ended else [])
-            if not view.pending and not tighter:
-                return plan, free  # nothing waits and nothing can move: no Nw_sens needed
-            if tighter:
-                running, middle = self._running_sens(view, sens)
-                victims, _ = self._victims(view, middle, running=running)
-                # movers: slowed (below 1), by at least min_gain, and with worse_half in the more slowed half
-                slowed = min(middle if self.worse_half else math.inf, 1.0 - self.min_gain)
-                movers = [job for job in tighter if job.job_id in ended
-                          or (self.migrate and running[job.job_id] <= slowed and running[job.job_id] < 1.0)]
-                sens = {**sens, **{job.job_id: running[job.job_id] for job in movers}}
-        else:
-            victims = []
-
-        # Victims at or below every waiting job's Nw_sens are never eligible in a pass without movers
-        # (the order holds only waiting jobs then): left out of the list, only counted, since the
-        # "no victim at all" test below counts them (issue 19: they are most of the running jobs).
-        unlisted = 0
-
-        def victims_now() -> Victims:
-            """The pass's victims (computed from the view, so the same whenever first asked for)."""
-            nonlocal victims, unlisted
-            if victims is None:
-                floor = self._waiting.lowest() if sens is self._waiting.sens else min(sens.values(), default=-math.inf)
-                victims, unlisted = self._pass_victims(view, sens, floor)
-            return victims
-
-        # What is free, kept per pass while nothing is taken or given (issue 19: on a loaded trace the
-        # pass looks at every waiting job): the GPU count, re-summed only after a start, a move or a
-        # preemption, and each GPU-type set's usable GPUs (the offer, :meth:`DelayScheduling.decide`).
-        # Reasons that depend only on a demand and these counts are made once and shared, and the
-        # preemption searches that found nothing are not made again (:meth:`_preempt_for`).
-        free_total: int | None = free.total_gpus
-        start_total = free_total  # view.free's, which the reasons quote
-        offers: dict[GpuTypes, np.ndarray] = {}
-        searches = _Searches()
-        too_few: dict[tuple[int, int], Unplaced] = {}
-        no_victim: dict[int, Unplaced] = {}
-
-        def too_few_for(demand: int, free_now: int) -> Unplaced:
-            why = too_few.get((demand, free_now))
-            if why is None:
-                why = too_few[(demand, free_now)] = cannot_fit(self.delay.name, "needs {:#GPU}; {} free",
-                                                               demand, free_now)
-            return why
-
-        def no_victim_for(job: JobInfo) -> Unplaced:
-            why = no_victim.get(job.spec.num_gpus)
-            if why is None:
-                why = no_victim[job.spec.num_gpus] = self.delay.why(view, job, None, 0.0, 0.0, 0.0, start_total)
-            return why
-
-        def offer_key(j: JobInfo) -> tuple[float, float, int]:
-            return sens[j.job_id], j.spec.submit_time, j.arrival_seq
-
-        if waiting is None:
-            order = sorted([*view.pending, *movers], key=offer_key)
-        else:
-            order = list(heapq.merge(waiting, sorted(movers, key=offer_key), key=offer_key)) if movers else waiting
-        # Once no job can preempt (the order is by increasing Nw_sens, so none after the first that cannot)
-        # and nothing moves, a job that does not fit what is free only waits: its reason is all there is
-        # to work out (issue 19: a loaded queue has a thousand such jobs per pass). The reasons of each run
-        # of such jobs are given at once, found from the order's demands (the kept ones of WaitingOrder),
-        # and only the jobs that fit are looked at one by one (the walk was a tenth of Dally's time).
-        only_waits = False
-        tail: dict[int, Unplaced] = {}  # demand -> its reason in that tail, while free_total holds
-        unplaced = plan.unplaced
-        ids: list[str] = []  # in the tail: the order's job ids and GPU demands
-        demands: list[int] = []
-        wanted = np.zeros(0, dtype=np.int64)  # demands, as an array
-        fits: list[int] = []  # positions in the order whose demand is at most fits_total
-        fits_total = -1
-        i, n = 0, len(order)
-        while i < n:
-            if only_waits:
-                assert free_total is not None, "only_waits is set where free_total is counted"
-                if fits_total != free_total:
-                    fits, fits_total = np.flatnonzero(wanted <= free_total).tolist(), free_total
-                k = bisect.bisect_left(fits, i)
-                j = fits[k] if k < len(fits) else n  # the next job that fits; those before it only wait
-                if j > i:
-                    run = demands[i:j]
-                    for demand in set(run).difference(tail):
-                        tail[demand] = (too_few_for(demand, free_total) if not victims and not unlisted
-                                        else no_victim_for(order[i + run.index(demand)]))
-                    unplaced.update(zip(ids[i:j], map(tail.__getitem__, run), strict=True))
-                    i = j
-                    if i == n:
-                        break
-            job = order[i]
-            i += 1
-            if job.allocation is not None:
-                free_total = None  # moves and preemptions change what is free, and the victims
-                offers.clear()
-                searches.clear()
-                if any(isinstance(a, Preempt) and a.job_id == job.job_id for a in plan.actions):
-                    continue  # a job earlier in the pass took its GPUs: it waits again (§4.3)
-                pool = victims_now()
-                if job.job_id in ended and not (self.migrate and sens[job.job_id] < 1.0):
-                    # lease end: only the GPUs of other lease-ended jobs are re-offered to it
-                    assert isinstance(pool, list), "a pass with movers lists its victims (_pass_victims)"
-                    offered = [v for v in pool if v.job.job_id in ended]
-                    self._reconsolidate(view, job, sens[job.job_id], free, shape, offered, plan)
-                    left = {v.job.job_id for v in offered}  # those it did not preempt
-                    pool[:] = [v for v in pool if v.job.job_id not in ended or v.job.job_id in left]
-                else:
-                    self._reconsolidate(view, job, sens[job.job_id], free, shape, pool, plan)
-                continue
-            if free_total is None:
-                free_total = free.total_gpus
-            demand = job.spec.num_gpus
-            if free_total < demand and not victims_now() and not unlisted:
-                plan.wait(job.job_id, too_few_for(demand, free_total))
-                continue
-            job_sens = sens[job.job_id]
-            decision: tuple[Picked, Level] | None = None
-            avail = None
-            if free_total >= demand:
-                decision, avail, wait_s, t_mc, t_rk = self.delay.decide(view, job, free, state, offers)
-                if decision is None and self._may_preempt(victims_now(), job_sens):
-                    decision = self._preempt_for(view, job, job_sens, wait_s, t_mc, t_rk,
-                                                 free, shape, victims_now(), plan, offers, searches)
-            elif self._may_preempt(victims_now(), job_sens):
-                # Too few GPUs free: only a preemption can place it, so its timers matter only then
-                # (the reason below quotes neither its starvation nor its timers).
-                wait_s = starvation(view, job)
-                t_mc, t_rk = self.delay.job_timers(view, job, state)
-                decision = self._preempt_for(view, job, job_sens, wait_s, t_mc, t_rk,
-                                             free, shape, victims_now(), plan, offers, searches)
-            elif self.shortcuts and not movers and job_sens == job_sens:  # (not NaN, which does not order)
-                only_waits = True
-                ids, demands = ((self._waiting.ids, self._waiting.demands) if order is waiting
-                                else ([other.job_id for other in order], [other.spec.num_gpus for other in order]))
-                wanted = np.array(demands, dtype=np.int64)
-            if decision is None:
-                why = self.delay.why(view, job, avail, wait_s, t_mc, t_rk) if avail is not None else no_victim_for(job)
-                plan.wait(job.job_id, why)
-                continue
-            picked, level = decision
-            allocation = build_allocation(free, picked)
-            free.take(allocation)
-            free_total = free.total_gpus
-            offers.clear()
-            searches.taken()  # (a preemption for this start has cleared the holders)
-            tail.clear()
-            plan.start(job.job_id, allocation)
-            self.delay.accept(view, job, level, wait_s, state)
-        return plan, free
+            return Plan(), None
+        return DallyPass(self, view, state, ended).run()
 
     @property
     def _never_ran_sens(self) -> float:
@@ -1002,13 +1406,7 @@ class Dally:
         moves: dict[str, Allocation] = {}
         for job in order:
             lease_ended = job.job_id in ended
-            if lease_ended:  # its last assignment is this lease end: Algorithm 1 with zero starvation
-                t_mc, t_rk = self.delay.job_timers(view, job, state)
-                avail = usable_gpus(free, view.shape, self.delay.statics.of(view, job).gpu_types)
-                wait_s = 0.0
-                decision = delay_decision(avail, view.shape, job.spec.num_gpus, wait_s, t_mc, t_rk)
-            else:
-                decision, avail, wait_s, t_mc, t_rk = self.delay.decide(view, job, free, state)
+            decision, avail, wait_s, t_mc, t_rk = self._bid(view, job, free, state, lease_ended)
             if decision is None:
                 if lease_ended:
                     plan.preempt(job.job_id)  # back into the wait queue (§4.3.2)
@@ -1023,21 +1421,18 @@ class Dally:
                 starts.append((job.job_id, allocation))
             elif _gpus_of(allocation) != _gpus_of(allocation_of(job)):
                 moves[job.job_id] = allocation
-        # a move waits for the moves off its GPUs; a ring of moves is broken into preemptions and starts
-        held = {job_id: _gpus_of(allocation_of(view.running[job_id])) for job_id in moves}
-        while moves:
-            ready = [j for j, a in moves.items()
-                     if not any(_gpus_of(a) & held[k] for k in moves if k != j)]
-            if not ready:
-                ring = next(iter(moves))
-                plan.preempt(ring)
-                starts.append((ring, moves.pop(ring)))
-                continue
-            for job_id in ready:
-                plan.migrate(job_id, moves.pop(job_id))
-        for job_id, allocation in starts:
-            plan.start(job_id, allocation)
+        _write_moves(plan, view, moves, starts)
         return free
+
+    def _bid(self, view: ClusterView, job: JobInfo, free: FreeResources, state: PassState, lease_ended: bool,
+             ) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
+        """Algorithm 1 for one bid of ``reauction``'s pass (:meth:`DelayScheduling.decide`'s answer): a
+        lease-ended job's last assignment is this lease end, so its starvation is zero (lines 1-2)."""
+        if not lease_ended:
+            return self.delay.decide(view, job, free, state)
+        t_mc, t_rk = self.delay.job_timers(view, job, state)
+        avail = usable_gpus(free, view.shape, self.delay.statics.of(view, job).gpu_types)
+        return delay_decision(avail, view.shape, job.spec.num_gpus, 0.0, t_mc, t_rk), avail, 0.0, t_mc, t_rk
 
     def _ended_leases(self, view: ClusterView, state: PassState) -> set[str]:
         """``lease``: the running jobs whose lease has ended since their last re-offer (recorded in
@@ -1054,187 +1449,31 @@ class Dally:
                 seen[job_id] = (last, index)
         return set(seen)
 
-    # ------------------------------------------------------------------ preemption
-    def _running_sens(self, view: ClusterView, sens: dict[str, float]) -> tuple[dict[str, float], float]:
-        """Every running job's Nw_sens, and the middle of the range that ``worse_half`` cuts at
-        (-inf without it; ``sens``: the waiting jobs')."""
-        running = {job_id: self.sensitivity(view, job) for job_id, job in view.running.items()}
-        middle = -math.inf
-        if self.worse_half:
-            measured = [sens[j.job_id] for j in view.pending if j.run_time_s(view.now) > 0.0]
-            values = [*measured, *running.values()]
-            middle = min(values) + (max(values) - min(values)) / 2.0
-        return running, middle
-
-    def _pass_victims(self, view: ClusterView, sens: dict[str, float], floor: float) -> tuple[Victims, int]:
-        """The victims of a pass whose order holds only waiting jobs (``sens``: theirs; ``floor``: the
-        lowest of them, -inf if none), and how many running jobs are left out for being at or below it."""
-        if self.worse_half:
-            running, middle = self._running_sens(view, sens)
-            return self._victims(view, middle, floor, running)
-        return self._victims(view, -math.inf, floor)
-
-    def _victims(self, view: ClusterView, middle: float, floor: float = -math.inf,
-                 running: dict[str, float] | None = None) -> tuple[Victims, int]:
-        """The running jobs above ``middle`` (the worse half of the Nw_sens range with ``worse_half``,
-        else every one), worst (highest) Nw_sens first, and how many of them were left out of the
-        list for being at or below ``floor`` (no job of the pass may preempt them; only counted).
-
-        ``running``: their Nw_sens if the caller has them (then a list, which the movers' pass edits).
-        Without, they are computed here, all at once (:class:`~halyard.policies.running_sens.RunningNwSens`;
-        issue 19: this was the pass's longest loop on a loaded trace), and listed lazily
-        (:class:`_LazyVictims`) unless one is NaN."""
-        out = []
-        unlisted = 0
-        cut = max(middle, floor)
-        cluster = view.cluster
-        spreads = self.delay.statics.spreads(view)
-        if running is None:
-            statics = self.delay.statics
-
-            def compute_s(job: JobInfo) -> float:
-                return statics.of(view, job).compute_s
-
-            table = self._running_sens_table
-            jobs, values = table.at(view.running, view.now, compute_s, view.facts, view)
-            # as the loop below: not (s <= middle), then s <= cut counted, else listed (NaN is listed)
-            kept = ~(values <= middle)
-            unlisted = int(np.count_nonzero(kept & (values <= cut)))
-            listed = kept & ~(values <= cut)
-            if not np.isnan(values).any():  # listed already worst first, as the sort below would
-                order = table.worst_first(values, listed)
-                lazy = _LazyVictims(jobs, order, values[order].tolist(), cluster, spreads)
-                return (lazy if self.shortcuts else list(lazy)), unlisted
-            # NaN does not order: the sort below keeps the running jobs' order among them, as without the table
-            jobs, values = table.at(view.running, view.now, compute_s, view.facts)
-            kept = ~(values <= middle)
-            listed = kept & ~(values <= cut)
-            for i in np.flatnonzero(listed).tolist():
-                out.append(_Victim(jobs[i], float(values[i]), cluster, spreads))
-        else:
-            for job_id, job in view.running.items():
-                s = running[job_id]
-                if s <= middle or job.allocation is None:
-                    continue
-                if s <= cut:
-                    unlisted += 1
-                else:
-                    out.append(_Victim(job, s, cluster, spreads))
-        out.sort(key=lambda v: (-v.sens, -v.job.spec.submit_time, -v.job.arrival_seq))
-        return out, unlisted
-
-    def _may_preempt(self, victims: Victims, sens: float) -> bool:
-        """Whether a job of Nw_sens ``sens`` has any victim (:meth:`_eligible` not empty): the
-        first victim has the highest Nw_sens."""
-        for first in victims:
-            return first.sens >= sens + self.min_gain if self.min_gain > 0.0 else first.sens > sens
-        return False
-
-    def _eligible(self, victims: Victims, sens: float) -> list[_Victim]:
-        """The victims a job of Nw_sens ``sens`` may preempt, worst first: a higher Nw_sens (a lower
-        priority, §4.3.1), and with ``min_gain`` at least that much higher."""
-        if isinstance(victims, _LazyVictims):
-            return victims.above(sens + self.min_gain, True) if self.min_gain > 0.0 else victims.above(sens, False)
-        if self.min_gain > 0.0:
-            return list(takewhile(lambda v: v.sens >= sens + self.min_gain, victims))
-        return list(takewhile(lambda v: v.sens > sens, victims))
-
-    def _best_level(self, view: ClusterView, job: JobInfo) -> Level:
-        machine, rack = view.shape.largest(view.gpu_types_for(job.spec))
-        gpus = job.num_gpus
-        return Level.MACHINE if gpus <= machine else Level.RACK if gpus <= rack else Level.NETWORK
-
-    def _can_tighten(self, view: ClusterView, job: JobInfo) -> bool:
-        """Whether a running job spans more than its GPU count forces (racks, or machines)."""
-        return allocation_level(allocation_of(job), view.cluster) > self._best_level(view, job)
-
-    def _preempt_for(self, view: ClusterView, job: JobInfo, sens: float, starvation: float,
-                     t_mc: float, t_rk: float, free: FreeResources, shape: ClusterShape,
-                     victims: Victims, plan: Plan, offers: dict[GpuTypes, np.ndarray] | None = None,
-                     searches: _Searches | None = None) -> tuple[Picked, Level] | None:
-        """(a): free a placement the waiting ``job`` accepts now by preempting victims.
-
-        ``offers`` and ``searches`` are the pass's, valid while neither ``free`` nor ``victims``
-        changes (the caller empties both then): usable GPUs per GPU-type set, and what earlier
-        searches found (:class:`_Searches`)."""
-        eligible = self._eligible(victims, sens)
-        if not eligible:
-            return None
-        demand = job.spec.num_gpus
-        types = view.gpu_types_for(job.spec)
-        machine, _ = view.shape.largest(types)
-        avail = None if offers is None else offers.get(types)
-        if avail is None:
-            avail = usable_gpus(free, shape, types)
-            if offers is not None:
-                offers[types] = avail
-        levels = []
-        if demand <= machine:
-            levels.append(Level.MACHINE)
-        if starvation >= t_mc:
-            levels.append(Level.RACK)
-        if starvation >= t_rk:
-            levels.append(Level.NETWORK)
-        for level in levels:
-            # the eligible victims are a prefix of ``victims`` (worst first), so their count names them
-            search = (level, demand, types, len(eligible))
-            holders = None
-            if searches is not None:
-                if search in searches.misses:
-                    continue
-                holders = searches.holders_of(level, eligible)
-            found = _with_victims(level, demand, free, avail, shape, eligible, types, holders)
-            if found is None:
-                if searches is not None:
-                    searches.misses.add(search)
-                continue
-            picked, group = found
-            for v in group:
-                plan.preempt(v.job.job_id)
-                free.give(allocation_of(v.job))
-                victims.remove(v)
-            if searches is not None:
-                searches.clear()
-            return picked, level_of(picked, shape)
-        return None
-
-    def _reconsolidate(self, view: ClusterView, job: JobInfo, sens: float, free: FreeResources,
-                       shape: ClusterShape, victims: Victims, plan: Plan) -> None:
-        """(b): move a slowed running ``job`` to one machine or one rack if that is possible now."""
-        allocation = job.allocation
-        assert allocation is not None
-        current = allocation_level(allocation, view.cluster)
-        demand = allocation.num_gpus
-        trial = free.copy()
-        trial.give(allocation)
-        types = view.gpu_types_for(job.spec)
-        avail = usable_gpus(trial, shape, types)
-        eligible = self._eligible(victims, sens)
-        for level in range(self._best_level(view, job), current):
-            level = Level(level)
-            picked = on_machine(avail, demand) if level is Level.MACHINE else on_rack(avail, shape, demand)
-            group: list[_Victim] = []
-            if picked is None and eligible:
-                found = _with_victims(level, demand, trial, avail, shape, eligible, types)
-                if found is not None:
-                    picked, group = found
-            if picked is None or level_of(picked, shape) >= current:
-                continue
-            for v in group:
-                plan.preempt(v.job.job_id)
-                free.give(allocation_of(v.job))
-                trial.give(allocation_of(v.job))
-                victims.remove(v)
-            moved = build_allocation(trial, picked)
-            free.give(allocation)
-            free.take(moved)
-            plan.migrate(job.job_id, moved)
-            return
 
 
 def _gpus_of(allocation: Allocation) -> frozenset[tuple[str, int]]:
     """The (node, GPU) pairs an allocation holds: whether a re-placed job kept its GPUs."""
     return frozenset((n.node, g) for n in allocation.nodes for g in n.gpus)
+
+
+def _write_moves(plan: Plan, view: ClusterView, moves: dict[str, Allocation],
+                 starts: list[tuple[str, Allocation]]) -> None:
+    """``reauction``'s moves, then its ``starts``, into ``plan`` (after its preemptions), so that each
+    action finds its GPUs free: a move waits for the moves off its GPUs; a ring of moves is broken into
+    preemptions and starts. Empties ``moves``."""
+    held = {job_id: _gpus_of(allocation_of(view.running[job_id])) for job_id in moves}
+    while moves:
+        ready = [j for j, a in moves.items()
+                 if not any(_gpus_of(a) & held[k] for k in moves if k != j)]
+        if not ready:
+            ring = next(iter(moves))
+            plan.preempt(ring)
+            starts.append((ring, moves.pop(ring)))
+            continue
+        for job_id in ready:
+            plan.migrate(job_id, moves.pop(job_id))
+    for job_id, allocation in starts:
+        plan.start(job_id, allocation)
 
 
 def with_option(policy: object, option: str) -> Dally:

@@ -124,7 +124,7 @@ async def test_a_second_agent_for_a_connected_node_is_refused_and_the_first_keep
                                tls=ClientTLS.for_node(tc.certs, "r0-n0") if tls else None)
         refusals = tc.server.metrics.registry
         labels = {"service": "halyard.v1.AgentService", "method": "Connect", "code": "ALREADY_EXISTS"}
-        past = time.monotonic() + 2 * tc.control_plane.heartbeat_timeout_s  # two heartbeat timeouts from now
+        past = time.monotonic() + 2 * tc.control_plane.agents.heartbeat_timeout_s  # two heartbeat timeouts from now
         counted_at_past: list[float] = []
 
         def refused_after_two_timeouts() -> bool:

@@ -140,12 +140,12 @@ async def test_heartbeat_timeout_counts_from_registration():
     async with TestCluster(cluster_toml=TOML, heartbeat_s=0.05, heartbeat_timeout_s=0.5) as tc:
         session = tc.control_plane.sessions["r0-n0"]
         before = time.monotonic()
-        session.last_seen = before - 10.0  # as if the agent_register call had happened long ago
-        tc.control_plane.agent_registered(session)  # the Registered reply reaches the stream now
+        session.last_seen = before - 10.0  # as if the agents.register call had happened long ago
+        tc.control_plane.agents.registered(session)  # the Registered reply reaches the stream now
         after = time.monotonic()  # nothing yields in between: no heartbeat moves last_seen
         # Judged from the instants around the call, not a later clock reading that a busy machine delays.
-        assert session not in tc.control_plane.silent_sessions(before + 0.4)
-        assert session in tc.control_plane.silent_sessions(after + 0.6)
+        assert session not in tc.control_plane.agents.silent(before + 0.4)
+        assert session in tc.control_plane.agents.silent(after + 0.6)
 
 
 async def _control_plane_that_sends(frames: list[bytes], got: asyncio.Queue[apb.AgentMessage], connects: list[int]):

@@ -58,7 +58,7 @@ async def test_a_burst_is_one_commit_and_one_pass_and_answered_only_once_stored(
     cp = control_plane(SqliteStore(db))
     await cp.start()
     commits: list[int] = []
-    cp.on_commit = commits.append
+    cp.commits.on_commit = commits.append
     passes = cp.core.passes
     try:
         for i in range(200):  # one burst: nothing yields to the loop in between
@@ -109,7 +109,7 @@ async def test_a_group_commit_that_breaks_otherwise_stops_the_control_plane_and_
     def broken_hook(jobs: int) -> None:
         raise RuntimeError("metrics hook broke")
 
-    cp.on_commit = broken_hook
+    cp.commits.on_commit = broken_hook
     try:
         cp.submit(job("j0"))
         result = await asyncio.wait_for(asyncio.gather(cp.committed(), return_exceptions=True),
@@ -167,7 +167,7 @@ async def test_concurrent_submissions_share_commits(halyard_cluster: TestCluster
     tc = halyard_cluster
     jobs = jgrpc.JobServiceStub(tc.channel)
     commits: list[int] = []
-    tc.control_plane.on_commit = commits.append
+    tc.control_plane.commits.on_commit = commits.append
     await asyncio.gather(*(jobs.SubmitJob(jpb.SubmitJobRequest(spec=spec(f"c{i}"))) for i in range(100)))
     assert sum(commits) == 100
     assert len(commits) < 100, commits  # at least one commit held more than one submission
@@ -285,7 +285,7 @@ async def test_a_lone_submitter_waits_for_the_window_only_in_rare_probes(tmp_pat
     """One caller at a time: a commit is made as soon as its one caller waits, except probes for a second
     caller that back off exponentially (commits 1, 3, 7, 15, 31, 63 of 100), not a window per commit."""
     cp = control_plane(SqliteStore(tmp_path / "state.db"))
-    cp.group_commit_window_s = 0.1
+    cp.commits.window_s = 0.1
     await cp.start()
     try:
         started = asyncio.get_running_loop().time()
@@ -293,7 +293,7 @@ async def test_a_lone_submitter_waits_for_the_window_only_in_rare_probes(tmp_pat
             cp.submit(job(f"j{i}"))
             await cp.committed()
         assert asyncio.get_running_loop().time() - started < 5.0  # a window per commit would take 10 s
-        assert cp._probe_gap == 64
+        assert cp.commits._probe_gap == 64
     finally:
         await cp.stop()
 
@@ -306,7 +306,7 @@ async def test_callers_in_a_loop_share_commits_over_grpc(halyard_cluster: TestCl
     tc = halyard_cluster
     jobs = jgrpc.JobServiceStub(tc.channel)
     commits: list[int] = []
-    tc.control_plane.on_commit = commits.append
+    tc.control_plane.commits.on_commit = commits.append
 
     async def burst(name: str) -> float:
         commits.clear()
@@ -318,9 +318,9 @@ async def test_callers_in_a_loop_share_commits_over_grpc(halyard_cluster: TestCl
         assert sum(commits) == 1000
         return sum(commits) / len(commits)
 
-    window = tc.control_plane.group_commit_window_s
-    tc.control_plane.group_commit_window_s = 0.0  # only the calls already delivered join a commit
+    window = tc.control_plane.commits.window_s
+    tc.control_plane.commits.window_s = 0.0  # only the calls already delivered join a commit
     alone = await burst("alone")
-    tc.control_plane.group_commit_window_s = window
+    tc.control_plane.commits.window_s = window
     shared = await burst("shared")
     assert shared >= 4 * alone, (alone, shared)

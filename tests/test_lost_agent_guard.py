@@ -77,7 +77,7 @@ async def test_many_frozen_agents_are_held_then_resume_without_a_requeue():
         frozen = [n.name for n in tc.cluster.nodes[:5]]  # 5 of 8: 62% >= 55%
         for node in frozen:
             tc.freeze_agent(node)
-        await tc.wait_for(lambda: cp.guard.state is Disruption.PARTIAL)
+        await tc.wait_for(lambda: cp.agents.guard.state is Disruption.PARTIAL)
         # Each is marked silent by the liveness check that finds it past the timeout and holds it: the check
         # that, without the guard, declares it lost (at <= 50 nodes the guard then admits none).
         await tc.wait_for(lambda: all(node not in cp.sessions or cp.sessions[node].silent for node in frozen))
@@ -87,7 +87,7 @@ async def test_many_frozen_agents_are_held_then_resume_without_a_requeue():
         assert not cp.core.free.schedulable[held].any()  # held nodes take no new work
         for node in frozen:
             tc.freeze_agent(node, False)
-        await tc.wait_for(lambda: cp.guard.state is Disruption.NORMAL and not any(s.silent for s in
+        await tc.wait_for(lambda: cp.agents.guard.state is Disruption.NORMAL and not any(s.silent for s in
                                                                                  cp.sessions.values()))
         assert cp.core.free.schedulable[held].all()
         assert all(tc.job(f"j{i}").state is JobState.RUNNING and tc.job(f"j{i}").preemptions == 0
@@ -102,7 +102,7 @@ async def test_once_few_are_silent_the_rest_are_declared_lost():
         lost_jobs = {_job_on(tc, n) for n in frozen[2:]}
         for node in frozen:
             tc.freeze_agent(node)
-        await tc.wait_for(lambda: cp.guard.state is Disruption.PARTIAL)
+        await tc.wait_for(lambda: cp.agents.guard.state is Disruption.PARTIAL)
         for node in frozen[:2]:  # 3 of 8 silent now: 37% < 55%, the cluster is healthy again
             tc.freeze_agent(node, False)
         await tc.wait_for(lambda: all(tc.job(j).preemptions == 1 for j in lost_jobs))
@@ -123,10 +123,10 @@ async def test_agents_heard_again_one_by_one_after_a_disruption_are_not_declared
         frozen = [n.name for n in tc.cluster.nodes[:5]]
         for node in frozen:
             tc.freeze_agent(node)
-        await tc.wait_for(lambda: cp.guard.state is Disruption.PARTIAL)
+        await tc.wait_for(lambda: cp.agents.guard.state is Disruption.PARTIAL)
         await tc.wait_for(lambda: all(node in cp.sessions and cp.sessions[node].silent for node in frozen))
         tc.freeze_agent(frozen[0], False)
-        await tc.wait_for(lambda: cp.guard.state is Disruption.NORMAL)
+        await tc.wait_for(lambda: cp.agents.guard.state is Disruption.NORMAL)
         for node in frozen[1:4]:  # after the check that ended the disruption
             tc.freeze_agent(node, False)
         await tc.wait_for(lambda: not any(cp.sessions[n].silent for n in frozen[:4]))
@@ -147,7 +147,7 @@ async def test_a_starved_control_plane_does_not_charge_its_stall_to_the_agents()
         starved_from = time.monotonic()
         time.sleep(1.5)  # the whole process starved: no task runs
         cp = tc.control_plane
-        await tc.wait_for(lambda: cp._judged_from > starved_from)  # the late liveness check has run
+        await tc.wait_for(lambda: cp.agents._judged_from > starved_from)  # the late liveness check has run
         assert tc.job("a").state is JobState.RUNNING and tc.job("a").preemptions == 0
         assert len(tc.control_plane.sessions) == 2
 
@@ -158,7 +158,7 @@ async def _one_frozen_agent_is_declared_lost(tc: TestCluster) -> None:
     job = _job_on(tc, first)
     tc.freeze_agent(first)
     await tc.wait_for(lambda: tc.job(job).preemptions == 1, timeout=10)
-    assert tc.control_plane.guard.state is Disruption.NORMAL
+    assert tc.control_plane.agents.guard.state is Disruption.NORMAL
 
 
 async def test_agents_that_left_cleanly_are_not_counted_silent():
@@ -182,7 +182,7 @@ async def test_a_cut_stream_is_not_a_clean_leave():
         node = tc.cluster.nodes[1].name
         await tc.agents[node].stop()  # like a killed process
         await tc.wait_for(lambda: node not in cp.sessions)
-        assert node in cp._known and node in cp._absent_since
+        assert node in cp.agents._known and node in cp.agents._absent_since
 
 
 async def test_drained_nodes_are_not_counted_silent():

@@ -311,6 +311,28 @@ def test_preemption_victims(small_cluster, options, b_sens, waiting_sens, preemp
         assert plan.actions == [Preempt(preempted), Start("w", on(small_cluster, ("r0-n1", 4)))]
 
 
+def test_nw_sens_preemption_is_a_preemption_stage(small_cluster):
+    """§4.3.1's preemption is Dally's preemption stage (policies/stages.py ``Preemption``, Kubernetes'
+    PostFilter): asked for a waiting job's victims, it names the running jobs of higher Nw_sens (lower
+    priority), worst first; ``min_gain`` narrows them."""
+    from halyard.policies.dally import NwSensPreemption
+    from halyard.policies.stages import Preemption
+
+    running = [fake("a", 4, seq=0, allocation=on(small_cluster, ("r0-n0", 4)), done=900, run_s=1000),
+               fake("b", 4, seq=1, allocation=on(small_cluster, ("r0-n1", 4)), done=620, run_s=1000),
+               fake("c", 4, seq=2, allocation=on(small_cluster, ("r1-n0", 4)), done=200, run_s=1000),
+               fake("d", 4, seq=3, allocation=on(small_cluster, ("r1-n1", 4)), done=990, run_s=1000)]
+    waiting = fake("w", 4, seq=4, done=600, run_s=1000, last_assignment_time=0.0)
+    view = view_of(small_cluster, 10.0, running, [waiting])
+    policy = Dally(ManualTimers())
+    stage = policy.nw_preemption
+    assert isinstance(stage, NwSensPreemption) and isinstance(stage, Preemption)
+    assert ("preemption", stage.name) in policy.stages()
+    assert [j.job_id for j in stage.victims(view, waiting, Plan(), PassState())] == ["d", "a", "b"]
+    policy.min_gain = MIN_GAIN  # b (0.62) is only 0.02 above w (0.60)
+    assert [j.job_id for j in stage.victims(view, waiting, Plan(), PassState())] == ["d", "a"]
+
+
 def test_preemption_respects_the_delay_ladder(small_cluster):
     """Before its machine timer a slowed 4-GPU job preempts only for a whole machine, never for
     GPUs spread over a rack."""

@@ -33,7 +33,7 @@ def _check(table: RunningNwSens, running: dict[str, JobRecord], now: float) -> i
     assert [j.job_id for j in jobs] == [j for j, r in running.items() if r.allocation is not None]
     for record, value in zip(jobs, values.tolist(), strict=True):
         assert value == nw_sens(record, now, _compute_s(record)), (record.job_id, now)
-    # Dally's victim order (policies/dally.py Dally._victims), for every other job
+    # Dally's victim order (policies/dally.py NwSensPreemption.listed), for every other job
     chosen = np.arange(len(jobs)) % 2 == 0
     want = sorted(np.flatnonzero(chosen).tolist(),
                   key=lambda i: (-values[i], -jobs[i].spec.submit_time, -jobs[i].arrival_seq))
@@ -133,7 +133,7 @@ def test_a_new_performance_model_forgets_cached_rows():
     dally = Dally()
     for compute_s in (1.0, 4.0):
         view = view_of(cluster, 1000.0, [running], [], perf=FakePerf(compute_s=compute_s))
-        victims, _ = dally._victims(view, float("-inf"))
+        victims, _ = dally.nw_preemption.listed(view, float("-inf"))
         assert next(iter(victims)).sens == dally.sensitivity(view, running)
 
 
@@ -166,7 +166,7 @@ def test_followed_running_jobs_equal_a_fresh_check_on_a_loaded_run():
     from halyard.traces import generate_synergy_trace
 
     policy = make_policy("dally")
-    policy._running_sens_table = table = _CheckedTable()
+    policy.nw_preemption.running_sens = table = _CheckedTable()
     sim = Simulator(load_cluster("synergy-128"), policy, performance_model_for(policy, contention="fair"))
     sim.run(generate_synergy_trace(1000, rate_per_hour=5.0, multi_gpu=True, seed=1), until=(600, 601))
     assert table.checks > 500

@@ -100,7 +100,7 @@ def test_lazy_victims_iterate_and_remove_as_the_list_does():
 
 
 def test_lazy_victims_above_a_bound_are_what_takewhile_gives():
-    """_LazyVictims.above bisects where Dally._eligible walked with takewhile: the same victims, made
+    """_LazyVictims.above bisects where NwSensPreemption.eligible walked with takewhile: the same victims, made
     only as far as the bound reaches, removed ones left out, and none for a NaN bound."""
     cluster = load_cluster("synergy-128")
     jobs = [type("Running", (), {"job_id": f"j{i}", "allocation": type("A", (), {"num_gpus": 1})()})()
@@ -123,11 +123,11 @@ def test_lazy_victims_above_a_bound_are_what_takewhile_gives():
 
 
 def test_eligible_victims_by_bisection_equal_the_walk_on_a_loaded_run(monkeypatch):
-    """Dally._eligible asks the lazy victims for those above a job's Nw_sens: on a loaded run every answer
+    """NwSensPreemption.eligible asks the lazy victims for those above a job's Nw_sens: on a loaded run every answer
     equals the takewhile walk over the same victims."""
-    from halyard.policies.dally import Dally
+    from halyard.policies.dally import NwSensPreemption
 
-    real, calls = Dally._eligible, [0, 0]
+    real, calls = NwSensPreemption.eligible, [0, 0]
 
     def checked(self, victims, sens):
         got = real(self, victims, sens)
@@ -137,7 +137,7 @@ def test_eligible_victims_by_bisection_equal_the_walk_on_a_loaded_run(monkeypatc
         calls[1] += bool(got)
         return got
 
-    monkeypatch.setattr(Dally, "_eligible", checked)
+    monkeypatch.setattr(NwSensPreemption, "eligible", checked)
     _run(shortcuts=True)
     assert calls[0] > 1000 and calls[1] > 100
 

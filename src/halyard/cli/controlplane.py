@@ -15,6 +15,7 @@ from halyard.cli.daemon_options import add_insecure_option, add_log_options
 from halyard.cli.policies import policy_help
 from halyard.cli.simulate import add_catalog_option, add_contention_option
 from halyard.clock import ScaledClock
+from halyard.controlplane.agent_sessions import DEFAULT_HEARTBEAT_S, DEFAULT_HEARTBEAT_TIMEOUT_S
 from halyard.controlplane.auth import TokenFile
 from halyard.controlplane.disruption import (
     LARGE_CLUSTER_SIZE_THRESHOLD,
@@ -23,15 +24,10 @@ from halyard.controlplane.disruption import (
     DisruptionSettings,
 )
 from halyard.controlplane.forecast import DEFAULT_PERIOD_S, ForecastSettings
+from halyard.controlplane.group_commit import GROUP_COMMIT_WINDOW_S, MAX_GROUP_COMMIT_WINDOW_MS
 from halyard.controlplane.leadership import DEFAULT_LEASE, Leadership, LeaseSettings, LostLeadership
 from halyard.controlplane.server import ControlPlaneServer
-from halyard.controlplane.service import (
-    DEFAULT_HEARTBEAT_S,
-    DEFAULT_HEARTBEAT_TIMEOUT_S,
-    GROUP_COMMIT_WINDOW_S,
-    MAX_GROUP_COMMIT_WINDOW_MS,
-    ControlPlane,
-)
+from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.standby import StandbyServer
 from halyard.controlplane.store import SqliteStore
 from halyard.controlplane.store_postgres import PostgresStore, is_postgres_url
