@@ -23,12 +23,13 @@ import copy
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
 from sortedcontainers import SortedKeyList
 
 from halyard.controlplane.backends import EMULATES, RUNS_COMMANDS, NodeBackends, describe_kind, job_kind, no_node_for
+from halyard.controlplane.eventcounts import BY_KIND, count, recount
 from halyard.controlplane.eventlog import EventLog, describe
 from halyard.controlplane.passtimes import PassTimes
 from halyard.controlplane.records import JobRecord
@@ -55,6 +56,7 @@ from halyard.policies import (
     Drop,
     FreeResources,
     Migrate,
+    NeedsProfiles,
     OverAllocation,
     PassState,
     Plan,
@@ -67,7 +69,8 @@ from halyard.policies import (
     Unplaced,
     WaitCode,
 )
-from halyard.policies.crius_profiles import ProfileSource
+from halyard.policies.capabilities import profile_requests_of
+from halyard.policies.profiles import ProfileRequest, ProfileSource
 from halyard.policies.view import ROUND_BOUNDARY_TOLERANCE_S, allocation_of
 
 
@@ -123,8 +126,8 @@ class SchedulingCore:
         self._gpus_by_type = {t: sum(n.gpus for n in cluster.nodes if n.gpu_type == t)
                               for t in cluster.gpu_types}
         self.facts = ClusterFacts(cluster, perf)  # what policies derive from the cluster alone, kept over passes
-        # Where stage profilings come from (Crius §5.1): None, the performance model; the gRPC control
-        # plane sets its agents' (controlplane.profiling.AgentProfiles).
+        # Where the profilings a policy asks for before a job's first pass come from (the preparation hook,
+        # policies/profiles.py): None, the performance model; the gRPC control plane sets its agents'.
         self.profiles: ProfileSource | None = None
         self.passes = 0
         # After a pass that planned nothing: its view, what the state was then (events logged, schedulable
@@ -182,6 +185,17 @@ class SchedulingCore:
         self._enqueue(record)
         self.log.append(now, spec.job_id, EventKind.SUBMITTED, JobState.PENDING, self.ignored_fields(spec))
         return record
+
+    @property
+    def prepares(self) -> bool:
+        """Whether the policy asks for profilings before a job's first pass (it declares
+        :class:`~halyard.policies.NeedsProfiles`), which the driver then takes: the preparation hook."""
+        return isinstance(self.policy, NeedsProfiles)
+
+    def preparations(self, spec: JobSpec) -> Sequence[ProfileRequest]:
+        """The profilings the policy will ask of ``view.profiles`` for ``spec`` (none unless it
+        :attr:`prepares`): a driver with agents takes them before the job's first pass."""
+        return profile_requests_of(self.policy, spec, self.facts)
 
     def ignored_fields(self, spec: JobSpec) -> str:
         """What the job sets that the policy does not act on, said in its SUBMITTED event ("" if nothing)
@@ -464,8 +478,8 @@ class SchedulingCore:
             last_state[event.job_id] = event.state
             if event.kind is EventKind.STARTED:
                 last_start[event.job_id] = event.seq
-            elif event.kind is EventKind.SUSPENDED:  # not a stored column: recounted from the log
-                records[event.job_id].suspensions += 1
+            elif event.kind in BY_KIND:  # a count that is not a stored column is recounted from the log
+                recount(records[event.job_id], event.kind)
             elif event.state.terminal:  # nor is why it ended: its terminal event says
                 records[event.job_id].end_reason = event.detail
         free = self.free.copy()
@@ -560,14 +574,11 @@ class SchedulingCore:
         record.end_run(now, checkpoint=True)
         self.free.give(record.release())
         del self.running[record.job_id]
-        if suspend:
-            record.suspensions += 1
-        else:
-            record.preemptions += 1
+        kind = EventKind.SUSPENDED if suspend else EventKind.PREEMPTED
+        count(record, kind)
         self._changed.add(record.job_id)
         record.state = JobState.PREEMPTED
-        self.log.append(now, record.job_id, EventKind.SUSPENDED if suspend else EventKind.PREEMPTED,
-                        JobState.PREEMPTED, reason)
+        self.log.append(now, record.job_id, kind, JobState.PREEMPTED, reason)
         record.state = JobState.PENDING
         record.pending_since = now
         self._enqueue(record)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from halyard.controlplane.core import SchedulingCore
+from halyard.controlplane.eventcounts import counts_of, totals
 from halyard.controlplane.records import JobRecord
 from halyard.datamodel import JobState
 
@@ -68,8 +69,7 @@ def summarize(core: SchedulingCore, *, policy: str, trace_jobs: int, rejected: i
         "comm_share": float(exposed.sum() / run.sum()) if run.sum() > 0 else 0.0,
         "avg_comm_share": float(share.mean()) if share.size else 0.0,
         "gpu_utilization": gpu_s / capacity if capacity > 0 else 0.0,
-        "preemptions": sum(r.preemptions for r in records),
-        "suspensions": sum(r.suspensions for r in records),  # Crius §6.1, not counted as preemptions
+        **totals(records),  # preemptions, suspensions (Crius §6.1, apart): controlplane/eventcounts.py
         "passes": core.passes,
         "skipped_passes": core.skipped_passes,  # repeats of an empty pass (Policy.quiet_until)
         "avg_pass_ms": 1e3 * core.pass_seconds.total / core.passes if core.passes else 0.0,
@@ -130,8 +130,7 @@ def job_metrics(core: SchedulingCore, now: float = 0.0) -> list[dict[str, float 
             "run_s": run,
             "exposed_comm_s": exposed,
             "comm_share": exposed / run if run > 0 else 0.0,
-            "preemptions": r.preemptions,
-            "suspensions": r.suspensions,
+            **counts_of(r),
             "restarts": r.restarts,
         })
     return out

@@ -156,8 +156,8 @@ class _Running:
         submission would otherwise spend wall time on its exchange, which the accelerated clock turns
         into up to thousands of cluster seconds and lockstep then has to catch up on. The exchange is
         the real one (Profile / ProfileResult over the agents' streams); SubmitJob's own then finds the
-        answers cached. A policy without ``profile_requests`` profiles nothing."""
-        if getattr(self.cp.core.policy, "profile_requests", None) is None:
+        answers cached. A policy that does not declare ``NeedsProfiles`` profiles nothing."""
+        if not self.cp.core.prepares:
             return
         began = time.perf_counter()
         distinct = {profiling_key(pb): pb for pb in map(spec_to_pb, jobs)}  # one per kind of job

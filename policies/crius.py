@@ -45,6 +45,7 @@ from sortedcontainers import SortedKeyList, SortedList
 from halyard.datamodel import Allocation, JobSpec, NodeAllocation, StagePlan
 from halyard.emulator.parallel import pipeline_depths, stage_splits
 from halyard.policies.adaptive import fastest_fitting
+from halyard.policies.adjusting import OwnPass, act_without_pending, applied, described, need_rounds
 from halyard.policies.crius_profiles import (
     ProfileRefused,
     ProfileRequest,
@@ -56,9 +57,8 @@ from halyard.policies.facts import ClusterFacts
 from halyard.policies.moves import emit_in_order
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, choose_nodes, usable_gpus
-from halyard.policies.plan import Plan, Preempt, Start
+from halyard.policies.plan import Plan
 from halyard.policies.reasons import cannot_fit, never_fits
-from halyard.policies.stages import Policy
 from halyard.policies.view import ClusterView, JobInfo
 
 # §6.1 "search depth, the maximum job scaling times for generating a scheduling choice";
@@ -334,7 +334,7 @@ class _PassVirtual:
     unfreeable: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
-class Crius(Policy):
+class Crius(OwnPass):
     """Algorithm 1 (see the module docstring). ``search_depth``: §6.1's limit on scaling operations
     per scheduling choice (§8.7 evaluates 1-5). ``upscale``: run the extra scheduling of line 12.
     ``suspend``: suspend opportunistic jobs for the job they ran beside (§6.1); both are the
@@ -391,16 +391,18 @@ class Crius(Policy):
     @property
     def needs_rounds(self) -> bool:
         """With ``profiling_s``, a job waiting for its profilings becomes schedulable with time alone."""
-        return self._profiling
+        return self._profiling or need_rounds(self.adjusters)
 
     @property
     def acts_without_pending(self) -> bool:
         """The extra scheduling of line 12 runs when no job is pending (SchedDeparture)."""
-        return self.upscale
+        return self.upscale or act_without_pending(self.adjusters)
 
     def stages(self) -> list[tuple[str, str]]:
         out = [("policy", self.name), ("search-depth", str(self.search_depth))]
-        return [*out, ("profiling-s", f"{self.profiling_s:g}")] if self.profiling_s > 0 else out
+        if self.profiling_s > 0:
+            out.append(("profiling-s", f"{self.profiling_s:g}"))
+        return [*out, *described(self.adjusters)]
 
     # ---------------------------------------------------------------- the pass
     @property
@@ -416,11 +418,12 @@ class Crius(Policy):
         for them before the job's first pass (:func:`profile_requests`)."""
         return profile_requests(facts, spec)
 
-    def schedule(self, view: ClusterView, state: PassState) -> Plan:
-        """Algorithm 1. A pending job whose Cells' profilings are still awaited from the agents (a live
-        control plane only) waits with that reason while the others are scheduled, and a running job
-        whose Cells are awaited (after a restart) is left as it is; the answers run the next pass. A
-        miss anywhere else makes the whole pass wait (the net below)."""
+    def own_pass(self, view: ClusterView, state: PassState) -> Plan:
+        """Algorithm 1 (adjusters, if any, run after it: :class:`~halyard.policies.adjusting.OwnPass`). A
+        pending job whose Cells' profilings are still awaited from the agents (a live control plane only)
+        waits with that reason while the others are scheduled, and a running job whose Cells are awaited
+        (after a restart) is left as it is; the answers run the next pass. A miss anywhere else makes the
+        whole pass wait (the net below)."""
         try:
             return self._schedule(view, state)
         except ProfilesPending as exc:
@@ -478,14 +481,15 @@ class Crius(Policy):
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         started, _ = state.get("crius/opportunistic", ((), ()))
         self._profiling = bool(state.get("crius/profiling", False))
-        starts = {a.job_id for a in plan.actions if isinstance(a, Start)}
-        gone = {a.job_id for a in plan.actions if isinstance(a, Preempt)}
+        starts = set(plan.starts())
+        gone = plan.stops()
         waiting = {j.job_id for j in view.pending} - starts
         self._opportunistic.update((job_id, blocked) for job_id, blocked in started if job_id in starts)
         # An opportunistic job is one no longer once it stops or the job it ran beside starts.
         self._opportunistic = {job_id: blocked for job_id, blocked in self._opportunistic.items()
                                if blocked in waiting and job_id not in gone
                                and (job_id in view.running or job_id in starts)}
+        applied(self.adjusters, view, plan, state)
 
     def _cells(self, view: ClusterView, spec: JobSpec) -> dict[tuple[str, int], CellEstimate]:
         """The job's Cells this policy may choose: all of :func:`job_cells`, or (Crius-NA) those of

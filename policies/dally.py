@@ -129,10 +129,11 @@ from typing import Protocol
 import numpy as np
 
 from halyard.datamodel import Allocation, Cluster, JobSpec, ValidationError
+from halyard.policies.adjusting import adjust, applied, rejected
 from halyard.policies.facts import ClusterFacts, ClusterShape, GpuTypes
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, no_fit, usable_gpus
-from halyard.policies.plan import Plan, Preempt
+from halyard.policies.plan import Plan
 from halyard.policies.reasons import Unplaced, by_policy, cannot_fit
 from halyard.policies.resources import FreeResources
 from halyard.policies.running_sens import RunningNwSens
@@ -1152,7 +1153,7 @@ class DallyPass:
         self.free_total = None  # moves and preemptions change what is free, and the victims
         self.offers.clear()
         self.searches.clear()
-        if any(isinstance(a, Preempt) and a.job_id == job.job_id for a in self.plan.actions):
+        if self.plan.stopped(job.job_id):
             return
         pool = self.victims()
         assert isinstance(pool, list)  # (listed with the movers' Nw_sens: add_movers)
@@ -1345,12 +1346,10 @@ class Dally:
         if self.lease or self.reauction:
             self._lease_ends = {k: v for k, v in self._lease_ends.items() if k in view.running}
             self._lease_ends.update(state.get(LEASES_KEY, {}))
-        for adjuster in self.adjusters:
-            adjuster.on_applied(view, plan, state)
+        applied(self.adjusters, view, plan, state)
 
     def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
-        for adjuster in self.adjusters:  # the pass's acceptances never happened; nothing was recorded
-            adjuster.on_rejected(view, plan, state)
+        rejected(self.adjusters, view, plan, state)  # the pass's acceptances never happened; nothing was recorded
 
     # ------------------------------------------------------------------ reading the view
     def sensitivity(self, view: ClusterView, job: JobInfo) -> float:
@@ -1359,11 +1358,7 @@ class Dally:
     # ------------------------------------------------------------------ the pass
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
         plan, free = self._schedule(view, state)
-        if self.adjusters:
-            free = free if free is not None else view.free.copy()
-            for adjuster in self.adjusters:
-                adjuster.adjust(view, plan, free, state)
-        return plan
+        return adjust(self.adjusters, view, plan, free if free is not None else view.free.copy(), state)
 
     def _schedule(self, view: ClusterView, state: PassState) -> tuple[Plan, FreeResources | None]:
         """Dally's own pass (:class:`DallyPass`, or at a lease end with ``reauction`` :meth:`_reauction`):

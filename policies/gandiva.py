@@ -58,7 +58,7 @@ class ConsolidatingMigration(Adjuster):
             return
         cluster = view.cluster
         shape = view.shape
-        touched = {a.job_id for a in plan.actions}
+        touched = plan.touched()
         rack_gpus = shape.largest(None)[1]
         # A job on one node is as tight as can be: only multi-node jobs are candidates.
         spread_out = [j for j in view.running.values() if j.allocation is not None and len(j.allocation.nodes) > 1]

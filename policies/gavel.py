@@ -35,12 +35,12 @@ from scipy.optimize import linprog
 
 from halyard.datamodel import Allocation, JobSpec
 from halyard.policies.adaptive import with_runtime_plan
+from halyard.policies.adjusting import OwnPass, act_without_pending, described
 from halyard.policies.moves import emit_in_order
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, choose_nodes, usable_gpus
 from halyard.policies.plan import Plan
 from halyard.policies.reasons import by_policy, never_fits
-from halyard.policies.stages import Policy
 from halyard.policies.view import ClusterView, JobInfo, allocation_of
 
 # Ours: the smallest received share, so a job that never ran ranks by X / this (Gavel starts a
@@ -99,8 +99,9 @@ def max_throughput_allocation(thr: np.ndarray, gpus: np.ndarray, capacity: np.nd
     return fair.x[:-1].reshape(n, k) if fair.success else res.x.reshape(n, k)
 
 
-class Gavel(Policy):
-    """Max-throughput Gavel with its round-based mechanism (module docstring)."""
+class Gavel(OwnPass):
+    """Max-throughput Gavel with its round-based mechanism (module docstring); adjusters, if any, run
+    after its pass (:class:`~halyard.policies.adjusting.OwnPass`)."""
 
     def __init__(self, name: str = "gavel", *, spread_ties: bool = False, fill_between_rounds: bool = False) -> None:
         self.name = name
@@ -111,7 +112,14 @@ class Gavel(Policy):
     def needs_rounds(self) -> bool:
         return True  # priorities change as service accrues
 
-    def schedule(self, view: ClusterView, state: PassState) -> Plan:
+    @property
+    def acts_without_pending(self) -> bool:
+        return act_without_pending(self.adjusters)
+
+    def stages(self) -> list[tuple[str, str]]:
+        return [("policy", self.name), *described(self.adjusters)]
+
+    def own_pass(self, view: ClusterView, state: PassState) -> Plan:
         plan = Plan()
         jobs: list[JobInfo] = [*view.running.values(), *view.pending]
         if not jobs:

@@ -12,9 +12,10 @@ and a compact grammar for a pipeline::
     synergy-tune:srtf+cassini, dally+cassini
     dally+migrate+worse-half+hysteresis          # Dally with Halyard's own rules (policies/dally.py)
 
-An augmentation (``AUGMENTATIONS``) is named as a ``+suffix`` on any preset: Cassini
-wraps the preset's per-job placement (compatibility-ranked candidates) and appends its
-time-shift adjuster (policies/cassini.py says why it takes both).
+An augmentation (``AUGMENTATIONS``) is named as a ``+suffix`` on any preset that declares the
+capabilities it needs (policies/capabilities.py; a preset without them is refused by name before
+anything is composed): Cassini wraps the preset's per-job placement (compatibility-ranked
+candidates) and appends its time-shift adjuster (policies/cassini.py says why it takes both).
 
 Today's names (``fifo``, ``tiresias``, ``synergy-tune:srtf``, ...) are presets.
 Dally's preset is one policy (its placement-aware preemption needs its ordering and
@@ -36,10 +37,12 @@ import difflib
 import functools
 import importlib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from halyard.datamodel import ValidationError
+from halyard.policies.capabilities import Adjustable, HasOrdering, HasPlacement, TakesDallyOptions, require
 from halyard.policies.ordering import ORDERINGS, Fifo, Las, Srtf
 from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.staged import StagedPolicy
@@ -62,9 +65,20 @@ def lazy(path: str, *args: Any, **kwargs: Any) -> Callable[[], Any]:
     return functools.partial(new, path, *args, **kwargs)
 
 
-def _augmentation(path: str, *args: Any, **kwargs: Any) -> Callable[[Policy], Policy]:
-    """``policy -> resolve(path)(policy, *args, **kwargs)``, importing nothing until applied."""
-    return lambda policy: new(path, policy, *args, **kwargs)
+@dataclass(frozen=True)
+class Augmentation:
+    """A ``+suffix``: the function (a module path) that applies it, with ``args`` and ``kwargs`` after the
+    policy, and the capabilities (policies/capabilities.py) it needs of the policy, checked before the
+    module is imported or the policy changed."""
+
+    path: str
+    needs: tuple[type, ...] = ()
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def apply(self, suffix: str, policy: Policy) -> Policy:
+        require(policy, suffix, self.needs)
+        return new(self.path, policy, *self.args, **self.kwargs)
 
 
 def _synergy_mechanism(name: str) -> Any:
@@ -72,9 +86,9 @@ def _synergy_mechanism(name: str) -> Any:
     return resolve("synergy:MECHANISMS")[name]()
 
 
-def _cassini_on(preset: str) -> Any:
-    """A fresh ``preset`` with Cassini."""
-    return new("cassini:augment", _PRESETS[preset]())
+def _cassini_on(preset: str) -> Policy:
+    """A fresh ``preset`` with the registry's +cassini (its capability check included)."""
+    return AUGMENTATIONS["cassini"].apply("cassini", _PRESETS[preset]())
 
 
 # Synergy's mechanisms (policies/synergy.py MECHANISMS), stage names and halves of preset names.
@@ -112,13 +126,13 @@ STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
 # Dally's options (``dally+migrate``, ``dally-manual+worse-half+hysteresis``, ...) are rules of Halyard's
 # own, off in the paper's presets (policies/dally.py); they apply to a Dally policy only.
 # ``+starvation-guard`` is the public Synergy simulator's rule for SRTF/LAS (policies/ordering.py).
-AUGMENTATIONS: Mapping[str, Callable[[Policy], Policy]] = MappingProxyType({
-    "cassini": _augmentation("cassini:augment"),
-    "cassini-lock": _augmentation("cassini:augment", lock=True),
-    "cassini-joint": _augmentation("cassini:augment", joint=True),
-    "starvation-guard": _augmentation("ordering:starvation_guard"),
-    "srtf-by-speedup": _augmentation("synergy:srtf_by_speedup"),
-    **{option: _augmentation("dally:with_option", option) for option in DALLY_OPTIONS},
+AUGMENTATIONS: Mapping[str, Augmentation] = MappingProxyType({
+    "cassini": Augmentation("cassini:augment", (Adjustable,)),
+    "cassini-lock": Augmentation("cassini:augment", (Adjustable,), kwargs={"lock": True}),
+    "cassini-joint": Augmentation("cassini:augment", (Adjustable, HasPlacement), kwargs={"joint": True}),
+    "starvation-guard": Augmentation("ordering:starvation_guard", (HasOrdering,)),
+    "srtf-by-speedup": Augmentation("synergy:srtf_by_speedup", (HasOrdering, HasPlacement)),
+    **{option: Augmentation("dally:with_option", (TakesDallyOptions,), (option,)) for option in DALLY_OPTIONS},
 })
 
 
@@ -233,7 +247,7 @@ def make_policy(name: str) -> Policy:
             if augmentation is None:
                 raise ValidationError(f"unknown augmentation {suffix.strip()!r} in {name!r} "
                                       f"(known: {', '.join(sorted(AUGMENTATIONS))})", field="policy")
-            policy = augmentation(policy)
+            policy = augmentation.apply(suffix.strip(), policy)
         return policy
     if "=" not in text and "," not in text:
         raise ValidationError(f"unknown policy {name!r}; {did_you_mean(text, policy_names())}`halyard policies` "

@@ -100,10 +100,9 @@ class Policy(Protocol):
     iteration times, so drivers run the performance model with data stalls on.
     Subclass it (as the tests' scripted policies do) to inherit these defaults.
 
-    Optional, outside the protocol: ``profile_requests(spec, facts)``, the stage profilings a
-    policy will ask of ``view.profiles`` for a job (Crius §5.1); a live control plane fetches them
-    from its agents before the job's first pass (:class:`~halyard.policies.crius.Crius` has it).
-    Also optional: ``relies_on``, as a stage's (:class:`Stage`; :class:`StagedPolicy` unites its stages').
+    What a policy can do beyond a pass is declared as a capability (:mod:`halyard.policies.capabilities`:
+    ``Adjustable``, ``HasOrdering``, ``NeedsProfiles``, ...), checked where it is needed. Optional,
+    outside the protocol: ``relies_on``, as a stage's (:class:`Stage`; :class:`StagedPolicy` unites its stages').
     """
 
     name: str
@@ -258,16 +257,6 @@ class Adjuster(Stage, Protocol):
     needs_rounds: ClassVar[bool] = False
 
     def adjust(self, view: ClusterView, plan: Plan, free: FreeResources, state: PassState) -> None: ...
-
-
-@runtime_checkable
-class Adjustable(Protocol):
-    """A policy that runs :class:`Adjuster` stages after its pass: what an augmentation (Cassini's
-    time-shifts) needs to join it. A policy without them refuses the augmentation by name
-    (:func:`~halyard.policies.cassini.augment`) instead of failing mid-run."""
-
-    name: str
-    adjusters: tuple[Adjuster, ...]
 
 
 @runtime_checkable

@@ -36,7 +36,7 @@ from halyard.datamodel import Allocation, ValidationError
 from halyard.policies.ordering import ORDERINGS, Srtf
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import no_fit
-from halyard.policies.plan import Plan, Preempt
+from halyard.policies.plan import Plan
 from halyard.policies.reasons import Unplaced, cannot_fit
 from halyard.policies.resources import FreeResources, OverAllocation
 from halyard.policies.staged import StagedPolicy
@@ -616,9 +616,8 @@ def _emit(view: ClusterView, plan: Plan, packer: Packer, new: Sequence[JobInfo])
     cycle of moves (each waiting for another's GPUs) is broken by preempting its first job and
     starting it at its new place in the same plan (the same checkpoint-and-restart as a move)."""
     ledger = view.free.copy()
-    for action in plan.actions:
-        if isinstance(action, Preempt):
-            ledger.give(allocation_of(view.running[action.job_id]))
+    for job_id in plan.stops():
+        ledger.give(allocation_of(view.running[job_id]))
     later: list[tuple[str, str, Allocation | _Raise]] = []  # (kind, job, what): "up" a _Raise, "move"/"start" alloc
     for job_id, job in view.running.items():
         alloc = packer.alloc.get(job_id)

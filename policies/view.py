@@ -18,7 +18,7 @@ from halyard.policies.facts import ClusterFacts, ClusterShape
 from halyard.policies.resources import FreeResources
 
 if TYPE_CHECKING:
-    from halyard.policies.crius_profiles import ProfileSource
+    from halyard.policies.profiles import ProfileSource
 
 # Round instants are computed as k x round_s by both drivers, so they are exact; the slack only
 # absorbs a replay whose trace origin was added to them (whole rounds, exact in practice).
@@ -203,8 +203,8 @@ class ClusterView:
     # Where the run's time axis starts on the cluster clock (0 in the simulator; replay's trace starts
     # later): a decision that depends on the instant itself, not a duration, takes it from here.
     origin_s: float = 0.0
-    # Where Crius' stage profilings come from (§5.1): None for the performance model (the simulator);
-    # the live control plane's asks its agents (halyard.controlplane.profiling.AgentProfiles).
+    # Where the profilings a policy asked for come from (policies/profiles.py; Crius §5.1's stage profilings):
+    # None for the performance model (the simulator); the live control plane's asks its agents.
     profiles: ProfileSource | None = field(default=None, repr=False, compare=False)
     # How long after a round boundary a pass still counts as that round's: the deterministic drivers
     # pass at the boundary's exact float; the wall-clock daemon when its event loop reaches the timer.

@@ -607,7 +607,7 @@ def test_the_presets_are_the_paper_and_options_are_named():
     # ends; docs/dally-public-comparison.md measures Halyard's Dally-manual without it beside that simulator
     quiet = make_policy("dally-manual+no-preemption")
     assert not quiet.preemption and ("preemption", "off") in quiet.stages() and make_policy("dally").preemption
-    with pytest.raises(ValidationError, match=r"\+migrate is an option of Dally; 'fifo' is not a Dally policy"):
+    with pytest.raises(ValidationError, match=r"'fifo' cannot take \+migrate: it lacks TakesDallyOptions"):
         make_policy("fifo+migrate")
     with pytest.raises(ValueError, match="min_gain"):
         Dally(min_gain=1.5)
