@@ -450,11 +450,12 @@ class _Victim:
     (most passes never look: nothing waits that a preemption would help), and kept in
     ``spreads`` (:meth:`JobStatics.spreads`) for later passes while the job keeps its allocation."""
 
-    __slots__ = ("_cluster", "_spreads", "_where", "gpus", "job", "sens")
+    __slots__ = ("_cluster", "_spreads", "_where", "allocation", "gpus", "job", "sens")
 
     def __init__(self, job: JobInfo, sens: float, cluster: Cluster, spreads: Spreads | None = None) -> None:
         self.job, self.sens, self._cluster, self._spreads = job, sens, cluster, spreads
-        self.gpus = allocation_of(job).num_gpus
+        self.allocation = allocation_of(job)  # the one it was made for (a kept victim serves only while it holds)
+        self.gpus = self.allocation.num_gpus
         self._where: tuple[dict[int, int], dict[int, int]] | None = None
 
     def where(self) -> tuple[dict[int, int], dict[int, int]]:
@@ -484,14 +485,19 @@ class _LazyVictims:
     waiting job is eligible for a handful, and ``_Victim`` objects were 6% of Dally's time). It
     iterates, tests empty and removes as the list would: the made victims, less those removed, then the
     rest in order. Its Nw_sens are in decreasing order without NaN, so the victims above a bound (those a
-    job may preempt) are found by bisection (:meth:`above`)."""
+    job may preempt) are found by bisection (:meth:`above`).
 
-    __slots__ = ("_cluster", "_jobs", "_made", "_made_neg", "_neg", "_next", "_order", "_sens", "_spreads")
+    ``kept``: job id -> the :class:`_Victim` an earlier pass made for it, reused (with this pass's Nw_sens)
+    while the job holds the same allocation, and where new ones are kept (issue 38: a loaded Philly trace
+    made ~1.5M victims of the same few hundred running jobs, pass after pass)."""
+
+    __slots__ = ("_cluster", "_jobs", "_kept", "_made", "_made_neg", "_neg", "_next", "_order", "_sens",
+                 "_spreads")
 
     def __init__(self, jobs: list[JobInfo], order: list[int], sens: list[float], cluster: Cluster,
-                 spreads: Spreads) -> None:
+                 spreads: Spreads, kept: dict[str, _Victim] | None = None) -> None:
         self._jobs, self._order, self._sens = jobs, order, sens  # order[k]: the k-th victim's job; sens[k] its
-        self._cluster, self._spreads = cluster, spreads
+        self._cluster, self._spreads, self._kept = cluster, spreads, kept
         self._made: list[_Victim] = []
         self._made_neg: list[float] = []  # -sens of each made victim: increasing, for bisection
         self._neg: list[float] | None = None  # -sens of every victim, once asked for
@@ -500,11 +506,22 @@ class _LazyVictims:
     def __bool__(self) -> bool:
         return bool(self._made) or self._next < len(self._order)
 
-    def _make(self) -> None:
-        k = self._next
-        self._made.append(_Victim(self._jobs[self._order[k]], self._sens[k], self._cluster, self._spreads))
-        self._made_neg.append(-self._sens[k])
-        self._next = k + 1
+    def _make(self, upto: int) -> None:
+        """Make the victims before position ``upto`` that are not made yet (reusing kept ones)."""
+        jobs, order, sens, kept = self._jobs, self._order, self._sens, self._kept
+        made, made_neg = self._made, self._made_neg
+        for k in range(self._next, upto):
+            job = jobs[order[k]]
+            victim = None if kept is None else kept.get(job.job_id)
+            if victim is None or victim.job is not job or victim.allocation is not job.allocation:
+                victim = _Victim(job, sens[k], self._cluster, self._spreads)
+                if kept is not None:
+                    kept[job.job_id] = victim
+            else:
+                victim.sens = sens[k]
+            made.append(victim)
+            made_neg.append(-sens[k])
+        self._next = max(self._next, upto)
 
     def __iter__(self) -> Iterator[_Victim]:
         made = self._made
@@ -513,7 +530,7 @@ class _LazyVictims:
             if i == len(made):
                 if self._next == len(self._order):
                     return
-                self._make()
+                self._make(self._next + 1)
             yield made[i]
             i += 1
 
@@ -528,8 +545,7 @@ class _LazyVictims:
             self._neg = [-x for x in self._sens]
         find = bisect.bisect_right if inclusive else bisect.bisect_left
         upto = find(self._neg, -bound)  # of all the victims, removed ones too
-        while self._next < upto:
-            self._make()
+        self._make(upto)
         return self._made[:find(self._made_neg, -bound)]
 
     def remove(self, victim: _Victim) -> None:
@@ -718,9 +734,15 @@ class NwSensPreemption(Preemption):
         self.min_gain = min_gain
         self.worse_half = worse_half
         self.running_sens = RunningNwSens()  # running jobs' progress numbers (a memo, not learning)
+        # job id -> the victim made for it, reused by later passes while it holds the same allocation (a
+        # memo: _LazyVictims), for the spreads (the facts) it was made with
+        self._kept: dict[str, _Victim] = {}
+        self._kept_for: Spreads | None = None
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         self.running_sens.prune(view.running)
+        if len(self._kept) > 2 * len(view.running) + PRUNE_SLACK:
+            self._kept = {k: v for k, v in self._kept.items() if k in view.running}
 
     def sensitivity(self, view: ClusterView, job: JobInfo) -> float:
         """§4.3.1: ``job``'s Nw_sens on its reference compute time (:func:`ideal_compute_s`)."""
@@ -788,7 +810,10 @@ class NwSensPreemption(Preemption):
         listed = kept & ~(values <= cut)
         if not np.isnan(values).any():  # listed already worst first, as the sort below would
             order = table.worst_first(values, listed)
-            victims = _LazyVictims(jobs, order, values[order].tolist(), view.cluster, spreads)
+            if spreads is not self._kept_for:  # other facts (or a pruned memo): kept victims' spreads are stale
+                self._kept, self._kept_for = {}, spreads
+            victims = _LazyVictims(jobs, order, values[order].tolist(), view.cluster, spreads,
+                                    self._kept if lazy else None)  # (unoptimised: none kept)
             return (victims if lazy else list(victims)), unlisted
         # NaN does not order: the sort keeps the running jobs' order among them, as without the table
         jobs, values = table.at(view.running, view.now, compute_s, view.facts)
@@ -1252,8 +1277,8 @@ class Dally:
     resource_sensitive = False
     # The pass's exact shortcuts (issue 19): the waiting jobs' order kept from pass to pass, the
     # tail of the order where jobs can only wait answered with their reasons alone, and victims made
-    # only when reached (_LazyVictims). Off only in the tests that check they change no decision and
-    # no reason.
+    # only when reached and kept from pass to pass (_LazyVictims). Off only in the tests that check they
+    # change no decision and no reason.
     shortcuts = True
     honours: frozenset[str] = frozenset()  # neither priority nor deadlines (§4.3)
     starvation = staticmethod(starvation)

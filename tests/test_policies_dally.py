@@ -6,6 +6,8 @@ The small cluster is 2 racks x 2 machines x 4 GPUs: nodes r0-n0, r0-n1 (rack 0),
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from factories import job, two_type_toml
@@ -331,6 +333,27 @@ def test_nw_sens_preemption_is_a_preemption_stage(small_cluster):
     assert [j.job_id for j in stage.victims(view, waiting, Plan(), PassState())] == ["d", "a", "b"]
     policy.min_gain = MIN_GAIN  # b (0.62) is only 0.02 above w (0.60)
     assert [j.job_id for j in stage.victims(view, waiting, Plan(), PassState())] == ["d", "a"]
+
+
+def test_victims_are_reused_across_passes_while_their_allocation_holds(small_cluster):
+    """A later pass reuses the victim an earlier one made for a job (issue 38: a loaded Philly trace made
+    ~1.5M victims of a few hundred running jobs), with the later pass's Nw_sens; a job that moved gets a
+    new one, and the unoptimised listing (``lazy=False``) keeps none."""
+    a_before = fake("a", 4, seq=0, allocation=on(small_cluster, ("r0-n0", 4)), done=900, run_s=1000)
+    b = fake("b", 4, seq=1, allocation=on(small_cluster, ("r0-n1", 4)), done=600, run_s=1000)
+    stage = Dally(ManualTimers()).nw_preemption
+    view = view_of(small_cluster, 10.0, [a_before, b], [])
+    first, _ = stage.listed(view, float("-inf"))
+    made = {v.job.job_id: v for v in first}
+    b.done = 950  # b's Nw_sens moves past a's
+    a_moved = fake("a", 4, seq=0, allocation=on(small_cluster, ("r1-n0", 4)), done=900, run_s=1000)
+    later_view = dataclasses.replace(view_of(small_cluster, 20.0, [a_moved, b], []), facts=view.facts)
+    later, _ = stage.listed(later_view, float("-inf"))  # the same facts: as the core's views share them
+    again = list(later)
+    assert [v.job.job_id for v in again] == ["b", "a"] and again[0] is made["b"] and again[0].sens == 0.95
+    assert again[1] is not made["a"] and again[1].allocation is a_moved.allocation
+    unkept, _ = stage.listed(dataclasses.replace(later_view, now=30.0), float("-inf"), lazy=False)
+    assert all(v is not w for v, w in zip(unkept, again, strict=True))
 
 
 def test_preemption_respects_the_delay_ladder(small_cluster):
