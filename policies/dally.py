@@ -84,6 +84,11 @@ has two more, ``+drop-short-waits`` and ``+manual-start``, on :class:`AutoTuner`
   order (hash-map order; here Halyard's placement). ``+reauction`` switches the Nw_sens
   preemption between lease ends off, as the simulator has none: jobs lose GPUs only at lease ends.
 
+Two more of the reference simulator's semantics are options on ``+reauction``, in
+policies/dally_clustersim.py: ``+staggered`` (a lease end's jobs released one at a time, each release
+an auction of what is free then) and ``+hoard`` (running jobs bid between their lease ends and hold
+what they win, unused, until they finish: a side effect of its iteration bookkeeping).
+
 ``+no-preemption`` (a measurement option, not a rule) switches the Nw_sens preemption off: the
 reference simulator preempts nobody between lease ends, so the side-by-side runs Halyard's
 ``dally-manual+no-preemption`` beside it with no lease ends.
@@ -124,7 +129,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import takewhile
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -141,6 +146,10 @@ from halyard.policies.stages import Adjuster, Ordering, Placement, Preemption
 from halyard.policies.topology import Level, Picked, level_of, on_machine, on_network, on_rack
 from halyard.policies.view import ClusterView, JobInfo, allocation_of
 from halyard.policies.waiting_sens import WaitingOrder
+
+if TYPE_CHECKING:
+    from halyard.policies.dally_clustersim import HoardedGpus
+HOARD_REAUCTION_KEY = "dally/hoard-reauction"  # PassState: a lease end of +hoard, which bid as it went
 
 HOUR_S = 3600.0
 # Dally §4.3.2: "a default value of 12 hours for machine-level consolidation and another
@@ -1310,6 +1319,10 @@ class Dally:
         # Adjusters run after Dally's pass on what is still free, as in a staged policy
         # (``dally+cassini``: Cassini's time-shifts on Dally's placements).
         self.adjusters = adjusters
+        # ``+hoard`` (policies/dally_clustersim.py): the GPUs running jobs won between lease ends, held unused.
+        self.hoard: HoardedGpus | None = None
+        # ``+staggered`` (policies/dally_clustersim.py): a lease end's jobs released one at a time.
+        self.staggered: Callable[[Dally, ClusterView, PassState, set[str], Plan], FreeResources] | None = None
 
     @property
     def timers(self) -> TimerSource:
@@ -1368,6 +1381,8 @@ class Dally:
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         self.delay.on_applied(view, plan, state)
         self.nw_preemption.on_applied(view, plan, state)
+        if self.hoard is not None:
+            self.hoard.on_applied(state)
         if self.lease or self.reauction:
             self._lease_ends = {k: v for k, v in self._lease_ends.items() if k in view.running}
             self._lease_ends.update(state.get(LEASES_KEY, {}))
@@ -1382,7 +1397,11 @@ class Dally:
 
     # ------------------------------------------------------------------ the pass
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
+        if self.hoard is not None:  # ``+hoard``: what running jobs won mid-lease is offered to nobody
+            view = self.hoard.hide(view)
         plan, free = self._schedule(view, state)
+        if self.hoard is not None:
+            free = self.hoard.bid(self, view, state, plan, free)
         return adjust(self.adjusters, view, plan, free if free is not None else view.free.copy(), state)
 
     def _schedule(self, view: ClusterView, state: PassState) -> tuple[Plan, FreeResources | None]:
@@ -1392,6 +1411,8 @@ class Dally:
             ended = self._ended_leases(view, state)
             if ended:
                 plan = Plan()
+                if self.staggered is not None:  # ``+staggered`` (policies/dally_clustersim.py)
+                    return plan, self.staggered(self, view, state, ended, plan)
                 return plan, self._reauction(view, state, ended, plan)
         ended = self._ended_leases(view, state) if self._leases else set()
         if not view.pending and not (self._migrates and view.running) and not ended:
@@ -1414,6 +1435,8 @@ class Dally:
         other's GPUs in a ring are written as a preemption and a start of the same job."""
         now = view.now
         free = view.free.copy()
+        if self.hoard is not None:
+            state.put(HOARD_REAUCTION_KEY, True)
         released = [view.running[job_id] for job_id in sorted(ended)]
         for job in released:
             free.give(allocation_of(job))
@@ -1437,6 +1460,8 @@ class Dally:
             allocation = build_allocation(free, picked)
             free.take(allocation)
             self.delay.accept(view, job, level, wait_s, state)
+            if self.hoard is not None:  # ``+hoard``: its bid between lease ends, at its place in the order
+                self.hoard.bid_one(self, view, state, job, free)
             if not lease_ended:
                 starts.append((job.job_id, allocation))
             elif _gpus_of(allocation) != _gpus_of(allocation_of(job)):
@@ -1518,6 +1543,18 @@ def with_option(policy: object, option: str) -> Dally:
         policy.preemption = False  # the reference simulator preempts nobody between lease ends
     elif option == "no-preemption":
         policy.preemption = False
+    elif option == "hoard":
+        if not policy.reauction:
+            raise ValidationError("+hoard is a bid between lease ends: it needs +reauction before it",
+                                  field="policy")
+        from halyard.policies.dally_clustersim import HoardedGpus  # (it imports this module)
+        policy.hoard = HoardedGpus()
+    elif option == "staggered":
+        if not policy.reauction:
+            raise ValidationError("+staggered releases a lease end's jobs one at a time: it needs +reauction "
+                                  "before it", field="policy")
+        from halyard.policies.dally_clustersim import staggered_reauction
+        policy.staggered = staggered_reauction
     elif option in TUNER_OPTIONS:
         if not isinstance(policy.timers, AutoTuner):
             raise ValidationError(f"+{option} is an option of the auto-tuner; {policy.name!r} has "
@@ -1535,7 +1572,8 @@ def with_option(policy: object, option: str) -> Dally:
 # The auto-tuner's options (AutoTuner.lease_waits and .manual_start), for Dally with tuned timers only.
 TUNER_OPTIONS = ("drop-short-waits", "manual-start")
 # Rules not in the paper, named as '+option' on a Dally preset (policies/registry.py AUGMENTATIONS).
-DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", "reauction", "no-preemption", *TUNER_OPTIONS)
+DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", "reauction", "no-preemption", "hoard",
+                 "staggered", *TUNER_OPTIONS)
 
 
 def allocation_level(allocation: Allocation, cluster: Cluster) -> Level:

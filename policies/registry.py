@@ -98,8 +98,8 @@ SYNERGY_MECHANISMS = (
     "synergy-opt-every-pass", "synergy-opt-fit-running",
 )
 # Dally's options (policies/dally.py DALLY_OPTIONS): rules of Halyard's own, off in the paper's presets.
-DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", "reauction", "no-preemption", "drop-short-waits",
-                 "manual-start")
+DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", "reauction", "no-preemption", "hoard",
+                 "staggered", "drop-short-waits", "manual-start")
 
 # One registry per extension point: stage name -> factory.
 STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
