@@ -71,7 +71,7 @@ from halyard.policies import (
 )
 from halyard.policies.capabilities import profile_requests_of
 from halyard.policies.profiles import ProfileRequest, ProfileSource
-from halyard.policies.view import ROUND_BOUNDARY_TOLERANCE_S
+from halyard.policies.view import ROUND_BOUNDARY_TOLERANCE_S, allocation_of
 
 
 class PlanError(HalyardError):
@@ -503,27 +503,28 @@ class SchedulingCore:
                                         f"{'missing' if running else 'set'}")
             if not running:
                 continue
-            if record.num_gpus != record.allocation.num_gpus:
+            allocation = allocation_of(record)
+            if record.num_gpus != allocation.num_gpus:
                 raise InconsistentState(f"{job} counts {record.num_gpus} GPUs but holds "
-                                        f"{record.allocation.num_gpus}")
-            for part in record.allocation.nodes:
+                                        f"{allocation.num_gpus}")
+            for part in allocation.nodes:
                 for gpu in part.gpus:
                     other = holders.setdefault((part.node, gpu), record.job_id)
                     if other != record.job_id:
                         raise InconsistentState(f"{job} holds GPU {gpu} on node {part.node}, "
                                                 f"which job {other!r} holds too")
             try:
-                free.take(record.allocation)
+                free.take(allocation)
             except OverAllocation as exc:
                 raise InconsistentState(f"{job}: its allocation does not fit cluster "
                                         f"{self.cluster.name!r}: {exc}") from None
         self.log.extend(state.events)
         self.records.update(records)
-        running = [r for r in records.values() if r.state is JobState.RUNNING]
+        started = [r for r in records.values() if r.state is JobState.RUNNING]
         # The running map keeps start order (policies see it in that order).
-        running.sort(key=lambda r: (last_start.get(r.job_id, 0), r.arrival_seq))
-        for record in running:
-            self.free.take(record.allocation)
+        started.sort(key=lambda r: (last_start.get(r.job_id, 0), r.arrival_seq))
+        for record in started:
+            self.free.take(allocation_of(record))
             self.running[record.job_id] = record
         for record in records.values():
             if record.state is JobState.PENDING:
@@ -546,7 +547,7 @@ class SchedulingCore:
         record = self._record(job_id)
         check_transition(job_id, record.state, state)
         if record.state is JobState.RUNNING:
-            self.free.give(record.allocation)
+            self.free.give(allocation_of(record))
             del self.running[job_id]
         elif record.state is JobState.PENDING:
             self._dequeue(record)
@@ -719,7 +720,7 @@ class SchedulingCore:
             else:
                 self._stop(record, now, "preempted by policy")
         elif isinstance(action, Migrate | Resize):
-            self.free.give(record.allocation)
+            self.free.give(allocation_of(record))
             self.free.take(action.allocation)
             record.rearm(now, _placed(record.spec, action.allocation), checkpoint=True)
             record.restarts += 1
@@ -727,14 +728,16 @@ class SchedulingCore:
             self.log.append(now, record.job_id, kind, JobState.RUNNING, describe(action.allocation))
         elif isinstance(action, SetTimeShift):
             # The grid counts from this pass: iterations start at now + seconds + k x period.
-            record.rearm(now, record.allocation.with_time_shift(action.seconds, action.period_s, now),
+            record.rearm(now, allocation_of(record).with_time_shift(action.seconds, action.period_s, now),
                          checkpoint=False)
             self.log.append(now, record.job_id, EventKind.TIME_SHIFT, JobState.RUNNING, f"{action.seconds:g}s")
         elif isinstance(action, SetResources):
-            part = record.allocation.on(action.node)
+            held = allocation_of(record)
+            part = held.on(action.node)
+            assert part is not None, "validated: the job holds a part on the node"
             index = self.cluster.node(action.node).index
             self.free.adjust(index, action.cpus - part.cpus, action.memory_mb - part.memory_mb)
-            record.rearm(now, _with_resources(record.allocation, action), checkpoint=False)
+            record.rearm(now, _with_resources(held, action), checkpoint=False)
             self.log.append(now, record.job_id, EventKind.RESOURCES, JobState.RUNNING,
                             f"{action.node}: {action.cpus} CPUs, {action.memory_mb} MB")
 

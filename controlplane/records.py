@@ -175,7 +175,10 @@ class JobRecord:
 
     def release(self) -> Allocation:
         """Drop the allocation of a stopped job; returns it for the ledger."""
-        allocation, self.allocation = self.allocation, None
+        allocation = self.allocation
+        if allocation is None:
+            raise ValueError(f"job {self.job_id} holds no allocation to release")
+        self.allocation = None
         self.time_shift_drift_s = None
         self.num_gpus = self.spec.num_gpus
         self.iteration_s = self.ideal_iteration_s

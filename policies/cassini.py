@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -148,7 +148,7 @@ class _OverBase:
         self.name = f"{base.name}+{self.suffix}"
 
     @property
-    def resource_sensitive(self) -> bool:  # type: ignore[override]
+    def resource_sensitive(self) -> bool:
         return self.base.resource_sensitive
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
@@ -158,10 +158,10 @@ class _OverBase:
         self.base.on_rejected(view, plan, state)
 
 
-class CassiniPlacement(_OverBase, Placement):
+class CassiniPlacement(_OverBase, Placement):  # type: ignore[override]  # resource_sensitive: the base's
     """The base placement's candidates, ranked by Algorithm 2 (a placement stage; see the module doc)."""
 
-    batch: ClassVar[bool] = False
+    batch: ClassVar[Literal[False]] = False
 
     suffix: ClassVar[str] = "cassini"
 
@@ -205,7 +205,7 @@ def _running(view: ClusterView, free: FreeResources, state: PassState) -> dict[s
     return out
 
 
-class CassiniJointPlacement(_OverBase, BatchPlacement):
+class CassiniJointPlacement(_OverBase, BatchPlacement):  # type: ignore[override]  # (as CassiniPlacement)
     """``+cassini-joint`` (Algorithm 2 over cluster-wide candidates): the round's auction winners placed
     together, the whole set's placement chosen by compatibility.
 
@@ -230,7 +230,7 @@ class CassiniJointPlacement(_OverBase, BatchPlacement):
     candidates, not the arbiter's own enumeration (the paper gives no generator). Only for fixed-size orderings
     (:func:`augment` checks): place_all is given jobs, not the sizes a sizing stage chose."""
 
-    batch: ClassVar[bool] = True
+    batch: ClassVar[Literal[True]] = True
     rounds: bool = False
 
     suffix: ClassVar[str] = "cassini-joint"
@@ -356,8 +356,10 @@ class CassiniShifts(Adjuster):
         shifts = bfs_time_shifts(graph, weights, iters, reference)
         locked: dict[Hashable, float] = {}
         if self.lock:
-            profiles = {link: [links[j].profiles[link] for j in jobs] for link, jobs in graph.links.items()}
-            locked = lock_periods(graph, iters, shifts, profiles, lambda link: link_capacity(view.cluster, link))
+            profiles = {link: [links[j].profiles[link] for j in jobs]  # type: ignore[index]  # (as iters)
+                        for link, jobs in graph.links.items()}
+            locked = lock_periods(graph, iters, shifts, profiles,
+                                  lambda link: link_capacity(view.cluster, link))  # type: ignore[arg-type]
             if locked:
                 # Re-plan on the cycles the locked jobs will run: their profiles padded to the period, so
                 # the unified circle is the period itself, not a rounding of the dedicated times.
@@ -471,14 +473,13 @@ def augment(policy: Any, *, lock: bool = False, joint: bool = False) -> Any:
     per-job, or sizes that are not fixed, are refused here by name."""
     suffix = "cassini-joint" if joint else "cassini-lock" if lock else "cassini"
     placement = getattr(policy, "placement", None)
-    per_job = isinstance(placement, Placement) and not placement.batch
-    if joint and not (per_job and isinstance(policy.sizing, FixedSize)):
+    per_job = placement if isinstance(placement, Placement) and not placement.batch else None
+    if joint and not (per_job is not None and isinstance(policy.sizing, FixedSize)):
         raise ValidationError(f"{policy.name!r} cannot take +cassini-joint: it needs a per-job placement and "
                               "fixed sizes to build cluster-wide candidates from", field="policy")
-    if joint:
-        policy.placement = CassiniJointPlacement(placement)
-    elif isinstance(placement, Placement) and not placement.batch:
-        policy.placement = CassiniPlacement(placement)
+    if per_job is not None:
+        wrapped = CassiniJointPlacement(per_job) if joint else CassiniPlacement(per_job)
+        policy.placement = wrapped
     shifts = CassiniShifts(lock=lock)
     if joint:
         shifts.name = suffix  # the same Algorithm 1 shifts; the stage is named after the augmentation

@@ -422,7 +422,7 @@ class Crius(OwnPass):
         self._profiling = False  # the last applied pass left a job with a GPU type still profiling (profiling_s > 0)
 
     @property
-    def needs_rounds(self) -> bool:  # type: ignore[override]
+    def needs_rounds(self) -> bool:
         """With ``profiling_s``, a job waiting for its profilings becomes schedulable with time alone."""
         return self._profiling or need_rounds(self.adjusters)
 

@@ -144,7 +144,7 @@ from halyard.policies.resources import FreeResources
 from halyard.policies.running_sens import RunningNwSens
 from halyard.policies.stages import Adjuster, Ordering, Placement, Preemption
 from halyard.policies.topology import Level, Picked, level_of, on_machine, on_network, on_rack
-from halyard.policies.view import ClusterView, JobInfo
+from halyard.policies.view import ClusterView, JobInfo, allocation_of
 from halyard.policies.waiting_sens import WaitingOrder
 
 if TYPE_CHECKING:
@@ -272,8 +272,9 @@ class AutoTuner:
     lease_waits: bool = False
     manual_start: bool = False
     lists: dict[tuple[Level, int], deque[tuple[float, float]]] = field(default_factory=dict)
-    # (demand, lease s) -> what its timers were worked out from, and the timers (see timers()).
-    _kept: dict[tuple[int, float], tuple[tuple[object, ...], tuple[float, float]]] = field(
+    # (demand, lease s, the tuner's settings) -> what its timers were worked out from, and the timers
+    # (see timers()).
+    _kept: dict[tuple[object, ...], tuple[tuple[object, ...], tuple[float, float]]] = field(
         default_factory=dict, repr=False, compare=False)
     name = "auto-tuner"
 
@@ -462,15 +463,15 @@ class _Victim:
 
     def __init__(self, job: JobInfo, sens: float, cluster: Cluster, spreads: Spreads | None = None) -> None:
         self.job, self.sens, self._cluster, self._spreads = job, sens, cluster, spreads
-        self.allocation = job.allocation  # the one it was made for (a kept victim serves only while it holds)
-        self.gpus = job.allocation.num_gpus
+        self.allocation = allocation_of(job)  # the one it was made for (a kept victim serves only while it holds)
+        self.gpus = self.allocation.num_gpus
         self._where: tuple[dict[int, int], dict[int, int]] | None = None
 
     def where(self) -> tuple[dict[int, int], dict[int, int]]:
         """(node index -> GPUs held there, rack index -> GPUs held there); shared with later passes:
         read only."""
         if self._where is None:
-            allocation = self.job.allocation
+            allocation = allocation_of(self.job)
             known = self._spreads.get(self.job.job_id) if self._spreads is not None else None
             if known is not None and known[0] is allocation:
                 self._where = known[1]
@@ -613,7 +614,8 @@ class DelayScheduling(Placement):
         else:
             tentative = state.get(ACCEPTANCES_KEY, ())
             memo = state.setdefault(TIMERS_KEY, dict)
-            key = (demand, state.setdefault(ACCEPTED_KEY, dict).get(demand, 0))
+            accepted: dict[int, int] = state.setdefault(ACCEPTED_KEY, dict)
+            key = (demand, accepted.get(demand, 0))
             if key not in memo:
                 memo[key] = self.timers.timers(demand, view.round_s, view.now, tentative)
             t_mc, t_rk = memo[key]
@@ -642,8 +644,9 @@ class DelayScheduling(Placement):
     def accept(view: ClusterView, job: JobInfo, level: Level, wait_s: float, state: PassState) -> None:
         """Algorithm 1 lines 7 and 15, tentatively: in the pass's state until the plan is applied."""
         demand = job.spec.num_gpus
-        state.setdefault(ACCEPTANCES_KEY, list).append((level, demand, wait_s, view.now, view.round_s))
-        accepted = state.setdefault(ACCEPTED_KEY, dict)
+        acceptances: list[Acceptance] = state.setdefault(ACCEPTANCES_KEY, list)
+        acceptances.append((level, demand, wait_s, view.now, view.round_s))
+        accepted: dict[int, int] = state.setdefault(ACCEPTED_KEY, dict)
         accepted[demand] = accepted.get(demand, 0) + 1
 
     def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources,
@@ -916,9 +919,9 @@ def _preempt(group: list[_Victim], plan: Plan, free: FreeResources, victims: Vic
     """Preempt ``group``: in ``plan``, their GPUs back in ``free`` (and ``trial``), out of ``victims``."""
     for v in group:
         plan.preempt(v.job.job_id)
-        free.give(v.job.allocation)
+        free.give(allocation_of(v.job))
         if trial is not None:
-            trial.give(v.job.allocation)
+            trial.give(allocation_of(v.job))
         victims.remove(v)
 
 
@@ -945,7 +948,7 @@ def best_level(view: ClusterView, job: JobInfo) -> Level:
 
 def can_tighten(view: ClusterView, job: JobInfo) -> bool:
     """Whether a running job spans more than its GPU count forces (racks, or machines)."""
-    return allocation_level(job.allocation, view.cluster) > best_level(view, job)
+    return allocation_level(allocation_of(job), view.cluster) > best_level(view, job)
 
 
 class _WaitingTail:
@@ -1075,7 +1078,7 @@ class DallyPass:
         (only those can be moved), and without ``migrate`` only those whose lease ended."""
         view, migrate, ended = self.view, self.policy.migrate, self.ended
         return [job for job in view.running.values()
-                if len(job.allocation.nodes) > 1 and can_tighten(view, job) and (migrate or job.job_id in ended)]
+                if len(allocation_of(job).nodes) > 1 and can_tighten(view, job) and (migrate or job.job_id in ended)]
 
     def add_movers(self, tighter: list[JobInfo]) -> None:
         """The movers among ``tighter``: a lease-ended one, or with ``migrate`` one slowed (below 1), by
@@ -1436,7 +1439,7 @@ class Dally:
             state.put(HOARD_REAUCTION_KEY, True)
         released = [view.running[job_id] for job_id in sorted(ended)]
         for job in released:
-            free.give(job.allocation)
+            free.give(allocation_of(job))
         sens = {job.job_id: self._never_ran_sens if job.run_time_s(now) <= 0.0 else self.sensitivity(view, job)
                 for job in view.pending}
         sens.update({job.job_id: self.sensitivity(view, job) for job in released})
@@ -1461,7 +1464,7 @@ class Dally:
                 self.hoard.bid_one(self, view, state, job, free)
             if not lease_ended:
                 starts.append((job.job_id, allocation))
-            elif _gpus_of(allocation) != _gpus_of(job.allocation):
+            elif _gpus_of(allocation) != _gpus_of(allocation_of(job)):
                 moves[job.job_id] = allocation
         _write_moves(plan, view, moves, starts)
         return free
@@ -1503,7 +1506,7 @@ def _write_moves(plan: Plan, view: ClusterView, moves: dict[str, Allocation],
     """``reauction``'s moves, then its ``starts``, into ``plan`` (after its preemptions), so that each
     action finds its GPUs free: a move waits for the moves off its GPUs; a ring of moves is broken into
     preemptions and starts. Empties ``moves``."""
-    held = {job_id: _gpus_of(view.running[job_id].allocation) for job_id in moves}
+    held = {job_id: _gpus_of(allocation_of(view.running[job_id])) for job_id in moves}
     while moves:
         ready = [j for j, a in moves.items()
                  if not any(_gpus_of(a) & held[k] for k in moves if k != j)]
@@ -1592,7 +1595,7 @@ def _with_victims(level: Level, demand: int, free: FreeResources, avail: np.ndar
     domain, group = chosen
     trial = free.copy()
     for v in group:
-        trial.give(v.job.allocation)
+        trial.give(allocation_of(v.job))
     picked = _place_in(level, domain, usable_gpus(trial, shape, gpu_types), shape, demand)
     if picked is None or level_of(picked, shape) > level:
         return None

@@ -59,7 +59,7 @@ from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, usable_gpus
 from halyard.policies.plan import Migrate, Plan, Preempt, Start
 from halyard.policies.resources import FreeResources
-from halyard.policies.view import ClusterView, JobInfo
+from halyard.policies.view import ClusterView, JobInfo, allocation_of
 
 if TYPE_CHECKING:
     from halyard.policies.dally import Dally
@@ -159,7 +159,7 @@ def staggered_reauction(policy: Dally, view: ClusterView, state: PassState, ende
     holding = dict(view.running)  # the jobs that hold GPUs now: they bid only with +hoard
     placed: dict[str, Allocation] = {}
     for released in releases:
-        free.give(released.allocation)
+        free.give(allocation_of(released))
         del holding[released.job_id]
         waiting.append(released)
         bids = sorted([*waiting, *(holding.values() if policy.hoard is not None else ())], key=key)
@@ -182,15 +182,15 @@ def staggered_reauction(policy: Dally, view: ClusterView, state: PassState, ende
     moves: dict[str, Allocation] = {}
     starts: list[tuple[str, Allocation]] = []
     for job in releases:
-        allocation = placed.get(job.job_id)
-        if allocation is None:
+        target = placed.get(job.job_id)
+        if target is None:
             plan.preempt(job.job_id)  # back into the wait queue (§4.3.2)
-        elif _gpus_of(allocation) != _gpus_of(job.allocation):
-            moves[job.job_id] = allocation
+        elif _gpus_of(target) != _gpus_of(allocation_of(job)):
+            moves[job.job_id] = target
     for job in view.pending:
-        allocation = placed.get(job.job_id)
-        if allocation is not None:
-            starts.append((job.job_id, allocation))
+        target = placed.get(job.job_id)
+        if target is not None:
+            starts.append((job.job_id, target))
             continue
         decision, avail, wait_s, t_mc, t_rk = policy.delay.decide(view, job, free, state)
         plan.wait(job.job_id, policy.delay.why(view, job, avail, wait_s, t_mc, t_rk))

@@ -133,8 +133,7 @@ class ElasticFlow(OwnPass):
                 plan.wait(job.job_id, cannot_fit(self.name, "its minimum share of {:#GPU} does not fit beside "
                                                  "the earlier jobs' ({} left)", low, budget))
         by_id = {j.job_id: j for j in jobs}
-        heap = [self._offer(view, by_id[j], g) for j, g in size.items()]
-        heap = [h for h in heap if h is not None]
+        heap = [h for h in (self._offer(view, by_id[j], g) for j, g in size.items()) if h is not None]
         heapq.heapify(heap)
         while heap and budget > 0:  # 2. leftover, largest marginal return per GPU first
             _, _, job_id, g = heapq.heappop(heap)

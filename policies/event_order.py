@@ -80,8 +80,9 @@ class EventFollower:
         """Read ``job`` (one :meth:`_holds` says it holds and :meth:`_forget` has dropped)."""
         raise NotImplementedError
 
-    def _forget(self, job_id: str) -> None:
-        """Drop whatever is kept of ``job_id`` (nothing, if nothing is)."""
+    def _forget(self, job_id: str) -> int | None:
+        """Drop whatever is kept of ``job_id`` (nothing, if nothing is); a follower that keeps an order
+        answers where the job was in it (None otherwise)."""
         raise NotImplementedError
 
     def _due(self, view: ClusterView) -> Iterable[str]:

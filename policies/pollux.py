@@ -63,7 +63,7 @@ from halyard.policies.pollux_model import (
 from halyard.policies.reasons import Unplaced, cannot_fit
 from halyard.policies.resources import FreeResources, OverAllocation
 from halyard.policies.stages import Adjuster, Placement
-from halyard.policies.view import ClusterView, JobInfo
+from halyard.policies.view import ClusterView, JobInfo, allocation_of
 
 # GPU counts tried per elastic job: every count of its range when the range has at most this many,
 # else powers of two inside it plus both ends (ours: keeps the knapsack small on large ranges).
@@ -89,7 +89,7 @@ def gpu_budget(view: ClusterView) -> int:
     nodes that do not (drained or silent nodes keep their jobs, :class:`FreeResources`), which they keep
     at their current count (:func:`held_elsewhere`)."""
     held = sum(len(part.gpus) for job in view.running.values() if held_elsewhere(view, job)
-               for part in job.allocation.nodes  # type: ignore[union-attr]
+               for part in allocation_of(job).nodes
                if not view.free.schedulable[view.cluster.node(part.node).index])
     return view.schedulable_gpus + held
 

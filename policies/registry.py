@@ -78,7 +78,17 @@ class Augmentation:
 
     def apply(self, suffix: str, policy: Policy) -> Policy:
         require(policy, suffix, self.needs)
-        return new(self.path, policy, *self.args, **self.kwargs)  # type: ignore[no-any-return]
+        return new(self.path, policy, *self.args, **self.kwargs)
+
+
+def _synergy_mechanism(name: str) -> Any:
+    """A fresh Synergy placement ``name`` (policies/synergy.py MECHANISMS)."""
+    return resolve("synergy:MECHANISMS")[name]()
+
+
+def _cassini_on(preset: str) -> Policy:
+    """A fresh ``preset`` with the registry's +cassini (its capability check included)."""
+    return AUGMENTATIONS["cassini"].apply("cassini", _PRESETS[preset]())
 
 
 # Synergy's mechanisms (policies/synergy.py MECHANISMS), stage names and halves of preset names.
@@ -104,7 +114,7 @@ STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
         "network-agnostic": lazy("gandiva:NetworkAgnostic"), "delay-scheduling": lazy("dally:DelayScheduling"),
         "one-type": lazy("yarn:OneTypeConsolidated"), "easyscale": lazy("easyscale:EasyScalePlacement"),
         "random": lazy("themis:RandomPlacement"),
-        **{m: (lambda m=m: resolve("synergy:MECHANISMS")[m]()) for m in SYNERGY_MECHANISMS}}),
+        **{m: functools.partial(_synergy_mechanism, m) for m in SYNERGY_MECHANISMS}}),
     "adjust": MappingProxyType({"gandiva-migration": lazy("gandiva:ConsolidatingMigration"),
                                 "easyscale-homo": lazy("easyscale:easyscale_homo"),
                                 "easyscale-heter": lazy("easyscale:easyscale_heter"),
@@ -189,7 +199,7 @@ _PRESETS["pollux"] = lazy("pollux:Pollux")
 # Cassini on the schedulers it augments (§4.4.2): Themis, and beside it Tiresias and Synergy's
 # packing (shifts only: a batch placement has no per-job candidates), and Pollux (Po+Cassini).
 for _base in ("themis", "tiresias", "synergy-tune:srtf", "pollux"):
-    _PRESETS[f"{_base}+cassini"] = (lambda b=_base: AUGMENTATIONS["cassini"].apply("cassini", _PRESETS[b]()))
+    _PRESETS[f"{_base}+cassini"] = functools.partial(_cassini_on, _base)
 
 
 SUGGESTIONS = 3  # close names offered for a misspelt one (difflib's default cutoff, 0.6, decides "close")
@@ -229,9 +239,9 @@ def make_policy(name: str) -> Policy:
     text = name.strip()
     if text in _PRESETS:
         return _PRESETS[text]()
-    base, plus, suffixes = text.partition("+")
+    head, plus, suffixes = text.partition("+")
     if plus and "=" not in text and "," not in text:
-        policy = make_policy(base)
+        policy = make_policy(head)
         for suffix in suffixes.split("+"):
             augmentation = AUGMENTATIONS.get(suffix.strip())
             if augmentation is None:

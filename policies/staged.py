@@ -49,7 +49,7 @@ from halyard.policies.stages import (
     Sizing,
     Stage,
 )
-from halyard.policies.view import ClusterView, JobInfo
+from halyard.policies.view import ClusterView, JobInfo, allocation_of
 
 # From how many ranked jobs a pass looks for the running head to skip (StagedPolicy._running_head). Our
 # choice, measured on loaded runs: finding it costs about ten numpy calls (~35 us on the
@@ -142,7 +142,7 @@ class StagedPolicy:
 
     def _place(self, view: ClusterView, job: JobInfo, gpus: int, plan: Plan, free: FreeResources,
                state: PassState) -> bool:
-        placed = self.placement.place(view, job, gpus, free, state)
+        placed = self._per_job().place(view, job, gpus, free, state)
         if isinstance(placed, Unplaced):
             for preemption in self.preemptions:
                 if self._preempt_for(view, job, gpus, preemption, plan, free, state):
@@ -153,6 +153,13 @@ class StagedPolicy:
         free.take(placed)
         plan.start(job.job_id, placed)
         return True
+
+    def _per_job(self) -> Placement:
+        """The placement as the one-by-one path calls it (the path a batch placement never takes)."""
+        placement = self.placement
+        if placement.batch:
+            raise TypeError(f"{placement.name!r} places whole runnable sets, not one job at a time")
+        return placement
 
     def _preempt_for(self, view: ClusterView, job: JobInfo, gpus: int, preemption: Preemption, plan: Plan,
                      free: FreeResources, state: PassState) -> bool:
@@ -165,12 +172,12 @@ class StagedPolicy:
                 continue
             trial.give(victim.allocation)
             taken.append(victim)
-            placed = self.placement.place(view, job, gpus, trial, state)
+            placed = self._per_job().place(view, job, gpus, trial, state)
             if isinstance(placed, Unplaced):
                 continue
             for v in taken:
                 plan.preempt(v.job_id)
-                free.give(v.allocation)
+                free.give(allocation_of(v))
             placed = with_runtime_plan(view, job.spec, placed)
             free.take(placed)
             plan.start(job.job_id, placed)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -169,7 +169,7 @@ class Ordering(Stage, Protocol):
     arrival_order: bool
     # True if key() records what it sees in the pass state for on_applied (Tiresias' queues):
     # then every running job must be keyed every pass, even when nothing can be preempted.
-    remembers: ClassVar[bool] = False
+    remembers: bool = False
 
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], Any]: ...
 
@@ -206,7 +206,7 @@ class Placement(Stage, Protocol):
     ``batch`` is False: the staged pass calls :meth:`place` job by job.
     """
 
-    batch: ClassVar[bool] = False
+    batch: ClassVar[Literal[False]] = False  # a Literal: ``if placement.batch`` tells the two kinds apart
     resource_sensitive: ClassVar[bool] = False
 
     def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources,
@@ -227,7 +227,7 @@ class BatchPlacement(Stage, Protocol):
     (Synergy's packing, §3-4). ``batch`` is True: the staged pass picks the runnable set
     by ordering and GPU budget, preempts the rest, then calls :meth:`place_all` once."""
 
-    batch: ClassVar[bool] = True
+    batch: ClassVar[Literal[True]] = True
     resource_sensitive: ClassVar[bool] = False
     # Round-based (Synergy §3): the placement decides only at round boundaries, so the round timer
     # must run passes and the passes between rounds leave everything as it is (:meth:`acts_now`).

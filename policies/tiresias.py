@@ -158,7 +158,7 @@ class TwoDimensionalLas(Ordering):
             thresholds = self.thresholds
             return lambda job: (bisect.bisect_right(thresholds, job.attained_gpu_s(now)), job.spec.submit_time,
                                 job.arrival_seq)
-        tentative = state.setdefault(QUEUES_KEY, dict)
+        tentative: dict[str, tuple[int, float]] = state.setdefault(QUEUES_KEY, dict)
         queue_in = self._queue_in
         return lambda job: (queue_in(job, now, tentative), job.spec.submit_time, job.arrival_seq)
 
