@@ -1,4 +1,4 @@
-"""How far off are start forecasts? A loaded Philly slice, forecast every N cluster minutes (issue 37).
+"""How far off are start forecasts? A loaded Philly slice, forecast every N cluster minutes (docs/forecast.md).
 
 Replays ``--jobs`` jobs of the processed Philly trace from position ``--skip``, submit times divided by
 ``--compress``, and every ``--every-min`` cluster minutes

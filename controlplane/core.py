@@ -199,7 +199,7 @@ class SchedulingCore:
 
     def ignored_fields(self, spec: JobSpec) -> str:
         """What the job sets that the policy does not act on, said in its SUBMITTED event ("" if nothing)
-        rather than ignored silently (issue 18): a priority under a policy without priorities, a
+        rather than ignored silently: a priority under a policy without priorities, a
         deadline under one that is not deadline-aware."""
         given = [name for name, set_ in (("priority", spec.priority != 0), ("deadline", spec.deadline is not None))
                  if set_]

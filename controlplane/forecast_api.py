@@ -1,6 +1,6 @@
 """Forecasts on the wire: ``Job.forecast`` (GetJob, ListJobs), ``ClusterService.WhatIf`` and the metric.
 
-Kept apart from :mod:`grpc_api` so the servicers only call in here (issue 37).
+Kept apart from :mod:`grpc_api` so the servicers only call in here (docs/forecast.md).
 """
 
 from __future__ import annotations

@@ -134,7 +134,7 @@ class ControlPlane:
         # and on every command so agents ignore an older leader's; 0 without leadership (SQLite).
         self.leader_epoch = 0
         self.unknown_enums = UnknownEnums()  # enum values peers sent that this build predates (peer_enums.py)
-        self.forecasts: Forecaster | None = None  # set by ControlPlaneServer when forecasts are on (issue 37)
+        self.forecasts: Forecaster | None = None  # set by ControlPlaneServer when forecasts are on
 
     @property
     def sessions(self) -> dict[str, AgentSession]:

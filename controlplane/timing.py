@@ -44,7 +44,7 @@ class Pacer:
     new allocation. A migration keeps its whole iterations too but pays the
     restart cost alone, as it always has: charging it the checkpoint write as
     well would change the schedules of the policies that migrate (Gandiva, Dally)
-    and their published reproductions (docs/architecture.md, "Elastic sizing").
+    and their published reproductions (docs/decisions/parallelism-and-elasticity.md, "Elastic sizing").
     A time-shift, a CPU/memory change or a co-runner coming or going keeps the
     job running at a new rate.
 
@@ -61,8 +61,8 @@ class Pacer:
         self._seen_events = len(core.log)
         # Each running job's dedicated timing on its allocation (a pure function of the two), taken
         # once for the fabric and for every re-rating: a job is re-rated each time a co-runner on its
-        # links comes or goes, its allocation unchanged (issue 19: Tiresias called job_timing 102k
-        # times for 30k starts on the synthetic 90% trace).
+        # links comes or goes, its allocation unchanged (Tiresias called job_timing 102k times for 30k
+        # starts on the synthetic 90% trace before this cache).
         self._dedicated: dict[str, tuple[Allocation, JobTiming]] = {}
 
     def update(self, actions: list[Action], now: float) -> list[JobRecord]:

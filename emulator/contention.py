@@ -75,7 +75,7 @@ class DemandProfile:
 
     phases: tuple[Phase, ...]
     # The phases' total, summed once: the fabric reads it for every job on every link it solves
-    # (~300k reads on issue 19's 10k loaded Tiresias run). Not compared: it follows from the phases.
+    # (~300k reads on a 10k-job loaded Tiresias run). Not compared: it follows from the phases.
     iteration_s: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

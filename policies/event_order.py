@@ -1,6 +1,6 @@
 """What a policy keeps about jobs from pass to pass, read again only when the core logs an event for them.
 
-On a loaded queue four keepers hold per-job numbers between passes (issue 19): Tiresias' 2D-LAS,
+On a loaded queue four keepers hold per-job numbers between passes, for speed: Tiresias' 2D-LAS,
 running and waiting jobs by queue, submission and arrival (:class:`~halyard.policies.tiresias.KeptOrder`);
 Dally's waiting jobs by Nw_sens, submission and arrival
 (:class:`~halyard.policies.waiting_sens.WaitingOrder`); LAS' running jobs' service lines

@@ -1,14 +1,14 @@
 """Dally's Nw_sens (§4.3.1) of every running job at once, for the victims of a pass.
 
 On a loaded trace Dally's pass needs the Nw_sens of every running job whenever a waiting job
-does not fit (issue 19: 2.9M evaluations on 10,000 Philly jobs compressed 8x, most of Dally's
+does not fit (2.9M evaluations on 10,000 Philly jobs compressed 8x, most of Dally's
 time). A running job's progress is a closed form of five numbers
 (:meth:`~halyard.policies.view.JobInfo.progress_line`) that change only when its ``epoch`` does
 or it starts on a new allocation, so they are kept per job in arrays, read again only then, and
 one vector expression gives every job's Nw_sens. Given the view, the running jobs themselves are
 followed through the core's event log (:class:`~halyard.policies.event_order.EventFollower`: every
 start, stop and move is an event), so a pass reads of each job only its ``epoch``, in one C-level
-map, instead of checking it in a Python loop (issue 19: that loop was a sixth of Dally's time on
+map, instead of checking it in a Python loop (that loop was a sixth of Dally's time on
 20,000 Philly jobs compressed 8x). It is the very expression of
 :func:`halyard.policies.dally.nw_sens` over ``iterations_done`` and ``run_time_s``, operation for
 operation, so the floats are the same to the last bit (``tests/test_running_sens.py``).

@@ -52,7 +52,7 @@ from halyard.policies.stages import (
 from halyard.policies.view import ClusterView, JobInfo, allocation_of
 
 # From how many ranked jobs a pass looks for the running head to skip (StagedPolicy._running_head). Our
-# choice, measured on loaded runs (issue 19): finding it costs about ten numpy calls (~35 us on the
+# choice, measured on loaded runs: finding it costs about ten numpy calls (~35 us on the
 # 2-core development machine), repaid once it skips more than ~100 jobs; a pass on 128 GPUs at 90 % load
 # ranks ~110 jobs, one on loaded Philly ~1,400.
 WALK_SKIP_FROM = 400
@@ -295,7 +295,7 @@ class StagedPolicy:
     def _running_head(ranking: Ranking, budget: int) -> tuple[int, int]:
         """How many of the first ranked jobs are running jobs whose GPUs fit in ``budget`` one after
         another, and the GPUs they hold: the walk keeps them all and changes nothing for them, so it
-        starts after them (issue 19: on 20,000 Philly jobs compressed 8x a LAS pass ranks ~1,400 jobs,
+        starts after them (on 20,000 Philly jobs compressed 8x a LAS pass ranks ~1,400 jobs,
         ~1,300 of them running, and most come before the first job that does not fit; stepping through
         them was the largest part of its pass)."""
         held = ranking.held_ranked()

@@ -38,7 +38,7 @@ class Ranking(NamedTuple):
     """Running and admitted pending jobs in priority order, with the GPUs each running job holds as an
     array: what the staged pass's runnable walk reads (:meth:`Ordering.ranking`). From the array the
     walk finds the running jobs at the head of the order that fit at once and steps through the rest
-    (issue 19: on 20,000 Philly jobs compressed 8x a LAS pass ranks ~1,400 jobs, most in that head)."""
+    (on 20,000 Philly jobs compressed 8x a LAS pass ranks ~1,400 jobs, most in that head)."""
 
     jobs: Sequence[JobInfo]  # the jobs: best first if ``order`` is None, else in any order
     order: np.ndarray | None  # positions in ``jobs``, best first (int64); None: ``jobs`` is in that order
@@ -73,8 +73,8 @@ class Stage(Protocol):
     honours: ClassVar[frozenset[str]] = frozenset()
     # Optional, outside the protocol: ``relies_on``, what the stage's own behaviour needs of the jobs or
     # the cluster (policies/reliance.py's keys: "logical_workers", "elastic", "deadline", "priority",
-    # "quotas"); a run in which none has it is warned that the stage does nothing (issue 33:
-    # easyscale-heter without ESTs was FIFO, silently).
+    # "quotas"); a run in which none has it is warned that the stage does nothing (without
+    # it, easyscale-heter on a trace without ESTs was FIFO, silently).
     # True if the stage decides from the jobs' specs, states and allocations and the free resources
     # alone: what the core's event log and the nodes' schedulable flags record, never the clock, job
     # progress or rates. A staged policy whose other stages all say so may let the core skip passes

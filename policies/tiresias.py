@@ -297,7 +297,7 @@ class ReferenceLists:
 
 class KeptOrder(EventOrder):
     """2D-LAS's order of the running and pending jobs (without starvation promotion), kept from pass
-    to pass (issue 19: keying and sorting about 110 jobs was a quarter of a loaded Tiresias pass, and
+    to pass (keying and sorting about 110 jobs was a quarter of a loaded Tiresias pass, and
     between two passes a handful of keys change).
 
     A job's key is (queue, submit time, arrival number), its queue the number of thresholds its
@@ -386,7 +386,7 @@ class SkewConsolidation(Placement):
     A refusal is remembered: :meth:`place` is a pure function of the usable resources
     (:meth:`FreeResources.availability_key`), the cluster's shape, the job's GPU types, model and
     GPU count, and on a loaded trace a strictly consolidated job is refused again on every round
-    pass while nothing frees up (issue 19: 32,464 of Tiresias' 62,816 placements on the synthetic
+    pass while nothing frees up (32,464 of Tiresias' 62,816 placements on the synthetic
     90% trace, each a failed search over racks). Placements that succeed are not remembered: they
     change the free resources, so the same state rarely comes back.
     """
