@@ -24,7 +24,7 @@ from typing import Any
 from halyard.controlplane import Simulator
 from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import load_cluster
-from halyard.policies import dally, make_policy
+from halyard.policies import dally_preemption, make_policy
 from halyard.policies.running_sens import RunningNwSens
 from halyard.policies.waiting_sens import WaitingOrder
 from halyard.traces import read_trace
@@ -34,7 +34,7 @@ PHILLY_FULL = Path(__file__).resolve().parents[1].parent / "shared" / "traces" /
 
 def counted(counts: dict[str, int]) -> None:
     """Wrap the three places of per-job work so that each call adds to ``counts`` (this process only)."""
-    real_at, real_learn, real_victim = RunningNwSens.at, WaitingOrder._learn, dally._Victim.__init__
+    real_at, real_learn, real_victim = RunningNwSens.at, WaitingOrder._learn, dally_preemption._Victim.__init__
 
     def at(self: RunningNwSens, *args: Any, **kwargs: Any) -> Any:
         jobs, values = real_at(self, *args, **kwargs)
@@ -51,7 +51,7 @@ def counted(counts: dict[str, int]) -> None:
         real_victim(self, *args, **kwargs)
 
     wrapped: list[tuple[type, str, Callable[..., Any]]] = [
-        (RunningNwSens, "at", at), (WaitingOrder, "_learn", learn), (dally._Victim, "__init__", victim)]
+        (RunningNwSens, "at", at), (WaitingOrder, "_learn", learn), (dally_preemption._Victim, "__init__", victim)]
     for owner, name, function in wrapped:
         setattr(owner, name, function)
 

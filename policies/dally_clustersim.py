@@ -54,7 +54,8 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from halyard.datamodel import Allocation
-from halyard.policies.dally import HOARD_REAUCTION_KEY, _gpus_of, _write_moves, delay_decision
+from halyard.policies.dally import HOARD_REAUCTION_KEY, _gpus_of, _write_moves
+from halyard.policies.dally_stages import delay_decision
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, usable_gpus
 from halyard.policies.plan import Migrate, Plan, Preempt, Start

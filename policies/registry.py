@@ -106,12 +106,12 @@ STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
     "admission": MappingProxyType({"all": AdmitAll, "tenant-quota": lazy("tenancy:TenantQuota"),
                                    "tenant-quota-strict": lazy("tenancy:TenantQuota", borrowing=False)}),
     "ordering": MappingProxyType({**ORDERINGS, "tiresias-2das": lazy("tiresias:TwoDimensionalLas"),
-                                  "nw-sens": lazy("dally:NwSensOrdering"),
+                                  "nw-sens": lazy("dally_stages:NwSensOrdering"),
                                   "themis": lazy("themis:LeasedFinishTimeFairness")}),
     "sizing": MappingProxyType({"fixed": FixedSize, "easyscale-smallest": lazy("easyscale:SmallestProposal")}),
     "placement": MappingProxyType({
         "consolidated": FirstFitConsolidated, "tiresias-skew": lazy("tiresias:SkewConsolidation"),
-        "network-agnostic": lazy("gandiva:NetworkAgnostic"), "delay-scheduling": lazy("dally:DelayScheduling"),
+        "network-agnostic": lazy("gandiva:NetworkAgnostic"), "delay-scheduling": lazy("dally_stages:DelayScheduling"),
         "one-type": lazy("yarn:OneTypeConsolidated"), "easyscale": lazy("easyscale:EasyScalePlacement"),
         "random": lazy("themis:RandomPlacement"),
         **{m: functools.partial(_synergy_mechanism, m) for m in SYNERGY_MECHANISMS}}),
@@ -149,8 +149,8 @@ _PRESETS: dict[str, Callable[[], Policy]] = {
     # Dally as the paper writes it (its own Policy: offers and accept/reject, policies/dally.py) with
     # the auto-tuner of Algorithm 2, and Dally-manual with the paper's 12 h + 12 h timers. Halyard's
     # own rules are '+migrate', '+worse-half', '+hysteresis' and '+lease' on either (AUGMENTATIONS).
-    "dally": lambda: new("dally:Dally", new("dally:AutoTuner"), name="dally"),
-    "dally-manual": lambda: new("dally:Dally", new("dally:ManualTimers"), name="dally-manual"),
+    "dally": lambda: new("dally:Dally", new("dally_timers:AutoTuner"), name="dally"),
+    "dally-manual": lambda: new("dally:Dally", new("dally_timers:ManualTimers"), name="dally-manual"),
     # Dally's baselines: Tiresias (discretised 2D-LAS, skew-based consolidation) and
     # Gandiva (FIFO, network-agnostic placement, migration to tighter placements).
     "tiresias": _staged("tiresias", "tiresias:TwoDimensionalLas", "tiresias:SkewConsolidation"),

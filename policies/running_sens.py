@@ -10,7 +10,7 @@ followed through the core's event log (:class:`~halyard.policies.event_order.Eve
 start, stop and move is an event), so a pass reads of each job only its ``epoch``, in one C-level
 map, instead of checking it in a Python loop (that loop was a sixth of Dally's time on
 20,000 Philly jobs compressed 8x). It is the very expression of
-:func:`halyard.policies.dally.nw_sens` over ``iterations_done`` and ``run_time_s``, operation for
+:func:`halyard.policies.dally_stages.nw_sens` over ``iterations_done`` and ``run_time_s``, operation for
 operation, so the floats are the same to the last bit (``tests/test_running_sens.py``).
 """
 

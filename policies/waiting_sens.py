@@ -12,7 +12,7 @@ sorting the waiting jobs by the key on every pass (``tests/test_waiting_sens.py`
 Beside the order it keeps each job's id and GPU demand in the same order, and whether any Nw_sens
 is NaN, so that a pass reads the lowest Nw_sens and answers the long tail of jobs that only wait
 without a Python step per job (that tail walk was a tenth of Dally's time on 20,000 Philly
-jobs compressed 8x; :class:`~halyard.policies.dally.DallyPass`).
+jobs compressed 8x; :class:`~halyard.policies.dally_pass.DallyPass`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ from policy_fakes import FakeJob, on, view_of
 
 from halyard.datamodel import ValidationError
 from halyard.policies import Start, make_policy
-from halyard.policies.dally import LEASE_ROUNDS, Dally, ManualTimers, with_option
+from halyard.policies.dally import LEASE_ROUNDS, Dally, with_option
+from halyard.policies.dally_timers import ManualTimers
 from halyard.policies.passstate import PassState
 
 LEASE_S = LEASE_ROUNDS * 300.0

@@ -16,19 +16,9 @@ from policy_fakes import FakeJob, FakePerf, on, view_of
 from halyard.controlplane import SchedulingCore, Simulator
 from halyard.datamodel import Allocation, EventKind, JobSpec, JobState, NodeAllocation, ValidationError, parse_cluster
 from halyard.policies import Migrate, PassState, Plan, Preempt, Start, WaitCode, make_policy, policy_names
-from halyard.policies.dally import (
-    LEASE_ROUNDS,
-    MANUAL_MACHINE_TIMER_S,
-    MIN_GAIN,
-    AutoTuner,
-    Dally,
-    DelayScheduling,
-    ManualTimers,
-    delay_decision,
-    ideal_compute_s,
-    nw_sens,
-    tuned_timer,
-)
+from halyard.policies.dally import LEASE_ROUNDS, MIN_GAIN, Dally
+from halyard.policies.dally_stages import DelayScheduling, delay_decision, ideal_compute_s, nw_sens
+from halyard.policies.dally_timers import MANUAL_MACHINE_TIMER_S, AutoTuner, ManualTimers, tuned_timer
 from halyard.policies.facts import ClusterShape
 from halyard.policies.topology import Level
 from halyard.testing.cluster import small_cluster_toml
@@ -317,7 +307,7 @@ def test_nw_sens_preemption_is_a_preemption_stage(small_cluster):
     """§4.3.1's preemption is Dally's preemption stage (policies/stages.py ``Preemption``, Kubernetes'
     PostFilter): asked for a waiting job's victims, it names the running jobs of higher Nw_sens (lower
     priority), worst first; ``min_gain`` narrows them."""
-    from halyard.policies.dally import NwSensPreemption
+    from halyard.policies.dally_preemption import NwSensPreemption
     from halyard.policies.stages import Preemption
 
     running = [fake("a", 4, seq=0, allocation=on(small_cluster, ("r0-n0", 4)), done=900, run_s=1000),
@@ -711,7 +701,7 @@ def test_cheapest_domain_matches_walking_every_victim_for_every_domain():
     the lowest-priority victims, then the lowest index; victims taken worst first) gathers each
     domain's victims in one walk (issue 19). It must pick what walking every victim for every domain
     picks, on random clusters of jobs, levels and demands."""
-    from halyard.policies.dally import _cheapest, _Victim
+    from halyard.policies.dally_preemption import _cheapest, _Victim
 
     def walk_all(level, demand, avail, shape, eligible):
         if level is Level.MACHINE:
