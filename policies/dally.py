@@ -438,14 +438,14 @@ def with_option(policy: object, option: str) -> Dally:
         policy.preemption = False
     elif option == "hoard":
         if not policy.reauction:
-            raise ValidationError("+hoard is a bid between lease ends: it needs +reauction before it",
-                                  field="policy")
+            raise ValidationError(f"{policy.name!r} cannot take +hoard (a bid between lease ends): it needs "
+                                  "+reauction before it", field="policy")
         from halyard.policies.dally_clustersim import HoardedGpus  # (it imports this module)
         policy.hoard = HoardedGpus()
     elif option == "staggered":
         if not policy.reauction:
-            raise ValidationError("+staggered releases a lease end's jobs one at a time: it needs +reauction "
-                                  "before it", field="policy")
+            raise ValidationError(f"{policy.name!r} cannot take +staggered (a lease end's jobs released one at "
+                                  "a time): it needs +reauction before it", field="policy")
         from halyard.policies.dally_clustersim import staggered_reauction
         policy.staggered = staggered_reauction
     elif option in TUNER_OPTIONS:
