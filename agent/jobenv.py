@@ -2,7 +2,7 @@
 
 An agent's environment holds what the agent needs and a job must not see: its credentials
 (``HALYARD_TOKEN``, ``HALYARD_KEY``, cloud keys), proxies, whatever the operator's shell
-exported. Until issue 32 every job inherited all of it. Now a job gets, in this order
+exported, and a job must not inherit all of it. A job gets, in this order
 (later ones win):
 
 1. from the agent's environment only the names in :data:`INHERITED_NAMES` and those

@@ -1,4 +1,4 @@
-"""One Crius pass over 1,000 pending jobs on 1,280 GPUs at search depth 3 (issue 14 item 8).
+"""One Crius pass over 1,000 pending jobs on 1,280 GPUs at search depth 3 (docs/crius.md).
 
 The cluster is ``crius-1280`` (Crius Table 1: A100, A40, A10, V100). A core holds
 ``--running`` jobs Crius already placed (so ScaleResource has running jobs to downscale or move)

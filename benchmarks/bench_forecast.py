@@ -1,4 +1,4 @@
-"""What a forecast costs (issue 37): 2,000 pending and 1,000 running jobs on the 2,816-GPU ``philly`` cluster.
+"""What a forecast costs: 2,000 pending and 1,000 running jobs on the 2,816-GPU ``philly`` cluster.
 
 For each policy it builds that state -- 3,000 jobs of Synergy's multi-GPU synthetic trace (seed 1;
 :func:`~halyard.traces.generate_synergy_trace`), all submitted at time 0, then passes until about
@@ -8,7 +8,7 @@ the forecast's CPU seconds (the child's ``time.process_time``), the passes and e
 its ratio to one scheduling pass over the same state measured in the same run (a fork that
 completes one running job and makes one pass), so figures from different machines compare by
 ratio; and the wall milliseconds the forking process spends in ``os.fork`` (best of 5), which is
-all a forecast takes from the control plane's event loop. The goals of issue 37: at most 1 s of
+all a forecast takes from the control plane's event loop. The goals (docs/forecast.md): at most 1 s of
 CPU under fifo and 5 s under the heaviest policy.
 
     nice -n 10 .venv/bin/python benchmarks/bench_forecast.py [--policies fifo,tiresias,dally,...]
@@ -30,7 +30,7 @@ from halyard.traces import generate_synergy_trace
 JOBS = 3000
 TARGET_RUNNING = 1000
 SEED = 1
-GOALS_S = {"fifo": 1.0}  # issue 37; every other policy: HEAVY_GOAL_S
+GOALS_S = {"fifo": 1.0}  # every other policy: HEAVY_GOAL_S
 HEAVY_GOAL_S = 5.0
 
 

@@ -14,7 +14,7 @@ and preemptive policies preempt (``--compress 1,8`` runs both).
 ``--load 0.9`` replaces the trace by Synergy's synthetic one (multi-GPU, seed 1;
 :func:`~halyard.traces.generate_synergy_trace`) at the Poisson rate that offers
 that fraction of the cluster's GPU-seconds: ``rate = load x GPUs / mean(GPUs x
-duration)`` (issue 19: 10k jobs at 90% load). On the 2,816-GPU Philly cluster 10k
+duration)`` (the loaded runs: 10k jobs at 90% load). On the 2,816-GPU Philly cluster 10k
 such jobs arrive within 122 h, less than the longest jobs run (up to 10^4 min),
 so the cluster never fills and nothing waits; on ``--cluster synergy-128`` they
 span about 2,700 h and queues form:

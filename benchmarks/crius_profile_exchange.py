@@ -39,7 +39,7 @@ async def run() -> None:
              for m in MODELS for n in N_G]
     async with TestCluster(policy="crius", cluster_toml=toml) as tc:
         cp = tc.control_plane
-        requests = {r.key: r for s in specs for r in cp.core.policy.profile_requests(s, cp.core.facts)}
+        requests = {r.key: r for s in specs for r in cp.core.preparations(s)}
         model = ModelProfiles(cp.perf, cp.cluster)  # the model the emulated agents share
         t0 = time.perf_counter()
         local = {k: model.stage_profiles(r) for k, r in requests.items()}

@@ -80,7 +80,7 @@ PAIRS = {"dally": ("Dally", -1.0, -1.0), "dally-manual": ("Dally", MANUAL_S, MAN
          "tiresias": ("Tiresias", -1.0, -1.0), "gandiva": ("Gandiva", -1.0, -1.0)}
 # Halyard's readings of Dally set beside cluster-sim's in the headline table: the paper's text, Halyard's
 # milder lease, and cluster-sim's own re-auction (policies/dally.py).
-READINGS = ("dally", "dally+lease", "dally+reauction")
+READINGS = ("dally", "dally+lease", "dally+reauction", "dally+reauction+staggered")
 NO_LEASE_S = 1e9  # --public-lease-s for "no lease ends": longer than any run (timers stay in seconds)
 
 
@@ -103,6 +103,35 @@ def tightest_overhead(model: str, gpus: int, table: dict) -> float:
 def classpath(build: Path) -> str:
     jars = [f"/usr/share/java/{j}.jar" for j in JARS if Path(f"/usr/share/java/{j}.jar").exists()]
     return ":".join([str(build), *jars])
+
+
+# --public-variant: cluster-sim with one line of one module changed, to measure what that line does (an
+# attribution run, never the side-by-side itself). The checkout is read, the changed module is written
+# and compiled in the run's working folder and put ahead of --build on the class path.
+# "running-jobs-wait": InterJobScheduler.multiGPUResourceAllocator lets a job bid only while it waits for
+# GPUs. Unchanged, every job whose next-iteration GPU set is empty bids, and IntraJobScheduler.startIteration
+# empties that set at every iteration start, so running jobs bid too and keep what they win unused
+# (policies/dally_clustersim.py says how; Halyard's +hoard).
+VARIANTS = {"running-jobs-wait": (
+    "globalsched/InterJobScheduler.java",
+    "\t\t\tif (!job.getGPUsAvailableForNextIteration().isEmpty()) {",
+    "\t\t\tif (!job.isWaitingForResources()) continue;  // Halyard's --public-variant running-jobs-wait\n",
+    "running jobs do not bid")}
+
+
+def compile_variant(checkout: Path, build: Path, variant: str, work: Path) -> Path:
+    """The classes of ``variant`` (:data:`VARIANTS`), compiled in ``work``; they go ahead of ``build``."""
+    module, line, insert, _ = VARIANTS[variant]
+    source = (checkout / "src" / "main" / "java" / "com" / "wisr" / "mlsched" / module).read_text(encoding="utf-8")
+    if source.count(line) != 1:
+        raise SystemExit(f"--public-variant {variant}: {module} no longer has the line it changes")
+    out = work / f"variant-{variant}"
+    (out / "src").mkdir(parents=True, exist_ok=True)
+    changed = out / "src" / Path(module).name
+    changed.write_text(source.replace(line, insert + line), encoding="utf-8")
+    subprocess.run(["javac", "-nowarn", "-d", str(out / "classes"), "-cp", classpath(build), str(changed)],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return out / "classes"
 
 
 def compile_public(checkout: Path, build: Path, stubs: list[Path]) -> None:
@@ -205,12 +234,15 @@ def child_cpu() -> float:
 
 
 def run_public(checkout: Path, build: Path, paths: dict[str, Path], racks: int, pair: tuple[str, float, float],
-               lease_s: float, work: Path, timeout_s: float) -> tuple[dict[int, dict[str, float]], float, float]:
+               lease_s: float, work: Path, timeout_s: float, variant: Path | None = None
+               ) -> tuple[dict[int, dict[str, float]], float, float]:
+    """``variant``: classes compiled by :func:`compile_variant`, ahead of ``build`` on the class path."""
     scheduler, rack_s, nw_s = pair
     rack_timer, nw_timer = (t if t < 0 else t / lease_s for t in (rack_s, nw_s))  # in leases
-    run = f"{scheduler}-{racks}r-{rack_s:g}-{nw_s:g}-{lease_s:g}"
+    run = f"{scheduler}-{racks}r-{rack_s:g}-{nw_s:g}-{lease_s:g}" + (f"-{variant.parent.name}" if variant else "")
+    path = classpath(build) if variant is None else f"{variant}:{classpath(build)}"
     cmd = ["nice", "-n", "10", "java", f"-Djava.util.logging.config.file={paths['logging']}", "-Xmx4g",
-           "-cp", classpath(build), "com.wisr.mlsched.Simulation", str(racks), str(MACHINES_PER_RACK), scheduler,
+           "-cp", path, "com.wisr.mlsched.Simulation", str(racks), str(MACHINES_PER_RACK), scheduler,
            str(paths["cluster"]), str(paths["jobs"]), str(paths["network"]), str(paths["system"]), str(paths["nw"]),
            run, str(rack_timer), str(nw_timer), str(max(1, int(HISTORY_S / lease_s)))]
     (work / "results").mkdir(exist_ok=True)  # it makes results/<run>/ with mkdir, not mkdirs
@@ -358,25 +390,33 @@ def signs_table(rows: list[dict]) -> str:
              f"| mean JCT change: cluster-sim / {readings} |", "| --- | --- | --- | --- | --- | --- | --- |"]
 
     def setup(r: dict) -> tuple:
-        return r["racks"], r["arrival"], r.get("public_lease_s", LEASE_S), r.get("profile", "table1")
+        return (r["racks"], r["arrival"], r.get("public_lease_s", LEASE_S), r.get("profile", "table1"),
+                r.get("public_variant"))
 
-    for racks, arrival, lease, prof in dict.fromkeys(setup(r) for r in rows):
-        seeds = sorted({r.get("seed", 1) for r in rows if setup(r) == (racks, arrival, lease, prof)})
-        by = {(r.get("seed", 1), r["policy"]): r for r in rows if setup(r) == (racks, arrival, lease, prof)}
+    for racks, arrival, lease, prof, variant in dict.fromkeys(setup(r) for r in rows):
+        key = (racks, arrival, lease, prof, variant)
+        seeds = sorted({r.get("seed", 1) for r in rows if setup(r) == key})
+        by = {(r.get("seed", 1), r["policy"]): r for r in rows if setup(r) == key}
         dname = next((d for d in ("dally", "dally-manual+no-preemption", "dally-manual")
                       if any((s_, d) in by for s_ in seeds)), None)
+        dname = dname or next((d for d in READINGS if any((s_, d) in by for s_ in seeds)), None)
         if dname is None:
             continue
         public = next(by[(s_, dname)]["public"] for s_ in seeds if (s_, dname) in by)
+        # cluster-sim's Dally of a seed: from any Halyard run beside the same cluster-sim set-up
+        dally_public = {s_: r["compare"] for s_ in seeds
+                        for r in [by.get((s_, dname)) or next((by[(s_, d)] for d in READINGS if (s_, d) in by
+                                                               and by[(s_, d)]["public"] == public), None)]
+                        if r is not None}
         label = f"lease {lease:g} s, " + ("Table 1 by tier" if prof == "table1" else "overhead by GPU count") \
-            + f"; Dally = {public}"
+            + (f", {VARIANTS[variant][3]}" if variant else "") + f"; Dally = {public}"
         for base in ("tiresias", "gandiva"):
-            both = [s_ for s_ in seeds if (s_, base) in by and (s_, dname) in by]
+            both = [s_ for s_ in seeds if (s_, base) in by and s_ in dally_public]
             if not both:
                 continue
             cells = []
             for metric in ("makespan_s", "mean_jct_s"):
-                vals = [_ci([by[(s_, dname)]["compare"]["public_" + metric]
+                vals = [_ci([dally_public[s_]["public_" + metric]
                              / by[(s_, base)]["compare"]["public_" + metric] - 1 for s_ in both])]
                 for d in READINGS:
                     mine = [s_ for s_ in both if (s_, d) in by]
@@ -385,6 +425,63 @@ def signs_table(rows: list[dict]) -> str:
                                 if mine and prof == "table1" else "-")
                 cells.append(" / ".join(vals))
             lines.append(f"| {racks} | {arrival} | {label} | {len(both)} | {base} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
+def variant_table(rows: list[dict]) -> str:
+    """Each scheduler of cluster-sim with and without a --public-variant, on the same jobs (seeds where both
+    ran): the variant's mean JCT, makespan and mean wait as a change from the unchanged simulator's."""
+    lines = ["| racks | arrivals | cluster-sim | variant | seeds | mean JCT (h), unchanged / variant (first seed) "
+             "| mean JCT change | makespan change | mean wait (h), unchanged / variant (first seed) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    plain = {(r["racks"], r["arrival"], r.get("seed", 1), r["public"]): r["compare"] for r in rows
+             if not r.get("public_variant") and r.get("public_lease_s", LEASE_S) == LEASE_S
+             and r.get("profile", "table1") == "table1"}
+    groups: dict[tuple, dict[int, tuple[dict, dict]]] = {}
+    for r in rows:
+        variant = r.get("public_variant")
+        if not variant:
+            continue
+        base = r["public"].removesuffix(f", {VARIANTS[variant][3]}")
+        before = plain.get((r["racks"], r["arrival"], r.get("seed", 1), base))
+        if before is not None:
+            groups.setdefault((r["racks"], r["arrival"], base, variant), {})[r.get("seed", 1)] = (before, r["compare"])
+    for (racks, arrival, base, variant), by_seed in groups.items():
+        pairs = [by_seed[s_] for s_ in sorted(by_seed)]
+        first_before, first_after = pairs[0]
+        jct = [a["public_mean_jct_s"] / b["public_mean_jct_s"] - 1 for b, a in pairs]
+        mk = [a["public_makespan_s"] / b["public_makespan_s"] - 1 for b, a in pairs]
+        lines.append(f"| {racks} | {arrival} | {base} | {VARIANTS[variant][3]} | {len(pairs)} "
+                     f"| {first_before['public_mean_jct_s'] / 3600:.1f} / "
+                     f"{first_after['public_mean_jct_s'] / 3600:.1f} "
+                     f"| {_ci(jct)} | {_ci(mk)} | {first_before['public_mean_wait_s'] / 3600:.1f} / "
+                     f"{first_after['public_mean_wait_s'] / 3600:.1f} |")
+    return "\n".join(lines)
+
+
+def profile_sign_table(rows: list[dict], profile: list[dict]) -> str:
+    """Dally's change against Tiresias under each profile, on the same jobs (first seed): inside cluster-sim
+    (Table 1 by tier against overhead by GPU count) and inside Halyard (Table 1 against its collective
+    model), per Halyard reading."""
+    lines = ["| racks | arrivals | simulator | Dally | makespan change vs Tiresias: Table 1 at every GPU count "
+             "/ overhead by GPU count | mean JCT change, same |", "| --- | --- | --- | --- | --- | --- |"]
+    pub = {(r["racks"], r["arrival"], r.get("profile", "table1"), r["public"].split(",")[0]): r["compare"]
+           for r in first_seed(rows) if r.get("public_lease_s", LEASE_S) == LEASE_S and not r.get("public_variant")}
+    for racks, arrival in dict.fromkeys((r["racks"], r["arrival"]) for r in profile):
+        d = [pub.get((racks, arrival, prof, "Dally")) for prof in ("table1", "count")]
+        t = [pub.get((racks, arrival, prof, "Tiresias")) for prof in ("table1", "count")]
+        if all(d) and all(t):
+            cells = [" / ".join(f"{100 * (d[i][f'public_{m}'] / t[i][f'public_{m}'] - 1):+.0f}%" for i in (0, 1))
+                     for m in ("makespan_s", "mean_jct_s")]
+            lines.append(f"| {racks} | {arrival} | cluster-sim | Dally | {cells[0]} | {cells[1]} |")
+        mine = {r["policy"]: r for r in profile if (r["racks"], r["arrival"]) == (racks, arrival)}
+        base = mine.get("tiresias")
+        for policy, r in mine.items():
+            if not policy.startswith("dally") or base is None:
+                continue
+            cells = [" / ".join(f"{100 * (r[f'{tag}_{m}'] / base[f'{tag}_{m}'] - 1):+.0f}%"
+                                for tag in ("table1", "builtin")) for m in ("makespan_s", "mean_jct_s")]
+            lines.append(f"| {racks} | {arrival} | Halyard | `{policy}` | {cells[0]} | {cells[1]} |")
     return "\n".join(lines)
 
 
@@ -443,7 +540,8 @@ def render_page(results: dict) -> str:
     return PAGE_TEMPLATE.read_text(encoding="utf-8").format(
         command="\n".join(results["commands"]), table=side_by_side(results["runs"]), worst=worst_table(results["runs"]),
         signs=signs_table(results["runs"]), profile=profile_table(results.get("profile", [])),
-        fit=fit_table(), agreement=agreement_table(results["runs"]))
+        fit=fit_table(), agreement=agreement_table(results["runs"]), variants=variant_table(results["runs"]),
+        profile_sign=profile_sign_table(results["runs"], results.get("profile", [])))
 
 
 def write_page(results: dict, page: Path) -> None:
@@ -493,6 +591,9 @@ def main() -> int:
                         "ends, i.e. no re-auction of running jobs' GPUs (the manual timers kept in seconds)")
     p.add_argument("--event-s", type=float, default=EVENT_S,
                    help=f"one cluster-sim iteration event (default {EVENT_S:g} s); keep it under the lease")
+    p.add_argument("--public-variant", choices=sorted(VARIANTS), default=None,
+                   help="cluster-sim with one line changed, to measure it (VARIANTS): running-jobs-wait lets only "
+                        "waiting jobs bid")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per simulation")
     p.add_argument("--work", type=Path, default=None, help="working folder (default: a temporary one)")
     p.add_argument("--json", type=Path, default=ROOT / "docs" / "dally-public-comparison.json")
@@ -512,6 +613,8 @@ def main() -> int:
     table = overheads()
     work = args.work or Path(tempfile.mkdtemp(prefix="dally-public-"))
     work.mkdir(parents=True, exist_ok=True)
+    variant = (compile_variant(args.cluster_sim.resolve(), args.build, args.public_variant, work)
+               if args.public_variant else None)
     runs: list[dict] = []
     profile: list[dict] = []
     for arrival in args.arrival:
@@ -536,15 +639,17 @@ def main() -> int:
                     scheduler += f", lease {args.public_lease_s:g} s"
                 if args.profile == "count":
                     scheduler += ", overhead by GPU count"
+                if variant is not None:
+                    scheduler += f", {VARIANTS[args.public_variant][3]}"
                 if pair not in public_runs:
                     public_runs[pair] = run_public(args.cluster_sim.resolve(), args.build, paths, racks, pair,
-                                                   args.public_lease_s, folder, args.timeout)
+                                                   args.public_lease_s, folder, args.timeout, variant)
                 pub, pub_cpu, pub_wall = public_runs[pair]
                 ours, our_cpu, our_wall = run_halyard(trace, racks, policy, folder, args.timeout)
                 c = compare(jobs, pub, ours)
                 runs.append({"arrival": arrival, "racks": racks, "policy": policy, "public": scheduler,
                              "profile": args.profile, "public_lease_s": args.public_lease_s,
-                             "event_s": args.event_s,
+                             "event_s": args.event_s, "public_variant": args.public_variant,
                              "seed": args.seed, "compare": c, "public_cpu_s": pub_cpu, "halyard_cpu_s": our_cpu,
                              "public_wall_s": pub_wall, "halyard_wall_s": our_wall})
                 save(args, runs, profile)

@@ -27,7 +27,7 @@ from halyard.controlplane import Simulator
 from halyard.datamodel import load_cluster
 from halyard.emulator import PerformanceModel, load_model_catalog
 from halyard.policies import make_policy
-from halyard.policies.dally import allocation_level
+from halyard.policies.dally_pass import allocation_level
 from halyard.policies.plan import Start
 
 PAPER_RATIO = 3128566 / 2828955  # Table 2, 8 racks, batch: Dally-manual / Dally average JCT (1.11)

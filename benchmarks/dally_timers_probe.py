@@ -25,7 +25,9 @@ from halyard.controlplane import Simulator
 from halyard.datamodel import load_cluster
 from halyard.emulator import PerformanceModel, load_model_catalog
 from halyard.policies import make_policy
-from halyard.policies.dally import AutoTuner, Dally, allocation_level
+from halyard.policies.dally import Dally
+from halyard.policies.dally_pass import allocation_level
+from halyard.policies.dally_timers import AutoTuner
 from halyard.policies.plan import Migrate, Start
 
 DAY_S = 86400.0

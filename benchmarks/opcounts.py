@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from halyard.emulator import fabric as fabric_module
-from halyard.policies import dally as dally_module
+from halyard.policies import dally_preemption as dally_module
 
 COUNT_NAMES = ("passes", "skipped", "keyed", "settles", "links_solved", "victims")
 

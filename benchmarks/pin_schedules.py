@@ -1,7 +1,7 @@
 """The schedule pin: a digest of every preset's event log on the bundled trace and cluster.
 
-Refactors and speed-ups must not change what any policy decides (issue 19: "identical
-schedules before and after"). ``tests/test_schedules_pinned.py`` recomputes the digests
+Refactors and speed-ups must not change what any policy decides: identical schedules
+before and after. ``tests/test_schedules_pinned.py`` recomputes the digests
 and compares them with ``tests/data/schedules.json``; a change that is meant to alter a
 schedule rewrites the file on purpose and says so in its commit:
 

@@ -19,7 +19,7 @@ of the routes between the ToRs they span (a one-GPU server's NIC carries one job
    mix's; ``vgg11`` is one model at one batch (every job's iteration within 0.2% of the
    others'), the case Cassini's interleaving is built for. Per-GPU batches are multiples of
    the catalog's reference batch that fit an A100 (Table 4.2's ranges are per job: VGG
-   512-1800, ResNet 256-1800, BERT 8-32). ``table-4.3-matched`` (issue 35) draws batches inside
+   512-1800, ResNet 256-1800, BERT 8-32). ``table-4.3-matched`` (our option) draws batches inside
    those ranges so that every job's dedicated iteration lies within 5% of 0.3 s, the spread of
    Table 4.3's compatible snapshots (``matched_batches``).
    Schedulers: Themis (leases, policies/themis.py), Th+Cassini, Th+Cassini-lock (our option:

@@ -268,7 +268,7 @@ def main() -> None:
                     help="the first trace adaptation (ours): a Philly duration is the run time at the drawn N_G "
                          "GPUs, so work grows with N_G (traces/crius.py)")
     ap.add_argument("--free-types", action="store_true",
-                    help="the adaptation before session 9 (ours): draw the GPU amount only, so every policy may "
+                    help="the earlier adaptation (ours): draw the GPU amount only, so every policy may "
                          "run a job on any type (writes *-free-types*). By default each job also gets §8.1's "
                          "drawn GPU type (\"we randomly generate the GPU amount and GPU type\"): FCFS, Gandiva "
                          "and ElasticFlow run it there, Gavel and Crius choose")

@@ -83,7 +83,8 @@ PUBLIC_RATE, PUBLIC_SEED, PUBLIC_WINDOW, PUBLIC_JOBS = 9.0, 42, (4000, 5000), 20
 PUBLIC_POLICIES = ("proportional:srtf", "synergy-tune:srtf", "synergy-tune:las", "proportional:fifo",
                    "synergy-tune:fifo")
 # Their figures: average JCT (h) printed by msr-fiddle/synergy's simulator on this configuration
-# (issue 21), and the paper's Fig. 9 caption (FIFO, single-GPU, 9 jobs/h: 81 h -> 22 h, OPT's bound 20 h).
+# (its public runner, docs/synergy.md), and the paper's Fig. 9 caption (FIFO, single-GPU, 9 jobs/h: 81 h -> 22 h,
+# OPT's bound 20 h).
 PUBLIC_FIGURES = {"proportional:srtf": 38.03, "synergy-tune:srtf": 16.60, "synergy-tune:las": 33.15}
 PUBLIC_P99 = {"proportional:srtf": 1158.0}
 PAPER_FIG9 = {"proportional:fifo": 81.0, "synergy-tune:fifo": 22.0, "synergy-opt:fifo": 20.0}

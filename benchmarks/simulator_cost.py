@@ -1,10 +1,10 @@
-"""The peer table of docs/simulator-cost.md (issue 38): each public simulator's CPU against Halyard's on its inputs.
+"""The peer table of docs/simulator-cost.md: each public simulator's CPU against Halyard's on its inputs.
 
 Rendered from the JSON the side-by-side harnesses store, never typed:
 
 * Synergy (msr-fiddle/synergy's simulator): ``docs/simulator-cost.json``, written by
   ``benchmarks/bench_synergy_public_config.py --json docs/simulator-cost.json`` (Halyard's side: CPU
-  seconds, passes, the event log's SHA-256). The public simulator's CPU seconds are issue 38's
+  seconds, passes, the event log's SHA-256). The public simulator's CPU seconds are a one-off
   measurement (one run of ``benchmarks/synergy_public_perjob.py public`` per configuration on the
   same trace), stored in that JSON as ``public`` with their source; they were not re-measured here.
 * Dally (aakash-sharma/cluster-sim): ``docs/dally-public-comparison.json`` (both sides' child-process
@@ -31,7 +31,7 @@ PAGE_NAME = "simulator-cost.md"
 JSON_NAME = "simulator-cost.json"
 DALLY_JSON = "dally-public-comparison.json"
 EASYSCALE_JSON = "easyscale-public-comparison.json"
-GOAL = 100.0  # issue 38: at least 100x less CPU than each peer
+GOAL = 100.0  # the goal set for the simulator: at least 100x less CPU than each peer
 
 
 def _script(name: str) -> ModuleType:

@@ -1,4 +1,4 @@
-"""What an agent sends is range-checked like a client's request (issue 32; docs/security.md, "Agent reports").
+"""What an agent sends is range-checked like a client's request (docs/security.md, "Agent reports").
 
 A Register is refused whole (INVALID_ARGUMENT naming the field) before anything of it is kept;
 a report later on the stream is refused on its own (the control plane logs and counts it by

@@ -1,4 +1,4 @@
-"""Which nodes can run which jobs when agents of different backends share a cluster (issue 33).
+"""Which nodes can run which jobs when agents of different backends share a cluster.
 
 An emulated agent runs the performance model: it can carry a job without a command and
 never executes one (a command job placed there "ran" without running anything). A process

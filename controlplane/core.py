@@ -23,12 +23,13 @@ import copy
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
 from sortedcontainers import SortedKeyList
 
 from halyard.controlplane.backends import EMULATES, RUNS_COMMANDS, NodeBackends, describe_kind, job_kind, no_node_for
+from halyard.controlplane.eventcounts import BY_KIND, count, recount
 from halyard.controlplane.eventlog import EventLog, describe
 from halyard.controlplane.passtimes import PassTimes
 from halyard.controlplane.records import JobRecord
@@ -55,6 +56,7 @@ from halyard.policies import (
     Drop,
     FreeResources,
     Migrate,
+    NeedsProfiles,
     OverAllocation,
     PassState,
     Plan,
@@ -67,8 +69,9 @@ from halyard.policies import (
     Unplaced,
     WaitCode,
 )
-from halyard.policies.crius_profiles import ProfileSource
-from halyard.policies.view import ROUND_BOUNDARY_TOLERANCE_S
+from halyard.policies.capabilities import profile_requests_of
+from halyard.policies.profiles import ProfileRequest, ProfileSource
+from halyard.policies.view import ROUND_BOUNDARY_TOLERANCE_S, allocation_of
 
 
 class PlanError(HalyardError):
@@ -123,8 +126,8 @@ class SchedulingCore:
         self._gpus_by_type = {t: sum(n.gpus for n in cluster.nodes if n.gpu_type == t)
                               for t in cluster.gpu_types}
         self.facts = ClusterFacts(cluster, perf)  # what policies derive from the cluster alone, kept over passes
-        # Where stage profilings come from (Crius §5.1): None, the performance model; the gRPC control
-        # plane sets its agents' (controlplane.profiling.AgentProfiles).
+        # Where the profilings a policy asks for before a job's first pass come from (the preparation hook,
+        # policies/profiles.py): None, the performance model; the gRPC control plane sets its agents'.
         self.profiles: ProfileSource | None = None
         self.passes = 0
         # After a pass that planned nothing: its view, what the state was then (events logged, schedulable
@@ -183,9 +186,20 @@ class SchedulingCore:
         self.log.append(now, spec.job_id, EventKind.SUBMITTED, JobState.PENDING, self.ignored_fields(spec))
         return record
 
+    @property
+    def prepares(self) -> bool:
+        """Whether the policy asks for profilings before a job's first pass (it declares
+        :class:`~halyard.policies.NeedsProfiles`), which the driver then takes: the preparation hook."""
+        return isinstance(self.policy, NeedsProfiles)
+
+    def preparations(self, spec: JobSpec) -> Sequence[ProfileRequest]:
+        """The profilings the policy will ask of ``view.profiles`` for ``spec`` (none unless it
+        :attr:`prepares`): a driver with agents takes them before the job's first pass."""
+        return profile_requests_of(self.policy, spec, self.facts)
+
     def ignored_fields(self, spec: JobSpec) -> str:
         """What the job sets that the policy does not act on, said in its SUBMITTED event ("" if nothing)
-        rather than ignored silently (issue 18): a priority under a policy without priorities, a
+        rather than ignored silently: a priority under a policy without priorities, a
         deadline under one that is not deadline-aware."""
         given = [name for name, set_ in (("priority", spec.priority != 0), ("deadline", spec.deadline is not None))
                  if set_]
@@ -464,8 +478,8 @@ class SchedulingCore:
             last_state[event.job_id] = event.state
             if event.kind is EventKind.STARTED:
                 last_start[event.job_id] = event.seq
-            elif event.kind is EventKind.SUSPENDED:  # not a stored column: recounted from the log
-                records[event.job_id].suspensions += 1
+            elif event.kind in BY_KIND:  # a count that is not a stored column is recounted from the log
+                recount(records[event.job_id], event.kind)
             elif event.state.terminal:  # nor is why it ended: its terminal event says
                 records[event.job_id].end_reason = event.detail
         free = self.free.copy()
@@ -489,27 +503,28 @@ class SchedulingCore:
                                         f"{'missing' if running else 'set'}")
             if not running:
                 continue
-            if record.num_gpus != record.allocation.num_gpus:
+            allocation = allocation_of(record)
+            if record.num_gpus != allocation.num_gpus:
                 raise InconsistentState(f"{job} counts {record.num_gpus} GPUs but holds "
-                                        f"{record.allocation.num_gpus}")
-            for part in record.allocation.nodes:
+                                        f"{allocation.num_gpus}")
+            for part in allocation.nodes:
                 for gpu in part.gpus:
                     other = holders.setdefault((part.node, gpu), record.job_id)
                     if other != record.job_id:
                         raise InconsistentState(f"{job} holds GPU {gpu} on node {part.node}, "
                                                 f"which job {other!r} holds too")
             try:
-                free.take(record.allocation)
+                free.take(allocation)
             except OverAllocation as exc:
                 raise InconsistentState(f"{job}: its allocation does not fit cluster "
                                         f"{self.cluster.name!r}: {exc}") from None
         self.log.extend(state.events)
         self.records.update(records)
-        running = [r for r in records.values() if r.state is JobState.RUNNING]
+        started = [r for r in records.values() if r.state is JobState.RUNNING]
         # The running map keeps start order (policies see it in that order).
-        running.sort(key=lambda r: (last_start.get(r.job_id, 0), r.arrival_seq))
-        for record in running:
-            self.free.take(record.allocation)
+        started.sort(key=lambda r: (last_start.get(r.job_id, 0), r.arrival_seq))
+        for record in started:
+            self.free.take(allocation_of(record))
             self.running[record.job_id] = record
         for record in records.values():
             if record.state is JobState.PENDING:
@@ -532,7 +547,7 @@ class SchedulingCore:
         record = self._record(job_id)
         check_transition(job_id, record.state, state)
         if record.state is JobState.RUNNING:
-            self.free.give(record.allocation)
+            self.free.give(allocation_of(record))
             del self.running[job_id]
         elif record.state is JobState.PENDING:
             self._dequeue(record)
@@ -559,14 +574,11 @@ class SchedulingCore:
         record.end_run(now, checkpoint=True)
         self.free.give(record.release())
         del self.running[record.job_id]
-        if suspend:
-            record.suspensions += 1
-        else:
-            record.preemptions += 1
+        kind = EventKind.SUSPENDED if suspend else EventKind.PREEMPTED
+        count(record, kind)
         self._changed.add(record.job_id)
         record.state = JobState.PREEMPTED
-        self.log.append(now, record.job_id, EventKind.SUSPENDED if suspend else EventKind.PREEMPTED,
-                        JobState.PREEMPTED, reason)
+        self.log.append(now, record.job_id, kind, JobState.PREEMPTED, reason)
         record.state = JobState.PENDING
         record.pending_since = now
         self._enqueue(record)
@@ -708,7 +720,7 @@ class SchedulingCore:
             else:
                 self._stop(record, now, "preempted by policy")
         elif isinstance(action, Migrate | Resize):
-            self.free.give(record.allocation)
+            self.free.give(allocation_of(record))
             self.free.take(action.allocation)
             record.rearm(now, _placed(record.spec, action.allocation), checkpoint=True)
             record.restarts += 1
@@ -716,14 +728,16 @@ class SchedulingCore:
             self.log.append(now, record.job_id, kind, JobState.RUNNING, describe(action.allocation))
         elif isinstance(action, SetTimeShift):
             # The grid counts from this pass: iterations start at now + seconds + k x period.
-            record.rearm(now, record.allocation.with_time_shift(action.seconds, action.period_s, now),
+            record.rearm(now, allocation_of(record).with_time_shift(action.seconds, action.period_s, now),
                          checkpoint=False)
             self.log.append(now, record.job_id, EventKind.TIME_SHIFT, JobState.RUNNING, f"{action.seconds:g}s")
         elif isinstance(action, SetResources):
-            part = record.allocation.on(action.node)
+            held = allocation_of(record)
+            part = held.on(action.node)
+            assert part is not None, "validated: the job holds a part on the node"
             index = self.cluster.node(action.node).index
             self.free.adjust(index, action.cpus - part.cpus, action.memory_mb - part.memory_mb)
-            record.rearm(now, _with_resources(record.allocation, action), checkpoint=False)
+            record.rearm(now, _with_resources(held, action), checkpoint=False)
             self.log.append(now, record.job_id, EventKind.RESOURCES, JobState.RUNNING,
                             f"{action.node}: {action.cpus} CPUs, {action.memory_mb} MB")
 

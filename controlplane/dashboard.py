@@ -35,7 +35,7 @@ MAX_JOBS = 1000  # newest jobs a list returns; the total says how many matched
 MAX_WINDOW_S = 7 * 86400.0
 # Without window_s the chart covers the cluster's history (from its first event), at most
 # DEFAULT_WINDOW_S and at least MIN_WINDOW_S: a young cluster fills the chart instead of being a
-# sliver at the right edge of six hours (issue 33).
+# sliver at the right edge of six hours.
 DEFAULT_WINDOW_S = 6 * 3600.0
 MIN_WINDOW_S = 60.0
 TIMELINE_POINTS = 240
@@ -158,7 +158,7 @@ def queue_view(cp: ControlPlane, *, limit: int = MAX_JOBS, visible: str | None =
     """The first ``limit`` pending jobs the caller may see, in the core's queue order (submit time, then arrival)."""
     _check_limit(limit)
     now = cp.now()
-    forecasts = cp.forecasts  # issue 37: each queued job's expected start, cluster seconds (None: not forecast)
+    forecasts = cp.forecasts  # each queued job's expected start, cluster seconds (None: not forecast)
 
     def queued(r: JobRecord, foreign: Foreign | None = None) -> dict[str, Any]:
         return {**job_json(cp, r, now, foreign), "expected_start": forecasts and forecasts.start_of(r.job_id)}

@@ -52,7 +52,8 @@ from halyard.controlplane.errors import FailedPrecondition
 from halyard.controlplane.simulator import SimulatedPool
 from halyard.controlplane.store import StoredState
 from halyard.controlplane.timing import Pacer, performance_model_for
-from halyard.datamodel import EventKind, JobEvent, JobSpec, JobState, ValidationError
+from halyard.datamodel import Cluster, EventKind, Fabric, JobEvent, JobSpec, JobState, Node, ValidationError
+from halyard.datamodel import limits as lim
 from halyard.policies import make_policy
 
 if TYPE_CHECKING:
@@ -78,8 +79,13 @@ MAX_SAMPLED_ARRIVALS = 20_000  # per sampled run: bounds its cost whatever the r
 ON_DEMAND_GAP_S = 1.0  # wall seconds between two on-demand refreshes at most (a choice of ours)
 DEFAULT_PERIOD_S = 60.0  # --forecast-period-s: a forecast refreshed once a minute (0: only on demand)
 SAMPLED_PREFIX = "forecast-sample-"  # ids of sampled arrivals (never shown: only present jobs are reported)
-BAND = (10.0, 90.0)  # percentiles of the band over sampled runs
+BAND = (10.0, 50.0, 90.0)  # percentiles of the band over sampled runs: its low end, middle, high end
 TOP_MOVES = 5  # what-if: the jobs whose start moves most, this many
+MAX_ADDED_NODES = 1000  # what-if: nodes one change may add (a choice of ours: about three philly clusters' worth)
+MAX_NODE_GPUS = 64  # GPUs of an added node (a choice of ours: the largest servers sold hold 8 to 16)
+MAX_NODE_CPUS = 4096  # CPU cores of an added node (a choice of ours, far above any server)
+MAX_NODE_MEMORY_MB = 64 * 1000 * 1000  # 64 TB: above any server's memory (a choice of ours)
+MAX_NODE_GBYTE_S = 10_000.0  # fabric and NIC bandwidth of an added node, GB/s (a choice of ours)
 
 # Event kinds of the simulator's heap, in the order it handles them at one instant (simulator.py).
 _COMPLETION, _ARRIVAL, _ROUND = 0, 1, 2
@@ -313,8 +319,8 @@ class JobForecast:
 
     start: float | None
     finish: float | None
-    start_band: tuple[float, float] | None = None
-    finish_band: tuple[float, float] | None = None
+    start_band: tuple[float, float, float] | None = None  # p10, p50, p90 over the sampled runs
+    finish_band: tuple[float, float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -331,11 +337,11 @@ class Forecast:
         return self.jobs.get(job_id)
 
 
-def _band(values: list[float]) -> tuple[float, float] | None:
+def _band(values: list[float]) -> tuple[float, float, float] | None:
     if not values:
         return None
-    low, high = np.percentile(values, BAND)
-    return float(low), float(high)
+    low, middle, high = np.percentile(values, BAND)
+    return float(low), float(middle), float(high)
 
 
 def forecast_of(core: SchedulingCore, pacer: Pacer, now: float, *, samples: int = 0,
@@ -374,15 +380,97 @@ class Change:
     drain: tuple[str, ...] = ()
     undrain: tuple[str, ...] = ()
     cancel: tuple[str, ...] = ()
+    add_nodes: tuple[NewNode, ...] = ()
 
-    def describe(self) -> str:
+    def describe(self, added: Sequence[Node] = ()) -> str:
+        """e.g. "switching to tiresias and adding r3-n8 (8 A100)"; ``added``: the nodes as resolved."""
         parts = []
         if self.policy:
             parts.append(f"switching to {self.policy}")
         for verb, names in (("draining", self.drain), ("undraining", self.undrain), ("cancelling", self.cancel)):
             if names:
                 parts.append(f"{verb} {', '.join(names)}")
+        if added:
+            shown = [f"{n.name} ({n.gpus} {n.gpu_type})" for n in added[:3]]
+            more = f" and {len(added) - 3} more" if len(added) > 3 else ""
+            parts.append(f"adding {', '.join(shown)}{more}")
         return " and ".join(parts) or "no change"
+
+
+@dataclass(frozen=True)
+class NewNode:
+    """A node a what-if adds (``--add-node``): the fields of the cluster file's ``[[racks.nodes]]``
+    (docs/cluster-format.md) in the units the cluster keeps. Empty or 0: as the rack's first node;
+    an empty rack: the cluster's last; an empty name: ``{rack}-n{i}``, the first ``i`` not taken."""
+
+    rack: str = ""
+    name: str = ""
+    gpu_type: str = ""
+    gpus: int = 0
+    cpus: int = 0
+    memory_mb: int = 0
+    fabric: str = ""
+    fabric_gbyte_s: float = 0.0
+    nic_gbyte_s: float = 0.0
+
+
+def grown_cluster(cluster: Cluster, added: Sequence[NewNode], gpu_types: Sequence[str]
+                  ) -> tuple[Cluster, tuple[Node, ...]]:
+    """``cluster`` with the ``added`` nodes (and the nodes as resolved), or a :class:`ValidationError` whose
+    field names the node and the key (``add_node[1].gpu_type``). The new nodes come after every node
+    of the cluster (each node keeps its index, so running jobs' allocations hold) and join their racks;
+    ``gpu_types`` are the performance model's (a node of another type could run nothing)."""
+    if len(added) > MAX_ADDED_NODES:
+        raise ValidationError(f"adds {len(added)} nodes; at most {MAX_ADDED_NODES}", field="add_node")
+    racks = {r.name: r for r in cluster.racks}
+    taken = {n.name for n in cluster.nodes} | set(racks)
+    nodes, members = list(cluster.nodes), {r.name: list(r.node_indices) for r in cluster.racks}
+    for i, new in enumerate(added):
+        where = f"add_node[{i}]"
+        rack = racks.get(new.rack or cluster.racks[-1].name)
+        if rack is None:
+            names = [r.name for r in cluster.racks]
+            shown = ", ".join(names[:8]) + (f", ... {names[-1]}" if len(names) > 8 else "")
+            raise ValidationError(f"no rack {new.rack!r} in cluster {cluster.name!r} (its racks: {shown})",
+                                  field=f"{where}.rack")
+        like = cluster.nodes[rack.node_indices[0]]
+        name = new.name
+        if name:
+            lim.check_name(name, f"{where}.name", lim.MAX_REQUEST_ID)
+            if name in taken:
+                raise ValidationError(f"{name!r} is already a node or rack of the cluster (or added twice)",
+                                      field=f"{where}.name")
+        else:
+            name = next(n for k in range(len(members[rack.name]), 10**9)
+                        if (n := f"{rack.name}-n{k}") not in taken)
+        gpu_type = new.gpu_type or like.gpu_type
+        if gpu_type not in gpu_types:
+            raise ValidationError(f"unknown GPU type {gpu_type!r} (the model catalog has: {', '.join(gpu_types)})",
+                                  field=f"{where}.gpu_type")
+        try:
+            fabric = Fabric(new.fabric.lower()) if new.fabric else like.fabric
+        except ValueError:
+            raise ValidationError(f"unknown fabric {new.fabric!r} (one of: {', '.join(f.value for f in Fabric)})",
+                                  field=f"{where}.fabric") from None
+        gpus, cpus = new.gpus or like.gpus, new.cpus or like.cpus
+        memory_mb = new.memory_mb or like.memory_mb
+        fabric_gbyte_s, nic_gbyte_s = new.fabric_gbyte_s or like.fabric_gbyte_s, new.nic_gbyte_s or like.nic_gbyte_s
+        lim.check_int(gpus, f"{where}.gpus", 1, MAX_NODE_GPUS)
+        lim.check_int(cpus, f"{where}.cpus", 1, MAX_NODE_CPUS)
+        lim.check_int(memory_mb, f"{where}.memory_mb", 1, MAX_NODE_MEMORY_MB)
+        lim.check_number(fabric_gbyte_s, f"{where}.fabric_gbyte_s", 1e-9, MAX_NODE_GBYTE_S)
+        lim.check_number(nic_gbyte_s, f"{where}.nic_gbyte_s", 1e-9, MAX_NODE_GBYTE_S)
+        taken.add(name)
+        members[rack.name].append(len(nodes))
+        nodes.append(Node(name=name, rack=rack.name, index=len(nodes), rack_index=rack.index, gpu_type=gpu_type,
+                          gpus=gpus, cpus=cpus, memory_mb=memory_mb, fabric=fabric, fabric_gbyte_s=fabric_gbyte_s,
+                          nic_gbyte_s=nic_gbyte_s))
+    grown = Cluster(name=cluster.name, racks=tuple(replace(r, node_indices=tuple(members[r.name]))
+                                                   for r in cluster.racks),
+                    nodes=tuple(nodes), spine_oversubscription=cluster.spine_oversubscription,
+                    description=cluster.description, quotas=cluster.quotas, switches=cluster.switches,
+                    links=cluster.links)
+    return grown, tuple(nodes[len(cluster.nodes):])
 
 
 @dataclass(frozen=True)
@@ -445,10 +533,13 @@ def check_change(cp: ControlPlane, change: Change) -> None:
         record = cp.core.records.get(job_id)
         if record is None or record.state.terminal:
             raise ValidationError(f"no pending or running job {job_id!r}", field="cancel")
+    if change.add_nodes:
+        grown_cluster(cp.cluster, change.add_nodes, cp.core.perf.gpu_types())
 
 
-def _apply(cp: ControlPlane, change: Change, now: float) -> tuple[SchedulingCore, Pacer]:
-    """In a fork: the core and pacer of the changed cluster (this process's own are changed)."""
+def _apply(cp: ControlPlane, change: Change, now: float) -> tuple[SchedulingCore, Pacer, tuple[Node, ...]]:
+    """In a fork: the core and pacer of the changed cluster (this process's own are changed), and the
+    nodes the change adds."""
     core, pacer = cp.core, cp.pacer
     for job_id in change.cancel:
         core.cancel(job_id, now)
@@ -457,18 +548,26 @@ def _apply(cp: ControlPlane, change: Change, now: float) -> tuple[SchedulingCore
     for name in change.undrain:  # up again if its agent is connected (a drain keeps nothing else down)
         session = cp.sessions.get(name)
         core.free.schedulable[cp.cluster.node(name).index] = session is not None and not session.silent
-    if change.policy:
-        policy = make_policy(change.policy)
-        fresh = SchedulingCore(cp.cluster, policy, performance_model_for(policy), round_s=core.round_s,
-                               round_slack_s=core.round_slack_s)
+    added: tuple[Node, ...] = ()
+    if change.policy or change.add_nodes:
+        # A new policy, or a cluster with more nodes (a ledger and cluster facts of another size): a new
+        # core rebuilt from the copy's jobs and events, as a restart from the store does. A new policy
+        # starts with fresh state of its own; with the same policy, the policy object (its timers,
+        # queues, leases) moves over to the new core.
+        cluster = core.cluster
+        if change.add_nodes:
+            cluster, added = grown_cluster(cluster, change.add_nodes, core.perf.gpu_types())
+        policy = make_policy(change.policy) if change.policy else core.policy
+        perf = performance_model_for(policy) if change.policy else core.perf
+        fresh = SchedulingCore(cluster, policy, perf, round_s=core.round_s, round_slack_s=core.round_slack_s)
         fresh.origin_s = core.origin_s
         fresh.restore(StoredState(list(core.records.values()), list(core.log), {}))
-        fresh.free.schedulable[:] = core.free.schedulable
+        fresh.free.schedulable[:len(core.free.schedulable)] = core.free.schedulable  # added nodes: up
         pacer = Pacer(fresh, fresh.perf)
         pacer._seen_events = 0  # a fresh fabric learns every running job from the log
         pacer.update([], now)
         core = fresh
-    return core, pacer
+    return core, pacer, added
 
 
 def what_if_of(cp: ControlPlane, change: Change, now: float, *, horizon_s: float = DEFAULT_HORIZON_S) -> WhatIf:
@@ -476,11 +575,12 @@ def what_if_of(cp: ControlPlane, change: Change, now: float, *, horizon_s: float
     present = list(cp.core.running) + [r.job_id for r in cp.core.pending]
     before = in_fork(lambda: run_forward(cp.core, cp.pacer, now, horizon_s=horizon_s))
 
-    def changed() -> tuple[Outcome, str]:
-        core, pacer = _apply(cp, change, now)
-        return run_forward(core, pacer, now, pass_first=True, horizon_s=horizon_s), core.policy.name
+    def changed() -> tuple[Outcome, str, str]:
+        core, pacer, added = _apply(cp, change, now)
+        return (run_forward(core, pacer, now, pass_first=True, horizon_s=horizon_s), core.policy.name,
+                change.describe(added))
 
-    after, policy = in_fork(changed)
+    after, policy, described = in_fork(changed)
     moves = []
     for job_id in present:
         a, b = before.starts.get(job_id), after.starts.get(job_id)
@@ -495,7 +595,7 @@ def what_if_of(cp: ControlPlane, change: Change, now: float, *, horizon_s: float
 
     moves.sort(key=shift, reverse=True)
     kept = [j for j in present if j not in change.cancel]
-    return WhatIf(now, change.describe(), _summary(cp.core, cp.core.policy.name, before, now, kept),
+    return WhatIf(now, described, _summary(cp.core, cp.core.policy.name, before, now, kept),
                   _summary(cp.core, policy, after, now, kept),
                   tuple(m for m in moves[:TOP_MOVES] if shift(m) > 0.0))
 
@@ -573,9 +673,19 @@ class Forecaster:
                  cpu_s=round(forecast.cpu_s, 3), samples=forecast.samples)
         return forecast
 
+    def instant(self) -> float:
+        """The snapshot's cluster time. A live control plane's state is its clock's now. In lockstep
+        (``halyard replay``) the core handles each instant's events when the accelerated clock has
+        passed it, and a busy machine (a forecast child takes a core) lets the clock run ahead: the
+        core's state is then that of the newest instant it handled (its latest event or pass), and the
+        forward run starts there, going through the events due since in order, as the core will
+        (the replay lockstep's own :meth:`~halyard.controlplane.replay_lockstep.Lockstep.instant`)."""
+        cp = self.cp
+        return cp.sync.instant(cp.now())  # a live control plane's Lockstep answers the clock's now
+
     async def _make(self) -> Forecast:
         cp, s = self.cp, self.settings
-        now = cp.now()
+        now = self.instant()
         return await in_fork_async(lambda: forecast_of(cp.core, cp.pacer, now, samples=s.samples,
                                                       arrival_window_s=s.arrival_window_s,
                                                       horizon_s=s.horizon_s), self._children)

@@ -1,13 +1,13 @@
 """Forecasts on the wire: ``Job.forecast`` (GetJob, ListJobs), ``ClusterService.WhatIf`` and the metric.
 
-Kept apart from :mod:`grpc_api` so the servicers only call in here (issue 37).
+Kept apart from :mod:`grpc_api` so the servicers only call in here (docs/forecast.md).
 """
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Histogram
 
-from halyard.controlplane.forecast import Change, Forecaster, ForecastError, Summary, WhatIf
+from halyard.controlplane.forecast import MAX_ADDED_NODES, Change, Forecaster, ForecastError, NewNode, Summary, WhatIf
 from halyard.datamodel import ValidationError
 from halyard.datamodel import limits as lim
 from halyard.v1 import cluster_service_pb2 as cpb
@@ -37,9 +37,9 @@ def attach_forecast(job: jpb.Job, forecasts: Forecaster | None) -> jpb.Job:
     if mine.finish is not None:
         f.expected_finish, f.expected_finish_unix = mine.finish, forecasts.wall_time(mine.finish)
     if mine.start_band is not None and job.state == tpb.PENDING:
-        f.start_p10, f.start_p90 = mine.start_band
+        f.start_p10, f.start_p50, f.start_p90 = mine.start_band
     if mine.finish_band is not None:
-        f.finish_p10, f.finish_p90 = mine.finish_band
+        f.finish_p10, f.finish_p50, f.finish_p90 = mine.finish_band
     return job
 
 
@@ -54,7 +54,18 @@ def change_from_pb(request: cpb.WhatIfRequest) -> Change:
     if len(request.policy) > lim.MAX_REQUEST_ID:
         raise ValidationError(f"is {len(request.policy)} characters long; at most {lim.MAX_REQUEST_ID}",
                               field="policy")
-    return Change(request.policy, tuple(request.drain), tuple(request.undrain), tuple(request.cancel))
+    if len(request.add_node) > MAX_ADDED_NODES:
+        raise ValidationError(f"adds {len(request.add_node)} nodes; at most {MAX_ADDED_NODES}", field="add_node")
+    added = []
+    for i, node in enumerate(request.add_node):
+        for name in ("name", "rack", "gpu_type", "fabric"):  # checked in full against the cluster later
+            if len(getattr(node, name)) > lim.MAX_REQUEST_ID:
+                raise ValidationError(f"is longer than {lim.MAX_REQUEST_ID} characters", field=f"add_node[{i}].{name}")
+        added.append(NewNode(rack=node.rack, name=node.name, gpu_type=node.gpu_type, gpus=node.gpus, cpus=node.cpus,
+                             memory_mb=node.memory_mb, fabric=node.fabric, fabric_gbyte_s=node.fabric_gbyte_s,
+                             nic_gbyte_s=node.nic_gbyte_s))
+    return Change(request.policy, tuple(request.drain), tuple(request.undrain), tuple(request.cancel),
+                  tuple(added))
 
 
 def _summary_pb(s: Summary) -> cpb.ForecastSummary:

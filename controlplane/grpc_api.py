@@ -181,7 +181,7 @@ class JobServicer(jgrpc.JobServiceServicer):
     def __init__(self, cp: ControlPlane, auth: Authenticator | None = None, logs: LogRelay | None = None,
                  forecasts: Forecaster | None = None) -> None:
         self.cp = cp
-        self.forecasts = forecasts  # Job.forecast (issue 37); None: forecasts off
+        self.forecasts = forecasts  # Job.forecast (docs/forecast.md); None: forecasts off
         self.auth = auth or Authenticator(secure=False)
         self.logs = logs or LogRelay(cp)
 
@@ -343,7 +343,7 @@ class ClusterServicer(cgrpc.ClusterServiceServicer):
     def __init__(self, cp: ControlPlane, auth: Authenticator | None = None,
                  forecasts: Forecaster | None = None) -> None:
         self.cp = cp
-        self.forecasts = forecasts  # WhatIf (issue 37); None: forecasts off
+        self.forecasts = forecasts  # WhatIf (docs/forecast.md); None: forecasts off
         self.auth = auth or Authenticator(secure=False)
 
     def _node(self, name: str) -> cpb.NodeStatus:

@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 import structlog
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from prometheus_client import exposition
 
 from halyard.controlplane import dashboard
@@ -79,131 +80,180 @@ def build_app(cp: ControlPlane, metrics: Metrics, auth: Authenticator | None = N
     """The aiohttp application; ``hosts`` are the Host names it answers (default: the loopback names)."""
     auth = auth or Authenticator(secure=False)
     hosts = hosts if hosts is not None else allowed_hosts("127.0.0.1:0")
-    sessions = Sessions()
+    app = web.Application(middlewares=[_host_check(hosts), _errors], client_max_size=MAX_BODY_BYTES)
+    port = _Port(cp, metrics, auth)
+    app.on_shutdown.append(port.shutdown)
+    app.cleanup_ctx.append(port.sample_measured)
+    port.add_routes(app.router)
+    return app
 
+
+def _host_check(hosts: frozenset[str]) -> Middleware:
+    """The middleware that refuses a Host this port was not configured with (DNS rebinding),
+    before anything else."""
     @web.middleware
     async def host_check(request: web.Request, handler: Handler) -> web.StreamResponse:
-        """Refuse a Host this port was not configured with (DNS rebinding), before anything else."""
         given = request.headers.get("Host", "")
         if host_name(given) not in hosts:
             return web.json_response({"error": f"Host {given[:MAX_HOST_SHOWN]!r} is not a name this control plane "
                                                "serves (start it with --http-host NAME to add one)"}, status=421)
         return await handler(request)
+    return host_check
 
-    def caller(request: web.Request) -> Caller:
-        return identify(auth, sessions, request.headers.get("Authorization"), request.cookies.get(SESSION_COOKIE))
 
-    def api(handler: ApiHandler) -> Handler:
+class _Port:
+    """The routes of one HTTP port and what they share: the control plane, the authenticator, the
+    dashboard sessions, the utilisation timeline and the event streams' closing flag. One per
+    :func:`build_app`; the methods are grouped as the routes are: health and metrics, pages and
+    login, the JSON views under /api/, the event stream."""
+
+    def __init__(self, cp: ControlPlane, metrics: Metrics, auth: Authenticator) -> None:
+        self.cp, self.metrics, self.auth = cp, metrics, auth
+        self.sessions = Sessions()
+        self.started = time.monotonic()
+        self.closing = asyncio.Event()
+        self.timeline = dashboard.Timeline()
+        self.measured = dashboard.MeasuredSeries()
+        self.static = {name: (resources.files("halyard.controlplane").joinpath("static", name).read_bytes(), kind)
+                       for name, kind in STATIC.items()}
+
+    def add_routes(self, routes: web.UrlDispatcher) -> None:
+        routes.add_get("/healthz", self.healthz)
+        routes.add_get("/metrics", self.prometheus)
+        for path in PAGES:
+            routes.add_get(path, self.page("index.html", login=True))
+        routes.add_get("/login", self.login_form)
+        routes.add_post("/login", self.login)
+        routes.add_post("/logout", self.logout)
+        routes.add_get("/static/dashboard.js", self.page("dashboard.js"))
+        routes.add_get("/static/dashboard.css", self.page("dashboard.css"))
+        routes.add_get("/api/session", self.api(self.whoami))
+        routes.add_get("/api/cluster", self.api(self.cluster))
+        routes.add_get("/api/jobs", self.api(self.jobs))
+        routes.add_get("/api/jobs/{job_id}", self.api(self.job))
+        routes.add_get("/api/queue", self.api(self.queue))
+        routes.add_get("/api/utilization", self.api(self.utilisation))
+        routes.add_get("/api/events", self.api(self.events))
+
+    # who calls
+
+    def caller(self, request: web.Request) -> Caller:
+        return identify(self.auth, self.sessions, request.headers.get("Authorization"),
+                        request.cookies.get(SESSION_COOKIE))
+
+    def api(self, handler: ApiHandler) -> Handler:
         """``handler`` for callers with credentials only (401 otherwise), told who calls."""
         async def checked(request: web.Request) -> web.StreamResponse:
-            return await handler(request, caller(request))
+            return await handler(request, self.caller(request))
         return checked
 
-    app = web.Application(middlewares=[host_check, _errors], client_max_size=MAX_BODY_BYTES)
-    started = time.monotonic()
-    closing = asyncio.Event()
-    timeline = dashboard.Timeline()
-    measured = dashboard.MeasuredSeries()
-    static = {name: (resources.files("halyard.controlplane").joinpath("static", name).read_bytes(), kind)
-              for name, kind in STATIC.items()}
+    # health and metrics: open to probes and Prometheus
 
-    async def healthz(_: web.Request) -> web.Response:
-        problems = [_public(p) for p in metrics.problems()]
+    async def healthz(self, _: web.Request) -> web.Response:
+        cp = self.cp
+        problems = [_public(p) for p in self.metrics.problems()]
         body = {"status": "unhealthy" if problems else "ok", "problems": problems,
-                "uptime_s": round(time.monotonic() - started, 3), "agents": len(cp.sessions),
+                "uptime_s": round(time.monotonic() - self.started, 3), "agents": len(cp.sessions),
                 "pending": len(cp.core.pending), "running": len(cp.core.running)}
         return web.json_response(body, status=503 if problems else 200)
 
-    async def prometheus(_: web.Request) -> web.Response:
-        return web.Response(body=metrics.render(), headers={"Content-Type": exposition.CONTENT_TYPE_LATEST})
+    async def prometheus(self, _: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": exposition.CONTENT_TYPE_LATEST})
 
-    def page(name: str, *, login: bool = False) -> Handler:
+    # the dashboard's pages, login and logout
+
+    def page(self, name: str, *, login: bool = False) -> Handler:
         """A static file; with ``login``, only for a caller (the browser of anyone else goes to /login)."""
-        body, kind = static[name]
+        body, kind = self.static[name]
 
         async def serve(request: web.Request) -> web.Response:
             if login:
                 try:
-                    caller(request)
+                    self.caller(request)
                 except Unauthenticated:
                     return _see_other("/login")
             return web.Response(body=body, content_type=kind, charset="utf-8", headers=_page_headers())
         return serve
 
-    async def login_form(request: web.Request) -> web.Response:
-        if auth.open:
+    async def login_form(self, request: web.Request) -> web.Response:
+        if self.auth.open:
             return _see_other("/")  # insecure mode without tokens: nothing to log in with
         return _login_page(request, "", 200)
 
-    async def login(request: web.Request) -> web.Response:
-        if auth.open:
+    async def login(self, request: web.Request) -> web.Response:
+        if self.auth.open:
             return _see_other("/")
         form = await request.post()
         if not same(_field(form, "csrf"), request.cookies.get(LOGIN_COOKIE)) or not _same_origin(request):
             return _login_page(request, "The form expired or came from another site; log in again.", 403)
         token = _field(form, "token").strip()
         try:
-            who = auth.bearer(token)
+            who = self.auth.bearer(token)
         except Unauthenticated as exc:
             log.info("dashboard login refused", peer=request.remote, error=str(exc))
             return _login_page(request, str(exc), 401)
-        sid, _ = sessions.open(token)
+        sid, _ = self.sessions.open(token)
         log.info("dashboard login", who=who.describe(), peer=request.remote)
         response = _see_other("/")
         response.set_cookie(SESSION_COOKIE, sid, path="/", httponly=True, samesite="Strict", secure=request.secure)
         response.del_cookie(LOGIN_COOKIE, path="/login")
         return response
 
-    async def logout(request: web.Request) -> web.Response:
+    async def logout(self, request: web.Request) -> web.Response:
         form = await request.post()
         sid = request.cookies.get(SESSION_COOKIE)
-        session = sessions.get(sid) if sid else None
+        session = self.sessions.get(sid) if sid else None
         if session is not None:
             if not same(_field(form, "csrf"), session.csrf) or not _same_origin(request):
                 raise PermissionDenied("field 'csrf': not this session's; log out from the dashboard's own page")
-            sessions.close(sid or "")
+            self.sessions.close(sid or "")
         response = _see_other("/login")
         response.del_cookie(SESSION_COOKIE, path="/")
         return response
 
-    async def whoami(_: web.Request, caller: Caller) -> web.Response:
+    # the JSON views under /api/ (behind api(): a caller, a tenant's user sees its tenant only)
+
+    async def whoami(self, _: web.Request, caller: Caller) -> web.Response:
         who = caller.who
         return _json({"name": who.name, "role": who.role, "tenant": who.tenant, "via": who.via,
-                      "insecure": auth.open, "csrf": caller.session.csrf if caller.session else None})
+                      "insecure": self.auth.open, "csrf": caller.session.csrf if caller.session else None})
 
-    async def cluster(_: web.Request, caller: Caller) -> web.Response:
-        return _json(dashboard.cluster_view(cp, _visible(caller)))
+    async def cluster(self, _: web.Request, caller: Caller) -> web.Response:
+        return _json(dashboard.cluster_view(self.cp, _visible(caller)))
 
-    async def jobs(request: web.Request, caller: Caller) -> web.Response:
+    async def jobs(self, request: web.Request, caller: Caller) -> web.Response:
         q = request.query
-        return _json(dashboard.jobs_view(cp, state=dashboard.parse_state(q.get("state")), tenant=q.get("tenant"),
+        return _json(dashboard.jobs_view(self.cp, state=dashboard.parse_state(q.get("state")), tenant=q.get("tenant"),
                                          limit=_number(q, "limit", int, dashboard.MAX_JOBS),
                                          visible=_visible(caller)))
 
-    async def job(request: web.Request, caller: Caller) -> web.Response:
-        return _json(dashboard.job_view(cp, request.match_info["job_id"], _visible(caller)))
+    async def job(self, request: web.Request, caller: Caller) -> web.Response:
+        return _json(dashboard.job_view(self.cp, request.match_info["job_id"], _visible(caller)))
 
-    async def queue(request: web.Request, caller: Caller) -> web.Response:
-        return _json(dashboard.queue_view(cp, limit=_number(request.query, "limit", int, dashboard.MAX_JOBS),
+    async def queue(self, request: web.Request, caller: Caller) -> web.Response:
+        return _json(dashboard.queue_view(self.cp, limit=_number(request.query, "limit", int, dashboard.MAX_JOBS),
                                           visible=_visible(caller)))
 
-    async def utilisation(request: web.Request, _: Caller) -> web.Response:
+    async def utilisation(self, request: web.Request, _: Caller) -> web.Response:
         window = _number(request.query, "window_s", float, None)  # None: the cluster's age, at most 6 h
-        return _json(dashboard.timeline_view(cp, timeline, measured, window))
+        return _json(dashboard.timeline_view(self.cp, self.timeline, self.measured, window))
 
-    async def sample_measured(app: web.Application) -> AsyncIterator[None]:
+    async def sample_measured(self, app: web.Application) -> AsyncIterator[None]:
         """Background: the agents' measured utilisation every MEASURE_EVERY_S, for the timeline."""
         async def loop() -> None:
             while True:
-                measured.record(cp)
+                self.measured.record(self.cp)
                 await asyncio.sleep(dashboard.MEASURE_EVERY_S)
         task = asyncio.create_task(loop(), name="measured-utilisation")
         yield
         task.cancel()
 
-    async def events(request: web.Request, caller: Caller) -> web.StreamResponse:
+    # the event stream
+
+    async def events(self, request: web.Request, caller: Caller) -> web.StreamResponse:
         """The event log as server-sent events, from ``after`` (or ``Last-Event-ID``), then live;
         a tenant's user gets its tenant's events only."""
+        cp = self.cp
         seq = _after(request)
         if seq is None:
             seq = max(0, len(cp.core.log) - RECENT_EVENTS)
@@ -215,7 +265,7 @@ def build_app(cp: ControlPlane, metrics: Metrics, auth: Authenticator | None = N
         await response.prepare(request)
         quiet_since = time.monotonic()
         try:
-            while not closing.is_set():
+            while not self.closing.is_set():
                 batch = cp.core.log.since(seq)
                 if batch:
                     seq = batch[-1].seq
@@ -234,29 +284,8 @@ def build_app(cp: ControlPlane, metrics: Metrics, auth: Authenticator | None = N
             pass  # the browser went away
         return response
 
-    async def shutdown(_: web.Application) -> None:
-        closing.set()
-
-    app.on_shutdown.append(shutdown)
-    app.cleanup_ctx.append(sample_measured)
-    routes = app.router
-    routes.add_get("/healthz", healthz)
-    routes.add_get("/metrics", prometheus)
-    for path in PAGES:
-        routes.add_get(path, page("index.html", login=True))
-    routes.add_get("/login", login_form)
-    routes.add_post("/login", login)
-    routes.add_post("/logout", logout)
-    routes.add_get("/static/dashboard.js", page("dashboard.js"))
-    routes.add_get("/static/dashboard.css", page("dashboard.css"))
-    routes.add_get("/api/session", api(whoami))
-    routes.add_get("/api/cluster", api(cluster))
-    routes.add_get("/api/jobs", api(jobs))
-    routes.add_get("/api/jobs/{job_id}", api(job))
-    routes.add_get("/api/queue", api(queue))
-    routes.add_get("/api/utilization", api(utilisation))
-    routes.add_get("/api/events", api(events))
-    return app
+    async def shutdown(self, _: web.Application) -> None:
+        self.closing.set()
 
 
 async def start_http(app: web.Application, listen: str) -> tuple[web.AppRunner, int]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from halyard.controlplane.core import SchedulingCore
+from halyard.controlplane.eventcounts import counts_of, totals
+from halyard.controlplane.records import JobRecord
 from halyard.datamodel import JobState
 
 
@@ -28,19 +30,20 @@ def summarize(core: SchedulingCore, *, policy: str, trace_jobs: int, rejected: i
         start, end = measure
         records = [r for r in records if start <= r.arrival_seq < end]
     done = [r for r in records if r.state is JobState.COMPLETED]
-    jct = np.array([r.end_time - r.spec.submit_time for r in done], dtype=float)
+    ends = [_ended(r) for r in done]
+    jct = np.array([end - r.spec.submit_time for r, end in zip(done, ends, strict=True)], dtype=float)
     queue = np.array([r.queued_s for r in done], dtype=float)
     gpu_s = float(sum(r.attained_gpu_s(r.end_time or 0.0) for r in records))
     first_submit = min((r.spec.submit_time for r in records), default=0.0)
-    last_end = max((r.end_time for r in done), default=first_submit)
+    last_end = max(ends, default=first_submit)
     makespan = last_end - first_submit
     capacity = core.cluster.total_gpus * makespan
 
     def pct(q: float) -> float:
         return float(np.percentile(jct, q)) if jct.size else 0.0
 
-    exposed = np.array([r.exposed_comm_s(r.end_time) for r in done], dtype=float)
-    run = np.array([r.run_time_s(r.end_time) for r in done], dtype=float)
+    exposed = np.array([r.exposed_comm_s(end) for r, end in zip(done, ends, strict=True)], dtype=float)
+    run = np.array([r.run_time_s(end) for r, end in zip(done, ends, strict=True)], dtype=float)
     share = np.divide(exposed, run, out=np.zeros_like(exposed), where=run > 0)
 
     summary: dict[str, float | int | str] = {
@@ -66,8 +69,7 @@ def summarize(core: SchedulingCore, *, policy: str, trace_jobs: int, rejected: i
         "comm_share": float(exposed.sum() / run.sum()) if run.sum() > 0 else 0.0,
         "avg_comm_share": float(share.mean()) if share.size else 0.0,
         "gpu_utilization": gpu_s / capacity if capacity > 0 else 0.0,
-        "preemptions": sum(r.preemptions for r in records),
-        "suspensions": sum(r.suspensions for r in records),  # Crius §6.1, not counted as preemptions
+        **totals(records),  # preemptions, suspensions (Crius §6.1, apart): controlplane/eventcounts.py
         "passes": core.passes,
         "skipped_passes": core.skipped_passes,  # repeats of an empty pass (Policy.quiet_until)
         "avg_pass_ms": 1e3 * core.pass_seconds.total / core.passes if core.passes else 0.0,
@@ -76,13 +78,21 @@ def summarize(core: SchedulingCore, *, policy: str, trace_jobs: int, rejected: i
         "wall_s": wall_s,
         "jobs_per_wall_s": trace_jobs / wall_s if wall_s > 0 else 0.0,
     }
-    with_deadline = [r for r in records if r.spec.deadline is not None]
+    with_deadline = [(r, r.spec.deadline) for r in records if r.spec.deadline is not None]
     if with_deadline:  # ElasticFlow's deadline satisfactory ratio (Crius §8.5): met / jobs with a deadline
-        met = sum(1 for r in with_deadline if r.state is JobState.COMPLETED and r.end_time <= r.spec.deadline)
+        met = sum(1 for r, deadline in with_deadline if r.state is JobState.COMPLETED and _ended(r) <= deadline)
         summary["deadline_jobs"] = len(with_deadline)
         summary["deadline_met_ratio"] = met / len(with_deadline)
-        summary["dropped"] = sum(1 for r in with_deadline if r.state is JobState.CANCELLED)
+        summary["dropped"] = sum(1 for r, _ in with_deadline if r.state is JobState.CANCELLED)
     return summary
+
+
+def _ended(record: JobRecord) -> float:
+    """When a completed job ended (the core sets the end time of every job it completes)."""
+    end = record.end_time
+    if end is None:
+        raise ValueError(f"job {record.job_id} is {record.state.name} without an end time")
+    return end
 
 
 def _percentile(values: np.ndarray, q: float) -> float:
@@ -120,8 +130,7 @@ def job_metrics(core: SchedulingCore, now: float = 0.0) -> list[dict[str, float 
             "run_s": run,
             "exposed_comm_s": exposed,
             "comm_share": exposed / run if run > 0 else 0.0,
-            "preemptions": r.preemptions,
-            "suspensions": r.suspensions,
+            **counts_of(r),
             "restarts": r.restarts,
         })
     return out

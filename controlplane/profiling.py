@@ -71,8 +71,7 @@ class AgentProfiles:
             return self._answers[key]
         self._missed.setdefault(key, request)
         # The pass stops at its first miss: ask for all of this job's profilings at once, not one a pass.
-        wanted = getattr(self.cp.core.policy, "profile_requests", None)
-        for other in (wanted(request.spec, self.cp.core.facts) if wanted is not None else ()):
+        for other in self.cp.core.preparations(request.spec):
             if other.key not in self._answers:
                 self._missed.setdefault(other.key, other)
         raise ProfilesPending(f"{request.spec.model} on {request.allocation.num_gpus} {request.gpu_type} GPU(s), "

@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 
 from halyard.controlplane.calls import CallWrapper
 from halyard.controlplane.dashboard import measured_utilisation
+from halyard.controlplane.eventcounts import EVENT_COUNTS
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import StoreError
 from halyard.datamodel import EventKind
@@ -102,10 +103,8 @@ class Metrics:
         self.finished = Counter("halyard_jobs_finished", "Jobs that reached a final state",
                                 ["state", "tenant"], registry=r)
         self.submitted = Counter("halyard_jobs_submitted", "Jobs accepted", ["tenant"], registry=r)
-        self.preemptions = Counter("halyard_preemptions", "Jobs preempted (by the policy or a lost agent)",
-                                   ["tenant"], registry=r)
-        self.suspensions = Counter("halyard_suspensions", "Opportunistic jobs suspended by the policy "
-                                   "(Crius §6.1; not counted as preemptions)", ["tenant"], registry=r)
+        # Per-job counts of event kinds (preemptions, suspensions), as controlplane/eventcounts.py declares them.
+        self.counts = {c.kind: Counter(f"halyard_{c.field}", c.help, ["tenant"], registry=r) for c in EVENT_COUNTS}
         self.jct = Histogram("halyard_job_completion_seconds", "JCT of completed jobs: completion - submit, "
                              "cluster seconds", buckets=JCT_BUCKETS, registry=r)
         self.queueing = Histogram("halyard_job_queueing_seconds", "Time completed jobs spent pending "
@@ -130,10 +129,8 @@ class Metrics:
             tenant = self.tenant(record.spec.tenant if record is not None else "")
             if event.kind is EventKind.SUBMITTED:
                 self.submitted.labels(tenant).inc()
-            elif event.kind is EventKind.PREEMPTED:
-                self.preemptions.labels(tenant).inc()
-            elif event.kind is EventKind.SUSPENDED:
-                self.suspensions.labels(tenant).inc()
+            elif event.kind in self.counts:
+                self.counts[event.kind].labels(tenant).inc()
             elif event.kind in FINAL_KINDS:
                 self.finished.labels(event.state.value, tenant).inc()
                 if event.kind is EventKind.COMPLETED and record is not None:

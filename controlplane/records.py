@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from halyard.controlplane.eventcounts import RECOUNTED
 from halyard.datamodel import Allocation, JobSpec, JobState, NodeAllocation, Parallelism, StagePlan
 from halyard.policies.reasons import Unplaced
 
@@ -174,7 +175,10 @@ class JobRecord:
 
     def release(self) -> Allocation:
         """Drop the allocation of a stopped job; returns it for the ledger."""
-        allocation, self.allocation = self.allocation, None
+        allocation = self.allocation
+        if allocation is None:
+            raise ValueError(f"job {self.job_id} holds no allocation to release")
+        self.allocation = None
         self.time_shift_drift_s = None
         self.num_gpus = self.spec.num_gpus
         self.iteration_s = self.ideal_iteration_s
@@ -251,7 +255,8 @@ class JobRecord:
         for name in PERSISTED:
             setattr(record, name, data[name])
         record.wait, record.time_shift_drift_s = None, None  # NOT_PERSISTED
-        record.suspensions = 0  # NOT_PERSISTED: SchedulingCore.restore recounts the SUSPENDED events
+        for name in RECOUNTED:  # NOT_PERSISTED: SchedulingCore.restore recounts them from the log
+            setattr(record, name, 0)
         record.end_reason = ""  # NOT_PERSISTED: SchedulingCore.restore reads the terminal event's detail
         record.spec = spec_from_dict(data["spec"])
         record.state = JobState(data["state"])
@@ -263,7 +268,8 @@ class JobRecord:
 
 # Every slot but the waiting reason and the measured drift, which the first pass and the first
 # progress report after a restart give again.
-NOT_PERSISTED = ("end_reason", "suspensions", "time_shift_drift_s", "wait")
+# The event counts that are not stored columns (controlplane/eventcounts.py) are recounted from the log.
+NOT_PERSISTED = ("end_reason", *RECOUNTED, "time_shift_drift_s", "wait")
 PERSISTED = tuple(name for name in JobRecord.__slots__ if name not in NOT_PERSISTED)
 
 

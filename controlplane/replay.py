@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from halyard.agent.cluster_copy import ClusterCopy
 from halyard.agent.emulated import EmulatedAgent
 from halyard.clock import ScaledClock
 from halyard.controlplane.core import SchedulingCore
+from halyard.controlplane.forecast import ForecastSettings
 from halyard.controlplane.metrics import summarize
 from halyard.controlplane.runtables import RunTables, TimelineRecorder, job_columns
 from halyard.controlplane.server import ControlPlaneServer
@@ -62,12 +63,20 @@ POLL_S = 0.02
 
 log = structlog.get_logger("halyard.replay")
 
+# replay(watch=...): a coroutine given the control plane's server and the replay's clock.
+Watcher = Callable[[ControlPlaneServer, ScaledClock], Awaitable[None]]
+
 
 async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *, policy: str, speedup: float,
                  processes: bool = False, db: str | Path = ":memory:", round_s: float = 300.0,
                  contention: str = "fair",
                  on_progress: Callable[[int, int, float], None] | None = None,
-                 catalog: Catalog | None = None) -> ReplayRun:
+                 catalog: Catalog | None = None, forecast: ForecastSettings | None = None,
+                 watch: Watcher | None = None) -> ReplayRun:
+    """``forecast``: the control plane makes forecasts (issue 37; off by default, as in the test kit).
+    ``watch``: a coroutine run beside the trace from its first submission until every job has ended
+    (then cancelled), given the server and the clock: e.g. benchmarks/forecast_accuracy.py reads
+    the forecasts over gRPC every N cluster minutes."""
     first_submit = min((j.submit_time for j in jobs), default=0.0)
     lead_s = await _process_lead_s(len(cluster.nodes)) if processes else REGISTER_LEAD_WALL_S
     while True:
@@ -78,7 +87,7 @@ async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *
         # AGENT_WAIT_S start the trace at the next whole round instead (times then differ by
         # rounding noise; phases and draws follow the origin, SchedulingCore.origin_s).
         clock = ScaledClock(speedup, cluster_origin=first_submit - lead_s * speedup)
-        run = _Running(clock, cluster, cluster_toml, policy, contention, catalog, db, round_s)
+        run = _Running(clock, cluster, cluster_toml, policy, contention, catalog, db, round_s, forecast)
         try:
             await run.start(processes)
             await run.profile(jobs)
@@ -98,7 +107,7 @@ async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *
                             lead_s=lead_s, registered_s=round(run.registered_s, 3),
                             profiled_s=round(run.profiled_s, 3))
                 offset = math.ceil((clock.now() + START_MARGIN_WALL_S * speedup) / round_s) * round_s
-            return await run.play(jobs, offset, on_progress)
+            return await run.play(jobs, offset, on_progress, watch)
         finally:
             await run.stop()
 
@@ -107,7 +116,8 @@ class _Running:
     """One control plane, its gRPC server and its agents, on one clock."""
 
     def __init__(self, clock: ScaledClock, cluster: Cluster, cluster_toml: str, policy: str, contention: str,
-                 catalog: Catalog | None, db: str | Path, round_s: float) -> None:
+                 catalog: Catalog | None, db: str | Path, round_s: float,
+                 forecast: ForecastSettings | None = None) -> None:
         self.clock = clock
         self.cluster = cluster
         self.cluster_toml = cluster_toml
@@ -119,7 +129,7 @@ class _Running:
         self.cp = ControlPlane(cluster, scheduler, self.perf, clock, SqliteStore(db), cluster_toml=cluster_toml,
                                round_s=round_s, lockstep=True)
         self.timeline = TimelineRecorder(self.cp.core)
-        self.server = ControlPlaneServer(self.cp, listen="127.0.0.1:0")
+        self.server = ControlPlaneServer(self.cp, listen="127.0.0.1:0", forecast=forecast)
         self.agents: list[EmulatedAgent] = []
         self.procs: list[subprocess.Popen[bytes]] = []
         self.started = False
@@ -156,8 +166,8 @@ class _Running:
         submission would otherwise spend wall time on its exchange, which the accelerated clock turns
         into up to thousands of cluster seconds and lockstep then has to catch up on. The exchange is
         the real one (Profile / ProfileResult over the agents' streams); SubmitJob's own then finds the
-        answers cached. A policy without ``profile_requests`` profiles nothing."""
-        if getattr(self.cp.core.policy, "profile_requests", None) is None:
+        answers cached. A policy that does not declare ``NeedsProfiles`` profiles nothing."""
+        if not self.cp.core.prepares:
             return
         began = time.perf_counter()
         distinct = {profiling_key(pb): pb for pb in map(spec_to_pb, jobs)}  # one per kind of job
@@ -165,21 +175,30 @@ class _Running:
         self.profiled_s = time.perf_counter() - began
 
     async def play(self, jobs: Sequence[JobSpec], offset: float,
-                   on_progress: Callable[[int, int, float], None] | None) -> ReplayRun:
+                   on_progress: Callable[[int, int, float], None] | None, watch: Watcher | None = None) -> ReplayRun:
         """Submit the trace ``offset`` seconds on and wait until every job has ended."""
         cp, clock = self.cp, self.clock
         cp.set_time_origin(offset)  # phases and seeded draws as the simulator's, whose trace starts at 0
         wall_start = time.perf_counter()
         rejected: list[Rejected] = []
-        async with grpc.aio.insecure_channel(self.server.address) as channel:
-            await _submit_all(jgrpc.JobServiceStub(channel), jobs, clock, cp, on_progress, offset, rejected)
-            while any(not r.state.terminal for r in cp.core.records.values()):
-                if cp.failed is not None:
-                    raise _store_failed(cp, f"{sum(not r.state.terminal for r in cp.core.records.values())} jobs "
-                                            "had not ended")
-                if on_progress is not None:
-                    on_progress(_ended(cp) + len(rejected), len(jobs), clock.now())
-                await asyncio.sleep(POLL_S)
+        watching = asyncio.create_task(watch(self.server, clock), name="replay-watch") if watch else None
+        try:
+            async with grpc.aio.insecure_channel(self.server.address) as channel:
+                await _submit_all(jgrpc.JobServiceStub(channel), jobs, clock, cp, on_progress, offset, rejected)
+                while any(not r.state.terminal for r in cp.core.records.values()):
+                    if cp.failed is not None:
+                        raise _store_failed(cp, f"{sum(not r.state.terminal for r in cp.core.records.values())} "
+                                                "jobs had not ended")
+                    if watching is not None and watching.done():
+                        watching.result()  # a watcher that failed stops the replay with its error
+                    if on_progress is not None:
+                        on_progress(_ended(cp) + len(rejected), len(jobs), clock.now())
+                    await asyncio.sleep(POLL_S)
+        finally:
+            if watching is not None:
+                watching.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watching
         wall_s = time.perf_counter() - wall_start
         await self.stop()
         result = summarize(cp.core, policy=self.policy, trace_jobs=len(jobs), rejected=len(rejected), wall_s=wall_s)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from halyard.controlplane.core import SchedulingCore
+from halyard.controlplane.eventcounts import EVENT_COUNTS, counts_of
 from halyard.datamodel import EventKind, JobEvent, JobState, ValidationError
 from halyard.extras import require
 
@@ -55,8 +56,7 @@ JOB_COLUMNS: tuple[tuple[str, str], ...] = (
     ("jct_s", "float64"),          # finish - submit, completed jobs only
     ("run_s", "float64"),
     ("gpu_s", "float64"),          # GPU-seconds held
-    ("preemptions", "int64"),
-    ("suspensions", "int64"),      # opportunistic suspensions (Crius §6.1), not in preemptions
+    *((c.field, "int64") for c in EVENT_COUNTS),  # preemptions, suspensions (controlplane/eventcounts.py)
     ("restarts", "int64"),         # resumes from a checkpoint, migrations and resizes
     ("placements", "int64"),       # starts, migrations and resizes
     ("exposed_comm_s", "float64"),
@@ -184,7 +184,7 @@ def job_columns(core: SchedulingCore, *, origin: float = 0.0, now: float | None 
             "queue_s": r.queued_s + (at - r.pending_since if r.state is JobState.PENDING else 0.0),
             "jct_s": r.end_time - spec.submit_time if r.state is JobState.COMPLETED else None,
             "run_s": run, "gpu_s": r.attained_gpu_s(at),
-            "preemptions": r.preemptions, "suspensions": r.suspensions, "restarts": r.restarts,
+            **counts_of(r), "restarts": r.restarts,
             "placements": placements.get(r.job_id, 0),
             "exposed_comm_s": exposed, "comm_share": exposed / run if run > 0 else 0.0,
             "nodes": len(nodes), "racks": len({cluster.node(n).rack for n in nodes}), "placement": text,

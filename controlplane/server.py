@@ -56,7 +56,7 @@ SERVER_OPTIONS = [
     ("grpc.server.max_pending_requests_hard_limit", 2 * MAX_QUEUED_CALLS),
     ("grpc.server_max_unrequested_time_in_server", 30),
     # gRPC sets SO_REUSEPORT by default, so a second control plane on a busy port would bind it too
-    # and the kernel would split the clients between the two (issue 36): off, a busy port is refused.
+    # and the kernel would split the clients between the two schedulers: off, a busy port is refused.
     ("grpc.so_reuseport", 0),
     # Agents ping every AGENT_KEEPALIVE_S (agent/base.py) to notice a paused control plane; gRPC's default
     # would answer pings that frequent with GOAWAY "too_many_pings".
@@ -103,7 +103,7 @@ class ControlPlaneServer:
         self.tokens = tokens
         self.metrics = Metrics(cp)
         self.forecasts: Forecaster | None = None
-        if forecast is not None:  # issue 37: Job.forecast, WhatIf
+        if forecast is not None:  # Job.forecast and WhatIf (docs/forecast.md)
             if GRPC_FORK_SAFE:
                 self.forecasts = cp.forecasts = Forecaster(cp, forecast)
                 register_metrics(self.forecasts, self.metrics.registry)

@@ -22,7 +22,7 @@ import contextlib
 import json
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -134,7 +134,7 @@ class ControlPlane:
         # and on every command so agents ignore an older leader's; 0 without leadership (SQLite).
         self.leader_epoch = 0
         self.unknown_enums = UnknownEnums()  # enum values peers sent that this build predates (peer_enums.py)
-        self.forecasts: Forecaster | None = None  # set by ControlPlaneServer when forecasts are on (issue 37)
+        self.forecasts: Forecaster | None = None  # set by ControlPlaneServer when forecasts are on
 
     @property
     def sessions(self) -> dict[str, AgentSession]:
@@ -582,20 +582,19 @@ class ControlPlane:
         their first pass -- in lockstep the simulator's pass -- finds them answered. A spec the
         submission will refuse is left for it to name what is wrong. Most policies want none: then
         it returns at once, no spec parsed a second time on the submission path."""
-        wanted = getattr(self.core.policy, "profile_requests", None)
-        if wanted is None:
+        if not self.core.prepares:
             return
         if len(specs) == 1:
-            await self._prepare_profiles(wanted, specs[0])
+            await self._prepare_profiles(specs[0])
         else:
-            await asyncio.gather(*(self._prepare_profiles(wanted, spec) for spec in specs))
+            await asyncio.gather(*(self._prepare_profiles(spec) for spec in specs))
 
-    async def _prepare_profiles(self, wanted: Callable[..., Any], spec: tpb.JobSpec) -> None:
+    async def _prepare_profiles(self, spec: tpb.JobSpec) -> None:
         key = profiling_key(spec)
         if key in self._profiled:
             return
         try:
-            requests = wanted(spec_from_pb(spec, submit_time=0.0), self.core.facts)
+            requests = self.core.preparations(spec_from_pb(spec, submit_time=0.0))
         except (HalyardError, ValueError, KeyError):  # e.g. an unknown model: the submission names it
             return
         if requests:

@@ -1,7 +1,7 @@
 """One control plane per SQLite state file: an advisory lock beside the database.
 
 Two control planes on one ``--db`` would each restore the state and each schedule it:
-two schedulers dispatching the same jobs to the same agents (issue 36). ``halyard
+two schedulers dispatching the same jobs to the same agents. ``halyard
 controlplane`` therefore takes an exclusive ``flock`` on ``DB.lock`` before it opens the
 database and holds it for its whole life. The lock file says who holds it (host and pid),
 so the second process can name the holder when it refuses to start.

@@ -11,6 +11,8 @@ schedule (DESIGN.md: one performance model).
 
 from __future__ import annotations
 
+from typing import Any
+
 from halyard.controlplane.core import SchedulingCore
 from halyard.controlplane.records import JobRecord
 from halyard.datamodel import Allocation, JobState
@@ -18,15 +20,16 @@ from halyard.emulator import PerformanceModel
 from halyard.emulator.fabric import Fabric
 from halyard.emulator.parallel import JobTiming
 from halyard.policies import Action, Migrate, Policy, Preempt, Resize, SetTimeShift, Start
+from halyard.policies.view import allocation_of
 from halyard.timeshift import grid_at_or_after, paced_iteration_s
 
 
-def performance_model_for(policy: Policy, **settings: object) -> PerformanceModel:
+def performance_model_for(policy: Policy, **settings: Any) -> PerformanceModel:
     """The performance model a run of ``policy`` uses: data stalls on for a policy that
     declares ``resource_sensitive`` (Synergy's, which give jobs other CPU/memory than the
     GPU-proportional share), off otherwise (every other policy keeps its iteration times).
     Every driver (simulate, replay, the test cluster, the daemons) and the emulated agents
-    of a run must use the model this returns."""
+    of a run must use the model this returns. ``settings`` are :class:`PerformanceModel`'s other options."""
     return PerformanceModel(data_stalls=policy.resource_sensitive, **settings)
 
 
@@ -41,7 +44,7 @@ class Pacer:
     new allocation. A migration keeps its whole iterations too but pays the
     restart cost alone, as it always has: charging it the checkpoint write as
     well would change the schedules of the policies that migrate (Gandiva, Dally)
-    and their published reproductions (docs/architecture.md, "Elastic sizing").
+    and their published reproductions (docs/decisions/parallelism-and-elasticity.md, "Elastic sizing").
     A time-shift, a CPU/memory change or a co-runner coming or going keeps the
     job running at a new rate.
 
@@ -58,8 +61,8 @@ class Pacer:
         self._seen_events = len(core.log)
         # Each running job's dedicated timing on its allocation (a pure function of the two), taken
         # once for the fabric and for every re-rating: a job is re-rated each time a co-runner on its
-        # links comes or goes, its allocation unchanged (issue 19: Tiresias called job_timing 102k
-        # times for 30k starts on the synthetic 90% trace).
+        # links comes or goes, its allocation unchanged (Tiresias called job_timing 102k times for 30k
+        # starts on the synthetic 90% trace before this cache).
         self._dedicated: dict[str, tuple[Allocation, JobTiming]] = {}
 
     def update(self, actions: list[Action], now: float) -> list[JobRecord]:
@@ -101,9 +104,9 @@ class Pacer:
                 self._dedicated.pop(record.job_id, None)
                 if fabric is not None:
                     fabric.remove(record.job_id)
-            elif fabric is not None and not fabric.holds(record.job_id, record.allocation):
+            elif fabric is not None and not fabric.holds(record.job_id, allocation_of(record)):
                 start = now + restore.get(record.job_id, 0.0)
-                fabric.place(record.job_id, record.spec, record.allocation, start, origin_s=self.core.origin_s,
+                fabric.place(record.job_id, record.spec, allocation_of(record), start, origin_s=self.core.origin_s,
                              timing=self._timing(record))
         self._seen_events = len(log)
         return {} if fabric is None else fabric.settle()
@@ -113,7 +116,7 @@ class Pacer:
         if self.fabric is not None:
             timing = self.fabric.contended(record.job_id, timing)
         step = timing.total_s
-        shift = record.allocation
+        shift = allocation_of(record)
         if shift.has_time_shift and shift.time_shift_period_s > 0.0:
             step = paced_iteration_s(step, shift.time_shift_period_s)
             if align:
@@ -125,11 +128,12 @@ class Pacer:
 
     def _timing(self, record: JobRecord) -> JobTiming:
         """``perf.job_timing`` of the running job on its allocation, computed once per allocation."""
+        allocation = allocation_of(record)
         kept = self._dedicated.get(record.job_id)
-        if kept is not None and kept[0] is record.allocation:
+        if kept is not None and kept[0] is allocation:
             return kept[1]
-        timing = self.perf.job_timing(record.spec, record.allocation, self.core.cluster)
-        self._dedicated[record.job_id] = (record.allocation, timing)
+        timing = self.perf.job_timing(record.spec, allocation, self.core.cluster)
+        self._dedicated[record.job_id] = (allocation, timing)
         return timing
 
     def slowdown(self, job_id: str) -> float:

@@ -75,7 +75,7 @@ class DemandProfile:
 
     phases: tuple[Phase, ...]
     # The phases' total, summed once: the fabric reads it for every job on every link it solves
-    # (~300k reads on issue 19's 10k loaded Tiresias run). Not compared: it follows from the phases.
+    # (~300k reads on a 10k-job loaded Tiresias run). Not compared: it follows from the phases.
     iteration_s: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -310,8 +310,9 @@ class ProfileTable:
         return k
 
 
-def fair_link_times(table: ProfileTable, rows: Sequence[int], starts: Sequence[int], time_shifts_s: Sequence[float],
-                    capacities: Sequence[float], iterations: int, steady: int) -> np.ndarray:
+def fair_link_times(table: ProfileTable, rows: Sequence[int] | np.ndarray, starts: Sequence[int],
+                    time_shifts_s: Sequence[float], capacities: Sequence[float], iterations: int,
+                    steady: int) -> np.ndarray:
     """Fair sharing's steady iteration per job on many links at once (one compiled call,
     :func:`~halyard.emulator.link_kernels.fair_links`): link l holds jobs ``starts[l]`` to ``starts[l + 1]``
     (``starts`` ends with the job count), job j runs ``table``'s profile ``rows[j]`` from
@@ -328,7 +329,7 @@ def fair_link_times(table: ProfileTable, rows: Sequence[int], starts: Sequence[i
     return np.ascontiguousarray(history[:, iterations - steady:]).mean(axis=1)
 
 
-def mean_field_link_times(table: ProfileTable, rows: Sequence[int], starts: Sequence[int],
+def mean_field_link_times(table: ProfileTable, rows: Sequence[int] | np.ndarray, starts: Sequence[int],
                           capacities: Sequence[float]) -> np.ndarray:
     """:func:`mean_field_iteration_times` per job on many links at once, laid out as for
     :func:`fair_link_times` (one compiled call, :func:`~halyard.emulator.link_kernels.mean_field_links`);

@@ -42,6 +42,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -336,7 +337,7 @@ class Fabric:
         ~10 links; per link, calling the kernels from Python cost about what a small link's simulation
         does)."""
         cache = self._cache
-        out: list[tuple[_LinkJobs, tuple[float, ...]]] = []
+        out: list[tuple[_LinkJobs, tuple[float, ...] | None]] = []  # None: solved below
         fluid: dict[tuple[object, ...], list[int]] = {}  # states to solve: where in ``out`` they go
         field: dict[tuple[object, ...], list[int]] = {}
         for held in links:
@@ -369,7 +370,7 @@ class Fabric:
                     # result.
                     cache = self._cache = dict(itertools.islice(cache.items(), max(1, len(cache) // 2), None))
                 cache[key] = slowdowns
-        return out
+        return cast(list[tuple[_LinkJobs, tuple[float, ...]]], out)  # every None was a waiting state, now solved
 
     def _fluid(self, links: list[_LinkJobs]) -> list[tuple[float, ...]]:
         """The fluid simulation's slowdowns on each of ``links`` (as :meth:`_solve` answers)."""

@@ -4,7 +4,7 @@ fabric's inner work.
 - :func:`fair_histories` is the fair-sharing fluid simulation of one link
   (:meth:`halyard.emulator.contention._FluidLink.fair`). A loaded link pairs 0.05 s
   iterations with 1.2 s ones, so one simulation takes thousands of steps; on loaded
-  traces these were most of a simulation's time (issue 19, item 3: 3.6 of LAS' 8.0 CPU
+  traces these were most of a simulation's time (3.6 of LAS' 8.0 CPU
   seconds on 10k Philly jobs compressed 8x). It is the loop
   :meth:`~halyard.emulator.contention._FluidLink.weighted` runs with equal weights, step
   for step: the same dt, t and left by the same operations in the same order.

@@ -63,7 +63,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from halyard.datamodel import Allocation, Cluster, JobSpec, LinkKey, StageCost, StagePlan, StageProfile, Tier
 from halyard.emulator.collectives import GBYTE, all_to_all_s, buckets_for, exposed_s
@@ -71,7 +71,9 @@ from halyard.emulator.contention import DemandProfile, Phase, profile_from_itera
 from halyard.emulator.elastic import pipeline_latency_s, stage_latency_s
 
 if TYPE_CHECKING:
-    from halyard.emulator.performance import IterationTime, MemoryFootprint, PerformanceModel
+    from halyard.emulator.compute import ComputeTime
+    from halyard.emulator.iteration_time import IterationTime
+    from halyard.emulator.memory import MemoryFootprint
 
 # Crius §5.1 (Fig. 10 caption): "Crius follows GPipe to set [the micro-batches B] to 4x the number
 # of stages" (GPipe, Huang et al. 2019, §2.2: B >= 4 x stages makes the bubble negligible).
@@ -136,8 +138,21 @@ class JobTiming:
     stages: tuple[StageTiming, ...] = ()
 
 
+class PlanTimer(Protocol):
+    """What costing a plan reads of the performance model: the compute part (catalog, one GPU's time),
+    the network's options, and the job timing it answers with (which :func:`profile_plan` profiles).
+    :class:`~halyard.emulator.iteration_time.IterationTimeModel` is one, and so is the facade."""
+
+    @property
+    def compute(self) -> ComputeTime: ...
+    @property
+    def overlap(self) -> str: ...
+    def tier_latency_s(self, tier: Tier) -> float: ...
+    def job_timing(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> JobTiming: ...
+
+
 # ------------------------------------------------------------------ data parallel
-def data_parallel_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, cluster: Cluster,
+def data_parallel_timing(pm: PlanTimer, spec: JobSpec, allocation: Allocation, cluster: Cluster,
                          timing: IterationTime) -> JobTiming:
     """The data-parallel model: ``timing`` (``pm.iteration_time``, already computed) and its all-reduce
     profile on each NIC and uplink.
@@ -146,11 +161,11 @@ def data_parallel_timing(pm: PerformanceModel, spec: JobSpec, allocation: Alloca
     exposed time is ArtISt-sim's measured overhead of the tier (§4.2.1), which already holds
     the communication, so the fabric slowing it again would count the network twice."""
     nodes = [p.node for p in allocation.nodes if p.gpus]
-    if len(nodes) < 2 or timing.communication_s <= 0.0 or spec.model in pm.catalog.tier_overhead:
+    if len(nodes) < 2 or timing.communication_s <= 0.0 or spec.model in pm.compute.catalog.tier_overhead:
         return JobTiming(timing, ())
     expert = data_parallel_expert_gbytes(pm, spec.model, spec.batch_size, allocation.num_gpus,
                                          max(len(p.gpus) for p in allocation.nodes))
-    reduced = pm.profile(spec.model).reduced_gradient_bytes(allocation.num_gpus)
+    reduced = pm.compute.profile(spec.model).reduced_gradient_bytes(allocation.num_gpus)
     profile = profile_from_iteration(timing, link_gbytes(reduced, len(nodes)) + expert)
     racks = sorted({cluster.node(n).rack_index for n in nodes})
     loads = [LinkLoad("nic", n, profile) for n in nodes]
@@ -159,13 +174,13 @@ def data_parallel_timing(pm: PerformanceModel, spec: JobSpec, allocation: Alloca
     return JobTiming(timing, tuple(loads))
 
 
-def data_parallel_expert_s(pm: PerformanceModel, model: str, batch: int, gpus: int, gpus_per_node: int,
+def data_parallel_expert_s(pm: PlanTimer, model: str, batch: int, gpus: int, gpus_per_node: int,
                            intra_gbyte_s: float, nic_gbyte_s: float, latency_s: float) -> float:
     """A data-parallel GShard MoE job's all-to-alls per iteration (0 for a dense model): one expert-parallel
     group of all its ``gpus`` GPUs (GShard §2.2 shards the experts over the devices that split the batch),
     each GPU's ``batch`` sequences (0: the reference batch) in ``MOE_SLOTS_PER_TOKEN`` slots per token,
     ``MOE_ALL_TO_ALLS_PER_LAYER`` per MoE layer; the node holding ``gpus_per_node`` of them is the busiest."""
-    profile = pm.profile(model)
+    profile = pm.compute.profile(model)
     if profile.moe_layers <= 0 or gpus < 2:
         return 0.0
     gpu_bytes = MOE_SLOTS_PER_TOKEN * profile.layer_output_bytes * (batch or profile.reference_batch)
@@ -173,10 +188,10 @@ def data_parallel_expert_s(pm: PerformanceModel, model: str, batch: int, gpus: i
                                                                           intra_gbyte_s, nic_gbyte_s, latency_s)
 
 
-def data_parallel_expert_gbytes(pm: PerformanceModel, model: str, batch: int, gpus: int, gpus_per_node: int) -> float:
+def data_parallel_expert_gbytes(pm: PlanTimer, model: str, batch: int, gpus: int, gpus_per_node: int) -> float:
     """GB the NIC of a node holding ``gpus_per_node`` of a data-parallel MoE job's GPUs sends per iteration in
     :func:`data_parallel_expert_s`'s all-to-alls (its GPUs' bytes for the other nodes)."""
-    profile = pm.profile(model)
+    profile = pm.compute.profile(model)
     k = min(gpus_per_node, gpus)
     if profile.moe_layers <= 0 or k >= gpus:
         return 0.0
@@ -287,7 +302,7 @@ def _crossed(nodes: Sequence[_Gpu], links: _Links) -> list[_LinkKey]:
     return keys
 
 
-def _ring_groups(pm: PerformanceModel, groups: Sequence[Sequence[_Gpu]], edge_bytes: float, steps: int,
+def _ring_groups(pm: PlanTimer, groups: Sequence[Sequence[_Gpu]], edge_bytes: float, steps: int,
                  links: _Links) -> tuple[float, Tier, dict[_LinkKey, float]]:
     """Concurrent rings, one per group, each moving ``edge_bytes`` over every ring edge in ``steps``
     latency-paying steps (nccl-tests' alpha-beta ring; REFERENCE-NUMBERS "Collective cost").
@@ -329,7 +344,7 @@ def _ring_groups(pm: PerformanceModel, groups: Sequence[Sequence[_Gpu]], edge_by
     return slowest, tier, per_link
 
 
-def expert_all_to_all(pm: PerformanceModel, spec: JobSpec, groups: Sequence[Sequence[_Gpu]], gpu_samples: float,
+def expert_all_to_all(pm: PlanTimer, spec: JobSpec, groups: Sequence[Sequence[_Gpu]], gpu_samples: float,
                       share: float, links: _Links) -> tuple[float, Tier, dict[_LinkKey, float]]:
     """A stage's expert-parallel all-to-alls per micro-batch, for a GShard MoE model (catalog ``moe_layers``):
     ``(seconds on the critical path, slowest tier, GB per link in the forward half)``; nothing for a dense model.
@@ -339,7 +354,7 @@ def expert_all_to_all(pm: PerformanceModel, spec: JobSpec, groups: Sequence[Sequ
     replica's share, and ``1/tensor`` of it under sequence parallelism) and sends them in
     ``MOE_SLOTS_PER_TOKEN`` slots per token: ``2 x layer_output_bytes x gpu_samples`` per all-to-all,
     ``MOE_ALL_TO_ALLS_PER_LAYER`` all-to-alls per MoE layer, the stage holding ``share`` of the layers."""
-    profile = pm.profile(spec.model)
+    profile = pm.compute.profile(spec.model)
     count = MOE_ALL_TO_ALLS_PER_LAYER * profile.moe_layers * share
     if count <= 0 or all(len(g) < 2 for g in groups):
         return 0.0, Tier.GPU, {}
@@ -348,7 +363,7 @@ def expert_all_to_all(pm: PerformanceModel, spec: JobSpec, groups: Sequence[Sequ
     return count * one, tier, {k: gb * count / 2.0 for k, gb in per_link.items()}
 
 
-def _all_to_all_groups(pm: PerformanceModel, groups: Sequence[Sequence[_Gpu]], gpu_bytes: float,
+def _all_to_all_groups(pm: PlanTimer, groups: Sequence[Sequence[_Gpu]], gpu_bytes: float,
                        links: _Links) -> tuple[float, Tier, dict[_LinkKey, float]]:
     """Concurrent all-to-alls, one per group, each GPU holding ``gpu_bytes``
     (:func:`~halyard.emulator.collectives.all_to_all_s` per node of the group: its fabric and its NIC, over
@@ -387,7 +402,7 @@ def _all_to_all_groups(pm: PerformanceModel, groups: Sequence[Sequence[_Gpu]], g
     return slowest, tier, per_link
 
 
-def _transfer(pm: PerformanceModel, src: Sequence[_Gpu], dst: Sequence[_Gpu], gbytes: float,
+def _transfer(pm: PlanTimer, src: Sequence[_Gpu], dst: Sequence[_Gpu], gbytes: float,
               links: _Links) -> tuple[float, Tier, dict[_LinkKey, float]]:
     """Send/recv of ``gbytes`` from one stage's GPUs to the next's, split evenly over GPU pairs
     (pair j: the j-th GPU of each stage, wrapping the smaller); the time of the busiest pair or link."""
@@ -412,17 +427,17 @@ def _transfer(pm: PerformanceModel, src: Sequence[_Gpu], dst: Sequence[_Gpu], gb
     return max(intra, busiest) + pm.tier_latency_s(tier), tier, per_link
 
 
-def plan_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> JobTiming:
+def plan_timing(pm: PlanTimer, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> JobTiming:
     """Tensor, pipeline or hybrid parallelism on ``allocation`` (see the module docstring)."""
-    from halyard.emulator.performance import IterationTime  # performance imports this module at its top
+    from halyard.emulator.iteration_time import IterationTime  # which imports this module at its top
 
-    profile = pm.profile(spec.model)
+    profile = pm.compute.profile(spec.model)
     stages = plan_stages(spec, allocation)
     # One data-parallel stage (a Cell or an elastic resize keeping the global batch) needs no layer
     # figures: no stage boundary to send across and no tensor collective, only compute and all-reduce.
     if (profile.layers <= 0 or profile.layer_output_bytes <= 0) and (len(stages) > 1 or stages[0][1] > 1):
         raise UnsupportedParallelismError(
-            f"model {spec.model!r} has no layers / layer_output_bytes in the catalog ({pm.catalog.source}): "
+            f"model {spec.model!r} has no layers / layer_output_bytes in the catalog ({pm.compute.catalog.source}): "
             f"it can run data parallel only (one stage, tensor degree 1), not stages {stages}")
     gpus = [_gpu(cluster, p.node) for p in allocation.nodes for _ in p.gpus]
     if sum(d * t for d, t in stages) != len(gpus):
@@ -438,7 +453,7 @@ def plan_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, clu
     samples = replicas * (spec.batch_size or profile.reference_batch) / split  # one micro-batch, all replicas
     share = 1.0 / n_stages  # of the layers, compute and gradients (Crius §6.1: stages cut by FLOPs)
     bwd = profile.backward_fraction
-    constants = pm.catalog.constants
+    constants = pm.compute.catalog.constants
     links = _Links(cluster)
 
     stage_gpus: list[list[_Gpu]] = []
@@ -453,9 +468,9 @@ def plan_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, clu
     opt_s: list[float] = []
     tier = Tier.GPU
     for i, ((d, t), members) in enumerate(zip(stages, stage_gpus, strict=True)):
-        gpu_type = max({g.gpu_type for g in members}, key=lambda g: (pm.ideal_iteration_time(spec, g), g))
-        fixed = pm.optimizer_step_s(spec.model, gpu_type)
-        per_gpu = pm.ideal_iteration_time(spec, gpu_type)
+        gpu_type = max({g.gpu_type for g in members}, key=lambda g: (pm.compute.ideal_iteration_time(spec, g), g))
+        fixed = pm.compute.optimizer_step_s(spec.model, gpu_type)
+        per_gpu = pm.compute.ideal_iteration_time(spec, gpu_type)
         fixed = min(fixed, per_gpu)
         one_gpu = (per_gpu - fixed) * replicas * share / split  # the stage's micro-batch on one GPU
         tp_groups = [members[k * t:(k + 1) * t] for k in range(d)]
@@ -466,7 +481,8 @@ def plan_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, clu
         compute, _ = stage_latency_s(one_gpu, d, t)
         tp_s = collectives * tp_one
         expert_s, ep_tier, ep_fwd = expert_all_to_all(pm, spec, dp_groups, samples / d / t, share, links)
-        recv_s, fwd_link = 0.0, {}
+        recv_s = 0.0
+        fwd_link: dict[_LinkKey, float] = {}
         if i > 0:
             one_way, p_tier, fwd_link = _transfer(pm, stage_gpus[i - 1], members,
                                                   profile.layer_output_bytes * samples / GBYTE, links)
@@ -505,13 +521,13 @@ def plan_timing(pm: PerformanceModel, spec: JobSpec, allocation: Allocation, clu
     return JobTiming(iteration, loads, micro, tuple(timings))
 
 
-def _latency_and_tail(pm: PerformanceModel, spec: JobSpec, stages: Sequence[StageCost],
+def _latency_and_tail(pm: PlanTimer, spec: JobSpec, stages: Sequence[StageCost],
                       micro: int) -> tuple[float, float]:
     """The pipeline (Crius §5.1: ``sum_i T_i + (B - 1) x (T_s - T_comm,s)``) and what follows the last
     micro-batch: the slowest stage's exposed all-reduce plus its optimizer step. :func:`plan_timing` and
     the assembly of profiled stages (:func:`assembled_iteration_s`) both end here, so an assembled plan
     costs exactly what running it costs."""
-    profile = pm.profile(spec.model)
+    profile = pm.compute.profile(spec.model)
     share = 1.0 / len(stages)
     bwd = profile.backward_fraction
     latency = pipeline_latency_s([s.critical_s for s in stages], [s.recv_s for s in stages], micro)
@@ -519,12 +535,12 @@ def _latency_and_tail(pm: PerformanceModel, spec: JobSpec, stages: Sequence[Stag
     for s in stages:
         window = s.compute_s if pm.overlap == "layerwise" else bwd * s.compute_s
         buckets = buckets_for(profile.reduced_gradient_bytes(s.data) * share / s.tensor,
-                              pm.catalog.constants.ddp_bucket_bytes)
+                              pm.compute.catalog.constants.ddp_bucket_bytes)
         tail = max(tail, (exposed_s(s.allreduce_s, window, buckets) if s.allreduce_s > 0 else 0.0) + s.optimizer_s)
     return latency, tail
 
 
-def profile_plan(pm: PerformanceModel, spec: JobSpec, allocation: Allocation,
+def profile_plan(pm: PlanTimer, spec: JobSpec, allocation: Allocation,
                  cluster: Cluster) -> tuple[StageProfile, ...]:
     """One profiling of ``allocation.stages`` (Crius §5.1, Fig. 9: each Cell is profiled with every
     stage data-parallel-only and with every stage tensor-parallel-only): per stage its micro-batch
@@ -532,12 +548,12 @@ def profile_plan(pm: PerformanceModel, spec: JobSpec, allocation: Allocation,
     :func:`plan_memory` cost them. A stage's figures depend on its own split and GPUs only, so the
     stages of the two profilings assemble into any of the ``2^S`` plans."""
     timing = pm.job_timing(spec, allocation, cluster)
-    memory = plan_memory(pm, spec, allocation, cluster)
+    memory = plan_memory(pm.compute, spec, allocation, cluster)
     return tuple(StageProfile.of(s, m.total_bytes, m.capacity_bytes)
                  for s, m in zip(timing.stages, memory, strict=True))
 
 
-def assembled_iteration_s(pm: PerformanceModel, spec: JobSpec, stages: Sequence[StageProfile]) -> float:
+def assembled_iteration_s(pm: PlanTimer, spec: JobSpec, stages: Sequence[StageProfile]) -> float:
     """Iteration time of the plan whose stages are ``stages`` (each from a profiling of the same Cell):
     the pipeline of ``B = 4 x stages`` micro-batches and its tail, as :func:`plan_timing` adds them."""
     if not stages:
@@ -565,7 +581,7 @@ def _gpu(cluster: Cluster, node: str) -> _Gpu:
     return _Gpu(node, nd.gpu_type, nd.rack_index, nd.fabric_gbyte_s, nd.nic_gbyte_s)
 
 
-def plan_memory(pm: PerformanceModel, spec: JobSpec, allocation: Allocation,
+def plan_memory(compute: ComputeTime, spec: JobSpec, allocation: Allocation,
                 cluster: Cluster) -> tuple[MemoryFootprint, ...]:
     """Memory per GPU of each stage under the job's plan, against the stage's smallest GPU.
 
@@ -581,16 +597,16 @@ def plan_memory(pm: PerformanceModel, spec: JobSpec, allocation: Allocation,
             f"job {spec.job_id}: stages {stages} need {sum(d * t for d, t in stages)} GPUs, "
             f"the allocation holds {allocation.num_gpus}")
     types = [cluster.node(p.node).gpu_type for p in allocation.nodes for _ in p.gpus]
-    return _footprints(pm, spec, stages, types, _replicas(spec, allocation, stages), bool(allocation.stages))
+    return _footprints(compute, spec, stages, types, _replicas(spec, allocation, stages), bool(allocation.stages))
 
 
-def _footprints(pm: PerformanceModel, spec: JobSpec, stages: Sequence[tuple[int, int]], types: Sequence[str],
+def _footprints(compute: ComputeTime, spec: JobSpec, stages: Sequence[tuple[int, int]], types: Sequence[str],
                 replicas: int, cell: bool) -> tuple[MemoryFootprint, ...]:
     """:func:`plan_memory` on GPUs of ``types`` (one per GPU, in stage order); ``cell``: a Cell's stage plan."""
-    from halyard.emulator.performance import MemoryFootprint
+    from halyard.emulator.memory import MemoryFootprint  # which imports this module at its top
 
-    profile = pm.profile(spec.model)
-    c = pm.catalog.constants
+    profile = compute.profile(spec.model)
+    c = compute.catalog.constants
     n = len(stages)
     micro = MICRO_BATCHES_PER_STAGE * n if n > 1 else 1
     batch = spec.batch_size or profile.reference_batch
@@ -598,13 +614,13 @@ def _footprints(pm: PerformanceModel, spec: JobSpec, stages: Sequence[tuple[int,
     out: list[MemoryFootprint] = []
     at = 0
     for i, (d, t) in enumerate(stages):
-        smallest = min(types[at:at + d * t], key=pm.gpu_memory_bytes)
+        smallest = min(types[at:at + d * t], key=compute.gpu_memory_bytes)
         at += d * t
         in_flight = min(micro, n - i)
         samples = replicas * batch / d / split
         per_sample = in_flight * profile.activation_bytes / profile.reference_batch / n / t
         state = c.state_bytes_per_parameter * profile.held_parameters(d) / n / t
-        capacity = pm.gpu_memory_bytes(smallest)
+        capacity = compute.gpu_memory_bytes(smallest)
         # One memory rule with PerformanceModel.memory_footprint: a single-stage plan of a job left at
         # its reference batch may accumulate gradients over micro-batches (a pipeline already splits
         # its batch into B micro-batches).
@@ -658,14 +674,14 @@ def uniform_plans(gpus: int, layers: int) -> list[tuple[StagePlan, ...]]:
     return [(split,) * s for s in pipeline_depths(gpus, layers) if gpus % s == 0 for split in stage_splits(gpus // s)]
 
 
-def fitting_cell_plan(pm: PerformanceModel, spec: JobSpec, gpu_type: str, gpus: int) -> tuple[StagePlan, ...] | None:
+def fitting_cell_plan(compute: ComputeTime, spec: JobSpec, gpu_type: str, gpus: int) -> tuple[StagePlan, ...] | None:
     """The first plan of :func:`uniform_plans` on ``gpus`` GPUs of ``gpu_type`` under which every GPU holds
     its share of the job (Crius Fig. 3: plans that run out of memory are infeasible), or None: the fewest
     pipeline stages, then the least tensor degree. Data parallelism alone is the first candidate; a model
     without layer figures has no other."""
     replicas = spec.parallelism.data if spec.parallelism is not None else spec.num_gpus
-    for plan in uniform_plans(gpus, pm.layers(spec.model)):
+    for plan in uniform_plans(gpus, compute.layers(spec.model)):
         stages = tuple((st.data, st.tensor) for st in plan)
-        if all(f.fits for f in _footprints(pm, spec, stages, [gpu_type] * gpus, replicas, True)):
+        if all(f.fits for f in _footprints(compute, spec, stages, [gpu_type] * gpus, replicas, True)):
             return plan
     return None

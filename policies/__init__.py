@@ -4,6 +4,7 @@ Nothing here touches sockets, clocks, threads or storage, and nothing imports
 from ``halyard.controlplane`` or ``halyard.agent``.
 """
 
+from halyard.policies.capabilities import Adjustable, HasOrdering, HasPlacement, NeedsProfiles, TakesDallyOptions
 from halyard.policies.facts import ClusterFacts, ClusterShape
 from halyard.policies.ordering import Fifo, FinishTimeFairness, Las, Srtf
 from halyard.policies.passstate import PassState
@@ -15,7 +16,6 @@ from halyard.policies.reliance import unmet_reliance
 from halyard.policies.resources import FreeResources, OverAllocation
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import (
-    Adjustable,
     Adjuster,
     Admission,
     AdmitAll,
@@ -47,9 +47,12 @@ __all__ = [
     "FirstFitConsolidated",
     "FixedSize",
     "FreeResources",
+    "HasOrdering",
+    "HasPlacement",
     "JobInfo",
     "Las",
     "Migrate",
+    "NeedsProfiles",
     "Ordering",
     "OverAllocation",
     "PassState",
@@ -67,6 +70,7 @@ __all__ = [
     "Stage",
     "StagedPolicy",
     "Start",
+    "TakesDallyOptions",
     "Unplaced",
     "WaitCode",
     "make_policy",

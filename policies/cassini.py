@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -70,10 +70,10 @@ from halyard.policies.cassini_math import (
     solve_link,
 )
 from halyard.policies.passstate import PassState
-from halyard.policies.plan import Migrate, Plan, Preempt, Resize, Start
+from halyard.policies.plan import Plan
 from halyard.policies.reasons import Unplaced
 from halyard.policies.resources import FreeResources
-from halyard.policies.stages import Adjustable, Adjuster, BatchPlacement, FixedSize, Placement
+from halyard.policies.stages import Adjuster, BatchPlacement, FixedSize, Placement
 from halyard.policies.view import ClusterView, JobInfo
 
 PLACED_KEY = "cassini/placed"  # job id -> links of the jobs placed so far in this pass
@@ -148,7 +148,7 @@ class _OverBase:
         self.name = f"{base.name}+{self.suffix}"
 
     @property
-    def resource_sensitive(self) -> bool:  # type: ignore[override]
+    def resource_sensitive(self) -> bool:
         return self.base.resource_sensitive
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
@@ -158,10 +158,10 @@ class _OverBase:
         self.base.on_rejected(view, plan, state)
 
 
-class CassiniPlacement(_OverBase, Placement):
+class CassiniPlacement(_OverBase, Placement):  # type: ignore[override]  # resource_sensitive: the base's
     """The base placement's candidates, ranked by Algorithm 2 (a placement stage; see the module doc)."""
 
-    batch: ClassVar[bool] = False
+    batch: ClassVar[Literal[False]] = False
 
     suffix: ClassVar[str] = "cassini"
 
@@ -205,7 +205,7 @@ def _running(view: ClusterView, free: FreeResources, state: PassState) -> dict[s
     return out
 
 
-class CassiniJointPlacement(_OverBase, BatchPlacement):
+class CassiniJointPlacement(_OverBase, BatchPlacement):  # type: ignore[override]  # (as CassiniPlacement)
     """``+cassini-joint`` (Algorithm 2 over cluster-wide candidates): the round's auction winners placed
     together, the whole set's placement chosen by compatibility.
 
@@ -230,7 +230,7 @@ class CassiniJointPlacement(_OverBase, BatchPlacement):
     candidates, not the arbiter's own enumeration (the paper gives no generator). Only for fixed-size orderings
     (:func:`augment` checks): place_all is given jobs, not the sizes a sizing stage chose."""
 
-    batch: ClassVar[bool] = True
+    batch: ClassVar[Literal[True]] = True
     rounds: bool = False
 
     suffix: ClassVar[str] = "cassini-joint"
@@ -331,19 +331,14 @@ class CassiniShifts(Adjuster):
             job.allocation is not None and job.allocation.time_shift_period_s > 0.0 for job in view.running.values())
 
     def adjust(self, view: ClusterView, plan: Plan, free: FreeResources, state: PassState) -> None:
-        changed = [a for a in plan.actions if isinstance(a, Start | Migrate | Resize | Preempt)]
-        if not changed and not self._locks_held(view):
+        moved = plan.replaced()  # started, stopped, migrated or resized
+        if not moved and not self._locks_held(view):
             return  # nothing moved: every component keeps the shifts it has
+        placed = plan.placements_after({job_id: job.allocation for job_id, job in view.running.items()})
+        pending = {j.job_id: j.spec for j in view.pending} if plan.starts() else {}
         after: dict[str, tuple[JobSpec, Allocation]] = {
-            job_id: (job.spec, job.allocation) for job_id, job in view.running.items()
-            if job.allocation is not None}
-        pending = {j.job_id: j.spec for j in view.pending} if any(isinstance(a, Start) for a in changed) else {}
-        for action in changed:
-            if isinstance(action, Preempt):
-                after.pop(action.job_id, None)
-            else:
-                spec = view.running[action.job_id].spec if action.job_id in view.running else pending[action.job_id]
-                after[action.job_id] = (spec, action.allocation)
+            job_id: (view.running[job_id].spec if job_id in view.running else pending[job_id], alloc)
+            for job_id, alloc in placed.items()}
         links = {job_id: job_links(view, spec, alloc) for job_id, (spec, alloc) in after.items()
                  if len(alloc.nodes) > 1}
         graph = AffinityGraph.of({j: tuple(jl.profiles) for j, jl in links.items()})
@@ -352,7 +347,6 @@ class CassiniShifts(Adjuster):
         # still solved and Algorithm 1 still gives one shift per job; Eq. 4.6 may then fail on a link.
         weights = edge_weights(Scored(graph, {link: solve(link, jobs) for link, jobs in graph.links.items()}, 0.0))
         iters = {j: links[j].iteration_s for j in graph.jobs}  # type: ignore[index]
-        moved = {a.job_id for a in changed}
 
         def reference(component: list[Hashable]) -> Hashable:
             """Algorithm 1 line 6, deterministic: a job that keeps its grid (shifted, not moved), else the first."""
@@ -362,8 +356,10 @@ class CassiniShifts(Adjuster):
         shifts = bfs_time_shifts(graph, weights, iters, reference)
         locked: dict[Hashable, float] = {}
         if self.lock:
-            profiles = {link: [links[j].profiles[link] for j in jobs] for link, jobs in graph.links.items()}
-            locked = lock_periods(graph, iters, shifts, profiles, lambda link: link_capacity(view.cluster, link))
+            profiles = {link: [links[j].profiles[link] for j in jobs]  # type: ignore[index]  # (as iters)
+                        for link, jobs in graph.links.items()}
+            locked = lock_periods(graph, iters, shifts, profiles,
+                                  lambda link: link_capacity(view.cluster, link))  # type: ignore[arg-type]
             if locked:
                 # Re-plan on the cycles the locked jobs will run: their profiles padded to the period, so
                 # the unified circle is the period itself, not a rounding of the dedicated times.
@@ -375,7 +371,7 @@ class CassiniShifts(Adjuster):
                         solution = solve_link(padded, link_capacity(view.cluster, link))  # type: ignore[arg-type]
                         weights.update({(j, link): solution.shifts_s[i] for i, j in enumerate(jobs)})
                 shifts = bfs_time_shifts(graph, weights, iters, reference)
-        if not changed:
+        if not moved:
             # Nothing placed, but a co-runner may have finished: re-plan only if a held lock is not the
             # one the jobs running now would get (otherwise every grid stays where it is).
             def held(j: str) -> float:
@@ -472,21 +468,18 @@ def augment(policy: Any, *, lock: bool = False, joint: bool = False) -> Any:
     """``policy`` with Cassini: its per-job placement wrapped by :class:`CassiniPlacement` (a batch
     placement or a policy without a placement stage keeps its own) and :class:`CassiniShifts`
     appended to its adjusters; the name gains ``+cassini`` (``+cassini-lock`` with ``lock``:
-    :func:`lock_periods`). A policy that is not :class:`Adjustable` is refused with a
-    :class:`ValidationError` that names it."""
+    :func:`lock_periods`). The registry has checked the capabilities it needs (``Adjustable``;
+    ``HasPlacement`` for ``joint``, policies/registry.py ``AUGMENTATIONS``); a placement that is not
+    per-job, or sizes that are not fixed, are refused here by name."""
     suffix = "cassini-joint" if joint else "cassini-lock" if lock else "cassini"
-    if not isinstance(policy, Adjustable):
-        raise ValidationError(f"{policy.name!r} cannot take +{suffix}: Cassini's time-shifts are an adjuster stage, "
-                              f"and {policy.name!r} runs its own pass with no adjusters", field="policy")
     placement = getattr(policy, "placement", None)
-    if joint and not (isinstance(placement, Placement) and not placement.batch
-                      and isinstance(getattr(policy, "sizing", None), FixedSize)):
+    per_job = placement if isinstance(placement, Placement) and not placement.batch else None
+    if joint and not (per_job is not None and isinstance(policy.sizing, FixedSize)):
         raise ValidationError(f"{policy.name!r} cannot take +cassini-joint: it needs a per-job placement and "
                               "fixed sizes to build cluster-wide candidates from", field="policy")
-    if joint:
-        policy.placement = CassiniJointPlacement(placement)
-    elif isinstance(placement, Placement) and not placement.batch:
-        policy.placement = CassiniPlacement(placement)
+    if per_job is not None:
+        wrapped = CassiniJointPlacement(per_job) if joint else CassiniPlacement(per_job)
+        policy.placement = wrapped
     shifts = CassiniShifts(lock=lock)
     if joint:
         shifts.name = suffix  # the same Algorithm 1 shifts; the stage is named after the augmentation

@@ -45,6 +45,7 @@ from sortedcontainers import SortedKeyList, SortedList
 from halyard.datamodel import Allocation, JobSpec, NodeAllocation, StagePlan
 from halyard.emulator.parallel import pipeline_depths, stage_splits
 from halyard.policies.adaptive import fastest_fitting
+from halyard.policies.adjusting import OwnPass, act_without_pending, applied, described, need_rounds
 from halyard.policies.crius_profiles import (
     ProfileRefused,
     ProfileRequest,
@@ -56,9 +57,8 @@ from halyard.policies.facts import ClusterFacts
 from halyard.policies.moves import emit_in_order
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, choose_nodes, usable_gpus
-from halyard.policies.plan import Plan, Preempt, Start
-from halyard.policies.reasons import cannot_fit, never_fits
-from halyard.policies.stages import Policy
+from halyard.policies.plan import Plan
+from halyard.policies.reasons import Unplaced, cannot_fit, never_fits
 from halyard.policies.view import ClusterView, JobInfo
 
 # §6.1 "search depth, the maximum job scaling times for generating a scheduling choice";
@@ -334,7 +334,35 @@ class _PassVirtual:
     unfreeable: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
-class Crius(Policy):
+@dataclass(frozen=True, slots=True)
+class _Known:
+    """What a job's Cells are (:func:`job_cells`, Crius-NA's filter applied) and its reference
+    iteration time: functions of its spec and the cluster facts alone, so a pass reads them from the
+    policy's memo by job id instead of deriving them again (a loaded queue asks for each job's many
+    times a pass, and the same jobs' every pass)."""
+
+    spec: JobSpec  # the memo holds while the job's spec is this object
+    key: tuple[object, ...]  # _cells_key(spec)
+    cells: dict[tuple[str, int], CellEstimate]
+    ref_s: float
+    need: int  # the fewest GPUs of its Cells (0: none)
+
+
+@dataclass(slots=True)
+class _Held:
+    """A running job's Cell as its allocation makes it (:meth:`Crius._virtual`), kept while the job holds
+    that allocation object, and its scaling operations (:meth:`Crius._add_ops`) once derived."""
+
+    allocation: Allocation
+    spec: JobSpec
+    key: tuple[str, int]
+    option: CellEstimate | None
+    ref_s: float
+    ops: list[_Op] | None = None
+    most: int = 0
+
+
+class Crius(OwnPass):
     """Algorithm 1 (see the module docstring). ``search_depth``: §6.1's limit on scaling operations
     per scheduling choice (§8.7 evaluates 1-5). ``upscale``: run the extra scheduling of line 12.
     ``suspend``: suspend opportunistic jobs for the job they ran beside (§6.1); both are the
@@ -386,21 +414,28 @@ class Crius(Policy):
         self.heterogeneity = heterogeneity
         # Opportunistic job -> the blocked job it runs beside (learned in on_applied only).
         self._opportunistic: dict[str, str] = {}
+        # Memo of derived facts per job (:meth:`_of`) and per running job's allocation (:meth:`_virtual`),
+        # valid for one ClusterFacts (one core's cluster and performance model); pure functions of it.
+        self._facts: ClusterFacts | None = None
+        self._known: dict[str, _Known] = {}
+        self._held: dict[str, _Held] = {}
         self._profiling = False  # the last applied pass left a job with a GPU type still profiling (profiling_s > 0)
 
     @property
-    def needs_rounds(self) -> bool:  # type: ignore[override]
+    def needs_rounds(self) -> bool:
         """With ``profiling_s``, a job waiting for its profilings becomes schedulable with time alone."""
-        return self._profiling
+        return self._profiling or need_rounds(self.adjusters)
 
     @property
     def acts_without_pending(self) -> bool:
         """The extra scheduling of line 12 runs when no job is pending (SchedDeparture)."""
-        return self.upscale
+        return self.upscale or act_without_pending(self.adjusters)
 
     def stages(self) -> list[tuple[str, str]]:
         out = [("policy", self.name), ("search-depth", str(self.search_depth))]
-        return [*out, ("profiling-s", f"{self.profiling_s:g}")] if self.profiling_s > 0 else out
+        if self.profiling_s > 0:
+            out.append(("profiling-s", f"{self.profiling_s:g}"))
+        return [*out, *described(self.adjusters)]
 
     # ---------------------------------------------------------------- the pass
     @property
@@ -416,11 +451,12 @@ class Crius(Policy):
         for them before the job's first pass (:func:`profile_requests`)."""
         return profile_requests(facts, spec)
 
-    def schedule(self, view: ClusterView, state: PassState) -> Plan:
-        """Algorithm 1. A pending job whose Cells' profilings are still awaited from the agents (a live
-        control plane only) waits with that reason while the others are scheduled, and a running job
-        whose Cells are awaited (after a restart) is left as it is; the answers run the next pass. A
-        miss anywhere else makes the whole pass wait (the net below)."""
+    def own_pass(self, view: ClusterView, state: PassState) -> Plan:
+        """Algorithm 1 (adjusters, if any, run after it: :class:`~halyard.policies.adjusting.OwnPass`). A
+        pending job whose Cells' profilings are still awaited from the agents (a live control plane only)
+        waits with that reason while the others are scheduled, and a running job whose Cells are awaited
+        (after a restart) is left as it is; the answers run the next pass. A miss anywhere else makes the
+        whole pass wait (the net below)."""
         try:
             return self._schedule(view, state)
         except ProfilesPending as exc:
@@ -436,9 +472,10 @@ class Crius(Policy):
         opportunistic: list[tuple[str, str]] = []
         profiling = False  # a pending job waits for its Cells' profilings: it is pending for line 12 too
         rounds = False  # a pending job has a GPU type still profiling (profiling_s): round passes look again
+        reasons: dict[tuple[int, int], Unplaced] = {}
         for job in view.pending:  # SchedArrival / SchedDeparture: arrival order
             try:
-                cells = self._cells(view, job.spec)
+                cells = self._cells_of(view, job)
             except ProfilesPending as exc:  # its profilings are being asked: the other jobs go on
                 profiling = True
                 plan.wait(job.job_id, cannot_fit(self.name, "waiting for Cell profiles from the agents ({})", exc))
@@ -464,10 +501,13 @@ class Crius(Policy):
                 continue
             if blocked is None:
                 blocked = job.job_id
-            need = min(g for _, g in cells)
-            plan.wait(job.job_id, cannot_fit(self.name, "needs {:#GPU} of one type; no Cell fits with up to {} "
-                                             "jobs scaled ({} free)", need, self.search_depth,
-                                             sum(v.free.values())))
+            need = self._known[job.job_id].need if self.profiling_s == 0 else min(g for _, g in cells)
+            said = (need, sum(v.free.values()))
+            why = reasons.get(said)
+            if why is None:  # one Unplaced (immutable) for every job of the pass told the same
+                why = reasons[said] = cannot_fit(self.name, "needs {:#GPU} of one type; no Cell fits with up to "
+                                                 "{} jobs scaled ({} free)", need, self.search_depth, said[1])
+            plan.wait(job.job_id, why)
         if self.upscale and not profiling and (blocked is None or self.extra_with_pending):
             self._extra(view, v)  # line 12: extra scheduling for released resources
         self._finalize(view, v, plan)
@@ -478,14 +518,15 @@ class Crius(Policy):
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         started, _ = state.get("crius/opportunistic", ((), ()))
         self._profiling = bool(state.get("crius/profiling", False))
-        starts = {a.job_id for a in plan.actions if isinstance(a, Start)}
-        gone = {a.job_id for a in plan.actions if isinstance(a, Preempt)}
+        starts = set(plan.starts())
+        gone = plan.stops()
         waiting = {j.job_id for j in view.pending} - starts
         self._opportunistic.update((job_id, blocked) for job_id, blocked in started if job_id in starts)
         # An opportunistic job is one no longer once it stops or the job it ran beside starts.
         self._opportunistic = {job_id: blocked for job_id, blocked in self._opportunistic.items()
                                if blocked in waiting and job_id not in gone
                                and (job_id in view.running or job_id in starts)}
+        applied(self.adjusters, view, plan, state)
 
     def _cells(self, view: ClusterView, spec: JobSpec) -> dict[tuple[str, int], CellEstimate]:
         """The job's Cells this policy may choose: all of :func:`job_cells`, or (Crius-NA) those of
@@ -497,6 +538,33 @@ class Crius(Policy):
         if self.profiling_s > 0 and self._ready_at(view, spec):
             return {k: e for k, e in cells.items() if k[0] not in self._ready_at(view, spec)}
         return cells
+
+    def _of(self, view: ClusterView, job: JobInfo) -> _Known:
+        """The job's :class:`_Known`, from the memo (ProfilesPending, as :func:`job_cells`, if its Cells'
+        profilings are still awaited: nothing is kept then)."""
+        if view.facts is not self._facts:
+            self._facts, self._known, self._held = view.facts, {}, {}
+        known = self._known.get(job.job_id)
+        if known is None or known.spec is not job.spec:
+            spec = job.spec
+            cells = job_cells(view, spec)
+            if not self.adaptivity:
+                cells = view.facts.memo("crius/na-cells", _cells_key(spec),
+                                        lambda: {k: e for k, e in cells.items() if k[1] == spec.num_gpus})
+            if len(self._known) > 2 * (len(view.pending) + len(view.running)) + 1024:  # forget ended jobs
+                present = {j.job_id for j in view.pending} | set(view.running)
+                self._known = {j: k for j, k in self._known.items() if j in present}
+                self._held = {j: h for j, h in self._held.items() if j in present}
+            known = self._known[job.job_id] = _Known(spec, _cells_key(spec), cells, reference_s(view, spec),
+                                                     min((g for _, g in cells), default=0))
+        return known
+
+    def _cells_of(self, view: ClusterView, job: JobInfo) -> dict[tuple[str, int], CellEstimate]:
+        """:meth:`_cells` of a job of the view, from the memo (with ``profiling_s`` they change with
+        time: derived again)."""
+        if self.profiling_s > 0:
+            return self._cells(view, job.spec)
+        return self._of(view, job).cells
 
     def _ready_at(self, view: ClusterView, spec: JobSpec) -> dict[str, float]:
         """With ``profiling_s``: the GPU types whose profilings of ``spec`` are not done at ``view.now``,
@@ -513,30 +581,40 @@ class Crius(Policy):
         for node, n in zip(view.cluster.nodes, avail.tolist(), strict=True):
             free[node.gpu_type] += int(n)
         v = _PassVirtual(free)
+        known = self._held if view.facts is self._facts else {}
+        jobs = v.jobs
         for job in view.running.values():
             alloc = job.allocation
             if alloc is None:
                 continue
-            types = {view.cluster.node(p.node).gpu_type for p in alloc.nodes if p.gpus}
-            key = (next(iter(types)), alloc.num_gpus) if len(types) == 1 else None
-            try:
-                option = job_cells(view, job.spec).get(key) if key is not None else None
-            except ProfilesPending:  # its Cells' profilings are being asked (a restart): left as it is
+            held = known.get(job.job_id)
+            if held is None or held.allocation is not alloc or held.spec is not job.spec:
+                types = {view.cluster.node(p.node).gpu_type for p in alloc.nodes if p.gpus}
+                key = (next(iter(types)), alloc.num_gpus) if len(types) == 1 else None
+                try:
+                    option = job_cells(view, job.spec).get(key) if key is not None else None
+                    if key is None:  # not a Cell (started by another policy): left as it is
+                        continue
+                    held = _Held(alloc, job.spec, key, option, self._of(view, job).ref_s)
+                except ProfilesPending:  # its Cells' profilings are being asked (a restart): left as it is
+                    continue
+                known = self._held  # _of may have begun a new memo (new facts)
+                known[job.job_id] = held
+            if held.option is None:  # not a Cell of this job (started by another policy): left as it is
                 continue
-            if option is None:  # not a Cell of this job (started by another policy): left as it is
-                continue
-            v.jobs[job.job_id] = _Virtual(job, option, reference_s(view, job.spec), True, key)
+            jobs[job.job_id] = _Virtual(job, held.option, held.ref_s, True, held.key)
         return v
 
     def _cell_based_sched(self, view: ClusterView, v: _PassVirtual, job: JobInfo) -> bool:
         """Lines 14-20: ScaleResource, BestPerf, VirtualAlloc; False if no choice is feasible."""
-        spec = job.spec
-        same = _cells_key(spec)
+        known = self._of(view, job)
+        same = known.key
         if v.failed.get(same) == v.version:  # a job of the same Cells already found no choice
             return False
-        ref = reference_s(view, job.spec)
+        ref = known.ref_s
+        cells = self._cells_of(view, job)
         best: tuple[float, int, tuple[str, int], list[tuple[str, CellEstimate]]] | None = None
-        for key, option in self._cells(view, job.spec).items():
+        for key, option in cells.items():
             if self.deadlines and not self._meets(view, job, option.iteration_s):
                 continue
             ops = self._scale_resource(view, v, key[0], key[1] - v.free[key[0]], exclude=job.job_id)
@@ -553,7 +631,7 @@ class Crius(Policy):
         for job_id, option in ops:
             self._move(v, job_id, option)
         v.free[key[0]] -= key[1]
-        v.jobs[job.job_id] = started = _Virtual(job, self._cells(view, job.spec)[key], ref, False, None)
+        v.jobs[job.job_id] = started = _Virtual(job, cells[key], ref, False, None)
         self._add_ops(view, v, started)
         v.started.append(job.job_id)
         v.version += 1
@@ -607,12 +685,26 @@ class Crius(Policy):
         operation of each of the ``search_depth`` jobs that free most). Built once per type and
         pass; a job started later is added (:meth:`_add_ops`), scaled or suspended ones skipped."""
         if gpu_type not in v.ops:
-            v.ops[gpu_type] = SortedKeyList(key=_op_key)
-            v.same[gpu_type] = SortedKeyList(key=_op_key)
-            v.largest[gpu_type] = SortedList()
+            # Each running job's operations, as _add_ops makes them, kept with its allocation while it holds
+            # it (they depend on its Cells and its Cell alone; with deadlines on the time too: made again);
+            # sorted once. Operation keys are unique (job, type, GPUs), so the order is _add_ops' order.
+            ops: list[_Op] = []
+            largest: list[int] = []
             for vj in v.jobs.values():
                 if vj.key[0] == gpu_type and vj.job.job_id not in v.scaled:
-                    self._add_ops(view, v, vj)
+                    held = self._held.get(vj.job.job_id) if vj.running and not self.deadlines else None
+                    if held is None or held.option is not vj.option:
+                        mine, most = self._job_ops(view, vj)
+                    else:
+                        if held.ops is None:
+                            held.ops, held.most = self._job_ops(view, vj)
+                        mine, most = held.ops, held.most
+                    ops.extend(mine)
+                    if most:
+                        largest.append(most)
+            v.ops[gpu_type] = SortedKeyList(ops, key=_op_key)
+            v.same[gpu_type] = SortedKeyList((op for op in ops if op[2] == gpu_type), key=_op_key)
+            v.largest[gpu_type] = SortedList(largest)
         largest = v.largest[gpu_type]
         return v.ops[gpu_type], sum(largest[-self.search_depth:]) if self.search_depth else 0
 
@@ -622,24 +714,32 @@ class Crius(Policy):
         return deadline is None or view.now + job.remaining_iterations(view.now) * iteration_s <= deadline
 
     def _add_ops(self, view: ClusterView, v: _PassVirtual, vj: _Virtual) -> None:
-        gpu_type, held = vj.key
+        gpu_type = vj.key[0]
         ops = v.ops.get(gpu_type)
         if ops is None:
             return
+        mine, most = self._job_ops(view, vj)
+        for op in mine:
+            ops.add(op)
+            if op[2] == gpu_type:
+                v.same[gpu_type].add(op)
+        if most:
+            v.largest[gpu_type].add(most)
+
+    def _job_ops(self, view: ClusterView, vj: _Virtual) -> tuple[list[_Op], int]:
+        """The scaling operations of one job on its Cell, and the most GPUs one of them frees."""
+        gpu_type, held = vj.key
+        out: list[_Op] = []
         most = 0
-        for (t, g), option in self._cells(view, vj.job.spec).items():
+        for (t, g), option in self._cells_of(view, vj.job).items():
             if t != gpu_type and not self.heterogeneity:
                 continue  # Crius-NH: a job keeps its GPU type
             freed = held - g if t == gpu_type else held
             if freed > 0 and (not self.deadlines or self._meets(view, vj.job, option.iteration_s)):
                 loss = max(vj.throughput - vj.ref_s / option.iteration_s, 0.0)
-                op = (loss / freed, vj.job.job_id, t, g, freed, option)
-                ops.add(op)
-                if t == gpu_type:
-                    v.same[gpu_type].add(op)
+                out.append((loss / freed, vj.job.job_id, t, g, freed, option))
                 most = max(most, freed)
-        if most:
-            v.largest[gpu_type].add(most)
+        return out, most
 
     def _move(self, v: _PassVirtual, job_id: str, option: CellEstimate) -> None:
         vj = v.jobs[job_id]
@@ -654,7 +754,7 @@ class Crius(Policy):
         ``job`` waited (latest first) once its minimum requirement fits on one GPU type without them."""
         if not self._opportunistic:
             return False
-        for (gpu_type, gpus), _ in sorted(self._cells(view, job.spec).items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        for (gpu_type, gpus), _ in sorted(self._cells_of(view, job).items(), key=lambda kv: (kv[0][1], kv[0][0])):
             victims = [vj for j, vj in v.jobs.items() if self._opportunistic.get(j) == job.job_id and vj.running
                        and vj.key[0] == gpu_type and j not in v.scaled]
             victims.sort(key=lambda vj: -vj.job.arrival_seq)
@@ -685,7 +785,7 @@ class Crius(Policy):
             for job_id, vj in v.jobs.items():
                 if job_id in v.scaled:
                     continue
-                for (t, g), option in self._cells(view, vj.job.spec).items():
+                for (t, g), option in self._cells_of(view, vj.job).items():
                     if t != vj.key[0] and not self.heterogeneity:
                         continue  # Crius-NH
                     extra = g - vj.key[1] if t == vj.key[0] else g
@@ -700,7 +800,7 @@ class Crius(Policy):
             if best is None:
                 return
             _, job_id, t, g = best
-            self._move(v, job_id, self._cells(view, v.jobs[job_id].job.spec)[(t, g)])
+            self._move(v, job_id, self._cells_of(view, v.jobs[job_id].job)[(t, g)])
 
     # ---------------------------------------------------------------- FinalizeAlloc
     def _run_plan(self, view: ClusterView, vj: _Virtual) -> tuple[StagePlan, ...]:
@@ -727,7 +827,10 @@ class Crius(Policy):
             plan.suspend(job_id)  # §6.1: suspended, not preempted (its own event kind and count)
             free.give(view.running[job_id].allocation)  # type: ignore[arg-type]
         order = free.copy()  # the core's view as the actions are applied
-        moved = [vj for vj in v.jobs.values() if vj.running and vj.key != vj.original]
+        # Only _move changes a job's Cell, and it marks the job scaled: the others need no look.
+        scaled = v.scaled
+        moved = ([vj for j, vj in v.jobs.items() if j in scaled and vj.running and vj.key != vj.original]
+                 if scaled else [])
         for vj in moved:
             free.give(vj.job.allocation)  # type: ignore[arg-type]
         todo: list[tuple[_Virtual, Allocation]] = []

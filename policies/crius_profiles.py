@@ -20,67 +20,21 @@ accuracy of a Cell's estimate against the best plan of its whole space.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
 
-from halyard.datamodel import Allocation, Cluster, JobSpec, StagePlan, StageProfile
-from halyard.policies.view import ClusterView, PerformanceEstimator
+from halyard.datamodel import Allocation, JobSpec, StagePlan
+from halyard.policies.profiles import (
+    ModelProfiles,
+    ProfileRefused,
+    ProfileRequest,
+    ProfileSource,
+    ProfilesPending,
+    profiles_of,
+)
+from halyard.policies.view import ClusterView
 
-
-class ProfileRefused(Exception):
-    """A profiling the source could not give (e.g. the agent asked refused it): the Cell is left out of
-    this pass but not remembered as infeasible, since another agent of the type may answer later."""
-
-
-class ProfilesPending(Exception):
-    """A profiling asked of an agent has not been answered yet (live control plane only): the pass
-    that needs it gives its jobs a wait reason, and the answer's arrival runs another pass."""
-
-
-@dataclass(frozen=True, slots=True)
-class ProfileRequest:
-    """One profiling of a Cell: ``spec``'s model and batch on the Cell's ``allocation`` (its
-    consolidated GPUs of ``gpu_type``), under the plan ``allocation.stages``."""
-
-    spec: JobSpec
-    gpu_type: str
-    allocation: Allocation
-
-    @property
-    def key(self) -> tuple[object, ...]:
-        """What the answer depends on: the model and the batch it trains (``num_gpus`` sets a Cell's
-        global batch when no ``parallelism`` is given), the GPU type and count and the stage plan."""
-        s = self.spec
-        return (s.model, s.batch_size, s.parallelism, s.num_gpus if s.parallelism is None else 0,
-                self.gpu_type, self.allocation.num_gpus, self.allocation.stages)
-
-
-class ProfileSource(Protocol):
-    """Where the estimator's profilings come from (simulation: the model; live: the agents)."""
-
-    def stage_profiles(self, request: ProfileRequest) -> tuple[StageProfile, ...] | None:
-        """The profiling's stages in order; None if it cannot be had (an agent said why; the Cell is
-        then not estimated). Raises :class:`ProfilesPending` while an answer is awaited."""
-        ...
-
-
-class ModelProfiles:
-    """:class:`ProfileSource` of the simulator: the performance model profiles each plan (what an
-    emulated agent answers to ``Profile``)."""
-
-    def __init__(self, perf: PerformanceEstimator, cluster: Cluster) -> None:
-        self.perf = perf
-        self.cluster = cluster
-
-    def stage_profiles(self, request: ProfileRequest) -> tuple[StageProfile, ...]:
-        return tuple(self.perf.profile_stages(request.spec, request.allocation, self.cluster))
-
-
-def profiles_of(view: ClusterView) -> ProfileSource:
-    """The view's profile source: the driver's (``view.profiles``), else the performance model."""
-    if view.profiles is not None:
-        return view.profiles
-    return view.facts.memo("crius/model-profiles", None, lambda: ModelProfiles(view.perf, view.cluster))
+# The generic profiling vocabulary (policies/profiles.py), re-exported where Crius' callers found it.
+__all__ = ["ModelProfiles", "ProfileRefused", "ProfileRequest", "ProfileSource", "ProfilesPending", "best_assembled",
+           "cell_accuracy", "profiles_of", "profilings"]
 
 
 def profilings(spec: JobSpec, gpu_type: str, base: Allocation, stage_gpus: Sequence[int]) -> tuple[ProfileRequest,

@@ -47,7 +47,7 @@ from halyard.datamodel import Allocation, JobSpec, NodeAllocation
 from halyard.emulator.elastic import PlanThroughput, best_est_mapping, needs_homogeneous, spread_ests
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, choose_nodes, no_fit, usable_gpus
-from halyard.policies.plan import Plan, Resize, Start
+from halyard.policies.plan import Plan, Resize
 from halyard.policies.reasons import Unplaced
 from halyard.policies.resources import FreeResources
 from halyard.policies.stages import Adjuster, Sizing
@@ -256,7 +256,7 @@ class EasyScaleProposals(Adjuster):
         self.intra = IntraJob(self.options)
 
     def adjust(self, view: ClusterView, plan: Plan, free: FreeResources, state: PassState) -> None:
-        touched = {a.job_id for a in plan.actions}
+        touched = plan.touched()
         if self.options.reclaim_for_priority:
             self._reclaim(view, plan, free, touched)
         granted: dict[str, _Grant] = state.setdefault("easyscale/granted", dict)
@@ -303,7 +303,7 @@ class EasyScaleProposals(Adjuster):
         serving) that the pass could not start takes GPUs back from elastic jobs of lower priority,
         newest first, each scaled in by Resize down to its ``min_gpus``; it starts in the same pass.
         An elastic job may give GPUs to several such jobs in one pass (one Resize, its last size)."""
-        started = {a.job_id for a in plan.actions if isinstance(a, Start)}
+        started = set(plan.starts())
         urgent = sorted((j for j in view.pending if j.spec.priority > 0 and j.job_id not in started),
                         key=lambda j: (-j.spec.priority, j.arrival_seq))
         current: dict[str, Allocation] = {}  # elastic jobs scaled in by this pass: their allocation now
@@ -331,7 +331,7 @@ class EasyScaleProposals(Adjuster):
                 free.take(smaller)
                 current[job_id] = smaller
                 if job_id in where:
-                    plan.actions[where[job_id]] = Resize(job_id, smaller)
+                    plan.replace(where[job_id], Resize(job_id, smaller))
                 else:
                     where[job_id] = len(plan.actions)
                     plan.resize(job_id, smaller)
@@ -396,7 +396,7 @@ class EasyScaleProposals(Adjuster):
         return self.intra.mapped(view, job.spec, Allocation(tuple(merged[k] for k in order)))
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
-        resized = {a.job_id for a in plan.actions if isinstance(a, Resize)}
+        resized = plan.resized()
         for job_id in [*resized, *state.get("easyscale/judged", [])]:
             self._grants.pop(job_id, None)
         for job_id, grant in state.get("easyscale/granted", {}).items():

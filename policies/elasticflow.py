@@ -28,6 +28,7 @@ import heapq
 
 from halyard.datamodel import Allocation, JobSpec, StagePlan
 from halyard.policies.adaptive import with_runtime_plan
+from halyard.policies.adjusting import OwnPass, described, need_rounds
 from halyard.policies.crius import cell_allocation, most_numerous_type
 from halyard.policies.moves import emit_in_order
 from halyard.policies.passstate import PassState
@@ -35,7 +36,6 @@ from halyard.policies.placement import build_allocation, choose_nodes, usable_gp
 from halyard.policies.plan import Plan
 from halyard.policies.reasons import cannot_fit
 from halyard.policies.resources import OverAllocation
-from halyard.policies.stages import Policy
 from halyard.policies.view import ClusterView, JobInfo
 
 
@@ -82,11 +82,12 @@ def _plan_fits(view: ClusterView, spec: JobSpec, gpu_type: str, gpus: int) -> bo
     return view.perf.fits_plan(spec, alloc, view.cluster) or view.perf.fitting_plan(spec, gpu_type, gpus) is not None
 
 
-class ElasticFlow(Policy):
+class ElasticFlow(OwnPass):
     """ElasticFlow (module docstring). ``loosened`` (ElasticFlow-LS) ignores deadlines; otherwise a
     job's minimum share is the least power-of-two multiple of ``min_gpus`` that finishes it by its
     deadline, running (admitted) jobs keep theirs first, pending jobs are admitted in deadline
-    order, and a pending job that cannot be admitted is dropped (ElasticFlow's admission control)."""
+    order, and a pending job that cannot be admitted is dropped (ElasticFlow's admission control).
+    Adjusters, if any, run after its pass (:class:`~halyard.policies.adjusting.OwnPass`)."""
 
     def __init__(self, *, loosened: bool = True, name: str = "elasticflow-ls") -> None:
         self.name = name
@@ -97,6 +98,13 @@ class ElasticFlow(Policy):
         return True  # released GPUs go to running jobs (step 2)
 
     @property
+    def needs_rounds(self) -> bool:
+        return need_rounds(self.adjusters)
+
+    def stages(self) -> list[tuple[str, str]]:
+        return [("policy", self.name), *described(self.adjusters)]
+
+    @property
     def honours(self) -> frozenset[str]:
         return frozenset() if self.loosened else frozenset({"deadline"})
 
@@ -104,7 +112,7 @@ class ElasticFlow(Policy):
     def relies_on(self) -> frozenset[str]:
         return self.honours | {"elastic"}  # shares between min_gpus and max_gpus
 
-    def schedule(self, view: ClusterView, state: PassState) -> Plan:
+    def own_pass(self, view: ClusterView, state: PassState) -> Plan:
         plan = Plan()
         if self.loosened:
             jobs: list[JobInfo] = sorted([*view.running.values(), *view.pending], key=lambda j: j.arrival_seq)
@@ -125,8 +133,7 @@ class ElasticFlow(Policy):
                 plan.wait(job.job_id, cannot_fit(self.name, "its minimum share of {:#GPU} does not fit beside "
                                                  "the earlier jobs' ({} left)", low, budget))
         by_id = {j.job_id: j for j in jobs}
-        heap = [self._offer(view, by_id[j], g) for j, g in size.items()]
-        heap = [h for h in heap if h is not None]
+        heap = [h for h in (self._offer(view, by_id[j], g) for j, g in size.items()) if h is not None]
         heapq.heapify(heap)
         while heap and budget > 0:  # 2. leftover, largest marginal return per GPU first
             _, _, job_id, g = heapq.heappop(heap)

@@ -1,6 +1,6 @@
 """What a policy keeps about jobs from pass to pass, read again only when the core logs an event for them.
 
-On a loaded queue four keepers hold per-job numbers between passes (issue 19): Tiresias' 2D-LAS,
+On a loaded queue four keepers hold per-job numbers between passes, for speed: Tiresias' 2D-LAS,
 running and waiting jobs by queue, submission and arrival (:class:`~halyard.policies.tiresias.KeptOrder`);
 Dally's waiting jobs by Nw_sens, submission and arrival
 (:class:`~halyard.policies.waiting_sens.WaitingOrder`); LAS' running jobs' service lines
@@ -80,8 +80,9 @@ class EventFollower:
         """Read ``job`` (one :meth:`_holds` says it holds and :meth:`_forget` has dropped)."""
         raise NotImplementedError
 
-    def _forget(self, job_id: str) -> None:
-        """Drop whatever is kept of ``job_id`` (nothing, if nothing is)."""
+    def _forget(self, job_id: str) -> int | None:
+        """Drop whatever is kept of ``job_id`` (nothing, if nothing is); a follower that keeps an order
+        answers where the job was in it (None otherwise)."""
         raise NotImplementedError
 
     def _due(self, view: ClusterView) -> Iterable[str]:

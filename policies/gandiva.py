@@ -30,7 +30,7 @@ from halyard.policies.reasons import Unplaced
 from halyard.policies.resources import FreeResources
 from halyard.policies.stages import Adjuster, Placement
 from halyard.policies.topology import first_fit, spread, tightest_spread
-from halyard.policies.view import ClusterView, JobInfo
+from halyard.policies.view import ClusterView, JobInfo, allocation_of
 
 
 class NetworkAgnostic(Placement):
@@ -58,12 +58,12 @@ class ConsolidatingMigration(Adjuster):
             return
         cluster = view.cluster
         shape = view.shape
-        touched = {a.job_id for a in plan.actions}
+        touched = plan.touched()
         rack_gpus = shape.largest(None)[1]
         # A job on one node is as tight as can be: only multi-node jobs are candidates.
         spread_out = [j for j in view.running.values() if j.allocation is not None and len(j.allocation.nodes) > 1]
         for job in sorted(spread_out, key=lambda j: (j.spec.submit_time, j.arrival_seq)):
-            allocation = job.allocation
+            allocation = allocation_of(job)
             if job.job_id in touched:
                 continue
             gpus = allocation.num_gpus

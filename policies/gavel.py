@@ -35,13 +35,13 @@ from scipy.optimize import linprog
 
 from halyard.datamodel import Allocation, JobSpec
 from halyard.policies.adaptive import with_runtime_plan
+from halyard.policies.adjusting import OwnPass, act_without_pending, described
 from halyard.policies.moves import emit_in_order
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, choose_nodes, usable_gpus
 from halyard.policies.plan import Plan
 from halyard.policies.reasons import by_policy, never_fits
-from halyard.policies.stages import Policy
-from halyard.policies.view import ClusterView, JobInfo
+from halyard.policies.view import ClusterView, JobInfo, allocation_of
 
 # Ours: the smallest received share, so a job that never ran ranks by X / this (Gavel starts a
 # new job's rounds-received count at 0 and breaks the division the same way).
@@ -99,8 +99,9 @@ def max_throughput_allocation(thr: np.ndarray, gpus: np.ndarray, capacity: np.nd
     return fair.x[:-1].reshape(n, k) if fair.success else res.x.reshape(n, k)
 
 
-class Gavel(Policy):
-    """Max-throughput Gavel with its round-based mechanism (module docstring)."""
+class Gavel(OwnPass):
+    """Max-throughput Gavel with its round-based mechanism (module docstring); adjusters, if any, run
+    after its pass (:class:`~halyard.policies.adjusting.OwnPass`)."""
 
     def __init__(self, name: str = "gavel", *, spread_ties: bool = False, fill_between_rounds: bool = False) -> None:
         self.name = name
@@ -111,7 +112,14 @@ class Gavel(Policy):
     def needs_rounds(self) -> bool:
         return True  # priorities change as service accrues
 
-    def schedule(self, view: ClusterView, state: PassState) -> Plan:
+    @property
+    def acts_without_pending(self) -> bool:
+        return act_without_pending(self.adjusters)
+
+    def stages(self) -> list[tuple[str, str]]:
+        return [("policy", self.name), *described(self.adjusters)]
+
+    def own_pass(self, view: ClusterView, state: PassState) -> Plan:
         plan = Plan()
         jobs: list[JobInfo] = [*view.running.values(), *view.pending]
         if not jobs:
@@ -136,23 +144,23 @@ class Gavel(Policy):
             j.num_gpus for j in view.running.values() if self._type(view, j) == t))) for t in types}
         chosen: dict[str, str] = {}
         if between:
-            chosen = {j.job_id: t for j in view.running.values() if (t := self._type(view, j)) is not None}
+            chosen = {j.job_id: held for j in view.running.values() if (held := self._type(view, j)) is not None}
         for _, _, i, t in order:
-            job, gpu_type = jobs[i], types[t]
-            if job.job_id in chosen or job.spec.num_gpus > left[gpu_type]:
+            job, best = jobs[i], types[t]
+            if job.job_id in chosen or job.spec.num_gpus > left[best]:
                 continue
-            chosen[job.job_id] = gpu_type
-            left[gpu_type] -= job.spec.num_gpus
+            chosen[job.job_id] = best
+            left[best] -= job.spec.num_gpus
         free = view.free.copy()
         for job in view.running.values():  # a running job that keeps its type keeps its GPUs
             if chosen.get(job.job_id) != self._type(view, job):
                 if job.job_id not in chosen:
                     plan.preempt(job.job_id)
-                free.give(job.allocation)  # type: ignore[arg-type]
-        order = free.copy()  # what the core sees after the preemptions
+                free.give(allocation_of(job))
+        after = free.copy()  # what the core sees after the preemptions
         for job in view.running.values():
             if job.job_id in chosen and chosen[job.job_id] != self._type(view, job):
-                order.take(job.allocation)  # type: ignore[arg-type]  # still held until it migrates
+                after.take(allocation_of(job))  # still held until it migrates
         targets: list[tuple[JobInfo, Allocation]] = []
         for i, job in enumerate(jobs):
             gpu_type = chosen.get(job.job_id)
@@ -169,7 +177,7 @@ class Gavel(Policy):
             if picked is None:  # CPU/memory fragmentation: not this round
                 if job.allocation is not None:
                     plan.preempt(job.job_id)
-                    order.give(job.allocation)
+                    after.give(job.allocation)
                 else:
                     plan.wait(job.job_id, by_policy(self.name, "its {:#GPU} of type {} are fragmented this round",
                                                     job.spec.num_gpus, gpu_type))
@@ -177,7 +185,7 @@ class Gavel(Policy):
             alloc = with_runtime_plan(view, job.spec, build_allocation(free, picked))  # Crius §8.1
             free.take(alloc)
             targets.append((job, alloc))
-        emit_in_order(plan, order, targets, self.name)
+        emit_in_order(plan, after, targets, self.name)
         return plan
 
     @staticmethod

@@ -79,7 +79,7 @@ class Fifo(Ordering):
         """:meth:`Ordering.ranking` without sorting the queue: ``pending`` is already in arrival order
         (the contract of :meth:`Ordering.ranked`, which :attr:`arrival_order` states), so only the
         running jobs are sorted and each is put in by bisection (keys are unique: ties break by
-        arrival). Issue 38: a loaded Synergy FIFO+TUNE round ranks ~1,300 jobs, ~50 of them running;
+        arrival). A loaded Synergy FIFO+TUNE round ranks ~1,300 jobs, ~50 of them running;
         keying and sorting all of them every pass was 15 % of its cProfile."""
         key = self.key(view, state)
         running = sorted(view.running.values(), key=key)
@@ -166,7 +166,7 @@ class Las(Ordering):
 
 class RunningService(RunningFollower, EventOrder):
     """LAS' order of the running and pending jobs, with the running jobs' attained service lines kept
-    from pass to pass (issue 19: keying and sorting ~1,300 running jobs every pass was a quarter of LAS'
+    from pass to pass (keying and sorting ~1,300 running jobs every pass was a quarter of LAS'
     time on 20k Philly jobs compressed 8x, and between two passes a handful of them start or stop).
 
     A running job's attained service is ``banked + gpus x (now - since)``

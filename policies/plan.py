@@ -7,7 +7,8 @@ which action is wrong and why).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from halyard.datamodel import Allocation
 from halyard.policies.reasons import Unplaced
@@ -85,39 +86,144 @@ class Plan:
     ``unplaced`` keeps each job's latest reason in this pass; ``otherwise`` is the
     reason for every pending job the pass did not look at (a pass over a long queue
     stops once nothing more can fit), so reasons cost nothing per unvisited job.
+
+    A plan is also a snapshot a stage can ask questions of (Kubernetes' ``NodeInfo`` after
+    ``Assume``: the cluster as if the pending bindings had happened): the actions are indexed by
+    job as they are added, and :meth:`starts`, :meth:`stops`, :meth:`moves`, :meth:`placements_after`
+    and :meth:`allocations_after` answer what the cluster looks like once the plan is applied, so
+    no stage scans the action list by type. Add actions through the methods (or :meth:`replace`),
+    never by writing ``actions`` directly: the index follows them.
     """
 
     actions: list[Action] = field(default_factory=list)
     unplaced: dict[str, Unplaced] = field(default_factory=dict)
     otherwise: Unplaced | None = None
+    # job id -> positions of its actions in ``actions``, in order (the index the queries read).
+    _by_job: dict[str, list[int]] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for i, action in enumerate(self.actions):
+            self._by_job.setdefault(action.job_id, []).append(i)
+
+    def _add(self, action: Action) -> None:
+        positions = self._by_job.get(action.job_id)
+        if positions is None:
+            self._by_job[action.job_id] = [len(self.actions)]
+        else:
+            positions.append(len(self.actions))
+        self.actions.append(action)
 
     def wait(self, job_id: str, why: Unplaced) -> None:
         self.unplaced[job_id] = why
 
     def start(self, job_id: str, allocation: Allocation) -> None:
-        self.actions.append(Start(job_id, allocation))
+        self._add(Start(job_id, allocation))
 
     def preempt(self, job_id: str) -> None:
-        self.actions.append(Preempt(job_id))
+        self._add(Preempt(job_id))
 
     def suspend(self, job_id: str) -> None:
         """Stop an opportunistic job for the job it ran beside (:class:`Preempt` with ``suspend``)."""
-        self.actions.append(Preempt(job_id, suspend=True))
+        self._add(Preempt(job_id, suspend=True))
 
     def migrate(self, job_id: str, allocation: Allocation) -> None:
-        self.actions.append(Migrate(job_id, allocation))
+        self._add(Migrate(job_id, allocation))
 
     def resize(self, job_id: str, allocation: Allocation) -> None:
-        self.actions.append(Resize(job_id, allocation))
+        self._add(Resize(job_id, allocation))
 
     def set_time_shift(self, job_id: str, seconds: float, period_s: float = 0.0) -> None:
-        self.actions.append(SetTimeShift(job_id, seconds, period_s))
+        self._add(SetTimeShift(job_id, seconds, period_s))
 
     def set_resources(self, job_id: str, node: str, cpus: int, memory_mb: int) -> None:
-        self.actions.append(SetResources(job_id, node, cpus, memory_mb))
+        self._add(SetResources(job_id, node, cpus, memory_mb))
 
     def drop(self, job_id: str, reason: str) -> None:
-        self.actions.append(Drop(job_id, reason))
+        self._add(Drop(job_id, reason))
+
+    def replace(self, index: int, action: Action) -> None:
+        """Put ``action`` in place of the ``index``-th action, which must be about the same job (a stage
+        that revises its own earlier decision in the same pass, e.g. a second scale-in of one job)."""
+        old = self.actions[index]
+        if old.job_id != action.job_id:
+            raise ValueError(f"action #{index} is about job {old.job_id}, not {action.job_id}")
+        self.actions[index] = action
+
+    # --- queries: the plan as an index by job ------------------------------------------
+
+    def touches(self, job_id: str) -> bool:
+        """Whether any action is about ``job_id``."""
+        return job_id in self._by_job
+
+    def touched(self) -> set[str]:
+        """The jobs some action is about."""
+        return set(self._by_job)
+
+    def actions_of(self, job_id: str) -> list[Action]:
+        """``job_id``'s actions, in plan order (empty if none)."""
+        return [self.actions[i] for i in self._by_job.get(job_id, ())]
+
+    def _of_type(self, kind: type | tuple[type, ...]) -> list[Action]:
+        return [a for a in self.actions if isinstance(a, kind)]
+
+    def starts(self) -> dict[str, Allocation]:
+        """Jobs the plan starts, in plan order, and the allocation each starts on (its last start)."""
+        return {a.job_id: a.allocation for a in self._of_type(Start)}  # type: ignore[union-attr]
+
+    def stops(self) -> set[str]:
+        """Jobs the plan stops (preempts or suspends), whether or not a later action starts them again."""
+        return {a.job_id for a in self._of_type(Preempt)}
+
+    def stopped(self, job_id: str) -> bool:
+        """Whether the plan stops ``job_id`` (one job's :meth:`stops`, read from the index: for a loop that
+        asks job by job)."""
+        return any(isinstance(self.actions[i], Preempt) for i in self._by_job.get(job_id, ()))
+
+    def moves(self) -> dict[str, Allocation]:
+        """Running jobs the plan migrates or resizes, and the allocation of each one's last move."""
+        return {a.job_id: a.allocation for a in self._of_type((Migrate, Resize))}  # type: ignore[union-attr]
+
+    def resized(self) -> set[str]:
+        """Jobs the plan resizes (elastic jobs given another GPU count)."""
+        return {a.job_id for a in self._of_type(Resize)}
+
+    def replaced(self) -> set[str]:
+        """Jobs whose GPUs the plan changes: started, stopped, migrated or resized."""
+        return {a.job_id for a in self._of_type((Start, Preempt, Migrate, Resize))}
+
+    def placements_after(self, held: Mapping[str, Allocation | None]) -> dict[str, Allocation]:
+        """Where each job's GPUs are once the plan is applied, given the allocations jobs hold now
+        (``held``, e.g. ``{j: job.allocation for j, job in view.running.items()}``): a stop removes
+        the job, a start, migration or resize puts it on the action's allocation (a job the plan
+        starts anew comes after the ones that keep running, as the actions go). CPU/memory changes
+        and time-shifts, which move no GPU, are not applied (:meth:`allocations_after` applies them)."""
+        after = {job_id: alloc for job_id, alloc in held.items() if alloc is not None}
+        for action in self.actions:
+            if isinstance(action, Preempt):
+                after.pop(action.job_id, None)
+            elif isinstance(action, Start | Migrate | Resize):
+                after[action.job_id] = action.allocation
+        return after
+
+    def allocations_after(self, held: Mapping[str, Allocation | None], now: float) -> dict[str, Allocation]:
+        """:meth:`placements_after` with every action applied as the core applies it: CPU/memory
+        changes on their node and time-shifts on a grid from ``now`` (the pass time)."""
+        after = {job_id: alloc for job_id, alloc in held.items() if alloc is not None}
+        for action in self.actions:
+            if isinstance(action, Preempt | Drop):
+                after.pop(action.job_id, None)
+            elif isinstance(action, Start | Migrate | Resize):
+                after[action.job_id] = action.allocation
+            elif action.job_id not in after:
+                continue  # the core refuses it (the job does not run); nothing to show
+            elif isinstance(action, SetTimeShift):
+                after[action.job_id] = after[action.job_id].with_time_shift(action.seconds, action.period_s, now)
+            else:
+                current = after[action.job_id]
+                after[action.job_id] = replace(current, nodes=tuple(
+                    replace(p, cpus=action.cpus, memory_mb=action.memory_mb) if p.node == action.node else p
+                    for p in current.nodes))
+        return after
 
     def __len__(self) -> int:
         return len(self.actions)

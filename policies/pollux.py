@@ -46,11 +46,12 @@ import numpy as np
 
 from halyard.datamodel import Allocation, JobSpec, StagePlan
 from halyard.policies.adaptive import with_runtime_plan
+from halyard.policies.adjusting import OwnPass, adjust, applied, described, rejected
 from halyard.policies.crius import cell_allocation, most_numerous_type
 from halyard.policies.moves import emit_in_order
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import FirstFitConsolidated
-from halyard.policies.plan import Migrate, Plan, Preempt, Resize
+from halyard.policies.plan import Plan
 from halyard.policies.pollux_model import (
     SPEEDUP_FLOOR,
     batch_candidates,
@@ -61,8 +62,8 @@ from halyard.policies.pollux_model import (
 )
 from halyard.policies.reasons import Unplaced, cannot_fit
 from halyard.policies.resources import FreeResources, OverAllocation
-from halyard.policies.stages import Adjuster, Placement, Policy
-from halyard.policies.view import ClusterView, JobInfo
+from halyard.policies.stages import Adjuster, Placement
+from halyard.policies.view import ClusterView, JobInfo, allocation_of
 
 # GPU counts tried per elastic job: every count of its range when the range has at most this many,
 # else powers of two inside it plus both ends (ours: keeps the knapsack small on large ranges).
@@ -88,7 +89,7 @@ def gpu_budget(view: ClusterView) -> int:
     nodes that do not (drained or silent nodes keep their jobs, :class:`FreeResources`), which they keep
     at their current count (:func:`held_elsewhere`)."""
     held = sum(len(part.gpus) for job in view.running.values() if held_elsewhere(view, job)
-               for part in job.allocation.nodes  # type: ignore[union-attr]
+               for part in allocation_of(job).nodes
                if not view.free.schedulable[view.cluster.node(part.node).index])
     return view.schedulable_gpus + held
 
@@ -136,9 +137,9 @@ def allocate(costs: Sequence[Sequence[float]], sizes: Sequence[Sequence[int]], g
     return out
 
 
-class Pollux(Policy):
+class Pollux(OwnPass):
     """Pollux (module docstring). ``placement`` places each count (``+cassini`` wraps it);
-    ``adjusters`` run after the pass (Cassini's time-shifts)."""
+    ``adjusters`` run after the pass (Cassini's time-shifts) on what it left free."""
 
     needs_rounds = True  # phi_t grows with progress: speedups drift with time alone (§4: periodic)
     relies_on = frozenset({"elastic"})  # re-allocation changes the GPU count of elastic jobs only (resizable)
@@ -160,23 +161,20 @@ class Pollux(Policy):
     def stages(self) -> list[tuple[str, str]]:
         batch = "adaptive batch" if self.adapt_batch else "submitted batch"
         return [("policy", f"{self.name} (goodput, p=-1, {batch})"), ("placement", self.placement.name),
-                *(("adjust", a.name) for a in self.adjusters)]
+                *described(self.adjusters)]
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         self.placement.on_applied(view, plan, state)
-        for action in plan.actions:
-            if isinstance(action, Resize | Migrate | Preempt):
-                self._reallocations[action.job_id] = self._reallocations.get(action.job_id, 0) + 1
+        for job_id in plan.moves().keys() | plan.stops():  # one re-allocation per job a pass moves or stops
+            self._reallocations[job_id] = self._reallocations.get(job_id, 0) + 1
         live = view.running.keys() | {j.job_id for j in view.pending}
         if len(self._reallocations) > 2 * len(live) + 16:  # forget ended jobs
             self._reallocations = {k: v for k, v in self._reallocations.items() if k in live}
-        for adjuster in self.adjusters:
-            adjuster.on_applied(view, plan, state)
+        applied(self.adjusters, view, plan, state)
 
     def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         self.placement.on_rejected(view, plan, state)
-        for adjuster in self.adjusters:
-            adjuster.on_rejected(view, plan, state)
+        rejected(self.adjusters, view, plan, state)
 
     # ------------------------------------------------------------------ the goodput model
     def goodput(self, view: ClusterView, job: JobInfo, gpus: int) -> tuple[float, int]:
@@ -223,9 +221,7 @@ class Pollux(Policy):
         if jobs:
             sizes = self._sizes(view, jobs)
             free = self._finalize(view, plan, jobs, sizes, state)
-        for adjuster in self.adjusters:
-            adjuster.adjust(view, plan, free, state)
-        return plan
+        return adjust(self.adjusters, view, plan, free, state)
 
     def _sizes(self, view: ClusterView, jobs: list[JobInfo]) -> dict[str, int]:
         """Step 1-3: each job's GPU count."""

@@ -22,7 +22,7 @@ from halyard.plural import plural
 
 class _CountFormatter(string.Formatter):
     """str.format, plus a spec ``#NOUN`` that writes the argument as a count of NOUN (:func:`plural`):
-    ``"needs {:#GPU}"`` reads "needs 1 GPU" or "needs 8 GPUs" (issue 33: "1 usable GPUs")."""
+    ``"needs {:#GPU}"`` reads "needs 1 GPU" or "needs 8 GPUs" (never "1 usable GPUs")."""
 
     def format_field(self, value: object, format_spec: str) -> str:
         if format_spec.startswith("#"):

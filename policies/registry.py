@@ -12,9 +12,10 @@ and a compact grammar for a pipeline::
     synergy-tune:srtf+cassini, dally+cassini
     dally+migrate+worse-half+hysteresis          # Dally with Halyard's own rules (policies/dally.py)
 
-An augmentation (``AUGMENTATIONS``) is named as a ``+suffix`` on any preset: Cassini
-wraps the preset's per-job placement (compatibility-ranked candidates) and appends its
-time-shift adjuster (policies/cassini.py says why it takes both).
+An augmentation (``AUGMENTATIONS``) is named as a ``+suffix`` on any preset that declares the
+capabilities it needs (policies/capabilities.py; a preset without them is refused by name before
+anything is composed): Cassini wraps the preset's per-job placement (compatibility-ranked
+candidates) and appends its time-shift adjuster (policies/cassini.py says why it takes both).
 
 Today's names (``fifo``, ``tiresias``, ``synergy-tune:srtf``, ...) are presets.
 Dally's preset is one policy (its placement-aware preemption needs its ordering and
@@ -36,10 +37,12 @@ import difflib
 import functools
 import importlib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from halyard.datamodel import ValidationError
+from halyard.policies.capabilities import Adjustable, HasOrdering, HasPlacement, TakesDallyOptions, require
 from halyard.policies.ordering import ORDERINGS, Fifo, Las, Srtf
 from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.staged import StagedPolicy
@@ -62,9 +65,30 @@ def lazy(path: str, *args: Any, **kwargs: Any) -> Callable[[], Any]:
     return functools.partial(new, path, *args, **kwargs)
 
 
-def _augmentation(path: str, *args: Any, **kwargs: Any) -> Callable[[Policy], Policy]:
-    """``policy -> resolve(path)(policy, *args, **kwargs)``, importing nothing until applied."""
-    return lambda policy: new(path, policy, *args, **kwargs)
+@dataclass(frozen=True)
+class Augmentation:
+    """A ``+suffix``: the function (a module path) that applies it, with ``args`` and ``kwargs`` after the
+    policy, and the capabilities (policies/capabilities.py) it needs of the policy, checked before the
+    module is imported or the policy changed."""
+
+    path: str
+    needs: tuple[type, ...] = ()
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def apply(self, suffix: str, policy: Policy) -> Policy:
+        require(policy, suffix, self.needs)
+        return new(self.path, policy, *self.args, **self.kwargs)
+
+
+def _synergy_mechanism(name: str) -> Any:
+    """A fresh Synergy placement ``name`` (policies/synergy.py MECHANISMS)."""
+    return resolve("synergy:MECHANISMS")[name]()
+
+
+def _cassini_on(preset: str) -> Policy:
+    """A fresh ``preset`` with the registry's +cassini (its capability check included)."""
+    return AUGMENTATIONS["cassini"].apply("cassini", _PRESETS[preset]())
 
 
 # Synergy's mechanisms (policies/synergy.py MECHANISMS), stage names and halves of preset names.
@@ -74,23 +98,23 @@ SYNERGY_MECHANISMS = (
     "synergy-opt-every-pass", "synergy-opt-fit-running",
 )
 # Dally's options (policies/dally.py DALLY_OPTIONS): rules of Halyard's own, off in the paper's presets.
-DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", "reauction", "no-preemption", "drop-short-waits",
-                 "manual-start")
+DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", "reauction", "no-preemption", "hoard",
+                 "staggered", "drop-short-waits", "manual-start")
 
 # One registry per extension point: stage name -> factory.
 STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
     "admission": MappingProxyType({"all": AdmitAll, "tenant-quota": lazy("tenancy:TenantQuota"),
                                    "tenant-quota-strict": lazy("tenancy:TenantQuota", borrowing=False)}),
     "ordering": MappingProxyType({**ORDERINGS, "tiresias-2das": lazy("tiresias:TwoDimensionalLas"),
-                                  "nw-sens": lazy("dally:NwSensOrdering"),
+                                  "nw-sens": lazy("dally_stages:NwSensOrdering"),
                                   "themis": lazy("themis:LeasedFinishTimeFairness")}),
     "sizing": MappingProxyType({"fixed": FixedSize, "easyscale-smallest": lazy("easyscale:SmallestProposal")}),
     "placement": MappingProxyType({
         "consolidated": FirstFitConsolidated, "tiresias-skew": lazy("tiresias:SkewConsolidation"),
-        "network-agnostic": lazy("gandiva:NetworkAgnostic"), "delay-scheduling": lazy("dally:DelayScheduling"),
+        "network-agnostic": lazy("gandiva:NetworkAgnostic"), "delay-scheduling": lazy("dally_stages:DelayScheduling"),
         "one-type": lazy("yarn:OneTypeConsolidated"), "easyscale": lazy("easyscale:EasyScalePlacement"),
         "random": lazy("themis:RandomPlacement"),
-        **{m: (lambda m=m: resolve("synergy:MECHANISMS")[m]()) for m in SYNERGY_MECHANISMS}}),
+        **{m: functools.partial(_synergy_mechanism, m) for m in SYNERGY_MECHANISMS}}),
     "adjust": MappingProxyType({"gandiva-migration": lazy("gandiva:ConsolidatingMigration"),
                                 "easyscale-homo": lazy("easyscale:easyscale_homo"),
                                 "easyscale-heter": lazy("easyscale:easyscale_heter"),
@@ -102,13 +126,13 @@ STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({
 # Dally's options (``dally+migrate``, ``dally-manual+worse-half+hysteresis``, ...) are rules of Halyard's
 # own, off in the paper's presets (policies/dally.py); they apply to a Dally policy only.
 # ``+starvation-guard`` is the public Synergy simulator's rule for SRTF/LAS (policies/ordering.py).
-AUGMENTATIONS: Mapping[str, Callable[[Policy], Policy]] = MappingProxyType({
-    "cassini": _augmentation("cassini:augment"),
-    "cassini-lock": _augmentation("cassini:augment", lock=True),
-    "cassini-joint": _augmentation("cassini:augment", joint=True),
-    "starvation-guard": _augmentation("ordering:starvation_guard"),
-    "srtf-by-speedup": _augmentation("synergy:srtf_by_speedup"),
-    **{option: _augmentation("dally:with_option", option) for option in DALLY_OPTIONS},
+AUGMENTATIONS: Mapping[str, Augmentation] = MappingProxyType({
+    "cassini": Augmentation("cassini:augment", (Adjustable,)),
+    "cassini-lock": Augmentation("cassini:augment", (Adjustable,), kwargs={"lock": True}),
+    "cassini-joint": Augmentation("cassini:augment", (Adjustable, HasPlacement), kwargs={"joint": True}),
+    "starvation-guard": Augmentation("ordering:starvation_guard", (HasOrdering,)),
+    "srtf-by-speedup": Augmentation("synergy:srtf_by_speedup", (HasOrdering, HasPlacement)),
+    **{option: Augmentation("dally:with_option", (TakesDallyOptions,), (option,)) for option in DALLY_OPTIONS},
 })
 
 
@@ -125,8 +149,8 @@ _PRESETS: dict[str, Callable[[], Policy]] = {
     # Dally as the paper writes it (its own Policy: offers and accept/reject, policies/dally.py) with
     # the auto-tuner of Algorithm 2, and Dally-manual with the paper's 12 h + 12 h timers. Halyard's
     # own rules are '+migrate', '+worse-half', '+hysteresis' and '+lease' on either (AUGMENTATIONS).
-    "dally": lambda: new("dally:Dally", new("dally:AutoTuner"), name="dally"),
-    "dally-manual": lambda: new("dally:Dally", new("dally:ManualTimers"), name="dally-manual"),
+    "dally": lambda: new("dally:Dally", new("dally_timers:AutoTuner"), name="dally"),
+    "dally-manual": lambda: new("dally:Dally", new("dally_timers:ManualTimers"), name="dally-manual"),
     # Dally's baselines: Tiresias (discretised 2D-LAS, skew-based consolidation) and
     # Gandiva (FIFO, network-agnostic placement, migration to tighter placements).
     "tiresias": _staged("tiresias", "tiresias:TwoDimensionalLas", "tiresias:SkewConsolidation"),
@@ -175,7 +199,7 @@ _PRESETS["pollux"] = lazy("pollux:Pollux")
 # Cassini on the schedulers it augments (§4.4.2): Themis, and beside it Tiresias and Synergy's
 # packing (shifts only: a batch placement has no per-job candidates), and Pollux (Po+Cassini).
 for _base in ("themis", "tiresias", "synergy-tune:srtf", "pollux"):
-    _PRESETS[f"{_base}+cassini"] = (lambda b=_base: new("cassini:augment", _PRESETS[b]()))
+    _PRESETS[f"{_base}+cassini"] = functools.partial(_cassini_on, _base)
 
 
 SUGGESTIONS = 3  # close names offered for a misspelt one (difflib's default cutoff, 0.6, decides "close")
@@ -215,15 +239,15 @@ def make_policy(name: str) -> Policy:
     text = name.strip()
     if text in _PRESETS:
         return _PRESETS[text]()
-    base, plus, suffixes = text.partition("+")
+    head, plus, suffixes = text.partition("+")
     if plus and "=" not in text and "," not in text:
-        policy = make_policy(base)
+        policy = make_policy(head)
         for suffix in suffixes.split("+"):
             augmentation = AUGMENTATIONS.get(suffix.strip())
             if augmentation is None:
                 raise ValidationError(f"unknown augmentation {suffix.strip()!r} in {name!r} "
                                       f"(known: {', '.join(sorted(AUGMENTATIONS))})", field="policy")
-            policy = augmentation(policy)
+            policy = augmentation.apply(suffix.strip(), policy)
         return policy
     if "=" not in text and "," not in text:
         raise ValidationError(f"unknown policy {name!r}; {did_you_mean(text, policy_names())}`halyard policies` "

@@ -2,7 +2,7 @@
 
 A policy built for elastic jobs, deadlines, priorities or tenant quotas still runs a trace
 without them: it then does only what its base stages do. ``easyscale-heter`` on a trace
-without ``logical_workers`` gave exactly FIFO's numbers, with no word (issue 33). Each
+without ``logical_workers`` gave exactly FIFO's numbers, with no word. Each
 stage names what it relies on (:attr:`Stage.relies_on`); :func:`unmet_reliance` says, for a
 run, which of those no job (or the cluster) provides, and what the policy does instead. The
 commands that run a trace (simulate, replay, compare) print these as warnings, and refuse

@@ -1,16 +1,16 @@
 """Dally's Nw_sens (§4.3.1) of every running job at once, for the victims of a pass.
 
 On a loaded trace Dally's pass needs the Nw_sens of every running job whenever a waiting job
-does not fit (issue 19: 2.9M evaluations on 10,000 Philly jobs compressed 8x, most of Dally's
+does not fit (2.9M evaluations on 10,000 Philly jobs compressed 8x, most of Dally's
 time). A running job's progress is a closed form of five numbers
 (:meth:`~halyard.policies.view.JobInfo.progress_line`) that change only when its ``epoch`` does
 or it starts on a new allocation, so they are kept per job in arrays, read again only then, and
 one vector expression gives every job's Nw_sens. Given the view, the running jobs themselves are
 followed through the core's event log (:class:`~halyard.policies.event_order.EventFollower`: every
 start, stop and move is an event), so a pass reads of each job only its ``epoch``, in one C-level
-map, instead of checking it in a Python loop (issue 19: that loop was a sixth of Dally's time on
+map, instead of checking it in a Python loop (that loop was a sixth of Dally's time on
 20,000 Philly jobs compressed 8x). It is the very expression of
-:func:`halyard.policies.dally.nw_sens` over ``iterations_done`` and ``run_time_s``, operation for
+:func:`halyard.policies.dally_stages.nw_sens` over ``iterations_done`` and ``run_time_s``, operation for
 operation, so the floats are the same to the last bit (``tests/test_running_sens.py``).
 """
 
@@ -29,9 +29,21 @@ from halyard.policies.view import ClusterView, JobInfo
 FIRST_ROWS = 256  # rows of the arrays at first; they double when full
 PRUNE_SLACK = 256  # rows of finished jobs kept beyond twice the running ones before a sweep
 
+# What a job's row was read from: (job, epoch, allocation, row).
+_Entry = tuple[JobInfo, Hashable, Allocation | None, int]
+
 
 class RunningNwSens(RunningFollower):
     """Per-job progress numbers kept between passes, and Nw_sens of the running jobs from them."""
+
+    # The followed jobs (set in _start): job id -> row, job, and epoch when last read; the three in the
+    # order the jobs were followed.
+    _row_of: dict[str, int]
+    _job_of: dict[str, JobInfo]
+    _epoch_of: dict[str, Hashable]
+    _order: np.ndarray | None
+    _followed: list[JobInfo]
+    _epochs: list[Hashable]
 
     def __init__(self) -> None:
         self._reset(None)
@@ -45,7 +57,7 @@ class RunningNwSens(RunningFollower):
         self._spare = list(range(FIRST_ROWS - 1, -1, -1))
         self._job_at: list[JobInfo | None] = [None] * FIRST_ROWS  # the job whose numbers a row holds
         # job id -> (job, epoch, allocation, row): the row holds the job's numbers while all three are the same
-        self._known: dict[str, tuple[JobInfo, Hashable, Allocation, int]] = {}
+        self._known: dict[str, _Entry] = {}
         self._basis = basis  # what compute_s answers from; a different one forgets every row
         self._start(None)
 
@@ -83,7 +95,7 @@ class RunningNwSens(RunningFollower):
         known = self._known
         for job_id, job in running.items():  # as little as can be per job
             entry = known.get(job_id)
-            if _stale(entry, job):
+            if entry is None or _stale(entry, job):
                 if job.allocation is None:
                     continue
                 entry = self._read(job, entry)
@@ -110,13 +122,12 @@ class RunningNwSens(RunningFollower):
     # --- EventFollower: the running jobs that hold an allocation, each with its row ---------------
     def _start(self, events: object) -> None:
         super()._start(events)
-        # job id -> row, job, and epoch when last read; the three in the order the jobs were followed
-        self._row_of: dict[str, int] = {}
-        self._job_of: dict[str, JobInfo] = {}
-        self._epoch_of: dict[str, Hashable] = {}
-        self._order: np.ndarray | None = None  # _row_of's rows, made again after a change
-        self._followed: list[JobInfo] = []  # _job_of's jobs
-        self._epochs: list[Hashable] = []  # _epoch_of's epochs
+        self._row_of = {}
+        self._job_of = {}
+        self._epoch_of = {}
+        self._order = None  # _row_of's rows, made again after a change
+        self._followed = []  # _job_of's jobs
+        self._epochs = []  # _epoch_of's epochs
 
     def _holds(self, job: JobInfo) -> bool:
         return job.state is JobState.RUNNING and job.allocation is not None
@@ -126,7 +137,7 @@ class RunningNwSens(RunningFollower):
 
     def _learn(self, job: JobInfo, view: ClusterView) -> None:
         entry = self._known.get(job.job_id)
-        if _stale(entry, job):
+        if entry is None or _stale(entry, job):
             entry = self._read(job, entry)
         self._row_of[job.job_id], self._job_of[job.job_id], self._epoch_of[job.job_id] = entry[3], job, entry[1]
         self._order = None
@@ -145,8 +156,8 @@ class RunningNwSens(RunningFollower):
         order = np.lexsort((-self._columns[8, rows], -self._columns[7, rows], -sens[positions]))
         return positions[order].tolist()
 
-    def _read(self, job: JobInfo, entry: tuple[JobInfo, Hashable, Allocation, int] | None,
-              ) -> tuple[JobInfo, Hashable, Allocation, int]:
+    def _read(self, job: JobInfo, entry: _Entry | None,
+              ) -> _Entry:
         """Read ``job``'s numbers into its row (``entry``'s, else a new one)."""
         row = entry[3] if entry is not None else self._row()
         epoch = job.epoch
@@ -176,7 +187,7 @@ class RunningNwSens(RunningFollower):
             self._spare.append(row)
 
 
-def _stale(entry: tuple[JobInfo, Hashable, Allocation, int] | None, job: JobInfo) -> bool:
-    """Whether ``job``'s row (``entry``) must be read again: none yet, or the job, its epoch or its
-    allocation is not the one it was read from."""
-    return entry is None or entry[2] is not job.allocation or entry[1] != job.epoch or entry[0] is not job
+def _stale(entry: _Entry, job: JobInfo) -> bool:
+    """Whether ``job``'s row (``entry``) must be read again: the job, its epoch or its allocation is not
+    the one it was read from."""
+    return entry[2] is not job.allocation or entry[1] != job.epoch or entry[0] is not job

@@ -13,7 +13,8 @@ One pass (:meth:`StagedPolicy.schedule`):
   then place the pending jobs inside it -- one by one, or all at once by a batch
   placement, which may also change running jobs' CPU and memory.
 
-Then each adjuster in turn may add migrations or time-shifts. Every job the pass
+Then each adjuster in turn may add migrations or time-shifts (:func:`~halyard.policies.adjusting.adjust`,
+as after every policy's pass). Every job the pass
 looks at and does not start gets a reason in the plan (:mod:`halyard.policies.reasons`).
 The result is a :class:`Plan`; the core validates and applies it, then calls
 :meth:`StagedPolicy.on_applied`, which every stage receives.
@@ -29,9 +30,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from halyard.policies.adaptive import with_runtime_plan
+from halyard.policies.adjusting import act_without_pending, adjust, described, need_rounds
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import FirstFitConsolidated
-from halyard.policies.plan import Plan, Preempt
+from halyard.policies.plan import Plan
 from halyard.policies.reasons import Unplaced, by_policy, cannot_fit
 from halyard.policies.resources import FreeResources
 from halyard.policies.stages import (
@@ -47,10 +49,10 @@ from halyard.policies.stages import (
     Sizing,
     Stage,
 )
-from halyard.policies.view import ClusterView, JobInfo
+from halyard.policies.view import ClusterView, JobInfo, allocation_of
 
 # From how many ranked jobs a pass looks for the running head to skip (StagedPolicy._running_head). Our
-# choice, measured on loaded runs (issue 19): finding it costs about ten numpy calls (~35 us on the
+# choice, measured on loaded runs: finding it costs about ten numpy calls (~35 us on the
 # 2-core development machine), repaid once it skips more than ~100 jobs; a pass on 128 GPUs at 90 % load
 # ranks ~110 jobs, one on loaded Philly ~1,400.
 WALK_SKIP_FROM = 400
@@ -78,13 +80,13 @@ class StagedPolicy:
     def needs_rounds(self) -> bool:
         """Whether the round timer must trigger passes (priorities drift with time, or an adjuster
         acts on a round clock)."""
-        return (self.ordering.needs_rounds or any(a.needs_rounds for a in self.adjusters)
+        return (self.ordering.needs_rounds or need_rounds(self.adjusters)
                 or (self.placement.batch and self.placement.rounds))
 
     @property
     def acts_without_pending(self) -> bool:
         """Whether a pass can do anything when no job is waiting: only an adjuster can."""
-        return any(a.acts_without_pending for a in self.adjusters)
+        return act_without_pending(self.adjusters)
 
     @property
     def resource_sensitive(self) -> bool:
@@ -101,7 +103,7 @@ class StagedPolicy:
     def stages(self) -> list[tuple[str, str]]:
         return [("admission", self.admission.name), ("ordering", self.ordering.name),
                 ("sizing", self.sizing.name), ("placement", self.placement.name),
-                *(("preempt", p.name) for p in self.preemptions), *(("adjust", a.name) for a in self.adjusters)]
+                *(("preempt", p.name) for p in self.preemptions), *described(self.adjusters)]
 
     def _all(self) -> Iterator[Stage]:
         yield from (self.admission, self.ordering, self.sizing, self.placement, *self.preemptions, *self.adjusters)
@@ -121,9 +123,7 @@ class StagedPolicy:
                 self._runnable(view, admitted, plan, free, state)
             else:
                 self._in_order(view, admitted, plan, free, state)
-        for adjuster in self.adjusters:
-            adjuster.adjust(view, plan, free, state)
-        return plan
+        return adjust(self.adjusters, view, plan, free, state)
 
     def quiet_until(self, view: ClusterView) -> float:
         """:meth:`Policy.quiet_until`: the ordering's :meth:`~Ordering.same_until` when every other
@@ -142,7 +142,7 @@ class StagedPolicy:
 
     def _place(self, view: ClusterView, job: JobInfo, gpus: int, plan: Plan, free: FreeResources,
                state: PassState) -> bool:
-        placed = self.placement.place(view, job, gpus, free, state)
+        placed = self._per_job().place(view, job, gpus, free, state)
         if isinstance(placed, Unplaced):
             for preemption in self.preemptions:
                 if self._preempt_for(view, job, gpus, preemption, plan, free, state):
@@ -154,10 +154,17 @@ class StagedPolicy:
         plan.start(job.job_id, placed)
         return True
 
+    def _per_job(self) -> Placement:
+        """The placement as the one-by-one path calls it (the path a batch placement never takes)."""
+        placement = self.placement
+        if placement.batch:
+            raise TypeError(f"{placement.name!r} places whole runnable sets, not one job at a time")
+        return placement
+
     def _preempt_for(self, view: ClusterView, job: JobInfo, gpus: int, preemption: Preemption, plan: Plan,
                      free: FreeResources, state: PassState) -> bool:
         """Preempt the fewest of ``preemption``'s victims (in its order) that let ``job`` be placed."""
-        gone = {a.job_id for a in plan.actions if isinstance(a, Preempt)}
+        gone = plan.stops()
         trial = free.copy()
         taken: list[JobInfo] = []
         for victim in preemption.victims(view, job, plan, state):
@@ -165,12 +172,12 @@ class StagedPolicy:
                 continue
             trial.give(victim.allocation)
             taken.append(victim)
-            placed = self.placement.place(view, job, gpus, trial, state)
+            placed = self._per_job().place(view, job, gpus, trial, state)
             if isinstance(placed, Unplaced):
                 continue
             for v in taken:
                 plan.preempt(v.job_id)
-                free.give(v.allocation)
+                free.give(allocation_of(v))
             placed = with_runtime_plan(view, job.spec, placed)
             free.take(placed)
             plan.start(job.job_id, placed)
@@ -288,7 +295,7 @@ class StagedPolicy:
     def _running_head(ranking: Ranking, budget: int) -> tuple[int, int]:
         """How many of the first ranked jobs are running jobs whose GPUs fit in ``budget`` one after
         another, and the GPUs they hold: the walk keeps them all and changes nothing for them, so it
-        starts after them (issue 19: on 20,000 Philly jobs compressed 8x a LAS pass ranks ~1,400 jobs,
+        starts after them (on 20,000 Philly jobs compressed 8x a LAS pass ranks ~1,400 jobs,
         ~1,300 of them running, and most come before the first job that does not fit; stepping through
         them was the largest part of its pass)."""
         held = ranking.held_ranked()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -38,7 +38,7 @@ class Ranking(NamedTuple):
     """Running and admitted pending jobs in priority order, with the GPUs each running job holds as an
     array: what the staged pass's runnable walk reads (:meth:`Ordering.ranking`). From the array the
     walk finds the running jobs at the head of the order that fit at once and steps through the rest
-    (issue 19: on 20,000 Philly jobs compressed 8x a LAS pass ranks ~1,400 jobs, most in that head)."""
+    (on 20,000 Philly jobs compressed 8x a LAS pass ranks ~1,400 jobs, most in that head)."""
 
     jobs: Sequence[JobInfo]  # the jobs: best first if ``order`` is None, else in any order
     order: np.ndarray | None  # positions in ``jobs``, best first (int64); None: ``jobs`` is in that order
@@ -73,8 +73,8 @@ class Stage(Protocol):
     honours: ClassVar[frozenset[str]] = frozenset()
     # Optional, outside the protocol: ``relies_on``, what the stage's own behaviour needs of the jobs or
     # the cluster (policies/reliance.py's keys: "logical_workers", "elastic", "deadline", "priority",
-    # "quotas"); a run in which none has it is warned that the stage does nothing (issue 33:
-    # easyscale-heter without ESTs was FIFO, silently).
+    # "quotas"); a run in which none has it is warned that the stage does nothing (without
+    # it, easyscale-heter on a trace without ESTs was FIFO, silently).
     # True if the stage decides from the jobs' specs, states and allocations and the free resources
     # alone: what the core's event log and the nodes' schedulable flags record, never the clock, job
     # progress or rates. A staged policy whose other stages all say so may let the core skip passes
@@ -100,10 +100,9 @@ class Policy(Protocol):
     iteration times, so drivers run the performance model with data stalls on.
     Subclass it (as the tests' scripted policies do) to inherit these defaults.
 
-    Optional, outside the protocol: ``profile_requests(spec, facts)``, the stage profilings a
-    policy will ask of ``view.profiles`` for a job (Crius §5.1); a live control plane fetches them
-    from its agents before the job's first pass (:class:`~halyard.policies.crius.Crius` has it).
-    Also optional: ``relies_on``, as a stage's (:class:`Stage`; :class:`StagedPolicy` unites its stages').
+    What a policy can do beyond a pass is declared as a capability (:mod:`halyard.policies.capabilities`:
+    ``Adjustable``, ``HasOrdering``, ``NeedsProfiles``, ...), checked where it is needed. Optional,
+    outside the protocol: ``relies_on``, as a stage's (:class:`Stage`; :class:`StagedPolicy` unites its stages').
     """
 
     name: str
@@ -170,7 +169,7 @@ class Ordering(Stage, Protocol):
     arrival_order: bool
     # True if key() records what it sees in the pass state for on_applied (Tiresias' queues):
     # then every running job must be keyed every pass, even when nothing can be preempted.
-    remembers: ClassVar[bool] = False
+    remembers: bool = False
 
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], Any]: ...
 
@@ -207,7 +206,7 @@ class Placement(Stage, Protocol):
     ``batch`` is False: the staged pass calls :meth:`place` job by job.
     """
 
-    batch: ClassVar[bool] = False
+    batch: ClassVar[Literal[False]] = False  # a Literal: ``if placement.batch`` tells the two kinds apart
     resource_sensitive: ClassVar[bool] = False
 
     def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources,
@@ -228,7 +227,7 @@ class BatchPlacement(Stage, Protocol):
     (Synergy's packing, §3-4). ``batch`` is True: the staged pass picks the runnable set
     by ordering and GPU budget, preempts the rest, then calls :meth:`place_all` once."""
 
-    batch: ClassVar[bool] = True
+    batch: ClassVar[Literal[True]] = True
     resource_sensitive: ClassVar[bool] = False
     # Round-based (Synergy §3): the placement decides only at round boundaries, so the round timer
     # must run passes and the passes between rounds leave everything as it is (:meth:`acts_now`).
@@ -258,16 +257,6 @@ class Adjuster(Stage, Protocol):
     needs_rounds: ClassVar[bool] = False
 
     def adjust(self, view: ClusterView, plan: Plan, free: FreeResources, state: PassState) -> None: ...
-
-
-@runtime_checkable
-class Adjustable(Protocol):
-    """A policy that runs :class:`Adjuster` stages after its pass: what an augmentation (Cassini's
-    time-shifts) needs to join it. A policy without them refuses the augmentation by name
-    (:func:`~halyard.policies.cassini.augment`) instead of failing mid-run."""
-
-    name: str
-    adjusters: tuple[Adjuster, ...]
 
 
 @runtime_checkable

@@ -32,18 +32,18 @@ from typing import Any
 
 import numpy as np
 
-from halyard.datamodel import ValidationError
+from halyard.datamodel import Allocation, ValidationError
 from halyard.policies.ordering import ORDERINGS, Srtf
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import no_fit
-from halyard.policies.plan import Plan, Preempt
+from halyard.policies.plan import Plan
 from halyard.policies.reasons import Unplaced, cannot_fit
 from halyard.policies.resources import FreeResources, OverAllocation
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import BatchPlacement
 from halyard.policies.synergy_packing import CapAt, KeptShapes, Packer
 from halyard.policies.synergy_profile import job_profile
-from halyard.policies.view import ClusterView, JobInfo
+from halyard.policies.view import ClusterView, JobInfo, allocation_of
 
 OPT_BOUND_KEY = "synergy/opt-bound"
 SPREAD_KEY = "synergy/opt-spread"  # (second LP status, jobs it split) of the pass
@@ -304,9 +304,9 @@ class Tune(SynergyMechanism):
         grew = True
         while grew:  # a job that spans an open server opens the others it spans
             grew = False
-            for idxs in spanning:
-                if not idxs <= opened and not idxs.isdisjoint(opened):
-                    opened |= idxs
+            for span in spanning:
+                if not span <= opened and not span.isdisjoint(opened):
+                    opened |= span
                     grew = True
         renewing = {job_id for job_id, idxs, _ in held if opened.isdisjoint(idxs)}
         return renewing, [job_id for job_id, _, at_demand in held if job_id in renewing and not at_demand]
@@ -395,6 +395,7 @@ class Tune(SynergyMechanism):
 
         def excess(job_id: str) -> float:
             part = packer.alloc[job_id].on(node.name)
+            assert part is not None, "packer.on_node lists the jobs with a part on the node"
             k = len(part.gpus)
             return (max(0, part.cpus - node.proportional_cpus(k)) / max(node.cpus, 1)
                     + max(0, part.memory_mb - node.proportional_memory_mb(k)) / max(node.memory_mb, 1))
@@ -535,12 +536,12 @@ class Opt(Tune):
         placed_whole = []
         for j in runnable:  # first the running jobs the LP keeps on their own (single) server
             home = homes.get(j.job_id)
-            idx = whole.get(j.job_id)
-            if (home is not None and idx is not None and len(home.nodes) == 1
-                    and cluster.node(home.nodes[0].node).index == idx):
+            lp_idx = whole.get(j.job_id)
+            if (home is not None and lp_idx is not None and len(home.nodes) == 1
+                    and cluster.node(home.nodes[0].node).index == lp_idx):
                 if packer.place_on(j.job_id, home, packer.demand(*vector(j))) is None:
                     rest.append(j)
-            elif idx is not None:
+            elif lp_idx is not None:
                 placed_whole.append(j)
         for j in placed_whole:  # then the LP's other whole placements (new jobs, and running jobs it moves)
             if packer.place(j.job_id, [(whole[j.job_id], j.num_gpus)], packer.demand(*vector(j))) is None:
@@ -580,7 +581,7 @@ class Opt(Tune):
         if not self.fit_running:
             for job in running:  # x fixed on their own servers at their ILP vector
                 c, m = vectors[job.job_id]
-                for part in job.allocation.nodes:
+                for part in allocation_of(job).nodes:
                     idx = view.cluster.node(part.node).index
                     cpus[idx] -= c * len(part.gpus)
                     memory[idx] -= m * len(part.gpus)
@@ -603,9 +604,9 @@ class Opt(Tune):
         whole = answer.whole
         rest = []
         for job in waiting:
-            idx = whole.get(job.job_id)
+            lp_idx = whole.get(job.job_id)
             need = packer.demand(*vectors[job.job_id])
-            if idx is None or packer.place(job.job_id, [(idx, job.num_gpus)], need) is None:
+            if lp_idx is None or packer.place(job.job_id, [(lp_idx, job.num_gpus)], need) is None:
                 rest.append(job)
         for job in sorted(rest, key=size):
             self._pack_new(view, packer, job, vector(job), vector, plan)  # rounding of a split job
@@ -669,18 +670,18 @@ def _emit(view: ClusterView, plan: Plan, packer: Packer, new: Sequence[JobInfo])
     cycle of moves (each waiting for another's GPUs) is broken by preempting its first job and
     starting it at its new place in the same plan (the same checkpoint-and-restart as a move)."""
     ledger = view.free.copy()
-    for action in plan.actions:
-        if isinstance(action, Preempt):
-            ledger.give(view.running[action.job_id].allocation)
-    later: list[tuple[str, str, object]] = []  # (kind, job, what): "up" (node, cpus, mem), "move"/"start" alloc
+    for job_id in plan.stops():
+        ledger.give(allocation_of(view.running[job_id]))
+    later: list[tuple[str, str, Allocation | _Raise]] = []  # (kind, job, what): "up" a _Raise, "move"/"start" alloc
     for job_id, job in view.running.items():
         alloc = packer.alloc.get(job_id)
-        if alloc is None or alloc is job.allocation:
+        held = allocation_of(job)
+        if alloc is None or alloc is held:
             continue
-        if [(p.node, p.gpus) for p in alloc.nodes] != [(p.node, p.gpus) for p in job.allocation.nodes]:
+        if [(p.node, p.gpus) for p in alloc.nodes] != [(p.node, p.gpus) for p in held.nodes]:
             later.append(("move", job_id, alloc))
             continue
-        for old, part in zip(job.allocation.nodes, alloc.nodes, strict=True):
+        for old, part in zip(held.nodes, alloc.nodes, strict=True):
             oc, om, nc, nm = old.cpus, old.memory_mb, part.cpus, part.memory_mb
             if (oc, om) == (nc, nm):
                 continue
@@ -700,32 +701,38 @@ def _emit(view: ClusterView, plan: Plan, packer: Packer, new: Sequence[JobInfo])
             moves = [i for i, op in enumerate(left) if op[0] == "move"]
             if not moves:
                 raise AssertionError(f"synergy: the pass's placement does not fit the ledger ({left[0]!r})")
-            _, job_id, alloc = left[moves[0]]
+            _, job_id, moved = left[moves[0]]
             plan.preempt(job_id)
-            ledger.give(view.running[job_id].allocation)
-            left[moves[0]] = ("start", job_id, alloc)
+            ledger.give(allocation_of(view.running[job_id]))
+            left[moves[0]] = ("start", job_id, moved)
         later = left
 
 
-def _try(view: ClusterView, plan: Plan, ledger: FreeResources, kind: str, job_id: str, what: object) -> bool:
+# A CPU/memory increase of a job that stays: (node, cpus, memory MB it holds after the decreases, cpus,
+# memory MB it is raised to).
+_Raise = tuple[str, int, int, int, int]
+
+
+def _try(view: ClusterView, plan: Plan, ledger: FreeResources, kind: str, job_id: str,
+         what: Allocation | _Raise) -> bool:
     """Add one change to the plan if it fits ``ledger`` now (and take it there); False if not yet."""
     try:
-        if kind == "up":
-            node, lc, lm, nc, nm = what  # type: ignore[misc]
+        if not isinstance(what, Allocation):  # kind "up"
+            node, lc, lm, nc, nm = what
             ledger.adjust(view.cluster.node(node).index, nc - lc, nm - lm)
             plan.set_resources(job_id, node, nc, nm)
         elif kind == "move":
-            old = view.running[job_id].allocation
+            old = allocation_of(view.running[job_id])
             ledger.give(old)
             try:
-                ledger.take(what)  # type: ignore[arg-type]
+                ledger.take(what)
             except OverAllocation:
                 ledger.take(old)
                 raise
-            plan.migrate(job_id, what)  # type: ignore[arg-type]
+            plan.migrate(job_id, what)
         else:
-            ledger.take(what)  # type: ignore[arg-type]
-            plan.start(job_id, what)  # type: ignore[arg-type]
+            ledger.take(what)
+            plan.start(job_id, what)
     except OverAllocation:
         return False
     return True

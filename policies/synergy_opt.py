@@ -30,7 +30,7 @@ from scipy.sparse import coo_matrix
 from halyard.policies.view import ClusterView, JobInfo
 
 if TYPE_CHECKING:
-    from halyard.policies.synergy import SensitivityProfile
+    from halyard.policies.synergy_profile import SensitivityProfile
 
 # No wall-clock limit: a time limit made the answer depend on the machine's speed (a slow
 # machine got a worse incumbent). The ILP is solved to HiGHS' optimality (its default relative

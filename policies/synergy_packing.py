@@ -42,11 +42,13 @@ class Need:
         # proportional: cpus*k // gpus <= free  <=>  k <= ((free+1)*gpus - 1) // cpus
         by_cpu_p = ((free.cpus + 1) * shape.gpus - 1) // np.maximum(shape.cpus, 1)
         by_mem_p = ((free.memory_mb + 1) * shape.gpus - 1) // np.maximum(shape.memory_mb, 1)
-        if self.c is None:
+        c, m = self.c, self.m
+        if c is None:
             by_cpu, by_mem = by_cpu_p, by_mem_p
         else:
-            by_cpu = free.cpus // self.c if self.c > 0 else np.full_like(free.cpus, big)
-            by_mem = free.memory_mb // self.m if self.m > 0 else np.full_like(free.memory_mb, big)
+            assert m is not None, "a per-GPU demand gives both CPUs and memory"
+            by_cpu = free.cpus // c if c > 0 else np.full_like(free.cpus, big)
+            by_mem = free.memory_mb // m if m > 0 else np.full_like(free.memory_mb, big)
             if self.cap:
                 by_cpu, by_mem = np.maximum(by_cpu, by_cpu_p), np.maximum(by_mem, by_mem_p)
         return np.minimum(free.gpus, np.minimum(by_cpu, by_mem))
@@ -61,6 +63,7 @@ class CapAt:
     def __call__(self, idx: int, k: int) -> tuple[int, int]:
         node = self.cluster.nodes[idx]
         part = self.allocation.on(node.name)
+        assert part is not None, "capped only on the nodes the allocation holds"
         return min(part.cpus, node.proportional_cpus(k)), min(part.memory_mb, node.proportional_memory_mb(k))
 
 

@@ -5,12 +5,18 @@
   ``thresholds`` (GPU-seconds): a job starts in queue 0 and is demoted to queue
   k+1 once its service reaches ``thresholds[k]``. Lower queues go first; inside
   a queue, jobs go in arrival order (FIFO). Preemptive: running jobs of a later
-  queue make way for earlier-queue jobs at each pass. The reference simulator
-  effectively uses two queues with a first threshold of 3,250 GPU-seconds
-  (REFERENCE-NUMBERS, [code SymbioticLab/Tiresias]), the default here.
+  queue make way for earlier-queue jobs at each pass. The default is
+  REFERENCE-NUMBERS' reading of the reference simulator, two queues cut at 3,250
+  GPU-seconds; its code (``jobs.py`` ``num_queue = 3``, ``queue_limit = [3250,
+  7200, 18000]``) demotes at 3,250 and 7,200: ``thresholds=(3250, 7200)``
+  (docs/tiresias-public-comparison.md measures the difference, step ``three-queues``).
 * **Starvation promotion** (optional, off by default as in the reference): a
   waiting job whose current wait has reached ``starvation_knob`` x its executed
   time goes back to queue 0, and its service for demotion counts from then.
+* **The reference simulator's lists** (``reference_lists``, and with them ``late_demotion``; optional,
+  off by default; not in the paper): SymbioticLab/Tiresias ``run_sim.py`` orders each queue as a list
+  in which running jobs go before waiting ones, and demotes at its own events
+  (:class:`ReferenceLists`; docs/tiresias-public-comparison.md measures both).
 * **Skew-based consolidation** (:class:`SkewConsolidation`, a placement stage).
   Models whose largest tensor is a large share of the model (high skew) are
   consolidated strictly: on the fewest machines that can hold them, or not at
@@ -40,15 +46,16 @@ from halyard.datamodel import Allocation, JobState
 from halyard.policies.event_order import EventOrder, OrderedColumns
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import FirstFitConsolidated, build_allocation, choose_nodes, no_fit, usable_gpus
-from halyard.policies.plan import Plan
+from halyard.policies.plan import Plan, Preempt, Start
 from halyard.policies.reasons import Unplaced, by_policy
 from halyard.policies.resources import FreeResources
 from halyard.policies.stages import DEFAULT_CANDIDATES, Ordering, Placement, Ranking
 from halyard.policies.topology import first_fit
 from halyard.policies.view import ClusterView, JobInfo
 
-# REFERENCE-NUMBERS, Tiresias baseline parameters: the reference simulator effectively uses
-# two queues, the first up to 3,250 GPU-seconds.
+# REFERENCE-NUMBERS, Tiresias baseline parameters: "the reference simulator effectively uses 2 queues with
+# a first threshold of 3,250 GPU-seconds". Its run_sim.py dlas_sim_jobs in fact uses three queues, cut at
+# 3,250 and 7,200 (jobs.py num_queue = 3); kept as the default so that schedules do not change.
 TIRESIAS_THRESHOLDS_GPU_S: tuple[float, ...] = (3250.0,)
 
 # Largest tensor / model size. REFERENCE-NUMBERS "Tensor skew" [code SymbioticLab/Tiresias models.py].
@@ -88,18 +95,24 @@ class TwoDimensionalLas(Ordering):
     remembers = True  # with starvation promotion, queue changes are kept from applied passes (__init__)
 
     def __init__(self, thresholds: tuple[float, ...] = TIRESIAS_THRESHOLDS_GPU_S,
-                 starvation_knob: float | None = None) -> None:
+                 starvation_knob: float | None = None, reference_lists: bool = False,
+                 late_demotion: bool = False) -> None:
         if any(b <= a for a, b in itertools.pairwise(thresholds)) or any(t <= 0 for t in thresholds):
             raise ValueError(f"thresholds must be positive and increasing, got {thresholds}")
         if starvation_knob is not None and starvation_knob <= 0:
             raise ValueError(f"starvation_knob must be positive, got {starvation_knob}")
+        if reference_lists and starvation_knob is not None:
+            raise ValueError("reference_lists keeps its own order: not with starvation_knob")
         self.thresholds = thresholds
         self.starvation_knob = starvation_knob
         # Without starvation promotion the baseline stays 0 and a job's queue is the number of
         # thresholds its attained service has reached (bisect), whatever was kept: nothing need be
         # remembered between passes. Promotion moves a waiting job with time and needs the queue
         # kept from applied passes.
-        self.remembers = starvation_knob is not None
+        self.remembers = starvation_knob is not None or reference_lists
+        if late_demotion and not reference_lists:
+            raise ValueError("late_demotion is the reference simulator's, with reference_lists")
+        self._lists = ReferenceLists(thresholds, late_demotion) if reference_lists else None
         # Per job, as of the last applied pass: its queue and its attained service when last
         # promoted; a job not here is in queue 0 with baseline 0.
         self._kept: dict[str, tuple[int, float]] = {}
@@ -133,13 +146,19 @@ class TwoDimensionalLas(Ordering):
             tentative[job_id] = (queue, baseline)
         return queue
 
-    def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[int, float, int]]:
+    def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, ...]]:
+        if self._lists is not None:
+            return self._lists.key(view, state)
+        return self._key_in_arrival_order(view, state)
+
+    def _key_in_arrival_order(self, view: ClusterView,
+                              state: PassState) -> Callable[[JobInfo], tuple[int, float, int]]:
         now = view.now
         if self.starvation_knob is None:  # the queue is a function of attained service alone
             thresholds = self.thresholds
             return lambda job: (bisect.bisect_right(thresholds, job.attained_gpu_s(now)), job.spec.submit_time,
                                 job.arrival_seq)
-        tentative = state.setdefault(QUEUES_KEY, dict)
+        tentative: dict[str, tuple[int, float]] = state.setdefault(QUEUES_KEY, dict)
         queue_in = self._queue_in
         return lambda job: (queue_in(job, now, tentative), job.spec.submit_time, job.arrival_seq)
 
@@ -147,7 +166,7 @@ class TwoDimensionalLas(Ordering):
         """:meth:`Ordering.ranking` from the order kept between passes (:class:`KeptOrder`) when it can
         be: no starvation promotion, every pending job admitted, and a view that offers the core's event
         log; otherwise sorted afresh."""
-        if (self.starvation_knob is not None or view.events is None or view.jobs is None
+        if (self.remembers or view.events is None or view.jobs is None
                 or len(pending) != len(view.pending)):
             return super().ranking(view, state, pending)
         return self._order.ranking(view)
@@ -157,8 +176,11 @@ class TwoDimensionalLas(Ordering):
         has reached: a waiting job's service is fixed and a running job's grows by its GPU count per
         second, so the order holds until the first running job reaches its next threshold (less
         ``QUIET_MARGIN_S``, so that float rounding never hides a crossing). With promotion a waiting
-        job moves with the clock: ``-inf``."""
-        if self.starvation_knob is not None:
+        job moves with the clock: ``-inf``; so with the reference simulator's lists (which a pass reorders),
+        but with its late demotion, until its next queue jump (arrivals and completions are events)."""
+        if self._lists is not None and self._lists.late_demotion:
+            return self._lists.next_jump
+        if self.remembers:
             return -math.inf
         if view.events is not None and view.jobs is not None:  # the kept order holds every running job's time
             return self._order.next_crossing(view)
@@ -172,6 +194,9 @@ class TwoDimensionalLas(Ordering):
         return until - QUIET_MARGIN_S
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        if self._lists is not None:
+            self._lists.on_applied(view, plan, state)
+            return
         kept = self._kept
         for job_id, (queue, baseline) in state.get(QUEUES_KEY, {}).items():
             # A promotion's baseline is the service then (> 0: only a demoted job is promoted).
@@ -179,11 +204,100 @@ class TwoDimensionalLas(Ordering):
 
 
 _LIVE = (JobState.RUNNING, JobState.PENDING)
+LISTS_KEY = "tiresias/lists"  # PassState: job id -> (queue, place) for this pass, and the next place
+
+
+class ReferenceLists:
+    """The reference simulator's queues as lists (``TwoDimensionalLas(reference_lists=True)``, off by default).
+
+    SymbioticLab/Tiresias ``simulator/run_sim.py`` ``dlas_sim_jobs`` keeps each queue as a list: an
+    arriving job is appended to queue 0, a job whose attained GPU time reaches its queue's threshold is
+    appended to the next queue (jobs of one event in arrival order), a pass offers GPUs down the lists in
+    order, and after the pass each queue's waiting jobs are moved behind its running ones, in the order
+    they had. Here a job's place in its list is a number: the key is (queue, place), an append takes the
+    next number, and an applied pass renumbers each queue running jobs first.
+
+    ``late_demotion`` (off by default) also takes the reference's demotion times: it demotes only at its
+    events (an arrival, a completion, or its next "queue jump"), and computes a running job's jump as
+    ``now + ceil((threshold - executed seconds) / GPUs)``, seconds where GPU-seconds are meant, so a
+    multi-GPU job is demoted at the first arrival or completion after it crosses, or later. Here a pass
+    with an arrival or a completion, or at or after the earliest jump, is such an event.
+    """
+
+    def __init__(self, thresholds: tuple[float, ...], late_demotion: bool = False) -> None:
+        self.thresholds = thresholds
+        self.late_demotion = late_demotion
+        self._place: dict[str, tuple[int, int]] = {}  # job id -> (queue, place), as of the last applied pass
+        self._next = 0
+        self._live: frozenset[str] = frozenset()  # the live jobs of the last applied pass
+        self._jump = math.inf  # the reference's next queue jump, from its last event
+
+    @property
+    def next_jump(self) -> float:
+        """With ``late_demotion``, the reference's next queue jump: no demotion before it without an event."""
+        return self._jump
+
+    def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, ...]]:
+        places = self._tentative(view, state)[0]
+        return lambda job: places[job.job_id]
+
+    def _tentative(self, view: ClusterView, state: PassState) -> tuple[dict[str, tuple[int, int]], int, bool]:
+        """Every live job's (queue, place) in this pass (arrivals and demotions appended), the next place,
+        and whether the pass is one of the reference's events."""
+        found = state.get(LISTS_KEY)
+        if found is not None:
+            return found
+        now, thresholds, kept = view.now, self.thresholds, self._place
+        live = frozenset((*view.running, *(job.job_id for job in view.pending)))
+        event = not self.late_demotion or live != self._live or now >= self._jump
+        places, appended = {}, []
+        for job in (*view.running.values(), *view.pending):
+            attained = job.attained_gpu_s(now)
+            had = kept.get(job.job_id)
+            queue = bisect.bisect_right(thresholds, attained) if had is None or event else had[0]
+            if had is None or had[0] != queue:
+                # When the job arrived, or (running) crossed the threshold it is demoted at; with
+                # late_demotion, now (the reference's event). Appends go in that order, then arrival order.
+                when = (job.spec.submit_time if had is None or job.allocation is None
+                        else now if self.late_demotion else now - (attained - thresholds[queue - 1]) / job.num_gpus)
+                appended.append((when, job.spec.submit_time, job.arrival_seq, job.job_id, queue))
+            else:
+                places[job.job_id] = had
+        after = self._next
+        for *_, job_id, queue in sorted(appended):
+            places[job_id], after = (queue, after), after + 1
+        found = (places, after, event)
+        state.put(LISTS_KEY, found)
+        return found
+
+    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        """Keep the pass's lists, each queue's running jobs (after the plan) moved before its waiting ones;
+        with ``late_demotion``, at one of the reference's events, its next queue jump."""
+        places, after, event = self._tentative(view, state)
+        running = set(view.running)
+        for action in plan.actions:
+            if isinstance(action, Preempt):
+                running.discard(action.job_id)
+            elif isinstance(action, Start):
+                running.add(action.job_id)
+        order = sorted(places, key=lambda job_id: (places[job_id][0], job_id not in running, places[job_id][1]))
+        self._place = {job_id: (places[job_id][0], after + i) for i, job_id in enumerate(order)}
+        self._next = after + len(order)
+        self._live = frozenset(places)
+        if self.late_demotion and event:
+            now, jump = view.now, math.inf
+            jobs = {job.job_id: job for job in (*view.running.values(), *view.pending)}
+            for job_id in running:
+                queue = places[job_id][0]
+                if queue < len(self.thresholds):
+                    job = jobs[job_id]
+                    jump = min(jump, now + math.ceil((self.thresholds[queue] - job.run_time_s(now)) / job.num_gpus))
+            self._jump = jump
 
 
 class KeptOrder(EventOrder):
     """2D-LAS's order of the running and pending jobs (without starvation promotion), kept from pass
-    to pass (issue 19: keying and sorting about 110 jobs was a quarter of a loaded Tiresias pass, and
+    to pass (keying and sorting about 110 jobs was a quarter of a loaded Tiresias pass, and
     between two passes a handful of keys change).
 
     A job's key is (queue, submit time, arrival number), its queue the number of thresholds its
@@ -272,7 +386,7 @@ class SkewConsolidation(Placement):
     A refusal is remembered: :meth:`place` is a pure function of the usable resources
     (:meth:`FreeResources.availability_key`), the cluster's shape, the job's GPU types, model and
     GPU count, and on a loaded trace a strictly consolidated job is refused again on every round
-    pass while nothing frees up (issue 19: 32,464 of Tiresias' 62,816 placements on the synthetic
+    pass while nothing frees up (32,464 of Tiresias' 62,816 placements on the synthetic
     90% trace, each a failed search over racks). Placements that succeed are not remembered: they
     change the free resources, so the same state rarely comes back.
     """

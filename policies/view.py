@@ -13,12 +13,12 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from halyard.datamodel import Allocation, Cluster, JobEvent, JobSpec, JobState, StageProfile
+from halyard.datamodel import Allocation, Cluster, JobEvent, JobSpec, JobState, StagePlan, StageProfile
 from halyard.policies.facts import ClusterFacts, ClusterShape
 from halyard.policies.resources import FreeResources
 
 if TYPE_CHECKING:
-    from halyard.policies.crius_profiles import ProfileSource
+    from halyard.policies.profiles import ProfileSource
 
 # Round instants are computed as k x round_s by both drivers, so they are exact; the slack only
 # absorbs a replay whose trace origin was added to them (whole rounds, exact in practice).
@@ -86,6 +86,15 @@ class JobInfo(Protocol):
         ...
 
 
+def allocation_of(job: JobInfo) -> Allocation:
+    """What a running job holds (every job of ``ClusterView.running`` holds an allocation; a pending job
+    none): the narrowing policies need where they read a running job's allocation."""
+    allocation = job.allocation
+    if allocation is None:
+        raise ValueError(f"job {job.job_id} holds no allocation: it is not running")
+    return allocation
+
+
 class LinkDemand(Protocol):
     """A job's demand on one shared link over one iteration: ``kind`` "nic" (``name`` a node) or
     "uplink" (``name`` a rack), its Up/Down ``profile`` and ``gbytes`` (Cassini's input, §4.1)."""
@@ -111,7 +120,8 @@ class Timing(Protocol):
 
 
 class PerformanceEstimator(Protocol):
-    """The part of the performance model a policy may consult."""
+    """The part of the performance model a policy may consult: every method a policy calls is declared
+    here (``halyard.emulator.PerformanceModel`` implements them; mypy checks policies against this)."""
 
     def job_timing(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> Timing:
         """Iteration time and per-link Up/Down profiles of ``spec`` on a (candidate) ``allocation``,
@@ -145,6 +155,15 @@ class PerformanceEstimator(Protocol):
     def fits_memory(self, spec: JobSpec, gpu_type: str, gpus: int = 0) -> bool:
         """Whether one worker of ``spec`` on ``gpus`` GPUs (0: its ``num_gpus``; a MoE model's experts are
         sharded over them) fits the memory of a ``gpu_type`` GPU (cheap: cached)."""
+        ...
+    def fitting_plan(self, spec: JobSpec, gpu_type: str, gpus: int) -> tuple[StagePlan, ...] | None:
+        """A plan of ``gpus`` GPUs of ``gpu_type`` (equal stages, fewest first, then least tensor degree)
+        under which every GPU holds its share of ``spec``, or None (Crius Fig. 3: OOM plans are infeasible)."""
+        ...
+    def runs_on(self, spec: JobSpec, gpu_type: str, gpus: int) -> bool:
+        """Whether ``gpus`` GPUs of ``gpu_type`` run ``spec`` under some plan: its data-parallel worker fits
+        (:meth:`fits_memory`) or :meth:`fitting_plan` finds one (Crius §8.1: every job may use Alpa's
+        adaptive parallelism)."""
         ...
     def profile_stages(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> Sequence[StageProfile]:
         """One profiling of the plan ``allocation.stages``, per stage (Crius §5.1; what an agent answers)."""
@@ -184,8 +203,8 @@ class ClusterView:
     # Where the run's time axis starts on the cluster clock (0 in the simulator; replay's trace starts
     # later): a decision that depends on the instant itself, not a duration, takes it from here.
     origin_s: float = 0.0
-    # Where Crius' stage profilings come from (§5.1): None for the performance model (the simulator);
-    # the live control plane's asks its agents (halyard.controlplane.profiling.AgentProfiles).
+    # Where the profilings a policy asked for come from (policies/profiles.py; Crius §5.1's stage profilings):
+    # None for the performance model (the simulator); the live control plane's asks its agents.
     profiles: ProfileSource | None = field(default=None, repr=False, compare=False)
     # How long after a round boundary a pass still counts as that round's: the deterministic drivers
     # pass at the boundary's exact float; the wall-clock daemon when its event loop reaches the timer.

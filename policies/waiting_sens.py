@@ -1,7 +1,7 @@
 """Dally's waiting jobs in offer order, with their Nw_sens, kept from pass to pass.
 
 Dally offers resources in increasing Nw_sens (§4.3.1), then submission time, then arrival. On a
-loaded trace about a thousand jobs wait at every pass (issue 19: 20,000 Philly jobs compressed 8x),
+loaded trace about a thousand jobs wait at every pass (20,000 Philly jobs compressed 8x),
 and computing every waiting job's Nw_sens and sorting them was a quarter of Dally's time. A
 waiting job's Nw_sens does not move: its completed iterations and its run time stop while it waits
 (:meth:`~halyard.policies.view.JobInfo.progress_line`), so its key changes only when the core logs
@@ -11,8 +11,8 @@ sorting the waiting jobs by the key on every pass (``tests/test_waiting_sens.py`
 
 Beside the order it keeps each job's id and GPU demand in the same order, and whether any Nw_sens
 is NaN, so that a pass reads the lowest Nw_sens and answers the long tail of jobs that only wait
-without a Python step per job (issue 19: that tail walk was a tenth of Dally's time on 20,000 Philly
-jobs compressed 8x; :class:`~halyard.policies.dally.DallyPass`).
+without a Python step per job (that tail walk was a tenth of Dally's time on 20,000 Philly
+jobs compressed 8x; :class:`~halyard.policies.dally_pass.DallyPass`).
 """
 
 from __future__ import annotations

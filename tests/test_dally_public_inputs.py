@@ -11,6 +11,7 @@ file gives each job the run time Halyard's ``duration_s`` means.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from dally_public_perjob import (
     EVENT_S,
     GPUS_PER_MACHINE,
+    compile_variant,
     count_overheads,
     overheads,
     read_workbook,
@@ -101,3 +103,39 @@ def test_workbook_text_is_read_per_job(tmp_path):
                     "## cluster-timeline-stats\nTimestamp\n1.0\n")
     row = read_workbook(book)[7]
     assert (row["end"] - row["arrival"], row["queue"], row["gpu_time"], row["comm"]) == (105.0, 40.0, 60.0, 10.0)
+
+
+FAKE_ALLOCATOR = """package com.wisr.mlsched.globalsched;
+public class InterJobScheduler {
+	interface Job { boolean isWaitingForResources(); java.util.Set<Integer> getGPUsAvailableForNextIteration(); }
+	public static int bidders(java.util.List<Job> jobs) {
+		int n = 0;
+		for (Job job : jobs) {
+			if (!job.getGPUsAvailableForNextIteration().isEmpty()) {
+				continue;
+			}
+			n++;
+		}
+		return n;
+	}
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("javac") is None, reason="needs a JDK (javac)")
+def test_variant_changes_one_line_and_compiles_in_the_work_folder(tmp_path):
+    """--public-variant running-jobs-wait: the allocator's module, read from the checkout, gains the one
+    line that lets only waiting jobs bid, and is compiled in the working folder; the checkout is not
+    touched. A checkout without the line it changes is refused."""
+    module = tmp_path / "checkout" / "src" / "main" / "java" / "com" / "wisr" / "mlsched" / "globalsched"
+    module.mkdir(parents=True)
+    (module / "InterJobScheduler.java").write_text(FAKE_ALLOCATOR)
+    classes = compile_variant(tmp_path / "checkout", tmp_path / "build", "running-jobs-wait", tmp_path / "work")
+    assert (classes / "com" / "wisr" / "mlsched" / "globalsched" / "InterJobScheduler.class").exists()
+    changed = (tmp_path / "work" / "variant-running-jobs-wait" / "src" / "InterJobScheduler.java").read_text()
+    assert changed.count("if (!job.isWaitingForResources()) continue;") == 1
+    assert changed.index("Resources()) continue") < changed.index("NextIteration().isEmpty")
+    assert (module / "InterJobScheduler.java").read_text() == FAKE_ALLOCATOR
+    (module / "InterJobScheduler.java").write_text(FAKE_ALLOCATOR.replace("!job.getGPUs", "! job.getGPUs"))
+    with pytest.raises(SystemExit, match="no longer has the line"):
+        compile_variant(tmp_path / "checkout", tmp_path / "build", "running-jobs-wait", tmp_path / "work2")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
+import sys
 import time
 
 import grpc
@@ -14,10 +16,11 @@ from test_daemon import CLI, cli
 from test_failures import free_port
 
 from halyard.cli.client import forecast_line
+from halyard.cli.node_spec import parse_node_spec
 from halyard.controlplane.auth import TokenFile
 from halyard.controlplane.dashboard import queue_view
 from halyard.controlplane.forecast import ForecastError, ForecastSettings, forecast_of, in_fork, in_fork_async
-from halyard.datamodel import JobState
+from halyard.datamodel import JobState, ValidationError
 from halyard.testing import TestCluster
 from halyard.testing.cluster import WAIT_TIMEOUT_S, small_cluster_toml
 from halyard.v1 import cluster_service_pb2 as cpb
@@ -137,7 +140,11 @@ async def test_sampled_arrivals_give_a_band_around_the_forecast():
         nxt = forecast.jobs["next"]
         assert forecast.samples == 4 and nxt.start_band is not None
         # FIFO: later arrivals queue behind; the band holds the no-arrival forecast (equal at p10)
-        assert nxt.start_band[0] == pytest.approx(nxt.start) and nxt.start_band[1] >= nxt.start
+        low, middle, high = nxt.start_band
+        assert low == pytest.approx(nxt.start) and low <= middle <= high
+        got = await jgrpc.JobServiceStub(tc.channel).GetJob(jpb.GetJobRequest(job_id="next"))
+        assert (got.forecast.start_p10, got.forecast.start_p50, got.forecast.start_p90) == pytest.approx(
+            (low, middle, high))
 
 
 async def test_what_if_over_grpc_for_operators_only(tmp_path):
@@ -171,6 +178,36 @@ async def test_what_if_over_grpc_for_operators_only(tmp_path):
         assert not tc.control_plane.drained
 
 
+async def test_what_if_adds_a_node_over_grpc():
+    """``--add-node``: a copy of the cluster with one more node, run forward (issue 37, what-if)."""
+    async with TestCluster(nodes=2, policy="fifo", forecast=ForecastSettings(period_s=0)) as tc:
+        jobs, cluster = jgrpc.JobServiceStub(tc.channel), cgrpc.ClusterServiceStub(tc.channel)
+        await _queue(tc, jobs)
+        now = tc.now()
+        # A node like r0's first (8 V100): "head" (8 GPUs) starts on it at once, "small" (4) beside it.
+        added = await cluster.WhatIf(cpb.WhatIfRequest(add_node=[tpb.NodeSpec(rack="r0")]))
+        assert added.change == "adding r0-n2 (8 V100)"
+        assert added.today.policy == added.changed.policy == "fifo"
+        moved = {m.job_id: m for m in added.moves}
+        assert moved["head"].start_changed == pytest.approx(now) and moved["head"].start_today > now
+        assert added.changed.avg_wait_s < added.today.avg_wait_s
+        # Two 8-GPU A100 nodes named by the caller (the rest as r0's first).
+        bigger = await cluster.WhatIf(cpb.WhatIfRequest(add_node=[
+            tpb.NodeSpec(rack="r0", name=f"new-{i}", gpu_type="A100") for i in range(2)]))
+        assert bigger.change == "adding new-0 (8 A100), new-1 (8 A100)"
+        assert {m.job_id: m for m in bigger.moves}["head"].start_changed == pytest.approx(now)
+        for node, field, says in ((tpb.NodeSpec(rack="r9"), "add_node[0].rack", "no rack 'r9'"),
+                                  (tpb.NodeSpec(gpu_type="Z999"), "add_node[0].gpu_type", "unknown GPU type 'Z999'"),
+                                  (tpb.NodeSpec(name="r0-n1"), "add_node[0].name", "already a node"),
+                                  (tpb.NodeSpec(fabric="carrier-pigeon"), "add_node[0].fabric", "unknown fabric"),
+                                  (tpb.NodeSpec(gpus=100_000), "add_node[0].gpus", "between 1 and 64")):
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await cluster.WhatIf(cpb.WhatIfRequest(add_node=[node]))
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, field
+            assert field in err.value.details() and says in err.value.details(), err.value.details()
+        assert len(tc.control_plane.cluster.nodes) == 2 and len(tc.control_plane.core.pending) == 3  # untouched
+
+
 def test_the_daemon_forecasts_and_answers_what_if(tmp_path):
     """Issue 37's "done when": `halyard job ID` on a running control plane with a queued job shows a
     forecast, and `halyard whatif` answers on the live cluster (processes, the CLI, real gRPC)."""
@@ -199,8 +236,75 @@ def test_the_daemon_forecasts_and_answers_what_if(tmp_path):
         whatif = cli("whatif", "--control-plane", target, "--cancel", "j1")
         assert whatif.returncode == 0, whatif.stderr
         assert "cancelling j1: avg wait" in whatif.stdout and "j2 starts" in whatif.stdout, whatif.stdout
+        grown = cli("whatif", "--control-plane", target, "--add-node", "rack=r0,gpus=8,memory_gb=1000")
+        assert grown.returncode == 0, grown.stderr
+        assert "adding r0-n1 (8 V100): avg wait" in grown.stdout and "j2 starts" in grown.stdout, grown.stdout
+        wrong = cli("whatif", "--control-plane", target, "--add-node", "rack=r0,gpu=A100")
+        assert wrong.returncode != 0 and "unknown key 'gpu'" in wrong.stderr and "gpu_type" in wrong.stderr, wrong
     finally:
         agent.terminate()
         cp.send_signal(signal.SIGTERM)
         assert cp.wait(timeout=15) == 0
         agent.wait(timeout=15)
+
+
+def test_add_node_spec_is_the_cluster_files_words_and_errors_name_what_is_wrong():
+    (one,) = parse_node_spec("rack=r3, gpu_type=A100, gpus=8, memory_gb=1000, nic_gbit_s=200, fabric=nvswitch")
+    assert (one.rack, one.gpu_type, one.gpus, one.memory_mb, one.nic_gbyte_s, one.fabric) == (
+        "r3", "A100", 8, 1_000_000, 25.0, "nvswitch")
+    assert one.name == "" and one.cpus == 0  # left to the control plane: the rack's first node's
+    assert [n.name for n in parse_node_spec("rack=r3,count=3,name=x{i}")] == ["x0", "x1", "x2"]
+    for spec, says in (("gpu=A100", "unknown key 'gpu'"), ("gpus=eight", "gpus must be a whole number"),
+                       ("gpus=-8", "gpus must be positive"), ("rack", "expected KEY=VALUE"),
+                       ("rack=r1,rack=r2", "rack given twice"), ("", "is empty"),
+                       ("count=2,name=x", "must contain {i}"), ("memory_gb=nan", "must be positive")):
+        with pytest.raises(ValidationError, match=re.escape(says)) as err:
+            parse_node_spec(spec)
+        assert err.value.field == "--add-node"
+
+
+def test_importing_halyard_turns_grpc_fork_support_off_unless_grpc_came_first():
+    """Forecasts fork the control plane; with gRPC's fork support on (grpcio 1.85 measured) its fork
+    handlers skip or abort while other threads call into gRPC, and forecast children die without an
+    answer. So importing halyard first turns it off; gRPC imported before halyard cannot be fixed."""
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_ENABLE_FORK_SUPPORT"}
+    show = "import os, halyard; print(os.environ.get('GRPC_ENABLE_FORK_SUPPORT'), halyard.GRPC_FORK_SAFE)"
+    first = subprocess.run([sys.executable, "-c", show], env=env, capture_output=True, text=True, check=True)
+    assert first.stdout.split() == ["false", "True"]
+    late = subprocess.run([sys.executable, "-c", "import grpc; " + show], env=env, capture_output=True, text=True,
+                          check=True)
+    assert late.stdout.split() == ["None", "False"]
+    chosen = subprocess.run([sys.executable, "-c", show], env=env | {"GRPC_ENABLE_FORK_SUPPORT": "1"},
+                            capture_output=True, text=True, check=True)
+    assert chosen.stdout.split() == ["1", "False"]  # the user's choice stands; the server then forecasts nothing
+
+
+async def test_replay_forecasts_read_over_grpc_are_the_actual_starts_under_fifo():
+    """Issue 37, item 5's path: ``halyard replay``'s control plane (lockstep, real gRPC, emulated agents)
+    makes the forecast, read back over gRPC; with every job in and FIFO, each waiting job starts when
+    forecast. In lockstep the snapshot is the instant the core reached (Forecaster.instant), so a clock
+    that ran ahead of it costs nothing."""
+    from halyard.clock import ScaledClock
+    from halyard.controlplane.replay import replay
+    from halyard.controlplane.server import ControlPlaneServer
+    from halyard.datamodel import JobSpec, parse_cluster
+
+    toml = small_cluster_toml(2)
+    trace = [JobSpec(job_id=job_id, submit_time=t, model="resnet50", num_gpus=gpus, iterations=iterations)
+             for job_id, t, gpus, iterations in (("big", 0.0, 16, 3000), ("head", 10.0, 8, 2000),
+                                                 ("next", 20.0, 16, 1000), ("small", 30.0, 4, 500))]
+    read: dict[str, float] = {}
+
+    async def watch(server: ControlPlaneServer, clock: ScaledClock) -> None:
+        await clock.sleep_until(40.0)  # every job is in
+        await server.forecasts.refresh()
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            listed = await jgrpc.JobServiceStub(channel).ListJobs(jpb.ListJobsRequest(states=[tpb.PENDING]))
+        read.update((j.spec.job_id, j.forecast.expected_start) for j in listed.jobs
+                    if j.forecast.HasField("expected_start"))
+
+    run = await replay(trace, parse_cluster(toml), toml, policy="fifo", speedup=200.0,
+                       forecast=ForecastSettings(period_s=0), watch=watch)
+    assert set(read) == {"head", "next", "small"}  # "big" holds all 16 GPUs: the other three wait
+    for job_id, start in read.items():
+        assert run.core.records[job_id].first_start == pytest.approx(start, abs=1e-6), job_id

@@ -6,6 +6,8 @@ The small cluster is 2 racks x 2 machines x 4 GPUs: nodes r0-n0, r0-n1 (rack 0),
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from factories import job, two_type_toml
@@ -14,19 +16,9 @@ from policy_fakes import FakeJob, FakePerf, on, view_of
 from halyard.controlplane import SchedulingCore, Simulator
 from halyard.datamodel import Allocation, EventKind, JobSpec, JobState, NodeAllocation, ValidationError, parse_cluster
 from halyard.policies import Migrate, PassState, Plan, Preempt, Start, WaitCode, make_policy, policy_names
-from halyard.policies.dally import (
-    LEASE_ROUNDS,
-    MANUAL_MACHINE_TIMER_S,
-    MIN_GAIN,
-    AutoTuner,
-    Dally,
-    DelayScheduling,
-    ManualTimers,
-    delay_decision,
-    ideal_compute_s,
-    nw_sens,
-    tuned_timer,
-)
+from halyard.policies.dally import LEASE_ROUNDS, MIN_GAIN, Dally
+from halyard.policies.dally_stages import DelayScheduling, delay_decision, ideal_compute_s, nw_sens
+from halyard.policies.dally_timers import MANUAL_MACHINE_TIMER_S, AutoTuner, ManualTimers, tuned_timer
 from halyard.policies.facts import ClusterShape
 from halyard.policies.topology import Level
 from halyard.testing.cluster import small_cluster_toml
@@ -315,7 +307,7 @@ def test_nw_sens_preemption_is_a_preemption_stage(small_cluster):
     """§4.3.1's preemption is Dally's preemption stage (policies/stages.py ``Preemption``, Kubernetes'
     PostFilter): asked for a waiting job's victims, it names the running jobs of higher Nw_sens (lower
     priority), worst first; ``min_gain`` narrows them."""
-    from halyard.policies.dally import NwSensPreemption
+    from halyard.policies.dally_preemption import NwSensPreemption
     from halyard.policies.stages import Preemption
 
     running = [fake("a", 4, seq=0, allocation=on(small_cluster, ("r0-n0", 4)), done=900, run_s=1000),
@@ -331,6 +323,27 @@ def test_nw_sens_preemption_is_a_preemption_stage(small_cluster):
     assert [j.job_id for j in stage.victims(view, waiting, Plan(), PassState())] == ["d", "a", "b"]
     policy.min_gain = MIN_GAIN  # b (0.62) is only 0.02 above w (0.60)
     assert [j.job_id for j in stage.victims(view, waiting, Plan(), PassState())] == ["d", "a"]
+
+
+def test_victims_are_reused_across_passes_while_their_allocation_holds(small_cluster):
+    """A later pass reuses the victim an earlier one made for a job (issue 38: a loaded Philly trace made
+    ~1.5M victims of a few hundred running jobs), with the later pass's Nw_sens; a job that moved gets a
+    new one, and the unoptimised listing (``lazy=False``) keeps none."""
+    a_before = fake("a", 4, seq=0, allocation=on(small_cluster, ("r0-n0", 4)), done=900, run_s=1000)
+    b = fake("b", 4, seq=1, allocation=on(small_cluster, ("r0-n1", 4)), done=600, run_s=1000)
+    stage = Dally(ManualTimers()).nw_preemption
+    view = view_of(small_cluster, 10.0, [a_before, b], [])
+    first, _ = stage.listed(view, float("-inf"))
+    made = {v.job.job_id: v for v in first}
+    b.done = 950  # b's Nw_sens moves past a's
+    a_moved = fake("a", 4, seq=0, allocation=on(small_cluster, ("r1-n0", 4)), done=900, run_s=1000)
+    later_view = dataclasses.replace(view_of(small_cluster, 20.0, [a_moved, b], []), facts=view.facts)
+    later, _ = stage.listed(later_view, float("-inf"))  # the same facts: as the core's views share them
+    again = list(later)
+    assert [v.job.job_id for v in again] == ["b", "a"] and again[0] is made["b"] and again[0].sens == 0.95
+    assert again[1] is not made["a"] and again[1].allocation is a_moved.allocation
+    unkept, _ = stage.listed(dataclasses.replace(later_view, now=30.0), float("-inf"), lazy=False)
+    assert all(v is not w for v, w in zip(unkept, again, strict=True))
 
 
 def test_preemption_respects_the_delay_ladder(small_cluster):
@@ -607,7 +620,7 @@ def test_the_presets_are_the_paper_and_options_are_named():
     # ends; docs/dally-public-comparison.md measures Halyard's Dally-manual without it beside that simulator
     quiet = make_policy("dally-manual+no-preemption")
     assert not quiet.preemption and ("preemption", "off") in quiet.stages() and make_policy("dally").preemption
-    with pytest.raises(ValidationError, match=r"\+migrate is an option of Dally; 'fifo' is not a Dally policy"):
+    with pytest.raises(ValidationError, match=r"'fifo' cannot take \+migrate: it lacks TakesDallyOptions"):
         make_policy("fifo+migrate")
     with pytest.raises(ValueError, match="min_gain"):
         Dally(min_gain=1.5)
@@ -688,7 +701,7 @@ def test_cheapest_domain_matches_walking_every_victim_for_every_domain():
     the lowest-priority victims, then the lowest index; victims taken worst first) gathers each
     domain's victims in one walk (issue 19). It must pick what walking every victim for every domain
     picks, on random clusters of jobs, levels and demands."""
-    from halyard.policies.dally import _cheapest, _Victim
+    from halyard.policies.dally_preemption import _cheapest, _Victim
 
     def walk_all(level, demand, avail, shape, eligible):
         if level is Level.MACHINE:

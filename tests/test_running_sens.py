@@ -1,7 +1,7 @@
 """Dally's Nw_sens of all running jobs at once (policies/running_sens.py) is nw_sens, to the last bit,
 and its victim order is Dally's sort.
 
-The vector form replaces one call of :func:`halyard.policies.dally.nw_sens` per running job and
+The vector form replaces one call of :func:`halyard.policies.dally_stages.nw_sens` per running job and
 pass (issue 19); Dally's victims, their order and so its schedule depend on those floats, so the
 test compares bits (``==`` on floats), not approximations, over the record's whole life: starts,
 rate changes, restores, progress reports, checkpoints and migrations, and jobs that leave.
@@ -16,7 +16,7 @@ from factories import job
 
 from halyard.controlplane import JobRecord
 from halyard.datamodel import Allocation, NodeAllocation
-from halyard.policies.dally import nw_sens
+from halyard.policies.dally_stages import nw_sens
 from halyard.policies.running_sens import FIRST_ROWS, RunningNwSens
 
 

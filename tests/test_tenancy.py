@@ -49,7 +49,8 @@ async def test_a_higher_priority_job_preempts_a_lower_one():
 
 async def looked_at(tc: TestCluster, job_id: str) -> None:
     """Wait for the pass that gave ``job_id`` its reason: under group commit a job is answered once
-    stored, and the pass for its burst may come a few pass-lengths later (architecture.md)."""
+    stored, and the pass for its burst may come a few pass-lengths later (docs/decisions/control-plane.md,
+    "Group commit")."""
     await tc.wait_for(lambda: tc.control_plane.core.wait_of(tc.job(job_id)) is not None)
 
 

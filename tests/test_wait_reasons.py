@@ -54,7 +54,7 @@ async def hog_and_late(tc: TestCluster, *, hog_iterations: int = 1000,
         await stub.SubmitJob(jpb.SubmitJobRequest(spec=tpb.JobSpec(
             job_id=job_id, model="resnet50", num_gpus=16, iterations=iterations)))
     await tc.wait_for(lambda: tc.job("hog").state.value == "RUNNING")
-    # Passes are paced under a stream of arrivals (architecture.md, "Group commit"): wait for the one
+    # Passes are paced under a stream of arrivals (docs/decisions/control-plane.md, "Group commit"): wait for the one
     # that looked at the late job, which may come a few pass-lengths after the one that started hog.
     await tc.wait_for(lambda: tc.control_plane.core.wait_of(tc.job("late")) is not None)
     return stub

@@ -15,7 +15,8 @@ from halyard.controlplane import Simulator
 from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import JobState, load_cluster
 from halyard.policies import make_policy
-from halyard.policies.dally import _LazyVictims, nw_sens
+from halyard.policies.dally_preemption import _LazyVictims
+from halyard.policies.dally_stages import nw_sens
 from halyard.policies.waiting_sens import WaitingOrder
 from halyard.traces import generate_synergy_trace
 
@@ -125,7 +126,7 @@ def test_lazy_victims_above_a_bound_are_what_takewhile_gives():
 def test_eligible_victims_by_bisection_equal_the_walk_on_a_loaded_run(monkeypatch):
     """NwSensPreemption.eligible asks the lazy victims for those above a job's Nw_sens: on a loaded run every answer
     equals the takewhile walk over the same victims."""
-    from halyard.policies.dally import NwSensPreemption
+    from halyard.policies.dally_preemption import NwSensPreemption
 
     real, calls = NwSensPreemption.eligible, [0, 0]
 
@@ -147,9 +148,9 @@ def test_holders_kept_between_searches_equal_fresh_ones(monkeypatch):
     the victims asked for, across starts (which change only what is free) until a preemption changes the
     victims: on a loaded run, every one used, read below the search's count of eligible victims as
     _cheapest reads it, equals the holders made afresh from the victims eligible then."""
-    from halyard.policies import dally as dally_module
+    from halyard.policies import dally_pass, dally_preemption
 
-    real, seen, reused, longer = dally_module._with_victims, set(), 0, 0
+    real, seen, reused, longer = dally_preemption._with_victims, set(), 0, 0
 
     def named(holders, count):
         out = {domain: [(v.job.job_id, held, k) for v, held, k in here if k < count]
@@ -159,13 +160,14 @@ def test_holders_kept_between_searches_equal_fresh_ones(monkeypatch):
     def checked(level, demand, free, avail, shape, eligible, gpu_types, holders=None):
         nonlocal reused, longer
         if holders is not None:
-            assert named(holders, len(eligible)) == named(dally_module._holders(level, eligible), len(eligible))
+            assert named(holders, len(eligible)) == named(dally_preemption._holders(level, eligible), len(eligible))
             reused += id(holders) in seen
             longer += any(k >= len(eligible) for here in holders.values() for _, _, k in here)
             seen.add(id(holders))
         return real(level, demand, free, avail, shape, eligible, gpu_types, holders)
 
-    monkeypatch.setattr(dally_module, "_with_victims", checked)
+    for module in (dally_pass, dally_preemption):  # both call it; the searches with holders are in the latter
+        monkeypatch.setattr(module, "_with_victims", checked)
     _run(shortcuts=True)
     assert len(seen) > 100 and reused > 100 and longer > 0  # (818, 3,151 and 5 when written)
 
@@ -173,7 +175,7 @@ def test_holders_kept_between_searches_equal_fresh_ones(monkeypatch):
 def test_timers_kept_between_passes_equal_fresh_ones(monkeypatch):
     """AutoTuner.timers keeps a demand's timers while its lists are unchanged: on a loaded run every
     answer equals the timers worked out afresh from the lists then."""
-    from halyard.policies.dally import AutoTuner
+    from halyard.policies.dally_timers import AutoTuner
 
     real, calls, fresh = AutoTuner.timers, [0], [0]
     real_fresh = AutoTuner._timers

@@ -122,7 +122,8 @@ TRACE_SUFFIXES = (".csv", ".jsonl", ".json", ".trace")  # named first among a di
 
 def require_trace_file(path: str | os.PathLike[str]) -> Path:
     """``path`` if it is a file; else the error a user can act on: a directory says so and names some of
-    its files (issue 33: it said "no such trace file"), anything else is "no such trace file"."""
+    its files (not "no such trace file", which sends a user looking for a missing file); anything else is
+    "no such trace file"."""
     p = Path(path)
     if p.is_file():
         return p

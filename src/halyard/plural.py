@@ -1,4 +1,4 @@
-"""``1 GPU``, ``2 GPUs``: counts in messages, in the number they need (issue 33: "1 usable GPUs").
+"""``1 GPU``, ``2 GPUs``: counts in messages, in the number they need (never "1 usable GPUs").
 
 A module of its own, importing nothing, so that every layer (policies' wait reasons, the core's
 plan errors, the commands' notes) can say a count the same way without importing another layer.

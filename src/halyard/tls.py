@@ -252,7 +252,7 @@ class ClientTLS:
                                             certificate_chain=self.cert)
 
 
-# What a failed connection's transport error says when client and server disagree on TLS (issue 33); the
+# What a failed connection's transport error says when client and server disagree on TLS; the
 # client or agent phrases it with its own flags. A plaintext client at a TLS port sees only "Socket closed",
 # a TLS client at a plaintext port a "WRONG_VERSION_NUMBER" handshake error, a client holding another
 # cluster's CA a failed verification, one dialling a name the certificate lacks a peer-name error.

@@ -23,7 +23,7 @@ EXIT_REJECTED = 4  # the control plane answered with an error status (not found,
 EXIT_UNREACHABLE = 5  # no control plane answered at the address (UNAVAILABLE, DEADLINE_EXCEEDED)
 # simulate, replay, compare: a run in which every job was rejected (it did nothing), or, under --strict,
 # any rejection or a policy relying on what the run lacks. Its files are written, but a script must not
-# take it for a result (issue 33: such runs exited 0). cli/report.py decides.
+# take it for a result, so it does not exit 0. cli/report.py decides.
 EXIT_RUN_REJECTED = 6
 
 

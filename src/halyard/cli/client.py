@@ -18,6 +18,7 @@ from rich.table import Table
 
 from halyard import tls
 from halyard.cli.errors import RpcFailed, ServerUnreachable
+from halyard.cli.node_spec import parse_node_specs
 from halyard.datamodel import ValidationError
 from halyard.datamodel.limits import MAX_REQUEST_BYTES, MAX_SUBMIT_BATCH
 from halyard.peer_enums import enum_name
@@ -134,6 +135,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     wi.add_argument("--drain", action="append", default=[], metavar="NODE", help="drain this node (repeatable)")
     wi.add_argument("--undrain", action="append", default=[], metavar="NODE", help="undrain this node (repeatable)")
     wi.add_argument("--cancel", action="append", default=[], metavar="JOB", help="cancel this job (repeatable)")
+    wi.add_argument("--add-node", action="append", default=[], metavar="SPEC",
+                    help="add a node with its agent up (repeatable): KEY=VALUE,... with the keys of a cluster "
+                         "file's [[racks.nodes]] and rack, e.g. rack=r3,gpu_type=A100,gpus=8 or rack=r3,count=4; "
+                         "keys left out are those of the rack's first node (docs/forecast.md)")
     wi.add_argument("--json", action="store_true")
     wi.set_defaults(run=run_whatif)
     c = client("cancel", "cancel a job")
@@ -508,7 +513,8 @@ def _move(seconds: float) -> str:
 
 def run_whatif(args: argparse.Namespace) -> int:
     channel, stub = _cluster_stub(args)
-    request = cpb.WhatIfRequest(policy=args.policy, drain=args.drain, undrain=args.undrain, cancel=args.cancel)
+    request = cpb.WhatIfRequest(policy=args.policy, drain=args.drain, undrain=args.undrain, cancel=args.cancel,
+                                add_node=parse_node_specs(args.add_node))
     with channel:
         answer = _rpc(args, stub.WhatIf, request)
     if args.json:

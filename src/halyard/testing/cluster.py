@@ -86,9 +86,9 @@ class TestCluster:
         self._tokens = tokens
         self._disruption = disruption
         # The emulated agents stand in for real ones: a client's job with a command runs here too (emulated,
-        # the command not run). False: as in a real cluster, such a job waits for a process agent (issue 33).
+        # the command not run). False: as in a real cluster, such a job waits for a process agent.
         self._emulate_commands = emulate_commands
-        self._forecast = forecast  # issue 37: Job.forecast and WhatIf (None: off, as most tests want)
+        self._forecast = forecast  # Job.forecast and WhatIf (None: off, as most tests want)
 
     # --- lifecycle ----------------------------------------------------------
 

@@ -82,16 +82,18 @@ class PolicyInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[PolicyStage, _Mapping]]] = ..., round_s: _Optional[float] = ...) -> None: ...
 
 class WhatIfRequest(_message.Message):
-    __slots__ = ("policy", "drain", "undrain", "cancel")
+    __slots__ = ("policy", "drain", "undrain", "cancel", "add_node")
     POLICY_FIELD_NUMBER: _ClassVar[int]
     DRAIN_FIELD_NUMBER: _ClassVar[int]
     UNDRAIN_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
+    ADD_NODE_FIELD_NUMBER: _ClassVar[int]
     policy: str
     drain: _containers.RepeatedScalarFieldContainer[str]
     undrain: _containers.RepeatedScalarFieldContainer[str]
     cancel: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, policy: _Optional[str] = ..., drain: _Optional[_Iterable[str]] = ..., undrain: _Optional[_Iterable[str]] = ..., cancel: _Optional[_Iterable[str]] = ...) -> None: ...
+    add_node: _containers.RepeatedCompositeFieldContainer[_types_pb2.NodeSpec]
+    def __init__(self, policy: _Optional[str] = ..., drain: _Optional[_Iterable[str]] = ..., undrain: _Optional[_Iterable[str]] = ..., cancel: _Optional[_Iterable[str]] = ..., add_node: _Optional[_Iterable[_Union[_types_pb2.NodeSpec, _Mapping]]] = ...) -> None: ...
 
 class ForecastSummary(_message.Message):
     __slots__ = ("policy", "jobs", "unfinished", "avg_wait_s", "p99_wait_s", "avg_jct_s", "p99_jct_s")

@@ -25,45 +25,45 @@ _sym_db = _symbol_database.Default()
 from halyard.v1 import types_pb2 as halyard_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1chalyard/v1/job_service.proto\x12\nhalyard.v1\x1a\x16halyard/v1/types.proto\"\x8a\x04\n\x03Job\x12!\n\x04spec\x18\x01 \x01(\x0b\x32\x13.halyard.v1.JobSpec\x12#\n\x05state\x18\x02 \x01(\x0e\x32\x14.halyard.v1.JobState\x12*\n\nallocation\x18\x03 \x01(\x0b\x32\x16.halyard.v1.Allocation\x12\x17\n\x0fiterations_done\x18\x04 \x01(\x01\x12\x18\n\x10iterations_total\x18\x05 \x01(\x04\x12\x13\n\x0bsubmit_time\x18\x06 \x01(\x01\x12\x17\n\nstart_time\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12\x15\n\x08\x65nd_time\x18\x08 \x01(\x01H\x01\x88\x01\x01\x12\x13\n\x0bpreemptions\x18\t \x01(\r\x12\x10\n\x08queued_s\x18\n \x01(\x01\x12$\n\x04wait\x18\x0b \x01(\x0b\x32\x16.halyard.v1.WaitReason\x12\x0f\n\x07ignored\x18\x0c \x01(\t\x12\x1f\n\x12time_shift_drift_s\x18\r \x01(\x01H\x02\x88\x01\x01\x12\x13\n\x0bsuspensions\x18\x0e \x01(\r\x12\x11\n\tenv_names\x18\x0f \x03(\t\x12\x12\n\nend_reason\x18\x10 \x01(\t\x12)\n\x08\x66orecast\x18\x14 \x01(\x0b\x32\x17.halyard.v1.JobForecastB\r\n\x0b_start_timeB\x0b\n\t_end_timeB\x15\n\x13_time_shift_drift_s\"\xb9\x03\n\x0bJobForecast\x12\x1b\n\x0e\x65xpected_start\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x1c\n\x0f\x65xpected_finish\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x0f\n\x07made_at\x18\x03 \x01(\x01\x12\x16\n\tstart_p10\x18\x04 \x01(\x01H\x02\x88\x01\x01\x12\x16\n\tstart_p90\x18\x05 \x01(\x01H\x03\x88\x01\x01\x12\x17\n\nfinish_p10\x18\x06 \x01(\x01H\x04\x88\x01\x01\x12\x17\n\nfinish_p90\x18\x07 \x01(\x01H\x05\x88\x01\x01\x12 \n\x13\x65xpected_start_unix\x18\x08 \x01(\x01H\x06\x88\x01\x01\x12!\n\x14\x65xpected_finish_unix\x18\t \x01(\x01H\x07\x88\x01\x01\x12\x14\n\x0cmade_at_unix\x18\n \x01(\x01\x12\x0f\n\x07\x61ssumes\x18\x0b \x01(\tB\x11\n\x0f_expected_startB\x12\n\x10_expected_finishB\x0c\n\n_start_p10B\x0c\n\n_start_p90B\r\n\x0b_finish_p10B\r\n\x0b_finish_p90B\x16\n\x14_expected_start_unixB\x17\n\x15_expected_finish_unix\"O\n\nWaitReason\x12\"\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x14.halyard.v1.WaitCode\x12\r\n\x05stage\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"_\n\x10SubmitJobRequest\x12!\n\x04spec\x18\x01 \x01(\x0b\x32\x13.halyard.v1.JobSpec\x12\x18\n\x0bsubmit_time\x18\x02 \x01(\x01H\x00\x88\x01\x01\x42\x0e\n\x0c_submit_time\"?\n\x11SubmitJobsRequest\x12*\n\x04jobs\x18\x01 \x03(\x0b\x32\x1c.halyard.v1.SubmitJobRequest\"B\n\x12SubmitJobsResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.halyard.v1.SubmitJobResult\"e\n\x0fSubmitJobResult\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x0f.halyard.v1.JobH\x00\x12(\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x17.halyard.v1.SubmitErrorH\x00\x42\x08\n\x06result\",\n\x0bSubmitError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"n\n\x0fListJobsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\r\x12\x12\n\npage_token\x18\x02 \x01(\t\x12$\n\x06states\x18\x03 \x03(\x0e\x32\x14.halyard.v1.JobState\x12\x0e\n\x06tenant\x18\x04 \x01(\t\"J\n\x10ListJobsResponse\x12\x1d\n\x04jobs\x18\x01 \x03(\x0b\x32\x0f.halyard.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"b\n\x11StreamLogsRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x04\x12\x0e\n\x06\x66ollow\x18\x03 \x01(\x08\x12\x0e\n\x06offset\x18\x04 \x01(\x04\x12\x0c\n\x04node\x18\x05 \x01(\t\"G\n\x08LogChunk\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x04\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"7\n\x12WatchEventsRequest\x12\x11\n\tafter_seq\x18\x01 \x01(\x04\x12\x0e\n\x06job_id\x18\x02 \x01(\t*`\n\x08WaitCode\x12\x19\n\x15WAIT_CODE_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x43\x41NNOT_FIT_NOW\x10\x01\x12\x0e\n\nNEVER_FITS\x10\x02\x12\x15\n\x11WAITING_BY_POLICY\x10\x03\x32\xda\x03\n\nJobService\x12:\n\tSubmitJob\x12\x1c.halyard.v1.SubmitJobRequest\x1a\x0f.halyard.v1.Job\x12K\n\nSubmitJobs\x12\x1d.halyard.v1.SubmitJobsRequest\x1a\x1e.halyard.v1.SubmitJobsResponse\x12\x34\n\x06GetJob\x12\x19.halyard.v1.GetJobRequest\x1a\x0f.halyard.v1.Job\x12\x45\n\x08ListJobs\x12\x1b.halyard.v1.ListJobsRequest\x1a\x1c.halyard.v1.ListJobsResponse\x12:\n\tCancelJob\x12\x1c.halyard.v1.CancelJobRequest\x1a\x0f.halyard.v1.Job\x12\x45\n\x0bWatchEvents\x12\x1e.halyard.v1.WatchEventsRequest\x1a\x14.halyard.v1.JobEvent0\x01\x12\x43\n\nStreamLogs\x12\x1d.halyard.v1.StreamLogsRequest\x1a\x14.halyard.v1.LogChunk0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1chalyard/v1/job_service.proto\x12\nhalyard.v1\x1a\x16halyard/v1/types.proto\"\x8a\x04\n\x03Job\x12!\n\x04spec\x18\x01 \x01(\x0b\x32\x13.halyard.v1.JobSpec\x12#\n\x05state\x18\x02 \x01(\x0e\x32\x14.halyard.v1.JobState\x12*\n\nallocation\x18\x03 \x01(\x0b\x32\x16.halyard.v1.Allocation\x12\x17\n\x0fiterations_done\x18\x04 \x01(\x01\x12\x18\n\x10iterations_total\x18\x05 \x01(\x04\x12\x13\n\x0bsubmit_time\x18\x06 \x01(\x01\x12\x17\n\nstart_time\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12\x15\n\x08\x65nd_time\x18\x08 \x01(\x01H\x01\x88\x01\x01\x12\x13\n\x0bpreemptions\x18\t \x01(\r\x12\x10\n\x08queued_s\x18\n \x01(\x01\x12$\n\x04wait\x18\x0b \x01(\x0b\x32\x16.halyard.v1.WaitReason\x12\x0f\n\x07ignored\x18\x0c \x01(\t\x12\x1f\n\x12time_shift_drift_s\x18\r \x01(\x01H\x02\x88\x01\x01\x12\x13\n\x0bsuspensions\x18\x0e \x01(\r\x12\x11\n\tenv_names\x18\x0f \x03(\t\x12\x12\n\nend_reason\x18\x10 \x01(\t\x12)\n\x08\x66orecast\x18\x14 \x01(\x0b\x32\x17.halyard.v1.JobForecastB\r\n\x0b_start_timeB\x0b\n\t_end_timeB\x15\n\x13_time_shift_drift_s\"\x87\x04\n\x0bJobForecast\x12\x1b\n\x0e\x65xpected_start\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x1c\n\x0f\x65xpected_finish\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x0f\n\x07made_at\x18\x03 \x01(\x01\x12\x16\n\tstart_p10\x18\x04 \x01(\x01H\x02\x88\x01\x01\x12\x16\n\tstart_p90\x18\x05 \x01(\x01H\x03\x88\x01\x01\x12\x17\n\nfinish_p10\x18\x06 \x01(\x01H\x04\x88\x01\x01\x12\x17\n\nfinish_p90\x18\x07 \x01(\x01H\x05\x88\x01\x01\x12 \n\x13\x65xpected_start_unix\x18\x08 \x01(\x01H\x06\x88\x01\x01\x12!\n\x14\x65xpected_finish_unix\x18\t \x01(\x01H\x07\x88\x01\x01\x12\x14\n\x0cmade_at_unix\x18\n \x01(\x01\x12\x0f\n\x07\x61ssumes\x18\x0b \x01(\t\x12\x16\n\tstart_p50\x18\x0c \x01(\x01H\x08\x88\x01\x01\x12\x17\n\nfinish_p50\x18\r \x01(\x01H\t\x88\x01\x01\x42\x11\n\x0f_expected_startB\x12\n\x10_expected_finishB\x0c\n\n_start_p10B\x0c\n\n_start_p90B\r\n\x0b_finish_p10B\r\n\x0b_finish_p90B\x16\n\x14_expected_start_unixB\x17\n\x15_expected_finish_unixB\x0c\n\n_start_p50B\r\n\x0b_finish_p50\"O\n\nWaitReason\x12\"\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x14.halyard.v1.WaitCode\x12\r\n\x05stage\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"_\n\x10SubmitJobRequest\x12!\n\x04spec\x18\x01 \x01(\x0b\x32\x13.halyard.v1.JobSpec\x12\x18\n\x0bsubmit_time\x18\x02 \x01(\x01H\x00\x88\x01\x01\x42\x0e\n\x0c_submit_time\"?\n\x11SubmitJobsRequest\x12*\n\x04jobs\x18\x01 \x03(\x0b\x32\x1c.halyard.v1.SubmitJobRequest\"B\n\x12SubmitJobsResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.halyard.v1.SubmitJobResult\"e\n\x0fSubmitJobResult\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x0f.halyard.v1.JobH\x00\x12(\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x17.halyard.v1.SubmitErrorH\x00\x42\x08\n\x06result\",\n\x0bSubmitError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"n\n\x0fListJobsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\r\x12\x12\n\npage_token\x18\x02 \x01(\t\x12$\n\x06states\x18\x03 \x03(\x0e\x32\x14.halyard.v1.JobState\x12\x0e\n\x06tenant\x18\x04 \x01(\t\"J\n\x10ListJobsResponse\x12\x1d\n\x04jobs\x18\x01 \x03(\x0b\x32\x0f.halyard.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"b\n\x11StreamLogsRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x04\x12\x0e\n\x06\x66ollow\x18\x03 \x01(\x08\x12\x0e\n\x06offset\x18\x04 \x01(\x04\x12\x0c\n\x04node\x18\x05 \x01(\t\"G\n\x08LogChunk\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x04\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"7\n\x12WatchEventsRequest\x12\x11\n\tafter_seq\x18\x01 \x01(\x04\x12\x0e\n\x06job_id\x18\x02 \x01(\t*`\n\x08WaitCode\x12\x19\n\x15WAIT_CODE_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x43\x41NNOT_FIT_NOW\x10\x01\x12\x0e\n\nNEVER_FITS\x10\x02\x12\x15\n\x11WAITING_BY_POLICY\x10\x03\x32\xda\x03\n\nJobService\x12:\n\tSubmitJob\x12\x1c.halyard.v1.SubmitJobRequest\x1a\x0f.halyard.v1.Job\x12K\n\nSubmitJobs\x12\x1d.halyard.v1.SubmitJobsRequest\x1a\x1e.halyard.v1.SubmitJobsResponse\x12\x34\n\x06GetJob\x12\x19.halyard.v1.GetJobRequest\x1a\x0f.halyard.v1.Job\x12\x45\n\x08ListJobs\x12\x1b.halyard.v1.ListJobsRequest\x1a\x1c.halyard.v1.ListJobsResponse\x12:\n\tCancelJob\x12\x1c.halyard.v1.CancelJobRequest\x1a\x0f.halyard.v1.Job\x12\x45\n\x0bWatchEvents\x12\x1e.halyard.v1.WatchEventsRequest\x1a\x14.halyard.v1.JobEvent0\x01\x12\x43\n\nStreamLogs\x12\x1d.halyard.v1.StreamLogsRequest\x1a\x14.halyard.v1.LogChunk0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'halyard.v1.job_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_WAITCODE']._serialized_start=1984
-  _globals['_WAITCODE']._serialized_end=2080
+  _globals['_WAITCODE']._serialized_start=2062
+  _globals['_WAITCODE']._serialized_end=2158
   _globals['_JOB']._serialized_start=69
   _globals['_JOB']._serialized_end=591
   _globals['_JOBFORECAST']._serialized_start=594
-  _globals['_JOBFORECAST']._serialized_end=1035
-  _globals['_WAITREASON']._serialized_start=1037
-  _globals['_WAITREASON']._serialized_end=1116
-  _globals['_SUBMITJOBREQUEST']._serialized_start=1118
-  _globals['_SUBMITJOBREQUEST']._serialized_end=1213
-  _globals['_SUBMITJOBSREQUEST']._serialized_start=1215
-  _globals['_SUBMITJOBSREQUEST']._serialized_end=1278
-  _globals['_SUBMITJOBSRESPONSE']._serialized_start=1280
-  _globals['_SUBMITJOBSRESPONSE']._serialized_end=1346
-  _globals['_SUBMITJOBRESULT']._serialized_start=1348
-  _globals['_SUBMITJOBRESULT']._serialized_end=1449
-  _globals['_SUBMITERROR']._serialized_start=1451
-  _globals['_SUBMITERROR']._serialized_end=1495
-  _globals['_GETJOBREQUEST']._serialized_start=1497
-  _globals['_GETJOBREQUEST']._serialized_end=1528
-  _globals['_LISTJOBSREQUEST']._serialized_start=1530
-  _globals['_LISTJOBSREQUEST']._serialized_end=1640
-  _globals['_LISTJOBSRESPONSE']._serialized_start=1642
-  _globals['_LISTJOBSRESPONSE']._serialized_end=1716
-  _globals['_CANCELJOBREQUEST']._serialized_start=1718
-  _globals['_CANCELJOBREQUEST']._serialized_end=1752
-  _globals['_STREAMLOGSREQUEST']._serialized_start=1754
-  _globals['_STREAMLOGSREQUEST']._serialized_end=1852
-  _globals['_LOGCHUNK']._serialized_start=1854
-  _globals['_LOGCHUNK']._serialized_end=1925
-  _globals['_WATCHEVENTSREQUEST']._serialized_start=1927
-  _globals['_WATCHEVENTSREQUEST']._serialized_end=1982
-  _globals['_JOBSERVICE']._serialized_start=2083
-  _globals['_JOBSERVICE']._serialized_end=2557
+  _globals['_JOBFORECAST']._serialized_end=1113
+  _globals['_WAITREASON']._serialized_start=1115
+  _globals['_WAITREASON']._serialized_end=1194
+  _globals['_SUBMITJOBREQUEST']._serialized_start=1196
+  _globals['_SUBMITJOBREQUEST']._serialized_end=1291
+  _globals['_SUBMITJOBSREQUEST']._serialized_start=1293
+  _globals['_SUBMITJOBSREQUEST']._serialized_end=1356
+  _globals['_SUBMITJOBSRESPONSE']._serialized_start=1358
+  _globals['_SUBMITJOBSRESPONSE']._serialized_end=1424
+  _globals['_SUBMITJOBRESULT']._serialized_start=1426
+  _globals['_SUBMITJOBRESULT']._serialized_end=1527
+  _globals['_SUBMITERROR']._serialized_start=1529
+  _globals['_SUBMITERROR']._serialized_end=1573
+  _globals['_GETJOBREQUEST']._serialized_start=1575
+  _globals['_GETJOBREQUEST']._serialized_end=1606
+  _globals['_LISTJOBSREQUEST']._serialized_start=1608
+  _globals['_LISTJOBSREQUEST']._serialized_end=1718
+  _globals['_LISTJOBSRESPONSE']._serialized_start=1720
+  _globals['_LISTJOBSRESPONSE']._serialized_end=1794
+  _globals['_CANCELJOBREQUEST']._serialized_start=1796
+  _globals['_CANCELJOBREQUEST']._serialized_end=1830
+  _globals['_STREAMLOGSREQUEST']._serialized_start=1832
+  _globals['_STREAMLOGSREQUEST']._serialized_end=1930
+  _globals['_LOGCHUNK']._serialized_start=1932
+  _globals['_LOGCHUNK']._serialized_end=2003
+  _globals['_WATCHEVENTSREQUEST']._serialized_start=2005
+  _globals['_WATCHEVENTSREQUEST']._serialized_end=2060
+  _globals['_JOBSERVICE']._serialized_start=2161
+  _globals['_JOBSERVICE']._serialized_end=2635
 # @@protoc_insertion_point(module_scope)

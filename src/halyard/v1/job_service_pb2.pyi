@@ -58,7 +58,7 @@ class Job(_message.Message):
     def __init__(self, spec: _Optional[_Union[_types_pb2.JobSpec, _Mapping]] = ..., state: _Optional[_Union[_types_pb2.JobState, str]] = ..., allocation: _Optional[_Union[_types_pb2.Allocation, _Mapping]] = ..., iterations_done: _Optional[float] = ..., iterations_total: _Optional[int] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., preemptions: _Optional[int] = ..., queued_s: _Optional[float] = ..., wait: _Optional[_Union[WaitReason, _Mapping]] = ..., ignored: _Optional[str] = ..., time_shift_drift_s: _Optional[float] = ..., suspensions: _Optional[int] = ..., env_names: _Optional[_Iterable[str]] = ..., end_reason: _Optional[str] = ..., forecast: _Optional[_Union[JobForecast, _Mapping]] = ...) -> None: ...
 
 class JobForecast(_message.Message):
-    __slots__ = ("expected_start", "expected_finish", "made_at", "start_p10", "start_p90", "finish_p10", "finish_p90", "expected_start_unix", "expected_finish_unix", "made_at_unix", "assumes")
+    __slots__ = ("expected_start", "expected_finish", "made_at", "start_p10", "start_p90", "finish_p10", "finish_p90", "expected_start_unix", "expected_finish_unix", "made_at_unix", "assumes", "start_p50", "finish_p50")
     EXPECTED_START_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_FINISH_FIELD_NUMBER: _ClassVar[int]
     MADE_AT_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +70,8 @@ class JobForecast(_message.Message):
     EXPECTED_FINISH_UNIX_FIELD_NUMBER: _ClassVar[int]
     MADE_AT_UNIX_FIELD_NUMBER: _ClassVar[int]
     ASSUMES_FIELD_NUMBER: _ClassVar[int]
+    START_P50_FIELD_NUMBER: _ClassVar[int]
+    FINISH_P50_FIELD_NUMBER: _ClassVar[int]
     expected_start: float
     expected_finish: float
     made_at: float
@@ -81,7 +83,9 @@ class JobForecast(_message.Message):
     expected_finish_unix: float
     made_at_unix: float
     assumes: str
-    def __init__(self, expected_start: _Optional[float] = ..., expected_finish: _Optional[float] = ..., made_at: _Optional[float] = ..., start_p10: _Optional[float] = ..., start_p90: _Optional[float] = ..., finish_p10: _Optional[float] = ..., finish_p90: _Optional[float] = ..., expected_start_unix: _Optional[float] = ..., expected_finish_unix: _Optional[float] = ..., made_at_unix: _Optional[float] = ..., assumes: _Optional[str] = ...) -> None: ...
+    start_p50: float
+    finish_p50: float
+    def __init__(self, expected_start: _Optional[float] = ..., expected_finish: _Optional[float] = ..., made_at: _Optional[float] = ..., start_p10: _Optional[float] = ..., start_p90: _Optional[float] = ..., finish_p10: _Optional[float] = ..., finish_p90: _Optional[float] = ..., expected_start_unix: _Optional[float] = ..., expected_finish_unix: _Optional[float] = ..., made_at_unix: _Optional[float] = ..., assumes: _Optional[str] = ..., start_p50: _Optional[float] = ..., finish_p50: _Optional[float] = ...) -> None: ...
 
 class WaitReason(_message.Message):
     __slots__ = ("code", "stage", "reason")

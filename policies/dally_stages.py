@@ -1,0 +1,251 @@
+"""Dally's ordering and placement stages: the Nw_sens priority (:class:`NwSensOrdering`), delay
+scheduling's offer (Algorithm 1, :func:`delay_decision`, :class:`DelayScheduling`) and the per-job
+figures they share (:class:`JobStatics`).
+
+Part of the Dally policy; :mod:`halyard.policies.dally` says what each piece is and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from halyard.datamodel import Allocation, JobSpec
+from halyard.policies.dally_timers import ACCEPTANCES_KEY, ACCEPTED_KEY, TIMERS_KEY, Acceptance, AutoTuner, TimerSource
+from halyard.policies.facts import ClusterFacts, ClusterShape, GpuTypes
+from halyard.policies.passstate import PassState
+from halyard.policies.placement import build_allocation, no_fit, usable_gpus
+from halyard.policies.plan import Plan
+from halyard.policies.reasons import Unplaced, by_policy, cannot_fit
+from halyard.policies.resources import FreeResources
+from halyard.policies.stages import Ordering, Placement
+from halyard.policies.topology import Level, Picked, on_machine, on_network, on_rack
+from halyard.policies.view import ClusterView, JobInfo
+
+# JobStatics keeps entries of finished jobs until they outnumber the live ones twice over plus this
+# many (a bound on its memory; the figure only sets how often it is swept).
+PRUNE_SLACK = 1024
+
+
+def nw_sens(job: JobInfo, now: float, compute_s: float) -> float:
+    """§4.3.1: ``Nw_sens = W_compl / T_norm`` (1.0 for a job that never ran).
+
+    ``W_compl = I_compl / I_total``; ``T_norm = T_run / T_total_ideal_run`` with
+    ``T_total_ideal_run = compute_s x I_total`` (compute only, no communication).
+    """
+    run = job.run_time_s(now)
+    total = job.iterations_total
+    if run <= 0.0 or total <= 0:
+        return 1.0
+    return (job.iterations_done(now) / total) / (run / (compute_s * total))
+
+
+def ideal_compute_s(view: ClusterView, job: JobInfo) -> float:
+    """§4.3.1's compute time per iteration "on a single GPU": one figure per job, on its reference
+    type (its constraint, else the fastest type it fits; :meth:`ClusterFacts.reference_compute_s`),
+    so a job's Nw_sens does not change with where it sits."""
+    return view.facts.reference_compute_s(job.spec)
+
+
+# Where a running job's GPUs are, by allocation: job id -> (allocation, (node -> GPUs, rack -> GPUs)).
+Spreads = dict[str, tuple[Allocation, tuple[dict[int, int], dict[int, int]]]]
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatic:
+    """What Dally reads of a job that depends on its spec and the cluster alone."""
+
+    spec: JobSpec
+    gpu_types: GpuTypes  # view.gpu_types_for(spec)
+    machine: int  # GPUs of the largest node of those types
+    rack: int  # GPUs of the largest rack of those types
+    compute_s: float  # :func:`ideal_compute_s`, Nw_sens's ideal seconds per iteration
+
+
+class JobStatics:
+    """Each job's :class:`JobStatic`, worked out once per job instead of once per pass, and where a
+    running job's GPUs are (GPUs per node and per rack), once per allocation.
+
+    Issue 19: on a loaded trace every pass computes the Nw_sens of every running job and the
+    timers of every waiting one, and looking these figures up in :class:`ClusterFacts`' memo
+    (a key of five spec fields per call) was a third of that; a preemption's search located
+    every victim afresh in every pass. An entry serves a job only while its spec (its
+    allocation) is the very object it was made from, and only for the facts (cluster and
+    performance model) it was made with, so it always equals what the lookup gives.
+    """
+
+    __slots__ = ("_entries", "_facts", "_spreads")
+
+    def __init__(self) -> None:
+        self._facts: ClusterFacts | None = None
+        self._entries: dict[str, JobStatic] = {}
+        self._spreads: Spreads = {}
+
+    def entries(self, view: ClusterView) -> dict[str, JobStatic]:
+        """The entries for ``view``'s facts, by job id, for a caller's own loop (check the spec as
+        :meth:`of` does; ask :meth:`of` for a missing or stale one)."""
+        if view.facts is not self._facts:
+            self._facts, self._entries, self._spreads = view.facts, {}, {}
+        return self._entries
+
+    def of(self, view: ClusterView, job: JobInfo) -> JobStatic:
+        entries = self.entries(view)
+        spec = job.spec
+        entry = entries.get(job.job_id)
+        if entry is None or entry.spec is not spec:
+            types = view.gpu_types_for(spec)
+            machine, rack = view.shape.largest(types)
+            entry = entries[job.job_id] = JobStatic(spec, types, machine, rack, ideal_compute_s(view, job))
+        return entry
+
+    def spreads(self, view: ClusterView) -> Spreads:
+        """Job id -> (allocation, (GPUs per node index, GPUs per rack index)) for ``view``'s cluster,
+        filled by :class:`_Victim`."""
+        self.entries(view)
+        return self._spreads
+
+    def prune(self, view: ClusterView) -> None:
+        """Forget jobs that are neither running nor pending, once they are most of the entries."""
+        live = len(view.running) + len(view.pending)
+        if len(self._entries) + len(self._spreads) > 2 * live + PRUNE_SLACK:
+            keep = {*view.running, *(job.job_id for job in view.pending)}
+            self._entries = {k: v for k, v in self._entries.items() if k in keep}
+            self._spreads = {k: v for k, v in self._spreads.items() if k in view.running}
+
+
+def delay_decision(avail: np.ndarray, shape: ClusterShape, demand: int, starvation_s: float,
+                   machine_timer_s: float, rack_timer_s: float) -> tuple[Picked, Level] | None:
+    """Algorithm 1 on the offer ``avail`` (usable GPUs per node): a placement and its level, or None (reject)."""
+    picked = on_machine(avail, demand)                      # lines 5-9
+    if picked is not None:
+        return picked, Level.MACHINE
+    if starvation_s < machine_timer_s:                      # lines 10-12
+        return None
+    picked = on_rack(avail, shape, demand)                  # lines 13-17
+    if picked is not None:
+        return picked, Level.RACK
+    if starvation_s < rack_timer_s:                         # lines 18-20
+        return None
+    picked = on_network(avail, shape, demand)               # line 21 (None: the offer is too small)
+    return None if picked is None else (picked, Level.NETWORK)
+
+
+def starvation(view: ClusterView, job: JobInfo) -> float:
+    """Algorithm 1 lines 1-2: time since the last resource assignment (or submission)."""
+    last = job.last_assignment_time
+    return view.now - (job.pending_since if last is None else last)
+
+
+class NwSensOrdering(Ordering):
+    """§4.3.1 as an ordering stage: offers in increasing Nw_sens (never-run jobs 1.0), then arrival.
+
+    Not preemptive: Dally's preemption is placement-aware (:class:`Dally`); this stage lets a
+    pipeline order by network sensitivity with any placement (``ordering=nw-sens,...``)."""
+
+    name = "nw-sens"
+    preemptive = False
+    needs_rounds = True  # Nw_sens drifts with time alone
+    arrival_order = False
+
+    def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, float, int]]:
+        now = view.now
+        return lambda job: (nw_sens(job, now, ideal_compute_s(view, job)), job.spec.submit_time, job.arrival_seq)
+
+
+class DelayScheduling(Placement):
+    """Algorithm 1 as a placement stage: a job takes a machine, else (after its machine timer) a
+    rack, else (after its rack timer) any GPUs; a rejected offer is ``WAITING_BY_POLICY``.
+
+    Acceptances go into the pass's state at once (later jobs of the pass see them, lines 7
+    and 15) and reach the timer source only in :meth:`on_applied`."""
+
+    name = "delay-scheduling"
+
+    def __init__(self, timers: TimerSource | None = None) -> None:
+        self.timers: TimerSource = timers if timers is not None else AutoTuner()
+        self.statics = JobStatics()  # per-job figures of the spec alone (a memo, not learning)
+
+    def job_timers(self, view: ClusterView, job: JobInfo, state: PassState | None = None) -> tuple[float, float]:
+        """(T_Mc, T_Rk) for ``job``: zero for a level its demand cannot fit (§4.3.2); with the pass's
+        ``state``, counting its acceptances so far (and worked out once per demand and count of that
+        demand's acceptances: issue 19, each acceptance of any demand made every demand's timers anew)."""
+        demand = job.spec.num_gpus
+        static = self.statics.of(view, job)
+        machine, rack = static.machine, static.rack
+        if demand > rack:
+            return 0.0, 0.0
+        if state is None:
+            t_mc, t_rk = self.timers.timers(demand, view.round_s, view.now)
+        else:
+            tentative = state.get(ACCEPTANCES_KEY, ())
+            memo = state.setdefault(TIMERS_KEY, dict)
+            accepted: dict[int, int] = state.setdefault(ACCEPTED_KEY, dict)
+            key = (demand, accepted.get(demand, 0))
+            if key not in memo:
+                memo[key] = self.timers.timers(demand, view.round_s, view.now, tentative)
+            t_mc, t_rk = memo[key]
+        if demand > machine:
+            t_mc = 0.0
+        return t_mc, t_rk
+
+    def decide(self, view: ClusterView, job: JobInfo, free: FreeResources, state: PassState,
+               offers: dict[GpuTypes, np.ndarray] | None = None,
+               ) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
+        """Algorithm 1 for ``job`` on ``free``: (decision or None, usable GPUs, starvation, T_Mc, T_Rk).
+
+        ``offers``: usable GPUs per GPU-type set on this ``free``, filled and read here; the caller
+        empties it whenever ``free`` changes."""
+        wait_s = starvation(view, job)
+        t_mc, t_rk = self.job_timers(view, job, state)
+        types = self.statics.of(view, job).gpu_types
+        avail = None if offers is None else offers.get(types)
+        if avail is None:
+            avail = usable_gpus(free, view.shape, types)
+            if offers is not None:
+                offers[types] = avail
+        return delay_decision(avail, view.shape, job.spec.num_gpus, wait_s, t_mc, t_rk), avail, wait_s, t_mc, t_rk
+
+    @staticmethod
+    def accept(view: ClusterView, job: JobInfo, level: Level, wait_s: float, state: PassState) -> None:
+        """Algorithm 1 lines 7 and 15, tentatively: in the pass's state until the plan is applied."""
+        demand = job.spec.num_gpus
+        acceptances: list[Acceptance] = state.setdefault(ACCEPTANCES_KEY, list)
+        acceptances.append((level, demand, wait_s, view.now, view.round_s))
+        accepted: dict[int, int] = state.setdefault(ACCEPTED_KEY, dict)
+        accepted[demand] = accepted.get(demand, 0) + 1
+
+    def place(self, view: ClusterView, job: JobInfo, gpus: int, free: FreeResources,
+              state: PassState) -> Allocation | Unplaced:
+        decision, avail, wait_s, t_mc, t_rk = self.decide(view, job, free, state)
+        if decision is None:
+            return self.why(view, job, avail, wait_s, t_mc, t_rk)
+        picked, level = decision
+        self.accept(view, job, level, wait_s, state)
+        return build_allocation(free, picked)
+
+    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        for level, demand, wait_s, now, lease_s in state.get(ACCEPTANCES_KEY, ()):
+            self.timers.record(level, demand, wait_s, now, lease_s)
+        self.statics.prune(view)
+
+    def why(self, view: ClusterView, job: JobInfo, avail: np.ndarray | None, wait_s: float,
+            t_mc: float, t_rk: float, free_total: int | None = None) -> Unplaced:
+        """Why ``job`` rejected its offer (Algorithm 1 lines 10-11 and 18-19) or got none (``free_total``:
+        ``view.free.total_gpus`` if the caller has it)."""
+        demand = job.spec.num_gpus
+        if avail is None:
+            return cannot_fit(self.name, "needs {:#GPU}; {} free and no running job may be preempted for it",
+                              demand, view.free.total_gpus if free_total is None else free_total)
+        shape = view.shape
+        if wait_s < t_mc:
+            return by_policy(self.name, "delay timer: waits for one machine with {:#GPU} ({:.0f} s of its "
+                             "{:.0f} s machine timer); the best machine has {} usable free", demand, wait_s,
+                             t_mc, int(avail.max(initial=0)))
+        if wait_s < t_rk:
+            best_rack = int(np.bincount(shape.rack, weights=avail, minlength=shape.n_racks).max(initial=0))
+            return by_policy(self.name, "delay timer: waits for one rack with {:#GPU} ({:.0f} s of its "
+                             "{:.0f} s rack timer); the best rack has {} usable free", demand, wait_s, t_rk,
+                             best_rack)
+        return no_fit(self.name, view, job, demand, avail)

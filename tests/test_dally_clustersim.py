@@ -1,0 +1,114 @@
+"""Dally's ``+staggered`` and ``+hoard``: two semantics of its reference simulator, aakash-sharma/cluster-sim,
+that the paper does not have (policies/dally_clustersim.py), as options on ``+reauction``."""
+
+from __future__ import annotations
+
+import pytest
+from factories import job
+from policy_fakes import FakeJob, on, view_of
+
+from halyard.datamodel import ValidationError
+from halyard.policies import Start, make_policy
+from halyard.policies.dally import LEASE_ROUNDS, Dally, with_option
+from halyard.policies.dally_timers import ManualTimers
+from halyard.policies.passstate import PassState
+
+LEASE_S = LEASE_ROUNDS * 300.0
+
+
+def fake(job_id: str, gpus: int, *, seq: int = 0, **kw) -> FakeJob:
+    return FakeJob(job(gpus, job_id=job_id), arrival_seq=seq, **kw)
+
+
+def reauction(*options: str) -> Dally:
+    policy = Dally(ManualTimers(), reauction=True)
+    for option in options:
+        with_option(policy, option)
+    return policy
+
+
+def rack_one_busy(cluster) -> list[FakeJob]:
+    """Two jobs holding rack r1 whose leases have not ended at ``LEASE_S`` (assigned at 50 s)."""
+    return [fake("late1", 4, seq=10, allocation=on(cluster, ("r1-n0", 4)), done=100, run_s=1000,
+                 last_assignment_time=50.0),
+            fake("late2", 4, seq=11, allocation=on(cluster, ("r1-n1", 4)), done=100, run_s=1000,
+                 last_assignment_time=50.0)]
+
+
+def test_staggered_releases_lease_ended_jobs_one_at_a_time(small_cluster):
+    """cluster-sim ends each job's lease at its own iteration boundary (``IntraJobScheduler.endIteration``),
+    and each release is an auction of what is free then (``InterJobScheduler.multiGPUResourceAllocator``).
+    Two lease-ended jobs hold rack r0, a machine each; a never-run job needs the whole rack (8 GPUs). With
+    every lease of the pass offered at once (``+reauction``), the never-run job bids first (Nw_sens 0) and
+    takes the rack: both are preempted. Released one at a time (``+staggered``), no auction ever sees 8
+    free GPUs in a rack: each released job takes its machine back, and the big job waits."""
+    def jobs():
+        return [fake("a", 4, seq=0, allocation=on(small_cluster, ("r0-n0", 4)), done=500, run_s=1000,
+                     last_assignment_time=0.0),
+                fake("b", 4, seq=1, allocation=on(small_cluster, ("r0-n1", 4)), done=500, run_s=1000,
+                     last_assignment_time=0.0),
+                *rack_one_busy(small_cluster)]
+    big = fake("big", 8, seq=2)
+    at_once = reauction().schedule(view_of(small_cluster, LEASE_S, jobs(), [big]), PassState())
+    kinds = {(type(a).__name__, a.job_id) for a in at_once.actions}
+    assert kinds == {("Preempt", "a"), ("Preempt", "b"), ("Start", "big")}
+    one_by_one = reauction("staggered").schedule(view_of(small_cluster, LEASE_S, jobs(), [big]), PassState())
+    assert one_by_one.actions == [] and set(one_by_one.unplaced) == {"big"}
+
+
+def test_hoard_holds_what_a_running_job_wins_until_it_finishes(small_cluster):
+    """cluster-sim lets a running job bid in mid-iteration (``startIteration`` empties its next-iteration
+    GPU set, the only test ``multiGPUResourceAllocator`` makes) and keeps what it wins leased to it, unused,
+    when its lease has not ended (``endIteration``: ``mNextIterationGPUs = mCurrentIterationGPUs``), until
+    the job ends (``relinquishAllResources``). At its lease end a job keeps its machine and wins the free
+    one; a job that arrives later finds no machine until the first finishes. Without ``+hoard`` it starts."""
+    def running():
+        return [fake("r", 4, seq=0, allocation=on(small_cluster, ("r0-n0", 4)), done=500, run_s=1000,
+                     last_assignment_time=0.0), *rack_one_busy(small_cluster)]
+    waiting = fake("w", 4, seq=5, pending_since=LEASE_S + 1.0)
+    for options, starts in (((), True), (("hoard",), False)):
+        policy = reauction(*options)
+        state = PassState()
+        view = view_of(small_cluster, LEASE_S, running(), [])
+        plan = policy.schedule(view, state)
+        assert plan.actions == []  # r keeps its machine
+        policy.on_applied(view, plan, state)
+        later = policy.schedule(view_of(small_cluster, LEASE_S + 1.0, running(), [waiting]), PassState())
+        started = [a for a in later.actions if isinstance(a, Start)]
+        assert bool(started) is starts
+        if starts:
+            assert started[0].allocation.node_names == ("r0-n1",)
+    # r finishes: what it held is offered again
+    gone = policy.schedule(view_of(small_cluster, LEASE_S + 2.0, rack_one_busy(small_cluster), [waiting]),
+                           PassState())
+    assert [(type(a).__name__, a.job_id) for a in gone.actions] == [("Start", "w")]
+
+
+def test_staggered_hoard_bids_in_nw_sens_order_with_the_waiting_jobs(small_cluster):
+    """In each release's auction a running job bids with the waiting jobs in increasing Nw_sens
+    (``PerGPUBidComparator``): when the one lease-ended job's machine comes free, a slowed running job
+    (Nw_sens below the waiting job's) wins it ahead of a waiting job that ran before, and holds it; the
+    waiting job finds nothing, nor does the released job. Without ``+hoard`` the waiting job takes it."""
+    def running():
+        return [fake("slowed", 4, seq=0, allocation=on(small_cluster, ("r1-n0", 4)), done=200, run_s=1000,
+                     last_assignment_time=50.0),
+                fake("late", 4, seq=1, allocation=on(small_cluster, ("r1-n1", 4)), done=950, run_s=1000,
+                     last_assignment_time=50.0),
+                fake("other", 4, seq=2, allocation=on(small_cluster, ("r0-n1", 4)), done=950, run_s=1000,
+                     last_assignment_time=50.0),
+                fake("ended", 4, seq=3, allocation=on(small_cluster, ("r0-n0", 4)), done=900, run_s=1000,
+                     last_assignment_time=0.0)]
+    ran_before = fake("ran", 4, seq=4, done=800, run_s=1000, pending_since=0.0, last_assignment_time=0.0)
+    for options, kinds in ((("staggered", "hoard"), [("Preempt", "ended")]),
+                           (("staggered",), [("Preempt", "ended"), ("Start", "ran")])):
+        plan = reauction(*options).schedule(view_of(small_cluster, LEASE_S, running(), [ran_before]), PassState())
+        assert [(type(a).__name__, a.job_id) for a in plan.actions] == kinds
+
+
+@pytest.mark.parametrize("option", ["staggered", "hoard"])
+def test_the_options_need_reauction(option):
+    with pytest.raises(ValidationError, match=f"\\+{option} .*needs \\+reauction"):
+        make_policy(f"dally-manual+{option}")
+    policy = make_policy(f"dally-manual+reauction+{option}")
+    assert policy.name == f"dally-manual+reauction+{option}"
+    assert (policy.hoard is not None) is (option == "hoard") and (policy.staggered is not None) is (option != "hoard")
