@@ -28,7 +28,9 @@ to whichever run comes first -- the baseline.
 
 Besides wall time it prints CPU seconds (``time.process_time``) and their ratio
 to the baseline's: on a machine shared with other work the CPU ratio is the
-steadier one.
+steadier one. Each run also prints the work behind its time (``benchmarks/opcounts.py``: passes and
+those skipped as quiet, jobs ranked per pass, link settles and link states solved, Dally's victims built),
+since timing noise on a shared machine reaches 20-50% between runs (issue 38).
 
     .venv/bin/python benchmarks/bench_simulate.py [--trace PATH | --load 0.9] [--sizes 10000,82247]
         [--policies fifo,las] [--compress 1] [--contention fair]
@@ -39,6 +41,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
+import sys
 import time
 from pathlib import Path
 
@@ -47,6 +50,9 @@ from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import Cluster, JobSpec, load_cluster
 from halyard.policies import make_policy
 from halyard.traces import generate_synergy_trace, read_trace
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from opcounts import add_core, counting, line  # benchmarks/ is not a package: found on sys.path
 
 SECONDS_PER_HOUR = 3600.0
 PHILLY_FULL = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "philly_pollux_jobs_full.csv"
@@ -103,9 +109,10 @@ def main() -> None:
             for name, contention in itertools.product(args.policies.split(","), args.contention.split(",")):
                 policy = make_policy(name)  # Synergy's mechanisms run with data stalls, as simulate does
                 sim = Simulator(cluster, policy, performance_model_for(policy, contention=contention))
-                t0, c0 = time.perf_counter(), time.process_time()
-                sim.run(subset)
-                wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                with counting(policy) as work:
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    sim.run(subset)
+                    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
                 s = summarize(sim.core, policy=name, trace_jobs=len(subset), rejected=0, wall_s=wall)
                 rate = len(subset) / wall
                 baseline = baseline or rate
@@ -114,6 +121,7 @@ def main() -> None:
                       f"{rate:>9.0f} {rate / baseline:>8.2f} {cpu:>8.2f} {cpu / baseline_cpu:>6.2f} "
                       f"{s['passes']:>7} {s['avg_pass_ms']:>8.3f} "
                       f"{s['preemptions']:>7} {s['avg_queue_s'] / 3600:>8.2f} {s['avg_jct_s'] / 3600:>9.2f}")
+                print(f"{'':>8} work: {line(add_core(work, sim.core))}", flush=True)
 
 
 if __name__ == "__main__":

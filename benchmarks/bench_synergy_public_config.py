@@ -4,10 +4,15 @@ Issue 38 compares Halyard's CPU with msr-fiddle/synergy's simulator on the same 
 ``generate_synergy_trace`` at 9 jobs/h, the (20, 70, 10) split, multi-GPU demands, seed 42; 128 V100
 in 16 Synergy servers; the run ends when jobs 4000-4999 have ended, as the public ``runner.py`` does).
 The machine is shared, so wall time is noise: this prints CPU seconds (``time.process_time``) and the
-counts that explain them (passes run, passes skipped as quiet, and the policy's own counters where it
-keeps them), plus the SHA-256 of the whole event log, so that a speed-up can show it changed no decision.
+counts that explain them (``benchmarks/opcounts.py``: passes run and skipped as quiet, jobs keyed,
+link settles and states solved; the round placements and the TUNE re-packs run; with ``--counts`` also
+the TUNE walk's own work), plus the SHA-256 of the whole event log, so that a speed-up can show it
+changed no decision. ``--before`` also runs each TUNE policy as it was before issue 38's skip of
+unchanged re-packs (every round re-packed), alternating with the default run, so the two compare
+within one load of the machine.
 
     .venv/bin/python benchmarks/bench_synergy_public_config.py [--policy synergy-tune:fifo] [--repeat 1] [--counts]
+        [--before]
 
 The public simulator's side is ``benchmarks/synergy_public_perjob.py public`` on the trace this
 writes with ``--write-trace`` (its own Python environment; see that script's docstring).
@@ -16,8 +21,10 @@ writes with ``--write-trace`` (its own Python environment; see that script's doc
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -27,8 +34,12 @@ from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import load_cluster
 from halyard.policies import make_policy
 from halyard.policies.staged import StagedPolicy
+from halyard.policies.synergy import SynergyMechanism, Tune
 from halyard.traces.canonical import write_trace
 from halyard.traces.generator import generate_synergy_trace
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from opcounts import add_core, counting, line  # benchmarks/ is not a package: found on sys.path
 
 # The public configuration (issue 38; docs/synergy-public-comparison.md): runner.py's series_id_filter.
 JOBS, RATE_PER_HOUR, SPLIT, SEED = 5000, 9.0, (20, 70, 10), 42
@@ -63,7 +74,8 @@ def event_digest(sim: Simulator) -> str:
 def instrument(policy: StagedPolicy) -> Counter[str]:
     """Count a staged policy's work by wrapping its stages' methods on this instance (the library keeps no
     counters): ``keyed`` jobs keyed by the ordering, ``ranked`` jobs in the rankings, ``placed_all`` batch
-    placements (round passes) and ``runnable`` jobs handed to them, ``renewed`` running jobs the re-pack
+    placements (round passes) and ``runnable`` jobs handed to them, ``repacked`` of those that re-packed (TUNE:
+the others were answered by the last re-pack, Tune.place_all), ``renewed`` running jobs the re-pack
     kept as they are (Tune._renewing), ``retuned`` jobs re-packed one by one (placed, re-placed or
     reshaped by the TUNE walk). The wrappers cost CPU of their own: time a run without ``--counts``."""
     counts: Counter[str] = Counter()
@@ -92,6 +104,12 @@ def instrument(policy: StagedPolicy) -> Counter[str]:
             counts["runnable"] += len(runnable)
             return place_all(view, runnable, new, plan, free, state)
         placement.place_all = counted_place_all
+    repack = getattr(placement, "repack", None)
+    if repack is not None:
+        def counted_repack(*a, **k):
+            counts["repacked"] += 1
+            return repack(*a, **k)
+        placement.repack = counted_repack
     for name in ("_replace_running", "_pack_new", "_pack_running"):
         method = getattr(placement, name, None)
         if method is not None:
@@ -109,17 +127,47 @@ def instrument(policy: StagedPolicy) -> Counter[str]:
     return counts
 
 
-def run_once(policy_name: str, jobs: list, *, count: bool) -> dict[str, object]:
+def skips(policy: object) -> bool:
+    """Whether the policy's placement is TUNE's, which skips a re-pack handed what the last one was."""
+    placement = getattr(policy, "placement", None)
+    return isinstance(placement, Tune) and type(placement).pack is Tune.pack
+
+
+def count_rounds(policy: object, work: Counter[str]) -> None:
+    """Count a batch placement's round placements (``rounds``) and, for TUNE, the re-packs it ran
+    (``retuned``; the others were answered by the last re-pack, ``Tune.place_all``): two calls a round."""
+    placement = getattr(policy, "placement", None)
+    place_all = getattr(placement, "place_all", None)
+    if place_all is None:
+        return
+
+    def counted_place_all(*a, **k):
+        work["rounds"] += 1
+        return place_all(*a, **k)
+    placement.place_all = counted_place_all
+    repack = getattr(placement, "repack", None)
+    if repack is not None:
+        def counted_repack(*a, **k):
+            work["retuned"] += 1
+            return repack(*a, **k)
+        placement.repack = counted_repack
+
+
+def run_once(policy_name: str, jobs: list, *, count: bool, skip: bool = True) -> dict[str, object]:
+    """One run. ``skip=False`` (``--before``): TUNE re-packs every round, as before issue 38's skip."""
     policy = make_policy(policy_name)
+    if not skip and skips(policy):
+        policy.placement.place_all = functools.partial(SynergyMechanism.place_all, policy.placement)
     counts = instrument(policy) if count and isinstance(policy, StagedPolicy) else Counter()
     sim = Simulator(load_cluster(CLUSTER), policy, performance_model_for(policy, contention="fair"))
-    cpu0 = time.process_time()
-    sim.run(jobs, until=MEASURE)
-    cpu = time.process_time() - cpu0
-    counts["repeated_rounds"] = getattr(policy, "repeated_rounds", 0)
+    with counting(policy) as work:
+        count_rounds(policy, work)
+        cpu0 = time.process_time()
+        sim.run(jobs, until=MEASURE)
+        cpu = time.process_time() - cpu0
     return {"cpu_s": cpu, "passes": sim.core.passes, "skipped": sim.core.skipped_passes,
             "pass_s": sim.core.pass_seconds.total, "events": len(sim.core.log), "digest": event_digest(sim),
-            "counts": dict(counts)}
+            "work": dict(add_core(work, sim.core)), "counts": dict(counts)}
 
 
 def main() -> None:
@@ -127,6 +175,8 @@ def main() -> None:
     ap.add_argument("--policy", action="append", help="a preset (repeatable; default synergy-tune:fifo)")
     ap.add_argument("--repeat", type=int, default=1, help="runs per policy, alternating between policies")
     ap.add_argument("--counts", action="store_true", help="count the policy's work (costs CPU of its own)")
+    ap.add_argument("--before", action="store_true", help="also run each TUNE policy re-packing every round (as "
+                    "before issue 38's skip of unchanged re-packs), alternating with the default run")
     ap.add_argument("--json", type=Path, help="write Halyard's figures and PUBLIC_ROWS into this JSON's 'synergy' "
                     "(docs/simulator-cost.json; benchmarks/simulator_cost.py renders the page from it)")
     ap.add_argument("--write-trace", type=Path, help="also write the trace (a canonical CSV) for the public side")
@@ -136,23 +186,29 @@ def main() -> None:
         write_trace(jobs, args.write_trace)
     names = args.policy or ([row["policy"] for row in PUBLIC_ROWS] if args.json else ["synergy-tune:fifo"])
     kept: dict[str, dict[str, object]] = {}
+    before: dict[str, dict[str, object]] = {}
+    runs = [(name, True) for name in names]
+    if args.before:  # alternate: each TUNE policy with the skip, then without it, in every repeat
+        runs = [(name, skip) for name in names for skip in ((True, False) if skips(make_policy(name)) else (True,))]
     for _ in range(args.repeat):
-        for name in names:
-            r = run_once(name, jobs, count=args.counts)
-            if name not in kept or r["cpu_s"] < kept[name]["cpu_s"]:  # the least of the repeats: the least noise
-                kept[name] = {"cpu_s": round(r["cpu_s"], 2), "passes": r["passes"], "events": r["events"],
-                              "repeated_rounds": r["counts"].get("repeated_rounds", 0), "sha256": r["digest"]}
+        for name, skip in runs:
+            r = run_once(name, jobs, count=args.counts, skip=skip)
+            into = kept if skip else before
+            if name not in into or r["cpu_s"] < into[name]["cpu_s"]:  # the least of the repeats: the least noise
+                into[name] = {"cpu_s": round(r["cpu_s"], 2), "passes": r["passes"], "events": r["events"],
+                              "work": r["work"], "sha256": r["digest"]}
             extra = " ".join(f"{k}={v}" for k, v in sorted(r["counts"].items()))
-            print(f"{name:24} cpu {r['cpu_s']:6.2f} s  passes {r['passes']:6d}  skipped {r['skipped']:6d}  "
-                  f"in passes {r['pass_s']:6.2f} s  events {r['events']:7d}  sha256 {r['digest'][:16]}  {extra}",
-                  flush=True)
+            label = name if skip else f"{name} (before)"
+            print(f"{label:24} cpu {r['cpu_s']:6.2f} s  in passes {r['pass_s']:6.2f} s  events {r['events']:7d}  "
+                  f"sha256 {r['digest'][:16]}  {line(r['work'])}  {extra}", flush=True)
     if args.json:
         stored = json.loads(args.json.read_text(encoding="utf-8")) if args.json.exists() else {}
         rows = [row for row in PUBLIC_ROWS if row["policy"] in kept]
         stored["synergy"] = {"command": " ".join(["benchmarks/bench_synergy_public_config.py",
                                                   *(f"--policy {n}" for n in names),
-                                                  f"--repeat {args.repeat}", "--json", str(args.json)]),
-                             "rows": rows, "halyard": kept}
+                                                  f"--repeat {args.repeat}",
+                                                  *(["--before"] if args.before else []), "--json", str(args.json)]),
+                             "rows": rows, "halyard": kept, "before": before}
         args.json.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
 
 

@@ -4,7 +4,8 @@ The cluster is 64 Synergy servers (8 V100, 24 CPUs, 500 GB each). A core holds
 ``--running`` jobs already placed by TUNE (so the pass has servers to repack and
 jobs to revert) and ``--pending`` new ones, drawn from Synergy's (60, 30, 10)
 image/language/speech split with multi-GPU demands; the timed pass ranks all of
-them, picks the runnable set and packs it. Printed: the wall time of the TUNE
+them, picks the runnable set and packs it. Printed: the jobs it started and keyed
+(benchmarks/opcounts.py, on one more pass, untimed), the wall time of the TUNE
 pass, of a GPU-proportional pass over the same state (the baseline, measured in
 the same run) and their ratio. Every job is profiled before timing (profiling
 happens once per job, on arrival, and is cached per model).
@@ -18,7 +19,9 @@ With the defaults 1,000 jobs wait on an empty cluster; `--running 150 --pending 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 from halyard.controlplane import SchedulingCore
 from halyard.datamodel import parse_cluster
@@ -27,6 +30,9 @@ from halyard.policies import make_policy
 from halyard.policies.passstate import PassState
 from halyard.policies.synergy_profile import job_profile
 from halyard.traces.generator import generate_synergy_trace
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from opcounts import counting  # benchmarks/ is not a package: found on sys.path
 
 CLUSTER = """
 name = "synergy-512"
@@ -59,20 +65,28 @@ def build(policy: str, running: int, pending: int, perf: PerformanceModel) -> Sc
     return core
 
 
-def timed_pass(policy: str, running: int, pending: int, perf: PerformanceModel, repeat: int) -> tuple[float, int]:
-    best, started = float("inf"), 0
-    for _ in range(repeat):
+def timed_pass(policy: str, running: int, pending: int, perf: PerformanceModel, repeat: int
+               ) -> tuple[float, int, int]:
+    """The best wall time of the pass over ``repeat`` fresh cores, the jobs it started, and the jobs its
+    ordering keyed (counted on one more pass, untimed: the counting wrapper costs time of its own)."""
+    best, started, keyed = float("inf"), 0, 0
+    for i in range(repeat + 1):
         core = build(policy, running, pending, perf)
         # A round boundary: Synergy's mechanisms are round-based (§3) and change nothing between rounds.
         view = core.view(core.round_s)
         for job in view.pending:  # profiling is on arrival, not part of the pass
             job_profile(view, job)
+        if i == repeat:
+            with counting(core.policy) as work:
+                core.policy.schedule(view, PassState())
+            keyed = work["keyed"]
+            break
         t0 = time.perf_counter()
         plan = core.policy.schedule(view, PassState())
         best = min(best, time.perf_counter() - t0)
         core.apply(plan, core.round_s)  # the plan is valid
         started = sum(1 for a in plan.actions if type(a).__name__ == "Start")
-    return best, started
+    return best, started, keyed
 
 
 def main() -> None:
@@ -82,14 +96,15 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     perf = PerformanceModel(data_stalls=True)
-    base, base_started = timed_pass("proportional:fifo", args.running, args.pending, perf, args.repeat)
-    print(f"{'pass':>28} {'jobs':>6} {'started':>8} {'wall ms':>9} {'vs proportional':>16}")
-    print(f"{'proportional:fifo':>28} {args.running + args.pending:>6} {base_started:>8} {base * 1e3:>9.1f} "
-          f"{1.0:>16.2f}")
+    base, base_started, base_keyed = timed_pass("proportional:fifo", args.running, args.pending, perf, args.repeat)
+    print(f"{'pass':>28} {'jobs':>6} {'started':>8} {'keyed':>6} {'wall ms':>9} {'vs proportional':>16}")
+    print(f"{'proportional:fifo':>28} {args.running + args.pending:>6} {base_started:>8} {base_keyed:>6} "
+          f"{base * 1e3:>9.1f} {1.0:>16.2f}")
     for name in ("synergy-tune:fifo", "synergy-tune:srtf", "synergy-tune-every-pass:srtf", "synergy-tune-raise:srtf",
                  "synergy-greedy:fifo"):
-        wall, started = timed_pass(name, args.running, args.pending, perf, args.repeat)
-        print(f"{name:>28} {args.running + args.pending:>6} {started:>8} {wall * 1e3:>9.1f} {wall / base:>16.2f}")
+        wall, started, keyed = timed_pass(name, args.running, args.pending, perf, args.repeat)
+        print(f"{name:>28} {args.running + args.pending:>6} {started:>8} {keyed:>6} {wall * 1e3:>9.1f} "
+              f"{wall / base:>16.2f}")
 
 
 if __name__ == "__main__":

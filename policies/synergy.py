@@ -179,6 +179,8 @@ class Tune(SynergyMechanism):
 
     def __init__(self, *, raise_back: bool = False, rounds: bool = True, replace: bool = True) -> None:
         super().__init__()
+        # The inputs of the last re-pack that changed nothing, and the reasons it gave (place_all).
+        self._unchanged: tuple[_RepackInputs, tuple[tuple[str, Unplaced], ...]] | None = None
         self.raise_back = raise_back
         self.rounds = rounds and not raise_back
         self.replace = replace and self.rounds
@@ -193,6 +195,27 @@ class Tune(SynergyMechanism):
                 state: PassState) -> dict[str, tuple[int, int]] | None:
         """Per-job (CPUs, memory) per GPU to pack at instead of the profiled demands (OPT's)."""
         return None
+
+    def place_all(self, view: ClusterView, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
+                  plan: Plan, free: FreeResources, state: PassState) -> None:
+        """The re-pack, or, when it is handed exactly what the last re-pack was and that one changed
+        nothing, that re-pack's answer again without running it (issue 38: skip a pass that cannot
+        change the plan; :class:`_RepackInputs` says what "exactly" covers)."""
+        inputs = _RepackInputs.of(view, runnable, new, plan, free) if type(self).pack is Tune.pack else None
+        last = self._unchanged
+        if inputs is not None and last is not None and inputs.same(last[0]):
+            plan.unplaced.update(last[1])
+            return
+        self._unchanged = None
+        actions, otherwise = len(plan.actions), plan.otherwise
+        super().place_all(view, runnable, new, plan, free, state)
+        if inputs is not None and len(plan.actions) == actions and plan.otherwise is otherwise:
+            unplaced = plan.unplaced
+            self._unchanged = (inputs, tuple((j.job_id, unplaced[j.job_id]) for j in runnable
+                                             if j.job_id in unplaced))
+
+    def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        self._unchanged = None  # the core refused the pass: answer nothing from it
 
     def pack(self, view: ClusterView, packer: Packer, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
              plan: Plan, state: PassState) -> None:
@@ -382,6 +405,37 @@ class Tune(SynergyMechanism):
             if free.cpus[idx] >= wanted[0] and free.memory_mb[idx] >= wanted[1]:
                 return
             packer.reshape(job_id, CapAt(view.cluster, packer.alloc[job_id]))
+
+
+class _RepackInputs:
+    """Everything :meth:`Tune.repack` reads that can differ between two passes, so that two equal ones
+    re-pack alike: the runnable jobs in order (ids, and each one's allocation object: a record keeps its
+    allocation object until the core changes it, and allocations are immutable values), the new ones,
+    how many jobs run, and the pass's free resources (counts, GPU ids, schedulable nodes). The rest of
+    what it reads is fixed for the run or per job: the cluster, the profiled demand vectors (memoised
+    per model, batch and GPUs), the GPU types a spec allows. It does not read the clock or progress.
+    Only for a pass whose plan has no action yet (no preemption: every running job is runnable), whose
+    ``free`` is then the core's ledger as it stands."""
+
+    __slots__ = ("allocations", "free", "ids", "new", "running")
+
+    def __init__(self, ids: tuple[str, ...], allocations: list[object], new: tuple[str, ...], running: int,
+                 free: tuple[object, ...]) -> None:
+        self.ids, self.allocations, self.new, self.running, self.free = ids, allocations, new, running, free
+
+    @classmethod
+    def of(cls, view: ClusterView, runnable: Sequence[JobInfo], new: Sequence[JobInfo], plan: Plan,
+           free: FreeResources) -> _RepackInputs | None:
+        if plan.actions:
+            return None
+        return cls(tuple([j.job_id for j in runnable]), [j.allocation for j in runnable],
+                   tuple([j.job_id for j in new]), len(view.running),
+                   (*free.availability_key(), tuple(free.gpu_mask)))
+
+    def same(self, other: _RepackInputs) -> bool:
+        return (self.ids == other.ids and self.new == other.new and self.running == other.running
+                and self.free == other.free
+                and all(a is b for a, b in zip(self.allocations, other.allocations, strict=True)))
 
 
 class Opt(Tune):

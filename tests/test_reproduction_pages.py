@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 SCRIPTS = ("reproduce_synergy", "reproduce_dally", "reproduce_cassini", "reproduce_crius", "reproduce_easyscale",
            "easyscale_public_perjob", "dally_public_perjob", "simulator_cost", "tiresias_public_perjob",
-           "forecast_accuracy")
+           "forecast_accuracy", "whole_trace")
 
 
 def script(name: str) -> ModuleType:

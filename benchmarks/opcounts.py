@@ -1,0 +1,96 @@
+"""The operation counts that explain a simulation's CPU time (issue 38, Deliver 3: count work, not only time).
+
+The machine's timing noise reaches 20-50% between runs, so a benchmark also prints the work it did:
+
+* ``passes`` / ``skipped``: scheduling passes run, and passes the core skipped as word-for-word repeats
+  of a quiet one (the core keeps both counts itself);
+* ``keyed``: jobs keyed by a staged policy's ordering stage (calls of the key its ``key`` method returns,
+  from the in-order walk, the ranking and the sorts alike), so ``keyed / passes`` is the jobs keyed per
+  pass;
+* ``settles`` / ``links_solved``: the link-contention fabric's settles (``Fabric._solve`` calls) and the
+  link states it actually simulated (cache misses handed to the fluid or mean-field kernel);
+* ``victims``: Dally's preemption victims built (``_Victim`` objects; made lazily, only when a pass
+  walks that far down the list).
+
+The library keeps no counters, so :func:`counting` wraps those methods for the length of a ``with``
+block and restores them after. Each wrapper is one Python call per counted call (the fabric and the
+victims at class level, the ranking on the one policy instance), so a counted run costs a few percent
+more CPU than an uncounted one: a timing that matters is taken with and without them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Iterator
+
+from halyard.emulator import fabric as fabric_module
+from halyard.policies import dally_preemption as dally_module
+
+COUNT_NAMES = ("passes", "skipped", "keyed", "settles", "links_solved", "victims")
+
+
+@contextlib.contextmanager
+def counting(policy: object) -> Iterator[Counter[str]]:
+    """Count ``keyed``, ``settles``, ``links_solved`` and ``victims`` while the block runs (add the core's
+    ``passes`` and ``skipped`` with :func:`add_core`)."""
+    counts: Counter[str] = Counter({name: 0 for name in COUNT_NAMES})
+    fabric_cls, victim_cls = fabric_module.Fabric, dally_module._Victim
+    saved = {"_solve": fabric_cls._solve, "_fluid": fabric_cls._fluid, "_mean_field": fabric_cls._mean_field}
+    victim_init = victim_cls.__init__
+
+    def solve(self, links):
+        counts["settles"] += 1
+        return saved["_solve"](self, links)
+
+    def kernel(name):
+        def solved(self, links):
+            counts["links_solved"] += len(links)
+            return saved[name](self, links)
+        return solved
+
+    def made(self, *args, **kwargs):
+        counts["victims"] += 1
+        victim_init(self, *args, **kwargs)
+
+    ordering = getattr(policy, "ordering", None)
+    key = getattr(ordering, "key", None) if ordering is not None else None
+    own = ordering is not None and "key" in vars(ordering)  # already an instance attribute (wrapped)
+    if key is not None:
+        def counted_key(*args, **kwargs):
+            inner = key(*args, **kwargs)
+
+            def keyed(job):
+                counts["keyed"] += 1
+                return inner(job)
+            return keyed
+        ordering.key = counted_key
+    fabric_cls._solve = solve
+    fabric_cls._fluid, fabric_cls._mean_field = kernel("_fluid"), kernel("_mean_field")
+    victim_cls.__init__ = made
+    try:
+        yield counts
+    finally:
+        for name, method in saved.items():
+            setattr(fabric_cls, name, method)
+        victim_cls.__init__ = victim_init
+        if key is not None:
+            if own:
+                ordering.key = key
+            else:
+                del ordering.key  # the instance attribute shadowed the class's method
+
+
+def add_core(counts: Counter[str], core: object) -> Counter[str]:
+    """``counts`` with the core's own ``passes`` and ``skipped`` passes added."""
+    counts["passes"] = core.passes
+    counts["skipped"] = core.skipped_passes
+    return counts
+
+
+def line(counts: Counter[str]) -> str:
+    """One printable line: the counts (a caller's own after them), and the jobs keyed per pass."""
+    passes = max(1, counts.get("passes", 0))
+    names = [*COUNT_NAMES, *sorted(set(counts) - set(COUNT_NAMES))]  # and a caller's own counts
+    return (" ".join(f"{name}={counts.get(name, 0)}" for name in names)
+            + f" keyed/pass={counts.get('keyed', 0) / passes:.1f}")
