@@ -28,11 +28,11 @@ from pathlib import Path
 import grpc
 
 from halyard.agent.emulated import EmulatedAgent
-from halyard.controlplane import Simulator, summarize
 from halyard.controlplane.replay import replay
 from halyard.datamodel import EventKind, parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
+from halyard.scheduling import Simulator, summarize
 from halyard.testing.cluster import small_cluster_toml
 from halyard.traces import generate_synergy_trace
 from halyard.v1 import cluster_service_pb2 as cpb

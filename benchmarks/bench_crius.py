@@ -28,11 +28,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from halyard.controlplane import SchedulingCore
 from halyard.datamodel import load_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import PassState, make_policy
 from halyard.policies.crius import Crius
+from halyard.scheduling import SchedulingCore
 from halyard.traces import adapt_for_crius, generate_synergy_trace
 
 

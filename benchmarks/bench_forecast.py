@@ -21,10 +21,10 @@ import dataclasses
 import itertools
 import time
 
-from halyard.controlplane import Simulator
 from halyard.controlplane.forecast import _finish_fork, _start_fork, in_fork, run_forward
 from halyard.datamodel import load_cluster
 from halyard.policies import make_policy
+from halyard.scheduling import Simulator
 from halyard.traces import generate_synergy_trace
 
 JOBS = 3000

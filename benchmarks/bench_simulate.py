@@ -45,10 +45,10 @@ import sys
 import time
 from pathlib import Path
 
-from halyard.controlplane import Simulator, summarize
-from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import Cluster, JobSpec, load_cluster
 from halyard.policies import make_policy
+from halyard.scheduling import Simulator, summarize
+from halyard.scheduling.timing import performance_model_for
 from halyard.traces import generate_synergy_trace, read_trace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -29,12 +29,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from halyard.controlplane import Simulator
-from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import load_cluster
 from halyard.policies import make_policy
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.synergy import SynergyMechanism, Tune
+from halyard.scheduling import Simulator
+from halyard.scheduling.timing import performance_model_for
 from halyard.traces.canonical import write_trace
 from halyard.traces.generator import generate_synergy_trace
 

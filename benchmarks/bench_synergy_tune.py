@@ -23,12 +23,12 @@ import sys
 import time
 from pathlib import Path
 
-from halyard.controlplane import SchedulingCore
 from halyard.datamodel import parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
 from halyard.policies.passstate import PassState
 from halyard.policies.synergy_profile import job_profile
+from halyard.scheduling import SchedulingCore
 from halyard.traces.generator import generate_synergy_trace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -32,13 +32,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from reproduce_cassini import CLUSTER, poisson_trace
 
-from halyard.controlplane import Simulator
 from halyard.datamodel import JobState, load_cluster
 from halyard.emulator import PerformanceModel
 from halyard.emulator.contention import mean_field_iteration_times, shared_link_iteration_times
 from halyard.emulator.fabric import FLUID_MAX_JOBS, SIM_ITERATIONS, SIM_STEADY
 from halyard.policies import make_policy
 from halyard.policies.cassini_math import AffinityGraph, link_score, solve_link
+from halyard.scheduling import Simulator
 
 SCHEMES = {"Themis": "themis", "Th+Cassini": "themis+cassini", "Th+Cassini-lock": "themis+cassini-lock",
            "Th+Cassini-joint": "themis+cassini-joint", "Random": "random"}

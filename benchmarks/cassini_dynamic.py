@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from reproduce_cassini import CLUSTER, MIXES, poisson_trace
 
-from halyard.controlplane import Simulator
 from halyard.datamodel import JobSpec, load_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
+from halyard.scheduling import Simulator
 
 BUSY_GPUS = 16  # ours: "busy" read as two thirds of the 24 GPUs held when the new set arrives
 ARRIVAL_S = 60.0  # ours: the new set arrives a minute in, inside the busy jobs' first 10-minute lease

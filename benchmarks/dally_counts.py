@@ -21,12 +21,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from halyard.controlplane import Simulator
-from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import load_cluster
 from halyard.policies import dally_preemption, make_policy
 from halyard.policies.running_sens import RunningNwSens
 from halyard.policies.waiting_sens import WaitingOrder
+from halyard.scheduling import Simulator
+from halyard.scheduling.timing import performance_model_for
 from halyard.traces import read_trace
 
 PHILLY_FULL = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "philly_pollux_jobs_full.csv"

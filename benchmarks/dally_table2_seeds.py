@@ -23,12 +23,12 @@ import statistics
 from reproduce_dally import BATCH_JOBS, CATALOG, POISSON_JOBS, POISSON_PER_DAY, ROUND_S, dally_trace
 from scipy import stats
 
-from halyard.controlplane import Simulator
 from halyard.datamodel import load_cluster
 from halyard.emulator import PerformanceModel, load_model_catalog
 from halyard.policies import make_policy
 from halyard.policies.dally_pass import allocation_level
 from halyard.policies.plan import Start
+from halyard.scheduling import Simulator
 
 PAPER_RATIO = 3128566 / 2828955  # Table 2, 8 racks, batch: Dally-manual / Dally average JCT (1.11)
 CONFIDENCE = 0.95

@@ -21,7 +21,6 @@ from collections import Counter
 import numpy as np
 from reproduce_dally import BATCH_JOBS, CATALOG, POISSON_JOBS, POISSON_PER_DAY, ROUND_S, dally_trace
 
-from halyard.controlplane import Simulator
 from halyard.datamodel import load_cluster
 from halyard.emulator import PerformanceModel, load_model_catalog
 from halyard.policies import make_policy
@@ -29,6 +28,7 @@ from halyard.policies.dally import Dally
 from halyard.policies.dally_pass import allocation_level
 from halyard.policies.dally_timers import AutoTuner
 from halyard.policies.plan import Migrate, Start
+from halyard.scheduling import Simulator
 
 DAY_S = 86400.0
 DEMANDS = (1, 4, 8, 16)  # GPU demands whose timers are printed

@@ -168,7 +168,7 @@ def mix_rows(seed: int) -> list[dict]:
     iterations (its run time on its requested GPUs, as Halyard converts it) in epochs of the artifact's data set."""
     from halyard.datamodel import load_cluster
     from halyard.emulator import PerformanceModel
-    from halyard.emulator.elastic import needs_homogeneous
+    from halyard.parallelism import needs_homogeneous
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import reproduce_easyscale as rep
@@ -230,7 +230,6 @@ def write_inputs(rows: list[dict], folder: Path) -> None:
 def run_halyard(name: str, folder: Path) -> dict:
     """Halyard's simulator on the folder's trace, ``name`` = a policy and the :data:`STEPS` switched on
     (``yarn-cs+one-at-a-time+rounds-only``); per-job submit and end, and the CPU seconds of the run."""
-    from halyard.controlplane import Simulator
     from halyard.datamodel import load_cluster
     from halyard.emulator import PerformanceModel
     from halyard.policies import make_policy
@@ -238,6 +237,7 @@ def run_halyard(name: str, folder: Path) -> dict:
     from halyard.policies.ordering import Fifo
     from halyard.policies.staged import StagedPolicy
     from halyard.policies.yarn import yarn_cs
+    from halyard.scheduling import Simulator
     from halyard.traces import read_trace
 
     sys.path.insert(0, str(ROOT / "benchmarks"))

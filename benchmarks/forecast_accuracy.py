@@ -50,7 +50,6 @@ from pathlib import Path
 import numpy as np
 
 from halyard.clock import ScaledClock
-from halyard.controlplane import Simulator
 from halyard.controlplane.forecast import (
     DEFAULT_ARRIVAL_WINDOW_S,
     ForecastSettings,
@@ -64,6 +63,7 @@ from halyard.controlplane.server import ControlPlaneServer
 from halyard.datamodel import load_cluster, parse_cluster
 from halyard.datamodel.cluster_toml import read_cluster_text
 from halyard.policies import make_policy
+from halyard.scheduling import Simulator
 from halyard.traces import read_trace
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc

@@ -119,9 +119,9 @@ def write_inputs(n: int, cluster: str, per_server: int, folder: Path) -> list[di
 
 # ----------------------------------------------------------------------------- Halyard's side
 def run_halyard_child(args: argparse.Namespace) -> int:
-    from halyard.controlplane import Simulator
     from halyard.datamodel import load_cluster
     from halyard.policies import make_policy
+    from halyard.scheduling import Simulator
     from halyard.traces import read_trace
 
     inputs = Path(args.inputs)

@@ -20,10 +20,10 @@ import json
 from pathlib import Path
 
 from halyard.cli.simulate import default_trace
-from halyard.controlplane import Simulator
-from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import load_cluster
 from halyard.policies import make_policy, policy_names
+from halyard.scheduling import Simulator
+from halyard.scheduling.timing import performance_model_for
 from halyard.traces import read_trace
 
 PIN_FILE = Path(__file__).resolve().parents[1] / "tests" / "data" / "schedules.json"

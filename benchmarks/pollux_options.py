@@ -25,11 +25,11 @@ import time
 import numpy as np
 from reproduce_cassini import CLUSTER, poisson_trace, pollux_trace
 
-from halyard.controlplane import SchedulingCore, Simulator
 from halyard.datamodel import load_cluster, parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import PassState, make_policy
 from halyard.policies.pollux import Pollux
+from halyard.scheduling import SchedulingCore, Simulator
 from halyard.testing.cluster import small_cluster_toml
 from halyard.traces import generate_synergy_trace
 

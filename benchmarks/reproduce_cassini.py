@@ -52,12 +52,12 @@ from pathlib import Path
 
 import numpy as np
 
-from halyard.controlplane import Simulator
 from halyard.datamodel import Allocation, JobSpec, NodeAllocation, Parallelism, load_cluster
 from halyard.emulator import PerformanceModel
 from halyard.emulator.contention import shared_link_iteration_times
 from halyard.policies import make_policy
 from halyard.policies.cassini_math import solve_link
+from halyard.scheduling import Simulator
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER = "cassini-testbed"  # src/halyard/data/clusters/cassini-testbed.toml (Fig. 4.10)

@@ -36,7 +36,6 @@ from pathlib import Path
 import matplotlib
 import numpy as np
 
-from halyard.controlplane import Simulator, summarize
 from halyard.datamodel import JobSpec, load_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
@@ -44,6 +43,7 @@ from halyard.policies.crius import PROFILE_S_PER_PARALLELISM, Crius
 from halyard.policies.ordering import Fifo
 from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.staged import StagedPolicy
+from halyard.scheduling import Simulator, summarize
 from halyard.traces import adapt_for_crius, read_philly
 
 matplotlib.use("Agg")

@@ -42,12 +42,12 @@ from pathlib import Path
 
 import matplotlib
 
-from halyard.controlplane import Simulator, summarize
 from halyard.datamodel import EventKind, JobSpec, load_cluster
 from halyard.emulator import PerformanceModel
-from halyard.emulator.elastic import needs_homogeneous
+from halyard.parallelism import needs_homogeneous
 from halyard.policies import make_policy
 from halyard.policies.yarn import yarn_cs
+from halyard.scheduling import Simulator, summarize
 from halyard.traces import (
     ARTIFACT_DEMAND,
     ARTIFACT_JOBS,

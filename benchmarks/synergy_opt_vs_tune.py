@@ -13,13 +13,13 @@ from __future__ import annotations
 import sys
 import time
 
-from halyard.controlplane import Simulator
-from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import load_cluster
 from halyard.policies import make_policy
 from halyard.policies.ordering import ORDERINGS
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.synergy import Opt, Tune
+from halyard.scheduling import Simulator
+from halyard.scheduling.timing import performance_model_for
 from halyard.traces.generator import generate_synergy_trace
 
 VARIANTS = ("synergy-tune:srtf", "synergy-opt:srtf", "synergy-opt-every-pass:srtf", "synergy-opt-fit-running:srtf",

@@ -203,8 +203,8 @@ def halyard_policy_and_perf(name: str) -> tuple[object, object]:
 
 def run_halyard_child(args: argparse.Namespace) -> int:
     """One Halyard run in this (child) process; prints its per-job submit and end as JSON."""
-    from halyard.controlplane import Simulator
     from halyard.datamodel import load_cluster
+    from halyard.scheduling import Simulator
     from halyard.traces import read_trace
 
     policy, perf = halyard_policy_and_perf(args.variant)

@@ -5,7 +5,7 @@ its peak memory is that child's alone: ``getrusage`` of the child as ``os.wait4`
 (``ru_maxrss``, KiB on Linux), which includes starting Python and reading the trace. The child
 reports the simulation's CPU seconds (``time.process_time`` around ``Simulator.run``; the trace read
 and the policy's construction are outside it), the passes, the p50/p99 pass wall time (the core's
-:class:`~halyard.controlplane.passtimes.PassTimes`) and the operation counts of
+:class:`~halyard.scheduling.passtimes.PassTimes`) and the operation counts of
 ``benchmarks/opcounts.py`` (its wrappers cost a few percent of CPU; they are on in every row alike).
 
 A preset gets ``--cpu-limit`` CPU seconds (``RLIMIT_CPU``: the kernel's SIGXCPU, so a busy shared
@@ -58,10 +58,10 @@ def child(preset: str, cpu_limit: int) -> dict[str, object]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from opcounts import add_core, counting
 
-    from halyard.controlplane import Simulator, summarize
-    from halyard.controlplane.timing import performance_model_for
     from halyard.datamodel import load_cluster
     from halyard.policies import make_policy
+    from halyard.scheduling import Simulator, summarize
+    from halyard.scheduling.timing import performance_model_for
     from halyard.traces import read_trace
 
     jobs = [dataclasses.replace(j, submit_time=j.submit_time / COMPRESS) for j in read_trace(TRACE).jobs]

@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING
 import structlog
 
 from halyard.controlplane.agent_reports import check_register, refused_field
-from halyard.controlplane.backends import backend_kind
 from halyard.controlplane.disruption import DisruptionSettings, LostAgentGuard
 from halyard.controlplane.errors import AlreadyExists, PermissionDenied
-from halyard.controlplane.store import StoreError
 from halyard.datamodel import HalyardError, JobState, ValidationError
 from halyard.datamodel import limits as lim
 from halyard.datamodel.limits import MAX_REQUEST_ID
+from halyard.scheduling.backends import backend_kind
+from halyard.scheduling.state import StoreError
 from halyard.tls import Principal
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.wire import node_to_pb
@@ -172,7 +172,7 @@ class AgentSessions:
         self._known.add(name)
         self._reconcile(session, register)
         kind = backend_kind(session.backend, emulated_takes_commands=cp.emulated_takes_commands)
-        cp.core.set_node_backend(name, kind)  # which jobs the node takes (controlplane/backends.py)
+        cp.core.set_node_backend(name, kind)  # which jobs the node takes (scheduling/backends.py)
         cp.update_schedulable(name)
         self._registered_changed()
         registered = self._reply(name, register.cluster_digest)

@@ -26,9 +26,9 @@ from google.protobuf.message import Message
 
 from halyard.controlplane.errors import PermissionDenied
 from halyard.controlplane.grpc_api import Foreign, foreign_jobs, job_to_pb
-from halyard.controlplane.records import JobRecord
 from halyard.controlplane.service import ControlPlane
 from halyard.datamodel import EventKind, JobEvent, JobState, ValidationError
+from halyard.scheduling.records import JobRecord
 from halyard.wire import event_to_pb
 
 MAX_JOBS = 1000  # newest jobs a list returns; the total says how many matched

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from halyard.controlplane.agent_sessions import AgentSession
-from halyard.controlplane.records import JobRecord
-from halyard.controlplane.timing import Pacer
 from halyard.policies import Action, Migrate, Preempt, Resize, SetResources, SetTimeShift, Start
+from halyard.scheduling.records import JobRecord
+from halyard.scheduling.timing import Pacer
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.wire import allocation_to_pb, spec_to_pb
 

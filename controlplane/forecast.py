@@ -47,14 +47,14 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 import structlog
 
-from halyard.controlplane.core import SchedulingCore
 from halyard.controlplane.errors import FailedPrecondition
-from halyard.controlplane.simulator import SimulatedPool
-from halyard.controlplane.store import StoredState
-from halyard.controlplane.timing import Pacer, performance_model_for
 from halyard.datamodel import Cluster, EventKind, Fabric, JobEvent, JobSpec, JobState, Node, ValidationError
 from halyard.datamodel import limits as lim
 from halyard.policies import make_policy
+from halyard.scheduling.core import SchedulingCore
+from halyard.scheduling.simulator import SimulatedPool
+from halyard.scheduling.state import StoredState
+from halyard.scheduling.timing import Pacer, performance_model_for
 
 if TYPE_CHECKING:
     from halyard.controlplane.service import ControlPlane
@@ -196,7 +196,7 @@ def run_forward(core: SchedulingCore, pacer: Pacer, now: float, *, arrivals: Ite
     """Run ``core`` forward from ``now`` until every job present has ended (or ``horizon_s`` passed).
 
     Destructive: call it on a copy (:func:`in_fork`). The loop is the simulator's
-    (:class:`~halyard.controlplane.simulator.Simulator`): completions, then arrivals, then a round
+    (:class:`~halyard.scheduling.simulator.Simulator`): completions, then arrivals, then a round
     at one instant, then one pass; ``pacer`` is the control plane's own, whose fabric already holds
     the running jobs. ``pass_first`` makes a pass at ``now`` before any event (a what-if's change
     is such an event); a plain forecast makes none, as the live control plane would not.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from halyard.controlplane.store import StoreError
+from halyard.scheduling.state import StoreError
 
 # Choices of ours, measured by benchmarks/bench_ingest.py: a commit waiting for the callers it expects
 # gives up once none has joined for this long (0: it waits only for the calls already delivered), and

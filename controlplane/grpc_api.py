@@ -28,12 +28,12 @@ from halyard.controlplane.errors import (
 )
 from halyard.controlplane.forecast import Forecaster
 from halyard.controlplane.logs import LogRelay
-from halyard.controlplane.records import JobRecord
 from halyard.controlplane.service import ControlPlane
-from halyard.controlplane.store import StoreError
 from halyard.datamodel import HalyardError, JobState, ValidationError
 from halyard.datamodel import limits as lim
 from halyard.policies import Unplaced
+from halyard.scheduling.records import JobRecord
+from halyard.scheduling.state import StoreError
 from halyard.tls import ROLE_TENANT_USER, Principal
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import agent_service_pb2_grpc as agrpc

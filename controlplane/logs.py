@@ -14,11 +14,11 @@ import itertools
 from collections.abc import AsyncIterator
 
 from halyard.controlplane.errors import FailedPrecondition, NotFound, Unavailable
-from halyard.controlplane.records import JobRecord
 from halyard.controlplane.service import ControlPlane
 from halyard.datamodel import EventKind, ValidationError
 from halyard.datamodel import limits as lim
 from halyard.policies import Unplaced
+from halyard.scheduling.records import JobRecord
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import job_service_pb2 as jpb
 

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from halyard.controlplane.store import StoreError
 from halyard.datamodel import HalyardError, StageProfile, ValidationError
 from halyard.policies.crius_profiles import ProfileRequest, ProfilesPending
+from halyard.scheduling.state import StoreError
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.wire import allocation_to_pb, spec_to_pb, stage_profile_from_pb
 

@@ -21,11 +21,11 @@ from prometheus_client.registry import Collector
 
 from halyard.controlplane.calls import CallWrapper
 from halyard.controlplane.dashboard import measured_utilisation
-from halyard.controlplane.eventcounts import EVENT_COUNTS
 from halyard.controlplane.service import ControlPlane
-from halyard.controlplane.store import StoreError
 from halyard.datamodel import EventKind
 from halyard.policies import WaitCode
+from halyard.scheduling.eventcounts import EVENT_COUNTS
+from halyard.scheduling.state import StoreError
 
 MAX_TENANT_LABELS = 32  # distinct tenants that get a label value of their own; later ones share OTHER_TENANT
 OTHER_TENANT = "_other"
@@ -103,7 +103,7 @@ class Metrics:
         self.finished = Counter("halyard_jobs_finished", "Jobs that reached a final state",
                                 ["state", "tenant"], registry=r)
         self.submitted = Counter("halyard_jobs_submitted", "Jobs accepted", ["tenant"], registry=r)
-        # Per-job counts of event kinds (preemptions, suspensions), as controlplane/eventcounts.py declares them.
+        # Per-job counts of event kinds (preemptions, suspensions), as scheduling/eventcounts.py declares them.
         self.counts = {c.kind: Counter(f"halyard_{c.field}", c.help, ["tenant"], registry=r) for c in EVENT_COUNTS}
         self.jct = Histogram("halyard_job_completion_seconds", "JCT of completed jobs: completion - submit, "
                              "cluster seconds", buckets=JCT_BUCKETS, registry=r)

@@ -31,18 +31,18 @@ import structlog
 from halyard.agent.cluster_copy import ClusterCopy
 from halyard.agent.emulated import EmulatedAgent
 from halyard.clock import ScaledClock
-from halyard.controlplane.core import SchedulingCore
 from halyard.controlplane.forecast import ForecastSettings
-from halyard.controlplane.metrics import summarize
 from halyard.controlplane.runtables import RunTables, TimelineRecorder, job_columns
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import ControlPlane, profiling_key
-from halyard.controlplane.simulator import Rejected
 from halyard.controlplane.store import SqliteStore
-from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import Cluster, HalyardError, JobSpec
 from halyard.emulator import Catalog
 from halyard.policies import make_policy
+from halyard.scheduling.core import SchedulingCore
+from halyard.scheduling.metrics import summarize
+from halyard.scheduling.simulator import Rejected
+from halyard.scheduling.timing import performance_model_for
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc
 from halyard.wire import spec_to_pb

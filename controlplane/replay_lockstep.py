@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from halyard.controlplane.records import JobRecord
-from halyard.controlplane.store import StoreError
 from halyard.datamodel import JobState
+from halyard.scheduling.records import JobRecord
+from halyard.scheduling.state import StoreError
 
 if TYPE_CHECKING:
     from halyard.controlplane.service import ControlPlane

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from halyard.controlplane.core import SchedulingCore
-from halyard.controlplane.eventcounts import EVENT_COUNTS, counts_of
 from halyard.datamodel import EventKind, JobEvent, JobState, ValidationError
 from halyard.extras import require
+from halyard.scheduling.core import SchedulingCore
+from halyard.scheduling.eventcounts import EVENT_COUNTS, counts_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -56,7 +56,7 @@ JOB_COLUMNS: tuple[tuple[str, str], ...] = (
     ("jct_s", "float64"),          # finish - submit, completed jobs only
     ("run_s", "float64"),
     ("gpu_s", "float64"),          # GPU-seconds held
-    *((c.field, "int64") for c in EVENT_COUNTS),  # preemptions, suspensions (controlplane/eventcounts.py)
+    *((c.field, "int64") for c in EVENT_COUNTS),  # preemptions, suspensions (scheduling/eventcounts.py)
     ("restarts", "int64"),         # resumes from a checkpoint, migrations and resizes
     ("placements", "int64"),       # starts, migrations and resizes
     ("exposed_comm_s", "float64"),

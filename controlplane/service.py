@@ -34,22 +34,23 @@ from halyard.controlplane.agent_sessions import (
     AgentSession,
     AgentSessions,
 )
-from halyard.controlplane.core import SchedulingCore
 from halyard.controlplane.dispatch import TELLS_ALLOCATION, Dispatcher
 from halyard.controlplane.disruption import DisruptionSettings
 from halyard.controlplane.errors import AlreadyExists, FailedPrecondition, NotFound, Unavailable
 from halyard.controlplane.group_commit import GROUP_COMMIT_WINDOW_S, GroupCommit
 from halyard.controlplane.profiling import AgentProfiles
-from halyard.controlplane.records import JobRecord
 from halyard.controlplane.replay_lockstep import Lockstep, NoLockstep, ReplayLockstep
-from halyard.controlplane.store import Store, StoreError
-from halyard.controlplane.timing import Pacer
+from halyard.controlplane.store import Store
 from halyard.datamodel import Cluster, HalyardError, JobSpec, JobState, ValidationError, cluster_digest
 from halyard.datamodel import limits as lim
 from halyard.emulator import PerformanceModel
 from halyard.peer_enums import UnknownEnums, enum_name
 from halyard.policies import Action, Policy
 from halyard.policies.view import ROUND_BOUNDARY_TOLERANCE_S
+from halyard.scheduling.core import SchedulingCore
+from halyard.scheduling.records import JobRecord
+from halyard.scheduling.state import StoreError
+from halyard.scheduling.timing import Pacer
 from halyard.v1 import agent_service_pb2 as apb
 from halyard.v1 import types_pb2 as tpb
 from halyard.wire import spec_from_pb

@@ -24,18 +24,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from halyard.controlplane.records import (
-    JobRecord,
-    allocation_from_dict,
-    allocation_to_dict,
-    spec_from_dict,
-    spec_to_dict,
-)
-from halyard.datamodel import EventKind, HalyardError, JobEvent, JobState
+from halyard.datamodel import EventKind, JobEvent, JobState
+from halyard.scheduling.records import JobRecord, allocation_from_dict, allocation_to_dict, spec_from_dict, spec_to_dict
+from halyard.scheduling.state import InconsistentState, StoredState, StoreError
 
 __all__ = [
     "SCHEMA_VERSION", "InconsistentState", "SqliteStore", "Store", "StoreError", "StoredState",
@@ -44,21 +38,6 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 VERSION_KEY = "schema_version"
-
-
-class StoreError(HalyardError):
-    """The state database cannot be opened, read or written; the message names the file."""
-
-
-class InconsistentState(StoreError):
-    """Stored state that breaks an invariant of the core; the message names the job."""
-
-
-@dataclass(frozen=True)
-class StoredState:
-    records: list[JobRecord]  # in arrival_seq order
-    events: list[JobEvent]  # in seq order
-    meta: dict[str, str]
 
 
 class Store(Protocol):
@@ -219,7 +198,7 @@ class SqliteStore(Store):
 
     def save(self, records: Iterable[JobRecord], events: Iterable[JobEvent]) -> None:
         """Upsert ``records`` and append ``events`` in one transaction: all of it is
-        committed, or (on any error, which is raised as :class:`StoreError`) none.
+        committed, or (on any error, which is raised as :class:`~halyard.scheduling.state.StoreError`) none.
 
         Events must continue the stored log without a gap, and each must name a
         job that is stored (before or in this same call)."""
@@ -315,7 +294,7 @@ def decode_state(name: str, job_rows: Iterable[tuple[Any, ...]], record_of: Call
                  event_rows: Iterable[tuple[Any, ...]], meta: dict[str, str]) -> StoredState:
     """A :class:`StoredState` from a store's rows (``record_of`` decodes a jobs row, whose first column
     is the job id; events rows are seq, time, job_id, kind, state, detail); an unreadable row raises
-    :class:`StoreError` naming the store (``name``) and the job or event."""
+    :class:`~halyard.scheduling.state.StoreError` naming the store (``name``) and the job or event."""
     records = []
     for row in job_rows:
         try:

@@ -28,13 +28,10 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from halyard.controlplane.records import JobRecord
 from halyard.controlplane.store import (
     SCHEMA_VERSION,
     VERSION_KEY,
     Store,
-    StoredState,
-    StoreError,
     allocation_to_dict,
     check_meta,
     decode_state,
@@ -42,6 +39,8 @@ from halyard.controlplane.store import (
     spec_to_dict,
 )
 from halyard.datamodel import JobEvent
+from halyard.scheduling.records import JobRecord
+from halyard.scheduling.state import StoredState, StoreError
 
 __all__ = ["MIGRATIONS", "Fenced", "PostgresStore", "is_postgres_url", "redact"]
 

@@ -69,6 +69,7 @@ from halyard.datamodel import Allocation, Cluster, JobSpec, LinkKey, StageCost, 
 from halyard.emulator.collectives import GBYTE, all_to_all_s, buckets_for, exposed_s
 from halyard.emulator.contention import DemandProfile, Phase, profile_from_iteration
 from halyard.emulator.elastic import pipeline_latency_s, stage_latency_s
+from halyard.parallelism import uniform_plans
 
 if TYPE_CHECKING:
     from halyard.emulator.compute import ComputeTime
@@ -647,31 +648,6 @@ def accumulation_steps(fixed_bytes: float, per_sample_bytes: float, samples: flo
     while k < whole and fixed_bytes + per_sample_bytes * math.ceil(whole / k) > capacity_bytes:
         k += 1  # only against rounding in the division above
     return k
-
-
-def pipeline_depths(gpus: int, layers: int) -> tuple[int, ...]:
-    """Pipeline stage counts a plan of ``gpus`` GPUs considers: 1, 2, 4, ... up to ``gpus`` and the
-    model's layers (Crius §6.1: "log N_G choices ranging from 1 to N_G"; Alpa's inter-operator pass
-    slices the layers into power-of-two submeshes)."""
-    out, s = [], 1
-    while s <= gpus and s <= max(layers, 1):
-        out.append(s)
-        s *= 2
-    return tuple(out)
-
-
-def stage_splits(gpus: int) -> list[StagePlan]:
-    """Every data x tensor split of one stage of ``gpus`` GPUs, least tensor degree first."""
-    return [StagePlan(gpus, data=gpus // t, tensor=t) for t in range(1, gpus + 1) if gpus % t == 0]
-
-
-def uniform_plans(gpus: int, layers: int) -> list[tuple[StagePlan, ...]]:
-    """Plans of ``S`` equal stages of ``data x tensor`` GPUs, ``S`` in :func:`pipeline_depths` dividing
-    ``gpus``: fewest stages first, then least tensor degree. A model without layer figures
-    (``layers`` <= 0) has only data parallelism."""
-    if layers <= 0:
-        return [(StagePlan(gpus, data=gpus, tensor=1),)]
-    return [(split,) * s for s in pipeline_depths(gpus, layers) if gpus % s == 0 for split in stage_splits(gpus // s)]
 
 
 def fitting_cell_plan(compute: ComputeTime, spec: JobSpec, gpu_type: str, gpus: int) -> tuple[StagePlan, ...] | None:

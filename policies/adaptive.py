@@ -11,7 +11,7 @@ left as it is (a model that fits trains data parallel: Alpa's search finds data 
 it, and the schedules of jobs that fit do not change); otherwise the allocation gets the fastest
 of the plans Alpa's inter-operator pass considers here: ``S`` equal pipeline stages (powers of
 two dividing the GPUs, at most the model's layers), each ``data x tensor`` alike
-(:func:`~halyard.emulator.parallel.uniform_plans`, the one plan enumeration), costed by the
+(:func:`~halyard.parallelism.uniform_plans`, the one plan enumeration), costed by the
 performance model (``view.perf.job_timing``) on these very GPUs, OOM plans dropped (Fig. 3).
 :func:`fastest_fitting` is that search, which Crius' estimator and tuner share. "Fits" is one rule,
 ``perf.fits_plan``, under which a single-stage plan may accumulate gradients as ``fits_memory``
@@ -24,7 +24,7 @@ import dataclasses
 from collections.abc import Iterable
 
 from halyard.datamodel import Allocation, JobSpec, StagePlan
-from halyard.emulator.parallel import uniform_plans
+from halyard.parallelism import uniform_plans
 from halyard.policies.view import ClusterView
 
 

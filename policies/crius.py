@@ -43,7 +43,7 @@ from itertools import accumulate, product
 from sortedcontainers import SortedKeyList, SortedList
 
 from halyard.datamodel import Allocation, JobSpec, NodeAllocation, StagePlan
-from halyard.emulator.parallel import pipeline_depths, stage_splits
+from halyard.parallelism import pipeline_depths, stage_splits
 from halyard.policies.adaptive import fastest_fitting
 from halyard.policies.adjusting import OwnPass, act_without_pending, applied, described, need_rounds
 from halyard.policies.crius_profiles import (
@@ -102,7 +102,7 @@ def gpu_choices(spec: JobSpec) -> tuple[int, ...]:
 
 def stage_choices(n_g: int, layers: int) -> tuple[int, ...]:
     """§6.1 "log N_G choices ranging from 1 to N_G": 1, 2, 4, ... up to ``N_G`` and the layer count
-    (the one enumeration, :func:`~halyard.emulator.parallel.pipeline_depths`)."""
+    (the one enumeration, :func:`~halyard.parallelism.pipeline_depths`)."""
     return pipeline_depths(n_g, layers)
 
 

@@ -5,7 +5,7 @@ runs on however many GPUs, of whatever types, it holds (``min_gpus..max_gpus``).
 
 * **Intra-job scheduler** (:class:`IntraJob`, one per policy, pure over the view's facts):
   its *companion database* maps a GPU set (GPUs per type) to the plan of Eq. 1a-1d with
-  the erratum of Eq. 1c corrected (:func:`halyard.emulator.elastic.best_est_mapping`,
+  the erratum of Eq. 1c corrected (:func:`halyard.parallelism.best_est_mapping`,
   memoised in ``ClusterFacts``). Role-1: on any GPU set it applies the top plan, i.e. the
   EST-to-GPU mapping with the least overload (:meth:`IntraJob.mapped`). Role-2: it proposes
   the top-K scale-outs by homogeneous increments (k GPUs of one type) whose plan wastes at
@@ -21,7 +21,7 @@ runs on however many GPUs, of whatever types, it holds (``min_gpus..max_gpus``).
   round is 60 s: run with ``--round-s 60``).
 * ``easyscale-homo`` constrains every plan to one GPU type (the job's current one); ``easyscale-heter``
   lets plans mix types, except for models whose D2 determinism would cost 236% (§3.3, §5.1.3:
-  EasyScale keeps them on one type; :func:`halyard.emulator.elastic.needs_homogeneous`).
+  EasyScale keeps them on one type; :func:`halyard.parallelism.needs_homogeneous`).
 
 Rules not in the paper or its artifact, each a named option of :class:`EasyScaleOptions`:
 ``top_k`` (the paper says "top-K" without a K; 3), a proposal must be strictly faster than
@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from halyard.datamodel import Allocation, JobSpec, NodeAllocation
-from halyard.emulator.elastic import PlanThroughput, best_est_mapping, needs_homogeneous, spread_ests
+from halyard.parallelism import PlanThroughput, best_est_mapping, needs_homogeneous, spread_ests
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, choose_nodes, no_fit, usable_gpus
 from halyard.policies.plan import Plan, Resize

@@ -1,6 +1,6 @@
 """Emit starts, resizes and migrations in an order the core can apply.
 
-The core applies a plan's actions one after another (controlplane/core.py validates each against
+The core applies a plan's actions one after another (scheduling/core.py validates each against
 the state the previous ones left), so a job moving onto GPUs another job is leaving must come
 after that job's move. :func:`emit_in_order` emits each action once the GPUs it takes are free,
 and reports the ones a cycle of moves leaves out.

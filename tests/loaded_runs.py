@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from halyard.controlplane import SchedulingCore, Simulator
-from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import JobSpec, JobState, load_cluster
 from halyard.policies import Policy
+from halyard.scheduling import SchedulingCore, Simulator
+from halyard.scheduling.timing import performance_model_for
 
 
 def loaded_run(policy: Policy, jobs: Sequence[JobSpec], until: tuple[int, int] | None

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from halyard.controlplane import Simulator
 from halyard.datamodel import Allocation, JobSpec, NodeAllocation, parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
+from halyard.scheduling import Simulator
 from halyard.testing.cluster import small_cluster_toml
 
 CLUSTER = parse_cluster(small_cluster_toml(2, gpus_per_node=4))

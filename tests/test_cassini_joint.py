@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 from policy_fakes import FakeJob, view_of
 
-from halyard.controlplane import Simulator
 from halyard.datamodel import Allocation, JobSpec, NodeAllocation, ValidationError, parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
@@ -18,6 +17,7 @@ from halyard.policies.cassini import CassiniJointPlacement, CassiniPlacement
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.plan import Plan, Start
+from halyard.scheduling import Simulator
 from halyard.testing.cluster import small_cluster_toml
 
 # Three racks of four 2-GPU nodes (r0-n0 .. r2-n3), 50 Gbit/s NICs: an all-reduce fills a NIC.

@@ -11,7 +11,6 @@ import math
 
 import pytest
 
-from halyard.controlplane import Simulator
 from halyard.datamodel import Allocation, EventKind, JobSpec, NodeAllocation, parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.emulator.contention import DemandProfile, Phase
@@ -19,6 +18,7 @@ from halyard.emulator.fabric import Fabric
 from halyard.policies import make_policy
 from halyard.policies.cassini import LOCK_HEADROOM, LOCK_TOLERANCE, CassiniShifts, lock_periods
 from halyard.policies.cassini_math import TIME_QUANTUM_S, AffinityGraph
+from halyard.scheduling import Simulator
 from halyard.testing.cluster import small_cluster_toml
 
 # Three 2-GPU nodes, 50 Gbit/s NICs: two 3-GPU vgg11 jobs share the middle node's NIC.

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from policy_fakes import FakeJob, view_of
 
-from halyard.controlplane import Simulator
 from halyard.datamodel import Allocation, EventKind, JobSpec, NodeAllocation, ValidationError, parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
@@ -13,6 +12,7 @@ from halyard.policies.cassini import CassiniPlacement, CassiniShifts
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.registry import policy_names
+from halyard.scheduling import Simulator
 from halyard.testing.cluster import small_cluster_toml
 
 # Three 2-GPU nodes in one rack with 50 Gbit/s NICs: a 3-GPU job spans two nodes, two of them share

@@ -131,7 +131,7 @@ def test_a_client_command_does_not_import_the_simulator():
     probe = ("import sys, contextlib, io\nfrom halyard.cli import main\n"
              "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
              "    main(['jobs', '--help'])\n"
-             "print(sorted(m for m in ('scipy', 'numpy', 'halyard.policies', 'halyard.controlplane.core') "
+             "print(sorted(m for m in ('scipy', 'numpy', 'halyard.policies', 'halyard.scheduling.core') "
              "if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

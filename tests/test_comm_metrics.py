@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from factories import job
 
-from halyard.controlplane import JobRecord, Simulator, job_metrics, summarize
-from halyard.controlplane.metrics import tail_mean
 from halyard.datamodel import JobState, Tier, load_cluster
 from halyard.policies import make_policy
+from halyard.scheduling import JobRecord, Simulator, job_metrics, summarize
+from halyard.scheduling.metrics import tail_mean
 
 
 def test_exposed_communication_accrues_per_segment():

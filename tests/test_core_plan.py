@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from factories import job
 
-from halyard.controlplane import PlanError, SchedulingCore, SimulatedPool
 from halyard.datamodel import Allocation, EventKind, JobState, NodeAllocation, ValidationError
 from halyard.policies import Plan, make_policy
+from halyard.scheduling import PlanError, SchedulingCore, SimulatedPool
 
 
 def alloc(*parts: tuple[str, tuple[int, ...]], cpus: int = 3, mem: int = 62_500) -> Allocation:

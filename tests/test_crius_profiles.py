@@ -10,7 +10,6 @@ import pytest
 from factories import two_type_toml
 from policy_fakes import FakeJob, view_of
 
-from halyard.controlplane import Simulator
 from halyard.controlplane.profiling import AgentProfiles
 from halyard.controlplane.replay import replay
 from halyard.datamodel import Allocation, EventKind, JobSpec, JobState, StagePlan, parse_cluster
@@ -26,6 +25,7 @@ from halyard.policies.crius import (
     tuned_cell,
 )
 from halyard.policies.crius_profiles import ModelProfiles, ProfileRequest, cell_accuracy, profilings
+from halyard.scheduling import Simulator
 from halyard.testing.cluster import TestCluster
 from halyard.traces import adapt_for_crius, generate_synergy_trace
 
@@ -211,7 +211,7 @@ async def _lockstep_cluster(policy, toml: str):
     from halyard.controlplane.server import ControlPlaneServer
     from halyard.controlplane.service import ControlPlane
     from halyard.controlplane.store import SqliteStore
-    from halyard.controlplane.timing import performance_model_for
+    from halyard.scheduling.timing import performance_model_for
 
     cluster = parse_cluster(toml)
     perf = performance_model_for(policy)

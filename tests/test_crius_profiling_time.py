@@ -10,11 +10,11 @@ from collections import Counter
 import pytest
 from factories import two_type_toml
 
-from halyard.controlplane import Simulator
 from halyard.datamodel import EventKind, JobSpec, parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies.crius import PROFILE_S_PER_PARALLELISM, Crius, profile_requests
 from halyard.policies.facts import ClusterFacts
+from halyard.scheduling import Simulator
 
 TOML = two_type_toml(1, 8)  # 8 x A40, 8 x A10
 _A, _B = TOML.rsplit("gpus = 8", 1)

@@ -14,11 +14,11 @@ import sys
 
 import pytest
 
-from halyard.controlplane import Simulator
 from halyard.datamodel import Allocation, JobSpec, NodeAllocation, Tier, ValidationError, load_cluster, parse_cluster
 from halyard.emulator import PerformanceModel, load_model_catalog
 from halyard.emulator.catalog import extend_catalog, load_catalog
 from halyard.policies import make_policy
+from halyard.scheduling import Simulator
 from halyard.testing.cluster import small_cluster_toml
 from halyard.traces import write_trace
 

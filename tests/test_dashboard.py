@@ -333,8 +333,8 @@ async def read_for(stream: aiohttp.ClientResponse, seconds: float) -> str:
 
 def test_timeline_follows_allocations_preemptions_and_resizes_through_the_event_log():
     from halyard.controlplane.dashboard import Timeline, allocation_gpus
-    from halyard.controlplane.eventlog import EventLog, describe
     from halyard.datamodel import Allocation, EventKind, JobState, NodeAllocation
+    from halyard.scheduling.eventlog import EventLog, describe
 
     two_nodes = describe(Allocation((NodeAllocation("n0", (0, 1), 8, 1000), NodeAllocation("n1", (2, 3), 8, 1000))))
     assert allocation_gpus(two_nodes) == 4 and allocation_gpus("n0:5") == 1

@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 from factories import Servers, job, mixed_toml
 
-from halyard.controlplane import SchedulingCore, Simulator
 from halyard.datamodel import EventKind, JobState, load_cluster, parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import Resize, Start, make_policy
 from halyard.policies.easyscale import EasyScaleOptions, IntraJob
+from halyard.scheduling import SchedulingCore, Simulator
 
 
 def node_v(gpus: int = 2, nic_gbit_s: float = 200) -> Servers:

@@ -12,8 +12,6 @@ import pytest
 from factories import job
 from policy_fakes import OneResize
 
-from halyard.controlplane import PlanError, SchedulingCore, Simulator
-from halyard.controlplane.records import JobRecord, allocation_from_dict, allocation_to_dict
 from halyard.controlplane.store import SqliteStore
 from halyard.datamodel import (
     Allocation,
@@ -27,6 +25,8 @@ from halyard.datamodel import (
 )
 from halyard.emulator.elastic import DETERMINISM_D1_OVERHEAD
 from halyard.policies import Plan, make_policy
+from halyard.scheduling import PlanError, SchedulingCore, Simulator
+from halyard.scheduling.records import JobRecord, allocation_from_dict, allocation_to_dict
 from halyard.wire import allocation_from_pb, allocation_to_pb, spec_from_pb, spec_to_pb
 
 

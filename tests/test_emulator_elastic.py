@@ -9,15 +9,12 @@ from halyard.emulator import PerformanceModel
 from halyard.emulator.elastic import (
     DETERMINISM_D1_OVERHEAD,
     DETERMINISM_D2_OVERHEAD,
-    best_est_mapping,
     determinism_factor,
-    easyscale_plan_throughput,
     est_step_s,
-    needs_homogeneous,
     pipeline_latency_s,
-    spread_ests,
     stage_latency_s,
 )
+from halyard.parallelism import best_est_mapping, easyscale_plan_throughput, needs_homogeneous, spread_ests
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 from factories import Servers, job, mixed_toml
 
-from halyard.controlplane import Simulator
 from halyard.datamodel import Allocation, NodeAllocation, Parallelism, StagePlan, Tier, parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.emulator.collectives import GBYTE
@@ -19,6 +18,7 @@ from halyard.emulator.contention import profile_from_iteration
 from halyard.emulator.fabric import Fabric, link_gbytes
 from halyard.emulator.parallel import MICRO_BATCHES_PER_STAGE, UnsupportedParallelismError
 from halyard.policies import make_policy
+from halyard.scheduling import Simulator
 
 MODEL = "bert-large"  # 24 layers, 786,432 B of layer output per sequence, reference batch 8
 

@@ -11,10 +11,10 @@ import sys
 from factories import job
 from worlds import World, train_spec
 
-from halyard.controlplane import SchedulingCore
 from halyard.controlplane.store import SqliteStore
 from halyard.datamodel import JobState
 from halyard.policies import make_policy
+from halyard.scheduling import SchedulingCore
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc
 from halyard.v1 import types_pb2 as tpb

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from factories import job
 
-from halyard.controlplane import Simulator
 from halyard.datamodel import Allocation, EventKind, JobState, NodeAllocation
 from halyard.policies import ClusterView, PassState, Plan, Policy
+from halyard.scheduling import Simulator
 
 ROUND_S = 100.0
 

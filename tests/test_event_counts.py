@@ -1,4 +1,4 @@
-"""Per-job counts of event kinds reach every output from one table (controlplane/eventcounts.py).
+"""Per-job counts of event kinds reach every output from one table (scheduling/eventcounts.py).
 
 Suspensions (Crius §6.1) were once wired by hand through the record, the metrics, the run tables and
 Prometheus; each counted kind is now one row that all of them read. tests/test_policies_crius.py
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from factories import job
 
-from halyard.controlplane import Simulator
-from halyard.controlplane.eventcounts import BY_KIND, EVENT_COUNTS, count, recount, totals
-from halyard.controlplane.metrics import job_metrics, summarize
-from halyard.controlplane.records import NOT_PERSISTED, PERSISTED, JobRecord
 from halyard.controlplane.runtables import JOB_COLUMNS
 from halyard.datamodel import EventKind
 from halyard.policies import make_policy
+from halyard.scheduling import Simulator
+from halyard.scheduling.eventcounts import BY_KIND, EVENT_COUNTS, count, recount, totals
+from halyard.scheduling.metrics import job_metrics, summarize
+from halyard.scheduling.records import NOT_PERSISTED, PERSISTED, JobRecord
 
 
 def test_every_count_is_a_record_field_a_metric_and_a_column(small_cluster, perf):

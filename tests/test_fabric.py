@@ -12,7 +12,6 @@ import random
 import pytest
 from factories import job
 
-from halyard.controlplane import Simulator, summarize
 from halyard.controlplane.replay import replay
 from halyard.datamodel import Allocation, EventKind, JobState, NodeAllocation, parse_cluster
 from halyard.emulator import PerformanceModel
@@ -24,6 +23,7 @@ from halyard.emulator.contention import (
 )
 from halyard.emulator.fabric import FLUID_MAX_JOBS, SIM_ITERATIONS, SIM_STEADY, Fabric, link_gbytes
 from halyard.policies import make_policy
+from halyard.scheduling import Simulator, summarize
 from halyard.testing.cluster import small_cluster_toml
 
 # Three 4-GPU nodes in one rack: two 6-GPU FIFO jobs land on n0:4+n1:2 and n2:4+n1:2 and share n1's NIC.

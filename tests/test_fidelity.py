@@ -12,11 +12,11 @@ import asyncio
 
 import pytest
 
-from halyard.controlplane import Simulator, summarize
 from halyard.controlplane.replay import replay
 from halyard.datamodel import EventKind, parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
+from halyard.scheduling import Simulator, summarize
 from halyard.testing.cluster import WAIT_TIMEOUT_S, small_cluster_toml
 from halyard.traces import generate_synergy_trace
 
@@ -59,7 +59,7 @@ async def test_synergy_tune_replays_its_simulation(policy, duration_scale):
     drivers build with ``performance_model_for``): the same schedule and JCTs, at the same high
     speed-up as above: in lockstep the control plane completes jobs on the model's schedule, so a
     Reconfigure that reaches an agent late cannot change it."""
-    from halyard.controlplane.timing import performance_model_for
+    from halyard.scheduling.timing import performance_model_for
 
     toml = small_cluster_toml(2)
     cluster = parse_cluster(toml)

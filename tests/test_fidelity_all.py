@@ -23,12 +23,12 @@ from dataclasses import dataclass
 import pytest
 from factories import two_type_toml
 
-from halyard.controlplane import Simulator
 from halyard.controlplane.replay import replay
-from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import EventKind, JobSpec, parse_cluster
 from halyard.datamodel.events import JobEvent
 from halyard.policies import make_policy, policy_names
+from halyard.scheduling import Simulator
+from halyard.scheduling.timing import performance_model_for
 from halyard.testing.cluster import small_cluster_toml
 from halyard.traces import adapt_for_crius, generate_synergy_trace
 

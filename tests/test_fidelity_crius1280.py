@@ -11,11 +11,11 @@ from pathlib import Path
 
 from test_fidelity_all import ROUND_S, TIME_TOLERANCE_S, first_difference
 
-from halyard.controlplane import Simulator
 from halyard.controlplane.replay import replay
 from halyard.datamodel import EventKind, load_cluster, read_cluster_text
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
+from halyard.scheduling import Simulator
 from halyard.traces import adapt_for_crius, read_philly
 
 SAMPLE = Path(__file__).resolve().parents[1] / "src/halyard/data/traces/philly_sample.csv"

@@ -25,11 +25,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_failures import free_port
 
-from halyard.controlplane.core import SchedulingCore
 from halyard.controlplane.store import SqliteStore
-from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import parse_cluster
 from halyard.policies import make_policy
+from halyard.scheduling.core import SchedulingCore
+from halyard.scheduling.timing import performance_model_for
 from halyard.testing.cluster import small_cluster_toml
 from halyard.v1 import cluster_service_pb2 as cpb
 from halyard.v1 import cluster_service_pb2_grpc as cgrpc

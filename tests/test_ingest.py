@@ -16,11 +16,12 @@ import pytest
 from halyard.clock import ManualClock
 from halyard.controlplane.errors import Unavailable
 from halyard.controlplane.service import ControlPlane
-from halyard.controlplane.store import SqliteStore, StoreError
+from halyard.controlplane.store import SqliteStore
 from halyard.datamodel import JobSpec, JobState
 from halyard.datamodel.limits import MAX_REQUEST_BYTES, MAX_SUBMIT_BATCH
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
+from halyard.scheduling.state import StoreError
 from halyard.testing import TestCluster
 from halyard.testing.cluster import WAIT_TIMEOUT_S, small_cluster_toml
 from halyard.v1 import job_service_pb2 as jpb

@@ -16,10 +16,11 @@ from halyard.cli.controlplane import EXIT_STORE_FAILED, _serve
 from halyard.clock import ManualClock
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import ControlPlane
-from halyard.controlplane.store import SqliteStore, StoreError
-from halyard.controlplane.timing import performance_model_for
+from halyard.controlplane.store import SqliteStore
 from halyard.datamodel import limits as lim
 from halyard.policies import make_policy
+from halyard.scheduling.state import StoreError
+from halyard.scheduling.timing import performance_model_for
 from halyard.testing import TestCluster
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc

@@ -8,13 +8,13 @@ from types import SimpleNamespace
 import numpy as np
 from factories import job
 
-from halyard.controlplane import SchedulingCore, Simulator
-from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import load_cluster
 from halyard.policies import StagedPolicy, make_policy
 from halyard.policies.ordering import Las, RunningService
 from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.stages import Ordering
+from halyard.scheduling import SchedulingCore, Simulator
+from halyard.scheduling.timing import performance_model_for
 from halyard.traces import generate_synergy_trace
 
 

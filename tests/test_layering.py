@@ -64,12 +64,6 @@ AGENT_COMMAND = ("halyard.cli.agent", ("halyard.controlplane", "halyard.scheduli
 
 # Known breaks of a rule: (importing module, imported module) -> "date: why, and what removes it".
 KNOWN: dict[tuple[str, str], str] = {
-    ("halyard.policies.easyscale", "halyard.emulator.elastic"):
-        "2026-11-29: EasyScale's plan helpers live in the emulator; move_core.sh moves them to halyard.parallelism",
-    ("halyard.policies.adaptive", "halyard.emulator.parallel"):
-        "2026-11-29: the stage-plan enumeration lives in the emulator; move_core.sh moves it to halyard.parallelism",
-    ("halyard.policies.crius", "halyard.emulator.parallel"):
-        "2026-11-29: the stage-plan enumeration lives in the emulator; move_core.sh moves it to halyard.parallelism",
     ("halyard.controlplane.replay", "halyard.agent.cluster_copy"):
         "2026-11-29: replay starts emulated agents in-process; issue 34 item 1 (split the daemon) removes it",
     ("halyard.controlplane.replay", "halyard.agent.emulated"):

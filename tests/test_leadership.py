@@ -8,11 +8,11 @@ import time
 import pytest
 from factories import job
 
-from halyard.controlplane import SchedulingCore
 from halyard.controlplane.leadership import Leadership, LeaseSettings, LostLeadership
 from halyard.controlplane.store_postgres import Fenced, PostgresStore
 from halyard.datamodel import ValidationError
 from halyard.policies import make_policy
+from halyard.scheduling import SchedulingCore
 
 SHORT = LeaseSettings(duration_s=1.5, renew_deadline_s=1.0, retry_period_s=0.2)
 

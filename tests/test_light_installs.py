@@ -88,7 +88,8 @@ def test_simulate_out_dir_without_pyarrow_exits_2_before_the_run(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-CONTROL_PLANE = ("halyard.controlplane", "halyard.policies", "scipy", "pyarrow", "matplotlib", "numba")
+CONTROL_PLANE = ("halyard.controlplane", "halyard.scheduling", "halyard.policies",
+                 "scipy", "pyarrow", "matplotlib", "numba")
 
 
 def _heavy(modules: list[str]) -> list[str]:

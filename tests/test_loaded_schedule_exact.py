@@ -15,10 +15,10 @@ import hashlib
 
 import pytest
 
-from halyard.controlplane import Simulator
-from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import load_cluster
 from halyard.policies import make_policy
+from halyard.scheduling import Simulator
+from halyard.scheduling.timing import performance_model_for
 from halyard.traces import generate_synergy_trace
 
 JOBS = 1000

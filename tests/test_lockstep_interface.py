@@ -13,9 +13,9 @@ from halyard.clock import ManualClock
 from halyard.controlplane.replay_lockstep import Lockstep, NoLockstep, ReplayLockstep
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import SqliteStore
-from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import parse_cluster
 from halyard.policies import make_policy
+from halyard.scheduling.timing import performance_model_for
 from halyard.testing.cluster import small_cluster_toml
 
 

@@ -15,7 +15,6 @@ import pytest
 from factories import Servers, job, mixed_toml
 
 from halyard.cli import main
-from halyard.controlplane import PlanError, SchedulingCore, Simulator
 from halyard.datamodel import (
     Allocation,
     EventKind,
@@ -27,6 +26,7 @@ from halyard.datamodel import (
 )
 from halyard.emulator import PerformanceModel
 from halyard.policies import Plan, make_policy, policy_names
+from halyard.scheduling import PlanError, SchedulingCore, Simulator
 
 GIB = 2**30
 

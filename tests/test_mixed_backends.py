@@ -9,10 +9,10 @@ import pytest
 from factories import job
 from worlds import World, train_spec
 
-from halyard.controlplane import SchedulingCore
-from halyard.controlplane.backends import EMULATES, RUNS_COMMANDS, backend_kind
 from halyard.datamodel import JobState, parse_cluster
 from halyard.policies import WaitCode, make_policy, policy_names
+from halyard.scheduling import SchedulingCore
+from halyard.scheduling.backends import EMULATES, RUNS_COMMANDS, backend_kind
 from halyard.testing import TestCluster
 from halyard.testing.cluster import small_cluster_toml
 from halyard.v1 import job_service_pb2 as jpb
@@ -89,9 +89,9 @@ def test_a_job_no_connected_node_can_run_waits_with_the_reason(small_cluster, pe
 
 
 def test_the_core_refuses_a_plan_that_puts_a_command_on_an_emulated_node(small_cluster, perf):
-    from halyard.controlplane import PlanError
     from halyard.datamodel import Allocation, NodeAllocation
     from halyard.policies import Plan
+    from halyard.scheduling import PlanError
 
     core = mixed_core(small_cluster, perf, "fifo", {"r0-n0": EMULATES, "r0-n1": RUNS_COMMANDS})
     core.submit(job(2, job_id="real", command=COMMAND), 0.0)
@@ -104,9 +104,9 @@ def test_the_core_refuses_a_plan_that_puts_a_command_on_an_emulated_node(small_c
 def test_a_split_pass_applies_all_its_plans_or_none(small_cluster, perf):
     """The kinds' plans are one pass: when the second is refused, the first (valid) one is not applied
     either, and both policies hear so, as a refused plan leaves everything as it was."""
-    from halyard.controlplane import PlanError
     from halyard.datamodel import Allocation, NodeAllocation
     from halyard.policies import Plan, Policy
+    from halyard.scheduling import PlanError
 
     class StartsOnR0N0(Policy):
         """Starts every pending job on all of r0-n0, schedulable for its kind or not."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from halyard.controlplane.passtimes import PassTimes
+from halyard.scheduling.passtimes import PassTimes
 
 
 def test_below_capacity_every_pass_is_kept_and_percentiles_are_exact():

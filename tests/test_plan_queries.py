@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from factories import job
 
-from halyard.controlplane import SchedulingCore
 from halyard.datamodel import Allocation, NodeAllocation
 from halyard.policies import Migrate, Plan, Preempt, Resize, Start, make_policy
+from halyard.scheduling import SchedulingCore
 
 
 def alloc(*parts: tuple[str, tuple[int, ...]], cpus: int = 3, mem: int = 62_500) -> Allocation:

@@ -7,7 +7,6 @@ import re
 import pytest
 from factories import job
 
-from halyard.controlplane import SchedulingCore
 from halyard.datamodel import Allocation, NodeAllocation, ValidationError
 from halyard.policies import (
     Fifo,
@@ -23,6 +22,7 @@ from halyard.policies import (
     policy_names,
 )
 from halyard.policies.registry import COMMON_PRESETS
+from halyard.scheduling import SchedulingCore
 
 
 def core_with(cluster, perf, policy="fifo") -> SchedulingCore:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from halyard.controlplane import SchedulingCore, Simulator
 from halyard.datamodel import JobSpec, ValidationError, load_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
+from halyard.scheduling import SchedulingCore, Simulator
 
 PM = PerformanceModel()
 CRIUS_64 = load_cluster("crius-64")  # 16 x 2 A40 + 16 x 2 A10 (§8.1)
@@ -34,7 +34,7 @@ def test_baselines_run_a_large_model_with_the_fastest_plan_that_fits(policy):
     """The baseline picks the GPUs (4, or what ElasticFlow sizes); the job runs a tensor/pipeline plan
     on them, every shard fits its GPU, it is the fastest uniform plan that does, and the job completes.
     A model that fits one GPU next to it keeps data parallelism (no stages) under the staged baselines."""
-    from halyard.emulator.parallel import uniform_plans
+    from halyard.parallelism import uniform_plans
     from halyard.policies.plan import Start
 
     core = SchedulingCore(CRIUS_64, make_policy(policy), PM)

@@ -12,7 +12,6 @@ import pytest
 from factories import job
 from policy_fakes import FakeJob, on, view_of
 
-from halyard.controlplane import Simulator
 from halyard.datamodel import JobState
 from halyard.policies import (
     FreeResources,
@@ -28,6 +27,7 @@ from halyard.policies import (
 )
 from halyard.policies.gandiva import ConsolidatingMigration, NetworkAgnostic
 from halyard.policies.tiresias import SkewConsolidation, TwoDimensionalLas, high_skew
+from halyard.scheduling import Simulator
 
 
 def fake(job_id: str, gpus: int, *, model: str = "resnet50", seq: int = 0, submit: float = 0.0, **kw) -> FakeJob:

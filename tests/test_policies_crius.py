@@ -9,8 +9,6 @@ import pytest
 from factories import two_type_toml
 from policy_fakes import FakeJob, on, view_of
 
-from halyard.controlplane import SchedulingCore, Simulator
-from halyard.controlplane.metrics import job_metrics, summarize
 from halyard.controlplane.store import SqliteStore
 from halyard.datamodel import (
     Allocation,
@@ -39,6 +37,8 @@ from halyard.policies.crius import (
     tuned_cell,
 )
 from halyard.policies.plan import Drop, Migrate, Preempt, Resize, Start
+from halyard.scheduling import SchedulingCore, Simulator
+from halyard.scheduling.metrics import job_metrics, summarize
 from halyard.testing.cluster import small_cluster_toml
 
 PM = PerformanceModel()
@@ -312,9 +312,9 @@ def test_ddl_never_scales_a_running_job_past_its_deadline(deadlines):
 
 
 def test_a_dropped_job_is_cancelled_with_the_reason_and_counts_against_the_deadline_ratio():
-    from halyard.controlplane import SchedulingCore, summarize
-    from halyard.controlplane.core import PlanError
     from halyard.policies import Plan
+    from halyard.scheduling import SchedulingCore, summarize
+    from halyard.scheduling.core import PlanError
 
     core = SchedulingCore(ONE_TYPE, make_policy("fifo"), PM)
     core.submit(spec("d", 8, deadline=10.0), 0.0)

@@ -13,7 +13,6 @@ import pytest
 from factories import job, two_type_toml
 from policy_fakes import FakeJob, FakePerf, on, view_of
 
-from halyard.controlplane import SchedulingCore, Simulator
 from halyard.datamodel import Allocation, EventKind, JobSpec, JobState, NodeAllocation, ValidationError, parse_cluster
 from halyard.policies import Migrate, PassState, Plan, Preempt, Start, WaitCode, make_policy, policy_names
 from halyard.policies.dally import LEASE_ROUNDS, MIN_GAIN, Dally
@@ -21,6 +20,7 @@ from halyard.policies.dally_stages import DelayScheduling, delay_decision, ideal
 from halyard.policies.dally_timers import MANUAL_MACHINE_TIMER_S, AutoTuner, ManualTimers, tuned_timer
 from halyard.policies.facts import ClusterShape
 from halyard.policies.topology import Level
+from halyard.scheduling import SchedulingCore, Simulator
 from halyard.testing.cluster import small_cluster_toml
 
 H = 3600.0

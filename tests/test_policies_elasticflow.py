@@ -5,12 +5,12 @@ from __future__ import annotations
 from factories import two_type_toml
 from policy_fakes import FakeJob, on, view_of
 
-from halyard.controlplane import Simulator
 from halyard.datamodel import EventKind, JobSpec, JobState, parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import PassState
 from halyard.policies.elasticflow import ElasticFlow, dp_rate, placeable_types
 from halyard.policies.plan import Resize, Start
+from halyard.scheduling import Simulator
 from halyard.testing.cluster import small_cluster_toml
 
 PM = PerformanceModel()

@@ -7,12 +7,12 @@ import pytest
 from factories import two_type_toml
 from policy_fakes import FakeJob, on, view_of
 
-from halyard.controlplane import Simulator
 from halyard.datamodel import EventKind, JobSpec, JobState, parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import PassState
 from halyard.policies.gavel import Gavel, max_throughput_allocation, throughputs
 from halyard.policies.plan import Preempt, Start
+from halyard.scheduling import Simulator
 from halyard.testing.cluster import small_cluster_toml
 
 PM = PerformanceModel()

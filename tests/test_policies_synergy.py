@@ -9,14 +9,14 @@ from hypothesis import strategies as st
 from policy_fakes import Wrapping
 from test_properties import check_ledger
 
-from halyard.controlplane import SchedulingCore, Simulator
-from halyard.controlplane.timing import Pacer, performance_model_for
 from halyard.datamodel import Allocation, JobSpec, JobState, NodeAllocation, ValidationError, load_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import ClusterView, PassState, Plan, Policy, WaitCode, make_policy, policy_names
 from halyard.policies.ordering import ORDERINGS
 from halyard.policies.synergy import MECHANISMS
 from halyard.policies.synergy_profile import binary_search_points, optimistic_profile
+from halyard.scheduling import SchedulingCore, Simulator
+from halyard.scheduling.timing import Pacer, performance_model_for
 
 STALLS = PerformanceModel(data_stalls=True)
 ROUND = 300.0  # a round boundary of the core's default 300 s rounds (Synergy §3 decides only there)

@@ -16,13 +16,13 @@ from __future__ import annotations
 import pytest
 from factories import job
 
-from halyard.controlplane import Simulator
 from halyard.datamodel import JobState, ValidationError
 from halyard.emulator import PerformanceModel
 from halyard.policies import Adjustable, Adjuster, NeedsProfiles, StagedPolicy, make_policy, policy_names
 from halyard.policies.adjusting import free_after
 from halyard.policies.capabilities import MEANS
 from halyard.policies.registry import AUGMENTATIONS, STAGES
+from halyard.scheduling import Simulator
 
 PRESETS = policy_names()
 PIPELINE_SUFFIXES = [f"{kind}={name}" for kind, names in STAGES.items() for name in sorted(names)]

@@ -11,8 +11,6 @@ from __future__ import annotations
 import pytest
 from factories import job
 
-from halyard.controlplane import SchedulingCore, Simulator
-from halyard.controlplane.core import PlanError
 from halyard.datamodel import EventKind, JobState, ValidationError
 from halyard.emulator import PerformanceModel
 from halyard.policies import (
@@ -32,6 +30,8 @@ from halyard.policies import (
     policy_names,
 )
 from halyard.policies.tiresias import TwoDimensionalLas
+from halyard.scheduling import SchedulingCore, Simulator
+from halyard.scheduling.core import PlanError
 
 PROTOCOLS = {"admission": Admission, "ordering": Ordering, "sizing": Sizing, "adjust": Adjuster, "preempt": Preemption}
 

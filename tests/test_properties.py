@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from policy_fakes import Wrapping
 
-from halyard.controlplane import Simulator
 from halyard.datamodel import JobSpec, JobState
 from halyard.policies import ClusterView, PassState, Plan, Policy, make_policy
+from halyard.scheduling import Simulator
 
 MODELS = ("resnet50", "resnet18", "bert-large", "gnmt", "alexnet")
 

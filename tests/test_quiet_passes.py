@@ -15,11 +15,11 @@ from factories import job
 from loaded_runs import loaded_run
 from policy_fakes import FakeJob, view_of
 
-from halyard.controlplane import SchedulingCore, Simulator, summarize
-from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import Allocation, JobState, NodeAllocation, load_cluster
 from halyard.policies import StagedPolicy, make_policy
 from halyard.policies.tiresias import QUIET_MARGIN_S, KeptOrder, SkewConsolidation, TwoDimensionalLas
+from halyard.scheduling import SchedulingCore, Simulator, summarize
+from halyard.scheduling.timing import performance_model_for
 from halyard.traces import generate_synergy_trace
 
 

@@ -8,8 +8,8 @@ import pytest
 import structlog
 
 from halyard.controlplane import replay as replay_module
-from halyard.controlplane.store import StoreError
 from halyard.datamodel import JobSpec, parse_cluster
+from halyard.scheduling.state import StoreError
 from halyard.testing.cluster import small_cluster_toml
 
 STARTED = "control plane listening"  # logged once per attempt (ControlPlaneServer.start)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from halyard.controlplane import Simulator
-from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import EventKind, JobState, load_cluster
 from halyard.policies import make_policy, staged
+from halyard.scheduling import Simulator
+from halyard.scheduling.timing import performance_model_for
 from halyard.traces import generate_synergy_trace
 
 

@@ -14,10 +14,10 @@ import random
 import numpy as np
 from factories import job
 
-from halyard.controlplane import JobRecord
 from halyard.datamodel import Allocation, NodeAllocation
 from halyard.policies.dally_stages import nw_sens
 from halyard.policies.running_sens import FIRST_ROWS, RunningNwSens
+from halyard.scheduling import JobRecord
 
 
 def _allocation(k: int) -> Allocation:
@@ -159,10 +159,10 @@ class _CheckedTable(RunningNwSens):
 
 
 def test_followed_running_jobs_equal_a_fresh_check_on_a_loaded_run():
-    from halyard.controlplane import Simulator
-    from halyard.controlplane.timing import performance_model_for
     from halyard.datamodel import load_cluster
     from halyard.policies import make_policy
+    from halyard.scheduling import Simulator
+    from halyard.scheduling.timing import performance_model_for
     from halyard.traces import generate_synergy_trace
 
     policy = make_policy("dally")

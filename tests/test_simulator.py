@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from factories import job
 
-from halyard.controlplane import Simulator, summarize
 from halyard.datamodel import EventKind, JobState, ValidationError
 from halyard.policies import make_policy
+from halyard.scheduling import Simulator, summarize
 
 
 def simulate(cluster, perf, jobs, policy="fifo", round_s=300.0):

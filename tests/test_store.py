@@ -18,14 +18,9 @@ from factories import job
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from halyard.controlplane import SchedulingCore, SimulatedPool
-from halyard.controlplane.records import PERSISTED, JobRecord
 from halyard.controlplane.store import (
     SCHEMA_VERSION,
-    InconsistentState,
     SqliteStore,
-    StoredState,
-    StoreError,
     allocation_from_dict,
     allocation_to_dict,
     spec_from_dict,
@@ -42,6 +37,9 @@ from halyard.datamodel import (
     StagePlan,
 )
 from halyard.policies import PassState, Plan, make_policy
+from halyard.scheduling import SchedulingCore, SimulatedPool
+from halyard.scheduling.records import PERSISTED, JobRecord
+from halyard.scheduling.state import InconsistentState, StoredState, StoreError
 
 
 def alloc(*parts: tuple[str, tuple[int, ...]], shift: float = 0.0) -> Allocation:
@@ -317,7 +315,7 @@ def test_save_latency(stores, core):
 
 CHILD = """
 import sys
-from halyard.controlplane.records import JobRecord
+from halyard.scheduling.records import JobRecord
 from halyard.controlplane.store import SqliteStore
 from halyard.datamodel import EventKind, JobEvent, JobSpec, JobState
 

@@ -10,8 +10,9 @@ import pytest
 
 from halyard.controlplane import store as sqlite_store
 from halyard.controlplane import store_postgres
-from halyard.controlplane.store import SCHEMA_VERSION, StoreError
+from halyard.controlplane.store import SCHEMA_VERSION
 from halyard.controlplane.store_postgres import MIGRATIONS, PostgresStore, is_postgres_url, redact
+from halyard.scheduling.state import StoreError
 
 
 def test_every_record_slot_has_a_place():

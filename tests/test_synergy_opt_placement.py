@@ -9,11 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_properties import check_ledger
 
-from halyard.controlplane import SchedulingCore
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy
 from halyard.policies.synergy_opt_placement import Spread, SpreadJob, renew_leases, spread
 from halyard.policies.synergy_profile import job_profile
+from halyard.scheduling import SchedulingCore
 
 ROUND = 300.0  # a round boundary of the core's default 300 s rounds (Synergy §3 decides only there)
 

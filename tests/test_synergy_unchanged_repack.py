@@ -11,13 +11,13 @@ from __future__ import annotations
 from factories import job
 from policy_fakes import FakeJob, view_of
 
-from halyard.controlplane import Simulator
-from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import Allocation, JobState, NodeAllocation, load_cluster
 from halyard.policies import StagedPolicy
 from halyard.policies.ordering import ORDERINGS
 from halyard.policies.plan import Plan
 from halyard.policies.synergy import SynergyMechanism, Tune, _RepackInputs
+from halyard.scheduling import Simulator
+from halyard.scheduling.timing import performance_model_for
 from halyard.traces import generate_synergy_trace
 
 GB = 1000

@@ -26,12 +26,12 @@ from worlds import World, train_spec
 from halyard.agent.emulated import EmulatedAgent
 from halyard.agent.worker import clock_env, time_shift_env
 from halyard.clock import ManualClock
-from halyard.controlplane import Simulator
-from halyard.controlplane.core import PlanError
-from halyard.controlplane.records import allocation_from_dict, allocation_to_dict
 from halyard.datamodel import Allocation, EventKind, JobState, NodeAllocation, parse_cluster
 from halyard.emulator.fabric import Fabric
 from halyard.policies import Plan, Policy
+from halyard.scheduling import Simulator
+from halyard.scheduling.core import PlanError
+from halyard.scheduling.records import allocation_from_dict, allocation_to_dict
 from halyard.testing.cluster import small_cluster_toml
 from halyard.timeshift import DRIFT_TOLERANCE, drift_s, grid_at_or_after, paced_iteration_s
 from halyard.v1 import agent_service_pb2 as apb

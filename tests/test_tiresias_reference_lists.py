@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from factories import Servers, mixed_toml
 
-from halyard.controlplane import Simulator
 from halyard.datamodel import JobSpec, parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.tiresias import SkewConsolidation, TwoDimensionalLas
+from halyard.scheduling import Simulator
 
 
 def run(ordering: TwoDimensionalLas, jobs: list[tuple[str, float, int, float]], gpus: int = 1) -> Simulator:

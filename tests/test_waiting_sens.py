@@ -11,13 +11,13 @@ from __future__ import annotations
 import itertools
 import math
 
-from halyard.controlplane import Simulator
-from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import JobState, load_cluster
 from halyard.policies import make_policy
 from halyard.policies.dally_preemption import _LazyVictims
 from halyard.policies.dally_stages import nw_sens
 from halyard.policies.waiting_sens import WaitingOrder
+from halyard.scheduling import Simulator
+from halyard.scheduling.timing import performance_model_for
 from halyard.traces import generate_synergy_trace
 
 

@@ -18,13 +18,13 @@ import grpc
 from halyard.agent.emulated import EmulatedAgent
 from halyard.agent.process import ProcessAgent
 from halyard.clock import ScaledClock
-from halyard.controlplane.records import JobRecord
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import SqliteStore
 from halyard.datamodel import parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import Migrate, Policy, Preempt, Resize, SetResources, SetTimeShift, Start, make_policy
+from halyard.scheduling.records import JobRecord
 from halyard.testing.cluster import WAIT_TIMEOUT_S, small_cluster_toml
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc

@@ -3,7 +3,8 @@
 The shared data model lives in :mod:`halyard.datamodel`; the subsystems are
 ``halyard.traces`` (trace schema and loaders), ``halyard.emulator`` (the one
 performance model), ``halyard.policies`` (pure decision code),
-``halyard.controlplane`` (scheduling core and simulator) and ``halyard.agent``.
+``halyard.scheduling`` (scheduling core and simulator), ``halyard.controlplane``
+(the daemon) and ``halyard.agent``.
 """
 
 import os as _os

@@ -32,11 +32,11 @@ from halyard.controlplane.standby import StandbyServer
 from halyard.controlplane.store import SqliteStore
 from halyard.controlplane.store_postgres import PostgresStore, is_postgres_url
 from halyard.controlplane.storelock import StoreLock
-from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import ValidationError, parse_cluster, read_cluster_text
 from halyard.emulator.catalog import load_model_catalog
 from halyard.logs import configure_logging
 from halyard.policies import make_policy
+from halyard.scheduling.timing import performance_model_for
 from halyard.tls import ServerTLS
 
 log = structlog.get_logger("halyard")

@@ -25,14 +25,14 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from halyard.controlplane import Simulator, summarize
 from halyard.controlplane.runtables import RunTables, TimelineRecorder, job_columns, write_run
-from halyard.controlplane.simulator import Rejected
-from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import Cluster, HalyardError, JobSpec, ValidationError, load_cluster
 from halyard.emulator.catalog import Catalog, load_model_catalog
 from halyard.emulator.performance import CONTENTION_MODES
 from halyard.policies import make_policy
+from halyard.scheduling import Simulator, summarize
+from halyard.scheduling.simulator import Rejected
+from halyard.scheduling.timing import performance_model_for
 from halyard.traces import TraceLoad, read_trace
 
 DEFAULT_ROUND_S = 300.0  # DESIGN.md: lease of 5 minutes of cluster time

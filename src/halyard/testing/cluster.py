@@ -23,13 +23,13 @@ from halyard.clock import ManualClock
 from halyard.controlplane.auth import TokenFile
 from halyard.controlplane.disruption import DisruptionSettings
 from halyard.controlplane.forecast import ForecastSettings
-from halyard.controlplane.records import JobRecord
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import SqliteStore
-from halyard.controlplane.timing import performance_model_for
 from halyard.datamodel import cluster_digest, parse_cluster
 from halyard.policies import make_policy
+from halyard.scheduling.records import JobRecord
+from halyard.scheduling.timing import performance_model_for
 from halyard.tls import ClientTLS, ServerTLS, init_ca, issue
 
 # How long wait_for waits by default, in wall seconds, and how long entry waits for the agents to

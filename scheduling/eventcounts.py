@@ -2,7 +2,7 @@
 per-job metrics, the run tables and Prometheus all read this table, so a new counted kind (a policy's
 own way to stop a job, as Crius' suspensions) is one row here, not a change in five modules.
 
-Each count is a :class:`~halyard.controlplane.records.JobRecord` attribute named :attr:`EventCount.field`,
+Each count is a :class:`~halyard.scheduling.records.JobRecord` attribute named :attr:`EventCount.field`,
 which is also its key in ``metrics.summarize`` and ``metrics.job_metrics``, its run-table column and,
 as ``halyard_<field>``, its Prometheus counter (by tenant). A count that is not a stored column is
 recounted from the event log when the core restores (:func:`recount`).

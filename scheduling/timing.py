@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from halyard.controlplane.core import SchedulingCore
-from halyard.controlplane.records import JobRecord
 from halyard.datamodel import Allocation, JobState
 from halyard.emulator import PerformanceModel
 from halyard.emulator.fabric import Fabric
 from halyard.emulator.parallel import JobTiming
 from halyard.policies import Action, Migrate, Policy, Preempt, Resize, SetTimeShift, Start
 from halyard.policies.view import allocation_of
+from halyard.scheduling.core import SchedulingCore
+from halyard.scheduling.records import JobRecord
 from halyard.timeshift import grid_at_or_after, paced_iteration_s
 
 

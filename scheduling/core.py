@@ -28,12 +28,6 @@ from types import MappingProxyType
 
 from sortedcontainers import SortedKeyList
 
-from halyard.controlplane.backends import EMULATES, RUNS_COMMANDS, NodeBackends, describe_kind, job_kind, no_node_for
-from halyard.controlplane.eventcounts import BY_KIND, count, recount
-from halyard.controlplane.eventlog import EventLog, describe
-from halyard.controlplane.passtimes import PassTimes
-from halyard.controlplane.records import JobRecord
-from halyard.controlplane.store import InconsistentState, StoredState
 from halyard.datamodel import (
     Allocation,
     Cluster,
@@ -72,6 +66,12 @@ from halyard.policies import (
 from halyard.policies.capabilities import profile_requests_of
 from halyard.policies.profiles import ProfileRequest, ProfileSource
 from halyard.policies.view import ROUND_BOUNDARY_TOLERANCE_S, allocation_of
+from halyard.scheduling.backends import EMULATES, RUNS_COMMANDS, NodeBackends, describe_kind, job_kind, no_node_for
+from halyard.scheduling.eventcounts import BY_KIND, count, recount
+from halyard.scheduling.eventlog import EventLog, describe
+from halyard.scheduling.passtimes import PassTimes
+from halyard.scheduling.records import JobRecord
+from halyard.scheduling.state import InconsistentState, StoredState
 
 
 class PlanError(HalyardError):
@@ -100,7 +100,7 @@ class SchedulingCore:
                  backends: bool = False) -> None:
         self.cluster = cluster
         self.policy = policy
-        # Mixed clusters (controlplane/backends.py): each node's kind, as its agent said, and the live
+        # Mixed clusters (scheduling/backends.py): each node's kind, as its agent said, and the live
         # (pending or running) jobs of each kind. With ``backends`` (the gRPC control plane) a fresh copy
         # of the policy is kept now, before any pass, for the jobs with a command: a policy's instance
         # keeps state about the jobs it schedules, so the two kinds never share one.
@@ -299,7 +299,7 @@ class SchedulingCore:
     def _schedule_split(self, now: float, kinds: list[int]) -> list[Action]:
         """A pass in a cluster of mixed backends: for each kind of job in turn, the kind's policy on a
         view of only that kind's pending and running jobs, with only the nodes that take the kind
-        schedulable (controlplane/backends.py), so whatever the policy, a job with a command lands only
+        schedulable (scheduling/backends.py), so whatever the policy, a job with a command lands only
         where a command runs and one without only where it is emulated. A kind no schedulable node takes
         waits with that reason. The kinds' jobs are apart, their ledger is not (a node of no known
         backend takes both): each view's resources are those the plans before it leave, and the plans
@@ -350,7 +350,7 @@ class SchedulingCore:
         return applied
 
     def set_node_backend(self, node: str, kind: int) -> None:
-        """Node ``node``'s agent runs jobs of ``kind`` (controlplane/backends.py; ANY when it did not say)."""
+        """Node ``node``'s agent runs jobs of ``kind`` (scheduling/backends.py; ANY when it did not say)."""
         if self.backends.set(self.cluster.node(node).index, kind):
             self._quiet = None  # which jobs the node takes changed: the next pass must run
 
@@ -650,7 +650,7 @@ class SchedulingCore:
 
     def _check_backend(self, spec: JobSpec, allocation: Allocation) -> None:
         """A job with a command only on nodes whose agent runs commands, one without only on emulated
-        ones (controlplane/backends.py; nodes of no known backend take either)."""
+        ones (scheduling/backends.py; nodes of no known backend take either)."""
         if not self.backends.known:
             return
         kind = job_kind(spec)

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from halyard.controlplane.eventcounts import RECOUNTED
 from halyard.datamodel import Allocation, JobSpec, JobState, NodeAllocation, Parallelism, StagePlan
 from halyard.policies.reasons import Unplaced
+from halyard.scheduling.eventcounts import RECOUNTED
 
 
 class JobRecord:
@@ -268,7 +268,7 @@ class JobRecord:
 
 # Every slot but the waiting reason and the measured drift, which the first pass and the first
 # progress report after a restart give again.
-# The event counts that are not stored columns (controlplane/eventcounts.py) are recounted from the log.
+# The event counts that are not stored columns (scheduling/eventcounts.py) are recounted from the log.
 NOT_PERSISTED = ("end_reason", *RECOUNTED, "time_shift_drift_s", "wait")
 PERSISTED = tuple(name for name in JobRecord.__slots__ if name not in NOT_PERSISTED)
 

@@ -15,11 +15,11 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from halyard.controlplane.core import SchedulingCore
-from halyard.controlplane.timing import Pacer, performance_model_for
 from halyard.datamodel import Cluster, JobSpec, JobState, ValidationError
 from halyard.emulator import PerformanceModel
 from halyard.policies import Action, Policy
+from halyard.scheduling.core import SchedulingCore
+from halyard.scheduling.timing import Pacer, performance_model_for
 
 # Event kinds, in the order they are handled at one instant: completions free
 # GPUs before arrivals are seen, and a round pass sees both.

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from halyard.controlplane.core import SchedulingCore
-from halyard.controlplane.eventcounts import counts_of, totals
-from halyard.controlplane.records import JobRecord
 from halyard.datamodel import JobState
+from halyard.scheduling.core import SchedulingCore
+from halyard.scheduling.eventcounts import counts_of, totals
+from halyard.scheduling.records import JobRecord
 
 
 def summarize(core: SchedulingCore, *, policy: str, trace_jobs: int, rejected: int,
@@ -69,7 +69,7 @@ def summarize(core: SchedulingCore, *, policy: str, trace_jobs: int, rejected: i
         "comm_share": float(exposed.sum() / run.sum()) if run.sum() > 0 else 0.0,
         "avg_comm_share": float(share.mean()) if share.size else 0.0,
         "gpu_utilization": gpu_s / capacity if capacity > 0 else 0.0,
-        **totals(records),  # preemptions, suspensions (Crius §6.1, apart): controlplane/eventcounts.py
+        **totals(records),  # preemptions, suspensions (Crius §6.1, apart): scheduling/eventcounts.py
         "passes": core.passes,
         "skipped_passes": core.skipped_passes,  # repeats of an empty pass (Policy.quiet_until)
         "avg_pass_ms": 1e3 * core.pass_seconds.total / core.passes if core.passes else 0.0,
