@@ -41,7 +41,7 @@ from halyard.traces.generator import generate_synergy_trace
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from opcounts import add_core, counting, line  # benchmarks/ is not a package: found on sys.path
 
-# The public configuration (issue 38; docs/synergy-public-comparison.md): runner.py's series_id_filter.
+# The public configuration (issue 38; docs/reproductions/synergy-public-comparison.md): runner.py's series_id_filter.
 JOBS, RATE_PER_HOUR, SPLIT, SEED = 5000, 9.0, (20, 70, 10), 42
 MEASURE = (4000, 5000)
 CLUSTER = "synergy-128"
@@ -50,7 +50,7 @@ CLUSTER = "synergy-128"
 # The public simulator's CPU seconds on this configuration (issue 38: one run of
 # ``synergy_public_perjob.py public`` each, on the trace --write-trace writes; not re-measured by this script),
 # Halyard's CPU seconds in those same runs (before issue 38's changes), and what is known of the two
-# simulators' agreement on it (docs/synergy-public-comparison.md).
+# simulators' agreement on it (docs/reproductions/synergy-public-comparison.md).
 PUBLIC_ROWS = (
     {"configuration": "FIFO + TUNE, 5,000 jobs at 9/h on synergy-128, jobs 4000-4999", "policy": "synergy-tune:fifo",
      "public_cpu_s": 190.0, "halyard_cpu_s_then": "7.3-9.0",
@@ -178,7 +178,7 @@ def main() -> None:
     ap.add_argument("--before", action="store_true", help="also run each TUNE policy re-packing every round (as "
                     "before issue 38's skip of unchanged re-packs), alternating with the default run")
     ap.add_argument("--json", type=Path, help="write Halyard's figures and PUBLIC_ROWS into this JSON's 'synergy' "
-                    "(docs/simulator-cost.json; benchmarks/simulator_cost.py renders the page from it)")
+                    "(docs/reproductions/simulator-cost.json; benchmarks/simulator_cost.py renders the page from it)")
     ap.add_argument("--write-trace", type=Path, help="also write the trace (a canonical CSV) for the public side")
     args = ap.parse_args()
     jobs = generate_synergy_trace(JOBS, rate_per_hour=RATE_PER_HOUR, split=SPLIT, multi_gpu=True, seed=SEED)

@@ -11,7 +11,7 @@ GPUs left arrive together at ``ARRIVAL_S``, so their auction round has several w
 ``+cassini-joint``'s cluster-wide candidates can differ from per-job ones). Prints, per scheme,
 the average and p99 of the jobs' mean iteration times (all jobs, and the arriving set alone),
 and Themis' figure over the scheme's. Not part of the tests; its figures are typed into
-docs/cassini-reproduction.md.
+docs/reproductions/cassini-reproduction.md.
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ with the standard library.
 
 Prints, per policy: mean JCT, p99 JCT, makespan on each side, their ratio, the share of jobs
 whose JCTs agree within 5 %, and both sides' CPU seconds (``getrusage`` of the child processes).
-Writes ``docs/dally-public-comparison.json`` and the page ``docs/dally-public-comparison.md``
+Writes ``docs/reproductions/dally-public-comparison.json`` and the page
+``docs/reproductions/dally-public-comparison.md``
 (from ``benchmarks/dally_public_page.md``).
 """
 
@@ -596,8 +597,8 @@ def main() -> int:
                         "waiting jobs bid")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per simulation")
     p.add_argument("--work", type=Path, default=None, help="working folder (default: a temporary one)")
-    p.add_argument("--json", type=Path, default=ROOT / "docs" / "dally-public-comparison.json")
-    p.add_argument("--page", type=Path, default=ROOT / "docs" / "dally-public-comparison.md")
+    p.add_argument("--json", type=Path, default=ROOT / "docs" / "reproductions" / "dally-public-comparison.json")
+    p.add_argument("--page", type=Path, default=ROOT / "docs" / "reproductions" / "dally-public-comparison.md")
     p.add_argument("--merge", action="store_true", help="keep the stored runs not re-run now")
     p.add_argument("--from-json", action="store_true", help="rewrite the page from the stored JSON")
     p.add_argument("--profile-check", action="store_true",

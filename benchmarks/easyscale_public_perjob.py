@@ -3,7 +3,8 @@
     # a checkout of sUntvoOk/EasyScale_info_for_SC23 (read, never copied) and a Python that has its
     # requirements (numpy, scipy, pandas, autograd), e.g. python3 -m venv V && V/bin/pip install pandas scipy autograd
     nice -n 10 .venv/bin/python benchmarks/easyscale_public_perjob.py --checkout /work/ext/easyscale \\
-        --artifact-python /work/ext/es-venv/bin/python          # writes docs/easyscale-public-comparison.{json,md}
+        --artifact-python /work/ext/es-venv/bin/python          # writes
+        docs/reproductions/easyscale-public-comparison.{json,md}
     .venv/bin/python benchmarks/easyscale_public_perjob.py --from-json   # the page again, no simulation
 
 For each workload Halyard writes, into ``<work>/<workload>/``, the artifact's inputs -- ``workload.csv``
@@ -400,7 +401,7 @@ BLOCKS = {"comparison": comparison_table, "gains": gains_table, "variants": vari
 
 
 def pages(docs: Path) -> dict[Path, str]:
-    """The page's generated blocks from ``docs/easyscale-public-comparison.json`` (no simulation)."""
+    """The page's generated blocks from ``docs/reproductions/easyscale-public-comparison.json`` (no simulation)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from reproduce_easyscale import filled
 
@@ -423,7 +424,7 @@ def main() -> int:
                    help="a Python with the artifact's requirements (numpy, scipy, pandas, autograd)")
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     p.add_argument("--work", type=Path, default=ROOT / "out" / "easyscale-public")
-    p.add_argument("--out", type=Path, default=ROOT / "docs")
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "reproductions")
     p.add_argument("--from-json", action="store_true", help="no simulation: rewrite the page from the JSON")
     args = p.parse_args()
     if not args.from_json:

@@ -1,6 +1,7 @@
 """A reduced reproduction of Cassini's evaluation (thesis §4.5) and MLTCP vs fair sharing.
 
-    .venv/bin/python benchmarks/reproduce_cassini.py            # writes docs/cassini-reproduction*.{md,json,png}
+    .venv/bin/python benchmarks/reproduce_cassini.py            # writes
+    docs/reproductions/cassini-reproduction*.{md,json,png}
 
 The testbed (§4.5.1): 24 servers of one A100 and one 50 Gbit/s NIC, the logical
 topology of Fig. 4.10 (13 switches, 48 links, 2:1 oversubscribed): the built-in cluster
@@ -255,7 +256,7 @@ def table(results: dict, snaps: list[dict]) -> str:
 
 
 # The page's "paper against ours" table: (effect, the paper's figure, direction); each row's cells come from
-# ``versus_cells`` over the three mixes' JSON (docs/cassini-reproduction{,-vgg11,-families}.json).
+# ``versus_cells`` over the three mixes' JSON (docs/reproductions/cassini-reproduction{,-vgg11,-families}.json).
 PAGE_MIXES = ("table-4.2", "vgg11", "families", "table-4.3-matched")
 GENERATED = re.compile(r"(<!-- generated:(\w+) [^\n]*-->\n)(.*?)(<!-- /generated -->)", re.S)
 
@@ -435,7 +436,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="1,2,3", help="one Poisson trace per seed; jobs pooled")
     parser.add_argument("--loads", default="0.8,1.0")
     parser.add_argument("--mix", choices=sorted(MIXES), default="table-4.2", help="the models jobs are drawn from")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "reproductions")
     parser.add_argument("--no-pollux", action="store_true", help="leave out Pollux and Po+Cassini")
     args = parser.parse_args()
     cluster = load_cluster(CLUSTER)

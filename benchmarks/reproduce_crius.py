@@ -20,8 +20,8 @@ Crius-NA / Crius-NH (no adaptivity / no heterogeneity scaling) and Crius with th
 Crius at search depths 1-5 (average JCT and scheduling time per pass); then Crius-DDL against
 ElasticFlow on the same window with deadlines (§8.5, :data:`DEADLINE_FACTOR`).
 
-Writes ``docs/crius-reproduction.json``, ``docs/crius-reproduction-table.md`` and
-``docs/img/crius-reproduction.png``. Not part of the tests.
+Writes ``docs/reproductions/crius-reproduction.json``, ``docs/reproductions/crius-reproduction-table.md`` and
+``docs/reproductions/img/crius-reproduction.png``. Not part of the tests.
 """
 
 from __future__ import annotations
@@ -260,7 +260,7 @@ def plot(rows: list[dict], depth_rows: list[dict], path: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=ROOT / "docs")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "reproductions")
     ap.add_argument("--duration-scale", type=float, default=1.0,
                     help="scale every job's Philly duration (1.0: the trace; < 1 lowers the offered load, a "
                          "sensitivity study of ours)")

@@ -11,7 +11,7 @@ submitted at t=0 and about 400 jobs with Poisson arrivals, replayed on the
 built-in clusters dally-2rack ... dally-16rack (§5.1.2) through the simulator and
 the default performance model. The SenseTime rows Dally replays are not
 redistributable (shared/traces/README.md), so the jobs are drawn here, seeded
-(:func:`dally_trace`); the rules and their sources are in docs/dally-reproduction.md.
+(:func:`dally_trace`); the rules and their sources are in docs/reproductions/dally-reproduction.md.
 
 ``--trace FILE`` replays that trace instead of the two drawn workloads (labelled
 by its file name). The runs are ``halyard simulate`` runs through the machinery of
@@ -254,7 +254,7 @@ def main() -> int:
     p.add_argument("--seeds", type=_seeds, default=[1], help="workload draws, e.g. 1-5 (default 1)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--ray", default=None, metavar="ADDRESS", help="run on this Ray cluster (halyard compare --ray)")
-    p.add_argument("--out", type=Path, default=Path("docs"))
+    p.add_argument("--out", type=Path, default=Path("docs/reproductions"))
     p.add_argument("--work", type=Path, default=Path("out/dally-reproduction"),
                    help="traces, each run's files and the HTML reports (default: out/dally-reproduction)")
     p.add_argument("--from-json", action="store_true",
@@ -405,7 +405,7 @@ def write(results: list[dict], out: Path, arrivals: list[str], command: str = ""
 
 
 def pages(docs: Path) -> dict[Path, str]:
-    """The table and the page as ``--from-json`` writes them from ``docs/dally-reproduction.json`` (no
+    """The table and the page as ``--from-json`` writes them from ``docs/reproductions/dally-reproduction.json`` (no
     simulation): :func:`write` into a scratch folder, read back."""
     import tempfile
 

@@ -4,7 +4,7 @@
 
 On the built-in ``easyscale-64`` cluster (4 x 8 V100, 8 x 2 P100, 4 x 4 T4) through the
 simulator and the default performance model, at the artifact's 60 s rounds. Two workloads from
-:func:`halyard.traces.generate_easyscale_trace` (seeded; docs/easyscale-reproduction.md lists
+:func:`halyard.traces.generate_easyscale_trace` (seeded; docs/reproductions/easyscale-reproduction.md lists
 every choice): ``gavel-sizes`` (GPU counts 1/2/4/8 at Gavel's 70/10/15/5 %) and ``multi-gpu``
 (the same at 25 % each: the regime where gang scheduling makes jobs wait). Each job runs the
 same number of iterations under every policy: the trace's run time on the GPU type it requests,
@@ -307,7 +307,7 @@ def table_page(command: str, results: dict[str, list[dict]], sweep: list[dict], 
 
 
 def pages(docs: Path) -> dict[Path, str]:
-    """The table page and the page's generated blocks, rendered from ``docs/easyscale-reproduction.json``
+    """The table page and the page's generated blocks, rendered from ``docs/reproductions/easyscale-reproduction.json``
     (no simulation)."""
     stored = json.loads((docs / "easyscale-reproduction.json").read_text(encoding="utf-8"))
     results, sweep, coloc = stored["results"], stored["artifact_mix_seeds"], stored["colocation"]
@@ -325,7 +325,7 @@ def main() -> int:
     p.add_argument("--duration-scale", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
-    p.add_argument("--out", type=Path, default=Path("docs"))
+    p.add_argument("--out", type=Path, default=Path("docs/reproductions"))
     p.add_argument("--work", type=Path, default=Path("out/easyscale-reproduction"),
                    help="where the drawn traces go (canonical CSV), for halyard simulate/replay --trace")
     p.add_argument("--scale-sweep", type=float, nargs="+", metavar="SCALE",

@@ -1,18 +1,18 @@
-"""The peer table of docs/simulator-cost.md: each public simulator's CPU against Halyard's on its inputs.
+"""The peer table of docs/reproductions/simulator-cost.md: each public simulator's CPU against Halyard's on its inputs.
 
 Rendered from the JSON the side-by-side harnesses store, never typed:
 
-* Synergy (msr-fiddle/synergy's simulator): ``docs/simulator-cost.json``, written by
-  ``benchmarks/bench_synergy_public_config.py --json docs/simulator-cost.json`` (Halyard's side: CPU
+* Synergy (msr-fiddle/synergy's simulator): ``docs/reproductions/simulator-cost.json``, written by
+  ``benchmarks/bench_synergy_public_config.py --json docs/reproductions/simulator-cost.json`` (Halyard's side: CPU
   seconds, passes, the event log's SHA-256). The public simulator's CPU seconds are a one-off
   measurement (one run of ``benchmarks/synergy_public_perjob.py public`` per configuration on the
   same trace), stored in that JSON as ``public`` with their source; they were not re-measured here.
-* Dally (aakash-sharma/cluster-sim): ``docs/dally-public-comparison.json`` (both sides' child-process
+* Dally (aakash-sharma/cluster-sim): ``docs/reproductions/dally-public-comparison.json`` (both sides' child-process
   CPU seconds per run, ``benchmarks/dally_public_perjob.py``).
-* EasyScale (its SC'23 artifact): ``docs/easyscale-public-comparison.json`` (both sides' CPU seconds
+* EasyScale (its SC'23 artifact): ``docs/reproductions/easyscale-public-comparison.json`` (both sides' CPU seconds
   per workload and policy, ``benchmarks/easyscale_public_perjob.py``).
 
-    .venv/bin/python benchmarks/simulator_cost.py      # re-render docs/simulator-cost.md from the JSON
+    .venv/bin/python benchmarks/simulator_cost.py      # re-render docs/reproductions/simulator-cost.md from the JSON
 
 ``tests/test_reproduction_pages.py`` fails when the committed page differs from this rendering.
 """
@@ -139,7 +139,7 @@ def pages(docs: Path) -> dict[Path, str]:
 
 
 def main() -> int:
-    for path, text in pages(ROOT / "docs").items():
+    for path, text in pages(ROOT / "docs" / "reproductions").items():
         path.write_text(text, encoding="utf-8")
         print(f"wrote {path}")
     return 0

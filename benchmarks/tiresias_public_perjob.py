@@ -353,7 +353,7 @@ def main() -> int:
     p.add_argument("--py2-path", default="", help="PYTHONPATH entry holding numpy for --py2")
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     p.add_argument("--work", type=Path, default=ROOT / "out" / "tiresias-public")
-    p.add_argument("--out", type=Path, default=ROOT / "docs")
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "reproductions")
     p.add_argument("--from-json", action="store_true", help="no simulation: rewrite the page from the JSON")
     args = p.parse_args()
     if not args.from_json:

@@ -15,8 +15,8 @@ is and reports what it did so far, and its row says so: passes done, cluster tim
 ended; never an extrapolation.
 
     nice -n 10 .venv/bin/python benchmarks/whole_trace.py run [--presets fifo,las] [--cpu-limit 1200] \
-        [--json docs/whole-trace.json]
-    .venv/bin/python benchmarks/whole_trace.py render    # docs/whole-trace.md from the JSON alone
+        [--json docs/reproductions/whole-trace.json]
+    .venv/bin/python benchmarks/whole_trace.py render    # docs/reproductions/whole-trace.md from the JSON alone
 
 ``run`` merges its rows into the JSON (a preset measured again replaces its row), so the table can be
 grown a few presets at a time on a shared machine; the page lists the presets not yet measured.
@@ -135,7 +135,7 @@ def run(presets: list[str], cpu_limit: int, wall_limit: int, path: Path) -> None
     stored.update({"trace": TRACE.name, "trace_jobs": TRACE_JOBS, "cluster": CLUSTER, "compress": COMPRESS,
                    "contention": CONTENTION,
                    "command": f"nice -n 10 .venv/bin/python benchmarks/whole_trace.py run --presets P "
-                              f"--cpu-limit {cpu_limit} --json docs/{JSON_NAME}"})
+                              f"--cpu-limit {cpu_limit} --json docs/reproductions/{JSON_NAME}"})
     for preset in presets:
         t0 = time.monotonic()
         row = measure(preset, cpu_limit, wall_limit)
@@ -189,7 +189,7 @@ def missing(stored: dict) -> str:
 
 
 def pages(docs: Path) -> dict[Path, str]:
-    """The page's generated blocks from ``docs/whole-trace.json`` (no simulation)."""
+    """The page's generated blocks from ``docs/reproductions/whole-trace.json`` (no simulation)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         from reproduce_easyscale import filled
@@ -206,11 +206,11 @@ def main() -> int:
     r.add_argument("--presets", help="comma-separated presets (default: every preset)")
     r.add_argument("--cpu-limit", type=int, default=CPU_LIMIT_S, help="CPU seconds per preset's simulation")
     r.add_argument("--wall-limit", type=int, default=None, help="wall seconds per preset (default 3x the CPU)")
-    r.add_argument("--json", type=Path, default=ROOT / "docs" / JSON_NAME)
+    r.add_argument("--json", type=Path, default=ROOT / "docs" / "reproductions" / JSON_NAME)
     c = sub.add_parser("child", help="(internal) simulate one preset in this process and print its row")
     c.add_argument("preset")
     c.add_argument("--cpu-limit", type=int, default=CPU_LIMIT_S)
-    sub.add_parser("render", help=f"rewrite docs/{PAGE_NAME} from docs/{JSON_NAME}")
+    sub.add_parser("render", help=f"rewrite docs/reproductions/{PAGE_NAME} from docs/reproductions/{JSON_NAME}")
     args = ap.parse_args()
     if args.command == "child":
         print(json.dumps(child(args.preset, args.cpu_limit)), flush=True)
@@ -220,7 +220,7 @@ def main() -> int:
         presets = args.presets.split(",") if args.presets else policy_names()
         run(presets, args.cpu_limit, args.wall_limit or 3 * args.cpu_limit, args.json)
     else:
-        for path, text in pages(ROOT / "docs").items():
+        for path, text in pages(ROOT / "docs" / "reproductions").items():
             path.write_text(text, encoding="utf-8")
             print(f"wrote {path}")
     return 0

@@ -60,7 +60,7 @@ class PerformanceModel:
 
         Three options that take the model towards EasyScale's public simulator (sUntvoOk/
         EasyScale_info_for_SC23 ``simulator/simulator.py``), to measure what its simpler model is
-        worth (docs/easyscale-public-comparison.md); each off by default:
+        worth (docs/reproductions/easyscale-public-comparison.md); each off by default:
         ``communication=False`` makes every all-reduce, expert all-to-all and EST gradient copy
         free (the artifact's step is ``batch x maxP / compute time``); ``start_cost_s`` is charged
         once, at a job's first start (the artifact's 20 s ``rescale_time``, never reset);

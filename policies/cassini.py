@@ -41,7 +41,7 @@ of the next immediate training iteration" and correct drift rarely (§4.4.2 step
 ``pace=True`` sends the model's dedicated iteration time as the period instead (our option,
 off by default). ``lock=True`` (``+cassini-lock``, our option) paces jobs of near-equal
 iterations that it interleaves on one common period (:func:`lock_periods` says why; measured
-in docs/cassini-reproduction.md).
+in docs/reproductions/cassini-reproduction.md).
 """
 
 from __future__ import annotations

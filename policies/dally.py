@@ -37,7 +37,7 @@ Paper: shared/papers/dally-network-sensitive-scheduling.txt. What each piece is:
 Five rules of Halyard's own, none in the paper, are named options, off in the
 paper's ``dally`` and ``dally-manual`` (registered as ``+migrate``, ``+worse-half``,
 ``+hysteresis``, ``+lease`` and ``+reauction``; ``dally+migrate+worse-half+hysteresis`` is Halyard's earlier
-Dally, docs/dally-reproduction.md measures each against the paper's version; the auto-tuner
+Dally, docs/reproductions/dally-reproduction.md measures each against the paper's version; the auto-tuner
 has two more, ``+drop-short-waits`` and ``+manual-start``, on :class:`AutoTuner`):
 
 * ``migrate``: a running job slowed by its placement (Nw_sens below ``1 - min_gain``)
@@ -62,12 +62,12 @@ has two more, ``+drop-short-waits`` and ``+manual-start``, on :class:`AutoTuner`
   one rack where it spans more, and a lease-ended job whose GPUs a job of lower Nw_sens takes
   is preempted back into the wait queue (its starvation restarts, Algorithm 1 lines 1-2).
   Between lease ends nothing moves. The reference simulator itself (aakash-sharma/cluster-sim,
-  read and run beside Halyard in docs/dally-public-comparison.md) goes further: at every lease
+  read and run beside Halyard in docs/reproductions/dally-public-comparison.md) goes further: at every lease
   end it takes back every job's GPUs, whatever it is offered, and never-run jobs bid first
   (Nw_sens 0); this option gives its placements, not its waits (``reauction`` below is that reading).
 
 * ``reauction`` (``+reauction``): the reading the authors' simulator runs (aakash-sharma/cluster-sim,
-  read from its code in docs/dally-public-comparison.md; the paper's §4.1 "periodically generates
+  read from its code in docs/reproductions/dally-public-comparison.md; the paper's §4.1 "periodically generates
   resource offers" and §4.3.2 "reintroduced into the wait queue"). At every lease end
   (``lease_rounds`` rounds after the job's last resource assignment, as ``lease``), **every**
   lease-ended running job gives all its GPUs back (``IntraJobScheduler.endIteration`` once
@@ -418,7 +418,7 @@ def with_option(policy: object, option: str) -> Dally:
     """``policy`` (a Dally) with one of the rules not in the paper switched on: ``migrate``, ``worse-half``,
     ``hysteresis`` (``min_gain`` = :data:`MIN_GAIN`), ``lease``, ``reauction``, ``no-preemption`` (no Nw_sens
     preemption: what aakash-sharma/cluster-sim's Dally does between lease ends; measured in
-    docs/dally-public-comparison.md), or of its auto-tuner ``drop-short-waits`` and ``manual-start``;
+    docs/reproductions/dally-public-comparison.md), or of its auto-tuner ``drop-short-waits`` and ``manual-start``;
     the name gains ``+option``."""
     if not isinstance(policy, Dally):
         name = getattr(policy, "name", type(policy).__name__)

@@ -1,5 +1,5 @@
 """Two semantics of Dally's reference simulator (aakash-sharma/cluster-sim, read and run beside Halyard
-in docs/dally-public-comparison.md) that its paper does not have, as options on ``+reauction``
+in docs/reproductions/dally-public-comparison.md) that its paper does not have, as options on ``+reauction``
 (policies/dally.py), off by default: ``+staggered`` (:func:`staggered_reauction`) and ``+hoard``
 (:class:`HoardedGpus`).
 

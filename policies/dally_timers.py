@@ -27,7 +27,7 @@ RACK_FLOOR_LEASES = 12
 # Algorithm 2's HISTORY_TIME_LIMIT, read as the age of a recorded wait (§4.3.3: "in larger
 # clusters, a smaller history time limit is advised ... because more jobs get placed over
 # time in a large cluster"). The paper gives no value; Halyard's default is a week, long
-# enough to learn multi-day waits on a contended cluster (docs/dally-reproduction.md).
+# enough to learn multi-day waits on a contended cluster (docs/reproductions/dally-reproduction.md).
 HISTORY_LIMIT_S = 7 * 24 * HOUR_S
 # The "size of the wait-time list" (§4.3.3): the most recent acceptances kept per list.
 HISTORY_WINDOW = 100
@@ -114,7 +114,7 @@ class AutoTuner:
     window: int = HISTORY_WINDOW
     machine_floor_leases: float = MACHINE_FLOOR_LEASES
     rack_floor_leases: float = RACK_FLOOR_LEASES
-    # Options, off by default (not in the paper; docs/dally-reproduction.md measures them).
+    # Options, off by default (not in the paper; docs/reproductions/dally-reproduction.md measures them).
     # ``lease_waits`` (``+drop-short-waits``): record only waits of at least one lease, as the
     # reference simulator does (aakash-sharma/cluster-sim, DallyInterJobScheduler.setDemandDelay:
     # waits in leases, "if (delay < 1) return"); the paper records every acceptance's wait.

@@ -71,7 +71,7 @@ class EasyScaleOptions:
     reclaim_for_priority: bool = True  # §3.4/§5.3: higher-priority (serving) jobs take GPUs back from elastic ones
     # The artifact's (simulator.py / easy_policy.py optimize_v3): a new job gets the last of its proposals, the one of
     # least speed-up -- one GPU of the slowest type it may use -- and waits while that type has no room. Off: the
-    # fastest type with room (the paper gives no rule). Measured in docs/easyscale-public-comparison.md.
+    # fastest type with room (the paper gives no rule). Measured in docs/reproductions/easyscale-public-comparison.md.
     first_on_slowest: bool = False
 
 

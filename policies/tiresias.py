@@ -9,14 +9,14 @@
   REFERENCE-NUMBERS' reading of the reference simulator, two queues cut at 3,250
   GPU-seconds; its code (``jobs.py`` ``num_queue = 3``, ``queue_limit = [3250,
   7200, 18000]``) demotes at 3,250 and 7,200: ``thresholds=(3250, 7200)``
-  (docs/tiresias-public-comparison.md measures the difference, step ``three-queues``).
+  (docs/reproductions/tiresias-public-comparison.md measures the difference, step ``three-queues``).
 * **Starvation promotion** (optional, off by default as in the reference): a
   waiting job whose current wait has reached ``starvation_knob`` x its executed
   time goes back to queue 0, and its service for demotion counts from then.
 * **The reference simulator's lists** (``reference_lists``, and with them ``late_demotion``; optional,
   off by default; not in the paper): SymbioticLab/Tiresias ``run_sim.py`` orders each queue as a list
   in which running jobs go before waiting ones, and demotes at its own events
-  (:class:`ReferenceLists`; docs/tiresias-public-comparison.md measures both).
+  (:class:`ReferenceLists`; docs/reproductions/tiresias-public-comparison.md measures both).
 * **Skew-based consolidation** (:class:`SkewConsolidation`, a placement stage).
   Models whose largest tensor is a large share of the model (high skew) are
   consolidated strictly: on the fewest machines that can hold them, or not at

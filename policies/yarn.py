@@ -76,6 +76,6 @@ def yarn_cs(*, backfill: bool = False, one_job_at_a_time: bool = False, name: st
     """YARN-CS as EasyScale §5.2 describes it: strict FIFO, gang scheduling, one GPU type per job.
 
     ``backfill`` and ``one_job_at_a_time`` are the two departures the module docstring names (off by
-    default; docs/easyscale-reproduction.md measures both)."""
+    default; docs/reproductions/easyscale-reproduction.md measures both)."""
     return StagedPolicy(name, Fifo(), admission=OneJobAtATime() if one_job_at_a_time else AdmitAll(),
                         placement=OneTypeConsolidated(), backfill=backfill)

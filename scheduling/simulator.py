@@ -69,7 +69,7 @@ class Simulator:
         arrival or a completion, as a time-stepped simulator does (EasyScale's public simulator,
         ``Cluster.step``: a job that arrives or a GPU that frees up waits for the next round);
         rounds then run while any job waits, whatever the policy. Not in ``replay``: it is a way to
-        measure the time-stepped simulators' semantics (docs/easyscale-public-comparison.md)."""
+        measure the time-stepped simulators' semantics (docs/reproductions/easyscale-public-comparison.md)."""
         self.perf = perf or performance_model_for(policy)
         self.core = SchedulingCore(cluster, policy, self.perf, round_s=round_s)
         self.round_s = round_s

@@ -1,6 +1,7 @@
 """The options that take Halyard's simulator to EasyScale's public simulator's semantics (issue 35).
 
-Each is off by default and measured in docs/easyscale-public-comparison.md: ``Simulator(rounds_only=True)``
+Each is off by default and measured in docs/reproductions/easyscale-public-comparison.md:
+``Simulator(rounds_only=True)``
 (a pass only at round boundaries, as the artifact's time-stepped ``Cluster.step``),
 ``PerformanceModel(communication=False)`` (the artifact's step has no all-reduce),
 ``PerformanceModel(start_cost_s=..., resize_cost_s=...)`` (the artifact's 20 s ``rescale_time`` at the

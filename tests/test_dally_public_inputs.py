@@ -1,6 +1,6 @@
 """The inputs benchmarks/dally_public_perjob.py gives Dally's reference simulator (aakash-sharma/cluster-sim).
 
-The side-by-side (docs/dally-public-comparison.md) is only as good as the claim that both simulators
+The side-by-side (docs/reproductions/dally-public-comparison.md) is only as good as the claim that both simulators
 run the same jobs under the same performance model. These tests hold the two halves of that claim
 without Java: the ASTRA-sim stand-in, run as cluster-sim runs it (a real process with ASTRA-sim's
 command line), answers Dally Table 1's figure for the slowest tier in the network file cluster-sim

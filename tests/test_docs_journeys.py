@@ -48,7 +48,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
+         *sorted((REPO / "docs" / "reproductions").glob("*.md"))]
 RUNNABLE = ("sh", "python")  # info strings of blocks a user copies; toml, tables and listings are not run
 DEFAULT_TIMEOUT_S = 60.0
 # The README's first command makes a venv and installs the package into it: already done here.

@@ -617,7 +617,8 @@ def test_the_presets_are_the_paper_and_options_are_named():
     assert lease.lease and not lease.migrate and lease.name == "dally-manual+lease"
     assert not make_policy("dally").lease
     # '+no-preemption': the authors' simulator (aakash-sharma/cluster-sim) preempts nobody between lease
-    # ends; docs/dally-public-comparison.md measures Halyard's Dally-manual without it beside that simulator
+    # ends; docs/reproductions/dally-public-comparison.md measures Halyard's Dally-manual without it beside that
+    # simulator
     quiet = make_policy("dally-manual+no-preemption")
     assert not quiet.preemption and ("preemption", "off") in quiet.stages() and make_policy("dally").preemption
     with pytest.raises(ValidationError, match=r"'fifo' cannot take \+migrate: it lacks TakesDallyOptions"):

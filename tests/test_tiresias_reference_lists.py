@@ -4,7 +4,7 @@ SymbioticLab/Tiresias ``simulator/run_sim.py`` ``dlas_sim_jobs`` keeps each queu
 waiting jobs behind its running ones after every pass, so a running job keeps its GPUs against an
 earlier-submitted waiting job of its queue; Halyard's default (policies/tiresias.py: inside a queue,
 arrival order) lets the earlier waiting job preempt it. It also demotes only at its events, its queue
-jump computed as ``ceil((limit - executed seconds) / GPUs)``. docs/tiresias-public-comparison.md
+jump computed as ``ceil((limit - executed seconds) / GPUs)``. docs/reproductions/tiresias-public-comparison.md
 measures both.
 """
 
