@@ -33,7 +33,6 @@ import argparse
 import csv
 import itertools
 import json
-import math
 import os
 import resource
 import shlex
@@ -41,6 +40,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from perjob import jcts, stats  # benchmarks/ is not a package: found on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 JSON_NAME = "tiresias-public-comparison.json"
@@ -233,22 +234,6 @@ def run_halyard(variant: str, folder: Path) -> dict:
 
 
 # ----------------------------------------------------------------------------- the join
-def jcts(run: dict) -> dict[str, float]:
-    return {k: v["end"] - v["submit"] for k, v in run["jobs"].items() if v["end"] is not None}
-
-
-def p99(xs: list[float]) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, math.ceil(0.99 * len(s)) - 1)]
-
-
-def stats(run: dict) -> dict:
-    j = jcts(run)
-    ends = [v["end"] for v in run["jobs"].values() if v["end"] is not None]
-    return {"jobs": len(j), "mean_jct_s": sum(j.values()) / len(j), "p99_jct_s": p99(list(j.values())),
-            "makespan_s": max(ends) - min(v["submit"] for v in run["jobs"].values()), "cpu_s": run["cpu_s"]}
-
-
 def agree(public: dict, ours: dict) -> float:
     jp, jh = jcts(public), jcts(ours)
     both = set(jp) & set(jh)
