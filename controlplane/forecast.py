@@ -1,4 +1,4 @@
-"""When will my job start? The live state run forward by the simulator's machinery (issue 37).
+"""When will my job start? The live state run forward by the simulator's machinery.
 
 The control plane's :class:`SchedulingCore` -- jobs with their progress, the resource ledger
 (which nodes are up: an agent connected and not drained), the event log and the policy object

@@ -73,7 +73,7 @@ async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *
                  on_progress: Callable[[int, int, float], None] | None = None,
                  catalog: Catalog | None = None, forecast: ForecastSettings | None = None,
                  watch: Watcher | None = None) -> ReplayRun:
-    """``forecast``: the control plane makes forecasts (issue 37; off by default, as in the test kit).
+    """``forecast``: the control plane makes forecasts (off by default, as in the test kit).
     ``watch``: a coroutine run beside the trace from its first submission until every job has ended
     (then cancelled), given the server and the clock: e.g. benchmarks/forecast_accuracy.py reads
     the forecasts over gRPC every N cluster minutes."""

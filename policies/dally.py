@@ -177,7 +177,7 @@ class Dally:
 
     needs_rounds = True  # timers elapse and Nw_sens drifts with time alone
     resource_sensitive = False
-    # The pass's exact shortcuts (issue 19): the waiting jobs' order kept from pass to pass, the
+    # The pass's exact shortcuts: the waiting jobs' order kept from pass to pass, the
     # tail of the order where jobs can only wait answered with their reasons alone, and victims made
     # only when reached and kept from pass to pass (_LazyVictims). Off only in the tests that check they
     # change no decision and no reason.

@@ -57,7 +57,7 @@ def can_tighten(view: ClusterView, job: JobInfo) -> bool:
 
 class _WaitingTail:
     """The tail of a pass's offer order once no job can preempt and nothing moves: a job there that does
-    not fit what is free only waits, and its reason is all there is to work out (issue 19: a loaded
+    not fit what is free only waits, and its reason is all there is to work out (a loaded
     queue has a thousand such jobs per pass, and walking them was a tenth of Dally's time). The reasons
     of each run of such jobs are given at once, found from the order's demands, so only the jobs that
     fit are looked at one by one; a reason depends on the demand alone while what is free holds."""
@@ -94,7 +94,7 @@ class DallyPass:
     preemption stage (:meth:`preempt_for`), an acceptance recorded for the auto-tuner (:meth:`accept`).
     With Halyard's ``migrate`` and ``lease`` options, running jobs join the offers (:meth:`reoffer`).
 
-    Its fields are the pass's caches, valid within the pass only (issue 19's exact shortcuts, each
+    Its fields are the pass's caches, valid within the pass only (the pass's exact shortcuts, each
     equal to working the figure out afresh: ``tests/test_waiting_sens.py``): the victims, worked out
     when first needed (most passes never are); the free GPU count, re-summed only after a start, a move
     or a preemption; each GPU-type set's usable GPUs (the offer); the preemption searches that found
@@ -114,7 +114,7 @@ class DallyPass:
         self.order: list[JobInfo] = []
         # Victims at or below every waiting job's Nw_sens are never eligible in a pass without movers
         # (the order holds only waiting jobs then): left out of the list, only counted (``unlisted``),
-        # since the "no victim at all" test counts them (issue 19: they are most of the running jobs).
+        # since the "no victim at all" test counts them (they are most of the running jobs).
         self._victims: Victims | None = None if policy.preemption and view.running else []
         self.unlisted = 0
         self.free_total: int | None = self.free.total_gpus

@@ -62,14 +62,14 @@ class _Victim:
 
 class _LazyVictims:
     """A pass's victims worst first, as :meth:`NwSensPreemption.listed` lists them, each :class:`_Victim` made
-    only when an iteration first reaches it (issue 19: ~150 victims per list on a loaded trace, of which a
+    only when an iteration first reaches it (~150 victims per list on a loaded trace, of which a
     waiting job is eligible for a handful, and ``_Victim`` objects were 6% of Dally's time). It
     iterates, tests empty and removes as the list would: the made victims, less those removed, then the
     rest in order. Its Nw_sens are in decreasing order without NaN, so the victims above a bound (those a
     job may preempt) are found by bisection (:meth:`above`).
 
     ``kept``: job id -> the :class:`_Victim` an earlier pass made for it, reused (with this pass's Nw_sens)
-    while the job holds the same allocation, and where new ones are kept (issue 38: a loaded Philly trace
+    while the job holds the same allocation, and where new ones are kept (a loaded Philly trace
     made ~1.5M victims of the same few hundred running jobs, pass after pass)."""
 
     __slots__ = ("_cluster", "_jobs", "_kept", "_made", "_made_neg", "_neg", "_next", "_order", "_sens",
@@ -117,7 +117,7 @@ class _LazyVictims:
 
     def above(self, bound: float, inclusive: bool) -> list[_Victim]:
         """The leading victims whose Nw_sens is above ``bound`` (at least ``bound`` if ``inclusive``): what
-        ``takewhile`` over the victims gives, without a step per victim (issue 19: that walk was 6% of
+        ``takewhile`` over the victims gives, without a step per victim (that walk was 6% of
         Dally's time on 20,000 Philly jobs compressed 8x). Negated, the Nw_sens increase (negation is
         exact, so every comparison is the one ``takewhile`` makes); a NaN ``bound`` admits none."""
         if bound != bound:
@@ -140,12 +140,12 @@ Victims = list[_Victim] | _LazyVictims
 class _Searches:
     """A pass's preemption searches: the searches (level, demand, GPU types, eligible victims) that found
     nothing, kept while neither the free GPUs nor the victims change, so a job asking the same is
-    answered at once (issue 19: 65% of the searches on a loaded trace were repeats), and each level's
+    answered at once (65% of the searches on a loaded trace were repeats), and each level's
     :func:`_holders`, which jobs of other demands and Nw_sens share, kept while the victims do not
     change: a start changes only what is free (:meth:`taken`). The eligible victims of any job are a
     prefix of the victims, worst first, so one level's holders serve every job: they are grown to the
-    longest prefix asked for, and a search reads only the positions below its own count (issue 19:
-    holders built afresh per count and after every start were 7.5% of dally's time on 20,000 Philly
+    longest prefix asked for, and a search reads only the positions below its own count
+    (holders built afresh per count and after every start were 7.5% of dally's time on 20,000 Philly
     jobs compressed 8x)."""
 
     __slots__ = ("holders", "misses")
@@ -253,7 +253,7 @@ class NwSensPreemption(Preemption):
 
         ``running``: their Nw_sens if the caller has them (then a list, which the movers' pass edits).
         Without, they are computed here, all at once (:class:`~halyard.policies.running_sens.RunningNwSens`;
-        issue 19: this was the pass's longest loop on a loaded trace), and listed lazily
+        this was the pass's longest loop on a loaded trace), and listed lazily
         (:class:`_LazyVictims`, with ``lazy``) unless one is NaN."""
         if running is not None:
             return self._listed_from(view, middle, floor, running)
@@ -403,7 +403,7 @@ Holders = dict[int, list[tuple[_Victim, int, int]]]
 
 def _holders(level: Level, eligible: list[_Victim], holders: Holders | None = None, start: int = 0) -> Holders:
     """Each ``level`` domain's victims, built in one walk over them, so that a domain looks only at its
-    own (issue 19: walking every victim for every machine of a large cluster was most of Dally's time
+    own (walking every victim for every machine of a large cluster was most of Dally's time
     on a loaded trace); with the ``holders`` of ``eligible[:start]``, those grown by the rest."""
     if holders is None:
         holders = {}
@@ -414,7 +414,7 @@ def _holders(level: Level, eligible: list[_Victim], holders: Holders | None = No
     side = 0 if level is Level.MACHINE else 1  # of where(): per node, per rack
     for k in range(start, len(eligible)):
         v = eligible[k]
-        for index, held in (v._where or v.where())[side].items():  # (no call once located: issue 19)
+        for index, held in (v._where or v.where())[side].items():  # (no call once located)
             if held:
                 holders.setdefault(index, []).append((v, held, k))
     return holders

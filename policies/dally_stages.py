@@ -68,7 +68,7 @@ class JobStatics:
     """Each job's :class:`JobStatic`, worked out once per job instead of once per pass, and where a
     running job's GPUs are (GPUs per node and per rack), once per allocation.
 
-    Issue 19: on a loaded trace every pass computes the Nw_sens of every running job and the
+    On a loaded trace every pass computes the Nw_sens of every running job and the
     timers of every waiting one, and looking these figures up in :class:`ClusterFacts`' memo
     (a key of five spec fields per call) was a third of that; a preemption's search located
     every victim afresh in every pass. An entry serves a job only while its spec (its
@@ -170,7 +170,7 @@ class DelayScheduling(Placement):
     def job_timers(self, view: ClusterView, job: JobInfo, state: PassState | None = None) -> tuple[float, float]:
         """(T_Mc, T_Rk) for ``job``: zero for a level its demand cannot fit (§4.3.2); with the pass's
         ``state``, counting its acceptances so far (and worked out once per demand and count of that
-        demand's acceptances: issue 19, each acceptance of any demand made every demand's timers anew)."""
+        demand's acceptances: each acceptance of any demand made every demand's timers anew)."""
         demand = job.spec.num_gpus
         static = self.statics.of(view, job)
         machine, rack = static.machine, static.rack

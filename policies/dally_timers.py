@@ -155,7 +155,7 @@ class AutoTuner:
         """Kept from the last call for the same demand and lease while neither list has changed (the
         same deque, length and newest entry: an append makes a new tuple, and expiry shortens it), no
         wait of either list has expired at ``now`` (the check :meth:`waits` makes) and no ``tentative``
-        acceptance is of this demand (issue 19: on a loaded trace each pass asked every waiting demand's
+        acceptance is of this demand (on a loaded trace each pass asked every waiting demand's
         timers afresh, the same figures from the same lists pass after pass)."""
         if any(d == demand for _, d, _, _, _ in tentative):
             return self._timers(demand, lease_s, now, tentative)

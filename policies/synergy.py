@@ -199,7 +199,7 @@ class Tune(SynergyMechanism):
     def place_all(self, view: ClusterView, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
                   plan: Plan, free: FreeResources, state: PassState) -> None:
         """The re-pack, or, when it is handed exactly what the last re-pack was and that one changed
-        nothing, that re-pack's answer again without running it (issue 38: skip a pass that cannot
+        nothing, that re-pack's answer again without running it (skip a pass that cannot
         change the plan; :class:`_RepackInputs` says what "exactly" covers)."""
         inputs = _RepackInputs.of(view, runnable, new, plan, free) if type(self).pack is Tune.pack else None
         last = self._unchanged

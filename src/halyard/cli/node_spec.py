@@ -1,4 +1,4 @@
-"""``halyard whatif --add-node SPEC``: a node written with the cluster file's words (issue 37).
+"""``halyard whatif --add-node SPEC``: a node written with the cluster file's words.
 
 SPEC is comma-separated ``KEY=VALUE`` (as ``halyard submit --env``) with the keys of a cluster
 file's ``[[racks.nodes]]`` block (docs/cluster-format.md) and its units, plus ``rack``::
