@@ -495,10 +495,12 @@ class ControlPlane:
             if math.isfinite(deadline):
                 sleeper = asyncio.create_task(self.clock.sleep_until(deadline))
                 waker = asyncio.create_task(self._wake.wait())
-                await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
-                round_due = sleeper.done()
-                sleeper.cancel()
-                waker.cancel()
+                try:
+                    await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+                finally:  # also when stop() cancels this task: neither waiter outlives it
+                    sleeper.cancel()
+                    waker.cancel()
+                round_due = sleeper.done() and not sleeper.cancelled()
                 if round_due:
                     await self.sync.before_round(deadline)
             else:
