@@ -59,6 +59,13 @@ class RunningNwSens(RunningFollower):
         # job id -> (job, epoch, allocation, row): the row holds the job's numbers while all three are the same
         self._known: dict[str, _Entry] = {}
         self._basis = basis  # what compute_s answers from; a different one forgets every row
+        # The last at()'s rows gathered from the columns (every number of its jobs, in its order), kept while
+        # the same rows array is asked for and no row is read again: most passes between two events of a
+        # loaded trace see the same running jobs with the same numbers. With their submit times and arrival
+        # numbers negated, for worst_first, once asked.
+        self._block_rows: np.ndarray | None = None
+        self._block = np.zeros((9, 0))
+        self._negated: tuple[np.ndarray, np.ndarray] | None = None
         self._start(None)
 
     def at(self, running: Mapping[str, JobInfo], now: float, compute_s: Callable[[JobInfo], float],
@@ -77,7 +84,10 @@ class RunningNwSens(RunningFollower):
             rows = self._check(running)
             jobs = [self._job_at[row] for row in rows.tolist()]
         self._last_rows = rows
-        done, since, rate, run_s, run_from, total, compute = self._columns[:7, rows]
+        if self._block_rows is not rows:  # (the same rows, none read since: the numbers gathered last time)
+            self._block_rows, self._block = rows, self._columns[:, rows]
+            self._negated = None
+        done, since, rate, run_s, run_from, total, compute = self._block[:7]
         # JobRecord.iterations_done: done if rate == 0 or now - since <= 0, else min(total, done + rate x elapsed)
         elapsed = now - since
         still = (rate == 0.0) | (elapsed <= 0.0)
@@ -117,7 +127,7 @@ class RunningNwSens(RunningFollower):
                 self._read(jobs[i], self._known[jobs[i].job_id])
                 self._epoch_of[jobs[i].job_id] = epochs[i]
             self._epochs = epochs
-        return self._order, list(jobs)
+        return self._order, jobs  # (read only: a change makes new lists)
 
     # --- EventFollower: the running jobs that hold an allocation, each with its row ---------------
     def _start(self, events: object) -> None:
@@ -152,8 +162,10 @@ class RunningNwSens(RunningFollower):
         answer), in the order Dally lists victims: highest Nw_sens, then latest submission, then
         latest arrival first (``sens`` without NaN: NaN does not order as in Python's sort)."""
         positions = np.flatnonzero(chosen)
-        rows = self._last_rows[positions]
-        order = np.lexsort((-self._columns[8, rows], -self._columns[7, rows], -sens[positions]))
+        if self._negated is None:
+            self._negated = (-self._block[7], -self._block[8])
+        late, later = self._negated
+        order = np.lexsort((later[positions], late[positions], -sens[positions]))
         return positions[order].tolist()
 
     def _read(self, job: JobInfo, entry: _Entry | None,
@@ -164,6 +176,7 @@ class RunningNwSens(RunningFollower):
         self._columns[:, row] = (*job.progress_line(), job.iterations_total, self._compute_s(job),
                                  job.spec.submit_time, job.arrival_seq)
         self._job_at[row] = job
+        self._block_rows = None
         entry = self._known[job.job_id] = (job, epoch, job.allocation, row)
         return entry
 
