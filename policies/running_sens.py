@@ -69,6 +69,8 @@ class RunningNwSens(RunningFollower):
         self._block_key: int | None = None
         self._block = np.zeros((9, 0))
         self._negated: tuple[np.ndarray, np.ndarray] | None = None
+        none = np.zeros(0, dtype=bool)  # (the block's parts that do not depend on now: set with it)
+        self._fixed: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = (none, none, none, np.zeros(0))
         self._start(None)
 
     def at(self, running: Mapping[str, JobInfo], now: float, compute_s: Callable[[JobInfo], float],
@@ -91,16 +93,20 @@ class RunningNwSens(RunningFollower):
         if key is None or self._block_key != key:  # (the same rows, none read since: the numbers gathered last time)
             self._block_key, self._block = key, self._columns[:, rows]
             self._negated = None
-        done, since, rate, run_s, run_from, total, compute = self._block[:7]
+            done, _, rate, _, run_from, total, compute = self._block[:7]
+            # what does not depend on ``now``, worked out once per block (the same operations on the same numbers)
+            self._fixed = (rate == 0.0, np.isnan(run_from), total <= 0.0, compute * total)
+        done, since, rate, run_s, run_from, total, _ = self._block[:7]
+        no_rate, stopped, no_total, ideal = self._fixed
         # JobRecord.iterations_done: done if rate == 0 or now - since <= 0, else min(total, done + rate x elapsed)
         elapsed = now - since
-        still = (rate == 0.0) | (elapsed <= 0.0)
+        still = no_rate | (elapsed <= 0.0)
         done_now = np.where(still, done, np.minimum(total, done + rate * elapsed))
         # JobRecord.run_time_s: run_s (not running: run_from is NaN), else run_s + (now - run_from)
-        run = np.where(np.isnan(run_from), run_s, run_s + (now - run_from))
+        run = np.where(stopped, run_s, run_s + (now - run_from))
         # nw_sens: 1.0 if run <= 0 or total <= 0, else (done / total) / (run / (compute_s x total))
         with np.errstate(divide="ignore", invalid="ignore"):
-            sens = np.where((run <= 0.0) | (total <= 0.0), 1.0, (done_now / total) / (run / (compute * total)))
+            sens = np.where((run <= 0.0) | no_total, 1.0, (done_now / total) / (run / ideal))
         return jobs, sens
 
     def _check(self, running: Mapping[str, JobInfo]) -> np.ndarray:

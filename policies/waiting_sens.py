@@ -44,10 +44,12 @@ class WaitingOrder(EventOrder):
 
     def ranked(self, view: ClusterView, sensitivity: Callable[[JobInfo], float]) -> list[JobInfo]:
         """The view's waiting jobs in offer order (``sensitivity``: a waiting job's Nw_sens; :attr:`sens`
-        holds them after the call). Needs ``view.events`` and ``view.jobs``."""
+        holds them after the call). Needs ``view.events`` and ``view.jobs``. The kept list itself, not a copy
+        (copying the thousand jobs of a loaded queue at every pass was 3% of Dally's time on 20,000 Philly jobs
+        compressed 8x): read only, and valid until the next call, which edits it."""
         self._sensitivity = sensitivity
         self._follow(view)
-        return list(self._jobs)
+        return self._jobs
 
     def _holds(self, job: JobInfo) -> bool:
         return job.state is JobState.PENDING
