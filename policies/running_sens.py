@@ -78,7 +78,8 @@ class RunningNwSens(RunningFollower):
         """The running jobs that hold an allocation and their Nw_sens at ``now`` (``compute_s``: a job's
         ideal compute seconds per iteration, asked once per job while ``basis``, the facts it answers
         from, is the same object). In ``running``'s order; given a ``view`` whose ``running`` it is
-        and which offers the event log, in the order the jobs were followed."""
+        and which offers the event log, in the order the table keeps them (a job that leaves has its
+        place taken by the last one: no order a caller may rely on)."""
         if basis is not self._basis:
             self._reset(basis)
         self._compute_s = compute_s
