@@ -64,9 +64,9 @@ class _WaitingTail:
 
     __slots__ = ("demands", "fits", "fits_total", "ids", "reasons", "wanted")
 
-    def __init__(self, ids: list[str], demands: list[int]) -> None:
+    def __init__(self, ids: list[str], demands: list[int], wanted: np.ndarray | None = None) -> None:
         self.ids, self.demands = ids, demands  # the order's job ids and GPU demands
-        self.wanted = np.array(demands, dtype=np.int64)
+        self.wanted = np.array(demands, dtype=np.int64) if wanted is None else wanted  # the demands, as an array
         self.fits: list[int] = []  # positions in the order whose demand is at most fits_total
         self.fits_total = -1
         self.reasons: dict[int, Unplaced] = {}  # demand -> its reason, while what is free holds
@@ -278,7 +278,8 @@ class DallyPass:
         if not self.policy.shortcuts or self.movers or sens != sens:
             return
         if self.order is self.waiting:
-            self.tail = _WaitingTail(self.policy._waiting.ids, self.policy._waiting.demands)
+            waiting = self.policy._waiting
+            self.tail = _WaitingTail(waiting.ids, waiting.demands, waiting.wanted())
         else:
             self.tail = _WaitingTail([job.job_id for job in self.order], [job.spec.num_gpus for job in self.order])
 

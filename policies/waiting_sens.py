@@ -20,8 +20,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
+import numpy as np
+
 from halyard.datamodel import JobState
-from halyard.policies.event_order import EventOrder
+from halyard.policies.event_order import EventOrder, OrderedColumns
 from halyard.policies.view import ClusterView, JobInfo
 
 
@@ -37,14 +39,17 @@ class WaitingOrder(EventOrder):
         self.sens: dict[str, float] = {}  # job id -> Nw_sens, for the jobs in the order
         self.ids: list[str] = []  # the jobs' ids, in the order
         self.demands: list[int] = []  # their GPU demands, in the order
+        self._wanted = OrderedColumns(1, np.int64)  # the same demands as one array (the tail's fit test)
         self._nans = 0  # how many Nw_sens are NaN (NaN does not order: then the sort is not by value)
 
     def ranked(self, view: ClusterView, sensitivity: Callable[[JobInfo], float]) -> list[JobInfo]:
         """The view's waiting jobs in offer order (``sensitivity``: a waiting job's Nw_sens; :attr:`sens`
-        holds them after the call). Needs ``view.events`` and ``view.jobs``."""
+        holds them after the call). Needs ``view.events`` and ``view.jobs``. The kept list itself, not a copy
+        (copying the thousand jobs of a loaded queue at every pass was 3% of Dally's time on 20,000 Philly jobs
+        compressed 8x): read only, and valid until the next call, which edits it."""
         self._sensitivity = sensitivity
         self._follow(view)
-        return list(self._jobs)
+        return self._jobs
 
     def _holds(self, job: JobInfo) -> bool:
         return job.state is JobState.PENDING
@@ -69,6 +74,7 @@ class WaitingOrder(EventOrder):
         i = super()._forget(job_id)
         if i is not None:
             del self.ids[i], self.demands[i]
+            self._wanted.delete(i, len(self.ids))
         return i
 
     def _learn(self, job: JobInfo, view: ClusterView) -> None:
@@ -79,3 +85,10 @@ class WaitingOrder(EventOrder):
         i = self._insert(job, (sens, job.spec.submit_time, job.arrival_seq))
         self.ids.insert(i, job.job_id)
         self.demands.insert(i, job.spec.num_gpus)
+        self._wanted.insert(i, len(self.ids), job.spec.num_gpus)
+
+    def wanted(self) -> np.ndarray:
+        """:attr:`demands` as an array (a view, valid until the order next changes): kept in step with the
+        order, so a pass does not convert the thousand demands of a loaded queue again (that was 4% of
+        Dally's time on 20,000 Philly jobs compressed 8x)."""
+        return self._wanted.data[0, :len(self.ids)]

@@ -152,6 +152,11 @@ class _CheckedTable(RunningNwSens):
         assert dict(zip([j.job_id for j in jobs], values.tolist(), strict=True)) == \
             dict(zip([j.job_id for j in fresh_jobs], fresh.tolist(), strict=True))
         self.checks += 1
+        # the victim order from the numbers kept between calls (gathered once, negated once) is Dally's sort
+        chosen = np.arange(len(jobs)) % 3 != 1
+        want = sorted(np.flatnonzero(chosen).tolist(),
+                      key=lambda i: (-values[i], -jobs[i].spec.submit_time, -jobs[i].arrival_seq))
+        assert self.worst_first(values, chosen) == want
         for record in jobs:  # a running job's epoch moved with no event (its rate changed): read again
             self.rate_changes += self._epochs_seen.get(record.job_id, record.epoch) != record.epoch
             self._epochs_seen[record.job_id] = record.epoch
