@@ -20,7 +20,10 @@ What the forward run assumes (documented in docs/forecast.md):
 
 * no new arrivals by default; with ``samples`` K > 0, K more runs each draw Poisson arrivals at
   the recent arrival rate (jobs submitted in the last ``arrival_window_s``) with specs drawn from
-  those recent jobs, and the p10/p90 of each job's start and finish over them is its band;
+  those recent jobs, and the p10/p90 of each job's start and finish over them is its band. A run
+  draws arrivals only until every present job has started in it (later ones move no start) and none
+  after :func:`arrival_limit`, so a burst rate above what the cluster serves cannot grow its queue
+  without end;
 * running jobs keep the rate the control plane has for them (the performance model's, or what a
   real agent last measured) and the model's rates after every change, as in ``simulate``;
 * no node fails, drains or comes back during the run;
