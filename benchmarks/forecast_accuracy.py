@@ -16,7 +16,8 @@ Two drivers (``--via``):
   so that a slice of a few hundred jobs queues). The control plane makes its own forecasts
   (``--forecast-samples K``); at each checkpoint the benchmark asks it for a fresh one and reads every
   waiting job's ``Job.forecast`` over gRPC (ListJobs): ``expected_start`` (no arrivals) and, with
-  K > 0, ``start_p50`` (the median of the K sampled-arrival runs). The actual first starts are the
+  K > 0, ``start_p50`` (the median of the K sampled-arrival runs, which stop once every present job
+  has started: only starts are scored). The actual first starts are the
   control plane's. Once every job of the slice has started, the jobs not ended yet (running, or
   preempted and waiting again) are cancelled over gRPC (their first starts are all known: nothing is
   left to score), which ends the replay early.
