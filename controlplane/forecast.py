@@ -369,7 +369,8 @@ def _band(values: list[float]) -> tuple[float, float, float] | None:
 
 def arrival_limit(base: Outcome, now: float, sample_horizon_s: float | None) -> float:
     """The latest instant a sampled arrival may come: ``now + sample_horizon_s`` when given, else the
-    no-arrival run's (``base``) last start of a present job (``now`` when none waits).
+    no-arrival run's (``base``) last start of a present job (``now`` when none starts in it:
+    none waits, or none fits).
 
     Within each sampled run arrivals stop anyway once every present job has started
     (:func:`run_forward`: later ones move no start). This bound is for the runs where arrivals keep a
