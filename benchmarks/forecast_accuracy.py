@@ -16,7 +16,8 @@ Two drivers (``--via``):
   so that a slice of a few hundred jobs queues). The control plane makes its own forecasts
   (``--forecast-samples K``); at each checkpoint the benchmark asks it for a fresh one and reads every
   waiting job's ``Job.forecast`` over gRPC (ListJobs): ``expected_start`` (no arrivals) and, with
-  K > 0, ``start_p50`` (the median of the K sampled-arrival runs). The actual first starts are the
+  K > 0, ``start_p50`` (the median of the K sampled-arrival runs, which stop once every present job
+  has started: only starts are scored). The actual first starts are the
   control plane's. Once every job of the slice has started, the jobs not ended yet (running, or
   preempted and waiting again) are cancelled over gRPC (their first starts are all known: nothing is
   left to score), which ends the replay early.
@@ -51,12 +52,10 @@ import numpy as np
 
 from halyard.clock import ScaledClock
 from halyard.controlplane.forecast import (
-    DEFAULT_ARRIVAL_WINDOW_S,
     ForecastSettings,
     in_fork,
-    recent_specs,
     run_forward,
-    sampled_arrivals,
+    sampled_runs,
 )
 from halyard.controlplane.replay import replay
 from halyard.controlplane.server import ControlPlaneServer
@@ -93,18 +92,14 @@ def measure(policy_name: str, jobs: list, every_s: float, samples: int, cluster_
         waiting = [r.job_id for r in core.pending if r.first_start is None]
         if not waiting:
             return
-        base = in_fork(lambda: run_forward(core, pacer, now).starts)
+        base = in_fork(lambda: run_forward(core, pacer, now))
         sampled: dict[str, list[float]] = {}
-        if samples:
-            mix, rate = recent_specs(core, now, DEFAULT_ARRIVAL_WINDOW_S)
-            for k in range(samples):
-                starts = in_fork(lambda k=k: run_forward(
-                    core, pacer, now, arrivals=sampled_arrivals(mix, rate, now, k)).starts)
-                for job_id, t in starts.items():
-                    sampled.setdefault(job_id, []).append(t)
+        for run in sampled_runs(core, pacer, now, base, samples, until_started=True):  # starts are scored
+            for job_id, t in run.starts.items():
+                sampled.setdefault(job_id, []).append(t)
         for job_id in waiting:
             s = sampled.get(job_id)
-            made.append((job_id, now, base.get(job_id), float(np.median(s)) if s else None))
+            made.append((job_id, now, base.starts.get(job_id), float(np.median(s)) if s else None))
 
     sim.run(jobs, on_progress=checkpoint)
     return _errors(made, {r.job_id: r.first_start for r in core.records.values()})
@@ -185,7 +180,8 @@ def measure_replay(policy_name: str, jobs: list, cluster_name: str, every_s: flo
 
     began = time.perf_counter()
     run = asyncio.run(replay(jobs, cluster, text, policy=policy_name, speedup=speedup,
-                             forecast=ForecastSettings(period_s=0, samples=samples), watch=watch))
+                             forecast=ForecastSettings(period_s=0, samples=samples, sample_finishes=False),
+                             watch=watch))  # starts are scored: sampled runs stop once all present started
     facts["wall_s"] = time.perf_counter() - began
     facts["speedup_achieved"] = float(run.summary["speedup_achieved"])  # type: ignore[arg-type]
     return _errors(made, {r.job_id: r.first_start for r in run.core.records.values()}), facts

@@ -20,7 +20,10 @@ What the forward run assumes (documented in docs/forecast.md):
 
 * no new arrivals by default; with ``samples`` K > 0, K more runs each draw Poisson arrivals at
   the recent arrival rate (jobs submitted in the last ``arrival_window_s``) with specs drawn from
-  those recent jobs, and the p10/p90 of each job's start and finish over them is its band;
+  those recent jobs, and the p10/p90 of each job's start and finish over them is its band. A run
+  draws arrivals only until every present job has started in it (later ones move no start) and none
+  after :func:`arrival_limit`, so a burst rate above what the cluster serves cannot grow its queue
+  without end;
 * running jobs keep the rate the control plane has for them (the performance model's, or what a
   real agent last measured) and the model's rates after every change, as in ``simulate``;
 * no node fails, drains or comes back during the run;
@@ -189,11 +192,20 @@ class Outcome:
     events: int = 0
     end_time: float = 0.0
     cpu_s: float = 0.0  # CPU seconds of the run (its process's)
+    arrived: int = 0  # sampled arrivals submitted during the run
 
 
 def run_forward(core: SchedulingCore, pacer: Pacer, now: float, *, arrivals: Iterator[JobSpec] | None = None,
-                pass_first: bool = False, horizon_s: float = DEFAULT_HORIZON_S) -> Outcome:
-    """Run ``core`` forward from ``now`` until every job present has ended (or ``horizon_s`` passed).
+                pass_first: bool = False, horizon_s: float = DEFAULT_HORIZON_S,
+                until_started: bool = False) -> Outcome:
+    """Run ``core`` forward from ``now`` until every job present has ended (or ``horizon_s`` passed);
+    with ``until_started``, until every job present has started (only starts are asked).
+
+    ``arrivals`` are drawn only while some job present has not started yet in this run: the run is
+    causal (a start at ``t`` is decided by a pass that has seen only the events up to ``t``), so an
+    arrival after the last present job's start cannot move any present job's start. Once they have
+    all started no more are drawn (the one drawn ahead is dropped) and the run goes on without
+    arrivals, so it ends even when the arrival rate is above what the cluster serves.
 
     Destructive: call it on a copy (:func:`in_fork`). The loop is the simulator's
     (:class:`~halyard.scheduling.simulator.Simulator`): completions, then arrivals, then a round
@@ -208,6 +220,7 @@ def run_forward(core: SchedulingCore, pacer: Pacer, now: float, *, arrivals: Ite
     out = Outcome()
     remaining = set(core.running) | {r.job_id for r in core.pending}
     pending_now = {r.job_id for r in core.pending}
+    unstarted = set(pending_now)  # present jobs that have neither started nor ended in this run
     seen, passes0 = len(core.log), core.passes
     heap: list[tuple[float, int, int, str, int]] = []
     seq = 0
@@ -225,7 +238,7 @@ def run_forward(core: SchedulingCore, pacer: Pacer, now: float, *, arrivals: Ite
     specs: dict[str, JobSpec] = {}
 
     def next_arrival() -> None:
-        spec = next(arrivals, None) if arrivals is not None else None
+        spec = next(arrivals, None) if arrivals is not None and unstarted else None
         if spec is not None:
             specs[spec.job_id] = spec
             push(spec.submit_time, _ARRIVAL, spec.job_id, 0)
@@ -237,9 +250,11 @@ def run_forward(core: SchedulingCore, pacer: Pacer, now: float, *, arrivals: Ite
                 continue
             if event.kind is EventKind.STARTED and event.job_id in pending_now:
                 out.starts.setdefault(event.job_id, event.time)
+                unstarted.discard(event.job_id)
             elif event.kind in _ENDED:
                 out.finishes[event.job_id] = event.time
                 remaining.discard(event.job_id)
+                unstarted.discard(event.job_id)
         seen = len(core.log)
         out.end_time = t
 
@@ -249,7 +264,7 @@ def run_forward(core: SchedulingCore, pacer: Pacer, now: float, *, arrivals: Ite
         note(now)
     round_at = math.inf
     t = now
-    while remaining:
+    while unstarted if until_started else remaining:
         waiting = core.pending or (policy.acts_without_pending and core.running)
         if policy.needs_rounds and waiting and round_at == math.inf:
             round_at = (math.floor(t / core.round_s) + 1) * core.round_s
@@ -267,8 +282,12 @@ def run_forward(core: SchedulingCore, pacer: Pacer, now: float, *, arrivals: Ite
                     core.complete(job_id, t)
                     changed = True
             elif kind == _ARRIVAL:
+                spec = specs.pop(job_id)
+                if not unstarted:  # drawn ahead, due after every present job started: changes no start
+                    continue
                 with contextlib.suppress(ValidationError):  # a sampled job the core refuses is skipped
-                    core.submit(specs.pop(job_id), t)
+                    core.submit(spec, t)
+                    out.arrived += 1
                     changed = True
                 next_arrival()
             else:
@@ -298,14 +317,18 @@ def recent_specs(core: SchedulingCore, now: float, window_s: float = DEFAULT_ARR
     return recent, len(recent) / max(now - recent[0].submit_time, MIN_RATE_SPAN_S)
 
 
-def sampled_arrivals(mix: Sequence[JobSpec], rate_per_s: float, now: float, seed: int) -> Iterator[JobSpec]:
-    """Poisson arrivals at ``rate_per_s`` from ``now``, each a copy of a job drawn from ``mix``."""
+def sampled_arrivals(mix: Sequence[JobSpec], rate_per_s: float, now: float, seed: int,
+                     until: float = math.inf) -> Iterator[JobSpec]:
+    """Poisson arrivals at ``rate_per_s`` from ``now`` up to ``until``, each a copy of a job drawn
+    from ``mix``."""
     if rate_per_s <= 0.0 or not mix:
         return
     draw = random.Random(seed)
     t = now
     for i in range(MAX_SAMPLED_ARRIVALS):
         t += draw.expovariate(rate_per_s)
+        if t > until:
+            return
         yield replace(draw.choice(mix), job_id=f"{SAMPLED_PREFIX}{seed}-{i}", submit_time=t)
 
 
@@ -344,26 +367,57 @@ def _band(values: list[float]) -> tuple[float, float, float] | None:
     return float(low), float(middle), float(high)
 
 
+def arrival_limit(base: Outcome, now: float, sample_horizon_s: float | None) -> float:
+    """The latest instant a sampled arrival may come: ``now + sample_horizon_s`` when given, else the
+    no-arrival run's (``base``) last start of a present job (``now`` when none starts in it:
+    none waits, or none fits).
+
+    Within each sampled run arrivals stop anyway once every present job has started
+    (:func:`run_forward`: later ones move no start). This bound is for the runs where arrivals keep a
+    present job waiting -- a policy that lets new jobs overtake (Dally, Tiresias, SRTF) at an arrival
+    rate above what the cluster serves -- whose queue would otherwise grow until ``MAX_SAMPLED_ARRIVALS``
+    and whose run could then take minutes. It leaves out the arrivals after the no-arrival forecast's
+    last start, which could delay further a present job that the sampled arrivals had already pushed
+    past it: there the band's high end is a lower bound.
+    """
+    if sample_horizon_s is not None:
+        return now + sample_horizon_s
+    return max(base.starts.values(), default=now)
+
+
+def sampled_runs(core: SchedulingCore, pacer: Pacer, now: float, base: Outcome, samples: int, *,
+                 arrival_window_s: float = DEFAULT_ARRIVAL_WINDOW_S, horizon_s: float = DEFAULT_HORIZON_S,
+                 seed: int = 0, sample_horizon_s: float | None = None, until_started: bool = False) -> list[Outcome]:
+    """``samples`` sampled-arrival runs of ``core``, each on its own fork: arrivals at the recent rate and
+    mix (:func:`recent_specs`) up to :func:`arrival_limit` of the no-arrival run ``base``."""
+    if samples <= 0:
+        return []
+    mix, rate = recent_specs(core, now, arrival_window_s)
+    until = arrival_limit(base, now, sample_horizon_s)
+    return [in_fork(lambda k=k: run_forward(core, pacer, now, horizon_s=horizon_s, until_started=until_started,
+                                            arrivals=sampled_arrivals(mix, rate, now, seed + k, until)))
+            for k in range(samples)]
+
+
 def forecast_of(core: SchedulingCore, pacer: Pacer, now: float, *, samples: int = 0,
                 arrival_window_s: float = DEFAULT_ARRIVAL_WINDOW_S, horizon_s: float = DEFAULT_HORIZON_S,
-                seed: int = 0) -> Forecast:
+                seed: int = 0, sample_horizon_s: float | None = None, sample_finishes: bool = True) -> Forecast:
     """The forecast of every present job: one no-arrival run and ``samples`` sampled-arrival runs, each
-    on its own fork of this process (so ``core`` is left as it is)."""
+    on its own fork of this process (so ``core`` is left as it is). Sampled arrivals come no later than
+    :func:`arrival_limit`; without ``sample_finishes`` the sampled runs stop once every present job has
+    started (no finish band)."""
     made_wall = time.time()
     base = in_fork(lambda: run_forward(core, pacer, now, horizon_s=horizon_s))
-    runs: list[Outcome] = []
-    if samples > 0:
-        mix, rate = recent_specs(core, now, arrival_window_s)
-        for k in range(samples):
-            runs.append(in_fork(lambda k=k: run_forward(
-                core, pacer, now, arrivals=sampled_arrivals(mix, rate, now, seed + k), horizon_s=horizon_s)))
+    runs = sampled_runs(core, pacer, now, base, samples, arrival_window_s=arrival_window_s, horizon_s=horizon_s,
+                        seed=seed, sample_horizon_s=sample_horizon_s, until_started=not sample_finishes)
     present = list(core.running) + [r.job_id for r in core.pending]
     jobs: dict[str, JobForecast] = {}
     for job_id in present:
         start_band = finish_band = None
         if runs:
             start_band = _band([o.starts[job_id] for o in runs if job_id in o.starts])
-            finish_band = _band([o.finishes[job_id] for o in runs if job_id in o.finishes])
+            if sample_finishes:
+                finish_band = _band([o.finishes[job_id] for o in runs if job_id in o.finishes])
         jobs[job_id] = JobForecast(base.starts.get(job_id), base.finishes.get(job_id), start_band, finish_band)
     return Forecast(now, made_wall, jobs, samples, base.passes, base.events,
                     base.cpu_s + sum(o.cpu_s for o in runs))
@@ -609,6 +663,8 @@ class ForecastSettings:
     samples: int = 0  # K sampled-arrival runs for the band (0: none)
     arrival_window_s: float = DEFAULT_ARRIVAL_WINDOW_S
     horizon_s: float = DEFAULT_HORIZON_S
+    sample_horizon_s: float | None = None  # sampled arrivals up to now + this (None: :func:`arrival_limit`)
+    sample_finishes: bool = True  # False: sampled runs stop once every present job has started (no finish band)
 
 
 class Forecaster:
@@ -688,7 +744,8 @@ class Forecaster:
         now = self.instant()
         return await in_fork_async(lambda: forecast_of(cp.core, cp.pacer, now, samples=s.samples,
                                                       arrival_window_s=s.arrival_window_s,
-                                                      horizon_s=s.horizon_s), self._children)
+                                                      horizon_s=s.horizon_s, sample_horizon_s=s.sample_horizon_s,
+                                                      sample_finishes=s.sample_finishes), self._children)
 
     async def what_if(self, change: Change) -> WhatIf:
         check_change(self.cp, change)

@@ -308,3 +308,57 @@ async def test_replay_forecasts_read_over_grpc_are_the_actual_starts_under_fifo(
     assert set(read) == {"head", "next", "small"}  # "big" holds all 16 GPUs: the other three wait
     for job_id, start in read.items():
         assert run.core.records[job_id].first_start == pytest.approx(start, abs=1e-6), job_id
+
+
+def _sampled_under_overload(policy: str, sample_horizon_s: float | None) -> None:
+    """Sampled arrivals at a burst rate above what one 8-GPU node serves (40 one-GPU jobs in an hour,
+    half of them about 2 h long): each sampled run ends, draws no arrival after the last present
+    job's start (later ones move no start) nor past :func:`arrival_limit`, and its band holds the
+    no-arrival forecast where it must."""
+    from halyard.controlplane.forecast import arrival_limit, recent_specs, run_forward, sampled_arrivals, sampled_runs
+    from halyard.datamodel import JobSpec, parse_cluster
+    from halyard.policies import make_policy
+    from halyard.scheduling import Simulator
+
+    sim = Simulator(parse_cluster(small_cluster_toml(1)), make_policy(policy))
+    core, pacer = sim.core, sim.pool.pacer
+    jobs = [JobSpec(job_id=f"j{i}", submit_time=i * 90.0, model="resnet50", num_gpus=1,
+                    iterations=2600 if i % 2 else 31000) for i in range(40)]
+    checked: list[float] = []
+
+    def check(_finished: int, _known: int, now: float) -> None:
+        if checked or now < 3600.0 or len(core.pending) < 5:
+            return
+        checked.append(now)
+        base = in_fork(lambda: run_forward(core, pacer, now))
+        until = arrival_limit(base, now, sample_horizon_s)
+        assert until == (now + sample_horizon_s if sample_horizon_s else max(base.starts.values()))
+        mix, rate = recent_specs(core, now)
+        assert rate * 3600.0 > 20.0  # the burst: far above the ~4 long jobs an hour the node serves
+        for until_started in (True, False):
+            runs = sampled_runs(core, pacer, now, base, 4, sample_horizon_s=sample_horizon_s,
+                                until_started=until_started)
+            for k, run in enumerate(runs):
+                assert set(run.starts) == set(base.starts)  # every present job started: the run ended
+                last_start = max(run.starts.values())
+                drawn = [a.submit_time for a in sampled_arrivals(mix, rate, now, k, until)]
+                assert run.arrived == sum(a <= last_start for a in drawn) > 0
+                if until_started:
+                    assert run.end_time == last_start  # starts only: it stops at the last present start
+                else:
+                    assert set(run.finishes) == set(base.finishes) and run.end_time == max(run.finishes.values())
+                for job_id, start in base.starts.items():
+                    if policy == "fifo":  # later arrivals queue behind: no start moves, the band is the forecast
+                        assert run.starts[job_id] == start, job_id
+                    else:  # one-GPU jobs on one node: more competition can only start a job later
+                        assert run.starts[job_id] >= start, job_id
+            if policy == "srtf":  # shorter arrivals overtake: some present job starts later than forecast
+                assert any(r.starts[j] > s for r in runs for j, s in base.starts.items())
+
+    sim.run(jobs, on_progress=check)
+    assert checked
+
+
+@pytest.mark.parametrize(("policy", "sample_horizon_s"), [("fifo", None), ("srtf", None), ("srtf", 86400.0)])
+def test_sampled_arrivals_stop_once_every_present_job_started_so_an_overloaded_run_ends(policy, sample_horizon_s):
+    _sampled_under_overload(policy, sample_horizon_s)
