@@ -32,7 +32,7 @@ the scaling of GPU numbers"; and baselines schedule "with data profiled from dat
   ``sum(throughputs / instance_costs * x)`` with unit costs: steps per second summed over jobs, not
   normalised (it computes ``scale = 1 / throughputs.sum(axis=1)`` and never uses it), so a job of
   many cheap steps (an LM at 28 steps/s) outweighs one of few costly steps (a Transformer at 1.5).
-  Measured beside Gavel's simulator by benchmarks/gavel_public_perjob.py.
+  Measured beside Gavel's simulator: docs/reproductions/gavel-public-comparison.md (benchmarks/gavel_public_perjob.py).
 * **Work conserving** (``work_conserving``, off by default): Gavel's per-type priority lists hold every
   job with a non-zero throughput on the type, allocation 0 included (priority 0), and the round's pass
   (``scheduler.py`` ``_schedule_jobs_on_workers_helper``: only FIFO skips priority 0) goes down them
