@@ -219,7 +219,8 @@ class StreamAgent:
             delay = 0.0 if self._redirected else self.backoff.next_delay()
             self._redirected = False
             with contextlib.suppress(TimeoutError):  # leave() ends the wait: its call goes at once
-                await asyncio.wait_for(self._leave_now.wait(), delay)
+                async with asyncio.timeout(delay):
+                    await self._leave_now.wait()
 
     def _next_target(self) -> None:
         if len(self.targets) > 1:
@@ -284,7 +285,8 @@ class StreamAgent:
                    if self.tls is not None else grpc.aio.insecure_channel(self.target, options=options))
         async with channel:
             if len(self.targets) > 1:  # a control plane that accepts but never answers: try the next
-                await asyncio.wait_for(channel.channel_ready(), CONNECT_WAIT_S)
+                async with asyncio.timeout(CONNECT_WAIT_S):
+                    await channel.channel_ready()
             call = agrpc.AgentServiceStub(channel).Connect(_drain(outbox))
             self._call = call
             heartbeat: asyncio.Task[None] | None = None

@@ -468,14 +468,16 @@ class ProcessAgent(StreamAgent):
                  cores=job.cores, memory_enforced=job.cgroup is not None)
         code = await job.process.wait()
         try:  # the rest of its output (a child it left behind may hold the pipe open: not for long)
-            await asyncio.wait_for(job.pump, WORKER_DRAIN_S)
+            async with asyncio.timeout(WORKER_DRAIN_S):
+                await job.pump
         except TimeoutError:
             log.warning("the job's output pipe stayed open after it exited", node=self.node_name, job=job.job_id)
         last_words = job.output.tail(OUTPUT_TAIL_CHARS)
         job.output.close()
         if job.writer is not None:  # read what the worker said last ("done") before judging the exit
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(job.disconnected.wait(), WORKER_DRAIN_S)
+                async with asyncio.timeout(WORKER_DRAIN_S):
+                    await job.disconnected.wait()
         if job.stopping:
             self._end(job, apb.EXIT_PREEMPTED, "preempted")
         elif code == 0 and job.finished:

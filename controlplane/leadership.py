@@ -196,8 +196,8 @@ class Leadership:
                         raise LostLeadership(f"the session lock of epoch {self.epoch} was taken: a standby saw "
                                              "this leader's connection end")
                     self._locked = True
-                done = await asyncio.wait_for(db.execute(_RENEW, self._params()),
-                                              self.settings.renew_deadline_s)
+                async with asyncio.timeout(self.settings.renew_deadline_s):
+                    done = await db.execute(_RENEW, self._params())
                 if done.rowcount != 1:
                     raise LostLeadership(f"the lease of epoch {self.epoch} was taken over or expired")
                 renewed = time.monotonic()

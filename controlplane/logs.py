@@ -48,7 +48,8 @@ class LogRelay:
         try:
             session.send(read_log=apb.ReadLog(request_id=request_id, job_id=job_id, attempt=attempt, offset=offset,
                                               max_bytes=max_bytes))
-            return await asyncio.wait_for(answer, AGENT_ANSWER_S)
+            async with asyncio.timeout(AGENT_ANSWER_S):
+                return await answer
         except TimeoutError:
             raise Unavailable(f"node {node!r}'s agent did not answer for the job's output within "
                               f"{AGENT_ANSWER_S:g} s (an agent older than the control plane keeps none)") from None

@@ -118,7 +118,8 @@ class AgentProfiles:
                     self.cp.sessions[node].send(profile=apb.Profile(
                         job_id=spec.job_id, spec=spec_to_pb(spec), request_id=request_id,
                         allocation=allocation_to_pb(request.allocation)))
-                    result = await asyncio.wait_for(answer, PROFILE_ANSWER_S)
+                    async with asyncio.timeout(PROFILE_ANSWER_S):
+                        result = await answer
                 except TimeoutError:
                     log.warning("profile not answered in time", node=node, after_s=PROFILE_ANSWER_S,
                                 model=request.spec.model, gpu_type=request.gpu_type)

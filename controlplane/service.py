@@ -337,7 +337,8 @@ class ControlPlane:
             if len(self.core.log) > max(after_seq, 0):
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._events_changed.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._events_changed.wait()
 
     # --- what agents report ----------------------------------------------------
 
@@ -516,7 +517,8 @@ class ControlPlane:
                 return  # fatal: persist has stopped the control plane
             if paced:  # the loop takes in arrivals while the next pass waits; any other change ends the rest
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._unpaced.wait(), min(PASS_REST_RATIO * seconds, MAX_PASS_REST_S))
+                    async with asyncio.timeout(min(PASS_REST_RATIO * seconds, MAX_PASS_REST_S)):
+                        await self._unpaced.wait()
 
     def _run_pass(self) -> float:
         """One pass; its policy's wall seconds (0 if it had nothing to do or failed). A policy bug is
