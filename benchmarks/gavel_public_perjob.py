@@ -5,45 +5,78 @@
     #   grpcio grpcio-tools matrix_completion scikit-learn psutil preconditions
     nice -n 10 .venv/bin/python benchmarks/gavel_public_perjob.py --checkout /work/ext/gavel \\
         --gavel-python /work/ext/gavel-venv/bin/python
+    .venv/bin/python benchmarks/gavel_public_perjob.py --from-json   # the page again, no simulation
 
-Halyard writes, into ``<work>/``: the first ``--jobs`` jobs of its Gavel sample trace
-(``src/halyard/data/traces/gavel_philly_vc2869ce_seed0.trace``, read by ``read_trace``) in the 10-field
-``.trace`` form the current ``utils.parse_trace`` reads, and ``throughputs.json`` in the layout of
-its ``simulation_throughputs.json``: for every job type and scale factor, the steps per second of
-Halyard's performance model (``1 / consolidated_iteration_time`` of the job type's Halyard model on
-the worker type), isolated only (``null``; the ``_perf`` policies read nothing else). Gavel's
-simulator then runs ``max_sum_throughput_perf`` with its 360 s rounds (``Scheduler.simulate``, in a
-subprocess under ``--gavel-python``, its modules imported unchanged), and Halyard's simulator runs
-the ``gavel`` preset on the same jobs with ``round_s=360``; the two are joined per job.
+Halyard writes, into ``<work>/<workload>/``: a window of jobs of its Gavel sample trace
+(``src/halyard/data/traces/gavel_philly_vc2869ce_seed0.trace``, read by ``read_trace``; :data:`WORKLOADS`)
+in the 10-field ``.trace`` form the current ``utils.parse_trace`` reads, arrivals from the window's first,
+and ``throughputs.json`` in the layout of its ``simulation_throughputs.json``: for every job type and
+scale factor, the steps per second of Halyard's performance model (``1 / consolidated_iteration_time`` of
+the job type's Halyard model on the worker type), isolated only (``null``; the ``_perf`` policies read
+nothing else). Gavel's simulator then runs ``max_sum_throughput_perf`` with its 360 s rounds
+(``Scheduler.simulate``, in a subprocess under ``--gavel-python``, its modules imported unchanged), and
+Halyard's simulator runs the ``gavel`` preset on the same jobs with ``round_s=360``, then the cumulative
+ladder of :data:`STEPS`, each a named option off by default; the two are joined per job over the jobs
+both finished (benchmarks/perjob.py), and a job the public simulator fails is reported apart.
 
 Worker types: Gavel's driver takes ``v100:p100:k80``; Halyard's catalog has no K80, so the cluster
-has none (its throughputs are written as P100's and never used). First measurement only: the
-differences are not yet attributed (see the page).
+has none (its throughputs are written as P100's and never used).
+
+Not part of the tests (the page's rendering from the JSON is: tests/test_reproduction_pages.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
+import resource
 import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
+
+from perjob import agree, common, jcts, stats  # benchmarks/ is not a package: found on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "src" / "halyard" / "data" / "traces" / "gavel_philly_vc2869ce_seed0.trace"
+TEMPLATE = ROOT / "benchmarks" / "gavel_public_page.md"
 ROUND_S = 360.0  # Gavel scheduler.py simulate: time_per_iteration=360
 SCALES = (1, 2, 4, 8)
 JSON_NAME = "gavel-public-comparison.json"
 PAGE_NAME = "gavel-public-comparison.md"
+# name -> (first job of the sample's window, jobs, V100:P100 GPUs, GPUs per server)
+WORKLOADS = {"jobs-0-19": (0, 20, "32:32", 4), "jobs-20-39": (20, 20, "32:32", 4)}
+# Halyard's differences from the public simulator, each an option off by default, switched on one after
+# another (cumulative), so that each step's effect is measured on its own.
+STEPS = {
+    "raw-throughput-sum": "the LP maximises steps per second summed over jobs (Gavel(raw_throughput_sum=True); "
+                          "Gavel's max_sum_throughput.py objective sum(throughputs * x), its scale = 1 / "
+                          "throughputs.sum(axis=1) unused); Halyard's default normalises each job by its best type",
+    "spread-ties": "tied jobs share the optimum (Gavel(spread_ties=True): a second LP over the optimal face "
+                   "maximises the least time fraction of any job); Gavel solves its LP with ECOS, an "
+                   "interior-point method, which ends inside the optimal face, not at a vertex as HiGHS does",
+    "work-conserving": "GPUs the ranked pass leaves idle go to jobs the LP gave nothing (Gavel(work_conserving="
+                       "True); Gavel's per-type lists hold every job, priority 0 included, and its pass goes down "
+                       "them while workers last, v100 first)",
+    "free-restarts": "a preempted or moved job resumes at no cost (a catalog with restart_fixed_s = 0 and "
+                     "checkpoint_state_factor = 0; Gavel's simulator runs num_steps / throughput per micro-task, "
+                     "nothing to stop or resume)",
+}
+
+
+def variants() -> list[str]:
+    """``gavel`` and its cumulative variants ``gavel+step1``, ``gavel+step1+step2``, ..."""
+    steps = list(STEPS)
+    return ["+".join(("gavel", *steps[:k])) for k in range(len(steps) + 1)]
 
 
 # ----------------------------------------------------------------------------- the public side (Python 3.8)
 def run_public(args: argparse.Namespace) -> int:
-    """Gavel's simulator, its modules unchanged, on ``<inputs>``; prints per-job arrival and JCT as JSON."""
+    """Gavel's simulator, its modules unchanged, on ``<inputs>``; prints per-job arrival and end as JSON
+    (``end`` None for a job it marks failed: ``_job_completion_times`` holds None for it)."""
     import contextlib
     import logging
 
@@ -68,14 +101,15 @@ def run_public(args: argparse.Namespace) -> int:
         out = {}
         for job_id, jct in sched._job_completion_times.items():  # JCT from arrival (add_job's timestamp)
             arrival = arrivals[job_id[0]]
-            out[str(job_id[0])] = {"submit": arrival, "end": None if jct is None else arrival + jct}
+            out[str(job_id[0])] = {"submit": arrival, "end": None if jct is None else arrival + jct,
+                                   "steps_run": sched._total_steps_run.get(job_id)}
         sched.shutdown()
-    json.dump({"sim_cpu_s": cpu, "jobs": out}, sys.stdout)
+    json.dump({"policy": "max_sum_throughput_perf", "sim_cpu_s": cpu, "jobs": out}, sys.stdout)
     return 0
 
 
 # ----------------------------------------------------------------------------- the inputs
-def write_inputs(n: int, cluster: str, per_server: int, folder: Path) -> list[dict]:
+def write_inputs(start: int, n: int, cluster: str, per_server: int, folder: Path) -> list[dict]:
     """The 10-field trace, the throughputs file, Halyard's canonical trace and cluster file."""
     from halyard.datamodel import JobSpec, parse_cluster
     from halyard.emulator import PerformanceModel
@@ -91,16 +125,17 @@ def write_inputs(n: int, cluster: str, per_server: int, folder: Path) -> list[di
                       'fabric_gbyte_s = 150\nnic_gbit_s = 100\n' for t, g in (("V100", v100), ("P100", p100)) if g))
     (folder / "cluster.toml").write_text(toml)
     halyard_cluster = parse_cluster(toml)
-    jobs = list(read_trace(SAMPLE, strict=True).jobs)[:n]
+    jobs = list(read_trace(SAMPLE, strict=True).jobs)[start:start + n]
+    t0 = jobs[0].submit_time
     perf = PerformanceModel()
     rows = []
     with open(folder / "trace.trace", "w") as f:
         for i, j in enumerate(jobs):
             e = j.extra
             f.write("\t".join([e["job_type"], e["command"], "", e["num_steps_arg"], e["needs_data_dir"],
-                               str(j.iterations), str(j.num_gpus), "1", "-1", f"{j.submit_time:f}"]) + "\n")
+                               str(j.iterations), str(j.num_gpus), "1", "-1", f"{j.submit_time - t0:f}"]) + "\n")
             rows.append({"id": str(i), "job_type": e["job_type"], "gpus": j.num_gpus, "steps": j.iterations,
-                         "submit": j.submit_time, "model": j.model})
+                         "submit": j.submit_time - t0, "model": j.model})
     throughputs: dict[str, dict[str, dict[str, float]]] = {}
     types = sorted({r["job_type"] for r in rows})
     for worker, gtype in (("v100", "V100"), ("p100", "P100"), ("k80", "P100")):
@@ -118,24 +153,52 @@ def write_inputs(n: int, cluster: str, per_server: int, folder: Path) -> list[di
 
 
 # ----------------------------------------------------------------------------- Halyard's side
+def halyard_policy_and_perf(name: str) -> tuple[object, object]:
+    """Halyard's ``gavel`` with the :data:`STEPS` named in ``name`` switched on."""
+    import dataclasses
+
+    from halyard.emulator import PerformanceModel
+    from halyard.emulator.catalog import load_catalog
+    from halyard.policies.gavel import Gavel
+
+    _, *steps = name.split("+")
+    unknown = set(steps) - set(STEPS)
+    if unknown:
+        raise SystemExit(f"unknown steps {sorted(unknown)}; known: {', '.join(STEPS)}")
+    catalog = load_catalog()
+    if "free-restarts" in steps:
+        catalog = dataclasses.replace(catalog, constants=dataclasses.replace(
+            catalog.constants, restart_fixed_s=0.0, checkpoint_state_factor=0.0))
+    return (Gavel(name, raw_throughput_sum="raw-throughput-sum" in steps, spread_ties="spread-ties" in steps,
+                  work_conserving="work-conserving" in steps),
+            PerformanceModel(catalog))
+
+
 def run_halyard_child(args: argparse.Namespace) -> int:
     from halyard.datamodel import load_cluster
-    from halyard.policies import make_policy
     from halyard.scheduling import Simulator
     from halyard.traces import read_trace
 
     inputs = Path(args.inputs)
-    sim = Simulator(load_cluster(str(inputs / "cluster.toml")), make_policy(args.variant), round_s=ROUND_S)
+    policy, perf = halyard_policy_and_perf(args.variant)
+    sim = Simulator(load_cluster(str(inputs / "cluster.toml")), policy, perf, round_s=ROUND_S)
     began = time.process_time()
     sim.run(list(read_trace(inputs / "halyard.csv", strict=True).jobs))
     cpu = time.process_time() - began
-    json.dump({"sim_cpu_s": cpu, "jobs": {r.spec.job_id: {"submit": r.spec.submit_time, "end": r.end_time}
-                                          for r in sim.core.records.values()}}, sys.stdout)
+    json.dump({"policy": args.variant, "sim_cpu_s": cpu,
+               "jobs": {r.spec.job_id: {"submit": r.spec.submit_time, "end": r.end_time,
+                                        "preempt": getattr(r, "preemptions", 0)}
+                        for r in sim.core.records.values()}}, sys.stdout)
     return 0
 
 
+def child_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def child(command: list[str]) -> dict:
-    child_cpu = joined().child_cpu
+    """A side's run in a child process: its JSON, with the child's CPU seconds (getrusage) and wall time."""
     before, began = child_cpu(), time.monotonic()
     out = subprocess.run(command, capture_output=True, text=True, check=False)
     cpu, wall = child_cpu() - before, time.monotonic() - began
@@ -144,62 +207,147 @@ def child(command: list[str]) -> dict:
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "cpu_s": cpu, "wall_s": wall}
 
 
-# ----------------------------------------------------------------------------- the join
-def joined() -> ModuleType:
-    """The join of benchmarks/tiresias_public_perjob.py (jcts, p99, stats, agree): runs hold submit and end."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import tiresias_public_perjob
-
-    return tiresias_public_perjob
+# ----------------------------------------------------------------------------- the page
+def _h(s: float) -> str:
+    return f"{s / 3600:.2f}"
 
 
-def table(data: dict) -> str:
-    stats, agree = joined().stats, joined().agree
+def failed(run: dict) -> list[str]:
+    return sorted((k for k, v in run["jobs"].items() if v["end"] is None), key=int)
+
+
+def ladder_table(data: dict) -> str:
+    """Each run against the public one, over the jobs both finished."""
     pub = data["public"]
-    sp = stats(pub)
     lines = ["| run | jobs done | mean JCT (h) | / public | p99 JCT (h) | / public | makespan (h) | / public "
-             "| jobs within 5 % | CPU s (child) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-             f"| Gavel simulator, max_sum_throughput_perf | {sp['jobs']} | {sp['mean_jct_s'] / 3600:.2f} | 1.000 "
-             f"| {sp['p99_jct_s'] / 3600:.2f} | 1.000 | {sp['makespan_s'] / 3600:.2f} | 1.000 | 100% "
-             f"| {sp['cpu_s']:.2f} |"]
-    for name, run in data["halyard"].items():
-        s = stats(run)
-        lines.append(f"| Halyard `{name}` | {s['jobs']} | {s['mean_jct_s'] / 3600:.2f} "
-                     f"| {s['mean_jct_s'] / sp['mean_jct_s']:.3f} | {s['p99_jct_s'] / 3600:.2f} "
-                     f"| {s['p99_jct_s'] / sp['p99_jct_s']:.3f} | {s['makespan_s'] / 3600:.2f} "
+             "| jobs within 5 % | CPU s (child) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    sp0 = stats(pub)
+    lines.append(f"| Gavel simulator, max_sum_throughput_perf | {sp0['jobs']} of {len(pub['jobs'])} "
+                 f"| {_h(sp0['mean_jct_s'])} | 1.000 | {_h(sp0['p99_jct_s'])} | 1.000 | {_h(sp0['makespan_s'])} "
+                 f"| 1.000 | 100% | {sp0['cpu_s']:.2f} |")
+    for v in variants():
+        run = data["halyard"][v]
+        p, h = common(pub, run)
+        sp, s = stats(p), stats(h)
+        lines.append(f"| Halyard `{v}` | {len(jcts(run))} of {len(run['jobs'])} | {_h(s['mean_jct_s'])} "
+                     f"| {s['mean_jct_s'] / sp['mean_jct_s']:.3f} | {_h(s['p99_jct_s'])} "
+                     f"| {s['p99_jct_s'] / sp['p99_jct_s']:.3f} | {_h(s['makespan_s'])} "
                      f"| {s['makespan_s'] / sp['makespan_s']:.3f} | {agree(pub, run):.0%} | {s['cpu_s']:.2f} |")
     return "\n".join(lines) + "\n"
 
 
+def steps_table(data: dict) -> str:
+    lines = ["| step | what it changes | mean JCT, with / without | makespan, with / without "
+             "| jobs within 5 % of public, without -> with |", "|---|---|---:|---:|---|"]
+    pub, names = data["public"], variants()
+    for before, after in itertools.pairwise(names):
+        a, b = common(pub, data["halyard"][before])[1], common(pub, data["halyard"][after])[1]
+        sa, sb = stats(a), stats(b)
+        step = after.rsplit("+", 1)[1]
+        lines.append(f"| `{step}` | {STEPS[step]} | {sb['mean_jct_s'] / sa['mean_jct_s']:.3f} "
+                     f"| {sb['makespan_s'] / sa['makespan_s']:.3f} | {agree(pub, a):.0%} -> {agree(pub, b):.0%} |")
+    return "\n".join(lines) + "\n"
+
+
+def perjob_table(data: dict) -> str:
+    """Every job: its type and size, the public JCT and each Halyard run's JCT over it."""
+    pub = data["public"]
+    jp = jcts(pub)
+    names = variants()
+    lines = ["| job | type | GPUs | steps | public JCT (h) | " + " | ".join(f"`{v}` / public" for v in names) + " |",
+             "|---|---|---:|---:|---:|" + "---:|" * len(names)]
+    for r in data["trace"]:
+        k = r["id"]
+        cells = []
+        for v in names:
+            jh = jcts(data["halyard"][v])
+            cells.append("—" if k not in jh else (f"{_h(jh[k])} h" if k not in jp else f"{jh[k] / jp[k]:.3f}"))
+        lines.append(f"| {k} | {r['job_type']} | {r['gpus']} | {r['steps']} "
+                     f"| {_h(jp[k]) if k in jp else 'failed'} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def render_page(data: dict) -> str:
+    blocks, cpu = [], []
+    for name, w in data["workloads"].items():
+        sp = stats(w["public"])
+        rows = {r["id"]: r for r in w["trace"]}
+        gone = [f"job {k} ({rows[k]['gpus']} GPUs, {rows[k]['job_type']}: {w['public']['jobs'][k]['steps_run']} of "
+                f"{rows[k]['steps']} steps run)" for k in failed(w["public"])]
+        blocks.append(f"### {name}: {w['config']}\n\nThe public simulator: mean JCT {_h(sp['mean_jct_s'])} h, "
+                      f"makespan {_h(sp['makespan_s'])} h over the {sp['jobs']} jobs it finished; it marks "
+                      f"{', '.join(gone) if gone else 'no job'} failed.\n\n"
+                      + ladder_table(w) + "\nEach step on its own:\n\n" + steps_table(w)
+                      + "\nEvery job (JCT of each Halyard run over the public one; a failed job's Halyard JCT in "
+                        "hours):\n\n" + perjob_table(w))
+        last = w["halyard"][variants()[-1]]
+        cpu.append(f"| {name} | {w['public']['cpu_s']:.2f} | {w['halyard']['gavel']['cpu_s']:.2f} / "
+                   f"{last['cpu_s']:.2f} | {w['public']['cpu_s'] / w['halyard']['gavel']['cpu_s']:.1f}x |")
+    cpu_table = ("| workload | Gavel simulator CPU s | Halyard CPU s (`gavel` / every step on) | ratio |\n"
+                 "|---|---:|---:|---:|\n" + "\n".join(cpu) + "\n")
+    return TEMPLATE.read_text(encoding="utf-8").format(command=data["command"], commit=data["commit"],
+                                                        workloads="\n".join(blocks), cpu=cpu_table)
+
+
+def pages(docs: Path) -> dict[Path, str]:
+    """The page rendered from the stored JSON, no simulation (tests/test_reproduction_pages.py)."""
+    return {docs / PAGE_NAME: render_page(json.loads((docs / JSON_NAME).read_text(encoding="utf-8")))}
+
+
+# ----------------------------------------------------------------------------- main
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] in ("public", "halyard"):
         p = argparse.ArgumentParser(prog=f"gavel_public_perjob.py {sys.argv[1]}")
         p.add_argument("side")
         p.add_argument("--inputs", required=True)
         p.add_argument("--checkout")
-        p.add_argument("--cluster", default="16:16")
+        p.add_argument("--cluster", default="32:32")
         p.add_argument("--per-server", type=int, default=4)
         p.add_argument("--variant", default="gavel")
         args = p.parse_args()
         return run_public(args) if args.side == "public" else run_halyard_child(args)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--checkout", type=Path, required=True, help="a checkout of stanford-futuredata/gavel (read only)")
+    p.add_argument("--checkout", type=Path, help="a checkout of stanford-futuredata/gavel (read only)")
     p.add_argument("--gavel-python", default=sys.executable, help="a Python with what Gavel's scheduler imports")
-    p.add_argument("--jobs", type=int, default=100)
-    p.add_argument("--cluster", default="16:16", help="V100:P100 GPUs")
-    p.add_argument("--per-server", type=int, default=4)
+    p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     p.add_argument("--work", type=Path, default=ROOT / "out" / "gavel-public")
-    p.add_argument("--json", type=Path, default=ROOT / "out" / "gavel-public" / JSON_NAME)
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "reproductions")
+    p.add_argument("--from-json", action="store_true", help="no simulation: rewrite the page from the JSON")
     args = p.parse_args()
-    rows = write_inputs(args.jobs, args.cluster, args.per_server, args.work)
-    here = str(Path(__file__).resolve())
-    common = ["--inputs", str(args.work), "--cluster", args.cluster, "--per-server", str(args.per_server)]
-    data = {"command": "python benchmarks/gavel_public_perjob.py " + shlex.join(sys.argv[1:]), "trace": rows,
-            "public": child([args.gavel_python, here, "public", "--checkout", str(args.checkout), *common]),
-            "halyard": {"gavel": child([sys.executable, here, "halyard", *common])}}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    print(table(data))
+    if not args.from_json:
+        if args.checkout is None:
+            p.error("--checkout is required (or --from-json)")
+        commit = subprocess.run(["git", "-C", str(args.checkout), "rev-parse", "HEAD"], capture_output=True,
+                                text=True).stdout.strip()
+        if not commit and (args.checkout / "COMMIT").is_file():
+            commit = (args.checkout / "COMMIT").read_text().strip()
+        here = str(Path(__file__).resolve())
+        data = {"command": "python benchmarks/gavel_public_perjob.py " + shlex.join(sys.argv[1:]),
+                "commit": commit or "not a git checkout", "workloads": {}}
+        for name in args.workloads:
+            start, n, cluster, per_server = WORKLOADS[name]
+            folder = args.work / name
+            rows = write_inputs(start, n, cluster, per_server, folder)
+            common_args = ["--inputs", str(folder), "--cluster", cluster, "--per-server", str(per_server)]
+            w = {"config": (f"{n} jobs of the Gavel sample trace ({start}-{start + n - 1}), arrivals from the "
+                            f"first, on {cluster.replace(':', ' V100 + ')} P100 GPUs, {per_server} per server"),
+                 "trace": rows,
+                 "public": child([args.gavel_python, here, "public", "--checkout", str(args.checkout), *common_args]),
+                 "halyard": {}}
+            print(f"{name} public: {stats(w['public'])}", file=sys.stderr, flush=True)
+            for v in variants():
+                w["halyard"][v] = child([sys.executable, here, "halyard", "--variant", v, *common_args])
+                print(f"{name} halyard {v}: agree {agree(w['public'], w['halyard'][v]):.0%}", file=sys.stderr,
+                      flush=True)
+            data["workloads"][name] = w
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / JSON_NAME).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    data = json.loads((args.out / JSON_NAME).read_text(encoding="utf-8"))
+    if TEMPLATE.is_file():
+        for path, text in pages(args.out).items():
+            path.write_text(text, encoding="utf-8")
+    for name, w in data["workloads"].items():
+        print(f"{name}: {w['config']}\n" + ladder_table(w) + "\n" + steps_table(w))
     return 0
 
 

@@ -26,3 +26,18 @@ def stats(run: dict) -> dict:
     ends = [v["end"] for v in run["jobs"].values() if v["end"] is not None]
     return {"jobs": len(j), "mean_jct_s": sum(j.values()) / len(j), "p99_jct_s": p99(list(j.values())),
             "makespan_s": max(ends) - min(v["submit"] for v in run["jobs"].values()), "cpu_s": run["cpu_s"]}
+
+
+def agree(public: dict, ours: dict, tolerance: float = 0.05) -> float:
+    """The fraction of the jobs both runs finished whose JCTs are within ``tolerance`` of the public one."""
+    jp, jh = jcts(public), jcts(ours)
+    both = set(jp) & set(jh)
+    return sum(abs(jh[k] - jp[k]) <= tolerance * jp[k] for k in both) / max(1, len(both))
+
+
+def common(public: dict, ours: dict) -> tuple[dict, dict]:
+    """Both runs restricted to the jobs both finished, so that their means cover the same jobs (a job one
+    side failed or never finished is reported apart)."""
+    both = set(jcts(public)) & set(jcts(ours))
+    return ({**public, "jobs": {k: v for k, v in public["jobs"].items() if k in both}},
+            {**ours, "jobs": {k: v for k, v in ours["jobs"].items() if k in both}})

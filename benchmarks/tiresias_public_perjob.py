@@ -41,7 +41,7 @@ import sys
 import time
 from pathlib import Path
 
-from perjob import jcts, stats  # benchmarks/ is not a package: found on sys.path
+from perjob import agree, jcts, stats  # benchmarks/ is not a package: found on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 JSON_NAME = "tiresias-public-comparison.json"
@@ -51,7 +51,6 @@ SAMPLE = ROOT / "src" / "halyard" / "data" / "traces" / "philly_sample.csv"
 # name -> (first job of the Philly-sample window, jobs, arrival compression, the simulator's cluster spec)
 WORKLOADS = {"philly-1000": (1000, 480, 1.0, "cluster_spec"), "philly-500": (500, 480, 1.0, "cluster_spec"),
              "philly-all": (0, 2000, 1.0, "n32g4")}
-AGREE = 0.05  # a job agrees when its two JCTs are within 5 % of the public one
 # The simulator's cluster specs (simulator/*.csv): num_switch, num_node_p_switch, num_gpu_p_node,
 # num_cpu_p_node, mem_p_node. ``cluster_spec`` is its default file: 1 switch x 16 nodes x 4 GPUs.
 CLUSTER_SPECS = {"cluster_spec": (1, 16, 4, 128, 254), "n32g4": (1, 32, 4, 40, 256)}
@@ -234,12 +233,6 @@ def run_halyard(variant: str, folder: Path) -> dict:
 
 
 # ----------------------------------------------------------------------------- the join
-def agree(public: dict, ours: dict) -> float:
-    jp, jh = jcts(public), jcts(ours)
-    both = set(jp) & set(jh)
-    return sum(abs(jh[k] - jp[k]) <= AGREE * jp[k] for k in both) / max(1, len(both))
-
-
 def worst(public: dict, ours: dict, n: int = 8) -> list[dict]:
     """The ``n`` jobs whose JCTs differ most (Halyard - public), with what each side did."""
     jp, jh = jcts(public), jcts(ours)

@@ -26,6 +26,20 @@ the scaling of GPU numbers"; and baselines schedule "with data profiled from dat
   re-ranked and re-assigned, so an arrival could preempt a job a few seconds into its round: on
   crius-64 1,255 of 1,907 preemptions fell between boundaries. ``fill_between_rounds`` (ours, off)
   starts pending jobs on idle GPUs between boundaries, in the same ranking, preempting nothing.
+* **Raw throughput sum** (``raw_throughput_sum``, off by default): the objective of Gavel's code for
+  ``max_sum_throughput_perf`` (``scheduler/policies/max_sum_throughput.py``,
+  ``ThroughputNormalizedByCostSumWithPerfSLOs.get_allocation``, commit c4fa400) is
+  ``sum(throughputs / instance_costs * x)`` with unit costs: steps per second summed over jobs, not
+  normalised (it computes ``scale = 1 / throughputs.sum(axis=1)`` and never uses it), so a job of
+  many cheap steps (an LM at 28 steps/s) outweighs one of few costly steps (a Transformer at 1.5).
+  Measured beside Gavel's simulator: docs/reproductions/gavel-public-comparison.md (benchmarks/gavel_public_perjob.py).
+* **Work conserving** (``work_conserving``, off by default): Gavel's per-type priority lists hold every
+  job with a non-zero throughput on the type, allocation 0 included (priority 0), and the round's pass
+  (``scheduler.py`` ``_schedule_jobs_on_workers_helper``: only FIFO skips priority 0) goes down them
+  until the type's workers run out, so GPUs the rounded allocation leaves idle go to jobs the LP gave
+  nothing, the v100 list before the p100 one (``worker_types = ["v100", "p100", "k80"]``). With it,
+  after the ranked pass each type in the cluster's order gives its idle GPUs to jobs still without a
+  type, by priority then arrival.
 """
 
 from __future__ import annotations
@@ -65,7 +79,7 @@ def throughputs(view: ClusterView, spec: JobSpec) -> np.ndarray:
 
 
 def max_throughput_allocation(thr: np.ndarray, gpus: np.ndarray, capacity: np.ndarray, *,
-                              spread_ties: bool = False) -> np.ndarray:
+                              spread_ties: bool = False, raw: bool = False) -> np.ndarray:
     """Gavel's max-sum-throughput LP: ``X`` (jobs x types) maximising normalised throughput under
     one unit of time per job and the GPUs of each type (module docstring).
 
@@ -73,10 +87,11 @@ def max_throughput_allocation(thr: np.ndarray, gpus: np.ndarray, capacity: np.nd
     vertex where some jobs get all their time and another gets ``X = 0`` and waits until the others
     finish. ``spread_ties`` (ours, off by default: Gavel's paper has no such rule) solves a second LP
     over the optimal face: keep the optimum and maximise the least total time fraction any runnable
-    job gets, so tied jobs share the GPUs across rounds instead."""
+    job gets, so tied jobs share the GPUs across rounds instead. ``raw`` maximises the steps per second
+    summed over jobs, as Gavel's code does (module docstring), not each job's share of its best type."""
     n, k = thr.shape
     best = thr.max(axis=1, keepdims=True)
-    norm = np.divide(thr, best, out=np.zeros_like(thr), where=best > 0)
+    norm = thr if raw else np.divide(thr, best, out=np.zeros_like(thr), where=best > 0)
     a_job = np.kron(np.eye(n), np.ones((1, k)))  # sum_t X[j,t] <= 1
     a_type = np.kron(gpus.reshape(1, n), np.eye(k))  # sum_j gpus_j X[j,t] <= capacity_t
     bounds = [(0.0, 1.0 if v > 0 else 0.0) for v in thr.ravel()]
@@ -103,9 +118,12 @@ class Gavel(OwnPass):
     """Max-throughput Gavel with its round-based mechanism (module docstring); adjusters, if any, run
     after its pass (:class:`~halyard.policies.adjusting.OwnPass`)."""
 
-    def __init__(self, name: str = "gavel", *, spread_ties: bool = False, fill_between_rounds: bool = False) -> None:
+    def __init__(self, name: str = "gavel", *, spread_ties: bool = False, fill_between_rounds: bool = False,
+                 raw_throughput_sum: bool = False, work_conserving: bool = False) -> None:
         self.name = name
         self.spread_ties = spread_ties
+        self.raw_throughput_sum = raw_throughput_sum
+        self.work_conserving = work_conserving
         self.fill_between_rounds = fill_between_rounds
 
     @property
@@ -134,7 +152,8 @@ class Gavel(OwnPass):
         thr = np.array([throughputs(view, j.spec) for j in jobs])
         demand = np.array([j.spec.num_gpus for j in jobs], dtype=float)
         capacity = np.array([float(view.shape.total_gpus(t)) for t in types])
-        x = max_throughput_allocation(thr, demand, capacity, spread_ties=self.spread_ties)
+        x = max_throughput_allocation(thr, demand, capacity, spread_ties=self.spread_ties,
+                                      raw=self.raw_throughput_sum)
         share = np.array([max(j.run_time_s(view.now) / max(view.now - j.spec.submit_time, 1e-9), MIN_SHARE)
                           for j in jobs])
         priority = x / share[:, None]
@@ -151,6 +170,14 @@ class Gavel(OwnPass):
                 continue
             chosen[job.job_id] = best
             left[best] -= job.spec.num_gpus
+        if self.work_conserving:  # module docstring
+            for t, gpu_type in enumerate(types):
+                for i in sorted((i for i in range(len(jobs)) if thr[i, t] > 0),
+                                key=lambda i: (-priority[i, t], jobs[i].arrival_seq)):
+                    job = jobs[i]
+                    if job.job_id not in chosen and job.spec.num_gpus <= left[gpu_type]:
+                        chosen[job.job_id] = gpu_type
+                        left[gpu_type] -= job.spec.num_gpus
         free = view.free.copy()
         for job in view.running.values():  # a running job that keeps its type keeps its GPUs
             if chosen.get(job.job_id) != self._type(view, job):

@@ -110,3 +110,31 @@ def test_tied_jobs_share_the_gpus_only_with_spread_ties():
     thr2 = np.array([[2.0, 1.0], [1.1, 1.0], [0.0, 0.0]])
     x = max_throughput_allocation(thr2, np.ones(3), np.array([1.0, 1.0]), spread_ties=True)
     assert x[:2] == pytest.approx(np.array([[1.0, 0.0], [0.0, 1.0]]), abs=1e-6) and x[2].sum() == 0
+
+
+def test_raw_throughput_sum_gives_the_fast_type_to_the_most_steps_per_second():
+    """Gavel's code (scheduler/policies/max_sum_throughput.py, ThroughputNormalizedByCostSumWithPerfSLOs,
+    commit c4fa400) maximises sum(throughputs * x), unnormalised. A job of many cheap steps (28.2 vs
+    21.2 steps/s on A and B) gains more steps on A than one of few costly steps (1.49 vs 0.84), so raw it
+    gets A; normalised by each job's best type, the second gains more (0.44 vs 0.25 of its best) and gets A."""
+    thr, one = np.array([[28.2, 21.2], [1.49, 0.84]]), np.ones(2)
+    assert max_throughput_allocation(thr, one, one) == pytest.approx(np.array([[0, 1], [1, 0]]), abs=1e-6)
+    assert max_throughput_allocation(thr, one, one, raw=True) == pytest.approx(np.array([[1, 0], [0, 1]]), abs=1e-6)
+
+
+def test_work_conserving_gives_gpus_the_rounding_leaves_idle_to_a_job_the_lp_gave_nothing():
+    """Gavel's _schedule_jobs_on_workers_helper (scheduler.py, c4fa400) goes down every job of the type's
+    priority list, priority 0 included, while workers last. On 16 GPUs the raw LP gives a new 8-GPU job
+    X = 1, the 16-GPU job that ran all its time X = 1/2 and a slow 8-GPU job nothing: the new job starts,
+    the 16-GPU one no longer fits and 8 GPUs stay idle; work_conserving starts the slow job on them."""
+    cluster = parse_cluster(small_cluster_toml(2))
+    big = FakeJob(JobSpec("big", 0.0, "resnet18", 16, iterations=10), run_s=900.0,
+                  allocation=on(cluster, ("r0-n0", 8), ("r0-n1", 8)))
+    new = FakeJob(JobSpec("new", 0.0, "resnet18", 8, iterations=10), arrival_seq=1)
+    slow = FakeJob(JobSpec("slow", 0.0, "bert-2.6b", 8, iterations=10), arrival_seq=2)
+    view = view_of(cluster, 900.0, [big], [new, slow], perf=PM)
+    assert 2 * throughputs(view, slow.spec)[0] < throughputs(view, big.spec)[0]  # the LP prefers big's half
+    plain = Gavel(raw_throughput_sum=True).schedule(view, PassState())
+    assert {(type(a), a.job_id) for a in plain.actions} == {(Preempt, "big"), (Start, "new")}
+    full = Gavel(raw_throughput_sum=True, work_conserving=True).schedule(view, PassState())
+    assert {(type(a), a.job_id) for a in full.actions} == {(Preempt, "big"), (Start, "new"), (Start, "slow")}
