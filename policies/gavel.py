@@ -171,13 +171,13 @@ class Gavel(OwnPass):
             chosen[job.job_id] = best
             left[best] -= job.spec.num_gpus
         if self.work_conserving:  # module docstring
-            for t, gpu_type in enumerate(types):
+            for t, type_name in enumerate(types):
                 for i in sorted((i for i in range(len(jobs)) if thr[i, t] > 0),
                                 key=lambda i: (-priority[i, t], jobs[i].arrival_seq)):
                     job = jobs[i]
-                    if job.job_id not in chosen and job.spec.num_gpus <= left[gpu_type]:
-                        chosen[job.job_id] = gpu_type
-                        left[gpu_type] -= job.spec.num_gpus
+                    if job.job_id not in chosen and job.spec.num_gpus <= left[type_name]:
+                        chosen[job.job_id] = type_name
+                        left[type_name] -= job.spec.num_gpus
         free = view.free.copy()
         for job in view.running.values():  # a running job that keeps its type keeps its GPUs
             if chosen.get(job.job_id) != self._type(view, job):
