@@ -49,7 +49,7 @@ import sys
 import time
 from pathlib import Path
 
-from perjob import jcts, stats  # benchmarks/ is not a package: found on sys.path
+from perjob import hours, jcts, stats  # benchmarks/ is not a package: found on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 ROUND_S = 60  # the artifact's run.sh: --interval 60
@@ -276,9 +276,6 @@ def agree(a: dict, b: dict) -> float:
 
 
 # ----------------------------------------------------------------------------- the page
-def _h(s: float) -> str:
-    return f"{s / 3600:.2f}"
-
 
 def comparison_table(data: dict) -> str:
     """Per workload and policy: the artifact's and Halyard's means, p99s and makespans, the jobs that agree, CPU."""
@@ -289,10 +286,10 @@ def comparison_table(data: dict) -> str:
         for policy, public in PUBLIC_POLICIES.items():
             a, h = w["artifact"][public], w["halyard"][policy]
             sa, sh = stats(a), stats(h)
-            lines.append(f"| {name} | {policy} | {_h(sa['mean_jct_s'])} | {_h(sh['mean_jct_s'])} "
-                         f"| {sh['mean_jct_s'] / sa['mean_jct_s']:.2f}x | {_h(sa['p99_jct_s'])} "
-                         f"| {_h(sh['p99_jct_s'])} "
-                         f"| {_h(sa['makespan_s'])} | {_h(sh['makespan_s'])} | {agree(a, h):.0%} "
+            lines.append(f"| {name} | {policy} | {hours(sa['mean_jct_s'])} | {hours(sh['mean_jct_s'])} "
+                         f"| {sh['mean_jct_s'] / sa['mean_jct_s']:.2f}x | {hours(sa['p99_jct_s'])} "
+                         f"| {hours(sh['p99_jct_s'])} "
+                         f"| {hours(sa['makespan_s'])} | {hours(sh['makespan_s'])} | {agree(a, h):.0%} "
                          f"| {sa['cpu_s']:.1f} / {sh['cpu_s']:.1f} |")
     return "\n".join(lines) + "\n"
 
@@ -349,9 +346,9 @@ def variants_table(data: dict) -> str:
             for v in ladder(policy):
                 h = w["halyard"][v]
                 sh = stats(h)
-                lines.append(f"| {name} | {v} | {_h(sa['mean_jct_s'])} / {_h(sh['mean_jct_s'])} "
-                             f"| {sh['mean_jct_s'] / sa['mean_jct_s']:.2f}x | {_h(sa['makespan_s'])} / "
-                             f"{_h(sh['makespan_s'])} | {sh['makespan_s'] / sa['makespan_s']:.2f}x "
+                lines.append(f"| {name} | {v} | {hours(sa['mean_jct_s'])} / {hours(sh['mean_jct_s'])} "
+                             f"| {sh['mean_jct_s'] / sa['mean_jct_s']:.2f}x | {hours(sa['makespan_s'])} / "
+                             f"{hours(sh['makespan_s'])} | {sh['makespan_s'] / sa['makespan_s']:.2f}x "
                              f"| {agree(a, h):.0%} |")
     return "\n".join(lines) + "\n"
 

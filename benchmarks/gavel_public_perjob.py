@@ -31,14 +31,21 @@ import argparse
 import itertools
 import json
 import os
-import resource
 import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from perjob import agree, common, jcts, stats  # benchmarks/ is not a package: found on sys.path
+from perjob import (  # benchmarks/ is not a package: found on sys.path
+    agree,
+    child_cpu,
+    common,
+    hours,
+    jcts,
+    named_steps,
+    stats,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "src" / "halyard" / "data" / "traces" / "gavel_philly_vc2869ce_seed0.trace"
@@ -161,10 +168,7 @@ def halyard_policy_and_perf(name: str) -> tuple[object, object]:
     from halyard.emulator.catalog import load_catalog
     from halyard.policies.gavel import Gavel
 
-    _, *steps = name.split("+")
-    unknown = set(steps) - set(STEPS)
-    if unknown:
-        raise SystemExit(f"unknown steps {sorted(unknown)}; known: {', '.join(STEPS)}")
+    steps = named_steps(name, STEPS)
     catalog = load_catalog()
     if "free-restarts" in steps:
         catalog = dataclasses.replace(catalog, constants=dataclasses.replace(
@@ -192,11 +196,6 @@ def run_halyard_child(args: argparse.Namespace) -> int:
     return 0
 
 
-def child_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
 def child(command: list[str]) -> dict:
     """A side's run in a child process: its JSON, with the child's CPU seconds (getrusage) and wall time."""
     before, began = child_cpu(), time.monotonic()
@@ -208,9 +207,6 @@ def child(command: list[str]) -> dict:
 
 
 # ----------------------------------------------------------------------------- the page
-def _h(s: float) -> str:
-    return f"{s / 3600:.2f}"
-
 
 def failed(run: dict) -> list[str]:
     return sorted((k for k, v in run["jobs"].items() if v["end"] is None), key=int)
@@ -223,15 +219,16 @@ def ladder_table(data: dict) -> str:
              "| jobs within 5 % | CPU s (child) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     sp0 = stats(pub)
     lines.append(f"| Gavel simulator, max_sum_throughput_perf | {sp0['jobs']} of {len(pub['jobs'])} "
-                 f"| {_h(sp0['mean_jct_s'])} | 1.000 | {_h(sp0['p99_jct_s'])} | 1.000 | {_h(sp0['makespan_s'])} "
+                 f"| {hours(sp0['mean_jct_s'])} | 1.000 | {hours(sp0['p99_jct_s'])} | 1.000 "
+                 f"| {hours(sp0['makespan_s'])} "
                  f"| 1.000 | 100% | {sp0['cpu_s']:.2f} |")
     for v in variants():
         run = data["halyard"][v]
         p, h = common(pub, run)
         sp, s = stats(p), stats(h)
-        lines.append(f"| Halyard `{v}` | {len(jcts(run))} of {len(run['jobs'])} | {_h(s['mean_jct_s'])} "
-                     f"| {s['mean_jct_s'] / sp['mean_jct_s']:.3f} | {_h(s['p99_jct_s'])} "
-                     f"| {s['p99_jct_s'] / sp['p99_jct_s']:.3f} | {_h(s['makespan_s'])} "
+        lines.append(f"| Halyard `{v}` | {len(jcts(run))} of {len(run['jobs'])} | {hours(s['mean_jct_s'])} "
+                     f"| {s['mean_jct_s'] / sp['mean_jct_s']:.3f} | {hours(s['p99_jct_s'])} "
+                     f"| {s['p99_jct_s'] / sp['p99_jct_s']:.3f} | {hours(s['makespan_s'])} "
                      f"| {s['makespan_s'] / sp['makespan_s']:.3f} | {agree(pub, run):.0%} | {s['cpu_s']:.2f} |")
     return "\n".join(lines) + "\n"
 
@@ -261,9 +258,9 @@ def perjob_table(data: dict) -> str:
         cells = []
         for v in names:
             jh = jcts(data["halyard"][v])
-            cells.append("—" if k not in jh else (f"{_h(jh[k])} h" if k not in jp else f"{jh[k] / jp[k]:.3f}"))
+            cells.append("—" if k not in jh else (f"{hours(jh[k])} h" if k not in jp else f"{jh[k] / jp[k]:.3f}"))
         lines.append(f"| {k} | {r['job_type']} | {r['gpus']} | {r['steps']} "
-                     f"| {_h(jp[k]) if k in jp else 'failed'} | " + " | ".join(cells) + " |")
+                     f"| {hours(jp[k]) if k in jp else 'failed'} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -274,8 +271,8 @@ def render_page(data: dict) -> str:
         rows = {r["id"]: r for r in w["trace"]}
         gone = [f"job {k} ({rows[k]['gpus']} GPUs, {rows[k]['job_type']}: {w['public']['jobs'][k]['steps_run']} of "
                 f"{rows[k]['steps']} steps run)" for k in failed(w["public"])]
-        blocks.append(f"### {name}: {w['config']}\n\nThe public simulator: mean JCT {_h(sp['mean_jct_s'])} h, "
-                      f"makespan {_h(sp['makespan_s'])} h over the {sp['jobs']} jobs it finished; it marks "
+        blocks.append(f"### {name}: {w['config']}\n\nThe public simulator: mean JCT {hours(sp['mean_jct_s'])} h, "
+                      f"makespan {hours(sp['makespan_s'])} h over the {sp['jobs']} jobs it finished; it marks "
                       f"{', '.join(gone) if gone else 'no job'} failed.\n\n"
                       + ladder_table(w) + "\nEach step on its own:\n\n" + steps_table(w)
                       + "\nEvery job (JCT of each Halyard run over the public one; a failed job's Halyard JCT in "

@@ -7,6 +7,7 @@ so the public simulator's run and Halyard's are summarised by the same code.
 from __future__ import annotations
 
 import math
+import resource
 
 
 def jcts(run: dict) -> dict[str, float]:
@@ -41,3 +42,23 @@ def common(public: dict, ours: dict) -> tuple[dict, dict]:
     both = set(jcts(public)) & set(jcts(ours))
     return ({**public, "jobs": {k: v for k, v in public["jobs"].items() if k in both}},
             {**ours, "jobs": {k: v for k, v in ours["jobs"].items() if k in both}})
+
+
+def hours(s: float) -> str:
+    """Seconds as hours with two decimals, as the pages print them."""
+    return f"{s / 3600:.2f}"
+
+
+def child_cpu() -> float:
+    """CPU seconds of this process's finished children (getrusage): both simulators run as children."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def named_steps(name: str, known: tuple[str, ...] | list[str] | dict) -> list[str]:
+    """``preset+step+step`` -> its steps, each one of ``known`` (else a one-line exit naming the unknown)."""
+    _, *steps = name.split("+")
+    unknown = set(steps) - set(known)
+    if unknown:
+        raise SystemExit(f"unknown steps {sorted(unknown)}; known: {', '.join(known)}")
+    return steps

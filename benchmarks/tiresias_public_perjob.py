@@ -34,14 +34,14 @@ import csv
 import itertools
 import json
 import os
-import resource
 import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from perjob import agree, jcts, stats  # benchmarks/ is not a package: found on sys.path
+# benchmarks/ is not a package: found on sys.path
+from perjob import agree, child_cpu, hours, jcts, named_steps, stats
 
 ROOT = Path(__file__).resolve().parents[1]
 JSON_NAME = "tiresias-public-comparison.json"
@@ -145,11 +145,6 @@ def cplex_shim(folder: Path) -> Path:
     return shim.parent
 
 
-def child_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
 def run_public(args: argparse.Namespace, folder: Path) -> dict:
     """The authors' simulator, its modules unchanged, on ``folder``'s inputs; per-job submit and end."""
     source = args.checkout.resolve() / "simulator"
@@ -184,10 +179,7 @@ def halyard_policy_and_perf(name: str) -> tuple[object, object]:
     from halyard.policies.staged import StagedPolicy
     from halyard.policies.tiresias import TIRESIAS_THRESHOLDS_GPU_S, SkewConsolidation, TwoDimensionalLas
 
-    _, *steps = name.split("+")
-    unknown = set(steps) - set(STEPS)
-    if unknown:
-        raise SystemExit(f"unknown steps {sorted(unknown)}; known: {', '.join(STEPS)}")
+    steps = named_steps(name, STEPS)
     catalog = load_catalog()
     if "free-restarts" in steps:
         catalog = dataclasses.replace(catalog, constants=dataclasses.replace(
@@ -242,22 +234,20 @@ def worst(public: dict, ours: dict, n: int = 8) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------- the page
-def _h(s: float) -> str:
-    return f"{s / 3600:.2f}"
-
 
 def ladder_table(data: dict) -> str:
     pub = data["public"]
     sp = stats(pub)
     lines = ["| run | mean JCT (h) | / public | p99 JCT (h) | / public | makespan (h) | / public "
              "| jobs within 5 % | CPU s (child) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-             f"| public simulator, dlas-gpu (count) | {_h(sp['mean_jct_s'])} | 1.000 | {_h(sp['p99_jct_s'])} | 1.000 "
-             f"| {_h(sp['makespan_s'])} | 1.000 | 100% | {sp['cpu_s']:.2f} |"]
+             f"| public simulator, dlas-gpu (count) | {hours(sp['mean_jct_s'])} | 1.000 "
+             f"| {hours(sp['p99_jct_s'])} | 1.000 "
+             f"| {hours(sp['makespan_s'])} | 1.000 | 100% | {sp['cpu_s']:.2f} |"]
     for v in variants():
         run = data["halyard"][v]
         s = stats(run)
-        lines.append(f"| Halyard `{v}` | {_h(s['mean_jct_s'])} | {s['mean_jct_s'] / sp['mean_jct_s']:.3f} "
-                     f"| {_h(s['p99_jct_s'])} | {s['p99_jct_s'] / sp['p99_jct_s']:.3f} | {_h(s['makespan_s'])} "
+        lines.append(f"| Halyard `{v}` | {hours(s['mean_jct_s'])} | {s['mean_jct_s'] / sp['mean_jct_s']:.3f} "
+                     f"| {hours(s['p99_jct_s'])} | {s['p99_jct_s'] / sp['p99_jct_s']:.3f} | {hours(s['makespan_s'])} "
                      f"| {s['makespan_s'] / sp['makespan_s']:.3f} | {agree(pub, run):.0%} | {s['cpu_s']:.2f} |")
     return "\n".join(lines) + "\n"
 
@@ -281,7 +271,7 @@ def worst_table(data: dict) -> str:
              "|---|---:|---:|---:|---|"]
     gpus = {str(r["id"]): r["gpus"] for r in data["trace"]}
     for w in worst(data["public"], data["halyard"][last]):
-        lines.append(f"| {w['job']} | {gpus[w['job']]} | {_h(w['public_jct_s'])} | {_h(w['halyard_jct_s'])} "
+        lines.append(f"| {w['job']} | {gpus[w['job']]} | {hours(w['public_jct_s'])} | {hours(w['halyard_jct_s'])} "
                      f"| {w['public_preempt']} / {w['halyard_preempt']} |")
     return "\n".join(lines) + "\n"
 
@@ -303,8 +293,8 @@ def render_page(data: dict) -> str:
     blocks = []
     for name, w in data["workloads"].items():
         sp = stats(w["public"])
-        blocks.append(f"### {name}: {w['config']}\n\nThe public simulator: mean JCT {_h(sp['mean_jct_s'])} h, "
-                      f"makespan {_h(sp['makespan_s'])} h.\n\n" + ladder_table(w) + "\nEach step on its own:\n\n"
+        blocks.append(f"### {name}: {w['config']}\n\nThe public simulator: mean JCT {hours(sp['mean_jct_s'])} h, "
+                      f"makespan {hours(sp['makespan_s'])} h.\n\n" + ladder_table(w) + "\nEach step on its own:\n\n"
                       + steps_table(w) + "\nThe jobs that still differ most, every step on:\n\n" + worst_table(w))
     cpu = [cpu_table(w).splitlines() for w in data["workloads"].values()]
     return TEMPLATE.read_text(encoding="utf-8").format(
