@@ -65,9 +65,9 @@ AGENT_COMMAND = ("halyard.cli.agent", ("halyard.controlplane", "halyard.scheduli
 # Known breaks of a rule: (importing module, imported module) -> "date: why, and what removes it".
 KNOWN: dict[tuple[str, str], str] = {
     ("halyard.controlplane.replay", "halyard.agent.cluster_copy"):
-        "2026-11-29: replay starts emulated agents in-process; issue 34 item 1 (split the daemon) removes it",
+        "2026-11-29: replay starts emulated agents in-process; left by the daemon split (open)",
     ("halyard.controlplane.replay", "halyard.agent.emulated"):
-        "2026-11-29: replay starts emulated agents in-process; issue 34 item 1 (split the daemon) removes it",
+        "2026-11-29: replay starts emulated agents in-process; left by the daemon split (open)",
 }
 
 
