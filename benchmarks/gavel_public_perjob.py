@@ -39,6 +39,7 @@ from pathlib import Path
 
 from perjob import (  # benchmarks/ is not a package: found on sys.path
     agree,
+    catalog_for,
     child_cpu,
     common,
     hours,
@@ -162,17 +163,11 @@ def write_inputs(start: int, n: int, cluster: str, per_server: int, folder: Path
 # ----------------------------------------------------------------------------- Halyard's side
 def halyard_policy_and_perf(name: str) -> tuple[object, object]:
     """Halyard's ``gavel`` with the :data:`STEPS` named in ``name`` switched on."""
-    import dataclasses
-
     from halyard.emulator import PerformanceModel
-    from halyard.emulator.catalog import load_catalog
     from halyard.policies.gavel import Gavel
 
     steps = named_steps(name, STEPS)
-    catalog = load_catalog()
-    if "free-restarts" in steps:
-        catalog = dataclasses.replace(catalog, constants=dataclasses.replace(
-            catalog.constants, restart_fixed_s=0.0, checkpoint_state_factor=0.0))
+    catalog = catalog_for(steps)
     return (Gavel(name, raw_throughput_sum="raw-throughput-sum" in steps, spread_ties="spread-ties" in steps,
                   work_conserving="work-conserving" in steps),
             PerformanceModel(catalog))

@@ -62,3 +62,17 @@ def named_steps(name: str, known: tuple[str, ...] | list[str] | dict) -> list[st
     if unknown:
         raise SystemExit(f"unknown steps {sorted(unknown)}; known: {', '.join(known)}")
     return steps
+
+
+def catalog_for(steps: list[str]):  # -> halyard.emulator.catalog.Catalog
+    """The model catalog, with restarts free (no fixed restart cost, no checkpoint state) under ``free-restarts``:
+    the step that removes Halyard's restart cost where a public simulator charges none."""
+    import dataclasses
+
+    from halyard.emulator.catalog import load_catalog
+
+    catalog = load_catalog()
+    if "free-restarts" in steps:
+        catalog = dataclasses.replace(catalog, constants=dataclasses.replace(
+            catalog.constants, restart_fixed_s=0.0, checkpoint_state_factor=0.0))
+    return catalog

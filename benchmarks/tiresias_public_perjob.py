@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 # benchmarks/ is not a package: found on sys.path
-from perjob import agree, child_cpu, hours, jcts, named_steps, stats
+from perjob import agree, catalog_for, child_cpu, hours, jcts, named_steps, stats
 
 ROOT = Path(__file__).resolve().parents[1]
 JSON_NAME = "tiresias-public-comparison.json"
@@ -171,19 +171,13 @@ def run_public(args: argparse.Namespace, folder: Path) -> dict:
 
 def halyard_policy_and_perf(name: str) -> tuple[object, object]:
     """Halyard's ``tiresias`` with the :data:`STEPS` named in ``name`` switched on."""
-    import dataclasses
-
     from halyard.emulator import PerformanceModel
-    from halyard.emulator.catalog import load_catalog
     from halyard.policies import make_policy
     from halyard.policies.staged import StagedPolicy
     from halyard.policies.tiresias import TIRESIAS_THRESHOLDS_GPU_S, SkewConsolidation, TwoDimensionalLas
 
     steps = named_steps(name, STEPS)
-    catalog = load_catalog()
-    if "free-restarts" in steps:
-        catalog = dataclasses.replace(catalog, constants=dataclasses.replace(
-            catalog.constants, restart_fixed_s=0.0, checkpoint_state_factor=0.0))
+    catalog = catalog_for(steps)
     perf = PerformanceModel(catalog, communication="fixed-duration" not in steps)
     if not {"any-gpus", "three-queues", "reference-lists", "late-demotion"} & set(steps):
         return make_policy("tiresias"), perf
