@@ -10,7 +10,9 @@ The machine's timing noise reaches 20-50% between runs, so a benchmark also prin
 * ``settles`` / ``links_solved``: the link-contention fabric's settles (``Fabric._solve`` calls) and the
   link states it actually simulated (cache misses handed to the fluid or mean-field kernel);
 * ``victims``: Dally's preemption victims built (``_Victim`` objects; made lazily, only when a pass
-  walks that far down the list).
+  walks that far down the list);
+* ``offers``: Dally's offers answered by Algorithm 1 (``delay_decision`` calls, wherever Dally's modules
+  make them: its pass, ``+reauction``, ``+staggered``'s auctions and ``+hoard``'s bids).
 
 The library keeps no counters, so :func:`counting` wraps those methods for the length of a ``with``
 block and restores them after. Each wrapper is one Python call per counted call (the fabric and the
@@ -25,15 +27,19 @@ from collections import Counter
 from collections.abc import Iterator
 
 from halyard.emulator import fabric as fabric_module
+from halyard.policies import dally as dally_policy_module
+from halyard.policies import dally_clustersim, dally_stages
 from halyard.policies import dally_preemption as dally_module
 
-COUNT_NAMES = ("passes", "skipped", "keyed", "settles", "links_solved", "victims")
+COUNT_NAMES = ("passes", "skipped", "keyed", "settles", "links_solved", "victims", "offers")
+# The modules that call Algorithm 1 by the name they imported it under (each is wrapped for ``offers``).
+OFFER_MODULES = (dally_stages, dally_policy_module, dally_clustersim)
 
 
 @contextlib.contextmanager
 def counting(policy: object) -> Iterator[Counter[str]]:
-    """Count ``keyed``, ``settles``, ``links_solved`` and ``victims`` while the block runs (add the core's
-    ``passes`` and ``skipped`` with :func:`add_core`)."""
+    """Count ``keyed``, ``settles``, ``links_solved``, ``victims`` and ``offers`` while the block runs (add
+    the core's ``passes`` and ``skipped`` with :func:`add_core`)."""
     counts: Counter[str] = Counter({name: 0 for name in COUNT_NAMES})
     fabric_cls, victim_cls = fabric_module.Fabric, dally_module._Victim
     saved = {"_solve": fabric_cls._solve, "_fluid": fabric_cls._fluid, "_mean_field": fabric_cls._mean_field}
@@ -53,6 +59,12 @@ def counting(policy: object) -> Iterator[Counter[str]]:
         counts["victims"] += 1
         victim_init(self, *args, **kwargs)
 
+    decide = dally_stages.delay_decision
+
+    def offered(*args, **kwargs):
+        counts["offers"] += 1
+        return decide(*args, **kwargs)
+
     ordering = getattr(policy, "ordering", None)
     key = getattr(ordering, "key", None) if ordering is not None else None
     own = ordering is not None and "key" in vars(ordering)  # already an instance attribute (wrapped)
@@ -68,12 +80,16 @@ def counting(policy: object) -> Iterator[Counter[str]]:
     fabric_cls._solve = solve
     fabric_cls._fluid, fabric_cls._mean_field = kernel("_fluid"), kernel("_mean_field")
     victim_cls.__init__ = made
+    for module in OFFER_MODULES:
+        module.delay_decision = offered
     try:
         yield counts
     finally:
         for name, method in saved.items():
             setattr(fabric_cls, name, method)
         victim_cls.__init__ = victim_init
+        for module in OFFER_MODULES:
+            module.delay_decision = decide
         if key is not None:
             if own:
                 ordering.key = key

@@ -53,9 +53,13 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from halyard.datamodel import Allocation
 from halyard.policies.dally import HOARD_REAUCTION_KEY, _gpus_of, _write_moves
-from halyard.policies.dally_stages import delay_decision
+from halyard.policies.dally_stages import delay_decision, starvation
+from halyard.policies.dally_staggered import Auctions, auctions_one_by_one
+from halyard.policies.facts import GpuTypes
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, usable_gpus
 from halyard.policies.plan import Migrate, Plan, Preempt, Start
@@ -141,7 +145,9 @@ def staggered_reauction(policy: Dally, view: ClusterView, state: PassState, ende
                         plan: Plan) -> FreeResources:
     """``+staggered``'s lease end (module docstring): the ``ended`` jobs released one at a time, each
     release an auction of the free GPUs among the waiting jobs (and with ``+hoard`` the running ones). The
-    plan as :meth:`Dally._reauction` writes it (preemptions, moves, starts); returns what is left free."""
+    plan as :meth:`Dally._reauction` writes it (preemptions, moves, starts); returns what is left free.
+    The auctions are :class:`~halyard.policies.dally_staggered.Auctions` (incremental), or with
+    ``Dally.shortcuts`` off :func:`~halyard.policies.dally_staggered.auctions_one_by_one`: the same plan."""
     now = view.now
     free = view.free.copy()
     if policy.hoard is not None:
@@ -150,36 +156,15 @@ def staggered_reauction(policy: Dally, view: ClusterView, state: PassState, ende
     def sens(job: JobInfo) -> float:
         return policy._never_ran_sens if job.run_time_s(now) <= 0.0 else policy.sensitivity(view, job)
 
-    def key(job: JobInfo) -> tuple[float, float, int]:
-        return sens_of[job.job_id], job.spec.submit_time, job.arrival_seq
-
-    sens_of = {job.job_id: sens(job) for job in [*view.pending, *view.running.values()]}
+    key_of = {job.job_id: (sens(job), job.spec.submit_time, job.arrival_seq)
+              for job in [*view.pending, *view.running.values()]}
     releases = sorted((view.running[job_id] for job_id in ended),
                       key=lambda job: (job.last_assignment_time or 0.0, job.arrival_seq, job.job_id))
-    waiting: list[JobInfo] = list(view.pending)
-    holding = dict(view.running)  # the jobs that hold GPUs now: they bid only with +hoard
-    placed: dict[str, Allocation] = {}
-    for released in releases:
-        free.give(allocation_of(released))
-        del holding[released.job_id]
-        waiting.append(released)
-        bids = sorted([*waiting, *(holding.values() if policy.hoard is not None else ())], key=key)
-        for job in bids:
-            if job.job_id in holding:
-                HoardedGpus.bid_one(policy, view, state, job, free)
-                continue
-            if free.total_gpus < job.spec.num_gpus:
-                continue
-            decision, _, wait_s, _, _ = policy._bid(view, job, free, state, job.job_id in ended)
-            if decision is None:
-                continue
-            picked, level = decision
-            allocation = build_allocation(free, picked)
-            free.take(allocation)
-            policy.delay.accept(view, job, level, wait_s, state)
-            placed[job.job_id] = allocation
-            waiting.remove(job)
-            holding[job.job_id] = job
+    fast = policy.shortcuts and Auctions.applies(key_of)
+    if fast:
+        placed = Auctions(policy, view, state, key_of, free).run(ended, releases)
+    else:
+        placed = auctions_one_by_one(policy, view, state, ended, releases, key_of, free)
     moves: dict[str, Allocation] = {}
     starts: list[tuple[str, Allocation]] = []
     for job in releases:
@@ -188,13 +173,21 @@ def staggered_reauction(policy: Dally, view: ClusterView, state: PassState, ende
             plan.preempt(job.job_id)  # back into the wait queue (§4.3.2)
         elif _gpus_of(target) != _gpus_of(allocation_of(job)):
             moves[job.job_id] = target
+    offers: dict[GpuTypes, np.ndarray] = {}  # the usable free GPUs per GPU-type set: ``free`` is final now
     for job in view.pending:
         target = placed.get(job.job_id)
         if target is not None:
             starts.append((job.job_id, target))
             continue
-        decision, avail, wait_s, t_mc, t_rk = policy.delay.decide(view, job, free, state)
+        if fast:  # a waiting job's reason needs its offer and timers, not Algorithm 1's answer
+            types = policy.delay.statics.of(view, job).gpu_types
+            avail = offers.get(types)
+            if avail is None:
+                avail = offers[types] = usable_gpus(free, view.shape, types)
+            t_mc, t_rk = policy.delay.job_timers(view, job, state)
+            wait_s = starvation(view, job)
+        else:
+            _, avail, wait_s, t_mc, t_rk = policy.delay.decide(view, job, free, state)
         plan.wait(job.job_id, policy.delay.why(view, job, avail, wait_s, t_mc, t_rk))
     _write_moves(plan, view, moves, starts)
     return free
-

@@ -112,3 +112,52 @@ def test_the_options_need_reauction(option):
     policy = make_policy(f"dally-manual+reauction+{option}")
     assert policy.name == f"dally-manual+reauction+{option}"
     assert (policy.hoard is not None) is (option == "hoard") and (policy.staggered is not None) is (option != "hoard")
+
+
+def _drawn_run(policy_name: str, arrival: str, racks: int, seed: int, jobs: int, *, shortcuts: bool):
+    """A drawn workload of the reproduction (benchmarks/reproduce_dally.py) through ``policy_name``: the
+    event log, the pass count and the offers Algorithm 1 answered (benchmarks/opcounts.py)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        from opcounts import counting
+        from reproduce_dally import CATALOG, POISSON_PER_DAY, ROUND_S, dally_trace
+    finally:
+        sys.path.pop(0)
+    from halyard.datamodel import load_cluster
+    from halyard.emulator.catalog import load_model_catalog
+    from halyard.scheduling import Simulator
+    from halyard.scheduling.timing import performance_model_for
+
+    drawn = dally_trace(jobs, seed=seed, poisson_per_day=None if arrival == "batch" else POISSON_PER_DAY)
+    policy = make_policy(policy_name)
+    policy.shortcuts = shortcuts
+    sim = Simulator(load_cluster(f"dally-{racks}rack"), policy,
+                    performance_model_for(policy, contention="off", catalog=load_model_catalog(CATALOG)),
+                    round_s=ROUND_S)
+    with counting(policy) as counts:
+        sim.run(drawn)
+    log = [(e.seq, repr(e.time), e.job_id, e.kind, e.state, e.detail) for e in sim.core.log]
+    return log, sim.core.passes, counts["offers"]
+
+
+@pytest.mark.parametrize(("policy_name", "arrival", "racks", "seed", "jobs"), [
+    ("dally+reauction+staggered", "batch", 2, 1, 40),
+    ("dally+reauction+staggered", "batch", 4, 2, 60),
+    ("dally+reauction+staggered", "poisson", 2, 3, 40),
+    ("dally-manual+reauction+staggered", "batch", 2, 4, 40),
+    ("dally+reauction+staggered+hoard", "batch", 2, 1, 20),
+    ("dally+reauction+staggered+hoard", "poisson", 4, 2, 20),
+])
+def test_incremental_auctions_log_what_one_by_one_logs(policy_name, arrival, racks, seed, jobs):
+    """``+staggered``'s auctions made incremental (policies/dally_staggered.py) offer Algorithm 1 only to the
+    bidders that accept: the same event log as the auctions one by one (every waiting job offered what is
+    free after every release, the rule as policies/dally_clustersim.py states it), with fewer offers."""
+    fast_log, fast_passes, fast_offers = _drawn_run(policy_name, arrival, racks, seed, jobs, shortcuts=True)
+    slow_log, slow_passes, slow_offers = _drawn_run(policy_name, arrival, racks, seed, jobs, shortcuts=False)
+    assert fast_log == slow_log
+    assert fast_passes == slow_passes
+    assert sum(kind.value == "PREEMPTED" for _, _, _, kind, _, _ in fast_log) > 0  # lease ends displaced jobs
+    assert fast_offers < slow_offers

@@ -1,0 +1,229 @@
+"""``+staggered``'s auctions (policies/dally_clustersim.py), made incremental: the same winners, in the
+same order, with the same placements, at a cost that no longer grows as released x waiting offers.
+
+Straightforwardly (:func:`auctions_one_by_one`, the rule as its module docstring states it) every release
+of a lease end is an auction in which every waiting job (and with ``+hoard`` every running one) bids in
+increasing Nw_sens: a pass with R releases and W waiting jobs makes R x W offers, each an Algorithm 1
+evaluation over the free GPUs. The 500-job workloads of docs/reproductions/dally-reproduction.md have
+hundreds waiting at every lease end. :class:`Auctions` gives the same answers from three facts:
+
+* **Whether an offer is accepted needs three numbers of the free GPUs.** Algorithm 1
+  (:func:`~halyard.policies.dally_stages.delay_decision`) takes one machine when some node has the job's
+  demand free, else (once its starvation reaches T_Mc) one rack when some rack has it, else (once it
+  reaches T_Rk too) any GPUs when the cluster has it. With the usable GPUs of a GPU-type set summed as
+  (largest node, largest rack, total), an offer's answer is a comparison; Algorithm 1 itself runs only
+  for the offers that are accepted, to pick the GPUs.
+* **The jobs that can accept form few groups.** Bidders are grouped by (role, GPU types, demand); in a
+  group the answer depends on the job's starvation alone (zero for a released job and for a running
+  one's mid-lease bid), so the first bidder of a group that accepts is found without asking the others.
+* **Between two acceptances nothing changes.** An auction is a walk in Nw_sens order in which only an
+  acceptance takes GPUs and (through the auto-tuner) moves that demand's timers, so the next
+  acceptance is the earliest, over the groups, of each group's first accepting bidder after the
+  last one. The offers in between are rejections, and a rejection changes nothing (no state, no plan).
+
+``Dally.shortcuts`` off runs :func:`auctions_one_by_one` instead; tests/test_dally_clustersim.py runs both
+on several drawn workloads and compares their event logs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import numpy as np
+from sortedcontainers import SortedList
+
+from halyard.datamodel import Allocation
+from halyard.policies.dally_stages import starvation
+from halyard.policies.dally_timers import ACCEPTED_KEY
+from halyard.policies.facts import GpuTypes
+from halyard.policies.passstate import PassState
+from halyard.policies.placement import build_allocation, usable_gpus
+from halyard.policies.resources import FreeResources
+from halyard.policies.view import ClusterView, JobInfo, allocation_of
+
+if TYPE_CHECKING:
+    from halyard.policies.dally import Dally
+
+Key = tuple[float, float, int]  # (Nw_sens, submission, arrival): the order of the bids
+Entry = tuple[Key, str]  # a bidder in its group: its key and its job id
+# The roles a bidder bids in: a job waiting since before the pass (starvation as Algorithm 1 lines 1-2),
+# a lease-ended job released in this pass (starvation zero), a running job's mid-lease bid (+hoard).
+PENDING, RELEASED, HOLDING = "pending", "released", "holding"
+
+
+def auctions_one_by_one(policy: Dally, view: ClusterView, state: PassState, ended: set[str],
+                        releases: list[JobInfo], key_of: dict[str, Key], free: FreeResources,
+                        ) -> dict[str, Allocation]:
+    """The rule as stated (policies/dally_clustersim.py): after each release every bidder, in increasing
+    Nw_sens, is offered what is free. Takes from ``free``; returns job id -> its placement."""
+    from halyard.policies.dally_clustersim import HoardedGpus  # (it imports this module)
+
+    def key(job: JobInfo) -> Key:
+        return key_of[job.job_id]
+
+    waiting: list[JobInfo] = list(view.pending)
+    holding = dict(view.running)  # the jobs that hold GPUs now: they bid only with +hoard
+    placed: dict[str, Allocation] = {}
+    for released in releases:
+        free.give(allocation_of(released))
+        del holding[released.job_id]
+        waiting.append(released)
+        bids = sorted([*waiting, *(holding.values() if policy.hoard is not None else ())], key=key)
+        for job in bids:
+            if job.job_id in holding:
+                HoardedGpus.bid_one(policy, view, state, job, free)
+                continue
+            if free.total_gpus < job.spec.num_gpus:
+                continue
+            decision, _, wait_s, _, _ = policy._bid(view, job, free, state, job.job_id in ended)
+            if decision is None:
+                continue
+            picked, level = decision
+            allocation = build_allocation(free, picked)
+            free.take(allocation)
+            policy.delay.accept(view, job, level, wait_s, state)
+            placed[job.job_id] = allocation
+            waiting.remove(job)
+            holding[job.job_id] = job
+    return placed
+
+
+class Auctions:
+    """One lease end's auctions, incrementally (module docstring): :meth:`run` gives what
+    :func:`auctions_one_by_one` gives, offering Algorithm 1 only to the bidders that accept."""
+
+    def __init__(self, policy: Dally, view: ClusterView, state: PassState, key_of: dict[str, Key],
+                 free: FreeResources) -> None:
+        self.policy, self.view, self.state, self.key_of, self.free = policy, view, state, key_of, free
+        self.groups: dict[tuple[str, GpuTypes, int], SortedList] = {}
+        self.jobs: dict[str, JobInfo] = {}
+        self.waits: dict[str, float] = {}  # job id -> its starvation in its role
+        self.longest: dict[tuple[str, GpuTypes, int], float] = {}  # group -> the longest wait ever in it
+        self.sums: dict[GpuTypes, tuple[int, int, int]] = {}  # types -> (node, rack, total) usable free
+        self.timers: dict[tuple[str, GpuTypes, int], tuple[int, float, float]] = {}
+        self.accepted: dict[int, int] = state.setdefault(ACCEPTED_KEY, dict)
+        self.won: dict[str, list[Allocation]] = {}
+
+    @staticmethod
+    def applies(key_of: dict[str, Key]) -> bool:
+        """Whether the keys order totally (a NaN Nw_sens does not: the walk then goes one by one)."""
+        return not any(math.isnan(k[0]) for k in key_of.values())
+
+    # ------------------------------------------------------------------ the groups
+    def add(self, role: str, job: JobInfo, wait_s: float) -> None:
+        types = self.policy.delay.statics.of(self.view, job).gpu_types
+        group = (role, types, job.spec.num_gpus)
+        members = self.groups.get(group)
+        if members is None:
+            members = self.groups[group] = SortedList()
+        members.add((self.key_of[job.job_id], job.job_id))
+        self.jobs[job.job_id] = job
+        self.waits[job.job_id] = wait_s
+        self.longest[group] = max(self.longest.get(group, -math.inf), wait_s)
+
+    def remove(self, role: str, job: JobInfo) -> None:
+        group = (role, self.policy.delay.statics.of(self.view, job).gpu_types, job.spec.num_gpus)
+        self.groups[group].discard((self.key_of[job.job_id], job.job_id))
+
+    def summary(self, types: GpuTypes) -> tuple[int, int, int]:
+        """The usable free GPUs of ``types``: on the best node, in the best rack, in all (kept until
+        ``free`` changes)."""
+        found = self.sums.get(types)
+        if found is None:
+            shape = self.view.shape
+            avail = usable_gpus(self.free, shape, types)
+            racks = np.bincount(shape.rack, weights=avail, minlength=shape.n_racks)
+            found = self.sums[types] = (int(avail.max(initial=0)), int(racks.max(initial=0)), int(avail.sum()))
+        return found
+
+    def threshold(self, group: tuple[str, GpuTypes, int], job: JobInfo) -> float | None:
+        """The least starvation at which a bidder of ``group`` accepts what is free now (Algorithm 1:
+        a machine at any starvation, a rack from T_Mc, any GPUs from T_Rk), or None: nobody does."""
+        _, types, demand = group
+        machine, rack, total = self.summary(types)
+        if machine >= demand:
+            return -math.inf
+        if total < demand:
+            return None
+        count = self.accepted.get(demand, 0)
+        kept = self.timers.get(group)
+        if kept is None or kept[0] != count:  # the timers move only with this demand's acceptances
+            kept = self.timers[group] = (count, *self.policy.delay.job_timers(self.view, job, self.state))
+        _, t_mc, t_rk = kept
+        return t_mc if rack >= demand else max(t_mc, t_rk)
+
+    def first(self, group: tuple[str, GpuTypes, int], members: SortedList, after: Entry | None) -> Entry | None:
+        """The first bidder of ``group`` after ``after`` in the order that accepts what is free now."""
+        start = 0 if after is None else members.bisect_right(after)
+        if start >= len(members):
+            return None
+        entry = members[start]
+        need = self.threshold(group, self.jobs[entry[1]])
+        if need is None or self.longest[group] < need:
+            return None
+        waits = self.waits
+        for entry in self._from(members, start):
+            if waits[entry[1]] >= need:
+                return entry
+        return None
+
+    @staticmethod
+    def _from(members: SortedList, start: int) -> Iterator[Entry]:
+        return members.islice(start)
+
+    # ------------------------------------------------------------------ the auctions
+    def run(self, ended: set[str], releases: list[JobInfo]) -> dict[str, Allocation]:
+        """Every release's auction (:func:`auctions_one_by_one`); returns job id -> its placement."""
+        from halyard.policies.dally_clustersim import HOARDS_KEY, HoardedGpus  # (it imports this module)
+
+        policy, view, state, free = self.policy, self.view, self.state, self.free
+        hoard = policy.hoard is not None
+        self.won = state.setdefault(HOARDS_KEY, dict)
+        for job in view.pending:
+            self.add(PENDING, job, starvation(view, job))
+        if hoard:
+            for job in view.running.values():
+                self.add(HOLDING, job, 0.0)
+        placed: dict[str, Allocation] = {}
+        for released in releases:
+            free.give(allocation_of(released))
+            self.sums.clear()
+            if hoard and released.job_id not in self.won:
+                self.remove(HOLDING, released)
+            self.add(RELEASED, released, 0.0)
+            after: Entry | None = None
+            while True:
+                best: tuple[Entry, tuple[str, GpuTypes, int]] | None = None
+                for group, members in self.groups.items():
+                    if members:
+                        entry = self.first(group, members, after)
+                        if entry is not None and (best is None or entry < best[0]):
+                            best = (entry, group)
+                if best is None:
+                    break
+                after, group = best
+                role = group[0]
+                job = self.jobs[after[1]]
+                if role == HOLDING:
+                    HoardedGpus.bid_one(policy, view, state, job, free)
+                    if job.job_id in self.won:
+                        self.remove(HOLDING, job)  # one win per pass
+                        self.sums.clear()
+                    continue
+                if free.total_gpus < job.spec.num_gpus:
+                    continue
+                decision, _, wait_s, _, _ = policy._bid(view, job, free, state, role == RELEASED)
+                if decision is None:
+                    continue
+                picked, level = decision
+                allocation = build_allocation(free, picked)
+                free.take(allocation)
+                self.sums.clear()
+                policy.delay.accept(view, job, level, wait_s, state)
+                placed[job.job_id] = allocation
+                self.remove(role, job)
+                if hoard and job.job_id not in self.won:
+                    self.add(HOLDING, job, 0.0)  # after ``after`` in the order: it bids from the next auction
+        return placed
