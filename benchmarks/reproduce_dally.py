@@ -59,6 +59,11 @@ VARIANTS = ("dally+migrate", "dally-manual+migrate", "dally+worse-half", "dally+
 # The performance model of the runs: Dally's own (Table 1's exposed-communication % applied to
 # compute, §4.2.1; emulator/data/profile_dally_table1.toml) with no contention between jobs (ASTRA-sim
 # simulates each placement alone). ``--catalog builtin --contention fair`` gives Halyard's own model.
+# The two readings of the authors' simulator (aakash-sharma/cluster-sim; docs/reproductions/dally-public-comparison.md):
+# without its mid-lease bids (the rule set beside cluster-sim run with --public-variant running-jobs-wait), and
+# with them (beside cluster-sim unchanged). Options on Dally, off in the `dally` preset (the paper's text).
+CLUSTER_SIM_READINGS = ("dally+reauction+staggered", "dally+reauction+staggered+hoard")
+COMPARISON = Path(__file__).resolve().parents[1] / "docs" / "reproductions" / "dally-public-comparison.json"
 CATALOG = "dally-table1"
 CONTENTION = "off"
 RACKS = (2, 4, 8, 16)
@@ -167,32 +172,49 @@ def interval(values: list[float]) -> str:
 
 
 def seeds_table(results: list[dict]) -> str:
-    """Each Dally's makespan and average JCT against Tiresias and Gandiva, per seed as a ratio, over
-    the seeds where both ran: the mean change with its 95 % interval (negative: Dally lower)."""
-    head = ("| arrivals | racks | Dally | seeds | makespan (d), mean over seeds | avg JCT (d) | makespan vs Tiresias "
-            "| avg JCT vs Tiresias | makespan vs Gandiva | avg JCT vs Gandiva |")
+    """Each Dally's makespan, average JCT and communication share against Tiresias and Gandiva, per seed
+    as a ratio, over the seeds where both ran: the mean change with its 95 % interval (negative: Dally
+    lower). A seed where the baseline exposed no communication gives no comm.-share ratio."""
+    head = ("| arrivals | racks | Dally | seeds | makespan (d), mean over seeds | avg JCT (d) | comm. share (%) "
+            "| makespan vs Tiresias | avg JCT vs Tiresias | comm. share vs Tiresias | makespan vs Gandiva "
+            "| avg JCT vs Gandiva | comm. share vs Gandiva |")
     lines = [head, "| " + " | ".join(["---"] * (head.count("|") - 1)) + " |"]
     by = {(r["arrival"], r["racks"], r["policy"], trace_seed(r)): r for r in results}
     groups = dict.fromkeys((a, n, p) for a, n, p, _ in by if p.startswith("dally"))  # those with 2+ seeds below
-    day = 86400.0
     for arrival, racks, dally in sorted(groups, key=lambda g: (g[0], g[1], g[2])):
         seeds = sorted(s for a, n, p, s in by if (a, n, p) == (arrival, racks, dally))
         if len(seeds) < 2:
             continue
         ours = [by[(arrival, racks, dally, s)] for s in seeds]
         cells = []
-        for key in ("makespan_s", "avg_jct_s"):
-            values = [r[key] / day for r in ours]
+        for key, unit in (("makespan_s", 86400.0), ("avg_jct_s", 86400.0), ("comm_share", 0.01)):
+            values = [r[key] / unit for r in ours]
             mean = sum(values) / len(values)
             half = stats.t.ppf(0.975, len(values) - 1) * stats.tstd(values) / math.sqrt(len(values))
             cells.append(f"{mean:.1f} ± {half:.1f}")
         for base in ("tiresias", "gandiva"):
-            for key in ("makespan_s", "avg_jct_s"):
+            for key in ("makespan_s", "avg_jct_s", "comm_share"):
                 ratios = [by[(arrival, racks, dally, s)][key] / by[(arrival, racks, base, s)][key]
-                          for s in seeds if (arrival, racks, base, s) in by]
+                          for s in seeds if (arrival, racks, base, s) in by and by[(arrival, racks, base, s)][key]]
                 cells.append(interval(ratios) if ratios else "-")
         lines.append(f"| {arrival} | {racks} | {dally} | {len(seeds)} | {' | '.join(cells)} |")
     return "\n".join(lines)
+
+
+def public_match(comparison: Path) -> str:
+    """From the side-by-side with cluster-sim (docs/reproductions/dally-public-comparison.json, written by
+    benchmarks/dally_public_perjob.py): the agreement of the two cluster-sim readings with the cluster-sim
+    set-ups they are run beside, its own table's rows (Halyard / cluster-sim over its seeds)."""
+    if not comparison.is_file():
+        return "(no side-by-side stored: run benchmarks/dally_public_perjob.py)"
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    try:
+        from dally_public_perjob import LEASE_S, agreement_table
+    finally:
+        sys.path.pop(0)
+    runs = json.loads(comparison.read_text(encoding="utf-8"))["runs"]
+    return agreement_table([r for r in runs if r["policy"] in CLUSTER_SIM_READINGS
+                            and r.get("public_lease_s", LEASE_S) == LEASE_S and r.get("profile", "table1") == "table1"])
 
 
 def table(results: list[dict], arrival: str) -> str:
@@ -373,8 +395,10 @@ def _seeds(text: str) -> list[int]:
     return [int(s) for s in text.split(",")]
 
 
-def write(results: list[dict], out: Path, arrivals: list[str], command: str = "") -> None:
-    """The tables, the plot and, when ``out`` holds the page's template's target, the page itself.
+def write(results: list[dict], out: Path, arrivals: list[str], command: str = "",
+          comparison: Path = COMPARISON) -> None:
+    """The tables, the plot and, when ``out`` holds the page's template's target, the page itself
+    (``comparison``: the side-by-side's JSON, for the cluster-sim readings' agreement).
     Every table but the one over seeds is of the first draw (seed 1)."""
     over_seeds = seeds_table(results)
     results = [r for r in results if trace_seed(r) == 1]
@@ -382,7 +406,7 @@ def write(results: list[dict], out: Path, arrivals: list[str], command: str = ""
     (out / "dally-reproduction-table.md").write_text(text + "\n", encoding="utf-8")
     plot(results, out / "img" / "dally-reproduction.png")
     policies = list(dict.fromkeys(r["policy"] for r in results))
-    dallys = [p for p in ("dally", "dally+migrate") if p in policies]
+    dallys = [p for p in ("dally", "dally+migrate", *CLUSTER_SIM_READINGS) if p in policies]
     variants = [p for p in policies if "+" in p]
     page = PAGE_TEMPLATE.read_text(encoding="utf-8").format(
         command=command or ".venv/bin/python benchmarks/reproduce_dally.py --workers 2",
@@ -400,7 +424,7 @@ def write(results: list[dict], out: Path, arrivals: list[str], command: str = ""
         if "poisson" in arrivals else "",
         table3_lease=paper_table(results, "poisson", "dally+lease", "dally-manual+lease")
         if "poisson" in arrivals else "",
-        options=options_table(results, variants), seeds=over_seeds)
+        options=options_table(results, variants), seeds=over_seeds, public_match=public_match(comparison))
     (out / "dally-reproduction.md").write_text(page, encoding="utf-8")
 
 
@@ -413,7 +437,7 @@ def pages(docs: Path) -> dict[Path, str]:
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch)
         (out / "img").mkdir()
-        write(results, out, sorted({r["arrival"] for r in results}))
+        write(results, out, sorted({r["arrival"] for r in results}), comparison=docs / "dally-public-comparison.json")
         return {docs / name: (out / name).read_text(encoding="utf-8")
                 for name in ("dally-reproduction-table.md", "dally-reproduction.md")}
 

@@ -63,6 +63,7 @@ from halyard.policies.facts import GpuTypes
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, usable_gpus
 from halyard.policies.plan import Migrate, Plan, Preempt, Start
+from halyard.policies.reasons import Unplaced
 from halyard.policies.resources import FreeResources
 from halyard.policies.view import ClusterView, JobInfo, allocation_of
 
@@ -174,20 +175,29 @@ def staggered_reauction(policy: Dally, view: ClusterView, state: PassState, ende
         elif _gpus_of(target) != _gpus_of(allocation_of(job)):
             moves[job.job_id] = target
     offers: dict[GpuTypes, np.ndarray] = {}  # the usable free GPUs per GPU-type set: ``free`` is final now
+    no_fits: dict[tuple[GpuTypes, int], Unplaced] = {}  # a reason past both timers: of (types, demand) alone
     for job in view.pending:
         target = placed.get(job.job_id)
         if target is not None:
             starts.append((job.job_id, target))
             continue
-        if fast:  # a waiting job's reason needs its offer and timers, not Algorithm 1's answer
-            types = policy.delay.statics.of(view, job).gpu_types
-            avail = offers.get(types)
-            if avail is None:
-                avail = offers[types] = usable_gpus(free, view.shape, types)
-            t_mc, t_rk = policy.delay.job_timers(view, job, state)
-            wait_s = starvation(view, job)
-        else:
+        if not fast:
             _, avail, wait_s, t_mc, t_rk = policy.delay.decide(view, job, free, state)
-        plan.wait(job.job_id, policy.delay.why(view, job, avail, wait_s, t_mc, t_rk))
+            plan.wait(job.job_id, policy.delay.why(view, job, avail, wait_s, t_mc, t_rk))
+            continue
+        # a waiting job's reason needs its offer, starvation and timers, not Algorithm 1's answer
+        types = policy.delay.statics.of(view, job).gpu_types
+        avail = offers.get(types)
+        if avail is None:
+            avail = offers[types] = usable_gpus(free, view.shape, types)
+        t_mc, t_rk = policy.delay.job_timers(view, job, state)
+        wait_s = starvation(view, job)
+        if wait_s < t_mc or wait_s < t_rk:
+            plan.wait(job.job_id, policy.delay.why(view, job, avail, wait_s, t_mc, t_rk))
+            continue
+        reason = no_fits.get((types, job.spec.num_gpus))
+        if reason is None:
+            reason = no_fits[(types, job.spec.num_gpus)] = policy.delay.why(view, job, avail, wait_s, t_mc, t_rk)
+        plan.wait(job.job_id, reason)
     _write_moves(plan, view, moves, starts)
     return free

@@ -123,6 +123,23 @@ class Auctions:
         self.waits[job.job_id] = wait_s
         self.longest[group] = max(self.longest.get(group, -math.inf), wait_s)
 
+    def add_all(self, role: str, bidders: list[tuple[JobInfo, float]]) -> None:
+        """:meth:`add` for many bidders at once (each group sorted once)."""
+        statics, view, key_of = self.policy.delay.statics, self.view, self.key_of
+        grouped: dict[tuple[str, GpuTypes, int], list[Entry]] = {}
+        for job, wait_s in bidders:
+            group = (role, statics.of(view, job).gpu_types, job.spec.num_gpus)
+            grouped.setdefault(group, []).append((key_of[job.job_id], job.job_id))
+            self.jobs[job.job_id] = job
+            self.waits[job.job_id] = wait_s
+            self.longest[group] = max(self.longest.get(group, -math.inf), wait_s)
+        for group, entries in grouped.items():
+            members = self.groups.get(group)
+            if members is None:
+                self.groups[group] = SortedList(entries)
+            else:
+                members.update(entries)
+
     def remove(self, role: str, job: JobInfo) -> None:
         group = (role, self.policy.delay.statics.of(self.view, job).gpu_types, job.spec.num_gpus)
         self.groups[group].discard((self.key_of[job.job_id], job.job_id))
@@ -181,11 +198,9 @@ class Auctions:
         policy, view, state, free = self.policy, self.view, self.state, self.free
         hoard = policy.hoard is not None
         self.won = state.setdefault(HOARDS_KEY, dict)
-        for job in view.pending:
-            self.add(PENDING, job, starvation(view, job))
+        self.add_all(PENDING, [(job, starvation(view, job)) for job in view.pending])
         if hoard:
-            for job in view.running.values():
-                self.add(HOLDING, job, 0.0)
+            self.add_all(HOLDING, [(job, 0.0) for job in view.running.values()])
         placed: dict[str, Allocation] = {}
         for released in releases:
             free.give(allocation_of(released))

@@ -40,6 +40,7 @@ class ClusterShape:
         self._types = tuple(n.gpu_type for n in nodes)
         self._excluded: dict[GpuTypes, np.ndarray] = {}
         self._largest: dict[GpuTypes, tuple[int, int]] = {}
+        self._total: dict[GpuTypes, int] = {}
 
     def excluded(self, gpu_types: GpuTypes) -> np.ndarray | None:
         """Mask of the nodes whose GPU type is not in ``gpu_types`` (None: no restriction)."""
@@ -66,9 +67,13 @@ class ClusterShape:
         return self.largest(gpu_types)[0]
 
     def total_gpus(self, gpu_types: GpuTypes) -> int:
-        """GPUs of ``gpu_types`` in the whole cluster, schedulable or not."""
-        excluded = self.excluded(gpu_types)
-        return int(self.gpus.sum() if excluded is None else self.gpus[~excluded].sum())
+        """GPUs of ``gpu_types`` in the whole cluster, schedulable or not (worked out once per type set: a
+        reason for every waiting job of a pass asks it)."""
+        total = self._total.get(gpu_types)
+        if total is None:
+            excluded = self.excluded(gpu_types)
+            total = self._total[gpu_types] = int(self.gpus.sum() if excluded is None else self.gpus[~excluded].sum())
+        return total
 
 
 _MISSING = object()

@@ -137,10 +137,19 @@ def _drawn_run(policy_name: str, arrival: str, racks: int, seed: int, jobs: int,
     sim = Simulator(load_cluster(f"dally-{racks}rack"), policy,
                     performance_model_for(policy, contention="off", catalog=load_model_catalog(CATALOG)),
                     round_s=ROUND_S)
+    plans = []  # every pass's plan: its actions and every waiting job's reason
+    schedule = policy.schedule
+
+    def recorded(view, state):
+        plan = schedule(view, state)
+        plans.append((view.now, list(plan.actions), dict(plan.unplaced)))
+        return plan
+
+    policy.schedule = recorded
     with counting(policy) as counts:
         sim.run(drawn)
     log = [(e.seq, repr(e.time), e.job_id, e.kind, e.state, e.detail) for e in sim.core.log]
-    return log, sim.core.passes, counts["offers"]
+    return log, plans, counts["offers"]
 
 
 @pytest.mark.parametrize(("policy_name", "arrival", "racks", "seed", "jobs"), [
@@ -154,10 +163,12 @@ def _drawn_run(policy_name: str, arrival: str, racks: int, seed: int, jobs: int,
 def test_incremental_auctions_log_what_one_by_one_logs(policy_name, arrival, racks, seed, jobs):
     """``+staggered``'s auctions made incremental (policies/dally_staggered.py) offer Algorithm 1 only to the
     bidders that accept: the same event log as the auctions one by one (every waiting job offered what is
-    free after every release, the rule as policies/dally_clustersim.py states it), with fewer offers."""
-    fast_log, fast_passes, fast_offers = _drawn_run(policy_name, arrival, racks, seed, jobs, shortcuts=True)
-    slow_log, slow_passes, slow_offers = _drawn_run(policy_name, arrival, racks, seed, jobs, shortcuts=False)
+    free after every release, the rule as policies/dally_clustersim.py states it) and the same plan, wait
+    reasons included, at every pass, with fewer offers."""
+    fast_log, fast_plans, fast_offers = _drawn_run(policy_name, arrival, racks, seed, jobs, shortcuts=True)
+    slow_log, slow_plans, slow_offers = _drawn_run(policy_name, arrival, racks, seed, jobs, shortcuts=False)
     assert fast_log == slow_log
-    assert fast_passes == slow_passes
+    assert fast_plans == slow_plans  # the same actions, and the same reason for every waiting job, every pass
+    assert any(unplaced for _, _, unplaced in fast_plans)
     assert sum(kind.value == "PREEMPTED" for _, _, _, kind, _, _ in fast_log) > 0  # lease ends displaced jobs
     assert fast_offers < slow_offers
