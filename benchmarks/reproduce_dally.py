@@ -123,28 +123,45 @@ def dally_trace(n: int, *, seed: int, poisson_per_day: float | None) -> list[Job
             for i in range(n)]
 
 
-def workloads(arrivals: list[str], seed: int, trace: Path | None, folder: Path) -> dict[str, Path]:
+def workloads(arrivals: list[str], seed: int, trace: Path | None, folder: Path,
+              jobs: int | None = None) -> dict[str, Path]:
     """Arrival pattern -> trace file: the drawn workloads written as canonical CSV (which reads
-    back to the same jobs), or the given trace."""
+    back to the same jobs), or the given trace. ``jobs``: that many jobs drawn instead of the
+    reproduction's 500 / 400, labelled apart (:func:`downsized`)."""
     if trace is not None:
         return {trace.stem: trace}
     folder.mkdir(parents=True, exist_ok=True)
     paths = {}
     for arrival in arrivals:
-        jobs = (dally_trace(BATCH_JOBS, seed=seed, poisson_per_day=None) if arrival == "batch"
-                else dally_trace(POISSON_JOBS, seed=seed + 1, poisson_per_day=POISSON_PER_DAY))
-        paths[arrival] = folder / f"dally-{arrival}-seed{seed}.csv"
-        write_trace(jobs, paths[arrival])
+        drawn = (dally_trace(jobs or BATCH_JOBS, seed=seed, poisson_per_day=None) if arrival == "batch"
+                 else dally_trace(jobs or POISSON_JOBS, seed=seed + 1, poisson_per_day=POISSON_PER_DAY))
+        label = arrival if jobs is None else downsized(arrival, jobs)
+        paths[label] = folder / f"dally-{arrival}{'' if jobs is None else f'-{jobs}jobs'}-seed{seed}.csv"
+        write_trace(drawn, paths[label])
     return paths
 
 
+def downsized(arrival: str, jobs: int) -> str:
+    """The label of a workload drawn smaller than the reproduction's (``--jobs``): its runs go into the
+    table over seeds only, as a workload of their own."""
+    return f"{arrival} ({jobs} jobs)"
+
+
+def is_downsized(row: dict) -> bool:
+    """Whether a stored run is of a downsized draw (:func:`downsized`'s label)."""
+    return str(row["arrival"]).endswith(" jobs)")
+
+
 def specs(traces: dict[str, Path], racks: list[int], policies: list[str], catalog: str | None,
-          contention: str, seed: int = 1) -> list[RunSpec]:
-    """The runs of one drawn workload (``seed``: its draw; the first keeps its unsuffixed names)."""
+          contention: str, seed: int = 1, jobs: int | None = None) -> list[RunSpec]:
+    """The runs of one drawn workload (``seed``: its draw; the first keeps its unsuffixed names;
+    ``jobs``: a downsized draw, tagged with its size)."""
     suffix = "" if seed == 1 else f"-seed{seed}"
-    out = [RunSpec(name=f"{arrival}-{n}rack-{policy}{suffix}", trace=str(path), policy=policy,
+    size = () if jobs is None else (("jobs", jobs),)
+    out = [RunSpec(name=f"{path.stem.removeprefix('dally-').removesuffix(f'-seed{seed}')}-{n}rack-{policy}{suffix}"
+                   if jobs is not None else f"{arrival}-{n}rack-{policy}{suffix}", trace=str(path), policy=policy,
                    cluster=f"dally-{n}rack", round_s=ROUND_S, catalog=catalog, contention=contention,
-                   tags=(("arrival", arrival), ("racks", n), ("trace_seed", seed)))
+                   tags=(("arrival", arrival), ("racks", n), ("trace_seed", seed), *size))
            for arrival, path in traces.items() for n in racks for policy in policies]
     return sorted(out, key=lambda s: dict(s.tags)["racks"])  # small clusters take longest; start them first
 
@@ -154,7 +171,8 @@ def row(result: RunResult) -> dict:
     tags = dict(result.spec.tags)
     return result.summary | {"arrival": tags["arrival"], "racks": tags["racks"], "seed": result.spec.seed,
                              "trace_seed": tags.get("trace_seed", 1),
-                             "restarts": int(sum(result.tables.jobs["restarts"].to_pylist()))}
+                             "restarts": int(sum(result.tables.jobs["restarts"].to_pylist()))} \
+        | ({"jobs": tags["jobs"]} if "jobs" in tags else {})
 
 
 def trace_seed(row: dict) -> int:
@@ -274,6 +292,9 @@ def main() -> int:
     p.add_argument("--arrivals", nargs="+", default=["batch", "poisson"])
     p.add_argument("--trace", type=Path, default=None, help="replay this trace instead of the drawn workloads")
     p.add_argument("--seeds", type=_seeds, default=[1], help="workload draws, e.g. 1-5 (default 1)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help=f"draw this many jobs instead of {BATCH_JOBS} (batch) / {POISSON_JOBS} (Poisson): a workload "
+                        "of its own, reported in the table over seeds only (for rule sets too slow for the full one)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--ray", default=None, metavar="ADDRESS", help="run on this Ray cluster (halyard compare --ray)")
     p.add_argument("--out", type=Path, default=Path("docs/reproductions"))
@@ -291,18 +312,19 @@ def main() -> int:
         write(results, args.out, sorted({r["arrival"] for r in results}))
         return 0
     catalog = None if args.catalog == "builtin" else args.catalog
-    drawn = {seed: workloads(args.arrivals, seed, args.trace, args.work / "traces") for seed in args.seeds}
+    drawn = {seed: workloads(args.arrivals, seed, args.trace, args.work / "traces", args.jobs) for seed in args.seeds}
     traces = drawn[args.seeds[0]]
     runs = run_and_save([spec for seed, paths in drawn.items()
-                         for spec in specs(paths, args.racks, args.policies, catalog, args.contention, seed)],
+                         for spec in specs(paths, args.racks, args.policies, catalog, args.contention, seed,
+                                           args.jobs)],
                         args.work / "runs",
                         workers=args.workers,
                         ray_address=args.ray, label="dally reproduction")
     baseline = "tiresias" if "tiresias" in args.policies else args.policies[0]
     for arrival in traces:
         for n in args.racks:
-            group = [r for r in runs if dict(r.spec.tags) == {"arrival": arrival, "racks": n,
-                                                              "trace_seed": args.seeds[0]}]
+            group = [r for r in runs if (dict(r.spec.tags)["arrival"], dict(r.spec.tags)["racks"],
+                                         dict(r.spec.tags)["trace_seed"]) == (arrival, n, args.seeds[0])]
             write_sweep_report(group, args.work / "reports" / f"{arrival}-{n}rack.html", runs_dir=args.work / "runs",
                                baseline=baseline, command=shlex.join(["python", *sys.argv]),
                                title=f"Dally reproduction: {arrival} arrivals on dally-{n}rack",
@@ -401,7 +423,8 @@ def write(results: list[dict], out: Path, arrivals: list[str], command: str = ""
     (``comparison``: the side-by-side's JSON, for the cluster-sim readings' agreement).
     Every table but the one over seeds is of the first draw (seed 1)."""
     over_seeds = seeds_table(results)
-    results = [r for r in results if trace_seed(r) == 1]
+    results = [r for r in results if trace_seed(r) == 1 and not is_downsized(r)]  # (downsized: over seeds only)
+    arrivals = [a for a in arrivals if any(r["arrival"] == a for r in results)]
     text = "\n\n".join(f"**{a} arrivals**\n\n{table(results, a)}" for a in arrivals)
     (out / "dally-reproduction-table.md").write_text(text + "\n", encoding="utf-8")
     plot(results, out / "img" / "dally-reproduction.png")
