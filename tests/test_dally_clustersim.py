@@ -154,11 +154,11 @@ def _drawn_run(policy_name: str, arrival: str, racks: int, seed: int, jobs: int,
 
 @pytest.mark.parametrize(("policy_name", "arrival", "racks", "seed", "jobs"), [
     ("dally+reauction+staggered", "batch", 2, 1, 40),
-    ("dally+reauction+staggered", "batch", 4, 2, 60),
-    ("dally+reauction+staggered", "poisson", 2, 3, 40),
-    ("dally-manual+reauction+staggered", "batch", 2, 4, 40),
+    ("dally+reauction+staggered", "batch", 4, 2, 40),
+    ("dally+reauction+staggered", "poisson", 2, 3, 30),
+    ("dally-manual+reauction+staggered", "batch", 2, 4, 30),
     ("dally+reauction+staggered+hoard", "batch", 2, 1, 20),
-    ("dally+reauction+staggered+hoard", "poisson", 4, 2, 20),
+    ("dally+reauction+staggered+hoard", "poisson", 4, 2, 12),
 ])
 def test_incremental_auctions_log_what_one_by_one_logs(policy_name, arrival, racks, seed, jobs):
     """``+staggered``'s auctions made incremental (policies/dally_staggered.py) offer Algorithm 1 only to the
