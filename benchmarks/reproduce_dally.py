@@ -427,7 +427,8 @@ def write(results: list[dict], out: Path, arrivals: list[str], command: str = ""
     arrivals = [a for a in arrivals if any(r["arrival"] == a for r in results)]
     text = "\n\n".join(f"**{a} arrivals**\n\n{table(results, a)}" for a in arrivals)
     (out / "dally-reproduction-table.md").write_text(text + "\n", encoding="utf-8")
-    plot(results, out / "img" / "dally-reproduction.png")
+    if arrivals:  # (a run of other draws only has no seed-1 tables to plot)
+        plot(results, out / "img" / "dally-reproduction.png")
     policies = list(dict.fromkeys(r["policy"] for r in results))
     dallys = [p for p in ("dally", "dally+migrate", *CLUSTER_SIM_READINGS) if p in policies]
     variants = [p for p in policies if "+" in p]
