@@ -28,7 +28,7 @@ from pathlib import Path
 import grpc
 
 from halyard.agent.emulated import EmulatedAgent
-from halyard.controlplane.replay import replay
+from halyard.experiments.replay import replay
 from halyard.datamodel import EventKind, parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import make_policy

@@ -57,7 +57,7 @@ from halyard.controlplane.forecast import (
     run_forward,
     sampled_runs,
 )
-from halyard.controlplane.replay import replay
+from halyard.experiments.replay import replay
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.datamodel import load_cluster, parse_cluster
 from halyard.datamodel.cluster_toml import read_cluster_text

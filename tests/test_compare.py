@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from halyard.cli import main
-from halyard.controlplane.replay import replay
+from halyard.experiments.replay import replay
 from halyard.controlplane.runtables import read_table
 from halyard.datamodel import parse_cluster
 from halyard.experiments import RunSpec, run_many, simulate_jobs

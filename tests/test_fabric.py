@@ -12,7 +12,7 @@ import random
 import pytest
 from factories import job
 
-from halyard.controlplane.replay import replay
+from halyard.experiments.replay import replay
 from halyard.datamodel import Allocation, EventKind, JobState, NodeAllocation, parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.emulator.contention import (
