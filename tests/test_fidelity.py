@@ -12,9 +12,9 @@ import asyncio
 
 import pytest
 
-from halyard.experiments.replay import replay
 from halyard.datamodel import EventKind, parse_cluster
 from halyard.emulator import PerformanceModel
+from halyard.experiments.replay import replay
 from halyard.policies import make_policy
 from halyard.scheduling import Simulator, summarize
 from halyard.testing.cluster import WAIT_TIMEOUT_S, small_cluster_toml

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import pytest
 from factories import two_type_toml
 
-from halyard.experiments.replay import replay
 from halyard.datamodel import EventKind, JobSpec, parse_cluster
 from halyard.datamodel.events import JobEvent
+from halyard.experiments.replay import replay
 from halyard.policies import make_policy, policy_names
 from halyard.scheduling import Simulator
 from halyard.scheduling.timing import performance_model_for

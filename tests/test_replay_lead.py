@@ -7,8 +7,8 @@ import asyncio
 import pytest
 import structlog
 
-from halyard.experiments import replay as replay_module
 from halyard.datamodel import JobSpec, parse_cluster
+from halyard.experiments import replay as replay_module
 from halyard.scheduling.state import StoreError
 from halyard.testing.cluster import small_cluster_toml
 
