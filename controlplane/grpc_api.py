@@ -304,7 +304,7 @@ class JobServicer(jgrpc.JobServiceServicer):
         return await _call(context, "ListJobs", page)
 
     async def WatchEvents(self, request: jpb.WatchEventsRequest,
-                          context: grpc.aio.ServicerContext) -> AsyncIterator[jpb.JobEvent]:
+                          context: grpc.aio.ServicerContext) -> AsyncIterator[tpb.JobEvent]:
         who = await _call(context, "WatchEvents", lambda: self.auth.client(context))
         tenant = _tenant_of(who)
         if request.job_id:
