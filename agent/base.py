@@ -194,14 +194,14 @@ class StreamAgent:
         Register, Leaving and its end (:meth:`_session`); a call that fails is not retried. From here
         on no Launch is obeyed: an agent told to leave takes no work."""
         self._leaving = True
-        running = self._runner is not None and not self._runner.done()
+        running = self._runner if self._runner is not None and not self._runner.done() else None
         if self._stream_outbox is not None:  # a call is open (or opening): Leaving goes after its Register
             self._send_leaving(self._stream_outbox)
-        elif running:
+        elif running is not None:
             self._leave_now.set()
-        if running:
+        if running is not None:
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self._runner), timeout)  # type: ignore[arg-type]
+                await asyncio.wait_for(asyncio.shield(running), timeout)
         await self.stop()
 
     async def stop_jobs(self) -> None:

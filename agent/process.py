@@ -658,7 +658,9 @@ async def _pump(stream: asyncio.StreamReader | None, output: CappedLog) -> None:
 def _finite(value: object) -> float:
     """A number a job's worker sent, as a float; ValueError for NaN or an infinity (json reads both), which
     would make every Progress of the job out of range at the control plane."""
-    number = float(value)  # type: ignore[arg-type]
+    if not isinstance(value, int | float | str):  # json's other values (null, lists, objects)
+        raise TypeError(f"not a number: {type(value).__name__}")
+    number = float(value)
     if not math.isfinite(number):
         raise ValueError(f"not a finite number: {value!r}")
     return number

@@ -223,7 +223,7 @@ class Authenticator:
         # Only TLS carries certificates: insecure mode skips building the call's auth context.
         certs = (context.auth_context() or {}).get("x509_pem_cert") if self.secure else None
         if certs:
-            who = identity_from_pem(certs[0])
+            who = identity_from_pem(next(iter(certs)))
             if who is None:
                 raise Unauthenticated("the client certificate names no Halyard identity "
                                       "(make it with `halyard certs issue`)")
@@ -257,7 +257,7 @@ class Authenticator:
                 return INSECURE_AGENT
             raise Unauthenticated("agents connect to the agent port with a node certificate "
                                   "(`halyard certs issue node NAME`)")
-        who = identity_from_pem(certs[0])
+        who = identity_from_pem(next(iter(certs)))
         if who is None or who.role != ROLE_AGENT:
             raise PermissionDenied(f"{who.describe() if who else 'this certificate'} is not a node certificate; "
                                    "only agents may use AgentService")
