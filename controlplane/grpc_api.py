@@ -23,6 +23,7 @@ from halyard.controlplane.errors import (
     FailedPrecondition,
     NotFound,
     PermissionDenied,
+    TooManyFailures,
     Unauthenticated,
     Unavailable,
 )
@@ -56,6 +57,8 @@ T = TypeVar("T")
 def _status(exc: HalyardError) -> grpc.StatusCode:
     if isinstance(exc, StoreError | Unavailable):
         return grpc.StatusCode.UNAVAILABLE  # the state could not be saved: the control plane restarts; retry
+    if isinstance(exc, TooManyFailures):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED
     if isinstance(exc, Unauthenticated):
         return grpc.StatusCode.UNAUTHENTICATED
     if isinstance(exc, PermissionDenied):

@@ -28,7 +28,7 @@ from grpc_reflection.v1alpha import _async as reflection_aio
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from halyard.controlplane.auth import Authenticator
-from halyard.controlplane.errors import PermissionDenied, Unauthenticated
+from halyard.controlplane.errors import PermissionDenied, TooManyFailures, Unauthenticated
 from halyard.v1 import agent_service_pb2, cluster_service_pb2, job_service_pb2, types_pb2
 
 V1_SERVICE = "grpc.reflection.v1.ServerReflection"
@@ -92,6 +92,8 @@ def enable_reflection(service_names: Iterable[str], server: grpc.aio.Server,
         if auth is not None:
             try:
                 auth.client(context)
+            except TooManyFailures as exc:
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
             except Unauthenticated as exc:
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
             except PermissionDenied as exc:
