@@ -13,6 +13,8 @@ import time
 import grpc
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from halyard.agent.emulated import EmulatedAgent
 from halyard.datamodel import EventKind, JobState
@@ -59,6 +61,16 @@ def test_certificates_name_their_holder(tmp_path):
     assert identity_from_pem((tmp_path / "controlplane.crt").read_bytes()) is None  # a server is nobody's client
     with pytest.raises(CertificateError, match="already holds a CA"):
         init_ca(tmp_path)
+
+
+def test_a_ca_key_that_is_not_elliptic_curve_is_named(tmp_path):
+    """The CA is ECDSA P-256 (docs/security.md); an RSA ca.key put in its place is refused, naming its type."""
+    init_ca(tmp_path, cluster="c1")
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    (tmp_path / "ca.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                        serialization.NoEncryption()))
+    with pytest.raises(CertificateError, match=r"ca\.key: the CA key is of type RSAPrivateKey, not an elliptic-curve"):
+        issue(tmp_path, "node", "r0-n0")
 
 
 async def test_the_whole_path_runs_over_mutual_tls():

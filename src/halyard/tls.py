@@ -176,7 +176,10 @@ def load_ca(folder: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]
             from None
     except ValueError as exc:
         raise CertificateError(f"{folder}: the CA cannot be read: {exc}") from None
-    return cert, key  # type: ignore[return-value]
+    if not isinstance(key, ec.EllipticCurvePrivateKey):  # the CA `halyard certs init` makes is ECDSA P-256
+        raise CertificateError(f"{folder / 'ca.key'}: the CA key is of type {type(key).__name__}, not an "
+                               "elliptic-curve key (ECDSA, as `halyard certs init` makes)")
+    return cert, key
 
 
 # --- reading who a certificate is for ------------------------------------------------------
