@@ -69,7 +69,7 @@ from halyard.scheduling import Simulator
 
 BUSY_FRACTION = 2 / 3  # ours: "busy" read as two thirds of the GPUs held when the new set arrives (16 of 24)
 ARRIVAL_S = 60.0  # ours: the new set arrives a minute in, inside the busy jobs' first 10-minute lease
-POOL = 40  # jobs drawn per seed per 24 GPUs to fill both sets from (the testbed's 24 GPUs take 3-8 of them)
+POOL = 40  # jobs drawn per seed per 24 GPUs to fill both sets from (ours; more than ever fit)
 BOOTSTRAP = 1000  # resamples of the seeds for the intervals
 # Ours (§4.5.6's set-up is not in our text): two A100s per server, the smallest multi-GPU server; the
 # ASUS ESC4000A-E10 of §4.5.1 holds up to four double-width GPUs on PCIe (the testbed file's fabric).
