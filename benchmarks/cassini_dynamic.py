@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/cassini_dynamic.py --variant data            # §4.5.3 (default)
     .venv/bin/python benchmarks/cassini_dynamic.py --variant model-parallel  # §4.5.4
     .venv/bin/python benchmarks/cassini_dynamic.py --variant multi-gpu       # §4.5.6
-    [--seeds 1-30] [--mix MIX] [--out docs/reproductions]
+    [--seeds 1-50] [--mix MIX] [--out docs/reproductions]
 
 §4.5.1: "dynamic trace where a set of DNN training jobs are present in the cluster, and a new set of
 jobs arrive". Per seed: jobs drawn as in reproduce_cassini.py's Poisson trace (model, 1-12 GPUs, batch,
@@ -30,8 +30,10 @@ Schemes: Themis, Th+Cassini, Th+Cassini-joint and Ideal (Themis without contenti
 drawn; Pollux and Po+Cassini on the same jobs with every data-parallel one elastic (reproduce_cassini's
 ``pollux_trace``). Per scheme, the average and p99 of the jobs' mean iteration times (all jobs, the
 arriving set, jobs larger than a server), the baseline's figure over the scheme's, and 95% bootstrap
-intervals over the seeds. Writes ``cassini-dynamic.json`` (this variant's entry; the others kept) and
-renders ``cassini-dynamic-table.md`` and the page's generated blocks from it (reproduce_cassini.py's
+intervals over the seeds; for the Themis schemes also cassini_census.py's link census on the same
+traces (``CENSUS_SCHEMES``: where jobs contend, Table 4.1's scores, the fluid slowdowns). Writes
+``cassini-dynamic.json`` (this variant's entry; the others kept) and renders
+``cassini-dynamic-table.md`` and the page's generated blocks from it (reproduce_cassini.py's
 ``pages``). Not part of the tests.
 """
 
@@ -48,6 +50,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from cassini_census import figures
+from cassini_census import run as census_run
 from reproduce_cassini import (
     CLUSTER,
     DYNAMIC_JSON,
@@ -78,6 +82,7 @@ MULTI_GPUS_PER_SERVER = 2
 SCHEMES = {"Themis": ("themis", "fair", False), "Th+Cassini": ("themis+cassini", "fair", False),
            "Th+Cassini-joint": ("themis+cassini-joint", "fair", False), "Ideal": ("themis", "off", False),
            "Pollux": ("pollux", "fair", True), "Po+Cassini": ("pollux+cassini", "fair", True)}
+CENSUS_SCHEMES = ("Themis", "Th+Cassini", "Th+Cassini-joint")  # censused again on the same traces
 BASELINE = {"Th+Cassini": "Themis", "Th+Cassini-joint": "Themis", "Ideal": "Themis", "Po+Cassini": "Pollux"}
 
 
@@ -188,6 +193,10 @@ def measure(variant: str, mix: str, first: int, last: int) -> dict:
                           "wider_than_a_server": _stats(wide)}
         print(f"  {label}: {len(every)} jobs, avg / p99 {schemes[label]['all'][0] * 1e3:.0f} / "
               f"{schemes[label]['all'][1] * 1e3:.0f} ms", flush=True)
+    census = {}  # the link census of cassini_census.py on the same traces: where contention is, and phases
+    for label in CENSUS_SCHEMES:
+        policy = SCHEMES[label][0]
+        census[label] = figures(*census_run([jobs for jobs, _ in traces], cluster, policy))
     rng = np.random.default_rng(0)
     draws = [rng.integers(len(traces), size=len(traces)) for _ in range(BOOTSTRAP)]
     intervals = {label: interval(seeds[base], seeds[label], draws) for label, base in BASELINE.items()}
@@ -196,13 +205,14 @@ def measure(variant: str, mix: str, first: int, last: int) -> dict:
             "total_gpus": cluster.total_gpus, "arrival_s": ARRIVAL_S,
             "jobs": sum(len(t) for t, _ in traces),
             "arriving": {"min": min(arrivals), "max": max(arrivals), "mean": float(np.mean(arrivals))},
-            "schemes": schemes, "baseline": BASELINE, "ci95": intervals, "uplink_demand": uplink_demands(mix)}
+            "schemes": schemes, "baseline": BASELINE, "ci95": intervals, "uplink_demand": uplink_demands(mix),
+            "census": census}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--variant", choices=sorted(VARIANTS), default="data")
-    parser.add_argument("--seeds", default="1-30", help="first-last")
+    parser.add_argument("--seeds", default="1-50", help="first-last")
     parser.add_argument("--mix", choices=sorted(MIXES), default=None, help="the variant's mix unless given")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "reproductions")
     args = parser.parse_args()

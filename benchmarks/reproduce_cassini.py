@@ -476,6 +476,15 @@ def dynamic_table(dynamic: dict) -> str:
                   for part in ("all", "arriving", "wider_than_a_server")]
             out.append(f"| {label} | {r['jobs']} | {ms[0]} | {ms[1]} | {ms[2]} |")
         out.append("")
+        if v.get("census"):
+            out += ["Link census on the same traces (benchmarks/cassini_census.py's columns):", "",
+                    "| mix | load | scheme | spans nodes | shared link | contended link | >4 jobs (mean field) "
+                    "| jobs ever contended | mean slowdown | time with a loop (merged) "
+                    "| contended link-time by jobs 2/3/4/>4 | score best / unshifted / at the fabric's phases "
+                    "| iterations within 1%, 10% | slowdown realised / at planned shifts / aligned |",
+                    "| --- " * 14 + "|"]
+            out += [census_row(v["mix"], "dynamic", scheme, c) for scheme, c in v["census"].items()]
+            out.append("")
         if v.get("uplink_demand"):
             out += ["A 4-GPU job of each model across two ToRs, on the ToR uplink (``uplink_demands``):", "",
                     "| model (batch) | iteration (ms) | Up share | peak demand (GB/s) | link (GB/s) |",
@@ -489,19 +498,22 @@ def dynamic_table(dynamic: dict) -> str:
 # The link census (benchmarks/cassini_census.py writes CENSUS_JSON, one entry per mix).
 CENSUS_JSON = "cassini-census.json"
 CENSUS_MIX_NAMES = {"table-4.2": "Table 4.2", "vgg11": "vgg11", "families": "six models",
-                    "table-4.3-matched": "matched"}
+                    "table-4.3-matched": "matched", "model-parallel": "GPT pipelines",
+                    "model-parallel-hybrid": "GPT hybrid"}
 CENSUS_PAGE_SCHEMES = ("Themis", "Th+Cassini", "Th+Cassini-lock", "Th+Cassini-joint")  # Random: table only
 
 
 def census_row(mix: str, load: str, scheme: str, c: dict) -> str:
     """Every census figure of one scheme, one markdown row (the script prints these as it goes)."""
-    by_n = " / ".join(f"{x:.0%}" for x in c["by_jobs"])
-    return (f"| {CENSUS_MIX_NAMES[mix]} | {load} | {scheme} | {c['spans_nodes']:.0%} | {c['shared']:.0%} "
+    head = (f"| {CENSUS_MIX_NAMES[mix]} | {load} | {scheme} | {c['spans_nodes']:.0%} | {c['shared']:.0%} "
             f"| {c['contended']:.0%} | {c['mean_field']:.1%} | {c['jobs_contended']}/{c['jobs']} "
-            f"| {c['mean_slowdown']:.3f} | {c['loop']:.0%} ({c['loop_merged']:.0%}) | {by_n} "
-            f"| {c['score']:.2f} / {c['score0']:.2f} / {c['score at phases']:.2f} "
-            f"| {c['within 1%']:.0%}, {c['within 10%']:.0%} "
-            f"| {c['realised']:.3f} / {c['planned']:.3f} / {c['aligned']:.3f} |")
+            f"| {c['mean_slowdown']:.3f} | {c['loop']:.0%} ({c['loop_merged']:.0%}) ")
+    if c["realised"] == 0.0:  # no contended link at any time: the per-link means are empty
+        return head + "| - | - | - | - |"
+    by_n = " / ".join(f"{x:.0%}" for x in c["by_jobs"])
+    return head + (f"| {by_n} | {c['score']:.2f} / {c['score0']:.2f} / {c['score at phases']:.2f} "
+                   f"| {c['within 1%']:.0%}, {c['within 10%']:.0%} "
+                   f"| {c['realised']:.3f} / {c['planned']:.3f} / {c['aligned']:.3f} |")
 
 
 def _census_mixes(census: dict) -> list[tuple[str, dict]]:
