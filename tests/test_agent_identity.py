@@ -13,8 +13,8 @@ import time
 import grpc
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
 
 from halyard.agent.emulated import EmulatedAgent
 from halyard.datamodel import EventKind, JobState
@@ -63,14 +63,25 @@ def test_certificates_name_their_holder(tmp_path):
         init_ca(tmp_path)
 
 
-def test_a_ca_key_that_is_not_elliptic_curve_is_named(tmp_path):
-    """The CA is ECDSA P-256 (docs/security.md); an RSA ca.key put in its place is refused, naming its type."""
+def test_an_operators_rsa_ca_signs_and_a_key_of_another_kind_is_named(tmp_path):
+    """The CA `halyard certs init` makes is ECDSA P-256 (docs/security.md); an operator's own RSA CA key signs
+    too; a key of another kind (here Ed25519, which takes no hash) is refused, naming its type."""
     init_ca(tmp_path, cluster="c1")
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    (tmp_path / "ca.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                        serialization.NoEncryption()))
-    with pytest.raises(CertificateError, match=r"ca\.key: the CA key is of type RSAPrivateKey, not an elliptic-curve"):
-        issue(tmp_path, "node", "r0-n0")
+    ca_cert = x509.load_pem_x509_certificate((tmp_path / "ca.crt").read_bytes())
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    _put_ca_key(tmp_path, rsa_key)
+    crt, _ = issue(tmp_path, "node", "r0-n0")
+    leaf = x509.load_pem_x509_certificate(crt.read_bytes())
+    assert leaf.issuer == ca_cert.subject
+    rsa_key.public_key().verify(leaf.signature, leaf.tbs_certificate_bytes, padding.PKCS1v15(), hashes.SHA256())
+    _put_ca_key(tmp_path, ed25519.Ed25519PrivateKey.generate())
+    with pytest.raises(CertificateError, match=r"ca\.key: the CA key is of type Ed25519PrivateKey"):
+        issue(tmp_path, "node", "r0-n1")
+
+
+def _put_ca_key(folder, key) -> None:
+    (folder / "ca.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                      serialization.NoEncryption()))
 
 
 async def test_the_whole_path_runs_over_mutual_tls():
