@@ -402,7 +402,7 @@ def render_page(data: dict) -> str:
                       "after the preset are named by the step they add):\n\n" + perjob_table(w))
         last = w["halyard"][variants()[-1]]
         pub, ours = w["public"], w["halyard"]["pollux"]
-        cpu.append(f"| {name} | {pub['cpu_s']:.1f} ({pub['sim_cpu_s']:.1f} in `simulate`) "
+        cpu.append(f"| {name} | {pub['cpu_s']:.1f} ({pub['sim_cpu_s']:.1f} in its step loop) "
                    f"| {ours['cpu_s']:.2f} ({ours['sim_cpu_s']:.2f} in `run`) / {last['cpu_s']:.2f} "
                    f"| {pub['cpu_s'] / ours['cpu_s']:.0f}x ({pub['sim_cpu_s'] / ours['sim_cpu_s']:.0f}x) |")
     cpu_table = ("| workload | Pollux simulator CPU s | Halyard CPU s (`pollux` / every step on) "
