@@ -48,10 +48,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 from pathlib import Path
 
 import numpy as np
+from generated_blocks import filled  # benchmarks/ is not a package: found on sys.path
 
 from halyard.datamodel import Allocation, JobSpec, NodeAllocation, Parallelism, load_cluster
 from halyard.emulator import PerformanceModel
@@ -258,7 +258,6 @@ def table(results: dict, snaps: list[dict]) -> str:
 # The page's "paper against ours" table: (effect, the paper's figure, direction); each row's cells come from
 # ``versus_cells`` over the three mixes' JSON (docs/reproductions/cassini-reproduction{,-vgg11,-families}.json).
 PAGE_MIXES = ("table-4.2", "vgg11", "families", "table-4.3-matched")
-GENERATED = re.compile(r"(<!-- generated:(\w+) [^\n]*-->\n)(.*?)(<!-- /generated -->)", re.S)
 
 
 def stem(mix: str) -> str:
@@ -385,15 +384,6 @@ def page_blocks(docs: Path) -> dict[str, str] | None:
         return None
     runs = {m: json.loads(p.read_text(encoding="utf-8")) for m, p in paths.items()}
     return {"versus": versus_table(runs), "pollux": pollux_table(runs["table-4.2"]["results"])}
-
-
-def filled(doc: Path, blocks: dict[str, str]) -> str:
-    """``doc``'s text with each ``<!-- generated:NAME ... -->`` block replaced by ``blocks[NAME]``."""
-    text = doc.read_text(encoding="utf-8")
-    found = {m.group(2) for m in GENERATED.finditer(text)}
-    if found != set(blocks):
-        raise SystemExit(f"{doc}: generated blocks {sorted(found)} do not match {sorted(blocks)}")
-    return GENERATED.sub(lambda m: m.group(1) + blocks[m.group(2)] + m.group(4), text)
 
 
 def pages(docs: Path) -> dict[Path, str]:
