@@ -777,7 +777,8 @@ def full_variants_block(docs: Path) -> str:
         by = _by(d)
         c, g = by["crius"], by["gavel"]
         lines.append(
-            f"- {title} ({d['window']['offered_gpu_h']:,.0f} GPU-hours offered): queueing FCFS "
+            f"- {title} ({d['window']['offered_gpu_h']:,.0f} GPU-hours offered): FCFS runs "
+            f"{by['fcfs']['run_over_trace']:.2f}x the trace run time; queueing FCFS "
             f"{by['fcfs']['avg_queue_h']:.2f} h, strict FCFS {by['fcfs-strict']['avg_queue_h']:.2f} h, Gavel "
             f"{g['avg_queue_h']:.2f} h, Crius {c['avg_queue_h']:.2f} h; Crius {c['starts_below_n_g']:,} of "
             f"{c['starts']:,} starts below `N_G`, {c['suspensions']:,} suspensions, runs {c['run_over_trace']:.2f}x "
