@@ -21,7 +21,9 @@ Crius at search depths 1-5 (average JCT and scheduling time per pass); then Criu
 ElasticFlow on the same window with deadlines (§8.5, :data:`DEADLINE_FACTOR`).
 
 Writes ``docs/reproductions/crius-reproduction.json``, ``docs/reproductions/crius-reproduction-table.md`` and
-``docs/reproductions/img/crius-reproduction.png``. Not part of the tests.
+``docs/reproductions/img/crius-reproduction.png`` (``-keep-duration``, ``-scale<K>`` and ``-free-types`` in the
+names of the variants), and fills docs/crius.md's generated blocks from every stored JSON (``pages``: the
+page's headline sets the drawn-type and free-type runs side by side). Not part of the tests.
 """
 
 from __future__ import annotations
@@ -324,9 +326,11 @@ def main() -> None:
         ap.error(f"--days must be in (0, 14], got {args.days}")
     if args.philly_full is not None:
         full_main(args)
+        refresh_page(args.out)
         return
     if args.queued:
         queued_main(args)
+        refresh_page(args.out)
         return
     if args.large:
         jobs = two_weeks(args.seed, args.paper_rate, not args.free_types, args.keep_duration)
@@ -343,6 +347,7 @@ def main() -> None:
         (args.out / f"{stem}.json").write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
         (args.out / f"{stem}-table.md").write_text(large_page(stored), encoding="utf-8")
         print(large_page(stored))
+        refresh_page(args.out)
         return
     jobs = window(args.seed, duration_scale=args.duration_scale, keep_duration=args.keep_duration,
                   drawn_types=not args.free_types)
@@ -372,6 +377,14 @@ def main() -> None:
     (args.out / f"{stem}-table.md").write_text(text, encoding="utf-8")
     plot(rows, depth_rows, args.out / "img" / f"{stem}.png")
     print(text)
+    refresh_page(args.out)
+
+
+def refresh_page(out: Path) -> None:
+    """docs/crius.md's generated blocks from the JSON now in ``out`` (when ``out`` is docs/reproductions)."""
+    page = pages(out).get(out.parent / "crius.md")
+    if page is not None:
+        (out.parent / "crius.md").write_text(page, encoding="utf-8")
 
 
 def full_main(args: argparse.Namespace) -> None:
