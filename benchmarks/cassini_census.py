@@ -133,11 +133,13 @@ class Census:
         self.slow_job_s += dt * sum(fabric.slowdown(r.job_id) for r in running)
 
 
-def run(traces, cluster, policy: str) -> tuple[Census, int]:
+def run(traces, cluster, policy: str, measured_up_demand: dict[str, float] | None = None) -> tuple[Census, int]:
+    """The census of ``policy`` over ``traces`` under fair sharing (``measured_up_demand``: PerformanceModel's)."""
     census = Census()
     jobs = 0
     for trace in traces:
-        sim = Simulator(cluster, make_policy(policy), PerformanceModel(contention="fair"))
+        sim = Simulator(cluster, make_policy(policy),
+                        PerformanceModel(contention="fair", measured_up_demand=measured_up_demand))
         pacer = sim.pool.pacer
         update = pacer.update
         last = [0.0]
