@@ -109,3 +109,17 @@ def test_traffic_mixes_run_the_model_parallel_mix_jobs(dyn: ModuleType) -> None:
         base = dyn.dynamic_trace(seed, pm, cluster, "model-parallel")
         for mix in ("model-parallel-thesis-traffic", "model-parallel-line-rate-traffic"):
             assert dyn.dynamic_trace(seed, pm, cluster, mix) == base
+
+
+def test_census_counts_each_seeds_jobs_apart(dyn: ModuleType) -> None:
+    """The census' "jobs ever contended" over several traces counts a job of each trace, though every trace
+    names its jobs j000, j001, ...: the same trace twice has twice the contended jobs. Seed 2 at the line
+    rate has GPT jobs on a contended link under Themis."""
+    census = importlib.import_module("cassini_census")
+    cluster, pm = load_cluster(dyn.CLUSTER), PerformanceModel()
+    demand = dyn.MEASURED_UP_DEMAND["model-parallel-line-rate-traffic"]
+    jobs, _ = dyn.dynamic_trace(2, pm, cluster, "model-parallel-line-rate-traffic")
+    once = census.figures(*census.run([jobs], cluster, "themis", demand))
+    twice = census.figures(*census.run([jobs, jobs], cluster, "themis", demand))
+    assert once["jobs_contended"] > 0
+    assert twice["jobs_contended"] == 2 * once["jobs_contended"] and twice["jobs"] == 2 * once["jobs"]
