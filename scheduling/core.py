@@ -139,7 +139,12 @@ class SchedulingCore:
         # Why jobs wait: the reasons the last pass gave (its Plan.unplaced, kept as it is: a loaded queue has
         # hundreds of waiting jobs per pass) and its reason for the jobs it did not look at (Plan.otherwise).
         # A job's reason from an earlier pass is written to its record when a pass stops looking at it.
-        self._told: Mapping[str, Unplaced] = {}
+        # A plan that says its reasons as changes (Plan.changes_from) edits the kept ones in place: the
+        # views show them read-only (ClusterView.reasons), and ``_left`` names the jobs that left the queue
+        # since, whose reasons go then.
+        self._told: dict[str, Unplaced] = {}
+        self._told_view: Mapping[str, Unplaced] = MappingProxyType(self._told)
+        self._left: list[str] = []
         self._otherwise: Unplaced | None = None
         self._otherwise_by_kind: dict[int, Unplaced] | None = None  # a split pass's, per job kind
         self.pass_seconds = PassTimes()  # wall seconds of the passes: count, sum, max, a bounded sample
@@ -247,7 +252,7 @@ class SchedulingCore:
                            pending=self.pending, perf=self.perf, round_s=self.round_s,
                            pending_demand=self._demand_view, facts=self.facts, origin_s=self.origin_s,
                            profiles=self.profiles, round_slack_s=self.round_slack_s, events=self.log,
-                           jobs=self._records_view)
+                           jobs=self._records_view, reasons=self._told_view)
 
     def schedule(self, now: float) -> list[Action]:
         """Run one policy pass and apply its plan; returns the applied actions.
@@ -280,7 +285,7 @@ class SchedulingCore:
             raise
         policy.on_applied(view, plan, state)
         self.passes += 1
-        self._note_reasons(plan.unplaced, plan.otherwise)
+        self._note_reasons(plan.unplaced, plan.otherwise, since=plan.since)
         self._quiet = None
         if not plan.actions:
             # Every change the core makes to a job is an event, so the log's length stands for the jobs'
@@ -335,7 +340,7 @@ class SchedulingCore:
                 for policy, view, plan, state in made:
                     policy.on_rejected(view, plan, state)
                 raise
-            told.update(plan.unplaced)
+            told.update(plan.reasons())  # (a view of one kind has no reasons: each plan's are whole)
             if plan.otherwise is not None:
                 otherwise[kind] = plan.otherwise
         applied: list[Action] = []
@@ -354,18 +359,35 @@ class SchedulingCore:
         if self.backends.set(self.cluster.node(node).index, kind):
             self._quiet = None  # which jobs the node takes changed: the next pass must run
 
-    def _note_reasons(self, told: Mapping[str, Unplaced], otherwise: Unplaced | None,
-                      by_kind: dict[int, Unplaced] | None = None) -> None:
+    def _note_reasons(self, told: dict[str, Unplaced], otherwise: Unplaced | None,
+                      by_kind: dict[int, Unplaced] | None = None, *,
+                      since: Mapping[str, Unplaced] | None = None) -> None:
         """Keep the pass's reasons; a waiting job the pass did not look at keeps its reason from the pass
-        that last did (O(jobs whose reason that pass gave and this one does not))."""
+        that last did (O(jobs whose reason that pass gave and this one does not)). With ``since`` (the
+        plan's reasons are changes over the view's, Plan.changes_from) the kept ones are edited in place:
+        O(changes + jobs that left the queue)."""
+        left, self._left = self._left, []
+        self._otherwise = otherwise
+        self._otherwise_by_kind = by_kind
         records, pending = self.records, JobState.PENDING
+        if since is not None:
+            if since is self._told_view:
+                kept = self._told
+                kept.update(told)
+                for job_id in left:  # a job gone from the queue: as a full pass that no longer names it
+                    record = records.get(job_id)
+                    if record is None or record.state is not pending:
+                        kept.pop(job_id, None)
+                    elif job_id not in told and (why := kept.pop(job_id, None)) is not None:
+                        record.wait = why  # (it left the queue and came back in the pass)
+                return
+            told = {**since, **told}  # changes over reasons the core no longer holds: made whole
         for job_id in self._told.keys() - told.keys():
             record = records.get(job_id)
             if record is not None and record.state is pending:
                 record.wait = self._told[job_id]
         self._told = told
-        self._otherwise = otherwise
-        self._otherwise_by_kind = by_kind
+        self._told_view = MappingProxyType(told)
 
     def _otherwise_of(self, record: JobRecord) -> Unplaced | None:
         """The last pass's reason for the jobs it did not look at, of ``record``'s kind."""
@@ -563,6 +585,7 @@ class SchedulingCore:
 
     def _dequeue(self, record: JobRecord) -> None:
         self.pending.remove(record)
+        self._left.append(record.job_id)
         gpus = record.spec.num_gpus
         self._demand[gpus] -= 1
         if not self._demand[gpus]:
