@@ -140,11 +140,11 @@ class SchedulingCore:
         # hundreds of waiting jobs per pass) and its reason for the jobs it did not look at (Plan.otherwise).
         # A job's reason from an earlier pass is written to its record when a pass stops looking at it.
         # A plan that says its reasons as changes (Plan.changes_from) edits the kept ones in place: the
-        # views show them read-only (ClusterView.reasons), and ``_left`` names the jobs that left the queue
-        # since, whose reasons go then.
+        # views show them read-only (ClusterView.reasons), and ``_moved`` names the jobs that joined or left
+        # the queue since, whose reasons are settled then.
         self._told: dict[str, Unplaced] = {}
         self._told_view: Mapping[str, Unplaced] = MappingProxyType(self._told)
-        self._left: list[str] = []
+        self._moved: list[str] = []  # jobs that joined or left the queue since the last pass's reasons
         self._otherwise: Unplaced | None = None
         self._otherwise_by_kind: dict[int, Unplaced] | None = None  # a split pass's, per job kind
         self.pass_seconds = PassTimes()  # wall seconds of the passes: count, sum, max, a bounded sample
@@ -365,23 +365,35 @@ class SchedulingCore:
         """Keep the pass's reasons; a waiting job the pass did not look at keeps its reason from the pass
         that last did (O(jobs whose reason that pass gave and this one does not)). With ``since`` (the
         plan's reasons are changes over the view's, Plan.changes_from) the kept ones are edited in place:
-        O(changes + jobs that left the queue)."""
-        left, self._left = self._left, []
+        O(changes + jobs that joined or left the queue)."""
+        moved, self._moved = self._moved, []
         self._otherwise = otherwise
         self._otherwise_by_kind = by_kind
         records, pending = self.records, JobState.PENDING
         if since is not None:
+            held = self._told
             if since is self._told_view:
-                kept = self._told
-                kept.update(told)
-                for job_id in left:  # a job gone from the queue: as a full pass that no longer names it
-                    record = records.get(job_id)
+                kept = held
+            else:  # changes over reasons the core no longer holds: those of jobs still waiting, made whole
+                kept = {job_id: why for job_id, why in since.items()
+                        if (record := records.get(job_id)) is not None and record.state is pending}
+            gone = []
+            for job_id in dict.fromkeys(moved):  # as a whole pass that names only the jobs it was shown waiting
+                record = records.get(job_id)
+                if job_id in told:
                     if record is None or record.state is not pending:
-                        kept.pop(job_id, None)
-                    elif job_id not in told and (why := kept.pop(job_id, None)) is not None:
-                        record.wait = why  # (it left the queue and came back in the pass)
-                return
-            told = {**since, **told}  # changes over reasons the core no longer holds: made whole
+                        gone.append(job_id)
+                    continue
+                why = held.get(job_id)
+                kept.pop(job_id, None)
+                if why is not None and record is not None and record.state is pending:
+                    record.wait = why  # (it left the queue and came back in the pass)
+            kept.update(told)
+            for job_id in gone:
+                del kept[job_id]
+            if kept is not held:
+                self._told, self._told_view = kept, MappingProxyType(kept)
+            return
         for job_id in self._told.keys() - told.keys():
             record = records.get(job_id)
             if record is not None and record.state is pending:
@@ -581,11 +593,12 @@ class SchedulingCore:
 
     def _enqueue(self, record: JobRecord) -> None:
         self.pending.add(record)
+        self._moved.append(record.job_id)
         self._demand[record.spec.num_gpus] += 1
 
     def _dequeue(self, record: JobRecord) -> None:
         self.pending.remove(record)
-        self._left.append(record.job_id)
+        self._moved.append(record.job_id)
         gpus = record.spec.num_gpus
         self._demand[gpus] -= 1
         if not self._demand[gpus]:
