@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,7 +25,7 @@ from halyard.policies.reasons import Unplaced, cannot_fit
 from halyard.policies.resources import FreeResources
 from halyard.policies.topology import Level, Picked, level_of, on_machine, on_rack
 from halyard.policies.view import ClusterView, JobInfo, allocation_of
-from halyard.policies.waiting_sens import NOT_TOLD
+from halyard.policies.waiting_sens import NOT_TOLD, WaitingOrder
 
 if TYPE_CHECKING:
     from halyard.policies.dally import Dally
@@ -72,7 +72,7 @@ class _WaitingTail:
     reason differs are written (about one in six of the thousand on 20,000 Philly jobs compressed 8x;
     writing them all was a sixth of Dally's time, with the core's upkeep of them)."""
 
-    __slots__ = ("code", "demands", "fits", "fits_total", "held", "ids", "lut", "reasons", "told", "wanted")
+    __slots__ = ("demands", "fits", "fits_total", "held", "ids", "kept", "key", "reasons", "told", "wanted")
 
     def __init__(self, ids: list[str], demands: list[int], wanted: np.ndarray | None = None) -> None:
         self.ids, self.demands = ids, demands  # the order's job ids and GPU demands
@@ -81,24 +81,23 @@ class _WaitingTail:
         self.fits_total = -1
         self.reasons: dict[int, Unplaced] = {}  # demand -> its reason, while what is free holds
         # Change sets (tell_changes): the reason codes the core holds (None: unknown, all are told), the
-        # codes this pass tells (NOT_TOLD where a job was looked at by itself), demand -> code of its reason.
+        # codes this pass tells (NOT_TOLD where a job was looked at by itself), what a reason depends on
+        # besides the demand, and the order's numbered reasons kept for it (WaitingOrder.tail_reasons).
         self.held: np.ndarray | None = None
         self.told: np.ndarray | None = None
-        self.lut: np.ndarray | None = None
-        self.code: Callable[[Unplaced], int] | None = None
+        self.key: Callable[[], Hashable] | None = None
+        self.kept: WaitingOrder | None = None
 
-    def tell_changes(self, held: np.ndarray | None, code: Callable[[Unplaced], int]) -> None:
+    def tell_changes(self, held: np.ndarray | None, kept: WaitingOrder, key: Callable[[], Hashable]) -> None:
         """Write only the reasons that differ from ``held`` (the codes the core holds, in the order; None:
-        unknown), numbering reasons with ``code``; :attr:`told` gets this pass's codes."""
-        self.held, self.code = held, code
+        unknown); a reason is the same for the same demand and ``key()``, so ``kept`` keeps it numbered
+        from pass to pass; :attr:`told` gets this pass's codes."""
+        self.held, self.kept, self.key = held, kept, key
         self.told = np.full(len(self.ids), NOT_TOLD, dtype=np.int64)
-        self.lut = np.full(int(self.wanted.max(initial=0)) + 1, NOT_TOLD, dtype=np.int64)
 
     def forget_reasons(self) -> None:
         """What is free changed (a start): the reasons by demand are worked out again."""
         self.reasons.clear()
-        if self.lut is not None:
-            self.lut.fill(NOT_TOLD)
 
     def skip(self, i: int, free_total: int, unplaced: dict[str, Unplaced],
              reason: Callable[[int, int], Unplaced]) -> int:
@@ -120,16 +119,17 @@ class _WaitingTail:
 
     def _tell(self, i: int, j: int, unplaced: dict[str, Unplaced], reason: Callable[[int, int], Unplaced]) -> None:
         """:meth:`skip`'s reasons for positions ``i`` to ``j`` as changes: those that differ from :attr:`held`."""
-        assert self.told is not None and self.lut is not None and self.code is not None
-        wanted, lut = self.wanted[i:j], self.lut
+        assert self.told is not None and self.kept is not None and self.key is not None
+        wanted = self.wanted[i:j]
+        lut, reasons = self.kept.tail_reasons(self.key(), int(wanted.max()) + 1)
         codes = lut[wanted]
-        if codes.min() < 0:  # demands whose reason is not worked out yet (while what is free holds)
+        if codes.min() < 0:  # demands whose reason is not numbered yet for this key
             for demand in np.unique(wanted[codes < 0]).tolist():
-                why = self.reasons[demand] = reason(demand, i + int(np.argmax(wanted == demand)))
-                lut[demand] = self.code(why)
+                why = reasons[demand] = reason(demand, i + int(np.argmax(wanted == demand)))
+                lut[demand] = self.kept.code(why)
             codes = lut[wanted]
         self.told[i:j] = codes
-        ids, demands, reasons = self.ids, self.demands, self.reasons
+        ids, demands = self.ids, self.demands
         if self.held is None:
             unplaced.update(zip(ids[i:j], map(reasons.__getitem__, demands[i:j]), strict=True))
             return
@@ -336,7 +336,7 @@ class DallyPass:
             waiting = self.policy._waiting
             self.tail = _WaitingTail(waiting.ids, waiting.demands, waiting.wanted())
             if self.plan.since is not None:
-                self.tail.tell_changes(waiting.told_codes(self.plan.since), waiting.code)
+                self.tail.tell_changes(waiting.told_codes(self.plan.since), waiting, self._tail_key)
         else:
             self.tail = _WaitingTail([job.job_id for job in self.order], [job.spec.num_gpus for job in self.order])
 
@@ -429,6 +429,14 @@ class DallyPass:
             why = self._no_victim[job.spec.num_gpus] = self.delay.why(self.view, job, None, 0.0, 0.0, 0.0,
                                                                       self.start_total)
         return why
+
+    def _tail_key(self) -> tuple[bool, int]:
+        """What :meth:`_tail_reason` depends on besides the demand: whether any job may be preempted at all,
+        and the free GPU count its reason quotes."""
+        if not self._victims and not self.unlisted:
+            assert self.free_total is not None
+            return True, self.free_total
+        return False, self.start_total
 
     def _tail_reason(self, demand: int, position: int) -> Unplaced:
         if not self._victims and not self.unlisted:

@@ -20,7 +20,7 @@ equal numbers), so that a pass tells the core only the reasons that changed (Pla
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 
 import numpy as np
 
@@ -33,6 +33,7 @@ NOT_TOLD = -1  # a job's reason code when no tail answered it in the last applie
 # How many distinct tail reasons are numbered before the numbering starts again (a tail reason quotes a
 # demand and a free GPU count, so a run has at most a few thousand; this only bounds a pathological one).
 MAX_REASON_CODES = 1 << 16
+MAX_TAIL_KEYS = 256  # tail reason tables kept (one per free GPU count a tail's reasons quote)
 
 
 class WaitingOrder(EventOrder):
@@ -53,6 +54,9 @@ class WaitingOrder(EventOrder):
         self._nans = 0  # how many Nw_sens are NaN (NaN does not order: then the sort is not by value)
         self._codes: dict[Unplaced, int] = {}  # a tail reason -> its code
         self._told_into: Mapping[str, Unplaced] | None = None  # the core's reasons the codes are of
+        # A tail's numbered reasons, kept from pass to pass: what else they depend on -> (demand -> code, demand
+        # -> reason). Working them out and numbering them anew on every pass was a tenth of Dally's time.
+        self._tails: dict[Hashable, tuple[np.ndarray, dict[int, Unplaced]]] = {}
 
     def ranked(self, view: ClusterView, sensitivity: Callable[[JobInfo], float]) -> list[JobInfo]:
         """The view's waiting jobs in offer order (``sensitivity``: a waiting job's Nw_sens; :attr:`sens`
@@ -113,6 +117,18 @@ class WaitingOrder(EventOrder):
             code = self._codes[why] = len(self._codes)
         return code
 
+    def tail_reasons(self, key: Hashable, size: int) -> tuple[np.ndarray, dict[int, Unplaced]]:
+        """The tail reasons numbered for ``key`` (what they depend on besides the demand): an array of
+        at least ``size`` codes by demand (NOT_TOLD where none yet) and the reasons by demand, both for the
+        caller to fill."""
+        kept = self._tails.get(key)
+        if kept is None or len(kept[0]) < size:
+            if len(self._tails) >= MAX_TAIL_KEYS:
+                self._tails.clear()
+            kept = self._tails[key] = (np.full(max(size, 2 * len(kept[0]) if kept else size), NOT_TOLD,
+                                               dtype=np.int64), {})
+        return kept
+
     def told_codes(self, reasons: Mapping[str, Unplaced] | None) -> np.ndarray | None:
         """Each waiting job's reason code as the core holds it, in the order (NOT_TOLD where unknown), when
         ``reasons`` (a view's) is the core's mapping the last :meth:`commit_told` was made into; else None
@@ -126,6 +142,7 @@ class WaitingOrder(EventOrder):
         of the order as that pass saw it)."""
         if len(self._codes) > MAX_REASON_CODES:  # numbered afresh from the next pass, which tells all
             self._codes.clear()
+            self._tails.clear()
             self.forget_told()
             return
         self._wanted.data[1, :len(codes)] = codes
