@@ -139,7 +139,12 @@ class SchedulingCore:
         # Why jobs wait: the reasons the last pass gave (its Plan.unplaced, kept as it is: a loaded queue has
         # hundreds of waiting jobs per pass) and its reason for the jobs it did not look at (Plan.otherwise).
         # A job's reason from an earlier pass is written to its record when a pass stops looking at it.
-        self._told: Mapping[str, Unplaced] = {}
+        # A plan that says its reasons as changes (Plan.changes_from) edits the kept ones in place: the
+        # views show them read-only (ClusterView.reasons), and ``_moved`` names the jobs that joined or left
+        # the queue since, whose reasons are settled then.
+        self._told: dict[str, Unplaced] = {}
+        self._told_view: Mapping[str, Unplaced] = MappingProxyType(self._told)
+        self._moved: list[str] = []  # jobs that joined or left the queue since the last pass's reasons
         self._otherwise: Unplaced | None = None
         self._otherwise_by_kind: dict[int, Unplaced] | None = None  # a split pass's, per job kind
         self.pass_seconds = PassTimes()  # wall seconds of the passes: count, sum, max, a bounded sample
@@ -247,7 +252,7 @@ class SchedulingCore:
                            pending=self.pending, perf=self.perf, round_s=self.round_s,
                            pending_demand=self._demand_view, facts=self.facts, origin_s=self.origin_s,
                            profiles=self.profiles, round_slack_s=self.round_slack_s, events=self.log,
-                           jobs=self._records_view)
+                           jobs=self._records_view, reasons=self._told_view)
 
     def schedule(self, now: float) -> list[Action]:
         """Run one policy pass and apply its plan; returns the applied actions.
@@ -280,7 +285,7 @@ class SchedulingCore:
             raise
         policy.on_applied(view, plan, state)
         self.passes += 1
-        self._note_reasons(plan.unplaced, plan.otherwise)
+        self._note_reasons(plan.unplaced, plan.otherwise, since=plan.since)
         self._quiet = None
         if not plan.actions:
             # Every change the core makes to a job is an event, so the log's length stands for the jobs'
@@ -335,7 +340,7 @@ class SchedulingCore:
                 for policy, view, plan, state in made:
                     policy.on_rejected(view, plan, state)
                 raise
-            told.update(plan.unplaced)
+            told.update(plan.reasons())  # (a view of one kind has no reasons: each plan's are whole)
             if plan.otherwise is not None:
                 otherwise[kind] = plan.otherwise
         applied: list[Action] = []
@@ -354,18 +359,47 @@ class SchedulingCore:
         if self.backends.set(self.cluster.node(node).index, kind):
             self._quiet = None  # which jobs the node takes changed: the next pass must run
 
-    def _note_reasons(self, told: Mapping[str, Unplaced], otherwise: Unplaced | None,
-                      by_kind: dict[int, Unplaced] | None = None) -> None:
+    def _note_reasons(self, told: dict[str, Unplaced], otherwise: Unplaced | None,
+                      by_kind: dict[int, Unplaced] | None = None, *,
+                      since: Mapping[str, Unplaced] | None = None) -> None:
         """Keep the pass's reasons; a waiting job the pass did not look at keeps its reason from the pass
-        that last did (O(jobs whose reason that pass gave and this one does not))."""
+        that last did (O(jobs whose reason that pass gave and this one does not)). With ``since`` (the
+        plan's reasons are changes over the view's, Plan.changes_from) the kept ones are edited in place:
+        O(changes + jobs that joined or left the queue)."""
+        moved, self._moved = self._moved, []
+        self._otherwise = otherwise
+        self._otherwise_by_kind = by_kind
         records, pending = self.records, JobState.PENDING
+        if since is not None:
+            held = self._told
+            if since is self._told_view:
+                kept = held
+            else:  # changes over reasons the core no longer holds: those of jobs still waiting, made whole
+                kept = {job_id: why for job_id, why in since.items()
+                        if (record := records.get(job_id)) is not None and record.state is pending}
+            gone = []
+            for job_id in dict.fromkeys(moved):  # as a whole pass that names only the jobs it was shown waiting
+                record = records.get(job_id)
+                if job_id in told:
+                    if record is None or record.state is not pending:
+                        gone.append(job_id)
+                    continue
+                why = held.get(job_id)
+                kept.pop(job_id, None)
+                if why is not None and record is not None and record.state is pending:
+                    record.wait = why  # (it left the queue and came back in the pass)
+            kept.update(told)
+            for job_id in gone:
+                del kept[job_id]
+            if kept is not held:
+                self._told, self._told_view = kept, MappingProxyType(kept)
+            return
         for job_id in self._told.keys() - told.keys():
             record = records.get(job_id)
             if record is not None and record.state is pending:
                 record.wait = self._told[job_id]
         self._told = told
-        self._otherwise = otherwise
-        self._otherwise_by_kind = by_kind
+        self._told_view = MappingProxyType(told)
 
     def _otherwise_of(self, record: JobRecord) -> Unplaced | None:
         """The last pass's reason for the jobs it did not look at, of ``record``'s kind."""
@@ -559,10 +593,12 @@ class SchedulingCore:
 
     def _enqueue(self, record: JobRecord) -> None:
         self.pending.add(record)
+        self._moved.append(record.job_id)
         self._demand[record.spec.num_gpus] += 1
 
     def _dequeue(self, record: JobRecord) -> None:
         self.pending.remove(record)
+        self._moved.append(record.job_id)
         gpus = record.spec.num_gpus
         self._demand[gpus] -= 1
         if not self._demand[gpus]:
