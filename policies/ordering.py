@@ -6,6 +6,7 @@ deterministic.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -74,6 +75,11 @@ class Fifo(Ordering):
 
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, int]]:
         return lambda job: (job.spec.submit_time, job.arrival_seq)
+
+    def same_until(self, view: ClusterView) -> float:
+        """:meth:`Ordering.same_until`: a job's key is its submit time and arrival, which the clock never
+        moves, so the order holds for good (until an event)."""
+        return math.inf
 
     def ranking(self, view: ClusterView, state: PassState, pending: Sequence[JobInfo]) -> Ranking:
         """:meth:`Ordering.ranking` without sorting the queue: ``pending`` is already in arrival order

@@ -125,6 +125,13 @@ class StagedPolicy:
                 self._in_order(view, admitted, plan, free, state)
         return adjust(self.adjusters, view, plan, free, state)
 
+    @property
+    def round_gated(self) -> bool:
+        """Whether a pass at a round boundary and one between rounds differ with nothing else changed (a
+        round-based batch placement: the one places, the other says "waits for the next round"), so a
+        quiet pass vouches only for passes of its own kind (:meth:`Policy.quiet_until`)."""
+        return bool(self.placement.batch and self.placement.rounds)
+
     def quiet_until(self, view: ClusterView) -> float:
         """:meth:`Policy.quiet_until`: the ordering's :meth:`~Ordering.same_until` when every other
         stage is time-invariant (so only the order can change with the clock), else ``-inf``."""

@@ -57,6 +57,10 @@ class SynergyMechanism(BatchPlacement):
     # §3: "Synergy performs round-based scheduling": the runnable set is chosen and placed at round
     # (lease) boundaries only; passes between rounds change nothing (BatchPlacement.acts_now).
     rounds = True
+    # The mechanisms decide from the runnable set (ids, allocations), the free resources and the profiled
+    # demand vectors (memoised per model, batch and GPU type): never the clock or progress. The round gate
+    # reads the clock, which StagedPolicy.round_gated tells the core. OPT says otherwise (its counters).
+    time_invariant = True
 
     def __init__(self) -> None:
         self._kept = KeptShapes()  # the allocations the packer built, kept from pass to pass
@@ -467,6 +471,9 @@ class Opt(Tune):
     left; if that LP fails too, the new jobs are placed by TUNE's rule."""
 
     name = "synergy-opt"
+    # Each pass's ILP is counted (unsolved, spread_failed, split_jobs in on_applied): a skipped pass would
+    # not be, so OPT's passes are never skipped.
+    time_invariant = False
 
     def __init__(self, *, fit_running: bool = False, node_limit: int | None = None, rounds: bool = True) -> None:
         rounds = rounds and not fit_running

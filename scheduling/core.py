@@ -65,7 +65,7 @@ from halyard.policies import (
 )
 from halyard.policies.capabilities import profile_requests_of
 from halyard.policies.profiles import ProfileRequest, ProfileSource
-from halyard.policies.view import ROUND_BOUNDARY_TOLERANCE_S, allocation_of
+from halyard.policies.view import ROUND_BOUNDARY_TOLERANCE_S, allocation_of, at_round_boundary
 from halyard.scheduling.backends import EMULATES, RUNS_COMMANDS, NodeBackends, describe_kind, job_kind, no_node_for
 from halyard.scheduling.eventcounts import BY_KIND, count, recount
 from halyard.scheduling.eventlog import EventLog, describe
@@ -92,6 +92,9 @@ class _Quiet:
     schedulable: bytes  # the nodes' schedulable flags then: the rest of what the free resources say
     policy: Policy  # the instance that made the pass
     until: float | None = None  # the policy's quiet_until(view), once asked
+    # For a round-gated policy (Policy.quiet_until): whether the pass was at a round boundary, as the
+    # passes it vouches for must be; None: any pass.
+    at_round: bool | None = None
 
 
 class SchedulingCore:
@@ -263,7 +266,9 @@ class SchedulingCore:
                                   and self._live[RUNS_COMMANDS] else EMULATES)
         quiet = self._quiet
         if (quiet is not None and quiet.policy is policy and quiet.events == len(self.log)
-                and quiet.schedulable == self.free.schedulable.tobytes()):
+                and quiet.schedulable == self.free.schedulable.tobytes()
+                and (quiet.at_round is None
+                     or quiet.at_round == at_round_boundary(now, self.round_s, self.round_slack_s))):
             if quiet.until is None:
                 quiet.until = policy.quiet_until(quiet.view)
             if now < quiet.until:
@@ -285,7 +290,8 @@ class SchedulingCore:
         if not plan.actions:
             # Every change the core makes to a job is an event, so the log's length stands for the jobs'
             # states and allocations; the schedulable flags are the rest of what the free resources say.
-            self._quiet = _Quiet(view, len(self.log), self.free.schedulable.tobytes(), policy)
+            self._quiet = _Quiet(view, len(self.log), self.free.schedulable.tobytes(), policy,
+                                 at_round=view.at_round_boundary if getattr(policy, "round_gated", False) else None)
         self.pass_seconds.add(time.perf_counter() - started)
         return applied
 
