@@ -249,14 +249,12 @@ class Tune(SynergyMechanism):
                     packer.reshape(job.job_id, packer.demand(c, m))
             return
         renewing, to_demand = self._renewing(view, packer, runnable, vector)
-        for job_id in to_demand:  # renewing away from their demand: set to it where they are
-            packer.strip(job_id)
+        packer.strip_all(to_demand)  # renewing away from their demand: set to it where they are
         for job_id in to_demand:
             if not packer.reshape(job_id, packer.demand(*known[job_id])):
                 raise AssertionError(f"synergy-tune: renewing job {job_id!r} does not fit its demand in place")
-        for job in runnable:  # §3: this round's placement is recomputed
-            if job.allocation is not None and job.job_id not in renewing:
-                packer.strip(job.job_id)  # CPU and memory released before the re-pack
+        # §3: this round's placement is recomputed; CPU and memory released before the re-pack
+        packer.strip_all([job.job_id for job in runnable if job.allocation is not None and job.job_id not in renewing])
         for job in sorted((j for j in runnable if j.job_id not in renewing), key=size):
             if job.allocation is None:
                 self._pack_new(view, packer, job, vector(job), vector, plan)
@@ -281,7 +279,7 @@ class Tune(SynergyMechanism):
         opens all of its servers) gets its demand in place, as the sequential re-pack would give it. At
         a loaded round most running jobs are such: re-packing only the others is the issue-19 speed-up
         (same plans: tests/test_synergy_renewal.py, benchmarks/pin_schedules.py)."""
-        free, cluster = packer.free, view.cluster
+        free, index = packer.free, packer.index
         cap_c, cap_m, free_gpus = free.cpus.tolist(), free.memory_mb.tolist(), free.gpus.tolist()
         dem_c, dem_m = [0] * len(cap_c), [0] * len(cap_m)
         held = []
@@ -293,7 +291,7 @@ class Tune(SynergyMechanism):
             idxs = []
             at_demand = True
             for p in allocation.nodes:
-                idx, k = cluster.node(p.node).index, len(p.gpus)
+                idx, k = index[p.node], len(p.gpus)
                 cap_c[idx] += p.cpus
                 cap_m[idx] += p.memory_mb
                 dem_c[idx] += c * k
