@@ -190,10 +190,26 @@ class Packer:
         old = self.alloc[job_id]
         parts = old.nodes
         index = self.index
+        per_c = per_m = None  # a per-GPU vector, uncapped: Need.__call__ inlined
+        if type(need) is Need and not need.cap:
+            per_c, per_m = need.c, need.m
+        if len(parts) == 1:  # most jobs: the same steps as below, without the per-part lists
+            p = parts[0]
+            idx, k = index[p.node], len(p.gpus)
+            c, m = (per_c * k, per_m * k) if per_c is not None and per_m is not None else need(idx, k)
+            dc, dm = c - p.cpus, m - p.memory_mb
+            if not (dc or dm):
+                return True
+            cpus, memory = self.free.cpus, self.free.memory_mb
+            if dc > cpus[idx] or dm > memory[idx]:
+                return False
+            cpus[idx] -= dc
+            memory[idx] -= dm
+            self.alloc[job_id] = self._shaped(job_id, old, ((c, m),))
+            return True
         idxs = [index[p.node] for p in parts]
-        if type(need) is Need and need.c is not None and not need.cap:  # a per-GPU vector (Need.__call__)
-            c, m = need.c, need.m
-            wanted = tuple([(c * len(p.gpus), m * len(p.gpus)) for p in parts])
+        if per_c is not None and per_m is not None:
+            wanted = tuple([(per_c * len(p.gpus), per_m * len(p.gpus)) for p in parts])
         else:
             wanted = tuple([need(idx, len(p.gpus)) for idx, p in zip(idxs, parts, strict=True)])
         held = tuple([(p.cpus, p.memory_mb) for p in parts])
