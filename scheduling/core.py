@@ -147,6 +147,9 @@ class SchedulingCore:
         # round-based policy between rounds: only Plan.otherwise): ``_told`` is then an earlier pass's
         # reasons, not yet written to the records (_note_reasons defers that to the next pass that looks).
         self._told_earlier = False
+        # False: write every pass's reasons at once, as before issue 38 (what a benchmark compares against;
+        # wait_of and waiting read the same either way, tests/test_wait_reasons_deferred.py).
+        self.late_reasons = True
         self._otherwise: Unplaced | None = None
         self._otherwise_by_kind: dict[int, Unplaced] | None = None  # a split pass's, per job kind
         self.pass_seconds = PassTimes()  # wall seconds of the passes: count, sum, max, a bounded sample
@@ -375,7 +378,7 @@ class SchedulingCore:
         so the next pass that looks writes them, less those it gives again (a loaded Synergy queue has
         ~1,200 waiting jobs, and a pass between rounds follows most rounds: that write was 10 % of the run)."""
         earlier = self._told
-        if not told and not acted and by_kind is None:
+        if not told and not acted and by_kind is None and self.late_reasons:
             self._told_earlier = bool(earlier)
             self._otherwise, self._otherwise_by_kind = otherwise, None
             return

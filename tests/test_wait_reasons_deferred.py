@@ -39,15 +39,6 @@ class _Scripted(Policy):
         return plan
 
 
-def _eager(core: SchedulingCore) -> None:
-    """Make ``core`` write every pass's reasons at once, as before the deferral."""
-    note = core._note_reasons
-
-    def eager(told, otherwise, by_kind=None, *, acted=True):
-        note(told, otherwise, by_kind, acted=True)
-    core._note_reasons = eager
-
-
 R1 = cannot_fit("place", "round {}", 1)
 R4 = cannot_fit("place", "round {}", 4)
 BETWEEN = by_policy("place", "waits for the next round")
@@ -70,8 +61,7 @@ def test_a_pass_that_looks_at_nobody_leaves_the_reasons_as_the_eager_write_did(s
     seen = []
     for eager in (False, True):
         core = SchedulingCore(small_cluster, _Scripted(SCRIPT), perf)
-        if eager:
-            _eager(core)
+        core.late_reasons = not eager
         for name in ("b", "c"):
             core.submit(job(1, job_id=name, iterations=10**6), 0.0)
         reads = []
@@ -93,8 +83,7 @@ def test_a_loaded_round_based_run_reads_as_the_eager_one():
         jobs = generate_synergy_trace(600, rate_per_hour=5.0, multi_gpu=True, seed=1)
         policy = make_policy("synergy-tune:fifo")
         sim = Simulator(load_cluster("synergy-128"), policy, performance_model_for(policy, contention="fair"))
-        if eager:
-            _eager(sim.core)
+        sim.core.late_reasons = not eager
         sim.run(jobs, until=(300, 301))
         core = sim.core
         stops.append(({r.job_id: core.wait_of(r) for r in core.records.values() if r.state is JobState.PENDING},
