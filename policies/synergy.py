@@ -64,6 +64,9 @@ class SynergyMechanism(BatchPlacement):
 
     def __init__(self) -> None:
         self._kept = KeptShapes()  # the allocations the packer built, kept from pass to pass
+        # demand()'s answers for the facts (cluster and model) they were memoised in: a re-pack asks for
+        # every runnable job's, and the facts' memo builds a key and a closure per call.
+        self._demands: tuple[object, dict[tuple[object, ...], tuple[int, int]]] = (None, {})
 
     @staticmethod
     def _cap(view: ClusterView, job: JobInfo) -> tuple[int, int]:
@@ -76,13 +79,19 @@ class SynergyMechanism(BatchPlacement):
         spread over as many servers as possible (else GREEDY would skip it forever)."""
         spec = job.spec
         key = (spec.model, spec.batch_size, spec.gpu_type, job.num_gpus)
+        facts, known = self._demands
+        if facts is not view.facts:
+            known = {}
+            self._demands = (view.facts, known)
+        found = known.get(key)
+        if found is None:
+            def compute() -> tuple[int, int]:
+                p = job_profile(view, job)
+                cap_c, cap_m = self._cap(view, job)
+                return min(p.demand_cpus, cap_c), min(p.demand_memory_mb, cap_m)
 
-        def compute() -> tuple[int, int]:
-            p = job_profile(view, job)
-            cap_c, cap_m = self._cap(view, job)
-            return min(p.demand_cpus, cap_c), min(p.demand_memory_mb, cap_m)
-
-        return view.facts.memo("synergy/demand", key, compute)
+            found = known[key] = view.facts.memo("synergy/demand", key, compute)
+        return found
 
     def place_all(self, view: ClusterView, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
                   plan: Plan, free: FreeResources, state: PassState) -> None:
