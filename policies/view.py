@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from halyard.datamodel import Allocation, Cluster, JobEvent, JobSpec, JobState, StagePlan, StageProfile
 from halyard.policies.facts import ClusterFacts, ClusterShape
+from halyard.policies.reasons import Unplaced
 from halyard.policies.resources import FreeResources
 
 if TYPE_CHECKING:
@@ -221,6 +222,9 @@ class ClusterView:
     # (Kubernetes' scheduler cache follows its informers the same way). None in a view built by hand.
     events: EventHistory | None = field(default=None, repr=False, compare=False)
     jobs: Mapping[str, JobInfo] | None = field(default=None, repr=False, compare=False)
+    # Why the waiting jobs wait, as the core holds it from the last pass (job id -> reason), for a plan
+    # that says only what changed (Plan.changes_from). None in a view built by hand.
+    reasons: Mapping[str, Unplaced] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.facts is None:
