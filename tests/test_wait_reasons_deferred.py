@@ -91,3 +91,51 @@ def test_a_loaded_round_based_run_reads_as_the_eager_one():
     (late, late_count, deferred), (now, now_count, _) = stops
     assert late == now and late and late_count == now_count
     assert deferred
+
+
+def _changes(*steps: Step) -> list[Step]:
+    """A pass whose plan says its reasons as changes over the view's (Plan.changes_from)."""
+    return [lambda p: setattr(p, "since", _Scripted.view_reasons), *steps]
+
+
+class _ChangeSets(_Scripted):
+    """:class:`_Scripted` that also keeps the view's reasons for a change-set step to read."""
+
+    view_reasons: object = None
+
+    def __init__(self, script: list[list[Step]]) -> None:
+        super().__init__(script)
+        self.shown: list[dict] = []  # what each pass's view showed as the reasons, when it began
+
+    def schedule(self, view: ClusterView, state: PassState) -> Plan:
+        _Scripted.view_reasons = view.reasons
+        self.shown.append(dict(view.reasons))
+        return super().schedule(view, state)
+
+
+def test_a_change_set_after_unwritten_reasons_reads_as_the_eager_write(small_cluster, perf):
+    """A pass whose reasons are changes over the view's (Dally's, Plan.changes_from) after a pass that
+    looked at nobody: it is shown no reasons, as after the eager write, and what it keeps (c's new
+    reason, b's written one) reads as the eager write's."""
+    script: list[list[Step]] = [
+        [lambda p: p.wait("b", R1), lambda p: p.wait("c", R1)],
+        [lambda p: setattr(p, "otherwise", BETWEEN)],
+        _changes(lambda p: p.wait("c", R4)),
+        [],
+    ]
+    seen = []
+    for eager in (False, True):
+        policy = _ChangeSets(script)
+        core = SchedulingCore(small_cluster, policy, perf)
+        core.late_reasons = not eager
+        for name in ("b", "c"):
+            core.submit(job(1, job_id=name, iterations=10**6), 0.0)
+        reads = []
+        for t in range(len(script)):
+            core.schedule(10.0 * (t + 1))
+            reads.append((policy.shown[-1], core.wait_of(core.records["b"]), core.wait_of(core.records["c"]),
+                          core.waiting))
+        seen.append(reads)
+    late, now = seen
+    assert late == now
+    assert [(b, c) for _, b, c, _ in late] == [(R1, R1), (BETWEEN, BETWEEN), (R1, R4), (R1, R4)]
