@@ -398,10 +398,10 @@ class SchedulingCore:
             self._otherwise, self._otherwise_by_kind = otherwise, None
             return
         if self._told_earlier and since is not None:  # the deferred write first, whole, as it would have been
-            for job_id, why in self._told.items():
+            for job_id, earlier in self._told.items():
                 record = records.get(job_id)
                 if record is not None and record.state is pending:
-                    record.wait = why
+                    record.wait = earlier
             self._told = {}
             self._told_view = MappingProxyType(self._told)
         self._told_earlier = False
@@ -432,11 +432,11 @@ class SchedulingCore:
             if kept is not held:
                 self._told, self._told_view = kept, MappingProxyType(kept)
             return
-        earlier = self._told
-        for job_id in (earlier.keys() - told.keys()) if told else earlier:
+        last = self._told
+        for job_id in (last.keys() - told.keys()) if told else last:
             record = records.get(job_id)
             if record is not None and record.state is pending:
-                record.wait = earlier[job_id]
+                record.wait = last[job_id]
         self._told = told
         self._told_view = MappingProxyType(told)
 
