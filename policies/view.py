@@ -26,6 +26,13 @@ if TYPE_CHECKING:
 ROUND_BOUNDARY_TOLERANCE_S = 1e-6
 
 
+def at_round_boundary(now: float, round_s: float, slack_s: float = ROUND_BOUNDARY_TOLERANCE_S) -> bool:
+    """Whether ``now`` is a whole number of ``round_s`` rounds on the cluster clock, up to ``slack_s`` late
+    (:attr:`ClusterView.at_round_boundary`; the core asks it without building a view)."""
+    offset = math.remainder(now, round_s)
+    return -ROUND_BOUNDARY_TOLERANCE_S <= offset <= slack_s
+
+
 class JobInfo(Protocol):
     """A job's scheduling state, as policies may read it."""
 
@@ -233,8 +240,7 @@ class ClusterView:
         """Whether ``now`` is a whole number of rounds on the cluster clock: the instants the round
         timer of the simulator and of the control plane both fire at (``floor(now / round_s) + 1``
         rounds), so a round-based stage sees the same boundaries in simulate and replay."""
-        offset = math.remainder(self.now, self.round_s)
-        return -ROUND_BOUNDARY_TOLERANCE_S <= offset <= self.round_slack_s
+        return at_round_boundary(self.now, self.round_s, self.round_slack_s)
 
     @property
     def shape(self) -> ClusterShape:
