@@ -56,8 +56,10 @@ class Census:
         self.link_s = defaultdict(float)  # jobs on a contended link (2, 3, 4, '>4') -> link-seconds
         self.slow_job_s = 0.0  # sum of slowdown x job-seconds
         self.planned = defaultdict(float)  # 'score', 'realised', 'planned', 'aligned', 'n' x link-seconds
-        self.contended_jobs: set[str] = set()
-        self.spanning_jobs: set[str] = set()
+        # (trace, job id): traces reuse job ids (j000, j001, ...), so the ids alone undercount over several seeds
+        self.trace = 0
+        self.contended_jobs: set[tuple[int, str]] = set()
+        self.spanning_jobs: set[tuple[int, str]] = set()
         self._memo: dict[object, tuple[float, ...]] = {}
 
     def _link_figures(self, profiles, capacity, realised):
@@ -88,7 +90,7 @@ class Census:
         self.job_s["running"] += dt * len(running)
         on_fabric = {r.job_id for r in running if len(r.allocation.nodes) > 1}
         self.job_s["spans nodes"] += dt * len(on_fabric)
-        self.spanning_jobs |= on_fabric
+        self.spanning_jobs |= {(self.trace, j) for j in on_fabric}
         shared, contended, mean_field = set(), set(), set()
         census = fabric.link_census()
         crossing: dict[str, list[object]] = defaultdict(list)
@@ -129,15 +131,18 @@ class Census:
         self.job_s["on a shared link"] += dt * len(shared)
         self.job_s["on a contended link"] += dt * len(contended)
         self.job_s[f"on a link of >{FLUID_MAX_JOBS} jobs (contended)"] += dt * len(mean_field)
-        self.contended_jobs |= contended
+        self.contended_jobs |= {(self.trace, j) for j in contended}
         self.slow_job_s += dt * sum(fabric.slowdown(r.job_id) for r in running)
 
 
-def run(traces, cluster, policy: str) -> tuple[Census, int]:
+def run(traces, cluster, policy: str, measured_up_demand: dict[str, float] | None = None) -> tuple[Census, int]:
+    """The census of ``policy`` over ``traces`` under fair sharing (``measured_up_demand``: PerformanceModel's)."""
     census = Census()
     jobs = 0
-    for trace in traces:
-        sim = Simulator(cluster, make_policy(policy), PerformanceModel(contention="fair"))
+    for i, trace in enumerate(traces):
+        census.trace = i
+        sim = Simulator(cluster, make_policy(policy),
+                        PerformanceModel(contention="fair", measured_up_demand=measured_up_demand))
         pacer = sim.pool.pacer
         update = pacer.update
         last = [0.0]

@@ -18,7 +18,11 @@ the GPUs left arrive together at ``ARRIVAL_S``, so their auction round has sever
 - ``model-parallel`` (§4.5.4): "all jobs in the trace use model parallelism ... the arrival of multiple
   GPT and DLRM models while the cluster is training other model parallel jobs". Both sets are drawn
   from the ``model-parallel`` mix: GPT-1, GPT-2 and GPT-3 (XL) pipelines as Table 4.2's mix has them
-  (one stage per GPU, 2-12 GPUs); DLRM is left out as above.
+  (one stage per GPU, 2-12 GPUs); DLRM is left out as above. ``--mix model-parallel-thesis-traffic`` runs the
+  same jobs with the thesis' own GPT traffic (§4.1.1, Fig. 4.1(c): 25 Gbps through forward and backward;
+  reproduce_cassini's ``MEASURED_UP_DEMAND``) in place of the performance model's activation sends, for
+  every scheme and for the census alike; ``--mix model-parallel-line-rate-traffic`` the same at the NIC's
+  50 Gbit/s (ours: the most one job can send, an upper bound on what traffic alone can do here).
 - ``multi-gpu`` (§4.5.6, "Impact of Multiple GPUs per Server"): our text of the thesis stops after the
   section's first paragraph and Fig. 4.17 is missing, so the set-up is ours: the testbed's topology
   with ``MULTI_GPUS_PER_SERVER`` A100s per server behind the same 50 Gbit/s NIC
@@ -56,6 +60,7 @@ from reproduce_cassini import (
     CLUSTER,
     DYNAMIC_JSON,
     HYBRID_DATA_DEGREE,
+    MEASURED_UP_DEMAND,
     MIXES,
     MODEL_PARALLEL,
     ROOT,
@@ -130,9 +135,9 @@ def dynamic_trace(seed: int, pm: PerformanceModel, cluster, mix: str) -> tuple[l
 def uplink_demands(mix: str) -> dict[str, dict[str, float]]:
     """Per model of ``mix`` at its first batch, a 4-GPU job across two ToRs as the mix runs it (GPT rows a
     pipeline, of one stage per GPU or, on the hybrid mix, of 2 stages of ``HYBRID_DATA_DEGREE`` GPUs): its
-    iteration, Up share and peak demand on the ToR uplink, and the link's capacity. Says whether two such
-    jobs can oversubscribe a link at all (peaks summing above capacity)."""
-    cluster, pm = load_cluster(CLUSTER), PerformanceModel()
+    iteration, Up share, peak demand and GB per iteration on the ToR uplink, and the link's capacity. Says
+    whether two such jobs can oversubscribe a link at all (peaks summing above capacity)."""
+    cluster, pm = load_cluster(CLUSTER), PerformanceModel(measured_up_demand=MEASURED_UP_DEMAND.get(mix))
     capacity = cluster.link_gbyte_s(cluster.route(0, 1)[0])
     out = {}
     for model, batches in MIXES[mix].items():
@@ -143,13 +148,16 @@ def uplink_demands(mix: str) -> dict[str, dict[str, float]]:
         prof = uplink_profile(pm, cluster, model, batches[0], parallel)
         out[f"{model} ({batches[0]})"] = {"iteration_s": prof.iteration_s, "up_share": prof.up_fraction,
                                          "peak_gbyte_s": max(p.demand_gbyte_s for p in prof.phases),
+                                         "gbytes": prof.gbytes,
                                          "capacity_gbyte_s": capacity}
     return out
 
 
-def per_job(jobs: list[JobSpec], cluster, policy: str, contention: str) -> dict[str, float]:
+def per_job(jobs: list[JobSpec], cluster, policy: str, contention: str,
+            measured_up_demand: dict[str, float] | None = None) -> dict[str, float]:
     """Job id -> mean iteration time (run time / iterations) of each completed job."""
-    sim = Simulator(cluster, make_policy(policy), PerformanceModel(contention=contention))
+    sim = Simulator(cluster, make_policy(policy),
+                    PerformanceModel(contention=contention, measured_up_demand=measured_up_demand))
     sim.run(jobs)
     return {r.spec.job_id: r.run_time_s(r.end_time) / r.spec.iterations
             for r in sim.core.records.values() if r.end_time is not None}
@@ -174,7 +182,7 @@ def measure(variant: str, mix: str, first: int, last: int) -> dict:
     """Every scheme on the variant's traces, seeds ``first``-``last``: the JSON entry of the variant."""
     v = VARIANTS[variant]
     cluster = load_cluster(CLUSTER) if v.gpus_per_server == 1 else multi_gpu_testbed(v.gpus_per_server)
-    pm = PerformanceModel()
+    pm, measured = PerformanceModel(), MEASURED_UP_DEMAND.get(mix)
     traces = [dynamic_trace(s, pm, cluster, mix) for s in range(first, last + 1)]
     arrivals = [len(a) for _, a in traces]
     seeds: dict[str, list[np.ndarray]] = {}
@@ -183,7 +191,7 @@ def measure(variant: str, mix: str, first: int, last: int) -> dict:
         every, new, wide, per_seed = [], [], [], []
         for jobs, arriving in traces:
             spec = {j.job_id: j for j in jobs}
-            times = per_job(pollux_trace(jobs, cluster) if elastic else jobs, cluster, policy, contention)
+            times = per_job(pollux_trace(jobs, cluster) if elastic else jobs, cluster, policy, contention, measured)
             every += times.values()
             new += [t for k, t in times.items() if k in arriving]
             wide += [t for k, t in times.items() if spec[k].num_gpus > v.gpus_per_server]
@@ -196,7 +204,7 @@ def measure(variant: str, mix: str, first: int, last: int) -> dict:
     census = {}  # the link census of cassini_census.py on the same traces: where contention is, and phases
     for label in CENSUS_SCHEMES:
         policy = SCHEMES[label][0]
-        census[label] = figures(*census_run([jobs for jobs, _ in traces], cluster, policy))
+        census[label] = figures(*census_run([jobs for jobs, _ in traces], cluster, policy, measured))
     rng = np.random.default_rng(0)
     draws = [rng.integers(len(traces), size=len(traces)) for _ in range(BOOTSTRAP)]
     intervals = {label: interval(seeds[base], seeds[label], draws) for label, base in BASELINE.items()}

@@ -24,7 +24,10 @@ of the routes between the ToRs they span (a one-GPU server's NIC carries one job
    those ranges so that every job's dedicated iteration lies within 5% of 0.3 s, the spread of
    Table 4.3's compatible snapshots (``matched_batches``). ``model-parallel`` (and
    ``model-parallel-hybrid``, our option: two data-parallel replicas of a pipeline) is the GPT rows
-   alone, for the dynamic trace's §4.5.4 variant (benchmarks/cassini_dynamic.py).
+   alone, for the dynamic trace's §4.5.4 variant (benchmarks/cassini_dynamic.py);
+   ``model-parallel-thesis-traffic`` is the same jobs with the thesis' GPT traffic (Fig. 4.1(c)'s 25 Gbps
+   in forward and backward, ``MEASURED_UP_DEMAND``) in place of the performance model's, and
+   ``model-parallel-line-rate-traffic`` the same at the NIC's 50 Gbit/s (ours: an upper bound).
    Schedulers: Themis (leases, policies/themis.py), Th+Cassini, Th+Cassini-lock (our option:
    near-equal iterations paced on one period, policies/cassini.py ``lock_periods``),
    Th+Cassini-joint (Algorithm 2 over cluster-wide candidates, ``CassiniJointPlacement``), Random (the
@@ -50,10 +53,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 from pathlib import Path
 
 import numpy as np
+from generated_blocks import filled  # benchmarks/ is not a package: found on sys.path
 
 from halyard.datamodel import Allocation, JobSpec, NodeAllocation, Parallelism, load_cluster
 from halyard.emulator import PerformanceModel
@@ -92,6 +95,10 @@ MIXES = {
     "model-parallel": {"gpt1": (32,), "gpt2-medium": (8,), "gpt3-xl": (2,)},
     # The same, each GPT job HYBRID_DATA_DEGREE data-parallel replicas of a shorter pipeline (our option).
     "model-parallel-hybrid": {"gpt1": (32,), "gpt2-medium": (8,), "gpt3-xl": (2,)},
+    # The model-parallel mix's jobs (the same draws per seed), their GPT traffic the thesis' (MEASURED_UP_DEMAND),
+    # and the same at the line rate (an upper bound).
+    "model-parallel-thesis-traffic": {"gpt1": (32,), "gpt2-medium": (8,), "gpt3-xl": (2,)},
+    "model-parallel-line-rate-traffic": {"gpt1": (32,), "gpt2-medium": (8,), "gpt3-xl": (2,)},
 }
 # §4.5.1 trains the GPT models "using a hybrid of data/model parallelism" (DeepSpeed) without giving the split.
 # Ours, on ``--mix model-parallel-hybrid`` only: 2 replicas of a pipeline of half the GPUs, where the GPU count is
@@ -99,6 +106,25 @@ MIXES = {
 # puts the data axis innermost, as the emulator's plan does: a stage is consecutive GPUs of the allocation.
 HYBRID_DATA_DEGREE = {"model-parallel-hybrid": 2}
 MODEL_PARALLEL = ("gpt1", "gpt2-medium", "gpt3-xl")  # Table 4.2: "Model Parallel" (DeepSpeed, §4.5.1)
+# §4.1.1, Fig. 4.1(c): a GPT-3 (96 layers) tensor parallel across two servers of one A100 and a 50 Gbps NIC: "both
+# forward and backpropagation phases introduce roughly 25 Gbps traffic followed by a short period of near-zero
+# network demand during data loading". The one traffic level our text of the thesis gives for a model-parallel GPT
+# job: Fig. 4.1(b)'s GPT-2 pipeline ("three small communication peaks", then the embedding all-reduce) and Fig.
+# 4.1(d)'s hybrid GPT-3 are described without a figure, and no iteration time or byte count of any GPT job is given.
+THESIS_GPT_UP_GBIT_S = 25.0
+BITS_PER_BYTE = 8
+# ``--mix model-parallel-thesis-traffic``: each GPT job's Up phases (its forward and backward sends; the Down is the
+# rest of its iteration, the thesis' "short period") carry Fig. 4.1(c)'s level on every link it crosses, in place of
+# the performance model's activation sends (PerformanceModel's ``measured_up_demand``; the phases' timing and the
+# iteration time stay the model's, so bytes per iteration = 3.125 GB/s x the Up time). Ours: GPT-3's figure applied
+# to GPT-1 and GPT-2 as well, and to every link a job crosses (the thesis measured a server's link).
+# ``--mix model-parallel-line-rate-traffic`` (ours, a bound): the same at the NIC's line rate, the most one job can
+# send; the testbed's servers have "one 50 Gbps Mellanox ConnectX5 NIC" (§4.5.1) and every link is 50 Gbit/s.
+TESTBED_NIC_GBIT_S = 50.0
+MEASURED_UP_DEMAND = {"model-parallel-thesis-traffic": {m: THESIS_GPT_UP_GBIT_S / BITS_PER_BYTE
+                                                        for m in MODEL_PARALLEL},
+                      "model-parallel-line-rate-traffic": {m: TESTBED_NIC_GBIT_S / BITS_PER_BYTE
+                                                           for m in MODEL_PARALLEL}}
 GPUS = (1, 12)  # Themis' initial worker counts (§4.5.1)
 ITERATIONS = (200, 1000)  # "randomly selected between 200 - 1,000 iterations" (§4.5.1)
 SCHEMES = {  # label -> (policy, contention)
@@ -274,7 +300,6 @@ def table(results: dict, snaps: list[dict]) -> str:
 # The page's "paper against ours" table: (effect, the paper's figure, direction); each row's cells come from
 # ``versus_cells`` over the three mixes' JSON (docs/reproductions/cassini-reproduction{,-vgg11,-families}.json).
 PAGE_MIXES = ("table-4.2", "vgg11", "families", "table-4.3-matched")
-GENERATED = re.compile(r"(<!-- generated:(\w+) [^\n]*-->\n)(.*?)(<!-- /generated -->)", re.S)
 
 
 def stem(mix: str) -> str:
@@ -432,9 +457,24 @@ def _paper(figure: tuple[float, float] | str | None) -> str:
 
 
 def _variants(dynamic: dict) -> list[tuple[str, dict]]:
-    """The stored variants in the thesis' order (§4.5.3, §4.5.4, §4.5.6), a variant's other mixes after it."""
-    order = list(DYNAMIC_NAMES)
-    return sorted(dynamic["variants"].items(), key=lambda kv: (order.index(kv[0].partition(":")[0]), kv[0]))
+    """The stored variants in the thesis' order (§4.5.3, §4.5.4, §4.5.6), a variant's other mixes after it in
+    :data:`MIXES`' order."""
+    order, mixes = list(DYNAMIC_NAMES), list(MIXES)
+
+    def key(kv: tuple[str, dict]) -> tuple[int, int, int]:
+        variant, _, mix = kv[0].partition(":")
+        return order.index(variant), bool(mix), mixes.index(mix) if mix else 0
+
+    return sorted(dynamic["variants"].items(), key=key)
+
+
+def _contended(v: dict, scheme: str) -> str:
+    """The census' share of job-time on a contended link, the baseline's -> the scheme's ("-" where either
+    was not censused: Ideal runs without contention, Pollux's schemes are not in the census)."""
+    census, base = v.get("census", {}), v["baseline"][scheme]
+    if scheme not in census or base not in census:
+        return "-"
+    return f"{census[base]['contended']:.0%} -> {census[scheme]['contended']:.0%}"
 
 
 def _variant_name(key: str, v: dict) -> str:
@@ -444,17 +484,19 @@ def _variant_name(key: str, v: dict) -> str:
 
 def dynamic_block(dynamic: dict) -> str:
     """The page's dynamic-trace table: per variant and scheme, the thesis' figure beside ours with 95%
-    bootstrap intervals over seeds, and ours on the arriving set and on jobs wider than a server."""
+    bootstrap intervals over seeds, ours on the arriving set and on jobs wider than a server, and the link
+    census' job-time on a contended link under the baseline and the scheme."""
     lines = ["| experiment | scheme (over its baseline) | paper: avg / p99 iteration | ours, all jobs: avg [95% CI] / "
-             "p99 [95% CI] | arriving set: avg / p99 | jobs wider than a server: avg / p99 | jobs (seeds) |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             "p99 [95% CI] | arriving set: avg / p99 | jobs wider than a server: avg / p99 "
+             "| job-time on a contended link: baseline -> scheme | jobs (seeds) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for key, v in _variants(dynamic):
         paper = DYNAMIC_PAPER[key.partition(":")[0]]
         for i, scheme in enumerate(v["baseline"]):
             first = i == 0
             lines.append(f"| {_variant_name(key, v) if first else ''} | {scheme} / {v['baseline'][scheme]} "
                          f"| {_paper(paper.get(scheme))} | {_dynamic_cell(v, scheme)} | {_over(v, scheme, 'arriving')} "
-                         f"| {_over(v, scheme, 'wider_than_a_server')} "
+                         f"| {_over(v, scheme, 'wider_than_a_server')} | {_contended(v, scheme)} "
                          f"| {str(v['jobs']) + ' (' + v['seeds'] + ')' if first else ''} |")
     return "\n".join(lines) + "\n"
 
@@ -487,10 +529,11 @@ def dynamic_table(dynamic: dict) -> str:
             out.append("")
         if v.get("uplink_demand"):
             out += ["A 4-GPU job of each model across two ToRs, on the ToR uplink (``uplink_demands``):", "",
-                    "| model (batch) | iteration (ms) | Up share | peak demand (GB/s) | link (GB/s) |",
-                    "| --- | --- | --- | --- | --- |"]
+                    "| model (batch) | iteration (ms) | Up share | peak demand (GB/s) | GB per iteration "
+                    "| link (GB/s) |",
+                    "| --- | --- | --- | --- | --- | --- |"]
             out += [f"| {m} | {d['iteration_s'] * 1e3:,.0f} | {d['up_share']:.2f} | {d['peak_gbyte_s']:.2f} "
-                    f"| {d['capacity_gbyte_s']:.2f} |" for m, d in v["uplink_demand"].items()]
+                    f"| {d['gbytes']:.2f} | {d['capacity_gbyte_s']:.2f} |" for m, d in v["uplink_demand"].items()]
             out.append("")
     return "\n".join(out)
 
@@ -499,7 +542,8 @@ def dynamic_table(dynamic: dict) -> str:
 CENSUS_JSON = "cassini-census.json"
 CENSUS_MIX_NAMES = {"table-4.2": "Table 4.2", "vgg11": "vgg11", "families": "six models",
                     "table-4.3-matched": "matched", "model-parallel": "GPT pipelines",
-                    "model-parallel-hybrid": "GPT hybrid"}
+                    "model-parallel-hybrid": "GPT hybrid", "model-parallel-thesis-traffic": "GPT, thesis traffic",
+                    "model-parallel-line-rate-traffic": "GPT, line-rate traffic"}
 CENSUS_PAGE_SCHEMES = ("Themis", "Th+Cassini", "Th+Cassini-lock", "Th+Cassini-joint")  # Random: table only
 
 
@@ -565,15 +609,6 @@ def page_blocks(docs: Path) -> dict[str, str] | None:
     dynamic = json.loads(dyn.read_text(encoding="utf-8"))
     return {"versus": versus_table(runs), "pollux": pollux_table(runs["table-4.2"]["results"], dynamic),
             "dynamic": dynamic_block(dynamic), "census": census_block(json.loads(cen.read_text(encoding="utf-8")))}
-
-
-def filled(doc: Path, blocks: dict[str, str]) -> str:
-    """``doc``'s text with each ``<!-- generated:NAME ... -->`` block replaced by ``blocks[NAME]``."""
-    text = doc.read_text(encoding="utf-8")
-    found = {m.group(2) for m in GENERATED.finditer(text)}
-    if found != set(blocks):
-        raise SystemExit(f"{doc}: generated blocks {sorted(found)} do not match {sorted(blocks)}")
-    return GENERATED.sub(lambda m: m.group(1) + blocks[m.group(2)] + m.group(4), text)
 
 
 def pages(docs: Path) -> dict[Path, str]:
