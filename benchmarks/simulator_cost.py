@@ -31,12 +31,16 @@ PAGE_NAME = "simulator-cost.md"
 JSON_NAME = "simulator-cost.json"
 DALLY_JSON = "dally-public-comparison.json"
 EASYSCALE_JSON = "easyscale-public-comparison.json"
+POLLUX_ALL = ("pollux+submitted-batch+rounds-only+penalize-starts+pollux-costs+explore-doubling"
+              "+isolated-links")  # every named difference removed (pollux-public-comparison.md)
 # Harnesses whose JSON holds per-job runs of both sides (peer, page and JSON name, Halyard's preset).
 TIRESIAS_EXACT = ("tiresias+fixed-duration+free-restarts+any-gpus+three-queues+reference-lists+late-demotion"
                   "+second-rounds")  # every named difference removed (tiresias-public-comparison.md)
 PERJOB_PEERS = (("Tiresias (SymbioticLab/Tiresias, Python 2.7)", "tiresias-public-comparison", "tiresias"),
                 ("Tiresias (SymbioticLab/Tiresias, Python 2.7)", "tiresias-public-comparison", TIRESIAS_EXACT),
-                ("Gavel (stanford-futuredata/gavel)", "gavel-public-comparison", "gavel"))
+                ("Gavel (stanford-futuredata/gavel)", "gavel-public-comparison", "gavel"),
+                ("Pollux (petuum/adaptdl osdi21-artifact)", "pollux-public-comparison", "pollux"),
+                ("Pollux (petuum/adaptdl osdi21-artifact)", "pollux-public-comparison", POLLUX_ALL))
 GOAL = 100.0  # the goal set for the simulator: at least 100x less CPU than each peer
 
 
