@@ -11,7 +11,10 @@ Halyard's trace list the same jobs. And the shared join reports what it should o
 from __future__ import annotations
 
 import csv
+import json
 import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -133,3 +136,29 @@ def test_the_join_on_a_tiny_pair() -> None:
     assert set(p["jobs"]) == set(h["jobs"]) == {"a", "b"}
     assert stats(h)["mean_jct_s"] / stats(p)["mean_jct_s"] == pytest.approx(404 / 300)
     assert stats(p)["makespan_s"] == 210.0 and math.isclose(stats(h)["p99_jct_s"], 300.0)
+
+
+PEER = Path(os.environ.get("POLLUX_CHECKOUT", "/work/ext/adaptdl")) / "simulator"
+PEER_PYTHON = os.environ.get("POLLUX_PYTHON", "/work/ext/adaptdl-venv/bin/python")
+
+
+@pytest.mark.skipif(not (PEER / "applications.py").is_file() or not Path(PEER_PYTHON).is_file(),
+                    reason="the peer (petuum/adaptdl osdi21-artifact and its Python) is not installed here")
+def test_the_peer_reads_halyards_step_times(written) -> None:
+    """Where the peer is installed: its own ``Application`` reads the written folder and answers, for a
+    placement and its rotation, the step time Halyard charges, and takes M0 as initial and largest batch."""
+    folder, _, rows = written
+    r = next(r for r in rows if r["gpus"] > 4)
+    script = ("import sys, json; sys.path.insert(0, sys.argv[1]); import applications as a\n"
+              "app = a.Application(sys.argv[2], init_batch_size=int(sys.argv[3]), max_batch_size=int(sys.argv[3]))\n"
+              "m0 = int(sys.argv[3])\n"
+              "print(json.dumps([float(a.Application.get_throughput(app, p, m0 // sum(p))[0]) "
+              "for p in ((1,), (4, 2), (2, 4), (3, 3))] + [app.max_epochs, app.init_batch_size, app.max_batch_size]))")
+    out = subprocess.run([PEER_PYTHON, "-c", script, str(PEER), str(folder / "traces" / r["id"]), str(r["batch"])],
+                         capture_output=True, text=True, check=True, cwd=PEER)
+    one, four_two, two_four, three_three, epochs, init, largest = json.loads(out.stdout.strip().splitlines()[-1])
+    timings = Timings(parse_cluster((folder / "cluster.toml").read_text(), source="t"))
+    spec = {j.job_id: j for j in read_trace(folder / "halyard.csv", strict=True).jobs}[r["id"]]
+    assert one == timings.time(spec, (1,))[0] and four_two == two_four == timings.time(spec, (4, 2))[0]
+    assert three_three == timings.time(spec, (3, 3))[0]
+    assert (epochs, init, largest) == (EPOCHS, r["batch"], r["batch"])
