@@ -42,6 +42,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator
+from typing import TypedDict
 
 import grpc
 import structlog
@@ -50,7 +51,7 @@ from halyard.agent.backoff import Backoff
 from halyard.agent.cluster_copy import ClusterCopy, ClusterMismatch, StaleCluster
 from halyard.agent.profiling import refused
 from halyard.clock import Clock, ClockParams, clock_from_params
-from halyard.datamodel import Cluster, Node, cluster_digest
+from halyard.datamodel import Cluster, HalyardError, Node, cluster_digest
 from halyard.datamodel.limits import MAX_JOB_ID
 from halyard.peer_enums import UnknownEnums
 from halyard.tls import NEEDS_TLS, NOT_TLS, UNKNOWN_CA, WRONG_NAME, ClientTLS, tls_mismatch
@@ -89,6 +90,26 @@ HELD_GIVE_UP_S = 15.0
 
 class StaleLeader(Exception):
     """A control plane whose leadership epoch is older than one this agent has seen."""
+
+
+class NotRegistered(HalyardError):
+    """A command that needs what Registered brings (the clock, the cluster) came before it: the control
+    plane broke the protocol, whose first message on every stream is Registered."""
+
+
+class StreamOptions(TypedDict, total=False):
+    """:class:`StreamAgent`'s keyword options that a backend passes through as they are (``**stream``)."""
+
+    backoff: Backoff | None
+    channel_options: tuple[tuple[str, object], ...]
+    held_give_up_s: float
+
+
+class AgentOptions(StreamOptions, total=False):
+    """:class:`StreamOptions` and the connection's credentials and cluster file."""
+
+    tls: ClientTLS | None
+    cluster: ClusterCopy | None
 
 
 class StreamAgent:
@@ -138,6 +159,18 @@ class StreamAgent:
         self.frozen = False
         self.unknown_enums = UnknownEnums()  # enum values a newer control plane sent (peer_enums.py)
 
+    def registered_clock(self) -> Clock:
+        """The cluster clock agreed at registration (commands and reports come after it)."""
+        if self.clock is None:
+            raise NotRegistered(f"node {self.node_name}: cluster time is needed before Registered set the clock")
+        return self.clock
+
+    def registered_cluster(self) -> Cluster:
+        """The cluster file checked at registration (or given at start)."""
+        if self.cluster is None:
+            raise NotRegistered(f"node {self.node_name}: the cluster is needed before Registered sent it")
+        return self.cluster
+
     # --- lifecycle ----------------------------------------------------------
 
     def start(self) -> asyncio.Task[None]:
@@ -161,14 +194,14 @@ class StreamAgent:
         Register, Leaving and its end (:meth:`_session`); a call that fails is not retried. From here
         on no Launch is obeyed: an agent told to leave takes no work."""
         self._leaving = True
-        running = self._runner is not None and not self._runner.done()
+        running = self._runner if self._runner is not None and not self._runner.done() else None
         if self._stream_outbox is not None:  # a call is open (or opening): Leaving goes after its Register
             self._send_leaving(self._stream_outbox)
-        elif running:
+        elif running is not None:
             self._leave_now.set()
-        if running:
+        if running is not None:
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self._runner), timeout)  # type: ignore[arg-type]
+                await asyncio.wait_for(asyncio.shield(running), timeout)
         await self.stop()
 
     async def stop_jobs(self) -> None:
@@ -194,7 +227,8 @@ class StreamAgent:
                 log.error("cluster file differs from the control plane's; re-registering for its copy",
                           node=self.node_name, error=str(exc))
             except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():
+                me = asyncio.current_task()
+                if me is None or me.cancelling():
                     raise  # the agent itself is stopping
                 log.info("stream cut, reconnecting", node=self.node_name)  # only the call was cancelled
             except (StaleLeader, TimeoutError) as exc:
@@ -385,7 +419,7 @@ class StreamAgent:
     async def _heartbeats(self, outbox: asyncio.Queue[apb.AgentMessage | None], interval: float) -> None:
         while True:
             if not self.frozen:
-                now = self.clock.now()
+                now = self.registered_clock().now()
                 outbox.put_nowait(apb.AgentMessage(heartbeat=self.heartbeat(now)))
                 for progress in self.progress_reports(now):
                     outbox.put_nowait(apb.AgentMessage(progress=progress))

@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass
+from typing import Unpack
 
-from halyard.agent.base import StreamAgent
+from halyard.agent.base import StreamAgent, StreamOptions
 from halyard.agent.cluster_copy import ClusterCopy
 from halyard.agent.profiling import model_for, model_profiling
 from halyard.clock import Clock
@@ -76,7 +77,7 @@ class EmulatedAgent(StreamAgent):
 
     def __init__(self, target: str, node: Node | str, *, shared_clock: Clock | None = None,
                  perf: PerformanceModel | None = None, tls: ClientTLS | None = None,
-                 cluster: ClusterCopy | None = None, **stream: object) -> None:
+                 cluster: ClusterCopy | None = None, **stream: Unpack[StreamOptions]) -> None:
         super().__init__(target, node, shared_clock=shared_clock, tls=tls, cluster=cluster, **stream)
         self.perf = perf or PerformanceModel()
         self.jobs: dict[str, EmulatedJob] = {}
@@ -108,7 +109,7 @@ class EmulatedAgent(StreamAgent):
 
     def heartbeat(self, now: float) -> apb.Heartbeat:
         busy = sum(len(p.gpus) for j in self.jobs.values() for p in j.allocation.nodes if p.node == self.node_name)
-        total = self.cluster.node(self.node_name).gpus
+        total = self.registered_cluster().node(self.node_name).gpus
         healthy, detail = self.health
         # A launch can reach the agent before the preemption of the job it replaces ends, so the held
         # GPUs may briefly count twice; a share above 1 is refused by the control plane's report checks.
@@ -146,7 +147,7 @@ class EmulatedAgent(StreamAgent):
         period its next iteration starts on the next grid point, as the worker library's would."""
         job = self.jobs.get(body.job_id)
         if job is not None and job.attempt == body.attempt:
-            now = self.clock.now()
+            now = self.registered_clock().now()
             allocation = job.allocation.with_time_shift(body.seconds, body.period_s, body.epoch_s)
             restore = max(0.0, job.start + job.restore_s - now)
             self._run(job.job_id, job.attempt, None, None, job.leader, job.total, job.iterations_at(now),
@@ -160,9 +161,10 @@ class EmulatedAgent(StreamAgent):
         if old is not None and old.task is not None:
             old.task.cancel()
         spec = spec or spec_from_pb(spec_pb, submit_time=0.0)
-        allocation = allocation or allocation_from_pb(allocation_pb, self.cluster)
+        cluster = self.registered_cluster()
+        allocation = allocation or allocation_from_pb(allocation_pb, cluster)
         slowdown = max(1.0, link_slowdown)  # 0: an older control plane that does not say
-        step = self.perf.job_timing(spec, allocation, self.cluster).iteration.total_s * slowdown
+        step = self.perf.job_timing(spec, allocation, cluster).iteration.total_s * slowdown
         period = allocation.time_shift_period_s
         if allocation.has_time_shift and period > 0.0:  # iterations start on the grid (halyard.timeshift)
             step = paced_iteration_s(step, period)
@@ -174,7 +176,7 @@ class EmulatedAgent(StreamAgent):
         self.jobs[job_id] = job
 
     async def _finish(self, job: EmulatedJob) -> None:
-        await self.clock.sleep_until(job.finish)
+        await self.registered_clock().sleep_until(job.finish)
         if self.jobs.get(job.job_id) is job:
             del self.jobs[job.job_id]
             if job.leader:
@@ -192,7 +194,7 @@ class EmulatedAgent(StreamAgent):
         if job.task is not None:
             job.task.cancel()
         if job.leader:
-            now = self.clock.now()
+            now = self.registered_clock().now()
             self._send(apb.AgentMessage(exited=apb.Exited(
                 job_id=job_id, attempt=attempt, status=apb.EXIT_PREEMPTED, cluster_time=now,
                 checkpoint_iteration=math.floor(job.iterations_at(now) + 1e-9))), keep=False)

@@ -22,10 +22,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from types import ModuleType
+from typing import Unpack
 
 import structlog
 
-from halyard.agent.process import Enforcement, ProcessAgent, ProcessJob
+from halyard.agent.process import Enforcement, ProcessAgent, ProcessJob, ProcessOptions
 from halyard.agent.profiling import refused
 from halyard.clock import Clock
 from halyard.datamodel import HalyardError, Node
@@ -74,7 +75,7 @@ class GpuAgent(ProcessAgent):
 
     def __init__(self, target: str, node: Node | str, *, work_dir: str | Path, shared_clock: Clock | None = None,
                  hosts: dict[str, str] | None = None, enforcement: Enforcement | None = None,
-                 nvml: ModuleType | None = None, **process: object) -> None:
+                 nvml: ModuleType | None = None, **process: Unpack[ProcessOptions]) -> None:
         self.nvml = nvml or load_nvml()
         count = self.nvml.nvmlDeviceGetCount()
         if count == 0:

@@ -58,10 +58,11 @@ import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Unpack
 
 import structlog
 
-from halyard.agent.base import StreamAgent
+from halyard.agent.base import AgentOptions, StreamAgent
 from halyard.agent.jobenv import EnvironmentAllowList
 from halyard.agent.joblogs import DEFAULT_MAX_BYTES, READ_MAX_BYTES, CappedLog, open_dir, read_log
 from halyard.agent.profiling import model_for, model_profiling, refused
@@ -167,6 +168,14 @@ def _read(path: Path) -> str:
         return ""
 
 
+class ProcessOptions(AgentOptions, total=False):
+    """:class:`ProcessAgent`'s keyword options that the GPU backend passes through as they are."""
+
+    run_as: str | None
+    log_max_bytes: int
+    pass_env: tuple[str, ...]
+
+
 class ProcessAgent(StreamAgent):
     """``halyard agent --backend process``: real processes, no GPU needed."""
 
@@ -176,7 +185,7 @@ class ProcessAgent(StreamAgent):
     def __init__(self, target: str, node: Node | str, *, work_dir: str | Path, shared_clock: Clock | None = None,
                  hosts: dict[str, str] | None = None, enforcement: Enforcement | None = None,
                  run_as: str | None = None, log_max_bytes: int = DEFAULT_MAX_BYTES, pass_env: tuple[str, ...] = (),
-                 **stream: object) -> None:
+                 **stream: Unpack[AgentOptions]) -> None:
         super().__init__(target, node, shared_clock=shared_clock, **stream)
         self.env_allow = EnvironmentAllowList(pass_env)  # what a job inherits of the agent's environment
         if log_max_bytes < 1024:
@@ -288,7 +297,7 @@ class ProcessAgent(StreamAgent):
             spec = spec_from_pb(body.spec, submit_time=0.0, prefix="launch.spec")
             if spec.job_id != body.job_id:
                 raise ValidationError(f"names job {spec.job_id!r}, the launch {body.job_id!r}", field="launch.spec")
-            allocation = allocation_from_pb(body.allocation, self.cluster)
+            allocation = allocation_from_pb(body.allocation, self.registered_cluster())
         except ValidationError as exc:
             log.error("launch refused", node=self.node_name, job=body.job_id[:MAX_JOB_ID], error=str(exc))
             self.send(apb.AgentMessage(exited=apb.Exited(
@@ -319,7 +328,7 @@ class ProcessAgent(StreamAgent):
         if body.restart_attempt:
             self._restart(job, body)
             return
-        job.allocation = allocation_from_pb(body.allocation, self.cluster)
+        job.allocation = allocation_from_pb(body.allocation, self.registered_cluster())
         job.leader = body.leader
         share = self._share(job)
         if share is None:
@@ -335,7 +344,7 @@ class ProcessAgent(StreamAgent):
 
     def _restart(self, job: ProcessJob, body: apb.Reconfigure) -> None:
         """Checkpoint and stop ``job``, then run attempt ``restart_attempt`` on the new allocation."""
-        allocation = allocation_from_pb(body.allocation, self.cluster)
+        allocation = allocation_from_pb(body.allocation, self.registered_cluster())
         new = ProcessJob(job.job_id, body.restart_attempt, job.spec, allocation, body.leader,
                          body.iterations_total or job.total, iterations_done=float(job.checkpoint),
                          checkpoint=job.checkpoint, time_shift=_shift_of(allocation), follows=job)
@@ -649,7 +658,9 @@ async def _pump(stream: asyncio.StreamReader | None, output: CappedLog) -> None:
 def _finite(value: object) -> float:
     """A number a job's worker sent, as a float; ValueError for NaN or an infinity (json reads both), which
     would make every Progress of the job out of range at the control plane."""
-    number = float(value)  # type: ignore[arg-type]
+    if not isinstance(value, int | float | str):  # json's other values (null, lists, objects)
+        raise TypeError(f"not a number: {type(value).__name__}")
+    number = float(value)
     if not math.isfinite(number):
         raise ValueError(f"not a finite number: {value!r}")
     return number

@@ -28,9 +28,9 @@ from pathlib import Path
 import grpc
 
 from halyard.agent.emulated import EmulatedAgent
-from halyard.controlplane.replay import replay
 from halyard.datamodel import EventKind, parse_cluster
 from halyard.emulator import PerformanceModel
+from halyard.experiments.replay import replay
 from halyard.policies import make_policy
 from halyard.scheduling import Simulator, summarize
 from halyard.testing.cluster import small_cluster_toml

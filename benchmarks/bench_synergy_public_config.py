@@ -7,9 +7,12 @@ The machine is shared, so wall time is noise: this prints CPU seconds (``time.pr
 counts that explain them (``benchmarks/opcounts.py``: passes run and skipped as quiet, jobs keyed,
 link settles and states solved; the round placements and the TUNE re-packs run; with ``--counts`` also
 the TUNE walk's own work), plus the SHA-256 of the whole event log, so that a speed-up can show it
-changed no decision. ``--before`` also runs each TUNE policy as it was before issue 38's skip of
-unchanged re-packs (every round re-packed), alternating with the default run, so the two compare
-within one load of the machine.
+changed no decision. ``--before`` also runs each policy with issue 38's skips off, alternating with the
+default run, so the two compare within one load of the machine: TUNE re-packs every round (no skip of
+unchanged re-packs, ``Tune.place_all``), the core runs every round pass (no skip of a round that repeats an
+empty one, ``SchedulingCore.schedule``) and writes every pass's wait reasons at once
+(``SchedulingCore._note_reasons``). What cannot be switched off (the packer's and the walk's leaner code)
+is measured against the code before it in alternating runs of two checkouts (docs/reproductions/simulator-cost.md).
 
     .venv/bin/python benchmarks/bench_synergy_public_config.py [--policy synergy-tune:fifo] [--repeat 1] [--counts]
         [--before]
@@ -24,6 +27,7 @@ import argparse
 import functools
 import hashlib
 import json
+import math
 import sys
 import time
 from collections import Counter
@@ -154,12 +158,15 @@ def count_rounds(policy: object, work: Counter[str]) -> None:
 
 
 def run_once(policy_name: str, jobs: list, *, count: bool, skip: bool = True) -> dict[str, object]:
-    """One run. ``skip=False`` (``--before``): TUNE re-packs every round, as before issue 38's skip."""
+    """One run. ``skip=False`` (``--before``): issue 38's skips off (module docstring)."""
     policy = make_policy(policy_name)
     if not skip and skips(policy):
         policy.placement.place_all = functools.partial(SynergyMechanism.place_all, policy.placement)
+    if not skip and isinstance(policy, StagedPolicy):  # no round skipped as a repeat (Policy.quiet_until)
+        policy.ordering.same_until = lambda view: -math.inf
     counts = instrument(policy) if count and isinstance(policy, StagedPolicy) else Counter()
     sim = Simulator(load_cluster(CLUSTER), policy, performance_model_for(policy, contention="fair"))
+    sim.core.late_reasons = skip
     with counting(policy) as work:
         count_rounds(policy, work)
         cpu0 = time.process_time()
@@ -175,8 +182,8 @@ def main() -> None:
     ap.add_argument("--policy", action="append", help="a preset (repeatable; default synergy-tune:fifo)")
     ap.add_argument("--repeat", type=int, default=1, help="runs per policy, alternating between policies")
     ap.add_argument("--counts", action="store_true", help="count the policy's work (costs CPU of its own)")
-    ap.add_argument("--before", action="store_true", help="also run each TUNE policy re-packing every round (as "
-                    "before issue 38's skip of unchanged re-packs), alternating with the default run")
+    ap.add_argument("--before", action="store_true", help="also run each policy with issue 38's skips off (every "
+                    "round passed and re-packed, reasons written at once), alternating with the default run")
     ap.add_argument("--json", type=Path, help="write Halyard's figures and PUBLIC_ROWS into this JSON's 'synergy' "
                     "(docs/reproductions/simulator-cost.json; benchmarks/simulator_cost.py renders the page from it)")
     ap.add_argument("--write-trace", type=Path, help="also write the trace (a canonical CSV) for the public side")
@@ -189,7 +196,7 @@ def main() -> None:
     before: dict[str, dict[str, object]] = {}
     runs = [(name, True) for name in names]
     if args.before:  # alternate: each TUNE policy with the skip, then without it, in every repeat
-        runs = [(name, skip) for name in names for skip in ((True, False) if skips(make_policy(name)) else (True,))]
+        runs = [(name, skip) for name in names for skip in (True, False)]
     for _ in range(args.repeat):
         for name, skip in runs:
             r = run_once(name, jobs, count=args.counts, skip=skip)

@@ -2,6 +2,9 @@
 
     .venv/bin/python benchmarks/cassini_census.py [--loads 0.8,1.0] [--seeds 1,2,3] [--mix table-4.2]
 
+Writes the mix's entry of ``cassini-census.json`` (the other mixes' kept) and renders
+``cassini-census-table.md`` and the page's census block from it (reproduce_cassini.py's ``pages``).
+
 For each scheme (Themis, Th+Cassini, -lock, -joint, Random) and load, one simulation per seed is run and the
 fabric is read after every change of its links (the pacer's update), each state weighted by
 the time it lasts. It reports, over the running jobs' time:
@@ -22,6 +25,7 @@ The phases the fabric uses are read from it (its ``link_census``). Not part of t
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -30,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from reproduce_cassini import CLUSTER, poisson_trace
+from reproduce_cassini import CENSUS_JSON, CLUSTER, MIXES, ROOT, census_row, pages, poisson_trace
 
 from halyard.datamodel import JobState, load_cluster
 from halyard.emulator import PerformanceModel
@@ -52,8 +56,10 @@ class Census:
         self.link_s = defaultdict(float)  # jobs on a contended link (2, 3, 4, '>4') -> link-seconds
         self.slow_job_s = 0.0  # sum of slowdown x job-seconds
         self.planned = defaultdict(float)  # 'score', 'realised', 'planned', 'aligned', 'n' x link-seconds
-        self.contended_jobs: set[str] = set()
-        self.spanning_jobs: set[str] = set()
+        # (trace, job id): traces reuse job ids (j000, j001, ...), so the ids alone undercount over several seeds
+        self.trace = 0
+        self.contended_jobs: set[tuple[int, str]] = set()
+        self.spanning_jobs: set[tuple[int, str]] = set()
         self._memo: dict[object, tuple[float, ...]] = {}
 
     def _link_figures(self, profiles, capacity, realised):
@@ -84,7 +90,7 @@ class Census:
         self.job_s["running"] += dt * len(running)
         on_fabric = {r.job_id for r in running if len(r.allocation.nodes) > 1}
         self.job_s["spans nodes"] += dt * len(on_fabric)
-        self.spanning_jobs |= on_fabric
+        self.spanning_jobs |= {(self.trace, j) for j in on_fabric}
         shared, contended, mean_field = set(), set(), set()
         census = fabric.link_census()
         crossing: dict[str, list[object]] = defaultdict(list)
@@ -125,15 +131,18 @@ class Census:
         self.job_s["on a shared link"] += dt * len(shared)
         self.job_s["on a contended link"] += dt * len(contended)
         self.job_s[f"on a link of >{FLUID_MAX_JOBS} jobs (contended)"] += dt * len(mean_field)
-        self.contended_jobs |= contended
+        self.contended_jobs |= {(self.trace, j) for j in contended}
         self.slow_job_s += dt * sum(fabric.slowdown(r.job_id) for r in running)
 
 
-def run(traces, cluster, policy: str) -> tuple[Census, int]:
+def run(traces, cluster, policy: str, measured_up_demand: dict[str, float] | None = None) -> tuple[Census, int]:
+    """The census of ``policy`` over ``traces`` under fair sharing (``measured_up_demand``: PerformanceModel's)."""
     census = Census()
     jobs = 0
-    for trace in traces:
-        sim = Simulator(cluster, make_policy(policy), PerformanceModel(contention="fair"))
+    for i, trace in enumerate(traces):
+        census.trace = i
+        sim = Simulator(cluster, make_policy(policy),
+                        PerformanceModel(contention="fair", measured_up_demand=measured_up_demand))
         pacer = sim.pool.pacer
         update = pacer.update
         last = [0.0]
@@ -149,37 +158,47 @@ def run(traces, cluster, policy: str) -> tuple[Census, int]:
     return census, jobs
 
 
+def figures(c: Census, jobs: int) -> dict[str, object]:
+    """One scheme's census as the JSON stores it: fractions of the running jobs' time, per-contended-link
+    means (link-time weighted), and the share of contended link-time by jobs on the link."""
+    run_s, time_s = c.job_s["running"] or 1.0, c.job_s["time"] or 1.0
+    frac = {k: v / run_s for k, v in c.job_s.items()}
+    total_link = sum(c.link_s.values()) or 1.0
+    p = {k: v / (c.planned["n"] or 1.0) for k, v in c.planned.items()}
+    return {"spans_nodes": frac.get("spans nodes", 0.0), "shared": frac.get("on a shared link", 0.0),
+            "contended": frac.get("on a contended link", 0.0),
+            "mean_field": frac.get(f"on a link of >{FLUID_MAX_JOBS} jobs (contended)", 0.0),
+            "jobs_contended": len(c.contended_jobs), "jobs": jobs, "mean_slowdown": c.slow_job_s / run_s,
+            "loop": c.job_s["graph has a loop"] / time_s,
+            "loop_merged": c.job_s["graph has a loop, same-job links merged"] / time_s,
+            "by_jobs": [c.link_s.get(k, 0.0) / total_link for k in ("2", "3", "4", f">{FLUID_MAX_JOBS}")],
+            **{k: p.get(k, 0.0) for k in ("score", "score0", "score at phases", "within 1%", "within 10%",
+                                          "realised", "planned", "aligned")}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=120)
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--loads", default="0.8,1.0")
-    parser.add_argument("--mix", default="table-4.2")
+    parser.add_argument("--mix", choices=sorted(MIXES), default="table-4.2")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "reproductions")
     args = parser.parse_args()
     cluster = load_cluster(CLUSTER)
     pm = PerformanceModel()
-    print("| load | scheme | spans nodes | shared link | contended link | >4 jobs (mean field) | jobs ever contended "
-          "| mean slowdown | time with a loop (merged) | contended link-time by jobs 2/3/4/>4 "
-          "| score best / unshifted / at the fabric's phases | iterations within 1%, 10% "
-          "| slowdown realised / at planned shifts / aligned |")
-    print("| --- " * 13 + "|")
+    loads: dict[str, dict[str, dict]] = {}
     for load in (float(x) for x in args.loads.split(",")):
         traces = [poisson_trace(args.jobs, load, int(s), pm, cluster, args.mix) for s in args.seeds.split(",")]
+        loads[f"{load:.0%}"] = {}
         for label, policy in SCHEMES.items():
-            c, jobs = run(traces, cluster, policy)
-            run_s, time_s = c.job_s["running"], c.job_s["time"] or 1.0
-            frac = {k: v / run_s for k, v in c.job_s.items()}
-            total_link = sum(c.link_s.values()) or 1.0
-            by_n = " / ".join(f"{c.link_s.get(k, 0.0) / total_link:.0%}" for k in ("2", "3", "4", f">{FLUID_MAX_JOBS}"))
-            p = {k: v / (c.planned["n"] or 1.0) for k, v in c.planned.items()}
-            mean_field = frac.get(f"on a link of >{FLUID_MAX_JOBS} jobs (contended)", 0.0)
-            print(f"| {load:.0%} | {label} | {frac['spans nodes']:.0%} | {frac['on a shared link']:.0%} "
-                  f"| {frac['on a contended link']:.0%} | {mean_field:.1%} | {len(c.contended_jobs)}/{jobs} "
-                  f"| {c.slow_job_s / run_s:.3f} | {c.job_s['graph has a loop'] / time_s:.0%} "
-                  f"({c.job_s['graph has a loop, same-job links merged'] / time_s:.0%}) | {by_n} "
-                  f"| {p.get('score', 0):.2f} / {p.get('score0', 0):.2f} / {p.get('score at phases', 0):.2f} "
-                  f"| {p.get('within 1%', 0):.0%}, {p.get('within 10%', 0):.0%} "
-                  f"| {p.get('realised', 0):.3f} / {p.get('planned', 0):.3f} / {p.get('aligned', 0):.3f} |", flush=True)
+            loads[f"{load:.0%}"][label] = figures(*run(traces, cluster, policy))
+            print(census_row(args.mix, f"{load:.0%}", label, loads[f"{load:.0%}"][label]), flush=True)
+    path = args.out / CENSUS_JSON
+    stored = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"mixes": {}}
+    stored["mixes"][args.mix] = {"jobs": args.jobs, "seeds": args.seeds, "loads": loads}
+    path.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
+    for page, text in pages(args.out).items():
+        page.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

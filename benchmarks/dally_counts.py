@@ -3,10 +3,11 @@ the whole event log.
 
 Issue 38 asks a speed-up to show the operation counts that explain its time, before and after, since
 this machine's timing noise reaches 20-50% between runs. The counts are taken by wrapping, for this
-run only, the three places where Dally's pass does per-job work: the running jobs' Nw_sens
+run only, the places where Dally's pass does per-job work: the running jobs' Nw_sens
 (:meth:`~halyard.policies.running_sens.RunningNwSens.at`, one value per running job), the waiting
 jobs re-keyed (:class:`~halyard.policies.waiting_sens.WaitingOrder`, one per job whose key changed),
-and the victims built (``_Victim``). The digest (as ``tests/test_loaded_schedule_exact.py`` makes it,
+the victims built (``_Victim``), and the wait reasons a pass writes for the core to note (whole, or
+only those that changed: Plan.changes_from). The digest (as ``tests/test_loaded_schedule_exact.py`` makes it,
 times with ``repr``) shows the schedule is the same to the last bit. Run it on two checkouts:
 
     nice -n 10 .venv/bin/python benchmarks/dally_counts.py --jobs 20000 --compress 8
@@ -25,7 +26,7 @@ from halyard.datamodel import load_cluster
 from halyard.policies import dally_preemption, make_policy
 from halyard.policies.running_sens import RunningNwSens
 from halyard.policies.waiting_sens import WaitingOrder
-from halyard.scheduling import Simulator
+from halyard.scheduling import SchedulingCore, Simulator
 from halyard.scheduling.timing import performance_model_for
 from halyard.traces import read_trace
 
@@ -33,8 +34,9 @@ PHILLY_FULL = Path(__file__).resolve().parents[1].parent / "shared" / "traces" /
 
 
 def counted(counts: dict[str, int]) -> None:
-    """Wrap the three places of per-job work so that each call adds to ``counts`` (this process only)."""
+    """Wrap the places of per-job work so that each call adds to ``counts`` (this process only)."""
     real_at, real_learn, real_victim = RunningNwSens.at, WaitingOrder._learn, dally_preemption._Victim.__init__
+    real_note = SchedulingCore._note_reasons
 
     def at(self: RunningNwSens, *args: Any, **kwargs: Any) -> Any:
         jobs, values = real_at(self, *args, **kwargs)
@@ -50,8 +52,13 @@ def counted(counts: dict[str, int]) -> None:
         counts["victims built"] += 1
         real_victim(self, *args, **kwargs)
 
+    def note(self: SchedulingCore, told: Any, *args: Any, **kwargs: Any) -> None:
+        counts["reasons written"] += len(told)
+        real_note(self, told, *args, **kwargs)
+
     wrapped: list[tuple[type, str, Callable[..., Any]]] = [
-        (RunningNwSens, "at", at), (WaitingOrder, "_learn", learn), (dally_preemption._Victim, "__init__", victim)]
+        (RunningNwSens, "at", at), (WaitingOrder, "_learn", learn), (dally_preemption._Victim, "__init__", victim),
+        (SchedulingCore, "_note_reasons", note)]
     for owner, name, function in wrapped:
         setattr(owner, name, function)
 
@@ -65,7 +72,8 @@ def main() -> None:
     ap.add_argument("--contention", default="off")
     ap.add_argument("--policy", default="dally")
     args = ap.parse_args()
-    counts = dict.fromkeys(("running jobs keyed", "waiting jobs keyed", "victims built", "victim lists"), 0)
+    counts = dict.fromkeys(("running jobs keyed", "waiting jobs keyed", "victims built", "victim lists",
+                            "reasons written"), 0)
     counted(counts)
     jobs = [dataclasses.replace(j, submit_time=j.submit_time / args.compress)
             for j in read_trace(args.trace).jobs[:args.jobs]]

@@ -57,10 +57,10 @@ from halyard.controlplane.forecast import (
     run_forward,
     sampled_runs,
 )
-from halyard.controlplane.replay import replay
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.datamodel import load_cluster, parse_cluster
 from halyard.datamodel.cluster_toml import read_cluster_text
+from halyard.experiments.replay import replay
 from halyard.policies import make_policy
 from halyard.scheduling import Simulator
 from halyard.traces import read_trace

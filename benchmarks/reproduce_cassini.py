@@ -22,7 +22,12 @@ of the routes between the ToRs they span (a one-GPU server's NIC carries one job
    the catalog's reference batch that fit an A100 (Table 4.2's ranges are per job: VGG
    512-1800, ResNet 256-1800, BERT 8-32). ``table-4.3-matched`` (our option) draws batches inside
    those ranges so that every job's dedicated iteration lies within 5% of 0.3 s, the spread of
-   Table 4.3's compatible snapshots (``matched_batches``).
+   Table 4.3's compatible snapshots (``matched_batches``). ``model-parallel`` (and
+   ``model-parallel-hybrid``, our option: two data-parallel replicas of a pipeline) is the GPT rows
+   alone, for the dynamic trace's §4.5.4 variant (benchmarks/cassini_dynamic.py);
+   ``model-parallel-thesis-traffic`` is the same jobs with the thesis' GPT traffic (Fig. 4.1(c)'s 25 Gbps
+   in forward and backward, ``MEASURED_UP_DEMAND``) in place of the performance model's, and
+   ``model-parallel-line-rate-traffic`` the same at the NIC's 50 Gbit/s (ours: an upper bound).
    Schedulers: Themis (leases, policies/themis.py), Th+Cassini, Th+Cassini-lock (our option:
    near-equal iterations paced on one period, policies/cassini.py ``lock_periods``),
    Th+Cassini-joint (Algorithm 2 over cluster-wide candidates, ``CassiniJointPlacement``), Random (the
@@ -48,10 +53,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 from pathlib import Path
 
 import numpy as np
+from generated_blocks import filled  # benchmarks/ is not a package: found on sys.path
 
 from halyard.datamodel import Allocation, JobSpec, NodeAllocation, Parallelism, load_cluster
 from halyard.emulator import PerformanceModel
@@ -85,8 +90,41 @@ MIXES = {
                  "gnmt": (512, 1024), "alexnet": (512, 1024)},
     "vgg11": {"vgg11": (256,)},
     "table-4.3-matched": {m: () for m in TABLE_4_2_BATCHES},  # batches from matched_batches per job
+    # §4.5.4: "all jobs in the trace use model parallelism": Table 4.2's GPT rows as the table-4.2 mix has them
+    # (DLRM, the table's other model-parallel row, is not modelled); benchmarks/cassini_dynamic.py's variant.
+    "model-parallel": {"gpt1": (32,), "gpt2-medium": (8,), "gpt3-xl": (2,)},
+    # The same, each GPT job HYBRID_DATA_DEGREE data-parallel replicas of a shorter pipeline (our option).
+    "model-parallel-hybrid": {"gpt1": (32,), "gpt2-medium": (8,), "gpt3-xl": (2,)},
+    # The model-parallel mix's jobs (the same draws per seed), their GPT traffic the thesis' (MEASURED_UP_DEMAND),
+    # and the same at the line rate (an upper bound).
+    "model-parallel-thesis-traffic": {"gpt1": (32,), "gpt2-medium": (8,), "gpt3-xl": (2,)},
+    "model-parallel-line-rate-traffic": {"gpt1": (32,), "gpt2-medium": (8,), "gpt3-xl": (2,)},
 }
+# §4.5.1 trains the GPT models "using a hybrid of data/model parallelism" (DeepSpeed) without giving the split.
+# Ours, on ``--mix model-parallel-hybrid`` only: 2 replicas of a pipeline of half the GPUs, where the GPU count is
+# even and leaves at least 2 stages (else one pipeline, as on the other mixes). DeepSpeed's default topology
+# puts the data axis innermost, as the emulator's plan does: a stage is consecutive GPUs of the allocation.
+HYBRID_DATA_DEGREE = {"model-parallel-hybrid": 2}
 MODEL_PARALLEL = ("gpt1", "gpt2-medium", "gpt3-xl")  # Table 4.2: "Model Parallel" (DeepSpeed, §4.5.1)
+# §4.1.1, Fig. 4.1(c): a GPT-3 (96 layers) tensor parallel across two servers of one A100 and a 50 Gbps NIC: "both
+# forward and backpropagation phases introduce roughly 25 Gbps traffic followed by a short period of near-zero
+# network demand during data loading". The one traffic level our text of the thesis gives for a model-parallel GPT
+# job: Fig. 4.1(b)'s GPT-2 pipeline ("three small communication peaks", then the embedding all-reduce) and Fig.
+# 4.1(d)'s hybrid GPT-3 are described without a figure, and no iteration time or byte count of any GPT job is given.
+THESIS_GPT_UP_GBIT_S = 25.0
+BITS_PER_BYTE = 8
+# ``--mix model-parallel-thesis-traffic``: each GPT job's Up phases (its forward and backward sends; the Down is the
+# rest of its iteration, the thesis' "short period") carry Fig. 4.1(c)'s level on every link it crosses, in place of
+# the performance model's activation sends (PerformanceModel's ``measured_up_demand``; the phases' timing and the
+# iteration time stay the model's, so bytes per iteration = 3.125 GB/s x the Up time). Ours: GPT-3's figure applied
+# to GPT-1 and GPT-2 as well, and to every link a job crosses (the thesis measured a server's link).
+# ``--mix model-parallel-line-rate-traffic`` (ours, a bound): the same at the NIC's line rate, the most one job can
+# send; the testbed's servers have "one 50 Gbps Mellanox ConnectX5 NIC" (§4.5.1) and every link is 50 Gbit/s.
+TESTBED_NIC_GBIT_S = 50.0
+MEASURED_UP_DEMAND = {"model-parallel-thesis-traffic": {m: THESIS_GPT_UP_GBIT_S / BITS_PER_BYTE
+                                                        for m in MODEL_PARALLEL},
+                      "model-parallel-line-rate-traffic": {m: TESTBED_NIC_GBIT_S / BITS_PER_BYTE
+                                                           for m in MODEL_PARALLEL}}
 GPUS = (1, 12)  # Themis' initial worker counts (§4.5.1)
 ITERATIONS = (200, 1000)  # "randomly selected between 200 - 1,000 iterations" (§4.5.1)
 SCHEMES = {  # label -> (policy, contention)
@@ -146,7 +184,9 @@ def poisson_trace(n: int, load: float, seed: int, pm: PerformanceModel, cluster,
         parallel = None
         if model in MODEL_PARALLEL:  # a pipeline of one stage per GPU (the catalog's layers split evenly)
             gpus = max(2, gpus)
-            parallel = Parallelism(data=1, tensor=1, pipeline=gpus)
+            data = HYBRID_DATA_DEGREE.get(mix, 1)
+            data = data if gpus % data == 0 and gpus // data >= 2 else 1
+            parallel = Parallelism(data=data, tensor=1, pipeline=gpus // data)
         jobs.append(JobSpec(job_id=f"j{i:03d}", submit_time=0.0, model=model, batch_size=int(rng.choice(models[model])),
                             num_gpus=gpus, iterations=int(rng.integers(ITERATIONS[0], ITERATIONS[1] + 1)),
                             parallelism=parallel))
@@ -186,10 +226,12 @@ def run(traces: list[list[JobSpec]], cluster, policy: str, contention: str) -> d
             "iteration_s": sorted(float(x) for x in iters)}
 
 
-def uplink_profile(pm: PerformanceModel, cluster, model: str, batch: int):
-    """A 4-GPU job across ToRs 0 and 1 (2 + 2 servers): its profile on the first switch link of the route."""
+def uplink_profile(pm: PerformanceModel, cluster, model: str, batch: int, parallel: Parallelism | None = None):
+    """A 4-GPU job across ToRs 0 and 1 (2 + 2 servers): its profile on the first switch link of the route
+    (data parallel, or ``parallel``'s plan)."""
     alloc = Allocation(tuple(NodeAllocation(f"tor{r}-n{i}", (0,), 16, 256_000) for r in (0, 1) for i in (0, 1)))
-    spec = JobSpec(job_id=model, submit_time=0.0, model=model, batch_size=batch, num_gpus=4, iterations=100)
+    spec = JobSpec(job_id=model, submit_time=0.0, model=model, batch_size=batch, num_gpus=4, iterations=100,
+                   parallelism=parallel)
     timing = pm.job_timing(spec, alloc, cluster)
     link = cluster.route(0, 1)[0]
     return next(load.profile for load in timing.links if (load.kind, load.name) == link)
@@ -258,7 +300,6 @@ def table(results: dict, snaps: list[dict]) -> str:
 # The page's "paper against ours" table: (effect, the paper's figure, direction); each row's cells come from
 # ``versus_cells`` over the three mixes' JSON (docs/reproductions/cassini-reproduction{,-vgg11,-families}.json).
 PAGE_MIXES = ("table-4.2", "vgg11", "families", "table-4.3-matched")
-GENERATED = re.compile(r"(<!-- generated:(\w+) [^\n]*-->\n)(.*?)(<!-- /generated -->)", re.S)
 
 
 def stem(mix: str) -> str:
@@ -341,8 +382,9 @@ def versus_table(runs: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def pollux_table(results: dict) -> str:
-    """The page's Pollux table: Pollux' figure over Po+Cassini's, and Themis against Pollux, per load."""
+def pollux_table(results: dict, dynamic: dict | None = None) -> str:
+    """The page's Pollux table: Pollux' figure over Po+Cassini's, and Themis against Pollux, per load (the
+    dynamic trace's row from ``dynamic``, cassini-dynamic.json, when given)."""
     by = list(results.values())
     loads = list(results)
 
@@ -368,8 +410,10 @@ def pollux_table(results: dict) -> str:
              "| Po+Cassini vs Pollux, p99 iteration time (Poisson) | similar to 1.8x | "
              + " | ".join(_x(r["Pollux"]["p99_iter_s"], r["Po+Cassini"]["p99_iter_s"]) for r in by)
              + " | same sign, far smaller |",
-             "| Po+Cassini vs Pollux, dynamic trace | 1.6x avg, 2.5x p99 iteration time | not run (no ECN or dynamic "
-             "trace here) | " + " | ".join("" for _ in by[1:]) + " | |",
+             "| Po+Cassini vs Pollux, dynamic trace (§4.5.3) | 1.6x avg, 2.5x p99 iteration time | "
+             + (_dynamic_cell(dynamic["variants"]["data"], "Po+Cassini") if dynamic and "data" in dynamic["variants"]
+                else "not run")
+             + " (matched mix, `cassini-dynamic.json`; no ECN) | " + " | ".join("" for _ in by[1:]) + " | |",
              "| Po+Cassini vs Pollux, JCT avg / p99 | tail JCT up to 2.5x | "
              + " | ".join(jct(r, i == 0) for i, r in enumerate(by))
              + " | same sign; the largest JCT gain we have measured, still half the paper's tail |",
@@ -378,22 +422,193 @@ def pollux_table(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+# The dynamic trace (benchmarks/cassini_dynamic.py writes DYNAMIC_JSON, one entry per variant).
+DYNAMIC_JSON = "cassini-dynamic.json"
+# The thesis' figures, baseline over scheme, (avg, p99) iteration time; None where our text gives none.
+# Its Th+Cassini is Algorithm 2 on Themis' candidates, so the figure stands beside both of our variants.
+DYNAMIC_PAPER: dict[str, dict[str, tuple[float, float] | str | None]] = {
+    "data": {"Th+Cassini": (1.5, 2.2), "Th+Cassini-joint": (1.5, 2.2),  # §4.5.3, Fig. 4.13
+             "Po+Cassini": (1.6, 2.5), "Ideal": None},
+    "model-parallel": {"Th+Cassini": (1.2, 1.6), "Th+Cassini-joint": (1.2, 1.6),  # §4.5.4, Fig. 4.15a
+                       "Po+Cassini": "\"similar gains\"", "Ideal": None},
+    "multi-gpu": {"Th+Cassini": "not in our text (Fig. 4.17 missing)", "Th+Cassini-joint": None,  # §4.5.6
+                  "Po+Cassini": None, "Ideal": None},
+}
+DYNAMIC_NAMES = {"data": "data parallel", "model-parallel": "all model parallel",
+                 "multi-gpu": "multi-GPU servers"}
+
+
+def _dynamic_cell(v: dict, scheme: str) -> str:
+    """``avg [lo, hi] / p99 [lo, hi]``: the variant's baseline over ``scheme``, all jobs, 95% intervals."""
+    base, sc = v["schemes"][v["baseline"][scheme]]["all"], v["schemes"][scheme]["all"]
+    (alo, ahi), (plo, phi) = v["ci95"][scheme]
+    return (f"{base[0] / sc[0]:.2f}x [{alo:.2f}, {ahi:.2f}] / {base[1] / sc[1]:.2f}x [{plo:.2f}, {phi:.2f}]")
+
+
+def _over(v: dict, scheme: str, part: str) -> str:
+    base, sc = v["schemes"][v["baseline"][scheme]][part], v["schemes"][scheme][part]
+    return f"{base[0] / sc[0]:.2f}x / {base[1] / sc[1]:.2f}x" if base and sc else "-"
+
+
+def _paper(figure: tuple[float, float] | str | None) -> str:
+    if figure is None:
+        return "-"
+    return figure if isinstance(figure, str) else f"{figure[0]}x / {figure[1]}x"
+
+
+def _variants(dynamic: dict) -> list[tuple[str, dict]]:
+    """The stored variants in the thesis' order (§4.5.3, §4.5.4, §4.5.6), a variant's other mixes after it in
+    :data:`MIXES`' order."""
+    order, mixes = list(DYNAMIC_NAMES), list(MIXES)
+
+    def key(kv: tuple[str, dict]) -> tuple[int, int, int]:
+        variant, _, mix = kv[0].partition(":")
+        return order.index(variant), bool(mix), mixes.index(mix) if mix else 0
+
+    return sorted(dynamic["variants"].items(), key=key)
+
+
+def _contended(v: dict, scheme: str) -> str:
+    """The census' share of job-time on a contended link, the baseline's -> the scheme's ("-" where either
+    was not censused: Ideal runs without contention, Pollux's schemes are not in the census)."""
+    census, base = v.get("census", {}), v["baseline"][scheme]
+    if scheme not in census or base not in census:
+        return "-"
+    return f"{census[base]['contended']:.0%} -> {census[scheme]['contended']:.0%}"
+
+
+def _variant_name(key: str, v: dict) -> str:
+    variant, _, mix = key.partition(":")
+    return f"{v['section']} {DYNAMIC_NAMES[variant]}" + (f" (`--mix {mix}`)" if mix else f", {v['mix']} mix")
+
+
+def dynamic_block(dynamic: dict) -> str:
+    """The page's dynamic-trace table: per variant and scheme, the thesis' figure beside ours with 95%
+    bootstrap intervals over seeds, ours on the arriving set and on jobs wider than a server, and the link
+    census' job-time on a contended link under the baseline and the scheme."""
+    lines = ["| experiment | scheme (over its baseline) | paper: avg / p99 iteration | ours, all jobs: avg [95% CI] / "
+             "p99 [95% CI] | arriving set: avg / p99 | jobs wider than a server: avg / p99 "
+             "| job-time on a contended link: baseline -> scheme | jobs (seeds) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for key, v in _variants(dynamic):
+        paper = DYNAMIC_PAPER[key.partition(":")[0]]
+        for i, scheme in enumerate(v["baseline"]):
+            first = i == 0
+            lines.append(f"| {_variant_name(key, v) if first else ''} | {scheme} / {v['baseline'][scheme]} "
+                         f"| {_paper(paper.get(scheme))} | {_dynamic_cell(v, scheme)} | {_over(v, scheme, 'arriving')} "
+                         f"| {_over(v, scheme, 'wider_than_a_server')} | {_contended(v, scheme)} "
+                         f"| {str(v['jobs']) + ' (' + v['seeds'] + ')' if first else ''} |")
+    return "\n".join(lines) + "\n"
+
+
+def dynamic_table(dynamic: dict) -> str:
+    """cassini-dynamic-table.md: every variant's figures in ms, as cassini_dynamic.py measured them."""
+    out = ["# Cassini's dynamic trace (generated by benchmarks/cassini_dynamic.py)", "",
+           "Per-job mean iteration time (run time / iterations) of completed jobs, pooled over seeds.", ""]
+    for key, v in _variants(dynamic):
+        out += [f"## {_variant_name(key, v)}", "",
+                f"Cluster `{v['cluster']}` ({v['total_gpus']} GPUs, {v['gpus_per_server']} per server); seeds "
+                f"{v['seeds']}; {v['jobs']} jobs; {v['busy_gpus']} GPUs busy at 0, sets of {v['arriving']['min']}-"
+                f"{v['arriving']['max']} jobs (mean {v['arriving']['mean']:.1f}) arriving at {v['arrival_s']:.0f} s.",
+                "",
+                "| scheme | jobs | avg / p99 iter (ms) | arriving set (ms) | wider than a server (ms) |",
+                "| --- | --- | --- | --- | --- |"]
+        for label, r in v["schemes"].items():
+            ms = [" / ".join(f"{x * 1e3:,.0f}" for x in r[part]) or "-"
+                  for part in ("all", "arriving", "wider_than_a_server")]
+            out.append(f"| {label} | {r['jobs']} | {ms[0]} | {ms[1]} | {ms[2]} |")
+        out.append("")
+        if v.get("census"):
+            out += ["Link census on the same traces (benchmarks/cassini_census.py's columns):", "",
+                    "| mix | load | scheme | spans nodes | shared link | contended link | >4 jobs (mean field) "
+                    "| jobs ever contended | mean slowdown | time with a loop (merged) "
+                    "| contended link-time by jobs 2/3/4/>4 | score best / unshifted / at the fabric's phases "
+                    "| iterations within 1%, 10% | slowdown realised / at planned shifts / aligned |",
+                    "| --- " * 14 + "|"]
+            out += [census_row(v["mix"], "dynamic", scheme, c) for scheme, c in v["census"].items()]
+            out.append("")
+        if v.get("uplink_demand"):
+            out += ["A 4-GPU job of each model across two ToRs, on the ToR uplink (``uplink_demands``):", "",
+                    "| model (batch) | iteration (ms) | Up share | peak demand (GB/s) | GB per iteration "
+                    "| link (GB/s) |",
+                    "| --- | --- | --- | --- | --- | --- |"]
+            out += [f"| {m} | {d['iteration_s'] * 1e3:,.0f} | {d['up_share']:.2f} | {d['peak_gbyte_s']:.2f} "
+                    f"| {d['gbytes']:.2f} | {d['capacity_gbyte_s']:.2f} |" for m, d in v["uplink_demand"].items()]
+            out.append("")
+    return "\n".join(out)
+
+
+# The link census (benchmarks/cassini_census.py writes CENSUS_JSON, one entry per mix).
+CENSUS_JSON = "cassini-census.json"
+CENSUS_MIX_NAMES = {"table-4.2": "Table 4.2", "vgg11": "vgg11", "families": "six models",
+                    "table-4.3-matched": "matched", "model-parallel": "GPT pipelines",
+                    "model-parallel-hybrid": "GPT hybrid", "model-parallel-thesis-traffic": "GPT, thesis traffic",
+                    "model-parallel-line-rate-traffic": "GPT, line-rate traffic"}
+CENSUS_PAGE_SCHEMES = ("Themis", "Th+Cassini", "Th+Cassini-lock", "Th+Cassini-joint")  # Random: table only
+
+
+def census_row(mix: str, load: str, scheme: str, c: dict) -> str:
+    """Every census figure of one scheme, one markdown row (the script prints these as it goes)."""
+    head = (f"| {CENSUS_MIX_NAMES[mix]} | {load} | {scheme} | {c['spans_nodes']:.0%} | {c['shared']:.0%} "
+            f"| {c['contended']:.0%} | {c['mean_field']:.1%} | {c['jobs_contended']}/{c['jobs']} "
+            f"| {c['mean_slowdown']:.3f} | {c['loop']:.0%} ({c['loop_merged']:.0%}) ")
+    if c["realised"] == 0.0:  # no contended link at any time: the per-link means are empty
+        return head + "| - | - | - | - |"
+    by_n = " / ".join(f"{x:.0%}" for x in c["by_jobs"])
+    return head + (f"| {by_n} | {c['score']:.2f} / {c['score0']:.2f} / {c['score at phases']:.2f} "
+                   f"| {c['within 1%']:.0%}, {c['within 10%']:.0%} "
+                   f"| {c['realised']:.3f} / {c['planned']:.3f} / {c['aligned']:.3f} |")
+
+
+def _census_mixes(census: dict) -> list[tuple[str, dict]]:
+    return [(m, census["mixes"][m]) for m in PAGE_MIXES if m in census["mixes"]]
+
+
+def census_table(census: dict) -> str:
+    """cassini-census-table.md: every figure the census stores, every mix, load and scheme."""
+    out = ["# Cassini link census (generated by benchmarks/cassini_census.py)", "",
+           "Fractions of the running jobs' time; per contended link, link-time weighted means.", "",
+           "| mix | load | scheme | spans nodes | shared link | contended link | >4 jobs (mean field) "
+           "| jobs ever contended | mean slowdown | time with a loop (merged) | contended link-time by jobs 2/3/4/>4 "
+           "| score best / unshifted / at the fabric's phases | iterations within 1%, 10% "
+           "| slowdown realised / at planned shifts / aligned |", "| --- " * 14 + "|"]
+    for mix, entry in _census_mixes(census):
+        for load, by in entry["loads"].items():
+            out += [census_row(mix, load, scheme, c) for scheme, c in by.items()]
+    return "\n".join(out) + "\n"
+
+
+def census_block(census: dict) -> str:
+    """The page's census table: the schemes of ``CENSUS_PAGE_SCHEMES`` on every stored mix and load."""
+    lines = ["| mix, load | scheme | job-time on a contended link | ... on one of > 4 jobs (mean field) "
+             "| mean slowdown | time with a loop (merged) | score best / unrotated / at the fabric's phases "
+             "| contended link-time with iterations within 1%, 10% | slowdown realised / at planned shifts / aligned |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for mix, entry in _census_mixes(census):
+        for load, by in entry["loads"].items():
+            for i, scheme in enumerate(s for s in CENSUS_PAGE_SCHEMES if s in by):
+                c = by[scheme]
+                lines.append(f"| {f'{CENSUS_MIX_NAMES[mix]}, {load}' if i == 0 else ''} | {scheme} "
+                             f"| {c['contended']:.0%} | {c['mean_field']:.1%} | {c['mean_slowdown']:.3f} "
+                             f"| {c['loop']:.0%} ({c['loop_merged']:.0%}) "
+                             f"| {c['score']:.2f} / {c['score0']:.2f} / {c['score at phases']:.2f} "
+                             f"| {c['within 1%']:.0%}, {c['within 10%']:.0%} "
+                             f"| {c['realised']:.3f} / {c['planned']:.3f} / {c['aligned']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
 def page_blocks(docs: Path) -> dict[str, str] | None:
     """The page's generated blocks from the three mixes' JSON in ``docs``; None while one is missing."""
     paths = {m: docs / f"{stem(m)}.json" for m in PAGE_MIXES}
     if not all(p.is_file() for p in paths.values()):
         return None
+    dyn, cen = docs / DYNAMIC_JSON, docs / CENSUS_JSON
+    if not dyn.is_file() or not cen.is_file():
+        return None
     runs = {m: json.loads(p.read_text(encoding="utf-8")) for m, p in paths.items()}
-    return {"versus": versus_table(runs), "pollux": pollux_table(runs["table-4.2"]["results"])}
-
-
-def filled(doc: Path, blocks: dict[str, str]) -> str:
-    """``doc``'s text with each ``<!-- generated:NAME ... -->`` block replaced by ``blocks[NAME]``."""
-    text = doc.read_text(encoding="utf-8")
-    found = {m.group(2) for m in GENERATED.finditer(text)}
-    if found != set(blocks):
-        raise SystemExit(f"{doc}: generated blocks {sorted(found)} do not match {sorted(blocks)}")
-    return GENERATED.sub(lambda m: m.group(1) + blocks[m.group(2)] + m.group(4), text)
+    dynamic = json.loads(dyn.read_text(encoding="utf-8"))
+    return {"versus": versus_table(runs), "pollux": pollux_table(runs["table-4.2"]["results"], dynamic),
+            "dynamic": dynamic_block(dynamic), "census": census_block(json.loads(cen.read_text(encoding="utf-8")))}
 
 
 def pages(docs: Path) -> dict[Path, str]:
@@ -404,6 +619,12 @@ def pages(docs: Path) -> dict[Path, str]:
         if stored.is_file():
             data = json.loads(stored.read_text(encoding="utf-8"))
             out[docs / f"{stem(m)}-table.md"] = table(data["results"], data["snapshots"])
+    if (docs / DYNAMIC_JSON).is_file():
+        dynamic = json.loads((docs / DYNAMIC_JSON).read_text(encoding="utf-8"))
+        out[docs / "cassini-dynamic-table.md"] = dynamic_table(dynamic)
+    if (docs / CENSUS_JSON).is_file():
+        census = json.loads((docs / CENSUS_JSON).read_text(encoding="utf-8"))
+        out[docs / "cassini-census-table.md"] = census_table(census)
     blocks = page_blocks(docs)
     if blocks is not None:
         out[docs / "cassini-reproduction.md"] = filled(docs / "cassini-reproduction.md", blocks)

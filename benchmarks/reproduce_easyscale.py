@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shlex
 import sys
 import time
@@ -41,6 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import matplotlib
+from generated_blocks import filled  # benchmarks/ is not a package: found on sys.path
 
 from halyard.datamodel import EventKind, JobSpec, load_cluster
 from halyard.emulator import PerformanceModel
@@ -285,19 +285,6 @@ def plot(results: dict[str, list[dict]], coloc: list[dict], path: Path) -> None:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-
-
-GENERATED = re.compile(r"(<!-- generated:(\w+) [^\n]*-->\n)(.*?)(<!-- /generated -->)", re.S)
-
-
-def filled(doc: Path, tables: dict[str, str]) -> str:
-    """``doc``'s text with each ``<!-- generated:NAME ... -->`` block replaced by ``tables[NAME]``, so the
-    page's tables always come from the run (its prose is written by hand and cites them)."""
-    text = doc.read_text()
-    found = {m.group(2) for m in GENERATED.finditer(text)}
-    if found != set(tables):
-        raise SystemExit(f"{doc}: generated blocks {sorted(found)} do not match the tables {sorted(tables)}")
-    return GENERATED.sub(lambda m: m.group(1) + tables[m.group(2)] + m.group(4), text)
 
 
 def table_page(command: str, results: dict[str, list[dict]], sweep: list[dict], coloc: list[dict]) -> str:

@@ -31,6 +31,16 @@ PAGE_NAME = "simulator-cost.md"
 JSON_NAME = "simulator-cost.json"
 DALLY_JSON = "dally-public-comparison.json"
 EASYSCALE_JSON = "easyscale-public-comparison.json"
+POLLUX_ALL = ("pollux+submitted-batch+rounds-only+penalize-starts+pollux-costs+explore-doubling"
+              "+isolated-links")  # every named difference removed (pollux-public-comparison.md)
+# Harnesses whose JSON holds per-job runs of both sides (peer, page and JSON name, Halyard's preset).
+TIRESIAS_EXACT = ("tiresias+fixed-duration+free-restarts+any-gpus+three-queues+reference-lists+late-demotion"
+                  "+second-rounds")  # every named difference removed (tiresias-public-comparison.md)
+PERJOB_PEERS = (("Tiresias (SymbioticLab/Tiresias, Python 2.7)", "tiresias-public-comparison", "tiresias"),
+                ("Tiresias (SymbioticLab/Tiresias, Python 2.7)", "tiresias-public-comparison", TIRESIAS_EXACT),
+                ("Gavel (stanford-futuredata/gavel)", "gavel-public-comparison", "gavel"),
+                ("Pollux (petuum/adaptdl osdi21-artifact)", "pollux-public-comparison", "pollux"),
+                ("Pollux (petuum/adaptdl osdi21-artifact)", "pollux-public-comparison", POLLUX_ALL))
 GOAL = 100.0  # the goal set for the simulator: at least 100x less CPU than each peer
 
 
@@ -100,6 +110,27 @@ def easyscale_rows(data: dict) -> list[str]:
             f"| `{data['command']}` |"]
 
 
+def perjob_rows(peer: str, data: dict, preset: str, page: str) -> list[str]:
+    """One row for a harness that stores ``workloads`` of ``{public, halyard: {preset: run}}`` (benchmarks/perjob.py
+    runs): both sides' child-process CPU summed over the workloads, the ``preset``'s mean JCT over the peer's on
+    the jobs both finished, and the jobs within 5 %."""
+    perjob = _script("perjob")
+    runs = [(w["public"], w["halyard"][preset]) for w in data["workloads"].values()]
+    theirs = sum(pub["cpu_s"] for pub, _ in runs)
+    ours = sum(run["cpu_s"] for _, run in runs)
+    jct, within, both = [], 0, 0
+    for pub, run in runs:
+        pub_c, run_c = perjob.common(pub, run)
+        jct.append(perjob.stats(run_c)["mean_jct_s"] / perjob.stats(pub_c)["mean_jct_s"])
+        n = len(perjob.jcts(pub_c))
+        within += round(perjob.agree(pub, run) * n)
+        both += n
+    return [f"| {peer} | {len(runs)} workloads ({', '.join(data['workloads'])}), `{preset}` | {theirs:.1f} s "
+            f"| {ours:.1f} s | {_x(theirs, ours)} | mean JCT Halyard / public: "
+            f"{', '.join(f'{r:.3f}' for r in jct)}; {within:,} of {both:,} jobs within 5 % ({page}) "
+            f"| `{data['command']}` |"]
+
+
 def peer_table(docs: Path) -> str:
     head = ("| peer | configuration | the peer's CPU | Halyard's CPU | ratio | result agreement "
             "| regenerate with |")
@@ -107,22 +138,26 @@ def peer_table(docs: Path) -> str:
     lines += synergy_rows(json.loads((docs / JSON_NAME).read_text(encoding="utf-8")))
     lines += dally_rows(json.loads((docs / DALLY_JSON).read_text(encoding="utf-8")))
     lines += easyscale_rows(json.loads((docs / EASYSCALE_JSON).read_text(encoding="utf-8")))
+    for peer, name, preset in PERJOB_PEERS:
+        lines += perjob_rows(peer, json.loads((docs / f"{name}.json").read_text(encoding="utf-8")), preset,
+                             f"{name}.md")
     return "\n".join(lines) + "\n"
 
 
 def synergy_work(docs: Path) -> str:
-    """Halyard's side of the Synergy rows: the counts behind its CPU (benchmarks/opcounts.py), TUNE as it
-    was before issue 38's skip of unchanged re-packs where the JSON has it, and the event log's digest."""
+    """Halyard's side of the Synergy rows: the counts behind its CPU (benchmarks/opcounts.py), each policy
+    with issue 38's skips off where the JSON has it, and the event log's digest."""
     data = json.loads((docs / JSON_NAME).read_text(encoding="utf-8"))["synergy"]
-    lines = ["| Halyard policy | CPU s | passes | jobs keyed per pass | round placements | TUNE re-packs run "
+    lines = ["| Halyard policy | CPU s | passes (skipped) | jobs keyed per pass | round placements | TUNE re-packs run "
              "| link settles / states solved | event log SHA-256 |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     runs = [(f"`{name}`", r) for name, r in data["halyard"].items()]
-    runs += [(f"`{name}` before (every round re-packed)", r) for name, r in data.get("before", {}).items()]
+    runs += [(f"`{name}` before (issue 38's skips off)", r) for name, r in data.get("before", {}).items()]
     for name, r in runs:
         work = r["work"]
         retuned = f"{work['retuned']:,}" if "retuned" in work else "—"
-        lines.append(f"| {name} | {r['cpu_s']:.1f} | {r['passes']:,} | {work['keyed'] / max(1, r['passes']):.1f} "
+        lines.append(f"| {name} | {r['cpu_s']:.1f} | {r['passes']:,} ({work.get('skipped', 0):,}) "
+                     f"| {work['keyed'] / max(1, r['passes']):.1f} "
                      f"| {work.get('rounds', 0):,} | {retuned} | {work['settles']:,} / {work['links_solved']:,} "
                      f"| `{r['sha256'][:16]}` |")
     return "\n".join(lines) + "\n"

@@ -23,7 +23,7 @@ import asyncio
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 import structlog
 
@@ -64,6 +64,20 @@ SUSPECT_SHARE = 0.5
 REGISTRATION_BATCH_S = 0.05
 
 
+class Command(TypedDict, total=False):
+    """A command for :meth:`AgentSession.send`: one field of ``ControlMessage``'s ``body`` oneof, by name."""
+
+    registered: apb.Registered
+    launch: apb.Launch
+    preempt: apb.Preempt
+    reconfigure: apb.Reconfigure
+    set_time_shift: apb.SetTimeShift
+    profile: apb.Profile
+    drain: apb.Drain
+    exit_ack: apb.ExitAck
+    read_log: apb.ReadLog
+
+
 @dataclass
 class AgentSession:
     """One connected agent: its outgoing commands and when it was last heard from."""
@@ -81,7 +95,7 @@ class AgentSession:
     epoch: int = 0  # the control plane's leadership epoch, on every command (leadership.py; 0 without)
     quiet_spell: bool = False  # once went SUSPECT_SHARE x the timeout without a processed message (counted once)
 
-    def send(self, **body: object) -> None:
+    def send(self, **body: Unpack[Command]) -> None:
         if not self.closed:
             self.outbox.put_nowait(apb.ControlMessage(leader_epoch=self.epoch, **body))
 

@@ -36,6 +36,7 @@ import grpc
 import structlog
 
 from halyard.controlplane.errors import PermissionDenied, Unauthenticated
+from halyard.controlplane.token_throttle import FailedTokens
 from halyard.datamodel import HalyardError, ValidationError
 from halyard.datamodel.limits import MAX_TENANT, MAX_USER, check_name
 from halyard.tls import ROLE_AGENT, ROLE_OPERATOR, ROLE_TENANT_USER, Principal, identity_from_pem
@@ -204,33 +205,45 @@ class TokenFile:
 class Authenticator:
     """Turns a call's certificate or token into a :class:`Principal` and checks what it may do."""
 
-    def __init__(self, *, secure: bool, tokens: TokenFile | None = None) -> None:
+    def __init__(self, *, secure: bool, tokens: TokenFile | None = None,
+                 throttle: FailedTokens | None = None) -> None:
         self.secure = secure
         self.tokens = tokens
+        self.throttle = throttle
 
     @property
     def open(self) -> bool:
         """Insecure mode without a token file: every client is an operator, nothing is checked."""
         return not self.secure and self.tokens is None
 
-    def bearer(self, token: str) -> Principal:
-        """The principal of a bearer token, on any surface (gRPC metadata, HTTP header, dashboard session)."""
+    def bearer(self, token: str, peer: str | None = None) -> Principal:
+        """The principal of a bearer token, on any surface (gRPC metadata, HTTP header, dashboard session);
+        a token a ``peer`` presented counts against it in the throttle when it fails."""
         if self.tokens is None:
             raise Unauthenticated("this control plane takes no tokens (it was started without --tokens)")
-        return self.tokens.check(token)
+        if self.throttle is None or peer is None:
+            return self.tokens.check(token)
+        self.throttle.check(peer)
+        try:
+            return self.tokens.check(token)
+        except Unauthenticated:
+            if self.throttle.failed(peer):
+                log.warning("bad tokens: peer refused for a while", peer=peer, limit=self.throttle.limit,
+                            window_s=self.throttle.window_s)
+            raise
 
     def principal(self, context: grpc.aio.ServicerContext) -> Principal:
         # Only TLS carries certificates: insecure mode skips building the call's auth context.
         certs = (context.auth_context() or {}).get("x509_pem_cert") if self.secure else None
         if certs:
-            who = identity_from_pem(certs[0])
+            who = identity_from_pem(next(iter(certs)))
             if who is None:
                 raise Unauthenticated("the client certificate names no Halyard identity "
                                       "(make it with `halyard certs issue`)")
             return who
         token = _bearer(context)
         if token is not None:
-            return self.bearer(token)
+            return self.bearer(token, context.peer())
         if self.open:
             return INSECURE_OPERATOR
         raise Unauthenticated("no credentials: send 'authorization: Bearer TOKEN' (`halyard tokens create`) "
@@ -257,7 +270,7 @@ class Authenticator:
                 return INSECURE_AGENT
             raise Unauthenticated("agents connect to the agent port with a node certificate "
                                   "(`halyard certs issue node NAME`)")
-        who = identity_from_pem(certs[0])
+        who = identity_from_pem(next(iter(certs)))
         if who is None or who.role != ROLE_AGENT:
             raise PermissionDenied(f"{who.describe() if who else 'this certificate'} is not a node certificate; "
                                    "only agents may use AgentService")

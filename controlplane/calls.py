@@ -108,10 +108,12 @@ class CallWrapper:
             return grpc.unary_stream_rpc_method_handler(wrap(handler.unary_stream, done, check=True), decode, encode)
         trusted = full_method in self.checks_own_requests
         if handler.stream_stream is not None:
-            inner = handler.stream_stream if trusted else _checking(handler.stream_stream)
-            return grpc.stream_stream_rpc_method_handler(_streaming(inner, done, check=False), decode, encode)
-        inner = handler.stream_unary if trusted else _checking(handler.stream_unary)
-        return grpc.stream_unary_rpc_method_handler(_unary(inner, done, check=False), decode, encode)
+            streams = handler.stream_stream if trusted else _checking(handler.stream_stream)
+            return grpc.stream_stream_rpc_method_handler(_streaming(streams, done, check=False), decode, encode)
+        if handler.stream_unary is None:
+            raise TypeError(f"{full_method}: the handler has no behaviour (gRPC handlers have one of four)")
+        answers = handler.stream_unary if trusted else _checking(handler.stream_unary)
+        return grpc.stream_unary_rpc_method_handler(_unary(answers, done, check=False), decode, encode)
 
     def unknown_methods(self) -> grpc.GenericRpcHandler:
         """The last generic handler: counts a call to a method no service has, answers UNIMPLEMENTED."""
@@ -122,7 +124,7 @@ class CallWrapper:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
             yield  # unreachable: an async generator, so it serves any kind of call
 
-        handler = grpc.stream_stream_rpc_method_handler(unimplemented)
+        handler: grpc.RpcMethodHandler[Any, Any] = grpc.stream_stream_rpc_method_handler(unimplemented)
 
         class _Unknown(grpc.GenericRpcHandler):
             def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
@@ -190,13 +192,29 @@ class _WrappedGeneric(grpc.GenericRpcHandler):
         return kept[1]
 
 
-class WrappingServer:
+class WrappingServer(grpc.aio.Server):
     """Stands in for a ``grpc.aio.Server`` where services are added: each method's handler is
-    wrapped once (:class:`CallWrapper`) before the real server gets it."""
+    wrapped once (:class:`CallWrapper`) before the real server gets it. A ``grpc.aio.Server`` itself
+    (ports, start and stop go to the real one), so it is what ``add_*_to_server`` functions take."""
 
     def __init__(self, server: grpc.aio.Server, wrapper: CallWrapper) -> None:
         self.server = server
         self.wrapper = wrapper
+
+    def add_insecure_port(self, address: str) -> int:
+        return self.server.add_insecure_port(address)
+
+    def add_secure_port(self, address: str, server_credentials: grpc.ServerCredentials) -> int:
+        return self.server.add_secure_port(address, server_credentials)
+
+    async def start(self) -> None:
+        await self.server.start()
+
+    async def stop(self, grace: float | None) -> None:
+        await self.server.stop(grace)
+
+    async def wait_for_termination(self, timeout: float | None = None) -> bool:
+        return await self.server.wait_for_termination(timeout)
 
     def add_generic_rpc_handlers(self, handlers: Iterable[grpc.GenericRpcHandler]) -> None:
         self.server.add_generic_rpc_handlers(tuple(_WrappedGeneric(h, self.wrapper.wrap) for h in handlers))

@@ -24,6 +24,7 @@ from typing import Any
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
+from halyard.controlplane.dispatch import allocation_of
 from halyard.controlplane.errors import PermissionDenied
 from halyard.controlplane.grpc_api import Foreign, foreign_jobs, job_to_pb
 from halyard.controlplane.service import ControlPlane
@@ -72,7 +73,7 @@ def cluster_view(cp: ControlPlane, visible: str | None = None) -> dict[str, Any]
     holder: dict[tuple[str, int], str] = {}
     for record in cp.core.running.values():
         name = record.job_id if sees(visible, record) else HIDDEN_JOB
-        for part in record.allocation.nodes:
+        for part in allocation_of(record).nodes:
             for gpu in part.gpus:
                 holder[(part.node, gpu)] = name
     free = cp.core.free

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from halyard.controlplane.agent_sessions import AgentSession
+from halyard.datamodel import Allocation, HalyardError
 from halyard.policies import Action, Migrate, Preempt, Resize, SetResources, SetTimeShift, Start
 from halyard.scheduling.records import JobRecord
 from halyard.scheduling.timing import Pacer
@@ -24,6 +25,17 @@ DEFAULT_PREEMPT_GRACE_S = 30.0  # wall seconds an agent has to checkpoint on Pre
 
 # Actions that send their job's agents its new allocation (and with it the link slowdown).
 TELLS_ALLOCATION = Start | Migrate | Resize | SetResources
+
+
+class NotPlaced(HalyardError):
+    """A job the core says runs holds no allocation: a bug in the scheduling core, never a peer's input."""
+
+
+def allocation_of(record: JobRecord) -> Allocation:
+    """The allocation of a job that runs (or was just started, migrated, resized) on agents."""
+    if record.allocation is None:
+        raise NotPlaced(f"job {record.job_id!r} is {record.state.value} but holds no allocation")
+    return record.allocation
 
 
 class Dispatcher:
@@ -47,7 +59,7 @@ class Dispatcher:
             for node in self.placed.get(record.job_id, ()):
                 self._session(node).send(set_time_shift=apb.SetTimeShift(
                     job_id=record.job_id, attempt=record.attempt, seconds=action.seconds,
-                    period_s=action.period_s, epoch_s=record.allocation.time_shift_epoch_s))
+                    period_s=action.period_s, epoch_s=allocation_of(record).time_shift_epoch_s))
         elif isinstance(action, SetResources):
             self.reconfigure(record, now)
 
@@ -61,7 +73,7 @@ class Dispatcher:
     def reconfigure(self, record: JobRecord, now: float, *, emulated_only: bool = False) -> None:
         """Tell the job's agents its allocation and link slowdown as of now (real agents
         skip a slowdown-only change with ``emulated_only``: their network is real)."""
-        allocation = allocation_to_pb(record.allocation)
+        allocation = allocation_to_pb(allocation_of(record))
         for i, node in enumerate(self.placed.get(record.job_id, ())):
             session = self.sessions.get(node)
             if session is None or (emulated_only and session.reports_real_progress):
@@ -73,9 +85,9 @@ class Dispatcher:
 
     def _launch(self, record: JobRecord, now: float) -> None:
         record.attempt += 1
-        nodes = record.allocation.node_names
+        nodes = allocation_of(record).node_names
         self.placed[record.job_id] = nodes
-        spec, allocation = spec_to_pb(record.spec), allocation_to_pb(record.allocation)
+        spec, allocation = spec_to_pb(record.spec), allocation_to_pb(allocation_of(record))
         for i, node in enumerate(nodes):
             self._session(node).send(launch=apb.Launch(
                 job_id=record.job_id, attempt=record.attempt, spec=spec, allocation=allocation, leader=i == 0,
@@ -91,13 +103,13 @@ class Dispatcher:
         joins a Launch."""
         old_attempt, old_nodes = record.attempt, self.placed.get(record.job_id, ())
         record.attempt += 1
-        nodes = record.allocation.node_names
+        nodes = allocation_of(record).node_names
         self.placed[record.job_id] = nodes
         for node in old_nodes:
             if node not in nodes and node in self.sessions:
                 self.sessions[node].send(preempt=apb.Preempt(job_id=record.job_id, attempt=old_attempt,
                                                              grace_s=DEFAULT_PREEMPT_GRACE_S))
-        spec, allocation = spec_to_pb(record.spec), allocation_to_pb(record.allocation)
+        spec, allocation = spec_to_pb(record.spec), allocation_to_pb(allocation_of(record))
         restore_s, done = max(0.0, record.resume_at - now), record.iterations_done(now)
         slowdown = self.pacer.slowdown(record.job_id)
         for i, node in enumerate(nodes):

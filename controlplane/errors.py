@@ -25,5 +25,13 @@ class Unauthenticated(HalyardError):
     """UNAUTHENTICATED: no valid credentials came with the request."""
 
 
+class TooManyFailures(Unauthenticated):
+    """RESOURCE_EXHAUSTED (HTTP 429): this peer presented too many bad tokens lately; retry after a while."""
+
+    def __init__(self, message: str, *, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class Unavailable(HalyardError):
     """UNAVAILABLE: the control plane cannot take this now (its store failed; it is stopping). Retry later."""

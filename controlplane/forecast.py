@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import heapq
 import math
 import os
@@ -45,7 +46,7 @@ import struct
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import structlog
@@ -146,8 +147,11 @@ def _start_fork(fn: Callable[[], T]) -> tuple[int, int]:
     return pid, read_fd
 
 
-def _finish_fork(pid: int, read_fd: int) -> T:
-    """Read the child's answer (blocking), reap it, return its result or raise what it raised."""
+def _finish_fork(pid: int, read_fd: int) -> Any:
+    """Read the child's answer (blocking), reap it, return its result or raise what it raised.
+
+    The result is whatever the child's function returned, unpickled: its type is the caller's
+    (:func:`in_fork`'s ``T``), which nothing in the pipe carries."""
     with os.fdopen(read_fd, "rb") as pipe:
         head = pipe.read(8)
         data = pipe.read(struct.unpack("<Q", head)[0]) if len(head) == 8 else b""
@@ -394,9 +398,11 @@ def sampled_runs(core: SchedulingCore, pacer: Pacer, now: float, base: Outcome, 
         return []
     mix, rate = recent_specs(core, now, arrival_window_s)
     until = arrival_limit(base, now, sample_horizon_s)
-    return [in_fork(lambda k=k: run_forward(core, pacer, now, horizon_s=horizon_s, until_started=until_started,
-                                            arrivals=sampled_arrivals(mix, rate, now, seed + k, until)))
-            for k in range(samples)]
+
+    def sample(k: int) -> Outcome:
+        return run_forward(core, pacer, now, horizon_s=horizon_s, until_started=until_started,
+                           arrivals=sampled_arrivals(mix, rate, now, seed + k, until))
+    return [in_fork(functools.partial(sample, k)) for k in range(samples)]
 
 
 def forecast_of(core: SchedulingCore, pacer: Pacer, now: float, *, samples: int = 0,

@@ -26,7 +26,7 @@ def attach_forecast(job: jpb.Job, forecasts: Forecaster | None) -> jpb.Job:
         return job
     latest = forecasts.latest
     mine = None if latest is None else latest[job.spec.job_id]
-    if mine is None:
+    if latest is None or mine is None:
         forecasts.refresh_soon()
         return job
     f = job.forecast

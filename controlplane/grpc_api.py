@@ -23,6 +23,7 @@ from halyard.controlplane.errors import (
     FailedPrecondition,
     NotFound,
     PermissionDenied,
+    TooManyFailures,
     Unauthenticated,
     Unavailable,
 )
@@ -56,6 +57,8 @@ T = TypeVar("T")
 def _status(exc: HalyardError) -> grpc.StatusCode:
     if isinstance(exc, StoreError | Unavailable):
         return grpc.StatusCode.UNAVAILABLE  # the state could not be saved: the control plane restarts; retry
+    if isinstance(exc, TooManyFailures):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED
     if isinstance(exc, Unauthenticated):
         return grpc.StatusCode.UNAUTHENTICATED
     if isinstance(exc, PermissionDenied):
@@ -304,7 +307,7 @@ class JobServicer(jgrpc.JobServiceServicer):
         return await _call(context, "ListJobs", page)
 
     async def WatchEvents(self, request: jpb.WatchEventsRequest,
-                          context: grpc.aio.ServicerContext) -> AsyncIterator[jpb.JobEvent]:
+                          context: grpc.aio.ServicerContext) -> AsyncIterator[tpb.JobEvent]:
         who = await _call(context, "WatchEvents", lambda: self.auth.client(context))
         tenant = _tenant_of(who)
         if request.job_id:

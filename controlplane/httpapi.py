@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import math
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -40,7 +41,7 @@ from prometheus_client import exposition
 
 from halyard.controlplane import dashboard
 from halyard.controlplane.auth import Authenticator
-from halyard.controlplane.errors import NotFound, PermissionDenied, Unauthenticated
+from halyard.controlplane.errors import NotFound, PermissionDenied, TooManyFailures, Unauthenticated
 from halyard.controlplane.prometheus import Metrics
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.websession import (
@@ -139,7 +140,7 @@ class _Port:
 
     def caller(self, request: web.Request) -> Caller:
         return identify(self.auth, self.sessions, request.headers.get("Authorization"),
-                        request.cookies.get(SESSION_COOKIE))
+                        request.cookies.get(SESSION_COOKIE), request.remote)
 
     def api(self, handler: ApiHandler) -> Handler:
         """``handler`` for callers with credentials only (401 otherwise), told who calls."""
@@ -188,9 +189,13 @@ class _Port:
             return _login_page(request, "The form expired or came from another site; log in again.", 403)
         token = _field(form, "token").strip()
         try:
-            who = self.auth.bearer(token)
+            who = self.auth.bearer(token, request.remote)
         except Unauthenticated as exc:
             log.info("dashboard login refused", peer=request.remote, error=str(exc))
+            if isinstance(exc, TooManyFailures):
+                response = _login_page(request, str(exc), 429)
+                response.headers.update(_retry_after(exc))
+                return response
             return _login_page(request, str(exc), 401)
         sid, _ = self.sessions.open(token)
         log.info("dashboard login", who=who.describe(), peer=request.remote)
@@ -299,18 +304,24 @@ async def start_http(app: web.Application, listen: str) -> tuple[web.AppRunner, 
 
 @web.middleware
 async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Bad input -> 400 naming the parameter, no credentials -> 401, another tenant's -> 403,
-    unknown ids -> 404; as JSON, never a stack trace."""
+    """Bad input -> 400 naming the parameter, no credentials -> 401, too many bad tokens -> 429,
+    another tenant's -> 403, unknown ids -> 404; as JSON, never a stack trace."""
     try:
         return await handler(request)
     except ValidationError as exc:
         return web.json_response({"error": str(exc)}, status=400)
+    except TooManyFailures as exc:
+        return web.json_response({"error": str(exc)}, status=429, headers=_retry_after(exc))
     except Unauthenticated as exc:
         return web.json_response({"error": str(exc)}, status=401, headers={"WWW-Authenticate": "Bearer"})
     except PermissionDenied as exc:
         return web.json_response({"error": str(exc)}, status=403)
     except NotFound as exc:
         return web.json_response({"error": str(exc)}, status=404)
+
+
+def _retry_after(exc: TooManyFailures) -> dict[str, str]:
+    return {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
 
 
 def _visible(caller: Caller) -> str | None:

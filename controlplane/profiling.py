@@ -106,7 +106,8 @@ class AgentProfiles:
         """Ask the type's agents in turn until one answers; if none does, the profiling is refused for
         ``PROFILE_RETRY_S`` (the Cell is left out meanwhile, and other jobs' passes go on) and then asked
         again, so one absent or hung agent cannot stall the policy."""
-        key, tried = request.key, []
+        key = request.key
+        tried: list[str] = []
         try:
             while (node := self._agent_for(request.gpu_type, tried)) is not None:
                 tried.append(node)

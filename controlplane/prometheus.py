@@ -13,6 +13,7 @@ expects of a new process) instead of counting the restored history again.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -24,6 +25,7 @@ from halyard.controlplane.dashboard import measured_utilisation
 from halyard.controlplane.service import ControlPlane
 from halyard.datamodel import EventKind
 from halyard.policies import WaitCode
+from halyard.scheduling.core import SchedulingCore
 from halyard.scheduling.eventcounts import EVENT_COUNTS
 from halyard.scheduling.state import StoreError
 
@@ -87,7 +89,7 @@ class Metrics:
         waiting = Gauge("halyard_waiting_jobs", "Pending jobs by why they wait, after the last pass",
                         ["code"], registry=r)
         for code in WaitCode:
-            waiting.labels(code=code.value).set_function(lambda c=code: core.waiting.get(c, 0))
+            waiting.labels(code=code.value).set_function(functools.partial(_waiting, core, code))
         Gauge("halyard_time_shift_drift_max_seconds",
               "Largest |drift| from its time-shift grid that agents last reported for a running job "
               "(Cassini section 4.4.2 step 3; 0 when none reports one)", registry=r).set_function(
@@ -156,6 +158,11 @@ class Metrics:
     def call_wrapper(self, checks_own_requests: Iterable[str] = ()) -> CallWrapper:
         """What wraps every gRPC method: counts each call in ``halyard_grpc_server_handled`` by its status."""
         return CallWrapper(self.rpcs, checks_own_requests)
+
+
+def _waiting(core: SchedulingCore, code: WaitCode) -> int:
+    """Pending jobs that wait for ``code`` after the last pass (a gauge's value, read at each scrape)."""
+    return core.waiting.get(code, 0)
 
 
 class _AgentCollector(Collector):

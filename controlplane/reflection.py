@@ -19,23 +19,33 @@ services a port offers is for its clients, and an open service is one more surfa
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
+from typing import Protocol
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool
-from google.protobuf.descriptor import FileDescriptor
 from grpc_health.v1 import health, health_pb2
 from grpc_reflection.v1alpha import _async as reflection_aio
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from halyard.controlplane.auth import Authenticator
-from halyard.controlplane.errors import PermissionDenied, Unauthenticated
+from halyard.controlplane.errors import PermissionDenied, TooManyFailures, Unauthenticated
 from halyard.v1 import agent_service_pb2, cluster_service_pb2, job_service_pb2, types_pb2
 
 V1_SERVICE = "grpc.reflection.v1.ServerReflection"
 V1ALPHA_SERVICE = reflection.SERVICE_NAME
 _V1_FILE = "grpc/reflection/v1/reflection.proto"
 _V1ALPHA, _V1 = "grpc.reflection.v1alpha", "grpc.reflection.v1"
-SERVED_FILES: tuple[FileDescriptor, ...] = (
+
+
+class ServedFile(Protocol):
+    """What a served file's descriptor gives here. The generated modules' and grpcio's own (health,
+    reflection) are one class at run time (``google._upb._message.FileDescriptor`` with protobuf's
+    default backend), but their stubs name two (``google.protobuf.descriptor``'s and ``google._upb``'s)."""
+
+    def CopyToProto(self, proto: descriptor_pb2.FileDescriptorProto, /) -> None: ...
+
+
+SERVED_FILES: tuple[ServedFile, ...] = (
     types_pb2.DESCRIPTOR, job_service_pb2.DESCRIPTOR, cluster_service_pb2.DESCRIPTOR, agent_service_pb2.DESCRIPTOR,
     health_pb2.DESCRIPTOR, reflection_pb2.DESCRIPTOR,
 )
@@ -82,11 +92,14 @@ def enable_reflection(service_names: Iterable[str], server: grpc.aio.Server,
         if auth is not None:
             try:
                 auth.client(context)
+            except TooManyFailures as exc:
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
             except Unauthenticated as exc:
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
             except PermissionDenied as exc:
                 await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
-        async for reply in servicer.ServerReflectionInfo(requests, context):
+        # The stub says `async def ... -> AsyncIterable` (a coroutine); grpc_reflection's code is an async generator.
+        async for reply in servicer.ServerReflectionInfo(requests, context):  # type: ignore[attr-defined]
             yield reply
 
     handler = grpc.stream_stream_rpc_method_handler(

@@ -22,7 +22,7 @@ import itertools
 import math
 import time
 from collections.abc import Coroutine, Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import structlog
 
@@ -299,7 +299,7 @@ class ReplayLockstep:
         old head would deadlock with an arrival between the two instants, which waits (``settle``) for
         the earlier completion while this loop waits for that arrival."""
         turn = asyncio.ensure_future(self._turn_of(t))
-        added: asyncio.Future[object] | None = None
+        added: asyncio.Future[Literal[True]] | None = None  # Event.wait()
         try:
             while not turn.done():
                 self._due_added.clear()

@@ -182,7 +182,8 @@ def job_columns(core: SchedulingCore, *, origin: float = 0.0, now: float | None 
             "first_start_s": None if r.first_start is None else r.first_start - origin,
             "finish_s": None if r.end_time is None else r.end_time - origin,
             "queue_s": r.queued_s + (at - r.pending_since if r.state is JobState.PENDING else 0.0),
-            "jct_s": r.end_time - spec.submit_time if r.state is JobState.COMPLETED else None,
+            "jct_s": (r.end_time - spec.submit_time
+                      if r.state is JobState.COMPLETED and r.end_time is not None else None),
             "run_s": run, "gpu_s": r.attained_gpu_s(at),
             **counts_of(r), "restarts": r.restarts,
             "placements": placements.get(r.job_id, 0),

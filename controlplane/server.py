@@ -30,6 +30,7 @@ from halyard.controlplane.logs import LogRelay
 from halyard.controlplane.prometheus import Metrics
 from halyard.controlplane.reflection import enable_reflection
 from halyard.controlplane.service import ControlPlane
+from halyard.controlplane.token_throttle import FailedTokens
 from halyard.controlplane.websession import allowed_hosts, http_listen
 from halyard.datamodel import HalyardError
 from halyard.datamodel.limits import MAX_REQUEST_BYTES
@@ -114,7 +115,9 @@ class ControlPlaneServer:
         self.agent_port = 0
         self.http_port = 0
         self._server: grpc.aio.Server | None = None
-        self._auth = Authenticator(secure=tls is not None, tokens=tokens)
+        # Bad tokens count per peer host on every surface (gRPC, HTTP, the dashboard's login).
+        self._auth = Authenticator(secure=tls is not None, tokens=tokens,
+                                   throttle=FailedTokens() if tokens is not None else None)
         self._health = health.aio.HealthServicer()
         self._runner: web.AppRunner | None = None
 

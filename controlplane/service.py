@@ -34,7 +34,7 @@ from halyard.controlplane.agent_sessions import (
     AgentSession,
     AgentSessions,
 )
-from halyard.controlplane.dispatch import TELLS_ALLOCATION, Dispatcher
+from halyard.controlplane.dispatch import TELLS_ALLOCATION, Dispatcher, allocation_of
 from halyard.controlplane.disruption import DisruptionSettings
 from halyard.controlplane.errors import AlreadyExists, FailedPrecondition, NotFound, Unavailable
 from halyard.controlplane.group_commit import GROUP_COMMIT_WINDOW_S, GroupCommit
@@ -154,7 +154,7 @@ class ControlPlane:
         if state.records:
             self.core.restore(state)
             for record in self.core.running.values():
-                self.placed[record.job_id] = record.allocation.node_names
+                self.placed[record.job_id] = allocation_of(record).node_names
             log.info("restored", jobs=len(state.records), running=len(self.placed), events=len(state.events))
         self._last_pass = max((e.time for e in state.events), default=-math.inf)
         drained = self.store.get_meta(DRAINED_META)

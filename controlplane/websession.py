@@ -126,10 +126,11 @@ class Caller:
 
 
 def identify(auth: Authenticator, sessions: Sessions, authorization: str | None,
-             cookie: str | None) -> Caller:
-    """The caller of an HTTP request: its bearer token, else its session; :class:`Unauthenticated` if neither."""
+             cookie: str | None, peer: str | None = None) -> Caller:
+    """The caller of an HTTP request from ``peer``: its bearer token, else its session;
+    :class:`Unauthenticated` if neither."""
     if authorization is not None:
-        return Caller(auth.bearer(bearer_token(authorization, "header")))
+        return Caller(auth.bearer(bearer_token(authorization, "header"), peer))
     if cookie:
         session = sessions.get(cookie)
         if session is not None:

@@ -16,7 +16,7 @@ The simulator asks at every job start, so an allocation is reduced to a small ha
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from halyard.datamodel import Allocation, Cluster, JobSpec, NodeAllocation, StageProfile, Tier
@@ -31,6 +31,7 @@ from halyard.emulator.parallel import (
     is_data_parallel,
     plan_timing,
     profile_plan,
+    with_up_demand,
 )
 from halyard.emulator.tightest import ClusterIndex, NodeInfo, Shape, index_cluster, tightest_nodes, tightest_shape
 
@@ -56,8 +57,9 @@ class IterationTimeModel:
     :class:`~halyard.emulator.PerformanceModel`'s (checked there)."""
 
     def __init__(self, compute: ComputeTime, *, allreduce: str, overlap: str, data_stalls: bool,
-                 communication: bool) -> None:
+                 communication: bool, measured_up_demand: Mapping[str, float] | None = None) -> None:
         self.compute = compute
+        self._measured = dict(measured_up_demand or {})
         self._allreduce = allreduce
         self._overlap = overlap
         self._data_stalls = data_stalls
@@ -97,7 +99,8 @@ class IterationTimeModel:
             dp_key = (id(cluster), spec.model, timing, tuple(p.node for p in allocation.nodes if p.gpus))
             hit = self._plans.get(dp_key)
             if hit is None:
-                hit = self._plans[dp_key] = data_parallel_timing(self, spec, allocation, cluster, timing)
+                hit = self._plans[dp_key] = self._with_measured(
+                    spec.model, data_parallel_timing(self, spec, allocation, cluster, timing))
             return hit
         key = (id(cluster), spec.model, spec.batch_size, spec.parallelism, allocation.stages,
                spec.num_gpus if spec.parallelism is None else 0,  # a Cell's global batch (parallel._replicas)
@@ -105,8 +108,13 @@ class IterationTimeModel:
         hit = self._plans.get(key)
         if hit is None:
             self._indexed(cluster)  # keeps the cluster alive, so its id() stays unique while cached
-            hit = self._plans[key] = plan_timing(self, spec, allocation, cluster)
+            hit = self._plans[key] = self._with_measured(spec.model, plan_timing(self, spec, allocation, cluster))
         return hit
+
+    def _with_measured(self, model: str, timing: JobTiming) -> JobTiming:
+        """``timing`` with ``measured_up_demand``'s demand on its Up phases where the model has one."""
+        demand = self._measured.get(model)
+        return timing if demand is None else with_up_demand(timing, demand)
 
     def profile_stages(self, spec: JobSpec, allocation: Allocation, cluster: Cluster) -> tuple[StageProfile, ...]:
         """One profiling of the plan ``allocation.stages`` (Crius §5.1, Fig. 9), per stage: what an

@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 from halyard.datamodel import Allocation, Cluster, JobSpec, LinkKey, StageCost, StagePlan, StageProfile, Tier
@@ -137,6 +137,17 @@ class JobTiming:
     links: tuple[LinkLoad, ...]
     micro_batches: int = 1
     stages: tuple[StageTiming, ...] = ()
+
+
+def with_up_demand(timing: JobTiming, gbyte_s: float) -> JobTiming:
+    """``timing`` with every Up phase of every link it loads at ``gbyte_s`` (Down phases, the phases'
+    durations and the iteration unchanged): a measured traffic level in place of the modelled one
+    (``PerformanceModel(measured_up_demand=...)``)."""
+    loads = tuple(LinkLoad(load.kind, load.name,
+                           DemandProfile(tuple(Phase(p.duration_s, gbyte_s if p.up else 0.0)
+                                               for p in load.profile.phases)))
+                  for load in timing.links)
+    return replace(timing, links=loads)
 
 
 class PlanTimer(Protocol):

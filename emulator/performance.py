@@ -19,7 +19,7 @@ part caches per instance (there is no module-level mutable state).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from halyard.datamodel import Allocation, Cluster, JobSpec, StagePlan, StageProfile, Tier
 from halyard.emulator.catalog import Catalog, GpuSpec, ModelProfile, load_catalog
@@ -47,7 +47,8 @@ class PerformanceModel:
 
     def __init__(self, catalog: Catalog | None = None, *, allreduce: str = "ring",
                  overlap: str = "ddp", data_stalls: bool = False, contention: str = "fair",
-                 communication: bool = True, start_cost_s: float = 0.0, resize_cost_s: float | None = None) -> None:
+                 communication: bool = True, start_cost_s: float = 0.0, resize_cost_s: float | None = None,
+                 measured_up_demand: Mapping[str, float] | None = None) -> None:
         """``allreduce``: ``ring`` (default; two-level across nodes), ``tree`` or ``auto``
         for the all-reduce between nodes (inside a node it is always a ring).
         ``overlap``: ``ddp`` (buckets overlap backward only; default) or
@@ -65,7 +66,13 @@ class PerformanceModel:
         free (the artifact's step is ``batch x maxP / compute time``); ``start_cost_s`` is charged
         once, at a job's first start (the artifact's 20 s ``rescale_time``, never reset);
         ``resize_cost_s``, when set, replaces the checkpoint-and-restart cost of a resize (the
-        artifact charges nothing after the first start: 0)."""
+        artifact charges nothing after the first start: 0).
+
+        ``measured_up_demand`` (model -> GB/s; off by default): every Up phase of that model's jobs on
+        every link they cross carries this demand instead of the modelled one, the phases' timing and
+        the iteration time kept. It runs a workload with a traffic level measured elsewhere beside the
+        model's own, to measure what the difference is worth (benchmarks/cassini_dynamic.py's
+        ``--mix model-parallel-thesis-traffic``: the Cassini thesis' Fig. 4.1(c) GPT traffic)."""
         if start_cost_s < 0 or (resize_cost_s is not None and resize_cost_s < 0):
             raise ValueError(f"start_cost_s and resize_cost_s must be >= 0, got {start_cost_s}, {resize_cost_s}")
         if allreduce not in ALGORITHMS:
@@ -74,13 +81,17 @@ class PerformanceModel:
             raise ValueError(f"overlap must be one of {', '.join(OVERLAP_MODES)}, got {overlap!r}")
         if contention not in CONTENTION_MODES:
             raise ValueError(f"contention must be one of {', '.join(CONTENTION_MODES)}, got {contention!r}")
+        measured = dict(measured_up_demand or {})
+        if any(not d > 0 for d in measured.values()):
+            raise ValueError(f"measured_up_demand must map models to GB/s > 0, got {measured}")
         self._contention = contention
         self._data_stalls = data_stalls
         self.compute = ComputeTime(catalog if catalog is not None else load_catalog())
         self.memory = MemoryModel(self.compute)
         self.plans = PlanSearch(self.compute, self.memory)
         self.timing = IterationTimeModel(self.compute, allreduce=allreduce, overlap=overlap,
-                                         data_stalls=data_stalls, communication=communication)
+                                         data_stalls=data_stalls, communication=communication,
+                                         measured_up_demand=measured)
         self.costs = ReconfigurationCosts(self.compute, start_cost_s=start_cost_s, resize_cost_s=resize_cost_s)
 
     # ----------------------------------------------------------------- options

@@ -141,7 +141,7 @@ import numpy as np
 
 from halyard.datamodel import Allocation, ValidationError
 from halyard.policies.adjusting import adjust, applied, rejected
-from halyard.policies.dally_pass import DallyPass
+from halyard.policies.dally_pass import TOLD_CODES_KEY, DallyPass
 from halyard.policies.dally_preemption import NwSensPreemption
 from halyard.policies.dally_stages import DelayScheduling, NwSensOrdering, delay_decision, starvation
 from halyard.policies.dally_timers import AutoTuner, TimerSource
@@ -272,6 +272,11 @@ class Dally:
         return -math.inf
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        codes = state.get(TOLD_CODES_KEY)
+        if codes is not None and view.reasons is not None and plan.since is view.reasons:
+            self._waiting.commit_told(codes, view.reasons)  # what the core holds now (DallyPass.run)
+        else:
+            self._waiting.forget_told()
         self.delay.on_applied(view, plan, state)
         self.nw_preemption.on_applied(view, plan, state)
         if self.hoard is not None:
@@ -282,6 +287,7 @@ class Dally:
         applied(self.adjusters, view, plan, state)
 
     def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        self._waiting.forget_told()
         rejected(self.adjusters, view, plan, state)  # the pass's acceptances never happened; nothing was recorded
 
     # ------------------------------------------------------------------ reading the view

@@ -31,13 +31,14 @@ class _Victim:
     (most passes never look: nothing waits that a preemption would help), and kept in
     ``spreads`` (:meth:`JobStatics.spreads`) for later passes while the job keeps its allocation."""
 
-    __slots__ = ("_cluster", "_spreads", "_where", "allocation", "gpus", "job", "sens")
+    __slots__ = ("_cluster", "_spots", "_spreads", "_where", "allocation", "gpus", "job", "sens")
 
     def __init__(self, job: JobInfo, sens: float, cluster: Cluster, spreads: Spreads | None = None) -> None:
         self.job, self.sens, self._cluster, self._spreads = job, sens, cluster, spreads
         self.allocation = allocation_of(job)  # the one it was made for (a kept victim serves only while it holds)
         self.gpus = self.allocation.num_gpus
         self._where: tuple[dict[int, int], dict[int, int]] | None = None
+        self._spots: tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]] | None = None
 
     def where(self) -> tuple[dict[int, int], dict[int, int]]:
         """(node index -> GPUs held there, rack index -> GPUs held there); shared with later passes:
@@ -58,6 +59,15 @@ class _Victim:
             if self._spreads is not None:
                 self._spreads[self.job.job_id] = (allocation, self._where)
         return self._where
+
+    def spots(self) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]:
+        """:meth:`where` as pairs (index, GPUs held there) where it holds any, per node and per rack: what
+        :func:`_holders` walks for every victim of every pass (the victim is kept from pass to pass)."""
+        if self._spots is None:
+            per_node, per_rack = self.where()
+            self._spots = (tuple((i, held) for i, held in per_node.items() if held),
+                           tuple((i, held) for i, held in per_rack.items() if held))
+        return self._spots
 
 
 class _LazyVictims:
@@ -411,12 +421,16 @@ def _holders(level: Level, eligible: list[_Victim], holders: Holders | None = No
         if start < len(eligible):
             holders.setdefault(-1, []).extend((eligible[k], eligible[k].gpus, k) for k in range(start, len(eligible)))
         return holders
-    side = 0 if level is Level.MACHINE else 1  # of where(): per node, per rack
+    side = 0 if level is Level.MACHINE else 1  # of spots(): per node, per rack
+    found = holders.get
     for k in range(start, len(eligible)):
         v = eligible[k]
-        for index, held in (v._where or v.where())[side].items():  # (no call once located)
-            if held:
-                holders.setdefault(index, []).append((v, held, k))
+        for index, held in (v._spots or v.spots())[side]:  # (no call once located)
+            here = found(index)
+            if here is None:
+                holders[index] = [(v, held, k)]
+            else:
+                here.append((v, held, k))
     return holders
 
 

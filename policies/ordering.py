@@ -6,13 +6,14 @@ deterministic.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from halyard.datamodel import ValidationError
+from halyard.datamodel import JobState, ValidationError
 from halyard.policies.event_order import EventOrder, OrderedColumns, RunningFollower
 from halyard.policies.passstate import PassState
 from halyard.policies.plan import Plan
@@ -42,19 +43,34 @@ class StarvationGuard:
             raise ValidationError(f"must be > 0 seconds, got {after_s!r}", field="starvation_guard")
         self.after_s = after_s
         self.promoted: frozenset[str] = frozenset()  # as of the last applied pass
+        # The queue last scanned (the core's own, the same object from pass to pass) and the earliest time a
+        # job waits from in it then: a job that waits later began after that scan (the clock never goes
+        # back), so until that earliest one has waited ``after_s`` no job of the queue has (promote).
+        self._scanned: object | None = None
+        self._earliest = math.inf
 
     def promote(self, view: ClusterView, state: PassState) -> frozenset[str]:
         """The jobs promoted at this pass: those kept, plus every pending job that has waited more than
-        ``after_s`` (remembered in ``state`` until the plan is applied)."""
+        ``after_s`` (remembered in ``state`` until the plan is applied). The queue is scanned only once
+        its earliest waiting job may have waited that long: a loaded Synergy queue holds ~1,300 jobs and
+        the guard's 1,000 h are rarely reached."""
         now, after_s = view.now, self.after_s
-        new = {job.job_id for job in view.pending if now - job.pending_since > after_s} - self.promoted
-        promoted = self.promoted | new
+        pending = view.pending
+        if pending is self._scanned and now - self._earliest <= after_s:
+            promoted = self.promoted  # no waiting job has waited after_s (the earliest has not)
+        else:
+            new = {job.job_id for job in pending if now - job.pending_since > after_s} - self.promoted
+            promoted = self.promoted | new
+            self._scanned, self._earliest = pending, min((job.pending_since for job in pending), default=math.inf)
         state.put(STARVATION_PROMOTED_KEY, promoted)
         return promoted
 
     def commit(self, view: ClusterView, state: PassState) -> None:
         """Keep the pass's promotions (its plan was applied); forget jobs that have ended."""
         promoted = state.get(STARVATION_PROMOTED_KEY, self.promoted)
+        if not promoted:  # nobody to keep: no need to list the live jobs
+            self.promoted = frozenset()
+            return
         live = view.running.keys() | {job.job_id for job in view.pending}
         self.promoted = frozenset(j for j in promoted if j in live)
 
@@ -74,6 +90,11 @@ class Fifo(Ordering):
 
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, int]]:
         return lambda job: (job.spec.submit_time, job.arrival_seq)
+
+    def same_until(self, view: ClusterView) -> float:
+        """:meth:`Ordering.same_until`: a job's key is its submit time and arrival, which the clock never
+        moves, so the order holds for good (until an event)."""
+        return math.inf
 
     def ranking(self, view: ClusterView, state: PassState, pending: Sequence[JobInfo]) -> Ranking:
         """:meth:`Ordering.ranking` without sorting the queue: ``pending`` is already in arrival order
@@ -102,6 +123,38 @@ class Fifo(Ordering):
         return Ranking(jobs, None, held)
 
 
+_RANKED = (JobState.PENDING, JobState.RUNNING)
+
+
+class WaitingByKey(EventOrder):
+    """The waiting jobs sorted by a key that does not move while a job waits (SRTF's remaining time,
+    submission, arrival), kept from pass to pass and read again only for the jobs of new events."""
+
+    def __init__(self) -> None:
+        self._key: Callable[[JobInfo], Any] | None = None
+        super().__init__()
+
+    def ordered(self, view: ClusterView, key: Callable[[JobInfo], Any]) -> tuple[list[JobInfo], list[Any]]:
+        """The view's waiting jobs sorted by ``key`` and their keys: the kept lists themselves, read only
+        and valid until the next call. ``key`` must give a waiting job the key it gave it at any earlier pass."""
+        self._key = key
+        self._follow(view)
+        return self._jobs, self._keys
+
+    def _holds(self, job: JobInfo) -> bool:
+        return job.state is JobState.PENDING
+
+    def _count(self, view: ClusterView) -> int:
+        return len(view.pending)
+
+    def _members(self, view: ClusterView) -> Iterable[JobInfo]:
+        return view.pending
+
+    def _learn(self, job: JobInfo, view: ClusterView) -> None:
+        assert self._key is not None
+        self._insert(job, self._key(job))
+
+
 class Srtf(Ordering):
     """Shortest remaining time first, preemptive.
 
@@ -117,6 +170,9 @@ class Srtf(Ordering):
     needs_rounds = False
     guard: StarvationGuard | None = None
 
+    def __init__(self) -> None:
+        self._waiting = WaitingByKey()
+
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, ...]]:
         now, guard = view.now, self.guard
         if guard is not None:
@@ -125,6 +181,43 @@ class Srtf(Ordering):
                                 job.spec.submit_time, job.arrival_seq)
         return lambda job: (job.remaining_iterations(now) * job.ideal_iteration_s,
                             job.spec.submit_time, job.arrival_seq)
+
+    def ranking(self, view: ClusterView, state: PassState, pending: Sequence[JobInfo]) -> Ranking:
+        """:meth:`Ordering.ranking` with the waiting jobs in an order kept from pass to pass
+        (:class:`WaitingByKey`): a waiting job's remaining time does not move (it makes no progress), so
+        only the running jobs are keyed and sorted at each pass, and each is put in by bisection (keys are
+        unique: ties break by arrival), after the jobs the starvation guard promotes (sorted among
+        themselves). A loaded Synergy SRTF pass ranks ~1,300 jobs, ~60 of them running; keying and sorting
+        all of them every pass was a quarter of the run. Sorted afresh when the view offers no event log,
+        when not every pending job is admitted, or for a subclass's own key."""
+        if (type(self).key is not Srtf.key or view.events is None or view.jobs is None
+                or len(pending) != len(view.pending)):
+            return super().ranking(view, state, pending)
+        key, now = self.key(view, state), view.now
+        waiting, keys = self._waiting.ordered(view, lambda job: (job.remaining_iterations(now) * job.ideal_iteration_s,
+                                                                 job.spec.submit_time, job.arrival_seq))
+        promoted: frozenset[str] = frozenset()
+        if self.guard is not None:
+            promoted = state.get(STARVATION_PROMOTED_KEY, frozenset())
+        jobs: list[JobInfo] = []
+        if promoted:  # rank 0 before everything else; then the order without them
+            found = (view.jobs.get(job_id) for job_id in promoted)
+            jobs = sorted((j for j in found if j is not None and j.state in _RANKED), key=key)
+            kept = [(j, k) for j, k in zip(waiting, keys, strict=True) if j.job_id not in promoted]
+            waiting, keys = [j for j, _ in kept], [k for _, k in kept]
+        at = [i for i, job in enumerate(jobs) if job.allocation is not None]
+        drop = 1 if self.guard is not None else 0  # the guard's rank, 1 for every job not promoted
+        cut = 0
+        for job in sorted((j for j in view.running.values() if j.job_id not in promoted), key=key):
+            i = bisect_left(keys, key(job)[drop:], lo=cut)
+            jobs.extend(waiting[cut:i])
+            cut = i
+            at.append(len(jobs))
+            jobs.append(job)
+        jobs.extend(waiting[cut:])
+        held = np.zeros(len(jobs), np.int64)
+        held[at] = [jobs[i].num_gpus for i in at]
+        return Ranking(jobs, None, held)
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         if self.guard is not None:

@@ -87,6 +87,13 @@ class Plan:
     reason for every pending job the pass did not look at (a pass over a long queue
     stops once nothing more can fit), so reasons cost nothing per unvisited job.
 
+    A plan may also say its reasons as a change set (:meth:`changes_from`): ``since`` is the core's
+    reasons from the last pass (``view.reasons``), ``unplaced`` only what differs from them, and every
+    job of ``since`` that ``unplaced`` does not name keeps its reason (the pass looked at it and found
+    the same). A loaded queue's reasons mostly stay as they were: Dally's thousand waiting jobs per
+    pass of 20,000 Philly jobs compressed 8x change about one in six (policies/dally_pass.py). A policy
+    that sets every reason on every pass leaves ``since`` None and nothing changes for it.
+
     A plan is also a snapshot a stage can ask questions of (Kubernetes' ``NodeInfo`` after
     ``Assume``: the cluster as if the pending bindings had happened): the actions are indexed by
     job as they are added, and :meth:`starts`, :meth:`stops`, :meth:`moves`, :meth:`placements_after`
@@ -98,6 +105,7 @@ class Plan:
     actions: list[Action] = field(default_factory=list)
     unplaced: dict[str, Unplaced] = field(default_factory=dict)
     otherwise: Unplaced | None = None
+    since: Mapping[str, Unplaced] | None = None  # unplaced is a change set over these (changes_from)
     # job id -> positions of its actions in ``actions``, in order (the index the queries read).
     _by_job: dict[str, list[int]] = field(default_factory=dict, repr=False, compare=False)
 
@@ -114,7 +122,22 @@ class Plan:
         self.actions.append(action)
 
     def wait(self, job_id: str, why: Unplaced) -> None:
+        since = self.since
+        if since is not None and since.get(job_id) == why:  # a change set: the core keeps it as it is
+            self.unplaced.pop(job_id, None)
+            return
         self.unplaced[job_id] = why
+
+    def changes_from(self, told: Mapping[str, Unplaced]) -> None:
+        """Say this plan's reasons as changes over ``told`` (the view's ``reasons``: what the core holds
+        from the last pass). The policy promises to look at every job of ``told`` that is still
+        waiting: whatever :meth:`wait` is not given anew stays as ``told`` says. Call before any
+        :meth:`wait`."""
+        self.since = told
+
+    def reasons(self) -> dict[str, Unplaced]:
+        """Every reason this plan stands for: ``unplaced``, over ``since`` when it is a change set."""
+        return dict(self.unplaced) if self.since is None else {**self.since, **self.unplaced}
 
     def start(self, job_id: str, allocation: Allocation) -> None:
         self._add(Start(job_id, allocation))

@@ -146,13 +146,22 @@ class Pollux(OwnPass):
     acts_without_pending = True  # re-allocates running jobs with nothing waiting
 
     def __init__(self, *, name: str = "pollux", adapt_batch: bool = True, penalize_starts: bool = False,
-                 placement: Placement | None = None, adjusters: tuple[Adjuster, ...] = ()) -> None:
+                 explore_doubling: bool = False, placement: Placement | None = None,
+                 adjusters: tuple[Adjuster, ...] = ()) -> None:
         """``penalize_starts``: apply REALLOC_FACTOR to a pending job's first GPUs too, as the
         reference simulator does (its passes are periodic; ours also run at an arrival, where the
-        factor at age 0 is 0 and would forbid the start: docs/pollux.md). Off by default."""
+        factor at age 0 is 0 and would forbid the start: docs/pollux.md). Off by default.
+        ``explore_doubling``: a job may get at most twice the largest GPU count it has run on (1
+        before it first runs), the reference simulator's cap on a job whose throughput it has not
+        profiled (adaptdl ``simulator/simulator.py`` ``get_pollux_job_info``: ``max_replicas =
+        min(max(2 * job.max_profiled_replicas, 1), ...)``); Halyard knows every count's throughput
+        from its performance model, so the default offers the whole range. Off by default."""
         self.name = name
         self.adapt_batch = adapt_batch
         self.penalize_starts = penalize_starts
+        self.explore_doubling = explore_doubling
+        # Job id -> the largest GPU count an applied plan gave it (explore_doubling's profile).
+        self._largest: dict[str, int] = {}
         self.placement: Placement = placement if placement is not None else FirstFitConsolidated()
         self.adjusters = adjusters
         # Job id -> re-allocations (R_j of REALLOC_FACTOR) from the plans the core applied.
@@ -167,9 +176,14 @@ class Pollux(OwnPass):
         self.placement.on_applied(view, plan, state)
         for job_id in plan.moves().keys() | plan.stops():  # one re-allocation per job a pass moves or stops
             self._reallocations[job_id] = self._reallocations.get(job_id, 0) + 1
+        if self.explore_doubling:
+            for job_id, alloc in (plan.starts() | plan.moves()).items():
+                self._largest[job_id] = max(self._largest.get(job_id, 0), alloc.num_gpus)
         live = view.running.keys() | {j.job_id for j in view.pending}
         if len(self._reallocations) > 2 * len(live) + 16:  # forget ended jobs
             self._reallocations = {k: v for k, v in self._reallocations.items() if k in live}
+        if len(self._largest) > 2 * len(live) + 16:
+            self._largest = {k: v for k, v in self._largest.items() if k in live}
         applied(self.adjusters, view, plan, state)
 
     def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
@@ -231,6 +245,8 @@ class Pollux(OwnPass):
         for job in jobs:
             low, high = job.spec.gpu_range if resizable(view, job.spec) else (job.spec.num_gpus,) * 2
             current = job.num_gpus if job.allocation is not None else 0
+            if self.explore_doubling and resizable(view, job.spec):
+                high = max(low, min(high, 2 * self._largest.get(job.job_id, 0) or 1))
             counts = [0, current] if held_elsewhere(view, job) else counts_for(low, high, gpus, current)
             speed = self.speedups(view, job, counts, fair)
             runnable = [i for i, s in enumerate(speed) if i == 0 or s > 0.0]

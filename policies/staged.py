@@ -125,6 +125,13 @@ class StagedPolicy:
                 self._in_order(view, admitted, plan, free, state)
         return adjust(self.adjusters, view, plan, free, state)
 
+    @property
+    def round_gated(self) -> bool:
+        """Whether a pass at a round boundary and one between rounds differ with nothing else changed (a
+        round-based batch placement: the one places, the other says "waits for the next round"), so a
+        quiet pass vouches only for passes of its own kind (:meth:`Policy.quiet_until`)."""
+        return bool(self.placement.batch and self.placement.rounds)
+
     def quiet_until(self, view: ClusterView) -> float:
         """:meth:`Policy.quiet_until`: the ordering's :meth:`~Ordering.same_until` when every other
         stage is time-invariant (so only the order can change with the clock), else ``-inf``."""
@@ -260,7 +267,10 @@ class StagedPolicy:
         starts: list[tuple[JobInfo, int]] = []
         # Jobs that wait for the same GPUs with the same budget left share one (immutable) reason: a
         # loaded queue has hundreds of waiting jobs per pass and only a few sizes.
-        waits: dict[tuple[int, int], Unplaced] = {}
+        # Keyed by the budget, then the GPUs: the budget changes at a few jobs only, so most jobs look up
+        # their reason by GPUs alone in the budget's table (no key tuple to build per job).
+        waits: dict[int, dict[int, Unplaced]] = {}
+        at_budget = waits.setdefault(budget, {})
         unplaced = plan.unplaced  # plan.wait, inlined: this loop visits every running and pending job
         for job in rest:
             allocation = job.allocation
@@ -268,6 +278,7 @@ class StagedPolicy:
                 gpus = job.num_gpus
                 if gpus <= budget:
                     budget -= gpus
+                    at_budget = waits.setdefault(budget, {})
                     runnable.append(job)
                 else:
                     plan.preempt(job.job_id)
@@ -276,14 +287,15 @@ class StagedPolicy:
             gpus = job.spec.num_gpus if fixed else self.sizing.gpus(view, job)
             if gpus <= budget:
                 budget -= gpus
+                at_budget = waits.setdefault(budget, {})
                 runnable.append(job)
                 starts.append((job, gpus))
                 continue
-            why = waits.get((gpus, budget))
+            why = at_budget.get(gpus)
             if why is None:
-                why = waits[gpus, budget] = cannot_fit(self.ordering.name, "needs {:#GPU}; jobs ahead of it in "
-                                                       "{} order hold or take the schedulable GPUs ({} left)",
-                                                       gpus, self.ordering.name, budget)
+                why = at_budget[gpus] = cannot_fit(self.ordering.name, "needs {:#GPU}; jobs ahead of it in "
+                                                   "{} order hold or take the schedulable GPUs ({} left)",
+                                                   gpus, self.ordering.name, budget)
             unplaced[job.job_id] = why
         if self.placement.batch:
             self.placement.place_all(view, runnable, [job for job, _ in starts], plan, free, state)

@@ -134,7 +134,10 @@ class Policy(Protocol):
         """Called after a pass at ``view`` that planned nothing: the time before which another pass,
         with no event logged and no node's schedulable flag changed in between, would again plan
         nothing and give every waiting job the same reason, so the core may skip it. ``-inf`` (this
-        default): never skip."""
+        default): never skip. A policy whose passes at round boundaries differ from those between them
+        (a round-based placement, Synergy §3) says so with the optional attribute ``round_gated``
+        (outside the protocol; False if absent): its answer then vouches only for passes of the same
+        kind, at a round boundary or not, as the quiet one."""
         return -math.inf
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:

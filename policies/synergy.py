@@ -57,9 +57,16 @@ class SynergyMechanism(BatchPlacement):
     # §3: "Synergy performs round-based scheduling": the runnable set is chosen and placed at round
     # (lease) boundaries only; passes between rounds change nothing (BatchPlacement.acts_now).
     rounds = True
+    # The mechanisms decide from the runnable set (ids, allocations), the free resources and the profiled
+    # demand vectors (memoised per model, batch and GPU type): never the clock or progress. The round gate
+    # reads the clock, which StagedPolicy.round_gated tells the core. OPT says otherwise (its counters).
+    time_invariant = True
 
     def __init__(self) -> None:
         self._kept = KeptShapes()  # the allocations the packer built, kept from pass to pass
+        # demand()'s answers for the facts (cluster and model) they were memoised in: a re-pack asks for
+        # every runnable job's, and the facts' memo builds a key and a closure per call.
+        self._demands: tuple[object, dict[tuple[object, ...], tuple[int, int]]] = (None, {})
 
     @staticmethod
     def _cap(view: ClusterView, job: JobInfo) -> tuple[int, int]:
@@ -72,13 +79,19 @@ class SynergyMechanism(BatchPlacement):
         spread over as many servers as possible (else GREEDY would skip it forever)."""
         spec = job.spec
         key = (spec.model, spec.batch_size, spec.gpu_type, job.num_gpus)
+        facts, known = self._demands
+        if facts is not view.facts:
+            known = {}
+            self._demands = (view.facts, known)
+        found = known.get(key)
+        if found is None:
+            def compute() -> tuple[int, int]:
+                p = job_profile(view, job)
+                cap_c, cap_m = self._cap(view, job)
+                return min(p.demand_cpus, cap_c), min(p.demand_memory_mb, cap_m)
 
-        def compute() -> tuple[int, int]:
-            p = job_profile(view, job)
-            cap_c, cap_m = self._cap(view, job)
-            return min(p.demand_cpus, cap_c), min(p.demand_memory_mb, cap_m)
-
-        return view.facts.memo("synergy/demand", key, compute)
+            found = known[key] = view.facts.memo("synergy/demand", key, compute)
+        return found
 
     def place_all(self, view: ClusterView, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
                   plan: Plan, free: FreeResources, state: PassState) -> None:
@@ -245,14 +258,12 @@ class Tune(SynergyMechanism):
                     packer.reshape(job.job_id, packer.demand(c, m))
             return
         renewing, to_demand = self._renewing(view, packer, runnable, vector)
-        for job_id in to_demand:  # renewing away from their demand: set to it where they are
-            packer.strip(job_id)
+        packer.strip_all(to_demand)  # renewing away from their demand: set to it where they are
         for job_id in to_demand:
             if not packer.reshape(job_id, packer.demand(*known[job_id])):
                 raise AssertionError(f"synergy-tune: renewing job {job_id!r} does not fit its demand in place")
-        for job in runnable:  # §3: this round's placement is recomputed
-            if job.allocation is not None and job.job_id not in renewing:
-                packer.strip(job.job_id)  # CPU and memory released before the re-pack
+        # §3: this round's placement is recomputed; CPU and memory released before the re-pack
+        packer.strip_all([job.job_id for job in runnable if job.allocation is not None and job.job_id not in renewing])
         for job in sorted((j for j in runnable if j.job_id not in renewing), key=size):
             if job.allocation is None:
                 self._pack_new(view, packer, job, vector(job), vector, plan)
@@ -277,7 +288,7 @@ class Tune(SynergyMechanism):
         opens all of its servers) gets its demand in place, as the sequential re-pack would give it. At
         a loaded round most running jobs are such: re-packing only the others is the issue-19 speed-up
         (same plans: tests/test_synergy_renewal.py, benchmarks/pin_schedules.py)."""
-        free, cluster = packer.free, view.cluster
+        free, index = packer.free, packer.index
         cap_c, cap_m, free_gpus = free.cpus.tolist(), free.memory_mb.tolist(), free.gpus.tolist()
         dem_c, dem_m = [0] * len(cap_c), [0] * len(cap_m)
         held = []
@@ -289,7 +300,7 @@ class Tune(SynergyMechanism):
             idxs = []
             at_demand = True
             for p in allocation.nodes:
-                idx, k = cluster.node(p.node).index, len(p.gpus)
+                idx, k = index[p.node], len(p.gpus)
                 cap_c[idx] += p.cpus
                 cap_m[idx] += p.memory_mb
                 dem_c[idx] += c * k
@@ -467,6 +478,9 @@ class Opt(Tune):
     left; if that LP fails too, the new jobs are placed by TUNE's rule."""
 
     name = "synergy-opt"
+    # Each pass's ILP is counted (unsolved, spread_failed, split_jobs in on_applied): a skipped pass would
+    # not be, so OPT's passes are never skipped.
+    time_invariant = False
 
     def __init__(self, *, fit_running: bool = False, node_limit: int | None = None, rounds: bool = True) -> None:
         rounds = rounds and not fit_running

@@ -8,7 +8,7 @@ job -> allocation and node -> jobs maps on the pass's free resources.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 
 import numpy as np
 
@@ -74,6 +74,9 @@ class Packer:
         self.cluster: Cluster = view.cluster
         self.free = free
         self.shape = view.shape
+        # Node name -> index: a re-pack looks nodes up by the hundred thousand (Cluster.node is a call).
+        self.index: dict[str, int] = view.facts.memo("synergy/node-index", None,
+                                                     lambda: {n.name: i for i, n in enumerate(self.cluster.nodes)})
         self.alloc: dict[str, Allocation] = {}
         self.on_node: list[set[str]] = [set() for _ in self.cluster.nodes]
         self._home: dict[str, Allocation] = {}  # what each held job held when the pass began
@@ -95,25 +98,37 @@ class Packer:
     # bookkeeping
     def hold(self, job_id: str, allocation: Allocation) -> None:
         self.alloc[job_id] = self._home[job_id] = allocation
+        index, on_node = self.index, self.on_node
         for part in allocation.nodes:
-            self.on_node[self.cluster.node(part.node).index].add(job_id)
+            on_node[index[part.node]].add(job_id)
 
     def strip(self, job_id: str) -> None:
         """Give a held job's CPU and memory back; it keeps its GPUs (a re-pack's first step)."""
-        old = self.alloc[job_id]
-        cpus, memory, index = self.free.cpus, self.free.memory_mb, self.cluster.node
-        for p in old.nodes:
-            idx = index(p.node).index
-            cpus[idx] += p.cpus
-            memory[idx] += p.memory_mb
-        self.alloc[job_id] = self._shaped(job_id, old, ((0, 0),) * len(old.nodes))
+        self.strip_all((job_id,))
+
+    def strip_all(self, job_ids: Iterable[str]) -> None:
+        """:meth:`strip` each of ``job_ids``, the free CPU and memory summed per node first and added once."""
+        n = len(self.cluster.nodes)
+        cpus, memory = [0] * n, [0] * n
+        alloc, index, shaped = self.alloc, self.index, self._shaped
+        for job_id in job_ids:
+            old = alloc[job_id]
+            for p in old.nodes:
+                idx = index[p.node]
+                cpus[idx] += p.cpus
+                memory[idx] += p.memory_mb
+            alloc[job_id] = shaped(job_id, old, _ZEROS[len(old.nodes)] if len(old.nodes) < len(_ZEROS)
+                                   else ((0, 0),) * len(old.nodes))
+        self.free.cpus += cpus
+        self.free.memory_mb += memory
 
     def release(self, job_id: str) -> Allocation:
         """Give a held job's whole allocation back to the pass's free resources (it is to be re-placed)."""
         allocation = self.alloc.pop(job_id)
         self.free.give(allocation)
+        index, on_node = self.index, self.on_node
         for part in allocation.nodes:
-            self.on_node[self.cluster.node(part.node).index].discard(job_id)
+            on_node[index[part.node]].discard(job_id)
         return allocation
 
     def usable(self, need: Need, gpu_types: GpuTypes) -> np.ndarray:
@@ -149,8 +164,8 @@ class Packer:
                  ) -> Allocation | None:
         """Place a job on exactly ``allocation``'s GPUs with ``need``'s CPU and memory; None if they are
         not all free or the CPU and memory do not fit (the ledger is then unchanged)."""
-        placed = allocation.with_resources(tuple([need(self.cluster.node(p.node).index, len(p.gpus))
-                                                  for p in allocation.nodes]))
+        index = self.index
+        placed = allocation.with_resources(tuple([need(index[p.node], len(p.gpus)) for p in allocation.nodes]))
         try:
             self.free.take(placed)
         except OverAllocation:
@@ -174,9 +189,29 @@ class Packer:
         held when the pass began is reused, so an unchanged job keeps its very allocation)."""
         old = self.alloc[job_id]
         parts = old.nodes
-        index = self.cluster.node
-        idxs = [index(p.node).index for p in parts]
-        wanted = tuple([need(idx, len(p.gpus)) for idx, p in zip(idxs, parts, strict=True)])
+        index = self.index
+        per_c = per_m = None  # a per-GPU vector, uncapped: Need.__call__ inlined
+        if type(need) is Need and not need.cap:
+            per_c, per_m = need.c, need.m
+        if len(parts) == 1:  # most jobs: the same steps as below, without the per-part lists
+            p = parts[0]
+            idx, k = index[p.node], len(p.gpus)
+            c, m = (per_c * k, per_m * k) if per_c is not None and per_m is not None else need(idx, k)
+            dc, dm = c - p.cpus, m - p.memory_mb
+            if not (dc or dm):
+                return True
+            cpus, memory = self.free.cpus, self.free.memory_mb
+            if dc > cpus[idx] or dm > memory[idx]:
+                return False
+            cpus[idx] -= dc
+            memory[idx] -= dm
+            self.alloc[job_id] = self._shaped(job_id, old, ((c, m),))
+            return True
+        idxs = [index[p.node] for p in parts]
+        if per_c is not None and per_m is not None:
+            wanted = tuple([(per_c * len(p.gpus), per_m * len(p.gpus)) for p in parts])
+        else:
+            wanted = tuple([need(idx, len(p.gpus)) for idx, p in zip(idxs, parts, strict=True)])
         held = tuple([(p.cpus, p.memory_mb) for p in parts])
         if wanted == held:
             return True  # the common case on a re-tune: build nothing
@@ -187,24 +222,29 @@ class Packer:
         for idx, (c, m), (hc, hm) in zip(idxs, wanted, held, strict=True):
             cpus[idx] -= c - hc
             memory[idx] -= m - hm
-        home = self._home.get(job_id)
-        if (home is not None and len(home.nodes) == len(parts)
-                and all(h.gpus == p.gpus and h.node == p.node and (h.cpus, h.memory_mb) == cm
-                        for h, p, cm in zip(home.nodes, parts, wanted, strict=True))):
-            self.alloc[job_id] = home
-            return True
         self.alloc[job_id] = self._shaped(job_id, old, wanted)
         return True
 
     def _shaped(self, job_id: str, old: Allocation, per_node: tuple[tuple[int, int], ...]) -> Allocation:
         """``old``'s GPUs with ``per_node`` (CPU cores, memory MB), built once per shape: kept from pass to
         pass while the job holds the same allocation at the start of the pass (everything but the CPU and
-        memory of a shape comes from it), for this pass only for a job that held nothing."""
-        shapes = self._kept.shapes(job_id, self._home.get(job_id))
-        key = (tuple([(p.node, p.gpus) for p in old.nodes]), per_node)
-        new = shapes.get(key)
+        memory of a shape comes from it), for this pass only for a job that held nothing. On the GPUs the
+        job held when the pass began, the shape with that allocation's CPU and memory is that very
+        allocation (an unchanged job keeps its very allocation)."""
+        home = self._home.get(job_id)
+        if home is None:
+            return old.with_resources(per_node)
+        kept = self._kept.shapes_of(job_id, home)
+        if old is home or id(old) in kept.ids:  # one of the home GPUs' shapes: no key to build
+            same = kept.same
+        else:
+            gpus = tuple([(p.node, p.gpus) for p in old.nodes])
+            same = kept.same if gpus == kept.home_gpus else kept.other.setdefault(gpus, {})
+        new = same.get(per_node)
         if new is None:
-            new = shapes[key] = old.with_resources(per_node)
+            new = same[per_node] = old.with_resources(per_node)
+            if same is kept.same:
+                kept.ids.add(id(new))  # alive while kept holds it, so the id names it alone
         return new
 
 
@@ -217,19 +257,36 @@ class KeptShapes:
     them to the jobs still running. Allocations are values: a kept one changes nothing but the work."""
 
     def __init__(self) -> None:
-        self._of: dict[str, tuple[Allocation, dict[tuple[object, ...], Allocation]]] = {}
+        self._of: dict[str, _Shapes] = {}
 
-    def shapes(self, job_id: str, home: Allocation | None) -> dict[tuple[object, ...], Allocation]:
-        """The shapes built for ``job_id`` from ``home`` (its allocation when the pass began); an empty,
-        unkept dict for a job that held nothing (placed this pass: its shapes are rare and not reused)."""
-        if home is None:
-            return {}
+    def shapes_of(self, job_id: str, home: Allocation) -> _Shapes:
+        """The shapes built for ``job_id`` from ``home`` (its allocation when the pass began)."""
         entry = self._of.get(job_id)
-        if entry is None or entry[0] is not home:
-            entry = self._of[job_id] = (home, {})
-        return entry[1]
+        if entry is None or entry.home is not home:
+            entry = self._of[job_id] = _Shapes(home)
+        return entry
 
     def keep(self, job_ids: Collection[str]) -> None:
         """Forget the shapes of every job but ``job_ids``."""
         for job_id in [j for j in self._of if j not in job_ids]:
             del self._of[job_id]
+
+
+class _Shapes:
+    """One job's kept shapes (:class:`KeptShapes`): on the GPUs of ``home`` by (CPU cores, memory MB) per node
+    (``home`` itself for its own), with the ids of those objects (kept alive here, so an id names one of
+    them) so that a shape of them is known without building its GPUs' key; and on other GPUs by that key."""
+
+    __slots__ = ("home", "home_gpus", "ids", "other", "same")
+
+    def __init__(self, home: Allocation) -> None:
+        self.home = home
+        self.home_gpus = tuple([(p.node, p.gpus) for p in home.nodes])
+        self.same: dict[tuple[tuple[int, int], ...], Allocation] = {
+            tuple([(p.cpus, p.memory_mb) for p in home.nodes]): home}
+        self.ids = {id(home)}
+        self.other: dict[tuple[object, ...], dict[tuple[tuple[int, int], ...], Allocation]] = {}
+
+
+# The stripped (no CPU, no memory) per-node resources of an allocation on 1..7 nodes.
+_ZEROS = tuple(((0, 0),) * n for n in range(8))

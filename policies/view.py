@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from halyard.datamodel import Allocation, Cluster, JobEvent, JobSpec, JobState, StagePlan, StageProfile
 from halyard.policies.facts import ClusterFacts, ClusterShape
+from halyard.policies.reasons import Unplaced
 from halyard.policies.resources import FreeResources
 
 if TYPE_CHECKING:
@@ -23,6 +24,13 @@ if TYPE_CHECKING:
 # Round instants are computed as k x round_s by both drivers, so they are exact; the slack only
 # absorbs a replay whose trace origin was added to them (whole rounds, exact in practice).
 ROUND_BOUNDARY_TOLERANCE_S = 1e-6
+
+
+def at_round_boundary(now: float, round_s: float, slack_s: float = ROUND_BOUNDARY_TOLERANCE_S) -> bool:
+    """Whether ``now`` is a whole number of ``round_s`` rounds on the cluster clock, up to ``slack_s`` late
+    (:attr:`ClusterView.at_round_boundary`; the core asks it without building a view)."""
+    offset = math.remainder(now, round_s)
+    return -ROUND_BOUNDARY_TOLERANCE_S <= offset <= slack_s
 
 
 class JobInfo(Protocol):
@@ -214,6 +222,9 @@ class ClusterView:
     # (Kubernetes' scheduler cache follows its informers the same way). None in a view built by hand.
     events: EventHistory | None = field(default=None, repr=False, compare=False)
     jobs: Mapping[str, JobInfo] | None = field(default=None, repr=False, compare=False)
+    # Why the waiting jobs wait, as the core holds it from the last pass (job id -> reason), for a plan
+    # that says only what changed (Plan.changes_from). None in a view built by hand.
+    reasons: Mapping[str, Unplaced] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.facts is None:
@@ -229,8 +240,7 @@ class ClusterView:
         """Whether ``now`` is a whole number of rounds on the cluster clock: the instants the round
         timer of the simulator and of the control plane both fire at (``floor(now / round_s) + 1``
         rounds), so a round-based stage sees the same boundaries in simulate and replay."""
-        offset = math.remainder(self.now, self.round_s)
-        return -ROUND_BOUNDARY_TOLERANCE_S <= offset <= self.round_slack_s
+        return at_round_boundary(self.now, self.round_s, self.round_slack_s)
 
     @property
     def shape(self) -> ClusterShape:

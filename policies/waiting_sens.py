@@ -12,19 +12,28 @@ sorting the waiting jobs by the key on every pass (``tests/test_waiting_sens.py`
 Beside the order it keeps each job's id and GPU demand in the same order, and whether any Nw_sens
 is NaN, so that a pass reads the lowest Nw_sens and answers the long tail of jobs that only wait
 without a Python step per job (that tail walk was a tenth of Dally's time on 20,000 Philly
-jobs compressed 8x; :class:`~halyard.policies.dally_pass.DallyPass`).
+jobs compressed 8x; :class:`~halyard.policies.dally_pass.DallyPass`). It also keeps, in the same
+order, the reason the core holds for each job that a tail answered (as a number: equal reasons,
+equal numbers), so that a pass tells the core only the reasons that changed (Plan.changes_from).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 
 import numpy as np
 
 from halyard.datamodel import JobState
 from halyard.policies.event_order import EventOrder, OrderedColumns
+from halyard.policies.reasons import Unplaced
 from halyard.policies.view import ClusterView, JobInfo
+
+NOT_TOLD = -1  # a job's reason code when no tail answered it in the last applied pass
+# How many distinct tail reasons are numbered before the numbering starts again (a tail reason quotes a
+# demand and a free GPU count, so a run has at most a few thousand; this only bounds a pathological one).
+MAX_REASON_CODES = 1 << 16
+MAX_TAIL_KEYS = 256  # tail reason tables kept (one per free GPU count a tail's reasons quote)
 
 
 class WaitingOrder(EventOrder):
@@ -39,8 +48,15 @@ class WaitingOrder(EventOrder):
         self.sens: dict[str, float] = {}  # job id -> Nw_sens, for the jobs in the order
         self.ids: list[str] = []  # the jobs' ids, in the order
         self.demands: list[int] = []  # their GPU demands, in the order
-        self._wanted = OrderedColumns(1, np.int64)  # the same demands as one array (the tail's fit test)
+        # Row 0: the same demands as one array (the tail's fit test); row 1: the code of the reason the core
+        # holds for the job, if a tail answered it (told_codes), else NOT_TOLD.
+        self._wanted = OrderedColumns(2, np.int64)
         self._nans = 0  # how many Nw_sens are NaN (NaN does not order: then the sort is not by value)
+        self._codes: dict[Unplaced, int] = {}  # a tail reason -> its code
+        self._told_into: Mapping[str, Unplaced] | None = None  # the core's reasons the codes are of
+        # A tail's numbered reasons, kept from pass to pass: what else they depend on -> (demand -> code, demand
+        # -> reason). Working them out and numbering them anew on every pass was a tenth of Dally's time.
+        self._tails: dict[Hashable, tuple[np.ndarray, dict[int, Unplaced]]] = {}
 
     def ranked(self, view: ClusterView, sensitivity: Callable[[JobInfo], float]) -> list[JobInfo]:
         """The view's waiting jobs in offer order (``sensitivity``: a waiting job's Nw_sens; :attr:`sens`
@@ -85,10 +101,53 @@ class WaitingOrder(EventOrder):
         i = self._insert(job, (sens, job.spec.submit_time, job.arrival_seq))
         self.ids.insert(i, job.job_id)
         self.demands.insert(i, job.spec.num_gpus)
-        self._wanted.insert(i, len(self.ids), job.spec.num_gpus)
+        self._wanted.insert(i, len(self.ids), (job.spec.num_gpus, NOT_TOLD))
 
     def wanted(self) -> np.ndarray:
         """:attr:`demands` as an array (a view, valid until the order next changes): kept in step with the
         order, so a pass does not convert the thousand demands of a loaded queue again (that was 4% of
         Dally's time on 20,000 Philly jobs compressed 8x)."""
         return self._wanted.data[0, :len(self.ids)]
+
+    # --- the reasons told (Plan.changes_from) ------------------------------------------------
+    def code(self, why: Unplaced) -> int:
+        """``why``'s code: the same for equal reasons."""
+        code = self._codes.get(why)
+        if code is None:
+            code = self._codes[why] = len(self._codes)
+        return code
+
+    def tail_reasons(self, key: Hashable, size: int) -> tuple[np.ndarray, dict[int, Unplaced]]:
+        """The tail reasons numbered for ``key`` (what they depend on besides the demand): an array of
+        at least ``size`` codes by demand (NOT_TOLD where none yet) and the reasons by demand, both for the
+        caller to fill."""
+        kept = self._tails.get(key)
+        if kept is None or len(kept[0]) < size:
+            if len(self._tails) >= MAX_TAIL_KEYS:
+                self._tails.clear()
+            kept = self._tails[key] = (np.full(max(size, 2 * len(kept[0]) if kept else size), NOT_TOLD,
+                                               dtype=np.int64), {})
+        return kept
+
+    def told_codes(self, reasons: Mapping[str, Unplaced] | None) -> np.ndarray | None:
+        """Each waiting job's reason code as the core holds it, in the order (NOT_TOLD where unknown), when
+        ``reasons`` (a view's) is the core's mapping the last :meth:`commit_told` was made into; else None
+        (another pass replaced the core's reasons since). A view, valid until the order next changes."""
+        if reasons is None or reasons is not self._told_into:
+            return None
+        return self._wanted.data[1, :len(self.ids)]
+
+    def commit_told(self, codes: np.ndarray, reasons: Mapping[str, Unplaced]) -> None:
+        """The core applied a pass that told ``reasons`` (the view's) the reasons of ``codes`` (one per job
+        of the order as that pass saw it)."""
+        if len(self._codes) > MAX_REASON_CODES:  # numbered afresh from the next pass, which tells all
+            self._codes.clear()
+            self._tails.clear()
+            self.forget_told()
+            return
+        self._wanted.data[1, :len(codes)] = codes
+        self._told_into = reasons
+
+    def forget_told(self) -> None:
+        """The core's reasons are not what the codes say (a pass that said them whole, or refused)."""
+        self._told_into = None

@@ -7,13 +7,17 @@ The sources live beside their modules in src/halyard/v1 (one copy: the wheel shi
 as package data of ``halyard.v1``, under the include root of their import paths,
 ``halyard.v1.PROTO_INCLUDE``), so the modules import as ``halyard.v1.*``, which is also
 the protobuf package name. grpcio-tools is pinned in the
-``dev`` extra of pyproject.toml so every machine generates the same bytes.
+``test`` extra of pyproject.toml so every machine generates the same bytes.
+
+One change to protoc's output: in the type stubs (``*_pb2.pyi``) a constructor's enum field also
+takes an ``int`` (:func:`open_enum_stubs`).
 """
 
 from __future__ import annotations
 
 import argparse
 import filecmp
+import re
 import shutil
 import sys
 import tempfile
@@ -40,6 +44,26 @@ PROTO_FILES = {files}
 '''
 
 
+ENUM_CLASS = re.compile(r"^class (\w+)\(int, metaclass=_enum_type_wrapper\.EnumTypeWrapper\):$", re.M)
+
+
+def open_enum_stubs(stubs: list[Path]) -> None:
+    """Let a constructor's enum field take an ``int`` in the stubs, as protobuf does at run time.
+
+    protoc's stubs type an enum field's argument as the enum class or its value's name, but the
+    runtime has no such class: ``JobState.Value("RUNNING")``, a field read from another message
+    and a number a newer peer sent (proto3 enums are open) are all plain ``int``, which the
+    constructor takes. Without this, type-checked code could only pass the module's constants."""
+    enums = {name for stub in stubs for name in ENUM_CLASS.findall(stub.read_text(encoding="utf-8"))}
+    if not enums:
+        return
+    names = "|".join(sorted(enums))
+    enum_or_name = re.compile(rf"_Union\[((?:\w+\.)?(?:{names})), str\]")
+    for stub in stubs:
+        text = stub.read_text(encoding="utf-8")
+        stub.write_text(enum_or_name.sub(r"_Union[\1, int, str]", text), encoding="utf-8")
+
+
 def generate(out: Path) -> list[Path]:
     sources = sorted((PROTO_DIR / PACKAGE).glob("*.proto"))
     include = str(resources.files("grpc_tools") / "_proto")
@@ -47,6 +71,7 @@ def generate(out: Path) -> list[Path]:
             f"--grpc_python_out={out}", *(str(s.relative_to(PROTO_DIR)) for s in sources)]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
+    open_enum_stubs(sorted((out / PACKAGE).glob("*_pb2.pyi")))
     for source in sources:  # --check's scratch tree gets the sources too, so the listings compare
         if source.parent != out / PACKAGE:
             shutil.copyfile(source, out / PACKAGE / source.name)

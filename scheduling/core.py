@@ -65,13 +65,17 @@ from halyard.policies import (
 )
 from halyard.policies.capabilities import profile_requests_of
 from halyard.policies.profiles import ProfileRequest, ProfileSource
-from halyard.policies.view import ROUND_BOUNDARY_TOLERANCE_S, allocation_of
+from halyard.policies.view import ROUND_BOUNDARY_TOLERANCE_S, allocation_of, at_round_boundary
 from halyard.scheduling.backends import EMULATES, RUNS_COMMANDS, NodeBackends, describe_kind, job_kind, no_node_for
 from halyard.scheduling.eventcounts import BY_KIND, count, recount
 from halyard.scheduling.eventlog import EventLog, describe
 from halyard.scheduling.passtimes import PassTimes
 from halyard.scheduling.records import JobRecord
 from halyard.scheduling.state import InconsistentState, StoredState
+
+# What the views show as the last pass's reasons while a pass's reasons wait to be written (_note_reasons):
+# none, as after the write. Never written to.
+_NO_REASONS: Mapping[str, Unplaced] = MappingProxyType({})
 
 
 class PlanError(HalyardError):
@@ -92,6 +96,9 @@ class _Quiet:
     schedulable: bytes  # the nodes' schedulable flags then: the rest of what the free resources say
     policy: Policy  # the instance that made the pass
     until: float | None = None  # the policy's quiet_until(view), once asked
+    # For a round-gated policy (Policy.quiet_until): whether the pass was at a round boundary, as the
+    # passes it vouches for must be; None: any pass.
+    at_round: bool | None = None
 
 
 class SchedulingCore:
@@ -139,7 +146,20 @@ class SchedulingCore:
         # Why jobs wait: the reasons the last pass gave (its Plan.unplaced, kept as it is: a loaded queue has
         # hundreds of waiting jobs per pass) and its reason for the jobs it did not look at (Plan.otherwise).
         # A job's reason from an earlier pass is written to its record when a pass stops looking at it.
-        self._told: Mapping[str, Unplaced] = {}
+        # A plan that says its reasons as changes (Plan.changes_from) edits the kept ones in place: the
+        # views show them read-only (ClusterView.reasons), and ``_moved`` names the jobs that joined or left
+        # the queue since, whose reasons are settled then.
+        self._told: dict[str, Unplaced] = {}
+        self._told_view: Mapping[str, Unplaced] = MappingProxyType(self._told)
+        self._moved: list[str] = []  # jobs that joined or left the queue since the last pass's reasons
+        # True while the passes since the one that gave ``_told`` looked at no job and changed nothing (a
+        # round-based policy between rounds: only Plan.otherwise): ``_told`` is then an earlier pass's
+        # reasons, not yet written to the records (_note_reasons defers that to the next pass that looks),
+        # and the views show no reasons, as after that write.
+        self._told_earlier = False
+        # False: write every pass's reasons at once, as before issue 38 (what a benchmark compares against;
+        # wait_of and waiting read the same either way, tests/test_wait_reasons_deferred.py).
+        self.late_reasons = True
         self._otherwise: Unplaced | None = None
         self._otherwise_by_kind: dict[int, Unplaced] | None = None  # a split pass's, per job kind
         self.pass_seconds = PassTimes()  # wall seconds of the passes: count, sum, max, a bounded sample
@@ -247,7 +267,7 @@ class SchedulingCore:
                            pending=self.pending, perf=self.perf, round_s=self.round_s,
                            pending_demand=self._demand_view, facts=self.facts, origin_s=self.origin_s,
                            profiles=self.profiles, round_slack_s=self.round_slack_s, events=self.log,
-                           jobs=self._records_view)
+                           jobs=self._records_view, reasons=self._told_view)
 
     def schedule(self, now: float) -> list[Action]:
         """Run one policy pass and apply its plan; returns the applied actions.
@@ -263,7 +283,9 @@ class SchedulingCore:
                                   and self._live[RUNS_COMMANDS] else EMULATES)
         quiet = self._quiet
         if (quiet is not None and quiet.policy is policy and quiet.events == len(self.log)
-                and quiet.schedulable == self.free.schedulable.tobytes()):
+                and quiet.schedulable == self.free.schedulable.tobytes()
+                and (quiet.at_round is None
+                     or quiet.at_round == at_round_boundary(now, self.round_s, self.round_slack_s))):
             if quiet.until is None:
                 quiet.until = policy.quiet_until(quiet.view)
             if now < quiet.until:
@@ -280,12 +302,13 @@ class SchedulingCore:
             raise
         policy.on_applied(view, plan, state)
         self.passes += 1
-        self._note_reasons(plan.unplaced, plan.otherwise)
+        self._note_reasons(plan.unplaced, plan.otherwise, since=plan.since, acted=bool(plan.actions))
         self._quiet = None
         if not plan.actions:
             # Every change the core makes to a job is an event, so the log's length stands for the jobs'
             # states and allocations; the schedulable flags are the rest of what the free resources say.
-            self._quiet = _Quiet(view, len(self.log), self.free.schedulable.tobytes(), policy)
+            self._quiet = _Quiet(view, len(self.log), self.free.schedulable.tobytes(), policy,
+                                 at_round=view.at_round_boundary if getattr(policy, "round_gated", False) else None)
         self.pass_seconds.add(time.perf_counter() - started)
         return applied
 
@@ -335,7 +358,7 @@ class SchedulingCore:
                 for policy, view, plan, state in made:
                     policy.on_rejected(view, plan, state)
                 raise
-            told.update(plan.unplaced)
+            told.update(plan.reasons())  # (a view of one kind has no reasons: each plan's are whole)
             if plan.otherwise is not None:
                 otherwise[kind] = plan.otherwise
         applied: list[Action] = []
@@ -354,18 +377,72 @@ class SchedulingCore:
         if self.backends.set(self.cluster.node(node).index, kind):
             self._quiet = None  # which jobs the node takes changed: the next pass must run
 
-    def _note_reasons(self, told: Mapping[str, Unplaced], otherwise: Unplaced | None,
-                      by_kind: dict[int, Unplaced] | None = None) -> None:
+    def _note_reasons(self, told: dict[str, Unplaced], otherwise: Unplaced | None,
+                      by_kind: dict[int, Unplaced] | None = None, *,
+                      since: Mapping[str, Unplaced] | None = None, acted: bool = True) -> None:
         """Keep the pass's reasons; a waiting job the pass did not look at keeps its reason from the pass
-        that last did (O(jobs whose reason that pass gave and this one does not))."""
+        that last did (O(jobs whose reason that pass gave and this one does not)). With ``since`` (the
+        plan's reasons are changes over the view's, Plan.changes_from) the kept ones are edited in place:
+        O(changes + jobs that joined or left the queue).
+
+        A whole pass that looked at no job and changed nothing (``acted`` False: a round-based policy
+        between rounds says only ``otherwise``) leaves the last reasons where they are, marked earlier
+        (``_told_earlier``), instead of writing each to its record: no job changes state until a pass acts,
+        so the next pass that looks writes them, less those it gives again (a loaded Synergy queue has
+        ~1,200 waiting jobs, and a pass between rounds follows most rounds: that write was 10 % of the run)."""
         records, pending = self.records, JobState.PENDING
-        for job_id in self._told.keys() - told.keys():
-            record = records.get(job_id)
-            if record is not None and record.state is pending:
-                record.wait = self._told[job_id]
-        self._told = told
+        if since is None and not told and not acted and by_kind is None and self.late_reasons and self._told:
+            self._moved = []
+            self._told_earlier = True
+            self._told_view = _NO_REASONS  # what the views show after the write, which waits
+            self._otherwise, self._otherwise_by_kind = otherwise, None
+            return
+        if self._told_earlier and since is not None:  # the deferred write first, whole, as it would have been
+            for job_id, earlier in self._told.items():
+                record = records.get(job_id)
+                if record is not None and record.state is pending:
+                    record.wait = earlier
+            self._told = {}
+            self._told_view = MappingProxyType(self._told)
+        self._told_earlier = False
+        moved, self._moved = self._moved, []
         self._otherwise = otherwise
         self._otherwise_by_kind = by_kind
+        if since is not None:
+            held = self._told
+            if since is self._told_view:
+                kept = held
+            else:  # changes over reasons the core no longer holds: those of jobs still waiting, made whole
+                kept = {job_id: why for job_id, why in since.items()
+                        if (record := records.get(job_id)) is not None and record.state is pending}
+            gone = []
+            for job_id in dict.fromkeys(moved):  # as a whole pass that names only the jobs it was shown waiting
+                record = records.get(job_id)
+                if job_id in told:
+                    if record is None or record.state is not pending:
+                        gone.append(job_id)
+                    continue
+                why = held.get(job_id)
+                kept.pop(job_id, None)
+                if why is not None and record is not None and record.state is pending:
+                    record.wait = why  # (it left the queue and came back in the pass)
+            kept.update(told)
+            for job_id in gone:
+                del kept[job_id]
+            if kept is not held:
+                self._told, self._told_view = kept, MappingProxyType(kept)
+            return
+        last = self._told
+        for job_id in (last.keys() - told.keys()) if told else last:
+            record = records.get(job_id)
+            if record is not None and record.state is pending:
+                record.wait = last[job_id]
+        self._told = told
+        self._told_view = MappingProxyType(told)
+
+    def _last_told(self) -> Mapping[str, Unplaced]:
+        """The reasons the last pass gave the jobs it looked at (none if it looked at none)."""
+        return {} if self._told_earlier else self._told
 
     def _otherwise_of(self, record: JobRecord) -> Unplaced | None:
         """The last pass's reason for the jobs it did not look at, of ``record``'s kind."""
@@ -376,12 +453,13 @@ class SchedulingCore:
     @property
     def waiting(self) -> Counter[WaitCode]:
         """Pending jobs per reason code, as of the last pass's reasons."""
-        codes = Counter(why.code for job_id, why in self._told.items()
+        last = self._last_told()
+        codes = Counter(why.code for job_id, why in last.items()
                         if (record := self.records.get(job_id)) is not None and record.state is JobState.PENDING)
         told = sum(codes.values())
         if self._otherwise_by_kind:  # a split pass: a reason per kind (a small mixed cluster: count them)
             for record in self.pending:
-                why = None if record.job_id in self._told else self._otherwise_of(record)
+                why = None if record.job_id in last else self._otherwise_of(record)
                 if why is not None:
                     codes[why.code] += 1
         elif self._otherwise is not None and len(self.pending) > told:
@@ -395,10 +473,12 @@ class SchedulingCore:
         if record.state is not JobState.PENDING:
             return None
         why = self._told.get(record.job_id)
-        if why is not None:
+        if why is not None and not self._told_earlier:
             return why
         otherwise = self._otherwise_of(record)
-        return record.wait if otherwise is None else otherwise
+        if otherwise is not None:
+            return otherwise
+        return record.wait if why is None else why  # an earlier pass's reason not yet written (_note_reasons)
 
     def apply(self, plan: Plan, now: float) -> list[Action]:
         """Validate the whole plan, then apply it in order; raise :class:`PlanError` if any action is wrong."""
@@ -559,10 +639,12 @@ class SchedulingCore:
 
     def _enqueue(self, record: JobRecord) -> None:
         self.pending.add(record)
+        self._moved.append(record.job_id)
         self._demand[record.spec.num_gpus] += 1
 
     def _dequeue(self, record: JobRecord) -> None:
         self.pending.remove(record)
+        self._moved.append(record.job_id)
         gpus = record.spec.num_gpus
         self._demand[gpus] -= 1
         if not self._demand[gpus]:

@@ -13,6 +13,8 @@ import time
 import grpc
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
 
 from halyard.agent.emulated import EmulatedAgent
 from halyard.datamodel import EventKind, JobState
@@ -59,6 +61,27 @@ def test_certificates_name_their_holder(tmp_path):
     assert identity_from_pem((tmp_path / "controlplane.crt").read_bytes()) is None  # a server is nobody's client
     with pytest.raises(CertificateError, match="already holds a CA"):
         init_ca(tmp_path)
+
+
+def test_an_operators_rsa_ca_signs_and_a_key_of_another_kind_is_named(tmp_path):
+    """The CA `halyard certs init` makes is ECDSA P-256 (docs/security.md); an operator's own RSA CA key signs
+    too; a key of another kind (here Ed25519, which takes no hash) is refused, naming its type."""
+    init_ca(tmp_path, cluster="c1")
+    ca_cert = x509.load_pem_x509_certificate((tmp_path / "ca.crt").read_bytes())
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    _put_ca_key(tmp_path, rsa_key)
+    crt, _ = issue(tmp_path, "node", "r0-n0")
+    leaf = x509.load_pem_x509_certificate(crt.read_bytes())
+    assert leaf.issuer == ca_cert.subject
+    rsa_key.public_key().verify(leaf.signature, leaf.tbs_certificate_bytes, padding.PKCS1v15(), hashes.SHA256())
+    _put_ca_key(tmp_path, ed25519.Ed25519PrivateKey.generate())
+    with pytest.raises(CertificateError, match=r"ca\.key: the CA key is of type Ed25519PrivateKey"):
+        issue(tmp_path, "node", "r0-n1")
+
+
+def _put_ca_key(folder, key) -> None:
+    (folder / "ca.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                      serialization.NoEncryption()))
 
 
 async def test_the_whole_path_runs_over_mutual_tls():

@@ -139,7 +139,7 @@ def test_a_lock_is_released_when_the_partner_finishes():
 async def test_a_released_lock_replays_its_simulation():
     """The release is the core's decision, so `replay` (real control plane, gRPC, emulated agents) makes it
     at the same instant with the same seconds as `simulate`, and a's JCT agrees."""
-    from halyard.controlplane.replay import replay
+    from halyard.experiments.replay import replay
 
     cluster, pm = parse_cluster(TOML), PerformanceModel()
     jobs = [vgg("a", 256), JobSpec(job_id="b", submit_time=100.37, model="vgg11", batch_size=252, num_gpus=3,

@@ -62,6 +62,23 @@ def test_bad_input_is_one_line_and_nonzero(tmp_path, args, message):
     assert message in lines[0] and "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize(("line", "message"), [
+    ('deadline_s = "soon"', "deadline_s = 'soon' is not a number"),
+    ("parallelism = 4", "parallelism = 4 is not a list"),
+    ("gpus = true", "gpus = True is not a whole number"),
+])
+def test_a_job_file_value_of_the_wrong_type_is_named(tmp_path, line, message):
+    """A job file's value the JobSpec cannot hold is a one-line error naming the key, before any connection
+    (deadline_s and parallelism were a traceback before the CLI was type-checked)."""
+    job = tmp_path / "job.toml"
+    job.write_text('id = "a"\nmodel = "resnet50"\niterations = 10\n' + ("" if line.startswith("gpus") else "gpus = 1\n")
+                   + line + "\n")
+    proc = halyard("submit", "--insecure", "--control-plane", "127.0.0.1:1", "--file", str(job), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"halyard submit: error: field '--file': a value has the wrong type: {message}"]
+
+
 def test_bad_cluster_file_names_line_and_field(tmp_path):
     bad = tmp_path / "c.toml"
     bad.write_text('name = "c"\n[[racks]]\nuplink_gbit_s = 100\n[[racks.nodes]]\ngpu_type = "V100"\n'

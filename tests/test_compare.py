@@ -22,10 +22,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from halyard.cli import main
-from halyard.controlplane.replay import replay
 from halyard.controlplane.runtables import read_table
 from halyard.datamodel import parse_cluster
 from halyard.experiments import RunSpec, run_many, simulate_jobs
+from halyard.experiments.replay import replay
 from halyard.testing.cluster import small_cluster_toml
 from halyard.traces import generate_synergy_trace, write_trace
 

@@ -11,9 +11,9 @@ from factories import two_type_toml
 from policy_fakes import FakeJob, view_of
 
 from halyard.controlplane.profiling import AgentProfiles
-from halyard.controlplane.replay import replay
 from halyard.datamodel import Allocation, EventKind, JobSpec, JobState, StagePlan, parse_cluster
 from halyard.emulator import PerformanceModel
+from halyard.experiments.replay import replay
 from halyard.policies import PassState, make_policy
 from halyard.policies.crius import (
     Cell,

@@ -239,7 +239,7 @@ async def test_replay_runs_plans_as_the_simulator_does():
     """DESIGN.md's invariant for parallel plans: a tensor-parallel job split over two nodes, a
     data-parallel co-runner on one of its NICs and a pipeline, through the control plane and the
     emulated agents (which time iterations with job_timing too), finish when the simulator says."""
-    from halyard.controlplane.replay import replay
+    from halyard.experiments.replay import replay
     from halyard.testing.cluster import small_cluster_toml
 
     toml = small_cluster_toml(3, gpus_per_node=4)

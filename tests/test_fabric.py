@@ -12,7 +12,6 @@ import random
 import pytest
 from factories import job
 
-from halyard.controlplane.replay import replay
 from halyard.datamodel import Allocation, EventKind, JobState, NodeAllocation, parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.emulator.contention import (
@@ -22,6 +21,7 @@ from halyard.emulator.contention import (
     shared_link_iteration_times,
 )
 from halyard.emulator.fabric import FLUID_MAX_JOBS, SIM_ITERATIONS, SIM_STEADY, Fabric, link_gbytes
+from halyard.experiments.replay import replay
 from halyard.policies import make_policy
 from halyard.scheduling import Simulator, summarize
 from halyard.testing.cluster import small_cluster_toml

@@ -12,9 +12,9 @@ import asyncio
 
 import pytest
 
-from halyard.controlplane.replay import replay
 from halyard.datamodel import EventKind, parse_cluster
 from halyard.emulator import PerformanceModel
+from halyard.experiments.replay import replay
 from halyard.policies import make_policy
 from halyard.scheduling import Simulator, summarize
 from halyard.testing.cluster import WAIT_TIMEOUT_S, small_cluster_toml
@@ -94,7 +94,7 @@ async def test_cassini_replays_its_simulation_with_the_same_shifts(policy, seed)
     run = await replay(jobs, cluster, toml, policy=policy, speedup=SPEEDUP)
     assert run.summary["completed"] == expected["completed"] == len(jobs)
     assert placements(run.core) == placements(sim.core)
-    # Replay's clock reads the trace's own time (controlplane/replay.py), so every shift is the
+    # Replay's clock reads the trace's own time (src/halyard/experiments/replay.py), so every shift is the
     # simulator's: same job, same instant, same seconds, in the same order -- and there are some.
     assert shifts(run.core) == shifts(sim.core)
     assert run.summary["avg_jct_s"] == pytest.approx(expected["avg_jct_s"], rel=TOLERANCE)

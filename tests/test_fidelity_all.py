@@ -3,7 +3,7 @@
 Issue 21, item 5: each preset (``policy_names()``, so presets added later are
 picked up, and the named options in ``OPTIONS``) runs a short trace with link contention on (the model's default,
 ``fair``) through the in-process :class:`Simulator` and through
-:func:`halyard.controlplane.replay.replay` (real control plane, real gRPC,
+:func:`halyard.experiments.replay.replay` (real control plane, real gRPC,
 emulated agents, accelerated clock in lockstep). The logs must agree event by
 event: kind, job, state after it, detail (placements, shifts, resources) and
 order; times within ``TIME_TOLERANCE_S``. Each policy family gets a trace and
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import pytest
 from factories import two_type_toml
 
-from halyard.controlplane.replay import replay
 from halyard.datamodel import EventKind, JobSpec, parse_cluster
 from halyard.datamodel.events import JobEvent
+from halyard.experiments.replay import replay
 from halyard.policies import make_policy, policy_names
 from halyard.scheduling import Simulator
 from halyard.scheduling.timing import performance_model_for
@@ -34,7 +34,7 @@ from halyard.traces import adapt_for_crius, generate_synergy_trace
 
 # Replay's clock reads the trace's own time, so every instant is the simulator's float; the
 # tolerance only allows for a replay whose agents registered late (it then starts at the next
-# whole round, controlplane/replay.py, and sums round differently in the last bits).
+# whole round, src/halyard/experiments/replay.py, and sums round differently in the last bits).
 TIME_TOLERANCE_S = 1e-6
 SPEEDUP = 50_000.0  # a few hours of cluster time in well under a second of wall time per run
 ROUND_S = 300.0

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from test_fidelity_all import ROUND_S, TIME_TOLERANCE_S, first_difference
 
-from halyard.controlplane.replay import replay
 from halyard.datamodel import EventKind, load_cluster, read_cluster_text
 from halyard.emulator import PerformanceModel
+from halyard.experiments.replay import replay
 from halyard.policies import make_policy
 from halyard.scheduling import Simulator
 from halyard.traces import adapt_for_crius, read_philly

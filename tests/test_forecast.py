@@ -285,9 +285,9 @@ async def test_replay_forecasts_read_over_grpc_are_the_actual_starts_under_fifo(
     forecast. In lockstep the snapshot is the instant the core reached (Forecaster.instant), so a clock
     that ran ahead of it costs nothing."""
     from halyard.clock import ScaledClock
-    from halyard.controlplane.replay import replay
     from halyard.controlplane.server import ControlPlaneServer
     from halyard.datamodel import JobSpec, parse_cluster
+    from halyard.experiments.replay import replay
 
     toml = small_cluster_toml(2)
     trace = [JobSpec(job_id=job_id, submit_time=t, model="resnet50", num_gpus=gpus, iterations=iterations)

@@ -54,8 +54,8 @@ RULES: tuple[Rule, ...] = (
          forbidden=(*DAEMON, "asyncio", "sqlite3", "psycopg", "prometheus_client", "google.protobuf")),
     Rule("halyard.agent", "an agent speaks the protocol; it holds nothing of the control plane",
          forbidden=("halyard.controlplane", "halyard.scheduling", "halyard.policies")),
-    Rule("halyard.controlplane.replay", "the replay drives the daemon over gRPC; its agents are launched "
-         "through the testing cluster's interface, not imported", forbidden=("halyard.agent",)),
+    Rule("halyard.controlplane", "the daemon speaks to agents over the protocol only; the replay driver that "
+         "starts both lives in halyard.experiments", forbidden=("halyard.agent",)),
 )
 
 # The agent's command (`halyard agent`) loads nothing of the control plane: followed through every halyard
@@ -63,12 +63,7 @@ RULES: tuple[Rule, ...] = (
 AGENT_COMMAND = ("halyard.cli.agent", ("halyard.controlplane", "halyard.scheduling", "halyard.policies"))
 
 # Known breaks of a rule: (importing module, imported module) -> "date: why, and what removes it".
-KNOWN: dict[tuple[str, str], str] = {
-    ("halyard.controlplane.replay", "halyard.agent.cluster_copy"):
-        "2026-11-29: replay starts emulated agents in-process; left by the daemon split (open)",
-    ("halyard.controlplane.replay", "halyard.agent.emulated"):
-        "2026-11-29: replay starts emulated agents in-process; left by the daemon split (open)",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 @cache

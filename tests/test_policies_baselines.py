@@ -26,6 +26,7 @@ from halyard.policies import (
     make_policy,
 )
 from halyard.policies.gandiva import ConsolidatingMigration, NetworkAgnostic
+from halyard.policies.ordering import StarvationGuard
 from halyard.policies.tiresias import SkewConsolidation, TwoDimensionalLas, high_skew
 from halyard.scheduling import Simulator
 
@@ -287,3 +288,21 @@ def test_starvation_guard_promotes_in_its_own_step_and_keeps_only_applied_promot
     gone = view_of(small_cluster, 1002 * hour, [], [short])
     policy.on_applied(gone, policy.schedule(gone, state), state)
     assert guard.promoted == frozenset()
+
+
+def test_starvation_guard_scans_the_queue_only_once_its_earliest_job_may_have_starved(small_cluster):
+    """The guard keeps, per queue object, the earliest time a job of it waits from (issue 38: a loaded
+    Synergy queue holds ~1,300 jobs, the guard's 1,000 h are rarely reached): before that job has waited
+    the threshold nobody is promoted without a scan; a job that joins the same queue later cannot have
+    waited longer; at the threshold the scan runs and promotes it, as a fresh scan of the queue does."""
+    hour = 3600.0
+    guard = StarvationGuard(1000 * hour)
+    old = FakeJob(job(4, job_id="old"), arrival_seq=0, pending_since=10 * hour)
+    queue = [old]
+    assert guard.promote(view_of(small_cluster, 500 * hour, [], queue), PassState()) == frozenset()
+    assert guard._earliest == 10 * hour
+    queue.append(FakeJob(job(4, job_id="new"), arrival_seq=1, pending_since=600 * hour))
+    assert guard.promote(view_of(small_cluster, 1009 * hour, [], queue), PassState()) == frozenset()
+    assert guard.promote(view_of(small_cluster, 1010.5 * hour, [], queue), PassState()) == {"old"}
+    fresh = StarvationGuard(1000 * hour)
+    assert fresh.promote(view_of(small_cluster, 1010.5 * hour, [], list(queue)), PassState()) == {"old"}

@@ -225,3 +225,21 @@ def test_penalize_starts_applies_the_restart_penalty_to_a_first_start():
     assert not Pollux(penalize_starts=True).schedule(view_of(cluster, 0.0, [], [job], perf=PM), PassState()).actions
     assert Pollux(penalize_starts=True).schedule(view_of(cluster, 60.0, [], [job], perf=PM), PassState()).actions
     assert Pollux().schedule(view_of(cluster, 0.0, [], [job], perf=PM), PassState()).actions
+
+
+def test_explore_doubling_caps_a_job_at_twice_the_largest_count_it_ran_on():
+    """Our option (off by default), the reference simulator's cap on a job it has not profiled (adaptdl
+    osdi21-artifact simulator/simulator.py get_pollux_job_info: max_replicas = min(max(2 *
+    max_profiled_replicas, 1), ...)): alone on 16 GPUs, a new job starts on 1 GPU, and once it has run on
+    1 it may grow to 2, not more. Without it, the job gets more than 2 at once."""
+    cluster = parse_cluster(small_cluster_toml(4, gpus_per_node=4))
+    policy = Pollux(explore_doubling=True)
+    view = view_of(cluster, 0.0, [], [FakeJob(elastic("a"), arrival_seq=0)], perf=PM)
+    plan = policy.schedule(view, PassState())
+    assert [a.allocation.num_gpus for a in plan.actions if isinstance(a, Start)] == [1]
+    policy.on_applied(view, plan, PassState())
+    running = FakeJob(elastic("a"), arrival_seq=0, allocation=on(cluster, ("r0-n0", 1)), done=10)
+    plan = policy.schedule(view_of(cluster, 3600.0, [running], [], perf=PM), PassState())
+    assert [a.allocation.num_gpus for a in plan.actions if isinstance(a, Resize)] == [2]
+    plan = Pollux().schedule(view, PassState())
+    assert next(a.allocation.num_gpus for a in plan.actions if isinstance(a, Start)) > 2

@@ -17,6 +17,8 @@ from policy_fakes import FakeJob, view_of
 
 from halyard.datamodel import Allocation, JobState, NodeAllocation, load_cluster
 from halyard.policies import StagedPolicy, make_policy
+from halyard.policies.ordering import Fifo
+from halyard.policies.synergy import MECHANISMS
 from halyard.policies.tiresias import QUIET_MARGIN_S, KeptOrder, SkewConsolidation, TwoDimensionalLas
 from halyard.scheduling import SchedulingCore, Simulator, summarize
 from halyard.scheduling.timing import performance_model_for
@@ -161,3 +163,45 @@ def test_a_kept_order_that_misses_a_job_is_rebuilt_from_the_view(small_cluster, 
     assert [j.job_id for j in order.ranking(core.view(2.0)).ranked()] == ["a", "b"]
     order._forget("a")  # as if an event had been missed
     assert [j.job_id for j in order.ranking(core.view(3.0)).ranked()] == ["a", "b"]
+
+
+def test_a_round_based_placement_skips_only_a_repeated_round(small_cluster, perf):
+    """Synergy's TUNE places at round boundaries only (§3), so its passes between rounds say "waits for
+    the next round" and its round passes give each job its own reason: an empty round pass vouches only
+    for later round passes (``StagedPolicy.round_gated``). b waits behind a on the one schedulable node:
+    the round at 300 s changes nothing; the pass at 450 s (between rounds, same state) runs; the round
+    at 600 s runs (the last pass was of the other kind); the round at 900 s repeats it and is skipped."""
+    core = SchedulingCore(small_cluster, make_policy("synergy-tune:fifo"), perf)
+    core.free.schedulable[:] = False
+    core.free.schedulable[small_cluster.node("r0-n0").index] = True
+    core.submit(job(4, job_id="a", iterations=10**6), 0.0)
+    core.submit(job(4, job_id="b", iterations=10**6), 0.0)
+    core.schedule(0.0)
+    assert core.records["a"].state is JobState.RUNNING
+    b = core.records["b"]
+    assert core.schedule(300.0) == [] and core.skipped_passes == 0
+    at_round = core.wait_of(b)
+    assert core.schedule(450.0) == [] and core.skipped_passes == 0
+    between = core.wait_of(b)
+    assert "next round" in between.reason and between != at_round
+    assert core.schedule(600.0) == [] and core.skipped_passes == 0 and core.wait_of(b) == at_round
+    assert core.schedule(900.0) == [] and core.skipped_passes == 1 and core.wait_of(b) == at_round
+
+
+class _FifoNeverQuiet(Fifo):
+    def same_until(self, view) -> float:
+        return -math.inf
+
+
+def test_skipping_repeated_rounds_changes_no_event_and_no_wait_reason():
+    """Synergy's TUNE and GREEDY under FIFO on a loaded trace (issue 38): with repeated empty rounds skipped
+    and without, the same events to the last bit and the same reasons, stopped half-way."""
+    jobs = generate_synergy_trace(1000, rate_per_hour=5.0, multi_gpu=True, seed=1)
+    for mechanism in ("synergy-tune", "synergy-greedy"):
+        runs = [loaded_run(StagedPolicy(f"{mechanism}:fifo", ordering, placement=MECHANISMS[mechanism]()),
+                           jobs, (400, 401)) for ordering in (Fifo(), _FifoNeverQuiet())]
+        (quiet, quiet_log, quiet_waits), (every, every_log, every_waits) = runs
+        assert quiet.skipped_passes > 0 and every.skipped_passes == 0, mechanism
+        assert quiet.passes + quiet.skipped_passes == every.passes
+        assert quiet_log == every_log, mechanism
+        assert quiet_waits == every_waits and quiet_waits

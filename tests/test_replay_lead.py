@@ -1,4 +1,4 @@
-"""Replay with agent processes starts at a measured lead (controlplane/replay.py, _process_lead_s)."""
+"""Replay with agent processes starts at a measured lead (src/halyard/experiments/replay.py, _process_lead_s)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import asyncio
 import pytest
 import structlog
 
-from halyard.controlplane import replay as replay_module
 from halyard.datamodel import JobSpec, parse_cluster
+from halyard.experiments import replay as replay_module
 from halyard.scheduling.state import StoreError
 from halyard.testing.cluster import small_cluster_toml
 

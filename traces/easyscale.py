@@ -85,7 +85,7 @@ def generate_easyscale_trace(n_jobs: int, *, rate_per_hour: float, seed: int = 0
                               field="gpu_probabilities")
     if demand is None:
         weights_g = np.array(gpu_probabilities, dtype=float)
-        gpus = gpu_rng.choice(GPU_DEMAND_CHOICES, size=n_jobs, p=weights_g / weights_g.sum())
+        gpus: np.ndarray | list[int] = gpu_rng.choice(GPU_DEMAND_CHOICES, size=n_jobs, p=weights_g / weights_g.sum())
         weights = np.array([w for _, w in type_shares], dtype=float)
         types = type_rng.choice(len(type_shares), size=n_jobs, p=weights / weights.sum())
         wanted_types = [type_shares[int(t)][0] for t in types]

@@ -92,7 +92,8 @@ class _ArrayReader:
     def _peek(self) -> str | None:
         """The next non-whitespace character (not consumed), or None at the end of the file."""
         while True:
-            end = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            blank = _WS.match(self.buf, self.pos)  # matches, if only the empty string
+            end = blank.end() if blank is not None else self.pos
             self.line += self.buf.count("\n", self.pos, end)
             self.pos = end
             if self.pos < len(self.buf):

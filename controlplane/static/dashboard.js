@@ -175,7 +175,13 @@ function renderQueue(q) {
     el("td", {}, job.spec.job_id), el("td", {}, job.spec.tenant), el("td", {}, job.spec.num_gpus),
     el("td", {}, duration(job.waiting_s)),
     el("td", {}, job.expected_start == null ? "–" : `in ${duration(job.expected_start - q.cluster_time)}`),
-    el("td", { class: "why", title: why(job) }, why(job)))));
+    el("td", { class: "why", title: why(job) }, ...breakable(why(job))))));
+}
+
+// A reason's text with a line-break opportunity after each "_", so a narrow cell wraps CANNOT_FIT_NOW
+// between its words rather than at whatever letter reaches the edge.
+function breakable(text) {
+  return text.split("_").flatMap((part, i, parts) => (i < parts.length - 1 ? [part + "_", el("wbr")] : [part]));
 }
 
 // GetJob's wait reason: "CODE (stage): reason", or "–" before a pass has looked at the job.

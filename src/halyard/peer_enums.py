@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Protocol, TypeVar
 
 import structlog
+from google.protobuf.descriptor import EnumDescriptor
 
 log = structlog.get_logger("halyard.protocol")
 
@@ -26,19 +27,20 @@ MAX_TRACKED_VALUES = 1024  # distinct (message, field, value) whose log lines ar
 class EnumType(Protocol):
     """What a generated protobuf enum wrapper (``ExitStatus``, ``JobState``, ...) offers here."""
 
-    DESCRIPTOR: object
+    @property
+    def DESCRIPTOR(self) -> EnumDescriptor: ...  # read-only here, so the wrapper's own type matches
 
     def Name(self, number: int) -> str: ...  # protobuf's name
 
 
 def known(enum: EnumType, value: int) -> bool:
     """Whether this build's copy of the protocol has ``value`` in ``enum``."""
-    return value in enum.DESCRIPTOR.values_by_number  # type: ignore[attr-defined]
+    return value in enum.DESCRIPTOR.values_by_number
 
 
 def enum_name(enum: EnumType, value: int) -> str:
     """``enum``'s name for ``value``, or ``ENUMTYPE(value)`` for a value this build does not know."""
-    return enum.Name(value) if known(enum, value) else f"{enum.DESCRIPTOR.name}({value})"  # type: ignore[attr-defined]
+    return enum.Name(value) if known(enum, value) else f"{enum.DESCRIPTOR.name}({value})"
 
 
 class UnknownEnums:

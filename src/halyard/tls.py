@@ -27,7 +27,7 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from halyard.datamodel import HalyardError, ValidationError
@@ -167,7 +167,11 @@ def issue(folder: Path, kind: str, name: str, *, tenant: str = "", hosts: tuple[
     return [folder / f"{stem}.crt", folder / f"{stem}.key"]
 
 
-def load_ca(folder: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+# CA keys that sign with SHA-256: `halyard certs init` makes ECDSA P-256; an operator's own RSA CA works too.
+CAKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
+
+
+def load_ca(folder: Path) -> tuple[x509.Certificate, CAKey]:
     try:
         cert = x509.load_pem_x509_certificate((folder / "ca.crt").read_bytes())
         key = serialization.load_pem_private_key((folder / "ca.key").read_bytes(), password=None)
@@ -176,7 +180,10 @@ def load_ca(folder: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]
             from None
     except ValueError as exc:
         raise CertificateError(f"{folder}: the CA cannot be read: {exc}") from None
-    return cert, key  # type: ignore[return-value]
+    if not isinstance(key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
+        raise CertificateError(f"{folder / 'ca.key'}: the CA key is of type {type(key).__name__}; Halyard signs "
+                               "with ECDSA (as `halyard certs init` makes) or RSA keys")
+    return cert, key
 
 
 # --- reading who a certificate is for ------------------------------------------------------

@@ -11,6 +11,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from halyard import __version__
 from halyard.cli.daemon_options import expand_config
@@ -30,7 +31,7 @@ EXIT_RUN_REJECTED = 6
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line, not the whole usage text."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 

@@ -9,6 +9,7 @@ import shlex
 import sys
 import time
 import tomllib
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import grpc
@@ -36,9 +37,10 @@ def rpc_failed(exc: grpc.RpcError, args: argparse.Namespace | None = None) -> Rp
     """The CLI's error for a failed call: unreachable or rejected, with gRPC's code and message; a
     connection the transport refused for TLS reasons says which, in our words (:func:`tls_mismatch`)."""
     unreachable = exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-    hint = tls_mismatch(exc.details() or "", args) if unreachable and args is not None else None
-    if hint is not None:
-        return ServerUnreachable(f"could not connect to {args.control_plane}: {hint} (gRPC {exc.code().name})")
+    if unreachable and args is not None:
+        hint = tls_mismatch(exc.details() or "", args)
+        if hint is not None:
+            return ServerUnreachable(f"could not connect to {args.control_plane}: {hint} (gRPC {exc.code().name})")
     return (ServerUnreachable if unreachable else RpcFailed)(f"{exc.code().name}: {exc.details()}")
 
 
@@ -202,11 +204,14 @@ def leader_channel(targets: list[str], make) -> grpc.Channel:
     for target in targets:
         channel = make(target)
         try:
-            health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=PROBE_TIMEOUT_S)
+            # types-grpcio-health-checking's HealthStub declares no methods; the generated class has Check.
+            health_pb2_grpc.HealthStub(channel).Check(  # type: ignore[attr-defined]
+                health_pb2.HealthCheckRequest(), timeout=PROBE_TIMEOUT_S)
             return channel
         except grpc.RpcError as exc:
             channel.close()
-            leader = next((str(v) for k, v in (exc.trailing_metadata() or ()) if k == LEADER_METADATA_KEY), "")
+            metadata = exc.trailing_metadata() or ()
+            leader = next((str(m.value) for m in metadata if m.key == LEADER_METADATA_KEY), "")
             if leader:
                 return make(leader)
             tried.append(f"{target}: {exc.code().name}: {exc.details()}")
@@ -280,11 +285,43 @@ def _one_job(args: argparse.Namespace, table: dict[str, object], where: str) -> 
     return options
 
 
+def _text(o: Mapping[str, object], key: str, default: str | None = None) -> str:
+    """Job option ``key`` (``o[key]``, or ``o.get(key) or default`` where a default is given) when it is
+    text; else the ``TypeError`` the ``JobSpec`` constructor raises for it, naming the key."""
+    value = o[key] if default is None else o.get(key) or default
+    if not isinstance(value, str):
+        raise TypeError(f"{key} = {value!r} is not text")
+    return value
+
+
+def _whole(o: Mapping[str, object], key: str, default: int | None = None) -> int:
+    """As :func:`_text`, for a whole number (not a bool, which protobuf refuses for an integer field)."""
+    value = o[key] if default is None else o.get(key) or default
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{key} = {value!r} is not a whole number")
+    return value
+
+
+def _real(o: Mapping[str, object], key: str, default: float | None = None) -> float:
+    """As :func:`_text`, for a number (an int too, as protobuf takes one for a double field)."""
+    value = o[key] if default is None else o.get(key) or default
+    if not isinstance(value, int | float):
+        raise TypeError(f"{key} = {value!r} is not a number")
+    return value
+
+
+def _items(key: str, value: object) -> Iterable[object]:
+    """Job option ``key``'s items (a list's, a table's keys), or a ``TypeError`` naming it."""
+    if not isinstance(value, Iterable):
+        raise TypeError(f"{key} = {value!r} is not a list")
+    return value
+
+
 def _env_of(value: object) -> dict[str, str]:
     if isinstance(value, dict):
         return {str(k): str(v) for k, v in value.items()}
     env = {}
-    for item in value or ():
+    for item in _items("env", value or ()):
         key, sep, val = str(item).partition("=")
         if not sep or not key:
             raise ValidationError(f"expected KEY=VALUE, got {item!r}", field="--env")
@@ -296,19 +333,21 @@ def _spec_of(o: dict[str, object]) -> tpb.JobSpec:
     command = o.get("job_command") or ""
     parallelism = o.get("parallelism")
     try:
-        spec = tpb.JobSpec(job_id=o["job_id"], model=o["model"], num_gpus=o["gpus"],
-                           iterations=o.get("iterations") or 0, duration_s=o.get("duration_s") or 0.0,
-                           batch_size=o.get("batch_size") or 0, gpu_type=o.get("gpu_type") or "",
-                           tenant=o.get("tenant") or "", env=_env_of(o.get("env")),
-                           command=shlex.split(command) if isinstance(command, str) else [str(c) for c in command],
-                           priority=o.get("priority") or 0, min_gpus=o.get("min_gpus") or 0,
-                           max_gpus=o.get("max_gpus") or 0, logical_workers=o.get("logical_workers") or 0)
+        spec = tpb.JobSpec(job_id=_text(o, "job_id"), model=_text(o, "model"), num_gpus=_whole(o, "gpus"),
+                           iterations=_whole(o, "iterations", 0), duration_s=_real(o, "duration_s", 0.0),
+                           batch_size=_whole(o, "batch_size", 0), gpu_type=_text(o, "gpu_type", ""),
+                           tenant=_text(o, "tenant", ""), env=_env_of(o.get("env")),
+                           command=(shlex.split(command) if isinstance(command, str)
+                                    else [str(c) for c in _items("command", command)]),
+                           priority=_whole(o, "priority", 0), min_gpus=_whole(o, "min_gpus", 0),
+                           max_gpus=_whole(o, "max_gpus", 0), logical_workers=_whole(o, "logical_workers", 0))
+        if o.get("deadline_s") is not None:
+            spec.deadline = _real(o, "deadline_s")
+        text = (None if not parallelism else parallelism if isinstance(parallelism, str)
+                else ",".join(str(x) for x in _items("parallelism", parallelism)))
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"a value has the wrong type: {exc}", field="--file") from None
-    if o.get("deadline_s") is not None:
-        spec.deadline = o["deadline_s"]
-    if parallelism:
-        text = parallelism if isinstance(parallelism, str) else ",".join(str(x) for x in parallelism)
+    if text is not None:
         spec.parallelism.CopyFrom(_parallelism(text))
     return spec
 

@@ -134,6 +134,7 @@ def run_controlplane(args: argparse.Namespace) -> int:
     cluster = parse_cluster(text, source=source)
     policy = make_policy(args.policy)
     leadership = None
+    store: PostgresStore | SqliteStore
     if is_postgres_url(args.db):
         settings = LeaseSettings(args.lease_duration_s, args.lease_renew_deadline_s, args.lease_retry_period_s)
         store = PostgresStore(args.db)
@@ -200,8 +201,9 @@ async def _serve(server: ControlPlaneServer, leadership: Leadership | None = Non
     done, _ = await asyncio.wait(waits | ({keeper} if keeper else set()), return_when=asyncio.FIRST_COMPLETED)
     for task in waits | ({keeper} if keeper else set()):
         task.cancel()
-    if keeper is not None and keeper in done and isinstance(keeper.exception(), LostLeadership):
-        server.cp.stop_writing(keeper.exception())  # not one more write: another control plane may lead
+    lost = keeper.exception() if keeper is not None and keeper in done else None
+    if isinstance(lost, LostLeadership):
+        server.cp.stop_writing(lost)  # not one more write: another control plane may lead
     if server.cp.failed is not None:
         log.critical("exiting: the state store failed or the leadership was lost; a restart reloads the last "
                      "committed state (or waits as a standby)", error=server.cp.failed)
@@ -230,7 +232,10 @@ async def _lead(server: ControlPlaneServer, leadership: Leadership, stop: asynci
         campaign.cancel()
         return False
     epoch = campaign.result()
-    server.cp.store.fence(leadership.name, epoch)  # type: ignore[attr-defined]  # a PostgresStore
+    store = server.cp.store
+    if not isinstance(store, PostgresStore):  # main() gives a Leadership only with a PostgreSQL store
+        raise TypeError(f"a leader fences a PostgresStore, not a {type(store).__name__}")
+    store.fence(leadership.name, epoch)
     server.cp.leader_epoch = epoch
     _log_first_pass(server, epoch)
     return True

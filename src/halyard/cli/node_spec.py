@@ -14,6 +14,8 @@ what is wrong.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from halyard.datamodel import ValidationError
 from halyard.datamodel.cluster_toml import GBIT_PER_GBYTE
 from halyard.v1 import types_pb2 as tpb
@@ -24,6 +26,19 @@ _TEXT = ("rack", "name", "gpu_type", "fabric")
 _INTS = ("count", "gpus", "cpus")
 _FLOATS = ("memory_gb", "fabric_gbyte_s", "nic_gbit_s")
 KEYS = (*_TEXT, *_INTS, *_FLOATS)
+
+
+class _NodeFields(TypedDict, total=False):
+    """The ``NodeSpec`` fields a SPEC gives (the rest are left unset, so the rack's first node's apply)."""
+
+    rack: str
+    gpu_type: str
+    fabric: str
+    gpus: int
+    cpus: int
+    memory_mb: int
+    fabric_gbyte_s: float
+    nic_gbyte_s: float
 
 
 def _number(kind: type, key: str, value: str, where: str) -> float:
@@ -65,10 +80,17 @@ def parse_node_spec(text: str) -> list[tpb.NodeSpec]:
     name = values.get("name", "")
     if count > 1 and name and "{i}" not in name:
         raise ValidationError(f"name={name!r} must contain {{i}} when count > 1", field=where)
-    fields: dict[str, object] = {k: values[k] for k in ("rack", "gpu_type", "fabric") if k in values}
-    for key in ("gpus", "cpus"):
-        if key in values:
-            fields[key] = int(_number(int, key, values[key], where))
+    fields = _NodeFields()
+    if "rack" in values:
+        fields["rack"] = values["rack"]
+    if "gpu_type" in values:
+        fields["gpu_type"] = values["gpu_type"]
+    if "fabric" in values:
+        fields["fabric"] = values["fabric"]
+    if "gpus" in values:
+        fields["gpus"] = int(_number(int, "gpus", values["gpus"], where))
+    if "cpus" in values:
+        fields["cpus"] = int(_number(int, "cpus", values["cpus"], where))
     if "memory_gb" in values:
         fields["memory_mb"] = round(_number(float, "memory_gb", values["memory_gb"], where) * 1000)
     if "fabric_gbyte_s" in values:

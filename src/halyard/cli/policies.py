@@ -41,9 +41,9 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(name, ", ".join(f"{kind}={choice}" for kind, choice in stages))
     console.print(table)
     if not args.name:
-        stages = Table("stage", "choices (compose as STAGE=NAME,...; adjusters joined by '+')")
+        stage_table = Table("stage", "choices (compose as STAGE=NAME,...; adjusters joined by '+')")
         for kind, registry in STAGES.items():
-            stages.add_row(kind, ", ".join(sorted(registry)))
-        stages.add_row("+augmentation", ", ".join(sorted(AUGMENTATIONS)) + " (PRESET+NAME, e.g. tiresias+cassini)")
-        console.print(stages)
+            stage_table.add_row(kind, ", ".join(sorted(registry)))
+        stage_table.add_row("+augmentation", ", ".join(sorted(AUGMENTATIONS)) + " (PRESET+NAME, e.g. tiresias+cassini)")
+        console.print(stage_table)
     return 0

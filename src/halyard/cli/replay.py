@@ -20,9 +20,9 @@ from halyard.cli.simulate import (
     write_outputs,
 )
 from halyard.cli.trace import add_trace_options, load_trace
-from halyard.controlplane.replay import replay
 from halyard.datamodel import ValidationError, parse_cluster, read_cluster_text
 from halyard.emulator.catalog import load_model_catalog
+from halyard.experiments.replay import replay
 from halyard.logs import configure_logging
 from halyard.policies import make_policy
 

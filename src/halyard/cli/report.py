@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, SupportsFloat, SupportsIndex
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -12,6 +13,10 @@ from rich.table import Table
 
 from halyard.cli import EXIT_RUN_REJECTED
 from halyard.plural import plural
+
+if TYPE_CHECKING:
+    from halyard.datamodel import Cluster, JobSpec
+    from halyard.scheduling.simulator import Rejected
 
 # How often the progress bar is redrawn; more often only costs time.
 PROGRESS_REFRESH_S = 0.1
@@ -46,19 +51,19 @@ def summary_table(result: Mapping[str, object], title: str) -> Table:
         ("policy", result["policy"]), ("cluster", result["cluster"]),
         ("jobs (completed / in trace)", f"{result['completed']} / {result['jobs']}"),
         ("rejected at submission", result["rejected"]),
-        ("average JCT", _hours(result["avg_jct_s"])), ("median JCT", _hours(result["p50_jct_s"])),
-        ("p95 / p99 JCT", f"{_hours(result['p95_jct_s'])} / {_hours(result['p99_jct_s'])}"),
-        ("average queueing delay", _hours(result["avg_queue_s"])),
-        ("makespan", _hours(result["makespan_s"])),
-        ("GPU utilisation", f"{100 * float(result['gpu_utilization']):.1f}%"),
+        ("average JCT", _hours(result, "avg_jct_s")), ("median JCT", _hours(result, "p50_jct_s")),
+        ("p95 / p99 JCT", f"{_hours(result, 'p95_jct_s')} / {_hours(result, 'p99_jct_s')}"),
+        ("average queueing delay", _hours(result, "avg_queue_s")),
+        ("makespan", _hours(result, "makespan_s")),
+        ("GPU utilisation", f"{100 * _number(result, 'gpu_utilization'):.1f}%"),
         ("preemptions", result["preemptions"]),
         *([("suspensions (opportunistic, Crius §6.1)", result["suspensions"])] if result.get("suspensions") else []),
-        *([("exposed communication / run time", f"{100 * float(result['comm_share']):.2f}%")]
+        *([("exposed communication / run time", f"{100 * _number(result, 'comm_share'):.2f}%")]
           if "comm_share" in result else []),
         ("scheduling passes (avg / p99 / max wall)",
-         f"{result['passes']} ({float(result['avg_pass_ms']):.3f} / {float(result.get('p99_pass_ms', 0)):.3f} / "
-         f"{float(result.get('max_pass_ms', 0)):.3f} ms)"),
-        ("wall time", f"{float(result['wall_s']):.2f} s ({float(result['jobs_per_wall_s']):,.0f} jobs/s)"),
+         f"{result['passes']} ({_number(result, 'avg_pass_ms'):.3f} / {_number(result, 'p99_pass_ms', 0):.3f} / "
+         f"{_number(result, 'max_pass_ms', 0):.3f} ms)"),
+        ("wall time", f"{_number(result, 'wall_s'):.2f} s ({_number(result, 'jobs_per_wall_s'):,.0f} jobs/s)"),
     ]
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column(style="bold")
@@ -68,18 +73,28 @@ def summary_table(result: Mapping[str, object], title: str) -> Table:
     return table
 
 
-def _hours(seconds: object) -> str:
-    return f"{float(seconds) / 3600:.2f} h"  # type: ignore[arg-type]
+def _number(result: Mapping[str, object], key: str, default: float | None = None) -> float:
+    """``result[key]`` (or ``default`` where given and the key is absent) as a float. A summary holds
+    names and numbers under one value type; a value ``float()`` cannot take is a bug in the summary, so
+    this raises the ``TypeError`` ``float()`` would, naming the key."""
+    value = result[key] if default is None else result.get(key, default)
+    if not isinstance(value, str | SupportsFloat | SupportsIndex):
+        raise TypeError(f"summary {key!r} is {value!r}, not a number")
+    return float(value)
 
 
-def warn_unmet_reliance(policy: object, jobs: Sequence[object], cluster: object, *, strict: bool,
+def _hours(result: Mapping[str, object], key: str) -> str:
+    return f"{_number(result, key) / 3600:.2f} h"
+
+
+def warn_unmet_reliance(policy: object, jobs: Sequence[JobSpec], cluster: Cluster, *, strict: bool,
                         console: Console, command: str) -> int:
     """Warn (on ``console``) when ``policy`` relies on something no job of the run, or the cluster, has
     (:func:`halyard.policies.unmet_reliance`): it would silently act as its base stages. Under ``strict``
     that is an error: the status is :data:`EXIT_RUN_REJECTED` (the caller stops before running); else 0."""
     from halyard.policies import unmet_reliance
 
-    lines = unmet_reliance(policy, jobs, cluster)  # type: ignore[arg-type]
+    lines = unmet_reliance(policy, jobs, cluster)
     kind = "error" if strict else "warning"
     for line in lines:
         console.print(f"halyard {command}: {kind}: {line}", style="red" if strict else "yellow", markup=False,
@@ -91,7 +106,7 @@ def warn_unmet_reliance(policy: object, jobs: Sequence[object], cluster: object,
     return 0
 
 
-def report_rejected(rejected: Sequence[object], *, jobs: int, strict: bool, console: Console,
+def report_rejected(rejected: Sequence[Rejected], *, jobs: int, strict: bool, console: Console,
                     command: str, run: str = "") -> int:
     """Print the first :data:`SHOWN_REJECTED` rejections (``job_id: reason``) and how many more there
     were; return the exit status the run earns: :data:`EXIT_RUN_REJECTED` when every one of ``jobs``
@@ -103,7 +118,7 @@ def report_rejected(rejected: Sequence[object], *, jobs: int, strict: bool, cons
 
     where = f"{run}: " if run else ""
     for r in rejected[:SHOWN_REJECTED]:
-        say(f"{where}rejected {r.job_id}: {r.reason}", "yellow")  # type: ignore[attr-defined]
+        say(f"{where}rejected {r.job_id}: {r.reason}", "yellow")
     if len(rejected) > SHOWN_REJECTED:
         say(f"{where}... and {len(rejected) - SHOWN_REJECTED:,} more rejected", "yellow")
     if not rejected:

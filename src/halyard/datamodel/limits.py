@@ -14,6 +14,7 @@ file may use any id the simulator can print.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from halyard.datamodel.errors import ValidationError
 
@@ -127,7 +128,7 @@ def check_seconds(value: float, field: str, high: float, *, low: float = 0.0, po
         raise ValidationError(f"must be a finite number {bound} and <= {high:g}, got {value!r}", field=field)
 
 
-def check_command(command: tuple[str, ...] | list[str], field: str = "command") -> None:
+def check_command(command: Sequence[str], field: str = "command") -> None:
     if len(command) > MAX_COMMAND_ARGS:
         raise ValidationError(f"has {len(command)} arguments; at most {MAX_COMMAND_ARGS} allowed", field=field)
     size = 0

@@ -16,6 +16,6 @@ timeout) stays in wall time, as in production. With pytest, the plugin
 plane, which emulator/ may not import, so it lives here.)
 """
 
-from halyard.testing.cluster import TestCluster
+from halyard.testing.cluster import ClusterNotStarted, TestCluster
 
-__all__ = ["TestCluster"]
+__all__ = ["ClusterNotStarted", "TestCluster"]

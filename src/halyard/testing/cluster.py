@@ -26,7 +26,7 @@ from halyard.controlplane.forecast import ForecastSettings
 from halyard.controlplane.server import ControlPlaneServer
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import SqliteStore
-from halyard.datamodel import cluster_digest, parse_cluster
+from halyard.datamodel import HalyardError, cluster_digest, parse_cluster
 from halyard.policies import make_policy
 from halyard.scheduling.records import JobRecord
 from halyard.scheduling.timing import performance_model_for
@@ -54,6 +54,11 @@ def small_cluster_toml(nodes: int, gpus_per_node: int = 8, nodes_per_rack: int =
                       f'count = {count}\ngpu_type = "V100"\ngpus = {gpus_per_node}\ncpus = 24\nmemory_gb = 500\n'
                       f'fabric = "nvlink"\nfabric_gbyte_s = 150\nnic_gbit_s = 200\n')
     return "\n".join(blocks)
+
+
+class ClusterNotStarted(HalyardError):
+    """A :class:`TestCluster` asked for its server (address, ports, control plane) before ``async with``
+    started it: the test uses it wrongly."""
 
 
 class TestCluster:
@@ -146,26 +151,31 @@ class TestCluster:
         if self.certs is not None:
             shutil.rmtree(self.certs, ignore_errors=True)
 
+    def _started(self) -> ControlPlaneServer:
+        if self.server is None:
+            raise ClusterNotStarted("the TestCluster is not started: enter it with `async with TestCluster(...)`")
+        return self.server
+
     @property
     def address(self) -> str:
         """Where clients connect."""
-        return self.server.address
+        return self._started().address
 
     @property
     def http_url(self) -> str:
         """Base URL of the HTTP port (started with ``http=``): dashboard at /, /metrics, /healthz."""
         if self._http is None:
             raise RuntimeError("TestCluster was started without http=HOST:PORT")
-        return f"http://{self._http.rsplit(':', 1)[0]}:{self.server.http_port}"
+        return f"http://{self._http.rsplit(':', 1)[0]}:{self._started().http_port}"
 
     @property
     def agent_address(self) -> str:
         """Where agents connect (the same as :attr:`address` in insecure mode)."""
-        return self.server.agent_address
+        return self._started().agent_address
 
     @property
     def control_plane(self) -> ControlPlane:
-        return self.server.cp
+        return self._started().cp
 
     # --- time -----------------------------------------------------------------
 

@@ -132,7 +132,7 @@ class Exited(_message.Message):
     cluster_time: float
     checkpoint_iteration: int
     message: str
-    def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., status: _Optional[_Union[ExitStatus, str]] = ..., cluster_time: _Optional[float] = ..., checkpoint_iteration: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., status: _Optional[_Union[ExitStatus, int, str]] = ..., cluster_time: _Optional[float] = ..., checkpoint_iteration: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ExitAck(_message.Message):
     __slots__ = ("job_id", "attempt")
@@ -238,7 +238,7 @@ class ClockParams(_message.Message):
     wall_origin_unix_s: float
     cluster_origin_s: float
     speedup: float
-    def __init__(self, kind: _Optional[_Union[ClockKind, str]] = ..., wall_origin_unix_s: _Optional[float] = ..., cluster_origin_s: _Optional[float] = ..., speedup: _Optional[float] = ...) -> None: ...
+    def __init__(self, kind: _Optional[_Union[ClockKind, int, str]] = ..., wall_origin_unix_s: _Optional[float] = ..., cluster_origin_s: _Optional[float] = ..., speedup: _Optional[float] = ...) -> None: ...
 
 class Registered(_message.Message):
     __slots__ = ("node", "clock", "cluster_toml", "heartbeat_interval_s", "data_stalls", "catalog_toml", "node_spec", "cluster_digest", "leader_epoch")

@@ -55,7 +55,7 @@ class Job(_message.Message):
     env_names: _containers.RepeatedScalarFieldContainer[str]
     end_reason: str
     forecast: JobForecast
-    def __init__(self, spec: _Optional[_Union[_types_pb2.JobSpec, _Mapping]] = ..., state: _Optional[_Union[_types_pb2.JobState, str]] = ..., allocation: _Optional[_Union[_types_pb2.Allocation, _Mapping]] = ..., iterations_done: _Optional[float] = ..., iterations_total: _Optional[int] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., preemptions: _Optional[int] = ..., queued_s: _Optional[float] = ..., wait: _Optional[_Union[WaitReason, _Mapping]] = ..., ignored: _Optional[str] = ..., time_shift_drift_s: _Optional[float] = ..., suspensions: _Optional[int] = ..., env_names: _Optional[_Iterable[str]] = ..., end_reason: _Optional[str] = ..., forecast: _Optional[_Union[JobForecast, _Mapping]] = ...) -> None: ...
+    def __init__(self, spec: _Optional[_Union[_types_pb2.JobSpec, _Mapping]] = ..., state: _Optional[_Union[_types_pb2.JobState, int, str]] = ..., allocation: _Optional[_Union[_types_pb2.Allocation, _Mapping]] = ..., iterations_done: _Optional[float] = ..., iterations_total: _Optional[int] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., preemptions: _Optional[int] = ..., queued_s: _Optional[float] = ..., wait: _Optional[_Union[WaitReason, _Mapping]] = ..., ignored: _Optional[str] = ..., time_shift_drift_s: _Optional[float] = ..., suspensions: _Optional[int] = ..., env_names: _Optional[_Iterable[str]] = ..., end_reason: _Optional[str] = ..., forecast: _Optional[_Union[JobForecast, _Mapping]] = ...) -> None: ...
 
 class JobForecast(_message.Message):
     __slots__ = ("expected_start", "expected_finish", "made_at", "start_p10", "start_p90", "finish_p10", "finish_p90", "expected_start_unix", "expected_finish_unix", "made_at_unix", "assumes", "start_p50", "finish_p50")
@@ -95,7 +95,7 @@ class WaitReason(_message.Message):
     code: WaitCode
     stage: str
     reason: str
-    def __init__(self, code: _Optional[_Union[WaitCode, str]] = ..., stage: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, code: _Optional[_Union[WaitCode, int, str]] = ..., stage: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("spec", "submit_time")
@@ -149,7 +149,7 @@ class ListJobsRequest(_message.Message):
     page_token: str
     states: _containers.RepeatedScalarFieldContainer[_types_pb2.JobState]
     tenant: str
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., states: _Optional[_Iterable[_Union[_types_pb2.JobState, str]]] = ..., tenant: _Optional[str] = ...) -> None: ...
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., states: _Optional[_Iterable[_Union[_types_pb2.JobState, int, str]]] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token")

@@ -21,9 +21,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 import structlog
@@ -64,7 +65,7 @@ POLL_S = 0.02
 log = structlog.get_logger("halyard.replay")
 
 # replay(watch=...): a coroutine given the control plane's server and the replay's clock.
-Watcher = Callable[[ControlPlaneServer, ScaledClock], Awaitable[None]]
+Watcher = Callable[[ControlPlaneServer, ScaledClock], Coroutine[Any, Any, None]]
 
 
 async def replay(jobs: Sequence[JobSpec], cluster: Cluster, cluster_toml: str, *, policy: str, speedup: float,
@@ -232,7 +233,7 @@ class ReplayError(HalyardError):
 
 @dataclass
 class ReplayRun:
-    summary: dict[str, object]  # simulate's keys plus speedup_achieved
+    summary: Mapping[str, object]  # simulate's keys plus speedup_achieved
     core: SchedulingCore  # the control plane's state at the end (event log, records)
     tables: RunTables  # the summary, per-job table and timeline, times from the trace's start
     # Jobs SubmitJob refused with INVALID_ARGUMENT (the simulator's rejections at submission: e.g. a

@@ -1,0 +1,50 @@
+"""SRTF's waiting jobs in an order kept from pass to pass (issue 38: keying and sorting every job at every
+pass was a quarter of Synergy's SRTF + proportional run). A waiting job makes no progress, so its key does
+not move; only running jobs are keyed and sorted at each pass (``Srtf.ranking``). The answer must be the
+fresh sort's on every pass, with the starvation guard's promotions too.
+"""
+
+from __future__ import annotations
+
+from halyard.datamodel import load_cluster
+from halyard.policies import PassState, StagedPolicy
+from halyard.policies.ordering import Srtf, StarvationGuard
+from halyard.policies.placement import FirstFitConsolidated
+from halyard.policies.synergy import Proportional
+from halyard.scheduling import Simulator
+from halyard.scheduling.timing import performance_model_for
+from halyard.traces import generate_synergy_trace
+
+HOUR = 3600.0
+
+
+class _Checked(Srtf):
+    """Answers from the kept order and checks, every pass, that a fresh sort by the key agrees."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checks = self.promoted_seen = 0
+
+    def ranking(self, view, state, pending):
+        kept = super().ranking(view, state, pending)
+        fresh = sorted([*view.running.values(), *pending], key=self.key(view, PassState()))
+        assert kept.ranked() == fresh
+        assert kept.held.tolist() == [0 if j.allocation is None else j.num_gpus for j in kept.jobs]
+        self.checks += 1
+        self.promoted_seen += bool(self.guard is not None and self.guard.promoted)
+        return kept
+
+
+def test_the_kept_order_equals_a_fresh_sort_on_every_pass():
+    """Loaded runs on synergy-128: SRTF with first-fit placement (preempting), and the proportional
+    mechanism under SRTF with a starvation guard of 5 h (so that jobs are promoted while others wait)."""
+    jobs = generate_synergy_trace(600, rate_per_hour=5.0, multi_gpu=True, seed=1)
+    for placement, guard_s in ((FirstFitConsolidated(), None), (Proportional(), 5 * HOUR)):
+        ordering = _Checked()
+        if guard_s is not None:
+            ordering.guard = StarvationGuard(guard_s)
+        policy = StagedPolicy(f"{placement.name}:srtf", ordering, placement=placement)
+        sim = Simulator(load_cluster("synergy-128"), policy, performance_model_for(policy, contention="fair"))
+        sim.run(jobs, until=(300, 301))
+        assert ordering.checks > 300, placement.name
+        assert (ordering.promoted_seen > 0) == (guard_s is not None), placement.name
