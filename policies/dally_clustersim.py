@@ -189,17 +189,17 @@ def staggered_reauction(policy: Dally, view: ClusterView, state: PassState, ende
             continue
         # a waiting job's reason needs its offer, starvation and timers, not Algorithm 1's answer
         types = policy.delay.statics.of(view, job).gpu_types
-        avail = offers.get(types)
-        if avail is None:
-            avail = offers[types] = usable_gpus(free, view.shape, types)
+        offer = offers.get(types)
+        if offer is None:
+            offer = offers[types] = usable_gpus(free, view.shape, types)
         t_mc, t_rk = policy.delay.job_timers(view, job, state)
         wait_s = starvation(view, job)
         if wait_s < t_mc or wait_s < t_rk:
-            plan.wait(job.job_id, policy.delay.why(view, job, avail, wait_s, t_mc, t_rk))
+            plan.wait(job.job_id, policy.delay.why(view, job, offer, wait_s, t_mc, t_rk))
             continue
         reason = no_fits.get((types, job.spec.num_gpus))
         if reason is None:
-            reason = no_fits[(types, job.spec.num_gpus)] = policy.delay.why(view, job, avail, wait_s, t_mc, t_rk)
+            reason = no_fits[(types, job.spec.num_gpus)] = policy.delay.why(view, job, offer, wait_s, t_mc, t_rk)
         plan.wait(job.job_id, reason)
     _write_moves(plan, view, moves, starts)
     return free
