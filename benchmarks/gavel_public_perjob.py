@@ -28,7 +28,6 @@ Not part of the tests (the page's rendering from the JSON is: tests/test_reprodu
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import shlex
@@ -37,11 +36,11 @@ import sys
 import time
 from pathlib import Path
 
+import perjob  # benchmarks/ is not a package: found on sys.path
 from perjob import (  # benchmarks/ is not a package: found on sys.path
     agree,
     catalog_for,
     child_cpu,
-    common,
     hours,
     jcts,
     named_steps,
@@ -208,37 +207,11 @@ def failed(run: dict) -> list[str]:
 
 
 def ladder_table(data: dict) -> str:
-    """Each run against the public one, over the jobs both finished."""
-    pub = data["public"]
-    lines = ["| run | jobs done | mean JCT (h) | / public | p99 JCT (h) | / public | makespan (h) | / public "
-             "| jobs within 5 % | CPU s (child) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    sp0 = stats(pub)
-    lines.append(f"| Gavel simulator, max_sum_throughput_perf | {sp0['jobs']} of {len(pub['jobs'])} "
-                 f"| {hours(sp0['mean_jct_s'])} | 1.000 | {hours(sp0['p99_jct_s'])} | 1.000 "
-                 f"| {hours(sp0['makespan_s'])} "
-                 f"| 1.000 | 100% | {sp0['cpu_s']:.2f} |")
-    for v in variants():
-        run = data["halyard"][v]
-        p, h = common(pub, run)
-        sp, s = stats(p), stats(h)
-        lines.append(f"| Halyard `{v}` | {len(jcts(run))} of {len(run['jobs'])} | {hours(s['mean_jct_s'])} "
-                     f"| {s['mean_jct_s'] / sp['mean_jct_s']:.3f} | {hours(s['p99_jct_s'])} "
-                     f"| {s['p99_jct_s'] / sp['p99_jct_s']:.3f} | {hours(s['makespan_s'])} "
-                     f"| {s['makespan_s'] / sp['makespan_s']:.3f} | {agree(pub, run):.0%} | {s['cpu_s']:.2f} |")
-    return "\n".join(lines) + "\n"
+    return perjob.ladder_table(data, variants(), "Gavel simulator, max_sum_throughput_perf")
 
 
 def steps_table(data: dict) -> str:
-    lines = ["| step | what it changes | mean JCT, with / without | makespan, with / without "
-             "| jobs within 5 % of public, without -> with |", "|---|---|---:|---:|---|"]
-    pub, names = data["public"], variants()
-    for before, after in itertools.pairwise(names):
-        a, b = common(pub, data["halyard"][before])[1], common(pub, data["halyard"][after])[1]
-        sa, sb = stats(a), stats(b)
-        step = after.rsplit("+", 1)[1]
-        lines.append(f"| `{step}` | {STEPS[step]} | {sb['mean_jct_s'] / sa['mean_jct_s']:.3f} "
-                     f"| {sb['makespan_s'] / sa['makespan_s']:.3f} | {agree(pub, a):.0%} -> {agree(pub, b):.0%} |")
-    return "\n".join(lines) + "\n"
+    return perjob.steps_table(data, variants(), STEPS)
 
 
 def perjob_table(data: dict) -> str:

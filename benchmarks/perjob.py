@@ -6,6 +6,7 @@ so the public simulator's run and Halyard's are summarised by the same code.
 
 from __future__ import annotations
 
+import itertools
 import math
 import resource
 
@@ -76,3 +77,37 @@ def catalog_for(steps: list[str]):  # -> halyard.emulator.catalog.Catalog
         catalog = dataclasses.replace(catalog, constants=dataclasses.replace(
             catalog.constants, restart_fixed_s=0.0, checkpoint_state_factor=0.0))
     return catalog
+
+
+def ladder_table(data: dict, names: list[str], public_label: str) -> str:
+    """Each Halyard run (``names``, in ladder order) against the public one, over the jobs both finished."""
+    pub = data["public"]
+    lines = ["| run | jobs done | mean JCT (h) | / public | p99 JCT (h) | / public | makespan (h) | / public "
+             "| jobs within 5 % | CPU s (child) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    sp0 = stats(pub)
+    lines.append(f"| {public_label} | {sp0['jobs']} of {len(pub['jobs'])} "
+                 f"| {hours(sp0['mean_jct_s'])} | 1.000 | {hours(sp0['p99_jct_s'])} | 1.000 "
+                 f"| {hours(sp0['makespan_s'])} | 1.000 | 100% | {sp0['cpu_s']:.2f} |")
+    for v in names:
+        run = data["halyard"][v]
+        p, h = common(pub, run)
+        sp, s = stats(p), stats(h)
+        lines.append(f"| Halyard `{v}` | {len(jcts(run))} of {len(run['jobs'])} | {hours(s['mean_jct_s'])} "
+                     f"| {s['mean_jct_s'] / sp['mean_jct_s']:.3f} | {hours(s['p99_jct_s'])} "
+                     f"| {s['p99_jct_s'] / sp['p99_jct_s']:.3f} | {hours(s['makespan_s'])} "
+                     f"| {s['makespan_s'] / sp['makespan_s']:.3f} | {agree(pub, run):.0%} | {s['cpu_s']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def steps_table(data: dict, names: list[str], steps: dict[str, str]) -> str:
+    """Each step of the ladder on its own: the run with it over the run without, on the jobs both finished."""
+    lines = ["| step | what it changes | mean JCT, with / without | makespan, with / without "
+             "| jobs within 5 % of public, without -> with |", "|---|---|---:|---:|---|"]
+    pub = data["public"]
+    for before, after in itertools.pairwise(names):
+        a, b = common(pub, data["halyard"][before])[1], common(pub, data["halyard"][after])[1]
+        sa, sb = stats(a), stats(b)
+        step = after.rsplit("+", 1)[1]
+        lines.append(f"| `{step}` | {steps[step]} | {sb['mean_jct_s'] / sa['mean_jct_s']:.3f} "
+                     f"| {sb['makespan_s'] / sa['makespan_s']:.3f} | {agree(pub, a):.0%} -> {agree(pub, b):.0%} |")
+    return "\n".join(lines) + "\n"
