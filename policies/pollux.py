@@ -61,7 +61,7 @@ from halyard.policies.pollux_model import (
     realloc_factor,
 )
 from halyard.policies.reasons import Unplaced, cannot_fit
-from halyard.policies.resources import FreeResources, OverAllocation
+from halyard.policies.resources import FreeResources
 from halyard.policies.stages import Adjuster, Placement
 from halyard.policies.view import ClusterView, JobInfo, allocation_of
 
@@ -233,68 +233,121 @@ class Pollux(OwnPass):
         jobs: list[JobInfo] = sorted([*view.running.values(), *view.pending], key=lambda j: j.arrival_seq)
         free = view.free.copy()
         if jobs:
-            sizes = self._sizes(view, jobs)
-            free = self._finalize(view, plan, jobs, sizes, state)
+            sizes, refused = self._settle(view, jobs)
+            free = self._finalize(view, plan, jobs, sizes, state, refused)
         return adjust(self.adjusters, view, plan, free, state)
 
-    def _sizes(self, view: ClusterView, jobs: list[JobInfo]) -> dict[str, int]:
-        """Step 1-3: each job's GPU count."""
+    def _options(self, view: ClusterView, jobs: list[JobInfo]) -> tuple[list[list[float]], list[list[int]], int]:
+        """Step 1-2: each job's GPU counts and their knapsack costs ``1 / (SPEEDUP + floor)``, and the budget."""
         gpus = gpu_budget(view)
         fair = max(1, math.ceil(gpus / len(jobs)))
-        costs, options, preferred = [], [], []
+        costs, options = [], []
         for job in jobs:
             low, high = job.spec.gpu_range if resizable(view, job.spec) else (job.spec.num_gpus,) * 2
-            current = job.num_gpus if job.allocation is not None else 0
+            current = _current(job)
             if self.explore_doubling and resizable(view, job.spec):
                 high = max(low, min(high, 2 * self._largest.get(job.job_id, 0) or 1))
             counts = [0, current] if held_elsewhere(view, job) else counts_for(low, high, gpus, current)
             speed = self.speedups(view, job, counts, fair)
             runnable = [i for i, s in enumerate(speed) if i == 0 or s > 0.0]
-            counts = [counts[i] for i in runnable]
+            options.append([counts[i] for i in runnable])
             costs.append([1.0 / (speed[i] + SPEEDUP_FLOOR) for i in runnable])
-            options.append(counts)
-            preferred.append(counts.index(current) if current in counts else 0)
-        picks = allocate(costs, options, gpus, preferred)
+        return costs, options, gpus
+
+    def _sizes(self, view: ClusterView, jobs: list[JobInfo]) -> dict[str, int]:
+        """Step 3 without placement: each job's GPU count as the knapsack chooses it."""
+        costs, options, gpus = self._options(view, jobs)
+        picks = allocate(costs, options, gpus, _preferred(jobs, options))
         return {job.job_id: options[j][picks[j]] for j, job in enumerate(jobs)}
 
-    def _finalize(self, view: ClusterView, plan: Plan, jobs: list[JobInfo], size: dict[str, int],
-                  state: PassState) -> FreeResources:
-        """Step 4: preempt, then place the changed counts (shrinking first) and emit them in order."""
+    def _settle(self, view: ClusterView, jobs: list[JobInfo]) -> tuple[dict[str, int], dict[str, Unplaced]]:
+        """Step 3: counts the pass can place (docs/pollux.md, "Placeable counts"). Solve the knapsack, place
+        its counts in the order the core applies them (:meth:`_place`, on a scratch pass state); each job
+        whose count found no placement on the GPUs the earlier placements left keeps only the options that
+        placement could take there (and 0 and its current count, which need no GPUs), and the knapsack is
+        solved again, until every count is placed. Each round removes the failed count of at least one job,
+        so it ends (at worst every job at 0 or its current count). Returns the counts and, per job, why a
+        count of it was refused (its wait reason when it ends with 0)."""
+        costs, options, gpus = self._options(view, jobs)
+        refused: dict[str, Unplaced] = {}
+        while True:
+            picks = allocate(costs, options, gpus, _preferred(jobs, options))
+            size = {job.job_id: options[j][picks[j]] for j, job in enumerate(jobs)}
+            _, _, _, stuck = self._place(view, jobs, size, PassState())
+            if not stuck:
+                return size, refused
+            index = {job.job_id: j for j, job in enumerate(jobs)}
+            for job, there, why in stuck:
+                j = index[job.job_id]
+                refused[job.job_id] = why
+                keep = [i for i, g in enumerate(options[j])
+                        if g in (0, _current(job)) or (g != size[job.job_id] and not isinstance(
+                            self.placement.place(view, job, g, there.copy(), PassState()), Unplaced))]
+                options[j] = [options[j][i] for i in keep]
+                costs[j] = [costs[j][i] for i in keep]
+
+    def _place(self, view: ClusterView, jobs: list[JobInfo], size: dict[str, int], state: PassState
+               ) -> tuple[list[str], FreeResources, list[tuple[JobInfo, Allocation]],
+                          list[tuple[JobInfo, FreeResources, Unplaced]]]:
+        """Place the changed counts in the order the core applies them: preemptions, then shrinking jobs,
+        then the rest by (count, arrival); each job gives back what it holds and is placed on what the
+        earlier ones left, so every target applies in this order (no cycle of moves). Returns the jobs
+        preempted, the free resources after them, the targets in order, and the jobs whose count found no
+        placement, with the resources they found (their own given back) and why."""
         free = view.free.copy()
-        for job in view.running.values():
-            if size[job.job_id] == 0:
-                plan.preempt(job.job_id)
-                free.give(job.allocation)  # type: ignore[arg-type]
+        preempted = [job.job_id for job in view.running.values() if size[job.job_id] == 0]
+        for job_id in preempted:
+            free.give(allocation_of(view.running[job_id]))
         order = free.copy()
         changed = [j for j in jobs if size[j.job_id] and (j.allocation is None or j.num_gpus != size[j.job_id])]
-        for job in changed:
+        targets: list[tuple[JobInfo, Allocation]] = []
+        stuck: list[tuple[JobInfo, FreeResources, Unplaced]] = []
+        for job in sorted(changed, key=lambda j: (size[j.job_id] >= _current(j), size[j.job_id], j.arrival_seq)):
+            g = size[job.job_id]
             if job.allocation is not None:
                 free.give(job.allocation)
-        targets: list[tuple[JobInfo, Allocation]] = []
-        for job in sorted(changed, key=lambda j: (size[j.job_id], j.arrival_seq)):  # shrinking jobs' GPUs first
-            g = size[job.job_id]
             placed = self.placement.place(view, job, g, free, state)
             if isinstance(placed, Unplaced):
-                if job.allocation is None:
-                    plan.wait(job.job_id, placed)
-                    continue
-                try:
-                    free.take(job.allocation)  # it keeps what it holds
-                except OverAllocation:  # a job placed earlier took its GPUs: it waits a pass
-                    plan.preempt(job.job_id)
-                    order.give(job.allocation)
+                stuck.append((job, free.copy(), placed))
+                if job.allocation is not None:
+                    free.take(job.allocation)  # it keeps what it holds (given back just above)
                 continue
             if resizable(view, job.spec):
                 placed = Allocation(placed.nodes, stages=(StagePlan(g, data=g),))  # keeps M0 (module doc)
             placed = with_runtime_plan(view, job.spec, placed)
             free.take(placed)
             targets.append((job, placed))
+        return preempted, order, targets, stuck
+
+    def _finalize(self, view: ClusterView, plan: Plan, jobs: list[JobInfo], size: dict[str, int],
+                  state: PassState, refused: dict[str, Unplaced] | None = None) -> FreeResources:
+        """Step 4: preempt, place the changed counts in the order they apply, and emit them. A count that
+        still finds no placement (``_settle`` placed it on a scratch state) leaves a pending job waiting
+        and a running one where it is."""
+        preempted, order, targets, stuck = self._place(view, jobs, size, state)
+        for job_id in preempted:
+            plan.preempt(job_id)
+        for job, _, why in stuck:
+            if job.allocation is None:
+                plan.wait(job.job_id, why)
         for job in jobs:
             if job.allocation is None and size[job.job_id] == 0:
-                plan.wait(job.job_id, cannot_fit(self.name, "the goodput search gives it no GPUs this pass "
-                                                 "({} schedulable)", view.schedulable_gpus))
+                why = (refused or {}).get(job.job_id) or cannot_fit(
+                    self.name, "the goodput search gives it no GPUs this pass ({} schedulable)", view.schedulable_gpus)
+                plan.wait(job.job_id, why)
         emit_in_order(plan, order, targets, self.name)
         return order
+
+
+def _current(job: JobInfo) -> int:
+    """The GPUs a job holds now (0 when pending)."""
+    return job.num_gpus if job.allocation is not None else 0
+
+
+def _preferred(jobs: list[JobInfo], options: list[list[int]]) -> list[int]:
+    """Each job's option tried first by the knapsack (its current count: ties keep it)."""
+    return [counts.index(_current(job)) if _current(job) in counts else 0
+            for job, counts in zip(jobs, options, strict=True)]
 
 
 def _data_parallel(spec: JobSpec) -> bool:
