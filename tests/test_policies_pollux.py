@@ -9,11 +9,11 @@ import random
 import pytest
 from policy_fakes import FakeJob, on, view_of
 
-from halyard.datamodel import JobSpec, parse_cluster
+from halyard.datamodel import Allocation, JobSpec, NodeAllocation, parse_cluster
 from halyard.emulator import PerformanceModel
 from halyard.policies import PassState, make_policy
 from halyard.policies.cassini import CassiniPlacement, CassiniShifts
-from halyard.policies.plan import Resize, Start
+from halyard.policies.plan import Plan, Preempt, Resize, Start
 from halyard.policies.pollux import Pollux, allocate, counts_for
 from halyard.policies.pollux_model import (
     DEFAULT_NOISE,
@@ -26,6 +26,7 @@ from halyard.policies.pollux_model import (
     noise_scale,
     realloc_factor,
 )
+from halyard.policies.resources import FreeResources
 from halyard.testing.cluster import small_cluster_toml
 
 PM = PerformanceModel()
@@ -243,3 +244,64 @@ def test_explore_doubling_caps_a_job_at_twice_the_largest_count_it_ran_on():
     assert [a.allocation.num_gpus for a in plan.actions if isinstance(a, Resize)] == [2]
     plan = Pollux().schedule(view, PassState())
     assert next(a.allocation.num_gpus for a in plan.actions if isinstance(a, Start)) > 2
+
+
+def _apply(free: FreeResources, plan, jobs: dict[str, FakeJob]) -> None:
+    """The plan's actions one after another on ``free``, as the core applies them (each job's GPUs given
+    back before its new ones are taken); OverAllocation if one does not apply in that order."""
+    for action in plan.actions:
+        held = jobs[action.job_id].allocation
+        if held is not None:
+            free.give(held)
+        if not isinstance(action, Preempt):
+            free.take(action.allocation)
+
+
+def test_counts_on_fragmented_nodes_are_placed_in_the_order_they_apply():
+    """The pass of docs/reproductions/pollux-public-comparison.md (jobs-30-59, t = 6180 s) that repeated for
+    ten minutes: 4 nodes x 4 GPUs, one GPU free (r0-n1); the search shrinks s (4 on r0-n0) to 3, grows g
+    (1 on r0-n2) to 2 and gives pending p 1. The old placement gave back every changed job's GPUs at once
+    and placed p, then g on r0-n0 and s across r0-n0..2: s needs g's GPU on r0-n2 and g needs s's on r0-n0,
+    a cycle of moves the core cannot order, so all three were left out, p waited, and the next pass chose
+    the same (Pollux §4 searches node replica counts, so what it picks is placeable). Placed in the order
+    they apply (s shrinks first), all three are emitted, and they apply on the cluster as it is."""
+    cluster = parse_cluster(small_cluster_toml(4, gpus_per_node=4))
+    n2 = cluster.node("r0-n2")
+
+    def job(job_id: str, n: int, alloc: Allocation | None, seq: int, elastic_: bool = True) -> FakeJob:
+        spec = JobSpec(job_id, 0.0, "resnet50", n, iterations=10**6, min_gpus=1 if elastic_ else None,
+                       max_gpus=4 if elastic_ else None)
+        return FakeJob(spec, allocation=alloc, done=10, arrival_seq=seq)
+
+    running = [job("s", 4, on(cluster, ("r0-n0", 4)), 0), job("f1", 3, on(cluster, ("r0-n1", 3)), 1, False),
+               job("f2", 3, on(cluster, ("r0-n2", 3)), 2, False), job("f3", 4, on(cluster, ("r0-n3", 4)), 3, False),
+               job("g", 1, Allocation((NodeAllocation("r0-n2", (3,), n2.proportional_cpus(1),
+                                                      n2.proportional_memory_mb(1)),)), 4)]
+    p = job("p", 1, None, 5, False)
+    view = view_of(cluster, 3600.0, running, [p], perf=PM)
+    assert list(view.free.gpus) == [0, 1, 0, 0]
+    jobs = [*running, p]
+    sizes = {"s": 3, "f1": 3, "f2": 3, "f3": 4, "g": 2, "p": 1}
+    plan = Plan()
+    Pollux()._finalize(view, plan, jobs, sizes, PassState())
+    assert {a.job_id: (type(a), a.allocation.num_gpus) for a in plan.actions} == {
+        "s": (Resize, 3), "g": (Resize, 2), "p": (Start, 1)}
+    assert not plan.unplaced
+    _apply(view.free.copy(), plan, {j.job_id: j for j in jobs})
+
+
+def test_a_count_that_cannot_be_placed_is_searched_again_without_it():
+    """Docs/pollux.md "Placeable counts": 2 nodes x 4 GPUs, r0-n1's CPUs all held (a node whose GPUs are
+    free but cannot be taken with their proportional CPUs). Alone, elastic job a (1..8) is worth most on 8
+    GPUs, and the knapsack gives it 8 (the budget counts GPUs); only 4 can be placed. The old pass left it
+    waiting at every pass; the search is solved again with a's options limited to what placement can take
+    (here at most 4), and a starts on r0-n0's 4 GPUs."""
+    cluster = parse_cluster(small_cluster_toml(2, gpus_per_node=4))
+    a = FakeJob(JobSpec("a", 0.0, "resnet50", 4, iterations=10**6, min_gpus=1, max_gpus=8), arrival_seq=0)
+    view = view_of(cluster, 0.0, [], [a], perf=PM)
+    view.free.adjust(1, int(view.free.cpus[1]), 0)
+    assert Pollux()._sizes(view, [a]) == {"a": 8}  # the search alone
+    plan = Pollux().schedule(view, PassState())
+    assert [(type(x), x.job_id, x.allocation.num_gpus) for x in plan.actions] == [(Start, "a", 4)]
+    assert [n.node for n in plan.actions[0].allocation.nodes] == ["r0-n0"]
+    _apply(view.free.copy(), plan, {"a": a})
