@@ -20,9 +20,10 @@ cluster. Pollux also models migration costs and avoids frequent job migrations")
    multiple-choice knapsack, solved by dynamic programming over GPUs (:func:`allocate`). Ties go
    to the job's current count, then to fewer GPUs, then to earlier arrivals. It searches counts,
    not nodes (Pollux's GA also chooses nodes): the counts are then placed one job at a time by
-   ``placement`` (consolidated first-fit, so ``+cassini`` ranks its candidates), a job whose
-   count does not change keeps its GPUs, and a count that does not fit leaves a pending job
-   waiting and a running one where it is.
+   ``placement`` (consolidated first-fit, so ``+cassini`` ranks its candidates) in the order the
+   core applies them, a job whose count does not change keeps its GPUs, and a count that finds no
+   placement is searched again without it (:meth:`Pollux._settle`), so the counts a pass settles
+   on are placeable, as the paper's search over job x node replica counts gives (docs/pollux.md).
 4. Starts, resizes and preemptions in an order the core can apply (:func:`emit_in_order`),
    then the adjusters (``pollux+cassini``: Cassini's time-shifts).
 
