@@ -426,7 +426,8 @@ def with_option(policy: object, option: str) -> Dally:
     """``policy`` (a Dally) with one of the rules not in the paper switched on: ``migrate``, ``worse-half``,
     ``hysteresis`` (``min_gain`` = :data:`MIN_GAIN`), ``lease``, ``reauction``, ``no-preemption`` (no Nw_sens
     preemption: what aakash-sharma/cluster-sim's Dally does between lease ends; measured in
-    docs/reproductions/dally-public-comparison.md), or of its auto-tuner ``drop-short-waits`` and ``manual-start``;
+    docs/reproductions/dally-public-comparison.md), cluster-sim's ``hoard``, ``staggered`` (on ``reauction``) and
+    ``first-fit`` (policies/dally_first_fit.py), or of its auto-tuner ``drop-short-waits`` and ``manual-start``;
     the name gains ``+option``."""
     if not isinstance(policy, Dally):
         name = getattr(policy, "name", type(policy).__name__)
