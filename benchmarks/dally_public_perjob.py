@@ -504,6 +504,38 @@ def agreement_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def option_table(rows: list[dict]) -> str:
+    """What each of Halyard's options changes, on the same jobs beside the same cluster-sim: the rows of
+    ``P+option`` paired, seed by seed, with those of ``P`` (same racks, arrivals, cluster-sim set-up). Halyard
+    / public for both, and the option's own effect on Halyard's mean JCT and makespan (its run / P's), with a
+    95 % interval over the seeds both have."""
+    lines = ["| racks | arrivals | cluster-sim | Halyard policy | option | seeds | mean JCT, Halyard / public: "
+             "without / with | makespan, Halyard / public: without / with | the option's change to Halyard's "
+             "mean JCT | to its makespan |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    by = {(r["racks"], r["arrival"], r["public"], r["policy"], r.get("seed", 1)): r["compare"] for r in rows}
+    keys = dict.fromkeys((r["racks"], r["arrival"], r["public"], r["policy"]) for r in rows)
+    for racks, arrival, public, policy in keys:
+        base, _, option = policy.rpartition("+")
+        if not base or (racks, arrival, public, base) not in keys:
+            continue
+        seeds = sorted(s for (ra, ar, pu, po, s) in by if (ra, ar, pu, po) == (racks, arrival, public, policy)
+                       and (ra, ar, pu, base, s) in by)
+        if not seeds:
+            continue
+        pairs = [(by[(racks, arrival, public, base, s)], by[(racks, arrival, public, policy, s)]) for s in seeds]
+
+        def vs_public(field: str, which: int, pairs: list = pairs) -> str:
+            return _ci([c[which][f"halyard_{field}"] / c[which][f"public_{field}"] - 1 for c in pairs])
+
+        def own(field: str, pairs: list = pairs) -> str:
+            return _ci([w[f"halyard_{field}"] / b[f"halyard_{field}"] - 1 for b, w in pairs])
+        lines.append(f"| {racks} | {arrival} | {public} | `{base}` | `+{option}` | {len(seeds)} "
+                     f"| {vs_public('mean_jct_s', 0)} / {vs_public('mean_jct_s', 1)} "
+                     f"| {vs_public('makespan_s', 0)} / {vs_public('makespan_s', 1)} "
+                     f"| {own('mean_jct_s')} | {own('makespan_s')} |")
+    return "\n".join(lines)
+
+
 def fit_table() -> str:
     """Table 1 beside the fitted collective model at other GPU counts (what --profile count answers)."""
     rows = {(m, t, p, g): f for m, t, p, g, f in count_overheads()}
@@ -542,6 +574,7 @@ def render_page(results: dict) -> str:
         command="\n".join(results["commands"]), table=side_by_side(results["runs"]), worst=worst_table(results["runs"]),
         signs=signs_table(results["runs"]), profile=profile_table(results.get("profile", [])),
         fit=fit_table(), agreement=agreement_table(results["runs"]), variants=variant_table(results["runs"]),
+        options=option_table(results["runs"]),
         profile_sign=profile_sign_table(results["runs"], results.get("profile", [])))
 
 
@@ -563,12 +596,15 @@ def save(args: argparse.Namespace, runs: list[dict], profile: list[dict]) -> Non
     if not hasattr(args, "stored"):
         args.stored = stored if args.merge else {"runs": [], "commands": []}
     base = args.stored
-    new = {(r["arrival"], r["racks"], r["policy"], r["public"], r["seed"]) for r in runs}
+    def key(r: dict) -> tuple:
+        return r["arrival"], r["racks"], r["policy"], r["public"], r.get("seed", 1)
+    new = {key(r): r for r in runs}  # a run re-run now takes its stored row's place (the pages keep their order)
+    kept = [new.get(key(r), r) for r in base["runs"]]
+    stored_keys = {key(r) for r in base["runs"]}
     command = "python benchmarks/dally_public_perjob.py " + " ".join(sys.argv[1:])
     results = {"commands": [c for c in base.get("commands", []) if c != command] + [command],
-               "runs": [r for r in base["runs"]
-                        if (r["arrival"], r["racks"], r["policy"], r["public"], r.get("seed", 1)) not in new]
-               + runs, "profile": profile or base.get("profile", [])}
+               "runs": kept + [r for r in runs if key(r) not in stored_keys],
+               "profile": profile or base.get("profile", [])}
     args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     write_page(results, args.page)
 

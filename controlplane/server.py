@@ -30,7 +30,7 @@ from halyard.controlplane.logs import LogRelay
 from halyard.controlplane.prometheus import Metrics
 from halyard.controlplane.reflection import enable_reflection
 from halyard.controlplane.service import ControlPlane
-from halyard.controlplane.token_throttle import FailedTokens
+from halyard.controlplane.token_throttle import FAILED_TOKENS_LIMIT, FAILED_TOKENS_WINDOW_S, FailedTokens
 from halyard.controlplane.websession import allowed_hosts, http_listen
 from halyard.datamodel import HalyardError
 from halyard.datamodel.limits import MAX_REQUEST_BYTES
@@ -88,7 +88,8 @@ class ControlPlaneServer:
     def __init__(self, cp: ControlPlane, *, listen: str = "127.0.0.1:0", http: str | None = None,
                  tls: ServerTLS | None = None, agent_listen: str = "127.0.0.1:0",
                  tokens: TokenFile | None = None, http_hosts: tuple[str, ...] = (),
-                 forecast: ForecastSettings | None = None) -> None:
+                 forecast: ForecastSettings | None = None, bad_token_limit: int = FAILED_TOKENS_LIMIT,
+                 bad_token_window_s: float = FAILED_TOKENS_WINDOW_S) -> None:
         if tls is None and not is_loopback(listen):
             raise InsecureRefused(f"--listen {listen}: insecure mode (no TLS) serves loopback addresses only; "
                                   "give the control plane certificates (`halyard certs init`)")
@@ -115,9 +116,9 @@ class ControlPlaneServer:
         self.agent_port = 0
         self.http_port = 0
         self._server: grpc.aio.Server | None = None
-        # Bad tokens count per peer host on every surface (gRPC, HTTP, the dashboard's login).
-        self._auth = Authenticator(secure=tls is not None, tokens=tokens,
-                                   throttle=FailedTokens() if tokens is not None else None)
+        # Bad tokens count per peer host on every surface (gRPC, HTTP, the dashboard's login); limit 0: off.
+        throttle = FailedTokens(bad_token_limit, bad_token_window_s) if tokens is not None and bad_token_limit else None
+        self._auth = Authenticator(secure=tls is not None, tokens=tokens, throttle=throttle)
         self._health = health.aio.HealthServicer()
         self._runner: web.AppRunner | None = None
 

@@ -81,7 +81,8 @@ has two more, ``+drop-short-waits`` and ``+manual-start``, on :class:`AutoTuner`
   none (``DallyInterJobScheduler.consolidatedGPUAllocation``). Not kept: the simulator's 1 s per
   GPU of checkpointing before released GPUs come back (``CHECKPOINTING_OVERHEAD_PER_GPU``), its
   ties (fewer GPUs held, earlier assignment; here submission, arrival) and its first-fit machine
-  order (hash-map order; here Halyard's placement). ``+reauction`` switches the Nw_sens
+  order (hash-map order; here Halyard's best fit, or with ``+first-fit``, policies/dally_first_fit.py,
+  cluster-sim's). ``+reauction`` switches the Nw_sens
   preemption between lease ends off, as the simulator has none: jobs lose GPUs only at lease ends.
 
 Two more of the reference simulator's semantics are options on ``+reauction``, in
@@ -376,7 +377,8 @@ class Dally:
             return self.delay.decide(view, job, free, state)
         t_mc, t_rk = self.delay.job_timers(view, job, state)
         avail = usable_gpus(free, view.shape, self.delay.statics.of(view, job).gpu_types)
-        return delay_decision(avail, view.shape, job.spec.num_gpus, 0.0, t_mc, t_rk), avail, 0.0, t_mc, t_rk
+        decision = delay_decision(avail, view.shape, job.spec.num_gpus, 0.0, t_mc, t_rk, self.delay.first_fit)
+        return decision, avail, 0.0, t_mc, t_rk
 
     def _ended_leases(self, view: ClusterView, state: PassState) -> set[str]:
         """``lease``: the running jobs whose lease has ended since their last re-offer (recorded in
@@ -424,7 +426,8 @@ def with_option(policy: object, option: str) -> Dally:
     """``policy`` (a Dally) with one of the rules not in the paper switched on: ``migrate``, ``worse-half``,
     ``hysteresis`` (``min_gain`` = :data:`MIN_GAIN`), ``lease``, ``reauction``, ``no-preemption`` (no Nw_sens
     preemption: what aakash-sharma/cluster-sim's Dally does between lease ends; measured in
-    docs/reproductions/dally-public-comparison.md), or of its auto-tuner ``drop-short-waits`` and ``manual-start``;
+    docs/reproductions/dally-public-comparison.md), cluster-sim's ``hoard``, ``staggered`` (on ``reauction``) and
+    ``first-fit`` (policies/dally_first_fit.py), or of its auto-tuner ``drop-short-waits`` and ``manual-start``;
     the name gains ``+option``."""
     if not isinstance(policy, Dally):
         name = getattr(policy, "name", type(policy).__name__)
@@ -454,6 +457,9 @@ def with_option(policy: object, option: str) -> Dally:
                                   "a time): it needs +reauction before it", field="policy")
         from halyard.policies.dally_clustersim import staggered_reauction
         policy.staggered = staggered_reauction
+    elif option == "first-fit":
+        from halyard.policies.dally_first_fit import FirstFit
+        policy.delay.first_fit = FirstFit()
     elif option in TUNER_OPTIONS:
         if not isinstance(policy.timers, AutoTuner):
             raise ValidationError(f"+{option} is an option of the auto-tuner; {policy.name!r} has "
@@ -472,4 +478,4 @@ def with_option(policy: object, option: str) -> Dally:
 TUNER_OPTIONS = ("drop-short-waits", "manual-start")
 # Rules not in the paper, named as '+option' on a Dally preset (policies/registry.py AUGMENTATIONS).
 DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", "reauction", "no-preemption", "hoard",
-                 "staggered", *TUNER_OPTIONS)
+                 "staggered", "first-fit", *TUNER_OPTIONS)

@@ -130,7 +130,7 @@ class HoardedGpus:
             return  # (one win per pass: a win fills cluster-sim's next-iteration set, which stops its bids)
         t_mc, t_rk = policy.delay.job_timers(view, job, state)
         avail = usable_gpus(free, view.shape, policy.delay.statics.of(view, job).gpu_types)
-        decision = delay_decision(avail, view.shape, job.spec.num_gpus, 0.0, t_mc, t_rk)
+        decision = delay_decision(avail, view.shape, job.spec.num_gpus, 0.0, t_mc, t_rk, policy.delay.first_fit)
         if decision is None:
             return
         picked, level = decision

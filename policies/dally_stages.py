@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from halyard.datamodel import Allocation, JobSpec
+from halyard.policies.dally_first_fit import FirstFit
 from halyard.policies.dally_timers import ACCEPTANCES_KEY, ACCEPTED_KEY, TIMERS_KEY, Acceptance, AutoTuner, TimerSource
 from halyard.policies.facts import ClusterFacts, ClusterShape, GpuTypes
 from halyard.policies.passstate import PassState
@@ -116,19 +117,24 @@ class JobStatics:
 
 
 def delay_decision(avail: np.ndarray, shape: ClusterShape, demand: int, starvation_s: float,
-                   machine_timer_s: float, rack_timer_s: float) -> tuple[Picked, Level] | None:
-    """Algorithm 1 on the offer ``avail`` (usable GPUs per node): a placement and its level, or None (reject)."""
-    picked = on_machine(avail, demand)                      # lines 5-9
+                   machine_timer_s: float, rack_timer_s: float, first_fit: FirstFit | None = None,
+                   ) -> tuple[Picked, Level] | None:
+    """Algorithm 1 on the offer ``avail`` (usable GPUs per node): a placement and its level, or None (reject).
+    ``first_fit`` (``+first-fit``, policies/dally_first_fit.py): the GPUs of each tier as cluster-sim picks
+    them, instead of the best fit; which tier, and whether the job accepts, are the same."""
+    ff = first_fit
+    picked = on_machine(avail, demand) if ff is None else ff.on_machine(avail, shape, demand)  # lines 5-9
     if picked is not None:
         return picked, Level.MACHINE
     if starvation_s < machine_timer_s:                      # lines 10-12
         return None
-    picked = on_rack(avail, shape, demand)                  # lines 13-17
+    picked = on_rack(avail, shape, demand) if ff is None else ff.on_rack(avail, shape, demand)  # lines 13-17
     if picked is not None:
         return picked, Level.RACK
     if starvation_s < rack_timer_s:                         # lines 18-20
         return None
-    picked = on_network(avail, shape, demand)               # line 21 (None: the offer is too small)
+    # line 21 (None: the offer is too small)
+    picked = on_network(avail, shape, demand) if ff is None else ff.on_network(avail, shape, demand)
     return None if picked is None else (picked, Level.NETWORK)
 
 
@@ -166,6 +172,8 @@ class DelayScheduling(Placement):
     def __init__(self, timers: TimerSource | None = None) -> None:
         self.timers: TimerSource = timers if timers is not None else AutoTuner()
         self.statics = JobStatics()  # per-job figures of the spec alone (a memo, not learning)
+        # ``+first-fit`` (policies/dally_first_fit.py): cluster-sim's choice of GPUs in a tier; None: best fit
+        self.first_fit: FirstFit | None = None
 
     def job_timers(self, view: ClusterView, job: JobInfo, state: PassState | None = None) -> tuple[float, float]:
         """(T_Mc, T_Rk) for ``job``: zero for a level its demand cannot fit (§4.3.2); with the pass's
@@ -205,7 +213,8 @@ class DelayScheduling(Placement):
             avail = usable_gpus(free, view.shape, types)
             if offers is not None:
                 offers[types] = avail
-        return delay_decision(avail, view.shape, job.spec.num_gpus, wait_s, t_mc, t_rk), avail, wait_s, t_mc, t_rk
+        decision = delay_decision(avail, view.shape, job.spec.num_gpus, wait_s, t_mc, t_rk, self.first_fit)
+        return decision, avail, wait_s, t_mc, t_rk
 
     @staticmethod
     def accept(view: ClusterView, job: JobInfo, level: Level, wait_s: float, state: PassState) -> None:

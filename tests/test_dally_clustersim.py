@@ -162,6 +162,7 @@ def _drawn_run(policy_name: str, arrival: str, racks: int, seed: int, jobs: int,
     ("dally-manual+reauction+staggered", "batch", 2, 4, 30),
     ("dally+reauction+staggered+hoard", "batch", 2, 1, 20),
     ("dally+reauction+staggered+hoard", "poisson", 4, 2, 12),
+    ("dally+reauction+staggered+first-fit", "batch", 2, 1, 20),
 ])
 def test_incremental_auctions_log_what_one_by_one_logs(policy_name, arrival, racks, seed, jobs):
     """``+staggered``'s auctions made incremental (policies/dally_staggered.py) offer Algorithm 1 only to the
@@ -176,3 +177,148 @@ def test_incremental_auctions_log_what_one_by_one_logs(policy_name, arrival, rac
     assert any(reasons for _, _, reasons in fast_plans if reasons is not None)
     assert sum(kind.value == "PREEMPTED" for _, _, _, kind, _, _ in fast_log) > 0  # lease ends displaced jobs
     assert fast_offers < slow_offers
+
+
+# ---------------------------------------------------------------------------------------------- +first-fit
+# policies/dally_first_fit.py: cluster-sim's DallyInterJobScheduler.consolidatedGPUAllocation takes the first
+# machine of its machineMap (a commons-collections4 MultiKeyMap keyed (rack id, machine id in its rack)) with
+# the demand free, the first rack of its rackMap (java.util.HashMap), and InterJobScheduler.allocateGPU the
+# first free GPUs in Cluster.getGPUsInCluster order (rack by rack, machine by machine).
+
+# What cluster-sim's maps give, printed by the Java program below against Debian's commons-collections4 4.2
+# (the jar cluster-sim runs with in benchmarks/dally_public_perjob.py): each case is the machines with a free
+# GPU, in cluster order, and the keySet order of machineMap filled from them.
+MULTIKEYMAP_ORDERS = [
+    ([(r, m) for r in range(2) for m in range(8)],  # the empty 2-rack cluster of the side-by-side
+     [(1, 5), (0, 4), (0, 3), (1, 2), (1, 6), (0, 7), (0, 2), (1, 3), (1, 7), (0, 6), (0, 1), (1, 0), (1, 4),
+      (0, 5), (0, 0), (1, 1)]),
+    ([(0, 0), (0, 1), (1, 0), (1, 1), (1, 5)], [(1, 5), (1, 0), (0, 1), (1, 1), (0, 0)]),
+    ([(0, 0), (1, 7)], [(1, 7), (0, 0)]),
+    ([(0, 0), (0, 3)], [(0, 3), (0, 0)]),
+]
+
+JAVA_ORDER = """
+import java.util.*;
+import org.apache.commons.collections4.keyvalue.MultiKey;
+import org.apache.commons.collections4.map.MultiKeyMap;
+public class Order {
+  public static void main(String[] a) {
+    Scanner s = new Scanner(System.in);
+    while (s.hasNextLine()) {
+      MultiKeyMap m = new MultiKeyMap();
+      Map<Integer, Integer> racks = new HashMap<>();
+      for (String t : s.nextLine().trim().split(" ")) {
+        String[] p = t.split(",");
+        Integer r = Integer.valueOf(p[0]), k = Integer.valueOf(p[1]);
+        for (int i = 0; i < Integer.parseInt(p[2]); i++) {  // one GPU at a time, as consolidatedGPUAllocation
+          racks.merge(r, 1, Integer::sum);
+          if (!m.containsKey(r, k)) m.put(r, k, 1); else m.put(r, k, (Integer) m.get(r, k) + 1);
+        }
+      }
+      StringBuilder b = new StringBuilder();
+      for (Object o : m.keySet()) { MultiKey key = (MultiKey) o; b.append(key.getKey(0) + "," + key.getKey(1) + " "); }
+      b.append("|");
+      for (Integer r : racks.keySet()) b.append(" " + r);
+      System.out.println(b.toString().trim());
+    }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize(("keys", "order"), MULTIKEYMAP_ORDERS)
+def test_first_fit_machine_order_is_cluster_sims_multikeymap_order(keys, order):
+    from halyard.policies.dally_first_fit import multikeymap_order
+    assert multikeymap_order(keys) == order
+
+
+def test_first_fit_orders_match_commons_collections_itself(tmp_path):
+    """The orders against the real maps: a Java program fills a MultiKeyMap and a HashMap as
+    consolidatedGPUAllocation does, for drawn sets of machines on 1 to 20 racks (past both maps' resizes),
+    and prints their keySet orders (skipped where no JDK or commons-collections4 jar is installed)."""
+    import random
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from halyard.policies.dally_first_fit import hashmap_order, multikeymap_order
+    jar = Path("/usr/share/java/commons-collections4.jar")
+    if shutil.which("javac") is None or not jar.exists():
+        pytest.skip("needs javac and commons-collections4 (Debian: default-jdk-headless libcommons-collections4-java)")
+    (tmp_path / "Order.java").write_text(JAVA_ORDER)
+    subprocess.run(["javac", "-nowarn", "-cp", str(jar), "Order.java"], cwd=tmp_path, check=True,
+                   capture_output=True)
+    rng = random.Random(7)
+    cases = []
+    for _ in range(400):
+        racks = rng.choice([1, 2, 4, 8, 20])
+        density = rng.random()
+        case = [(r, m, rng.randint(1, 8)) for r in range(racks) for m in range(8) if rng.random() < density]
+        if case:
+            cases.append(case)
+    lines = "\n".join(" ".join(f"{r},{m},{g}" for r, m, g in case) for case in cases) + "\n"
+    out = subprocess.run(["java", "-cp", f"{jar}:{tmp_path}", "Order"], input=lines, capture_output=True,
+                         text=True, check=True, timeout=120).stdout.splitlines()
+    assert len(out) == len(cases)
+    for case, line in zip(cases, out, strict=True):
+        machines, racks = line.split("|")
+        assert multikeymap_order([(r, m) for r, m, _ in case]) == [
+            tuple(int(x) for x in key.split(",")) for key in machines.split()]
+        assert hashmap_order(list(dict.fromkeys(r for r, _, _ in case))) == [int(r) for r in racks.split()]
+
+
+def _two_racks(used: dict[str, int]):
+    """dally-2rack's shape and usable GPUs per node, ``used`` GPUs taken on the named nodes."""
+    import numpy as np
+
+    from halyard.datamodel import load_cluster
+    from halyard.policies.facts import ClusterShape
+    cluster = load_cluster("dally-2rack")
+    avail = np.array([n.gpus - used.get(n.name, 0) for n in cluster.nodes], dtype=np.int64)
+    return cluster, ClusterShape(cluster), avail
+
+
+def test_first_fit_takes_the_first_that_fits_not_the_best():
+    """consolidatedGPUAllocation's loops ``break`` at the first fit (``minGPUAllocation = gpus`` is commented
+    out). Machine: on the empty cluster a 4-GPU job gets r1-m5, machineMap's first key (best fit: r0-m0).
+    Rack (a 16-GPU job, more than a machine): the first rack of rackMap with 16 free, and in it allocateGPU's
+    first 16 free GPUs in cluster order, across three machines where best fit needs two. Network (72 GPUs,
+    more than a rack): the first 72 free GPUs in cluster order, rack r0 first (best fit: the freer rack)."""
+    from halyard.policies.dally_first_fit import FirstFit
+    from halyard.policies.topology import on_machine, on_network, on_rack
+    cluster, shape, empty = _two_racks({})
+    names = [n.name for n in cluster.nodes]
+
+    def named(picked):
+        return [(names[i], k) for i, k in picked]
+
+    ff = FirstFit()
+    assert named(ff.on_machine(empty, shape, 4)) == [("r1-m5", 4)]
+    assert named(on_machine(empty, 4)) == [("r0-m0", 4)]
+    _, _, avail = _two_racks({"r0-m0": 2})
+    assert named(ff.on_rack(avail, shape, 16)) == [("r0-m0", 6), ("r0-m1", 8), ("r0-m2", 2)]
+    assert len(on_rack(avail, shape, 16)) == 2
+    assert named(ff.on_network(avail, shape, 72))[-3:] == [("r0-m7", 8), ("r1-m0", 8), ("r1-m1", 2)]
+    assert sum(k for n, k in named(on_network(avail, shape, 72)) if n.startswith("r1")) == 64
+    assert ff.on_machine(avail, shape, 9) is None and ff.on_rack(avail, shape, 65) is None
+    assert ff.on_network(avail, shape, 127) is None
+
+
+def test_first_fit_composes_with_reauction_staggered():
+    """At a lease end cluster-sim takes the job's GPUs back and re-places it like a waiting job
+    (IntraJobScheduler.endIteration, then an auction): alone on the cluster, a 4-GPU job leased r0-m0 is
+    moved to r1-m5, machineMap's first machine. With Halyard's best fit it keeps r0-m0. Off by default."""
+    from halyard.datamodel import load_cluster
+    from halyard.policies.plan import Migrate
+    cluster = load_cluster("dally-2rack")
+
+    def running():
+        return [fake("a", 4, seq=0, allocation=on(cluster, ("r0-m0", 4)), done=100, run_s=1000,
+                     last_assignment_time=0.0)]
+    assert make_policy("dally+reauction+staggered").delay.first_fit is None
+    for name, moved in (("dally+reauction+staggered", None), ("dally+reauction+staggered+first-fit", "r1-m5")):
+        policy = make_policy(name)
+        assert policy.name == name
+        plan = policy.schedule(view_of(cluster, LEASE_S, running(), []), PassState())
+        moves = [a.allocation.node_names for a in plan.actions if isinstance(a, Migrate)]
+        assert moves == ([] if moved is None else [(moved,)]) and len(plan.actions) == len(moves)

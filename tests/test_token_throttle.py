@@ -6,15 +6,23 @@ expiry is checked on the throttle itself with a stepped clock (waiting a minute 
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import urllib.error
+import urllib.request
+
 import aiohttp
 import grpc
 import pytest
+from test_daemon import CLI
+from test_failures import free_port
 from test_http_auth import bearer, metadata
 
 from halyard.controlplane.auth import TokenFile
 from halyard.controlplane.errors import TooManyFailures
 from halyard.controlplane.token_throttle import FAILED_TOKENS_LIMIT, FailedTokens, peer_host
 from halyard.testing import TestCluster
+from halyard.testing.cluster import small_cluster_toml
 from halyard.v1 import job_service_pb2 as jpb
 from halyard.v1 import job_service_pb2_grpc as jgrpc
 
@@ -98,3 +106,38 @@ async def test_bad_tokens_over_grpc_are_counted_and_refused_with_resource_exhaus
                 await stub.ListJobs(jpb.ListJobsRequest(), metadata=metadata(BAD))
             codes.append(err.value.code())
         assert codes == [grpc.StatusCode.UNAUTHENTICATED] * FAILED_TOKENS_LIMIT + [grpc.StatusCode.RESOURCE_EXHAUSTED]
+
+
+def test_the_daemons_flags_set_the_limit_and_zero_turns_it_off(tmp_path):
+    """`halyard controlplane --bad-token-limit N --bad-token-window-s S`, as an operator runs it."""
+    cluster = tmp_path / "c.toml"
+    cluster.write_text(small_cluster_toml(1), encoding="utf-8")
+    file = TokenFile(tmp_path / "tokens.json")
+    file.create("olga", "operator")
+    for limit, refused_after in ((2, 2), (0, None)):
+        http = free_port()
+        cp = subprocess.Popen([*CLI, "controlplane", "--cluster", str(cluster), "--db", str(tmp_path / f"{limit}.db"),
+                               "--listen", f"127.0.0.1:{free_port()}", "--http", f"127.0.0.1:{http}",
+                               "--insecure", "--tokens", str(file.path), "--bad-token-limit", str(limit),
+                               "--bad-token-window-s", "600"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        try:
+            assert cp.stdout.readline().decode().startswith("listening on")
+            codes = [_status(f"http://127.0.0.1:{http}/api/jobs", BAD) for _ in range(4)]
+            expected = [401] * 4 if refused_after is None else [401] * refused_after + [429] * (4 - refused_after)
+            assert codes == expected, (limit, codes)
+        finally:
+            cp.send_signal(signal.SIGTERM)
+            assert cp.wait(timeout=15) == 0
+    refused = subprocess.run([*CLI, "controlplane", "--cluster", str(cluster), "--db", str(tmp_path / "x.db"),
+                              "--insecure", "--bad-token-limit", "-1"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and "--bad-token-limit" in refused.stderr and "got -1" in refused.stderr
+
+
+def _status(url: str, token: str) -> int:
+    request = urllib.request.Request(url, headers=bearer(token))
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return reply.status
+    except urllib.error.HTTPError as exc:
+        return exc.code

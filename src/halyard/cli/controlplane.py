@@ -32,6 +32,7 @@ from halyard.controlplane.standby import StandbyServer
 from halyard.controlplane.store import SqliteStore
 from halyard.controlplane.store_postgres import PostgresStore, is_postgres_url
 from halyard.controlplane.storelock import StoreLock
+from halyard.controlplane.token_throttle import FAILED_TOKENS_LIMIT, FAILED_TOKENS_WINDOW_S
 from halyard.datamodel import ValidationError, parse_cluster, read_cluster_text
 from halyard.emulator.catalog import load_model_catalog
 from halyard.logs import configure_logging
@@ -60,6 +61,11 @@ def register(commands: argparse._SubParsersAction) -> None:
                          "DIR/controlplane.key")
     cp.add_argument("--tokens", type=Path, default=None, metavar="FILE",
                     help="client bearer tokens (`halyard tokens create --file FILE`); re-read when it changes")
+    cp.add_argument("--bad-token-limit", type=int, default=FAILED_TOKENS_LIMIT, metavar="N",
+                    help=f"refuse a host that presented N bad tokens within --bad-token-window-s, on every port, "
+                         f"until the oldest leaves the window (default {FAILED_TOKENS_LIMIT}; 0: never)")
+    cp.add_argument("--bad-token-window-s", type=float, default=FAILED_TOKENS_WINDOW_S, metavar="S",
+                    help=f"the window --bad-token-limit counts over, seconds (default {FAILED_TOKENS_WINDOW_S:g})")
     add_insecure_option(cp, "no TLS: one plaintext port on a loopback address; agents are not authenticated, "
                             "and without --tokens every client is an operator")
     cp.add_argument("--http", default=None,
@@ -122,8 +128,10 @@ def _positive(value: float, flag: str) -> None:
 
 def run_controlplane(args: argparse.Namespace) -> int:
     configure_logging(json=True if args.log_json else None, level=args.log_level)
-    for flag in ("round_s", "speedup", "heartbeat_s", "heartbeat_timeout_s"):
+    for flag in ("round_s", "speedup", "heartbeat_s", "heartbeat_timeout_s", "bad_token_window_s"):
         _positive(getattr(args, flag), "--" + flag.replace("_", "-"))
+    if args.bad_token_limit < 0:
+        raise ValidationError(f"must be 0 (off) or more, got {args.bad_token_limit}", field="--bad-token-limit")
     if not 0 <= args.group_commit_window_ms <= MAX_GROUP_COMMIT_WINDOW_MS:
         raise ValidationError(f"must be 0..{MAX_GROUP_COMMIT_WINDOW_MS:g} ms, got {args.group_commit_window_ms:g}",
                               field="--group-commit-window-ms")
@@ -162,7 +170,8 @@ def run_controlplane(args: argparse.Namespace) -> int:
     server = ControlPlaneServer(cp, listen=args.listen, http=args.http, tls=tls, agent_listen=args.agent_listen,
                                tokens=TokenFile(args.tokens) if args.tokens else None,
                                http_hosts=tuple(args.http_host),
-                               forecast=None if args.no_forecast else _forecast_settings(args))
+                               forecast=None if args.no_forecast else _forecast_settings(args),
+                               bad_token_limit=args.bad_token_limit, bad_token_window_s=args.bad_token_window_s)
     return asyncio.run(_serve(server, leadership))
 
 
