@@ -40,7 +40,6 @@ import perjob  # benchmarks/ is not a package: found on sys.path
 from perjob import (  # benchmarks/ is not a package: found on sys.path
     agree,
     catalog_for,
-    child_cpu,
     hours,
     jcts,
     named_steps,
@@ -75,9 +74,8 @@ STEPS = {
 
 
 def variants() -> list[str]:
-    """``gavel`` and its cumulative variants ``gavel+step1``, ``gavel+step1+step2``, ..."""
-    steps = list(STEPS)
-    return ["+".join(("gavel", *steps[:k])) for k in range(len(steps) + 1)]
+    """``gavel`` and its cumulative variants (perjob.ladder)."""
+    return perjob.ladder("gavel", STEPS)
 
 
 # ----------------------------------------------------------------------------- the public side (Python 3.8)
@@ -180,24 +178,9 @@ def run_halyard_child(args: argparse.Namespace) -> int:
     inputs = Path(args.inputs)
     policy, perf = halyard_policy_and_perf(args.variant)
     sim = Simulator(load_cluster(str(inputs / "cluster.toml")), policy, perf, round_s=ROUND_S)
-    began = time.process_time()
-    sim.run(list(read_trace(inputs / "halyard.csv", strict=True).jobs))
-    cpu = time.process_time() - began
-    json.dump({"policy": args.variant, "sim_cpu_s": cpu,
-               "jobs": {r.spec.job_id: {"submit": r.spec.submit_time, "end": r.end_time,
-                                        "preempt": getattr(r, "preemptions", 0)}
-                        for r in sim.core.records.values()}}, sys.stdout)
+    jobs = list(read_trace(inputs / "halyard.csv", strict=True).jobs)
+    json.dump(perjob.simulated(args.variant, sim, jobs), sys.stdout)
     return 0
-
-
-def child(command: list[str]) -> dict:
-    """A side's run in a child process: its JSON, with the child's CPU seconds (getrusage) and wall time."""
-    before, began = child_cpu(), time.monotonic()
-    out = subprocess.run(command, capture_output=True, text=True, check=False)
-    cpu, wall = child_cpu() - before, time.monotonic() - began
-    if out.returncode != 0:
-        raise SystemExit(f"{shlex.join(command[:3])} failed:\n{out.stderr[-3000:]}")
-    return {**json.loads(out.stdout.strip().splitlines()[-1]), "cpu_s": cpu, "wall_s": wall}
 
 
 # ----------------------------------------------------------------------------- the page
@@ -297,11 +280,12 @@ def main() -> int:
             w = {"config": (f"{n} jobs of the Gavel sample trace ({start}-{start + n - 1}), arrivals from the "
                             f"first, on {cluster.replace(':', ' V100 + ')} P100 GPUs, {per_server} per server"),
                  "trace": rows,
-                 "public": child([args.gavel_python, here, "public", "--checkout", str(args.checkout), *common_args]),
+                 "public": perjob.child([args.gavel_python, here, "public", "--checkout", str(args.checkout),
+                                         *common_args]),
                  "halyard": {}}
             print(f"{name} public: {stats(w['public'])}", file=sys.stderr, flush=True)
             for v in variants():
-                w["halyard"][v] = child([sys.executable, here, "halyard", "--variant", v, *common_args])
+                w["halyard"][v] = perjob.child([sys.executable, here, "halyard", "--variant", v, *common_args])
                 print(f"{name} halyard {v}: agree {agree(w['public'], w['halyard'][v]):.0%}", file=sys.stderr,
                       flush=True)
             data["workloads"][name] = w

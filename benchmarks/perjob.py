@@ -7,8 +7,12 @@ so the public simulator's run and Halyard's are summarised by the same code.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import resource
+import shlex
+import subprocess
+import time
 
 
 def jcts(run: dict) -> dict[str, float]:
@@ -54,6 +58,34 @@ def child_cpu() -> float:
     """CPU seconds of this process's finished children (getrusage): both simulators run as children."""
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
+
+
+def ladder(base: str, steps: dict[str, str]) -> list[str]:
+    """``base`` and its cumulative variants ``base+step1``, ``base+step1+step2``, ... (each harness's STEPS)."""
+    names = list(steps)
+    return ["+".join((base, *names[:k])) for k in range(len(names) + 1)]
+
+
+def simulated(name: str, sim, jobs: list) -> dict:  # sim: halyard.scheduling.Simulator
+    """Run ``jobs`` through ``sim``: the per-job submit, end and preemptions a Halyard side prints as JSON, with the
+    simulation's own CPU seconds."""
+    began = time.process_time()
+    sim.run(jobs)
+    cpu = time.process_time() - began
+    return {"policy": name, "sim_cpu_s": cpu,
+            "jobs": {r.spec.job_id: {"submit": r.spec.submit_time, "end": r.end_time,
+                                     "preempt": getattr(r, "preemptions", 0)}
+                     for r in sim.core.records.values()}}
+
+
+def child(command: list[str]) -> dict:
+    """A side's run in a child process: its JSON, with the child's CPU seconds (getrusage) and wall time."""
+    before, began = child_cpu(), time.monotonic()
+    out = subprocess.run(command, capture_output=True, text=True, check=False)
+    cpu, wall = child_cpu() - before, time.monotonic() - began
+    if out.returncode != 0:
+        raise SystemExit(f"{shlex.join(command[:3])} failed:\n{out.stderr[-3000:]}")
+    return {**json.loads(out.stdout.strip().splitlines()[-1]), "cpu_s": cpu, "wall_s": wall}
 
 
 def named_steps(name: str, known: tuple[str, ...] | list[str] | dict) -> list[str]:

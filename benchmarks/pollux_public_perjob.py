@@ -58,7 +58,6 @@ from pathlib import Path
 import perjob  # benchmarks/ is not a package: found on sys.path
 from perjob import (  # benchmarks/ is not a package: found on sys.path
     agree,
-    child_cpu,
     common,
     hours,
     jcts,
@@ -103,9 +102,8 @@ STEPS = {
 
 
 def variants() -> list[str]:
-    """``pollux`` and its cumulative variants ``pollux+step1``, ``pollux+step1+step2``, ..."""
-    steps = list(STEPS)
-    return ["+".join(("pollux", *steps[:k])) for k in range(len(steps) + 1)]
+    """``pollux`` and its cumulative variants (perjob.ladder)."""
+    return perjob.ladder("pollux", STEPS)
 
 
 # ----------------------------------------------------------------------------- the public side (Python 3.8)
@@ -310,24 +308,9 @@ def run_halyard_child(args: argparse.Namespace) -> int:
     policy, perf = halyard_policy_and_perf(args.variant)
     sim = Simulator(load_cluster(str(inputs / "cluster.toml")), policy, perf, round_s=float(ROUND_S),
                     rounds_only="rounds-only" in named_steps(args.variant, STEPS))
-    began = time.process_time()
-    sim.run(list(read_trace(inputs / "halyard.csv", strict=True).jobs))
-    cpu = time.process_time() - began
-    json.dump({"policy": args.variant, "sim_cpu_s": cpu,
-               "jobs": {r.spec.job_id: {"submit": r.spec.submit_time, "end": r.end_time,
-                                        "preempt": getattr(r, "preemptions", 0)}
-                        for r in sim.core.records.values()}}, sys.stdout)
+    jobs = list(read_trace(inputs / "halyard.csv", strict=True).jobs)
+    json.dump(perjob.simulated(args.variant, sim, jobs), sys.stdout)
     return 0
-
-
-def child(command: list[str]) -> dict:
-    """A side's run in a child process: its JSON, with the child's CPU seconds (getrusage) and wall time."""
-    before, began = child_cpu(), time.monotonic()
-    out = subprocess.run(command, capture_output=True, text=True, check=False)
-    cpu, wall = child_cpu() - before, time.monotonic() - began
-    if out.returncode != 0:
-        raise SystemExit(f"{shlex.join(command[:3])} failed:\n{out.stderr[-3000:]}")
-    return {**json.loads(out.stdout.strip().splitlines()[-1]), "cpu_s": cpu, "wall_s": wall}
 
 
 # ----------------------------------------------------------------------------- the page
@@ -437,12 +420,13 @@ def main() -> int:
                             f"other than {' and '.join(LONG_APPLICATIONS)}), arrivals from the first, on {nodes} "
                             f"nodes of {GPUS_PER_NODE} V100 GPUs"),
                  "trace": rows,
-                 "public": child([args.pollux_python, here, "public", "--checkout", str(args.checkout),
+                 "public": perjob.child([args.pollux_python, here, "public", "--checkout", str(args.checkout),
                                   "--inputs", str(folder), "--nodes", str(nodes), "--seed", str(args.seed)]),
                  "halyard": {}}
             print(f"{name} public: {stats(w['public'])}", file=sys.stderr, flush=True)
             for v in variants():
-                w["halyard"][v] = child([sys.executable, here, "halyard", "--variant", v, "--inputs", str(folder)])
+                w["halyard"][v] = perjob.child([sys.executable, here, "halyard", "--variant", v,
+                                                "--inputs", str(folder)])
                 h = common(w["public"], w["halyard"][v])
                 print(f"{name} halyard {v}: mean {stats(h[1])['mean_jct_s'] / stats(h[0])['mean_jct_s']:.3f}, "
                       f"agree {agree(w['public'], w['halyard'][v]):.0%}", file=sys.stderr, flush=True)

@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 
 # benchmarks/ is not a package: found on sys.path
+import perjob  # benchmarks/ is not a package: found on sys.path
 from perjob import agree, catalog_for, child_cpu, hours, jcts, named_steps, stats
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,9 +88,8 @@ STEPS = {
 
 
 def variants() -> list[str]:
-    """``tiresias`` and its cumulative variants ``tiresias+step1``, ``tiresias+step1+step2``, ..."""
-    steps = list(STEPS)
-    return ["+".join(("tiresias", *steps[:k])) for k in range(len(steps) + 1)]
+    """``tiresias`` and its cumulative variants (perjob.ladder)."""
+    return perjob.ladder("tiresias", STEPS)
 
 
 # ----------------------------------------------------------------------------- the inputs
@@ -197,25 +197,13 @@ def run_halyard_child(args: argparse.Namespace) -> int:
     jobs = list(read_trace(Path(args.inputs) / "halyard.csv", strict=True).jobs)
     sim = Simulator(load_cluster(str(Path(args.inputs) / "cluster.toml")), policy, perf,
                     round_s=1.0 if "second-rounds" in args.variant.split("+") else 300.0)
-    began = time.process_time()
-    sim.run(jobs)
-    cpu = time.process_time() - began
-    json.dump({"policy": args.variant, "sim_cpu_s": cpu,
-               "jobs": {r.spec.job_id: {"submit": r.spec.submit_time, "end": r.end_time,
-                                        "preempt": getattr(r, "preemptions", 0)}
-                        for r in sim.core.records.values()}}, sys.stdout)
+    json.dump(perjob.simulated(args.variant, sim, jobs), sys.stdout)
     return 0
 
 
 def run_halyard(variant: str, folder: Path) -> dict:
-    before = child_cpu()
-    began = time.monotonic()
-    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "halyard", "--inputs", str(folder),
-                          "--variant", variant], capture_output=True, text=True, check=False)
-    cpu, wall = child_cpu() - before, time.monotonic() - began
-    if out.returncode != 0:
-        raise SystemExit(f"Halyard {variant} failed:\n{out.stderr[-3000:]}")
-    return {**json.loads(out.stdout), "cpu_s": cpu, "wall_s": wall}
+    return perjob.child([sys.executable, str(Path(__file__).resolve()), "halyard", "--inputs", str(folder),
+                         "--variant", variant])
 
 
 # ----------------------------------------------------------------------------- the join
