@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from halyard.datamodel import JobState
 from halyard.policies.view import ClusterView, JobInfo
 
 FIRST_COLUMNS = 64  # jobs an OrderedColumns holds at first; it doubles when full
@@ -98,6 +99,19 @@ class RunningFollower(EventFollower):
 
     def _members(self, view: ClusterView) -> Iterable[JobInfo]:
         return view.running.values()
+
+
+class WaitingFollower(EventFollower):
+    """An :class:`EventFollower` of the view's waiting (pending) jobs."""
+
+    def _holds(self, job: JobInfo) -> bool:
+        return job.state is JobState.PENDING
+
+    def _count(self, view: ClusterView) -> int:
+        return len(view.pending)
+
+    def _members(self, view: ClusterView) -> Iterable[JobInfo]:
+        return view.pending
 
 
 class EventOrder(EventFollower):

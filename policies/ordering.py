@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from halyard.datamodel import JobState, ValidationError
-from halyard.policies.event_order import EventOrder, OrderedColumns, RunningFollower
+from halyard.policies.event_order import EventOrder, OrderedColumns, RunningFollower, WaitingFollower
 from halyard.policies.passstate import PassState
 from halyard.policies.plan import Plan
 from halyard.policies.stages import Ordering, Ranking
@@ -126,7 +126,7 @@ class Fifo(Ordering):
 _RANKED = (JobState.PENDING, JobState.RUNNING)
 
 
-class WaitingByKey(EventOrder):
+class WaitingByKey(WaitingFollower, EventOrder):
     """The waiting jobs sorted by a key that does not move while a job waits (SRTF's remaining time,
     submission, arrival), kept from pass to pass and read again only for the jobs of new events."""
 
@@ -140,15 +140,6 @@ class WaitingByKey(EventOrder):
         self._key = key
         self._follow(view)
         return self._jobs, self._keys
-
-    def _holds(self, job: JobInfo) -> bool:
-        return job.state is JobState.PENDING
-
-    def _count(self, view: ClusterView) -> int:
-        return len(view.pending)
-
-    def _members(self, view: ClusterView) -> Iterable[JobInfo]:
-        return view.pending
 
     def _learn(self, job: JobInfo, view: ClusterView) -> None:
         assert self._key is not None

@@ -20,12 +20,11 @@ equal numbers), so that a pass tells the core only the reasons that changed (Pla
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 
 import numpy as np
 
-from halyard.datamodel import JobState
-from halyard.policies.event_order import EventOrder, OrderedColumns
+from halyard.policies.event_order import EventOrder, OrderedColumns, WaitingFollower
 from halyard.policies.reasons import Unplaced
 from halyard.policies.view import ClusterView, JobInfo
 
@@ -36,7 +35,7 @@ MAX_REASON_CODES = 1 << 16
 MAX_TAIL_KEYS = 256  # tail reason tables kept (one per free GPU count a tail's reasons quote)
 
 
-class WaitingOrder(EventOrder):
+class WaitingOrder(WaitingFollower, EventOrder):
     """The waiting jobs sorted by (Nw_sens, submit time, arrival number), and each one's Nw_sens."""
 
     def __init__(self) -> None:
@@ -66,15 +65,6 @@ class WaitingOrder(EventOrder):
         self._sensitivity = sensitivity
         self._follow(view)
         return self._jobs
-
-    def _holds(self, job: JobInfo) -> bool:
-        return job.state is JobState.PENDING
-
-    def _count(self, view: ClusterView) -> int:
-        return len(view.pending)
-
-    def _members(self, view: ClusterView) -> Iterable[JobInfo]:
-        return view.pending
 
     def lowest(self) -> float:
         """The lowest Nw_sens of the waiting jobs, as ``min(self.sens.values(), default=-inf)`` gives it
