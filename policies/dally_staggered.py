@@ -121,12 +121,15 @@ class KeptOffer:
             usable = min(int(free.gpus[i]), by_cpu, by_mem)
             if not free.schedulable[i] or (self._excluded is not None and self._excluded[i]):
                 usable = 0
-            delta = usable - int(avail[i])
-            if delta:
+            before = int(avail[i])
+            if usable != before:
                 avail[i] = usable
-                self.racks[self._rack[i]] += delta
-                self.total += delta
-                self._largest = None
+                self.racks[self._rack[i]] += usable - before
+                self.total += usable - before
+                largest = self._largest
+                if largest is not None and (usable > largest or before == largest):
+                    # a new best node, or the best one shrank (another may be as large): ask again
+                    self._largest = usable if usable > largest else None
 
     def summary(self) -> tuple[int, int, int]:
         """(usable GPUs of the best node, of the best rack, in all)."""
