@@ -71,6 +71,7 @@ class RunningNwSens(RunningFollower):
         self._negated: tuple[np.ndarray, np.ndarray] | None = None
         none = np.zeros(0, dtype=bool)  # (the block's parts that do not depend on now: set with it)
         self._fixed: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = (none, none, none, np.zeros(0))
+        self.run = np.zeros(0)  # the last at()'s run seconds of its jobs, in its order
         self._start(None)
 
     def at(self, running: Mapping[str, JobInfo], now: float, compute_s: Callable[[JobInfo], float],
@@ -105,6 +106,7 @@ class RunningNwSens(RunningFollower):
         done_now = np.where(still, done, np.minimum(total, done + rate * elapsed))
         # JobRecord.run_time_s: run_s (not running: run_from is NaN), else run_s + (now - run_from)
         run = np.where(stopped, run_s, run_s + (now - run_from))
+        self.run = run  # each job's run_time_s(now), as JobRecord.run_time_s works it out
         # nw_sens: 1.0 if run <= 0 or total <= 0, else (done / total) / (run / (compute_s x total))
         with np.errstate(divide="ignore", invalid="ignore"):
             sens = np.where((run <= 0.0) | no_total, 1.0, (done_now / total) / (run / ideal))
