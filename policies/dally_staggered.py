@@ -31,6 +31,7 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+import numpy as np
 from sortedcontainers import SortedList
 
 from halyard.datamodel import Allocation
@@ -96,46 +97,56 @@ class KeptOffer:
     or taken, with the same integer arithmetic on the same numbers (so it equals the whole offer worked out
     afresh: ``tests/test_dally_clustersim.py`` compares the two paths' event logs)."""
 
-    __slots__ = ("_cpus", "_excluded", "_gpus", "_largest", "_memory", "_rack", "avail", "free", "racks", "total")
+    __slots__ = ("_best_rack", "_excluded", "_largest", "_shape", "avail", "free", "racks", "total")
 
-    def __init__(self, free: FreeResources, shape: ClusterShape, types: GpuTypes) -> None:
+    def __init__(self, free: FreeResources, shape: ClusterShape, types: GpuTypes,
+                 lists: tuple[list[int], list[int], list[int], list[int]]) -> None:
         self.free = free
         self.avail = usable_gpus(free, shape, types)
-        self._gpus, self._cpus, self._memory = shape.gpus.tolist(), shape.cpus.tolist(), shape.memory_mb.tolist()
-        self._rack = shape.rack.tolist()
+        self._shape = lists  # the shape's GPUs, CPUs, memory and rack per node, as lists
         excluded = shape.excluded(types)
         self._excluded = None if excluded is None else excluded.tolist()
-        self.racks = [0] * shape.n_racks
-        for rack, held in zip(self._rack, self.avail.tolist(), strict=True):
-            self.racks[rack] += held
+        self.racks = np.bincount(shape.rack, weights=self.avail, minlength=shape.n_racks).astype(np.int64).tolist()
         self.total = int(self.avail.sum())
-        self._largest: int | None = None
+        self._largest: int | None = None  # the best node's usable GPUs, None: to ask
+        self._best_rack: int | None = None  # the best rack's
 
     def update(self, nodes: list[int]) -> None:
         """``free`` changed at ``nodes`` (indices): their usable GPUs as usable_gpus works them out."""
         free, avail = self.free, self.avail
+        gpus_of, cpus_of, memory_of, rack_of = self._shape
         for i in nodes:
-            gpus = self._gpus[i]
-            by_cpu = ((int(free.cpus[i]) + 1) * gpus - 1) // max(self._cpus[i], 1)
-            by_mem = ((int(free.memory_mb[i]) + 1) * gpus - 1) // max(self._memory[i], 1)
+            gpus = gpus_of[i]
+            by_cpu = ((int(free.cpus[i]) + 1) * gpus - 1) // max(cpus_of[i], 1)
+            by_mem = ((int(free.memory_mb[i]) + 1) * gpus - 1) // max(memory_of[i], 1)
             usable = min(int(free.gpus[i]), by_cpu, by_mem)
             if not free.schedulable[i] or (self._excluded is not None and self._excluded[i]):
                 usable = 0
             before = int(avail[i])
             if usable != before:
                 avail[i] = usable
-                self.racks[self._rack[i]] += usable - before
+                rack = rack_of[i]
+                held = self.racks[rack]
+                self.racks[rack] = held + usable - before
                 self.total += usable - before
-                largest = self._largest
-                if largest is not None and (usable > largest or before == largest):
-                    # a new best node, or the best one shrank (another may be as large): ask again
-                    self._largest = usable if usable > largest else None
+                # a new best node (rack), or the best one shrank (another may be as large): asked again
+                self._largest = _best_after(self._largest, before, usable)
+                self._best_rack = _best_after(self._best_rack, held, held + usable - before)
 
     def summary(self) -> tuple[int, int, int]:
         """(usable GPUs of the best node, of the best rack, in all)."""
         if self._largest is None:
             self._largest = int(self.avail.max(initial=0))
-        return self._largest, max(self.racks, default=0), self.total
+        if self._best_rack is None:
+            self._best_rack = max(self.racks, default=0)
+        return self._largest, self._best_rack, self.total
+
+
+def _best_after(best: int | None, before: int, after: int) -> int | None:
+    """The largest of some counts (None: unknown) once one of them went from ``before`` to ``after``."""
+    if best is None or after > best:
+        return None if best is None else after
+    return None if before == best and after < before else best
 
 
 class Auctions:
@@ -154,9 +165,11 @@ class Auctions:
         # rewrites only its nodes (:meth:`changed`), where recomputing the whole offer after every release and
         # every acceptance was a quarter of +staggered's time on 20,000 Philly jobs compressed 8x
         self.offers: dict[GpuTypes, KeptOffer] = {}
+        self.lists: tuple[list[int], list[int], list[int], list[int]] | None = None  # (KeptOffer's shape lists)
         self.timers: dict[tuple[str, GpuTypes, int], tuple[int, float, float]] = {}
         self.accepted: dict[int, int] = state.setdefault(ACCEPTED_KEY, dict)
         self.won: dict[str, list[Allocation]] = {}
+        self.free_total = free.total_gpus  # free.total_gpus, kept by changed()
 
     @staticmethod
     def applies(key_of: dict[str, Key]) -> bool:
@@ -224,12 +237,18 @@ class Auctions:
         """The kept offer of ``types`` (:meth:`changed` keeps it equal to ``usable_gpus(free, shape, types)``)."""
         offer = self.offers.get(types)
         if offer is None:
-            offer = self.offers[types] = KeptOffer(self.free, self.view.shape, types)
+            if self.lists is None:
+                shape = self.view.shape
+                self.lists = (shape.gpus.tolist(), shape.cpus.tolist(), shape.memory_mb.tolist(), shape.rack.tolist())
+            offer = self.offers[types] = KeptOffer(self.free, self.view.shape, types, self.lists)
         return offer
 
-    def changed(self, allocation: Allocation) -> None:
-        """``allocation`` was given back to or taken from ``free``: its nodes' offers are worked out again."""
+    def changed(self, allocation: Allocation, *, given: bool) -> None:
+        """``allocation`` was given back to (``given``) or taken from ``free``: its nodes' offers are worked out
+        again, and the free GPU count moves by its GPUs."""
         self.sums.clear()
+        gpus = sum(len(part.gpus) for part in allocation.nodes)
+        self.free_total += gpus if given else -gpus
         if self.offers:
             node = self.view.cluster.node
             nodes = [node(part.node).index for part in allocation.nodes]
@@ -282,9 +301,10 @@ class Auctions:
         if hoard:
             self.add_all(HOLDING, [(job, 0.0) for job in view.running.values()])
         placed: dict[str, Allocation] = {}
+        self.free_total = free.total_gpus
         for released in releases:
             free.give(allocation_of(released))
-            self.changed(allocation_of(released))
+            self.changed(allocation_of(released), given=True)
             if hoard and released.job_id not in self.won:
                 self.remove(HOLDING, released)
             self.add(RELEASED, released, 0.0)
@@ -305,9 +325,9 @@ class Auctions:
                     HoardedGpus.bid_one(policy, view, state, job, free)
                     if job.job_id in self.won:
                         self.remove(HOLDING, job)  # one win per pass
-                        self.changed(self.won[job.job_id][-1])
+                        self.changed(self.won[job.job_id][-1], given=False)
                     continue
-                if free.total_gpus < job.spec.num_gpus:
+                if self.free_total < job.spec.num_gpus:
                     continue
                 decision, wait_s = self.decide(job, role == RELEASED)
                 if decision is None:
@@ -315,7 +335,7 @@ class Auctions:
                 picked, level = decision
                 allocation = build_allocation(free, picked)
                 free.take(allocation)
-                self.changed(allocation)
+                self.changed(allocation, given=False)
                 policy.delay.accept(view, job, level, wait_s, state)
                 placed[job.job_id] = allocation
                 self.remove(role, job)

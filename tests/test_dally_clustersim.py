@@ -339,8 +339,9 @@ def test_kept_offers_equal_offers_worked_out_afresh(monkeypatch):
 
     real, checked = Auctions.changed, [0]
 
-    def compared(self, allocation):
-        real(self, allocation)
+    def compared(self, allocation, *, given):
+        real(self, allocation, given=given)
+        assert self.free_total == self.free.total_gpus
         shape = self.view.shape
         for types, kept in self.offers.items():
             fresh = usable_gpus(self.free, shape, types)
