@@ -97,7 +97,7 @@ class KeptOffer:
     or taken, with the same integer arithmetic on the same numbers (so it equals the whole offer worked out
     afresh: ``tests/test_dally_clustersim.py`` compares the two paths' event logs)."""
 
-    __slots__ = ("_best_rack", "_excluded", "_largest", "_shape", "avail", "free", "racks", "total")
+    __slots__ = ("_at_largest", "_best_rack", "_excluded", "_largest", "_shape", "avail", "free", "racks", "total")
 
     def __init__(self, free: FreeResources, shape: ClusterShape, types: GpuTypes,
                  lists: tuple[list[int], list[int], list[int], list[int]]) -> None:
@@ -109,6 +109,7 @@ class KeptOffer:
         self.racks = np.bincount(shape.rack, weights=self.avail, minlength=shape.n_racks).astype(np.int64).tolist()
         self.total = int(self.avail.sum())
         self._largest: int | None = None  # the best node's usable GPUs, None: to ask
+        self._at_largest = 0  # how many nodes have that many (while _largest is known)
         self._best_rack: int | None = None  # the best rack's
 
     def update(self, nodes: list[int]) -> None:
@@ -130,13 +131,28 @@ class KeptOffer:
                 self.racks[rack] = held + usable - before
                 self.total += usable - before
                 # a new best node (rack), or the best one shrank (another may be as large): asked again
-                self._largest = _best_after(self._largest, before, usable)
+                self._node_changed(before, usable)
                 self._best_rack = _best_after(self._best_rack, held, held + usable - before)
+
+    def _node_changed(self, before: int, after: int) -> None:
+        """A node's usable GPUs went from ``before`` to ``after``: the best node's, and how many nodes have it."""
+        largest = self._largest
+        if largest is None:
+            return
+        if after > largest:
+            self._largest, self._at_largest = after, 1
+        elif after == largest:
+            self._at_largest += 1
+        elif before == largest:
+            self._at_largest -= 1
+            if not self._at_largest:  # the last of the best shrank: asked again
+                self._largest = None
 
     def summary(self) -> tuple[int, int, int]:
         """(usable GPUs of the best node, of the best rack, in all)."""
         if self._largest is None:
             self._largest = int(self.avail.max(initial=0))
+            self._at_largest = int(np.count_nonzero(self.avail == self._largest))
         if self._best_rack is None:
             self._best_rack = max(self.racks, default=0)
         return self._largest, self._best_rack, self.total
