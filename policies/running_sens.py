@@ -181,6 +181,14 @@ class RunningNwSens(RunningFollower):
         self._n = last
         self._version += 1
 
+    def followed(self) -> list[JobInfo]:
+        """The followed jobs, in the order :meth:`at` gives them given a view (read only)."""
+        return self._followed
+
+    def position(self, job_id: str) -> int:
+        """Where a followed job is in :meth:`followed` (and in the last :meth:`at`'s answer, given a view)."""
+        return self._index[job_id]
+
     def worst_first(self, sens: np.ndarray, chosen: np.ndarray) -> list[int]:
         """The positions where ``chosen`` holds, into the last :meth:`at`'s jobs and ``sens`` (its
         answer), in the order Dally lists victims: highest Nw_sens, then latest submission, then

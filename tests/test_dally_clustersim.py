@@ -362,15 +362,17 @@ def test_running_bid_keys_equal_each_jobs_nw_sens(monkeypatch):
 
     real, checked = dally_clustersim._running_keys, [0]
 
-    def compared(policy, view):
-        got = real(policy, view)
+    def compared(policy, view, wanted=None):
+        got = real(policy, view, wanted)
         now = view.now
-        assert got == {job.job_id: (policy._never_ran_sens if job.run_time_s(now) <= 0.0
-                                    else policy.sensitivity(view, job), job.spec.submit_time, job.arrival_seq)
-                       for job in view.running.values()}
+        every = {job.job_id: (policy._never_ran_sens if job.run_time_s(now) <= 0.0
+                              else policy.sensitivity(view, job), job.spec.submit_time, job.arrival_seq)
+                 for job in view.running.values()}
+        assert got == (every if wanted is None else {job.job_id: every[job.job_id] for job in wanted})
         checked[0] += bool(got)
         return got
 
     monkeypatch.setattr(dally_clustersim, "_running_keys", compared)
     _drawn_run("dally+reauction+staggered", "poisson", 2, 3, 30, shortcuts=True)
+    _drawn_run("dally+reauction+staggered+hoard", "batch", 2, 1, 20, shortcuts=True)  # (every running job bids)
     assert checked[0] > 10
