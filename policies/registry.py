@@ -177,6 +177,19 @@ def _dally(name: str, timers: str, rules: tuple[str, ...]) -> Policy:
     return policy
 
 
+def spelled_out(name: str) -> str:
+    """``name`` with a Dally reading's preset spelled as the paper's text and the rules it switches on
+    (``dally+hoard`` -> ``dally-literal+reauction+staggered+hoard``); any other name as it is. Two names of
+    one policy spell out alike, and a suffix's base is found by cutting the last '+option' off."""
+    head, plus, rest = name.partition("+")
+    if head not in DALLY_READINGS or head.endswith("-literal"):
+        return name
+    literal = f"{head}-literal"
+    built_in = DALLY_READINGS[head][1]
+    options = [o for o in rest.split("+") if o and o not in built_in] if plus else []
+    return "+".join([literal, *built_in, *options])
+
+
 def _staged(name: str, ordering: str, placement: str, adjusters: tuple[str, ...] = ()) -> Callable[[], Policy]:
     """A staged preset of an ordering, a placement and adjusters, each named by module path."""
     return lambda: StagedPolicy(name, new(ordering), placement=new(placement),
