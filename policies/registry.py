@@ -138,15 +138,16 @@ AUGMENTATIONS: Mapping[str, Augmentation] = MappingProxyType({
 
 # Dally's presets: name -> (delay timers, the DALLY_OPTIONS its rules switch on).
 #
-# `dally` is the reading that reproduces the authors' evaluation: Dally as their reference simulator
-# (aakash-sharma/cluster-sim, run with --public-variant running-jobs-wait) runs it, lease-end re-auction
-# ('reauction': every lease-ended job gives its GPUs back and bids again, never-run jobs first, no
-# preemption between lease ends) with a lease end's jobs released one at a time ('staggered'). Run beside
-# cluster-sim on the same inputs it agrees within 5% at 4 racks, and it has the paper's direction (500
-# jobs, 4 racks: makespan 85% below Tiresias'); docs/reproductions/dally-public-comparison.md is the
-# side-by-side, docs/reproductions/dally-reproduction.md the evaluation with both readings. The paper's
-# text alone (§4.3: offers, delay timers, Nw_sens preemption, no lease ends) is `dally-literal`, kept
-# unchanged as a named variant; its makespan on the same workload is 283% above Tiresias'.
+# `dally` is the reading of the authors' evaluation: Dally as their reference simulator
+# (aakash-sharma/cluster-sim) runs it, lease-end re-auction ('reauction': every lease-ended job gives its
+# GPUs back and bids again, never-run jobs first, no preemption between lease ends) with a lease end's jobs
+# released one at a time ('staggered'), less the simulator's mid-lease bids, which hold won GPUs idle
+# ('+hoard', an option). Beside cluster-sim with only those bids removed (its --public-variant
+# running-jobs-wait), on the same inputs, its mean JCT and makespan agree within 5% at 4 racks
+# (docs/reproductions/dally-public-comparison.md), and it has the paper's direction: 500 jobs on 4 racks,
+# makespan 85% below Tiresias' over 5 draws (docs/reproductions/dally-reproduction.md, both readings).
+# The paper's text alone (§4.3: offers, delay timers, Nw_sens preemption, no lease ends) is
+# `dally-literal`, kept unchanged as a named variant: on the same draws its makespan is 283% above Tiresias'.
 #
 # The rules a reading switches on are idempotent as '+suffixes': `dally+reauction+staggered` (the name
 # this reading had before it was the preset), `dally+reauction` and `dally+staggered` are `dally`
@@ -296,23 +297,23 @@ def make_policy(name: str) -> Policy:
         return _PRESETS[text]()
     head, plus, suffixes = text.partition("+")
     if plus and "=" not in text and "," not in text:
+        head = head.strip()
         policy = make_policy(head)
-        built_in = DALLY_READINGS[head.strip()][1] if head.strip() in DALLY_READINGS else ()
-        for suffix in suffixes.split("+"):
-            if suffix.strip() in built_in:  # a rule the preset has on already: idempotent (DALLY_READINGS)
+        built_in = DALLY_READINGS[head][1] if head in DALLY_READINGS else ()
+        for suffix in (s.strip() for s in suffixes.split("+")):
+            if suffix in built_in:  # a rule the preset has on already: idempotent (DALLY_READINGS)
                 continue
-            if suffix.strip() in PREEMPTION_RULES and getattr(policy, "reauction", False):
-                literal = head.strip() if head.strip().endswith("-literal") else f"{head.strip()}-literal"
-                raise ValidationError(f"+{suffix.strip()} in {name!r} is a rule of Dally's Nw_sens preemption between "
+            if suffix in PREEMPTION_RULES and getattr(policy, "reauction", False):
+                literal = head if head.endswith("-literal") else f"{head}-literal"
+                raise ValidationError(f"+{suffix} in {name!r} is a rule of Dally's Nw_sens preemption between "
                                       f"lease ends, which {policy.name!r} (lease-end re-auction, as the authors' "
-                                      "simulator) does not run; the paper's Dally with it is "
-                                      f"'{literal}+{suffix.strip()}' (policies/registry.py DALLY_READINGS)",
-                                      field="policy")
-            augmentation = AUGMENTATIONS.get(suffix.strip())
+                                      f"simulator) does not run; the paper's Dally with it is '{literal}+{suffix}' "
+                                      "(policies/registry.py DALLY_READINGS)", field="policy")
+            augmentation = AUGMENTATIONS.get(suffix)
             if augmentation is None:
-                raise ValidationError(f"unknown augmentation {suffix.strip()!r} in {name!r} "
+                raise ValidationError(f"unknown augmentation {suffix!r} in {name!r} "
                                       f"(known: {', '.join(sorted(AUGMENTATIONS))})", field="policy")
-            policy = augmentation.apply(suffix.strip(), policy)
+            policy = augmentation.apply(suffix, policy)
         return policy
     if "=" not in text and "," not in text:
         raise ValidationError(f"unknown policy {name!r}; {did_you_mean(text, policy_names())}`halyard policies` "
