@@ -265,8 +265,10 @@ class Dally:
                                    (f"min-gain {self.min_gain:g}", self.min_gain > 0.0),
                                    (f"lease {self.lease_rounds:g} rounds", self.lease)) if on]
         preemption = "+".join([self.nw_preemption.name, *options]) if self.preemption else "off"
-        if self.reauction:
-            preemption = f"lease-end re-auction every {self.lease_rounds:g} rounds"
+        if self.reauction:  # (+staggered, +hoard: policies/dally_clustersim.py)
+            preemption = (f"lease-end re-auction every {self.lease_rounds:g} rounds"
+                          + (", leases released one at a time" if self.staggered is not None else "")
+                          + (", running jobs hoard what they win" if self.hoard is not None else ""))
         timers = self.timers
         tuned = [o for o, on in (("drop-short-waits", getattr(timers, "lease_waits", False)),
                                  ("manual-start", getattr(timers, "manual_start", False))) if on]

@@ -58,6 +58,12 @@ def test_the_readings_rules_are_idempotent_suffixes():
     assert make_policy("dally+hoard").hoard is not None
     literal = make_policy("dally-literal")
     assert not literal.reauction and literal.staggered is None and literal.preemption
+    # what `halyard policies` and GetPolicy show: the two readings' stages differ, and say why
+    assert ("preemption", "nw-sens") in literal.stages()
+    assert ("preemption", "lease-end re-auction every 1 rounds, leases released one at a time") \
+        in make_policy("dally").stages()
+    assert ("preemption", "lease-end re-auction every 1 rounds, leases released one at a time, running jobs hoard "
+            "what they win") in make_policy("dally+hoard").stages()
 
 
 @pytest.mark.parametrize("option", ["migrate", "worse-half", "hysteresis", "lease", "no-preemption"])

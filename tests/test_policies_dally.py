@@ -582,7 +582,7 @@ def test_reauction_swapping_jobs_are_written_as_a_preemption_and_a_start(small_c
 
 
 def test_reauction_is_a_registered_option():
-    policy = make_policy("dally-manual+reauction")
+    policy = make_policy("dally-manual-literal+reauction")  # the one rule (dally-manual has +staggered too)
     assert policy.reauction and not policy.preemption  # nobody is preempted between lease ends
     assert ("preemption", f"lease-end re-auction every {LEASE_ROUNDS:g} rounds") in policy.stages()
 
