@@ -275,7 +275,8 @@ def plot(results: list[dict], path: Path) -> None:
             for k, policy in enumerate(policies):
                 values = [next((r[key] / unit for r in results if r["arrival"] == arrival and r["racks"] == n
                                 and r["policy"] == policy), float("nan")) for n in racks]
-                ax.bar(np.arange(len(racks)) + (k - (len(policies) - 1) / 2) * width, values, width, label=policy)
+                ax.bar(np.arange(len(racks)) + (k - (len(policies) - 1) / 2) * width, values, width, label=policy,
+                       color=plt.get_cmap("tab20")(k % 20))  # (the default cycle repeats after 10 policies)
             if key == "makespan_s":
                 ax.set_yscale("log")  # the paper's Dally without re-placement runs for years
             ax.set_xticks(np.arange(len(racks)), [str(n) for n in racks])
