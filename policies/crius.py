@@ -36,13 +36,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, product
 
 from sortedcontainers import SortedKeyList, SortedList
 
-from halyard.datamodel import Allocation, JobSpec, NodeAllocation, StagePlan
+from halyard.datamodel import Allocation, JobSpec, JobState, NodeAllocation, StagePlan
 from halyard.parallelism import pipeline_depths, stage_splits
 from halyard.policies.adaptive import fastest_fitting
 from halyard.policies.adjusting import OwnPass, act_without_pending, applied, described, need_rounds
@@ -53,6 +53,7 @@ from halyard.policies.crius_profiles import (
     best_assembled,
     profilings,
 )
+from halyard.policies.event_order import RunningFollower
 from halyard.policies.facts import ClusterFacts
 from halyard.policies.moves import emit_in_order
 from halyard.policies.passstate import PassState
@@ -288,9 +289,10 @@ def reference_s(view: ClusterView, spec: JobSpec) -> float:
 
 
 # ------------------------------------------------------------------ Algorithm 1
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Virtual:
-    """A job's Cell in the pass's virtual allocation."""
+    """A job's Cell in the pass's virtual allocation. Frozen: a running job's is kept from pass to pass
+    (:class:`_Held`), and a pass that moves the job replaces it (:meth:`Crius._move`)."""
 
     job: JobInfo
     option: CellEstimate
@@ -362,6 +364,63 @@ class _Held:
     most: int = 0
 
 
+class _RunningCells(RunningFollower):
+    """Each running job's Cell at the start of a pass (:class:`_Virtual`; None where its allocation is not
+    one of its Cells, or its Cells' profilings are awaited), kept from pass to pass: a loaded cluster's
+    ~1,000 running jobs are read again only when the core logs an event for one (policies/event_order.py),
+    and the awaited ones every pass until their profilings come. ``cell_of`` reads one job
+    (:meth:`Crius._running_cell`)."""
+
+    def __init__(self, cell_of: Callable[[JobInfo, ClusterView], _Virtual | None]) -> None:
+        self._cell_of = cell_of
+        super().__init__()
+
+    def _start(self, events: object) -> None:
+        super()._start(events)
+        self.cells: dict[str, _Virtual | None] = {}
+        self._awaited: set[str] = set()
+        self._nones = 0  # how many of ``cells`` are None
+
+    def _holds(self, job: JobInfo) -> bool:
+        return job.state is JobState.RUNNING
+
+    def _held(self) -> int:
+        return len(self.cells)
+
+    def _learn(self, job: JobInfo, view: ClusterView) -> None:
+        try:
+            vj = self._cell_of(job, view)
+        except ProfilesPending:  # its Cells' profilings are being asked (a restart): left as it is, for now
+            vj = None
+            self._awaited.add(job.job_id)
+        self.cells[job.job_id] = vj
+        self._nones += vj is None
+
+    def _forget(self, job_id: str) -> int | None:
+        self._awaited.discard(job_id)
+        if job_id in self.cells:
+            self._nones -= self.cells.pop(job_id) is None
+        return None
+
+    def _due(self, view: ClusterView) -> Iterable[str]:
+        return tuple(self._awaited)
+
+    def jobs(self, view: ClusterView) -> dict[str, _Virtual]:
+        """The running jobs' Cells at ``view``, in the view's order (the core's start order: the order the
+        pass meets them in, and so the order :meth:`Crius._finalize` places moved jobs in)."""
+        self._follow(view)
+        cells = self.cells
+        if list(cells) != list(view.running):  # a job learned again went to the end: the view's order back
+            if cells.keys() != view.running.keys():  # not expected: every change logs an event
+                self._start(self._events)
+                self._follow(view)
+                cells = self.cells
+            self.cells = cells = {job_id: cells[job_id] for job_id in view.running}
+        if not self._nones:
+            return dict(cells)
+        return {job_id: vj for job_id, vj in cells.items() if vj is not None}
+
+
 class Crius(OwnPass):
     """Algorithm 1 (see the module docstring). ``search_depth``: §6.1's limit on scaling operations
     per scheduling choice (§8.7 evaluates 1-5). ``upscale``: run the extra scheduling of line 12.
@@ -419,6 +478,7 @@ class Crius(OwnPass):
         self._facts: ClusterFacts | None = None
         self._known: dict[str, _Known] = {}
         self._held: dict[str, _Held] = {}
+        self._running = _RunningCells(self._running_cell)
         self._profiling = False  # the last applied pass left a job with a GPU type still profiling (profiling_s > 0)
 
     @property
@@ -475,7 +535,8 @@ class Crius(OwnPass):
         reasons: dict[tuple[int, int], Unplaced] = {}
         for job in view.pending:  # SchedArrival / SchedDeparture: arrival order
             try:
-                cells = self._cells_of(view, job)
+                known = self._of(view, job)
+                cells = known.cells if self.profiling_s == 0 else self._cells(view, job.spec)
             except ProfilesPending as exc:  # its profilings are being asked: the other jobs go on
                 profiling = True
                 plan.wait(job.job_id, cannot_fit(self.name, "waiting for Cell profiles from the agents ({})", exc))
@@ -493,7 +554,7 @@ class Crius(OwnPass):
                 plan.wait(job.job_id, never_fits(self.name, "no Cell of {:#GPU} fits any GPU type of the cluster",
                                                  "/".join(map(str, gpu_choices(job.spec)))))
                 continue
-            if self._cell_based_sched(view, v, job):
+            if self._cell_based_sched(view, v, job, known, cells):
                 if blocked is not None:
                     opportunistic.append((job.job_id, blocked))
                 continue
@@ -501,7 +562,7 @@ class Crius(OwnPass):
                 continue
             if blocked is None:
                 blocked = job.job_id
-            need = self._known[job.job_id].need if self.profiling_s == 0 else min(g for _, g in cells)
+            need = known.need if self.profiling_s == 0 else min(g for _, g in cells)
             said = (need, sum(v.free.values()))
             why = reasons.get(said)
             if why is None:  # one Unplaced (immutable) for every job of the pass told the same
@@ -542,8 +603,7 @@ class Crius(OwnPass):
     def _of(self, view: ClusterView, job: JobInfo) -> _Known:
         """The job's :class:`_Known`, from the memo (ProfilesPending, as :func:`job_cells`, if its Cells'
         profilings are still awaited: nothing is kept then)."""
-        if view.facts is not self._facts:
-            self._facts, self._known, self._held = view.facts, {}, {}
+        self._memo_for(view)
         known = self._known.get(job.job_id)
         if known is None or known.spec is not job.spec:
             spec = job.spec
@@ -575,44 +635,64 @@ class Crius(OwnPass):
         return {t: at for t, at in done.items() if at > view.now}
 
     # ---------------------------------------------------------------- virtual state
+    def _memo_for(self, view: ClusterView) -> None:
+        """Forget the per-job memos when the view's facts are not those they were derived from (another
+        core's cluster or performance model)."""
+        if view.facts is not self._facts:
+            self._facts, self._known, self._held = view.facts, {}, {}
+            self._running = _RunningCells(self._running_cell)
+
     def _virtual(self, view: ClusterView) -> _PassVirtual:
         avail = usable_gpus(view.free, view.shape, None)
         free = {t: 0 for t in view.cluster.gpu_types}
         for node, n in zip(view.cluster.nodes, avail.tolist(), strict=True):
             free[node.gpu_type] += int(n)
         v = _PassVirtual(free)
-        known = self._held if view.facts is self._facts else {}
-        jobs = v.jobs
-        for job in view.running.values():
-            alloc = job.allocation
-            if alloc is None:
+        self._memo_for(view)
+        if view.events is not None and view.jobs is not None:
+            v.jobs = self._running.jobs(view)
+            return v
+        for job in view.running.values():  # a view built by hand: no event log to follow
+            try:
+                vj = self._running_cell(job, view)
+            except ProfilesPending:  # its Cells' profilings are being asked (a restart): left as it is
                 continue
-            held = known.get(job.job_id)
-            if held is None or held.allocation is not alloc or held.spec is not job.spec:
-                types = {view.cluster.node(p.node).gpu_type for p in alloc.nodes if p.gpus}
-                key = (next(iter(types)), alloc.num_gpus) if len(types) == 1 else None
-                try:
-                    option = job_cells(view, job.spec).get(key) if key is not None else None
-                    if key is None:  # not a Cell (started by another policy): left as it is
-                        continue
-                    held = _Held(alloc, job.spec, key, option, self._of(view, job).ref_s)
-                except ProfilesPending:  # its Cells' profilings are being asked (a restart): left as it is
-                    continue
-                known = self._held  # _of may have begun a new memo (new facts)
-                known[job.job_id] = held
-            if held.option is None:  # not a Cell of this job (started by another policy): left as it is
-                continue
-            jobs[job.job_id] = _Virtual(job, held.option, held.ref_s, True, held.key)
+            if vj is not None:
+                v.jobs[job.job_id] = vj
         return v
 
-    def _cell_based_sched(self, view: ClusterView, v: _PassVirtual, job: JobInfo) -> bool:
-        """Lines 14-20: ScaleResource, BestPerf, VirtualAlloc; False if no choice is feasible."""
-        known = self._of(view, job)
+    def _running_cell(self, job: JobInfo, view: ClusterView) -> _Virtual | None:
+        """A running job's Cell as its allocation makes it (None: the allocation is not one of its Cells,
+        as when another policy started it: left as it is); ProfilesPending while its Cells' profilings
+        are awaited."""
+        alloc = job.allocation
+        if alloc is None:
+            return None
+        held = self._held.get(job.job_id)
+        if held is None or held.allocation is not alloc or held.spec is not job.spec:
+            types = {view.cluster.node(p.node).gpu_type for p in alloc.nodes if p.gpus}
+            if len(types) != 1:
+                return None
+            key = (next(iter(types)), alloc.num_gpus)
+            option = job_cells(view, job.spec).get(key)
+            held = _Held(alloc, job.spec, key, option, self._of(view, job).ref_s)
+            self._held[job.job_id] = held
+        if held.option is None:
+            return None
+        return _Virtual(job, held.option, held.ref_s, True, held.key)
+
+    def _cell_based_sched(self, view: ClusterView, v: _PassVirtual, job: JobInfo, known: _Known | None = None,
+                          cells: dict[tuple[str, int], CellEstimate] | None = None) -> bool:
+        """Lines 14-20: ScaleResource, BestPerf, VirtualAlloc; False if no choice is feasible. ``known`` and
+        ``cells``: the job's :meth:`_of` and :meth:`_cells_of`, where the caller has them."""
+        if known is None:
+            known = self._of(view, job)
         same = known.key
         if v.failed.get(same) == v.version:  # a job of the same Cells already found no choice
             return False
         ref = known.ref_s
-        cells = self._cells_of(view, job)
+        if cells is None:
+            cells = self._cells_of(view, job)
         best: tuple[float, int, tuple[str, int], list[tuple[str, CellEstimate]]] | None = None
         for key, option in cells.items():
             if self.deadlines and not self._meets(view, job, option.iteration_s):
@@ -745,7 +825,7 @@ class Crius(OwnPass):
         vj = v.jobs[job_id]
         v.free[vj.key[0]] += vj.key[1]
         v.free[option.cell.gpu_type] -= option.cell.gpus
-        vj.option = option
+        v.jobs[job_id] = _Virtual(vj.job, option, vj.ref_s, vj.running, vj.original)
         v.scaled.add(job_id)
         v.version += 1
 
