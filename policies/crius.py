@@ -533,9 +533,14 @@ class Crius(OwnPass):
         profiling = False  # a pending job waits for its Cells' profilings: it is pending for line 12 too
         rounds = False  # a pending job has a GPU type still profiling (profiling_s): round passes look again
         reasons: dict[tuple[int, int], Unplaced] = {}
+        memo = self._known  # _of's, read here first: a loaded queue's jobs are all in it
+        free_at: tuple[int, int] = (-1, 0)  # (v.version, GPUs free in v) as last summed
         for job in view.pending:  # SchedArrival / SchedDeparture: arrival order
             try:
-                known = self._of(view, job)
+                known = memo.get(job.job_id)  # type: ignore[assignment]
+                if known is None or known.spec is not job.spec:
+                    known = self._of(view, job)
+                    memo = self._known
                 cells = known.cells if self.profiling_s == 0 else self._cells(view, job.spec)
             except ProfilesPending as exc:  # its profilings are being asked: the other jobs go on
                 profiling = True
@@ -554,7 +559,8 @@ class Crius(OwnPass):
                 plan.wait(job.job_id, never_fits(self.name, "no Cell of {:#GPU} fits any GPU type of the cluster",
                                                  "/".join(map(str, gpu_choices(job.spec)))))
                 continue
-            if self._cell_based_sched(view, v, job, known, cells):
+            # a job of the same Cells already found no choice in this virtual state: so does this one
+            if v.failed.get(known.key) != v.version and self._cell_based_sched(view, v, job, known, cells):
                 if blocked is not None:
                     opportunistic.append((job.job_id, blocked))
                 continue
@@ -563,7 +569,9 @@ class Crius(OwnPass):
             if blocked is None:
                 blocked = job.job_id
             need = known.need if self.profiling_s == 0 else min(g for _, g in cells)
-            said = (need, sum(v.free.values()))
+            if free_at[0] != v.version:
+                free_at = (v.version, sum(v.free.values()))
+            said = (need, free_at[1])
             why = reasons.get(said)
             if why is None:  # one Unplaced (immutable) for every job of the pass told the same
                 why = reasons[said] = cannot_fit(self.name, "needs {:#GPU} of one type; no Cell fits with up to "
