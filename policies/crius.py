@@ -34,6 +34,7 @@ estimated iterations per second over those of its requested ``N_G`` GPUs on the 
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -334,6 +335,14 @@ class _PassVirtual:
     # GPU type -> (version, smallest deficit ScaleResource could not free): the greedy takes the same
     # operations whatever the deficit, so a larger one fails too while the state is unchanged.
     unfreeable: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # With the running jobs' operations kept from pass to pass (``base``, :class:`_RunningCells`), ``ops``,
+    # ``same`` and ``largest`` hold only those of the jobs the pass starts; ``popped``: the running jobs
+    # taken out of ``jobs`` for a suspension being tried, and ``excluded`` per GPU type those that were
+    # out when the pass first asked for the type's operations (they stay out of them for the pass, as a
+    # list built then would leave them out).
+    base: _RunningCells | None = None
+    popped: set[str] = field(default_factory=set)
+    excluded: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,8 +380,10 @@ class _RunningCells(RunningFollower):
     and the awaited ones every pass until their profilings come. ``cell_of`` reads one job
     (:meth:`Crius._running_cell`)."""
 
-    def __init__(self, cell_of: Callable[[JobInfo, ClusterView], _Virtual | None]) -> None:
+    def __init__(self, cell_of: Callable[[JobInfo, ClusterView], _Virtual | None],
+                 ops_of: Callable[[ClusterView, _Virtual], tuple[list[_Op], int]] | None = None) -> None:
         self._cell_of = cell_of
+        self._ops_of = ops_of
         super().__init__()
 
     def _start(self, events: object) -> None:
@@ -380,6 +391,12 @@ class _RunningCells(RunningFollower):
         self.cells: dict[str, _Virtual | None] = {}
         self._awaited: set[str] = set()
         self._nones = 0  # how many of ``cells`` are None
+        # With ``ops_of``, each running job's scaling operations on its Cell (:meth:`Crius._job_ops`) by
+        # the GPU type it runs on: all, those that stay on the type, and each job's most GPUs freed.
+        self.ops: dict[str, SortedKeyList] = {}
+        self.same: dict[str, SortedKeyList] = {}
+        self.largest: dict[str, SortedList] = {}
+        self._kept: dict[str, tuple[str, list[_Op], int]] = {}
 
     def _holds(self, job: JobInfo) -> bool:
         return job.state is JobState.RUNNING
@@ -395,11 +412,32 @@ class _RunningCells(RunningFollower):
             self._awaited.add(job.job_id)
         self.cells[job.job_id] = vj
         self._nones += vj is None
+        if vj is not None and self._ops_of is not None:
+            gpu_type = vj.key[0]
+            mine, most = self._ops_of(view, vj)
+            self._kept[job.job_id] = (gpu_type, mine, most)
+            ops = self.ops.setdefault(gpu_type, SortedKeyList(key=_op_key))
+            same = self.same.setdefault(gpu_type, SortedKeyList(key=_op_key))
+            for op in mine:
+                ops.add(op)
+                if op[2] == gpu_type:
+                    same.add(op)
+            if most:
+                self.largest.setdefault(gpu_type, SortedList()).add(most)
 
     def _forget(self, job_id: str) -> int | None:
         self._awaited.discard(job_id)
         if job_id in self.cells:
             self._nones -= self.cells.pop(job_id) is None
+        kept = self._kept.pop(job_id, None)
+        if kept is not None:
+            gpu_type, mine, most = kept
+            for op in mine:
+                self.ops[gpu_type].remove(op)
+                if op[2] == gpu_type:
+                    self.same[gpu_type].remove(op)
+            if most:
+                self.largest[gpu_type].remove(most)
         return None
 
     def _due(self, view: ClusterView) -> Iterable[str]:
@@ -422,6 +460,10 @@ class _RunningCells(RunningFollower):
 
 
 class Crius(OwnPass):
+    #: Keep the running jobs' Cells and scaling operations from pass to pass (:class:`_RunningCells`); off,
+    #: every pass derives them again from the view (the straightforward path, which tests compare it with).
+    incremental = True
+
     """Algorithm 1 (see the module docstring). ``search_depth``: §6.1's limit on scaling operations
     per scheduling choice (§8.7 evaluates 1-5). ``upscale``: run the extra scheduling of line 12.
     ``suspend``: suspend opportunistic jobs for the job they ran beside (§6.1); both are the
@@ -478,7 +520,7 @@ class Crius(OwnPass):
         self._facts: ClusterFacts | None = None
         self._known: dict[str, _Known] = {}
         self._held: dict[str, _Held] = {}
-        self._running = _RunningCells(self._running_cell)
+        self._running = self._new_running()
         self._profiling = False  # the last applied pass left a job with a GPU type still profiling (profiling_s > 0)
 
     @property
@@ -648,7 +690,14 @@ class Crius(OwnPass):
         core's cluster or performance model)."""
         if view.facts is not self._facts:
             self._facts, self._known, self._held = view.facts, {}, {}
-            self._running = _RunningCells(self._running_cell)
+            self._running = self._new_running()
+
+    def _new_running(self) -> _RunningCells:
+        """The running jobs' Cells kept from pass to pass, and their scaling operations too where those
+        depend on the Cells alone (no deadlines: they depend on the time; no profiling time: the Cells
+        of a type come with time)."""
+        keep_ops = not self.deadlines and self.profiling_s == 0
+        return _RunningCells(self._running_cell, self._job_ops if keep_ops else None)
 
     def _virtual(self, view: ClusterView) -> _PassVirtual:
         avail = usable_gpus(view.free, view.shape, None)
@@ -657,10 +706,12 @@ class Crius(OwnPass):
             free[node.gpu_type] += int(n)
         v = _PassVirtual(free)
         self._memo_for(view)
-        if view.events is not None and view.jobs is not None:
+        if self.incremental and view.events is not None and view.jobs is not None:
             v.jobs = self._running.jobs(view)
+            if self._running._ops_of is not None:
+                v.base = self._running
             return v
-        for job in view.running.values():  # a view built by hand: no event log to follow
+        for job in view.running.values():  # every running job read again (a view built by hand has no event log)
             try:
                 vj = self._running_cell(job, view)
             except ProfilesPending:  # its Cells' profilings are being asked (a restart): left as it is
@@ -739,18 +790,18 @@ class Crius(OwnPass):
         known = v.unfreeable.get(gpu_type)
         if known is not None and known[0] == v.version and deficit >= known[1]:
             return None
-        candidates, bound = self._ops(view, v, gpu_type)
-        if bound < deficit:  # even the largest ``search_depth`` operations free too little
+        if self._ops(view, v, gpu_type) < deficit:  # even the largest ``search_depth`` operations free too little
             return None
-        if not any(n > 0 for t, n in v.free.items() if t != gpu_type):
-            candidates = v.same[gpu_type]  # no room elsewhere: every move would be skipped below
+        # no room elsewhere: every move would be skipped below, so only the operations on the type
+        same = not any(n > 0 for t, n in v.free.items() if t != gpu_type)
         ops: list[tuple[str, CellEstimate]] = []
         used: set[str] = set()
         room = dict(v.free)
-        for _, job_id, t, g, _, option in candidates:
+        out = v.excluded.get(gpu_type, frozenset())
+        for _, job_id, t, g, _, option in self._candidates(v, gpu_type, same):
             if deficit <= 0 or len(ops) == self.search_depth:
                 break
-            if (job_id in used or job_id == exclude or job_id in v.scaled or job_id not in v.jobs
+            if (job_id in used or job_id == exclude or job_id in v.scaled or job_id not in v.jobs or job_id in out
                     or (t != gpu_type and g > room[t])):
                 continue
             vj = v.jobs[job_id]
@@ -767,11 +818,19 @@ class Crius(OwnPass):
             return None
         return ops
 
-    def _ops(self, view: ClusterView, v: _PassVirtual, gpu_type: str) -> tuple[SortedKeyList, int]:
-        """Every single scaling operation that frees GPUs of ``gpu_type``, least throughput lost per
-        GPU freed first, and an upper bound of what ``search_depth`` of them free (the largest
-        operation of each of the ``search_depth`` jobs that free most). Built once per type and
-        pass; a job started later is added (:meth:`_add_ops`), scaled or suspended ones skipped."""
+    def _ops(self, view: ClusterView, v: _PassVirtual, gpu_type: str) -> int:
+        """Make ready every single scaling operation that frees GPUs of ``gpu_type`` (:meth:`_candidates`)
+        and answer an upper bound of what ``search_depth`` of them free (the largest operation of each
+        of the ``search_depth`` jobs that free most). Built once per type and pass, or kept from pass to
+        pass (``v.base``); a job started later is added (:meth:`_add_ops`), scaled or suspended ones
+        skipped. A bound over operations the pass will skip is looser, never wrong."""
+        depth = self.search_depth
+        if v.base is not None:
+            if gpu_type not in v.excluded:
+                v.excluded[gpu_type] = frozenset(v.popped)
+            kept, added = v.base.largest.get(gpu_type), v.largest.get(gpu_type)
+            tops = (list(kept[-depth:]) if kept and depth else []) + (list(added[-depth:]) if added and depth else [])
+            return sum(sorted(tops)[-depth:]) if depth else 0
         if gpu_type not in v.ops:
             # Each running job's operations, as _add_ops makes them, kept with its allocation while it holds
             # it (they depend on its Cells and its Cell alone; with deadlines on the time too: made again);
@@ -794,7 +853,17 @@ class Crius(OwnPass):
             v.same[gpu_type] = SortedKeyList((op for op in ops if op[2] == gpu_type), key=_op_key)
             v.largest[gpu_type] = SortedList(largest)
         largest = v.largest[gpu_type]
-        return v.ops[gpu_type], sum(largest[-self.search_depth:]) if self.search_depth else 0
+        return sum(largest[-depth:]) if depth else 0
+
+    @staticmethod
+    def _candidates(v: _PassVirtual, gpu_type: str, same: bool) -> Iterable[_Op]:
+        """The operations :meth:`_ops` made ready, least throughput lost per GPU freed first (``same``: only
+        those that keep the job on ``gpu_type``): the kept ones merged with the pass's own."""
+        mine = (v.same if same else v.ops).get(gpu_type)
+        if v.base is None:
+            return mine if mine is not None else ()
+        kept = (v.base.same if same else v.base.ops).get(gpu_type, ())
+        return heapq.merge(kept, mine, key=_op_key) if mine else kept
 
     def _meets(self, view: ClusterView, job: JobInfo, iteration_s: float) -> bool:
         """Whether ``job`` finishes by its deadline at ``iteration_s`` from now (no deadline: yes)."""
@@ -802,7 +871,12 @@ class Crius(OwnPass):
         return deadline is None or view.now + job.remaining_iterations(view.now) * iteration_s <= deadline
 
     def _add_ops(self, view: ClusterView, v: _PassVirtual, vj: _Virtual) -> None:
+        """A job the pass starts: its operations join those of its GPU type (once built, without ``base``)."""
         gpu_type = vj.key[0]
+        if v.base is not None:
+            v.ops.setdefault(gpu_type, SortedKeyList(key=_op_key))
+            v.same.setdefault(gpu_type, SortedKeyList(key=_op_key))
+            v.largest.setdefault(gpu_type, SortedList())
         ops = v.ops.get(gpu_type)
         if ops is None:
             return
@@ -855,12 +929,14 @@ class Crius(OwnPass):
             if room < gpus:
                 continue
             popped = {job_id: v.jobs.pop(job_id) for job_id in chosen}
+            v.popped.update(chosen)
             v.version += 1
             v.free[gpu_type] += sum(vj.key[1] for vj in popped.values())
             if self._cell_based_sched(view, v, job):
                 v.suspended.extend(chosen)
                 return True
             v.jobs.update(popped)
+            v.popped.difference_update(chosen)
             v.free[gpu_type] -= sum(vj.key[1] for vj in popped.values())
             v.version += 1
         return False
