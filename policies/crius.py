@@ -318,6 +318,11 @@ def _op_key(op: _Op) -> tuple[float, str, str, int]:
     return op[:4]
 
 
+# A scale-up of line 12: ((GPU type, GPUs added), (-gain per GPU added, job, GPU type, GPU count)); the
+# second is the rank, least first.
+_Extra = tuple[tuple[str, int], tuple[float, str, str, int]]
+
+
 @dataclass(slots=True)
 class _PassVirtual:
     free: dict[str, int]
@@ -381,9 +386,11 @@ class _RunningCells(RunningFollower):
     (:meth:`Crius._running_cell`)."""
 
     def __init__(self, cell_of: Callable[[JobInfo, ClusterView], _Virtual | None],
-                 ops_of: Callable[[ClusterView, _Virtual], tuple[list[_Op], int]] | None = None) -> None:
+                 ops_of: Callable[[ClusterView, _Virtual], tuple[list[_Op], int]] | None = None,
+                 extras_of: Callable[[ClusterView, _Virtual], list[_Extra]] | None = None) -> None:
         self._cell_of = cell_of
         self._ops_of = ops_of
+        self._extras_of = extras_of
         super().__init__()
 
     def _start(self, events: object) -> None:
@@ -397,6 +404,10 @@ class _RunningCells(RunningFollower):
         self.same: dict[str, SortedKeyList] = {}
         self.largest: dict[str, SortedList] = {}
         self._kept: dict[str, tuple[str, list[_Op], int]] = {}
+        # With ``extras_of``, each running job's scale-ups of line 12 (:meth:`Crius._job_extras`) by (GPU
+        # type, GPUs added), best first: a pass takes the first one whose added GPUs are free.
+        self.extras: dict[tuple[str, int], SortedList] = {}
+        self._kept_extras: dict[str, list[_Extra]] = {}
 
     def _holds(self, job: JobInfo) -> bool:
         return job.state is JobState.RUNNING
@@ -424,6 +435,10 @@ class _RunningCells(RunningFollower):
                     same.add(op)
             if most:
                 self.largest.setdefault(gpu_type, SortedList()).add(most)
+        if vj is not None and self._extras_of is not None:
+            extras = self._kept_extras[job.job_id] = self._extras_of(view, vj)
+            for group, rank in extras:
+                self.extras.setdefault(group, SortedList()).add(rank)
 
     def _forget(self, job_id: str) -> int | None:
         self._awaited.discard(job_id)
@@ -438,6 +453,8 @@ class _RunningCells(RunningFollower):
                     self.same[gpu_type].remove(op)
             if most:
                 self.largest[gpu_type].remove(most)
+        for group, rank in self._kept_extras.pop(job_id, ()):
+            self.extras[group].remove(rank)
         return None
 
     def _due(self, view: ClusterView) -> Iterable[str]:
@@ -697,7 +714,8 @@ class Crius(OwnPass):
         depend on the Cells alone (no deadlines: they depend on the time; no profiling time: the Cells
         of a type come with time)."""
         keep_ops = not self.deadlines and self.profiling_s == 0
-        return _RunningCells(self._running_cell, self._job_ops if keep_ops else None)
+        return _RunningCells(self._running_cell, self._job_ops if keep_ops else None,
+                             self._job_extras if keep_ops else None)
 
     def _virtual(self, view: ClusterView) -> _PassVirtual:
         avail = usable_gpus(view.free, view.shape, None)
@@ -944,6 +962,9 @@ class Crius(OwnPass):
     def _extra(self, view: ClusterView, v: _PassVirtual) -> None:
         """Algorithm 1 line 12: scale running jobs up into idle GPUs, the largest throughput gain
         per GPU first, at most ``search_depth`` operations."""
+        if v.base is not None:
+            self._extra_kept(view, v, v.base)
+            return
         for _ in range(self.search_depth):
             best: tuple[float, str, str, int] | None = None
             for job_id, vj in v.jobs.items():
@@ -965,6 +986,47 @@ class Crius(OwnPass):
                 return
             _, job_id, t, g = best
             self._move(v, job_id, self._cells_of(view, v.jobs[job_id].job)[(t, g)])
+
+    def _extra_kept(self, view: ClusterView, v: _PassVirtual, base: _RunningCells) -> None:
+        """:meth:`_extra` over the scale-ups kept from pass to pass: the best of each (GPU type, GPUs
+        added) group whose GPUs are free, skipping jobs scaled or suspended in the pass, and those of
+        the jobs the pass started, derived here."""
+        for _ in range(self.search_depth):
+            best: tuple[float, str, str, int] | None = None
+            for (t, extra), ranks in base.extras.items():
+                if extra > v.free[t]:
+                    continue
+                for rank in ranks:
+                    job_id = rank[1]
+                    if job_id not in v.scaled and job_id in v.jobs:
+                        if best is None or rank < best:
+                            best = rank
+                        break
+            for job_id in v.started:
+                if job_id not in v.scaled:
+                    for (t, extra), rank in self._job_extras(view, v.jobs[job_id]):
+                        if extra <= v.free[t] and (best is None or rank < best):
+                            best = rank
+            if best is None:
+                return
+            _, job_id, t, g = best
+            self._move(v, job_id, self._cells_of(view, v.jobs[job_id].job)[(t, g)])
+
+    def _job_extras(self, view: ClusterView, vj: _Virtual) -> list[_Extra]:
+        """The scale-ups line 12 may give one job on its Cell (:meth:`_extra`'s rule): each Cell with more
+        GPUs, of higher throughput, on its type or (not Crius-NH) another."""
+        out: list[_Extra] = []
+        gpu_type, held = vj.key
+        for (t, g), option in self._cells_of(view, vj.job).items():
+            if t != gpu_type and not self.heterogeneity:
+                continue  # Crius-NH
+            extra = g - held if t == gpu_type else g
+            if extra <= 0:
+                continue
+            gain = vj.ref_s / option.iteration_s - vj.throughput
+            if gain > 0:
+                out.append(((t, extra), (-gain / max(g - held, 1), vj.job.job_id, t, g)))
+        return out
 
     # ---------------------------------------------------------------- FinalizeAlloc
     def _run_plan(self, view: ClusterView, vj: _Virtual) -> tuple[StagePlan, ...]:
