@@ -18,7 +18,9 @@ The machine's timing noise reaches 20-50% between runs, so a benchmark also prin
   Nw_sens, the victims above the pass's lowest waiting one sorted worst first);
 * ``searches``: Dally's preemption searches worked out (``_with_victims`` calls: the cheapest victims that free
   one placement), after those its pass answered from the searches that found nothing;
-* ``releases``: ``+staggered``'s lease-end releases, each an auction (``Auctions.run``'s releases).
+* ``releases``: ``+staggered``'s lease-end releases, each an auction (``Auctions.run``'s releases);
+* ``retakes``: those answered without an auction: the released job bid alone and took back its own GPUs
+  (``Auctions.retakes``; each is also one of ``offers``).
 
 The library keeps no counters, so :func:`counting` wraps those methods for the length of a ``with``
 block and restores them after. Each wrapper is one Python call per counted call (the fabric and the
@@ -38,7 +40,7 @@ from halyard.policies import dally_clustersim, dally_pass, dally_stages, dally_s
 from halyard.policies import dally_preemption as dally_module
 
 COUNT_NAMES = ("passes", "skipped", "keyed", "settles", "links_solved", "victims", "offers", "victim_lists", "searches",
-               "releases")
+               "releases", "retakes")
 # The modules that call Algorithm 1 by the name they imported it under (each is wrapped for ``offers``).
 OFFER_MODULES = (dally_stages, dally_policy_module, dally_clustersim)
 
@@ -74,6 +76,7 @@ def counting(policy: object) -> Iterator[Counter[str]]:
 
     auctions = dally_staggered.Auctions
     auction_decide, auction_run, listed = auctions.decide, auctions.run, dally_module.NwSensPreemption.listed
+    auction_retakes = auctions.retakes
     search = dally_module._with_victims
 
     def bid(self, *args, **kwargs):
@@ -83,6 +86,13 @@ def counting(policy: object) -> Iterator[Counter[str]]:
     def run(self, ended, releases):
         counts["releases"] += len(releases)
         return auction_run(self, ended, releases)
+
+    def retook(self, job):
+        own = auction_retakes(self, job)
+        if own is not None:
+            counts["retakes"] += 1
+            counts["offers"] += 1
+        return own
 
     def listing(self, *args, **kwargs):
         counts["victim_lists"] += 1
@@ -110,11 +120,13 @@ def counting(policy: object) -> Iterator[Counter[str]]:
     for module in OFFER_MODULES:
         module.delay_decision = offered
     auctions.decide, auctions.run, dally_module.NwSensPreemption.listed = bid, run, listing
+    auctions.retakes = retook
     dally_module._with_victims = dally_pass._with_victims = searched
     try:
         yield counts
     finally:
         auctions.decide, auctions.run, dally_module.NwSensPreemption.listed = auction_decide, auction_run, listed
+        auctions.retakes = auction_retakes
         dally_module._with_victims = dally_pass._with_victims = search
         for name, method in saved.items():
             setattr(fabric_cls, name, method)

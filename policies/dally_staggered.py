@@ -115,14 +115,9 @@ class KeptOffer:
     def update(self, nodes: list[int]) -> None:
         """``free`` changed at ``nodes`` (indices): their usable GPUs as usable_gpus works them out."""
         free, avail = self.free, self.avail
-        gpus_of, cpus_of, memory_of, rack_of = self._shape
+        rack_of = self._shape[3]
         for i in nodes:
-            gpus = gpus_of[i]
-            by_cpu = ((int(free.cpus[i]) + 1) * gpus - 1) // max(cpus_of[i], 1)
-            by_mem = ((int(free.memory_mb[i]) + 1) * gpus - 1) // max(memory_of[i], 1)
-            usable = min(int(free.gpus[i]), by_cpu, by_mem)
-            if not free.schedulable[i] or (self._excluded is not None and self._excluded[i]):
-                usable = 0
+            usable = self.usable_at(i, int(free.gpus[i]), int(free.cpus[i]), int(free.memory_mb[i]))
             before = int(avail[i])
             if usable != before:
                 avail[i] = usable
@@ -133,6 +128,16 @@ class KeptOffer:
                 # a new best node (rack), or the best one shrank (another may be as large): asked again
                 self._node_changed(before, usable)
                 self._best_rack = _best_after(self._best_rack, held, held + usable - before)
+
+    def usable_at(self, i: int, gpus_free: int, cpus_free: int, memory_free: int) -> int:
+        """Node ``i``'s usable GPUs with these free (usable_gpus' arithmetic)."""
+        gpus_of, cpus_of, memory_of, _ = self._shape
+        gpus = gpus_of[i]
+        by_cpu = ((cpus_free + 1) * gpus - 1) // max(cpus_of[i], 1)
+        by_mem = ((memory_free + 1) * gpus - 1) // max(memory_of[i], 1)
+        if not self.free.schedulable[i] or (self._excluded is not None and self._excluded[i]):
+            return 0
+        return min(gpus_free, by_cpu, by_mem)
 
     def _node_changed(self, before: int, after: int) -> None:
         """A node's usable GPUs went from ``before`` to ``after``: the best node's, and how many nodes have it."""
@@ -286,6 +291,51 @@ class Auctions:
         t_mc, t_rk = delay.job_timers(view, job, self.state)
         return delay_decision(avail, view.shape, demand, wait_s, t_mc, t_rk, ff), wait_s
 
+    def retakes(self, job: JobInfo) -> Allocation | None:
+        """A released ``job`` that bids alone (nobody else bids in its auction) and would take back exactly what it
+        gives back: its own allocation, else None. What the auction would do (:meth:`run`): give its GPUs back,
+        offer them (the best fit on one machine, :func:`on_machine`: the node with the fewest usable GPUs that
+        holds the demand, the lowest index on ties), build the allocation (the lowest free GPU ids, CPUs and
+        memory in proportion) and take it, which leaves ``free`` and the offers as they were when the placement
+        is its own node and its own GPUs and its allocation is what build_allocation makes of them. The
+        acceptance is recorded by the caller. Most releases of a loaded trace are such (one a job in a cluster
+        where nobody waits); working each through the auction was most of +staggered's time."""
+        if self.policy.delay.first_fit is not None:
+            return None
+        own = allocation_of(job)
+        if (len(own.nodes) != 1 or own.stages or own.has_time_shift or own.time_shift_period_s
+                or own.time_shift_epoch_s):
+            return None
+        part = own.nodes[0]
+        demand = job.spec.num_gpus
+        if part.workers or len(part.gpus) != demand:
+            return None
+        cluster, free = self.view.cluster, self.free
+        node = cluster.node(part.node)
+        i = node.index
+        if part.cpus != node.proportional_cpus(demand) or part.memory_mb != node.proportional_memory_mb(demand):
+            return None
+        mask = free.gpu_mask[i]
+        bits = 0
+        for g in part.gpus:
+            bits |= 1 << g
+        if mask & bits:
+            return None
+        mask |= bits  # the node's free GPUs once it gave its own back: it takes the lowest ``demand`` of them
+        if tuple([g for g in range(node.gpus) if mask >> g & 1][:demand]) != part.gpus:
+            return None
+        kept = self.kept(self.policy.delay.statics.of(self.view, job).gpu_types)
+        usable = kept.usable_at(i, int(free.gpus[i]) + demand, int(free.cpus[i]) + part.cpus,
+                                int(free.memory_mb[i]) + part.memory_mb)
+        if usable < demand:
+            return None
+        avail = kept.avail  # (its own node's entry is the one before the give, left out below)
+        tighter = (avail >= demand) & (avail <= usable)
+        tighter[i] = False
+        if tighter.any() and (bool(((avail < usable) & tighter).any()) or bool(tighter[:i].any())):
+            return None  # a node that fits with fewer usable GPUs, or as few with a lower index
+        return own
+
     def first(self, group: tuple[str, GpuTypes, int], members: SortedList, after: Entry | None) -> Entry | None:
         """The first bidder of ``group`` after ``after`` in the order that accepts what is free now."""
         start = 0 if after is None else members.bisect_right(after)
@@ -319,6 +369,12 @@ class Auctions:
         placed: dict[str, Allocation] = {}
         self.free_total = free.total_gpus
         for released in releases:
+            if not hoard and not any(self.groups.values()):  # it bids alone
+                own = self.retakes(released)
+                if own is not None:
+                    policy.delay.accept(view, released, Level.MACHINE, 0.0, state)
+                    placed[released.job_id] = own
+                    continue
             free.give(allocation_of(released))
             self.changed(allocation_of(released), given=True)
             if hoard and released.job_id not in self.won:

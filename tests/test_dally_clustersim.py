@@ -376,3 +376,35 @@ def test_running_bid_keys_equal_each_jobs_nw_sens(monkeypatch):
     _drawn_run("dally+reauction+staggered", "poisson", 2, 3, 30, shortcuts=True)
     _drawn_run("dally+reauction+staggered+hoard", "batch", 2, 1, 20, shortcuts=True)  # (every running job bids)
     assert checked[0] > 10
+
+
+@pytest.mark.parametrize(("arrival", "racks", "seed", "jobs"), [("poisson", 2, 3, 30), ("poisson", 4, 2, 30)])
+def test_a_release_that_bids_alone_takes_back_what_the_auction_gives_it(arrival, racks, seed, jobs, monkeypatch):
+    """Auctions.retakes answers a release that bids alone without its auction: each answer is what the auction
+    would give (its GPUs given back, the best fit on one machine, the allocation built from the lowest free ids),
+    and the whole run's event log is the one-by-one auctions' (policies/dally_staggered.py)."""
+    from halyard.policies.dally_staggered import Auctions
+    from halyard.policies.placement import build_allocation, usable_gpus
+    from halyard.policies.topology import on_machine
+    from halyard.policies.view import allocation_of
+
+    real, retaken = Auctions.retakes, [0]
+
+    def checked(self, job):
+        own = real(self, job)
+        trial = self.free.copy()
+        trial.give(allocation_of(job))
+        avail = usable_gpus(trial, self.view.shape, self.policy.delay.statics.of(self.view, job).gpu_types)
+        picked = on_machine(avail, job.spec.num_gpus)
+        auctioned = None if picked is None else build_allocation(trial, picked)
+        if own is not None:
+            assert auctioned == own
+            retaken[0] += 1
+        return own
+
+    monkeypatch.setattr(Auctions, "retakes", checked)
+    fast_log, _, _ = _drawn_run("dally", arrival, racks, seed, jobs, shortcuts=True)
+    monkeypatch.undo()
+    slow_log, _, _ = _drawn_run("dally", arrival, racks, seed, jobs, shortcuts=False)
+    assert fast_log == slow_log
+    assert retaken[0] > 20
