@@ -157,9 +157,24 @@ def count_rounds(policy: object, work: Counter[str]) -> None:
         placement.repack = counted_repack
 
 
-def run_once(policy_name: str, jobs: list, *, count: bool, skip: bool = True) -> dict[str, object]:
-    """One run. ``skip=False`` (``--before``): issue 38's skips off (module docstring)."""
+def count_told(core: object, work: Counter[str]) -> None:
+    """Count the wait reasons the passes tell the core (``told``: a whole pass tells every waiting job's, a
+    change set only those that changed, StagedPolicy.reason_changes); ``told/pass`` in the line."""
+    note = core._note_reasons
+
+    def noting(told, *args, **kwargs):
+        work["told"] += len(told)
+        return note(told, *args, **kwargs)
+    core._note_reasons = noting
+
+
+def run_once(policy_name: str, jobs: list, *, count: bool, skip: bool = True,
+             changes: bool = True) -> dict[str, object]:
+    """One run. ``skip=False`` (``--before``): issue 38's skips off (module docstring). ``changes=False``
+    (``--whole-reasons``): every pass tells every reason (StagedPolicy.reason_changes off), nothing else."""
     policy = make_policy(policy_name)
+    if isinstance(policy, StagedPolicy):
+        policy.reason_changes = skip and changes
     if not skip and skips(policy):
         policy.placement.place_all = functools.partial(SynergyMechanism.place_all, policy.placement)
     if not skip and isinstance(policy, StagedPolicy):  # no round skipped as a repeat (Policy.quiet_until)
@@ -169,6 +184,7 @@ def run_once(policy_name: str, jobs: list, *, count: bool, skip: bool = True) ->
     sim.core.late_reasons = skip
     with counting(policy) as work:
         count_rounds(policy, work)
+        count_told(sim.core, work)
         cpu0 = time.process_time()
         sim.run(jobs, until=MEASURE)
         cpu = time.process_time() - cpu0
@@ -183,7 +199,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="runs per policy, alternating between policies")
     ap.add_argument("--counts", action="store_true", help="count the policy's work (costs CPU of its own)")
     ap.add_argument("--before", action="store_true", help="also run each policy with issue 38's skips off (every "
-                    "round passed and re-packed, reasons written at once), alternating with the default run")
+                    "round passed and re-packed, reasons written at once and told whole), alternating with the "
+                    "default run")
+    ap.add_argument("--whole-reasons", action="store_true", help="also run each policy with its wait reasons told "
+                    "whole every pass (StagedPolicy.reason_changes off; printed apart, not written to --json), "
+                    "alternating with the default run")
     ap.add_argument("--json", type=Path, help="write Halyard's figures and PUBLIC_ROWS into this JSON's 'synergy' "
                     "(docs/reproductions/simulator-cost.json; benchmarks/simulator_cost.py renders the page from it)")
     ap.add_argument("--write-trace", type=Path, help="also write the trace (a canonical CSV) for the public side")
@@ -197,9 +217,15 @@ def main() -> None:
     runs = [(name, True) for name in names]
     if args.before:  # alternate: each TUNE policy with the skip, then without it, in every repeat
         runs = [(name, skip) for name in names for skip in (True, False)]
+    variants = (True, False) if args.whole_reasons else (True,)
     for _ in range(args.repeat):
-        for name, skip in runs:
-            r = run_once(name, jobs, count=args.counts, skip=skip)
+        for (name, skip), changes in ((run, changes) for run in runs for changes in variants):
+            r = run_once(name, jobs, count=args.counts, skip=skip, changes=changes)
+            if not changes:
+                print(f"{name + ' (whole reasons)':24} cpu {r['cpu_s']:6.2f} s  in passes {r['pass_s']:6.2f} s  "
+                      f"sha256 {r['digest'][:16]}  {line(r['work'])}  "
+                      f"told/pass={r['work'].get('told', 0) / max(1, r['passes']):.1f}", flush=True)
+                continue
             into = kept if skip else before
             if name not in into or r["cpu_s"] < into[name]["cpu_s"]:  # the least of the repeats: the least noise
                 into[name] = {"cpu_s": round(r["cpu_s"], 2), "passes": r["passes"], "events": r["events"],
@@ -207,7 +233,8 @@ def main() -> None:
             extra = " ".join(f"{k}={v}" for k, v in sorted(r["counts"].items()))
             label = name if skip else f"{name} (before)"
             print(f"{label:24} cpu {r['cpu_s']:6.2f} s  in passes {r['pass_s']:6.2f} s  events {r['events']:7d}  "
-                  f"sha256 {r['digest'][:16]}  {line(r['work'])}  {extra}", flush=True)
+                  f"sha256 {r['digest'][:16]}  {line(r['work'])}  "
+                  f"told/pass={r['work'].get('told', 0) / max(1, r['passes']):.1f}  {extra}", flush=True)
     if args.json:
         stored = json.loads(args.json.read_text(encoding="utf-8")) if args.json.exists() else {}
         rows = [row for row in PUBLIC_ROWS if row["policy"] in kept]

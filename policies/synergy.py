@@ -236,7 +236,8 @@ class Tune(SynergyMechanism):
         inputs = _RepackInputs.of(view, runnable, new, plan, free) if type(self).pack is Tune.pack else None
         last = self._unchanged
         if inputs is not None and last is not None and inputs.same(last[0]):
-            plan.unplaced.update(last[1])
+            for job_id, why in last[1]:  # (a change set's plan keeps only the ones that changed)
+                plan.wait(job_id, why)
             return
         self._unchanged = None
         actions, otherwise = len(plan.actions), plan.otherwise
@@ -245,9 +246,10 @@ class Tune(SynergyMechanism):
         else:
             super().place_all(view, runnable, new, plan, free, state)
         if inputs is not None and len(plan.actions) == actions and plan.otherwise is otherwise:
-            unplaced = plan.unplaced
-            self._unchanged = (inputs, tuple((j.job_id, unplaced[j.job_id]) for j in runnable
-                                             if j.job_id in unplaced))
+            # The reasons the re-pack stood for: in a change set, one it gave unchanged is not in unplaced.
+            unplaced, since = plan.unplaced, plan.since or {}
+            self._unchanged = (inputs, tuple((j.job_id, said) for j in runnable
+                                             if (said := unplaced.get(j.job_id, since.get(j.job_id))) is not None))
 
     def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         self._unchanged = None  # the core refused the pass: answer nothing from it
