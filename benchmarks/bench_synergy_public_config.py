@@ -34,7 +34,7 @@ from collections import Counter
 from pathlib import Path
 
 from halyard.datamodel import load_cluster
-from halyard.policies import make_policy
+from halyard.policies import make_policy, synergy_lean
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.synergy import SynergyMechanism, Tune
 from halyard.scheduling import Simulator
@@ -75,13 +75,21 @@ def event_digest(sim: Simulator) -> str:
     return h.hexdigest()
 
 
+# The lean re-pack's steps (policies/synergy_lean.py), as imported: --counts wraps them for a run and
+# run_once puts these back after it.
+LEAN_STEPS = {name: getattr(synergy_lean, name) for name in ("_replace_running", "_pack_new", "_pack_running",
+                                                             "_renewing")}
+
+
 def instrument(policy: StagedPolicy) -> Counter[str]:
     """Count a staged policy's work by wrapping its stages' methods on this instance (the library keeps no
     counters): ``keyed`` jobs keyed by the ordering, ``ranked`` jobs in the rankings, ``placed_all`` batch
     placements (round passes) and ``runnable`` jobs handed to them, ``repacked`` of those that re-packed (TUNE:
 the others were answered by the last re-pack, Tune.place_all), ``renewed`` running jobs the re-pack
     kept as they are (Tune._renewing), ``retuned`` jobs re-packed one by one (placed, re-placed or
-    reshaped by the TUNE walk). The wrappers cost CPU of their own: time a run without ``--counts``."""
+    reshaped by the TUNE walk; on the Packer or on lists, Tune.lean: the same steps), ``tail`` waiting jobs
+    past the point where a FIFO walk's GPU budget ran out and ``tail_looked`` those of them it looked at
+    (StagedPolicy.skip_tail). The wrappers cost CPU of their own: time a run without ``--counts``."""
     counts: Counter[str] = Counter()
     ordering, placement = policy.ordering, policy.placement
     key, ranking = ordering.key, ordering.ranking
@@ -100,6 +108,14 @@ the others were answered by the last re-pack, Tune.place_all), ``renewed`` runni
         return r
 
     ordering.key, ordering.ranking = counted_key, counted_ranking
+    walk_tail = policy._walk_tail
+
+    def counted_walk_tail(view, ranking, start, *a):
+        looked = walk_tail(view, ranking, start, *a)
+        counts["tail"] += int((ranking.held[start:] == 0).sum())  # waiting jobs past the budget's end
+        counts["tail_looked"] += looked  # of those, the ones the walk looked at (StagedPolicy._walk_tail)
+        return looked
+    policy._walk_tail = counted_walk_tail
     if hasattr(placement, "place_all"):
         place_all = placement.place_all
 
@@ -108,26 +124,28 @@ the others were answered by the last re-pack, Tune.place_all), ``renewed`` runni
             counts["runnable"] += len(runnable)
             return place_all(view, runnable, new, plan, free, state)
         placement.place_all = counted_place_all
-    repack = getattr(placement, "repack", None)
-    if repack is not None:
-        def counted_repack(*a, **k):
-            counts["repacked"] += 1
-            return repack(*a, **k)
-        placement.repack = counted_repack
-    for name in ("_replace_running", "_pack_new", "_pack_running"):
-        method = getattr(placement, name, None)
-        if method is not None:
-            def counted(*a, _m=method, **k):
-                counts["retuned"] += 1
+    for attr in ("repack", "repack_lean"):  # the Packer's re-pack, or the one on lists (Tune.lean)
+        repack = getattr(placement, attr, None)
+        if repack is not None:
+            def counted_repack(*a, _m=repack, **k):
+                counts["repacked"] += 1
                 return _m(*a, **k)
-            setattr(placement, name, counted)
-    renewing = getattr(placement, "_renewing", None)
-    if renewing is not None:
-        def counted_renewing(*a):
-            kept, to_demand = renewing(*a)
-            counts["renewed"] += len(kept)
-            return kept, to_demand
-        placement._renewing = counted_renewing
+            setattr(placement, attr, counted_repack)
+    for name in ("_replace_running", "_pack_new", "_pack_running"):
+        for owner, method in ((placement, getattr(placement, name, None)), (synergy_lean, LEAN_STEPS[name])):
+            if method is not None:  # the lean re-pack's steps are module functions of the same names
+                def counted(*a, _m=method, **k):
+                    counts["retuned"] += 1
+                    return _m(*a, **k)
+                setattr(owner, name, counted)
+    for owner, renewing in ((placement, getattr(placement, "_renewing", None)),
+                            (synergy_lean, LEAN_STEPS["_renewing"])):
+        if renewing is not None:
+            def counted_renewing(*a, _m=renewing):
+                kept, to_demand = _m(*a)
+                counts["renewed"] += len(kept)
+                return kept, to_demand
+            owner._renewing = counted_renewing
     return counts
 
 
@@ -149,12 +167,13 @@ def count_rounds(policy: object, work: Counter[str]) -> None:
         work["rounds"] += 1
         return place_all(*a, **k)
     placement.place_all = counted_place_all
-    repack = getattr(placement, "repack", None)
-    if repack is not None:
-        def counted_repack(*a, **k):
-            work["retuned"] += 1
-            return repack(*a, **k)
-        placement.repack = counted_repack
+    for attr in ("repack", "repack_lean"):  # the Packer's re-pack, or the one on lists (Tune.lean)
+        repack = getattr(placement, attr, None)
+        if repack is not None:
+            def counted_repack(*a, _m=repack, **k):
+                work["retuned"] += 1
+                return _m(*a, **k)
+            setattr(placement, attr, counted_repack)
 
 
 def count_told(core: object, work: Counter[str]) -> None:
@@ -177,6 +196,10 @@ def run_once(policy_name: str, jobs: list, *, count: bool, skip: bool = True,
         policy.reason_changes = skip and changes
     if not skip and skips(policy):
         policy.placement.place_all = functools.partial(SynergyMechanism.place_all, policy.placement)
+    if not skip and isinstance(policy, StagedPolicy):  # the round re-pack on the Packer, every waiting job walked
+        policy.skip_tail = False
+        if isinstance(policy.placement, Tune):
+            policy.placement.lean = False
     if not skip and isinstance(policy, StagedPolicy):  # no round skipped as a repeat (Policy.quiet_until)
         policy.ordering.same_until = lambda view: -math.inf
     counts = instrument(policy) if count and isinstance(policy, StagedPolicy) else Counter()
@@ -188,6 +211,8 @@ def run_once(policy_name: str, jobs: list, *, count: bool, skip: bool = True,
         cpu0 = time.process_time()
         sim.run(jobs, until=MEASURE)
         cpu = time.process_time() - cpu0
+    for name, step in LEAN_STEPS.items():
+        setattr(synergy_lean, name, step)
     return {"cpu_s": cpu, "passes": sim.core.passes, "skipped": sim.core.skipped_passes,
             "pass_s": sim.core.pass_seconds.total, "events": len(sim.core.log), "digest": event_digest(sim),
             "work": dict(add_core(work, sim.core)), "counts": dict(counts)}

@@ -361,7 +361,7 @@ class StagedPolicy:
                           "schedulable GPUs ({} left)", gpus, self.ordering.name, budget)
 
     def _walk_tail(self, view: ClusterView, ranking: Ranking, start: int, out: dict[int, Unplaced], plan: Plan,
-                   free: FreeResources) -> None:
+                   free: FreeResources) -> int:
         """The rest of :meth:`_walk` from ranked position ``start`` on, once no GPU of the budget is left (the
         walk of an arrival-order ordering, FIFO, telling its reasons as changes): every running job there is
         preempted (in order) and every waiting one waits with ``out``'s reason for its GPUs, as the walk would
@@ -371,7 +371,8 @@ class StagedPolicy:
         too, untouched since, and holds it still, or has an event since (it arrived, or was preempted), so is
         looked at. Jobs between this pass's cut and that key are looked at one by one. Valid while the core
         edits the same reasons (the views' mapping; a pass between rounds leaves them as they are), so a
-        chain of such walks with no other pass telling reasons between them."""
+        chain of such walks with no other pass telling reasons between them. Returns how many waiting jobs
+        it looked at (a benchmark's count)."""
         jobs, events, since = ranking.jobs, view.events, plan.since
         assert events is not None and since is not None
         for i in np.flatnonzero(ranking.held[start:]).tolist():  # running jobs past the budget: preempted
@@ -392,9 +393,11 @@ class StagedPolicy:
                         and _arrival_key(job) >= past):
                     touched.append(job)
         unplaced, held_of = plan.unplaced, since.get
+        looked = 0
         for job in itertools.chain(itertools.islice(jobs, start, end), touched):
             if job.allocation is not None:
                 continue
+            looked += 1
             why = out.get(job.spec.num_gpus)
             if why is None:
                 why = out[job.spec.num_gpus] = self._out_of_budget(job.spec.num_gpus, 0)
@@ -403,6 +406,7 @@ class StagedPolicy:
                 unplaced[job.job_id] = why
         if start < len(jobs):
             self._tail_next = (since, len(events), _arrival_key(jobs[start]))
+        return looked
 
     @staticmethod
     def _running_head(ranking: Ranking, budget: int) -> tuple[int, int]:
