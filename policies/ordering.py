@@ -103,14 +103,14 @@ class Fifo(Ordering):
         arrival). A loaded Synergy FIFO+TUNE round ranks ~1,300 jobs, ~50 of them running;
         keying and sorting all of them every pass was 15 % of its cProfile."""
         key = self.key(view, state)
-        running = sorted(view.running.values(), key=key)
+        # Each running job keyed once (keys are unique: the job itself is never compared).
+        running = sorted([(key(job), job) for job in view.running.values()])
         if not running:
             jobs: list[JobInfo] = list(pending)
             return Ranking(jobs, None, np.zeros(len(jobs), np.int64))
         jobs, at, cut = [], [], 0
         first = key(pending[0]) if pending else None
-        for job in running:
-            k = key(job)
+        for k, job in running:
             # Most running jobs arrived before every waiting one: then no bisection is needed.
             i = 0 if first is None or k < first else bisect_left(pending, k, lo=cut, key=key)
             jobs.extend(pending[cut:i])
@@ -119,7 +119,7 @@ class Fifo(Ordering):
             jobs.append(job)
         jobs.extend(pending[cut:])
         held = np.zeros(len(jobs), np.int64)
-        held[at] = [job.num_gpus for job in running]
+        held[at] = [job.num_gpus for _, job in running]
         return Ranking(jobs, None, held)
 
 

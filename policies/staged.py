@@ -26,7 +26,7 @@ import itertools
 import math
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -300,7 +300,11 @@ class StagedPolicy:
         running jobs outside it and start the pending ones inside it."""
         head, kept = self._running_head(ranking, budget) if len(ranking.jobs) >= WALK_SKIP_FROM else (0, 0)
         budget -= kept
-        if self.placement.batch:  # the batch placement is given the whole runnable set
+        rest: Iterable[JobInfo]
+        if ranking.order is None:  # in order already: no copy of the ranking (a walk may stop at the cut)
+            runnable = list(ranking.jobs[:head]) if self.placement.batch else []
+            rest = itertools.islice(ranking.jobs, head, None)
+        elif self.placement.batch:  # the batch placement is given the whole runnable set
             ranked = ranking.ranked_from(0)
             runnable, rest = list(ranked[:head]), ranked[head:]
         else:
@@ -328,7 +332,7 @@ class StagedPolicy:
                     at_budget = waits.setdefault(budget, {})
                     runnable.append(job)
                     if not budget and tail:
-                        self._walk_tail(view, ranking, len(ranking.jobs) - len(rest) + at + 1, at_budget, plan, free)
+                        self._walk_tail(view, ranking, head + at + 1, at_budget, plan, free)
                         break
                 else:
                     plan.preempt(job.job_id)
@@ -341,7 +345,7 @@ class StagedPolicy:
                 runnable.append(job)
                 starts.append((job, gpus))
                 if not budget and tail:
-                    self._walk_tail(view, ranking, len(ranking.jobs) - len(rest) + at + 1, at_budget, plan, free)
+                    self._walk_tail(view, ranking, head + at + 1, at_budget, plan, free)
                     break
                 continue
             why = at_budget.get(gpus)
