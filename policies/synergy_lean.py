@@ -251,8 +251,9 @@ class LeanPack:
     # --- the end ---------------------------------------------------------------------------------------
 
     def finish(self, kept: KeptShapes) -> dict[str, Allocation]:
-        """Write the free resources back and build each job's allocation: on its own GPUs one of the
-        shapes kept from pass to pass (its very allocation if unchanged), else a plain one."""
+        """Write the free resources back and build the allocation of each job whose allocation changed: on
+        its own GPUs one of the shapes kept from pass to pass, else a plain one. A job back where it was is
+        left out (what :func:`~halyard.policies.synergy._emit` reads as no change, as its very allocation)."""
         free = self.free
         free.gpus[:] = self.g
         free.cpus[:] = self.c
@@ -264,9 +265,8 @@ class LeanPack:
             base = j.base
             if base is not None and len(j.cs) == 1:
                 p = base.nodes[0]
-                if j.cs[0] == p.cpus and j.ms[0] == p.memory_mb:  # most jobs: back where they were
-                    alloc[job_id] = base
-                    continue
+                if j.cs[0] == p.cpus and j.ms[0] == p.memory_mb:  # most jobs: back where they were, which
+                    continue  # _emit reads as no change (its packer.alloc.get: None, or the very allocation)
             per_node = tuple(zip(j.cs, j.ms, strict=True))
             if base is None:
                 alloc[job_id] = Allocation(tuple([NodeAllocation(names[idx], ids, c, m)
@@ -291,13 +291,18 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
     jobs, on_node, index = lp.jobs, lp.on_node, lp.index
     known: dict[str, tuple[int, int]] = {}
     # Tune._renewing's sums: per node the CPU and memory free once the held jobs are released, and the
-    # held jobs' demand; and per held job its nodes and whether it is at its demand now.
+    # held jobs' demand; and per held job its nodes and whether it is at its demand now. The first is also
+    # the free resources once every held job is stripped (Packer.strip_all), the usual next step: each job
+    # is held stripped, and set back to what it holds in the rare pass where some jobs renew.
     cap_c, cap_m = list(lp.c), list(lp.m)
     dem_c, dem_m = [0] * len(cap_c), [0] * len(cap_m)
     held: list[tuple[str, list[int], bool]] = []
+    # The re-pack's turns (Tune.repack's size order: GPUs, CPUs, memory, largest first, then arrival; unique).
+    turns: list[tuple[int, int, int, int, JobInfo]] = []
     for job in runnable:
         job_id = job.job_id
         c, m = known[job_id] = demand(view, job)
+        turns.append((-job.num_gpus, -c, -m, job.arrival_seq, job))
         allocation = job.allocation
         if allocation is None:
             continue
@@ -309,8 +314,8 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
                      [p.gpus for p in nodes], [p.cpus for p in nodes], [p.memory_mb for p in nodes])
         keep[key] = found
         _, idxs, ks, ids, cs, ms = found
-        jobs[job_id] = _Job(allocation, idxs, ks, ids, list(cs), list(ms))
         if len(idxs) == 1:
+            jobs[job_id] = _Job(allocation, idxs, ks, ids, [0], [0])
             idx, k, pc, pm = idxs[0], ks[0], cs[0], ms[0]
             on_node[idx].add(job_id)
             ck, mk = c * k, m * k
@@ -320,6 +325,7 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
             dem_m[idx] += mk
             held.append((job_id, idxs, pc == ck and pm == mk))
             continue
+        jobs[job_id] = _Job(allocation, idxs, ks, ids, [0] * len(idxs), [0] * len(idxs))
         at_demand = True
         for i, idx in enumerate(idxs):
             k = ks[i]
@@ -331,30 +337,22 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
             at_demand = at_demand and cs[i] == c * k and ms[i] == m * k
         held.append((job_id, idxs, at_demand))
     renewing, to_demand = _renewing(lp, len(runnable), cap_c, cap_m, dem_c, dem_m, held)
-    lp.strip_all(to_demand)
-    for job_id in to_demand:
-        if not lp.reshape_at(job_id, DEMAND, *known[job_id]):
-            raise AssertionError(f"synergy-tune: renewing job {job_id!r} does not fit its demand in place")
-    fc, fm = lp.c, lp.m
-    turns = []
-    for job in runnable:  # §3: CPU and memory released before the re-pack (Packer.strip_all)
-        if job.job_id in renewing:
-            continue
-        turns.append(job)
-        j = jobs.get(job.job_id)
-        if j is not None:
-            cs, ms = j.cs, j.ms
-            for i, idx in enumerate(j.idxs):
-                fc[idx] += cs[i]
-                fm[idx] += ms[i]
-                cs[i] = ms[i] = 0
-
-    def size(j: JobInfo) -> tuple[int, int, int, int]:
-        c, m = known[j.job_id]
-        return (-j.num_gpus, -c, -m, j.arrival_seq)
-
-    turns.sort(key=size)
-    for job in turns:
+    if not renewing:  # every held job stripped: what the loop left
+        lp.c, lp.m = cap_c, cap_m
+    else:  # Tune.repack's steps as they are: the jobs back to what they hold, then the renewing ones set
+        for j in jobs.values():  # to their demand, then the others stripped
+            assert j.base is not None, "every job held so far holds its own allocation"
+            nodes = j.base.nodes
+            j.cs, j.ms = [p.cpus for p in nodes], [p.memory_mb for p in nodes]
+        lp.strip_all(to_demand)
+        for job_id in to_demand:
+            if not lp.reshape_at(job_id, DEMAND, *known[job_id]):
+                raise AssertionError(f"synergy-tune: renewing job {job_id!r} does not fit its demand in place")
+        lp.strip_all([job_id for job_id in jobs if job_id not in renewing])
+        turns = [turn for turn in turns if turn[4].job_id not in renewing]
+    turns.sort()  # (the size tuples are unique: a job is never compared)
+    for turn in turns:
+        job = turn[4]
         if job.allocation is None:
             _pack_new(tune, view, lp, job, known[job.job_id], plan)
         else:
