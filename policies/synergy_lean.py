@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from halyard.datamodel import Allocation, NodeAllocation
-from halyard.policies.placement import choose_nodes, no_fit
+from halyard.policies.placement import no_fit
 from halyard.policies.plan import Plan
 from halyard.policies.reasons import cannot_fit
 from halyard.policies.resources import FreeResources
@@ -84,6 +84,7 @@ class LeanPack:
         self.jobs: dict[str, _Job] = {}
         self.on_node: list[set[str]] = [set() for _ in self.nodes]
         self._excluded: dict[object, list[bool] | None] = {}
+        self._racks: list[list[int]] = [r.tolist() for r in shape.rack_nodes]
 
     # --- book-keeping (Packer.hold, strip_all, release, place, place_on) ---------------------------
 
@@ -246,7 +247,23 @@ class LeanPack:
                     best = key
         if best is not None:
             return [(best[3], gpus)]
-        return choose_nodes(np.array(avail, dtype=np.int64), self.shape, gpus)
+        return self._several(avail, gpus)
+
+    def _several(self, avail: list[int], gpus: int) -> list[tuple[int, int]] | None:
+        """:func:`~halyard.policies.placement.choose_nodes` when no single node holds ``gpus`` (the same
+        choice, on lists): the fewest nodes within one rack (the first such rack on ties), else over the
+        cluster; nodes with the most usable GPUs first, ties by position."""
+        if sum(avail) < gpus:
+            return None
+        best: list[tuple[int, int]] | None = None
+        for members in self._racks:
+            if sum(avail[i] for i in members) >= gpus:
+                picked = _fill(members, avail, gpus)
+                if best is None or len(picked) < len(best):
+                    best = picked
+        if best is not None:
+            return best
+        return _fill(range(len(avail)), avail, gpus)
 
     # --- the end ---------------------------------------------------------------------------------------
 
@@ -469,6 +486,22 @@ def _release(lp: LeanPack, idx: int, wanted: tuple[int, int]) -> None:
         if fc[idx] >= wanted[0] and fm[idx] >= wanted[1]:
             return
         lp.cap_at(job_id)
+
+
+def _fill(members: Sequence[int], avail: list[int], gpus: int) -> list[tuple[int, int]]:
+    """:func:`~halyard.policies.placement.fill` on lists: ``gpus`` from ``members``, those with the most
+    usable GPUs first (ties by position: a stable sort)."""
+    picked: list[tuple[int, int]] = []
+    left = gpus
+    for i in sorted(members, key=lambda i: -avail[i]):
+        take = min(avail[i], left)
+        if take <= 0:
+            break
+        picked.append((i, take))
+        left -= take
+        if left == 0:
+            break
+    return picked
 
 
 def _bits(gpus: tuple[int, ...]) -> int:
