@@ -49,13 +49,15 @@ class _Job:
     """A job as the re-pack holds it: ``base`` is the allocation whose GPUs (and stages, workers and
     time-shift) it holds, its own at the start of the pass; None when the pass placed it afresh (a plain
     allocation, as ``Packer.build`` makes). ``idxs``, ``ks``, ``ids``: per part its node index, GPUs and
-    GPU ids; ``cs``, ``ms``: the CPU cores and memory it holds there now."""
+    GPU ids; ``cs``, ``ms``: the CPU cores and memory it holds there now; ``hc``, ``hm``: those ``base``
+    gives (read only; None for a job placed afresh)."""
 
-    __slots__ = ("base", "cs", "ids", "idxs", "ks", "ms")
+    __slots__ = ("base", "cs", "hc", "hm", "ids", "idxs", "ks", "ms")
 
     def __init__(self, base: Allocation | None, idxs: list[int], ks: list[int], ids: list[tuple[int, ...]],
-                 cs: list[int], ms: list[int]) -> None:
+                 cs: list[int], ms: list[int], hc: list[int] | None = None, hm: list[int] | None = None) -> None:
         self.base, self.idxs, self.ks, self.ids, self.cs, self.ms = base, idxs, ks, ids, cs, ms
+        self.hc, self.hm = hc, hm
 
 
 # An allocation read into parts: itself, then per part its node index, GPUs, GPU ids, CPU cores and memory.
@@ -280,10 +282,9 @@ class LeanPack:
         alloc: dict[str, Allocation] = {}
         for job_id, j in self.jobs.items():
             base = j.base
-            if base is not None and len(j.cs) == 1:
-                p = base.nodes[0]
-                if j.cs[0] == p.cpus and j.ms[0] == p.memory_mb:  # most jobs: back where they were, which
-                    continue  # _emit reads as no change (its packer.alloc.get: None, or the very allocation)
+            if base is not None and j.cs == j.hc and j.ms == j.hm:
+                continue  # most jobs: back where they were, which _emit reads as no change (None, or the very
+                # allocation, from its packer.alloc.get)
             per_node = tuple(zip(j.cs, j.ms, strict=True))
             if base is None:
                 alloc[job_id] = Allocation(tuple([NodeAllocation(names[idx], ids, c, m)
@@ -332,7 +333,7 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
         keep[key] = found
         _, idxs, ks, ids, cs, ms = found
         if len(idxs) == 1:
-            jobs[job_id] = _Job(allocation, idxs, ks, ids, [0], [0])
+            jobs[job_id] = _Job(allocation, idxs, ks, ids, [0], [0], cs, ms)
             idx, k, pc, pm = idxs[0], ks[0], cs[0], ms[0]
             on_node[idx].add(job_id)
             ck, mk = c * k, m * k
@@ -342,7 +343,7 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
             dem_m[idx] += mk
             held.append((job_id, idxs, pc == ck and pm == mk))
             continue
-        jobs[job_id] = _Job(allocation, idxs, ks, ids, [0] * len(idxs), [0] * len(idxs))
+        jobs[job_id] = _Job(allocation, idxs, ks, ids, [0] * len(idxs), [0] * len(idxs), cs, ms)
         at_demand = True
         for i, idx in enumerate(idxs):
             k = ks[i]
@@ -354,18 +355,18 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
             at_demand = at_demand and cs[i] == c * k and ms[i] == m * k
         held.append((job_id, idxs, at_demand))
     renewing, to_demand = _renewing(lp, len(runnable), cap_c, cap_m, dem_c, dem_m, held)
-    if not renewing:  # every held job stripped: what the loop left
-        lp.c, lp.m = cap_c, cap_m
-    else:  # Tune.repack's steps as they are: the jobs back to what they hold, then the renewing ones set
-        for j in jobs.values():  # to their demand, then the others stripped
-            assert j.base is not None, "every job held so far holds its own allocation"
-            nodes = j.base.nodes
-            j.cs, j.ms = [p.cpus for p in nodes], [p.memory_mb for p in nodes]
-        lp.strip_all(to_demand)
+    lp.c, lp.m = cap_c, cap_m  # every held job stripped: what the loop left
+    if renewing:  # the renewing ones back to what they hold, then those away from their demand set to it
+        for job_id in renewing:  # (Tune.repack sets them before it strips the others: the same end state,
+            j = jobs[job_id]  # as each fits its demand in place whatever the order, Tune._renewing)
+            assert j.hc is not None and j.hm is not None, "every job held so far holds its own allocation"
+            j.cs, j.ms = list(j.hc), list(j.hm)
+            for i, idx in enumerate(j.idxs):
+                cap_c[idx] -= j.cs[i]
+                cap_m[idx] -= j.ms[i]
         for job_id in to_demand:
             if not lp.reshape_at(job_id, DEMAND, *known[job_id]):
                 raise AssertionError(f"synergy-tune: renewing job {job_id!r} does not fit its demand in place")
-        lp.strip_all([job_id for job_id in jobs if job_id not in renewing])
         turns = [turn for turn in turns if turn[4].job_id not in renewing]
     turns.sort()  # (the size tuples are unique: a job is never compared)
     for turn in turns:
