@@ -199,8 +199,9 @@ class Srtf(Ordering):
         at = [i for i, job in enumerate(jobs) if job.allocation is not None]
         drop = 1 if self.guard is not None else 0  # the guard's rank, 1 for every job not promoted
         cut = 0
-        for job in sorted((j for j in view.running.values() if j.job_id not in promoted), key=key):
-            i = bisect_left(keys, key(job)[drop:], lo=cut)
+        # Each running job keyed once (keys are unique: the job itself is never compared).
+        for k, job in sorted([(key(j), j) for j in view.running.values() if j.job_id not in promoted]):
+            i = bisect_left(keys, k[drop:], lo=cut)
             jobs.extend(waiting[cut:i])
             cut = i
             at.append(len(jobs))
