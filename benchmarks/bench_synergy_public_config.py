@@ -11,7 +11,10 @@ changed no decision. ``--before`` also runs each policy with issue 38's skips of
 default run, so the two compare within one load of the machine: TUNE re-packs every round (no skip of
 unchanged re-packs, ``Tune.place_all``), the core runs every round pass (no skip of a round that repeats an
 empty one, ``SchedulingCore.schedule``) and writes every pass's wait reasons at once
-(``SchedulingCore._note_reasons``). What cannot be switched off (the packer's and the walk's leaner code)
+(``SchedulingCore._note_reasons``), every pass tells every reason (``StagedPolicy.reason_changes``), the
+FIFO walk looks at every waiting job (``StagedPolicy.skip_tail``) and TUNE re-packs on the Packer, not on
+lists (``Tune.lean``). What cannot be switched off (the packer's and the walk's leaner code, each running
+job keyed once per ranking)
 is measured against the code before it in alternating runs of two checkouts (docs/reproductions/simulator-cost.md).
 
     .venv/bin/python benchmarks/bench_synergy_public_config.py [--policy synergy-tune:fifo] [--repeat 1] [--counts]
