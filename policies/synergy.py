@@ -210,7 +210,8 @@ class Tune(SynergyMechanism):
         # True: the round re-pack runs on lists (synergy_lean.py; issue 38: ~3x less CPU per re-pack); False:
         # on the Packer, the straightforward path that tests/test_synergy_lean.py holds it to. Same plans.
         self.lean = lean
-        self._parsed: dict[int, Any] = {}  # the lean re-pack's running allocations read into parts, by id
+        self._parsed: dict[int, Any] = {}  # the lean re-pack's running jobs' entries, by allocation id
+        self._parsed_facts: object = None  # the facts those entries' demand vectors come from
         # The inputs of the last re-pack that changed nothing, and the reasons it gave (place_all).
         self._unchanged: tuple[_RepackInputs, tuple[tuple[str, Unplaced], ...]] | None = None
         self.raise_back = raise_back
@@ -277,8 +278,10 @@ class Tune(SynergyMechanism):
 
     def repack_lean(self, view: ClusterView, lean: LeanPack, runnable: Sequence[JobInfo], plan: Plan) -> None:
         """:meth:`repack` on lists (a method of its own, so that a benchmark can count it as it counts ``repack``).
-        The running jobs' allocations read into parts are kept to the next pass (those still held only)."""
+        The running jobs' entries (synergy_lean._held) are kept to the next pass (those still held only)."""
         parsed, self._parsed = self._parsed, {}
+        if self._parsed_facts is not view.facts:  # (entries hold demand vectors, memoised per facts)
+            parsed, self._parsed_facts = {}, view.facts
         lean_repack(self, view, lean, runnable, plan, parsed, self._parsed)
 
     def pack(self, view: ClusterView, packer: Packer, runnable: Sequence[JobInfo], new: Sequence[JobInfo],

@@ -60,8 +60,9 @@ class _Job:
         self.hc, self.hm = hc, hm
 
 
-# An allocation read into parts: itself, then per part its node index, GPUs, GPU ids, CPU cores and memory.
-_Parts = tuple[Allocation, list[int], list[int], list[tuple[int, ...]], list[int], list[int]]
+# A running job's entry kept from pass to pass while it holds the same allocation (repack's _held).
+_Entry = tuple[Allocation, "_Job", tuple[int, int, int, int, JobInfo], tuple[str, list[int], bool, int, int],
+               tuple[int, int, int, int, int] | None]
 
 
 class LeanPack:
@@ -300,60 +301,57 @@ class LeanPack:
 
 
 def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobInfo], plan: Plan,
-           parsed: dict[int, _Parts], keep: dict[int, _Parts]) -> None:
+           parsed: dict[int, _Entry], keep: dict[int, _Entry]) -> None:
     """:meth:`Tune.repack` (``replace=True``, the profiled demand vectors) on ``lp``, holding the runnable
     running jobs first (``SynergyMechanism.place_all``). One walk over the runnable set holds each job, asks
-    its demand vector and sums :meth:`Tune._renewing`'s per-node figures; ``parsed``: allocations read into
-    parts at the last pass, by id; ``keep`` gets this pass's."""
+    its demand vector and sums :meth:`Tune._renewing`'s per-node figures; ``parsed``: the running jobs'
+    entries of the last pass by their allocation's id (:func:`_held`); ``keep`` gets this pass's."""
     demand = tune.demand
-    jobs, on_node, index = lp.jobs, lp.on_node, lp.index
-    known: dict[str, tuple[int, int]] = {}
+    jobs, on_node = lp.jobs, lp.on_node
     # Tune._renewing's sums: per node the CPU and memory free once the held jobs are released, and the
     # held jobs' demand; and per held job its nodes and whether it is at its demand now. The first is also
     # the free resources once every held job is stripped (Packer.strip_all), the usual next step: each job
     # is held stripped, and set back to what it holds in the rare pass where some jobs renew.
     cap_c, cap_m = list(lp.c), list(lp.m)
     dem_c, dem_m = [0] * len(cap_c), [0] * len(cap_m)
-    held: list[tuple[str, list[int], bool]] = []
+    held: list[tuple[str, list[int], bool, int, int]] = []
     # The re-pack's turns (Tune.repack's size order: GPUs, CPUs, memory, largest first, then arrival; unique).
     turns: list[tuple[int, int, int, int, JobInfo]] = []
     for job in runnable:
-        job_id = job.job_id
-        c, m = known[job_id] = demand(view, job)
-        turns.append((-job.num_gpus, -c, -m, job.arrival_seq, job))
         allocation = job.allocation
         if allocation is None:
+            c, m = demand(view, job)
+            turns.append((-job.num_gpus, -c, -m, job.arrival_seq, job))
             continue
         key = id(allocation)
-        found = parsed.get(key)
-        if found is None or found[0] is not allocation:
-            nodes = allocation.nodes
-            found = (allocation, [index[p.node] for p in nodes], [len(p.gpus) for p in nodes],
-                     [p.gpus for p in nodes], [p.cpus for p in nodes], [p.memory_mb for p in nodes])
-        keep[key] = found
-        _, idxs, ks, ids, cs, ms = found
-        if len(idxs) == 1:
-            jobs[job_id] = _Job(allocation, idxs, ks, ids, [0], [0], cs, ms)
-            idx, k, pc, pm = idxs[0], ks[0], cs[0], ms[0]
+        e = parsed.get(key)
+        if e is None or e[0] is not allocation:
+            e = _held(lp, job, allocation, *demand(view, job))
+        keep[key] = e
+        j, turn, h = e[1], e[2], e[3]
+        job_id = h[0]
+        jobs[job_id] = j
+        turns.append(turn)
+        held.append(h)
+        single = e[4]
+        if single is not None:  # most jobs: one node (the same sums as below)
+            idx, pc, pm, ck, mk = single
+            j.cs[0] = j.ms[0] = 0
             on_node[idx].add(job_id)
-            ck, mk = c * k, m * k
             cap_c[idx] += pc
             cap_m[idx] += pm
             dem_c[idx] += ck
             dem_m[idx] += mk
-            held.append((job_id, idxs, pc == ck and pm == mk))
             continue
-        jobs[job_id] = _Job(allocation, idxs, ks, ids, [0] * len(idxs), [0] * len(idxs), cs, ms)
-        at_demand = True
-        for i, idx in enumerate(idxs):
-            k = ks[i]
+        c, m = h[3], h[4]
+        for i, idx in enumerate(j.idxs):
+            k = j.ks[i]
+            j.cs[i] = j.ms[i] = 0
             on_node[idx].add(job_id)
-            cap_c[idx] += cs[i]
-            cap_m[idx] += ms[i]
+            cap_c[idx] += j.hc[i]
+            cap_m[idx] += j.hm[i]
             dem_c[idx] += c * k
             dem_m[idx] += m * k
-            at_demand = at_demand and cs[i] == c * k and ms[i] == m * k
-        held.append((job_id, idxs, at_demand))
     renewing, to_demand = _renewing(lp, len(runnable), cap_c, cap_m, dem_c, dem_m, held)
     lp.c, lp.m = cap_c, cap_m  # every held job stripped: what the loop left
     if renewing:  # the renewing ones back to what they hold, then those away from their demand set to it
@@ -364,27 +362,43 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
             for i, idx in enumerate(j.idxs):
                 cap_c[idx] -= j.cs[i]
                 cap_m[idx] -= j.ms[i]
-        for job_id in to_demand:
-            if not lp.reshape_at(job_id, DEMAND, *known[job_id]):
+        for job_id, cm in to_demand:
+            if not lp.reshape_at(job_id, DEMAND, *cm):
                 raise AssertionError(f"synergy-tune: renewing job {job_id!r} does not fit its demand in place")
         turns = [turn for turn in turns if turn[4].job_id not in renewing]
     turns.sort()  # (the size tuples are unique: a job is never compared)
-    for turn in turns:
-        job = turn[4]
+    for _, c, m, _, job in turns:
         if job.allocation is None:
-            _pack_new(tune, view, lp, job, known[job.job_id], plan)
+            _pack_new(tune, view, lp, job, (-c, -m), plan)
         else:
-            _replace_running(tune, view, lp, job, known[job.job_id], plan)
+            _replace_running(tune, view, lp, job, (-c, -m), plan)
+
+
+def _held(lp: LeanPack, job: JobInfo, allocation: Allocation, c: int, m: int) -> _Entry:
+    """A running job's entry, kept from pass to pass while it holds ``allocation`` (:func:`repack`): the
+    allocation, the job as the re-pack holds it, its turn, its figures for _renewing (id, nodes, at its
+    demand ``(c, m)`` now, and that demand), and for a job on one node (node index, CPU cores and memory it
+    holds, its demand there) else None."""
+    index = lp.index
+    nodes = allocation.nodes
+    idxs, ks = [index[p.node] for p in nodes], [len(p.gpus) for p in nodes]
+    cs, ms = [p.cpus for p in nodes], [p.memory_mb for p in nodes]
+    j = _Job(allocation, idxs, ks, [p.gpus for p in nodes], [0] * len(nodes), [0] * len(nodes), cs, ms)
+    at_demand = all(cs[i] == c * k and ms[i] == m * k for i, k in enumerate(ks))
+    single = (idxs[0], cs[0], ms[0], c * ks[0], m * ks[0]) if len(nodes) == 1 else None
+    return (allocation, j, (-job.num_gpus, -c, -m, job.arrival_seq, job), (job.job_id, idxs, at_demand, c, m),
+            single)
 
 
 def _renewing(lp: LeanPack, runnable: int, cap_c: list[int], cap_m: list[int], dem_c: list[int],
-              dem_m: list[int], held: list[tuple[str, list[int], bool]]) -> tuple[set[str], list[str]]:
+              dem_m: list[int], held: list[tuple[str, list[int], bool, int, int]]
+              ) -> tuple[set[str], list[tuple[str, tuple[int, int]]]]:
     """:meth:`Tune._renewing` from the sums :func:`repack` made (its docstring says why it is exact)."""
     n = len(cap_c)
     opened = {i for i in range(n) if dem_c[i] > cap_c[i] or dem_m[i] > cap_m[i]}
     if opened or len(held) < runnable:
         opened.update(i for i, g in enumerate(lp.g) if g > 0)
-    spanning = [set(idxs) for _, idxs, _ in held if len(idxs) > 1]
+    spanning = [set(h[1]) for h in held if len(h[1]) > 1]
     grew = True
     while grew:
         grew = False
@@ -394,8 +408,8 @@ def _renewing(lp: LeanPack, runnable: int, cap_c: list[int], cap_m: list[int], d
                 grew = True
     if len(opened) == n:  # (a loaded round: every server open, nobody renews before the re-pack)
         return set(), []
-    renewing = {job_id for job_id, idxs, _ in held if opened.isdisjoint(idxs)}
-    return renewing, [job_id for job_id, _, at_demand in held if job_id in renewing and not at_demand]
+    renewing = {h[0] for h in held if opened.isdisjoint(h[1])}
+    return renewing, [(h[0], (h[3], h[4])) for h in held if h[0] in renewing and not h[2]]
 
 
 def _replace_running(tune: Tune, view: ClusterView, lp: LeanPack, job: JobInfo, cm: tuple[int, int],
