@@ -26,7 +26,7 @@ import itertools
 import math
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -142,9 +142,13 @@ class StagedPolicy:
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
         plan = Plan()
         free = view.free.copy()
-        admitted = list(self.admission.admit(view, view.pending, plan, state))
+        waits = self.placement.batch and not self.placement.acts_now(view)
+        if waits and type(self.admission) is AdmitAll:  # (every pending job admitted: no list of them needed)
+            admitted: list[JobInfo] | Sequence[JobInfo] = view.pending
+        else:
+            admitted = list(self.admission.admit(view, view.pending, plan, state))
         if admitted:
-            if self.placement.batch and not self.placement.acts_now(view):
+            if waits:
                 # A round-based placement (Synergy §3) decides at round boundaries only: until the next
                 # one the runnable set, its placements and the queue stay as they are.
                 plan.otherwise = by_policy(self.placement.name, "waits for the next round ({:g} s rounds: "

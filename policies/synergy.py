@@ -750,10 +750,13 @@ def _emit(view: ClusterView, plan: Plan, packer: Packer | _Placed, new: Sequence
     for job_id in plan.stops():
         ledger.give(allocation_of(view.running[job_id]))
     later: list[tuple[str, str, Allocation | _Raise]] = []  # (kind, job, what): "up" a _Raise, "move"/"start" alloc
+    placed = packer.alloc
     for job_id, job in view.running.items():
-        alloc = packer.alloc.get(job_id)
+        alloc = placed.get(job_id)
+        if alloc is None:
+            continue
         held = allocation_of(job)
-        if alloc is None or alloc is held:
+        if alloc is held:
             continue
         if [(p.node, p.gpus) for p in alloc.nodes] != [(p.node, p.gpus) for p in held.nodes]:
             later.append(("move", job_id, alloc))
