@@ -495,9 +495,9 @@ def _release(lp: LeanPack, idx: int, wanted: tuple[int, int]) -> None:
         return (max(0, j.cs[i] - node.proportional_cpus(k)) / max(node.cpus, 1)
                 + max(0, j.ms[i] - node.proportional_memory_mb(k)) / max(node.memory_mb, 1))
 
-    candidates = sorted((j for j in lp.on_node[idx] if excess(j) > 0), key=lambda j: (-excess(j), j))
+    candidates = sorted([(-e, j) for j in lp.on_node[idx] if (e := excess(j)) > 0])  # (most excess first)
     fc, fm = lp.c, lp.m
-    for job_id in candidates:
+    for _, job_id in candidates:
         if fc[idx] >= wanted[0] and fm[idx] >= wanted[1]:
             return
         lp.cap_at(job_id)
