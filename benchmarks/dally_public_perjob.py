@@ -48,6 +48,7 @@ import argparse
 import csv
 import json
 import math
+import re
 import resource
 import shutil
 import subprocess
@@ -83,6 +84,8 @@ PAIRS = {"dally": ("Dally", -1.0, -1.0), "dally-manual": ("Dally", MANUAL_S, MAN
 # milder lease, and cluster-sim's own re-auction (policies/dally.py).
 READINGS = ("dally", "dally+lease", "dally+reauction", "dally+reauction+staggered")
 NO_LEASE_S = 1e9  # --public-lease-s for "no lease ends": longer than any run (timers stay in seconds)
+# The line cluster-sim prints for every GPU set an auction gives a job (InterJobScheduler.multiGPUResourceAllocator).
+ALLOCATED = re.compile(r"Allocated \+ (\d+) GPUs to JobId: (\d+)")
 
 
 def overheads() -> dict[str, tuple[float, float, float]]:
@@ -251,9 +254,24 @@ def run_public(checkout: Path, build: Path, paths: dict[str, Path], racks: int, 
     with open(work / f"{run}.log", "w") as log:
         subprocess.run(cmd, cwd=work, stdout=log, stderr=subprocess.STDOUT, check=True, timeout=timeout_s)
     cpu, wall = child_cpu() - cpu0, time.time() - wall0
-    book = next((work / "results" / run).glob("*.xlsx"))
+    book = read_workbook(next((work / "results" / run).glob("*.xlsx")))
+    for job, count in placements(work / f"{run}.log").items():
+        if job in book:
+            book[job]["placements"] = count
     (work / f"{run}.log").unlink()  # its progress lines: hundreds of MB on the larger runs
-    return read_workbook(book), cpu, wall
+    return book, cpu, wall
+
+
+def placements(log: Path) -> dict[int, int]:
+    """Job id -> the GPU sets cluster-sim's auctions gave it (its "Allocated + N GPUs to JobId: J" lines)."""
+    out: dict[int, int] = {}
+    with open(log, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("Allocated"):
+                m = ALLOCATED.match(line)
+                if m:
+                    out[int(m.group(2))] = out.get(int(m.group(2)), 0) + 1
+    return out
 
 
 def run_halyard(trace: Path, racks: int, policy: str, work: Path, timeout_s: float, catalog: str = "dally-table1"
@@ -273,7 +291,8 @@ def run_halyard(trace: Path, racks: int, policy: str, work: Path, timeout_s: flo
     return {i: {"jct": float(r["jct_s"]) if r.get("state") == "COMPLETED" else math.nan,
                 "queue": float(r.get("queue_s") or "nan"), "run": float(r.get("run_s") or "nan"),
                 "preemptions": float(r.get("preemptions") or 0), "restarts": float(r.get("restarts") or 0),
-                "submit": float(r["submit_s"]), "end": float(r.get("finish_s") or "nan")}
+                "submit": float(r["submit_s"]), "end": float(r.get("finish_s") or "nan"),
+                "start": float(r.get("first_start_s") or "nan"), "placements": int(r.get("placements") or 0)}
             for i, r in rows.items()}, cpu, wall
 
 
@@ -282,8 +301,8 @@ def p99(values: list[float]) -> float:
     return s[min(len(s) - 1, math.ceil(0.99 * len(s)) - 1)]
 
 
-def compare(jobs: list, pub: dict, ours: dict) -> dict:
-    """Per-job join on job number; the figures of the page."""
+def compare(jobs: list, pub: dict, ours: dict, per_job: bool = False) -> dict:
+    """Per-job join on job number; the figures of the page (with ``per_job``, every job's row as well)."""
     ids = sorted(int(j.job_id[1:]) for j in jobs)
     done = [i for i in ids if i in pub and not math.isnan(ours[i]["jct"])]
     pj = {i: pub[i]["end"] - pub[i]["arrival"] for i in done}
@@ -311,7 +330,18 @@ def compare(jobs: list, pub: dict, ours: dict) -> dict:
                        "public_jct_s": pj[i], "halyard_jct_s": oj[i], "public_queue_s": pub[i]["queue"],
                        "public_run_s": pub[i]["gpu_time"], "halyard_run_s": ours[i]["run"],
                        "halyard_queue_s": ours[i]["queue"], "halyard_preemptions": ours[i]["preemptions"]}
-                      for i in worst]}
+                      for i in worst],
+            **({"per_job": [joined(i, spec[i], pub[i], ours[i]) for i in done]} if per_job else {})}
+
+
+def joined(i: int, spec, pub: dict, ours: dict) -> dict:
+    """One job in both runs: first start (from its arrival), JCT, every wait, time on GPUs and GPU sets given."""
+    return {"job": i, "model": spec.model, "gpus": spec.num_gpus,
+            "public_start_s": pub["start"] - pub["arrival"], "halyard_start_s": ours["start"] - ours["submit"],
+            "public_jct_s": pub["end"] - pub["arrival"], "halyard_jct_s": ours["jct"],
+            "public_wait_s": pub["queue"], "halyard_wait_s": ours["jct"] - ours["run"],
+            "public_run_s": pub["gpu_time"], "halyard_run_s": ours["run"],
+            "public_placements": pub.get("placements", 0), "halyard_placements": ours["placements"]}
 
 
 def first_seed(rows: list[dict]) -> list[dict]:
@@ -637,6 +667,9 @@ def main() -> int:
     p.add_argument("--page", type=Path, default=ROOT / "docs" / "reproductions" / "dally-public-comparison.md")
     p.add_argument("--merge", action="store_true", help="keep the stored runs not re-run now")
     p.add_argument("--from-json", action="store_true", help="rewrite the page from the stored JSON")
+    p.add_argument("--per-job", action="store_true",
+                   help="store every job's row of the join (first start, waits, GPU sets given) for the page's "
+                        "per-job residual")
     p.add_argument("--profile-check", action="store_true",
                    help="also run Halyard's policies with its own collective model (overhead by GPU count) "
                         "beside Table 1's 8-GPU figures, on the same traces")
@@ -683,7 +716,7 @@ def main() -> int:
                                                    args.public_lease_s, folder, args.timeout, variant)
                 pub, pub_cpu, pub_wall = public_runs[pair]
                 ours, our_cpu, our_wall = run_halyard(trace, racks, policy, folder, args.timeout)
-                c = compare(jobs, pub, ours)
+                c = compare(jobs, pub, ours, args.per_job)
                 runs.append({"arrival": arrival, "racks": racks, "policy": policy, "public": scheduler,
                              "profile": args.profile, "public_lease_s": args.public_lease_s,
                              "event_s": args.event_s, "public_variant": args.public_variant,

@@ -1,0 +1,96 @@
+"""``+auction-on-release`` and ``+release-delay``: when Dally's reference simulator (aakash-sharma/cluster-sim, read
+and run beside Halyard in docs/reproductions/dally-public-comparison.md) auctions the GPUs a lease end releases, as
+options of ``+reauction`` (policies/dally.py), off by default.
+
+Not in the paper: §4.1 says the scheduler "periodically generates resource offers", not when a lease ends or when
+its GPUs are offered again. In cluster-sim:
+
+* **a lease ends at the job's own instant.** ``GPU.assignGPU`` leases a GPU for ``lease_time`` from the auction that
+  gave it; ``IntraJobScheduler.endIteration`` (at the end of each of the job's iteration events) finds
+  ``GPU.hasLeaseExpired`` (``now >= lease start + lease_time``), ``markLeaseEnd``\\ s the GPUs at once and enqueues a
+  ``ResourceAvailableEvent``, whose ``handleEvent`` runs an auction of every unleased GPU
+  (``InterJobScheduler.onResourceAvailable`` -> ``multiGPUResourceAllocator`` over ``Cluster.getGPUsInCluster``).
+  A job that wins its GPUs back holds a new lease from that auction. Halyard's ``+reauction`` notices a lease end
+  only in a pass, and passes run at arrivals, completions and round boundaries: a job placed between rounds (at a
+  completion) keeps its GPUs until the first round boundary a lease after it, up to two leases.
+  ``+auction-on-release`` asks the core for a pass at each running job's lease end (:meth:`ReleaseAuctions.wake_at`,
+  the policy's ``wake_at``: ``SchedulingCore.wake_at``), so a lease ends, and its auction runs, at the lease's own
+  instant, between rounds; a job that keeps its GPUs at a lease end holds a new lease from that pass;
+* **the auction comes 1 s per released GPU after the release.** ``endIteration`` enqueues that event at ``now +
+  CHECKPOINTING_OVERHEAD_PER_GPU x mCurrentIterationGPUs.size()`` (``CHECKPOINTING_OVERHEAD_PER_GPU = 1``,
+  IntraJobScheduler.java; "6 seconds overhead" its comment says), a completion at ``now + 1 s x`` its GPUs. The GPUs
+  are unleased from the release (any auction before then offers them); the released job waits from the release
+  (``mTimeLastResourceAssignment`` is reset there). ``+release-delay`` (on ``+auction-on-release``) moves a lease
+  end's pass to ``lease end + 1 s x`` the job's GPUs (:data:`RELEASE_DELAY_PER_GPU_S`), the auction's instant (a
+  pass before it, for another job's auction or an arrival, re-offers the ended lease as cluster-sim's auctions offer
+  every unleased GPU), and its next lease runs from that auction, as cluster-sim's. Not kept: the job idles in
+  cluster-sim from its release to its auction (it runs on in Halyard until its auction; stopping it would charge
+  Halyard's restart cost, 20 s and a checkpoint read, which cluster-sim does not have), and a completion's auction
+  (Halyard's pass runs at the completion). The side-by-side measures the 1 s per GPU inside cluster-sim as well
+  (``--public-variant`` ``release-at-once``, which sets it to 0).
+
+Not kept by either: cluster-sim checks a lease only at the end of an iteration event (60 s of compute in the
+side-by-side, longer on a slowed placement), so its lease ends fall up to an event later (or one event earlier,
+``endIteration``'s "can finish within the least lease end time" check); Halyard's at the lease's instant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from halyard.policies.passstate import PassState
+from halyard.policies.view import ClusterView
+
+# cluster-sim's IntraJobScheduler.CHECKPOINTING_OVERHEAD_PER_GPU: seconds per released GPU before the release's auction.
+RELEASE_DELAY_PER_GPU_S = 1.0
+OFFERED_KEY = "dally/lease-offered"  # PassState: job id -> (last assignment, this pass's instant) for ended leases
+
+
+@dataclasses.dataclass
+class ReleaseAuctions:
+    """``+auction-on-release`` (and ``+release-delay``): each running job's lease, from the pass that last gave or
+    left it its GPUs, and the pass the policy asks for when it ends (module docstring). A function of the applied
+    passes (:meth:`on_applied`)."""
+
+    lease_rounds: float
+    delay: bool = False  # ``+release-delay``: the pass comes 1 s per GPU the job holds after its lease end
+    # job id -> (last assignment time, when its current lease began): the pass of a lease end that left it its GPUs
+    began: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+
+    def lease_start(self, job_id: str, last: float) -> float:
+        kept = self.began.get(job_id)
+        return kept[1] if kept is not None and kept[0] == last else last
+
+    def ended(self, view: ClusterView, state: PassState) -> set[str]:
+        """The running jobs whose lease has ended by ``view.now`` (``Dally._ended_leases`` with this option),
+        recorded in the pass's state: if the job keeps its GPUs, its next lease begins now."""
+        lease_s = self.lease_rounds * view.round_s
+        seen = state.setdefault(OFFERED_KEY, dict)
+        for job_id, job in view.running.items():
+            last = job.last_assignment_time
+            if last is None or job.allocation is None:
+                continue
+            if view.now >= self.lease_start(job_id, last) + lease_s - 1e-9:
+                seen[job_id] = (last, view.now)
+        return set(seen)
+
+    def auction_at(self, view: ClusterView, job_id: str) -> float:
+        """When the running job's lease-end auction runs: its lease's end (with ``delay``, 1 s per GPU it holds
+        later); inf for a job that holds nothing."""
+        job = view.running[job_id]
+        last = job.last_assignment_time
+        if last is None or job.allocation is None:
+            return math.inf
+        end = self.lease_start(job_id, last) + self.lease_rounds * view.round_s
+        return end + (RELEASE_DELAY_PER_GPU_S * job.num_gpus if self.delay else 0.0)
+
+    def wake_at(self, view: ClusterView) -> float:
+        """The policy's ``wake_at`` (``SchedulingCore.wake_at``): the soonest lease-end auction after ``view.now``
+        among the running jobs; inf when none runs."""
+        due = (self.auction_at(view, job_id) for job_id in view.running)
+        return min((t for t in due if t > view.now), default=math.inf)
+
+    def on_applied(self, view: ClusterView, state: PassState) -> None:
+        self.began = {k: v for k, v in self.began.items() if k in view.running}
+        self.began.update(state.get(OFFERED_KEY, {}))

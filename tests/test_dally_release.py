@@ -1,0 +1,91 @@
+"""Dally's ``+auction-on-release`` and ``+release-delay`` (policies/dally_release.py): when Dally's reference simulator
+(aakash-sharma/cluster-sim) auctions the GPUs a lease end releases. Each test cites the lines of cluster-sim it holds
+Halyard to; the options are off by default, on ``+reauction``."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from factories import job
+from policy_fakes import FakeJob, on, view_of
+
+from halyard.datamodel import EventKind, JobSpec, ValidationError, parse_cluster
+from halyard.policies import make_policy
+from halyard.policies.dally import LEASE_ROUNDS
+from halyard.policies.dally_release import RELEASE_DELAY_PER_GPU_S
+from halyard.policies.passstate import PassState
+from halyard.scheduling import Simulator
+from halyard.scheduling.timing import performance_model_for
+from halyard.testing.cluster import small_cluster_toml
+
+ROUND_S = 300.0
+LEASE_S = LEASE_ROUNDS * ROUND_S
+BASE = "dally-manual+reauction+staggered"
+
+
+def one_machine_run(policy_name: str) -> tuple[float, float]:
+    """One 4-GPU machine. ``x`` holds it and finishes between rounds; ``y`` (waiting since 0) is placed at that
+    completion; ``z`` arrives at 200 s and, never run (Nw_sens 0, ``PerGPUBidComparator`` ranks it first), wins the
+    machine at ``y``'s first lease-end auction. Returns (y's start, y's preemption)."""
+    cluster = parse_cluster(small_cluster_toml(1, gpus_per_node=4))
+    jobs = [JobSpec(job_id="x", submit_time=0.0, model="resnet50", num_gpus=4, iterations=300),
+            JobSpec(job_id="y", submit_time=0.0, model="resnet50", num_gpus=4, iterations=200_000),
+            JobSpec(job_id="z", submit_time=200.0, model="resnet50", num_gpus=4, iterations=200_000)]
+    policy = make_policy(policy_name)
+    sim = Simulator(cluster, policy, performance_model_for(policy), round_s=ROUND_S)
+    sim.run(jobs)
+    log = list(sim.core.log)
+    started = next(e.time for e in log if e.job_id == "y" and e.kind is EventKind.STARTED)
+    preempted = next(e.time for e in log if e.job_id == "y" and e.kind is EventKind.PREEMPTED)
+    return started, preempted
+
+
+def test_auction_on_release_ends_a_lease_at_its_own_instant():
+    """cluster-sim: ``GPU.assignGPU`` leases from the auction that gave the GPU; ``IntraJobScheduler.endIteration``
+    releases it once ``GPU.hasLeaseExpired`` (``now >= lease start + lease_time``) and enqueues a
+    ``ResourceAvailableEvent``, whose ``handleEvent`` auctions every unleased GPU
+    (``InterJobScheduler.onResourceAvailable``): the auction is at the lease's end, between Halyard's rounds.
+    ``+reauction`` alone sees the lease end at the first round boundary after it."""
+    started, preempted = one_machine_run(BASE)
+    assert 0.0 < started < ROUND_S and started % ROUND_S != 0.0  # placed at x's completion, between rounds
+    assert preempted == pytest.approx(2 * ROUND_S)  # the first round at or after the lease's end
+    started, preempted = one_machine_run(f"{BASE}+auction-on-release")
+    assert preempted == pytest.approx(started + LEASE_S)
+
+
+def test_release_delay_auctions_one_second_per_released_gpu_later():
+    """cluster-sim: ``endIteration`` enqueues the release's ``ResourceAvailableEvent`` at
+    ``now + CHECKPOINTING_OVERHEAD_PER_GPU x mCurrentIterationGPUs.size()`` (``CHECKPOINTING_OVERHEAD_PER_GPU = 1``,
+    IntraJobScheduler.java): y's four GPUs are auctioned 4 s after its lease ends."""
+    started, preempted = one_machine_run(f"{BASE}+auction-on-release+release-delay")
+    assert RELEASE_DELAY_PER_GPU_S == 1.0
+    assert preempted == pytest.approx(started + LEASE_S + 4 * RELEASE_DELAY_PER_GPU_S)
+
+
+def test_a_kept_lease_runs_from_the_auction_that_left_it(small_cluster):
+    """cluster-sim: a job that wins its GPUs back gets a fresh lease from that auction (``GPU.assignGPU`` sets the
+    lease start to the auction's time), so with the 1 s per GPU its next lease end is a lease after the auction,
+    not after the first lease end."""
+    policy = make_policy(f"{BASE}+auction-on-release+release-delay")
+    running = FakeJob(job(4, job_id="a"), allocation=on(small_cluster, ("r0-n0", 4)), done=10, run_s=100,
+                      last_assignment_time=0.0)
+    assert policy.wake_at(view_of(small_cluster, 1.0, [running], [])) == LEASE_S + 4.0
+    auction = LEASE_S + 4.0
+    view = view_of(small_cluster, auction, [running], [])
+    state = PassState()
+    plan = policy.schedule(view, state)
+    assert plan.actions == []  # nothing else bids: a keeps its machine
+    policy.on_applied(view, plan, state)
+    assert policy.wake_at(view_of(small_cluster, auction, [running], [])) == auction + LEASE_S + 4.0
+    assert policy.wake_at(view_of(small_cluster, auction, [], [])) == math.inf
+
+
+def test_off_by_default_and_need_their_base():
+    """The presets ask for no pass between rounds; each option needs the one it refines."""
+    for name in ("dally", "dally-manual", "dally+reauction", f"{BASE}"):
+        assert getattr(make_policy(name), "wake_at", None) is None
+    with pytest.raises(ValidationError, match="needs \\+reauction"):
+        make_policy("dally+auction-on-release")
+    with pytest.raises(ValidationError, match="needs \\+auction-on-release"):
+        make_policy("dally+reauction+release-delay")
