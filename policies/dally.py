@@ -88,9 +88,10 @@ has two more, ``+drop-short-waits`` and ``+manual-start``, on :class:`AutoTuner`
 Two more of the reference simulator's semantics are options on ``+reauction``, in
 policies/dally_clustersim.py: ``+staggered`` (a lease end's jobs released one at a time, each release
 an auction of what is free then) and ``+hoard`` (running jobs bid between their lease ends and hold
-what they win, unused, until they finish: a side effect of its iteration bookkeeping). Two more say when
-a lease end's auction runs, in policies/dally_release.py: ``+auction-on-release`` (at the lease's own end,
-between rounds: the core runs a pass then) and ``+release-delay`` (1 s per released GPU after it).
+what they win, unused, until they finish: a side effect of its iteration bookkeeping). Three more say when
+a lease ends and its auction runs, in policies/dally_release.py: ``+auction-on-release`` (at the lease's own end,
+between rounds: the core runs a pass then), ``+event-leases`` (at the end of the job's iteration event that
+crosses it) and ``+release-delay`` (1 s per released GPU after it).
 
 ``+no-preemption`` (a measurement option, not a rule) switches the Nw_sens preemption off: the
 reference simulator preempts nobody between lease ends, so the side-by-side runs Halyard's
@@ -268,7 +269,8 @@ class Dally:
         if self.reauction:
             preemption = f"lease-end re-auction every {self.lease_rounds:g} rounds"
             if self.release is not None:
-                preemption += " at each lease's end" + (" + 1 s per GPU" if self.release.delay else "")
+                preemption += (" at each lease's end" + (", at an iteration event's end" if self.release.events else "")
+                               + (" + 1 s per GPU" if self.release.delay else ""))
         timers = self.timers
         tuned = [o for o, on in (("drop-short-waits", getattr(timers, "lease_waits", False)),
                                  ("manual-start", getattr(timers, "manual_start", False))) if on]
@@ -440,7 +442,7 @@ def with_option(policy: object, option: str) -> Dally:
     ``hysteresis`` (``min_gain`` = :data:`MIN_GAIN`), ``lease``, ``reauction``, ``no-preemption`` (no Nw_sens
     preemption: what aakash-sharma/cluster-sim's Dally does between lease ends; measured in
     docs/reproductions/dally-public-comparison.md), cluster-sim's ``hoard``, ``staggered`` (on ``reauction``) and
-    ``first-fit`` (policies/dally_first_fit.py), ``auction-on-release`` and ``release-delay``
+    ``first-fit`` (policies/dally_first_fit.py), ``auction-on-release``, ``event-leases`` and ``release-delay``
     (policies/dally_release.py), or of its auto-tuner ``drop-short-waits`` and ``manual-start``;
     the name gains ``+option``."""
     if not isinstance(policy, Dally):
@@ -481,6 +483,11 @@ def with_option(policy: object, option: str) -> Dally:
         from halyard.policies.dally_release import ReleaseAuctions
         policy.release = ReleaseAuctions(policy.lease_rounds)
         policy.wake_at = policy.release.wake_at
+    elif option == "event-leases":
+        if policy.release is None:
+            raise ValidationError(f"{policy.name!r} cannot take +event-leases (a lease ends with an iteration event): "
+                                  "it needs +auction-on-release before it", field="policy")
+        policy.release.events = True
     elif option == "release-delay":
         if policy.release is None:
             raise ValidationError(f"{policy.name!r} cannot take +release-delay (a lease end's auction 1 s per GPU "
@@ -504,4 +511,5 @@ def with_option(policy: object, option: str) -> Dally:
 TUNER_OPTIONS = ("drop-short-waits", "manual-start")
 # Rules not in the paper, named as '+option' on a Dally preset (policies/registry.py AUGMENTATIONS).
 DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", "reauction", "no-preemption", "hoard",
-                 "staggered", "first-fit", *TUNER_OPTIONS, "auction-on-release", "release-delay")
+                 "staggered", "first-fit", *TUNER_OPTIONS, "auction-on-release", "release-delay",
+                 "event-leases")

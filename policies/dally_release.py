@@ -1,6 +1,6 @@
-"""``+auction-on-release`` and ``+release-delay``: when Dally's reference simulator (aakash-sharma/cluster-sim, read
-and run beside Halyard in docs/reproductions/dally-public-comparison.md) auctions the GPUs a lease end releases, as
-options of ``+reauction`` (policies/dally.py), off by default.
+"""``+auction-on-release``, ``+event-leases`` and ``+release-delay``: when Dally's reference simulator
+(aakash-sharma/cluster-sim, read and run beside Halyard in docs/reproductions/dally-public-comparison.md) ends a
+lease and auctions the GPUs it releases, as options of ``+reauction`` (policies/dally.py), off by default.
 
 Not in the paper: §4.1 says the scheduler "periodically generates resource offers", not when a lease ends or when
 its GPUs are offered again. In cluster-sim:
@@ -28,10 +28,18 @@ its GPUs are offered again. In cluster-sim:
   Halyard's restart cost, 20 s and a checkpoint read, which cluster-sim does not have), and a completion's auction
   (Halyard's pass runs at the completion). The side-by-side measures the 1 s per GPU inside cluster-sim as well
   (``--public-variant`` ``release-at-once``, which sets it to 0).
+* **a lease ends with an iteration event.** cluster-sim checks a lease only in ``endIteration``, at the end of one of
+  the job's iteration events (``time_per_iteration x iteration_granularity`` of compute, over the placement's
+  slowdown: 60 s in the side-by-side, :data:`EVENT_S`, longer on a slower tier), and releases early when the next
+  event would not end within the lease (:func:`event_lease_s`). ``+event-leases`` (on ``+auction-on-release``) ends
+  each lease there, so that jobs of different slowdowns placed by one auction release at different instants, as
+  in cluster-sim; without it they all release a lease later, together.
 
-Not kept by either: cluster-sim checks a lease only at the end of an iteration event (60 s of compute in the
-side-by-side, longer on a slowed placement), so its lease ends fall up to an event later (or one event earlier,
-``endIteration``'s "can finish within the least lease end time" check); Halyard's at the lease's instant.
+All of a pass's lease ends are one auction (``+reauction``), as cluster-sim's releases of one instant are: every
+``endIteration`` of the instant runs before its auctions (``ClusterEventQueue``: END_ITERATION before
+RESOURCE_AVAILABLE), and each auction offers every unleased GPU. ``+staggered`` (one auction per release,
+policies/dally_clustersim.py) models releases at distinct instants within a round; with these options the
+releases fall at their own instants, and staggering the releases of one instant departs from cluster-sim.
 """
 
 from __future__ import annotations
@@ -44,6 +52,9 @@ from halyard.policies.view import ClusterView
 
 # cluster-sim's IntraJobScheduler.CHECKPOINTING_OVERHEAD_PER_GPU: seconds per released GPU before the release's auction.
 RELEASE_DELAY_PER_GPU_S = 1.0
+# ``+event-leases``: one cluster-sim iteration event's compute seconds, ``time_per_iteration x iteration_granularity``
+# of the job file. Not a constant of cluster-sim: the side-by-side's inputs (benchmarks/dally_public_perjob.py EVENT_S).
+EVENT_S = 60.0
 OFFERED_KEY = "dally/lease-offered"  # PassState: job id -> (last assignment, this pass's instant) for ended leases
 
 
@@ -55,6 +66,7 @@ class ReleaseAuctions:
 
     lease_rounds: float
     delay: bool = False  # ``+release-delay``: the pass comes 1 s per GPU the job holds after its lease end
+    events: bool = False  # ``+event-leases``: a lease ends at the end of one of the job's iteration events
     # job id -> (last assignment time, when its current lease began): the pass of a lease end that left it its GPUs
     began: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
 
@@ -62,28 +74,34 @@ class ReleaseAuctions:
         kept = self.began.get(job_id)
         return kept[1] if kept is not None and kept[0] == last else last
 
+    def lease_end(self, view: ClusterView, job_id: str) -> float:
+        """When the running job's current lease ends: ``lease_rounds`` rounds after it began, or with ``events``
+        at the end of the iteration event in which cluster-sim releases it (:func:`event_lease_s`); inf for a job
+        that holds nothing."""
+        job = view.running[job_id]
+        last = job.last_assignment_time
+        if last is None or job.allocation is None:
+            return math.inf
+        lease_s = self.lease_rounds * view.round_s
+        if self.events:
+            slowdown = job.iteration_s / view.facts.reference_compute_s(job.spec)
+            lease_s = event_lease_s(lease_s, EVENT_S * slowdown, job.num_gpus)
+        return self.lease_start(job_id, last) + lease_s
+
     def ended(self, view: ClusterView, state: PassState) -> set[str]:
         """The running jobs whose lease has ended by ``view.now`` (``Dally._ended_leases`` with this option),
         recorded in the pass's state: if the job keeps its GPUs, its next lease begins now."""
-        lease_s = self.lease_rounds * view.round_s
         seen = state.setdefault(OFFERED_KEY, dict)
         for job_id, job in view.running.items():
-            last = job.last_assignment_time
-            if last is None or job.allocation is None:
-                continue
-            if view.now >= self.lease_start(job_id, last) + lease_s - 1e-9:
-                seen[job_id] = (last, view.now)
+            if view.now >= self.lease_end(view, job_id) - 1e-9:
+                seen[job_id] = (job.last_assignment_time, view.now)
         return set(seen)
 
     def auction_at(self, view: ClusterView, job_id: str) -> float:
         """When the running job's lease-end auction runs: its lease's end (with ``delay``, 1 s per GPU it holds
         later); inf for a job that holds nothing."""
-        job = view.running[job_id]
-        last = job.last_assignment_time
-        if last is None or job.allocation is None:
-            return math.inf
-        end = self.lease_start(job_id, last) + self.lease_rounds * view.round_s
-        return end + (RELEASE_DELAY_PER_GPU_S * job.num_gpus if self.delay else 0.0)
+        delay = RELEASE_DELAY_PER_GPU_S * view.running[job_id].num_gpus if self.delay else 0.0
+        return self.lease_end(view, job_id) + delay
 
     def wake_at(self, view: ClusterView) -> float:
         """The policy's ``wake_at`` (``SchedulingCore.wake_at``): the soonest lease-end auction after ``view.now``
@@ -92,5 +110,15 @@ class ReleaseAuctions:
         return min((t for t in due if t > view.now), default=math.inf)
 
     def on_applied(self, view: ClusterView, state: PassState) -> None:
+        """Keep this pass's ended leases (what is left to them starts a new lease now), for the running jobs."""
         self.began = {k: v for k, v in self.began.items() if k in view.running}
         self.began.update(state.get(OFFERED_KEY, {}))
+
+
+def event_lease_s(lease_s: float, event_s: float, gpus: int) -> float:
+    """How long cluster-sim's lease of ``lease_s`` lasts for a job whose iteration events take ``event_s`` on ``gpus``
+    GPUs. ``IntraJobScheduler.endIteration`` releases the GPUs at the end of an event once ``GPU.hasLeaseExpired``
+    (``now >= lease start + lease_s``), or earlier, when the next event would not "finish within the least lease end
+    time": ``now + event_s / gpus > lease end`` (its ``timeForIterations`` divides by the GPU count). So the release
+    is at the end of the first event ``k`` with ``k x event_s + event_s / gpus > lease_s``."""
+    return max(1, math.floor((lease_s - event_s / gpus) / event_s) + 1) * event_s

@@ -13,7 +13,7 @@ from policy_fakes import FakeJob, on, view_of
 from halyard.datamodel import EventKind, JobSpec, ValidationError, parse_cluster
 from halyard.policies import make_policy
 from halyard.policies.dally import LEASE_ROUNDS
-from halyard.policies.dally_release import RELEASE_DELAY_PER_GPU_S
+from halyard.policies.dally_release import EVENT_S, RELEASE_DELAY_PER_GPU_S, event_lease_s
 from halyard.policies.passstate import PassState
 from halyard.scheduling import Simulator
 from halyard.scheduling.timing import performance_model_for
@@ -24,7 +24,7 @@ LEASE_S = LEASE_ROUNDS * ROUND_S
 BASE = "dally-manual+reauction+staggered"
 
 
-def one_machine_run(policy_name: str) -> tuple[float, float]:
+def one_machine_sim(policy_name: str) -> Simulator:
     """One 4-GPU machine. ``x`` holds it and finishes between rounds; ``y`` (waiting since 0) is placed at that
     completion; ``z`` arrives at 200 s and, never run (Nw_sens 0, ``PerGPUBidComparator`` ranks it first), wins the
     machine at ``y``'s first lease-end auction. Returns (y's start, y's preemption)."""
@@ -35,7 +35,12 @@ def one_machine_run(policy_name: str) -> tuple[float, float]:
     policy = make_policy(policy_name)
     sim = Simulator(cluster, policy, performance_model_for(policy), round_s=ROUND_S)
     sim.run(jobs)
-    log = list(sim.core.log)
+    return sim
+
+
+def one_machine_run(policy_name: str) -> tuple[float, float]:
+    """:func:`one_machine_sim`'s (y's start, y's preemption)."""
+    log = list(one_machine_sim(policy_name).core.log)
     started = next(e.time for e in log if e.job_id == "y" and e.kind is EventKind.STARTED)
     preempted = next(e.time for e in log if e.job_id == "y" and e.kind is EventKind.PREEMPTED)
     return started, preempted
@@ -63,6 +68,26 @@ def test_release_delay_auctions_one_second_per_released_gpu_later():
     assert preempted == pytest.approx(started + LEASE_S + 4 * RELEASE_DELAY_PER_GPU_S)
 
 
+def test_event_lease_ends_with_the_iteration_event_that_crosses_it():
+    """cluster-sim checks a lease only in ``IntraJobScheduler.endIteration``: the GPUs go at the end of the first
+    event after which ``GPU.hasLeaseExpired`` (``now >= lease start + lease_time``), or earlier, when the next event
+    would not finish within the lease (``now + timeForIterations > gpu.getLeaseEnd()``, ``timeForIterations`` being
+    the event's seconds over the GPU count)."""
+    assert event_lease_s(300.0, 60.0, 1) == 300.0  # 5 events: the fifth ends as the lease does
+    assert event_lease_s(300.0, 120.0, 2) == 360.0  # 240 + 60 = 300 is within the lease: a third event runs
+    assert event_lease_s(300.0, 63.8, 4) == pytest.approx(319.0)
+    assert event_lease_s(300.0, 70.0, 1) == 280.0  # 280 + 70 > 300: released one event early
+    assert event_lease_s(300.0, 11_820.0, 4) == 11_820.0  # a slowed placement holds its GPUs for a whole event
+    sim = one_machine_sim(f"{BASE}+auction-on-release+event-leases")
+    log = list(sim.core.log)
+    started = next(e.time for e in log if e.job_id == "y" and e.kind is EventKind.STARTED)
+    preempted = next(e.time for e in log if e.job_id == "y" and e.kind is EventKind.PREEMPTED)
+    y = sim.core.records["y"]
+    event_s = EVENT_S * y.iteration_s / sim.core.facts.reference_compute_s(y.spec)
+    assert preempted - started == pytest.approx(event_lease_s(LEASE_S, event_s, 4))
+    assert preempted - started != pytest.approx(LEASE_S)  # the event's end, not the lease's
+
+
 def test_a_kept_lease_runs_from_the_auction_that_left_it(small_cluster):
     """cluster-sim: a job that wins its GPUs back gets a fresh lease from that auction (``GPU.assignGPU`` sets the
     lease start to the auction's time), so with the 1 s per GPU its next lease end is a lease after the auction,
@@ -87,5 +112,6 @@ def test_off_by_default_and_need_their_base():
         assert getattr(make_policy(name), "wake_at", None) is None
     with pytest.raises(ValidationError, match="needs \\+reauction"):
         make_policy("dally+auction-on-release")
-    with pytest.raises(ValidationError, match="needs \\+auction-on-release"):
-        make_policy("dally+reauction+release-delay")
+    for option in ("release-delay", "event-leases"):
+        with pytest.raises(ValidationError, match="needs \\+auction-on-release"):
+            make_policy(f"dally+reauction+{option}")
