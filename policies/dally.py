@@ -91,7 +91,8 @@ an auction of what is free then) and ``+hoard`` (running jobs bid between their 
 what they win, unused, until they finish: a side effect of its iteration bookkeeping). Three more say when
 a lease ends and its auction runs, in policies/dally_release.py: ``+auction-on-release`` (at the lease's own end,
 between rounds: the core runs a pass then), ``+event-leases`` (at the end of the job's iteration event that
-crosses it) and ``+release-delay`` (1 s per released GPU after it).
+crosses it), ``+release-delay`` (1 s per released GPU after it) and ``+no-rounds`` (no pass at round
+boundaries, which cluster-sim does not have).
 
 ``+no-preemption`` (a measurement option, not a rule) switches the Nw_sens preemption off: the
 reference simulator preempts nobody between lease ends, so the side-by-side runs Halyard's
@@ -270,7 +271,8 @@ class Dally:
             preemption = f"lease-end re-auction every {self.lease_rounds:g} rounds"
             if self.release is not None:
                 preemption += (" at each lease's end" + (", at an iteration event's end" if self.release.events else "")
-                               + (" + 1 s per GPU" if self.release.delay else ""))
+                               + (" + 1 s per GPU" if self.release.delay else "")
+                               + (", no round passes" if self.release.no_rounds else ""))
         timers = self.timers
         tuned = [o for o, on in (("drop-short-waits", getattr(timers, "lease_waits", False)),
                                  ("manual-start", getattr(timers, "manual_start", False))) if on]
@@ -442,8 +444,8 @@ def with_option(policy: object, option: str) -> Dally:
     ``hysteresis`` (``min_gain`` = :data:`MIN_GAIN`), ``lease``, ``reauction``, ``no-preemption`` (no Nw_sens
     preemption: what aakash-sharma/cluster-sim's Dally does between lease ends; measured in
     docs/reproductions/dally-public-comparison.md), cluster-sim's ``hoard``, ``staggered`` (on ``reauction``) and
-    ``first-fit`` (policies/dally_first_fit.py), ``auction-on-release``, ``event-leases`` and ``release-delay``
-    (policies/dally_release.py), or of its auto-tuner ``drop-short-waits`` and ``manual-start``;
+    ``first-fit`` (policies/dally_first_fit.py), ``auction-on-release``, ``event-leases``, ``release-delay`` and
+    ``no-rounds`` (policies/dally_release.py), or of its auto-tuner ``drop-short-waits`` and ``manual-start``;
     the name gains ``+option``."""
     if not isinstance(policy, Dally):
         name = getattr(policy, "name", type(policy).__name__)
@@ -488,6 +490,12 @@ def with_option(policy: object, option: str) -> Dally:
             raise ValidationError(f"{policy.name!r} cannot take +event-leases (a lease ends with an iteration event): "
                                   "it needs +auction-on-release before it", field="policy")
         policy.release.events = True
+    elif option == "no-rounds":
+        if policy.release is None:
+            raise ValidationError(f"{policy.name!r} cannot take +no-rounds (passes only at cluster-sim's auctions): "
+                                  "it needs +auction-on-release before it", field="policy")
+        policy.release.no_rounds = True
+        policy.needs_rounds = False  # (an instance attribute: the class's stays True)
     elif option == "release-delay":
         if policy.release is None:
             raise ValidationError(f"{policy.name!r} cannot take +release-delay (a lease end's auction 1 s per GPU "
@@ -512,4 +520,4 @@ TUNER_OPTIONS = ("drop-short-waits", "manual-start")
 # Rules not in the paper, named as '+option' on a Dally preset (policies/registry.py AUGMENTATIONS).
 DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", "reauction", "no-preemption", "hoard",
                  "staggered", "first-fit", *TUNER_OPTIONS, "auction-on-release", "release-delay",
-                 "event-leases")
+                 "event-leases", "no-rounds")

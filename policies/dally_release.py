@@ -1,4 +1,4 @@
-"""``+auction-on-release``, ``+event-leases`` and ``+release-delay``: when Dally's reference simulator
+"""``+auction-on-release``, ``+event-leases``, ``+release-delay`` and ``+no-rounds``: when Dally's reference simulator
 (aakash-sharma/cluster-sim, read and run beside Halyard in docs/reproductions/dally-public-comparison.md) ends a
 lease and auctions the GPUs it releases, as options of ``+reauction`` (policies/dally.py), off by default.
 
@@ -35,6 +35,14 @@ its GPUs are offered again. In cluster-sim:
   each lease there, so that jobs of different slowdowns placed by one auction release at different instants, as
   in cluster-sim; without it they all release a lease later, together.
 
+* **no auction at Halyard's round boundaries.** cluster-sim auctions only at its events: a release (lease end or
+  completion, 1 s per GPU later) or an arrival (``IntraJobScheduler``'s constructor queues one when a GPU is free), and,
+  once its event queue has run dry while jobs wait, every :data:`IDLE_AUCTION_S` (``ClusterEventQueue.start``).
+  Halyard's Dally asks for a pass at every round boundary too (``needs_rounds``: its timers elapse with time alone),
+  in which the waiting jobs whose timers have elapsed bid for what is free. ``+no-rounds`` (on
+  ``+auction-on-release``) drops those passes: passes run at arrivals, completions and lease-end auctions, and,
+  when nothing runs and jobs wait, a minute apart.
+
 All of a pass's lease ends are one auction (``+reauction``), as cluster-sim's releases of one instant are: every
 ``endIteration`` of the instant runs before its auctions (``ClusterEventQueue``: END_ITERATION before
 RESOURCE_AVAILABLE), and each auction offers every unleased GPU. ``+staggered`` (one auction per release,
@@ -55,6 +63,9 @@ RELEASE_DELAY_PER_GPU_S = 1.0
 # ``+event-leases``: one cluster-sim iteration event's compute seconds, ``time_per_iteration x iteration_granularity``
 # of the job file. Not a constant of cluster-sim: the side-by-side's inputs (benchmarks/dally_public_perjob.py EVENT_S).
 EVENT_S = 60.0
+# ``+no-rounds``: cluster-sim's ClusterEventQueue.start queues an auction this many seconds later when its event queue
+# has run dry while jobs remain (no job runs: none has an iteration event).
+IDLE_AUCTION_S = 60.0
 OFFERED_KEY = "dally/lease-offered"  # PassState: job id -> (last assignment, this pass's instant) for ended leases
 
 
@@ -67,6 +78,7 @@ class ReleaseAuctions:
     lease_rounds: float
     delay: bool = False  # ``+release-delay``: the pass comes 1 s per GPU the job holds after its lease end
     events: bool = False  # ``+event-leases``: a lease ends at the end of one of the job's iteration events
+    no_rounds: bool = False  # ``+no-rounds``: no pass at round boundaries; an idle cluster is auctioned every minute
     # job id -> (last assignment time, when its current lease began): the pass of a lease end that left it its GPUs
     began: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
 
@@ -107,7 +119,10 @@ class ReleaseAuctions:
         """The policy's ``wake_at`` (``SchedulingCore.wake_at``): the soonest lease-end auction after ``view.now``
         among the running jobs; inf when none runs."""
         due = (self.auction_at(view, job_id) for job_id in view.running)
-        return min((t for t in due if t > view.now), default=math.inf)
+        soonest = min((t for t in due if t > view.now), default=math.inf)
+        if self.no_rounds and not view.running and view.pending:
+            return view.now + IDLE_AUCTION_S
+        return soonest
 
     def on_applied(self, view: ClusterView, state: PassState) -> None:
         """Keep this pass's ended leases (what is left to them starts a new lease now), for the running jobs."""

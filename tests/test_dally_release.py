@@ -13,7 +13,7 @@ from policy_fakes import FakeJob, on, view_of
 from halyard.datamodel import EventKind, JobSpec, ValidationError, parse_cluster
 from halyard.policies import make_policy
 from halyard.policies.dally import LEASE_ROUNDS
-from halyard.policies.dally_release import EVENT_S, RELEASE_DELAY_PER_GPU_S, event_lease_s
+from halyard.policies.dally_release import EVENT_S, IDLE_AUCTION_S, RELEASE_DELAY_PER_GPU_S, event_lease_s
 from halyard.policies.passstate import PassState
 from halyard.scheduling import Simulator
 from halyard.scheduling.timing import performance_model_for
@@ -106,12 +106,28 @@ def test_a_kept_lease_runs_from_the_auction_that_left_it(small_cluster):
     assert policy.wake_at(view_of(small_cluster, auction, [], [])) == math.inf
 
 
+def test_no_rounds_passes_only_at_cluster_sims_auctions(small_cluster):
+    """cluster-sim auctions at its events only (``ResourceAvailableEvent``: an arrival, a release), and when its event
+    queue has run dry while jobs remain, ``ClusterEventQueue.start`` queues one 60 s later: no auction at Halyard's
+    round boundaries. With ``+no-rounds`` the policy needs no round timer, asks for a pass a minute on when nothing
+    runs and a job waits, and the one-machine run passes less often, with every job done."""
+    name = f"{BASE}+auction-on-release+event-leases+release-delay"
+    policy = make_policy(f"{name}+no-rounds")
+    assert not policy.needs_rounds and make_policy(name).needs_rounds
+    waiting = FakeJob(job(4, job_id="w"), pending_since=0.0)
+    assert policy.wake_at(view_of(small_cluster, 10.0, [], [waiting])) == 10.0 + IDLE_AUCTION_S
+    assert policy.wake_at(view_of(small_cluster, 10.0, [], [])) == math.inf
+    with_rounds, without = one_machine_sim(name), one_machine_sim(f"{name}+no-rounds")
+    assert without.core.passes < with_rounds.core.passes
+    assert all(r.end_time is not None for r in without.core.records.values())
+
+
 def test_off_by_default_and_need_their_base():
     """The presets ask for no pass between rounds; each option needs the one it refines."""
     for name in ("dally", "dally-manual", "dally+reauction", f"{BASE}"):
         assert getattr(make_policy(name), "wake_at", None) is None
     with pytest.raises(ValidationError, match="needs \\+reauction"):
         make_policy("dally+auction-on-release")
-    for option in ("release-delay", "event-leases"):
+    for option in ("release-delay", "event-leases", "no-rounds"):
         with pytest.raises(ValidationError, match="needs \\+auction-on-release"):
             make_policy(f"dally+reauction+{option}")

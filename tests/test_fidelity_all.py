@@ -43,7 +43,7 @@ ROUND_S = 300.0
 # with '+lease' and '+reauction' at lease ends; '+auction-on-release' asks for passes between rounds
 # (SchedulingCore.wake_at), which replay's round timer must run at the simulator's instants.
 OPTIONS = ("dally+migrate", "dally+lease", "dally+reauction",
-           "dally+reauction+auction-on-release+event-leases+release-delay")
+           "dally+reauction+auction-on-release+event-leases+release-delay+no-rounds")
 POLICIES = (*policy_names(), *OPTIONS)
 
 # The actions the issue names, by the event each leaves in the log.
