@@ -11,7 +11,7 @@ ratio; and the wall milliseconds the forking process spends in ``os.fork`` (best
 all a forecast takes from the control plane's event loop. The goals (docs/forecast.md): at most 1 s of
 CPU under fifo and 5 s under the heaviest policy.
 
-    nice -n 10 .venv/bin/python benchmarks/bench_forecast.py [--policies fifo,tiresias,dally,...]
+    nice -n 10 .venv/bin/python benchmarks/bench_forecast.py [--policies fifo,tiresias,dally-literal,...]
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def fork_pause_ms(repeat: int = 5) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--policies", default="fifo,tiresias,dally,synergy-tune:fifo,crius")
+    ap.add_argument("--policies", default="fifo,tiresias,dally-literal,synergy-tune:fifo,crius")  # docs/forecast.md
     ap.add_argument("--cluster", default="philly")
     args = ap.parse_args()
     print(f"{'policy':<20} {'running':>7} {'pending':>7} {'forecast CPU s':>14} {'goal s':>6} {'passes':>6} "

@@ -70,7 +70,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=20000)
     ap.add_argument("--compress", type=float, default=8.0, help="divide submit times by this")
     ap.add_argument("--contention", default="off")
-    ap.add_argument("--policy", default="dally")
+    ap.add_argument("--policy", default="dally-literal")  # the paper's Nw_sens preemption: its victims
     args = ap.parse_args()
     counts = dict.fromkeys(("running jobs keyed", "waiting jobs keyed", "victims built", "victim lists",
                             "reasons written"), 0)

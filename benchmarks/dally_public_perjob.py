@@ -61,6 +61,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from reproduce_dally import dally_trace
 
+from halyard.policies.registry import spelled_out
 from halyard.traces import write_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,10 +80,12 @@ MANUAL_S = 12 * 3600.0  # Dally-manual's 12 h + 12 h (§4.3.2); cluster-sim take
 # Halyard policy family -> cluster-sim scheduler (globalsched/InterJobSchedulerFactory.java) and its
 # machine and rack delay timers in seconds (-1: the auto-tuner)
 PAIRS = {"dally": ("Dally", -1.0, -1.0), "dally-manual": ("Dally", MANUAL_S, MANUAL_S),
+         "dally-literal": ("Dally", -1.0, -1.0), "dally-manual-literal": ("Dally", MANUAL_S, MANUAL_S),
          "tiresias": ("Tiresias", -1.0, -1.0), "gandiva": ("Gandiva", -1.0, -1.0)}
 # Halyard's readings of Dally set beside cluster-sim's in the headline table: the paper's text, Halyard's
-# milder lease, and cluster-sim's own re-auction (policies/dally.py).
-READINGS = ("dally", "dally+lease", "dally+reauction", "dally+reauction+staggered")
+# milder lease, cluster-sim's re-auction of a round's leases at once, and the `dally` preset (re-auction
+# with staggered releases, policies/registry.py DALLY_READINGS).
+READINGS = ("dally-literal", "dally-literal+lease", "dally-literal+reauction", "dally")
 NO_LEASE_S = 1e9  # --public-lease-s for "no lease ends": longer than any run (timers stay in seconds)
 # The line cluster-sim prints for every GPU set an auction gives a job (InterJobScheduler.multiGPUResourceAllocator).
 ALLOCATED = re.compile(r"Allocated \+ (\d+) GPUs to JobId: (\d+)")
@@ -498,7 +501,7 @@ def signs_table(rows: list[dict]) -> str:
         key = (racks, arrival, lease, prof, variant)
         seeds = sorted({r.get("seed", 1) for r in rows if setup(r) == key})
         by = {(r.get("seed", 1), r["policy"]): r for r in rows if setup(r) == key}
-        dname = next((d for d in ("dally", "dally-manual+no-preemption", "dally-manual")
+        dname = next((d for d in ("dally-literal", "dally-manual-literal+no-preemption", "dally-manual-literal")
                       if any((s_, d) in by for s_ in seeds)), None)
         dname = dname or next((d for d in READINGS if any((s_, d) in by for s_ in seeds)), None)
         if dname is None:
@@ -614,8 +617,11 @@ def option_table(rows: list[dict]) -> str:
              "mean JCT | to its makespan |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     by = {(r["racks"], r["arrival"], r["public"], r["policy"], r.get("seed", 1)): r["compare"] for r in rows}
     keys = dict.fromkeys((r["racks"], r["arrival"], r["public"], r["policy"]) for r in rows)
+    spelled = {spelled_out(policy): policy for policy in dict.fromkeys(r["policy"] for r in rows)}
     for racks, arrival, public, policy in keys:
-        base, _, option = policy.rpartition("+")
+        # (a preset of Dally's is its literal reading with options: `dally` is `dally-literal+reauction`+staggered)
+        base_spelled, _, option = spelled_out(policy).rpartition("+")
+        base = spelled.get(base_spelled, base_spelled)
         if not base or (racks, arrival, public, base) not in keys:
             continue
         seeds = sorted(s for (ra, ar, pu, po, s) in by if (ra, ar, pu, po) == (racks, arrival, public, policy)
@@ -637,7 +643,7 @@ def option_table(rows: list[dict]) -> str:
 
 
 # The per-job residual: Halyard's closest rule sets beside the running-jobs-wait variant (the page says why these)
-RESIDUAL_POLICIES = ("dally+reauction+staggered", "dally+reauction+auction-on-release+event-leases+release-delay")
+RESIDUAL_POLICIES = ("dally", "dally-literal+reauction+auction-on-release+event-leases+release-delay")
 RESIDUAL_CLASSES = 6  # (model, GPUs) classes shown per run set, by their share of the JCT difference
 RESIDUAL_JOBS = 6  # single jobs shown per run set, first seed
 
@@ -790,7 +796,9 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=60)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--arrival", nargs="+", default=["batch"], choices=("batch", "poisson"))
-    p.add_argument("--policies", nargs="+", default=["dally", "dally+lease", "dally-manual", "tiresias", "gandiva"],
+    p.add_argument("--policies", nargs="+",
+                   default=["dally", "dally-literal", "dally-literal+lease", "dally-manual-literal", "tiresias",
+                            "gandiva"],
                    help="Halyard policies; each is run beside cluster-sim's scheduler of the same family")
     p.add_argument("--profile", choices=("table1", "count"), default="table1",
                    help="the stand-in's answer (module docstring); 'count' runs cluster-sim alone")

@@ -1,7 +1,8 @@
 """Why Dally's Table 2 (auto-tuner vs manual timers, batch, 8 racks) comes out as it does.
 
     .venv/bin/python benchmarks/dally_timers_probe.py --seeds 1 2 3 \
-        --policies dally dally-manual dally+manual-start dally+drop-short-waits "dally+lease:lease_rounds=12"
+        --policies dally-literal dally-manual-literal dally-literal+manual-start dally-literal+drop-short-waits \
+        "dally-literal+lease:lease_rounds=12"
 
 Replays the reproduction's drawn workload (benchmarks/reproduce_dally.py: same trace, Table 1
 profile, no contention, 300 s rounds) through the simulator and prints, per policy and seed,
@@ -96,17 +97,18 @@ def probe(spec: str, racks: int, seed: int, arrival: str) -> float:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--policies", nargs="+", default=["dally", "dally-manual"])
+    p.add_argument("--policies", nargs="+", default=["dally-literal", "dally-manual-literal"])
     p.add_argument("--seeds", type=int, nargs="+", default=[1])
     p.add_argument("--racks", type=int, default=8)
     p.add_argument("--arrival", choices=("batch", "poisson"), default="batch")
     args = p.parse_args()
     for seed in args.seeds:
         avg = {spec: probe(spec, args.racks, seed, args.arrival) for spec in args.policies}
-        manual = avg.get("dally-manual")
+        manual = avg.get("dally-manual-literal", avg.get("dally-manual"))
         if manual is not None:
             print(f"seed {seed}: Dally-manual / policy, avg JCT:",
-                  ", ".join(f"{spec} {manual / a:.2f}" for spec, a in avg.items() if spec != "dally-manual"))
+                  ", ".join(f"{spec} {manual / a:.2f}" for spec, a in avg.items()
+                            if spec not in ("dally-manual", "dally-manual-literal")))
     return 0
 
 

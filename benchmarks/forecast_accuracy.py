@@ -28,7 +28,7 @@ Regenerate the page's replay block with
 
     nice -n 10 .venv/bin/python benchmarks/forecast_accuracy.py --via replay --skip 30000 --jobs 300 \
         --compress 2 --every-min 120 --samples 4 --speedup 2000 \
-        --policies fifo,tiresias,dally,synergy-tune:fifo,crius --write
+        --policies fifo,tiresias,dally-literal,synergy-tune:fifo,crius --write
 
 A checkpoint comes when the clock reaches it and the previous forecast is in (forecasts are made one
 at a time): on a busy machine checkpoints can come further apart than ``--every-min``; their count is
@@ -255,7 +255,7 @@ def main() -> None:
     ap.add_argument("--every-min", type=float, default=120.0)
     ap.add_argument("--samples", type=int, default=0)
     ap.add_argument("--speedup", type=float, default=2000.0, help="replay: cluster seconds per wall second")
-    ap.add_argument("--policies", default="fifo,tiresias,dally,synergy-tune:fifo,crius")
+    ap.add_argument("--policies", default="fifo,tiresias,dally-literal,synergy-tune:fifo,crius")  # docs/forecast.md
     ap.add_argument("--write", action="store_true", help=f"replay: store docs/{STORED} and render docs/{PAGE}")
     args = ap.parse_args()
     cluster = args.cluster or ("default" if args.via == "replay" else "philly")

@@ -34,15 +34,16 @@ estimated iterations per second over those of its requested ``N_G`` GPUs on the 
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, product
 
 from sortedcontainers import SortedKeyList, SortedList
 
-from halyard.datamodel import Allocation, JobSpec, NodeAllocation, StagePlan
+from halyard.datamodel import Allocation, JobSpec, JobState, NodeAllocation, StagePlan
 from halyard.parallelism import pipeline_depths, stage_splits
 from halyard.policies.adaptive import fastest_fitting
 from halyard.policies.adjusting import OwnPass, act_without_pending, applied, described, need_rounds
@@ -53,6 +54,7 @@ from halyard.policies.crius_profiles import (
     best_assembled,
     profilings,
 )
+from halyard.policies.event_order import RunningFollower
 from halyard.policies.facts import ClusterFacts
 from halyard.policies.moves import emit_in_order
 from halyard.policies.passstate import PassState
@@ -288,9 +290,10 @@ def reference_s(view: ClusterView, spec: JobSpec) -> float:
 
 
 # ------------------------------------------------------------------ Algorithm 1
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Virtual:
-    """A job's Cell in the pass's virtual allocation."""
+    """A job's Cell in the pass's virtual allocation. Frozen: a running job's is kept from pass to pass
+    (:class:`_Held`), and a pass that moves the job replaces it (:meth:`Crius._move`)."""
 
     job: JobInfo
     option: CellEstimate
@@ -315,6 +318,11 @@ def _op_key(op: _Op) -> tuple[float, str, str, int]:
     return op[:4]
 
 
+# A scale-up of line 12: ((GPU type, GPUs added), (-gain per GPU added, job, GPU type, GPU count)); the
+# second is the rank, least first.
+_Extra = tuple[tuple[str, int], tuple[float, str, str, int]]
+
+
 @dataclass(slots=True)
 class _PassVirtual:
     free: dict[str, int]
@@ -332,6 +340,14 @@ class _PassVirtual:
     # GPU type -> (version, smallest deficit ScaleResource could not free): the greedy takes the same
     # operations whatever the deficit, so a larger one fails too while the state is unchanged.
     unfreeable: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # With the running jobs' operations kept from pass to pass (``base``, :class:`_RunningCells`), ``ops``,
+    # ``same`` and ``largest`` hold only those of the jobs the pass starts; ``popped``: the running jobs
+    # taken out of ``jobs`` for a suspension being tried, and ``excluded`` per GPU type those that were
+    # out when the pass first asked for the type's operations (they stay out of them for the pass, as a
+    # list built then would leave them out).
+    base: _RunningCells | None = None
+    popped: set[str] = field(default_factory=set)
+    excluded: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,7 +378,109 @@ class _Held:
     most: int = 0
 
 
+class _RunningCells(RunningFollower):
+    """Each running job's Cell at the start of a pass (:class:`_Virtual`; None where its allocation is not
+    one of its Cells, or its Cells' profilings are awaited), kept from pass to pass: a loaded cluster's
+    ~1,000 running jobs are read again only when the core logs an event for one (policies/event_order.py),
+    and the awaited ones every pass until their profilings come. ``cell_of`` reads one job
+    (:meth:`Crius._running_cell`)."""
+
+    def __init__(self, cell_of: Callable[[JobInfo, ClusterView], _Virtual | None],
+                 ops_of: Callable[[ClusterView, _Virtual], tuple[list[_Op], int]] | None = None,
+                 extras_of: Callable[[ClusterView, _Virtual], list[_Extra]] | None = None) -> None:
+        self._cell_of = cell_of
+        self._ops_of = ops_of
+        self._extras_of = extras_of
+        super().__init__()
+
+    def _start(self, events: object) -> None:
+        super()._start(events)
+        self.cells: dict[str, _Virtual | None] = {}
+        self._awaited: set[str] = set()
+        self._nones = 0  # how many of ``cells`` are None
+        # With ``ops_of``, each running job's scaling operations on its Cell (:meth:`Crius._job_ops`) by
+        # the GPU type it runs on: all, those that stay on the type, and each job's most GPUs freed.
+        self.ops: dict[str, SortedKeyList] = {}
+        self.same: dict[str, SortedKeyList] = {}
+        self.largest: dict[str, SortedList] = {}
+        self._kept: dict[str, tuple[str, list[_Op], int]] = {}
+        # With ``extras_of``, each running job's scale-ups of line 12 (:meth:`Crius._job_extras`) by (GPU
+        # type, GPUs added), best first: a pass takes the first one whose added GPUs are free.
+        self.extras: dict[tuple[str, int], SortedList] = {}
+        self._kept_extras: dict[str, list[_Extra]] = {}
+
+    def _holds(self, job: JobInfo) -> bool:
+        return job.state is JobState.RUNNING
+
+    def _held(self) -> int:
+        return len(self.cells)
+
+    def _learn(self, job: JobInfo, view: ClusterView) -> None:
+        try:
+            vj = self._cell_of(job, view)
+        except ProfilesPending:  # its Cells' profilings are being asked (a restart): left as it is, for now
+            vj = None
+            self._awaited.add(job.job_id)
+        self.cells[job.job_id] = vj
+        self._nones += vj is None
+        if vj is not None and self._ops_of is not None:
+            gpu_type = vj.key[0]
+            mine, most = self._ops_of(view, vj)
+            self._kept[job.job_id] = (gpu_type, mine, most)
+            ops = self.ops.setdefault(gpu_type, SortedKeyList(key=_op_key))
+            same = self.same.setdefault(gpu_type, SortedKeyList(key=_op_key))
+            for op in mine:
+                ops.add(op)
+                if op[2] == gpu_type:
+                    same.add(op)
+            if most:
+                self.largest.setdefault(gpu_type, SortedList()).add(most)
+        if vj is not None and self._extras_of is not None:
+            extras = self._kept_extras[job.job_id] = self._extras_of(view, vj)
+            for group, rank in extras:
+                self.extras.setdefault(group, SortedList()).add(rank)
+
+    def _forget(self, job_id: str) -> int | None:
+        self._awaited.discard(job_id)
+        if job_id in self.cells:
+            self._nones -= self.cells.pop(job_id) is None
+        kept = self._kept.pop(job_id, None)
+        if kept is not None:
+            gpu_type, mine, most = kept
+            for op in mine:
+                self.ops[gpu_type].remove(op)
+                if op[2] == gpu_type:
+                    self.same[gpu_type].remove(op)
+            if most:
+                self.largest[gpu_type].remove(most)
+        for group, rank in self._kept_extras.pop(job_id, ()):
+            self.extras[group].remove(rank)
+        return None
+
+    def _due(self, view: ClusterView) -> Iterable[str]:
+        return tuple(self._awaited)
+
+    def jobs(self, view: ClusterView) -> dict[str, _Virtual]:
+        """The running jobs' Cells at ``view``, in the view's order (the core's start order: the order the
+        pass meets them in, and so the order :meth:`Crius._finalize` places moved jobs in)."""
+        self._follow(view)
+        cells = self.cells
+        if list(cells) != list(view.running):  # a job learned again went to the end: the view's order back
+            if cells.keys() != view.running.keys():  # not expected: every change logs an event
+                self._start(self._events)
+                self._follow(view)
+                cells = self.cells
+            self.cells = cells = {job_id: cells[job_id] for job_id in view.running}
+        if not self._nones:
+            return dict(cells)
+        return {job_id: vj for job_id, vj in cells.items() if vj is not None}
+
+
 class Crius(OwnPass):
+    #: Keep the running jobs' Cells and scaling operations from pass to pass (:class:`_RunningCells`); off,
+    #: every pass derives them again from the view (the straightforward path, which tests compare it with).
+    incremental = True
+
     """Algorithm 1 (see the module docstring). ``search_depth``: §6.1's limit on scaling operations
     per scheduling choice (§8.7 evaluates 1-5). ``upscale``: run the extra scheduling of line 12.
     ``suspend``: suspend opportunistic jobs for the job they ran beside (§6.1); both are the
@@ -419,6 +537,7 @@ class Crius(OwnPass):
         self._facts: ClusterFacts | None = None
         self._known: dict[str, _Known] = {}
         self._held: dict[str, _Held] = {}
+        self._running = self._new_running()
         self._profiling = False  # the last applied pass left a job with a GPU type still profiling (profiling_s > 0)
 
     @property
@@ -473,9 +592,15 @@ class Crius(OwnPass):
         profiling = False  # a pending job waits for its Cells' profilings: it is pending for line 12 too
         rounds = False  # a pending job has a GPU type still profiling (profiling_s): round passes look again
         reasons: dict[tuple[int, int], Unplaced] = {}
+        memo = self._known  # _of's, read here first: a loaded queue's jobs are all in it
+        free_at: tuple[int, int] = (-1, 0)  # (v.version, GPUs free in v) as last summed
         for job in view.pending:  # SchedArrival / SchedDeparture: arrival order
             try:
-                cells = self._cells_of(view, job)
+                known = memo.get(job.job_id)  # type: ignore[assignment]
+                if known is None or known.spec is not job.spec:
+                    known = self._of(view, job)
+                    memo = self._known
+                cells = known.cells if self.profiling_s == 0 else self._cells(view, job.spec)
             except ProfilesPending as exc:  # its profilings are being asked: the other jobs go on
                 profiling = True
                 plan.wait(job.job_id, cannot_fit(self.name, "waiting for Cell profiles from the agents ({})", exc))
@@ -493,7 +618,8 @@ class Crius(OwnPass):
                 plan.wait(job.job_id, never_fits(self.name, "no Cell of {:#GPU} fits any GPU type of the cluster",
                                                  "/".join(map(str, gpu_choices(job.spec)))))
                 continue
-            if self._cell_based_sched(view, v, job):
+            # a job of the same Cells already found no choice in this virtual state: so does this one
+            if v.failed.get(known.key) != v.version and self._cell_based_sched(view, v, job, known, cells):
                 if blocked is not None:
                     opportunistic.append((job.job_id, blocked))
                 continue
@@ -501,8 +627,10 @@ class Crius(OwnPass):
                 continue
             if blocked is None:
                 blocked = job.job_id
-            need = self._known[job.job_id].need if self.profiling_s == 0 else min(g for _, g in cells)
-            said = (need, sum(v.free.values()))
+            need = known.need if self.profiling_s == 0 else min(g for _, g in cells)
+            if free_at[0] != v.version:
+                free_at = (v.version, sum(v.free.values()))
+            said = (need, free_at[1])
             why = reasons.get(said)
             if why is None:  # one Unplaced (immutable) for every job of the pass told the same
                 why = reasons[said] = cannot_fit(self.name, "needs {:#GPU} of one type; no Cell fits with up to "
@@ -542,8 +670,7 @@ class Crius(OwnPass):
     def _of(self, view: ClusterView, job: JobInfo) -> _Known:
         """The job's :class:`_Known`, from the memo (ProfilesPending, as :func:`job_cells`, if its Cells'
         profilings are still awaited: nothing is kept then)."""
-        if view.facts is not self._facts:
-            self._facts, self._known, self._held = view.facts, {}, {}
+        self._memo_for(view)
         known = self._known.get(job.job_id)
         if known is None or known.spec is not job.spec:
             spec = job.spec
@@ -575,44 +702,74 @@ class Crius(OwnPass):
         return {t: at for t, at in done.items() if at > view.now}
 
     # ---------------------------------------------------------------- virtual state
+    def _memo_for(self, view: ClusterView) -> None:
+        """Forget the per-job memos when the view's facts are not those they were derived from (another
+        core's cluster or performance model)."""
+        if view.facts is not self._facts:
+            self._facts, self._known, self._held = view.facts, {}, {}
+            self._running = self._new_running()
+
+    def _new_running(self) -> _RunningCells:
+        """The running jobs' Cells kept from pass to pass, and their scaling operations too where those
+        depend on the Cells alone (no deadlines: they depend on the time; no profiling time: the Cells
+        of a type come with time)."""
+        keep_ops = not self.deadlines and self.profiling_s == 0
+        return _RunningCells(self._running_cell, self._job_ops if keep_ops else None,
+                             self._job_extras if keep_ops else None)
+
     def _virtual(self, view: ClusterView) -> _PassVirtual:
         avail = usable_gpus(view.free, view.shape, None)
         free = {t: 0 for t in view.cluster.gpu_types}
         for node, n in zip(view.cluster.nodes, avail.tolist(), strict=True):
             free[node.gpu_type] += int(n)
         v = _PassVirtual(free)
-        known = self._held if view.facts is self._facts else {}
-        jobs = v.jobs
-        for job in view.running.values():
-            alloc = job.allocation
-            if alloc is None:
+        self._memo_for(view)
+        if self.incremental and view.events is not None and view.jobs is not None:
+            v.jobs = self._running.jobs(view)
+            if self._running._ops_of is not None:
+                v.base = self._running
+            return v
+        for job in view.running.values():  # every running job read again (a view built by hand has no event log)
+            try:
+                vj = self._running_cell(job, view)
+            except ProfilesPending:  # its Cells' profilings are being asked (a restart): left as it is
                 continue
-            held = known.get(job.job_id)
-            if held is None or held.allocation is not alloc or held.spec is not job.spec:
-                types = {view.cluster.node(p.node).gpu_type for p in alloc.nodes if p.gpus}
-                key = (next(iter(types)), alloc.num_gpus) if len(types) == 1 else None
-                try:
-                    option = job_cells(view, job.spec).get(key) if key is not None else None
-                    if key is None:  # not a Cell (started by another policy): left as it is
-                        continue
-                    held = _Held(alloc, job.spec, key, option, self._of(view, job).ref_s)
-                except ProfilesPending:  # its Cells' profilings are being asked (a restart): left as it is
-                    continue
-                known = self._held  # _of may have begun a new memo (new facts)
-                known[job.job_id] = held
-            if held.option is None:  # not a Cell of this job (started by another policy): left as it is
-                continue
-            jobs[job.job_id] = _Virtual(job, held.option, held.ref_s, True, held.key)
+            if vj is not None:
+                v.jobs[job.job_id] = vj
         return v
 
-    def _cell_based_sched(self, view: ClusterView, v: _PassVirtual, job: JobInfo) -> bool:
-        """Lines 14-20: ScaleResource, BestPerf, VirtualAlloc; False if no choice is feasible."""
-        known = self._of(view, job)
+    def _running_cell(self, job: JobInfo, view: ClusterView) -> _Virtual | None:
+        """A running job's Cell as its allocation makes it (None: the allocation is not one of its Cells,
+        as when another policy started it: left as it is); ProfilesPending while its Cells' profilings
+        are awaited."""
+        alloc = job.allocation
+        if alloc is None:
+            return None
+        held = self._held.get(job.job_id)
+        if held is None or held.allocation is not alloc or held.spec is not job.spec:
+            types = {view.cluster.node(p.node).gpu_type for p in alloc.nodes if p.gpus}
+            if len(types) != 1:
+                return None
+            key = (next(iter(types)), alloc.num_gpus)
+            option = job_cells(view, job.spec).get(key)
+            held = _Held(alloc, job.spec, key, option, self._of(view, job).ref_s)
+            self._held[job.job_id] = held
+        if held.option is None:
+            return None
+        return _Virtual(job, held.option, held.ref_s, True, held.key)
+
+    def _cell_based_sched(self, view: ClusterView, v: _PassVirtual, job: JobInfo, known: _Known | None = None,
+                          cells: dict[tuple[str, int], CellEstimate] | None = None) -> bool:
+        """Lines 14-20: ScaleResource, BestPerf, VirtualAlloc; False if no choice is feasible. ``known`` and
+        ``cells``: the job's :meth:`_of` and :meth:`_cells_of`, where the caller has them."""
+        if known is None:
+            known = self._of(view, job)
         same = known.key
         if v.failed.get(same) == v.version:  # a job of the same Cells already found no choice
             return False
         ref = known.ref_s
-        cells = self._cells_of(view, job)
+        if cells is None:
+            cells = self._cells_of(view, job)
         best: tuple[float, int, tuple[str, int], list[tuple[str, CellEstimate]]] | None = None
         for key, option in cells.items():
             if self.deadlines and not self._meets(view, job, option.iteration_s):
@@ -651,18 +808,18 @@ class Crius(OwnPass):
         known = v.unfreeable.get(gpu_type)
         if known is not None and known[0] == v.version and deficit >= known[1]:
             return None
-        candidates, bound = self._ops(view, v, gpu_type)
-        if bound < deficit:  # even the largest ``search_depth`` operations free too little
+        if self._ops(view, v, gpu_type) < deficit:  # even the largest ``search_depth`` operations free too little
             return None
-        if not any(n > 0 for t, n in v.free.items() if t != gpu_type):
-            candidates = v.same[gpu_type]  # no room elsewhere: every move would be skipped below
+        # no room elsewhere: every move would be skipped below, so only the operations on the type
+        same = not any(n > 0 for t, n in v.free.items() if t != gpu_type)
         ops: list[tuple[str, CellEstimate]] = []
         used: set[str] = set()
         room = dict(v.free)
-        for _, job_id, t, g, _, option in candidates:
+        out = v.excluded.get(gpu_type, frozenset())
+        for _, job_id, t, g, _, option in self._candidates(v, gpu_type, same):
             if deficit <= 0 or len(ops) == self.search_depth:
                 break
-            if (job_id in used or job_id == exclude or job_id in v.scaled or job_id not in v.jobs
+            if (job_id in used or job_id == exclude or job_id in v.scaled or job_id not in v.jobs or job_id in out
                     or (t != gpu_type and g > room[t])):
                 continue
             vj = v.jobs[job_id]
@@ -679,11 +836,19 @@ class Crius(OwnPass):
             return None
         return ops
 
-    def _ops(self, view: ClusterView, v: _PassVirtual, gpu_type: str) -> tuple[SortedKeyList, int]:
-        """Every single scaling operation that frees GPUs of ``gpu_type``, least throughput lost per
-        GPU freed first, and an upper bound of what ``search_depth`` of them free (the largest
-        operation of each of the ``search_depth`` jobs that free most). Built once per type and
-        pass; a job started later is added (:meth:`_add_ops`), scaled or suspended ones skipped."""
+    def _ops(self, view: ClusterView, v: _PassVirtual, gpu_type: str) -> int:
+        """Make ready every single scaling operation that frees GPUs of ``gpu_type`` (:meth:`_candidates`)
+        and answer an upper bound of what ``search_depth`` of them free (the largest operation of each
+        of the ``search_depth`` jobs that free most). Built once per type and pass, or kept from pass to
+        pass (``v.base``); a job started later is added (:meth:`_add_ops`), scaled or suspended ones
+        skipped. A bound over operations the pass will skip is looser, never wrong."""
+        depth = self.search_depth
+        if v.base is not None:
+            if gpu_type not in v.excluded:
+                v.excluded[gpu_type] = frozenset(v.popped)
+            kept, added = v.base.largest.get(gpu_type), v.largest.get(gpu_type)
+            tops = (list(kept[-depth:]) if kept and depth else []) + (list(added[-depth:]) if added and depth else [])
+            return sum(sorted(tops)[-depth:]) if depth else 0
         if gpu_type not in v.ops:
             # Each running job's operations, as _add_ops makes them, kept with its allocation while it holds
             # it (they depend on its Cells and its Cell alone; with deadlines on the time too: made again);
@@ -706,7 +871,17 @@ class Crius(OwnPass):
             v.same[gpu_type] = SortedKeyList((op for op in ops if op[2] == gpu_type), key=_op_key)
             v.largest[gpu_type] = SortedList(largest)
         largest = v.largest[gpu_type]
-        return v.ops[gpu_type], sum(largest[-self.search_depth:]) if self.search_depth else 0
+        return sum(largest[-depth:]) if depth else 0
+
+    @staticmethod
+    def _candidates(v: _PassVirtual, gpu_type: str, same: bool) -> Iterable[_Op]:
+        """The operations :meth:`_ops` made ready, least throughput lost per GPU freed first (``same``: only
+        those that keep the job on ``gpu_type``): the kept ones merged with the pass's own."""
+        mine = (v.same if same else v.ops).get(gpu_type)
+        if v.base is None:
+            return mine if mine is not None else ()
+        kept = (v.base.same if same else v.base.ops).get(gpu_type, ())
+        return heapq.merge(kept, mine, key=_op_key) if mine else kept
 
     def _meets(self, view: ClusterView, job: JobInfo, iteration_s: float) -> bool:
         """Whether ``job`` finishes by its deadline at ``iteration_s`` from now (no deadline: yes)."""
@@ -714,7 +889,12 @@ class Crius(OwnPass):
         return deadline is None or view.now + job.remaining_iterations(view.now) * iteration_s <= deadline
 
     def _add_ops(self, view: ClusterView, v: _PassVirtual, vj: _Virtual) -> None:
+        """A job the pass starts: its operations join those of its GPU type (once built, without ``base``)."""
         gpu_type = vj.key[0]
+        if v.base is not None:
+            v.ops.setdefault(gpu_type, SortedKeyList(key=_op_key))
+            v.same.setdefault(gpu_type, SortedKeyList(key=_op_key))
+            v.largest.setdefault(gpu_type, SortedList())
         ops = v.ops.get(gpu_type)
         if ops is None:
             return
@@ -745,7 +925,7 @@ class Crius(OwnPass):
         vj = v.jobs[job_id]
         v.free[vj.key[0]] += vj.key[1]
         v.free[option.cell.gpu_type] -= option.cell.gpus
-        vj.option = option
+        v.jobs[job_id] = _Virtual(vj.job, option, vj.ref_s, vj.running, vj.original)
         v.scaled.add(job_id)
         v.version += 1
 
@@ -767,12 +947,14 @@ class Crius(OwnPass):
             if room < gpus:
                 continue
             popped = {job_id: v.jobs.pop(job_id) for job_id in chosen}
+            v.popped.update(chosen)
             v.version += 1
             v.free[gpu_type] += sum(vj.key[1] for vj in popped.values())
             if self._cell_based_sched(view, v, job):
                 v.suspended.extend(chosen)
                 return True
             v.jobs.update(popped)
+            v.popped.difference_update(chosen)
             v.free[gpu_type] -= sum(vj.key[1] for vj in popped.values())
             v.version += 1
         return False
@@ -780,6 +962,9 @@ class Crius(OwnPass):
     def _extra(self, view: ClusterView, v: _PassVirtual) -> None:
         """Algorithm 1 line 12: scale running jobs up into idle GPUs, the largest throughput gain
         per GPU first, at most ``search_depth`` operations."""
+        if v.base is not None:
+            self._extra_kept(view, v, v.base)
+            return
         for _ in range(self.search_depth):
             best: tuple[float, str, str, int] | None = None
             for job_id, vj in v.jobs.items():
@@ -801,6 +986,47 @@ class Crius(OwnPass):
                 return
             _, job_id, t, g = best
             self._move(v, job_id, self._cells_of(view, v.jobs[job_id].job)[(t, g)])
+
+    def _extra_kept(self, view: ClusterView, v: _PassVirtual, base: _RunningCells) -> None:
+        """:meth:`_extra` over the scale-ups kept from pass to pass: the best of each (GPU type, GPUs
+        added) group whose GPUs are free, skipping jobs scaled or suspended in the pass, and those of
+        the jobs the pass started, derived here."""
+        for _ in range(self.search_depth):
+            best: tuple[float, str, str, int] | None = None
+            for (t, extra), ranks in base.extras.items():
+                if extra > v.free[t]:
+                    continue
+                for rank in ranks:
+                    job_id = rank[1]
+                    if job_id not in v.scaled and job_id in v.jobs:
+                        if best is None or rank < best:
+                            best = rank
+                        break
+            for job_id in v.started:
+                if job_id not in v.scaled:
+                    for (t, extra), rank in self._job_extras(view, v.jobs[job_id]):
+                        if extra <= v.free[t] and (best is None or rank < best):
+                            best = rank
+            if best is None:
+                return
+            _, job_id, t, g = best
+            self._move(v, job_id, self._cells_of(view, v.jobs[job_id].job)[(t, g)])
+
+    def _job_extras(self, view: ClusterView, vj: _Virtual) -> list[_Extra]:
+        """The scale-ups line 12 may give one job on its Cell (:meth:`_extra`'s rule): each Cell with more
+        GPUs, of higher throughput, on its type or (not Crius-NH) another."""
+        out: list[_Extra] = []
+        gpu_type, held = vj.key
+        for (t, g), option in self._cells_of(view, vj.job).items():
+            if t != gpu_type and not self.heterogeneity:
+                continue  # Crius-NH
+            extra = g - held if t == gpu_type else g
+            if extra <= 0:
+                continue
+            gain = vj.ref_s / option.iteration_s - vj.throughput
+            if gain > 0:
+                out.append(((t, extra), (-gain / max(g - held, 1), vj.job.job_id, t, g)))
+        return out
 
     # ---------------------------------------------------------------- FinalizeAlloc
     def _run_plan(self, view: ClusterView, vj: _Virtual) -> tuple[StagePlan, ...]:

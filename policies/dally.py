@@ -34,11 +34,18 @@ Paper: shared/papers/dally-network-sensitive-scheduling.txt. What each piece is:
   its rack timer has). A victim checkpoints and pays the performance model's
   restart cost when it resumes.
 
-Five rules of Halyard's own, none in the paper, are named options, off in the
-paper's ``dally`` and ``dally-manual`` (registered as ``+migrate``, ``+worse-half``,
-``+hysteresis``, ``+lease`` and ``+reauction``; ``dally+migrate+worse-half+hysteresis`` is Halyard's earlier
-Dally, docs/reproductions/dally-reproduction.md measures each against the paper's version; the auto-tuner
-has two more, ``+drop-short-waits`` and ``+manual-start``, on :class:`AutoTuner`):
+The presets (policies/registry.py ``DALLY_READINGS``) are two readings of this class. ``dally`` and
+``dally-manual`` are the reading of the authors' evaluation: this class with ``reauction`` and
+``staggered`` on, the rules their reference simulator runs (aakash-sharma/cluster-sim; run beside it on
+the same inputs in docs/reproductions/dally-public-comparison.md, within 5% at 4 racks, and with the
+paper's direction against Tiresias in docs/reproductions/dally-reproduction.md). ``dally-literal`` and
+``dally-manual-literal`` are the paper's §4.3 text alone, every option below off (the class's defaults).
+
+Five rules of Halyard's own, none in the paper, are named options, off in the paper's text
+(``dally-literal``, ``dally-manual-literal``; registered as ``+migrate``, ``+worse-half``,
+``+hysteresis``, ``+lease`` and ``+reauction``; ``dally-literal+migrate+worse-half+hysteresis`` is Halyard's
+earlier Dally, docs/reproductions/dally-reproduction.md measures each against the paper's version; the
+auto-tuner has two more, ``+drop-short-waits`` and ``+manual-start``, on :class:`AutoTuner`):
 
 * ``migrate``: a running job slowed by its placement (Nw_sens below ``1 - min_gain``)
   whose GPUs span more racks or machines than its size needs is re-placed on one rack
@@ -96,7 +103,7 @@ boundaries, which cluster-sim does not have).
 
 ``+no-preemption`` (a measurement option, not a rule) switches the Nw_sens preemption off: the
 reference simulator preempts nobody between lease ends, so the side-by-side runs Halyard's
-``dally-manual+no-preemption`` beside it with no lease ends.
+``dally-manual-literal+no-preemption`` beside it with no lease ends.
 
 Why Dally is its own :class:`~halyard.policies.stages.Policy` and not a
 :class:`~halyard.policies.staged.StagedPolicy`: an offer is accepted or rejected
@@ -267,10 +274,13 @@ class Dally:
                                    (f"min-gain {self.min_gain:g}", self.min_gain > 0.0),
                                    (f"lease {self.lease_rounds:g} rounds", self.lease)) if on]
         preemption = "+".join([self.nw_preemption.name, *options]) if self.preemption else "off"
-        if self.reauction:
-            preemption = f"lease-end re-auction every {self.lease_rounds:g} rounds"
+        if self.reauction:  # (+staggered, +hoard: policies/dally_clustersim.py; the rest policies/dally_release.py)
+            preemption = (f"lease-end re-auction every {self.lease_rounds:g} rounds"
+                          + (", leases released one at a time" if self.staggered is not None else "")
+                          + (", running jobs hoard what they win" if self.hoard is not None else ""))
             if self.release is not None:
-                preemption += (" at each lease's end" + (", at an iteration event's end" if self.release.events else "")
+                preemption += (", at each lease's end"
+                               + (", at an iteration event's end" if self.release.events else "")
                                + (" + 1 s per GPU" if self.release.delay else "")
                                + (", no round passes" if self.release.no_rounds else ""))
         timers = self.timers

@@ -86,8 +86,9 @@ class NodeBackends:
 def no_node_for(kind: int, others: int) -> Unplaced:
     """Why a job of ``kind`` waits when no schedulable node takes its kind (``others``: the
     schedulable nodes of the other kind)."""
+    nodes = f"{others} connected node" + ("" if others == 1 else "s")
     if kind == RUNS_COMMANDS:
         return cannot_fit(STAGE, "it has a command, and no connected agent runs commands (process or gpu backend); "
-                                 "{} connected node(s) are emulated, which never execute a command", others)
+                                 "{} {} emulated, which never execute a command", nodes, "is" if others == 1 else "are")
     return cannot_fit(STAGE, "it has no command, so it runs only on an emulated agent, and none is connected; "
-                             "{} connected node(s) run real processes, which need a command", others)
+                             "{} {} real processes, which need a command", nodes, "runs" if others == 1 else "run")

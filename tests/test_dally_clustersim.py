@@ -108,9 +108,9 @@ def test_staggered_hoard_bids_in_nw_sens_order_with_the_waiting_jobs(small_clust
 @pytest.mark.parametrize("option", ["staggered", "hoard"])
 def test_the_options_need_reauction(option):
     with pytest.raises(ValidationError, match=f"\\+{option} .*needs \\+reauction"):
-        make_policy(f"dally-manual+{option}")
-    policy = make_policy(f"dally-manual+reauction+{option}")
-    assert policy.name == f"dally-manual+reauction+{option}"
+        make_policy(f"dally-manual-literal+{option}")
+    policy = make_policy(f"dally-manual-literal+reauction+{option}")
+    assert policy.name == f"dally-manual-literal+reauction+{option}"
     assert (policy.hoard is not None) is (option == "hoard") and (policy.staggered is not None) is (option != "hoard")
 
 
@@ -156,13 +156,13 @@ def _drawn_run(policy_name: str, arrival: str, racks: int, seed: int, jobs: int,
 
 
 @pytest.mark.parametrize(("policy_name", "arrival", "racks", "seed", "jobs"), [
-    ("dally+reauction+staggered", "batch", 2, 1, 40),
-    ("dally+reauction+staggered", "batch", 4, 2, 40),
-    ("dally+reauction+staggered", "poisson", 2, 3, 30),
-    ("dally-manual+reauction+staggered", "batch", 2, 4, 30),
-    ("dally+reauction+staggered+hoard", "batch", 2, 1, 20),
-    ("dally+reauction+staggered+hoard", "poisson", 4, 2, 12),
-    ("dally+reauction+staggered+first-fit", "batch", 2, 1, 20),
+    ("dally", "batch", 2, 1, 40),  # the preset: +reauction+staggered (policies/registry.py DALLY_READINGS)
+    ("dally", "batch", 4, 2, 40),
+    ("dally", "poisson", 2, 3, 30),
+    ("dally-manual", "batch", 2, 4, 30),
+    ("dally+hoard", "batch", 2, 1, 20),
+    ("dally+hoard", "poisson", 4, 2, 12),
+    ("dally+first-fit", "batch", 2, 1, 20),
 ])
 def test_incremental_auctions_log_what_one_by_one_logs(policy_name, arrival, racks, seed, jobs):
     """``+staggered``'s auctions made incremental (policies/dally_staggered.py) offer Algorithm 1 only to the
@@ -315,8 +315,8 @@ def test_first_fit_composes_with_reauction_staggered():
     def running():
         return [fake("a", 4, seq=0, allocation=on(cluster, ("r0-m0", 4)), done=100, run_s=1000,
                      last_assignment_time=0.0)]
-    assert make_policy("dally+reauction+staggered").delay.first_fit is None
-    for name, moved in (("dally+reauction+staggered", None), ("dally+reauction+staggered+first-fit", "r1-m5")):
+    assert make_policy("dally").delay.first_fit is None
+    for name, moved in (("dally", None), ("dally+first-fit", "r1-m5")):
         policy = make_policy(name)
         assert policy.name == name
         plan = policy.schedule(view_of(cluster, LEASE_S, running(), []), PassState())

@@ -127,7 +127,7 @@ def test_off_by_default_and_need_their_base():
     for name in ("dally", "dally-manual", "dally+reauction", f"{BASE}"):
         assert getattr(make_policy(name), "wake_at", None) is None
     with pytest.raises(ValidationError, match="needs \\+reauction"):
-        make_policy("dally+auction-on-release")
+        make_policy("dally-literal+auction-on-release")
     for option in ("release-delay", "event-leases", "no-rounds"):
         with pytest.raises(ValidationError, match="needs \\+auction-on-release"):
-            make_policy(f"dally+reauction+{option}")
+            make_policy(f"dally-literal+reauction+{option}")

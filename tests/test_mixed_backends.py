@@ -85,7 +85,17 @@ def test_a_job_no_connected_node_can_run_waits_with_the_reason(small_cluster, pe
     why = core.wait_of(core.records["real"])
     assert why.code is WaitCode.CANNOT_FIT_NOW and why.stage == "backend"
     assert "no connected agent runs commands" in why.reason
+    assert f"; {len(small_cluster.nodes)} connected nodes are emulated," in why.reason
     assert core.waiting[WaitCode.CANNOT_FIT_NOW] == 1
+
+
+def test_the_reason_counts_the_other_kinds_nodes_in_words():
+    from halyard.scheduling.backends import no_node_for
+
+    assert "; 1 connected node is emulated," in no_node_for(RUNS_COMMANDS, 1).reason
+    assert "; 3 connected nodes are emulated," in no_node_for(RUNS_COMMANDS, 3).reason
+    assert "; 1 connected node runs real processes," in no_node_for(EMULATES, 1).reason
+    assert "; 0 connected nodes run real processes," in no_node_for(EMULATES, 0).reason
 
 
 def test_the_core_refuses_a_plan_that_puts_a_command_on_an_emulated_node(small_cluster, perf):

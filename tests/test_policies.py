@@ -149,7 +149,8 @@ def test_preset_names():
     cassini = ["themis+cassini", "tiresias+cassini", "synergy-tune:srtf+cassini", "pollux", "pollux+cassini"]
     assert names == sorted(["crius", "crius-ddl", "crius-na", "crius-nh", "crius-no-suspend", "elasticflow",
                             "elasticflow-ls", "fcfs",
-                            "gavel", "dally", "dally-manual", "easyscale-heter", "easyscale-homo", "fifo", "gandiva",
+                            "gavel", "dally", "dally-manual", "dally-literal", "dally-manual-literal",
+                            "easyscale-heter", "easyscale-homo", "fifo", "gandiva",
                             "las", "srtf", "tiresias", "yarn-cs", "themis", "random", *synergy, *cassini])
 
 

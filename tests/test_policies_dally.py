@@ -582,7 +582,7 @@ def test_reauction_swapping_jobs_are_written_as_a_preemption_and_a_start(small_c
 
 
 def test_reauction_is_a_registered_option():
-    policy = make_policy("dally-manual+reauction")
+    policy = make_policy("dally-manual-literal+reauction")  # the one rule (dally-manual has +staggered too)
     assert policy.reauction and not policy.preemption  # nobody is preempted between lease ends
     assert ("preemption", f"lease-end re-auction every {LEASE_ROUNDS:g} rounds") in policy.stages()
 
@@ -596,31 +596,37 @@ def test_lease_rounds_must_be_positive():
 
 
 def test_registry_names():
-    assert {"dally", "dally-manual", "fifo", "las", "srtf"} <= set(policy_names())
-    assert make_policy("dally").name == "dally" and make_policy("dally-manual").name == "dally-manual"
+    names = ("dally", "dally-manual", "dally-literal", "dally-manual-literal")
+    assert {*names, "fifo", "las", "srtf"} <= set(policy_names())
+    assert all(make_policy(name).name == name for name in names)
     assert isinstance(make_policy("dally-manual").timers, ManualTimers)
+    assert isinstance(make_policy("dally-manual-literal").timers, ManualTimers)
+    assert isinstance(make_policy("dally-literal").timers, AutoTuner)
 
 
-def test_the_presets_are_the_paper_and_options_are_named():
-    """``dally`` and ``dally-manual`` have none of Halyard's own rules; '+migrate', '+worse-half' and
-    '+hysteresis' switch them on (on Dally only), and name the result."""
-    for name in ("dally", "dally-manual"):
+def test_the_literal_presets_are_the_paper_and_options_are_named():
+    """``dally-literal`` and ``dally-manual-literal`` (§4.3 as written) have none of Halyard's own rules;
+    '+migrate', '+worse-half' and '+hysteresis' switch them on (on Dally only), and name the result."""
+    for name in ("dally-literal", "dally-manual-literal"):
         paper = make_policy(name)
-        assert (paper.migrate, paper.worse_half, paper.min_gain) == (False, False, 0.0)
+        assert (paper.migrate, paper.worse_half, paper.min_gain, paper.lease, paper.reauction) == \
+            (False, False, 0.0, False, False)
+        assert paper.staggered is None and paper.hoard is None and paper.preemption
         assert ("preemption", "nw-sens") in paper.stages()
-    old = make_policy("dally-manual+migrate+worse-half+hysteresis")
+    old = make_policy("dally-manual-literal+migrate+worse-half+hysteresis")
     assert (old.migrate, old.worse_half, old.min_gain) == (True, True, MIN_GAIN)
-    assert old.name == "dally-manual+migrate+worse-half+hysteresis" and isinstance(old.timers, ManualTimers)
+    assert old.name == "dally-manual-literal+migrate+worse-half+hysteresis" and isinstance(old.timers, ManualTimers)
     assert ("preemption", f"nw-sens+migrate+worse-half+min-gain {MIN_GAIN:g}") in old.stages()
-    assert make_policy("dally+cassini+migrate").migrate
-    lease = make_policy("dally-manual+lease")
-    assert lease.lease and not lease.migrate and lease.name == "dally-manual+lease"
-    assert not make_policy("dally").lease
+    assert make_policy("dally-literal+cassini+migrate").migrate
+    lease = make_policy("dally-manual-literal+lease")
+    assert lease.lease and not lease.migrate and lease.name == "dally-manual-literal+lease"
+    assert not make_policy("dally-literal").lease
     # '+no-preemption': the authors' simulator (aakash-sharma/cluster-sim) preempts nobody between lease
     # ends; docs/reproductions/dally-public-comparison.md measures Halyard's Dally-manual without it beside that
     # simulator
-    quiet = make_policy("dally-manual+no-preemption")
-    assert not quiet.preemption and ("preemption", "off") in quiet.stages() and make_policy("dally").preemption
+    quiet = make_policy("dally-manual-literal+no-preemption")
+    assert not quiet.preemption and ("preemption", "off") in quiet.stages()
+    assert make_policy("dally-literal").preemption
     with pytest.raises(ValidationError, match=r"'fifo' cannot take \+migrate: it lacks TakesDallyOptions"):
         make_policy("fifo+migrate")
     with pytest.raises(ValueError, match="min_gain"):
@@ -652,7 +658,7 @@ def test_ideal_run_time_is_one_figure_per_job(perf):
     assert ideal_compute_s(view, constrained) == a10  # a constraint is the job's only type
 
 
-@pytest.mark.parametrize("name", ["dally", "dally-manual"])
+@pytest.mark.parametrize("name", ["dally", "dally-manual", "dally-literal", "dally-manual-literal"])
 def test_every_job_finishes(small_cluster, perf, name):
     jobs = [job(g, submit=10.0 * i, iterations=200 + 50 * i, model=m)
             for i, (g, m) in enumerate([(4, "vgg11"), (2, "alexnet"), (6, "resnet18"), (1, "resnet50"),
@@ -661,12 +667,13 @@ def test_every_job_finishes(small_cluster, perf, name):
     assert all(r.state is JobState.COMPLETED for r in run.core.records.values())
 
 
-def test_dally_is_deterministic(small_cluster, perf):
+@pytest.mark.parametrize("name", ["dally", "dally-literal"])
+def test_dally_is_deterministic(small_cluster, perf, name):
     jobs = [job(g, submit=5.0 * i, iterations=300, model="vgg11", job_id=f"d{i}")
             for i, g in enumerate([4, 4, 2, 6, 1, 3, 8, 2])]
 
     def trace():
-        run = Simulator(small_cluster, make_policy("dally"), perf, round_s=60.0).run(jobs)
+        run = Simulator(small_cluster, make_policy(name), perf, round_s=60.0).run(jobs)
         return [(e.job_id, e.kind, e.time, e.detail) for e in run.core.log]
 
     assert trace() == trace()
@@ -759,11 +766,11 @@ def test_cheapest_domain_matches_walking_every_victim_for_every_domain():
 # Digests of Dally's event log on tests/test_loaded_schedule_exact.py's loaded trace (1,000 jobs at
 # ~90% load on synergy-128, contention fair; 200 preemptions under dally), made with policies/dally.py
 # as it was before issue 19's speed-ups (bd5d843): lazy victims and the one-walk _cheapest must not
-# move any event by one rounding.
+# move any event by one rounding. (Pinned when the paper's text was the preset ``dally``, now ``dally-literal``.)
 LOADED_DALLY_DIGESTS = {
-    "dally": "fbcbca536c674f67ba6704e350943709878e4f22ffc2861259c5d561b3438ced",
-    "dally-manual": "161f30960e26bf4845d056285438d4232307a2ae92f1b5eb19772cc994cc5f38",
-    "dally+lease": "e870ad771852f1f4dfd6e0e3190f8b96cbc1d86ff18f12d61a0873ec582f134a",
+    "dally-literal": "fbcbca536c674f67ba6704e350943709878e4f22ffc2861259c5d561b3438ced",
+    "dally-manual-literal": "161f30960e26bf4845d056285438d4232307a2ae92f1b5eb19772cc994cc5f38",
+    "dally-literal+lease": "e870ad771852f1f4dfd6e0e3190f8b96cbc1d86ff18f12d61a0873ec582f134a",
 }
 
 

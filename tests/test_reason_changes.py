@@ -61,7 +61,7 @@ def _run(policy) -> tuple[list[tuple[dict, Counter]], int]:
 
 
 def _dally(*, shortcuts: bool):
-    policy = make_policy("dally")
+    policy = make_policy("dally-literal")  # the paper's Nw_sens preemption (the preset re-auctions instead)
     policy.shortcuts = shortcuts
     return policy
 

@@ -170,7 +170,7 @@ def test_followed_running_jobs_equal_a_fresh_check_on_a_loaded_run():
     from halyard.scheduling.timing import performance_model_for
     from halyard.traces import generate_synergy_trace
 
-    policy = make_policy("dally")
+    policy = make_policy("dally-literal")  # the paper's Nw_sens preemption (the preset re-auctions instead)
     policy.nw_preemption.running_sens = table = _CheckedTable()
     sim = Simulator(load_cluster("synergy-128"), policy, performance_model_for(policy, contention="fair"))
     sim.run(generate_synergy_trace(1000, rate_per_hour=5.0, multi_gpu=True, seed=1), until=(600, 601))

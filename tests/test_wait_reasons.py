@@ -26,6 +26,8 @@ from halyard.v1 import types_pb2 as tpb
 
 def expected(policy: str) -> tuple[str, str, str]:
     """(code, stage, reason) the policy's waiting job must report."""
+    if policy.startswith("dally") and make_policy(policy).reauction:  # cluster-sim's reading: nobody is
+        return "CANNOT_FIT_NOW", "delay-scheduling", "needs 16 GPUs; 0 free"  # preempted between lease ends
     if policy.startswith("dally"):  # the running job has no higher Nw_sens than the never-run one (1.0)
         return ("CANNOT_FIT_NOW", "delay-scheduling",
                 "needs 16 GPUs; 0 free and no running job may be preempted for it")

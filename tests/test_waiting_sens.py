@@ -54,7 +54,7 @@ class _Checked(WaitingOrder):
 
 
 def _run(*, shortcuts: bool, checked: bool = False):
-    policy = make_policy("dally")
+    policy = make_policy("dally-literal")  # the paper's Nw_sens preemption (the preset re-auctions instead)
     policy.shortcuts = shortcuts
     if checked:
         policy._waiting = _Checked(policy)
