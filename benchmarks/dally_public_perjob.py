@@ -37,6 +37,10 @@ with the standard library.
 
 Prints, per policy: mean JCT, p99 JCT, makespan on each side, their ratio, the share of jobs
 whose JCTs agree within 5 %, and both sides' CPU seconds (``getrusage`` of the child processes).
+With ``--per-job`` it also stores every job's row of the join, with its waits after lease ends in both
+simulators: cluster-sim's from two print lines compiled into the run's working folder
+(:data:`TRACE_EDITS`, which change no decision), Halyard's from the event log of the same run made
+in-process (checked against ``halyard simulate``'s JCTs); the page's per-job residual reads them.
 Writes ``docs/reproductions/dally-public-comparison.json`` and the page
 ``docs/reproductions/dally-public-comparison.md``
 (from ``benchmarks/dally_public_page.md``).
