@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -264,6 +265,18 @@ class SchedulingCore:
                            pending_demand=self._demand_view, facts=self.facts, origin_s=self.origin_s,
                            profiles=self.profiles, round_slack_s=self.round_slack_s, events=self.log,
                            jobs=self._records_view, reasons=self._told_view)
+
+    def wake_at(self, now: float) -> float:
+        """When the policy asks for a pass with no event before it (its optional ``wake_at``, :class:`Policy`),
+        after ``now``; inf when it asks for none. Both drivers run a pass then, the simulator as a round
+        (scheduling/simulator.py) and the control plane's round timer (``ControlPlane.next_round``), so
+        that ``simulate`` and ``replay`` pass at the same instants. Only Dally's ``+auction-on-release``
+        asks (policies/dally_release.py); a policy without the attribute costs no view."""
+        wake = getattr(self.policy, "wake_at", None)
+        if wake is None:
+            return math.inf
+        due = wake(self.view(now))
+        return due if due > now else math.inf
 
     def schedule(self, now: float) -> list[Action]:
         """Run one policy pass and apply its plan; returns the applied actions.
