@@ -11,7 +11,10 @@ changed no decision. ``--before`` also runs each policy with issue 38's skips of
 default run, so the two compare within one load of the machine: TUNE re-packs every round (no skip of
 unchanged re-packs, ``Tune.place_all``), the core runs every round pass (no skip of a round that repeats an
 empty one, ``SchedulingCore.schedule``) and writes every pass's wait reasons at once
-(``SchedulingCore._note_reasons``). What cannot be switched off (the packer's and the walk's leaner code)
+(``SchedulingCore._note_reasons``), every pass tells every reason (``StagedPolicy.reason_changes``), the
+FIFO walk looks at every waiting job (``StagedPolicy.skip_tail``) and TUNE re-packs on the Packer, not on
+lists (``Tune.lean``). What cannot be switched off (the packer's and the walk's leaner code, each running
+job keyed once per ranking)
 is measured against the code before it in alternating runs of two checkouts (docs/reproductions/simulator-cost.md).
 
     .venv/bin/python benchmarks/bench_synergy_public_config.py [--policy synergy-tune:fifo] [--repeat 1] [--counts]
@@ -34,7 +37,7 @@ from collections import Counter
 from pathlib import Path
 
 from halyard.datamodel import load_cluster
-from halyard.policies import make_policy
+from halyard.policies import make_policy, synergy_lean
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.synergy import SynergyMechanism, Tune
 from halyard.scheduling import Simulator
@@ -75,13 +78,21 @@ def event_digest(sim: Simulator) -> str:
     return h.hexdigest()
 
 
+# The lean re-pack's steps (policies/synergy_lean.py), as imported: --counts wraps them for a run and
+# run_once puts these back after it.
+LEAN_STEPS = {name: getattr(synergy_lean, name) for name in ("_replace_running", "_pack_new", "_pack_running",
+                                                             "_renewing")}
+
+
 def instrument(policy: StagedPolicy) -> Counter[str]:
     """Count a staged policy's work by wrapping its stages' methods on this instance (the library keeps no
     counters): ``keyed`` jobs keyed by the ordering, ``ranked`` jobs in the rankings, ``placed_all`` batch
     placements (round passes) and ``runnable`` jobs handed to them, ``repacked`` of those that re-packed (TUNE:
 the others were answered by the last re-pack, Tune.place_all), ``renewed`` running jobs the re-pack
     kept as they are (Tune._renewing), ``retuned`` jobs re-packed one by one (placed, re-placed or
-    reshaped by the TUNE walk). The wrappers cost CPU of their own: time a run without ``--counts``."""
+    reshaped by the TUNE walk; on the Packer or on lists, Tune.lean: the same steps), ``tail`` waiting jobs
+    past the point where a FIFO walk's GPU budget ran out and ``tail_looked`` those of them it looked at
+    (StagedPolicy.skip_tail). The wrappers cost CPU of their own: time a run without ``--counts``."""
     counts: Counter[str] = Counter()
     ordering, placement = policy.ordering, policy.placement
     key, ranking = ordering.key, ordering.ranking
@@ -100,6 +111,14 @@ the others were answered by the last re-pack, Tune.place_all), ``renewed`` runni
         return r
 
     ordering.key, ordering.ranking = counted_key, counted_ranking
+    walk_tail = policy._walk_tail
+
+    def counted_walk_tail(view, ranking, start, *a):
+        looked = walk_tail(view, ranking, start, *a)
+        counts["tail"] += int((ranking.held[start:] == 0).sum())  # waiting jobs past the budget's end
+        counts["tail_looked"] += looked  # of those, the ones the walk looked at (StagedPolicy._walk_tail)
+        return looked
+    policy._walk_tail = counted_walk_tail
     if hasattr(placement, "place_all"):
         place_all = placement.place_all
 
@@ -108,26 +127,28 @@ the others were answered by the last re-pack, Tune.place_all), ``renewed`` runni
             counts["runnable"] += len(runnable)
             return place_all(view, runnable, new, plan, free, state)
         placement.place_all = counted_place_all
-    repack = getattr(placement, "repack", None)
-    if repack is not None:
-        def counted_repack(*a, **k):
-            counts["repacked"] += 1
-            return repack(*a, **k)
-        placement.repack = counted_repack
-    for name in ("_replace_running", "_pack_new", "_pack_running"):
-        method = getattr(placement, name, None)
-        if method is not None:
-            def counted(*a, _m=method, **k):
-                counts["retuned"] += 1
+    for attr in ("repack", "repack_lean"):  # the Packer's re-pack, or the one on lists (Tune.lean)
+        repack = getattr(placement, attr, None)
+        if repack is not None:
+            def counted_repack(*a, _m=repack, **k):
+                counts["repacked"] += 1
                 return _m(*a, **k)
-            setattr(placement, name, counted)
-    renewing = getattr(placement, "_renewing", None)
-    if renewing is not None:
-        def counted_renewing(*a):
-            kept, to_demand = renewing(*a)
-            counts["renewed"] += len(kept)
-            return kept, to_demand
-        placement._renewing = counted_renewing
+            setattr(placement, attr, counted_repack)
+    for name in ("_replace_running", "_pack_new", "_pack_running"):
+        for owner, method in ((placement, getattr(placement, name, None)), (synergy_lean, LEAN_STEPS[name])):
+            if method is not None:  # the lean re-pack's steps are module functions of the same names
+                def counted(*a, _m=method, **k):
+                    counts["retuned"] += 1
+                    return _m(*a, **k)
+                setattr(owner, name, counted)
+    for owner, renewing in ((placement, getattr(placement, "_renewing", None)),
+                            (synergy_lean, LEAN_STEPS["_renewing"])):
+        if renewing is not None:
+            def counted_renewing(*a, _m=renewing):
+                kept, to_demand = _m(*a)
+                counts["renewed"] += len(kept)
+                return kept, to_demand
+            owner._renewing = counted_renewing
     return counts
 
 
@@ -149,19 +170,39 @@ def count_rounds(policy: object, work: Counter[str]) -> None:
         work["rounds"] += 1
         return place_all(*a, **k)
     placement.place_all = counted_place_all
-    repack = getattr(placement, "repack", None)
-    if repack is not None:
-        def counted_repack(*a, **k):
-            work["retuned"] += 1
-            return repack(*a, **k)
-        placement.repack = counted_repack
+    for attr in ("repack", "repack_lean"):  # the Packer's re-pack, or the one on lists (Tune.lean)
+        repack = getattr(placement, attr, None)
+        if repack is not None:
+            def counted_repack(*a, _m=repack, **k):
+                work["retuned"] += 1
+                return _m(*a, **k)
+            setattr(placement, attr, counted_repack)
 
 
-def run_once(policy_name: str, jobs: list, *, count: bool, skip: bool = True) -> dict[str, object]:
-    """One run. ``skip=False`` (``--before``): issue 38's skips off (module docstring)."""
+def count_told(core: object, work: Counter[str]) -> None:
+    """Count the wait reasons the passes tell the core (``told``: a whole pass tells every waiting job's, a
+    change set only those that changed, StagedPolicy.reason_changes); ``told/pass`` in the line."""
+    note = core._note_reasons
+
+    def noting(told, *args, **kwargs):
+        work["told"] += len(told)
+        return note(told, *args, **kwargs)
+    core._note_reasons = noting
+
+
+def run_once(policy_name: str, jobs: list, *, count: bool, skip: bool = True,
+             changes: bool = True) -> dict[str, object]:
+    """One run. ``skip=False`` (``--before``): issue 38's skips off (module docstring). ``changes=False``
+    (``--whole-reasons``): every pass tells every reason (StagedPolicy.reason_changes off), nothing else."""
     policy = make_policy(policy_name)
+    if isinstance(policy, StagedPolicy):
+        policy.reason_changes = skip and changes
     if not skip and skips(policy):
         policy.placement.place_all = functools.partial(SynergyMechanism.place_all, policy.placement)
+    if not skip and isinstance(policy, StagedPolicy):  # the round re-pack on the Packer, every waiting job walked
+        policy.skip_tail = False
+        if isinstance(policy.placement, Tune):
+            policy.placement.lean = False
     if not skip and isinstance(policy, StagedPolicy):  # no round skipped as a repeat (Policy.quiet_until)
         policy.ordering.same_until = lambda view: -math.inf
     counts = instrument(policy) if count and isinstance(policy, StagedPolicy) else Counter()
@@ -169,9 +210,12 @@ def run_once(policy_name: str, jobs: list, *, count: bool, skip: bool = True) ->
     sim.core.late_reasons = skip
     with counting(policy) as work:
         count_rounds(policy, work)
+        count_told(sim.core, work)
         cpu0 = time.process_time()
         sim.run(jobs, until=MEASURE)
         cpu = time.process_time() - cpu0
+    for name, step in LEAN_STEPS.items():
+        setattr(synergy_lean, name, step)
     return {"cpu_s": cpu, "passes": sim.core.passes, "skipped": sim.core.skipped_passes,
             "pass_s": sim.core.pass_seconds.total, "events": len(sim.core.log), "digest": event_digest(sim),
             "work": dict(add_core(work, sim.core)), "counts": dict(counts)}
@@ -183,7 +227,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="runs per policy, alternating between policies")
     ap.add_argument("--counts", action="store_true", help="count the policy's work (costs CPU of its own)")
     ap.add_argument("--before", action="store_true", help="also run each policy with issue 38's skips off (every "
-                    "round passed and re-packed, reasons written at once), alternating with the default run")
+                    "round passed and re-packed, reasons written at once and told whole), alternating with the "
+                    "default run")
+    ap.add_argument("--whole-reasons", action="store_true", help="also run each policy with its wait reasons told "
+                    "whole every pass (StagedPolicy.reason_changes off; printed apart, not written to --json), "
+                    "alternating with the default run")
     ap.add_argument("--json", type=Path, help="write Halyard's figures and PUBLIC_ROWS into this JSON's 'synergy' "
                     "(docs/reproductions/simulator-cost.json; benchmarks/simulator_cost.py renders the page from it)")
     ap.add_argument("--write-trace", type=Path, help="also write the trace (a canonical CSV) for the public side")
@@ -197,9 +245,15 @@ def main() -> None:
     runs = [(name, True) for name in names]
     if args.before:  # alternate: each TUNE policy with the skip, then without it, in every repeat
         runs = [(name, skip) for name in names for skip in (True, False)]
+    variants = (True, False) if args.whole_reasons else (True,)
     for _ in range(args.repeat):
-        for name, skip in runs:
-            r = run_once(name, jobs, count=args.counts, skip=skip)
+        for (name, skip), changes in ((run, changes) for run in runs for changes in variants):
+            r = run_once(name, jobs, count=args.counts, skip=skip, changes=changes)
+            if not changes:
+                print(f"{name + ' (whole reasons)':24} cpu {r['cpu_s']:6.2f} s  in passes {r['pass_s']:6.2f} s  "
+                      f"sha256 {r['digest'][:16]}  {line(r['work'])}  "
+                      f"told/pass={r['work'].get('told', 0) / max(1, r['passes']):.1f}", flush=True)
+                continue
             into = kept if skip else before
             if name not in into or r["cpu_s"] < into[name]["cpu_s"]:  # the least of the repeats: the least noise
                 into[name] = {"cpu_s": round(r["cpu_s"], 2), "passes": r["passes"], "events": r["events"],
@@ -207,7 +261,8 @@ def main() -> None:
             extra = " ".join(f"{k}={v}" for k, v in sorted(r["counts"].items()))
             label = name if skip else f"{name} (before)"
             print(f"{label:24} cpu {r['cpu_s']:6.2f} s  in passes {r['pass_s']:6.2f} s  events {r['events']:7d}  "
-                  f"sha256 {r['digest'][:16]}  {line(r['work'])}  {extra}", flush=True)
+                  f"sha256 {r['digest'][:16]}  {line(r['work'])}  "
+                  f"told/pass={r['work'].get('told', 0) / max(1, r['passes']):.1f}  {extra}", flush=True)
     if args.json:
         stored = json.loads(args.json.read_text(encoding="utf-8")) if args.json.exists() else {}
         rows = [row for row in PUBLIC_ROWS if row["policy"] in kept]

@@ -37,6 +37,10 @@ with the standard library.
 
 Prints, per policy: mean JCT, p99 JCT, makespan on each side, their ratio, the share of jobs
 whose JCTs agree within 5 %, and both sides' CPU seconds (``getrusage`` of the child processes).
+With ``--per-job`` it also stores every job's row of the join, with its waits after lease ends in both
+simulators: cluster-sim's from two print lines compiled into the run's working folder
+(:data:`TRACE_EDITS`, which change no decision), Halyard's from the event log of the same run made
+in-process (checked against ``halyard simulate``'s JCTs); the page's per-job residual reads them.
 Writes ``docs/reproductions/dally-public-comparison.json`` and the page
 ``docs/reproductions/dally-public-comparison.md``
 (from ``benchmarks/dally_public_page.md``).
@@ -48,6 +52,7 @@ import argparse
 import csv
 import json
 import math
+import re
 import resource
 import shutil
 import subprocess
@@ -86,6 +91,8 @@ PAIRS = {"dally": ("Dally", -1.0, -1.0), "dally-manual": ("Dally", MANUAL_S, MAN
 # with staggered releases, policies/registry.py DALLY_READINGS).
 READINGS = ("dally-literal", "dally-literal+lease", "dally-literal+reauction", "dally")
 NO_LEASE_S = 1e9  # --public-lease-s for "no lease ends": longer than any run (timers stay in seconds)
+# The line cluster-sim prints for every GPU set an auction gives a job (InterJobScheduler.multiGPUResourceAllocator).
+ALLOCATED = re.compile(r"Allocated \+ (\d+) GPUs to JobId: (\d+)")
 
 
 def overheads() -> dict[str, tuple[float, float, float]]:
@@ -123,17 +130,35 @@ VARIANTS = {"running-jobs-wait": (
     "running jobs do not bid")}
 
 
-def compile_variant(checkout: Path, build: Path, variant: str, work: Path) -> Path:
-    """The classes of ``variant`` (:data:`VARIANTS`), compiled in ``work``; they go ahead of ``build``."""
-    module, line, insert, _ = VARIANTS[variant]
-    source = (checkout / "src" / "main" / "java" / "com" / "wisr" / "mlsched" / module).read_text(encoding="utf-8")
-    if source.count(line) != 1:
-        raise SystemExit(f"--public-variant {variant}: {module} no longer has the line it changes")
-    out = work / f"variant-{variant}"
+# --per-job: two lines that print, and change nothing else, so that each job's releases and auction wins have their
+# instants (the per-job residual): a lease end that leaves a job waiting (IntraJobScheduler.endIteration, as it sets
+# mIsWaiting) and every GPU set an auction gives (InterJobScheduler.multiGPUResourceAllocator).
+TRACE = "HALYARD-TRACE"
+TRACE_EDITS = (
+    ("localsched/IntraJobScheduler.java", "\t\t\tmIsWaiting = true;\n",
+     f'\t\t\tSystem.out.println("{TRACE} release " + Simulation.getSimulationTime() + " " + mJobId);\n'),
+    ("globalsched/InterJobScheduler.java", "\t\t\tbid.getJob().notifyResourceAssignment(gpuAllocation);",
+     f'\t\t\tSystem.out.println("{TRACE} alloc " + Simulation.getSimulationTime() + " " + job.getJobId());\n'))
+
+
+def compile_variant(checkout: Path, build: Path, variant: str | None, work: Path, trace: bool = False) -> Path:
+    """The classes of ``variant`` (:data:`VARIANTS`; with ``trace`` the :data:`TRACE_EDITS` as well), compiled in
+    ``work``; they go ahead of ``build``."""
+    edits = ([VARIANTS[variant][:3]] if variant else []) + (list(TRACE_EDITS) if trace else [])
+    out = work / f"variant-{variant or 'unchanged'}{'-traced' if trace else ''}"
     (out / "src").mkdir(parents=True, exist_ok=True)
-    changed = out / "src" / Path(module).name
-    changed.write_text(source.replace(line, insert + line), encoding="utf-8")
-    subprocess.run(["javac", "-nowarn", "-d", str(out / "classes"), "-cp", classpath(build), str(changed)],
+    changed: dict[str, str] = {}
+    for module, line, insert in edits:
+        source = changed.get(module) or (checkout / "src" / "main" / "java" / "com" / "wisr" / "mlsched"
+                                         / module).read_text(encoding="utf-8")
+        if source.count(line) != 1:
+            raise SystemExit(f"--public-variant {variant}: {module} no longer has the line it changes")
+        changed[module] = source.replace(line, insert + line)
+    files = []
+    for module, source in changed.items():
+        files.append(out / "src" / Path(module).name)
+        files[-1].write_text(source, encoding="utf-8")
+    subprocess.run(["javac", "-nowarn", "-d", str(out / "classes"), "-cp", classpath(build), *map(str, files)],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return out / "classes"
 
@@ -254,9 +279,38 @@ def run_public(checkout: Path, build: Path, paths: dict[str, Path], racks: int, 
     with open(work / f"{run}.log", "w") as log:
         subprocess.run(cmd, cwd=work, stdout=log, stderr=subprocess.STDOUT, check=True, timeout=timeout_s)
     cpu, wall = child_cpu() - cpu0, time.time() - wall0
-    book = next((work / "results" / run).glob("*.xlsx"))
+    book = read_workbook(next((work / "results" / run).glob("*.xlsx")))
+    for job, count in placements(work / f"{run}.log").items():
+        if job in book:
+            book[job]["placements"] = count
+    for job, instants in traced(work / f"{run}.log").items():
+        if job in book:
+            book[job].update(instants)
     (work / f"{run}.log").unlink()  # its progress lines: hundreds of MB on the larger runs
-    return read_workbook(book), cpu, wall
+    return book, cpu, wall
+
+
+def traced(log: Path) -> dict[int, dict[str, list[float]]]:
+    """Job id -> its "release" and "alloc" instants, from the :data:`TRACE_EDITS` lines (none when not traced)."""
+    out: dict[int, dict[str, list[float]]] = {}
+    with open(log, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith(TRACE):
+                _, kind, t, job = line.split()
+                out.setdefault(int(job), {"release": [], "alloc": []})[kind].append(float(t))
+    return out
+
+
+def placements(log: Path) -> dict[int, int]:
+    """Job id -> the GPU sets cluster-sim's auctions gave it (its "Allocated + N GPUs to JobId: J" lines)."""
+    out: dict[int, int] = {}
+    with open(log, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("Allocated"):
+                m = ALLOCATED.match(line)
+                if m:
+                    out[int(m.group(2))] = out.get(int(m.group(2)), 0) + 1
+    return out
 
 
 def run_halyard(trace: Path, racks: int, policy: str, work: Path, timeout_s: float, catalog: str = "dally-table1"
@@ -276,8 +330,34 @@ def run_halyard(trace: Path, racks: int, policy: str, work: Path, timeout_s: flo
     return {i: {"jct": float(r["jct_s"]) if r.get("state") == "COMPLETED" else math.nan,
                 "queue": float(r.get("queue_s") or "nan"), "run": float(r.get("run_s") or "nan"),
                 "preemptions": float(r.get("preemptions") or 0), "restarts": float(r.get("restarts") or 0),
-                "submit": float(r["submit_s"]), "end": float(r.get("finish_s") or "nan")}
+                "submit": float(r["submit_s"]), "end": float(r.get("finish_s") or "nan"),
+                "start": float(r.get("first_start_s") or "nan"), "placements": int(r.get("placements") or 0)}
             for i, r in rows.items()}, cpu, wall
+
+
+def halyard_instants(jobs: list, racks: int, policy: str, ours: dict) -> dict[int, dict[str, list[float]]]:
+    """Job number -> its "release" (preempted: a lease end that left it waiting) and "alloc" (started) instants in
+    Halyard's run of ``policy``, from the event log of the same run in-process (``halyard simulate``'s own
+    construction; checked against its jobs.csv: every JCT the same)."""
+    from halyard.datamodel import EventKind, load_cluster
+    from halyard.emulator.catalog import load_model_catalog
+    from halyard.policies import make_policy
+    from halyard.scheduling import Simulator
+    from halyard.scheduling.timing import performance_model_for
+    scheduler = make_policy(policy)
+    perf = performance_model_for(scheduler, contention="off", catalog=load_model_catalog("dally-table1"))
+    sim = Simulator(load_cluster(f"dally-{racks}rack"), scheduler, perf, round_s=LEASE_S)
+    sim.run(jobs)
+    out: dict[int, dict[str, list[float]]] = {}
+    for e in sim.core.log:
+        kind = {EventKind.PREEMPTED: "release", EventKind.STARTED: "alloc"}.get(e.kind)
+        if kind is not None:
+            out.setdefault(int(e.job_id[1:]), {"release": [], "alloc": []})[kind].append(e.time)
+    for job, record in sim.core.records.items():
+        jct = math.nan if record.end_time is None else record.end_time - record.spec.submit_time
+        if not math.isclose(jct, ours[int(job[1:])]["jct"], rel_tol=1e-6):
+            raise SystemExit(f"{policy}: the in-process run differs from halyard simulate's at {job}")
+    return out
 
 
 def p99(values: list[float]) -> float:
@@ -285,8 +365,8 @@ def p99(values: list[float]) -> float:
     return s[min(len(s) - 1, math.ceil(0.99 * len(s)) - 1)]
 
 
-def compare(jobs: list, pub: dict, ours: dict) -> dict:
-    """Per-job join on job number; the figures of the page."""
+def compare(jobs: list, pub: dict, ours: dict, per_job: bool = False) -> dict:
+    """Per-job join on job number; the figures of the page (with ``per_job``, every job's row as well)."""
     ids = sorted(int(j.job_id[1:]) for j in jobs)
     done = [i for i in ids if i in pub and not math.isnan(ours[i]["jct"])]
     pj = {i: pub[i]["end"] - pub[i]["arrival"] for i in done}
@@ -314,7 +394,31 @@ def compare(jobs: list, pub: dict, ours: dict) -> dict:
                        "public_jct_s": pj[i], "halyard_jct_s": oj[i], "public_queue_s": pub[i]["queue"],
                        "public_run_s": pub[i]["gpu_time"], "halyard_run_s": ours[i]["run"],
                        "halyard_queue_s": ours[i]["queue"], "halyard_preemptions": ours[i]["preemptions"]}
-                      for i in worst]}
+                      for i in worst],
+            **({"per_job": [joined(i, spec[i], pub[i], ours[i]) for i in done]} if per_job else {})}
+
+
+def long_waits(releases: list[float], starts: list[float]) -> tuple[int, float]:
+    """The waits from a release (a lease end that left the job waiting) to the job's next start that last more than
+    a lease: how many, and their seconds."""
+    waits = [next((a for a in sorted(starts) if a >= r), math.inf) - r for r in releases]
+    long = [w for w in waits if LEASE_S < w < math.inf]
+    return len(long), sum(long)
+
+
+def joined(i: int, spec, pub: dict, ours: dict) -> dict:
+    """One job in both runs: first start (from its arrival), JCT, every wait, time on GPUs, GPU sets given and, when
+    both runs were traced, its waits of over a lease after its lease ends."""
+    waits = {}
+    if "release" in pub and "release" in ours:
+        for side, d in (("public", pub), ("halyard", ours)):
+            waits[f"{side}_long_waits"], waits[f"{side}_long_wait_s"] = long_waits(d["release"], d["alloc"])
+    return {**waits, "job": i, "model": spec.model, "gpus": spec.num_gpus,
+            "public_start_s": pub["start"] - pub["arrival"], "halyard_start_s": ours["start"] - ours["submit"],
+            "public_jct_s": pub["end"] - pub["arrival"], "halyard_jct_s": ours["jct"],
+            "public_wait_s": pub["queue"], "halyard_wait_s": ours["jct"] - ours["run"],
+            "public_run_s": pub["gpu_time"], "halyard_run_s": ours["run"],
+            "public_placements": pub.get("placements", 0), "halyard_placements": ours["placements"]}
 
 
 def first_seed(rows: list[dict]) -> list[dict]:
@@ -542,6 +646,76 @@ def option_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# The per-job residual: Halyard's closest rule sets beside the running-jobs-wait variant (the page says why these)
+RESIDUAL_POLICIES = ("dally", "dally-literal+reauction+auction-on-release+event-leases+release-delay")
+RESIDUAL_CLASSES = 6  # (model, GPUs) classes shown per run set, by their share of the JCT difference
+RESIDUAL_JOBS = 6  # single jobs shown per run set, first seed
+
+
+def _residual_runs(rows: list[dict]) -> dict[tuple, list[dict]]:
+    """(racks, arrival, cluster-sim, policy) -> the stored runs of :data:`RESIDUAL_POLICIES` with per-job rows whose
+    waits after lease ends were traced in both simulators, one per seed."""
+    out: dict[tuple, list[dict]] = {}
+    for policy in RESIDUAL_POLICIES:
+        for r in rows:
+            jobs = r["compare"].get("per_job", [])
+            if r["policy"] == policy and jobs and "public_long_waits" in jobs[0]:
+                out.setdefault((r["racks"], r["arrival"], r["public"], policy), []).append(r)
+    return out
+
+
+def _pair(jobs: list[dict], field: str, scale: float = 3600.0, digits: int = 1) -> str:
+    """The mean of ``field`` over ``jobs`` in cluster-sim / in Halyard."""
+    n = max(len(jobs), 1)
+    return " / ".join(f"{sum(j[f'{side}_{field}'] for j in jobs) / n / scale:.{digits}f}"
+                      for side in ("public", "halyard"))
+
+
+RESIDUAL_HEAD = ("| first start (h) public / Halyard | all waits (h) public / Halyard "
+                 "| time on GPUs (h) public / Halyard | waits of over a lease after a lease end: how many, "
+                 "public / Halyard | their hours, public / Halyard |")
+
+
+def residual_classes(rows: list[dict]) -> str:
+    """Where each residual policy's mean JCT differs from cluster-sim's, by (model, GPUs): each class's share of the
+    summed per-job JCT difference (Halyard minus cluster-sim, over every stored seed), and what its jobs did in each."""
+    lines = ["| racks | arrivals | cluster-sim | Halyard policy | seeds | model | GPUs | job-runs "
+             "| share of the JCT difference | mean JCT (h) public / Halyard " + RESIDUAL_HEAD,
+             "| " + " | ".join(["---"] * 15) + " |"]
+    for (racks, arrival, public, policy), runs in _residual_runs(rows).items():
+        jobs = [j for r in runs for j in r["compare"]["per_job"]]
+        total = sum(j["halyard_jct_s"] - j["public_jct_s"] for j in jobs)
+        classes: dict[tuple[str, int], list[dict]] = {}
+        for j in jobs:
+            classes.setdefault((j["model"], j["gpus"]), []).append(j)
+
+        def share(members: list[dict], total: float = total) -> float:
+            return sum(j["halyard_jct_s"] - j["public_jct_s"] for j in members) / total if total else 0.0
+        for (model, gpus), members in sorted(classes.items(), key=lambda kv: share(kv[1]), reverse=True
+                                             )[:RESIDUAL_CLASSES]:
+            lines.append(f"| {racks} | {arrival} | {public} | `{policy}` | {len(runs)} | {model} | {gpus} "
+                         f"| {len(members)} | {100 * share(members):.0f}% | {_pair(members, 'jct_s')} "
+                         f"| {_pair(members, 'start_s')} | {_pair(members, 'wait_s')} | {_pair(members, 'run_s')} "
+                         f"| {_pair(members, 'long_waits', 1.0)} | {_pair(members, 'long_wait_s')} |")
+    return "\n".join(lines)
+
+
+def residual_jobs(rows: list[dict]) -> str:
+    """The single jobs (first seed) whose JCT differs most between each residual policy and cluster-sim."""
+    lines = ["| racks | arrivals | cluster-sim | Halyard policy | job | model | GPUs | JCT (h) public / Halyard "
+             + RESIDUAL_HEAD, "| " + " | ".join(["---"] * 13) + " |"]
+    for (racks, arrival, public, policy), runs in _residual_runs(rows).items():
+        run = min(runs, key=lambda r: r.get("seed", 1))
+        jobs = sorted(run["compare"]["per_job"], key=lambda j: abs(j["halyard_jct_s"] - j["public_jct_s"]),
+                      reverse=True)
+        for j in jobs[:RESIDUAL_JOBS]:
+            lines.append(f"| {racks} | {arrival} | {public} | `{policy}` | {j['job']} | {j['model']} | {j['gpus']} "
+                         f"| {_pair([j], 'jct_s')} | {_pair([j], 'start_s')} | {_pair([j], 'wait_s')} "
+                         f"| {_pair([j], 'run_s')} | {_pair([j], 'long_waits', 1.0, 0)} "
+                         f"| {_pair([j], 'long_wait_s')} |")
+    return "\n".join(lines)
+
+
 def fit_table() -> str:
     """Table 1 beside the fitted collective model at other GPU counts (what --profile count answers)."""
     rows = {(m, t, p, g): f for m, t, p, g, f in count_overheads()}
@@ -580,7 +754,8 @@ def render_page(results: dict) -> str:
         command="\n".join(results["commands"]), table=side_by_side(results["runs"]), worst=worst_table(results["runs"]),
         signs=signs_table(results["runs"]), profile=profile_table(results.get("profile", [])),
         fit=fit_table(), agreement=agreement_table(results["runs"]), variants=variant_table(results["runs"]),
-        options=option_table(results["runs"]),
+        options=option_table(results["runs"]), residual_classes=residual_classes(results["runs"]),
+        residual_jobs=residual_jobs(results["runs"]),
         profile_sign=profile_sign_table(results["runs"], results.get("profile", [])))
 
 
@@ -645,6 +820,9 @@ def main() -> int:
     p.add_argument("--page", type=Path, default=ROOT / "docs" / "reproductions" / "dally-public-comparison.md")
     p.add_argument("--merge", action="store_true", help="keep the stored runs not re-run now")
     p.add_argument("--from-json", action="store_true", help="rewrite the page from the stored JSON")
+    p.add_argument("--per-job", action="store_true",
+                   help="store every job's row of the join (first start, waits, GPU sets given) for the page's "
+                        "per-job residual")
     p.add_argument("--profile-check", action="store_true",
                    help="also run Halyard's policies with its own collective model (overhead by GPU count) "
                         "beside Table 1's 8-GPU figures, on the same traces")
@@ -658,8 +836,8 @@ def main() -> int:
     table = overheads()
     work = args.work or Path(tempfile.mkdtemp(prefix="dally-public-"))
     work.mkdir(parents=True, exist_ok=True)
-    variant = (compile_variant(args.cluster_sim.resolve(), args.build, args.public_variant, work)
-               if args.public_variant else None)
+    variant = (compile_variant(args.cluster_sim.resolve(), args.build, args.public_variant, work, args.per_job)
+               if args.public_variant or args.per_job else None)
     runs: list[dict] = []
     profile: list[dict] = []
     for arrival in args.arrival:
@@ -684,14 +862,17 @@ def main() -> int:
                     scheduler += f", lease {args.public_lease_s:g} s"
                 if args.profile == "count":
                     scheduler += ", overhead by GPU count"
-                if variant is not None:
+                if args.public_variant:
                     scheduler += f", {VARIANTS[args.public_variant][3]}"
                 if pair not in public_runs:
                     public_runs[pair] = run_public(args.cluster_sim.resolve(), args.build, paths, racks, pair,
                                                    args.public_lease_s, folder, args.timeout, variant)
                 pub, pub_cpu, pub_wall = public_runs[pair]
                 ours, our_cpu, our_wall = run_halyard(trace, racks, policy, folder, args.timeout)
-                c = compare(jobs, pub, ours)
+                if args.per_job:
+                    for job, instants in halyard_instants(jobs, racks, policy, ours).items():
+                        ours[job].update(instants)
+                c = compare(jobs, pub, ours, args.per_job)
                 runs.append({"arrival": arrival, "racks": racks, "policy": policy, "public": scheduler,
                              "profile": args.profile, "public_lease_s": args.public_lease_s,
                              "event_s": args.event_s, "public_variant": args.public_variant,

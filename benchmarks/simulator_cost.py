@@ -148,16 +148,17 @@ def synergy_work(docs: Path) -> str:
     """Halyard's side of the Synergy rows: the counts behind its CPU (benchmarks/opcounts.py), each policy
     with issue 38's skips off where the JSON has it, and the event log's digest."""
     data = json.loads((docs / JSON_NAME).read_text(encoding="utf-8"))["synergy"]
-    lines = ["| Halyard policy | CPU s | passes (skipped) | jobs keyed per pass | round placements | TUNE re-packs run "
-             "| link settles / states solved | event log SHA-256 |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| Halyard policy | CPU s | passes (skipped) | jobs keyed per pass | reasons told per pass "
+             "| round placements | TUNE re-packs run | link settles / states solved | event log SHA-256 |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     runs = [(f"`{name}`", r) for name, r in data["halyard"].items()]
-    runs += [(f"`{name}` before (issue 38's skips off)", r) for name, r in data.get("before", {}).items()]
+    runs += [(f"`{name}` before (issue 38's switches off)", r) for name, r in data.get("before", {}).items()]
     for name, r in runs:
         work = r["work"]
         retuned = f"{work['retuned']:,}" if "retuned" in work else "—"
+        told = f"{work['told'] / max(1, r['passes']):.1f}" if "told" in work else "—"
         lines.append(f"| {name} | {r['cpu_s']:.1f} | {r['passes']:,} ({work.get('skipped', 0):,}) "
-                     f"| {work['keyed'] / max(1, r['passes']):.1f} "
+                     f"| {work['keyed'] / max(1, r['passes']):.1f} | {told} "
                      f"| {work.get('rounds', 0):,} | {retuned} | {work['settles']:,} / {work['links_solved']:,} "
                      f"| `{r['sha256'][:16]}` |")
     return "\n".join(lines) + "\n"

@@ -546,13 +546,16 @@ class ControlPlane:
         self.pass_error = f"{type(exc).__name__}: {exc}"
 
     def next_round(self) -> float:
-        """The cluster time of the next round pass (inf while the policy has no round to run)."""
+        """The cluster time of the next round pass (inf while the policy has no round to run), or of an
+        earlier pass the policy asks for between rounds (``SchedulingCore.wake_at``), as the simulator."""
         policy = self.core.policy
         waiting = self.core.pending or (policy.acts_without_pending and self.core.running)
-        if not (policy.needs_rounds and waiting):
+        wakes = getattr(policy, "wake_at", None) is not None
+        if not (policy.needs_rounds and waiting) and not wakes:
             return math.inf
         now = self.sync.instant(self.now())
-        return (math.floor(now / self.round_s) + 1) * self.round_s
+        due = (math.floor(now / self.round_s) + 1) * self.round_s if policy.needs_rounds and waiting else math.inf
+        return min(due, self.core.wake_at(now)) if wakes else due
 
     def pass_now(self) -> float:
         """Run the policy if it has work, then re-rate every job whose iteration time changed; the

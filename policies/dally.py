@@ -95,7 +95,11 @@ auto-tuner has two more, ``+drop-short-waits`` and ``+manual-start``, on :class:
 Two more of the reference simulator's semantics are options on ``+reauction``, in
 policies/dally_clustersim.py: ``+staggered`` (a lease end's jobs released one at a time, each release
 an auction of what is free then) and ``+hoard`` (running jobs bid between their lease ends and hold
-what they win, unused, until they finish: a side effect of its iteration bookkeeping).
+what they win, unused, until they finish: a side effect of its iteration bookkeeping). Three more say when
+a lease ends and its auction runs, in policies/dally_release.py: ``+auction-on-release`` (at the lease's own end,
+between rounds: the core runs a pass then), ``+event-leases`` (at the end of the job's iteration event that
+crosses it), ``+release-delay`` (1 s per released GPU after it) and ``+no-rounds`` (no pass at round
+boundaries, which cluster-sim does not have).
 
 ``+no-preemption`` (a measurement option, not a rule) switches the Nw_sens preemption off: the
 reference simulator preempts nobody between lease ends, so the side-by-side runs Halyard's
@@ -164,6 +168,7 @@ from halyard.policies.waiting_sens import WaitingOrder
 
 if TYPE_CHECKING:
     from halyard.policies.dally_clustersim import HoardedGpus
+    from halyard.policies.dally_release import ReleaseAuctions
 HOARD_REAUCTION_KEY = "dally/hoard-reauction"  # PassState: a lease end of +hoard, which bid as it went
 # Preemption hysteresis of the ``+hysteresis`` option (Halyard's choice, not in the paper; see the
 # module docstring): a victim's Nw_sens must exceed the beneficiary's by at least this much.
@@ -192,6 +197,8 @@ class Dally:
     shortcuts = True
     honours: frozenset[str] = frozenset()  # neither priority nor deadlines (§4.3)
     starvation = staticmethod(starvation)
+    # A pass the core runs between rounds (Policy, SchedulingCore.wake_at): only with ``+auction-on-release``.
+    wake_at: Callable[[ClusterView], float] | None = None
 
     def __init__(self, timers: TimerSource | None = None, *, name: str = "dally", preemption: bool = True,
                  migrate: bool = False, worse_half: bool = False, min_gain: float = 0.0,
@@ -224,6 +231,8 @@ class Dally:
         self.hoard: HoardedGpus | None = None
         # ``+staggered`` (policies/dally_clustersim.py): a lease end's jobs released one at a time.
         self.staggered: Callable[[Dally, ClusterView, PassState, set[str], Plan], FreeResources] | None = None
+        # ``+auction-on-release`` (policies/dally_release.py): each lease ends, and is re-auctioned, at its own instant.
+        self.release: ReleaseAuctions | None = None
 
     @property
     def timers(self) -> TimerSource:
@@ -265,10 +274,15 @@ class Dally:
                                    (f"min-gain {self.min_gain:g}", self.min_gain > 0.0),
                                    (f"lease {self.lease_rounds:g} rounds", self.lease)) if on]
         preemption = "+".join([self.nw_preemption.name, *options]) if self.preemption else "off"
-        if self.reauction:  # (+staggered, +hoard: policies/dally_clustersim.py)
+        if self.reauction:  # (+staggered, +hoard: policies/dally_clustersim.py; the rest policies/dally_release.py)
             preemption = (f"lease-end re-auction every {self.lease_rounds:g} rounds"
                           + (", leases released one at a time" if self.staggered is not None else "")
                           + (", running jobs hoard what they win" if self.hoard is not None else ""))
+            if self.release is not None:
+                preemption += (", at each lease's end"
+                               + (", at an iteration event's end" if self.release.events else "")
+                               + (" + 1 s per GPU" if self.release.delay else "")
+                               + (", no round passes" if self.release.no_rounds else ""))
         timers = self.timers
         tuned = [o for o, on in (("drop-short-waits", getattr(timers, "lease_waits", False)),
                                  ("manual-start", getattr(timers, "manual_start", False))) if on]
@@ -291,6 +305,8 @@ class Dally:
         self.nw_preemption.on_applied(view, plan, state)
         if self.hoard is not None:
             self.hoard.on_applied(state)
+        if self.release is not None:
+            self.release.on_applied(view, state)
         if self.lease or self.reauction:
             self._lease_ends = {k: v for k, v in self._lease_ends.items() if k in view.running}
             self._lease_ends.update(state.get(LEASES_KEY, {}))
@@ -391,7 +407,9 @@ class Dally:
 
     def _ended_leases(self, view: ClusterView, state: PassState) -> set[str]:
         """``lease``: the running jobs whose lease has ended since their last re-offer (recorded in
-        the pass's state; kept by :meth:`on_applied`)."""
+        the pass's state; kept by :meth:`on_applied`). With ``+auction-on-release``, its leases'."""
+        if self.release is not None:
+            return self.release.ended(view, state)
         lease_s = self.lease_rounds * view.round_s
         seen = state.setdefault(LEASES_KEY, dict)
         for job_id, job in view.running.items():
@@ -436,7 +454,8 @@ def with_option(policy: object, option: str) -> Dally:
     ``hysteresis`` (``min_gain`` = :data:`MIN_GAIN`), ``lease``, ``reauction``, ``no-preemption`` (no Nw_sens
     preemption: what aakash-sharma/cluster-sim's Dally does between lease ends; measured in
     docs/reproductions/dally-public-comparison.md), cluster-sim's ``hoard``, ``staggered`` (on ``reauction``) and
-    ``first-fit`` (policies/dally_first_fit.py), or of its auto-tuner ``drop-short-waits`` and ``manual-start``;
+    ``first-fit`` (policies/dally_first_fit.py), ``auction-on-release``, ``event-leases``, ``release-delay`` and
+    ``no-rounds`` (policies/dally_release.py), or of its auto-tuner ``drop-short-waits`` and ``manual-start``;
     the name gains ``+option``."""
     if not isinstance(policy, Dally):
         name = getattr(policy, "name", type(policy).__name__)
@@ -469,6 +488,29 @@ def with_option(policy: object, option: str) -> Dally:
     elif option == "first-fit":
         from halyard.policies.dally_first_fit import FirstFit
         policy.delay.first_fit = FirstFit()
+    elif option == "auction-on-release":
+        if not policy.reauction:
+            raise ValidationError(f"{policy.name!r} cannot take +auction-on-release (a pass at each lease end): "
+                                  "it needs +reauction before it", field="policy")
+        from halyard.policies.dally_release import ReleaseAuctions
+        policy.release = ReleaseAuctions(policy.lease_rounds)
+        policy.wake_at = policy.release.wake_at
+    elif option == "event-leases":
+        if policy.release is None:
+            raise ValidationError(f"{policy.name!r} cannot take +event-leases (a lease ends with an iteration event): "
+                                  "it needs +auction-on-release before it", field="policy")
+        policy.release.events = True
+    elif option == "no-rounds":
+        if policy.release is None:
+            raise ValidationError(f"{policy.name!r} cannot take +no-rounds (passes only at cluster-sim's auctions): "
+                                  "it needs +auction-on-release before it", field="policy")
+        policy.release.no_rounds = True
+        policy.needs_rounds = False  # (an instance attribute: the class's stays True)
+    elif option == "release-delay":
+        if policy.release is None:
+            raise ValidationError(f"{policy.name!r} cannot take +release-delay (a lease end's auction 1 s per GPU "
+                                  "later): it needs +auction-on-release before it", field="policy")
+        policy.release.delay = True
     elif option in TUNER_OPTIONS:
         if not isinstance(policy.timers, AutoTuner):
             raise ValidationError(f"+{option} is an option of the auto-tuner; {policy.name!r} has "
@@ -487,4 +529,5 @@ def with_option(policy: object, option: str) -> Dally:
 TUNER_OPTIONS = ("drop-short-waits", "manual-start")
 # Rules not in the paper, named as '+option' on a Dally preset (policies/registry.py AUGMENTATIONS).
 DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", "reauction", "no-preemption", "hoard",
-                 "staggered", "first-fit", *TUNER_OPTIONS)
+                 "staggered", "first-fit", *TUNER_OPTIONS, "auction-on-release", "release-delay",
+                 "event-leases", "no-rounds")

@@ -15,7 +15,10 @@ pass and offers all their GPUs at once, so a job that needs a whole rack finds o
 end. Here the jobs whose leases ended in the pass are released in the order their leases began (last
 assignment, then arrival), and after each release the waiting jobs (the released ones among them, with
 zero starvation) bid for what is free, as :meth:`Dally._reauction` lets them. Not kept: the 1 s per GPU
-(every release of the pass is at the pass's instant) and auctions between passes. The auctions run
+(every release of the pass is at the pass's instant) and auctions between passes; those are
+policies/dally_release.py's options. That module says why, once releases fall at their own instants, the
+releases of one instant are one auction in cluster-sim (its ``END_ITERATION`` events all run before any
+``RESOURCE_AVAILABLE``), which ``+reauction`` without ``+staggered`` is. The auctions run
 incrementally (policies/dally_staggered.py: Algorithm 1 only for the bidders that accept), with the
 same plan as offering every bidder every release.
 

@@ -88,6 +88,11 @@ class Fifo(Ordering):
     needs_rounds = False
     arrival_order = True  # the core keeps pending jobs by (submit time, arrival)
 
+    def __init__(self) -> None:
+        # The running jobs' keys by job id, with the record each was read from: a job's submit time and
+        # arrival never change, so ranking() keys a running job once, not at every pass.
+        self._keys: dict[str, tuple[JobInfo, tuple[float, int]]] = {}
+
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, int]]:
         return lambda job: (job.spec.submit_time, job.arrival_seq)
 
@@ -103,14 +108,23 @@ class Fifo(Ordering):
         arrival). A loaded Synergy FIFO+TUNE round ranks ~1,300 jobs, ~50 of them running;
         keying and sorting all of them every pass was 15 % of its cProfile."""
         key = self.key(view, state)
-        running = sorted(view.running.values(), key=key)
+        # Each running job keyed once while it runs (keys are unique: the job itself is never compared).
+        keys, pairs = self._keys, []
+        if len(keys) > 2 * len(view.running) + KEYS_SLACK:
+            keys = self._keys = {job_id: kept for job_id, kept in keys.items() if job_id in view.running}
+        own = type(self).key is Fifo.key
+        for job in view.running.values():
+            kept = keys.get(job.job_id) if own else None
+            if kept is None or kept[0] is not job:
+                kept = keys[job.job_id] = (job, key(job))
+            pairs.append((kept[1], job))
+        running = sorted(pairs)
         if not running:
             jobs: list[JobInfo] = list(pending)
             return Ranking(jobs, None, np.zeros(len(jobs), np.int64))
         jobs, at, cut = [], [], 0
         first = key(pending[0]) if pending else None
-        for job in running:
-            k = key(job)
+        for k, job in running:
             # Most running jobs arrived before every waiting one: then no bisection is needed.
             i = 0 if first is None or k < first else bisect_left(pending, k, lo=cut, key=key)
             jobs.extend(pending[cut:i])
@@ -119,11 +133,14 @@ class Fifo(Ordering):
             jobs.append(job)
         jobs.extend(pending[cut:])
         held = np.zeros(len(jobs), np.int64)
-        held[at] = [job.num_gpus for job in running]
+        held[at] = [job.num_gpus for _, job in running]
         return Ranking(jobs, None, held)
 
 
 _RANKED = (JobState.PENDING, JobState.RUNNING)
+# How many keys of jobs no longer running Fifo.ranking keeps before it prunes them (our choice: a few
+# passes' worth of ended jobs; each pruning is one pass over the kept keys).
+KEYS_SLACK = 256
 
 
 class WaitingByKey(WaitingFollower, EventOrder):
@@ -199,8 +216,9 @@ class Srtf(Ordering):
         at = [i for i, job in enumerate(jobs) if job.allocation is not None]
         drop = 1 if self.guard is not None else 0  # the guard's rank, 1 for every job not promoted
         cut = 0
-        for job in sorted((j for j in view.running.values() if j.job_id not in promoted), key=key):
-            i = bisect_left(keys, key(job)[drop:], lo=cut)
+        # Each running job keyed once (keys are unique: the job itself is never compared).
+        for k, job in sorted([(key(j), j) for j in view.running.values() if j.job_id not in promoted]):
+            i = bisect_left(keys, k[drop:], lo=cut)
             jobs.extend(waiting[cut:i])
             cut = i
             at.append(len(jobs))

@@ -99,7 +99,8 @@ SYNERGY_MECHANISMS = (
 )
 # Dally's options (policies/dally.py DALLY_OPTIONS): rules of Halyard's own, off in the paper's presets.
 DALLY_OPTIONS = ("migrate", "worse-half", "hysteresis", "lease", "reauction", "no-preemption", "hoard",
-                 "staggered", "first-fit", "drop-short-waits", "manual-start")
+                 "staggered", "first-fit", "drop-short-waits", "manual-start", "auction-on-release", "release-delay",
+                 "event-leases", "no-rounds")
 
 # One registry per extension point: stage name -> factory.
 STAGES: Mapping[str, Mapping[str, Callable[[], object]]] = MappingProxyType({

@@ -22,13 +22,16 @@ The result is a :class:`Plan`; the core validates and applies it, then calls
 
 from __future__ import annotations
 
+import itertools
 import math
+from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from halyard.datamodel import JobState
 from halyard.policies.adaptive import with_runtime_plan
 from halyard.policies.adjusting import act_without_pending, adjust, described, need_rounds
 from halyard.policies.passstate import PassState
@@ -51,6 +54,11 @@ from halyard.policies.stages import (
 )
 from halyard.policies.view import ClusterView, JobInfo, allocation_of
 
+
+def _arrival_key(job: JobInfo) -> tuple[float, int]:
+    """An arrival-order ordering's key (:class:`~halyard.policies.ordering.Fifo`'s): submit time, arrival."""
+    return (job.spec.submit_time, job.arrival_seq)
+
 # From how many ranked jobs a pass looks for the running head to skip (StagedPolicy._running_head). Our
 # choice, measured on loaded runs: finding it costs about ten numpy calls (~35 us on the
 # 2-core development machine), repaid once it skips more than ~100 jobs; a pass on 128 GPUs at 90 % load
@@ -70,6 +78,29 @@ class StagedPolicy:
     # False: a non-preemptive pass stops at the first job it cannot start (strict FIFO, as
     # EasyScale §5.2's YARN-CS); the jobs behind it wait even where they would fit.
     backfill: bool = True
+    # True: a runnable pass that visits every waiting job says its reasons as changes over the core's
+    # (Plan.changes_from), so a round writes only the reasons that changed (issue 38: on the Synergy
+    # FIFO+TUNE configuration ~1,200 jobs wait and most keep their reason). False: every reason, every
+    # pass, as before (what tests/test_reason_changes.py and a benchmark compare against). Same reasons
+    # either way.
+    reason_changes: bool = True
+    # The walk's reasons by the budget left, then the GPUs asked (_walk), kept from pass to pass: a reason
+    # is a function of those two (and the ordering's name), and the same object each pass lets a change set
+    # find a reason the core holds by identity, not by comparing fields (a loaded Synergy queue: ~600
+    # waiting jobs a pass, a few sizes and budgets).
+    _waits: dict[int, dict[int, Unplaced]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # True: an arrival-order walk (FIFO) that says its reasons as changes skips the waiting jobs behind the
+    # point where the GPU budget ran out that hold that point's reason already (_walk_tail; issue 38: a loaded
+    # Synergy FIFO+TUNE round ranks ~1,300 jobs and ~70 fit). False: every one is looked at, as before
+    # (what tests/test_staged_tail.py compares against). Same plans and reasons either way.
+    skip_tail: bool = True
+    # The last applied walk's tail (_walk_tail): (the core's reasons mapping it edited, the event log's length
+    # when it looked, the ordering key from which every waiting job then held the out-of-budget reason for its
+    # GPUs); and the pass's own, kept until its plan is applied.
+    _tail: tuple[object, int, tuple[float, int]] | None = field(default=None, init=False, repr=False, compare=False)
+    _tail_next: tuple[object, int, tuple[float, int]] | None = field(default=None, init=False, repr=False,
+                                                                     compare=False)
+    _walked: bool = field(default=False, init=False, repr=False, compare=False)  # this pass ran _walk
 
     def __post_init__(self) -> None:
         if not self.backfill and (self.ordering.preemptive or self.placement.batch):
@@ -111,9 +142,13 @@ class StagedPolicy:
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
         plan = Plan()
         free = view.free.copy()
-        admitted = list(self.admission.admit(view, view.pending, plan, state))
+        waits = self.placement.batch and not self.placement.acts_now(view)
+        if waits and type(self.admission) is AdmitAll:  # (every pending job admitted: no list of them needed)
+            admitted: list[JobInfo] | Sequence[JobInfo] = view.pending
+        else:
+            admitted = list(self.admission.admit(view, view.pending, plan, state))
         if admitted:
-            if self.placement.batch and not self.placement.acts_now(view):
+            if waits:
                 # A round-based placement (Synergy §3) decides at round boundaries only: until the next
                 # one the runnable set, its placements and the queue stay as they are.
                 plan.otherwise = by_policy(self.placement.name, "waits for the next round ({:g} s rounds: "
@@ -140,10 +175,15 @@ class StagedPolicy:
         return -math.inf
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        if self._walked or plan.unplaced or plan.since is not None:  # a pass that looked at waiting jobs:
+            self._tail = self._tail_next  # its own tail, if any, is the one the core's reasons now hold
+        self._walked, self._tail_next = False, None
         for stage in self._all():
             stage.on_applied(view, plan, state)
 
     def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        self._tail = self._tail_next = None
+        self._walked = False
         for stage in self._all():
             stage.on_rejected(view, plan, state)
 
@@ -233,6 +273,11 @@ class StagedPolicy:
                   state: PassState) -> None:
         fixed = type(self.sizing) is FixedSize
         schedulable = view.schedulable_gpus
+        if (self.reason_changes and view.reasons is not None and len(pending) == len(view.pending)
+                and not plan.unplaced and plan.otherwise is None):
+            # Both paths below give every admitted job a reason or a start, and every pending job is
+            # admitted: the pass looks at every job the core holds a reason for (Plan.changes_from's promise).
+            plan.changes_from(view.reasons)
         if not (self.placement.batch or self.ordering.remembers):
             # When every running and pending job fits the schedulable GPUs, nothing is preempted
             # and the runnable set is everything: placing the pending jobs in their own order is
@@ -259,7 +304,11 @@ class StagedPolicy:
         running jobs outside it and start the pending ones inside it."""
         head, kept = self._running_head(ranking, budget) if len(ranking.jobs) >= WALK_SKIP_FROM else (0, 0)
         budget -= kept
-        if self.placement.batch:  # the batch placement is given the whole runnable set
+        rest: Iterable[JobInfo]
+        if ranking.order is None:  # in order already: no copy of the ranking (a walk may stop at the cut)
+            runnable = list(ranking.jobs[:head]) if self.placement.batch else []
+            rest = itertools.islice(ranking.jobs, head, None)
+        elif self.placement.batch:  # the batch placement is given the whole runnable set
             ranked = ranking.ranked_from(0)
             runnable, rest = list(ranked[:head]), ranked[head:]
         else:
@@ -269,10 +318,16 @@ class StagedPolicy:
         # loaded queue has hundreds of waiting jobs per pass and only a few sizes.
         # Keyed by the budget, then the GPUs: the budget changes at a few jobs only, so most jobs look up
         # their reason by GPUs alone in the budget's table (no key tuple to build per job).
-        waits: dict[int, dict[int, Unplaced]] = {}
+        waits = self._waits
         at_budget = waits.setdefault(budget, {})
         unplaced = plan.unplaced  # plan.wait, inlined: this loop visits every running and pending job
-        for job in rest:
+        # A change set (_runnable): a reason the core holds already is not told again.
+        held_of = plan.since.get if plan.since is not None else None
+        # Where the budget runs out, an arrival-order walk hands the rest to _walk_tail (position in ``rest``).
+        tail = (self.skip_tail and held_of is not None and self.ordering.arrival_order and ranking.order is None
+                and fixed and view.events is not None)
+        self._tail_next, self._walked = None, True
+        for at, job in enumerate(rest):
             allocation = job.allocation
             if allocation is not None:
                 gpus = job.num_gpus
@@ -280,6 +335,9 @@ class StagedPolicy:
                     budget -= gpus
                     at_budget = waits.setdefault(budget, {})
                     runnable.append(job)
+                    if not budget and tail:
+                        self._walk_tail(view, ranking, head + at + 1, at_budget, plan, free)
+                        break
                 else:
                     plan.preempt(job.job_id)
                     free.give(allocation)
@@ -290,18 +348,73 @@ class StagedPolicy:
                 at_budget = waits.setdefault(budget, {})
                 runnable.append(job)
                 starts.append((job, gpus))
+                if not budget and tail:
+                    self._walk_tail(view, ranking, head + at + 1, at_budget, plan, free)
+                    break
                 continue
             why = at_budget.get(gpus)
             if why is None:
-                why = at_budget[gpus] = cannot_fit(self.ordering.name, "needs {:#GPU}; jobs ahead of it in "
-                                                   "{} order hold or take the schedulable GPUs ({} left)",
-                                                   gpus, self.ordering.name, budget)
-            unplaced[job.job_id] = why
+                why = at_budget[gpus] = self._out_of_budget(gpus, budget)
+            if held_of is None or ((held := held_of(job.job_id)) is not why and held != why):  # (visited once)
+                unplaced[job.job_id] = why
         if self.placement.batch:
             self.placement.place_all(view, runnable, [job for job, _ in starts], plan, free, state)
             return
         for job, gpus in starts:
             self._place(view, job, gpus, plan, free, state)
+
+    def _out_of_budget(self, gpus: int, budget: int) -> Unplaced:
+        """Why a job of ``gpus`` GPUs is outside the runnable set, ``budget`` GPUs left at its turn."""
+        return cannot_fit(self.ordering.name, "needs {:#GPU}; jobs ahead of it in {} order hold or take the "
+                          "schedulable GPUs ({} left)", gpus, self.ordering.name, budget)
+
+    def _walk_tail(self, view: ClusterView, ranking: Ranking, start: int, out: dict[int, Unplaced], plan: Plan,
+                   free: FreeResources) -> int:
+        """The rest of :meth:`_walk` from ranked position ``start`` on, once no GPU of the budget is left (the
+        walk of an arrival-order ordering, FIFO, telling its reasons as changes): every running job there is
+        preempted (in order) and every waiting one waits with ``out``'s reason for its GPUs, as the walk would
+        have done job by job. A waiting job need not be told what the core holds for it already, and one that
+        holds it can be known without looking at it: at the last applied walk every job waiting from that
+        walk's key on was told (or held) that reason; a job waiting now from that key on either waited then
+        too, untouched since, and holds it still, or has an event since (it arrived, or was preempted), so is
+        looked at. Jobs between this pass's cut and that key are looked at one by one. Valid while the core
+        edits the same reasons (the views' mapping; a pass between rounds leaves them as they are), so a
+        chain of such walks with no other pass telling reasons between them. Returns how many waiting jobs
+        it looked at (a benchmark's count)."""
+        jobs, events, since = ranking.jobs, view.events, plan.since
+        assert events is not None and since is not None
+        for i in np.flatnonzero(ranking.held[start:]).tolist():  # running jobs past the budget: preempted
+            job = jobs[start + i]
+            plan.preempt(job.job_id)
+            free.give(allocation_of(job))
+        last = self._tail
+        end = len(jobs)
+        touched: list[JobInfo] = []
+        if last is not None and last[0] is since and last[1] <= len(events):
+            end = bisect_left(jobs, last[2], lo=start, key=_arrival_key)
+            records = view.jobs
+            assert records is not None
+            past = max(last[2], _arrival_key(jobs[start])) if start < len(jobs) else last[2]
+            for job_id in dict.fromkeys(event.job_id for event in events.since(last[1])):
+                job = records.get(job_id)  # waiting now, at or after ``end`` (before it: looked at anyway)
+                if (job is not None and job.state is JobState.PENDING and job.allocation is None
+                        and _arrival_key(job) >= past):
+                    touched.append(job)
+        unplaced, held_of = plan.unplaced, since.get
+        looked = 0
+        for job in itertools.chain(itertools.islice(jobs, start, end), touched):
+            if job.allocation is not None:
+                continue
+            looked += 1
+            why = out.get(job.spec.num_gpus)
+            if why is None:
+                why = out[job.spec.num_gpus] = self._out_of_budget(job.spec.num_gpus, 0)
+            held = held_of(job.job_id)
+            if held is not why and held != why:
+                unplaced[job.job_id] = why
+        if start < len(jobs):
+            self._tail_next = (since, len(events), _arrival_key(jobs[start]))
+        return looked
 
     @staticmethod
     def _running_head(ranking: Ranking, budget: int) -> tuple[int, int]:

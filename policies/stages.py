@@ -100,6 +100,10 @@ class Policy(Protocol):
     iteration times, so drivers run the performance model with data stalls on.
     Subclass it (as the tests' scripted policies do) to inherit these defaults.
 
+    Optional, outside the protocol: ``wake_at``, None or a function of a view giving the instant after
+    ``view.now`` at which the policy wants a pass though no event comes (``SchedulingCore.wake_at``; both
+    drivers run it as a round). Only Dally's ``+auction-on-release`` sets it (policies/dally_release.py).
+
     What a policy can do beyond a pass is declared as a capability (:mod:`halyard.policies.capabilities`:
     ``Adjustable``, ``HasOrdering``, ``NeedsProfiles``, ...), checked where it is needed. Optional,
     outside the protocol: ``relies_on``, as a stage's (:class:`Stage`; :class:`StagedPolicy` unites its stages').

@@ -41,11 +41,16 @@ from halyard.policies.reasons import Unplaced, cannot_fit
 from halyard.policies.resources import FreeResources, OverAllocation
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import BatchPlacement
+from halyard.policies.synergy_lean import LeanPack
+from halyard.policies.synergy_lean import repack as lean_repack
 from halyard.policies.synergy_packing import CapAt, KeptShapes, Packer
 from halyard.policies.synergy_profile import job_profile
 from halyard.policies.view import ClusterView, JobInfo, allocation_of
 
 OPT_BOUND_KEY = "synergy/opt-bound"
+# How many jobs' demand vectors a mechanism keeps by job id before it starts that memo afresh (our choice:
+# a few times a loaded runnable set; the memo by model and batch behind it stays).
+BY_JOB_BOUND = 4096
 SPREAD_KEY = "synergy/opt-spread"  # (second LP status, jobs it split) of the pass
 
 
@@ -66,7 +71,9 @@ class SynergyMechanism(BatchPlacement):
         self._kept = KeptShapes()  # the allocations the packer built, kept from pass to pass
         # demand()'s answers for the facts (cluster and model) they were memoised in: a re-pack asks for
         # every runnable job's, and the facts' memo builds a key and a closure per call.
-        self._demands: tuple[object, dict[tuple[object, ...], tuple[int, int]]] = (None, {})
+        # And per job id (with the GPUs it was asked for), so a re-pack's ~65 jobs need no key each.
+        self._demands: tuple[object, dict[tuple[object, ...], tuple[int, int]],
+                             dict[str, tuple[int, tuple[int, int]]]] = (None, {}, {})
 
     @staticmethod
     def _cap(view: ClusterView, job: JobInfo) -> tuple[int, int]:
@@ -77,12 +84,16 @@ class SynergyMechanism(BatchPlacement):
     def demand(self, view: ClusterView, job: JobInfo) -> tuple[int, int]:
         """The job's demand vector per GPU, capped so that it fits the empty cluster with its GPUs
         spread over as many servers as possible (else GREEDY would skip it forever)."""
-        spec = job.spec
-        key = (spec.model, spec.batch_size, spec.gpu_type, job.num_gpus)
-        facts, known = self._demands
+        facts, known, by_job = self._demands
         if facts is not view.facts:
-            known = {}
-            self._demands = (view.facts, known)
+            known, by_job = {}, {}
+            self._demands = (view.facts, known, by_job)
+        gpus = job.num_gpus
+        kept = by_job.get(job.job_id)
+        if kept is not None and kept[0] == gpus:  # a job's spec never changes: only its GPUs may
+            return kept[1]
+        spec = job.spec
+        key = (spec.model, spec.batch_size, spec.gpu_type, gpus)
         found = known.get(key)
         if found is None:
             def compute() -> tuple[int, int]:
@@ -91,6 +102,9 @@ class SynergyMechanism(BatchPlacement):
                 return min(p.demand_cpus, cap_c), min(p.demand_memory_mb, cap_m)
 
             found = known[key] = view.facts.memo("synergy/demand", key, compute)
+        if len(by_job) > BY_JOB_BOUND:  # a long run: forget the jobs of the past (re-read from ``known``)
+            by_job.clear()
+        by_job[job.job_id] = (gpus, found)
         return found
 
     def place_all(self, view: ClusterView, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
@@ -190,8 +204,14 @@ class Tune(SynergyMechanism):
 
     name = "synergy-tune"
 
-    def __init__(self, *, raise_back: bool = False, rounds: bool = True, replace: bool = True) -> None:
+    def __init__(self, *, raise_back: bool = False, rounds: bool = True, replace: bool = True,
+                 lean: bool = True) -> None:
         super().__init__()
+        # True: the round re-pack runs on lists (synergy_lean.py; issue 38: ~3x less CPU per re-pack); False:
+        # on the Packer, the straightforward path that tests/test_synergy_lean.py holds it to. Same plans.
+        self.lean = lean
+        self._parsed: dict[int, Any] = {}  # the lean re-pack's running jobs' entries, by allocation id
+        self._parsed_facts: object = None  # the facts those entries' demand vectors come from
         # The inputs of the last re-pack that changed nothing, and the reasons it gave (place_all).
         self._unchanged: tuple[_RepackInputs, tuple[tuple[str, Unplaced], ...]] | None = None
         self.raise_back = raise_back
@@ -217,18 +237,52 @@ class Tune(SynergyMechanism):
         inputs = _RepackInputs.of(view, runnable, new, plan, free) if type(self).pack is Tune.pack else None
         last = self._unchanged
         if inputs is not None and last is not None and inputs.same(last[0]):
-            plan.unplaced.update(last[1])
+            for job_id, why in last[1]:  # (a change set's plan keeps only the ones that changed)
+                plan.wait(job_id, why)
             return
         self._unchanged = None
         actions, otherwise = len(plan.actions), plan.otherwise
-        super().place_all(view, runnable, new, plan, free, state)
+        if self.lean and self._mirrored():
+            self._place_lean(view, runnable, new, plan, free)
+        else:
+            super().place_all(view, runnable, new, plan, free, state)
         if inputs is not None and len(plan.actions) == actions and plan.otherwise is otherwise:
-            unplaced = plan.unplaced
-            self._unchanged = (inputs, tuple((j.job_id, unplaced[j.job_id]) for j in runnable
-                                             if j.job_id in unplaced))
+            # The reasons the re-pack stood for: in a change set, one it gave unchanged is not in unplaced.
+            unplaced, since = plan.unplaced, plan.since or {}
+            self._unchanged = (inputs, tuple((j.job_id, said) for j in runnable
+                                             if (said := unplaced.get(j.job_id, since.get(j.job_id))) is not None))
 
     def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         self._unchanged = None  # the core refused the pass: answer nothing from it
+
+    # The methods whose steps synergy_lean.py mirrors: a subclass that overrides one runs the Packer path.
+    _MIRRORED = ("pack", "vectors", "repack", "_renewing", "_replace_running", "_pack_new", "_pack_running",
+                 "_release", "_lease_not_renewed")
+
+    def _mirrored(self) -> bool:
+        """Whether :mod:`~halyard.policies.synergy_lean` does what this instance's re-pack does: plain TUNE
+        at round boundaries (moves allowed, the profiled demand vectors), no method of it overridden."""
+        cls = type(self)
+        return (self.replace and not self.raise_back
+                and all(getattr(cls, name) is getattr(Tune, name) for name in self._MIRRORED))
+
+    def _place_lean(self, view: ClusterView, runnable: Sequence[JobInfo], new: Sequence[JobInfo], plan: Plan,
+                    free: FreeResources) -> None:
+        """:meth:`SynergyMechanism.place_all` with :meth:`repack` on lists (:mod:`~halyard.policies.synergy_lean`)."""
+        self._kept.keep(view.running)
+        cluster = view.cluster
+        lean = LeanPack(view, free, view.facts.memo("synergy/node-index", None,
+                                                    lambda: {n.name: i for i, n in enumerate(cluster.nodes)}))
+        self.repack_lean(view, lean, runnable, plan)
+        _emit(view, plan, _Placed(lean.finish(self._kept)), new)
+
+    def repack_lean(self, view: ClusterView, lean: LeanPack, runnable: Sequence[JobInfo], plan: Plan) -> None:
+        """:meth:`repack` on lists (a method of its own, so that a benchmark can count it as it counts ``repack``).
+        The running jobs' entries (synergy_lean._held) are kept to the next pass (those still held only)."""
+        parsed, self._parsed = self._parsed, {}
+        if self._parsed_facts is not view.facts:  # (entries hold demand vectors, memoised per facts)
+            parsed, self._parsed_facts = {}, view.facts
+        lean_repack(self, view, lean, runnable, plan, parsed, self._parsed)
 
     def pack(self, view: ClusterView, packer: Packer, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
              plan: Plan, state: PassState) -> None:
@@ -672,12 +726,21 @@ def srtf_by_speedup(policy: Any) -> Any:
     return policy
 
 
+class _Placed:
+    """What :func:`_emit` reads of a packer (its ``alloc``), for the lean re-pack's allocations."""
+
+    __slots__ = ("alloc",)
+
+    def __init__(self, alloc: dict[str, Allocation]) -> None:
+        self.alloc = alloc
+
+
 def _short(stage: str, job: JobInfo, c: int, m: int) -> Unplaced:
     return cannot_fit(stage, "needs {:#GPU} with {:#CPU} and {:.1f} GB per GPU (its demand vector); "
                       "no servers have them free", job.num_gpus, c, m / 1000.0)
 
 
-def _emit(view: ClusterView, plan: Plan, packer: Packer, new: Sequence[JobInfo]) -> None:
+def _emit(view: ClusterView, plan: Plan, packer: Packer | _Placed, new: Sequence[JobInfo]) -> None:
     """The pass's changes in an order whose every prefix fits the ledger (the core applies a plan
     action by action): CPU/memory decreases of jobs that stay, then, in sweeps until nothing is left,
     every increase, move (``Migrate``) and start that fits what the actions before it left free. A
@@ -687,10 +750,13 @@ def _emit(view: ClusterView, plan: Plan, packer: Packer, new: Sequence[JobInfo])
     for job_id in plan.stops():
         ledger.give(allocation_of(view.running[job_id]))
     later: list[tuple[str, str, Allocation | _Raise]] = []  # (kind, job, what): "up" a _Raise, "move"/"start" alloc
+    placed = packer.alloc
     for job_id, job in view.running.items():
-        alloc = packer.alloc.get(job_id)
+        alloc = placed.get(job_id)
+        if alloc is None:
+            continue
         held = allocation_of(job)
-        if alloc is None or alloc is held:
+        if alloc is held:
             continue
         if [(p.node, p.gpus) for p in alloc.nodes] != [(p.node, p.gpus) for p in held.nodes]:
             later.append(("move", job_id, alloc))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -72,10 +73,6 @@ from halyard.scheduling.eventlog import EventLog, describe
 from halyard.scheduling.passtimes import PassTimes
 from halyard.scheduling.records import JobRecord
 from halyard.scheduling.state import InconsistentState, StoredState
-
-# What the views show as the last pass's reasons while a pass's reasons wait to be written (_note_reasons):
-# none, as after the write. Never written to.
-_NO_REASONS: Mapping[str, Unplaced] = MappingProxyType({})
 
 
 class PlanError(HalyardError):
@@ -154,8 +151,8 @@ class SchedulingCore:
         self._moved: list[str] = []  # jobs that joined or left the queue since the last pass's reasons
         # True while the passes since the one that gave ``_told`` looked at no job and changed nothing (a
         # round-based policy between rounds: only Plan.otherwise): ``_told`` is then an earlier pass's
-        # reasons, not yet written to the records (_note_reasons defers that to the next pass that looks),
-        # and the views show no reasons, as after that write.
+        # reasons, not yet written to the records (_note_reasons defers that to the next pass that looks;
+        # one that says its reasons as changes over them, as the views still show them, needs no write).
         self._told_earlier = False
         # False: write every pass's reasons at once, as before issue 38 (what a benchmark compares against;
         # wait_of and waiting read the same either way, tests/test_wait_reasons_deferred.py).
@@ -268,6 +265,18 @@ class SchedulingCore:
                            pending_demand=self._demand_view, facts=self.facts, origin_s=self.origin_s,
                            profiles=self.profiles, round_slack_s=self.round_slack_s, events=self.log,
                            jobs=self._records_view, reasons=self._told_view)
+
+    def wake_at(self, now: float) -> float:
+        """When the policy asks for a pass with no event before it (its optional ``wake_at``, :class:`Policy`),
+        after ``now``; inf when it asks for none. Both drivers run a pass then, the simulator as a round
+        (scheduling/simulator.py) and the control plane's round timer (``ControlPlane.next_round``), so
+        that ``simulate`` and ``replay`` pass at the same instants. Only Dally's ``+auction-on-release``
+        asks (policies/dally_release.py); a policy without the attribute costs no view."""
+        wake = getattr(self.policy, "wake_at", None)
+        if wake is None:
+            return math.inf
+        due = wake(self.view(now))
+        return due if due > now else math.inf
 
     def schedule(self, now: float) -> list[Action]:
         """Run one policy pass and apply its plan; returns the applied actions.
@@ -389,15 +398,17 @@ class SchedulingCore:
         between rounds says only ``otherwise``) leaves the last reasons where they are, marked earlier
         (``_told_earlier``), instead of writing each to its record: no job changes state until a pass acts,
         so the next pass that looks writes them, less those it gives again (a loaded Synergy queue has
-        ~1,200 waiting jobs, and a pass between rounds follows most rounds: that write was 10 % of the run)."""
+        ~1,200 waiting jobs, and a pass between rounds follows most rounds: that write was 10 % of the run),
+        or, when it says its reasons as changes over them (the views show them meanwhile), keeps them as the
+        reasons it edits: no write at all (the staged policies' runnable walk, StagedPolicy.reason_changes)."""
         records, pending = self.records, JobState.PENDING
         if since is None and not told and not acted and by_kind is None and self.late_reasons and self._told:
-            self._moved = []
-            self._told_earlier = True
-            self._told_view = _NO_REASONS  # what the views show after the write, which waits
+            self._told_earlier = True  # (the views still show ``_told``, and ``_moved`` keeps growing: a change
+            # set over them, the next pass that looks, needs neither the write nor what moved lost)
             self._otherwise, self._otherwise_by_kind = otherwise, None
             return
-        if self._told_earlier and since is not None:  # the deferred write first, whole, as it would have been
+        if self._told_earlier and since is not None and since is not self._told_view:
+            # changes over other reasons than those held: the deferred write first, whole, as it would have been
             for job_id, earlier in self._told.items():
                 record = records.get(job_id)
                 if record is not None and record.state is pending:

@@ -5,7 +5,8 @@ job advances at a constant rate given by the performance model, so the cost
 of a run grows with the number of events, not of iterations. Passes run on
 events (arrivals, completions; all events at one instant share one pass) and,
 for policies whose priorities drift with time, on a round timer while jobs
-wait (or, for policies that act on running jobs alone, while jobs run).
+wait (or, for policies that act on running jobs alone, while jobs run), and
+when the policy asks for a pass between rounds (``SchedulingCore.wake_at``).
 """
 
 from __future__ import annotations
@@ -120,7 +121,8 @@ class Simulator:
             self._push(spec.submit_time, _ARRIVAL, spec.job_id, 0)
 
         next_arrival()
-        round_at = math.inf
+        round_at = math.inf  # the next round's (or wake's) instant; a pushed round at another instant is stale
+        wakes = getattr(policy, "wake_at", None) is not None
         finished = 0
         while heap:
             now = heap[0][0]
@@ -143,15 +145,20 @@ class Simulator:
                         finished += 1
                         window.discard(job_id)
                     next_arrival()
-                else:
+                elif now == round_at:  # (a round superseded by an earlier wake is stale: skipped)
                     round_at = math.inf
                     changed = rounded = True
             if changed:  # with rounds_only an arrival or completion is recorded (and re-rates), not scheduled
                 passes = (rounded or not self.rounds_only) and (core.pending or policy.acts_without_pending)
                 self.pool.execute(core.schedule(now) if passes else [], now)
             waiting = core.pending or (policy.acts_without_pending and core.running)
-            if (policy.needs_rounds or self.rounds_only) and waiting and round_at == math.inf:
-                round_at = (math.floor(now / self.round_s) + 1) * self.round_s
+            due = math.inf
+            if (policy.needs_rounds or self.rounds_only) and waiting:
+                due = (math.floor(now / self.round_s) + 1) * self.round_s
+            if wakes:  # a pass the policy asks for between rounds (SchedulingCore.wake_at)
+                due = min(due, core.wake_at(now))
+            if due < round_at:
+                round_at = due
                 self._push(round_at, _ROUND, "", 0)
             if on_progress is not None and changed:
                 on_progress(finished, total_jobs or len(core.records), now)

@@ -41,8 +41,10 @@ ROUND_S = 300.0
 # Options that are off by default but reachable by name keep the invariant too: Dally's own
 # Migrate path (and the preemption that makes room for it) is taken only with '+migrate', and
 # with '+lease' and '+reauction' at lease ends, on the paper's text (``dally`` is cluster-sim's reading,
-# re-auction with staggered releases, policies/registry.py DALLY_READINGS).
-OPTIONS = ("dally-literal+migrate", "dally-literal+lease", "dally-literal+reauction")
+# re-auction with staggered releases, policies/registry.py DALLY_READINGS); '+auction-on-release' asks for passes
+# between rounds (SchedulingCore.wake_at), which replay's round timer must run at the simulator's instants.
+OPTIONS = ("dally-literal+migrate", "dally-literal+lease", "dally-literal+reauction",
+           "dally-literal+reauction+auction-on-release+event-leases+release-delay+no-rounds")
 POLICIES = (*policy_names(), *OPTIONS)
 
 # The actions the issue names, by the event each leaves in the log.
@@ -81,6 +83,13 @@ def case_for(policy: str) -> Case:
         jobs = adapt_for_crius(generate_synergy_trace(12, rate_per_hour=60, multi_gpu=True, seed=5,
                                                       duration_scale=0.02), seed=0, deadline_factor=(1.5, 4.0))
         return Case(two_type_toml(2, 4), tuple(jobs))
+    if "auction-on-release" in policy:
+        # One 4-GPU machine: y is placed at x's completion, between rounds, and loses the machine to the never-run
+        # z at its own lease end (+ 1 s per GPU), a pass between rounds (tests/test_dally_release.py).
+        return Case(small_cluster_toml(1, gpus_per_node=4), (
+            JobSpec(job_id="x", submit_time=0.0, model="resnet50", num_gpus=4, iterations=300),
+            JobSpec(job_id="y", submit_time=0.0, model="resnet50", num_gpus=4, iterations=30_000),
+            JobSpec(job_id="z", submit_time=200.0, model="resnet50", num_gpus=4, iterations=30_000)))
     if policy.startswith("dally"):
         return Case(_slow_network_toml(), _dally_jobs())
     if policy.startswith("pollux"):

@@ -1,0 +1,139 @@
+"""``+auction-on-release``, ``+event-leases``, ``+release-delay`` and ``+no-rounds``: when Dally's reference simulator
+(aakash-sharma/cluster-sim, read and run beside Halyard in docs/reproductions/dally-public-comparison.md) ends a
+lease and auctions the GPUs it releases, as options of ``+reauction`` (policies/dally.py), off by default.
+
+Not in the paper: §4.1 says the scheduler "periodically generates resource offers", not when a lease ends or when
+its GPUs are offered again. In cluster-sim:
+
+* **a lease ends at the job's own instant.** ``GPU.assignGPU`` leases a GPU for ``lease_time`` from the auction that
+  gave it; ``IntraJobScheduler.endIteration`` (at the end of each of the job's iteration events) finds
+  ``GPU.hasLeaseExpired`` (``now >= lease start + lease_time``), ``markLeaseEnd``\\ s the GPUs at once and enqueues a
+  ``ResourceAvailableEvent``, whose ``handleEvent`` runs an auction of every unleased GPU
+  (``InterJobScheduler.onResourceAvailable`` -> ``multiGPUResourceAllocator`` over ``Cluster.getGPUsInCluster``).
+  A job that wins its GPUs back holds a new lease from that auction. Halyard's ``+reauction`` notices a lease end
+  only in a pass, and passes run at arrivals, completions and round boundaries: a job placed between rounds (at a
+  completion) keeps its GPUs until the first round boundary a lease after it, up to two leases.
+  ``+auction-on-release`` asks the core for a pass at each running job's lease end (:meth:`ReleaseAuctions.wake_at`,
+  the policy's ``wake_at``: ``SchedulingCore.wake_at``), so a lease ends, and its auction runs, at the lease's own
+  instant, between rounds; a job that keeps its GPUs at a lease end holds a new lease from that pass;
+* **the auction comes 1 s per released GPU after the release.** ``endIteration`` enqueues that event at ``now +
+  CHECKPOINTING_OVERHEAD_PER_GPU x mCurrentIterationGPUs.size()`` (``CHECKPOINTING_OVERHEAD_PER_GPU = 1``,
+  IntraJobScheduler.java; "6 seconds overhead" its comment says), a completion at ``now + 1 s x`` its GPUs. The GPUs
+  are unleased from the release (any auction before then offers them); the released job waits from the release
+  (``mTimeLastResourceAssignment`` is reset there). ``+release-delay`` (on ``+auction-on-release``) moves a lease
+  end's pass to ``lease end + 1 s x`` the job's GPUs (:data:`RELEASE_DELAY_PER_GPU_S`), the auction's instant (a
+  pass before it, for another job's auction or an arrival, re-offers the ended lease as cluster-sim's auctions offer
+  every unleased GPU), and its next lease runs from that auction, as cluster-sim's. Not kept: the job idles in
+  cluster-sim from its release to its auction (it runs on in Halyard until its auction; stopping it would charge
+  Halyard's restart cost, 20 s and a checkpoint read, which cluster-sim does not have), and a completion's auction
+  (Halyard's pass runs at the completion). The side-by-side measures the 1 s per GPU inside cluster-sim as well
+  (``--public-variant`` ``release-at-once``, which sets it to 0).
+* **a lease ends with an iteration event.** cluster-sim checks a lease only in ``endIteration``, at the end of one of
+  the job's iteration events (``time_per_iteration x iteration_granularity`` of compute, over the placement's
+  slowdown: 60 s in the side-by-side, :data:`EVENT_S`, longer on a slower tier), and releases early when the next
+  event would not end within the lease (:func:`event_lease_s`). ``+event-leases`` (on ``+auction-on-release``) ends
+  each lease there, so that jobs of different slowdowns placed by one auction release at different instants, as
+  in cluster-sim; without it they all release a lease later, together.
+
+* **no auction at Halyard's round boundaries.** cluster-sim auctions only at its events: a release (lease end or
+  completion, 1 s per GPU later) or an arrival (``IntraJobScheduler``'s constructor queues one when a GPU is free), and,
+  once its event queue has run dry while jobs wait, every :data:`IDLE_AUCTION_S` (``ClusterEventQueue.start``).
+  Halyard's Dally asks for a pass at every round boundary too (``needs_rounds``: its timers elapse with time alone),
+  in which the waiting jobs whose timers have elapsed bid for what is free. ``+no-rounds`` (on
+  ``+auction-on-release``) drops those passes: passes run at arrivals, completions and lease-end auctions, and,
+  when nothing runs and jobs wait, a minute apart.
+
+All of a pass's lease ends are one auction (``+reauction``), as cluster-sim's releases of one instant are: every
+``endIteration`` of the instant runs before its auctions (``ClusterEventQueue``: END_ITERATION before
+RESOURCE_AVAILABLE), and each auction offers every unleased GPU. ``+staggered`` (one auction per release,
+policies/dally_clustersim.py) models releases at distinct instants within a round; with these options the
+releases fall at their own instants, and staggering the releases of one instant departs from cluster-sim.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from halyard.policies.passstate import PassState
+from halyard.policies.view import ClusterView
+
+# cluster-sim's IntraJobScheduler.CHECKPOINTING_OVERHEAD_PER_GPU: seconds per released GPU before the release's auction.
+RELEASE_DELAY_PER_GPU_S = 1.0
+# ``+event-leases``: one cluster-sim iteration event's compute seconds, ``time_per_iteration x iteration_granularity``
+# of the job file. Not a constant of cluster-sim: the side-by-side's inputs (benchmarks/dally_public_perjob.py EVENT_S).
+EVENT_S = 60.0
+# ``+no-rounds``: cluster-sim's ClusterEventQueue.start queues an auction this many seconds later when its event queue
+# has run dry while jobs remain (no job runs: none has an iteration event).
+IDLE_AUCTION_S = 60.0
+OFFERED_KEY = "dally/lease-offered"  # PassState: job id -> (last assignment, this pass's instant) for ended leases
+
+
+@dataclasses.dataclass
+class ReleaseAuctions:
+    """``+auction-on-release`` (and ``+release-delay``): each running job's lease, from the pass that last gave or
+    left it its GPUs, and the pass the policy asks for when it ends (module docstring). A function of the applied
+    passes (:meth:`on_applied`)."""
+
+    lease_rounds: float
+    delay: bool = False  # ``+release-delay``: the pass comes 1 s per GPU the job holds after its lease end
+    events: bool = False  # ``+event-leases``: a lease ends at the end of one of the job's iteration events
+    no_rounds: bool = False  # ``+no-rounds``: no pass at round boundaries; an idle cluster is auctioned every minute
+    # job id -> (last assignment time, when its current lease began): the pass of a lease end that left it its GPUs
+    began: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+
+    def lease_start(self, job_id: str, last: float) -> float:
+        kept = self.began.get(job_id)
+        return kept[1] if kept is not None and kept[0] == last else last
+
+    def lease_end(self, view: ClusterView, job_id: str) -> float:
+        """When the running job's current lease ends: ``lease_rounds`` rounds after it began, or with ``events``
+        at the end of the iteration event in which cluster-sim releases it (:func:`event_lease_s`); inf for a job
+        that holds nothing."""
+        job = view.running[job_id]
+        last = job.last_assignment_time
+        if last is None or job.allocation is None:
+            return math.inf
+        lease_s = self.lease_rounds * view.round_s
+        if self.events:
+            slowdown = job.iteration_s / view.facts.reference_compute_s(job.spec)
+            lease_s = event_lease_s(lease_s, EVENT_S * slowdown, job.num_gpus)
+        return self.lease_start(job_id, last) + lease_s
+
+    def ended(self, view: ClusterView, state: PassState) -> set[str]:
+        """The running jobs whose lease has ended by ``view.now`` (``Dally._ended_leases`` with this option),
+        recorded in the pass's state: if the job keeps its GPUs, its next lease begins now."""
+        seen = state.setdefault(OFFERED_KEY, dict)
+        for job_id, job in view.running.items():
+            if view.now >= self.lease_end(view, job_id) - 1e-9:
+                seen[job_id] = (job.last_assignment_time, view.now)
+        return set(seen)
+
+    def auction_at(self, view: ClusterView, job_id: str) -> float:
+        """When the running job's lease-end auction runs: its lease's end (with ``delay``, 1 s per GPU it holds
+        later); inf for a job that holds nothing."""
+        delay = RELEASE_DELAY_PER_GPU_S * view.running[job_id].num_gpus if self.delay else 0.0
+        return self.lease_end(view, job_id) + delay
+
+    def wake_at(self, view: ClusterView) -> float:
+        """The policy's ``wake_at`` (``SchedulingCore.wake_at``): the soonest lease-end auction after ``view.now``
+        among the running jobs; inf when none runs."""
+        due = (self.auction_at(view, job_id) for job_id in view.running)
+        soonest = min((t for t in due if t > view.now), default=math.inf)
+        if self.no_rounds and not view.running and view.pending:
+            return view.now + IDLE_AUCTION_S
+        return soonest
+
+    def on_applied(self, view: ClusterView, state: PassState) -> None:
+        """Keep this pass's ended leases (what is left to them starts a new lease now), for the running jobs."""
+        self.began = {k: v for k, v in self.began.items() if k in view.running}
+        self.began.update(state.get(OFFERED_KEY, {}))
+
+
+def event_lease_s(lease_s: float, event_s: float, gpus: int) -> float:
+    """How long cluster-sim's lease of ``lease_s`` lasts for a job whose iteration events take ``event_s`` on ``gpus``
+    GPUs. ``IntraJobScheduler.endIteration`` releases the GPUs at the end of an event once ``GPU.hasLeaseExpired``
+    (``now >= lease start + lease_s``), or earlier, when the next event would not "finish within the least lease end
+    time": ``now + event_s / gpus > lease end`` (its ``timeForIterations`` divides by the GPU count). So the release
+    is at the end of the first event ``k`` with ``k x event_s + event_s / gpus > lease_s``."""
+    return max(1, math.floor((lease_s - event_s / gpus) / event_s) + 1) * event_s

@@ -1,0 +1,534 @@
+"""TUNE's round re-pack on plain lists: :meth:`Tune.repack <halyard.policies.synergy.Tune.repack>`'s steps,
+in its order, on per-node integers and per-job parts, with the allocations built once per job at the end.
+
+Why: at a Synergy round every runnable job is re-packed (§3: "their placement decisions are recomputed"),
+and on the public simulator's headline configuration (5,000 jobs at 9/h on 128 V100) a round holds ~65
+runnable jobs and ~7,000 rounds re-pack: the re-pack was ~40 % of the run (issue 38). Most of that was
+not the packing but its book-keeping: a numpy scalar read or write per CPU and memory change, a rule
+object per job, an :class:`~halyard.datamodel.Allocation` looked up or built at each of a job's steps
+(stripped, then set back to its demand, usually where it was). Here the free resources are Python
+integers, a job is its parts' node indices, GPUs, GPU ids and CPU cores and memory, and a job's
+allocation is built (or found among the shapes kept from earlier passes, :class:`KeptShapes`) once, at
+the end.
+
+The steps are those of :class:`~halyard.policies.synergy.Tune` (``replace=True``, no OPT vectors), one
+function per method there, in the same order, with the same rules (the demand vector, the share capped at
+it, GPUs only; §4.2 (2a)'s revert by :class:`~halyard.policies.synergy_packing.CapAt`), the same
+choices (best fit by free GPUs, CPUs, memory, then node index; several nodes by
+:func:`~halyard.policies.placement.choose_nodes`) and the same reasons, preemptions and plan.
+``Tune(lean=False)`` runs the straightforward path (Packer); ``tests/test_synergy_lean.py`` holds the
+two to the same event log and reasons on drawn workloads, and ``benchmarks/pin_schedules.py`` pins both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from halyard.datamodel import Allocation, NodeAllocation
+from halyard.policies.placement import no_fit
+from halyard.policies.plan import Plan
+from halyard.policies.reasons import cannot_fit
+from halyard.policies.resources import FreeResources
+from halyard.policies.view import ClusterView, JobInfo
+
+if TYPE_CHECKING:
+    from halyard.policies.synergy import Tune
+    from halyard.policies.synergy_packing import KeptShapes
+
+# Need.max_gpus' "no limit" for a zero per-GPU demand.
+_BIG = int(np.iinfo(np.int64).max // 4)
+
+# The rules a job is placed or reshaped at (Packer.demand, Packer.capped, Packer.gpus_only).
+DEMAND, CAPPED, GPUS_ONLY = 0, 1, 2
+
+
+class _Job:
+    """A job as the re-pack holds it: ``base`` is the allocation whose GPUs (and stages, workers and
+    time-shift) it holds, its own at the start of the pass; None when the pass placed it afresh (a plain
+    allocation, as ``Packer.build`` makes). ``idxs``, ``ks``, ``ids``: per part its node index, GPUs and
+    GPU ids; ``cs``, ``ms``: the CPU cores and memory it holds there now; ``hc``, ``hm``: those ``base``
+    gives (read only; None for a job placed afresh)."""
+
+    __slots__ = ("base", "cs", "hc", "hm", "ids", "idxs", "ks", "ms")
+
+    def __init__(self, base: Allocation | None, idxs: list[int], ks: list[int], ids: list[tuple[int, ...]],
+                 cs: list[int], ms: list[int], hc: list[int] | None = None, hm: list[int] | None = None) -> None:
+        self.base, self.idxs, self.ks, self.ids, self.cs, self.ms = base, idxs, ks, ids, cs, ms
+        self.hc, self.hm = hc, hm
+
+
+# A running job's entry kept from pass to pass while it holds the same allocation (repack's _held).
+_Entry = tuple[Allocation, "_Job", tuple[int, int, int, int, JobInfo], tuple[str, list[int], bool, int, int],
+               tuple[int, int, int, int, int] | None]
+
+
+class LeanPack:
+    """One pass's re-pack on lists (the module docstring): the free resources per node, the jobs held."""
+
+    def __init__(self, view: ClusterView, free: FreeResources, index: dict[str, int]) -> None:
+        cluster = view.cluster
+        self.view = view
+        self.nodes = cluster.nodes
+        self.index = index
+        self.free = free
+        self.g: list[int] = free.gpus.tolist()
+        self.c: list[int] = free.cpus.tolist()
+        self.m: list[int] = free.memory_mb.tolist()
+        self.mask: list[int] = list(free.gpu_mask)
+        self.sched: list[bool] = free.schedulable.tolist()
+        shape = view.shape
+        self.shape = shape
+        self.cap_g: list[int] = shape.gpus.tolist()
+        self.cap_c: list[int] = shape.cpus.tolist()
+        self.cap_m: list[int] = shape.memory_mb.tolist()
+        self.jobs: dict[str, _Job] = {}
+        self.on_node: list[set[str]] = [set() for _ in self.nodes]
+        self._excluded: dict[object, list[bool] | None] = {}
+        self._racks: list[list[int]] = [r.tolist() for r in shape.rack_nodes]
+
+    # --- book-keeping (Packer.hold, strip_all, release, place, place_on) ---------------------------
+
+    def strip_all(self, job_ids: Sequence[str]) -> None:
+        c, m, jobs = self.c, self.m, self.jobs
+        for job_id in job_ids:
+            j = jobs[job_id]
+            cs, ms = j.cs, j.ms
+            for i, idx in enumerate(j.idxs):
+                c[idx] += cs[i]
+                m[idx] += ms[i]
+                cs[i] = ms[i] = 0
+
+    def release(self, job_id: str) -> _Job:
+        j = self.jobs.pop(job_id)
+        g, c, m, mask, on_node = self.g, self.c, self.m, self.mask, self.on_node
+        for i, idx in enumerate(j.idxs):
+            g[idx] += j.ks[i]
+            c[idx] += j.cs[i]
+            m[idx] += j.ms[i]
+            mask[idx] ^= _bits(j.ids[i])
+            on_node[idx].discard(job_id)
+        return j
+
+    def place_home(self, job_id: str, j: _Job) -> None:
+        """``Packer.place_on`` of a job's own GPUs, just released, at no CPU or memory (it always fits)."""
+        g, mask, on_node = self.g, self.mask, self.on_node
+        for i, idx in enumerate(j.idxs):
+            bits = _bits(j.ids[i])
+            if mask[idx] & bits != bits:
+                raise AssertionError(f"synergy-tune: running job {job_id!r} cannot take back its own GPUs")
+            g[idx] -= j.ks[i]
+            mask[idx] ^= bits
+            on_node[idx].add(job_id)
+        j.cs = [0] * len(j.idxs)
+        j.ms = [0] * len(j.idxs)
+        self.jobs[job_id] = j
+
+    def place(self, job_id: str, picked: list[tuple[int, int]], rule: int, c: int, m: int) -> bool:
+        """``Packer.place``: the lowest free GPU ids on each picked node at ``rule``; False (nothing
+        changed) if a part's CPU or memory does not fit."""
+        fc, fm, mask = self.c, self.m, self.mask
+        idxs, ks, ids, cs, ms = [], [], [], [], []
+        for idx, k in picked:
+            pc, pm = self.rule(rule, c, m, idx, k)
+            free_ids = _free_ids(mask[idx], self.cap_g[idx])[:k]
+            if len(free_ids) != k or pc > fc[idx] or pm > fm[idx]:
+                return False
+            idxs.append(idx)
+            ks.append(k)
+            ids.append(free_ids)
+            cs.append(pc)
+            ms.append(pm)
+        g, on_node = self.g, self.on_node
+        for i, idx in enumerate(idxs):
+            g[idx] -= ks[i]
+            fc[idx] -= cs[i]
+            fm[idx] -= ms[i]
+            mask[idx] ^= _bits(ids[i])
+            on_node[idx].add(job_id)
+        self.jobs[job_id] = _Job(None, idxs, ks, ids, cs, ms)
+        return True
+
+    # --- rules, reshapes, choices (Need, Packer.reshape, Packer.select) ------------------------------
+
+    def rule(self, rule: int, c: int, m: int, idx: int, k: int) -> tuple[int, int]:
+        if rule == DEMAND:
+            return c * k, m * k
+        if rule == GPUS_ONLY:
+            return 0, 0
+        node = self.nodes[idx]
+        return min(c * k, node.proportional_cpus(k)), min(m * k, node.proportional_memory_mb(k))
+
+    def reshape(self, job_id: str, wanted: list[tuple[int, int]]) -> bool:
+        """``Packer.reshape``: the job's parts to ``wanted`` (CPU cores, memory) where it is; False (nothing
+        changed) if an increase does not fit."""
+        j = self.jobs[job_id]
+        cs, ms, idxs = j.cs, j.ms, j.idxs
+        fc, fm = self.c, self.m
+        if len(idxs) == 1:
+            wc, wm = wanted[0]
+            dc, dm = wc - cs[0], wm - ms[0]
+            if not (dc or dm):
+                return True
+            idx = idxs[0]
+            if dc > fc[idx] or dm > fm[idx]:
+                return False
+            fc[idx] -= dc
+            fm[idx] -= dm
+            cs[0], ms[0] = wc, wm
+            return True
+        if all(w == (cs[i], ms[i]) for i, w in enumerate(wanted)):
+            return True
+        for i, idx in enumerate(idxs):
+            wc, wm = wanted[i]
+            if wc - cs[i] > fc[idx] or wm - ms[i] > fm[idx]:
+                return False
+        for i, idx in enumerate(idxs):
+            wc, wm = wanted[i]
+            fc[idx] -= wc - cs[i]
+            fm[idx] -= wm - ms[i]
+            cs[i], ms[i] = wc, wm
+        return True
+
+    def reshape_at(self, job_id: str, rule: int, c: int, m: int) -> bool:
+        j = self.jobs[job_id]
+        if rule == DEMAND:
+            return self.reshape(job_id, [(c * k, m * k) for k in j.ks])
+        return self.reshape(job_id, [self.rule(rule, c, m, idx, k) for idx, k in zip(j.idxs, j.ks, strict=True)])
+
+    def cap_at(self, job_id: str) -> None:
+        """``CapAt``: each of the job's parts down to the GPU-proportional share where it holds more."""
+        j = self.jobs[job_id]
+        nodes = self.nodes
+        wanted = [(min(j.cs[i], nodes[idx].proportional_cpus(k)), min(j.ms[i], nodes[idx].proportional_memory_mb(k)))
+                  for i, (idx, k) in enumerate(zip(j.idxs, j.ks, strict=True))]
+        self.reshape(job_id, wanted)
+
+    def usable(self, rule: int, c: int, m: int, gpu_types: object) -> list[int]:
+        """``Packer.usable``: GPUs per node of ``gpu_types`` that can be taken at ``rule`` (Need.max_gpus)."""
+        g, fc, fm, sched = self.g, self.c, self.m, self.sched
+        if rule == GPUS_ONLY:
+            avail = [g[i] if sched[i] else 0 for i in range(len(g))]
+        else:
+            avail = []
+            cap_g, cap_c, cap_m = self.cap_g, self.cap_c, self.cap_m
+            for i in range(len(g)):
+                if not sched[i]:
+                    avail.append(0)
+                    continue
+                by_cpu = fc[i] // c if c > 0 else _BIG
+                by_mem = fm[i] // m if m > 0 else _BIG
+                if rule == CAPPED:
+                    by_cpu = max(by_cpu, ((fc[i] + 1) * cap_g[i] - 1) // max(cap_c[i], 1))
+                    by_mem = max(by_mem, ((fm[i] + 1) * cap_g[i] - 1) // max(cap_m[i], 1))
+                avail.append(min(g[i], by_cpu, by_mem))
+        excluded = self._excluded_of(gpu_types)
+        if excluded is not None:
+            avail = [0 if excluded[i] else a for i, a in enumerate(avail)]
+        return avail
+
+    def _excluded_of(self, gpu_types: object) -> list[bool] | None:
+        if gpu_types is None:
+            return None
+        if gpu_types not in self._excluded:
+            mask = self.shape.excluded(gpu_types)  # type: ignore[arg-type]
+            self._excluded[gpu_types] = None if mask is None else mask.tolist()
+        return self._excluded[gpu_types]
+
+    def select(self, rule: int, c: int, m: int, gpus: int, gpu_types: object) -> list[tuple[int, int]] | None:
+        """``Packer.select(best_fit=True)``: one node, the one with the least free GPUs, CPUs, memory (then
+        the lowest index); else several (:func:`choose_nodes`)."""
+        avail = self.usable(rule, c, m, gpu_types)
+        g, fc, fm = self.g, self.c, self.m
+        best = None
+        for i, a in enumerate(avail):
+            if a >= gpus:
+                key = (g[i], fc[i], fm[i], i)
+                if best is None or key < best:
+                    best = key
+        if best is not None:
+            return [(best[3], gpus)]
+        return self._several(avail, gpus)
+
+    def _several(self, avail: list[int], gpus: int) -> list[tuple[int, int]] | None:
+        """:func:`~halyard.policies.placement.choose_nodes` when no single node holds ``gpus`` (the same
+        choice, on lists): the fewest nodes within one rack (the first such rack on ties), else over the
+        cluster; nodes with the most usable GPUs first, ties by position."""
+        if sum(avail) < gpus:
+            return None
+        best: list[tuple[int, int]] | None = None
+        for members in self._racks:
+            if sum(avail[i] for i in members) >= gpus:
+                picked = _fill(members, avail, gpus)
+                if best is None or len(picked) < len(best):
+                    best = picked
+        if best is not None:
+            return best
+        return _fill(range(len(avail)), avail, gpus)
+
+    # --- the end ---------------------------------------------------------------------------------------
+
+    def finish(self, kept: KeptShapes) -> dict[str, Allocation]:
+        """Write the free resources back and build the allocation of each job whose allocation changed: on
+        its own GPUs one of the shapes kept from pass to pass, else a plain one. A job back where it was is
+        left out (what :func:`~halyard.policies.synergy._emit` reads as no change, as its very allocation)."""
+        free = self.free
+        free.gpus[:] = self.g
+        free.cpus[:] = self.c
+        free.memory_mb[:] = self.m
+        free.gpu_mask[:] = self.mask
+        names = [n.name for n in self.nodes]
+        alloc: dict[str, Allocation] = {}
+        for job_id, j in self.jobs.items():
+            base = j.base
+            if base is not None and j.cs == j.hc and j.ms == j.hm:
+                continue  # most jobs: back where they were, which _emit reads as no change (None, or the very
+                # allocation, from its packer.alloc.get)
+            per_node = tuple(zip(j.cs, j.ms, strict=True))
+            if base is None:
+                alloc[job_id] = Allocation(tuple([NodeAllocation(names[idx], ids, c, m)
+                                                  for idx, ids, c, m in zip(j.idxs, j.ids, j.cs, j.ms, strict=True)]))
+                continue
+            shapes = kept.shapes_of(job_id, base)
+            found = shapes.same.get(per_node)
+            if found is None:
+                found = shapes.same[per_node] = base.with_resources(per_node)
+                shapes.ids.add(id(found))
+            alloc[job_id] = found
+        return alloc
+
+
+def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobInfo], plan: Plan,
+           parsed: dict[int, _Entry], keep: dict[int, _Entry]) -> None:
+    """:meth:`Tune.repack` (``replace=True``, the profiled demand vectors) on ``lp``, holding the runnable
+    running jobs first (``SynergyMechanism.place_all``). One walk over the runnable set holds each job, asks
+    its demand vector and sums :meth:`Tune._renewing`'s per-node figures; ``parsed``: the running jobs'
+    entries of the last pass by their allocation's id (:func:`_held`); ``keep`` gets this pass's."""
+    demand = tune.demand
+    jobs, on_node = lp.jobs, lp.on_node
+    # Tune._renewing's sums: per node the CPU and memory free once the held jobs are released, and the
+    # held jobs' demand; and per held job its nodes and whether it is at its demand now. The first is also
+    # the free resources once every held job is stripped (Packer.strip_all), the usual next step: each job
+    # is held stripped, and set back to what it holds in the rare pass where some jobs renew.
+    cap_c, cap_m = list(lp.c), list(lp.m)
+    dem_c, dem_m = [0] * len(cap_c), [0] * len(cap_m)
+    held: list[tuple[str, list[int], bool, int, int]] = []
+    # The re-pack's turns (Tune.repack's size order: GPUs, CPUs, memory, largest first, then arrival; unique).
+    turns: list[tuple[int, int, int, int, JobInfo]] = []
+    for job in runnable:
+        allocation = job.allocation
+        if allocation is None:
+            c, m = demand(view, job)
+            turns.append((-job.num_gpus, -c, -m, job.arrival_seq, job))
+            continue
+        key = id(allocation)
+        e = parsed.get(key)
+        if e is None or e[0] is not allocation:
+            e = _held(lp, job, allocation, *demand(view, job))
+        keep[key] = e
+        j, turn, h = e[1], e[2], e[3]
+        job_id = h[0]
+        jobs[job_id] = j
+        turns.append(turn)
+        held.append(h)
+        single = e[4]
+        if single is not None:  # most jobs: one node (the same sums as below)
+            idx, pc, pm, ck, mk = single
+            j.cs[0] = j.ms[0] = 0
+            on_node[idx].add(job_id)
+            cap_c[idx] += pc
+            cap_m[idx] += pm
+            dem_c[idx] += ck
+            dem_m[idx] += mk
+            continue
+        c, m = h[3], h[4]
+        for i, idx in enumerate(j.idxs):
+            k = j.ks[i]
+            j.cs[i] = j.ms[i] = 0
+            on_node[idx].add(job_id)
+            cap_c[idx] += j.hc[i]
+            cap_m[idx] += j.hm[i]
+            dem_c[idx] += c * k
+            dem_m[idx] += m * k
+    renewing, to_demand = _renewing(lp, len(runnable), cap_c, cap_m, dem_c, dem_m, held)
+    lp.c, lp.m = cap_c, cap_m  # every held job stripped: what the loop left
+    if renewing:  # the renewing ones back to what they hold, then those away from their demand set to it
+        for job_id in renewing:  # (Tune.repack sets them before it strips the others: the same end state,
+            j = jobs[job_id]  # as each fits its demand in place whatever the order, Tune._renewing)
+            assert j.hc is not None and j.hm is not None, "every job held so far holds its own allocation"
+            j.cs, j.ms = list(j.hc), list(j.hm)
+            for i, idx in enumerate(j.idxs):
+                cap_c[idx] -= j.cs[i]
+                cap_m[idx] -= j.ms[i]
+        for job_id, cm in to_demand:
+            if not lp.reshape_at(job_id, DEMAND, *cm):
+                raise AssertionError(f"synergy-tune: renewing job {job_id!r} does not fit its demand in place")
+        turns = [turn for turn in turns if turn[4].job_id not in renewing]
+    turns.sort()  # (the size tuples are unique: a job is never compared)
+    for _, c, m, _, job in turns:
+        if job.allocation is None:
+            _pack_new(tune, view, lp, job, (-c, -m), plan)
+        else:
+            _replace_running(tune, view, lp, job, (-c, -m), plan)
+
+
+def _held(lp: LeanPack, job: JobInfo, allocation: Allocation, c: int, m: int) -> _Entry:
+    """A running job's entry, kept from pass to pass while it holds ``allocation`` (:func:`repack`): the
+    allocation, the job as the re-pack holds it, its turn, its figures for _renewing (id, nodes, at its
+    demand ``(c, m)`` now, and that demand), and for a job on one node (node index, CPU cores and memory it
+    holds, its demand there) else None."""
+    index = lp.index
+    nodes = allocation.nodes
+    idxs, ks = [index[p.node] for p in nodes], [len(p.gpus) for p in nodes]
+    cs, ms = [p.cpus for p in nodes], [p.memory_mb for p in nodes]
+    j = _Job(allocation, idxs, ks, [p.gpus for p in nodes], [0] * len(nodes), [0] * len(nodes), cs, ms)
+    at_demand = all(cs[i] == c * k and ms[i] == m * k for i, k in enumerate(ks))
+    single = (idxs[0], cs[0], ms[0], c * ks[0], m * ks[0]) if len(nodes) == 1 else None
+    return (allocation, j, (-job.num_gpus, -c, -m, job.arrival_seq, job), (job.job_id, idxs, at_demand, c, m),
+            single)
+
+
+def _renewing(lp: LeanPack, runnable: int, cap_c: list[int], cap_m: list[int], dem_c: list[int],
+              dem_m: list[int], held: list[tuple[str, list[int], bool, int, int]]
+              ) -> tuple[set[str], list[tuple[str, tuple[int, int]]]]:
+    """:meth:`Tune._renewing` from the sums :func:`repack` made (its docstring says why it is exact)."""
+    n = len(cap_c)
+    opened = {i for i in range(n) if dem_c[i] > cap_c[i] or dem_m[i] > cap_m[i]}
+    if opened or len(held) < runnable:
+        opened.update(i for i, g in enumerate(lp.g) if g > 0)
+    spanning = [set(h[1]) for h in held if len(h[1]) > 1]
+    grew = True
+    while grew:
+        grew = False
+        for span in spanning:
+            if not span <= opened and not span.isdisjoint(opened):
+                opened |= span
+                grew = True
+    if len(opened) == n:  # (a loaded round: every server open, nobody renews before the re-pack)
+        return set(), []
+    renewing = {h[0] for h in held if opened.isdisjoint(h[1])}
+    return renewing, [(h[0], (h[3], h[4])) for h in held if h[0] in renewing and not h[2]]
+
+
+def _replace_running(tune: Tune, view: ClusterView, lp: LeanPack, job: JobInfo, cm: tuple[int, int],
+                     plan: Plan) -> None:
+    """:meth:`Tune._replace_running`."""
+    c, m = cm
+    job_id = job.job_id
+    j = lp.jobs[job_id]
+    if len(j.idxs) == 1:  # LeanPack.reshape_at(DEMAND), inlined: most jobs go back to their demand in place
+        idx, k = j.idxs[0], j.ks[0]
+        wc, wm = c * k, m * k
+        dc, dm = wc - j.cs[0], wm - j.ms[0]
+        if not (dc or dm):
+            return
+        fc, fm = lp.c, lp.m
+        if dc <= fc[idx] and dm <= fm[idx]:
+            fc[idx] -= dc
+            fm[idx] -= dm
+            j.cs[0], j.ms[0] = wc, wm
+            return
+    elif lp.reshape_at(job_id, DEMAND, c, m):
+        return
+    home = lp.release(job_id)
+    picked = lp.select(DEMAND, c, m, job.num_gpus, view.gpu_types_for(job.spec))
+    if picked is not None and lp.place(job_id, picked, DEMAND, c, m):
+        return
+    lp.place_home(job_id, home)
+    _pack_running(tune, view, lp, job, cm, plan)
+
+
+def _pack_new(tune: Tune, view: ClusterView, lp: LeanPack, job: JobInfo, cm: tuple[int, int], plan: Plan) -> None:
+    """:meth:`Tune._pack_new`."""
+    c, m = cm
+    job_id, gpus, gtype = job.job_id, job.num_gpus, view.gpu_types_for(job.spec)
+    picked = lp.select(DEMAND, c, m, gpus, gtype)
+    if picked is not None and lp.place(job_id, picked, DEMAND, c, m):
+        return
+    picked = lp.select(CAPPED, c, m, gpus, gtype)
+    if picked is not None and lp.place(job_id, picked, CAPPED, c, m):
+        return
+    picked = lp.select(GPUS_ONLY, 0, 0, gpus, gtype)
+    if picked is None:
+        avail = np.array(lp.usable(GPUS_ONLY, 0, 0, gtype), dtype=np.int64)
+        plan.wait(job_id, no_fit(tune.name, view, job, gpus, avail))
+        return
+    for idx, k in picked:
+        _release(lp, idx, lp.rule(CAPPED, c, m, idx, k))
+    if not lp.place(job_id, picked, CAPPED, c, m):
+        plan.wait(job_id, cannot_fit(
+            tune.name, "needs {:#GPU} at its proportional CPU and memory; reverting co-located jobs to "
+            "their proportional share did not free enough", gpus))
+
+
+def _pack_running(tune: Tune, view: ClusterView, lp: LeanPack, job: JobInfo, cm: tuple[int, int],
+                  plan: Plan) -> None:
+    """:meth:`Tune._pack_running`."""
+    c, m = cm
+    job_id = job.job_id
+    if lp.reshape_at(job_id, DEMAND, c, m):
+        return
+    if lp.reshape_at(job_id, CAPPED, c, m):
+        return
+    j = lp.jobs[job_id]
+    for idx, k in list(zip(j.idxs, j.ks, strict=True)):
+        _release(lp, idx, lp.rule(CAPPED, c, m, idx, k))
+    if lp.reshape_at(job_id, CAPPED, c, m):
+        return
+    lp.release(job_id)
+    _pack_new(tune, view, lp, job, cm, plan)
+    if job_id not in lp.jobs:
+        tune._lease_not_renewed(plan, job)
+
+
+def _release(lp: LeanPack, idx: int, wanted: tuple[int, int]) -> None:
+    """:meth:`Tune._release`: §4.2 (2a) on node ``idx`` until ``wanted`` fits."""
+    node = lp.nodes[idx]
+    jobs = lp.jobs
+
+    def excess(job_id: str) -> float:
+        j = jobs[job_id]
+        i = j.idxs.index(idx)
+        k = j.ks[i]
+        return (max(0, j.cs[i] - node.proportional_cpus(k)) / max(node.cpus, 1)
+                + max(0, j.ms[i] - node.proportional_memory_mb(k)) / max(node.memory_mb, 1))
+
+    candidates = sorted([(-e, j) for j in lp.on_node[idx] if (e := excess(j)) > 0])  # (most excess first)
+    fc, fm = lp.c, lp.m
+    for _, job_id in candidates:
+        if fc[idx] >= wanted[0] and fm[idx] >= wanted[1]:
+            return
+        lp.cap_at(job_id)
+
+
+def _fill(members: Sequence[int], avail: list[int], gpus: int) -> list[tuple[int, int]]:
+    """:func:`~halyard.policies.placement.fill` on lists: ``gpus`` from ``members``, those with the most
+    usable GPUs first (ties by position: a stable sort)."""
+    picked: list[tuple[int, int]] = []
+    left = gpus
+    for i in sorted(members, key=lambda i: -avail[i]):
+        take = min(avail[i], left)
+        if take <= 0:
+            break
+        picked.append((i, take))
+        left -= take
+        if left == 0:
+            break
+    return picked
+
+
+def _bits(gpus: tuple[int, ...]) -> int:
+    bits = 0
+    for g in gpus:
+        bits |= 1 << g
+    return bits
+
+
+def _free_ids(mask: int, gpus: int) -> tuple[int, ...]:
+    return tuple([i for i in range(gpus) if mask >> i & 1])
+
+
+# (what a caller of repack passes as a job's vector; kept for the type checker's sake)
+Vector = Callable[[JobInfo], tuple[int, int]]

@@ -1,0 +1,133 @@
+"""Dally's ``+auction-on-release`` and ``+release-delay`` (policies/dally_release.py): when Dally's reference simulator
+(aakash-sharma/cluster-sim) auctions the GPUs a lease end releases. Each test cites the lines of cluster-sim it holds
+Halyard to; the options are off by default, on ``+reauction``."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from factories import job
+from policy_fakes import FakeJob, on, view_of
+
+from halyard.datamodel import EventKind, JobSpec, ValidationError, parse_cluster
+from halyard.policies import make_policy
+from halyard.policies.dally import LEASE_ROUNDS
+from halyard.policies.dally_release import EVENT_S, IDLE_AUCTION_S, RELEASE_DELAY_PER_GPU_S, event_lease_s
+from halyard.policies.passstate import PassState
+from halyard.scheduling import Simulator
+from halyard.scheduling.timing import performance_model_for
+from halyard.testing.cluster import small_cluster_toml
+
+ROUND_S = 300.0
+LEASE_S = LEASE_ROUNDS * ROUND_S
+BASE = "dally-manual+reauction+staggered"
+
+
+def one_machine_sim(policy_name: str) -> Simulator:
+    """One 4-GPU machine. ``x`` holds it and finishes between rounds; ``y`` (waiting since 0) is placed at that
+    completion; ``z`` arrives at 200 s and, never run (Nw_sens 0, ``PerGPUBidComparator`` ranks it first), wins the
+    machine at ``y``'s first lease-end auction. Returns (y's start, y's preemption)."""
+    cluster = parse_cluster(small_cluster_toml(1, gpus_per_node=4))
+    jobs = [JobSpec(job_id="x", submit_time=0.0, model="resnet50", num_gpus=4, iterations=300),
+            JobSpec(job_id="y", submit_time=0.0, model="resnet50", num_gpus=4, iterations=200_000),
+            JobSpec(job_id="z", submit_time=200.0, model="resnet50", num_gpus=4, iterations=200_000)]
+    policy = make_policy(policy_name)
+    sim = Simulator(cluster, policy, performance_model_for(policy), round_s=ROUND_S)
+    sim.run(jobs)
+    return sim
+
+
+def one_machine_run(policy_name: str) -> tuple[float, float]:
+    """:func:`one_machine_sim`'s (y's start, y's preemption)."""
+    log = list(one_machine_sim(policy_name).core.log)
+    started = next(e.time for e in log if e.job_id == "y" and e.kind is EventKind.STARTED)
+    preempted = next(e.time for e in log if e.job_id == "y" and e.kind is EventKind.PREEMPTED)
+    return started, preempted
+
+
+def test_auction_on_release_ends_a_lease_at_its_own_instant():
+    """cluster-sim: ``GPU.assignGPU`` leases from the auction that gave the GPU; ``IntraJobScheduler.endIteration``
+    releases it once ``GPU.hasLeaseExpired`` (``now >= lease start + lease_time``) and enqueues a
+    ``ResourceAvailableEvent``, whose ``handleEvent`` auctions every unleased GPU
+    (``InterJobScheduler.onResourceAvailable``): the auction is at the lease's end, between Halyard's rounds.
+    ``+reauction`` alone sees the lease end at the first round boundary after it."""
+    started, preempted = one_machine_run(BASE)
+    assert 0.0 < started < ROUND_S and started % ROUND_S != 0.0  # placed at x's completion, between rounds
+    assert preempted == pytest.approx(2 * ROUND_S)  # the first round at or after the lease's end
+    started, preempted = one_machine_run(f"{BASE}+auction-on-release")
+    assert preempted == pytest.approx(started + LEASE_S)
+
+
+def test_release_delay_auctions_one_second_per_released_gpu_later():
+    """cluster-sim: ``endIteration`` enqueues the release's ``ResourceAvailableEvent`` at
+    ``now + CHECKPOINTING_OVERHEAD_PER_GPU x mCurrentIterationGPUs.size()`` (``CHECKPOINTING_OVERHEAD_PER_GPU = 1``,
+    IntraJobScheduler.java): y's four GPUs are auctioned 4 s after its lease ends."""
+    started, preempted = one_machine_run(f"{BASE}+auction-on-release+release-delay")
+    assert RELEASE_DELAY_PER_GPU_S == 1.0
+    assert preempted == pytest.approx(started + LEASE_S + 4 * RELEASE_DELAY_PER_GPU_S)
+
+
+def test_event_lease_ends_with_the_iteration_event_that_crosses_it():
+    """cluster-sim checks a lease only in ``IntraJobScheduler.endIteration``: the GPUs go at the end of the first
+    event after which ``GPU.hasLeaseExpired`` (``now >= lease start + lease_time``), or earlier, when the next event
+    would not finish within the lease (``now + timeForIterations > gpu.getLeaseEnd()``, ``timeForIterations`` being
+    the event's seconds over the GPU count)."""
+    assert event_lease_s(300.0, 60.0, 1) == 300.0  # 5 events: the fifth ends as the lease does
+    assert event_lease_s(300.0, 120.0, 2) == 360.0  # 240 + 60 = 300 is within the lease: a third event runs
+    assert event_lease_s(300.0, 63.8, 4) == pytest.approx(319.0)
+    assert event_lease_s(300.0, 70.0, 1) == 280.0  # 280 + 70 > 300: released one event early
+    assert event_lease_s(300.0, 11_820.0, 4) == 11_820.0  # a slowed placement holds its GPUs for a whole event
+    sim = one_machine_sim(f"{BASE}+auction-on-release+event-leases")
+    log = list(sim.core.log)
+    started = next(e.time for e in log if e.job_id == "y" and e.kind is EventKind.STARTED)
+    preempted = next(e.time for e in log if e.job_id == "y" and e.kind is EventKind.PREEMPTED)
+    y = sim.core.records["y"]
+    event_s = EVENT_S * y.iteration_s / sim.core.facts.reference_compute_s(y.spec)
+    assert preempted - started == pytest.approx(event_lease_s(LEASE_S, event_s, 4))
+    assert preempted - started != pytest.approx(LEASE_S)  # the event's end, not the lease's
+
+
+def test_a_kept_lease_runs_from_the_auction_that_left_it(small_cluster):
+    """cluster-sim: a job that wins its GPUs back gets a fresh lease from that auction (``GPU.assignGPU`` sets the
+    lease start to the auction's time), so with the 1 s per GPU its next lease end is a lease after the auction,
+    not after the first lease end."""
+    policy = make_policy(f"{BASE}+auction-on-release+release-delay")
+    running = FakeJob(job(4, job_id="a"), allocation=on(small_cluster, ("r0-n0", 4)), done=10, run_s=100,
+                      last_assignment_time=0.0)
+    assert policy.wake_at(view_of(small_cluster, 1.0, [running], [])) == LEASE_S + 4.0
+    auction = LEASE_S + 4.0
+    view = view_of(small_cluster, auction, [running], [])
+    state = PassState()
+    plan = policy.schedule(view, state)
+    assert plan.actions == []  # nothing else bids: a keeps its machine
+    policy.on_applied(view, plan, state)
+    assert policy.wake_at(view_of(small_cluster, auction, [running], [])) == auction + LEASE_S + 4.0
+    assert policy.wake_at(view_of(small_cluster, auction, [], [])) == math.inf
+
+
+def test_no_rounds_passes_only_at_cluster_sims_auctions(small_cluster):
+    """cluster-sim auctions at its events only (``ResourceAvailableEvent``: an arrival, a release), and when its event
+    queue has run dry while jobs remain, ``ClusterEventQueue.start`` queues one 60 s later: no auction at Halyard's
+    round boundaries. With ``+no-rounds`` the policy needs no round timer, asks for a pass a minute on when nothing
+    runs and a job waits, and the one-machine run passes less often, with every job done."""
+    name = f"{BASE}+auction-on-release+event-leases+release-delay"
+    policy = make_policy(f"{name}+no-rounds")
+    assert not policy.needs_rounds and make_policy(name).needs_rounds
+    waiting = FakeJob(job(4, job_id="w"), pending_since=0.0)
+    assert policy.wake_at(view_of(small_cluster, 10.0, [], [waiting])) == 10.0 + IDLE_AUCTION_S
+    assert policy.wake_at(view_of(small_cluster, 10.0, [], [])) == math.inf
+    with_rounds, without = one_machine_sim(name), one_machine_sim(f"{name}+no-rounds")
+    assert without.core.passes < with_rounds.core.passes
+    assert all(r.end_time is not None for r in without.core.records.values())
+
+
+def test_off_by_default_and_need_their_base():
+    """The presets ask for no pass between rounds; each option needs the one it refines."""
+    for name in ("dally", "dally-manual", "dally+reauction", f"{BASE}"):
+        assert getattr(make_policy(name), "wake_at", None) is None
+    with pytest.raises(ValidationError, match="needs \\+reauction"):
+        make_policy("dally-literal+auction-on-release")
+    for option in ("release-delay", "event-leases", "no-rounds"):
+        with pytest.raises(ValidationError, match="needs \\+auction-on-release"):
+            make_policy(f"dally-literal+reauction+{option}")

@@ -1,0 +1,63 @@
+"""The runnable walk's tail skip (StagedPolicy.skip_tail, policies/staged.py ``_walk_tail``) against the walk
+that looks at every job.
+
+Issue 38: a loaded Synergy FIFO+TUNE round ranks ~1,300 jobs and only the first ~70 fit the GPU budget;
+every job behind the cut waits for the same reason as at the last round unless it arrived or was
+preempted since. With reasons said as changes (Plan.changes_from) the walk looks at none of those. The
+two walks must give the same event log, the same actions at every pass, and the same reason for every
+waiting job after every pass (the core's ``wait_of``, what the API and the dashboard show).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from halyard.datamodel import JobState, load_cluster
+from halyard.policies import make_policy
+from halyard.scheduling import Simulator
+from halyard.scheduling.timing import performance_model_for
+from halyard.traces.generator import generate_synergy_trace
+
+
+def _run(name: str, jobs: int, rate: float, seed: int, *, skip: bool):
+    drawn = generate_synergy_trace(jobs, rate_per_hour=rate, multi_gpu=True, seed=seed)
+    policy = make_policy(name)
+    policy.skip_tail = skip
+    sim = Simulator(load_cluster("synergy-128"), policy, performance_model_for(policy, contention="fair"))
+    core = sim.core
+    passes = []
+    skipped = {"told": 0, "tails": 0}
+    schedule, walk_tail = core.schedule, policy._walk_tail
+
+    def recorded(now):
+        applied = schedule(now)
+        waits = {r.job_id: core.wait_of(r) for r in core.pending}
+        passes.append((now, [repr(a) for a in applied], waits))
+        return applied
+
+    def counted(*args):
+        skipped["tails"] += 1
+        return walk_tail(*args)
+
+    core.schedule = recorded
+    policy._walk_tail = counted
+    sim.run(drawn, until=(jobs - 100, jobs - 99))
+    log = [(e.seq, repr(e.time), e.job_id, e.kind, e.state, e.detail) for e in core.log]
+    return log, passes, skipped, {r.job_id: core.wait_of(r) for r in core.records.values()
+                                  if r.state is JobState.PENDING}
+
+
+@pytest.mark.parametrize(("name", "jobs", "rate", "seed"), [
+    ("synergy-tune:fifo", 400, 20.0, 1),
+    ("synergy-tune:fifo", 300, 30.0, 2),
+    ("proportional:fifo", 300, 20.0, 3),
+    ("synergy-greedy:fifo", 300, 20.0, 4),
+])
+def test_the_tail_skip_gives_every_waiting_job_the_reason_the_full_walk_gives(name, jobs, rate, seed):
+    fast_log, fast_passes, fast_counts, fast_waits = _run(name, jobs, rate, seed, skip=True)
+    full_log, full_passes, full_counts, full_waits = _run(name, jobs, rate, seed, skip=False)
+    assert fast_log == full_log
+    assert fast_passes == full_passes  # actions and every waiting job's reason, after every pass
+    assert fast_waits == full_waits
+    assert sum(len(waits) for _, _, waits in fast_passes) > 10_000  # waiting jobs' reasons compared
+    assert fast_counts["tails"] > 50 and full_counts["tails"] == 0  # the skip ran, and only with it on

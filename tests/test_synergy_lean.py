@@ -1,0 +1,93 @@
+"""TUNE's round re-pack on lists (policies/synergy_lean.py) against the straightforward one on the Packer.
+
+Issue 38 made the re-pack of Synergy-TUNE (§4.2, re-run over the runnable set at every round, §3) run on
+plain lists with allocations built once per job at the end (``Tune.lean``, on by default). It must make
+the same decisions: on drawn workloads of the synthetic Synergy generator (multi-GPU jobs, loads from
+under to well over the cluster, FIFO and the preemptive LAS and SRTF orderings) both paths give the same
+event log to the last bit, the same actions at every pass and the same reason for every waiting job.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from halyard.datamodel import JobState, load_cluster
+from halyard.policies import synergy_lean
+from halyard.policies.ordering import ORDERINGS
+from halyard.policies.staged import StagedPolicy
+from halyard.policies.synergy import Tune
+from halyard.scheduling import Simulator
+from halyard.scheduling.timing import performance_model_for
+from halyard.traces.generator import generate_synergy_trace
+
+
+def _counted(counts: dict[str, int], name: str, inner):
+    def counted(*args):
+        counts[name] += 1
+        return inner(*args)
+    return counted
+
+
+def _run(monkeypatch, ordering: str, jobs: int, rate: float, seed: int, *, lean: bool,
+         cluster: str = "synergy-128"):
+    drawn = generate_synergy_trace(jobs, rate_per_hour=rate, multi_gpu=True, seed=seed)
+    mechanism = Tune(lean=lean)
+    counts = {"lean": 0, "packer": 0, "pack_running": 0, "release": 0}
+    for name, attr in (("lean", "repack_lean"), ("packer", "repack")):  # on the instance: Tune._mirrored holds
+        setattr(mechanism, attr, _counted(counts, name, getattr(mechanism, attr)))
+    policy = StagedPolicy(f"synergy-tune:{ordering}", ORDERINGS[ordering](), placement=mechanism)
+    plans = []
+    schedule = policy.schedule
+
+    def recorded(view, state):
+        plan = schedule(view, state)
+        plans.append((view.now, list(plan.actions), dict(plan.unplaced)))
+        return plan
+
+    policy.schedule = recorded
+    for name in ("_pack_running", "_release"):  # the lean path's harder steps, looked up as module globals
+        monkeypatch.setattr(synergy_lean, name, _counted(counts, name.strip("_"), getattr(synergy_lean, name)))
+    sim = Simulator(load_cluster(cluster), policy, performance_model_for(policy, contention="fair"))
+    sim.run(drawn, until=(jobs - 100, jobs - 99))  # stopped with jobs waiting, so their reasons compare too
+    core = sim.core
+    log = [(e.seq, repr(e.time), e.job_id, e.kind, e.state, e.detail) for e in core.log]
+    waits = {r.job_id: core.wait_of(r) for r in core.records.values() if r.state is JobState.PENDING}
+    return counts, log, plans, waits
+
+
+@pytest.mark.parametrize(("ordering", "jobs", "rate", "seed", "cluster"), [
+    ("fifo", 400, 5.0, 1, "synergy-128"),
+    ("fifo", 400, 9.0, 2, "synergy-128"),
+    ("fifo", 300, 12.0, 3, "synergy-128"),
+    ("las", 300, 5.0, 4, "synergy-128"),
+    ("srtf", 300, 6.0, 5, "synergy-128"),
+    ("fifo", 300, 3.0, 6, "default"),  # 8 servers in 2 racks: jobs spread over servers and racks
+    ("las", 200, 2.0, 7, "synergy-32"),
+])
+def test_lean_repack_logs_what_the_packer_logs(monkeypatch, ordering, jobs, rate, seed, cluster):
+    with monkeypatch.context() as patched:
+        lean, lean_log, lean_plans, lean_waits = _run(patched, ordering, jobs, rate, seed, lean=True, cluster=cluster)
+    full, full_log, full_plans, full_waits = _run(monkeypatch, ordering, jobs, rate, seed, lean=False,
+                                                  cluster=cluster)
+    assert lean_log == full_log
+    assert lean_plans == full_plans  # the same actions at every pass, the same reasons
+    assert lean_waits == full_waits
+    assert lean["lean"] > 50 and lean["packer"] == 0  # the lean path ran, and only it
+    assert full["lean"] == 0 and full["packer"] == lean["lean"]
+    assert sum(len(actions) for _, actions, _ in lean_plans) > jobs // 2
+    # the runs take the re-pack's harder steps too: running jobs that do not fit their demand in place
+    # (moved, or set to their share reverting others), new jobs placed at their share
+    assert lean["pack_running"] > 0 and lean["release"] > 0
+
+
+def test_a_subclass_that_overrides_a_mirrored_step_runs_the_packer_path():
+    """The lean path mirrors Tune's own steps: a subclass that changes one (tests/test_synergy_renewal.py's
+    counting TUNE overrides _renewing) must get the Packer path, which calls it."""
+
+    class Own(Tune):
+        @staticmethod
+        def _renewing(view, packer, runnable, vector):
+            return Tune._renewing(view, packer, runnable, vector)
+
+    assert Tune()._mirrored() and not Own()._mirrored()
+    assert not Tune(replace=False)._mirrored() and not Tune(raise_back=True)._mirrored()
