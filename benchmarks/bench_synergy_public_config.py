@@ -127,13 +127,7 @@ the others were answered by the last re-pack, Tune.place_all), ``renewed`` runni
             counts["runnable"] += len(runnable)
             return place_all(view, runnable, new, plan, free, state)
         placement.place_all = counted_place_all
-    for attr in ("repack", "repack_lean"):  # the Packer's re-pack, or the one on lists (Tune.lean)
-        repack = getattr(placement, attr, None)
-        if repack is not None:
-            def counted_repack(*a, _m=repack, **k):
-                counts["repacked"] += 1
-                return _m(*a, **k)
-            setattr(placement, attr, counted_repack)
+    count_repacks(placement, counts, "repacked")
     for name in ("_replace_running", "_pack_new", "_pack_running"):
         for owner, method in ((placement, getattr(placement, name, None)), (synergy_lean, LEAN_STEPS[name])):
             if method is not None:  # the lean re-pack's steps are module functions of the same names
@@ -170,11 +164,17 @@ def count_rounds(policy: object, work: Counter[str]) -> None:
         work["rounds"] += 1
         return place_all(*a, **k)
     placement.place_all = counted_place_all
-    for attr in ("repack", "repack_lean"):  # the Packer's re-pack, or the one on lists (Tune.lean)
+    count_repacks(placement, work, "retuned")
+
+
+def count_repacks(placement: object, counts: Counter[str], key: str) -> None:
+    """Count TUNE's re-packs run under ``key``: the Packer's (``repack``) or the one on lists (``repack_lean``,
+    Tune.lean), whichever the placement has, wrapped on this instance."""
+    for attr in ("repack", "repack_lean"):
         repack = getattr(placement, attr, None)
         if repack is not None:
             def counted_repack(*a, _m=repack, **k):
-                work["retuned"] += 1
+                counts[key] += 1
                 return _m(*a, **k)
             setattr(placement, attr, counted_repack)
 

@@ -69,3 +69,18 @@ def job(num_gpus: int = 1, *, submit: float = 0.0, iterations: int = 1000, model
         job_id: str | None = None, **kw) -> JobSpec:
     return JobSpec(job_id=job_id or f"j{next(_ids)}", submit_time=submit, model=model,
                    num_gpus=num_gpus, iterations=iterations, **kw)
+
+
+def record_plans(policy) -> list[tuple[float, list, dict]]:
+    """Wrap ``policy.schedule`` on this instance so that each pass's time, actions and reasons are kept in
+    the list returned (for comparing two paths of a policy pass by pass)."""
+    plans: list[tuple[float, list, dict]] = []
+    schedule = policy.schedule
+
+    def recorded(view, state):
+        plan = schedule(view, state)
+        plans.append((view.now, list(plan.actions), dict(plan.unplaced)))
+        return plan
+
+    policy.schedule = recorded
+    return plans

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from factories import record_plans
 
 from halyard.datamodel import load_cluster
 from halyard.emulator import PerformanceModel
@@ -28,15 +29,7 @@ def _run(policy_name: str, seed: int, squeeze: float, *, incremental: bool):
     policy = make_policy(policy_name)
     policy.incremental = incremental
     sim = Simulator(load_cluster("crius-64"), policy, PerformanceModel())
-    plans = []
-    schedule = policy.schedule
-
-    def recorded(view, state):
-        plan = schedule(view, state)
-        plans.append((view.now, list(plan.actions), dict(plan.unplaced)))
-        return plan
-
-    policy.schedule = recorded
+    plans = record_plans(policy)
     sim.run(for_policy(policy_name, jobs))
     return [(e.seq, repr(e.time), e.job_id, e.kind.name, e.state, e.detail) for e in sim.core.log], plans
 

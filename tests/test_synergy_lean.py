@@ -10,6 +10,7 @@ event log to the last bit, the same actions at every pass and the same reason fo
 from __future__ import annotations
 
 import pytest
+from factories import record_plans
 
 from halyard.datamodel import JobState, load_cluster
 from halyard.policies import synergy_lean
@@ -36,15 +37,7 @@ def _run(monkeypatch, ordering: str, jobs: int, rate: float, seed: int, *, lean:
     for name, attr in (("lean", "repack_lean"), ("packer", "repack")):  # on the instance: Tune._mirrored holds
         setattr(mechanism, attr, _counted(counts, name, getattr(mechanism, attr)))
     policy = StagedPolicy(f"synergy-tune:{ordering}", ORDERINGS[ordering](), placement=mechanism)
-    plans = []
-    schedule = policy.schedule
-
-    def recorded(view, state):
-        plan = schedule(view, state)
-        plans.append((view.now, list(plan.actions), dict(plan.unplaced)))
-        return plan
-
-    policy.schedule = recorded
+    plans = record_plans(policy)
     for name in ("_pack_running", "_release"):  # the lean path's harder steps, looked up as module globals
         monkeypatch.setattr(synergy_lean, name, _counted(counts, name.strip("_"), getattr(synergy_lean, name)))
     sim = Simulator(load_cluster(cluster), policy, performance_model_for(policy, contention="fair"))
