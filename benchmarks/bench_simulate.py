@@ -30,7 +30,8 @@ Besides wall time it prints CPU seconds (``time.process_time``) and their ratio
 to the baseline's: on a machine shared with other work the CPU ratio is the
 steadier one. Each run also prints the work behind its time (``benchmarks/opcounts.py``: passes and
 those skipped as quiet, jobs ranked per pass, link settles and link states solved, Dally's victims built),
-since timing noise on a shared machine reaches 20-50% between runs (issue 38).
+since timing noise on a shared machine reaches 20-50% between runs (issue 38), and the digest of its whole event
+log (as ``benchmarks/pin_schedules.py`` takes it): a speed-up must leave it unchanged.
 
     .venv/bin/python benchmarks/bench_simulate.py [--trace PATH | --load 0.9] [--sizes 10000,82247]
         [--policies fifo,las] [--compress 1] [--contention fair]
@@ -52,6 +53,7 @@ from halyard.scheduling.timing import performance_model_for
 from halyard.traces import generate_synergy_trace, read_trace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_synergy_public_config import event_digest  # (the pin's digest of a whole event log)
 from opcounts import add_core, counting, line  # benchmarks/ is not a package: found on sys.path
 
 SECONDS_PER_HOUR = 3600.0
@@ -122,6 +124,7 @@ def main() -> None:
                       f"{s['passes']:>7} {s['avg_pass_ms']:>8.3f} "
                       f"{s['preemptions']:>7} {s['avg_queue_s'] / 3600:>8.2f} {s['avg_jct_s'] / 3600:>9.2f}")
                 print(f"{'':>8} work: {line(add_core(work, sim.core))}", flush=True)
+                print(f"{'':>8} event log digest: {event_digest(sim)[:16]}", flush=True)
 
 
 if __name__ == "__main__":

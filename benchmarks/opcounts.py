@@ -12,7 +12,15 @@ The machine's timing noise reaches 20-50% between runs, so a benchmark also prin
 * ``victims``: Dally's preemption victims built (``_Victim`` objects; made lazily, only when a pass
   walks that far down the list);
 * ``offers``: Dally's offers answered by Algorithm 1 (``delay_decision`` calls, wherever Dally's modules
-  make them: its pass, ``+reauction``, ``+staggered``'s auctions and ``+hoard``'s bids).
+  make them: its pass, ``+reauction``, ``+hoard``'s bids; in ``+staggered``'s incremental auctions one per
+  bid, ``Auctions.decide``, which asks ``delay_decision`` only when no machine fits);
+* ``victim_lists``: the lists of Dally's victims made (``NwSensPreemption.listed`` calls: every running job's
+  Nw_sens, the victims above the pass's lowest waiting one sorted worst first);
+* ``searches``: Dally's preemption searches worked out (``_with_victims`` calls: the cheapest victims that free
+  one placement), after those its pass answered from the searches that found nothing;
+* ``releases``: ``+staggered``'s lease-end releases, each an auction (``Auctions.run``'s releases);
+* ``retakes``: those answered without an auction: the released job bid alone and took back its own GPUs
+  (``Auctions.retakes``; each is also one of ``offers``).
 
 The library keeps no counters, so :func:`counting` wraps those methods for the length of a ``with``
 block and restores them after. Each wrapper is one Python call per counted call (the fabric and the
@@ -28,10 +36,11 @@ from collections.abc import Iterator
 
 from halyard.emulator import fabric as fabric_module
 from halyard.policies import dally as dally_policy_module
-from halyard.policies import dally_clustersim, dally_stages
+from halyard.policies import dally_clustersim, dally_pass, dally_stages, dally_staggered
 from halyard.policies import dally_preemption as dally_module
 
-COUNT_NAMES = ("passes", "skipped", "keyed", "settles", "links_solved", "victims", "offers")
+COUNT_NAMES = ("passes", "skipped", "keyed", "settles", "links_solved", "victims", "offers", "victim_lists", "searches",
+               "releases", "retakes")
 # The modules that call Algorithm 1 by the name they imported it under (each is wrapped for ``offers``).
 OFFER_MODULES = (dally_stages, dally_policy_module, dally_clustersim)
 
@@ -65,6 +74,34 @@ def counting(policy: object) -> Iterator[Counter[str]]:
         counts["offers"] += 1
         return decide(*args, **kwargs)
 
+    auctions = dally_staggered.Auctions
+    auction_decide, auction_run, listed = auctions.decide, auctions.run, dally_module.NwSensPreemption.listed
+    auction_retakes = auctions.retakes
+    search = dally_module._with_victims
+
+    def bid(self, *args, **kwargs):
+        counts["offers"] += 1  # (its delay_decision, if asked, is not counted again: not wrapped in its module)
+        return auction_decide(self, *args, **kwargs)
+
+    def run(self, ended, releases):
+        counts["releases"] += len(releases)
+        return auction_run(self, ended, releases)
+
+    def retook(self, job):
+        own = auction_retakes(self, job)
+        if own is not None:
+            counts["retakes"] += 1
+            counts["offers"] += 1
+        return own
+
+    def listing(self, *args, **kwargs):
+        counts["victim_lists"] += 1
+        return listed(self, *args, **kwargs)
+
+    def searched(*args, **kwargs):
+        counts["searches"] += 1
+        return search(*args, **kwargs)
+
     ordering = getattr(policy, "ordering", None)
     key = getattr(ordering, "key", None) if ordering is not None else None
     own = ordering is not None and "key" in vars(ordering)  # already an instance attribute (wrapped)
@@ -82,9 +119,15 @@ def counting(policy: object) -> Iterator[Counter[str]]:
     victim_cls.__init__ = made
     for module in OFFER_MODULES:
         module.delay_decision = offered
+    auctions.decide, auctions.run, dally_module.NwSensPreemption.listed = bid, run, listing
+    auctions.retakes = retook
+    dally_module._with_victims = dally_pass._with_victims = searched
     try:
         yield counts
     finally:
+        auctions.decide, auctions.run, dally_module.NwSensPreemption.listed = auction_decide, auction_run, listed
+        auctions.retakes = auction_retakes
+        dally_module._with_victims = dally_pass._with_victims = search
         for name, method in saved.items():
             setattr(fabric_cls, name, method)
         victim_cls.__init__ = victim_init

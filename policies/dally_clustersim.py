@@ -147,6 +147,33 @@ class HoardedGpus:
             self.held.setdefault(job_id, []).extend(allocations)
 
 
+def _running_keys(policy: Dally, view: ClusterView, wanted: list[JobInfo] | None = None,
+                  ) -> dict[str, tuple[float, float, int]]:
+    """The running jobs' bid keys (Nw_sens, submission, arrival), their Nw_sens all at once from the kept
+    progress rows (:class:`~halyard.policies.running_sens.RunningNwSens`, the very floats :func:`nw_sens` gives;
+    a job that has not run yet at the pass's instant bids at ``_never_ran_sens``): one Nw_sens per running job
+    per lease end was a twentieth of +staggered's time on loaded Philly. With ``wanted`` (some running jobs),
+    only theirs, unless any running job's Nw_sens is NaN (then every one: NaN keys send the auctions one by
+    one, :meth:`Auctions.applies`)."""
+    statics = policy.delay.statics
+    table = policy.nw_preemption.running_sens
+
+    def compute_s(job: JobInfo) -> float:
+        return statics.of(view, job).compute_s
+
+    jobs, values = table.at(view.running, view.now, compute_s, view.facts, view)
+    if len(jobs) != len(view.running):  # (a running job without an allocation: none should be)
+        now = view.now
+        return {job.job_id: (policy._never_ran_sens if job.run_time_s(now) <= 0.0 else policy.sensitivity(view, job),
+                             job.spec.submit_time, job.arrival_seq) for job in view.running.values()}
+    sens = np.where(table.run <= 0.0, policy._never_ran_sens, values)
+    if wanted is not None and jobs is table.followed() and not np.isnan(sens).any():
+        where = table.position
+        return {job.job_id: (float(sens[where(job.job_id)]), job.spec.submit_time, job.arrival_seq) for job in wanted}
+    return {job.job_id: (s, job.spec.submit_time, job.arrival_seq)
+            for job, s in zip(jobs, sens.tolist(), strict=True)}
+
+
 def staggered_reauction(policy: Dally, view: ClusterView, state: PassState, ended: set[str],
                         plan: Plan) -> FreeResources:
     """``+staggered``'s lease end (module docstring): the ``ended`` jobs released one at a time, each
@@ -162,10 +189,13 @@ def staggered_reauction(policy: Dally, view: ClusterView, state: PassState, ende
     def sens(job: JobInfo) -> float:
         return policy._never_ran_sens if job.run_time_s(now) <= 0.0 else policy.sensitivity(view, job)
 
-    key_of = {job.job_id: (sens(job), job.spec.submit_time, job.arrival_seq)
-              for job in [*view.pending, *view.running.values()]}
     releases = sorted((view.running[job_id] for job_id in ended),
                       key=lambda job: (job.last_assignment_time or 0.0, job.arrival_seq, job.job_id))
+    key_of = {job.job_id: (sens(job), job.spec.submit_time, job.arrival_seq) for job in view.pending}
+    if policy.shortcuts:  # the running jobs bid only when released, or with +hoard
+        key_of.update(_running_keys(policy, view, None if policy.hoard is not None else releases))
+    else:
+        key_of.update({job.job_id: (sens(job), job.spec.submit_time, job.arrival_seq) for job in view.running.values()})
     fast = policy.shortcuts and Auctions.applies(key_of)
     if fast:
         placed = Auctions(policy, view, state, key_of, free).run(ended, releases)
@@ -177,8 +207,8 @@ def staggered_reauction(policy: Dally, view: ClusterView, state: PassState, ende
         target = placed.get(job.job_id)
         if target is None:
             plan.preempt(job.job_id)  # back into the wait queue (§4.3.2)
-        elif _gpus_of(target) != _gpus_of(allocation_of(job)):
-            moves[job.job_id] = target
+        elif target != allocation_of(job) and _gpus_of(target) != _gpus_of(allocation_of(job)):
+            moves[job.job_id] = target  # (an equal allocation holds the same GPUs)
     offers: dict[GpuTypes, np.ndarray] = {}  # the usable free GPUs per GPU-type set: ``free`` is final now
     no_fits: dict[tuple[GpuTypes, int], Unplaced] = {}  # a reason past both timers: of (types, demand) alone
     for job in view.pending:

@@ -139,6 +139,16 @@ class _LazyVictims:
         self._make(upto)
         return self._made[:find(self._made_neg, -bound)]
 
+    def first_sens(self) -> float | None:
+        """The first victim's Nw_sens (the highest), None if there is none: what iterating gives first, without
+        making a generator (asked at every offer that does not fit)."""
+        if self._made:
+            return self._made[0].sens
+        if self._next < len(self._order):
+            self._make(self._next + 1)
+            return self._made[0].sens
+        return None
+
     def remove(self, victim: _Victim) -> None:
         i = self._made.index(victim)
         del self._made[i], self._made_neg[i]
@@ -314,6 +324,11 @@ class NwSensPreemption(Preemption):
     def may_preempt(self, victims: Victims, sens: float) -> bool:
         """Whether a job of Nw_sens ``sens`` has any victim (:meth:`eligible` not empty): the
         first victim has the highest Nw_sens."""
+        if isinstance(victims, _LazyVictims):
+            top = victims.first_sens()
+            if top is None:
+                return False
+            return top >= sens + self.min_gain if self.min_gain > 0.0 else top > sens
         for first in victims:
             return first.sens >= sens + self.min_gain if self.min_gain > 0.0 else first.sens > sens
         return False
@@ -342,7 +357,7 @@ class NwSensPreemption(Preemption):
         if not eligible:
             return None
         demand = job.spec.num_gpus
-        types = view.gpu_types_for(job.spec)
+        types = self.statics.of(view, job).gpu_types  # (view.gpu_types_for(job.spec), kept per job)
         shape = view.shape
         avail = None if offers is None else offers.get(types)
         if avail is None:

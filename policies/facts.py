@@ -37,6 +37,12 @@ class ClusterShape:
         self.rack = np.array([n.rack_index for n in nodes], dtype=np.int64)
         self.n_racks = len(cluster.racks)
         self.rack_nodes = [np.array(r.node_indices, dtype=np.int64) for r in cluster.racks]
+        # Row r: rack r's node indices, padded with len(nodes) (an index past the last node) to the largest rack's
+        # size, so a per-node array with one 0 appended reads every rack's nodes at once (topology.on_rack).
+        width = max((len(r) for r in self.rack_nodes), default=0)
+        self.rack_matrix = np.full((self.n_racks, width), len(nodes), dtype=np.int64)
+        for r, members in enumerate(self.rack_nodes):
+            self.rack_matrix[r, :len(members)] = members
         self._types = tuple(n.gpu_type for n in nodes)
         self._excluded: dict[GpuTypes, np.ndarray] = {}
         self._largest: dict[GpuTypes, tuple[int, int]] = {}

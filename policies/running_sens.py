@@ -71,6 +71,7 @@ class RunningNwSens(RunningFollower):
         self._negated: tuple[np.ndarray, np.ndarray] | None = None
         none = np.zeros(0, dtype=bool)  # (the block's parts that do not depend on now: set with it)
         self._fixed: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = (none, none, none, np.zeros(0))
+        self.run = np.zeros(0)  # the last at()'s run seconds of its jobs, in its order
         self._start(None)
 
     def at(self, running: Mapping[str, JobInfo], now: float, compute_s: Callable[[JobInfo], float],
@@ -105,6 +106,7 @@ class RunningNwSens(RunningFollower):
         done_now = np.where(still, done, np.minimum(total, done + rate * elapsed))
         # JobRecord.run_time_s: run_s (not running: run_from is NaN), else run_s + (now - run_from)
         run = np.where(stopped, run_s, run_s + (now - run_from))
+        self.run = run  # each job's run_time_s(now), as JobRecord.run_time_s works it out
         # nw_sens: 1.0 if run <= 0 or total <= 0, else (done / total) / (run / (compute_s x total))
         with np.errstate(divide="ignore", invalid="ignore"):
             sens = np.where((run <= 0.0) | no_total, 1.0, (done_now / total) / (run / ideal))
@@ -178,6 +180,14 @@ class RunningNwSens(RunningFollower):
         self._epochs.pop()
         self._n = last
         self._version += 1
+
+    def followed(self) -> list[JobInfo]:
+        """The followed jobs, in the order :meth:`at` gives them given a view (read only)."""
+        return self._followed
+
+    def position(self, job_id: str) -> int:
+        """Where a followed job is in :meth:`followed` (and in the last :meth:`at`'s answer, given a view)."""
+        return self._index[job_id]
 
     def worst_first(self, sens: np.ndarray, chosen: np.ndarray) -> list[int]:
         """The positions where ``chosen`` holds, into the last :meth:`at`'s jobs and ``sens`` (its

@@ -49,15 +49,38 @@ def on_rack(avail: np.ndarray, shape: ClusterShape, gpus: int) -> Picked | None:
     Inside the rack, nodes with the most usable GPUs are filled first.
     """
     rack_free = np.bincount(shape.rack, weights=avail, minlength=shape.n_racks)
+    candidates = np.flatnonzero(rack_free >= gpus)
+    if len(candidates) > RACKS_ONE_BY_ONE:
+        return _on_rack_at_once(avail, shape, gpus, rack_free, candidates)
     best: tuple[int, float, int] | None = None
     chosen: Picked | None = None
-    for r in np.flatnonzero(rack_free >= gpus):
+    for r in candidates:
         members = shape.rack_nodes[r]
         picked = fill(members, avail[members], gpus)
         key = (len(picked), float(rack_free[r]), int(r))
         if best is None or key < best:
             best, chosen = key, picked
     return chosen
+
+
+# on_rack fills each candidate rack one by one up to this many candidates, else ranks them all at once
+# (_on_rack_at_once: the same choice; filling every rack of a 44-rack cluster for every multi-machine offer was a
+# tenth of +staggered's time on loaded Philly).
+RACKS_ONE_BY_ONE = 2
+
+
+def _on_rack_at_once(avail: np.ndarray, shape: ClusterShape, gpus: int, rack_free: np.ndarray,
+                     candidates: np.ndarray) -> Picked:
+    """:func:`on_rack`'s choice among ``candidates`` (racks with at least ``gpus`` usable) without filling each:
+    the nodes :func:`fill` takes in a rack are the fewest whose usable GPUs, largest first, reach ``gpus`` (a
+    cumulative sum over each rack's sorted row), so the rack of the least (nodes, free GPUs, index) is found
+    from arrays and only it is filled."""
+    rows = np.append(avail, 0)[shape.rack_matrix[candidates]]
+    rows = -np.sort(-rows, axis=1)
+    nodes = (np.cumsum(rows, axis=1) < gpus).sum(axis=1) + 1
+    best = int(candidates[np.lexsort((candidates, rack_free[candidates], nodes))[0]])
+    members = shape.rack_nodes[best]
+    return fill(members, avail[members], gpus)
 
 
 def on_network(avail: np.ndarray, shape: ClusterShape, gpus: int) -> Picked | None:

@@ -322,3 +322,89 @@ def test_first_fit_composes_with_reauction_staggered():
         plan = policy.schedule(view_of(cluster, LEASE_S, running(), []), PassState())
         moves = [a.allocation.node_names for a in plan.actions if isinstance(a, Migrate)]
         assert moves == ([] if moved is None else [(moved,)]) and len(plan.actions) == len(moves)
+
+
+# ---------------------------------------------------------------------------------------------- kept figures
+# Issue 38 (Deliver 2): +staggered's auctions keep each GPU-type set's offer as releases and acceptances change a
+# few nodes, and take the running jobs' bid keys from the kept progress rows; both equal the figures worked out
+# afresh at every use.
+
+def test_kept_offers_equal_offers_worked_out_afresh(monkeypatch):
+    """Auctions.changed updates only the nodes a give or a take touched (KeptOffer.update): after every change, on a
+    drawn workload, every kept offer and its sums (best node, best rack, all) equal usable_gpus worked out afresh."""
+    import numpy as np
+
+    from halyard.policies.dally_staggered import Auctions
+    from halyard.policies.placement import usable_gpus
+
+    real, checked = Auctions.changed, [0]
+
+    def compared(self, allocation, *, given):
+        real(self, allocation, given=given)
+        assert self.free_total == self.free.total_gpus
+        shape = self.view.shape
+        for types, kept in self.offers.items():
+            fresh = usable_gpus(self.free, shape, types)
+            assert np.array_equal(kept.avail, fresh)
+            racks = np.bincount(shape.rack, weights=fresh, minlength=shape.n_racks)
+            assert kept.summary() == (int(fresh.max(initial=0)), int(racks.max(initial=0)), int(fresh.sum()))
+            checked[0] += 1
+
+    monkeypatch.setattr(Auctions, "changed", compared)
+    _drawn_run("dally+reauction+staggered", "batch", 2, 1, 40, shortcuts=True)
+    assert checked[0] > 100
+
+
+def test_running_bid_keys_equal_each_jobs_nw_sens(monkeypatch):
+    """+staggered's running jobs' bid keys taken all at once from RunningNwSens equal each job's key worked out by
+    itself (Nw_sens, 0 for a job that has not run yet at the instant, then submission and arrival)."""
+    from halyard.policies import dally_clustersim
+
+    real, checked = dally_clustersim._running_keys, [0]
+
+    def compared(policy, view, wanted=None):
+        got = real(policy, view, wanted)
+        now = view.now
+        every = {job.job_id: (policy._never_ran_sens if job.run_time_s(now) <= 0.0
+                              else policy.sensitivity(view, job), job.spec.submit_time, job.arrival_seq)
+                 for job in view.running.values()}
+        assert got == (every if wanted is None else {job.job_id: every[job.job_id] for job in wanted})
+        checked[0] += bool(got)
+        return got
+
+    monkeypatch.setattr(dally_clustersim, "_running_keys", compared)
+    _drawn_run("dally+reauction+staggered", "poisson", 2, 3, 30, shortcuts=True)
+    _drawn_run("dally+reauction+staggered+hoard", "batch", 2, 1, 20, shortcuts=True)  # (every running job bids)
+    assert checked[0] > 10
+
+
+@pytest.mark.parametrize(("arrival", "racks", "seed", "jobs"), [("poisson", 2, 3, 30), ("poisson", 4, 2, 30)])
+def test_a_release_that_bids_alone_takes_back_what_the_auction_gives_it(arrival, racks, seed, jobs, monkeypatch):
+    """Auctions.retakes answers a release that bids alone without its auction: each answer is what the auction
+    would give (its GPUs given back, the best fit on one machine, the allocation built from the lowest free ids),
+    and the whole run's event log is the one-by-one auctions' (policies/dally_staggered.py)."""
+    from halyard.policies.dally_staggered import Auctions
+    from halyard.policies.placement import build_allocation, usable_gpus
+    from halyard.policies.topology import on_machine
+    from halyard.policies.view import allocation_of
+
+    real, retaken = Auctions.retakes, [0]
+
+    def checked(self, job):
+        own = real(self, job)
+        trial = self.free.copy()
+        trial.give(allocation_of(job))
+        avail = usable_gpus(trial, self.view.shape, self.policy.delay.statics.of(self.view, job).gpu_types)
+        picked = on_machine(avail, job.spec.num_gpus)
+        auctioned = None if picked is None else build_allocation(trial, picked)
+        if own is not None:
+            assert auctioned == own
+            retaken[0] += 1
+        return own
+
+    monkeypatch.setattr(Auctions, "retakes", checked)
+    fast_log, _, _ = _drawn_run("dally", arrival, racks, seed, jobs, shortcuts=True)
+    monkeypatch.undo()
+    slow_log, _, _ = _drawn_run("dally", arrival, racks, seed, jobs, shortcuts=False)
+    assert fast_log == slow_log
+    assert retaken[0] > 20

@@ -123,6 +123,21 @@ def test_lazy_victims_above_a_bound_are_what_takewhile_gives():
             assert lazy.above(bound, inclusive) == walked(bound, inclusive), (bound, inclusive)
 
 
+def test_lazy_victims_first_sens_is_what_iterating_gives_first():
+    """_LazyVictims.first_sens (NwSensPreemption.may_preempt's question at every offer that does not fit) is the Nw_sens
+    of the first victim an iteration gives, as victims are made and removed, and None once there is none."""
+    cluster = load_cluster("synergy-128")
+    jobs = [type("Running", (), {"job_id": f"j{i}", "allocation": type("A", (), {"num_gpus": 1})()})()
+            for i in range(3)]
+    lazy = _LazyVictims(jobs, [2, 0, 1], [0.9, 0.7, 0.2], cluster, {})
+    while True:
+        first = next(iter(lazy), None)
+        assert lazy.first_sens() == (None if first is None else first.sens)
+        if first is None:
+            break
+        lazy.remove(first)
+
+
 def test_eligible_victims_by_bisection_equal_the_walk_on_a_loaded_run(monkeypatch):
     """NwSensPreemption.eligible asks the lazy victims for those above a job's Nw_sens: on a loaded run every answer
     equals the takewhile walk over the same victims."""
