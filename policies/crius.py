@@ -471,8 +471,8 @@ class _RunningCells(RunningFollower):
                 self._follow(view)
                 cells = self.cells
             self.cells = cells = {job_id: cells[job_id] for job_id in view.running}
-        if not self._nones:
-            return dict(cells)
+        if not self._nones:  # every value a _Virtual
+            return dict(cells)  # type: ignore[arg-type]
         return {job_id: vj for job_id, vj in cells.items() if vj is not None}
 
 
@@ -596,8 +596,10 @@ class Crius(OwnPass):
         free_at: tuple[int, int] = (-1, 0)  # (v.version, GPUs free in v) as last summed
         for job in view.pending:  # SchedArrival / SchedDeparture: arrival order
             try:
-                known = memo.get(job.job_id)  # type: ignore[assignment]
-                if known is None or known.spec is not job.spec:
+                kept = memo.get(job.job_id)
+                if kept is not None and kept.spec is job.spec:
+                    known = kept
+                else:
                     known = self._of(view, job)
                     memo = self._known
                 cells = known.cells if self.profiling_s == 0 else self._cells(view, job.spec)

@@ -28,6 +28,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -154,10 +155,10 @@ class StagedPolicy:
                 plan.otherwise = by_policy(self.placement.name, "waits for the next round ({:g} s rounds: "
                                            "the runnable set is chosen and placed at round boundaries)",
                                            view.round_s)
-            elif self.ordering.preemptive or self.placement.batch:
-                self._runnable(view, admitted, plan, free, state)
+            elif self.ordering.preemptive or self.placement.batch:  # (admitted is the list admit made)
+                self._runnable(view, cast(list[JobInfo], admitted), plan, free, state)
             else:
-                self._in_order(view, admitted, plan, free, state)
+                self._in_order(view, cast(list[JobInfo], admitted), plan, free, state)
         return adjust(self.adjusters, view, plan, free, state)
 
     @property
@@ -396,10 +397,10 @@ class StagedPolicy:
             assert records is not None
             past = max(last[2], _arrival_key(jobs[start])) if start < len(jobs) else last[2]
             for job_id in dict.fromkeys(event.job_id for event in events.since(last[1])):
-                job = records.get(job_id)  # waiting now, at or after ``end`` (before it: looked at anyway)
-                if (job is not None and job.state is JobState.PENDING and job.allocation is None
-                        and _arrival_key(job) >= past):
-                    touched.append(job)
+                record = records.get(job_id)  # waiting now, at or after ``end`` (before it: looked at anyway)
+                if (record is not None and record.state is JobState.PENDING and record.allocation is None
+                        and _arrival_key(record) >= past):
+                    touched.append(record)
         unplaced, held_of = plan.unplaced, since.get
         looked = 0
         for job in itertools.chain(itertools.islice(jobs, start, end), touched):

@@ -344,6 +344,7 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
             dem_m[idx] += mk
             continue
         c, m = h[3], h[4]
+        assert j.hc is not None and j.hm is not None  # a held job's entry (_held) has its held shares
         for i, idx in enumerate(j.idxs):
             k = j.ks[i]
             j.cs[i] = j.ms[i] = 0
