@@ -672,7 +672,8 @@ class Crius(OwnPass):
     def _of(self, view: ClusterView, job: JobInfo) -> _Known:
         """The job's :class:`_Known`, from the memo (ProfilesPending, as :func:`job_cells`, if its Cells'
         profilings are still awaited: nothing is kept then)."""
-        self._memo_for(view)
+        if view.facts is not self._facts:  # (inline: _of runs once per waiting job and pass)
+            self._memo_for(view)
         known = self._known.get(job.job_id)
         if known is None or known.spec is not job.spec:
             spec = job.spec

@@ -66,6 +66,9 @@ EVENT_S = 60.0
 # ``+no-rounds``: cluster-sim's ClusterEventQueue.start queues an auction this many seconds later when its event queue
 # has run dry while jobs remain (no job runs: none has an iteration event).
 IDLE_AUCTION_S = 60.0
+# Float slack when a lease end is compared with the pass's instant: a pass the policy asked for at exactly the
+# lease end (wake_at) sees ``now`` equal to it up to the rounding of ``start + lease_s``.
+LEASE_END_SLACK_S = 1e-9
 OFFERED_KEY = "dally/lease-offered"  # PassState: job id -> (last assignment, this pass's instant) for ended leases
 
 
@@ -105,7 +108,7 @@ class ReleaseAuctions:
         recorded in the pass's state: if the job keeps its GPUs, its next lease begins now."""
         seen = state.setdefault(OFFERED_KEY, dict)
         for job_id, job in view.running.items():
-            if view.now >= self.lease_end(view, job_id) - 1e-9:
+            if view.now >= self.lease_end(view, job_id) - LEASE_END_SLACK_S:
                 seen[job_id] = (job.last_assignment_time, view.now)
         return set(seen)
 
@@ -118,11 +121,10 @@ class ReleaseAuctions:
     def wake_at(self, view: ClusterView) -> float:
         """The policy's ``wake_at`` (``SchedulingCore.wake_at``): the soonest lease-end auction after ``view.now``
         among the running jobs; inf when none runs."""
-        due = (self.auction_at(view, job_id) for job_id in view.running)
-        soonest = min((t for t in due if t > view.now), default=math.inf)
         if self.no_rounds and not view.running and view.pending:
             return view.now + IDLE_AUCTION_S
-        return soonest
+        due = (self.auction_at(view, job_id) for job_id in view.running)
+        return min((t for t in due if t > view.now), default=math.inf)
 
     def on_applied(self, view: ClusterView, state: PassState) -> None:
         """Keep this pass's ended leases (what is left to them starts a new lease now), for the running jobs."""
