@@ -87,9 +87,11 @@ PAIRS = {"dally": ("Dally", -1.0, -1.0), "dally-manual": ("Dally", MANUAL_S, MAN
          "dally-literal": ("Dally", -1.0, -1.0), "dally-manual-literal": ("Dally", MANUAL_S, MANUAL_S),
          "tiresias": ("Tiresias", -1.0, -1.0), "gandiva": ("Gandiva", -1.0, -1.0)}
 # Halyard's readings of Dally set beside cluster-sim's in the headline table: the paper's text, Halyard's
-# milder lease, cluster-sim's re-auction of a round's leases at once, and the `dally` preset (re-auction
-# with staggered releases, policies/registry.py DALLY_READINGS).
-READINGS = ("dally-literal", "dally-literal+lease", "dally-literal+reauction", "dally")
+# milder lease, cluster-sim's re-auction of a round's leases at once, the same with staggered releases (the
+# `dally` preset before issue 35's chain), and the `dally` preset (re-auction at each lease's own end, with
+# cluster-sim's iteration events and 1 s per GPU, policies/registry.py DALLY_READINGS).
+READINGS = ("dally-literal", "dally-literal+lease", "dally-literal+reauction", "dally-literal+reauction+staggered",
+            "dally")
 NO_LEASE_S = 1e9  # --public-lease-s for "no lease ends": longer than any run (timers stay in seconds)
 # The line cluster-sim prints for every GPU set an auction gives a job (InterJobScheduler.multiGPUResourceAllocator).
 ALLOCATED = re.compile(r"Allocated \+ (\d+) GPUs to JobId: (\d+)")
@@ -647,7 +649,7 @@ def option_table(rows: list[dict]) -> str:
 
 
 # The per-job residual: Halyard's closest rule sets beside the running-jobs-wait variant (the page says why these)
-RESIDUAL_POLICIES = ("dally", "dally-literal+reauction+auction-on-release+event-leases+release-delay")
+RESIDUAL_POLICIES = ("dally-literal+reauction+staggered", "dally")
 RESIDUAL_CLASSES = 6  # (model, GPUs) classes shown per run set, by their share of the JCT difference
 RESIDUAL_JOBS = 6  # single jobs shown per run set, first seed
 

@@ -52,7 +52,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 # Dally in both readings (policies/registry.py DALLY_READINGS): `dally` / `dally-manual`, the rules of the
-# authors' simulator (+reauction+staggered), and `dally-literal` / `dally-manual-literal`, the paper's text.
+# authors' simulator (+reauction+auction-on-release+event-leases+release-delay), and `dally-literal` /
+# `dally-manual-literal`, the paper's text.
 POLICIES = ("dally", "dally-manual", "dally-literal", "dally-manual-literal", "tiresias", "gandiva")
 # Halyard's own rules on Dally (policies/dally.py), each measured against the paper's text;
 # Halyard's earlier Dally is the one with migrate, worse-half and hysteresis; '+lease' is the reading of
@@ -63,10 +64,14 @@ VARIANTS = ("dally-literal+migrate", "dally-manual-literal+migrate", "dally-lite
 # The performance model of the runs: Dally's own (Table 1's exposed-communication % applied to
 # compute, §4.2.1; emulator/data/profile_dally_table1.toml) with no contention between jobs (ASTRA-sim
 # simulates each placement alone). ``--catalog builtin --contention fair`` gives Halyard's own model.
-# The two readings of the authors' simulator (aakash-sharma/cluster-sim; docs/reproductions/dally-public-comparison.md):
-# without its mid-lease bids (the `dally` preset, beside cluster-sim run with --public-variant running-jobs-wait), and
-# with them (`+hoard`, beside cluster-sim unchanged; an option, off in the preset).
-CLUSTER_SIM_READINGS = ("dally", "dally+hoard")
+# The readings of the authors' simulator (aakash-sharma/cluster-sim; docs/reproductions/dally-public-comparison.md):
+# without its mid-lease bids (the `dally` preset, and the staggered reading that was the preset before it, beside
+# cluster-sim run with --public-variant running-jobs-wait), and with them (`+hoard` on the staggered reading, beside
+# cluster-sim unchanged; an option, off in the preset).
+STAGGERED = "dally-literal+reauction+staggered"
+CLUSTER_SIM_READINGS = ("dally", STAGGERED, f"{STAGGERED}+hoard")
+# The readings whose headline (makespan and average JCT against Tiresias and Gandiva over seeds) the page states.
+HEADLINE_READINGS = ("dally", STAGGERED, "dally-literal")
 COMPARISON = Path(__file__).resolve().parents[1] / "docs" / "reproductions" / "dally-public-comparison.json"
 CATALOG = "dally-table1"
 CONTENTION = "off"
@@ -184,13 +189,54 @@ def trace_seed(row: dict) -> int:
     return int(row.get("trace_seed", 1))
 
 
-def interval(values: list[float]) -> str:
-    """Mean and 95 % Student-t interval, as a change in per cent (values are ratios)."""
+def ratio_interval(values: list[float]) -> tuple[float, float, float]:
+    """Mean of ratios and its 95 % Student-t interval (lo, hi); one value: the interval is the value."""
     mean = sum(values) / len(values)
     if len(values) < 2:
-        return f"{100.0 * (mean - 1.0):+.0f}% (1 seed)"
+        return mean, mean, mean
     half = stats.t.ppf(0.975, len(values) - 1) * stats.tstd(values) / math.sqrt(len(values))
-    return f"{100.0 * (mean - 1.0):+.0f}% [{100.0 * (mean - half - 1.0):+.0f}, {100.0 * (mean + half - 1.0):+.0f}]"
+    return mean, mean - half, mean + half
+
+
+def interval(values: list[float]) -> str:
+    """Mean and 95 % Student-t interval, as a change in per cent (values are ratios)."""
+    mean, lo, hi = ratio_interval(values)
+    if len(values) < 2:
+        return f"{100.0 * (mean - 1.0):+.0f}% (1 seed)"
+    return f"{100.0 * (mean - 1.0):+.0f}% [{100.0 * (lo - 1.0):+.0f}, {100.0 * (hi - 1.0):+.0f}]"
+
+
+def headline(results: list[dict]) -> str:
+    """The paper's headline under each reading of :data:`HEADLINE_READINGS`, per workload and size with 2+ seeds
+    of it: makespan and average JCT against Tiresias and Gandiva (mean change over the seeds where both ran, 95 %
+    interval), and in words where Dally is ahead (the interval below zero), behind (above zero) or undecided."""
+    head = ("| arrivals | racks | Dally | seeds | makespan vs Tiresias | avg JCT vs Tiresias | makespan vs Gandiva "
+            "| avg JCT vs Gandiva | ahead of the baseline (95 %) | behind it (95 %) | undecided |")
+    lines = [head, "| " + " | ".join(["---"] * (head.count("|") - 1)) + " |"]
+    by = {(r["arrival"], r["racks"], r["policy"], trace_seed(r)): r for r in results}
+    groups = sorted({(a, n) for a, n, p, _ in by if p == HEADLINE_READINGS[0]})
+    for arrival, racks in groups:
+        for dally in HEADLINE_READINGS:
+            cells, verdict = [], {"ahead": [], "behind": [], "undecided": []}
+            seeds = set()
+            for base in ("tiresias", "gandiva"):
+                for key, label in (("makespan_s", "makespan"), ("avg_jct_s", "avg JCT")):
+                    both = [s for a, n, p, s in by if (a, n, p) == (arrival, racks, dally)
+                            and (arrival, racks, base, s) in by]
+                    seeds.update(both)
+                    ratios = [by[(arrival, racks, dally, s)][key] / by[(arrival, racks, base, s)][key] for s in both]
+                    if len(ratios) < 2:
+                        cells.append("-")
+                        continue
+                    cells.append(interval(ratios))
+                    _, lo, hi = ratio_interval(ratios)
+                    side = "ahead" if hi < 1.0 else "behind" if lo > 1.0 else "undecided"
+                    verdict[side].append(f"{label} vs {base.capitalize()}")
+            if len(seeds) < 2:
+                continue
+            lines.append(f"| {arrival} | {racks} | `{dally}` | {len(seeds)} | {' | '.join(cells)} | "
+                         + " | ".join(", ".join(v) or "-" for v in verdict.values()) + " |")
+    return "\n".join(lines)
 
 
 def seeds_table(results: list[dict]) -> str:
@@ -383,23 +429,23 @@ def paper_table(results: list[dict], arrival: str, dally: str, manual: str) -> s
     paper = PAPER_TABLES[arrival]
     ours = {p: _find(results, arrival, 8, name) for p, name in
             (("gandiva", "gandiva"), ("tiresias", "tiresias"), ("dally-manual", manual), ("dally", dally))}
-    if any(v is None for v in ours.values()):
-        return "(not run: needs 8 racks and gandiva, tiresias, " + manual + ", " + dally + ")"
+    if any(v is None for p, v in ours.items() if p != "dally-manual"):
+        return f"(not run: needs {dally}, gandiva and tiresias at 8 racks, seed 1)"
     head = ("| statistic | Dally, paper (d) | Dally, ours (d) | Gandiva / Dally, paper / ours "
             "| Tiresias / Dally, paper / ours | Dally-manual / Dally, paper / ours |")
     lines = [head, "| " + " | ".join(["---"] * (head.count("|") - 1)) + " |"]
     day = 86400.0
     for i, (label, key) in enumerate(STATS):
         d_paper, d_ours = paper["dally"][i], ours["dally"][key]
-        cells = [f"{paper[b][i] / d_paper:.2f} / {ours[b][key] / d_ours:.2f}"
-                 for b in ("gandiva", "tiresias", "dally-manual")]
+        cells = [f"{paper[b][i] / d_paper:.2f} / " + ("-" if ours[b] is None else f"{ours[b][key] / d_ours:.2f}")
+                 for b in ("gandiva", "tiresias", "dally-manual")]  # (- : a Dally-manual not run)
         lines.append(f"| {label} | {d_paper / day:.1f} | {d_ours / day:.2f} | {' | '.join(cells)} |")
     return "\n".join(lines)
 
 
 def options_table(results: list[dict], variants: list[str]) -> str:
     """Each of Halyard's options against the paper's Dally (``dally-literal`` or ``dally-manual-literal``, the
-    same timers): makespan and average JCT change. ``dally`` is the literal reading with two of them."""
+    same timers): makespan and average JCT change. ``dally`` is the literal reading with four of them."""
     racks = sorted({r["racks"] for r in results})
     head = "| arrivals | variant | base | " + " | ".join(f"{n} racks: makespan / avg JCT" for n in racks) + " |"
     lines = [head, "| " + " | ".join(["---"] * (head.count("|") - 1)) + " |"]
@@ -429,6 +475,7 @@ def write(results: list[dict], out: Path, arrivals: list[str], command: str = ""
     (``comparison``: the side-by-side's JSON, for the cluster-sim readings' agreement).
     Every table but the one over seeds is of the first draw (seed 1)."""
     over_seeds = seeds_table(results)
+    headline_text = headline(results)
     results = [r for r in results if trace_seed(r) == 1 and not is_downsized(r)]  # (downsized: over seeds only)
     arrivals = [a for a in arrivals if any(r["arrival"] == a for r in results)]
     text = "\n\n".join(f"**{a} arrivals**\n\n{table(results, a)}" for a in arrivals)
@@ -436,17 +483,22 @@ def write(results: list[dict], out: Path, arrivals: list[str], command: str = ""
     if arrivals:  # (a run of other draws only has no seed-1 tables to plot)
         plot(results, out / "img" / "dally-reproduction.png")
     policies = list(dict.fromkeys(r["policy"] for r in results))
-    dallys = [p for p in ("dally", "dally-literal", "dally-literal+migrate", "dally+hoard") if p in policies]
+    dallys = [p for p in ("dally", STAGGERED, "dally-literal", "dally-literal+migrate", f"{STAGGERED}+hoard")
+              if p in policies]
     variants = [p for p in policies if "+" in spelled_out(p)]
     page = PAGE_TEMPLATE.read_text(encoding="utf-8").format(
         command=command or ".venv/bin/python benchmarks/reproduce_dally.py --workers 2",
         results=text, versus=versus_paper(results, dallys),
         table2=paper_table(results, "batch", "dally", "dally-manual") if "batch" in arrivals else "",
+        table2_staggered=paper_table(results, "batch", STAGGERED, "dally-manual-literal+reauction+staggered")
+        if "batch" in arrivals else "",
         table2_literal=paper_table(results, "batch", "dally-literal", "dally-manual-literal")
         if "batch" in arrivals else "",
         table2_migrate=paper_table(results, "batch", "dally-literal+migrate", "dally-manual-literal+migrate")
         if "batch" in arrivals else "",
         table3=paper_table(results, "poisson", "dally", "dally-manual") if "poisson" in arrivals else "",
+        table3_staggered=paper_table(results, "poisson", STAGGERED, "dally-manual-literal+reauction+staggered")
+        if "poisson" in arrivals else "",
         table3_literal=paper_table(results, "poisson", "dally-literal", "dally-manual-literal")
         if "poisson" in arrivals else "",
         table3_migrate=paper_table(results, "poisson", "dally-literal+migrate", "dally-manual-literal+migrate")
@@ -459,7 +511,8 @@ def write(results: list[dict], out: Path, arrivals: list[str], command: str = ""
         if "poisson" in arrivals else "",
         table3_lease=paper_table(results, "poisson", "dally-literal+lease", "dally-manual-literal+lease")
         if "poisson" in arrivals else "",
-        options=options_table(results, variants), seeds=over_seeds, public_match=public_match(comparison))
+        options=options_table(results, variants), seeds=over_seeds, public_match=public_match(comparison),
+        headline=headline_text)
     (out / "dally-reproduction.md").write_text(page, encoding="utf-8")
 
 

@@ -35,10 +35,12 @@ Paper: shared/papers/dally-network-sensitive-scheduling.txt. What each piece is:
   restart cost when it resumes.
 
 The presets (policies/registry.py ``DALLY_READINGS``) are two readings of this class. ``dally`` and
-``dally-manual`` are the reading of the authors' evaluation: this class with ``reauction`` and
-``staggered`` on, the rules their reference simulator runs (aakash-sharma/cluster-sim; run beside it on
-the same inputs in docs/reproductions/dally-public-comparison.md, within 5% at 4 racks, and with the
-paper's direction against Tiresias in docs/reproductions/dally-reproduction.md). ``dally-literal`` and
+``dally-manual`` are the reading of the authors' evaluation: this class with ``reauction``,
+``auction-on-release``, ``event-leases`` and ``release-delay`` on, the rules their reference simulator runs
+(aakash-sharma/cluster-sim, less its mid-lease bids; run beside it on the same inputs in
+docs/reproductions/dally-public-comparison.md, within 5% at 2 and 4 racks, and against Tiresias and Gandiva in
+docs/reproductions/dally-reproduction.md). The reading that was the preset before, ``reauction`` with
+``staggered`` releases at round boundaries, is ``dally-literal+reauction+staggered``. ``dally-literal`` and
 ``dally-manual-literal`` are the paper's §4.3 text alone, every option below off (the class's defaults).
 
 Five rules of Halyard's own, none in the paper, are named options, off in the paper's text
@@ -275,14 +277,15 @@ class Dally:
                                    (f"lease {self.lease_rounds:g} rounds", self.lease)) if on]
         preemption = "+".join([self.nw_preemption.name, *options]) if self.preemption else "off"
         if self.reauction:  # (+staggered, +hoard: policies/dally_clustersim.py; the rest policies/dally_release.py)
-            preemption = (f"lease-end re-auction every {self.lease_rounds:g} rounds"
-                          + (", leases released one at a time" if self.staggered is not None else "")
-                          + (", running jobs hoard what they win" if self.hoard is not None else ""))
-            if self.release is not None:
-                preemption += (", at each lease's end"
-                               + (", at an iteration event's end" if self.release.events else "")
-                               + (" + 1 s per GPU" if self.release.delay else "")
-                               + (", no round passes" if self.release.no_rounds else ""))
+            release = self.release
+            when = [f"every {self.lease_rounds:g} rounds"] if release is None else [
+                f"at each {self.lease_rounds:g}-round lease's own end",
+                *(["with the iteration event that crosses it"] if release.events else []),
+                *(["auctioned 1 s per released GPU later"] if release.delay else []),
+                *(["no round passes"] if release.no_rounds else [])]
+            preemption = ", ".join([f"lease-end re-auction {when[0]}", *when[1:],
+                                    *(["leases released one at a time"] if self.staggered is not None else []),
+                                    *(["running jobs hoard what they win"] if self.hoard is not None else [])])
         timers = self.timers
         tuned = [o for o, on in (("drop-short-waits", getattr(timers, "lease_waits", False)),
                                  ("manual-start", getattr(timers, "manual_start", False))) if on]

@@ -1,6 +1,8 @@
 """``+auction-on-release``, ``+event-leases``, ``+release-delay`` and ``+no-rounds``: when Dally's reference simulator
 (aakash-sharma/cluster-sim, read and run beside Halyard in docs/reproductions/dally-public-comparison.md) ends a
-lease and auctions the GPUs it releases, as options of ``+reauction`` (policies/dally.py), off by default.
+lease and auctions the GPUs it releases, as options of ``+reauction`` (policies/dally.py). The first three are on in
+the ``dally`` and ``dally-manual`` presets (policies/registry.py ``DALLY_READINGS``: with them Halyard is within 5% of
+cluster-sim at 2 and 4 racks) and off in the paper's text (``dally-literal``); ``+no-rounds`` is off in every preset.
 
 Not in the paper: §4.1 says the scheduler "periodically generates resource offers", not when a lease ends or when
 its GPUs are offered again. In cluster-sim:

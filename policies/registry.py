@@ -140,25 +140,31 @@ AUGMENTATIONS: Mapping[str, Augmentation] = MappingProxyType({
 # Dally's presets: name -> (delay timers, the DALLY_OPTIONS its rules switch on).
 #
 # `dally` is the reading of the authors' evaluation: Dally as their reference simulator
-# (aakash-sharma/cluster-sim) runs it, lease-end re-auction ('reauction': every lease-ended job gives its
-# GPUs back and bids again, never-run jobs first, no preemption between lease ends) with a lease end's jobs
-# released one at a time ('staggered'), less the simulator's mid-lease bids, which hold won GPUs idle
-# ('+hoard', an option). Beside cluster-sim with only those bids removed (its --public-variant
-# running-jobs-wait), on the same inputs, its mean JCT and makespan agree within 5% at 4 racks
-# (docs/reproductions/dally-public-comparison.md), and it has the paper's direction: 500 jobs on 4 racks,
-# makespan 85% below Tiresias' over 5 draws (docs/reproductions/dally-reproduction.md, both readings).
+# (aakash-sharma/cluster-sim) runs it, less its mid-lease bids, which hold won GPUs idle ('+hoard', an option).
+# At every lease end every lease-ended job gives its GPUs back and bids again with the waiting jobs, never-run
+# jobs first, no preemption between lease ends ('reauction'); a lease ends at the job's own instant, not at a
+# round boundary ('auction-on-release'), at the end of the iteration event that crosses it ('event-leases'), and
+# its auction runs 1 s per released GPU later ('release-delay'), the releases of one instant auctioned together
+# (policies/dally_release.py). Beside cluster-sim with only the mid-lease bids removed (its --public-variant
+# running-jobs-wait), on the same 60-job inputs, its mean JCT and makespan agree within 5% at 2 and 4 racks,
+# batch and Poisson (docs/reproductions/dally-public-comparison.md): the closest of the readings measured.
+# 500 jobs on 4 racks, batch (docs/reproductions/dally-reproduction.md, over seeds): makespan far below
+# Tiresias' and Gandiva's, average JCT below Tiresias' but above Gandiva's.
+# The reading that was the preset before it, with each lease end's jobs released one at a time at round
+# boundaries, is `dally-literal+reauction+staggered` (within 5% of cluster-sim at 4 racks only).
 # The paper's text alone (§4.3: offers, delay timers, Nw_sens preemption, no lease ends) is
-# `dally-literal`, kept unchanged as a named variant: on the same draws its makespan is 283% above Tiresias'.
+# `dally-literal`, kept unchanged as a named variant.
 #
-# The rules a reading switches on are idempotent as '+suffixes': `dally+reauction+staggered` (the name
-# this reading had before it was the preset), `dally+reauction` and `dally+staggered` are `dally`
-# itself, and `dally-literal+reauction+staggered` decides exactly what `dally` decides
-# (tests/test_dally_presets.py).
+# The rules a reading switches on are idempotent as '+suffixes': `dally+reauction`,
+# `dally+auction-on-release+event-leases+release-delay` and the like are `dally` itself, and
+# `dally-literal+reauction+auction-on-release+event-leases+release-delay` decides exactly what `dally` decides
+# (tests/test_dally_presets.py). Every rule of the set is independent of the timers, so `dally-manual` is the
+# same set with the 12 h + 12 h timers.
 #
 # Halyard's rules on the Nw_sens preemption between lease ends (and '+no-preemption', which switches it off)
 # would do nothing on a reading with 'reauction', which preempts nobody between lease ends, as cluster-sim:
-# `dally+migrate` is refused, naming `dally-literal+migrate` (what `dally+migrate` meant before).
-DALLY_CLUSTERSIM_RULES = ("reauction", "staggered")
+# `dally+migrate` is refused, naming `dally-literal+migrate`.
+DALLY_CLUSTERSIM_RULES = ("reauction", "auction-on-release", "event-leases", "release-delay")
 PREEMPTION_RULES = ("migrate", "worse-half", "hysteresis", "lease", "no-preemption")
 DALLY_READINGS: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType({
     "dally": ("dally_timers:AutoTuner", DALLY_CLUSTERSIM_RULES),
@@ -170,8 +176,8 @@ DALLY_READINGS: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType({
 
 def _dally(name: str, timers: str, rules: tuple[str, ...]) -> Policy:
     """The Dally preset ``name``: Dally with ``timers`` and the options ``rules`` switched on, as the
-    '+suffixes' of AUGMENTATIONS switch them (so `dally-literal+reauction+staggered` is this policy), named
-    ``name``."""
+    '+suffixes' of AUGMENTATIONS switch them (so `dally-literal+reauction+auction-on-release+event-leases+release-delay`
+    is `dally`), named ``name``."""
     policy = new("dally:Dally", new(timers), name=name)
     for rule in rules:
         policy = AUGMENTATIONS[rule].apply(rule, policy)
@@ -181,7 +187,8 @@ def _dally(name: str, timers: str, rules: tuple[str, ...]) -> Policy:
 
 def spelled_out(name: str) -> str:
     """``name`` with a Dally reading's preset spelled as the paper's text and the rules it switches on
-    (``dally+hoard`` -> ``dally-literal+reauction+staggered+hoard``); any other name as it is. Two names of
+    (``dally+hoard`` -> ``dally-literal+reauction+auction-on-release+event-leases+release-delay+hoard``); any
+    other name as it is. Two names of
     one policy spell out alike, and a suffix's base is found by cutting the last '+option' off."""
     head, plus, rest = name.partition("+")
     if head not in DALLY_READINGS or head.endswith("-literal"):

@@ -14,6 +14,8 @@ from halyard.policies.dally_timers import ManualTimers
 from halyard.policies.passstate import PassState
 
 LEASE_S = LEASE_ROUNDS * 300.0
+# The reading these tests hold (+staggered's auctions): the `dally` preset's before issue 35's chain of lease rules.
+STAGGERED = "dally-literal+reauction+staggered"
 
 
 def fake(job_id: str, gpus: int, *, seq: int = 0, **kw) -> FakeJob:
@@ -156,13 +158,13 @@ def _drawn_run(policy_name: str, arrival: str, racks: int, seed: int, jobs: int,
 
 
 @pytest.mark.parametrize(("policy_name", "arrival", "racks", "seed", "jobs"), [
-    ("dally", "batch", 2, 1, 40),  # the preset: +reauction+staggered (policies/registry.py DALLY_READINGS)
-    ("dally", "batch", 4, 2, 40),
-    ("dally", "poisson", 2, 3, 30),
-    ("dally-manual", "batch", 2, 4, 30),
-    ("dally+hoard", "batch", 2, 1, 20),
-    ("dally+hoard", "poisson", 4, 2, 12),
-    ("dally+first-fit", "batch", 2, 1, 20),
+    (STAGGERED, "batch", 2, 1, 40),  # the preset before issue 35's chain (policies/registry.py DALLY_READINGS)
+    (STAGGERED, "batch", 4, 2, 40),
+    (STAGGERED, "poisson", 2, 3, 30),
+    ("dally-manual-literal+reauction+staggered", "batch", 2, 4, 30),
+    (f"{STAGGERED}+hoard", "batch", 2, 1, 20),
+    (f"{STAGGERED}+hoard", "poisson", 4, 2, 12),
+    (f"{STAGGERED}+first-fit", "batch", 2, 1, 20),
 ])
 def test_incremental_auctions_log_what_one_by_one_logs(policy_name, arrival, racks, seed, jobs):
     """``+staggered``'s auctions made incremental (policies/dally_staggered.py) offer Algorithm 1 only to the
@@ -316,7 +318,7 @@ def test_first_fit_composes_with_reauction_staggered():
         return [fake("a", 4, seq=0, allocation=on(cluster, ("r0-m0", 4)), done=100, run_s=1000,
                      last_assignment_time=0.0)]
     assert make_policy("dally").delay.first_fit is None
-    for name, moved in (("dally", None), ("dally+first-fit", "r1-m5")):
+    for name, moved in ((STAGGERED, None), (f"{STAGGERED}+first-fit", "r1-m5")):
         policy = make_policy(name)
         assert policy.name == name
         plan = policy.schedule(view_of(cluster, LEASE_S, running(), []), PassState())
@@ -351,7 +353,7 @@ def test_kept_offers_equal_offers_worked_out_afresh(monkeypatch):
             checked[0] += 1
 
     monkeypatch.setattr(Auctions, "changed", compared)
-    _drawn_run("dally+reauction+staggered", "batch", 2, 1, 40, shortcuts=True)
+    _drawn_run(STAGGERED, "batch", 2, 1, 40, shortcuts=True)
     assert checked[0] > 100
 
 
@@ -373,8 +375,8 @@ def test_running_bid_keys_equal_each_jobs_nw_sens(monkeypatch):
         return got
 
     monkeypatch.setattr(dally_clustersim, "_running_keys", compared)
-    _drawn_run("dally+reauction+staggered", "poisson", 2, 3, 30, shortcuts=True)
-    _drawn_run("dally+reauction+staggered+hoard", "batch", 2, 1, 20, shortcuts=True)  # (every running job bids)
+    _drawn_run(STAGGERED, "poisson", 2, 3, 30, shortcuts=True)
+    _drawn_run(f"{STAGGERED}+hoard", "batch", 2, 1, 20, shortcuts=True)  # (every running job bids)
     assert checked[0] > 10
 
 
@@ -403,8 +405,8 @@ def test_a_release_that_bids_alone_takes_back_what_the_auction_gives_it(arrival,
         return own
 
     monkeypatch.setattr(Auctions, "retakes", checked)
-    fast_log, _, _ = _drawn_run("dally", arrival, racks, seed, jobs, shortcuts=True)
+    fast_log, _, _ = _drawn_run(STAGGERED, arrival, racks, seed, jobs, shortcuts=True)
     monkeypatch.undo()
-    slow_log, _, _ = _drawn_run("dally", arrival, racks, seed, jobs, shortcuts=False)
+    slow_log, _, _ = _drawn_run(STAGGERED, arrival, racks, seed, jobs, shortcuts=False)
     assert fast_log == slow_log
     assert retaken[0] > 20

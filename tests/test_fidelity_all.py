@@ -41,9 +41,11 @@ ROUND_S = 300.0
 # Options that are off by default but reachable by name keep the invariant too: Dally's own
 # Migrate path (and the preemption that makes room for it) is taken only with '+migrate', and
 # with '+lease' and '+reauction' at lease ends, on the paper's text (``dally`` is cluster-sim's reading,
-# re-auction with staggered releases, policies/registry.py DALLY_READINGS); '+auction-on-release' asks for passes
-# between rounds (SchedulingCore.wake_at), which replay's round timer must run at the simulator's instants.
+# re-auction at each lease's own end, policies/registry.py DALLY_READINGS, and asks for passes between rounds,
+# SchedulingCore.wake_at, which replay's round timer must run at the simulator's instants; the reading that was the
+# preset before it, re-auction with staggered releases at round boundaries, is '+reauction+staggered').
 OPTIONS = ("dally-literal+migrate", "dally-literal+lease", "dally-literal+reauction",
+           "dally-literal+reauction+staggered",
            "dally-literal+reauction+auction-on-release+event-leases+release-delay+no-rounds")
 POLICIES = (*policy_names(), *OPTIONS)
 
