@@ -148,8 +148,8 @@ AUGMENTATIONS: Mapping[str, Augmentation] = MappingProxyType({
 # (policies/dally_release.py). Beside cluster-sim with only the mid-lease bids removed (its --public-variant
 # running-jobs-wait), on the same 60-job inputs, its mean JCT and makespan agree within 5% at 2 and 4 racks,
 # batch and Poisson (docs/reproductions/dally-public-comparison.md): the closest of the readings measured.
-# 500 jobs on 4 racks, batch (docs/reproductions/dally-reproduction.md, over seeds): makespan far below
-# Tiresias' and Gandiva's, average JCT below Tiresias' but above Gandiva's.
+# 500 jobs on 4 racks, batch (docs/reproductions/dally-reproduction.md, five draws): makespan and average JCT far
+# below Tiresias', makespan level with Gandiva's and average JCT above it (the paper has it below both).
 # The reading that was the preset before it, with each lease end's jobs released one at a time at round
 # boundaries, is `dally-literal+reauction+staggered` (within 5% of cluster-sim at 4 racks only).
 # The paper's text alone (§4.3: offers, delay timers, Nw_sens preemption, no lease ends) is
