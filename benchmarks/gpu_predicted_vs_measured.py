@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from halyard.cli.calibrate_models import catalog_precision
+from halyard.cli.calibrate_models import TRANSFORMERS, catalog_precision
 from halyard.emulator.catalog import Catalog, extend_catalog, load_catalog
 from halyard.emulator.compute import ComputeTime
 
@@ -126,6 +126,15 @@ def render(cal: dict[str, Any]) -> str:
             f" datasheet; median {statistics.median(recal):.2f}, range {recal[0]:.2f}-{recal[-1]:.2f} with the"
             " measured GPU figures.",
         ]
+    transformers = [r for r in ok if r["model"] in TRANSFORMERS and r["precision"] == "fp32" and r["other_s"]]
+    if transformers:
+        names = ", ".join(r["model"] for r in transformers)
+        fp32 = ", ".join(f"{r['ratio']:.2f}" for r in transformers)
+        amp = ", ".join(f"{r['predicted_s'] / r['other_s']:.2f}" for r in transformers)
+        lines += ["", f"The transformers ({names}): predicted / measured {fp32} against the fp32 step the catalog's "
+                  f"figures use, and {amp} against the AMP step. The matrix products above: FP32 "
+                  f"{cal['matmul_tflops']['fp32']:,.1f}, TF32 {cal['matmul_tflops']['tf32']:,.1f}, BF16 "
+                  f"{cal['matmul_tflops']['bf16']:,.1f} TFLOP/s."]
     lines += ["", "## Which term is off", "", (Path(__file__).with_name("gpu_check_page.md")).read_text().strip(), ""]
     return "\n".join(lines)
 

@@ -268,14 +268,14 @@ def to_toml(profile: dict[str, Any]) -> str:
         from halyard.emulator.catalog import load_catalog
 
         models = load_catalog().models
-        lines += ["", "# Training steps measured here, in the precision the catalog's figures of each model were",
-                  "# measured in: a line goes into that model's table of models.toml as its figure on this GPU."]
+        lines += ["", "# Training steps of catalog models measured here, in the precision the catalog's figures of",
+                  "# each were measured in: with this profile (--catalog), each replaces the scaling rule's estimate."]
         for r in steps:
             if r["precision"] == catalog_precision(models[r["model"]].sources.get("activation_bytes", "")):
                 source = (f"{r['optimizer']} step of random weights on random inputs, batch {r['batch']}, "
                           f"{r['precision']}")
                 entry = _entry(r["step_s"], source, where)
-                lines.append(f"# [models.{_quote_key(r['model'])}] compute_s.{gpu} = {entry}")
+                lines += [f"[models.{_quote_key(r['model'])}]", f"compute_s.{gpu} = {entry}"]
     if "allreduce" in profile:
         value, source = profile["allreduce"]
         lines += ["", "# In-node collective bandwidth (informational: compare with the cluster file's fabric_gbyte_s).",
@@ -283,6 +283,19 @@ def to_toml(profile: dict[str, Any]) -> str:
     else:
         lines += ["", f"# In-node all-reduce not measured ({profile['allreduce_skipped']})."]
     return "\n".join(lines) + "\n"
+
+
+def from_json(doc: dict[str, Any]) -> dict[str, Any]:
+    """The profile :func:`to_json` wrote, as :func:`measure` returns it (``{value, source}`` become tuples)."""
+    def tuples(x: Any) -> Any:
+        if isinstance(x, dict) and set(x) == {"value", "source"}:
+            return (x["value"], x["source"])
+        if isinstance(x, dict):
+            return {k: tuples(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [tuples(v) for v in x]
+        return x
+    return tuples(doc)
 
 
 def to_json(profile: dict[str, Any]) -> dict[str, Any]:
