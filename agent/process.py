@@ -19,7 +19,10 @@ differs:
   ``Progress`` on each heartbeat.
 * **Preempt**: a ``preempt`` message and SIGTERM to the job's process group;
   after the grace period, SIGKILL. The exit is ``Exited(PREEMPTED)`` with the
-  last checkpoint the worker reported.
+  last checkpoint the worker reported, and the job's next attempt on this node
+  starts from that checkpoint, whatever the Launch says (a policy's Preempt
+  ends the attempt in the control plane at once, so its Launch carries the
+  model's estimate of the progress, which a slow start can fall behind).
 * **Reconfigure** (CPU/memory): re-pin every thread of the job's processes and
   rewrite ``memory.max``; the worker is told its new share. A Reconfigure with a
   ``restart_attempt`` (a resize or migration, EasyScale §3.2 "Adapting to
