@@ -19,7 +19,10 @@ differs:
   ``Progress`` on each heartbeat.
 * **Preempt**: a ``preempt`` message and SIGTERM to the job's process group;
   after the grace period, SIGKILL. The exit is ``Exited(PREEMPTED)`` with the
-  last checkpoint the worker reported.
+  last checkpoint the worker reported, and the job's next attempt on this node
+  starts from that checkpoint, whatever the Launch says (a policy's Preempt
+  ends the attempt in the control plane at once, so its Launch carries the
+  model's estimate of the progress, which a slow start can fall behind).
 * **Reconfigure** (CPU/memory): re-pin every thread of the job's processes and
   rewrite ``memory.max``; the worker is told its new share. A Reconfigure with a
   ``restart_attempt`` (a resize or migration, EasyScale §3.2 "Adapting to
@@ -197,6 +200,9 @@ class ProcessAgent(StreamAgent):
         self.enforcement = enforcement or Enforcement()
         self.jobs: dict[str, ProcessJob] = {}
         self._stopping: dict[tuple[str, int], ProcessJob] = {}  # preempted, not exited yet
+        # Job -> (attempt, checkpoint) of its last attempt here that was stopped: the next attempt resumes from it
+        # (the Launch's figure is the control plane's, which may have extrapolated past what really ran).
+        self._stopped_at: dict[str, tuple[int, int]] = {}
         self.drained: str | None = None
         self._socket_dir: str | None = None
         self.socket_path: str | None = None
@@ -449,6 +455,13 @@ class ProcessAgent(StreamAgent):
             job.checkpoint = job.follows.checkpoint
             job.iterations_done = float(job.checkpoint)
             job.follows = None
+        stopped = self._stopped_at.pop(job.job_id, None)
+        if stopped is not None and stopped[0] == job.attempt - 1:
+            # The attempt just before this one stopped here (a preemption): resume where it really checkpointed.
+            # A policy's Preempt ends the attempt at once in the control plane, which therefore never hears
+            # this checkpoint and launches from its model's estimate of the progress.
+            job.checkpoint = stopped[1]
+            job.iterations_done = float(job.checkpoint)
         share = self._share(job)
         job.cores = self._pick_cores(share.cpus if share else 1, exclude=job)
         job.cgroup = self._make_cgroup(job, share.memory_mb) if share else None
@@ -562,6 +575,8 @@ class ProcessAgent(StreamAgent):
             job.writer.close()
         log.info("job exited", node=self.node_name, job=job.job_id, attempt=job.attempt,
                  status=apb.ExitStatus.Name(status), checkpoint=job.checkpoint, message=message)
+        if status == apb.EXIT_PREEMPTED and not job.restarting:
+            self._stopped_at[job.job_id] = (job.attempt, job.checkpoint)
         # The leader reports the job's end; any node reports a failure of its own part. An attempt
         # stopped for a restart reports nothing: the job goes on as the newer attempt.
         if job.restarting and status == apb.EXIT_PREEMPTED:

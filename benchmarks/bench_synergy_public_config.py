@@ -20,8 +20,18 @@ is measured against the code before it in alternating runs of two checkouts (doc
     .venv/bin/python benchmarks/bench_synergy_public_config.py [--policy synergy-tune:fifo] [--repeat 1] [--counts]
         [--before]
 
-The public simulator's side is ``benchmarks/synergy_public_perjob.py public`` on the trace this
-writes with ``--write-trace`` (its own Python environment; see that script's docstring).
+With ``--public-simulator`` (msr-fiddle/synergy's ``simulator/`` folder in a checkout) and ``--public-python``
+(its own Python environment; see ``benchmarks/synergy_public_perjob.py``'s docstring) the same invocation also
+runs the public simulator on the same trace, once per policy right after that policy's Halyard runs, through
+``synergy_public_perjob.py public`` as a child process: its CPU seconds (``time.process_time`` around its
+``Runner`` and ``run_simulation``, as Halyard's around ``Simulator.run``; and the whole child process's) and its
+mean JCT over jobs 4000-4999 go beside Halyard's in the JSON. Without them the JSON keeps the peer's figures it
+holds.
+
+    .venv/bin/python benchmarks/bench_synergy_public_config.py --policy synergy-tune:fifo \
+        --policy proportional:srtf+starvation-guard --repeat 2 --before \
+        --public-simulator /work/ext/synergy/simulator --public-python /work/ext/synergy-venv/bin/python \
+        --json docs/reproductions/simulator-cost.json
 """
 
 from __future__ import annotations
@@ -31,7 +41,11 @@ import functools
 import hashlib
 import json
 import math
+import resource
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -54,20 +68,48 @@ MEASURE = (4000, 5000)
 CLUSTER = "synergy-128"
 
 
-# The public simulator's CPU seconds on this configuration (issue 38: one run of
-# ``synergy_public_perjob.py public`` each, on the trace --write-trace writes; not re-measured by this script),
-# Halyard's CPU seconds in those same runs (before issue 38's changes), and what is known of the two
-# simulators' agreement on it (docs/reproductions/synergy-public-comparison.md).
+# Each configuration: the public simulator's scheduler and mode for it (synergy_public_perjob.py public), its CPU
+# seconds as issue 38 quoted them (one run each, not in the same run as Halyard's; replaced in the JSON by
+# --public-simulator's measurement), Halyard's CPU seconds then, and what is known of the two simulators'
+# agreement on it (docs/reproductions/synergy-public-comparison.md).
 PUBLIC_ROWS = (
     {"configuration": "FIFO + TUNE, 5,000 jobs at 9/h on synergy-128, jobs 4000-4999", "policy": "synergy-tune:fifo",
+     "public_args": ["--scheduler", "FIFO", "--mode", "tune"],
      "public_cpu_s": 190.0, "halyard_cpu_s_then": "7.3-9.0",
      "agreement": "not joined per job for FIFO; SRTF + TUNE on this generator: mean JCT 1.003x, 470 of 500 jobs "
                   "within 0.5 h (synergy-public-comparison.md)"},
     {"configuration": "SRTF + GPU-proportional, same trace", "policy": "proportional:srtf+starvation-guard",
+     "public_args": ["--scheduler", "SRTF", "--mode", "fair"],
      "public_cpu_s": 198.0, "halyard_cpu_s_then": "3.6-3.8",
      "agreement": "1,500-job trace of this generator: mean JCT 0.997x, 497 of 500 jobs within 0.5 h "
                   "(synergy-public-comparison.md); not joined on this trace"},
 )
+PERJOB = Path(__file__).resolve().parent / "synergy_public_perjob.py"
+
+
+def run_public(row: dict, trace: Path, simulator: Path, python: str, work: Path) -> dict[str, object]:
+    """The public simulator on ``trace`` for ``row``'s configuration, as a child process
+    (``synergy_public_perjob.py public``): its run's and its whole process's CPU seconds, wall seconds and mean JCT
+    over the measured jobs (the child's own ``time.process_time``; the process's also from ``getrusage``)."""
+    name = row["policy"].replace(":", "_").replace("+", "_")
+    out, cpu_json = work / f"{name}.csv", work / f"{name}.json"
+    command = [python, str(PERJOB), "public", "--simulator", str(simulator), "--trace", str(trace),
+               *row["public_args"], "--measure", f"{MEASURE[0]}:{MEASURE[1]}", "--out", str(out),
+               "--cpu-json", str(cpu_json)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    measured = json.loads(cpu_json.read_text(encoding="utf-8"))
+    measured["child_cpu_s"] = round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2)
+    return measured
+
+
+def mean_jct_h(sim: Simulator) -> float:
+    """Mean JCT (hours) of the measured jobs that completed (the public simulator's printed figure's jobs)."""
+    lo, hi = MEASURE
+    done = [r.end_time - r.spec.submit_time for r in sim.core.records.values()
+            if r.end_time is not None and lo <= int(r.job_id.rsplit("-", 1)[-1]) < hi]
+    return statistics.mean(done) / 3600 if done else math.nan
 
 
 def event_digest(sim: Simulator) -> str:
@@ -216,7 +258,7 @@ def run_once(policy_name: str, jobs: list, *, count: bool, skip: bool = True,
         cpu = time.process_time() - cpu0
     for name, step in LEAN_STEPS.items():
         setattr(synergy_lean, name, step)
-    return {"cpu_s": cpu, "passes": sim.core.passes, "skipped": sim.core.skipped_passes,
+    return {"cpu_s": cpu, "mean_jct_h": mean_jct_h(sim), "passes": sim.core.passes, "skipped": sim.core.skipped_passes,
             "pass_s": sim.core.pass_seconds.total, "events": len(sim.core.log), "digest": event_digest(sim),
             "work": dict(add_core(work, sim.core)), "counts": dict(counts)}
 
@@ -235,10 +277,17 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="write Halyard's figures and PUBLIC_ROWS into this JSON's 'synergy' "
                     "(docs/reproductions/simulator-cost.json; benchmarks/simulator_cost.py renders the page from it)")
     ap.add_argument("--write-trace", type=Path, help="also write the trace (a canonical CSV) for the public side")
+    ap.add_argument("--public-simulator", type=Path, help="msr-fiddle/synergy's simulator/ folder: also run the public "
+                    "simulator on the same trace, once per policy after its Halyard runs (module docstring)")
+    ap.add_argument("--public-python", default=sys.executable, help="the public simulator's Python (its own "
+                    "environment: synergy_public_perjob.py's docstring)")
     args = ap.parse_args()
     jobs = generate_synergy_trace(JOBS, rate_per_hour=RATE_PER_HOUR, split=SPLIT, multi_gpu=True, seed=SEED)
-    if args.write_trace:
-        write_trace(jobs, args.write_trace)
+    work = Path(tempfile.mkdtemp(prefix="synergy-public-"))
+    trace = args.write_trace or work / "trace.csv"
+    if args.write_trace or args.public_simulator:
+        write_trace(jobs, trace)
+    public: dict[str, dict[str, object]] = {}
     names = args.policy or ([row["policy"] for row in PUBLIC_ROWS] if args.json else ["synergy-tune:fifo"])
     kept: dict[str, dict[str, object]] = {}
     before: dict[str, dict[str, object]] = {}
@@ -246,7 +295,7 @@ def main() -> None:
     if args.before:  # alternate: each TUNE policy with the skip, then without it, in every repeat
         runs = [(name, skip) for name in names for skip in (True, False)]
     variants = (True, False) if args.whole_reasons else (True,)
-    for _ in range(args.repeat):
+    for rep in range(args.repeat):
         for (name, skip), changes in ((run, changes) for run in runs for changes in variants):
             r = run_once(name, jobs, count=args.counts, skip=skip, changes=changes)
             if not changes:
@@ -261,16 +310,41 @@ def main() -> None:
             extra = " ".join(f"{k}={v}" for k, v in sorted(r["counts"].items()))
             label = name if skip else f"{name} (before)"
             print(f"{label:24} cpu {r['cpu_s']:6.2f} s  in passes {r['pass_s']:6.2f} s  events {r['events']:7d}  "
-                  f"sha256 {r['digest'][:16]}  {line(r['work'])}  "
+                  f"mean JCT {r['mean_jct_h']:.2f} h  sha256 {r['digest'][:16]}  {line(r['work'])}  "
                   f"told/pass={r['work'].get('told', 0) / max(1, r['passes']):.1f}  {extra}", flush=True)
+            if skip:
+                into[name]["mean_jct_h"] = round(r["mean_jct_h"], 4)
+            row = next((row for row in PUBLIC_ROWS if row["policy"] == name), None)
+            if args.public_simulator and row is not None and name not in public and rep == args.repeat - 1 and (
+                    not args.before or not skip):  # the peer once per policy, after its last Halyard run
+                public[name] = p = run_public(row, trace, args.public_simulator, args.public_python, work)
+                print(f"{'public ' + name:24} cpu {p['run_cpu_s']:6.2f} s  (whole process {p['process_cpu_s']:.2f} s, "
+                      f"child rusage {p['child_cpu_s']:.2f} s, wall {p['wall_s']:.0f} s)  mean JCT "
+                      f"{p['mean_jct_h']:.2f} h over {p['measured_jobs']} jobs", flush=True)
     if args.json:
         stored = json.loads(args.json.read_text(encoding="utf-8")) if args.json.exists() else {}
-        rows = [row for row in PUBLIC_ROWS if row["policy"] in kept]
-        stored["synergy"] = {"command": " ".join(["benchmarks/bench_synergy_public_config.py",
-                                                  *(f"--policy {n}" for n in names),
-                                                  f"--repeat {args.repeat}",
-                                                  *(["--before"] if args.before else []), "--json", str(args.json)]),
-                             "rows": rows, "halyard": kept, "before": before}
+        held = {row["policy"]: row for row in stored.get("synergy", {}).get("rows", [])}
+        rows = []
+        for row in PUBLIC_ROWS:
+            if row["policy"] not in kept:
+                continue
+            row = {k: v for k, v in row.items() if k != "public_args"}
+            if row["policy"] in public:  # measured in this run, beside Halyard's
+                row["public"] = public[row["policy"]]
+                row["public_cpu_s"] = public[row["policy"]]["run_cpu_s"]
+            elif "public" in held.get(row["policy"], {}):  # measured in an earlier run: kept, with its command
+                for key in ("public", "public_cpu_s", "public_command"):
+                    if key in held[row["policy"]]:
+                        row[key] = held[row["policy"]][key]
+            rows.append(row)
+        command = " ".join(["benchmarks/bench_synergy_public_config.py", *(f"--policy {n}" for n in names),
+                            f"--repeat {args.repeat}", *(["--before"] if args.before else []),
+                            *([f"--public-simulator {args.public_simulator} --public-python {args.public_python}"]
+                              if args.public_simulator else []), "--json", str(args.json)])
+        for row in rows:
+            if row["policy"] in public:
+                row["public_command"] = command
+        stored["synergy"] = {"command": command, "rows": rows, "halyard": kept, "before": before}
         args.json.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import statistics
 import sys
@@ -90,11 +91,12 @@ def run_public(args: argparse.Namespace) -> int:
         return finish(self, job)
 
     Job.allocate, runner.Runner.finish_job = counted, recorded
-    started = time.time()
+    started, cpu0 = time.time(), time.process_time()
     sim = runner.Runner(cluster_job_log=None, scheduler=args.scheduler, series_id_filter=(lo, hi),
                         model_class_split=(20, 70, 10), placement=True, fair=args.mode == "fair",
                         tune=args.mode == "tune", trace=str(replay))
     sim.run_simulation()
+    cpu = time.process_time() - cpu0
     with open(args.out, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["id", "model", "arrival", "finish", "jct_h", "rounds", "rounds_at_speedup"])
@@ -104,7 +106,13 @@ def run_public(args: argparse.Namespace) -> int:
                         c[0], c[1]])
     measured = [(t - j.job_arrival_time) / 3600 for jid, (t, j) in finished.items() if lo <= jid < hi]
     print(f"public {args.scheduler}+{args.mode}: {len(measured)} measured jobs, average JCT "
-          f"{statistics.mean(measured):.2f} h ({time.time() - started:.0f} s wall)")
+          f"{statistics.mean(measured):.2f} h ({time.time() - started:.0f} s wall, {cpu:.1f} s CPU in the run, "
+          f"{time.process_time():.1f} s CPU in the process)")
+    if args.cpu_json:  # read by bench_synergy_public_config.py --public-simulator
+        Path(args.cpu_json).write_text(json.dumps({
+            "run_cpu_s": round(cpu, 2), "process_cpu_s": round(time.process_time(), 2),
+            "wall_s": round(time.time() - started, 1), "measured_jobs": len(measured),
+            "mean_jct_h": round(statistics.mean(measured), 4)}) + "\n", encoding="utf-8")
     return 0
 
 
@@ -152,6 +160,8 @@ def main() -> int:
     pub.add_argument("--measure", type=window, default=(4000, 5000), help="START:END job ids (the run ends when "
                      "they have finished, as the public simulator's series_id_filter)")
     pub.add_argument("--out", required=True)
+    pub.add_argument("--cpu-json", help="also write the run's CPU seconds (time.process_time around "
+                     "Runner.run_simulation, and the whole process's) and mean JCT to this JSON file")
     pub.set_defaults(run=run_public)
     j = sub.add_parser("join", help="join the public rows with halyard simulate's jobs.csv by job id")
     j.add_argument("public")

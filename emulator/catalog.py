@@ -43,7 +43,7 @@ _TOP_KEYS = {"schema_version", "constants", "gpus", "models", "tier_overhead"}
 # A model's [tier_overhead.M] table: exposed communication as a fraction of compute per tier.
 TIER_OVERHEAD_KEYS = ("machine", "rack", "network")
 # Profiles shipped with Halyard, loadable by name (``--catalog dally-table1``): name -> file in data/.
-BUILTIN_PROFILES = {"dally-table1": "profile_dally_table1.toml"}
+BUILTIN_PROFILES = {"dally-table1": "profile_dally_table1.toml", "h200-measured": "profile_h200_measured.toml"}
 GIB = 1024**3  # bytes per GiB: GPU memory is built in binary units
 # The GPU scaling rule's validation pair: ResNet-50 mixed precision, A100 / V100 time
 # (NVIDIA DeepLearningExamples, REFERENCE-NUMBERS.md: 1200 vs 2470 img/s).
@@ -259,6 +259,9 @@ def extend_catalog(base: Catalog, text: str, *, source: str = "<profile>") -> Ca
         gpus |= {name: _gpu(name, body, fail) for name, body in _table(doc, "gpus", fail).items()}
     models = {name: _derive(_underived(p), gpus) for name, p in base.models.items()}
     for name, body in (_table(doc, "models", fail) if "models" in doc else {}).items():
+        if name in base.models and isinstance(body, dict) and set(body) == {"compute_s"}:
+            models[name] = _derive(_with_compute(_underived(base.models[name]), body["compute_s"], name, fail), gpus)
+            continue
         profile = _model(name, body, fail, required=())
         if not any(g in gpus for g in profile.compute_s):
             raise fail(f"no figure on a GPU type of the [gpus] table (known: {', '.join(gpus)}); add a [gpus.TYPE] "
@@ -288,6 +291,18 @@ def _tier_overhead(table: dict[str, Any], models: Mapping[str, ModelProfile],
         m, r, n = (_figure(body, key, f"{where}.{key}", fail, allow_zero=True).value for key in TIER_OVERHEAD_KEYS)
         out[name] = (m, r, n)
     return out
+
+
+def _with_compute(profile: ModelProfile, table: Any, name: str, fail: Any) -> ModelProfile:
+    """``profile`` with the ``compute_s`` figures of a profile's table that gives only those (what
+    ``halyard calibrate --models`` measures of a catalog model) added or replacing its own."""
+    where = f"models.{name}.compute_s"
+    if not isinstance(table, dict) or not table:
+        raise fail("must be a table of GPU type -> { value, source }", where)
+    figures = {gpu: _figure(table, gpu, f"{where}.{gpu}", fail) for gpu in table}
+    compute = dict(profile.compute_s) | {g: f.value for g, f in figures.items()}
+    sources = dict(profile.sources) | {f"compute_s.{g}": f.source for g, f in figures.items()}
+    return replace(profile, compute_s=MappingProxyType(compute), sources=MappingProxyType(sources))
 
 
 def _underived(profile: ModelProfile) -> ModelProfile:

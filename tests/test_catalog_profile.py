@@ -18,6 +18,7 @@ import pytest
 from halyard.cli.calibrate import to_toml
 from halyard.datamodel import JobSpec, ValidationError
 from halyard.emulator import PerformanceModel, load_model_catalog
+from halyard.emulator.catalog import extend_catalog, load_catalog
 from halyard.testing.cluster import small_cluster_toml
 from halyard.traces import write_trace
 
@@ -119,3 +120,16 @@ def test_a_profile_keeps_measured_figures_and_rederives_the_rest(tmp_path):
     assert mlp.compute_s["H100"] == 0.02 and "measured by halyard calibrate" in mlp.sources["compute_s.H100"]
     assert {"V100", "P100", "A100"} <= mlp.derived  # the scaling rule fills in the other GPU types
     assert not builtin.has_model("calibration-mlp")
+
+
+def test_a_profile_model_table_of_compute_figures_alone_adds_them_to_the_base_model():
+    """What `halyard calibrate --models` writes: `[models.M]` with only `compute_s.<GPU>` for a catalog model
+    adds that figure (measured, not derived) and keeps the model's other figures; a bad figure is named."""
+    base = load_catalog()
+    text = 'schema_version = 2\n[models.vgg16]\ncompute_s.H100 = { value = 0.05, source = "measured: here" }\n'
+    vgg16 = extend_catalog(base, text).models["vgg16"]
+    assert vgg16.compute_s["H100"] == 0.05 and "H100" not in vgg16.derived
+    assert vgg16.gradient_bytes == base.models["vgg16"].gradient_bytes and "H200" in vgg16.derived
+    bad = 'schema_version = 2\n[models.vgg16]\ncompute_s.H100 = { value = -1.0, source = "x" }\n'
+    with pytest.raises(ValidationError, match=r"models\.vgg16\.compute_s\.H100"):
+        extend_catalog(base, bad)

@@ -9,10 +9,11 @@ import sys
 
 import pytest
 from policy_fakes import OneResize
-from worlds import World, train_spec
+from worlds import EXAMPLE, World, train_spec
 
 from halyard.agent.process import Enforcement, ProcessAgent
 from halyard.datamodel import Allocation, EventKind, JobState, NodeAllocation
+from halyard.policies import Plan, Policy
 
 
 def events(world: World, job_id: str) -> list[EventKind]:
@@ -148,6 +149,46 @@ async def test_a_launch_waits_for_the_stopping_process_that_holds_its_gpus(tmp_p
         release.touch()
         await w.wait_for(lambda: old.exited.is_set())
         await w.wait_for(lambda: "b" not in agent.jobs or agent.jobs["b"].process is not None)
+
+
+class PreemptBeforeItsFirstIteration(Policy):
+    """Starts each pending job on r0-n0; preempts a running job once, as soon as the control plane's estimate
+    (the model's rate since the start) says it has done 3 iterations, which the slow-starting script has not."""
+
+    name = "preempt-early"
+    needs_rounds = True
+    acts_without_pending = True
+
+    def __init__(self) -> None:
+        self.preempted = False
+
+    def schedule(self, view, state) -> Plan:
+        plan = Plan()
+        for pending in view.pending:
+            plan.start(pending.job_id, Allocation((NodeAllocation("r0-n0", tuple(range(8)), 24, 500_000),)))
+        for job in view.running.values():
+            if not self.preempted and job.iterations_done(view.now) >= 3:
+                plan.preempt(job.job_id)
+                self.preempted = True
+        return plan
+
+
+async def test_an_attempt_preempted_before_its_first_checkpoint_resumes_from_what_really_ran(tmp_path):
+    """Found on a real GPU (CUDA's start-up takes seconds): a policy's Preempt ends the attempt in the control
+    plane at once, at its model's estimate of the progress, and relaunches from that estimate. Here the script
+    sleeps through the estimate's first iterations, so the attempt stops with nothing checkpointed; the
+    next attempt must start from 0 (the agent's record of what really ran), not from the estimate, where the
+    script would look for a checkpoint that was never written."""
+    slow_start = [sys.executable, "-c", "import runpy, sys, time; time.sleep(3); "
+                  f"sys.argv = [{EXAMPLE!r}, '--samples', '400', '--dim', '8']; "
+                  f"runpy.run_path({EXAMPLE!r}, run_name='__main__')"]
+    async with World("process", tmp_path, policy=PreemptBeforeItsFirstIteration(), round_s=0.2) as w:
+        await w.submit(train_spec("a", 20, command=slow_start))
+        await w.wait_for(lambda: w.job("a").preemptions == 1)
+        await w.wait_for(lambda: w.job("a").state in (JobState.COMPLETED, JobState.FAILED), timeout=60)
+        assert w.job("a").state is JobState.COMPLETED, [e.detail for e in w.cp.core.log if e.job_id == "a"]
+    summary = json.loads((tmp_path / "checkpoints" / "a" / "summary.json").read_text())
+    assert summary["attempt"] == 2 and summary["started_at"] == 0
 
 
 async def test_a_resize_checkpoints_and_resumes_on_the_new_gpus(tmp_path):

@@ -21,9 +21,9 @@ DOCS = ROOT / "docs" / "reproductions"
 SCRIPTS = ("reproduce_synergy", "reproduce_dally", "reproduce_cassini", "reproduce_crius", "reproduce_easyscale",
            "easyscale_public_perjob", "dally_public_perjob", "simulator_cost", "tiresias_public_perjob",
            "gavel_public_perjob", "pollux_public_perjob",
-           "forecast_accuracy", "whole_trace")
+           "forecast_accuracy", "whole_trace", "gpu_predicted_vs_measured")
 # A topic page with a generated block stays in docs/ with its JSON (move_repro.sh's KEEP).
-KEPT_IN_DOCS = ('forecast_accuracy',)
+KEPT_IN_DOCS = ('forecast_accuracy', 'gpu_predicted_vs_measured')
 
 
 def docs_of(name: str) -> Path:

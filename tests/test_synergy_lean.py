@@ -84,3 +84,55 @@ def test_a_subclass_that_overrides_a_mirrored_step_runs_the_packer_path():
 
     assert Tune()._mirrored() and not Own()._mirrored()
     assert not Tune(replace=False)._mirrored() and not Tune(raise_back=True)._mirrored()
+
+
+def _renewing_by_rounds(lp, runnable, cap_c, cap_m, dem_c, dem_m, held):
+    """Tune._renewing's closure as it reads (a job that spans an open server opens the others it spans,
+    round after round until none does): what synergy_lean._renewing's one walk must equal."""
+    n = len(cap_c)
+    opened = {i for i in range(n) if dem_c[i] > cap_c[i] or dem_m[i] > cap_m[i]}
+    if opened or len(held) < runnable:
+        opened.update(i for i, g in enumerate(lp.g) if g > 0)
+    spanning = [set(h[1]) for h in held if len(h[1]) > 1]
+    grew = True
+    while grew:
+        grew = False
+        for span in spanning:
+            if not span <= opened and not span.isdisjoint(opened):
+                opened |= span
+                grew = True
+    renewing = {h[0] for h in held if opened.isdisjoint(h[1])}
+    return renewing, [(h[0], (h[3], h[4])) for h in held if h[0] in renewing and not h[2]]
+
+
+def test_the_lean_steps_shortcuts_answer_what_the_plain_steps_answer(monkeypatch):
+    """Issue 38: ``LeanPack.reshape_demand`` (a job on several servers back to its demand without building
+    lists) against ``reshape_at(DEMAND)`` from the same state, and ``_renewing``'s one-walk closure against
+    the closure round by round, on every call of a drawn FIFO run that spans servers."""
+    seen = {"reshape": 0, "refused": 0, "renewing": 0, "some_renew": 0}
+    fast_reshape, fast_renewing = synergy_lean.LeanPack.reshape_demand, synergy_lean._renewing
+
+    def reshape_checked(lp, j, c, m):
+        job_id = next(k for k, held in lp.jobs.items() if held is j)
+        before = (list(lp.c), list(lp.m), list(j.cs), list(j.ms))
+        got = fast_reshape(lp, j, c, m)
+        after = (list(lp.c), list(lp.m), list(j.cs), list(j.ms))
+        lp.c[:], lp.m[:], j.cs[:], j.ms[:] = before  # (in place: the re-pack holds these lists)
+        assert lp.reshape_at(job_id, synergy_lean.DEMAND, c, m) == got
+        assert (lp.c, lp.m, j.cs, j.ms) == after
+        seen["reshape"] += 1
+        seen["refused"] += not got
+        return got
+
+    def renewing_checked(lp, runnable, cap_c, cap_m, dem_c, dem_m, held):
+        got = fast_renewing(lp, runnable, cap_c, cap_m, dem_c, dem_m, held)
+        assert got == _renewing_by_rounds(lp, runnable, cap_c, cap_m, dem_c, dem_m, held)
+        seen["renewing"] += 1
+        seen["some_renew"] += bool(got[0])
+        return got
+
+    monkeypatch.setattr(synergy_lean.LeanPack, "reshape_demand", reshape_checked)
+    monkeypatch.setattr(synergy_lean, "_renewing", renewing_checked)
+    _run(monkeypatch, "fifo", 400, 9.0, 2, lean=True)
+    assert seen["reshape"] > 1_000 and seen["refused"] > 0  # both answers, many times
+    assert seen["renewing"] > 100 and 0 < seen["some_renew"] < seen["renewing"]

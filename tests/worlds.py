@@ -44,11 +44,13 @@ def train_spec(job_id: str, iterations: int, *, gpus: int = 8, pace_s: float = 0
 
 
 class World:
-    """``async with World("process" | "emulated", tmp_path)``: ready (all agents registered) on entry.
-    A tuple of backends, one per node (``("emulated", "process")``), makes a mixed cluster."""
+    """``async with World("process" | "gpu" | "emulated", tmp_path)``: ready (all agents registered) on entry.
+    A tuple of backends, one per node (``("emulated", "process")``), makes a mixed cluster; ``pass_env`` names
+    variables of this process that the real backends' jobs inherit (``halyard agent --pass-env``)."""
 
     def __init__(self, backend: str | tuple[str, ...], work_dir: Path, *, nodes: int = 1, policy: str | Policy = "fifo",
-                 speedup: float = 1.0, round_s: float = 300.0, cluster_toml: str | None = None) -> None:
+                 speedup: float = 1.0, round_s: float = 300.0, cluster_toml: str | None = None,
+                 pass_env: tuple[str, ...] = ()) -> None:
         self.backend = backend
         self.work_dir = work_dir
         self.cluster_toml = cluster_toml or small_cluster_toml(nodes)
@@ -56,6 +58,7 @@ class World:
         self.clock = ScaledClock(speedup)
         self.policy = policy
         self.round_s = round_s
+        self.pass_env = pass_env
         self.server: ControlPlaneServer | None = None
         self.agents: dict[str, ProcessAgent | EmulatedAgent] = {}
         self.channel: grpc.aio.Channel | None = None
@@ -81,9 +84,15 @@ class World:
         await self.server.start()
         for i, node in enumerate(self.cluster.nodes):
             backend = self.backend if isinstance(self.backend, str) else self.backend[i]
+            hosts = {n.name: "127.0.0.1" for n in self.cluster.nodes}
             if backend == "process":
-                agent = ProcessAgent(self.server.address, node, work_dir=self.work_dir,
-                                     hosts={n.name: "127.0.0.1" for n in self.cluster.nodes})
+                agent = ProcessAgent(self.server.address, node, work_dir=self.work_dir, hosts=hosts,
+                                     pass_env=self.pass_env)
+            elif backend == "gpu":
+                from halyard.agent.gpu import GpuAgent  # NVML: only where a test asks for real GPUs
+
+                agent = GpuAgent(self.server.address, node, work_dir=self.work_dir, hosts=hosts,
+                                 pass_env=self.pass_env)
             else:
                 agent = EmulatedAgent(self.server.address, node)
             agent.start()

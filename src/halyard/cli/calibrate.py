@@ -2,14 +2,18 @@
 
 On a machine with CUDA GPUs and PyTorch it measures, on GPU 0:
 
-* dense matrix-product throughput (BF16, square products) -> ``gpus.<TYPE>.tensor_tflops``;
+* dense matrix-product throughput (BF16, square products) -> ``gpus.<TYPE>.tensor_tflops``, and the
+  same product in FP16, TF32 and plain FP32 (reported, not part of the catalog's schema);
 * device memory copy bandwidth -> ``gpus.<TYPE>.memory_gbyte_s``, and the capacity -> ``memory_gib``;
 * a small model's training step (an MLP, forward + backward + SGD step) ->
   ``models.calibration-mlp`` with its compute time, gradient bytes, backward
   share and activation memory, as the catalog describes a model;
 
 and, with two or more GPUs, the in-node all-reduce bus bandwidth over NCCL
-(``[network] intra_node_gbyte_s``, informational). Every figure's ``source``
+(``[network] intra_node_gbyte_s``, informational). With ``--models`` it also times a training
+step of each catalog model that PyTorch can build locally (:mod:`halyard.cli.calibrate_models`), in
+fp32 and AMP, at the model's reference batch; ``--json`` keeps every measurement for the
+predicted-vs-measured report (benchmarks/gpu_predicted_vs_measured.py). Every figure's ``source``
 says it was measured here, when and how, so the profile can be compared with or
 merged into ``emulator/data/models.toml``.
 
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import socket
 import sys
 from pathlib import Path
@@ -39,6 +44,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=Path("calibration.toml"), help="profile to write (TOML)")
     p.add_argument("--gpu-type", default=None, help="name of the GPU type in the profile (default: from the device)")
     p.add_argument("--no-collectives", action="store_true", help="skip the in-node all-reduce measurement")
+    p.add_argument("--models", default="", help="catalog models whose training step to time, comma-separated, "
+                   "or 'all' for every one PyTorch can build here (default: none)")
+    p.add_argument("--json", type=Path, default=None, help="also write every measurement as JSON")
     p.set_defaults(run=run)
 
 
@@ -60,11 +68,42 @@ def run(args: argparse.Namespace) -> int:
     if reason is not None:
         print(f"halyard calibrate: {reason}", file=sys.stderr)
         return EXIT_UNAVAILABLE
+    models = _models_arg(args.models)
+    if isinstance(models, str):
+        print(f"halyard calibrate: {models}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
     profile = measure(gpu_type=args.gpu_type, collectives=not args.no_collectives)
+    if models:
+        from halyard.cli.calibrate_models import measure_models
+        from halyard.emulator.catalog import load_catalog
+
+        batches = {m: int(p.reference_batch) for m, p in load_catalog().models.items()}
+        profile["training_steps"] = measure_models(models, batches, log=lambda line: print(line, flush=True))
     args.out.write_text(to_toml(profile), encoding="utf-8")
+    if args.json is not None:
+        args.json.write_text(json.dumps(to_json(profile), indent=1) + "\n", encoding="utf-8")
     print(summary(profile))
     print(f"profile written to {args.out}")
     return 0
+
+
+def _models_arg(text: str) -> list[str] | str:
+    """The catalog models ``--models`` names (``all``: every buildable one), or why the list is refused."""
+    from halyard.cli.calibrate_models import buildable
+    from halyard.emulator.catalog import load_catalog
+
+    catalog = list(load_catalog().models)
+    if text.strip() == "all":
+        return buildable(catalog)
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in catalog]
+    if unknown:
+        return f"--models: {', '.join(unknown)} not in the catalog (halyard profiles list)"
+    cannot = [n for n in names if n not in buildable([n])]
+    if cannot:
+        return (f"--models: {', '.join(cannot)} cannot be built here (buildable: "
+                f"{', '.join(buildable(catalog))})")
+    return names
 
 
 # --- measurements (GPU only) --------------------------------------------------------
@@ -95,10 +134,11 @@ def measure(*, gpu_type: str | None = None, collectives: bool = True) -> dict[st
     where = f"{socket.gethostname()} {props.name}, torch {torch.__version__}, " \
             f"{datetime.datetime.now(datetime.UTC).date().isoformat()}"
 
-    a = torch.randn(MATMUL_N, MATMUL_N, device=device, dtype=torch.bfloat16)
-    b = torch.randn(MATMUL_N, MATMUL_N, device=device, dtype=torch.bfloat16)
-    matmul_s = _timed(torch, lambda: a @ b)
-    tflops = 2 * MATMUL_N**3 / matmul_s / 1e12
+    matmul = {label: matmul_tflops(torch, device, dtype, tf32) for label, (dtype, tf32) in {
+        "bf16": (torch.bfloat16, False), "fp16": (torch.float16, False), "tf32": (torch.float32, True),
+        "fp32": (torch.float32, False)}.items()}
+    matmul_s = 2 * MATMUL_N**3 / (matmul["bf16"] * 1e12)
+    tflops = matmul["bf16"]
 
     src = torch.empty(COPY_BYTES, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
@@ -130,7 +170,9 @@ def measure(*, gpu_type: str | None = None, collectives: bool = True) -> dict[st
 
     profile: dict[str, Any] = {
         "gpu_type": gpu,
+        "device_name": props.name,
         "where": where,
+        "matmul_tflops": matmul,
         "gpus": {gpu: {
             "memory_gib": (props.total_memory / 2**30, "torch.cuda.get_device_properties(0).total_memory"),
             "tensor_tflops": (tflops, f"BF16 {MATMUL_N}x{MATMUL_N} matrix product, {matmul_s * 1e3:.3f} ms each"),
@@ -152,6 +194,18 @@ def measure(*, gpu_type: str | None = None, collectives: bool = True) -> dict[st
     else:
         profile["allreduce_skipped"] = "one GPU" if count < 2 else "--no-collectives"
     return profile
+
+
+def matmul_tflops(torch, device, dtype, tf32: bool) -> float:
+    """Dense TFLOP/s of a square ``MATMUL_N`` product in ``dtype`` (fp32 through TF32 tensor cores if ``tf32``)."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        a = torch.randn(MATMUL_N, MATMUL_N, device=device, dtype=dtype)
+        b = torch.randn(MATMUL_N, MATMUL_N, device=device, dtype=dtype)
+        return 2 * MATMUL_N**3 / _timed(torch, lambda: a @ b) / 1e12
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def allreduce_bus_gbyte_s(count: int) -> float:
@@ -208,6 +262,20 @@ def to_toml(profile: dict[str, Any]) -> str:
     step_value, step_source = model.pop("compute_s")
     lines += [f"{k} = {_entry(v, s, where)}" for k, (v, s) in model.items()]
     lines.append(f"compute_s.{gpu} = {_entry(step_value, step_source, where)}")
+    steps = [r for r in profile.get("training_steps", ()) if "step_s" in r]
+    if steps:
+        from halyard.cli.calibrate_models import catalog_precision
+        from halyard.emulator.catalog import load_catalog
+
+        models = load_catalog().models
+        lines += ["", "# Training steps of catalog models measured here, in the precision the catalog's figures of",
+                  "# each were measured in: with this profile (--catalog), each replaces the scaling rule's estimate."]
+        for r in steps:
+            if r["precision"] == catalog_precision(models[r["model"]].sources.get("activation_bytes", "")):
+                source = (f"{r['optimizer']} step of random weights on random inputs, batch {r['batch']}, "
+                          f"{r['precision']}")
+                entry = _entry(r["step_s"], source, where)
+                lines += [f"[models.{_quote_key(r['model'])}]", f"compute_s.{gpu} = {entry}"]
     if "allreduce" in profile:
         value, source = profile["allreduce"]
         lines += ["", "# In-node collective bandwidth (informational: compare with the cluster file's fabric_gbyte_s).",
@@ -217,10 +285,42 @@ def to_toml(profile: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def from_json(doc: dict[str, Any]) -> dict[str, Any]:
+    """The profile :func:`to_json` wrote, as :func:`measure` returns it (``{value, source}`` become tuples)."""
+    def tuples(x: Any) -> Any:
+        if isinstance(x, dict) and set(x) == {"value", "source"}:
+            return (x["value"], x["source"])
+        if isinstance(x, dict):
+            return {k: tuples(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [tuples(v) for v in x]
+        return x
+    return tuples(doc)
+
+
+def to_json(profile: dict[str, Any]) -> dict[str, Any]:
+    """Every measurement with its source, for reports (tuples become ``{value, source}``)."""
+    def plain(x: Any) -> Any:
+        if isinstance(x, tuple) and len(x) == 2 and isinstance(x[1], str):
+            return {"value": x[0], "source": x[1]}
+        if isinstance(x, dict):
+            return {k: plain(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [plain(v) for v in x]
+        return x
+    return plain(profile)
+
+
+def _quote_key(name: str) -> str:
+    return f'"{name}"' if "." in name else name  # TOML bare keys take letters, digits, - and _
+
+
 def summary(profile: dict[str, Any]) -> str:
     gpu = profile["gpu_type"]
     g = profile["gpus"][gpu]
-    parts = [f"{gpu}: {g['tensor_tflops'][0]:.1f} TFLOP/s BF16 matmul", f"{g['memory_gbyte_s'][0]:.0f} GB/s copy",
+    others = ", ".join(f"{k} {v:.1f}" for k, v in profile["matmul_tflops"].items() if k != "bf16")
+    parts = [f"{gpu}: {g['tensor_tflops'][0]:.1f} TFLOP/s BF16 matmul ({others})",
+             f"{g['memory_gbyte_s'][0]:.0f} GB/s copy",
              f"MLP step {profile['model']['compute_s'][0] * 1e3:.2f} ms"]
     if "allreduce" in profile:
         parts.append(f"all-reduce {profile['allreduce'][0]:.0f} GB/s bus")
