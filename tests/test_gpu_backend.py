@@ -94,6 +94,13 @@ def test_models_to_time_are_catalog_models_pytorch_can_build():
     assert "gnmt cannot be built here" in _models_arg("gnmt")
 
 
+def test_a_bad_model_list_is_refused_with_one_line_before_anything_runs(capsys, tmp_path):
+    assert main(["calibrate", "--out", str(tmp_path / "p.toml"), "--models", "resnet50,nope"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "nope not in the catalog" in err
+    assert not (tmp_path / "p.toml").exists()
+
+
 def test_each_model_is_compared_in_the_precision_its_catalog_figures_used():
     from halyard.cli.calibrate_models import catalog_precision
     from halyard.emulator.catalog import load_catalog

@@ -64,13 +64,13 @@ def cuda_unavailable() -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    models = _models_arg(args.models)  # a bad list is refused before anything is measured, GPU or not
+    if isinstance(models, str):
+        print(f"halyard calibrate: {models}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
     reason = cuda_unavailable()
     if reason is not None:
         print(f"halyard calibrate: {reason}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
-    models = _models_arg(args.models)
-    if isinstance(models, str):
-        print(f"halyard calibrate: {models}", file=sys.stderr)
         return EXIT_UNAVAILABLE
     profile = measure(gpu_type=args.gpu_type, collectives=not args.no_collectives)
     if models:
