@@ -7,9 +7,11 @@
 # Needs: an NVIDIA GPU with its driver, PyTorch (a CUDA build) and torchvision, nvidia-ml-py, and Halyard
 # installed in PYTHON's environment (default python3) with its test extras (pytest, pytest-asyncio);
 # `transformers` adds the BERT/RoBERTa/GPT-2 models. Writes into OUT_DIR:
+#   nvidia-smi.txt      the GPU, its driver, memory and top SM clock
 #   calibration.toml    the profile in the catalog's schema (halyard calibrate --out)
 #   calibration.json    every measurement (--json): GPU specs, matmul by dtype, each model's training step
-#   predicted.md        the performance model's iteration times beside the measured ones
+#   predicted.md        the performance model's iteration times beside the measured ones (docs/gpu-check.md's
+#                       page for this run; copy calibration.json to docs/gpu-check.json to publish it)
 #   end-to-end.log      a control plane and a gpu agent running examples/train_torch.py: a time-shift, a
 #                       CPU/memory change, a preemption and a resume (tests/test_gpu_end_to_end.py)
 #   daemons.log         the same as an operator runs it: `halyard controlplane`, `halyard agent --backend
