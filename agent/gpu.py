@@ -67,6 +67,12 @@ def gpu_type_of(name: str) -> str:
     return re.sub(r"\s+", "-", name.strip())
 
 
+def local_gpus(nvml: ModuleType | None = None) -> tuple[str, int]:
+    """This machine's GPU type (from GPU 0's name) and GPU count, through NVML."""
+    nvml = nvml or load_nvml()
+    return gpu_type_of(_text(nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(0)))), nvml.nvmlDeviceGetCount()
+
+
 class GpuAgent(ProcessAgent):
     """``halyard agent --backend gpu``; raises :class:`GpuUnavailable` without NVML or GPUs."""
 

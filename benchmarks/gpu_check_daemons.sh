@@ -20,18 +20,15 @@ halyard() { "$py" -m halyard.cli "$@"; }
 backend=${HALYARD_CHECK_BACKEND:-gpu}
 "$py" - "$work/cluster.toml" "$backend" <<'EOF'
 import os, sys
+from halyard.testing.cluster import small_cluster_toml
 if sys.argv[2] == "gpu":
-    from halyard.agent.gpu import gpu_type_of, load_nvml
-    nvml = load_nvml()
-    name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(0))
-    gpu_type, gpus = gpu_type_of(name.decode() if isinstance(name, bytes) else name), nvml.nvmlDeviceGetCount()
+    from halyard.agent.gpu import local_gpus
+    gpu_type, gpus = local_gpus()
 else:
     gpu_type, gpus = "V100", 1
 memory_gb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 10**9
-open(sys.argv[1], "w").write(
-    f'name = "gpu-check"\n[[racks]]\nname = "r0"\nuplink_gbit_s = 400\n[[racks.nodes]]\nname = "r0-n0"\n'
-    f'gpu_type = "{gpu_type}"\ngpus = {gpus}\ncpus = {len(os.sched_getaffinity(0))}\n'
-    f'memory_gb = {memory_gb}\nfabric = "nvlink"\nfabric_gbyte_s = 150\nnic_gbit_s = 200\n')
+open(sys.argv[1], "w").write(small_cluster_toml(1, gpus, gpu_type=gpu_type, cpus=len(os.sched_getaffinity(0)),
+                                                memory_gb=memory_gb))
 EOF
 cat "$work/cluster.toml"
 

@@ -43,6 +43,7 @@ def rows_of(cal: dict[str, Any]) -> list[dict[str, Any]]:
     two predictions."""
     gpu = cal["gpu_type"]
     datasheet, measured_spec = load_catalog(), calibrated_catalog(cal)
+    by_datasheet, by_measured_gpu = ComputeTime(datasheet), ComputeTime(measured_spec)
     steps: dict[str, dict[str, dict[str, Any]]] = {}
     for r in cal.get("training_steps", []):
         steps.setdefault(r["model"], {})[r["precision"]] = r
@@ -56,8 +57,8 @@ def rows_of(cal: dict[str, Any]) -> list[dict[str, Any]]:
             rows.append({"model": model, "precision": precision, "error": mine.get("error", "not measured")})
             continue
         batch = mine["batch"]
-        predicted = ComputeTime(datasheet).compute_s(profile, gpu, batch)
-        recalibrated = ComputeTime(measured_spec).compute_s(measured_spec.models[model], gpu, batch)
+        predicted = by_datasheet.compute_s(profile, gpu, batch)
+        recalibrated = by_measured_gpu.compute_s(measured_spec.models[model], gpu, batch)
         anchor = profile.sources.get(f"compute_s.{gpu}", "")
         rows.append({
             "model": model, "batch": batch, "precision": precision, "measured_s": mine["step_s"],

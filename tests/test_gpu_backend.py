@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from halyard.agent.gpu import GpuAgent, GpuUnavailable, gpu_type_of, load_nvml
+from halyard.agent.gpu import GpuAgent, GpuUnavailable, gpu_type_of, load_nvml, local_gpus
 from halyard.agent.process import ProcessJob
 from halyard.cli import main
 from halyard.cli.calibrate import to_toml
@@ -174,6 +174,7 @@ def test_discovery_health_and_visible_devices_with_a_fake_nvml(tmp_path):
     agent = GpuAgent("127.0.0.1:1", "gpu-node", work_dir=tmp_path, nvml=FakeNvml())
     spec = agent.node_spec()
     assert (spec.gpus, spec.gpu_type) == (2, "H200")
+    assert local_gpus(FakeNvml()) == ("H200", 2)  # what the gpu checks describe this machine with
     util, healthy, detail = agent.gpu_status()
     assert util == pytest.approx(0.75) and not healthy and "gpu1 100%" in detail and "ECC uncorrected 3" in detail
     job = ProcessJob("j", 1, JobSpec(job_id="j", submit_time=0.0, model="resnet50", num_gpus=1, iterations=10),

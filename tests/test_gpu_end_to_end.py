@@ -24,8 +24,10 @@ from pathlib import Path
 import pytest
 from worlds import World
 
+from halyard.agent.gpu import GpuUnavailable, load_nvml, local_gpus
 from halyard.datamodel import Allocation, EventKind, JobState, NodeAllocation
 from halyard.policies import Plan, Policy
+from halyard.testing.cluster import small_cluster_toml
 from halyard.v1 import types_pb2 as tpb
 
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "train_torch.py")
@@ -47,31 +49,14 @@ def _gpu_or_skip_reason() -> str | None:
     if not torch.cuda.is_available():
         return f"torch {torch.__version__} sees no CUDA device"
     try:
-        from halyard.agent.gpu import load_nvml
-
         load_nvml()
-    except Exception as exc:  # GpuUnavailable: no nvidia-ml-py, or NVML did not start
+    except GpuUnavailable as exc:  # no nvidia-ml-py, or NVML did not start
         return str(exc)
     return None
 
 
-pytestmark = pytest.mark.skipif(_gpu_or_skip_reason() is not None, reason=str(_gpu_or_skip_reason()))
-
-
-def nvml_gpus() -> tuple[str, int]:
-    """This machine's GPU type and count, from NVML."""
-    from halyard.agent.gpu import gpu_type_of, load_nvml
-
-    nvml = load_nvml()
-    name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(0))
-    return gpu_type_of(name.decode() if isinstance(name, bytes) else name), nvml.nvmlDeviceGetCount()
-
-
-def one_node_toml(gpu_type: str, gpus: int) -> str:
-    """This machine as a one-node cluster: the GPUs given, its own cores and memory."""
-    return (f'name = "gpu-check"\n[[racks]]\nname = "r0"\nuplink_gbit_s = 400\n[[racks.nodes]]\nname = "r0-n0"\n'
-            f'gpu_type = "{gpu_type}"\ngpus = {gpus}\ncpus = {len(os.sched_getaffinity(0))}\n'
-            f'memory_gb = {HOST_MEMORY_MB // 1000}\nfabric = "nvlink"\nfabric_gbyte_s = 150\nnic_gbit_s = 200\n')
+SKIP_REASON = _gpu_or_skip_reason()
+pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON))
 
 
 class GpuJourney(Policy):
@@ -118,7 +103,9 @@ async def run_journey(tmp_path: Path, backend: str = "gpu", script_args: tuple[s
     # The job's process imports halyard from wherever this process does: pass the path on when one is set.
     pass_env = ("PYTHONPATH",) if os.environ.get("PYTHONPATH") else ()
     seen: dict = {}
-    cluster = one_node_toml(*nvml_gpus()) if backend == "gpu" else one_node_toml("V100", 1)
+    gpu_type, gpus = local_gpus() if backend == "gpu" else ("V100", 1)
+    cluster = small_cluster_toml(1, gpus, gpu_type=gpu_type, cpus=len(os.sched_getaffinity(0)),
+                                 memory_gb=HOST_MEMORY_MB // 1000)  # this machine as a one-node cluster
     policy = GpuJourney()
     async with World(backend, tmp_path, policy=policy, round_s=0.2, cluster_toml=cluster, pass_env=pass_env) as w:
         agent = w.agents["r0-n0"]

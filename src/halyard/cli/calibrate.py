@@ -28,6 +28,7 @@ import datetime
 import json
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ COPY_BYTES = 1 << 30
 MLP_WIDTH, MLP_DEPTH, MLP_BATCH = 4096, 8, 256
 ALLREDUCE_BYTES = 256 << 20
 REPEATS = 20
+WARMUP_CALLS = 3  # cuDNN's autotuner (benchmark mode) and the caching allocator settle in these
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -109,9 +111,9 @@ def _models_arg(text: str) -> list[str] | str:
 # --- measurements (GPU only) --------------------------------------------------------
 
 
-def _timed(torch, fn, repeats: int = REPEATS) -> float:
-    """Seconds per call of ``fn`` on the current CUDA stream (after warm-up)."""
-    for _ in range(3):
+def timed(torch, fn, repeats: int = REPEATS) -> float:
+    """Seconds per call of ``fn`` on the current CUDA stream (after ``WARMUP_CALLS`` calls)."""
+    for _ in range(WARMUP_CALLS):
         fn()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -142,7 +144,7 @@ def measure(*, gpu_type: str | None = None, collectives: bool = True) -> dict[st
 
     src = torch.empty(COPY_BYTES, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
-    copy_s = _timed(torch, lambda: dst.copy_(src))
+    copy_s = timed(torch, lambda: dst.copy_(src))
     memory_gbyte_s = 2 * COPY_BYTES / copy_s / 1e9  # read + write
 
     layers = []
@@ -161,10 +163,10 @@ def measure(*, gpu_type: str | None = None, collectives: bool = True) -> dict[st
         model(x).square().mean().backward()
         optimizer.step()
 
-    forward_s = _timed(torch, forward)
+    forward_s = timed(torch, forward)
     torch.cuda.reset_peak_memory_stats(device)
     base = torch.cuda.memory_allocated(device)
-    step_s = _timed(torch, step)
+    step_s = timed(torch, step)
     activation_bytes = max(0, torch.cuda.max_memory_allocated(device) - base)
     parameters = sum(p.numel() for p in model.parameters())
 
@@ -203,7 +205,7 @@ def matmul_tflops(torch, device, dtype, tf32: bool) -> float:
     try:
         a = torch.randn(MATMUL_N, MATMUL_N, device=device, dtype=dtype)
         b = torch.randn(MATMUL_N, MATMUL_N, device=device, dtype=dtype)
-        return 2 * MATMUL_N**3 / _timed(torch, lambda: a @ b) / 1e12
+        return 2 * MATMUL_N**3 / timed(torch, lambda: a @ b) / 1e12
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
 
@@ -228,7 +230,7 @@ def _allreduce_worker(rank: int, count: int, result) -> None:
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", rank=rank, world_size=count)
     tensor = torch.ones(ALLREDUCE_BYTES // 4, device=f"cuda:{rank}")
-    seconds = _timed(torch, lambda: dist.all_reduce(tensor), repeats=10)
+    seconds = timed(torch, lambda: dist.all_reduce(tensor), repeats=10)
     if rank == 0:
         result.put(2 * (count - 1) / count * ALLREDUCE_BYTES / seconds / 1e9)
     dist.destroy_process_group()
@@ -285,30 +287,28 @@ def to_toml(profile: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _figures_mapped(x: Any, figure: Callable[[Any], Any | None]) -> Any:
+    """``x`` (dicts and lists of measurements) with each figure replaced by ``figure(part)``: the parts for
+    which it returns something else than None."""
+    if (mapped := figure(x)) is not None:
+        return mapped
+    if isinstance(x, dict):
+        return {k: _figures_mapped(v, figure) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_figures_mapped(v, figure) for v in x]
+    return x
+
+
 def from_json(doc: dict[str, Any]) -> dict[str, Any]:
     """The profile :func:`to_json` wrote, as :func:`measure` returns it (``{value, source}`` become tuples)."""
-    def tuples(x: Any) -> Any:
-        if isinstance(x, dict) and set(x) == {"value", "source"}:
-            return (x["value"], x["source"])
-        if isinstance(x, dict):
-            return {k: tuples(v) for k, v in x.items()}
-        if isinstance(x, list):
-            return [tuples(v) for v in x]
-        return x
-    return tuples(doc)
+    return _figures_mapped(doc, lambda x: (x["value"], x["source"])
+                           if isinstance(x, dict) and set(x) == {"value", "source"} else None)
 
 
 def to_json(profile: dict[str, Any]) -> dict[str, Any]:
-    """Every measurement with its source, for reports (tuples become ``{value, source}``)."""
-    def plain(x: Any) -> Any:
-        if isinstance(x, tuple) and len(x) == 2 and isinstance(x[1], str):
-            return {"value": x[0], "source": x[1]}
-        if isinstance(x, dict):
-            return {k: plain(v) for k, v in x.items()}
-        if isinstance(x, list):
-            return [plain(v) for v in x]
-        return x
-    return plain(profile)
+    """Every measurement with its source, for reports (``(value, source)`` tuples become ``{value, source}``)."""
+    return _figures_mapped(profile, lambda x: {"value": x[0], "source": x[1]}
+                           if isinstance(x, tuple) and len(x) == 2 and isinstance(x[1], str) else None)
 
 
 def _quote_key(name: str) -> str:

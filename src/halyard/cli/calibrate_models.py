@@ -11,13 +11,13 @@ compares like with like.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
-WARMUP_STEPS = 3  # cuDNN's autotuner (benchmark mode) picks its kernels in these
-TIMED_STEPS = 10
+TIMED_STEPS = 10  # after calibrate's warm-up calls
 IMAGE_SIDE = 224  # ImageNet's crop, as every image model of the catalog trains
+IMAGENET_CLASSES = 1000  # torchvision's classifiers' default head
+ERROR_CHARS = 300  # of a failed model's error kept in the record
 TORCHVISION = {  # catalog name -> torchvision builder
     "alexnet": "alexnet", "resnet18": "resnet18", "resnet50": "resnet50", "mobilenetv2": "mobilenet_v2",
     "mobilenetv3": "mobilenet_v3_small", "shufflenetv2": "shufflenet_v2_x1_0", "vgg11": "vgg11", "vgg16": "vgg16",
@@ -54,7 +54,7 @@ def _model_and_step(torch, name: str, batch: int, device) -> tuple[Any, Callable
 
         model = torchvision.models.get_model(TORCHVISION[name], weights=None).to(device)
         images = torch.randn(batch, 3, IMAGE_SIDE, IMAGE_SIDE, device=device)
-        labels = torch.randint(0, 1000, (batch,), device=device)
+        labels = torch.randint(0, IMAGENET_CLASSES, (batch,), device=device)
         return model, lambda: torch.nn.functional.cross_entropy(model(images), labels)
     if name == "lstm":
 
@@ -85,48 +85,33 @@ def _model_and_step(torch, name: str, batch: int, device) -> tuple[Any, Callable
     return model, lambda: model(input_ids=ids, labels=ids).loss
 
 
-def time_training_step(torch, name: str, batch: int, precision: str, device: str = "cuda:0") -> dict[str, Any]:
-    """Seconds per training step of catalog model ``name`` at per-GPU ``batch`` on ``device`` (CUDA events
-    time a GPU; the CPU, for checking this code without one, by the wall clock), and its parameters and
-    peak memory."""
-    on = torch.device(device)
-    cuda = on.type == "cuda"
+def time_training_step(torch, name: str, batch: int, precision: str) -> dict[str, Any]:
+    """Seconds per training step of catalog model ``name`` at per-GPU ``batch`` on ``cuda:0``, and its
+    parameters and peak memory."""
+    from halyard.cli.calibrate import timed
+
+    device = torch.device("cuda:0")
     torch.backends.cudnn.benchmark = True
-    model, loss_of = _model_and_step(torch, name, batch, on)
+    model, loss_of = _model_and_step(torch, name, batch, device)
     adam = name in TRANSFORMERS  # the transformers fine-tune with Adam(W); the others train with SGD + momentum
     optimizer = (torch.optim.AdamW(model.parameters(), lr=1e-5) if adam
                  else torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9))
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(on.type, dtype=torch.bfloat16, enabled=precision == "amp"):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "amp"):
             loss = loss_of()
         loss.backward()
         optimizer.step()
 
-    if cuda:
-        torch.cuda.reset_peak_memory_stats(on)
-    for _ in range(WARMUP_STEPS):
-        step()
-    if cuda:
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-    began = time.perf_counter()
-    for _ in range(TIMED_STEPS):
-        step()
-    if cuda:
-        end.record()
-        torch.cuda.synchronize()
-    seconds = (start.elapsed_time(end) / 1000.0 if cuda else time.perf_counter() - began) / TIMED_STEPS
-    return {"model": name, "batch": batch, "precision": precision, "step_s": seconds,
+    torch.cuda.reset_peak_memory_stats(device)
+    return {"model": name, "batch": batch, "precision": precision, "step_s": timed(torch, step, TIMED_STEPS),
             "parameters": sum(p.numel() for p in model.parameters()),
-            "peak_memory_gib": torch.cuda.max_memory_allocated(on) / 2**30 if cuda else None,
+            "peak_memory_gib": torch.cuda.max_memory_allocated(device) / 2**30,
             "optimizer": "AdamW" if adam else "SGD+momentum"}
 
 
-def measure_models(names: list[str], batches: dict[str, int], log: Callable[[str], None],
-                   device: str = "cuda:0") -> list[dict[str, Any]]:
+def measure_models(names: list[str], batches: dict[str, int], log: Callable[[str], None]) -> list[dict[str, Any]]:
     """Every model of ``names`` in both precisions; a model that fails (a missing package, out of memory) is
     recorded with its error, and the rest still run."""
     import torch
@@ -135,12 +120,11 @@ def measure_models(names: list[str], batches: dict[str, int], log: Callable[[str
     for name in names:
         for precision in PRECISIONS:
             try:
-                row = time_training_step(torch, name, batches[name], precision, device)
+                row = time_training_step(torch, name, batches[name], precision)
             except Exception as exc:  # one model's failure must not lose the others' measurements
                 row = {"model": name, "batch": batches[name], "precision": precision,
-                       "error": f"{type(exc).__name__}: {exc}"[:300]}
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()  # the model's memory, free once its step's function returned
+                       "error": f"{type(exc).__name__}: {exc}"[:ERROR_CHARS]}
+            torch.cuda.empty_cache()  # the model's memory, free once its step's function returned
             rows.append(row)
             log(f"{name} bs{batches[name]} {precision}: "
                 + (f"{row['step_s'] * 1e3:.2f} ms" if "step_s" in row else row["error"]))

@@ -40,8 +40,10 @@ WAIT_TIMEOUT_S = 60.0
 READY_TIMEOUT_S = WAIT_TIMEOUT_S
 
 
-def small_cluster_toml(nodes: int, gpus_per_node: int = 8, nodes_per_rack: int = 4) -> str:
-    """A cluster of ``nodes`` V100 servers (Synergy's: 24 cores, 500 GB), 4 per rack.
+def small_cluster_toml(nodes: int, gpus_per_node: int = 8, nodes_per_rack: int = 4, *, gpu_type: str = "V100",
+                       cpus: int = 24, memory_gb: int = 500) -> str:
+    """A cluster of ``nodes`` V100 servers (Synergy's: 24 cores, 500 GB), 4 per rack; or of other servers
+    (``gpu_type``, ``cpus``, ``memory_gb``: this machine as a one-node cluster, say).
 
     Link figures are the bundled ``default`` cluster's, sourced there
     (src/halyard/data/clusters/default.toml): NVLink 150 GB/s one way, 200 Gbit/s
@@ -51,7 +53,8 @@ def small_cluster_toml(nodes: int, gpus_per_node: int = 8, nodes_per_rack: int =
     blocks = [f'name = "test-{nodes}"\n']
     for r, count in enumerate(racks):
         blocks.append(f'[[racks]]\nname = "r{r}"\nuplink_gbit_s = 400\n[[racks.nodes]]\nname = "r{r}-n{{i}}"\n'
-                      f'count = {count}\ngpu_type = "V100"\ngpus = {gpus_per_node}\ncpus = 24\nmemory_gb = 500\n'
+                      f'count = {count}\ngpu_type = "{gpu_type}"\ngpus = {gpus_per_node}\ncpus = {cpus}\n'
+                      f'memory_gb = {memory_gb}\n'
                       f'fabric = "nvlink"\nfabric_gbyte_s = 150\nnic_gbit_s = 200\n')
     return "\n".join(blocks)
 
