@@ -12,8 +12,10 @@ The machine's timing noise reaches 20-50% between runs, so a benchmark also prin
 * ``victims``: Dally's preemption victims built (``_Victim`` objects; made lazily, only when a pass
   walks that far down the list);
 * ``offers``: Dally's offers answered by Algorithm 1 (``delay_decision`` calls, wherever Dally's modules
-  make them: its pass, ``+reauction``, ``+hoard``'s bids; in ``+staggered``'s incremental auctions one per
-  bid, ``Auctions.decide``, which asks ``delay_decision`` only when no machine fits);
+  make them: its pass, ``+reauction``, ``+hoard``'s bids; and the offers ``DelayScheduling.offer`` answered
+  with a machine alone, ``machine_offer`` finding one, before any timer is asked, which then asks no
+  ``delay_decision``; in ``+staggered``'s incremental auctions one per bid, ``Auctions.decide``, which asks
+  ``delay_decision`` only when no machine fits);
 * ``victim_lists``: the lists of Dally's victims made (``NwSensPreemption.listed`` calls: every running job's
   Nw_sens, the victims above the pass's lowest waiting one sorted worst first);
 * ``searches``: Dally's preemption searches worked out (``_with_victims`` calls: the cheapest victims that free
@@ -35,14 +37,13 @@ from collections import Counter
 from collections.abc import Iterator
 
 from halyard.emulator import fabric as fabric_module
-from halyard.policies import dally as dally_policy_module
 from halyard.policies import dally_clustersim, dally_pass, dally_stages, dally_staggered
 from halyard.policies import dally_preemption as dally_module
 
 COUNT_NAMES = ("passes", "skipped", "keyed", "settles", "links_solved", "victims", "offers", "victim_lists", "searches",
                "releases", "retakes")
 # The modules that call Algorithm 1 by the name they imported it under (each is wrapped for ``offers``).
-OFFER_MODULES = (dally_stages, dally_policy_module, dally_clustersim)
+OFFER_MODULES = (dally_stages, dally_clustersim)
 
 
 @contextlib.contextmanager
@@ -68,11 +69,17 @@ def counting(policy: object) -> Iterator[Counter[str]]:
         counts["victims"] += 1
         victim_init(self, *args, **kwargs)
 
-    decide = dally_stages.delay_decision
+    decide, machine = dally_stages.delay_decision, dally_stages.machine_offer
 
     def offered(*args, **kwargs):
         counts["offers"] += 1
         return decide(*args, **kwargs)
+
+    def machine_found(*args, **kwargs):
+        picked = machine(*args, **kwargs)
+        if picked is not None:  # (when it finds none, the delay_decision that follows counts the offer)
+            counts["offers"] += 1
+        return picked
 
     auctions = dally_staggered.Auctions
     auction_decide, auction_run, listed = auctions.decide, auctions.run, dally_module.NwSensPreemption.listed
@@ -119,6 +126,7 @@ def counting(policy: object) -> Iterator[Counter[str]]:
     victim_cls.__init__ = made
     for module in OFFER_MODULES:
         module.delay_decision = offered
+    dally_stages.machine_offer = machine_found
     auctions.decide, auctions.run, dally_module.NwSensPreemption.listed = bid, run, listing
     auctions.retakes = retook
     dally_module._with_victims = dally_pass._with_victims = searched
@@ -133,6 +141,7 @@ def counting(policy: object) -> Iterator[Counter[str]]:
         victim_cls.__init__ = victim_init
         for module in OFFER_MODULES:
             module.delay_decision = decide
+        dally_stages.machine_offer = machine
         if key is not None:
             if own:
                 ordering.key = key

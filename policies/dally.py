@@ -157,7 +157,7 @@ from halyard.datamodel import Allocation, ValidationError
 from halyard.policies.adjusting import adjust, applied, rejected
 from halyard.policies.dally_pass import TOLD_CODES_KEY, DallyPass
 from halyard.policies.dally_preemption import NwSensPreemption
-from halyard.policies.dally_stages import DelayScheduling, NwSensOrdering, delay_decision, starvation
+from halyard.policies.dally_stages import DelayScheduling, NwSensOrdering, starvation
 from halyard.policies.dally_timers import AutoTuner, TimerSource
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, usable_gpus
@@ -402,11 +402,9 @@ class Dally:
         """Algorithm 1 for one bid of ``reauction``'s pass (:meth:`DelayScheduling.decide`'s answer): a
         lease-ended job's last assignment is this lease end, so its starvation is zero (lines 1-2)."""
         if not lease_ended:
-            return self.delay.decide(view, job, free, state)
-        t_mc, t_rk = self.delay.job_timers(view, job, state)
+            return self.delay.decide(view, job, free, state, lazy=True)
         avail = usable_gpus(free, view.shape, self.delay.statics.of(view, job).gpu_types)
-        decision = delay_decision(avail, view.shape, job.spec.num_gpus, 0.0, t_mc, t_rk, self.delay.first_fit)
-        return decision, avail, 0.0, t_mc, t_rk
+        return self.delay.offer(view, job, avail, 0.0, state, lazy=True)
 
     def _ended_leases(self, view: ClusterView, state: PassState) -> set[str]:
         """``lease``: the running jobs whose lease has ended since their last re-offer (recorded in

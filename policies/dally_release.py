@@ -58,7 +58,7 @@ import dataclasses
 import math
 
 from halyard.policies.passstate import PassState
-from halyard.policies.view import ClusterView
+from halyard.policies.view import ClusterView, JobInfo
 
 # cluster-sim's IntraJobScheduler.CHECKPOINTING_OVERHEAD_PER_GPU: seconds per released GPU before the release's auction.
 RELEASE_DELAY_PER_GPU_S = 1.0
@@ -71,7 +71,13 @@ IDLE_AUCTION_S = 60.0
 # Float slack when a lease end is compared with the pass's instant: a pass the policy asked for at exactly the
 # lease end (wake_at) sees ``now`` equal to it up to the rounding of ``start + lease_s``.
 LEASE_END_SLACK_S = 1e-9
+# ReleaseAuctions keeps the entries of jobs that stopped running until they outnumber the running ones twice over
+# plus this many (a bound on its memory; the figure only sets how often it is swept).
+KEPT_SLACK = 1024
 OFFERED_KEY = "dally/lease-offered"  # PassState: job id -> (last assignment, this pass's instant) for ended leases
+# ReleaseAuctions' kept entry of a running job: (lease end, auction instant, its ``began`` entry, (last assignment,
+# allocation, iteration s, GPUs, spec)).
+Kept = tuple[float, float, object, tuple[object, ...]]
 
 
 @dataclasses.dataclass
@@ -86,6 +92,10 @@ class ReleaseAuctions:
     no_rounds: bool = False  # ``+no-rounds``: no pass at round boundaries; an idle cluster is auctioned every minute
     # job id -> (last assignment time, when its current lease began): the pass of a lease end that left it its GPUs
     began: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    # job id -> (lease end, auction instant, and what they were worked out from), and the view's figures every
+    # entry depends on (the round, the facts). A memo, not learning: :meth:`_kept_entries`.
+    _kept: dict[str, Kept] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    _kept_for: tuple[object, ...] = dataclasses.field(default=(None,) * 5, repr=False, compare=False)
 
     def lease_start(self, job_id: str, last: float) -> float:
         kept = self.began.get(job_id)
@@ -109,9 +119,15 @@ class ReleaseAuctions:
         """The running jobs whose lease has ended by ``view.now`` (``Dally._ended_leases`` with this option),
         recorded in the pass's state: if the job keeps its GPUs, its next lease begins now."""
         seen = state.setdefault(OFFERED_KEY, dict)
+        now = view.now
+        kept, began = self._kept_entries(view), self.began.get
         for job_id, job in view.running.items():
-            if view.now >= self.lease_end(view, job_id) - LEASE_END_SLACK_S:
-                seen[job_id] = (job.last_assignment_time, view.now)
+            entry = kept.get(job_id)
+            if entry is None or entry[2] is not began(job_id) or entry[3] != (
+                    job.last_assignment_time, job.allocation, job.iteration_s, job.num_gpus, job.spec):
+                entry = self._entry(view, job_id, job)
+            if now >= entry[0] - LEASE_END_SLACK_S:
+                seen[job_id] = (job.last_assignment_time, now)
         return set(seen)
 
     def auction_at(self, view: ClusterView, job_id: str) -> float:
@@ -125,8 +141,42 @@ class ReleaseAuctions:
         among the running jobs; inf when none runs."""
         if self.no_rounds and not view.running and view.pending:
             return view.now + IDLE_AUCTION_S
-        due = (self.auction_at(view, job_id) for job_id in view.running)
-        return min((t for t in due if t > view.now), default=math.inf)
+        now, soonest = view.now, math.inf
+        kept, began = self._kept_entries(view), self.began.get
+        for job_id, job in view.running.items():
+            entry = kept.get(job_id)
+            if entry is None or entry[2] is not began(job_id) or entry[3] != (
+                    job.last_assignment_time, job.allocation, job.iteration_s, job.num_gpus, job.spec):
+                entry = self._entry(view, job_id, job)
+            t = entry[1]
+            if now < t < soonest:
+                soonest = t
+        return soonest
+
+    def _kept_entries(self, view: ClusterView) -> dict[str, Kept]:
+        """Job id -> (:meth:`lease_end`, :meth:`auction_at`, its :attr:`began` entry, (last assignment, allocation,
+        iteration time, GPUs, spec)), kept from call to call for :meth:`ended` and :meth:`wake_at`: an entry
+        serves while the job's figures it was worked out from are equal (the allocation and the spec compared
+        as the same objects first, as tuples compare) and its :attr:`began` entry is the same object, for the
+        view's round and facts. The simulator asks for the next auction after every pass, and working both
+        out afresh for every running job, twice a pass, was most of ``dally``'s CPU on loaded Philly (issue 38);
+        a changed figure makes the entry anew, so every answer equals the plain computation
+        (``tests/test_dally_release.py`` holds it to it on drawn views)."""
+        facts = view.facts
+        if (view.round_s, self.lease_rounds, self.events, self.delay) != self._kept_for[:4] \
+                or facts is not self._kept_for[4]:
+            self._kept, self._kept_for = {}, (view.round_s, self.lease_rounds, self.events, self.delay, facts)
+        if len(self._kept) > 2 * len(view.running) + KEPT_SLACK:
+            self._kept = {k: v for k, v in self._kept.items() if k in view.running}
+        return self._kept
+
+    def _entry(self, view: ClusterView, job_id: str, job: JobInfo) -> Kept:
+        """:meth:`_kept_entries`' entry of a running job, worked out afresh and kept."""
+        end = self.lease_end(view, job_id)
+        entry = self._kept[job_id] = (
+            end, end + (RELEASE_DELAY_PER_GPU_S * job.num_gpus if self.delay else 0.0), self.began.get(job_id),
+            (job.last_assignment_time, job.allocation, job.iteration_s, job.num_gpus, job.spec))
+        return entry
 
     def on_applied(self, view: ClusterView, state: PassState) -> None:
         """Keep this pass's ended leases (what is left to them starts a new lease now), for the running jobs."""

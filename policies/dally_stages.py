@@ -7,6 +7,7 @@ Part of the Dally policy; :mod:`halyard.policies.dally` says what each piece is 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -116,16 +117,26 @@ class JobStatics:
             self._spreads = {k: v for k, v in self._spreads.items() if k in view.running}
 
 
+def machine_offer(avail: np.ndarray, shape: ClusterShape, demand: int, first_fit: FirstFit | None = None,
+                  ) -> Picked | None:
+    """Algorithm 1 lines 5-8 alone: one machine of the offer ``avail`` with ``demand`` GPUs, or None. They read
+    neither timer, so a caller that needs the timers only when no machine fits asks this first and
+    :func:`delay_decision` (with ``machine_tried``) only then (:meth:`DelayScheduling.decide`'s ``lazy``)."""
+    return on_machine(avail, demand) if first_fit is None else first_fit.on_machine(avail, shape, demand)
+
+
 def delay_decision(avail: np.ndarray, shape: ClusterShape, demand: int, starvation_s: float,
                    machine_timer_s: float, rack_timer_s: float, first_fit: FirstFit | None = None,
-                   ) -> tuple[Picked, Level] | None:
+                   machine_tried: bool = False) -> tuple[Picked, Level] | None:
     """Algorithm 1 on the offer ``avail`` (usable GPUs per node): a placement and its level, or None (reject).
     ``first_fit`` (``+first-fit``, policies/dally_first_fit.py): the GPUs of each tier as cluster-sim picks
-    them, instead of the best fit; which tier, and whether the job accepts, are the same."""
+    them, instead of the best fit; which tier, and whether the job accepts, are the same. ``machine_tried``:
+    the caller's :func:`machine_offer` found no machine (lines 5-8 are not asked again)."""
     ff = first_fit
-    picked = on_machine(avail, demand) if ff is None else ff.on_machine(avail, shape, demand)  # lines 5-9
-    if picked is not None:
-        return picked, Level.MACHINE
+    if not machine_tried:
+        picked = on_machine(avail, demand) if ff is None else ff.on_machine(avail, shape, demand)  # lines 5-9
+        if picked is not None:
+            return picked, Level.MACHINE
     if starvation_s < machine_timer_s:                      # lines 10-12
         return None
     picked = on_rack(avail, shape, demand) if ff is None else ff.on_rack(avail, shape, demand)  # lines 13-17
@@ -199,21 +210,35 @@ class DelayScheduling(Placement):
         return t_mc, t_rk
 
     def decide(self, view: ClusterView, job: JobInfo, free: FreeResources, state: PassState,
-               offers: dict[GpuTypes, np.ndarray] | None = None,
+               offers: dict[GpuTypes, np.ndarray] | None = None, lazy: bool = False,
                ) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
         """Algorithm 1 for ``job`` on ``free``: (decision or None, usable GPUs, starvation, T_Mc, T_Rk).
 
         ``offers``: usable GPUs per GPU-type set on this ``free``, filled and read here; the caller
-        empties it whenever ``free`` changes."""
+        empties it whenever ``free`` changes. ``lazy``: the caller reads the timers only when the job
+        takes no machine (lines 5-8 need none), so they are worked out only then, and are NaN when it
+        takes one (a loaded re-auction's bids mostly take a machine, and their timers, each acceptance of
+        the pass making its demand's anew, were a sixth of ``dally``'s pass; :meth:`job_timers` is a pure
+        function of the pass, so asking it less changes no answer)."""
         wait_s = starvation(view, job)
-        t_mc, t_rk = self.job_timers(view, job, state)
         types = self.statics.of(view, job).gpu_types
         avail = None if offers is None else offers.get(types)
         if avail is None:
             avail = usable_gpus(free, view.shape, types)
             if offers is not None:
                 offers[types] = avail
-        decision = delay_decision(avail, view.shape, job.spec.num_gpus, wait_s, t_mc, t_rk, self.first_fit)
+        return self.offer(view, job, avail, wait_s, state, lazy)
+
+    def offer(self, view: ClusterView, job: JobInfo, avail: np.ndarray, wait_s: float, state: PassState,
+              lazy: bool = False) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
+        """:meth:`decide` on the offer ``avail`` with starvation ``wait_s``."""
+        demand = job.spec.num_gpus
+        if lazy:
+            picked = machine_offer(avail, view.shape, demand, self.first_fit)
+            if picked is not None:
+                return (picked, Level.MACHINE), avail, wait_s, math.nan, math.nan
+        t_mc, t_rk = self.job_timers(view, job, state)
+        decision = delay_decision(avail, view.shape, demand, wait_s, t_mc, t_rk, self.first_fit, lazy)
         return decision, avail, wait_s, t_mc, t_rk
 
     @staticmethod

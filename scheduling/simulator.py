@@ -123,6 +123,9 @@ class Simulator:
         next_arrival()
         round_at = math.inf  # the next round's (or wake's) instant; a pushed round at another instant is stale
         wakes = getattr(policy, "wake_at", None) is not None
+        # The policy's last wake_at answer. An instant that changed nothing (stale completions and rounds only)
+        # leaves the jobs and the policy as they were, so the answer stands while it is still ahead.
+        wake_due = math.inf
         finished = 0
         while heap:
             now = heap[0][0]
@@ -156,7 +159,9 @@ class Simulator:
             if (policy.needs_rounds or self.rounds_only) and waiting:
                 due = (math.floor(now / self.round_s) + 1) * self.round_s
             if wakes:  # a pass the policy asks for between rounds (SchedulingCore.wake_at)
-                due = min(due, core.wake_at(now))
+                if changed or not now < wake_due:
+                    wake_due = core.wake_at(now)
+                due = min(due, wake_due)
             if due < round_at:
                 round_at = due
                 self._push(round_at, _ROUND, "", 0)

@@ -5,6 +5,7 @@ Halyard to; the options are on ``+reauction``, on in the ``dally`` presets and o
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from factories import job
@@ -13,8 +14,17 @@ from policy_fakes import FakeJob, on, view_of
 from halyard.datamodel import EventKind, JobSpec, ValidationError, parse_cluster
 from halyard.policies import make_policy
 from halyard.policies.dally import LEASE_ROUNDS
-from halyard.policies.dally_release import EVENT_S, IDLE_AUCTION_S, RELEASE_DELAY_PER_GPU_S, event_lease_s
+from halyard.policies.dally_release import (
+    EVENT_S,
+    IDLE_AUCTION_S,
+    LEASE_END_SLACK_S,
+    RELEASE_DELAY_PER_GPU_S,
+    event_lease_s,
+)
+from halyard.policies.facts import ClusterFacts
 from halyard.policies.passstate import PassState
+from halyard.policies.resources import FreeResources
+from halyard.policies.view import ClusterView
 from halyard.scheduling import Simulator
 from halyard.scheduling.timing import performance_model_for
 from halyard.testing.cluster import small_cluster_toml
@@ -134,3 +144,54 @@ def test_off_by_default_and_need_their_base():
     for option in ("release-delay", "event-leases", "no-rounds"):
         with pytest.raises(ValidationError, match="needs \\+auction-on-release"):
             make_policy(f"dally-literal+reauction+{option}")
+
+
+@pytest.mark.parametrize("name", ["dally", "dally-manual-literal+reauction+auction-on-release"])
+@pytest.mark.parametrize("seed", range(6))
+def test_kept_lease_ends_equal_the_plain_computation_on_drawn_views(small_cluster, perf, name, seed):
+    """``ReleaseAuctions._due`` keeps each running job's lease end and auction instant from call to call (issue 38:
+    working them out afresh after every instant was most of ``dally``'s CPU). On drawn views, sharing one set of
+    facts as the core's do, with jobs that start, stop, move, are re-rated, keep their GPUs at a lease end (a new
+    :attr:`began` entry) or get a new spec, ``wake_at`` and ``ended`` must answer what ``lease_end`` and
+    ``auction_at`` give worked out afresh."""
+    rng = random.Random(seed)
+    policy = make_policy(name)
+    release = policy.release
+    facts = ClusterFacts(small_cluster, perf)
+    nodes = [n.name for n in small_cluster.nodes]
+    jobs: dict[str, FakeJob] = {}
+    now = 0.0
+    for _ in range(120):
+        now += rng.choice((0.0, 1.0, 30.0, 150.0, 299.0, 300.0, 700.0))
+        for _change in range(rng.randint(0, 3)):
+            job_id = f"j{rng.randint(0, 9)}"
+            kind = rng.random()
+            if job_id not in jobs or kind < 0.2:  # starts (again), on some node
+                spec = job(rng.choice((1, 2, 4)), job_id=job_id, model=rng.choice(("resnet50", "vgg11")))
+                jobs[job_id] = FakeJob(spec, allocation=on(small_cluster, (rng.choice(nodes), rng.choice((1, 2, 4)))),
+                                       last_assignment_time=now, ideal_iteration_s=rng.choice((0.1, 0.25, 1.0)))
+            elif kind < 0.4:
+                jobs[job_id].ideal_iteration_s = rng.choice((0.1, 0.25, 0.5, 1.0, 3.0))  # re-rated, no event
+            elif kind < 0.5:  # moved or resized (a resize without a checkpoint keeps its last assignment)
+                jobs[job_id].allocation = on(small_cluster, (rng.choice(nodes), rng.choice((1, 2, 4))))
+                if rng.random() < 0.5:
+                    jobs[job_id].last_assignment_time = now
+            elif kind < 0.55:
+                jobs[job_id].allocation = None  # (a view built by hand: it holds nothing, so no lease ends)
+            elif kind < 0.6:
+                jobs[job_id].spec = job(rng.choice((1, 2, 4)), job_id=job_id, model="resnet50")
+            elif kind < 0.7:
+                jobs[job_id].last_assignment_time = now  # (a view built by hand may change it alone)
+            elif kind < 0.8:
+                del jobs[job_id]
+        running = {j.job_id: j for j in jobs.values()}
+        view = ClusterView(now=now, cluster=small_cluster, free=FreeResources(small_cluster), running=running,
+                           pending=[], perf=perf, round_s=300.0, pending_demand={}, facts=facts)
+        due = [release.auction_at(view, job_id) for job_id in running]
+        assert release.wake_at(view) == min((t for t in due if t > now), default=math.inf)
+        state = PassState()
+        ended = release.ended(view, state)
+        assert ended == {job_id for job_id in running
+                         if now >= release.lease_end(view, job_id) - LEASE_END_SLACK_S}
+        if rng.random() < 0.7:  # the pass was applied: the ended leases that kept their GPUs start anew
+            release.on_applied(view, state)
