@@ -37,13 +37,14 @@ from collections import Counter
 from collections.abc import Iterator
 
 from halyard.emulator import fabric as fabric_module
+from halyard.policies import dally as dally_policy_module
 from halyard.policies import dally_clustersim, dally_pass, dally_stages, dally_staggered
 from halyard.policies import dally_preemption as dally_module
 
 COUNT_NAMES = ("passes", "skipped", "keyed", "settles", "links_solved", "victims", "offers", "victim_lists", "searches",
                "releases", "retakes")
 # The modules that call Algorithm 1 by the name they imported it under (each is wrapped for ``offers``).
-OFFER_MODULES = (dally_stages, dally_clustersim)
+OFFER_MODULES = (dally_stages, dally_policy_module, dally_clustersim)
 
 
 @contextlib.contextmanager

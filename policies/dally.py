@@ -157,8 +157,10 @@ from halyard.datamodel import Allocation, ValidationError
 from halyard.policies.adjusting import adjust, applied, rejected
 from halyard.policies.dally_pass import TOLD_CODES_KEY, DallyPass
 from halyard.policies.dally_preemption import NwSensPreemption
-from halyard.policies.dally_stages import DelayScheduling, NwSensOrdering, starvation
+from halyard.policies.dally_stages import DelayScheduling, NwSensOrdering, delay_decision, starvation
+from halyard.policies.dally_staggered import KeptOffer
 from halyard.policies.dally_timers import AutoTuner, TimerSource
+from halyard.policies.facts import ClusterShape, GpuTypes
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, usable_gpus
 from halyard.policies.plan import Plan
@@ -235,6 +237,8 @@ class Dally:
         self.staggered: Callable[[Dally, ClusterView, PassState, set[str], Plan], FreeResources] | None = None
         # ``+auction-on-release`` (policies/dally_release.py): each lease ends, and is re-auctioned, at its own instant.
         self.release: ReleaseAuctions | None = None
+        # (shape, its per-node lists) for the re-auction's kept offers (_KeptOffers; a memo, not learning)
+        self._lists: tuple[ClusterShape, tuple[list[int], list[int], list[int], list[int]]] | None = None
 
     @property
     def timers(self) -> TimerSource:
@@ -375,9 +379,10 @@ class Dally:
                        key=lambda j: (sens[j.job_id], j.spec.submit_time, j.arrival_seq))
         starts: list[tuple[str, Allocation]] = []
         moves: dict[str, Allocation] = {}
+        offers = _KeptOffers(free, view.shape, self) if self.shortcuts else None
         for job in order:
             lease_ended = job.job_id in ended
-            decision, avail, wait_s, t_mc, t_rk = self._bid(view, job, free, state, lease_ended)
+            decision, avail, wait_s, t_mc, t_rk = self._bid(view, job, free, state, lease_ended, offers)
             if decision is None:
                 if lease_ended:
                     plan.preempt(job.job_id)  # back into the wait queue (§4.3.2)
@@ -387,9 +392,12 @@ class Dally:
             picked, level = decision
             allocation = build_allocation(free, picked)
             free.take(allocation)
+            if offers is not None:
+                offers.took(picked)
             self.delay.accept(view, job, level, wait_s, state)
             if self.hoard is not None:  # ``+hoard``: its bid between lease ends, at its place in the order
                 self.hoard.bid_one(self, view, state, job, free)
+                offers = None  # (what it took is not followed: the offers are worked out afresh from here)
             if not lease_ended:
                 starts.append((job.job_id, allocation))
             elif _gpus_of(allocation) != _gpus_of(allocation_of(job)):
@@ -398,13 +406,31 @@ class Dally:
         return free
 
     def _bid(self, view: ClusterView, job: JobInfo, free: FreeResources, state: PassState, lease_ended: bool,
-             ) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
+             offers: _KeptOffers | None = None) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
         """Algorithm 1 for one bid of ``reauction``'s pass (:meth:`DelayScheduling.decide`'s answer): a
-        lease-ended job's last assignment is this lease end, so its starvation is zero (lines 1-2)."""
-        if not lease_ended:
-            return self.delay.decide(view, job, free, state, lazy=True)
-        avail = usable_gpus(free, view.shape, self.delay.statics.of(view, job).gpu_types)
-        return self.delay.offer(view, job, avail, 0.0, state, lazy=True)
+        lease-ended job's last assignment is this lease end, so its starvation is zero (lines 1-2).
+
+        With :attr:`shortcuts` the timers are worked out only when the job takes no machine (NaN when it
+        does: the callers read them only for a job that takes nothing) and ``offers`` (the pass's usable GPUs,
+        kept as its bids take them) stands for ``usable_gpus`` of ``free``."""
+        if not self.shortcuts:
+            if not lease_ended:
+                return self.delay.decide(view, job, free, state)
+            t_mc, t_rk = self.delay.job_timers(view, job, state)
+            avail = usable_gpus(free, view.shape, self.delay.statics.of(view, job).gpu_types)
+            decision = delay_decision(avail, view.shape, job.spec.num_gpus, 0.0, t_mc, t_rk, self.delay.first_fit)
+            return decision, avail, 0.0, t_mc, t_rk
+        types = self.delay.statics.of(view, job).gpu_types
+        avail = usable_gpus(free, view.shape, types) if offers is None else offers.of(types)
+        return self.delay.offer(view, job, avail, 0.0 if lease_ended else starvation(view, job), state, lazy=True)
+
+    def _shape_lists(self, shape: ClusterShape) -> tuple[list[int], list[int], list[int], list[int]]:
+        """The GPUs, CPUs, memory and rack of each node of ``shape`` as lists (what KeptOffer reads), once per shape."""
+        kept = self._lists
+        if kept is None or kept[0] is not shape:
+            kept = self._lists = (shape, (shape.gpus.tolist(), shape.cpus.tolist(), shape.memory_mb.tolist(),
+                                          shape.rack.tolist()))
+        return kept[1]
 
     def _ended_leases(self, view: ClusterView, state: PassState) -> set[str]:
         """``lease``: the running jobs whose lease has ended since their last re-offer (recorded in
@@ -423,6 +449,34 @@ class Dally:
                 seen[job_id] = (last, index)
         return set(seen)
 
+
+
+class _KeptOffers:
+    """The usable GPUs of each GPU-type set on one ``reauction`` pass's ``free`` (what ``usable_gpus`` gives), kept
+    as its bids take GPUs: worked out whole once per set and pass, then only at the nodes a winning bid took from
+    (:class:`~halyard.policies.dally_staggered.KeptOffer`, usable_gpus' own arithmetic on the same numbers). A lease
+    end re-auctions about seven jobs on loaded Philly, each taking one or two nodes, and working the whole offer
+    out afresh for every bid was an eighth of ``dally``'s CPU (issue 38). Only while nothing else changes ``free``
+    (``+hoard``'s bids do: the pass drops it then)."""
+
+    __slots__ = ("free", "offers", "policy", "shape")
+
+    def __init__(self, free: FreeResources, shape: ClusterShape, policy: Dally) -> None:
+        self.free, self.shape, self.policy = free, shape, policy
+        self.offers: dict[GpuTypes, KeptOffer] = {}
+
+    def of(self, types: GpuTypes) -> np.ndarray:
+        """``usable_gpus(free, shape, types)`` now (read it before the next take)."""
+        offer = self.offers.get(types)
+        if offer is None:
+            offer = self.offers[types] = KeptOffer(self.free, self.shape, types, self.policy._shape_lists(self.shape))
+        return offer.avail
+
+    def took(self, picked: Picked) -> None:
+        """A bid took ``picked``'s GPUs (and their CPU and memory) from ``free``."""
+        nodes = [index for index, _ in picked]
+        for offer in self.offers.values():
+            offer.update(nodes)
 
 
 def _gpus_of(allocation: Allocation) -> frozenset[tuple[str, int]]:

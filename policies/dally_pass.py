@@ -279,7 +279,7 @@ class DallyPass:
         sens = self.sens[job.job_id]
         if free_total >= demand:
             decision, avail, wait_s, t_mc, t_rk = self.delay.decide(self.view, job, self.free, self.state,
-                                                                    self.offers)
+                                                                    self.offers, lazy=self.policy.shortcuts)
             if decision is None and self.nw_preemption.may_preempt(self.victims(), sens):
                 decision = self.preempt_for(job, sens, wait_s, t_mc, t_rk)
             if decision is None:  # lines 11 and 19: rejected (or the offer is too small)

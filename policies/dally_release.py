@@ -55,8 +55,15 @@ releases fall at their own instants, and staggering the releases of one instant 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
+import operator
+from collections.abc import Hashable, Iterable
 
+import numpy as np
+
+from halyard.datamodel import JobState
+from halyard.policies.event_order import RunningFollower
 from halyard.policies.passstate import PassState
 from halyard.policies.view import ClusterView, JobInfo
 
@@ -74,6 +81,7 @@ LEASE_END_SLACK_S = 1e-9
 # ReleaseAuctions keeps the entries of jobs that stopped running until they outnumber the running ones twice over
 # plus this many (a bound on its memory; the figure only sets how often it is swept).
 KEPT_SLACK = 1024
+FIRST_ROWS = 64  # jobs LeaseEnds' arrays hold at first; they double when full
 OFFERED_KEY = "dally/lease-offered"  # PassState: job id -> (last assignment, this pass's instant) for ended leases
 # ReleaseAuctions' kept entry of a running job: (lease end, auction instant, its ``began`` entry, (last assignment,
 # allocation, iteration s, GPUs, spec)).
@@ -96,6 +104,11 @@ class ReleaseAuctions:
     # entry depends on (the round, the facts). A memo, not learning: :meth:`_kept_entries`.
     _kept: dict[str, Kept] = dataclasses.field(default_factory=dict, repr=False, compare=False)
     _kept_for: tuple[object, ...] = dataclasses.field(default=(None,) * 5, repr=False, compare=False)
+    # The same figures followed through the core's event log, for views that offer it (a memo, not learning).
+    _table: LeaseEnds = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._table = LeaseEnds(self)
 
     def lease_start(self, job_id: str, last: float) -> float:
         kept = self.began.get(job_id)
@@ -105,7 +118,10 @@ class ReleaseAuctions:
         """When the running job's current lease ends: ``lease_rounds`` rounds after it began, or with ``events``
         at the end of the iteration event in which cluster-sim releases it (:func:`event_lease_s`); inf for a job
         that holds nothing."""
-        job = view.running[job_id]
+        return self._lease_end(view, view.running[job_id])
+
+    def _lease_end(self, view: ClusterView, job: JobInfo) -> float:
+        """:meth:`lease_end` of the running ``job``."""
         last = job.last_assignment_time
         if last is None or job.allocation is None:
             return math.inf
@@ -113,13 +129,25 @@ class ReleaseAuctions:
         if self.events:
             slowdown = job.iteration_s / view.facts.reference_compute_s(job.spec)
             lease_s = event_lease_s(lease_s, EVENT_S * slowdown, job.num_gpus)
-        return self.lease_start(job_id, last) + lease_s
+        return self.lease_start(job.job_id, last) + lease_s
+
+    def _auction_after(self, end: float, job: JobInfo) -> float:
+        """:meth:`auction_at` of the running ``job`` whose lease ends at ``end``."""
+        return end + (RELEASE_DELAY_PER_GPU_S * job.num_gpus if self.delay else 0.0)
 
     def ended(self, view: ClusterView, state: PassState) -> set[str]:
         """The running jobs whose lease has ended by ``view.now`` (``Dally._ended_leases`` with this option),
         recorded in the pass's state: if the job keeps its GPUs, its next lease begins now."""
         seen = state.setdefault(OFFERED_KEY, dict)
         now = view.now
+        table = self._table
+        if table.follows(view):
+            n = table.at(view)
+            jobs = table.jobs
+            for i in np.flatnonzero(now >= table.ends[:n] - LEASE_END_SLACK_S).tolist():
+                job = jobs[i]
+                seen[job.job_id] = (job.last_assignment_time, now)
+            return set(seen)
         kept, began = self._kept_entries(view), self.began.get
         for job_id, job in view.running.items():
             entry = kept.get(job_id)
@@ -142,6 +170,11 @@ class ReleaseAuctions:
         if self.no_rounds and not view.running and view.pending:
             return view.now + IDLE_AUCTION_S
         now, soonest = view.now, math.inf
+        table = self._table
+        if table.follows(view):
+            due = table.auctions[:table.at(view)]
+            later = due[due > now]
+            return float(later.min()) if later.size else soonest
         kept, began = self._kept_entries(view), self.began.get
         for job_id, job in view.running.items():
             entry = kept.get(job_id)
@@ -172,16 +205,116 @@ class ReleaseAuctions:
 
     def _entry(self, view: ClusterView, job_id: str, job: JobInfo) -> Kept:
         """:meth:`_kept_entries`' entry of a running job, worked out afresh and kept."""
-        end = self.lease_end(view, job_id)
+        end = self._lease_end(view, job)
         entry = self._kept[job_id] = (
-            end, end + (RELEASE_DELAY_PER_GPU_S * job.num_gpus if self.delay else 0.0), self.began.get(job_id),
+            end, self._auction_after(end, job), self.began.get(job_id),
             (job.last_assignment_time, job.allocation, job.iteration_s, job.num_gpus, job.spec))
         return entry
 
     def on_applied(self, view: ClusterView, state: PassState) -> None:
         """Keep this pass's ended leases (what is left to them starts a new lease now), for the running jobs."""
-        self.began = {k: v for k, v in self.began.items() if k in view.running}
-        self.began.update(state.get(OFFERED_KEY, {}))
+        began = self.began
+        for job_id in began.keys() - view.running.keys():
+            del began[job_id]
+        offered = state.get(OFFERED_KEY, {})
+        began.update(offered)
+        self._table.began(offered)
+
+
+class LeaseEnds(RunningFollower):
+    """Each running job's lease end and auction instant (:meth:`ReleaseAuctions.lease_end`, :meth:`~ReleaseAuctions.
+    auction_at`) in arrays, so that :meth:`ReleaseAuctions.ended` and :meth:`~ReleaseAuctions.wake_at` are one vector
+    comparison each instead of working both out for every running job, twice a pass (most of ``dally``'s CPU on
+    loaded Philly, issue 38). A job's figures are those of its last assignment, allocation, GPU count, spec and
+    iteration time, and of its :attr:`ReleaseAuctions.began` entry: the first four change only with an event the
+    core logs for the job (it starts, stops or moves: the running jobs are followed through the event log, as
+    :class:`~halyard.policies.running_sens.RunningNwSens` follows them), the iteration time also with its ``epoch``
+    (a driver's new rate logs no event: every pass compares the epochs, at once), and the :attr:`began` entries
+    only in :meth:`ReleaseAuctions.on_applied`, which names the jobs whose entries it wrote (:meth:`began`). A job
+    is worked out again, with the plain computation, whenever one of these says it may have changed, so every
+    answer equals it (``tests/test_dally_release.py`` holds both to it on a loaded run, pass by pass). Only for
+    views that offer the event log (:meth:`follows`); a view built by hand is answered job by job."""
+
+    def __init__(self, release: ReleaseAuctions) -> None:
+        self._release = release
+        self._basis: tuple[object, ...] | None = None  # the view's and the options' figures every entry depends on
+        self._stale: set[str] = set()  # jobs whose ``began`` entry changed since they were read
+        super().__init__()
+
+    def _start(self, events: object) -> None:
+        super()._start(events)
+        self.jobs: list[JobInfo] = []  # the followed running jobs; job i's figures are ends[i], auctions[i]
+        self._epochs: list[Hashable] = []
+        self._index: dict[str, int] = {}
+        self.ends = np.zeros(FIRST_ROWS)
+        self.auctions = np.zeros(FIRST_ROWS)
+
+    def follows(self, view: ClusterView) -> bool:
+        """Whether ``view`` offers what following needs (the core's event log and its jobs)."""
+        return view.events is not None and view.jobs is not None
+
+    def began(self, job_ids: Iterable[str]) -> None:
+        """These jobs' :attr:`ReleaseAuctions.began` entries changed: read them again at the next :meth:`at`."""
+        self._stale.update(job_ids)
+
+    def at(self, view: ClusterView) -> int:
+        """Bring every followed job's figures up to ``view``; how many jobs are followed (the first that many
+        of :attr:`jobs`, :attr:`ends` and :attr:`auctions`)."""
+        release = self._release
+        basis = (view.round_s, release.lease_rounds, release.events, release.delay, view.facts)
+        if self._basis is None or basis[:4] != self._basis[:4] or basis[4] is not self._basis[4]:
+            self._basis = basis
+            self._start(None)  # (the next _follow reads every running job)
+        self._follow(view)
+        jobs = self.jobs
+        if self._stale:  # (a job the events named was read afresh already: a second read gives the same)
+            index = self._index
+            for job_id in self._stale:
+                i = index.get(job_id)
+                if i is not None:
+                    self._read(i, jobs[i], view)
+            self._stale = set()
+        epochs = [job.epoch for job in jobs]  # (a list display and one comparison: the cheap check)
+        if epochs != self._epochs:
+            for i in itertools.compress(range(len(jobs)), map(operator.ne, epochs, self._epochs)):
+                self._read(i, jobs[i], view)
+            self._epochs = epochs
+        return len(jobs)
+
+    def _read(self, i: int, job: JobInfo, view: ClusterView) -> None:
+        release = self._release
+        end = release._lease_end(view, job)
+        self.ends[i], self.auctions[i] = end, release._auction_after(end, job)
+
+    def _holds(self, job: JobInfo) -> bool:
+        return job.state is JobState.RUNNING
+
+    def _held(self) -> int:
+        return len(self.jobs)
+
+    def _learn(self, job: JobInfo, view: ClusterView) -> None:
+        i = len(self.jobs)
+        if i == len(self.ends):
+            self.ends = np.concatenate([self.ends, np.zeros_like(self.ends)])
+            self.auctions = np.concatenate([self.auctions, np.zeros_like(self.auctions)])
+        self.jobs.append(job)
+        self._epochs.append(job.epoch)
+        self._index[job.job_id] = i
+        self._read(i, job, view)
+
+    def _forget(self, job_id: str) -> int | None:
+        i = self._index.pop(job_id, None)
+        if i is None:
+            return None
+        last = len(self.jobs) - 1
+        if i != last:  # the last job takes its place
+            moved = self.jobs[last]
+            self.jobs[i], self._epochs[i] = moved, self._epochs[last]
+            self.ends[i], self.auctions[i] = self.ends[last], self.auctions[last]
+            self._index[moved.job_id] = i
+        self.jobs.pop()
+        self._epochs.pop()
+        return None
 
 
 def event_lease_s(lease_s: float, event_s: float, gpus: int) -> float:
