@@ -195,3 +195,41 @@ def test_kept_lease_ends_equal_the_plain_computation_on_drawn_views(small_cluste
                          if now >= release.lease_end(view, job_id) - LEASE_END_SLACK_S}
         if rng.random() < 0.7:  # the pass was applied: the ended leases that kept their GPUs start anew
             release.on_applied(view, state)
+
+
+@pytest.mark.parametrize("contention", ["off", "fair"])
+def test_followed_lease_ends_answer_the_plain_computation_at_every_pass(contention):
+    """``LeaseEnds`` (issue 38) follows each running job's lease end and auction instant through the core's event
+    log, its epochs (with links ``fair`` a co-runner's start re-rates a job without an event for it) and the
+    ``began`` entries each pass writes. In a loaded run of the ``dally`` preset, every ``ended`` and ``wake_at``
+    must answer what ``lease_end`` and ``auction_at`` give worked out afresh over the view's running jobs."""
+    rng = random.Random(7)
+    cluster = parse_cluster(small_cluster_toml(8, gpus_per_node=4))
+    jobs = [JobSpec(job_id=f"j{i}", submit_time=rng.uniform(0.0, 3000.0), model=rng.choice(("resnet50", "vgg11")),
+                    num_gpus=rng.choice((1, 2, 4, 4, 6, 8)), iterations=rng.randint(2_000, 60_000)) for i in range(60)]
+    jobs.sort(key=lambda spec: spec.submit_time)
+    policy = make_policy("dally")
+    release = policy.release
+    ended, wake_at = release.ended, release.wake_at
+    asked = {"ended": 0, "wake_at": 0, "events": 0}
+
+    def plain_ended(view, state):
+        got = ended(view, state)
+        asked["ended"] += 1
+        asked["events"] += release._table.follows(view)
+        assert got == {j for j in view.running if view.now >= release.lease_end(view, j) - LEASE_END_SLACK_S}
+        return got
+
+    def plain_wake_at(view):
+        got = wake_at(view)
+        asked["wake_at"] += 1
+        due = [release.auction_at(view, j) for j in view.running]
+        assert got == min((t for t in due if t > view.now), default=math.inf)
+        return got
+
+    release.ended, release.wake_at = plain_ended, plain_wake_at
+    policy.wake_at = plain_wake_at
+    sim = Simulator(cluster, policy, performance_model_for(policy, contention=contention), round_s=ROUND_S)
+    sim.run(jobs)
+    assert asked["ended"] > 100 and asked["wake_at"] > 100 and asked["events"] == asked["ended"]
+    assert all(r.end_time is not None for r in sim.core.records.values())
