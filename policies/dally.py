@@ -463,13 +463,13 @@ class _KeptOffers:
 
     def __init__(self, free: FreeResources, shape: ClusterShape, policy: Dally) -> None:
         self.free, self.shape, self.policy = free, shape, policy
-        self.offers: dict[GpuTypes, KeptOffer] = {}
+        self.offers: dict[GpuTypes, _BidOffer] = {}
 
     def of(self, types: GpuTypes) -> np.ndarray:
         """``usable_gpus(free, shape, types)`` now (read it before the next take)."""
         offer = self.offers.get(types)
         if offer is None:
-            offer = self.offers[types] = KeptOffer(self.free, self.shape, types, self.policy._shape_lists(self.shape))
+            offer = self.offers[types] = _BidOffer(self.free, self.shape, types, self.policy._shape_lists(self.shape))
         return offer.avail
 
     def took(self, picked: Picked) -> None:
@@ -477,6 +477,26 @@ class _KeptOffers:
         nodes = [index for index, _ in picked]
         for offer in self.offers.values():
             offer.update(nodes)
+
+
+class _BidOffer(KeptOffer):
+    """A :class:`KeptOffer` of the usable GPUs alone: a re-auction's bids read only :attr:`avail`, so neither its
+    sums by rack and in all nor its best node are kept (their upkeep was half of the kept offers' cost)."""
+
+    __slots__ = ()
+
+    def __init__(self, free: FreeResources, shape: ClusterShape, types: GpuTypes,
+                 lists: tuple[list[int], list[int], list[int], list[int]]) -> None:
+        self.free, self._shape = free, lists
+        self.avail = usable_gpus(free, shape, types)
+        excluded = shape.excluded(types)
+        self._excluded = None if excluded is None else excluded.tolist()
+
+    def update(self, nodes: list[int]) -> None:
+        """``free`` changed at ``nodes`` (indices): their usable GPUs as usable_gpus works them out."""
+        free, avail = self.free, self.avail
+        for i in nodes:
+            avail[i] = self.usable_at(i, int(free.gpus[i]), int(free.cpus[i]), int(free.memory_mb[i]))
 
 
 def _gpus_of(allocation: Allocation) -> frozenset[tuple[str, int]]:

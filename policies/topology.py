@@ -37,10 +37,17 @@ def on_machine(avail: np.ndarray, gpus: int) -> Picked | None:
     Best fit keeps larger holes for larger jobs (Dally's reference simulator
     takes "the smallest consolidated slot available").
     """
+    if avail.dtype == np.int64:  # (usable_gpus' arrays: a where and an argmin, cheaper than indexing the fits)
+        masked = np.where(avail >= gpus, avail, _NO_MACHINE)
+        best = int(masked.argmin())  # argmin: the first (lowest index) on ties, as below
+        return None if masked[best] == _NO_MACHINE else [(best, gpus)]
     fits = np.flatnonzero(avail >= gpus)
     if not fits.size:
         return None
     return [(int(fits[np.argmin(avail[fits])]), gpus)]  # argmin: the first (lowest index) on ties
+
+
+_NO_MACHINE = np.iinfo(np.int64).max  # on_machine: stands for the nodes that do not fit (more than any node's GPUs)
 
 
 def on_rack(avail: np.ndarray, shape: ClusterShape, gpus: int) -> Picked | None:

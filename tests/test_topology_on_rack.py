@@ -29,3 +29,22 @@ def test_racks_ranked_at_once_are_the_racks_filled_one_by_one(cluster_name, monk
         placed += fast is not None
         at_once += candidates > 1
     assert placed > 300 and at_once > 100
+
+
+def test_on_machine_on_usable_gpus_arrays_is_the_best_fit_of_the_fits():
+    """on_machine answers usable_gpus' int64 arrays with one where and one argmin (issue 38); the answer must be the
+    best fit as the fits indexed one by one give it (the general path, which any other array takes): the node with
+    the fewest usable GPUs that holds the demand, the lowest such index on ties, or None."""
+    rng = np.random.default_rng(38)
+    found = missed = 0
+    for _ in range(3000):
+        avail = rng.integers(0, 9, size=int(rng.integers(1, 400)), dtype=np.int64)
+        avail[rng.random(avail.size) < rng.random()] = 0
+        gpus = int(rng.integers(1, 10))
+        fast = topology.on_machine(avail, gpus)
+        fits = np.flatnonzero(avail >= gpus)
+        assert fast == (None if not fits.size else [(int(fits[np.argmin(avail[fits])]), gpus)])
+        assert fast == topology.on_machine(avail.astype(np.int32), gpus)  # (the general path)
+        found += fast is not None
+        missed += fast is None
+    assert found > 1000 and missed > 300
