@@ -9,14 +9,17 @@ write the same plan and the same starts on every drawn re-auction, rings and cha
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
 import pytest
 
-from halyard.datamodel import Allocation, NodeAllocation
-from halyard.policies.dally import _gpus_of, _write_moves
+from halyard.datamodel import Allocation, NodeAllocation, StagePlan
+from halyard.policies.dally import _builds_as, _gpus_of, _write_moves
+from halyard.policies.facts import ClusterShape
+from halyard.policies.placement import build_allocation, usable_gpus
 from halyard.policies.plan import Plan
+from halyard.policies.resources import FreeResources
 from halyard.policies.view import allocation_of
 
 
@@ -89,3 +92,45 @@ def test_a_ring_is_broken_by_preempting_its_first_move():
     _write_moves(plan, view, {"x": b, "y": a}, starts)  # x and y swap GPUs: neither can move first
     assert [(type(act).__name__, act.job_id) for act in plan.actions] == [("Preempt", "x"), ("Migrate", "y"),
                                                                           ("Start", "x")]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_retake_reuses_what_it_held_only_when_build_allocation_would_build_it(seed, small_cluster):
+    """A lease end's bid that takes back what the job held reuses its allocation unbuilt (policies/dally.py
+    ``_builds_as``, issue 38): it must say so exactly when ``build_allocation`` gives an equal allocation, on drawn
+    free GPUs and held allocations (the one built, or one that differs in GPU ids, CPU, memory, a node, logical
+    workers, stages or a time-shift)."""
+    rng = random.Random(seed)
+    shape = ClusterShape(small_cluster)
+    reused = differ = 0
+    for _ in range(60):
+        free = FreeResources(small_cluster)
+        for index in range(len(small_cluster.nodes)):  # some GPUs busy on each node
+            node = small_cluster.nodes[index]
+            busy = rng.sample(range(node.gpus), rng.randint(0, node.gpus - 1))
+            if busy:
+                free.take(Allocation((NodeAllocation(node.name, tuple(sorted(busy)), 0, 0),)))
+        avail = usable_gpus(free, shape, None)
+        nodes = [i for i in range(len(avail)) if avail[i] > 0]
+        picked = [(i, rng.randint(1, int(avail[i]))) for i in rng.sample(nodes, min(len(nodes), rng.choice((1, 1, 2))))]
+        held = build_allocation(free, picked)
+        change = rng.randrange(8)
+        part = held.nodes[0]
+        if change == 1:
+            held = replace(held, nodes=(replace(part, gpus=tuple(g + 1 for g in part.gpus)), *held.nodes[1:]))
+        elif change == 2:
+            held = replace(held, nodes=(replace(part, cpus=part.cpus + 1), *held.nodes[1:]))
+        elif change == 3:
+            held = replace(held, nodes=(replace(part, memory_mb=part.memory_mb + 1), *held.nodes[1:]))
+        elif change == 4:
+            held = held.with_time_shift(rng.choice((0.0, 2.5)))
+        elif change == 5:
+            held = held.with_workers(held.num_gpus * 2)
+        elif change == 6:
+            held = replace(held, stages=(StagePlan(held.num_gpus, data=held.num_gpus),))
+        elif change == 7 and len(held.nodes) > 1:
+            held = replace(held, nodes=held.nodes[::-1])
+        assert _builds_as(free, picked, held) == (build_allocation(free, picked) == held)
+        reused += _builds_as(free, picked, held)
+        differ += not _builds_as(free, picked, held)
+    assert reused > 5 and differ > 5
