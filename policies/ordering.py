@@ -26,6 +26,12 @@ from halyard.policies.view import ClusterView, JobInfo
 # Halyard's SRTF and LAS apply it only when named (``+starvation-guard``).
 STARVATION_GUARD_S = 1000 * 3600.0
 STARVATION_PROMOTED_KEY = "ordering/starvation-promoted"  # pass state: this pass's promoted job ids
+# How close two jobs' remaining times may come before Srtf.same_until stops promising an unchanged order
+# (ours): a millionth of the two keys plus a microsecond, far above the float rounding of a key (about
+# 1e-16 of it) and far below the gaps between jobs' remaining times, so it only ever costs a pass that
+# would have been skipped. And how long before that time the promise ends (as tiresias.QUIET_MARGIN_S).
+SRTF_QUIET_KEY_TOLERANCE = 1e-6
+SRTF_QUIET_MARGIN_S = 1e-3
 
 
 class StarvationGuard:
@@ -73,6 +79,15 @@ class StarvationGuard:
             return
         live = view.running.keys() | {job.job_id for job in view.pending}
         self.promoted = frozenset(j for j in promoted if j in live)
+
+    def next_promotion(self, view: ClusterView, promoted: frozenset[str]) -> float:
+        """When the first pending job not in ``promoted`` will have waited ``after_s`` (so is promoted at any
+        later pass): the earliest waiting time the last scan found, when it was of this queue and nobody is
+        promoted; else read from the queue."""
+        if not promoted and view.pending is self._scanned:
+            return self._earliest + self.after_s
+        return min((job.pending_since for job in view.pending if job.job_id not in promoted),
+                   default=math.inf) + self.after_s
 
     @staticmethod
     def rank(promoted: frozenset[str], job: JobInfo) -> int:
@@ -228,9 +243,65 @@ class Srtf(Ordering):
         held[at] = [jobs[i].num_gpus for i in at]
         return Ranking(jobs, None, held)
 
+    def same_until(self, view: ClusterView) -> float:
+        """:meth:`Ordering.same_until`: a waiting job's remaining time does not move and a running job's
+        falls along a line (flat until its restore ends, then at its rate: ``JobInfo.progress_line``), so
+        with no event the order of the jobs changes first between two neighbours in it, one of them
+        running: the order holds until the first such pair's remaining times meet (within
+        ``SRTF_QUIET_KEY_TOLERANCE``), or until the starvation guard promotes its next job, less
+        ``SRTF_QUIET_MARGIN_S``. Jobs promoted and not (the key's first element) never change places. The
+        lines change only with events and with an agent's report of real progress, after which the core
+        asks again (SchedulingCore.report_progress). ``-inf`` for a subclass's own key."""
+        if type(self).key is not Srtf.key:
+            return -math.inf
+        state = PassState()
+        ranking = self.ranking(view, state, view.pending)
+        jobs = ranking.ranked()
+        promoted: frozenset[str] = frozenset()
+        until = math.inf
+        if self.guard is not None:
+            promoted = state.get(STARVATION_PROMOTED_KEY, frozenset())
+            until = self.guard.next_promotion(view, promoted)
+        # A running job's neighbour behind it waits (never catches up: it does not move) or runs (that pair
+        # is the other's): only the running jobs and the neighbours ahead of them are compared.
+        for i in np.flatnonzero(ranking.held_ranked()).tolist():
+            if i:
+                ahead, behind = jobs[i - 1], jobs[i]
+                if (ahead.job_id in promoted) == (behind.job_id in promoted):
+                    until = min(until, _remaining_times_meet(ahead, behind, view.now))
+        return until - SRTF_QUIET_MARGIN_S
+
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         if self.guard is not None:
             self.guard.commit(view, state)
+
+
+def _remaining_line(job: JobInfo) -> tuple[float, float, float]:
+    """SRTF's remaining time of ``job`` as a line: ``(value, since, slope)``, the value until ``since``
+    and falling by ``slope`` per second after it (to its completion, an event)."""
+    done, since, rate, _, _ = job.progress_line()
+    ideal = job.ideal_iteration_s
+    return (job.iterations_total - done) * ideal, since, rate * ideal
+
+
+def _remaining_times_meet(ahead: JobInfo, behind: JobInfo, now: float) -> float:
+    """The earliest time from ``now`` on at which ``behind``'s remaining time comes within
+    ``SRTF_QUIET_KEY_TOLERANCE`` of ``ahead``'s (``now`` if it is already), ``inf`` if never: the two
+    lines are straight between their ``since`` times."""
+    a, b = _remaining_line(ahead), _remaining_line(behind)
+    points = sorted({now, *(since for _, since, _ in (a, b) if since > now)})
+    for i, t in enumerate(points):
+        va = a[0] if t <= a[1] else a[0] - a[2] * (t - a[1])
+        vb = b[0] if t <= b[1] else b[0] - b[2] * (t - b[1])
+        gap = vb - va - SRTF_QUIET_KEY_TOLERANCE * (abs(va) + abs(vb) + 1.0)
+        if gap <= 0.0:
+            return t
+        closing = (b[2] if t >= b[1] else 0.0) - (a[2] if t >= a[1] else 0.0)  # per second, after t
+        if closing > 0.0:
+            meet = t + gap / closing
+            if i + 1 == len(points) or meet <= points[i + 1]:
+                return meet
+    return math.inf
 
 
 class Las(Ordering):
