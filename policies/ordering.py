@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -195,6 +195,8 @@ class Srtf(Ordering):
 
     def __init__(self) -> None:
         self._waiting = WaitingByKey()
+        # The last ranking from the kept order, its view and the jobs promoted then (for same_until).
+        self._last: tuple[ClusterView, Ranking, frozenset[str]] | None = None
 
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, ...]]:
         now, guard = view.now, self.guard
@@ -202,8 +204,14 @@ class Srtf(Ordering):
             promoted, rank = guard.promote(view, state), guard.rank
             return lambda job: (rank(promoted, job), job.remaining_iterations(now) * job.ideal_iteration_s,
                                 job.spec.submit_time, job.arrival_seq)
-        return lambda job: (job.remaining_iterations(now) * job.ideal_iteration_s,
-                            job.spec.submit_time, job.arrival_seq)
+        return self.remaining_key(view)
+
+    @staticmethod
+    def remaining_key(view: ClusterView) -> Callable[[JobInfo], tuple[float, float, int]]:
+        """The key without the starvation guard's rank: the order among jobs the guard treats alike."""
+        now = view.now
+        return lambda job: (job.remaining_iterations(now) * job.ideal_iteration_s, job.spec.submit_time,
+                            job.arrival_seq)
 
     def ranking(self, view: ClusterView, state: PassState, pending: Sequence[JobInfo]) -> Ranking:
         """:meth:`Ordering.ranking` with the waiting jobs in an order kept from pass to pass
@@ -216,24 +224,24 @@ class Srtf(Ordering):
         if (type(self).key is not Srtf.key or view.events is None or view.jobs is None
                 or len(pending) != len(view.pending)):
             return super().ranking(view, state, pending)
-        key, now = self.key(view, state), view.now
-        waiting, keys = self._waiting.ordered(view, lambda job: (job.remaining_iterations(now) * job.ideal_iteration_s,
-                                                                 job.spec.submit_time, job.arrival_seq))
+        key, unguarded = self.key(view, state), self.remaining_key(view)
+        waiting, keys = self._waiting.ordered(view, unguarded)
         promoted: frozenset[str] = frozenset()
         if self.guard is not None:
             promoted = state.get(STARVATION_PROMOTED_KEY, frozenset())
         jobs: list[JobInfo] = []
+        running: Iterable[JobInfo] = view.running.values()
         if promoted:  # rank 0 before everything else; then the order without them
             found = (view.jobs.get(job_id) for job_id in promoted)
             jobs = sorted((j for j in found if j is not None and j.state in _RANKED), key=key)
             kept = [(j, k) for j, k in zip(waiting, keys, strict=True) if j.job_id not in promoted]
             waiting, keys = [j for j, _ in kept], [k for _, k in kept]
+            running = [j for j in running if j.job_id not in promoted]
         at = [i for i, job in enumerate(jobs) if job.allocation is not None]
-        drop = 1 if self.guard is not None else 0  # the guard's rank, 1 for every job not promoted
         cut = 0
         # Each running job keyed once (keys are unique: the job itself is never compared).
-        for k, job in sorted([(key(j), j) for j in view.running.values() if j.job_id not in promoted]):
-            i = bisect_left(keys, k[drop:], lo=cut)
+        for k, job in sorted([(unguarded(j), j) for j in running]):
+            i = bisect_left(keys, k, lo=cut)
             jobs.extend(waiting[cut:i])
             cut = i
             at.append(len(jobs))
@@ -241,7 +249,9 @@ class Srtf(Ordering):
         jobs.extend(waiting[cut:])
         held = np.zeros(len(jobs), np.int64)
         held[at] = [jobs[i].num_gpus for i in at]
-        return Ranking(jobs, None, held)
+        ranking = Ranking(jobs, None, held)
+        self._last = (view, ranking, promoted)
+        return ranking
 
     def same_until(self, view: ClusterView) -> float:
         """:meth:`Ordering.same_until`: a waiting job's remaining time does not move and a running job's
@@ -254,14 +264,14 @@ class Srtf(Ordering):
         asks again (SchedulingCore.report_progress). ``-inf`` for a subclass's own key."""
         if type(self).key is not Srtf.key:
             return -math.inf
-        state = PassState()
-        ranking = self.ranking(view, state, view.pending)
-        jobs = ranking.ranked()
-        promoted: frozenset[str] = frozenset()
-        until = math.inf
-        if self.guard is not None:
+        if self._last is not None and self._last[0] is view:  # the quiet pass's own ranking
+            _, ranking, promoted = self._last
+        else:
+            state = PassState()
+            ranking = self.ranking(view, state, view.pending)
             promoted = state.get(STARVATION_PROMOTED_KEY, frozenset())
-            until = self.guard.next_promotion(view, promoted)
+        jobs = ranking.ranked()
+        until = math.inf if self.guard is None else self.guard.next_promotion(view, promoted)
         # A running job's neighbour behind it waits (never catches up: it does not move) or runs (that pair
         # is the other's): only the running jobs and the neighbours ahead of them are compared.
         for i in np.flatnonzero(ranking.held_ranked()).tolist():
