@@ -121,7 +121,13 @@ class SynergyMechanism(BatchPlacement):
                 if job.allocation is not None:
                     packer.hold(job.job_id, job.allocation)
         self.pack(view, packer, runnable, new, plan, state)
-        _emit(view, plan, packer, new)
+        if self.repacks_running:
+            _emit(view, plan, packer, new)
+            return
+        for job in new:  # (only new jobs placed, on resources no other job holds: each start fits, in any order)
+            allocation = packer.alloc.get(job.job_id)
+            if allocation is not None:
+                plan.start(job.job_id, allocation)
 
     def pack(self, view: ClusterView, packer: Packer, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
              plan: Plan, state: PassState) -> None:
