@@ -345,6 +345,13 @@ def _remaining_times_meet(ahead: JobInfo, behind: JobInfo, now: float) -> float:
     ``SRTF_QUIET_KEY_TOLERANCE`` of ``ahead``'s (``now`` if it is already), ``inf`` if never: the two
     lines are straight between their ``since`` times."""
     a, b = _remaining_line(ahead), _remaining_line(behind)
+    if a[1] <= now and b[1] <= now:  # (most pairs: both lines straight from now on)
+        va, vb = a[0] - a[2] * (now - a[1]), b[0] - b[2] * (now - b[1])
+        gap = vb - va - SRTF_QUIET_KEY_TOLERANCE * (abs(va) + abs(vb) + 1.0)
+        if gap <= 0.0:
+            return now
+        closing = b[2] - a[2]
+        return now + gap / closing if closing > 0.0 else math.inf
     points = sorted({now, *(since for _, since, _ in (a, b) if since > now)})
     for i, t in enumerate(points):
         va = a[0] if t <= a[1] else a[0] - a[2] * (t - a[1])

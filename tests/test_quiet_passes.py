@@ -11,13 +11,21 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from factories import job
 from loaded_runs import loaded_run
 from policy_fakes import FakeJob, view_of
 
 from halyard.datamodel import Allocation, JobState, NodeAllocation, load_cluster
 from halyard.policies import StagedPolicy, make_policy
-from halyard.policies.ordering import SRTF_QUIET_MARGIN_S, Fifo, Srtf, StarvationGuard
+from halyard.policies.ordering import (
+    SRTF_QUIET_KEY_TOLERANCE,
+    SRTF_QUIET_MARGIN_S,
+    Fifo,
+    Srtf,
+    StarvationGuard,
+    _remaining_times_meet,
+)
 from halyard.policies.synergy import MECHANISMS
 from halyard.policies.tiresias import QUIET_MARGIN_S, KeptOrder, SkewConsolidation, TwoDimensionalLas
 from halyard.scheduling import SchedulingCore, Simulator, summarize
@@ -302,3 +310,40 @@ def test_an_agents_progress_report_ends_the_srtf_promise(small_cluster):
     core.report_progress(core.records["a"], 700.0, 45_000)
     assert core.schedule(900.0) == [] and core.skipped_passes == 1
     assert "(2 left)" in core.wait_of(w).reason
+
+
+class _Line:
+    """A job whose SRTF remaining time is ``value`` until ``since``, then falls by ``slope`` a second
+    (``ideal_iteration_s`` 1, so iterations are seconds)."""
+
+    def __init__(self, value: float, since: float, slope: float) -> None:
+        self.iterations_total, self.ideal_iteration_s = 10_000, 1.0
+        self._line = (10_000 - value, since, slope)
+
+    def progress_line(self):
+        done, since, rate = self._line
+        return done, since, rate, 0.0, math.nan
+
+
+def _tolerance(a: float, b: float) -> float:
+    return SRTF_QUIET_KEY_TOLERANCE * (a + b + 1.0)
+
+
+def test_remaining_times_meet_along_straight_and_bent_lines():
+    """``_remaining_times_meet`` (Srtf.same_until's pairs) where the lines are straight from now, where the
+    one behind restores (flat) first, where the one ahead speeds up after its restore, and never."""
+    waiting = _Line(1000.0, 0.0, 0.0)
+    # behind falls a second a second from 1,400 at 100 s: meets 1,000 about 400 s on
+    assert _remaining_times_meet(waiting, _Line(1500.0, 0.0, 1.0), 100.0) == pytest.approx(
+        100.0 + 400.0 - _tolerance(1000.0, 1400.0))
+    # behind restores until 300 s at 1,500, then falls: meets 500 s after that
+    assert _remaining_times_meet(waiting, _Line(1500.0, 300.0, 1.0), 100.0) == pytest.approx(
+        300.0 + 500.0 - _tolerance(1000.0, 1500.0))
+    # ahead (1,000) restores until 200 s, then falls at 2 a second; behind (1,150) falls at 1 from now:
+    # the gap closes to 50 by 200 s, then opens: never
+    assert _remaining_times_meet(_Line(1000.0, 200.0, 2.0), _Line(1150.0, 100.0, 1.0), 100.0) == math.inf
+    # the same with behind at 1,080: the gap (80) closes before 200 s
+    assert _remaining_times_meet(_Line(1000.0, 200.0, 2.0), _Line(1080.0, 100.0, 1.0), 100.0) == pytest.approx(
+        100.0 + 80.0 - _tolerance(1000.0, 1080.0), abs=1e-3)
+    # already within the tolerance: now
+    assert _remaining_times_meet(waiting, _Line(1000.0, 0.0, 1.0), 0.0) == 0.0
