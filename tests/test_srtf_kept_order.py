@@ -33,6 +33,9 @@ class _Checked(Srtf):
         fresh = sorted([*view.running.values(), *pending], key=self.key(view, PassState()))
         assert kept.ranked() == fresh
         assert kept.held.tolist() == [0 if j.allocation is None else j.num_gpus for j in kept.jobs]
+        # the running jobs' keys from their kept progress lines are the key's, to the bit
+        key = self.remaining_key(view)
+        assert all(k == key(j) for k, j, _ in self._running_keys(view, view.running.values()))
         self.checks += 1
         self.promoted_seen += bool(self.guard is not None and self.guard.promoted)
         return kept
