@@ -137,12 +137,12 @@ class StagedPolicy:
 
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
         plan = Plan()
-        free = view.free.copy()
         waits = self.placement.batch and not self.placement.acts_now(view)
         if waits and type(self.admission) is AdmitAll:  # (every pending job admitted: no list of them needed)
             admitted: list[JobInfo] | Sequence[JobInfo] = view.pending
         else:
             admitted = list(self.admission.admit(view, view.pending, plan, state))
+        free = None  # the pass's ledger, copied only for a pass that places (or an adjuster)
         if admitted:
             if waits:
                 # A round-based placement (Synergy §3) decides at round boundaries only: until the next
@@ -151,9 +151,13 @@ class StagedPolicy:
                                            "the runnable set is chosen and placed at round boundaries)",
                                            view.round_s)
             elif self.ordering.preemptive or self.placement.batch:  # (admitted is the list admit made)
+                free = view.free.copy()
                 self._runnable(view, cast(list[JobInfo], admitted), plan, free, state)
             else:
+                free = view.free.copy()
                 self._in_order(view, cast(list[JobInfo], admitted), plan, free, state)
+        if free is None and self.adjusters:
+            free = view.free.copy()
         return adjust(self.adjusters, view, plan, free, state)
 
     @property
@@ -323,9 +327,8 @@ class StagedPolicy:
         # time: Ordering.tail_key) hands the rest to _walk_tail (position in ``rest``).
         tail_key = (self.ordering.tail_key(view, state) if self.skip_tail and held_of is not None
                     and ranking.order is None and fixed and view.events is not None else None)
-        tail = tail_key is not None
         self._tail_next, self._walked = None, True
-        if tail and not budget:  # the running head holds the whole budget: every job behind it is the tail
+        if tail_key is not None and not budget:  # the running head holds the whole budget: all behind is tail
             rest = ()  # (a loaded round that starts no job: ~1,300 jobs looked at one by one before)
             self._walk_tail(view, ranking, head, at_budget, plan, free, tail_key)
         for at, job in enumerate(rest):
@@ -336,7 +339,7 @@ class StagedPolicy:
                     budget -= gpus
                     at_budget = waits.setdefault(budget, {})
                     runnable.append(job)
-                    if not budget and tail:
+                    if not budget and tail_key is not None:
                         self._walk_tail(view, ranking, head + at + 1, at_budget, plan, free, tail_key)
                         break
                 else:
@@ -349,7 +352,7 @@ class StagedPolicy:
                 at_budget = waits.setdefault(budget, {})
                 runnable.append(job)
                 starts.append((job, gpus))
-                if not budget and tail:
+                if not budget and tail_key is not None:
                     self._walk_tail(view, ranking, head + at + 1, at_budget, plan, free, tail_key)
                     break
                 continue
@@ -392,11 +395,12 @@ class StagedPolicy:
         last = self._tail
         end = len(jobs)
         touched: list[JobInfo] = []
-        if last is not None and last[0] is since and last[1] <= len(events):
+        # (A cut at the very end leaves no tail: then no job is past it, however its key compares.)
+        if last is not None and last[0] is since and last[1] <= len(events) and start < end:
             end = bisect_left(jobs, last[2], lo=start, key=key)
             records = view.jobs
             assert records is not None
-            past = max(last[2], key(jobs[start])) if start < len(jobs) else last[2]
+            past = max(last[2], key(jobs[start]))
             for job_id in dict.fromkeys(event.job_id for event in events.since(last[1])):
                 record = records.get(job_id)  # waiting now, at or after ``end`` (before it: looked at anyway)
                 if (record is not None and record.state is JobState.PENDING and record.allocation is None
