@@ -152,18 +152,21 @@ class Fifo(Ordering):
         if not running:
             jobs: list[JobInfo] = list(pending)
             return Ranking(jobs, None, np.zeros(len(jobs), np.int64))
-        jobs, at, cut = [], [], 0
+        jobs, at, gpus, cut = [], [], [], 0
         first = key(pending[0]) if pending else None
         for k, job in running:
-            # Most running jobs arrived before every waiting one: then no bisection is needed.
+            # Most running jobs arrived before every waiting one: then no bisection is needed, and no slice
+            # of the queue (the core's sorted list: a slice of it, even an empty one, is a call of its own).
             i = 0 if first is None or k < first else bisect_left(pending, k, lo=cut, key=key)
-            jobs.extend(pending[cut:i])
-            cut = i
+            if i > cut:
+                jobs.extend(pending[cut:i])
+                cut = i
             at.append(len(jobs))
+            gpus.append(job.num_gpus)
             jobs.append(job)
         jobs.extend(pending[cut:])
         held = np.zeros(len(jobs), np.int64)
-        held[at] = [job.num_gpus for _, job in running]
+        held.put(at, gpus)
         return Ranking(jobs, None, held)
 
 
@@ -287,8 +290,9 @@ class Srtf(Ordering):
         # Each running job keyed once (keys are unique: the job itself is never compared).
         for k, job, g in sorted(self._running_keys(view, running)):
             i = bisect_key(keys, firsts, k, cut)
-            jobs.extend(waiting[cut:i])
-            cut = i
+            if i > cut:
+                jobs.extend(waiting[cut:i])
+                cut = i
             at.append(len(jobs))
             gpus.append(g)
             jobs.append(job)
