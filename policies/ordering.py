@@ -118,6 +118,9 @@ class Fifo(Ordering):
         # The running jobs' keys by job id, with the record each was read from: a job's submit time and
         # arrival never change, so ranking() keys a running job once, not at every pass.
         self._keys: dict[str, tuple[JobInfo, tuple[float, int]]] = {}
+        # The running jobs sorted at the last pass, with the records mapping they came from and their ids: a
+        # round whose running set is the one before (only arrivals since) sorts nothing.
+        self._sorted: tuple[object, set[str], list[tuple[tuple[float, int], JobInfo]]] | None = None
 
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, int]]:
         return lambda job: (job.spec.submit_time, job.arrival_seq)
@@ -138,17 +141,24 @@ class Fifo(Ordering):
         arrival). A loaded Synergy FIFO+TUNE round ranks ~1,300 jobs, ~50 of them running;
         keying and sorting all of them every pass was 15 % of its cProfile."""
         key = self.key(view, state)
-        # Each running job keyed once while it runs (keys are unique: the job itself is never compared).
-        keys, pairs = self._keys, []
-        if len(keys) > 2 * len(view.running) + KEYS_SLACK:
-            keys = self._keys = {job_id: kept for job_id, kept in keys.items() if job_id in view.running}
         own = type(self).key is Fifo.key
-        for job in view.running.values():
-            kept = keys.get(job.job_id) if own else None
-            if kept is None or kept[0] is not job:
-                kept = keys[job.job_id] = (job, key(job))
-            pairs.append((kept[1], job))
-        running = sorted(pairs)
+        last = self._sorted
+        if (own and last is not None and view.jobs is not None and last[0] is view.jobs
+                and last[1] == view.running.keys()):
+            running = last[2]  # the same running jobs (the core's records, by id) as last time: the same order
+        else:
+            # Each running job keyed once while it runs (keys are unique: the job itself is never compared).
+            keys, pairs = self._keys, []
+            if len(keys) > 2 * len(view.running) + KEYS_SLACK:
+                keys = self._keys = {job_id: kept for job_id, kept in keys.items() if job_id in view.running}
+            for job in view.running.values():
+                kept = keys.get(job.job_id) if own else None
+                if kept is None or kept[0] is not job:
+                    kept = keys[job.job_id] = (job, key(job))
+                pairs.append((kept[1], job))
+            running = sorted(pairs)
+            if own and view.jobs is not None:
+                self._sorted = (view.jobs, set(view.running), running)
         if not running:
             jobs: list[JobInfo] = list(pending)
             return Ranking(jobs, None, np.zeros(len(jobs), np.int64))
