@@ -111,17 +111,19 @@ def counting(policy: object) -> Iterator[Counter[str]]:
         return search(*args, **kwargs)
 
     ordering = getattr(policy, "ordering", None)
-    key = getattr(ordering, "key", None) if ordering is not None else None
-    own = ordering is not None and "key" in vars(ordering)  # already an instance attribute (wrapped)
-    if key is not None:
-        def counted_key(*args, **kwargs):
-            inner = key(*args, **kwargs)
+    # The ordering's key, and SRTF's key without the starvation guard's rank (Srtf.remaining_key), which its
+    # ranking keys most jobs by.
+    keys = {name: getattr(ordering, name) for name in ("key", "remaining_key") if hasattr(ordering, name)}
+    owns = {name: name in vars(ordering) for name in keys}  # already instance attributes (wrapped)
+    for name, key in keys.items():
+        def counted_key(*args, _key=key, **kwargs):
+            inner = _key(*args, **kwargs)
 
             def keyed(job):
                 counts["keyed"] += 1
                 return inner(job)
             return keyed
-        ordering.key = counted_key
+        setattr(ordering, name, counted_key)
     fabric_cls._solve = solve
     fabric_cls._fluid, fabric_cls._mean_field = kernel("_fluid"), kernel("_mean_field")
     victim_cls.__init__ = made
@@ -143,11 +145,11 @@ def counting(policy: object) -> Iterator[Counter[str]]:
         for module in OFFER_MODULES:
             module.delay_decision = decide
         dally_stages.machine_offer = machine
-        if key is not None:
-            if own:
-                ordering.key = key
+        for name, key in keys.items():
+            if owns[name]:
+                setattr(ordering, name, key)
             else:
-                del ordering.key  # the instance attribute shadowed the class's method
+                delattr(ordering, name)  # the instance attribute shadowed the class's method
 
 
 def add_core(counts: Counter[str], core: object) -> Counter[str]:

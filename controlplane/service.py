@@ -371,7 +371,8 @@ class ControlPlane:
             record.time_shift_drift_s = progress.time_shift_drift_s  # shown, never scheduled on
         if record is not None and session.reports_real_progress:
             recent = [s for s in progress.recent_iteration_s if s > 0]
-            record.report_progress(self.now(), progress.iterations_done, sum(recent) / len(recent) if recent else None)
+            self.core.report_progress(record, self.now(), progress.iterations_done,
+                                      sum(recent) / len(recent) if recent else None)
 
     # --- internals ------------------------------------------------------------
 
@@ -457,7 +458,7 @@ class ControlPlane:
             self.core.fail(record.job_id, when, exited.message)
         else:  # preempted or lost on its own: back to the queue from the last checkpoint
             if session.reports_real_progress:
-                record.report_progress(self.now(), exited.checkpoint_iteration)
+                self.core.report_progress(record, self.now(), exited.checkpoint_iteration)
             self.dispatcher.stop(record.job_id, record.attempt, skip=session.node)
             self.core.requeue(record.job_id, self.now(), f"agent {session.node}: {enum_name(apb.ExitStatus, status)}")
         self.changed()

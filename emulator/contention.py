@@ -77,11 +77,13 @@ class DemandProfile:
     # The phases' total, summed once: the fabric reads it for every job on every link it solves
     # (~300k reads on a 10k-job loaded Tiresias run). Not compared: it follows from the phases.
     iteration_s: float = field(init=False, repr=False, compare=False)
+    gbytes: float = field(init=False, repr=False, compare=False)  # GB moved over the link per iteration (likewise)
 
     def __post_init__(self) -> None:
         if not self.phases or any(p.duration_s < 0 or p.demand_gbyte_s < 0 for p in self.phases):
             raise ValueError("a profile needs phases with durations and demands >= 0")
         object.__setattr__(self, "iteration_s", sum(p.duration_s for p in self.phases))
+        object.__setattr__(self, "gbytes", sum(p.duration_s * p.demand_gbyte_s for p in self.phases))
         if self.iteration_s <= 0:
             raise ValueError("a profile's iteration must last > 0 s")
 
@@ -91,11 +93,6 @@ class DemandProfile:
         already lasts that long."""
         wait = cycle_s - self.iteration_s
         return DemandProfile((*self.phases, Phase(wait))) if wait > PAD_NOISE_S else self
-
-    @property
-    def gbytes(self) -> float:
-        """GB the job moves over the link per iteration."""
-        return sum(p.duration_s * p.demand_gbyte_s for p in self.phases)
 
     @property
     def up_fraction(self) -> float:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,12 @@ from halyard.policies.view import ClusterView, JobInfo
 # Halyard's SRTF and LAS apply it only when named (``+starvation-guard``).
 STARVATION_GUARD_S = 1000 * 3600.0
 STARVATION_PROMOTED_KEY = "ordering/starvation-promoted"  # pass state: this pass's promoted job ids
+# How close two jobs' remaining times may come before Srtf.same_until stops promising an unchanged order
+# (ours): a millionth of the two keys plus a microsecond, far above the float rounding of a key (about
+# 1e-16 of it) and far below the gaps between jobs' remaining times, so it only ever costs a pass that
+# would have been skipped. And how long before that time the promise ends (as tiresias.QUIET_MARGIN_S).
+SRTF_QUIET_KEY_TOLERANCE = 1e-6
+SRTF_QUIET_MARGIN_S = 1e-3
 
 
 class StarvationGuard:
@@ -71,13 +77,33 @@ class StarvationGuard:
         if not promoted:  # nobody to keep: no need to list the live jobs
             self.promoted = frozenset()
             return
+        records = view.jobs
+        if records is not None:  # (each promoted job looked up, not every pending one listed)
+            running = view.running
+            self.promoted = frozenset(j for j in promoted if j in running or (
+                (r := records.get(j)) is not None and r.state is JobState.PENDING))
+            return
         live = view.running.keys() | {job.job_id for job in view.pending}
         self.promoted = frozenset(j for j in promoted if j in live)
+
+    def next_promotion(self, view: ClusterView, promoted: frozenset[str]) -> float:
+        """When the first pending job not in ``promoted`` will have waited ``after_s`` (so is promoted at any
+        later pass): the earliest waiting time the last scan found, when it was of this queue and nobody is
+        promoted; else read from the queue."""
+        if not promoted and view.pending is self._scanned:
+            return self._earliest + self.after_s
+        return min((job.pending_since for job in view.pending if job.job_id not in promoted),
+                   default=math.inf) + self.after_s
 
     @staticmethod
     def rank(promoted: frozenset[str], job: JobInfo) -> int:
         """0 for a promoted job, else 1: the first element of the guarded ordering's key."""
         return 0 if job.job_id in promoted else 1
+
+
+def _arrival_key(job: JobInfo) -> tuple[float, int]:
+    """:class:`Fifo`'s key: submit time, arrival."""
+    return (job.spec.submit_time, job.arrival_seq)
 
 
 class Fifo(Ordering):
@@ -92,6 +118,9 @@ class Fifo(Ordering):
         # The running jobs' keys by job id, with the record each was read from: a job's submit time and
         # arrival never change, so ranking() keys a running job once, not at every pass.
         self._keys: dict[str, tuple[JobInfo, tuple[float, int]]] = {}
+        # The running jobs sorted at the last pass, with the records mapping they came from and their ids: a
+        # round whose running set is the one before (only arrivals since) sorts nothing.
+        self._sorted: tuple[object, set[str], list[tuple[tuple[float, int], JobInfo]]] | None = None
 
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, int]]:
         return lambda job: (job.spec.submit_time, job.arrival_seq)
@@ -101,6 +130,10 @@ class Fifo(Ordering):
         moves, so the order holds for good (until an event)."""
         return math.inf
 
+    def tail_key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], Any] | None:
+        """:meth:`Ordering.tail_key`: submit time and arrival (the key itself), which never change."""
+        return _arrival_key
+
     def ranking(self, view: ClusterView, state: PassState, pending: Sequence[JobInfo]) -> Ranking:
         """:meth:`Ordering.ranking` without sorting the queue: ``pending`` is already in arrival order
         (the contract of :meth:`Ordering.ranked`, which :attr:`arrival_order` states), so only the
@@ -108,32 +141,42 @@ class Fifo(Ordering):
         arrival). A loaded Synergy FIFO+TUNE round ranks ~1,300 jobs, ~50 of them running;
         keying and sorting all of them every pass was 15 % of its cProfile."""
         key = self.key(view, state)
-        # Each running job keyed once while it runs (keys are unique: the job itself is never compared).
-        keys, pairs = self._keys, []
-        if len(keys) > 2 * len(view.running) + KEYS_SLACK:
-            keys = self._keys = {job_id: kept for job_id, kept in keys.items() if job_id in view.running}
         own = type(self).key is Fifo.key
-        for job in view.running.values():
-            kept = keys.get(job.job_id) if own else None
-            if kept is None or kept[0] is not job:
-                kept = keys[job.job_id] = (job, key(job))
-            pairs.append((kept[1], job))
-        running = sorted(pairs)
+        last = self._sorted
+        if (own and last is not None and view.jobs is not None and last[0] is view.jobs
+                and last[1] == view.running.keys()):
+            running = last[2]  # the same running jobs (the core's records, by id) as last time: the same order
+        else:
+            # Each running job keyed once while it runs (keys are unique: the job itself is never compared).
+            keys, pairs = self._keys, []
+            if len(keys) > 2 * len(view.running) + KEYS_SLACK:
+                keys = self._keys = {job_id: kept for job_id, kept in keys.items() if job_id in view.running}
+            for job in view.running.values():
+                kept = keys.get(job.job_id) if own else None
+                if kept is None or kept[0] is not job:
+                    kept = keys[job.job_id] = (job, key(job))
+                pairs.append((kept[1], job))
+            running = sorted(pairs)
+            if own and view.jobs is not None:
+                self._sorted = (view.jobs, set(view.running), running)
         if not running:
             jobs: list[JobInfo] = list(pending)
             return Ranking(jobs, None, np.zeros(len(jobs), np.int64))
-        jobs, at, cut = [], [], 0
+        jobs, at, gpus, cut = [], [], [], 0
         first = key(pending[0]) if pending else None
         for k, job in running:
-            # Most running jobs arrived before every waiting one: then no bisection is needed.
+            # Most running jobs arrived before every waiting one: then no bisection is needed, and no slice
+            # of the queue (the core's sorted list: a slice of it, even an empty one, is a call of its own).
             i = 0 if first is None or k < first else bisect_left(pending, k, lo=cut, key=key)
-            jobs.extend(pending[cut:i])
-            cut = i
+            if i > cut:
+                jobs.extend(pending[cut:i])
+                cut = i
             at.append(len(jobs))
+            gpus.append(job.num_gpus)
             jobs.append(job)
         jobs.extend(pending[cut:])
         held = np.zeros(len(jobs), np.int64)
-        held[at] = [job.num_gpus for _, job in running]
+        held.put(at, gpus)
         return Ranking(jobs, None, held)
 
 
@@ -145,22 +188,48 @@ KEYS_SLACK = 256
 
 class WaitingByKey(WaitingFollower, EventOrder):
     """The waiting jobs sorted by a key that does not move while a job waits (SRTF's remaining time,
-    submission, arrival), kept from pass to pass and read again only for the jobs of new events."""
+    submission, arrival), kept from pass to pass and read again only for the jobs of new events; with each
+    key's first element in a list of its own (:func:`bisect_key`)."""
 
     def __init__(self) -> None:
         self._key: Callable[[JobInfo], Any] | None = None
         super().__init__()
 
-    def ordered(self, view: ClusterView, key: Callable[[JobInfo], Any]) -> tuple[list[JobInfo], list[Any]]:
-        """The view's waiting jobs sorted by ``key`` and their keys: the kept lists themselves, read only
-        and valid until the next call. ``key`` must give a waiting job the key it gave it at any earlier pass."""
+    def _start(self, events: object) -> None:
+        super()._start(events)
+        self._firsts: list[Any] = []  # in the order of _keys: each key's first element
+
+    def ordered(self, view: ClusterView, key: Callable[[JobInfo], Any]
+                ) -> tuple[list[JobInfo], list[Any], list[Any]]:
+        """The view's waiting jobs sorted by ``key``, their keys and the keys' first elements: the kept lists
+        themselves, read only and valid until the next call. ``key`` must give a waiting job the key it gave it
+        at any earlier pass."""
         self._key = key
         self._follow(view)
-        return self._jobs, self._keys
+        return self._jobs, self._keys, self._firsts
 
     def _learn(self, job: JobInfo, view: ClusterView) -> None:
         assert self._key is not None
-        self._insert(job, self._key(job))
+        key = self._key(job)
+        self._firsts.insert(self._insert(job, key), key[0])
+
+    def _forget(self, job_id: str) -> int | None:
+        i = super()._forget(job_id)
+        if i is not None:
+            del self._firsts[i]
+        return i
+
+
+def bisect_key(keys: Sequence[Any], firsts: Sequence[Any], key: Any, lo: int) -> int:
+    """``bisect_left(keys, key, lo=lo)`` for sorted tuples ``keys`` whose first elements are ``firsts``: by the
+    first elements (a float compare, not a tuple's), then over the keys that share ``key``'s first. SRTF
+    puts ~65 running jobs into ~240 waiting ones a loaded Synergy round, eight tuple compares each before."""
+    first = key[0]
+    i = bisect_left(firsts, first, lo=lo)
+    n = len(keys)
+    while i < n and firsts[i] == first and keys[i] < key:
+        i += 1
+    return i
 
 
 class Srtf(Ordering):
@@ -180,6 +249,11 @@ class Srtf(Ordering):
 
     def __init__(self) -> None:
         self._waiting = WaitingByKey()
+        # Running jobs' progress lines by job id (_running_keys): (job, epoch, allocation, iterations, as a
+        # float, ideal iteration, submit time, arrival, done, since, rate, GPUs).
+        self._lines: dict[str, tuple[Any, ...]] = {}
+        # The last ranking from the kept order, its view and the jobs promoted then (for same_until).
+        self._last: tuple[ClusterView, Ranking, frozenset[str]] | None = None
 
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, ...]]:
         now, guard = view.now, self.guard
@@ -187,8 +261,14 @@ class Srtf(Ordering):
             promoted, rank = guard.promote(view, state), guard.rank
             return lambda job: (rank(promoted, job), job.remaining_iterations(now) * job.ideal_iteration_s,
                                 job.spec.submit_time, job.arrival_seq)
-        return lambda job: (job.remaining_iterations(now) * job.ideal_iteration_s,
-                            job.spec.submit_time, job.arrival_seq)
+        return self.remaining_key(view)
+
+    @staticmethod
+    def remaining_key(view: ClusterView) -> Callable[[JobInfo], tuple[float, float, int]]:
+        """The key without the starvation guard's rank: the order among jobs the guard treats alike."""
+        now = view.now
+        return lambda job: (job.remaining_iterations(now) * job.ideal_iteration_s, job.spec.submit_time,
+                            job.arrival_seq)
 
     def ranking(self, view: ClusterView, state: PassState, pending: Sequence[JobInfo]) -> Ranking:
         """:meth:`Ordering.ranking` with the waiting jobs in an order kept from pass to pass
@@ -201,36 +281,131 @@ class Srtf(Ordering):
         if (type(self).key is not Srtf.key or view.events is None or view.jobs is None
                 or len(pending) != len(view.pending)):
             return super().ranking(view, state, pending)
-        key, now = self.key(view, state), view.now
-        waiting, keys = self._waiting.ordered(view, lambda job: (job.remaining_iterations(now) * job.ideal_iteration_s,
-                                                                 job.spec.submit_time, job.arrival_seq))
+        key, unguarded = self.key(view, state), self.remaining_key(view)
+        waiting, keys, firsts = self._waiting.ordered(view, unguarded)
         promoted: frozenset[str] = frozenset()
         if self.guard is not None:
             promoted = state.get(STARVATION_PROMOTED_KEY, frozenset())
         jobs: list[JobInfo] = []
+        running: Iterable[JobInfo] = view.running.values()
         if promoted:  # rank 0 before everything else; then the order without them
             found = (view.jobs.get(job_id) for job_id in promoted)
             jobs = sorted((j for j in found if j is not None and j.state in _RANKED), key=key)
-            kept = [(j, k) for j, k in zip(waiting, keys, strict=True) if j.job_id not in promoted]
-            waiting, keys = [j for j, _ in kept], [k for _, k in kept]
+            kept = [i for i, j in enumerate(waiting) if j.job_id not in promoted]
+            waiting, keys, firsts = [waiting[i] for i in kept], [keys[i] for i in kept], [firsts[i] for i in kept]
+            running = [j for j in running if j.job_id not in promoted]
         at = [i for i, job in enumerate(jobs) if job.allocation is not None]
-        drop = 1 if self.guard is not None else 0  # the guard's rank, 1 for every job not promoted
+        gpus = [jobs[i].num_gpus for i in at]
         cut = 0
         # Each running job keyed once (keys are unique: the job itself is never compared).
-        for k, job in sorted([(key(j), j) for j in view.running.values() if j.job_id not in promoted]):
-            i = bisect_left(keys, k[drop:], lo=cut)
-            jobs.extend(waiting[cut:i])
-            cut = i
+        for k, job, g in sorted(self._running_keys(view, running)):
+            i = bisect_key(keys, firsts, k, cut)
+            if i > cut:
+                jobs.extend(waiting[cut:i])
+                cut = i
             at.append(len(jobs))
+            gpus.append(g)
             jobs.append(job)
         jobs.extend(waiting[cut:])
         held = np.zeros(len(jobs), np.int64)
-        held[at] = [jobs[i].num_gpus for i in at]
-        return Ranking(jobs, None, held)
+        held.put(at, gpus)
+        ranking = Ranking(jobs, None, held)
+        self._last = (view, ranking, promoted)
+        return ranking
+
+    def _running_keys(self, view: ClusterView, running: Iterable[JobInfo]
+                      ) -> list[tuple[tuple[float, float, int], JobInfo, int]]:
+        """Each running job's :meth:`remaining_key`, with the job and its GPUs, from its progress line kept while
+        its epoch and allocation are those it was read at (which fix the line: ``JobInfo.epoch``): the same
+        arithmetic as ``JobRecord.iterations_done``, without its calls (a loaded Synergy round keys ~65)."""
+        lines, now = self._lines, view.now
+        if len(lines) > 2 * len(view.running) + KEYS_SLACK:
+            lines = self._lines = {job_id: line for job_id, line in lines.items() if job_id in view.running}
+        out = []
+        for job in running:
+            line = lines.get(job.job_id)
+            if line is None or line[0] is not job or line[1] != job.epoch or line[2] is not job.allocation:
+                done, since, rate, _, _ = job.progress_line()
+                line = lines[job.job_id] = (job, job.epoch, job.allocation, job.iterations_total,
+                                            float(job.iterations_total), job.ideal_iteration_s, job.spec.submit_time,
+                                            job.arrival_seq, done, since, rate, job.num_gpus)
+            _, _, _, total, ceiling, ideal, submit, arrival, done, since, rate, g = line
+            if rate != 0.0 and (elapsed := now - since) > 0.0:
+                done = min(ceiling, done + rate * elapsed)
+            out.append((((total - done) * ideal, submit, arrival), job, g))
+        return out
+
+    def tail_key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], Any] | None:
+        """:meth:`Ordering.tail_key`: the key itself. A waiting job's remaining time does not move and the
+        starvation guard's rank only falls (its promotions are for good); ``None`` for a subclass's own key."""
+        return self.key(view, state) if type(self).key is Srtf.key else None
+
+    def same_until(self, view: ClusterView) -> float:
+        """:meth:`Ordering.same_until`: a waiting job's remaining time does not move and a running job's
+        falls along a line (flat until its restore ends, then at its rate: ``JobInfo.progress_line``), so
+        with no event the order of the jobs changes first between two neighbours in it, one of them
+        running: the order holds until the first such pair's remaining times meet (within
+        ``SRTF_QUIET_KEY_TOLERANCE``), or until the starvation guard promotes its next job, less
+        ``SRTF_QUIET_MARGIN_S``. Jobs promoted and not (the key's first element) never change places. The
+        lines change only with events and with an agent's report of real progress, after which the core
+        asks again (SchedulingCore.report_progress). ``-inf`` for a subclass's own key."""
+        if type(self).key is not Srtf.key:
+            return -math.inf
+        if self._last is not None and self._last[0] is view:  # the quiet pass's own ranking
+            _, ranking, promoted = self._last
+        else:
+            state = PassState()
+            ranking = self.ranking(view, state, view.pending)
+            promoted = state.get(STARVATION_PROMOTED_KEY, frozenset())
+        jobs = ranking.ranked()
+        until = math.inf if self.guard is None else self.guard.next_promotion(view, promoted)
+        # A running job's neighbour behind it waits (never catches up: it does not move) or runs (that pair
+        # is the other's): only the running jobs and the neighbours ahead of them are compared.
+        for i in np.flatnonzero(ranking.held_ranked()).tolist():
+            if i:
+                ahead, behind = jobs[i - 1], jobs[i]
+                if (ahead.job_id in promoted) == (behind.job_id in promoted):
+                    until = min(until, _remaining_times_meet(ahead, behind, view.now))
+        return until - SRTF_QUIET_MARGIN_S
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         if self.guard is not None:
             self.guard.commit(view, state)
+
+
+def _remaining_line(job: JobInfo) -> tuple[float, float, float]:
+    """SRTF's remaining time of ``job`` as a line: ``(value, since, slope)``, the value until ``since``
+    and falling by ``slope`` per second after it (to its completion, an event)."""
+    done, since, rate, _, _ = job.progress_line()
+    ideal = job.ideal_iteration_s
+    return (job.iterations_total - done) * ideal, since, rate * ideal
+
+
+def _remaining_times_meet(ahead: JobInfo, behind: JobInfo, now: float) -> float:
+    """The earliest time from ``now`` on at which ``behind``'s remaining time comes within
+    ``SRTF_QUIET_KEY_TOLERANCE`` of ``ahead``'s (``now`` if it is already), ``inf`` if never: the two
+    lines are straight between their ``since`` times."""
+    a, b = _remaining_line(ahead), _remaining_line(behind)
+    if a[1] <= now and b[1] <= now:  # (most pairs: both lines straight from now on)
+        va, vb = a[0] - a[2] * (now - a[1]), b[0] - b[2] * (now - b[1])
+        gap = vb - va - SRTF_QUIET_KEY_TOLERANCE * (abs(va) + abs(vb) + 1.0)
+        if gap <= 0.0:
+            return now
+        closing = b[2] - a[2]
+        return now + gap / closing if closing > 0.0 else math.inf
+    points = sorted({now, *(since for _, since, _ in (a, b) if since > now)})
+    for i, t in enumerate(points):
+        va = a[0] if t <= a[1] else a[0] - a[2] * (t - a[1])
+        vb = b[0] if t <= b[1] else b[0] - b[2] * (t - b[1])
+        gap = vb - va - SRTF_QUIET_KEY_TOLERANCE * (abs(va) + abs(vb) + 1.0)
+        if gap <= 0.0:
+            return t
+        closing = (b[2] if t >= b[1] else 0.0) - (a[2] if t >= a[1] else 0.0)  # per second, after t
+        if closing > 0.0:
+            meet = t + gap / closing
+            if i + 1 == len(points) or meet <= points[i + 1]:
+                return meet
+    return math.inf
 
 
 class Las(Ordering):

@@ -26,9 +26,9 @@ import itertools
 import math
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -54,11 +54,6 @@ from halyard.policies.stages import (
     Stage,
 )
 from halyard.policies.view import ClusterView, JobInfo, allocation_of
-
-
-def _arrival_key(job: JobInfo) -> tuple[float, int]:
-    """An arrival-order ordering's key (:class:`~halyard.policies.ordering.Fifo`'s): submit time, arrival."""
-    return (job.spec.submit_time, job.arrival_seq)
 
 # From how many ranked jobs a pass looks for the running head to skip (StagedPolicy._running_head). Our
 # choice, measured on loaded runs: finding it costs about ten numpy calls (~35 us on the
@@ -142,12 +137,12 @@ class StagedPolicy:
 
     def schedule(self, view: ClusterView, state: PassState) -> Plan:
         plan = Plan()
-        free = view.free.copy()
         waits = self.placement.batch and not self.placement.acts_now(view)
         if waits and type(self.admission) is AdmitAll:  # (every pending job admitted: no list of them needed)
             admitted: list[JobInfo] | Sequence[JobInfo] = view.pending
         else:
             admitted = list(self.admission.admit(view, view.pending, plan, state))
+        free = None  # the pass's ledger, copied only for a pass that places (or an adjuster)
         if admitted:
             if waits:
                 # A round-based placement (Synergy §3) decides at round boundaries only: until the next
@@ -156,9 +151,13 @@ class StagedPolicy:
                                            "the runnable set is chosen and placed at round boundaries)",
                                            view.round_s)
             elif self.ordering.preemptive or self.placement.batch:  # (admitted is the list admit made)
+                free = view.free.copy()
                 self._runnable(view, cast(list[JobInfo], admitted), plan, free, state)
             else:
+                free = view.free.copy()
                 self._in_order(view, cast(list[JobInfo], admitted), plan, free, state)
+        if free is None and self.adjusters:
+            free = view.free.copy()
         return adjust(self.adjusters, view, plan, free, state)
 
     @property
@@ -324,13 +323,14 @@ class StagedPolicy:
         unplaced = plan.unplaced  # plan.wait, inlined: this loop visits every running and pending job
         # A change set (_runnable): a reason the core holds already is not told again.
         held_of = plan.since.get if plan.since is not None else None
-        # Where the budget runs out, an arrival-order walk hands the rest to _walk_tail (position in ``rest``).
-        tail = (self.skip_tail and held_of is not None and self.ordering.arrival_order and ranking.order is None
-                and fixed and view.events is not None)
+        # Where the budget runs out, a walk by an ordering with a tail key (FIFO's arrival, SRTF's remaining
+        # time: Ordering.tail_key) hands the rest to _walk_tail (position in ``rest``).
+        tail_key = (self.ordering.tail_key(view, state) if self.skip_tail and held_of is not None
+                    and ranking.order is None and fixed and view.events is not None else None)
         self._tail_next, self._walked = None, True
-        if tail and not budget:  # the running head holds the whole budget: every job behind it is the tail
+        if tail_key is not None and not budget:  # the running head holds the whole budget: all behind is tail
             rest = ()  # (a loaded round that starts no job: ~1,300 jobs looked at one by one before)
-            self._walk_tail(view, ranking, head, at_budget, plan, free)
+            self._walk_tail(view, ranking, head, at_budget, plan, free, tail_key)
         for at, job in enumerate(rest):
             allocation = job.allocation
             if allocation is not None:
@@ -339,8 +339,8 @@ class StagedPolicy:
                     budget -= gpus
                     at_budget = waits.setdefault(budget, {})
                     runnable.append(job)
-                    if not budget and tail:
-                        self._walk_tail(view, ranking, head + at + 1, at_budget, plan, free)
+                    if not budget and tail_key is not None:
+                        self._walk_tail(view, ranking, head + at + 1, at_budget, plan, free, tail_key)
                         break
                 else:
                     plan.preempt(job.job_id)
@@ -352,8 +352,8 @@ class StagedPolicy:
                 at_budget = waits.setdefault(budget, {})
                 runnable.append(job)
                 starts.append((job, gpus))
-                if not budget and tail:
-                    self._walk_tail(view, ranking, head + at + 1, at_budget, plan, free)
+                if not budget and tail_key is not None:
+                    self._walk_tail(view, ranking, head + at + 1, at_budget, plan, free, tail_key)
                     break
                 continue
             why = at_budget.get(gpus)
@@ -373,18 +373,19 @@ class StagedPolicy:
                           "schedulable GPUs ({} left)", gpus, self.ordering.name, budget)
 
     def _walk_tail(self, view: ClusterView, ranking: Ranking, start: int, out: dict[int, Unplaced], plan: Plan,
-                   free: FreeResources) -> int:
+                   free: FreeResources, key: Callable[[JobInfo], Any]) -> int:
         """The rest of :meth:`_walk` from ranked position ``start`` on, once no GPU of the budget is left (the
-        walk of an arrival-order ordering, FIFO, telling its reasons as changes): every running job there is
-        preempted (in order) and every waiting one waits with ``out``'s reason for its GPUs, as the walk would
-        have done job by job. A waiting job need not be told what the core holds for it already, and one that
-        holds it can be known without looking at it: at the last applied walk every job waiting from that
-        walk's key on was told (or held) that reason; a job waiting now from that key on either waited then
-        too, untouched since, and holds it still, or has an event since (it arrived, or was preempted), so is
-        looked at. Jobs between this pass's cut and that key are looked at one by one. Valid while the core
-        edits the same reasons (the views' mapping; a pass between rounds leaves them as they are), so a
-        chain of such walks with no other pass telling reasons between them. Returns how many waiting jobs
-        it looked at (a benchmark's count)."""
+        walk of an ordering with a tail key, ``key``, telling its reasons as changes: Ordering.tail_key): every
+        running job there is preempted (in order) and every waiting one waits with ``out``'s reason for its
+        GPUs, as the walk would have done job by job. A waiting job need not be told what the core holds for it
+        already, and one that holds it can be known without looking at it: at the last applied walk every job
+        waiting from that walk's key on was told (or held) that reason; a job waiting now from that key on
+        either waited then too, untouched since, with a key then no lower than now (a waiting job's never
+        grows), so from that key on then too, and holds it still, or has an event since (it arrived, or was
+        preempted), so is looked at. Jobs between this pass's cut and that key are looked at one by one.
+        Valid while the core edits the same reasons (the views' mapping; a pass between rounds leaves them as
+        they are), so a chain of such walks with no other pass telling reasons between them. Returns how many
+        waiting jobs it looked at (a benchmark's count)."""
         jobs, events, since = ranking.jobs, view.events, plan.since
         assert events is not None and since is not None
         for i in np.flatnonzero(ranking.held[start:]).tolist():  # running jobs past the budget: preempted
@@ -394,15 +395,16 @@ class StagedPolicy:
         last = self._tail
         end = len(jobs)
         touched: list[JobInfo] = []
-        if last is not None and last[0] is since and last[1] <= len(events):
-            end = bisect_left(jobs, last[2], lo=start, key=_arrival_key)
+        # (A cut at the very end leaves no tail: then no job is past it, however its key compares.)
+        if last is not None and last[0] is since and last[1] <= len(events) and start < end:
+            end = bisect_left(jobs, last[2], lo=start, key=key)
             records = view.jobs
             assert records is not None
-            past = max(last[2], _arrival_key(jobs[start])) if start < len(jobs) else last[2]
+            past = max(last[2], key(jobs[start]))
             for job_id in dict.fromkeys(event.job_id for event in events.since(last[1])):
                 record = records.get(job_id)  # waiting now, at or after ``end`` (before it: looked at anyway)
                 if (record is not None and record.state is JobState.PENDING and record.allocation is None
-                        and _arrival_key(record) >= past):
+                        and key(record) >= past):
                     touched.append(record)
         unplaced, held_of = plan.unplaced, since.get
         looked = 0
@@ -417,7 +419,7 @@ class StagedPolicy:
             if held is not why and held != why:
                 unplaced[job.job_id] = why
         if start < len(jobs):
-            self._tail_next = (since, len(events), _arrival_key(jobs[start]))
+            self._tail_next = (since, len(events), key(jobs[start]))
         return looked
 
     @staticmethod

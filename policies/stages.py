@@ -192,6 +192,13 @@ class Ordering(Stage, Protocol):
         jobs = self.ranked(view, state, pending)
         return Ranking(jobs, None, held_gpus(jobs))
 
+    def tail_key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], Any] | None:
+        """A key the pass's ranking is sorted by (for the jobs of the pass, at ``view``) under which a
+        waiting job's key never grows from pass to pass while it waits with no event (FIFO's arrival, SRTF's
+        remaining time): then a walk may leave alone the waiting jobs past where its GPU budget ran out that
+        were past it at the last walk too (``StagedPolicy._walk_tail``). None (this default): no such key."""
+        return None
+
     def same_until(self, view: ClusterView) -> float:
         """The time before which every job's key keeps its order with the clock alone moving (no job
         started, stopped, arrived or ended), for :meth:`Policy.quiet_until`. ``-inf`` (this

@@ -107,15 +107,27 @@ class SynergyMechanism(BatchPlacement):
         by_job[job.job_id] = (gpus, found)
         return found
 
+    # Whether the mechanism re-packs the running jobs (so the packer holds them first); False for one that only
+    # places the new jobs on what the running ones leave free (GPU-proportional, GREEDY): a running job the
+    # packer does not hold is one it leaves as it is, which _emit reads as it reads one held unchanged.
+    repacks_running = True
+
     def place_all(self, view: ClusterView, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
                   plan: Plan, free: FreeResources, state: PassState) -> None:
         self._kept.keep(view.running)
         packer = Packer(view, free, self._kept)
-        for job in runnable:
-            if job.allocation is not None:
-                packer.hold(job.job_id, job.allocation)
+        if self.repacks_running:
+            for job in runnable:
+                if job.allocation is not None:
+                    packer.hold(job.job_id, job.allocation)
         self.pack(view, packer, runnable, new, plan, state)
-        _emit(view, plan, packer, new)
+        if self.repacks_running:
+            _emit(view, plan, packer, new)
+            return
+        for job in new:  # (only new jobs placed, on resources no other job holds: each start fits, in any order)
+            allocation = packer.alloc.get(job.job_id)
+            if allocation is not None:
+                plan.start(job.job_id, allocation)
 
     def pack(self, view: ClusterView, packer: Packer, runnable: Sequence[JobInfo], new: Sequence[JobInfo],
              plan: Plan, state: PassState) -> None:
@@ -130,6 +142,7 @@ class Proportional(SynergyMechanism):
     Halyard's earlier behaviour) places new jobs on every pass instead."""
 
     name = "proportional"
+    repacks_running = False  # (pack places the new jobs only)
 
     def __init__(self, *, rounds: bool = True) -> None:
         super().__init__()
@@ -155,6 +168,7 @@ class Greedy(SynergyMechanism):
     (``synergy-greedy-every-pass``) places new jobs on every pass instead."""
 
     name = "synergy-greedy"
+    repacks_running = False  # (pack places the new jobs only)
 
     def __init__(self, *, rounds: bool = True) -> None:
         super().__init__()

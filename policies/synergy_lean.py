@@ -522,6 +522,9 @@ def _pack_running(tune: Tune, view: ClusterView, lp: LeanPack, job: JobInfo, cm:
 
 def _release(lp: LeanPack, idx: int, wanted: tuple[int, int]) -> None:
     """:meth:`Tune._release`: §4.2 (2a) on node ``idx`` until ``wanted`` fits."""
+    fc, fm = lp.c, lp.m
+    if fc[idx] >= wanted[0] and fm[idx] >= wanted[1]:
+        return  # (it fits already: the loop below would stop before its first revert)
     node = lp.nodes[idx]
     jobs = lp.jobs
 
@@ -533,7 +536,6 @@ def _release(lp: LeanPack, idx: int, wanted: tuple[int, int]) -> None:
                 + max(0, j.ms[i] - node.proportional_memory_mb(k)) / max(node.memory_mb, 1))
 
     candidates = sorted([(-e, j) for j in lp.on_node[idx] if (e := excess(j)) > 0])  # (most excess first)
-    fc, fm = lp.c, lp.m
     for _, job_id in candidates:
         if fc[idx] >= wanted[0] and fm[idx] >= wanted[1]:
             return

@@ -8,6 +8,7 @@ job -> allocation and node -> jobs maps on the pass's free resources.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable
 
 import numpy as np
@@ -78,7 +79,9 @@ class Packer:
         self.index: dict[str, int] = view.facts.memo("synergy/node-index", None,
                                                      lambda: {n.name: i for i, n in enumerate(self.cluster.nodes)})
         self.alloc: dict[str, Allocation] = {}
-        self.on_node: list[set[str]] = [set() for _ in self.cluster.nodes]
+        # Node index -> jobs with a part there (a node's set made when a job first lands on it: a pass of a
+        # mechanism that places only new jobs touches a node or two of the cluster's).
+        self.on_node: defaultdict[int, set[str]] = defaultdict(set)
         self._home: dict[str, Allocation] = {}  # what each held job held when the pass began
         self._kept = KeptShapes() if kept is None else kept
 

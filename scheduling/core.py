@@ -510,6 +510,14 @@ class SchedulingCore:
     def cancel(self, job_id: str, now: float) -> None:
         self._finish(job_id, now, JobState.CANCELLED, EventKind.CANCELLED)
 
+    def report_progress(self, record: JobRecord, now: float, iterations: float,
+                        iteration_s: float | None = None) -> None:
+        """An agent's report of how far a job it really runs is (:meth:`JobRecord.report_progress`). It
+        moves the job's progress line without an event, so the next pass runs: a quiet pass's promise
+        (:meth:`Policy.quiet_until`, e.g. SRTF's, read from the lines) no longer holds."""
+        record.report_progress(now, iterations, iteration_s)
+        self._quiet = None
+
     def requeue(self, job_id: str, now: float, reason: str) -> None:
         """Put a running job back in the queue from its last checkpoint (e.g. its node was lost)."""
         record = self._record(job_id)

@@ -168,7 +168,7 @@ class Simulator:
             if on_progress is not None and changed:
                 on_progress(finished, total_jobs or len(core.records), now)
             run.end_time = now
-            if until is not None and len(window) <= _PRUNE_BELOW:  # a policy may also fail or drop a job
+            if until is not None and changed and len(window) <= _PRUNE_BELOW:  # a pass may also fail or drop a job
                 window = {j for j in window if j in specs or not core.records[j].state.terminal}
             if until is not None and not window and (position >= until[1] or exhausted):
                 break

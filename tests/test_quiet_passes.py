@@ -11,17 +11,25 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from factories import job
 from loaded_runs import loaded_run
 from policy_fakes import FakeJob, view_of
 
 from halyard.datamodel import Allocation, JobState, NodeAllocation, load_cluster
 from halyard.policies import StagedPolicy, make_policy
-from halyard.policies.ordering import Fifo
+from halyard.policies.ordering import (
+    SRTF_QUIET_KEY_TOLERANCE,
+    SRTF_QUIET_MARGIN_S,
+    Fifo,
+    Srtf,
+    StarvationGuard,
+    _remaining_times_meet,
+)
 from halyard.policies.synergy import MECHANISMS
 from halyard.policies.tiresias import QUIET_MARGIN_S, KeptOrder, SkewConsolidation, TwoDimensionalLas
 from halyard.scheduling import SchedulingCore, Simulator, summarize
-from halyard.scheduling.timing import performance_model_for
+from halyard.scheduling.timing import Pacer, performance_model_for
 from halyard.traces import generate_synergy_trace
 
 
@@ -205,3 +213,137 @@ def test_skipping_repeated_rounds_changes_no_event_and_no_wait_reason():
         assert quiet.passes + quiet.skipped_passes == every.passes
         assert quiet_log == every_log, mechanism
         assert quiet_waits == every_waits and quiet_waits
+
+
+def _srtf_core(small_cluster, name: str, gap_iterations: int) -> SchedulingCore:
+    """w (8 GPUs, 10,000 iterations) waits on the one schedulable 4-GPU node, which a (2 GPUs, as many
+    iterations more as ``gap_iterations``) holds behind it in SRTF order; both at 0.26197 s an iteration,
+    and a runs at that (ideal) rate, so its remaining time falls by a second a second."""
+    policy = make_policy(name)
+    core = SchedulingCore(small_cluster, policy, performance_model_for(policy))
+    core.free.schedulable[:] = False
+    core.free.schedulable[small_cluster.node("r0-n0").index] = True
+    core.submit(job(8, job_id="w", iterations=10_000), 0.0)
+    core.submit(job(2, job_id="a", iterations=10_000 + gap_iterations), 0.0)
+    pacer = Pacer(core, core.perf)
+    pacer.update(core.schedule(0.0), 0.0)
+    a = core.records["a"]
+    assert a.state is JobState.RUNNING and a.iteration_s == a.ideal_iteration_s == core.records["w"].ideal_iteration_s
+    return core
+
+
+def test_srtf_order_holds_until_a_running_job_passes_a_waiting_one(small_cluster):
+    """SRTF (``Srtf.same_until``): a's remaining time is 4,000 x 0.26197 = 1,047.9 s more than w's and
+    falls by a second a second, so the two meet at 1,047.9 s: the round passes at 600 and 900 s repeat the
+    one at 300 s and are skipped; at 1,200 s a is ahead, and w's reason says so (2 GPUs left, not 4)."""
+    core = _srtf_core(small_cluster, "proportional:srtf", 4000)
+    w, meet = core.records["w"], 4000 * core.records["w"].ideal_iteration_s
+    assert core.schedule(300.0) == [] and core.skipped_passes == 0
+    before = core.wait_of(w)
+    assert "(4 left)" in before.reason
+    assert meet - 0.01 < core.policy.ordering.same_until(core.view(300.0)) < meet  # within the margins
+    assert core.schedule(600.0) == [] and core.schedule(900.0) == [] and core.skipped_passes == 2
+    assert core.wait_of(w) == before
+    assert core.schedule(1200.0) == [] and core.skipped_passes == 2
+    assert "(2 left)" in core.wait_of(w).reason
+
+
+def test_srtf_order_holds_until_the_starvation_guard_promotes(small_cluster):
+    """With ``+starvation-guard`` at 2,000 s (instead of 1,000 h) the order holds until w has waited that
+    long (a passes w only at 10,479 s): the round at 1,800 s is skipped, the one at 2,100 s runs."""
+    core = _srtf_core(small_cluster, "proportional:srtf+starvation-guard", 40_000)
+    core.policy.ordering.guard = StarvationGuard(2000.0)
+    assert core.schedule(300.0) == [] and core.skipped_passes == 0
+    assert core.policy.ordering.same_until(core.view(300.0)) == 2000.0 - SRTF_QUIET_MARGIN_S
+    assert core.schedule(1800.0) == [] and core.skipped_passes == 1
+    assert core.schedule(2100.0) == [] and core.skipped_passes == 1
+
+
+class _Promotions(StarvationGuard):
+    """A starvation guard that adds the jobs it promotes to ``seen``."""
+
+    def __init__(self, after_s: float, seen: set[str]) -> None:
+        super().__init__(after_s)
+        self.seen = seen
+
+    def promote(self, view, state):
+        promoted = super().promote(view, state)
+        self.seen.update(promoted)
+        return promoted
+
+
+class _SrtfNeverQuiet(Srtf):
+    def same_until(self, view) -> float:
+        return -math.inf
+
+
+def test_skipping_repeated_srtf_rounds_changes_no_event_and_no_wait_reason():
+    """Synergy's GPU-proportional and TUNE under SRTF on a loaded trace, with a starvation guard of 20 h so
+    that it promotes jobs: with repeated empty rounds skipped and without, the same events to the last bit
+    and the same reasons, stopped half-way and at the end."""
+    jobs = generate_synergy_trace(1000, rate_per_hour=5.0, multi_gpu=True, seed=1)
+    for mechanism in ("proportional", "synergy-tune"):
+        promoted: set[str] = set()
+        for until in ((400, 401), None):
+            runs = []
+            for ordering in (Srtf(), _SrtfNeverQuiet()):
+                ordering.guard = _Promotions(20 * 3600.0, promoted)
+                runs.append(loaded_run(StagedPolicy(f"{mechanism}:srtf", ordering,
+                                                    placement=MECHANISMS[mechanism]()), jobs, until))
+            (quiet, quiet_log, quiet_waits), (every, every_log, every_waits) = runs
+            assert quiet.skipped_passes > 0 and every.skipped_passes == 0, mechanism
+            assert quiet.passes + quiet.skipped_passes == every.passes
+            assert quiet_log == every_log, mechanism
+            assert quiet_waits == every_waits
+        assert promoted, mechanism  # the guard promoted jobs (103 under GPU-proportional, 10 under TUNE)
+
+
+def test_an_agents_progress_report_ends_the_srtf_promise(small_cluster):
+    """An agent that runs a job for real re-anchors its progress without an event
+    (``SchedulingCore.report_progress``): a is reported at 45,000 of its 50,000 iterations at 700 s, so it
+    now passes w, and the round at 900 s, which the promise from 300 s (until 10,479 s) would have
+    skipped, runs and says so."""
+    core = _srtf_core(small_cluster, "proportional:srtf", 40_000)
+    w = core.records["w"]
+    assert core.schedule(300.0) == [] and core.schedule(600.0) == [] and core.skipped_passes == 1
+    assert "(4 left)" in core.wait_of(w).reason
+    core.report_progress(core.records["a"], 700.0, 45_000)
+    assert core.schedule(900.0) == [] and core.skipped_passes == 1
+    assert "(2 left)" in core.wait_of(w).reason
+
+
+class _Line:
+    """A job whose SRTF remaining time is ``value`` until ``since``, then falls by ``slope`` a second
+    (``ideal_iteration_s`` 1, so iterations are seconds)."""
+
+    def __init__(self, value: float, since: float, slope: float) -> None:
+        self.iterations_total, self.ideal_iteration_s = 10_000, 1.0
+        self._line = (10_000 - value, since, slope)
+
+    def progress_line(self):
+        done, since, rate = self._line
+        return done, since, rate, 0.0, math.nan
+
+
+def _tolerance(a: float, b: float) -> float:
+    return SRTF_QUIET_KEY_TOLERANCE * (a + b + 1.0)
+
+
+def test_remaining_times_meet_along_straight_and_bent_lines():
+    """``_remaining_times_meet`` (Srtf.same_until's pairs) where the lines are straight from now, where the
+    one behind restores (flat) first, where the one ahead speeds up after its restore, and never."""
+    waiting = _Line(1000.0, 0.0, 0.0)
+    # behind falls a second a second from 1,400 at 100 s: meets 1,000 about 400 s on
+    assert _remaining_times_meet(waiting, _Line(1500.0, 0.0, 1.0), 100.0) == pytest.approx(
+        100.0 + 400.0 - _tolerance(1000.0, 1400.0))
+    # behind restores until 300 s at 1,500, then falls: meets 500 s after that
+    assert _remaining_times_meet(waiting, _Line(1500.0, 300.0, 1.0), 100.0) == pytest.approx(
+        300.0 + 500.0 - _tolerance(1000.0, 1500.0))
+    # ahead (1,000) restores until 200 s, then falls at 2 a second; behind (1,150) falls at 1 from now:
+    # the gap closes to 50 by 200 s, then opens: never
+    assert _remaining_times_meet(_Line(1000.0, 200.0, 2.0), _Line(1150.0, 100.0, 1.0), 100.0) == math.inf
+    # the same with behind at 1,080: the gap (80) closes before 200 s
+    assert _remaining_times_meet(_Line(1000.0, 200.0, 2.0), _Line(1080.0, 100.0, 1.0), 100.0) == pytest.approx(
+        100.0 + 80.0 - _tolerance(1000.0, 1080.0), abs=1e-3)
+    # already within the tolerance: now
+    assert _remaining_times_meet(waiting, _Line(1000.0, 0.0, 1.0), 0.0) == 0.0

@@ -6,9 +6,12 @@ fresh sort's on every pass, with the starvation guard's promotions too.
 
 from __future__ import annotations
 
+import bisect
+import random
+
 from halyard.datamodel import load_cluster
 from halyard.policies import PassState, StagedPolicy
-from halyard.policies.ordering import Srtf, StarvationGuard
+from halyard.policies.ordering import Srtf, StarvationGuard, bisect_key
 from halyard.policies.placement import FirstFitConsolidated
 from halyard.policies.synergy import Proportional
 from halyard.scheduling import Simulator
@@ -30,6 +33,9 @@ class _Checked(Srtf):
         fresh = sorted([*view.running.values(), *pending], key=self.key(view, PassState()))
         assert kept.ranked() == fresh
         assert kept.held.tolist() == [0 if j.allocation is None else j.num_gpus for j in kept.jobs]
+        # the running jobs' keys from their kept progress lines are the key's, to the bit
+        key = self.remaining_key(view)
+        assert all(k == key(j) for k, j, _ in self._running_keys(view, view.running.values()))
         self.checks += 1
         self.promoted_seen += bool(self.guard is not None and self.guard.promoted)
         return kept
@@ -48,3 +54,17 @@ def test_the_kept_order_equals_a_fresh_sort_on_every_pass():
         sim.run(jobs, until=(300, 301))
         assert ordering.checks > 300, placement.name
         assert (ordering.promoted_seen > 0) == (guard_s is not None), placement.name
+
+
+def test_bisect_key_is_bisect_left_over_the_tuples():
+    """``bisect_key`` finds by the first elements, then steps over equal firsts: the same position as a
+    bisection of the tuples themselves, on drawn keys with many equal first elements and any lower bound."""
+    rng = random.Random(7)
+    for _ in range(300):
+        keys = sorted((float(rng.randrange(6)), float(rng.randrange(3)), rng.randrange(1000))
+                      for _ in range(rng.randrange(0, 40)))
+        firsts = [k[0] for k in keys]
+        for _ in range(10):
+            key = (float(rng.randrange(-1, 7)), float(rng.randrange(3)), rng.randrange(1000))
+            lo = rng.randrange(0, len(keys) + 1)
+            assert bisect_key(keys, firsts, key, lo) == bisect.bisect_left(keys, key, lo=lo)

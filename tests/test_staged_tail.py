@@ -16,16 +16,19 @@ import pytest
 
 from halyard.datamodel import JobState, load_cluster
 from halyard.policies import make_policy
+from halyard.policies.ordering import StarvationGuard
 from halyard.policies.staged import WALK_SKIP_FROM
 from halyard.scheduling import Simulator
 from halyard.scheduling.timing import performance_model_for
 from halyard.traces.generator import generate_synergy_trace
 
 
-def _run(name: str, jobs: int, rate: float, seed: int, *, skip: bool):
+def _run(name: str, jobs: int, rate: float, seed: int, *, skip: bool, guard_s: float | None = None):
     drawn = generate_synergy_trace(jobs, rate_per_hour=rate, multi_gpu=True, seed=seed)
     policy = make_policy(name)
     policy.skip_tail = skip
+    if guard_s is not None:  # a starvation guard that promotes within the run (the preset's is 1,000 h)
+        policy.ordering.guard = StarvationGuard(guard_s)
     sim = Simulator(load_cluster("synergy-128"), policy, performance_model_for(policy, contention="fair"))
     core = sim.core
     passes = []
@@ -54,16 +57,20 @@ def _run(name: str, jobs: int, rate: float, seed: int, *, skip: bool):
 
 
 # ``heads``: at least that many tails from a skipped running head (the last workload's queue is long enough).
-@pytest.mark.parametrize(("name", "jobs", "rate", "seed", "heads"), [
-    ("synergy-tune:fifo", 400, 20.0, 1, 0),
-    ("synergy-tune:fifo", 300, 30.0, 2, 0),
-    ("proportional:fifo", 300, 20.0, 3, 0),
-    ("synergy-greedy:fifo", 300, 20.0, 4, 0),
-    ("synergy-tune:fifo", 700, 40.0, 5, 20),
+# SRTF's tail key is its remaining time (Ordering.tail_key), with the starvation guard's rank first.
+@pytest.mark.parametrize(("name", "jobs", "rate", "seed", "heads", "guard_s"), [
+    ("synergy-tune:fifo", 400, 20.0, 1, 0, None),
+    ("synergy-tune:fifo", 300, 30.0, 2, 0, None),
+    ("proportional:fifo", 300, 20.0, 3, 0, None),
+    ("synergy-greedy:fifo", 300, 20.0, 4, 0, None),
+    ("synergy-tune:fifo", 700, 40.0, 5, 20, None),
+    ("proportional:srtf", 400, 20.0, 6, 0, None),
+    ("synergy-tune:srtf", 400, 20.0, 7, 0, None),
+    ("proportional:srtf+starvation-guard", 400, 20.0, 8, 0, 10 * 3600.0),
 ])
-def test_the_tail_skip_gives_every_waiting_job_the_reason_the_full_walk_gives(name, jobs, rate, seed, heads):
-    fast_log, fast_passes, fast_counts, fast_waits = _run(name, jobs, rate, seed, skip=True)
-    full_log, full_passes, full_counts, full_waits = _run(name, jobs, rate, seed, skip=False)
+def test_the_tail_skip_gives_every_waiting_job_the_reason_the_full_walk_gives(name, jobs, rate, seed, heads, guard_s):
+    fast_log, fast_passes, fast_counts, fast_waits = _run(name, jobs, rate, seed, skip=True, guard_s=guard_s)
+    full_log, full_passes, full_counts, full_waits = _run(name, jobs, rate, seed, skip=False, guard_s=guard_s)
     assert fast_log == full_log
     assert fast_passes == full_passes  # actions and every waiting job's reason, after every pass
     assert fast_waits == full_waits
