@@ -252,8 +252,10 @@ class Srtf(Ordering):
         # Running jobs' progress lines by job id (_running_keys): (job, epoch, allocation, iterations, as a
         # float, ideal iteration, submit time, arrival, done, since, rate, GPUs).
         self._lines: dict[str, tuple[Any, ...]] = {}
-        # The last ranking from the kept order, its view and the jobs promoted then (for same_until).
+        # The last ranking from the kept order, its view and the jobs promoted then (for same_until), and the
+        # key it was made with (for tail_key in the same pass).
         self._last: tuple[ClusterView, Ranking, frozenset[str]] | None = None
+        self._key: tuple[ClusterView, Callable[[JobInfo], tuple[float, ...]]] | None = None
 
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, ...]]:
         now, guard = view.now, self.guard
@@ -282,6 +284,7 @@ class Srtf(Ordering):
                 or len(pending) != len(view.pending)):
             return super().ranking(view, state, pending)
         key, unguarded = self.key(view, state), self.remaining_key(view)
+        self._key = (view, key)
         waiting, keys, firsts = self._waiting.ordered(view, unguarded)
         promoted: frozenset[str] = frozenset()
         if self.guard is not None:
@@ -298,8 +301,11 @@ class Srtf(Ordering):
         gpus = [jobs[i].num_gpus for i in at]
         cut = 0
         # Each running job keyed once (keys are unique: the job itself is never compared).
+        n = len(firsts)
         for k, job, g in sorted(self._running_keys(view, running)):
-            i = bisect_key(keys, firsts, k, cut)
+            i = bisect_left(firsts, k[0], lo=cut)
+            if i < n and firsts[i] == k[0]:  # (a waiting job with the same remaining time: the whole key decides)
+                i = bisect_key(keys, firsts, k, cut)
             if i > cut:
                 jobs.extend(waiting[cut:i])
                 cut = i
@@ -338,7 +344,10 @@ class Srtf(Ordering):
     def tail_key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], Any] | None:
         """:meth:`Ordering.tail_key`: the key itself. A waiting job's remaining time does not move and the
         starvation guard's rank only falls (its promotions are for good); ``None`` for a subclass's own key."""
-        return self.key(view, state) if type(self).key is Srtf.key else None
+        if type(self).key is not Srtf.key:
+            return None
+        kept = self._key
+        return kept[1] if kept is not None and kept[0] is view else self.key(view, state)
 
     def same_until(self, view: ClusterView) -> float:
         """:meth:`Ordering.same_until`: a waiting job's remaining time does not move and a running job's
@@ -365,8 +374,16 @@ class Srtf(Ordering):
             if i:
                 ahead, behind = jobs[i - 1], jobs[i]
                 if (ahead.job_id in promoted) == (behind.job_id in promoted):
-                    until = min(until, _remaining_times_meet(ahead, behind, view.now))
+                    until = min(until, _lines_meet(self._line_of(ahead), self._line_of(behind), view.now))
         return until - SRTF_QUIET_MARGIN_S
+
+    def _line_of(self, job: JobInfo) -> tuple[float, float, float]:
+        """:func:`_remaining_line`, from the progress line the ranking kept for a running job while it holds."""
+        line = self._lines.get(job.job_id)
+        if line is not None and line[0] is job and line[1] == job.epoch and line[2] is job.allocation:
+            _, _, _, total, _, ideal, _, _, done, since, rate, _ = line
+            return (total - done) * ideal, since, rate * ideal
+        return _remaining_line(job)
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         if self.guard is not None:
@@ -383,9 +400,13 @@ def _remaining_line(job: JobInfo) -> tuple[float, float, float]:
 
 def _remaining_times_meet(ahead: JobInfo, behind: JobInfo, now: float) -> float:
     """The earliest time from ``now`` on at which ``behind``'s remaining time comes within
-    ``SRTF_QUIET_KEY_TOLERANCE`` of ``ahead``'s (``now`` if it is already), ``inf`` if never: the two
-    lines are straight between their ``since`` times."""
-    a, b = _remaining_line(ahead), _remaining_line(behind)
+    ``SRTF_QUIET_KEY_TOLERANCE`` of ``ahead``'s (``now`` if it is already), ``inf`` if never."""
+    return _lines_meet(_remaining_line(ahead), _remaining_line(behind), now)
+
+
+def _lines_meet(a: tuple[float, float, float], b: tuple[float, float, float], now: float) -> float:
+    """:func:`_remaining_times_meet` of two :func:`_remaining_line` lines, ``a`` ahead: they are straight
+    between their ``since`` times."""
     if a[1] <= now and b[1] <= now:  # (most pairs: both lines straight from now on)
         va, vb = a[0] - a[2] * (now - a[1]), b[0] - b[2] * (now - b[1])
         gap = vb - va - SRTF_QUIET_KEY_TOLERANCE * (abs(va) + abs(vb) + 1.0)
