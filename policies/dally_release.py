@@ -58,7 +58,7 @@ import dataclasses
 import itertools
 import math
 import operator
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Iterator
 
 import numpy as np
 
@@ -148,12 +148,7 @@ class ReleaseAuctions:
                 job = jobs[i]
                 seen[job.job_id] = (job.last_assignment_time, now)
             return set(seen)
-        kept, began = self._kept_entries(view), self.began.get
-        for job_id, job in view.running.items():
-            entry = kept.get(job_id)
-            if entry is None or entry[2] is not began(job_id) or entry[3] != (
-                    job.last_assignment_time, job.allocation, job.iteration_s, job.num_gpus, job.spec):
-                entry = self._entry(view, job_id, job)
+        for job_id, job, entry in self._entries(view):
             if now >= entry[0] - LEASE_END_SLACK_S:
                 seen[job_id] = (job.last_assignment_time, now)
         return set(seen)
@@ -175,16 +170,22 @@ class ReleaseAuctions:
             due = table.auctions[:table.at(view)]
             later = due[due > now]
             return float(later.min()) if later.size else soonest
+        for _, _, entry in self._entries(view):
+            t = entry[1]
+            if now < t < soonest:
+                soonest = t
+        return soonest
+
+    def _entries(self, view: ClusterView) -> Iterator[tuple[str, JobInfo, Kept]]:
+        """Each running job with its kept entry (:meth:`_kept_entries`), worked out again where an input of it
+        changed (a view built by hand: no event log to follow)."""
         kept, began = self._kept_entries(view), self.began.get
         for job_id, job in view.running.items():
             entry = kept.get(job_id)
             if entry is None or entry[2] is not began(job_id) or entry[3] != (
                     job.last_assignment_time, job.allocation, job.iteration_s, job.num_gpus, job.spec):
                 entry = self._entry(view, job_id, job)
-            t = entry[1]
-            if now < t < soonest:
-                soonest = t
-        return soonest
+            yield job_id, job, entry
 
     def _kept_entries(self, view: ClusterView) -> dict[str, Kept]:
         """Job id -> (:meth:`lease_end`, :meth:`auction_at`, its :attr:`began` entry, (last assignment, allocation,
