@@ -398,15 +398,10 @@ def _remaining_line(job: JobInfo) -> tuple[float, float, float]:
     return (job.iterations_total - done) * ideal, since, rate * ideal
 
 
-def _remaining_times_meet(ahead: JobInfo, behind: JobInfo, now: float) -> float:
-    """The earliest time from ``now`` on at which ``behind``'s remaining time comes within
-    ``SRTF_QUIET_KEY_TOLERANCE`` of ``ahead``'s (``now`` if it is already), ``inf`` if never."""
-    return _lines_meet(_remaining_line(ahead), _remaining_line(behind), now)
-
-
 def _lines_meet(a: tuple[float, float, float], b: tuple[float, float, float], now: float) -> float:
-    """:func:`_remaining_times_meet` of two :func:`_remaining_line` lines, ``a`` ahead: they are straight
-    between their ``since`` times."""
+    """The earliest time from ``now`` on at which remaining-time line ``b`` (:func:`_remaining_line`, the job
+    behind) comes within ``SRTF_QUIET_KEY_TOLERANCE`` of ``a`` (the job ahead): ``now`` if it is already, ``inf``
+    if never. The lines are straight between their ``since`` times."""
     if a[1] <= now and b[1] <= now:  # (most pairs: both lines straight from now on)
         va, vb = a[0] - a[2] * (now - a[1]), b[0] - b[2] * (now - b[1])
         gap = vb - va - SRTF_QUIET_KEY_TOLERANCE * (abs(va) + abs(vb) + 1.0)

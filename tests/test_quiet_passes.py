@@ -24,7 +24,8 @@ from halyard.policies.ordering import (
     Fifo,
     Srtf,
     StarvationGuard,
-    _remaining_times_meet,
+    _lines_meet,
+    _remaining_line,
 )
 from halyard.policies.synergy import MECHANISMS
 from halyard.policies.tiresias import QUIET_MARGIN_S, KeptOrder, SkewConsolidation, TwoDimensionalLas
@@ -329,8 +330,12 @@ def _tolerance(a: float, b: float) -> float:
     return SRTF_QUIET_KEY_TOLERANCE * (a + b + 1.0)
 
 
+def _remaining_times_meet(ahead, behind, now: float) -> float:
+    return _lines_meet(_remaining_line(ahead), _remaining_line(behind), now)
+
+
 def test_remaining_times_meet_along_straight_and_bent_lines():
-    """``_remaining_times_meet`` (Srtf.same_until's pairs) where the lines are straight from now, where the
+    """``_lines_meet`` (Srtf.same_until's pairs) where the lines are straight from now, where the
     one behind restores (flat) first, where the one ahead speeds up after its restore, and never."""
     waiting = _Line(1000.0, 0.0, 0.0)
     # behind falls a second a second from 1,400 at 100 s: meets 1,000 about 400 s on
