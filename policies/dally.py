@@ -157,7 +157,7 @@ from halyard.datamodel import Allocation, ValidationError
 from halyard.policies.adjusting import adjust, applied, rejected
 from halyard.policies.dally_pass import TOLD_CODES_KEY, DallyPass
 from halyard.policies.dally_preemption import NwSensPreemption
-from halyard.policies.dally_stages import DelayScheduling, NwSensOrdering, delay_decision, starvation
+from halyard.policies.dally_stages import DelayScheduling, NwSensOrdering, starvation
 from halyard.policies.dally_staggered import KeptOffer
 from halyard.policies.dally_timers import AutoTuner, TimerSource
 from halyard.policies.facts import ClusterShape, GpuTypes
@@ -417,16 +417,10 @@ class Dally:
         With :attr:`shortcuts` the timers are worked out only when the job takes no machine (NaN when it
         does: the callers read them only for a job that takes nothing) and ``offers`` (the pass's usable GPUs,
         kept as its bids take them) stands for ``usable_gpus`` of ``free``."""
-        if not self.shortcuts:
-            if not lease_ended:
-                return self.delay.decide(view, job, free, state)
-            t_mc, t_rk = self.delay.job_timers(view, job, state)
-            avail = usable_gpus(free, view.shape, self.delay.statics.of(view, job).gpu_types)
-            decision = delay_decision(avail, view.shape, job.spec.num_gpus, 0.0, t_mc, t_rk, self.delay.first_fit)
-            return decision, avail, 0.0, t_mc, t_rk
         types = self.delay.statics.of(view, job).gpu_types
         avail = usable_gpus(free, view.shape, types) if offers is None else offers.of(types)
-        return self.delay.offer(view, job, avail, 0.0 if lease_ended else starvation(view, job), state, lazy=True)
+        return self.delay.offer(view, job, avail, 0.0 if lease_ended else starvation(view, job), state,
+                                lazy=self.shortcuts)
 
     def _shape_lists(self, shape: ClusterShape) -> tuple[list[int], list[int], list[int], list[int]]:
         """The GPUs, CPUs, memory and rack of each node of ``shape`` as lists (what KeptOffer reads), once per shape."""

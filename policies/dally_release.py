@@ -58,7 +58,7 @@ import dataclasses
 import itertools
 import math
 import operator
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterable
 
 import numpy as np
 
@@ -78,14 +78,8 @@ IDLE_AUCTION_S = 60.0
 # Float slack when a lease end is compared with the pass's instant: a pass the policy asked for at exactly the
 # lease end (wake_at) sees ``now`` equal to it up to the rounding of ``start + lease_s``.
 LEASE_END_SLACK_S = 1e-9
-# ReleaseAuctions keeps the entries of jobs that stopped running until they outnumber the running ones twice over
-# plus this many (a bound on its memory; the figure only sets how often it is swept).
-KEPT_SLACK = 1024
 FIRST_ROWS = 64  # jobs LeaseEnds' arrays hold at first; they double when full
 OFFERED_KEY = "dally/lease-offered"  # PassState: job id -> (last assignment, this pass's instant) for ended leases
-# ReleaseAuctions' kept entry of a running job: (lease end, auction instant, its ``began`` entry, (last assignment,
-# allocation, iteration s, GPUs, spec)).
-Kept = tuple[float, float, object, tuple[object, ...]]
 
 
 @dataclasses.dataclass
@@ -100,11 +94,8 @@ class ReleaseAuctions:
     no_rounds: bool = False  # ``+no-rounds``: no pass at round boundaries; an idle cluster is auctioned every minute
     # job id -> (last assignment time, when its current lease began): the pass of a lease end that left it its GPUs
     began: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
-    # job id -> (lease end, auction instant, and what they were worked out from), and the view's figures every
-    # entry depends on (the round, the facts). A memo, not learning: :meth:`_kept_entries`.
-    _kept: dict[str, Kept] = dataclasses.field(default_factory=dict, repr=False, compare=False)
-    _kept_for: tuple[object, ...] = dataclasses.field(default=(None,) * 5, repr=False, compare=False)
-    # The same figures followed through the core's event log, for views that offer it (a memo, not learning).
+    # Each running job's lease end and auction instant followed through the core's event log, for views that
+    # offer it (a memo, not learning); a view built by hand is answered job by job.
     _table: LeaseEnds = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -148,16 +139,16 @@ class ReleaseAuctions:
                 job = jobs[i]
                 seen[job.job_id] = (job.last_assignment_time, now)
             return set(seen)
-        for job_id, job, entry in self._entries(view):
-            if now >= entry[0] - LEASE_END_SLACK_S:
+        for job_id, job in view.running.items():
+            if now >= self._lease_end(view, job) - LEASE_END_SLACK_S:
                 seen[job_id] = (job.last_assignment_time, now)
         return set(seen)
 
     def auction_at(self, view: ClusterView, job_id: str) -> float:
         """When the running job's lease-end auction runs: its lease's end (with ``delay``, 1 s per GPU it holds
         later); inf for a job that holds nothing."""
-        delay = RELEASE_DELAY_PER_GPU_S * view.running[job_id].num_gpus if self.delay else 0.0
-        return self.lease_end(view, job_id) + delay
+        job = view.running[job_id]
+        return self._auction_after(self._lease_end(view, job), job)
 
     def wake_at(self, view: ClusterView) -> float:
         """The policy's ``wake_at`` (``SchedulingCore.wake_at``): the soonest lease-end auction after ``view.now``
@@ -170,47 +161,11 @@ class ReleaseAuctions:
             due = table.auctions[:table.at(view)]
             later = due[due > now]
             return float(later.min()) if later.size else soonest
-        for _, _, entry in self._entries(view):
-            t = entry[1]
+        for job in view.running.values():
+            t = self._auction_after(self._lease_end(view, job), job)
             if now < t < soonest:
                 soonest = t
         return soonest
-
-    def _entries(self, view: ClusterView) -> Iterator[tuple[str, JobInfo, Kept]]:
-        """Each running job with its kept entry (:meth:`_kept_entries`), worked out again where an input of it
-        changed (a view built by hand: no event log to follow)."""
-        kept, began = self._kept_entries(view), self.began.get
-        for job_id, job in view.running.items():
-            entry = kept.get(job_id)
-            if entry is None or entry[2] is not began(job_id) or entry[3] != (
-                    job.last_assignment_time, job.allocation, job.iteration_s, job.num_gpus, job.spec):
-                entry = self._entry(view, job_id, job)
-            yield job_id, job, entry
-
-    def _kept_entries(self, view: ClusterView) -> dict[str, Kept]:
-        """Job id -> (:meth:`lease_end`, :meth:`auction_at`, its :attr:`began` entry, (last assignment, allocation,
-        iteration time, GPUs, spec)), kept from call to call for :meth:`ended` and :meth:`wake_at`: an entry
-        serves while the job's figures it was worked out from are equal (the allocation and the spec compared
-        as the same objects first, as tuples compare) and its :attr:`began` entry is the same object, for the
-        view's round and facts. The simulator asks for the next auction after every pass, and working both
-        out afresh for every running job, twice a pass, was most of ``dally``'s CPU on loaded Philly (issue 38);
-        a changed figure makes the entry anew, so every answer equals the plain computation
-        (``tests/test_dally_release.py`` holds it to it on drawn views)."""
-        facts = view.facts
-        if (view.round_s, self.lease_rounds, self.events, self.delay) != self._kept_for[:4] \
-                or facts is not self._kept_for[4]:
-            self._kept, self._kept_for = {}, (view.round_s, self.lease_rounds, self.events, self.delay, facts)
-        if len(self._kept) > 2 * len(view.running) + KEPT_SLACK:
-            self._kept = {k: v for k, v in self._kept.items() if k in view.running}
-        return self._kept
-
-    def _entry(self, view: ClusterView, job_id: str, job: JobInfo) -> Kept:
-        """:meth:`_kept_entries`' entry of a running job, worked out afresh and kept."""
-        end = self._lease_end(view, job)
-        entry = self._kept[job_id] = (
-            end, self._auction_after(end, job), self.began.get(job_id),
-            (job.last_assignment_time, job.allocation, job.iteration_s, job.num_gpus, job.spec))
-        return entry
 
     def on_applied(self, view: ClusterView, state: PassState) -> None:
         """Keep this pass's ended leases (what is left to them starts a new lease now), for the running jobs."""

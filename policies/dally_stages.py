@@ -134,7 +134,7 @@ def delay_decision(avail: np.ndarray, shape: ClusterShape, demand: int, starvati
     the caller's :func:`machine_offer` found no machine (lines 5-8 are not asked again)."""
     ff = first_fit
     if not machine_tried:
-        picked = on_machine(avail, demand) if ff is None else ff.on_machine(avail, shape, demand)  # lines 5-9
+        picked = machine_offer(avail, shape, demand, ff)  # lines 5-9
         if picked is not None:
             return picked, Level.MACHINE
     if starvation_s < machine_timer_s:                      # lines 10-12

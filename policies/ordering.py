@@ -324,17 +324,14 @@ class Srtf(Ordering):
         """Each running job's :meth:`remaining_key`, with the job and its GPUs, from its progress line kept while
         its epoch and allocation are those it was read at (which fix the line: ``JobInfo.epoch``): the same
         arithmetic as ``JobRecord.iterations_done``, without its calls (a loaded Synergy round keys ~65)."""
-        lines, now = self._lines, view.now
-        if len(lines) > 2 * len(view.running) + KEYS_SLACK:
-            lines = self._lines = {job_id: line for job_id, line in lines.items() if job_id in view.running}
-        out = []
+        now = view.now
+        if len(self._lines) > 2 * len(view.running) + KEYS_SLACK:
+            self._lines = {job_id: line for job_id, line in self._lines.items() if job_id in view.running}
+        out, lines = [], self._lines
         for job in running:
-            line = lines.get(job.job_id)
+            line = lines.get(job.job_id)  # (_kept_line, inlined: ~65 a round)
             if line is None or line[0] is not job or line[1] != job.epoch or line[2] is not job.allocation:
-                done, since, rate, _, _ = job.progress_line()
-                line = lines[job.job_id] = (job, job.epoch, job.allocation, job.iterations_total,
-                                            float(job.iterations_total), job.ideal_iteration_s, job.spec.submit_time,
-                                            job.arrival_seq, done, since, rate, job.num_gpus)
+                line = self._read_line(job)
             _, _, _, total, ceiling, ideal, submit, arrival, done, since, rate, g = line
             if rate != 0.0 and (elapsed := now - since) > 0.0:
                 done = min(ceiling, done + rate * elapsed)
@@ -377,29 +374,35 @@ class Srtf(Ordering):
                     until = min(until, _lines_meet(self._line_of(ahead), self._line_of(behind), view.now))
         return until - SRTF_QUIET_MARGIN_S
 
-    def _line_of(self, job: JobInfo) -> tuple[float, float, float]:
-        """:func:`_remaining_line`, from the progress line the ranking kept for a running job while it holds."""
+    def _kept_line(self, job: JobInfo) -> tuple[Any, ...]:
+        """The job's entry in :attr:`_lines`, read again from its progress line where its epoch or allocation
+        is not the one it was read at."""
         line = self._lines.get(job.job_id)
-        if line is not None and line[0] is job and line[1] == job.epoch and line[2] is job.allocation:
-            _, _, _, total, _, ideal, _, _, done, since, rate, _ = line
-            return (total - done) * ideal, since, rate * ideal
-        return _remaining_line(job)
+        if line is None or line[0] is not job or line[1] != job.epoch or line[2] is not job.allocation:
+            line = self._read_line(job)
+        return line
+
+    def _read_line(self, job: JobInfo) -> tuple[Any, ...]:
+        """Read ``job``'s progress line into :attr:`_lines` (and return the entry)."""
+        done, since, rate, _, _ = job.progress_line()
+        line = self._lines[job.job_id] = (job, job.epoch, job.allocation, job.iterations_total,
+                                          float(job.iterations_total), job.ideal_iteration_s, job.spec.submit_time,
+                                          job.arrival_seq, done, since, rate, job.num_gpus)
+        return line
+
+    def _line_of(self, job: JobInfo) -> tuple[float, float, float]:
+        """SRTF's remaining time of ``job`` as a line, from its kept progress line: ``(value, since, slope)``, the
+        value until ``since`` and falling by ``slope`` per second after it (to its completion, an event)."""
+        _, _, _, total, _, ideal, _, _, done, since, rate, _ = self._kept_line(job)
+        return (total - done) * ideal, since, rate * ideal
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         if self.guard is not None:
             self.guard.commit(view, state)
 
 
-def _remaining_line(job: JobInfo) -> tuple[float, float, float]:
-    """SRTF's remaining time of ``job`` as a line: ``(value, since, slope)``, the value until ``since``
-    and falling by ``slope`` per second after it (to its completion, an event)."""
-    done, since, rate, _, _ = job.progress_line()
-    ideal = job.ideal_iteration_s
-    return (job.iterations_total - done) * ideal, since, rate * ideal
-
-
 def _lines_meet(a: tuple[float, float, float], b: tuple[float, float, float], now: float) -> float:
-    """The earliest time from ``now`` on at which remaining-time line ``b`` (:func:`_remaining_line`, the job
+    """The earliest time from ``now`` on at which remaining-time line ``b`` (``Srtf._line_of``, the job
     behind) comes within ``SRTF_QUIET_KEY_TOLERANCE`` of ``a`` (the job ahead): ``now`` if it is already, ``inf``
     if never. The lines are straight between their ``since`` times."""
     if a[1] <= now and b[1] <= now:  # (most pairs: both lines straight from now on)

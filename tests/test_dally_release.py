@@ -148,12 +148,11 @@ def test_off_by_default_and_need_their_base():
 
 @pytest.mark.parametrize("name", ["dally", "dally-manual-literal+reauction+auction-on-release"])
 @pytest.mark.parametrize("seed", range(6))
-def test_kept_lease_ends_equal_the_plain_computation_on_drawn_views(small_cluster, perf, name, seed):
-    """``ReleaseAuctions._due`` keeps each running job's lease end and auction instant from call to call (issue 38:
-    working them out afresh after every instant was most of ``dally``'s CPU). On drawn views, sharing one set of
-    facts as the core's do, with jobs that start, stop, move, are re-rated, keep their GPUs at a lease end (a new
-    :attr:`began` entry) or get a new spec, ``wake_at`` and ``ended`` must answer what ``lease_end`` and
-    ``auction_at`` give worked out afresh."""
+def test_lease_ends_of_hand_built_views_equal_the_plain_computation_on_drawn_views(small_cluster, perf, name, seed):
+    """Views built by hand (no event log to follow: ``LeaseEnds`` does not apply) are answered job by job. On drawn
+    views, sharing one set of facts as the core's do, with jobs that start, stop, move, are re-rated, keep their
+    GPUs at a lease end (a new :attr:`began` entry) or get a new spec, ``wake_at`` and ``ended`` must answer what
+    ``lease_end`` and ``auction_at`` give for each job."""
     rng = random.Random(seed)
     policy = make_policy(name)
     release = policy.release

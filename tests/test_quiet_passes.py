@@ -25,7 +25,6 @@ from halyard.policies.ordering import (
     Srtf,
     StarvationGuard,
     _lines_meet,
-    _remaining_line,
 )
 from halyard.policies.synergy import MECHANISMS
 from halyard.policies.tiresias import QUIET_MARGIN_S, KeptOrder, SkewConsolidation, TwoDimensionalLas
@@ -328,6 +327,12 @@ class _Line:
 
 def _tolerance(a: float, b: float) -> float:
     return SRTF_QUIET_KEY_TOLERANCE * (a + b + 1.0)
+
+
+def _remaining_line(job) -> tuple[float, float, float]:
+    """SRTF's remaining time as a line (``Srtf._line_of``'s): value until ``since``, then falling by ``slope``."""
+    done, since, rate, _, _ = job.progress_line()
+    return (job.iterations_total - done) * job.ideal_iteration_s, since, rate * job.ideal_iteration_s
 
 
 def _remaining_times_meet(ahead, behind, now: float) -> float:
