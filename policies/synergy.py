@@ -228,6 +228,10 @@ class Tune(SynergyMechanism):
         self._parsed_facts: object = None  # the facts those entries' demand vectors come from
         # The inputs of the last re-pack that changed nothing, and the reasons it gave (place_all).
         self._unchanged: tuple[_RepackInputs, tuple[tuple[str, Unplaced], ...]] | None = None
+        # The inputs the next re-pack would change nothing in (the last re-pack acted and is settled).
+        self._settled: _RepackInputs | None = None
+        # Run a re-pack certified settled anyway and fail if it changes the plan (tests; costs the skip).
+        self.verify_settled = False
         self.raise_back = raise_back
         self.rounds = rounds and not raise_back
         self.replace = replace and self.rounds
@@ -247,7 +251,9 @@ class Tune(SynergyMechanism):
                   plan: Plan, free: FreeResources, state: PassState) -> None:
         """The re-pack, or, when it is handed exactly what the last re-pack was and that one changed
         nothing, that re-pack's answer again without running it (skip a pass that cannot
-        change the plan; :class:`_RepackInputs` says what "exactly" covers)."""
+        change the plan; :class:`_RepackInputs` says what "exactly" covers); or, when it is handed what
+        the last re-pack left and that one was settled (a re-pack of what it leaves changes nothing,
+        :mod:`~halyard.policies.synergy_lean`'s certificate), no change without running it."""
         inputs = _RepackInputs.of(view, runnable, new, plan, free) if type(self).pack is Tune.pack else None
         last = self._unchanged
         if inputs is not None and last is not None and inputs.same(last[0]):
@@ -255,11 +261,20 @@ class Tune(SynergyMechanism):
                 plan.wait(job_id, why)
             return
         self._unchanged = None
+        settled, self._settled = self._settled, None
+        if inputs is not None and settled is not None and inputs.same(settled, equal=True):
+            # What the last re-pack left, which a re-pack leaves as it is (synergy_lean: settled): no change,
+            # no reason (that re-pack placed every job).
+            self._unchanged = (inputs, ())
+            if not self.verify_settled:
+                return
         actions, otherwise = len(plan.actions), plan.otherwise
         if self.lean and self._mirrored():
-            self._place_lean(view, runnable, new, plan, free)
+            self._settled = self._place_lean(view, runnable, new, plan, free)
         else:
             super().place_all(view, runnable, new, plan, free, state)
+        if self._unchanged is not None and (len(plan.actions) != actions or plan.otherwise is not otherwise):
+            raise AssertionError(f"{self.name}: a re-pack certified settled changed the plan")
         if inputs is not None and len(plan.actions) == actions and plan.otherwise is otherwise:
             # The reasons the re-pack stood for: in a change set, one it gave unchanged is not in unplaced.
             unplaced, since = plan.unplaced, plan.since or {}
@@ -267,7 +282,7 @@ class Tune(SynergyMechanism):
                                              if (said := unplaced.get(j.job_id, since.get(j.job_id))) is not None))
 
     def on_rejected(self, view: ClusterView, plan: Plan, state: PassState) -> None:
-        self._unchanged = None  # the core refused the pass: answer nothing from it
+        self._unchanged = self._settled = None  # the core refused the pass: answer nothing from it
 
     # The methods whose steps synergy_lean.py mirrors: a subclass that overrides one runs the Packer path.
     _MIRRORED = ("pack", "vectors", "repack", "_renewing", "_replace_running", "_pack_new", "_pack_running",
@@ -281,14 +296,22 @@ class Tune(SynergyMechanism):
                 and all(getattr(cls, name) is getattr(Tune, name) for name in self._MIRRORED))
 
     def _place_lean(self, view: ClusterView, runnable: Sequence[JobInfo], new: Sequence[JobInfo], plan: Plan,
-                    free: FreeResources) -> None:
-        """:meth:`SynergyMechanism.place_all` with :meth:`repack` on lists (:mod:`~halyard.policies.synergy_lean`)."""
+                    free: FreeResources) -> _RepackInputs | None:
+        """:meth:`SynergyMechanism.place_all` with :meth:`repack` on lists (:mod:`~halyard.policies.synergy_lean`).
+        Returns the inputs the next re-pack is handed if the core applies this plan and nothing else changes,
+        when the re-pack changed something and is settled (a re-pack of what it leaves changes nothing);
+        else None."""
         self._kept.keep(view.running)
         cluster = view.cluster
         lean = LeanPack(view, free, view.facts.memo("synergy/node-index", None,
                                                     lambda: {n.name: i for i, n in enumerate(cluster.nodes)}))
         self.repack_lean(view, lean, runnable, plan)
-        _emit(view, plan, _Placed(lean.finish(self._kept)), new)
+        placed = lean.finish(self._kept)
+        _emit(view, plan, _Placed(placed), new)
+        if not placed or not lean.settled:
+            return None
+        return _RepackInputs(tuple([j.job_id for j in runnable]), [placed.get(j.job_id, j.allocation) for j in runnable],
+                             (), len(runnable), (*free.availability_key(), tuple(free.gpu_mask)))
 
     def repack_lean(self, view: ClusterView, lean: LeanPack, runnable: Sequence[JobInfo], plan: Plan) -> None:
         """:meth:`repack` on lists (a method of its own, so that a benchmark can count it as it counts ``repack``).
@@ -511,10 +534,12 @@ class _RepackInputs:
                    tuple([j.job_id for j in new]), len(view.running),
                    (*free.availability_key(), tuple(free.gpu_mask)))
 
-    def same(self, other: _RepackInputs) -> bool:
+    def same(self, other: _RepackInputs, *, equal: bool = False) -> bool:
+        """Whether the two are alike: the very allocation objects, or (``equal``) allocations of equal value
+        (the core builds its own on applying a plan's changes)."""
         return (self.ids == other.ids and self.new == other.new and self.running == other.running
                 and self.free == other.free
-                and all(a is b for a, b in zip(self.allocations, other.allocations, strict=True)))
+                and all(a is b or equal and a == b for a, b in zip(self.allocations, other.allocations, strict=True)))
 
 
 class Opt(Tune):

@@ -22,7 +22,7 @@ two to the same event log and reasons on drawn workloads, and ``benchmarks/pin_s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -43,6 +43,12 @@ _BIG = int(np.iinfo(np.int64).max // 4)
 
 # The rules a job is placed or reshaped at (Packer.demand, Packer.capped, Packer.gpus_only).
 DEMAND, CAPPED, GPUS_ONLY = 0, 1, 2
+
+# How a turn of the re-pack went (what :func:`repack`'s settled certificate reads): at the demand vector
+# on GPUs it then holds from the start of the next re-pack (in place, or a new job's first choice); moved
+# to another server at its demand; at less than its demand on the GPUs it held or was first given (a
+# capped share, possibly after reverting others); anything else (a running job placed afresh, a wait).
+QUIET, MOVED, ROUGH, OTHER = 0, 1, 2, 3
 
 
 class _Job:
@@ -88,6 +94,12 @@ class LeanPack:
         self.on_node: list[set[str]] = [set() for _ in self.nodes]
         self._excluded: dict[object, list[bool] | None] = {}
         self._racks: list[list[int]] = [r.tolist() for r in shape.rack_nodes]
+        # Whether re-packing what this pass leaves would leave it as it is (:func:`repack` sets it; the
+        # module docstring's last paragraph says why it is exact), and each select at the demand vector that
+        # failed so far: by how many GPUs, and how many more each server would have given it with more free
+        # GPUs (both less what moves have freed since: :meth:`freed`).
+        self.settled = False
+        self.failed: list[tuple[list[int], list[int]]] = []
 
     # --- book-keeping (Packer.hold, strip_all, release, place, place_on) ---------------------------
 
@@ -273,7 +285,27 @@ class LeanPack:
                     best = key
         if best is not None:
             return [(best[3], gpus)]
-        return self._several(avail, gpus)
+        picked = self._several(avail, gpus)
+        if picked is None and rule == DEMAND:  # (by_cpu, by_mem as usable has them; none on a server that
+            fc, fm, sched = self.c, self.m, self.sched  # takes no work or has GPUs of other types)
+            excluded = self._excluded_of(gpu_types)
+            room = [min(fc[i] // c if c > 0 else _BIG, fm[i] // m if m > 0 else _BIG) - a
+                    if sched[i] and (excluded is None or not excluded[i]) else 0 for i, a in enumerate(avail)]
+            self.failed.append(([gpus - sum(avail)], room))
+        return picked
+
+    def freed(self, j: _Job) -> bool:
+        """A move left ``j``'s GPUs free: whether every select at the demand vector that failed before it
+        would still fail with them free (each server's usable GPUs grow by at most the GPUs freed there, and
+        by at most the room its CPU and memory leave)."""
+        for short, room in self.failed:
+            for idx, k in zip(j.idxs, j.ks, strict=True):
+                more = min(k, room[idx])
+                room[idx] -= more
+                short[0] -= more
+            if short[0] <= 0:
+                return False
+        return True
 
     def _several(self, avail: list[int], gpus: int) -> list[tuple[int, int]] | None:
         """:func:`~halyard.policies.placement.choose_nodes` when no single node holds ``gpus`` (the same
@@ -376,7 +408,8 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
             cap_m[idx] += j.hm[i]
             dem_c[idx] += c * k
             dem_m[idx] += m * k
-    renewing, to_demand = _renewing(lp, len(runnable), cap_c, cap_m, dem_c, dem_m, held)
+    renewing, to_demand, opened = _renewing(lp, len(runnable), cap_c, cap_m, dem_c, dem_m, held)
+    caps = None if opened is None else (list(cap_c), list(cap_m))  # (for the settled certificate)
     lp.c, lp.m = cap_c, cap_m  # every held job stripped: what the loop left
     if renewing:  # the renewing ones back to what they hold, then those away from their demand set to it
         for job_id in renewing:  # (Tune.repack sets them before it strips the others: the same end state,
@@ -391,11 +424,25 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
                 raise AssertionError(f"synergy-tune: renewing job {job_id!r} does not fit its demand in place")
         turns = [turn for turn in turns if turn[4].job_id not in renewing]
     turns.sort()  # (the size tuples are unique: a job is never compared)
+    # The settled certificate (module docstring): no turn OTHER, no select at the demand vector that failed by
+    # fewer GPUs than moves after it may have freed for it (LeanPack.freed), and the demand per server of what
+    # the pass leaves (dem_c, dem_m, kept up to date as jobs start or move) opening no server this pass did not.
+    settled = True
     for _, c, m, _, job in turns:
+        job_id = job.job_id
         if job.allocation is None:
-            _pack_new(tune, view, lp, job, (-c, -m), plan)
+            how = _pack_new(tune, view, lp, job, (-c, -m), plan)
+            if how != OTHER:
+                _add_demand(lp.jobs[job_id], -c, -m, dem_c, dem_m)
         else:
-            _replace_running(tune, view, lp, job, (-c, -m), plan)
+            home = jobs[job_id]
+            how = _replace_running(tune, view, lp, job, (-c, -m), plan)
+            if how == MOVED:
+                _add_demand(home, c, m, dem_c, dem_m)
+                _add_demand(lp.jobs[job_id], -c, -m, dem_c, dem_m)
+                settled = settled and lp.freed(home)
+        settled = settled and how != OTHER
+    lp.settled = settled and (caps is None or _opens_within(lp, *caps, dem_c, dem_m, opened))
 
 
 def _held(lp: LeanPack, job: JobInfo, allocation: Allocation, c: int, m: int) -> _Entry:
@@ -416,30 +463,55 @@ def _held(lp: LeanPack, job: JobInfo, allocation: Allocation, c: int, m: int) ->
 
 def _renewing(lp: LeanPack, runnable: int, cap_c: list[int], cap_m: list[int], dem_c: list[int],
               dem_m: list[int], held: list[tuple[str, list[int], bool, int, int]]
-              ) -> tuple[set[str], list[tuple[str, tuple[int, int]]]]:
-    """:meth:`Tune._renewing` from the sums :func:`repack` made (its docstring says why it is exact)."""
+              ) -> tuple[set[str], list[tuple[str, tuple[int, int]]], set[int] | None]:
+    """:meth:`Tune._renewing` from the sums :func:`repack` made (its docstring says why it is exact), and the
+    servers it opens (None: every one)."""
     n = len(cap_c)
     opened = {i for i in range(n) if dem_c[i] > cap_c[i] or dem_m[i] > cap_m[i]}
     if opened or len(held) < runnable:
         opened.update(i for i, g in enumerate(lp.g) if g > 0)
     if opened and len(opened) < n:
-        # Tune._renewing's closure (a job that spans an open server opens the others it spans, until none
-        # does) in one walk: the servers linked by the jobs that span them, and every group with an open one.
-        group = list(range(n))
-        for h in held:
-            idxs = h[1]
-            if len(idxs) > 1:
-                root = _root(group, idxs[0])
-                for i in idxs[1:]:
-                    other = _root(group, i)
-                    if other != root:
-                        group[other] = root
-        roots = {_root(group, i) for i in opened}
-        opened = {i for i in range(n) if _root(group, i) in roots}
+        opened = _closure(opened, n, (h[1] for h in held))
     if len(opened) == n:  # (a loaded round: every server open, nobody renews before the re-pack)
-        return set(), []
+        return set(), [], None
     renewing = {h[0] for h in held if opened.isdisjoint(h[1])}
-    return renewing, [(h[0], (h[3], h[4])) for h in held if h[0] in renewing and not h[2]]
+    return renewing, [(h[0], (h[3], h[4])) for h in held if h[0] in renewing and not h[2]], opened
+
+
+def _closure(opened: set[int], n: int, spans: Iterable[list[int]]) -> set[int]:
+    """Tune._renewing's closure (a job that spans an open server opens the others it spans, until none does)
+    in one walk: the servers linked by the jobs' ``spans`` (each a job's servers), and every group with an
+    open one."""
+    group = list(range(n))
+    for idxs in spans:
+        if len(idxs) > 1:
+            root = _root(group, idxs[0])
+            for i in idxs[1:]:
+                other = _root(group, i)
+                if other != root:
+                    group[other] = root
+    roots = {_root(group, i) for i in opened}
+    return {i for i in range(n) if _root(group, i) in roots}
+
+
+def _add_demand(j: _Job, c: int, m: int, dem_c: list[int], dem_m: list[int]) -> None:
+    """Add a job's demand vector ``(c, m)`` per GPU to the per-server sums at each of its parts."""
+    for idx, k in zip(j.idxs, j.ks, strict=True):
+        dem_c[idx] += c * k
+        dem_m[idx] += m * k
+
+
+def _opens_within(lp: LeanPack, cap_c: list[int], cap_m: list[int], dem_c: list[int], dem_m: list[int],
+                  opened: set[int]) -> bool:
+    """Whether the servers a re-pack of what this pass leaves would open (Tune._renewing with every runnable job
+    placed: the over-committed ones, closed over the jobs that span them) are among the ``opened`` ones of
+    this pass. ``cap_c``, ``cap_m``: each server's CPU and memory with the runnable jobs released (the same
+    then); ``dem_c``, ``dem_m``: the demand of the jobs it leaves there."""
+    n = len(cap_c)
+    over = {i for i in range(n) if dem_c[i] > cap_c[i] or dem_m[i] > cap_m[i]}
+    if not over <= opened:
+        return False
+    return not over or _closure(over, n, (j.idxs for j in lp.jobs.values())) <= opened
 
 
 def _root(group: list[int], i: int) -> int:
@@ -450,8 +522,8 @@ def _root(group: list[int], i: int) -> int:
 
 
 def _replace_running(tune: Tune, view: ClusterView, lp: LeanPack, job: JobInfo, cm: tuple[int, int],
-                     plan: Plan) -> None:
-    """:meth:`Tune._replace_running`."""
+                     plan: Plan) -> int:
+    """:meth:`Tune._replace_running`; how the turn went (QUIET, MOVED, ROUGH or OTHER)."""
     c, m = cm
     job_id = job.job_id
     j = lp.jobs[job_id]
@@ -460,64 +532,67 @@ def _replace_running(tune: Tune, view: ClusterView, lp: LeanPack, job: JobInfo, 
         wc, wm = c * k, m * k
         dc, dm = wc - j.cs[0], wm - j.ms[0]
         if not (dc or dm):
-            return
+            return QUIET
         fc, fm = lp.c, lp.m
         if dc <= fc[idx] and dm <= fm[idx]:
             fc[idx] -= dc
             fm[idx] -= dm
             j.cs[0], j.ms[0] = wc, wm
-            return
+            return QUIET
     elif lp.reshape_demand(j, c, m):  # (reshape_at(DEMAND) without its lists)
-        return
+        return QUIET
     home = lp.release(job_id)
     picked = lp.select(DEMAND, c, m, job.num_gpus, view.gpu_types_for(job.spec))
     if picked is not None and lp.place(job_id, picked, DEMAND, c, m):
-        return
+        return MOVED
     lp.place_home(job_id, home)
-    _pack_running(tune, view, lp, job, cm, plan)
+    return _pack_running(tune, view, lp, job, cm, plan)
 
 
-def _pack_new(tune: Tune, view: ClusterView, lp: LeanPack, job: JobInfo, cm: tuple[int, int], plan: Plan) -> None:
-    """:meth:`Tune._pack_new`."""
+def _pack_new(tune: Tune, view: ClusterView, lp: LeanPack, job: JobInfo, cm: tuple[int, int], plan: Plan) -> int:
+    """:meth:`Tune._pack_new`; how the turn went (QUIET: at its demand, ROUGH: at its share, OTHER: it waits)."""
     c, m = cm
     job_id, gpus, gtype = job.job_id, job.num_gpus, view.gpu_types_for(job.spec)
     picked = lp.select(DEMAND, c, m, gpus, gtype)
     if picked is not None and lp.place(job_id, picked, DEMAND, c, m):
-        return
+        return QUIET
     picked = lp.select(CAPPED, c, m, gpus, gtype)
     if picked is not None and lp.place(job_id, picked, CAPPED, c, m):
-        return
+        return ROUGH
     picked = lp.select(GPUS_ONLY, 0, 0, gpus, gtype)
     if picked is None:
         avail = np.array(lp.usable(GPUS_ONLY, 0, 0, gtype), dtype=np.int64)
         plan.wait(job_id, no_fit(tune.name, view, job, gpus, avail))
-        return
+        return OTHER
     for idx, k in picked:
         _release(lp, idx, lp.rule(CAPPED, c, m, idx, k))
     if not lp.place(job_id, picked, CAPPED, c, m):
         plan.wait(job_id, cannot_fit(
             tune.name, "needs {:#GPU} at its proportional CPU and memory; reverting co-located jobs to "
             "their proportional share did not free enough", gpus))
+        return OTHER
+    return ROUGH
 
 
 def _pack_running(tune: Tune, view: ClusterView, lp: LeanPack, job: JobInfo, cm: tuple[int, int],
-                  plan: Plan) -> None:
-    """:meth:`Tune._pack_running`."""
+                  plan: Plan) -> int:
+    """:meth:`Tune._pack_running`; how the turn went (ROUGH: at its share on its GPUs, OTHER: placed afresh)."""
     c, m = cm
     job_id = job.job_id
     if lp.reshape_at(job_id, DEMAND, c, m):
-        return
+        return QUIET
     if lp.reshape_at(job_id, CAPPED, c, m):
-        return
+        return ROUGH
     j = lp.jobs[job_id]
     for idx, k in list(zip(j.idxs, j.ks, strict=True)):
         _release(lp, idx, lp.rule(CAPPED, c, m, idx, k))
     if lp.reshape_at(job_id, CAPPED, c, m):
-        return
+        return ROUGH
     lp.release(job_id)
     _pack_new(tune, view, lp, job, cm, plan)
     if job_id not in lp.jobs:
         tune._lease_not_renewed(plan, job)
+    return OTHER
 
 
 def _release(lp: LeanPack, idx: int, wanted: tuple[int, int]) -> None:

@@ -66,7 +66,9 @@ def test_lean_repack_logs_what_the_packer_logs(monkeypatch, ordering, jobs, rate
     assert lean_plans == full_plans  # the same actions at every pass, the same reasons
     assert lean_waits == full_waits
     assert lean["lean"] > 50 and lean["packer"] == 0  # the lean path ran, and only it
-    assert full["lean"] == 0 and full["packer"] == lean["lean"]
+    # (the lean path also leaves out re-packs certified settled, which the Packer path runs to no change:
+    # tests/test_synergy_settled_repack.py)
+    assert full["lean"] == 0 and full["packer"] >= lean["lean"]
     assert sum(len(actions) for _, actions, _ in lean_plans) > jobs // 2
     # the runs take the re-pack's harder steps too: running jobs that do not fit their demand in place
     # (moved, or set to their share reverting others), new jobs placed at their share
@@ -88,7 +90,8 @@ def test_a_subclass_that_overrides_a_mirrored_step_runs_the_packer_path():
 
 def _renewing_by_rounds(lp, runnable, cap_c, cap_m, dem_c, dem_m, held):
     """Tune._renewing's closure as it reads (a job that spans an open server opens the others it spans,
-    round after round until none does): what synergy_lean._renewing's one walk must equal."""
+    round after round until none does): what synergy_lean._renewing's one walk must equal, with the servers
+    it opens (None when it opens every one)."""
     n = len(cap_c)
     opened = {i for i in range(n) if dem_c[i] > cap_c[i] or dem_m[i] > cap_m[i]}
     if opened or len(held) < runnable:
@@ -102,7 +105,8 @@ def _renewing_by_rounds(lp, runnable, cap_c, cap_m, dem_c, dem_m, held):
                 opened |= span
                 grew = True
     renewing = {h[0] for h in held if opened.isdisjoint(h[1])}
-    return renewing, [(h[0], (h[3], h[4])) for h in held if h[0] in renewing and not h[2]]
+    return (renewing, [(h[0], (h[3], h[4])) for h in held if h[0] in renewing and not h[2]],
+            None if len(opened) == n else opened)
 
 
 def test_the_lean_steps_shortcuts_answer_what_the_plain_steps_answer(monkeypatch):
