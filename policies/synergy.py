@@ -310,8 +310,9 @@ class Tune(SynergyMechanism):
         _emit(view, plan, _Placed(placed), new)
         if not placed or not lean.settled:
             return None
-        return _RepackInputs(tuple([j.job_id for j in runnable]), [placed.get(j.job_id, j.allocation) for j in runnable],
-                             (), len(runnable), (*free.availability_key(), tuple(free.gpu_mask)))
+        return _RepackInputs(tuple([j.job_id for j in runnable]),
+                             [placed.get(j.job_id, j.allocation) for j in runnable], (), len(runnable),
+                             (*free.availability_key(), tuple(free.gpu_mask)))
 
     def repack_lean(self, view: ClusterView, lean: LeanPack, runnable: Sequence[JobInfo], plan: Plan) -> None:
         """:meth:`repack` on lists (a method of its own, so that a benchmark can count it as it counts ``repack``).
@@ -539,7 +540,7 @@ class _RepackInputs:
         (the core builds its own on applying a plan's changes)."""
         return (self.ids == other.ids and self.new == other.new and self.running == other.running
                 and self.free == other.free
-                and all(a is b or equal and a == b for a, b in zip(self.allocations, other.allocations, strict=True)))
+                and all(a is b or (equal and a == b) for a, b in zip(self.allocations, other.allocations, strict=True)))
 
 
 class Opt(Tune):

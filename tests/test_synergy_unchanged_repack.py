@@ -96,8 +96,12 @@ def test_inputs_differ_when_an_allocation_the_free_resources_or_the_plan_do(smal
     inputs = _RepackInputs.of(view, [a, b], [b], Plan(), view.free.copy())
     assert inputs is not None and inputs.same(_RepackInputs.of(view, [a, b], [b], Plan(), view.free.copy()))
     moved = FakeJob(a.spec, allocation=_on("r0-n0", (0, 1), 6, 100 * GB))  # equal value, another object
-    assert not inputs.same(_RepackInputs.of(view_of(small_cluster, 300.0, [moved], [b]), [moved, b], [b], Plan(),
-                                            view.free.copy()))
+    rebuilt = _RepackInputs.of(view_of(small_cluster, 300.0, [moved], [b]), [moved, b], [b], Plan(), view.free.copy())
+    assert not inputs.same(rebuilt)
+    assert inputs.same(rebuilt, equal=True)  # (what a settled re-pack's promise compares: the core's own objects)
+    other = FakeJob(a.spec, allocation=_on("r0-n0", (0, 1), 5, 100 * GB))
+    assert not inputs.same(_RepackInputs.of(view_of(small_cluster, 300.0, [other], [b]), [other, b], [b], Plan(),
+                                            view.free.copy()), equal=True)
     less = view.free.copy()
     less.adjust(1, 1, 0)  # a CPU taken on node 1
     assert not inputs.same(_RepackInputs.of(view, [a, b], [b], Plan(), less))
