@@ -27,7 +27,9 @@ from halyard.scheduling.timing import Pacer, performance_model_for
 _COMPLETION, _ARRIVAL, _ROUND = 0, 1, 2
 
 # With ``until``, the window's not-yet-ended jobs are re-checked against the core's records
-# once this few remain (completions and rejections are taken off as they happen).
+# once this few remain (completions and rejections are taken off as they happen), then against
+# the core's terminal events since the last check (in Synergy's SRTF configuration the last
+# 64 measured jobs take ~20,000 instants to end: a check of every one of them at each was ~2 % of the run).
 _PRUNE_BELOW = 64
 
 ProgressCallback = Callable[[int, int, float], None]  # (finished jobs, known jobs, cluster time)
@@ -101,6 +103,7 @@ class Simulator:
         if until is not None and not 0 <= until[0] < until[1]:
             raise ValidationError(f"need 0 <= start < end, got {until!r}", field="until")
         window: set[str] = set()  # the ids of the jobs at positions [start, end) not yet ended
+        pruned: int | None = None  # the core's log length when the window was last checked against it
         position = 0
         exhausted = False
 
@@ -169,7 +172,11 @@ class Simulator:
                 on_progress(finished, total_jobs or len(core.records), now)
             run.end_time = now
             if until is not None and changed and len(window) <= _PRUNE_BELOW:  # a pass may also fail or drop a job
-                window = {j for j in window if j in specs or not core.records[j].state.terminal}
+                if pruned is None:
+                    window = {j for j in window if j in specs or not core.records[j].state.terminal}
+                else:  # every job the core ends has a terminal event: only the events since the last check are read
+                    window.difference_update(e.job_id for e in core.log.since(pruned) if e.state.terminal)
+                pruned = len(core.log)
             if until is not None and not window and (position >= until[1] or exhausted):
                 break
         return run
