@@ -449,22 +449,22 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
     # The settled certificate (module docstring): no turn OTHER, no select at the demand vector that failed by
     # fewer GPUs than moves after it may have freed for it (LeanPack.freed), and the demand per server of what
     # the pass leaves (dem_c, dem_m, kept up to date as jobs start or move) opening no server this pass did not.
-    settled = True
+    settled, spans = True, []  # (spans: the servers of each job on several that the pass started or moved)
     for _, c, m, _, job in turns:
         job_id = job.job_id
         if job.allocation is None:
             how = _pack_new(tune, view, lp, job, (-c, -m), plan)
             if how != OTHER:
-                _add_demand(lp.jobs[job_id], -c, -m, dem_c, dem_m)
+                _add_demand(lp.jobs[job_id], -c, -m, dem_c, dem_m, spans)
         else:
             home = jobs[job_id]
             how = _replace_running(tune, view, lp, job, (-c, -m), plan)
             if how == MOVED:
-                _add_demand(home, c, m, dem_c, dem_m)
-                _add_demand(lp.jobs[job_id], -c, -m, dem_c, dem_m)
+                _add_demand(home, c, m, dem_c, dem_m, None)
+                _add_demand(lp.jobs[job_id], -c, -m, dem_c, dem_m, spans)
                 settled = settled and lp.freed(home)
         settled = settled and how != OTHER
-    lp.settled = settled and (caps is None or _opens_within(lp, *caps, dem_c, dem_m, opened))
+    lp.settled = settled and (caps is None or _opens_within(lp, *caps, dem_c, dem_m, opened, spans))
 
 
 def _held(lp: LeanPack, job: JobInfo, allocation: Allocation, c: int, m: int) -> _Entry:
@@ -516,24 +516,31 @@ def _closure(opened: set[int], n: int, spans: Iterable[list[int]]) -> set[int]:
     return {i for i in range(n) if _root(group, i) in roots}
 
 
-def _add_demand(j: _Job, c: int, m: int, dem_c: list[int], dem_m: list[int]) -> None:
-    """Add a job's demand vector ``(c, m)`` per GPU to the per-server sums at each of its parts."""
+def _add_demand(j: _Job, c: int, m: int, dem_c: list[int], dem_m: list[int], spans: list[list[int]] | None) -> None:
+    """Add a job's demand vector ``(c, m)`` per GPU to the per-server sums at each of its parts (and its servers
+    to ``spans`` where it has several)."""
     for idx, k in zip(j.idxs, j.ks, strict=True):
         dem_c[idx] += c * k
         dem_m[idx] += m * k
+    if spans is not None and len(j.idxs) > 1:
+        spans.append(j.idxs)
 
 
 def _opens_within(lp: LeanPack, cap_c: list[int], cap_m: list[int], dem_c: list[int], dem_m: list[int],
-                  opened: set[int]) -> bool:
+                  opened: set[int], spans: list[list[int]]) -> bool:
     """Whether the servers a re-pack of what this pass leaves would open (Tune._renewing with every runnable job
     placed: the over-committed ones, closed over the jobs that span them) are among the ``opened`` ones of
     this pass. ``cap_c``, ``cap_m``: each server's CPU and memory with the runnable jobs released (the same
-    then); ``dem_c``, ``dem_m``: the demand of the jobs it leaves there."""
+    then); ``dem_c``, ``dem_m``: the demand of the jobs it leaves there; ``spans``: the servers of the jobs on
+    several that it started or moved. ``opened`` is closed over every other job's servers (_renewing), so
+    when no such span leaves it, the closure of the over-committed ones stays in it."""
     n = len(cap_c)
     over = {i for i in range(n) if dem_c[i] > cap_c[i] or dem_m[i] > cap_m[i]}
     if not over <= opened:
         return False
-    return not over or _closure(over, n, (j.idxs for j in lp.jobs.values())) <= opened
+    if not over or all(opened.issuperset(span) or opened.isdisjoint(span) for span in spans):
+        return True
+    return _closure(over, n, (j.idxs for j in lp.jobs.values())) <= opened
 
 
 def _root(group: list[int], i: int) -> int:
