@@ -88,9 +88,11 @@ class _Job:
         self.hc, self.hm = hc, hm
 
 
+# A job's turn in the re-pack: its size key (unique), the job, and for a running job on one server the job as
+# the re-pack holds it, the server and its demand there (else None).
+_Turn = tuple[int, int, int, int, JobInfo, "tuple[_Job, int, int, int] | None"]
 # A running job's entry kept from pass to pass while it holds the same allocation (repack's _held).
-_Entry = tuple[Allocation, "_Job", tuple[int, int, int, int, JobInfo], tuple[str, list[int], bool, int, int],
-               tuple[int, int, int, int, int] | None]
+_Entry = tuple[Allocation, "_Job", _Turn, tuple[str, list[int], bool, int, int], tuple[int, int, int, int, int] | None]
 
 
 class LeanPack:
@@ -393,12 +395,12 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
     dem_c, dem_m = [0] * len(cap_c), [0] * len(cap_m)
     held: list[tuple[str, list[int], bool, int, int]] = []
     # The re-pack's turns (Tune.repack's size order: GPUs, CPUs, memory, largest first, then arrival; unique).
-    turns: list[tuple[int, int, int, int, JobInfo]] = []
+    turns: list[_Turn] = []
     for job in runnable:
         allocation = job.allocation
         if allocation is None:
             c, m = demand(view, job)
-            turns.append((-job.num_gpus, -c, -m, job.arrival_seq, job))
+            turns.append((-job.num_gpus, -c, -m, job.arrival_seq, job, None))
             continue
         key = id(allocation)
         e = parsed.get(key)
@@ -450,7 +452,14 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
     # fewer GPUs than moves after it may have freed for it (LeanPack.freed), and the demand per server of what
     # the pass leaves (dem_c, dem_m, kept up to date as jobs start or move) opening no server this pass did not.
     settled, spans = True, []  # (spans: the servers of each job on several that the pass started or moved)
-    for _, c, m, _, job in turns:
+    for _, c, m, _, job, quick in turns:
+        if quick is not None:  # a running job on one server back to its demand there, where it fits: most turns
+            j, idx, wc, wm = quick  # (_replace_running's first step, inlined; the job holds nothing at its turn)
+            if wc <= cap_c[idx] and wm <= cap_m[idx]:
+                cap_c[idx] -= wc
+                cap_m[idx] -= wm
+                j.cs[0], j.ms[0] = wc, wm
+                continue
         job_id = job.job_id
         if job.allocation is None:
             how = _pack_new(tune, view, lp, job, (-c, -m), plan)
@@ -479,7 +488,8 @@ def _held(lp: LeanPack, job: JobInfo, allocation: Allocation, c: int, m: int) ->
     j = _Job(allocation, idxs, ks, [p.gpus for p in nodes], [0] * len(nodes), [0] * len(nodes), cs, ms)
     at_demand = all(cs[i] == c * k and ms[i] == m * k for i, k in enumerate(ks))
     single = (idxs[0], cs[0], ms[0], c * ks[0], m * ks[0]) if len(nodes) == 1 else None
-    return (allocation, j, (-job.num_gpus, -c, -m, job.arrival_seq, job), (job.job_id, idxs, at_demand, c, m),
+    quick = None if single is None else (j, idxs[0], c * ks[0], m * ks[0])
+    return (allocation, j, (-job.num_gpus, -c, -m, job.arrival_seq, job, quick), (job.job_id, idxs, at_demand, c, m),
             single)
 
 
