@@ -274,8 +274,8 @@ class LeanPack:
             avail = []
             cap_g, cap_c, cap_m = self.cap_g, self.cap_c, self.cap_m
             for i in range(len(g)):
-                if not sched[i]:
-                    avail.append(0)
+                if not (sched[i] and g[i]):  # (no free GPU: none usable, whatever the CPU and memory; a loaded
+                    avail.append(0)  # round's servers mostly have none)
                     continue
                 by_cpu = fc[i] // c if c > 0 else _BIG
                 by_mem = fm[i] // m if m > 0 else _BIG
