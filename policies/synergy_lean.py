@@ -111,13 +111,14 @@ class LeanPack:
         self.sched: list[bool] = free.schedulable.tolist()
         shape = view.shape
         self.shape = shape
-        self.cap_g: list[int] = shape.gpus.tolist()
-        self.cap_c: list[int] = shape.cpus.tolist()
-        self.cap_m: list[int] = shape.memory_mb.tolist()
+        # The cluster's fixed figures as lists, made once per cluster (read only): GPUs, CPU cores and memory per
+        # node, each rack's nodes, the nodes' names.
+        self.cap_g, self.cap_c, self.cap_m, self._racks, self._names = view.facts.memo(
+            "synergy/lean-shape", None, lambda: (shape.gpus.tolist(), shape.cpus.tolist(), shape.memory_mb.tolist(),
+                                                 [r.tolist() for r in shape.rack_nodes], [n.name for n in self.nodes]))
         self.jobs: dict[str, _Job] = {}
         self.on_node: list[set[str]] = [set() for _ in self.nodes]
         self._excluded: dict[object, list[bool] | None] = {}
-        self._racks: list[list[int]] = [r.tolist() for r in shape.rack_nodes]
         # Whether re-packing what this pass leaves would leave it as it is (:func:`repack` sets it; the
         # module docstring's last paragraph says why it is exact), and each select at the demand vector that
         # failed so far: by how many GPUs, and how many more each server would have given it with more free
@@ -358,7 +359,7 @@ class LeanPack:
         free.cpus[:] = self.c
         free.memory_mb[:] = self.m
         free.gpu_mask[:] = self.mask
-        names = [n.name for n in self.nodes]
+        names = self._names
         alloc: dict[str, Allocation] = {}
         for job_id, j in self.jobs.items():
             base = j.base
@@ -394,6 +395,7 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
     cap_c, cap_m = list(lp.c), list(lp.m)
     dem_c, dem_m = [0] * len(cap_c), [0] * len(cap_m)
     held: list[tuple[str, list[int], bool, int, int]] = []
+    spans: list[list[int]] = []  # the servers of each held job on several
     # The re-pack's turns (Tune.repack's size order: GPUs, CPUs, memory, largest first, then arrival; unique).
     turns: list[_Turn] = []
     for job in runnable:
@@ -424,6 +426,7 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
             continue
         c, m = h[3], h[4]
         assert j.hc is not None and j.hm is not None  # a held job's entry (_held) has its held shares
+        spans.append(j.idxs)
         for i, idx in enumerate(j.idxs):
             k = j.ks[i]
             j.cs[i] = j.ms[i] = 0
@@ -432,7 +435,7 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
             cap_m[idx] += j.hm[i]
             dem_c[idx] += c * k
             dem_m[idx] += m * k
-    renewing, to_demand, opened = _renewing(lp, len(runnable), cap_c, cap_m, dem_c, dem_m, held)
+    renewing, to_demand, opened = _renewing(lp, len(runnable), cap_c, cap_m, dem_c, dem_m, held, spans)
     caps = None if opened is None else (list(cap_c), list(cap_m))  # (for the settled certificate)
     lp.c, lp.m = cap_c, cap_m  # every held job stripped: what the loop left
     if renewing:  # the renewing ones back to what they hold, then those away from their demand set to it
@@ -451,7 +454,7 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
     # The settled certificate (module docstring): no turn OTHER, no select at the demand vector that failed by
     # fewer GPUs than moves after it may have freed for it (LeanPack.freed), and the demand per server of what
     # the pass leaves (dem_c, dem_m, kept up to date as jobs start or move) opening no server this pass did not.
-    settled, spans = True, []  # (spans: the servers of each job on several that the pass started or moved)
+    settled, spans = True, []  # (now the servers of each job on several that the pass starts or moves)
     for _, c, m, _, job, quick in turns:
         if quick is not None:  # a running job on one server back to its demand there, where it fits: most turns
             j, idx, wc, wm = quick  # (_replace_running's first step, inlined; the job holds nothing at its turn)
@@ -494,16 +497,16 @@ def _held(lp: LeanPack, job: JobInfo, allocation: Allocation, c: int, m: int) ->
 
 
 def _renewing(lp: LeanPack, runnable: int, cap_c: list[int], cap_m: list[int], dem_c: list[int],
-              dem_m: list[int], held: list[tuple[str, list[int], bool, int, int]]
+              dem_m: list[int], held: list[tuple[str, list[int], bool, int, int]], spans: list[list[int]]
               ) -> tuple[set[str], list[tuple[str, tuple[int, int]]], set[int] | None]:
     """:meth:`Tune._renewing` from the sums :func:`repack` made (its docstring says why it is exact), and the
-    servers it opens (None: every one)."""
+    servers it opens (None: every one). ``spans``: the servers of each held job on several."""
     n = len(cap_c)
     opened = {i for i in range(n) if dem_c[i] > cap_c[i] or dem_m[i] > cap_m[i]}
     if opened or len(held) < runnable:
         opened.update(i for i, g in enumerate(lp.g) if g > 0)
     if opened and len(opened) < n:
-        opened = _closure(opened, n, (h[1] for h in held))
+        opened = _closure(opened, n, spans)
     if len(opened) == n:  # (a loaded round: every server open, nobody renews before the re-pack)
         return set(), [], None
     renewing = {h[0] for h in held if opened.isdisjoint(h[1])}
