@@ -128,8 +128,9 @@ def test_the_lean_steps_shortcuts_answer_what_the_plain_steps_answer(monkeypatch
         seen["refused"] += not got
         return got
 
-    def renewing_checked(lp, runnable, cap_c, cap_m, dem_c, dem_m, held):
-        got = fast_renewing(lp, runnable, cap_c, cap_m, dem_c, dem_m, held)
+    def renewing_checked(lp, runnable, cap_c, cap_m, dem_c, dem_m, held, spans):
+        assert spans == [h[1] for h in held if len(h[1]) > 1]
+        got = fast_renewing(lp, runnable, cap_c, cap_m, dem_c, dem_m, held, spans)
         assert got == _renewing_by_rounds(lp, runnable, cap_c, cap_m, dem_c, dem_m, held)
         seen["renewing"] += 1
         seen["some_renew"] += bool(got[0])
