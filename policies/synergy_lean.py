@@ -89,8 +89,9 @@ class _Job:
 
 
 # A job's turn in the re-pack: its size key (unique), the job, and for a running job on one server the job as
-# the re-pack holds it, the server and its demand there (else None).
-_Turn = tuple[int, int, int, int, JobInfo, "tuple[_Job, int, int, int] | None"]
+# the re-pack holds it, that server and its demand there (else None), for one on several the job as the
+# re-pack holds it (else None).
+_Turn = tuple[int, int, int, int, JobInfo, "tuple[_Job, int, int, int] | None", "_Job | None"]
 # A running job's entry kept from pass to pass while it holds the same allocation (repack's _held).
 _Entry = tuple[Allocation, "_Job", _Turn, tuple[str, list[int], bool, int, int], tuple[int, int, int, int, int] | None]
 
@@ -402,7 +403,7 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
         allocation = job.allocation
         if allocation is None:
             c, m = demand(view, job)
-            turns.append((-job.num_gpus, -c, -m, job.arrival_seq, job, None))
+            turns.append((-job.num_gpus, -c, -m, job.arrival_seq, job, None, None))
             continue
         key = id(allocation)
         e = parsed.get(key)
@@ -455,14 +456,18 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
     # fewer GPUs than moves after it may have freed for it (LeanPack.freed), and the demand per server of what
     # the pass leaves (dem_c, dem_m, kept up to date as jobs start or move) opening no server this pass did not.
     settled, spans = True, []  # (now the servers of each job on several that the pass starts or moves)
-    for _, c, m, _, job, quick in turns:
-        if quick is not None:  # a running job on one server back to its demand there, where it fits: most turns
-            j, idx, wc, wm = quick  # (_replace_running's first step, inlined; the job holds nothing at its turn)
+    for _, c, m, _, job, one, several in turns:
+        # A running job back to its demand where it is, if it fits there (most turns): _replace_running's first
+        # step inlined (the job holds nothing at its turn).
+        if one is not None:
+            j, idx, wc, wm = one
             if wc <= cap_c[idx] and wm <= cap_m[idx]:
                 cap_c[idx] -= wc
                 cap_m[idx] -= wm
                 j.cs[0], j.ms[0] = wc, wm
                 continue
+        elif several is not None and lp.reshape_demand(several, -c, -m):
+            continue
         job_id = job.job_id
         if job.allocation is None:
             how = _pack_new(tune, view, lp, job, (-c, -m), plan)
@@ -491,9 +496,10 @@ def _held(lp: LeanPack, job: JobInfo, allocation: Allocation, c: int, m: int) ->
     j = _Job(allocation, idxs, ks, [p.gpus for p in nodes], [0] * len(nodes), [0] * len(nodes), cs, ms)
     at_demand = all(cs[i] == c * k and ms[i] == m * k for i, k in enumerate(ks))
     single = (idxs[0], cs[0], ms[0], c * ks[0], m * ks[0]) if len(nodes) == 1 else None
-    quick = None if single is None else (j, idxs[0], c * ks[0], m * ks[0])
-    return (allocation, j, (-job.num_gpus, -c, -m, job.arrival_seq, job, quick), (job.job_id, idxs, at_demand, c, m),
-            single)
+    one = None if single is None else (j, idxs[0], c * ks[0], m * ks[0])
+    several = None if single is not None else j
+    return (allocation, j, (-job.num_gpus, -c, -m, job.arrival_seq, job, one, several),
+            (job.job_id, idxs, at_demand, c, m), single)
 
 
 def _renewing(lp: LeanPack, runnable: int, cap_c: list[int], cap_m: list[int], dem_c: list[int],
