@@ -146,7 +146,7 @@ class LeanPack:
             g[idx] += j.ks[i]
             c[idx] += j.cs[i]
             m[idx] += j.ms[i]
-            mask[idx] ^= _bits(j.ids[i])
+            mask[idx] ^= gpu_bits(j.ids[i])
             on_node[idx].discard(job_id)
         return j
 
@@ -154,7 +154,7 @@ class LeanPack:
         """``Packer.place_on`` of a job's own GPUs, just released, at no CPU or memory (it always fits)."""
         g, mask, on_node = self.g, self.mask, self.on_node
         for i, idx in enumerate(j.idxs):
-            bits = _bits(j.ids[i])
+            bits = gpu_bits(j.ids[i])
             if mask[idx] & bits != bits:
                 raise AssertionError(f"synergy-tune: running job {job_id!r} cannot take back its own GPUs")
             g[idx] -= j.ks[i]
@@ -184,7 +184,7 @@ class LeanPack:
             g[idx] -= ks[i]
             fc[idx] -= cs[i]
             fm[idx] -= ms[i]
-            mask[idx] ^= _bits(ids[i])
+            mask[idx] ^= gpu_bits(ids[i])
             on_node[idx].add(job_id)
         self.jobs[job_id] = _Job(None, idxs, ks, ids, cs, ms)
         return True
@@ -681,7 +681,8 @@ def _fill(members: Sequence[int], avail: list[int], gpus: int) -> list[tuple[int
     return picked
 
 
-def _bits(gpus: tuple[int, ...]) -> int:
+def gpu_bits(gpus: tuple[int, ...]) -> int:
+    """The bit mask of GPU ids ``gpus`` (FreeResources.gpu_mask's form)."""
     bits = 0
     for g in gpus:
         bits |= 1 << g
