@@ -624,11 +624,11 @@ def _pack_new(tune: Tune, view: ClusterView, lp: LeanPack, job: JobInfo, cm: tup
 
 def _pack_running(tune: Tune, view: ClusterView, lp: LeanPack, job: JobInfo, cm: tuple[int, int],
                   plan: Plan) -> int:
-    """:meth:`Tune._pack_running`; how the turn went (ROUGH: at its share on its GPUs, OTHER: placed afresh)."""
+    """:meth:`Tune._pack_running` from its second step (its first, the demand vector in place, fails here:
+    :func:`_replace_running` tried it on the same state); how the turn went (ROUGH: at its share on its
+    GPUs, OTHER: placed afresh)."""
     c, m = cm
     job_id = job.job_id
-    if lp.reshape_at(job_id, DEMAND, c, m):
-        return QUIET
     if lp.reshape_at(job_id, CAPPED, c, m):
         return ROUGH
     j = lp.jobs[job_id]
