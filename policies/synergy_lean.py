@@ -437,7 +437,8 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
             dem_c[idx] += c * k
             dem_m[idx] += m * k
     renewing, to_demand, opened = _renewing(lp, len(runnable), cap_c, cap_m, dem_c, dem_m, held, spans)
-    caps = None if opened is None else (list(cap_c), list(cap_m))  # (for the settled certificate)
+    # (for the settled certificate: the servers opened, and their CPU and memory with the runnable jobs released)
+    within = None if opened is None else (opened, list(cap_c), list(cap_m))
     lp.c, lp.m = cap_c, cap_m  # every held job stripped: what the loop left
     if renewing:  # the renewing ones back to what they hold, then those away from their demand set to it
         for job_id in renewing:  # (Tune.repack sets them before it strips the others: the same end state,
@@ -481,7 +482,7 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
                 _add_demand(lp.jobs[job_id], -c, -m, dem_c, dem_m, spans)
                 settled = settled and lp.freed(home)
         settled = settled and how != OTHER
-    lp.settled = settled and (caps is None or _opens_within(lp, *caps, dem_c, dem_m, opened, spans))
+    lp.settled = settled and (within is None or _opens_within(lp, *within, dem_c, dem_m, spans))
 
 
 def _held(lp: LeanPack, job: JobInfo, allocation: Allocation, c: int, m: int) -> _Entry:
@@ -545,8 +546,8 @@ def _add_demand(j: _Job, c: int, m: int, dem_c: list[int], dem_m: list[int], spa
         spans.append(j.idxs)
 
 
-def _opens_within(lp: LeanPack, cap_c: list[int], cap_m: list[int], dem_c: list[int], dem_m: list[int],
-                  opened: set[int], spans: list[list[int]]) -> bool:
+def _opens_within(lp: LeanPack, opened: set[int], cap_c: list[int], cap_m: list[int], dem_c: list[int],
+                  dem_m: list[int], spans: list[list[int]]) -> bool:
     """Whether the servers a re-pack of what this pass leaves would open (Tune._renewing with every runnable job
     placed: the over-committed ones, closed over the jobs that span them) are among the ``opened`` ones of
     this pass. ``cap_c``, ``cap_m``: each server's CPU and memory with the runnable jobs released (the same
