@@ -158,7 +158,7 @@ from halyard.policies.adjusting import adjust, applied, rejected
 from halyard.policies.dally_pass import TOLD_CODES_KEY, DallyPass
 from halyard.policies.dally_preemption import NwSensPreemption
 from halyard.policies.dally_stages import DelayScheduling, NwSensOrdering, starvation
-from halyard.policies.dally_staggered import KeptOffer
+from halyard.policies.dally_staggered import NodeOffer
 from halyard.policies.dally_timers import AutoTuner, TimerSource
 from halyard.policies.facts import ClusterShape, GpuTypes
 from halyard.policies.passstate import PassState
@@ -423,7 +423,7 @@ class Dally:
                                 lazy=self.shortcuts)
 
     def _shape_lists(self, shape: ClusterShape) -> tuple[list[int], list[int], list[int], list[int]]:
-        """The GPUs, CPUs, memory and rack of each node of ``shape`` as lists (what KeptOffer reads), once per shape."""
+        """The GPUs, CPUs, memory and rack of each node of ``shape`` as lists (what NodeOffer reads), once per shape."""
         kept = self._lists
         if kept is None or kept[0] is not shape:
             kept = self._lists = (shape, (shape.gpus.tolist(), shape.cpus.tolist(), shape.memory_mb.tolist(),
@@ -452,7 +452,7 @@ class Dally:
 class _KeptOffers:
     """The usable GPUs of each GPU-type set on one ``reauction`` pass's ``free`` (what ``usable_gpus`` gives), kept
     as its bids take GPUs: worked out whole once per set and pass, then only at the nodes a winning bid took from
-    (:class:`~halyard.policies.dally_staggered.KeptOffer`, usable_gpus' own arithmetic on the same numbers). A lease
+    (:class:`~halyard.policies.dally_staggered.NodeOffer`, usable_gpus' own arithmetic on the same numbers). A lease
     end re-auctions about seven jobs on loaded Philly, each taking one or two nodes, and working the whole offer
     out afresh for every bid was an eighth of ``dally``'s CPU (issue 38). Only while nothing else changes ``free``
     (``+hoard``'s bids do: the pass drops it then)."""
@@ -461,13 +461,15 @@ class _KeptOffers:
 
     def __init__(self, free: FreeResources, shape: ClusterShape, policy: Dally) -> None:
         self.free, self.shape, self.policy = free, shape, policy
-        self.offers: dict[GpuTypes, _BidOffer] = {}
+        # (a re-auction's bids read only the usable GPUs: neither an offer's sums by rack and in all nor its best
+        # node are kept, KeptOffer's upkeep being half of the kept offers' cost)
+        self.offers: dict[GpuTypes, NodeOffer] = {}
 
     def of(self, types: GpuTypes) -> np.ndarray:
         """``usable_gpus(free, shape, types)`` now (read it before the next take)."""
         offer = self.offers.get(types)
         if offer is None:
-            offer = self.offers[types] = _BidOffer(self.free, self.shape, types, self.policy._shape_lists(self.shape))
+            offer = self.offers[types] = NodeOffer(self.free, self.shape, types, self.policy._shape_lists(self.shape))
         return offer.avail
 
     def took(self, picked: Picked) -> None:
@@ -475,26 +477,6 @@ class _KeptOffers:
         nodes = [index for index, _ in picked]
         for offer in self.offers.values():
             offer.update(nodes)
-
-
-class _BidOffer(KeptOffer):
-    """A :class:`KeptOffer` of the usable GPUs alone: a re-auction's bids read only :attr:`avail`, so neither its
-    sums by rack and in all nor its best node are kept (their upkeep was half of the kept offers' cost)."""
-
-    __slots__ = ()
-
-    def __init__(self, free: FreeResources, shape: ClusterShape, types: GpuTypes,
-                 lists: tuple[list[int], list[int], list[int], list[int]]) -> None:
-        self.free, self._shape = free, lists
-        self.avail = usable_gpus(free, shape, types)
-        excluded = shape.excluded(types)
-        self._excluded = None if excluded is None else excluded.tolist()
-
-    def update(self, nodes: list[int]) -> None:
-        """``free`` changed at ``nodes`` (indices): their usable GPUs as usable_gpus works them out."""
-        free, avail = self.free, self.avail
-        for i in nodes:
-            avail[i] = self.usable_at(i, int(free.gpus[i]), int(free.cpus[i]), int(free.memory_mb[i]))
 
 
 def _builds_as(free: FreeResources, picked: Picked, held: Allocation) -> bool:

@@ -91,13 +91,12 @@ def auctions_one_by_one(policy: Dally, view: ClusterView, state: PassState, ende
     return placed
 
 
-class KeptOffer:
+class NodeOffer:
     """:func:`~halyard.policies.placement.usable_gpus` of one GPU-type set on a ``free`` that changes a few
-    nodes at a time, with its sums by rack and in all: :meth:`update` works out again only the nodes given
-    or taken, with the same integer arithmetic on the same numbers (so it equals the whole offer worked out
-    afresh: ``tests/test_dally_clustersim.py`` compares the two paths' event logs)."""
+    nodes at a time: :meth:`update` works out again only the nodes given or taken, with the same integer
+    arithmetic on the same numbers (so it equals the whole offer worked out afresh)."""
 
-    __slots__ = ("_at_largest", "_best_rack", "_excluded", "_largest", "_shape", "avail", "free", "racks", "total")
+    __slots__ = ("_excluded", "_shape", "avail", "free")
 
     def __init__(self, free: FreeResources, shape: ClusterShape, types: GpuTypes,
                  lists: tuple[list[int], list[int], list[int], list[int]]) -> None:
@@ -106,6 +105,33 @@ class KeptOffer:
         self._shape = lists  # the shape's GPUs, CPUs, memory and rack per node, as lists
         excluded = shape.excluded(types)
         self._excluded = None if excluded is None else excluded.tolist()
+
+    def update(self, nodes: list[int]) -> None:
+        """``free`` changed at ``nodes`` (indices): their usable GPUs as usable_gpus works them out."""
+        free, avail = self.free, self.avail
+        for i in nodes:
+            avail[i] = self.usable_at(i, int(free.gpus[i]), int(free.cpus[i]), int(free.memory_mb[i]))
+
+    def usable_at(self, i: int, gpus_free: int, cpus_free: int, memory_free: int) -> int:
+        """Node ``i``'s usable GPUs with these free (usable_gpus' arithmetic)."""
+        gpus_of, cpus_of, memory_of, _ = self._shape
+        gpus = gpus_of[i]
+        by_cpu = ((cpus_free + 1) * gpus - 1) // max(cpus_of[i], 1)
+        by_mem = ((memory_free + 1) * gpus - 1) // max(memory_of[i], 1)
+        if not self.free.schedulable[i] or (self._excluded is not None and self._excluded[i]):
+            return 0
+        return min(gpus_free, by_cpu, by_mem)
+
+
+class KeptOffer(NodeOffer):
+    """A :class:`NodeOffer` with its sums by rack and in all, and its best node and rack, kept as it changes
+    (``tests/test_dally_clustersim.py`` compares the two paths' event logs)."""
+
+    __slots__ = ("_at_largest", "_best_rack", "_largest", "racks", "total")
+
+    def __init__(self, free: FreeResources, shape: ClusterShape, types: GpuTypes,
+                 lists: tuple[list[int], list[int], list[int], list[int]]) -> None:
+        super().__init__(free, shape, types, lists)
         self.racks = np.bincount(shape.rack, weights=self.avail, minlength=shape.n_racks).astype(np.int64).tolist()
         self.total = int(self.avail.sum())
         self._largest: int | None = None  # the best node's usable GPUs, None: to ask
@@ -113,7 +139,7 @@ class KeptOffer:
         self._best_rack: int | None = None  # the best rack's
 
     def update(self, nodes: list[int]) -> None:
-        """``free`` changed at ``nodes`` (indices): their usable GPUs as usable_gpus works them out."""
+        """``free`` changed at ``nodes`` (indices): their usable GPUs as usable_gpus works them out, and the sums."""
         free, avail = self.free, self.avail
         rack_of = self._shape[3]
         for i in nodes:
@@ -128,16 +154,6 @@ class KeptOffer:
                 # a new best node (rack), or the best one shrank (another may be as large): asked again
                 self._node_changed(before, usable)
                 self._best_rack = _best_after(self._best_rack, held, held + usable - before)
-
-    def usable_at(self, i: int, gpus_free: int, cpus_free: int, memory_free: int) -> int:
-        """Node ``i``'s usable GPUs with these free (usable_gpus' arithmetic)."""
-        gpus_of, cpus_of, memory_of, _ = self._shape
-        gpus = gpus_of[i]
-        by_cpu = ((cpus_free + 1) * gpus - 1) // max(cpus_of[i], 1)
-        by_mem = ((memory_free + 1) * gpus - 1) // max(memory_of[i], 1)
-        if not self.free.schedulable[i] or (self._excluded is not None and self._excluded[i]):
-            return 0
-        return min(gpus_free, by_cpu, by_mem)
 
     def _node_changed(self, before: int, after: int) -> None:
         """A node's usable GPUs went from ``before`` to ``after``: the best node's, and how many nodes have it."""

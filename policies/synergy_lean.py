@@ -89,8 +89,9 @@ class _Job:
 
 
 # A job's turn in the re-pack: its size key (unique), the job, and for a running job on one server the job as
-# the re-pack holds it, the server and its demand there (else None).
-_Turn = tuple[int, int, int, int, JobInfo, "tuple[_Job, int, int, int] | None"]
+# the re-pack holds it, that server and its demand there (else None), for one on several the job as the
+# re-pack holds it (else None).
+_Turn = tuple[int, int, int, int, JobInfo, "tuple[_Job, int, int, int] | None", "_Job | None"]
 # A running job's entry kept from pass to pass while it holds the same allocation (repack's _held).
 _Entry = tuple[Allocation, "_Job", _Turn, tuple[str, list[int], bool, int, int], tuple[int, int, int, int, int] | None]
 
@@ -145,7 +146,7 @@ class LeanPack:
             g[idx] += j.ks[i]
             c[idx] += j.cs[i]
             m[idx] += j.ms[i]
-            mask[idx] ^= _bits(j.ids[i])
+            mask[idx] ^= gpu_bits(j.ids[i])
             on_node[idx].discard(job_id)
         return j
 
@@ -153,7 +154,7 @@ class LeanPack:
         """``Packer.place_on`` of a job's own GPUs, just released, at no CPU or memory (it always fits)."""
         g, mask, on_node = self.g, self.mask, self.on_node
         for i, idx in enumerate(j.idxs):
-            bits = _bits(j.ids[i])
+            bits = gpu_bits(j.ids[i])
             if mask[idx] & bits != bits:
                 raise AssertionError(f"synergy-tune: running job {job_id!r} cannot take back its own GPUs")
             g[idx] -= j.ks[i]
@@ -183,7 +184,7 @@ class LeanPack:
             g[idx] -= ks[i]
             fc[idx] -= cs[i]
             fm[idx] -= ms[i]
-            mask[idx] ^= _bits(ids[i])
+            mask[idx] ^= gpu_bits(ids[i])
             on_node[idx].add(job_id)
         self.jobs[job_id] = _Job(None, idxs, ks, ids, cs, ms)
         return True
@@ -402,7 +403,7 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
         allocation = job.allocation
         if allocation is None:
             c, m = demand(view, job)
-            turns.append((-job.num_gpus, -c, -m, job.arrival_seq, job, None))
+            turns.append((-job.num_gpus, -c, -m, job.arrival_seq, job, None, None))
             continue
         key = id(allocation)
         e = parsed.get(key)
@@ -436,7 +437,8 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
             dem_c[idx] += c * k
             dem_m[idx] += m * k
     renewing, to_demand, opened = _renewing(lp, len(runnable), cap_c, cap_m, dem_c, dem_m, held, spans)
-    caps = None if opened is None else (list(cap_c), list(cap_m))  # (for the settled certificate)
+    # (for the settled certificate: the servers opened, and their CPU and memory with the runnable jobs released)
+    within = None if opened is None else (opened, list(cap_c), list(cap_m))
     lp.c, lp.m = cap_c, cap_m  # every held job stripped: what the loop left
     if renewing:  # the renewing ones back to what they hold, then those away from their demand set to it
         for job_id in renewing:  # (Tune.repack sets them before it strips the others: the same end state,
@@ -455,14 +457,18 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
     # fewer GPUs than moves after it may have freed for it (LeanPack.freed), and the demand per server of what
     # the pass leaves (dem_c, dem_m, kept up to date as jobs start or move) opening no server this pass did not.
     settled, spans = True, []  # (now the servers of each job on several that the pass starts or moves)
-    for _, c, m, _, job, quick in turns:
-        if quick is not None:  # a running job on one server back to its demand there, where it fits: most turns
-            j, idx, wc, wm = quick  # (_replace_running's first step, inlined; the job holds nothing at its turn)
+    for _, c, m, _, job, one, several in turns:
+        # A running job back to its demand where it is, if it fits there (most turns): _replace_running's first
+        # step inlined (the job holds nothing at its turn).
+        if one is not None:
+            j, idx, wc, wm = one
             if wc <= cap_c[idx] and wm <= cap_m[idx]:
                 cap_c[idx] -= wc
                 cap_m[idx] -= wm
                 j.cs[0], j.ms[0] = wc, wm
                 continue
+        elif several is not None and lp.reshape_demand(several, -c, -m):
+            continue
         job_id = job.job_id
         if job.allocation is None:
             how = _pack_new(tune, view, lp, job, (-c, -m), plan)
@@ -476,7 +482,7 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
                 _add_demand(lp.jobs[job_id], -c, -m, dem_c, dem_m, spans)
                 settled = settled and lp.freed(home)
         settled = settled and how != OTHER
-    lp.settled = settled and (caps is None or _opens_within(lp, *caps, dem_c, dem_m, opened, spans))
+    lp.settled = settled and (within is None or _opens_within(lp, *within, dem_c, dem_m, spans))
 
 
 def _held(lp: LeanPack, job: JobInfo, allocation: Allocation, c: int, m: int) -> _Entry:
@@ -491,9 +497,10 @@ def _held(lp: LeanPack, job: JobInfo, allocation: Allocation, c: int, m: int) ->
     j = _Job(allocation, idxs, ks, [p.gpus for p in nodes], [0] * len(nodes), [0] * len(nodes), cs, ms)
     at_demand = all(cs[i] == c * k and ms[i] == m * k for i, k in enumerate(ks))
     single = (idxs[0], cs[0], ms[0], c * ks[0], m * ks[0]) if len(nodes) == 1 else None
-    quick = None if single is None else (j, idxs[0], c * ks[0], m * ks[0])
-    return (allocation, j, (-job.num_gpus, -c, -m, job.arrival_seq, job, quick), (job.job_id, idxs, at_demand, c, m),
-            single)
+    one = None if single is None else (j, idxs[0], c * ks[0], m * ks[0])
+    several = None if single is not None else j
+    return (allocation, j, (-job.num_gpus, -c, -m, job.arrival_seq, job, one, several),
+            (job.job_id, idxs, at_demand, c, m), single)
 
 
 def _renewing(lp: LeanPack, runnable: int, cap_c: list[int], cap_m: list[int], dem_c: list[int],
@@ -539,8 +546,8 @@ def _add_demand(j: _Job, c: int, m: int, dem_c: list[int], dem_m: list[int], spa
         spans.append(j.idxs)
 
 
-def _opens_within(lp: LeanPack, cap_c: list[int], cap_m: list[int], dem_c: list[int], dem_m: list[int],
-                  opened: set[int], spans: list[list[int]]) -> bool:
+def _opens_within(lp: LeanPack, opened: set[int], cap_c: list[int], cap_m: list[int], dem_c: list[int],
+                  dem_m: list[int], spans: list[list[int]]) -> bool:
     """Whether the servers a re-pack of what this pass leaves would open (Tune._renewing with every runnable job
     placed: the over-committed ones, closed over the jobs that span them) are among the ``opened`` ones of
     this pass. ``cap_c``, ``cap_m``: each server's CPU and memory with the runnable jobs released (the same
@@ -618,11 +625,11 @@ def _pack_new(tune: Tune, view: ClusterView, lp: LeanPack, job: JobInfo, cm: tup
 
 def _pack_running(tune: Tune, view: ClusterView, lp: LeanPack, job: JobInfo, cm: tuple[int, int],
                   plan: Plan) -> int:
-    """:meth:`Tune._pack_running`; how the turn went (ROUGH: at its share on its GPUs, OTHER: placed afresh)."""
+    """:meth:`Tune._pack_running` from its second step (its first, the demand vector in place, fails here:
+    :func:`_replace_running` tried it on the same state); how the turn went (ROUGH: at its share on its
+    GPUs, OTHER: placed afresh)."""
     c, m = cm
     job_id = job.job_id
-    if lp.reshape_at(job_id, DEMAND, c, m):
-        return QUIET
     if lp.reshape_at(job_id, CAPPED, c, m):
         return ROUGH
     j = lp.jobs[job_id]
@@ -675,7 +682,8 @@ def _fill(members: Sequence[int], avail: list[int], gpus: int) -> list[tuple[int
     return picked
 
 
-def _bits(gpus: tuple[int, ...]) -> int:
+def gpu_bits(gpus: tuple[int, ...]) -> int:
+    """The bit mask of GPU ids ``gpus`` (FreeResources.gpu_mask's form)."""
     bits = 0
     for g in gpus:
         bits |= 1 << g

@@ -54,6 +54,22 @@ class Need:
                 by_cpu, by_mem = np.maximum(by_cpu, by_cpu_p), np.maximum(by_mem, by_mem_p)
         return np.minimum(free.gpus, np.minimum(by_cpu, by_mem))
 
+    def max_gpus_at(self, free: FreeResources, shape: ClusterShape, i: int) -> int:
+        """:meth:`max_gpus` of node ``i`` alone, in Python integers (the same arithmetic)."""
+        fg, fc, fm = free.gpus.item(i), free.cpus.item(i), free.memory_mb.item(i)
+        g, cpus, memory = shape.gpus.item(i), shape.cpus.item(i), shape.memory_mb.item(i)
+        by_cpu = by_cpu_p = ((fc + 1) * g - 1) // max(cpus, 1)
+        by_mem = by_mem_p = ((fm + 1) * g - 1) // max(memory, 1)
+        c, m = self.c, self.m
+        if c is not None:
+            assert m is not None, "a per-GPU demand gives both CPUs and memory"
+            big = np.iinfo(np.int64).max // 4
+            by_cpu = fc // c if c > 0 else big
+            by_mem = fm // m if m > 0 else big
+            if self.cap:
+                by_cpu, by_mem = max(by_cpu, by_cpu_p), max(by_mem, by_mem_p)
+        return min(fg, by_cpu, by_mem)
+
 
 class CapAt:
     """A held allocation capped at the GPU-proportional share per node and dimension (§4.2 revert)."""
@@ -145,6 +161,10 @@ class Packer:
 
     def select(self, need: Need, gpus: int, gpu_types: GpuTypes, *, best_fit: bool
                ) -> list[tuple[int, int]] | None:
+        if not best_fit:
+            first = self._first_fit(need, gpus, gpu_types)
+            if first is not None:
+                return [(first, gpus)]
         avail = self.usable(need, gpu_types)
         single = np.flatnonzero(avail >= gpus)
         if single.size:
@@ -154,6 +174,19 @@ class Packer:
             order = np.lexsort((single, f.memory_mb[single], f.cpus[single], f.gpus[single]))
             return [(int(single[order[0]]), gpus)]
         return choose_nodes(avail, self.shape, gpus)
+
+    def _first_fit(self, need: Need, gpus: int, gpu_types: GpuTypes) -> int | None:
+        """The first node whose :meth:`usable` GPUs reach ``gpus`` (what :meth:`select` takes first), read node by
+        node among those with that many GPUs free: on a loaded cluster most have fewer, and the whole array is
+        needed only when no node holds the job alone. GPU-proportional places ~10,000 jobs a run on the public
+        Synergy configuration; the array cost ~15 us a job, this ~9 (issue 38)."""
+        free, shape = self.free, self.shape
+        excluded = shape.excluded(gpu_types)
+        schedulable = free.schedulable
+        for i in np.flatnonzero(free.gpus >= gpus).tolist():
+            if schedulable[i] and (excluded is None or not excluded[i]) and need.max_gpus_at(free, shape, i) >= gpus:
+                return i
+        return None
 
     def build(self, picked: list[tuple[int, int]], need: Need) -> Allocation:
         parts = []
