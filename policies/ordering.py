@@ -308,30 +308,40 @@ class Srtf(Ordering):
         at = [i for i, job in enumerate(jobs) if job.allocation is not None]
         gpus = [jobs[i].num_gpus for i in at]
         cut = 0
-        # Each running job keyed once (keys are unique: the job itself is never compared).
+        # Each running job keyed once (keys are unique: the job itself is never compared), in columns.
+        entries = sorted(self._running_keys(view, running))
+        remaining, submits, arrivals, ordered, held_by = zip(*entries, strict=True) if entries else ((),) * 5
+        # The running jobs with less remaining time than every waiting one (7 in 10 in a loaded Synergy round)
+        # go in as one slice, from position ``start``; each other is put in by bisection.
+        head = bisect_left(remaining, firsts[0]) if firsts else len(entries)
+        start = len(jobs)
+        jobs.extend(ordered[:head])
         n = len(firsts)
-        for k, job, g in sorted(self._running_keys(view, running)):
-            i = bisect_left(firsts, k[0], lo=cut)
-            if i < n and firsts[i] == k[0]:  # (a waiting job with the same remaining time: the whole key decides)
-                i = bisect_key(keys, firsts, k, cut)
+        for r in range(head, len(entries)):
+            k0 = remaining[r]
+            i = bisect_left(firsts, k0, lo=cut)
+            if i < n and firsts[i] == k0:  # (a waiting job with the same remaining time: the whole key decides)
+                i = bisect_key(keys, firsts, (k0, submits[r], arrivals[r]), cut)
             if i > cut:
                 jobs.extend(waiting[cut:i])
                 cut = i
             at.append(len(jobs))
-            gpus.append(g)
-            jobs.append(job)
+            gpus.append(held_by[r])
+            jobs.append(ordered[r])
         jobs.extend(waiting[cut:])
         held = np.zeros(len(jobs), np.int64)
+        held[start:start + head] = held_by[:head]
         held.put(at, gpus)
         ranking = Ranking(jobs, None, held)
         self._last = (view, ranking, promoted)
         return ranking
 
     def _running_keys(self, view: ClusterView, running: Iterable[JobInfo]
-                      ) -> list[tuple[tuple[float, float, int], JobInfo, int]]:
-        """Each running job's :meth:`remaining_key`, with the job and its GPUs, from its progress line kept while
-        its epoch and allocation are those it was read at (which fix the line: ``JobInfo.epoch``): the same
-        arithmetic as ``JobRecord.iterations_done``, without its calls (a loaded Synergy round keys ~65)."""
+                      ) -> list[tuple[float, float, int, JobInfo, int]]:
+        """Each running job's :meth:`remaining_key`, then the job and its GPUs, in one flat tuple (sorting flat
+        tuples compares floats, not the key tuples within), from its progress line kept while its epoch and
+        allocation are those it was read at (which fix the line: ``JobInfo.epoch``): the same arithmetic as
+        ``JobRecord.iterations_done``, without its calls (a loaded Synergy round keys ~65)."""
         now = view.now
         if len(self._lines) > 2 * len(view.running) + KEYS_SLACK:
             self._lines = {job_id: line for job_id, line in self._lines.items() if job_id in view.running}
@@ -342,8 +352,10 @@ class Srtf(Ordering):
                 line = self._read_line(job)
             _, _, _, total, ceiling, ideal, submit, arrival, done, since, rate, g = line
             if rate != 0.0 and (elapsed := now - since) > 0.0:
-                done = min(ceiling, done + rate * elapsed)
-            out.append((((total - done) * ideal, submit, arrival), job, g))
+                done += rate * elapsed  # at most the ceiling: min(ceiling, done) without the call, the same float
+                if not done < ceiling:
+                    done = ceiling
+            out.append(((total - done) * ideal, submit, arrival, job, g))
         return out
 
     def tail_key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], Any] | None:

@@ -35,7 +35,7 @@ class _Checked(Srtf):
         assert kept.held.tolist() == [0 if j.allocation is None else j.num_gpus for j in kept.jobs]
         # the running jobs' keys from their kept progress lines are the key's, to the bit
         key = self.remaining_key(view)
-        assert all(k == key(j) for k, j, _ in self._running_keys(view, view.running.values()))
+        assert all((r, s, a) == key(j) for r, s, a, j, _ in self._running_keys(view, view.running.values()))
         self.checks += 1
         self.promoted_seen += bool(self.guard is not None and self.guard.promoted)
         return kept
