@@ -319,7 +319,7 @@ class StagedPolicy:
         # Keyed by the budget, then the GPUs: the budget changes at a few jobs only, so most jobs look up
         # their reason by GPUs alone in the budget's table (no key tuple to build per job).
         waits = self._waits
-        at_budget = waits.setdefault(budget, {})
+        at_budget: dict[int, Unplaced] | None = None  # waits[budget], looked up when a job needs it
         unplaced = plan.unplaced  # plan.wait, inlined: this loop visits every running and pending job
         # A change set (_runnable): a reason the core holds already is not told again.
         held_of = plan.since.get if plan.since is not None else None
@@ -330,17 +330,18 @@ class StagedPolicy:
         self._tail_next, self._walked = None, True
         if tail_key is not None and not budget:  # the running head holds the whole budget: all behind is tail
             rest = ()  # (a loaded round that starts no job: ~1,300 jobs looked at one by one before)
-            self._walk_tail(view, ranking, head, at_budget, plan, free, tail_key)
+            self._walk_tail(view, ranking, head, waits.setdefault(budget, {}), plan, free, tail_key)
         for at, job in enumerate(rest):
             allocation = job.allocation
             if allocation is not None:
                 gpus = job.num_gpus
                 if gpus <= budget:
                     budget -= gpus
-                    at_budget = waits.setdefault(budget, {})
+                    at_budget = None  # (most jobs here run and fit: no lookup for them)
                     runnable.append(job)
                     if not budget and tail_key is not None:
-                        self._walk_tail(view, ranking, head + at + 1, at_budget, plan, free, tail_key)
+                        self._walk_tail(view, ranking, head + at + 1, waits.setdefault(budget, {}), plan, free,
+                                        tail_key)
                         break
                 else:
                     plan.preempt(job.job_id)
@@ -349,13 +350,16 @@ class StagedPolicy:
             gpus = job.spec.num_gpus if fixed else self.sizing.gpus(view, job)
             if gpus <= budget:
                 budget -= gpus
-                at_budget = waits.setdefault(budget, {})
+                at_budget = None
                 runnable.append(job)
                 starts.append((job, gpus))
                 if not budget and tail_key is not None:
-                    self._walk_tail(view, ranking, head + at + 1, at_budget, plan, free, tail_key)
+                    self._walk_tail(view, ranking, head + at + 1, waits.setdefault(budget, {}), plan, free,
+                                    tail_key)
                     break
                 continue
+            if at_budget is None:
+                at_budget = waits.setdefault(budget, {})
             why = at_budget.get(gpus)
             if why is None:
                 why = at_budget[gpus] = self._out_of_budget(gpus, budget)
