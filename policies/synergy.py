@@ -863,11 +863,11 @@ class _Ledger:
     emit tries a few changes per re-pack that acts (~12,000 on the public Synergy configuration), most of
     which fit; FreeResources' numpy scalars and exceptions were most of its cost (issue 38)."""
 
-    __slots__ = ("c", "cap_c", "cap_m", "g", "index", "m", "mask")
+    __slots__ = ("c", "cap_c", "cap_m", "index", "m", "mask")
 
     def __init__(self, free: FreeResources, index: dict[str, int]) -> None:
         nodes = free.cluster.nodes
-        self.g, self.c, self.m = free.gpus.tolist(), free.cpus.tolist(), free.memory_mb.tolist()
+        self.c, self.m = free.cpus.tolist(), free.memory_mb.tolist()  # (and the GPUs by their ids' mask)
         self.mask = list(free.gpu_mask)
         self.cap_c, self.cap_m = [n.cpus for n in nodes], [n.memory_mb for n in nodes]
         self.index = index
@@ -880,7 +880,6 @@ class _Ledger:
             if mask[idx] & bits != bits or p.cpus > c[idx] or p.memory_mb > m[idx]:
                 return False
         for idx, p, bits in parts:
-            self.g[idx] -= len(p.gpus)
             c[idx] -= p.cpus
             m[idx] -= p.memory_mb
             mask[idx] ^= bits
@@ -894,7 +893,6 @@ class _Ledger:
             if mask[idx] & bits or c[idx] + p.cpus > self.cap_c[idx] or m[idx] + p.memory_mb > self.cap_m[idx]:
                 return False
         for idx, p, bits in parts:
-            self.g[idx] += len(p.gpus)
             c[idx] += p.cpus
             m[idx] += p.memory_mb
             mask[idx] ^= bits

@@ -456,7 +456,7 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
     # The settled certificate (module docstring): no turn OTHER, no select at the demand vector that failed by
     # fewer GPUs than moves after it may have freed for it (LeanPack.freed), and the demand per server of what
     # the pass leaves (dem_c, dem_m, kept up to date as jobs start or move) opening no server this pass did not.
-    settled, spans = True, []  # (now the servers of each job on several that the pass starts or moves)
+    settled, placed_spans = True, []  # (the servers of each job on several that the pass starts or moves)
     for _, c, m, _, job, one, several in turns:
         # A running job back to its demand where it is, if it fits there (most turns): _replace_running's first
         # step inlined (the job holds nothing at its turn).
@@ -473,16 +473,16 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
         if job.allocation is None:
             how = _pack_new(tune, view, lp, job, (-c, -m), plan)
             if how != OTHER:
-                _add_demand(lp.jobs[job_id], -c, -m, dem_c, dem_m, spans)
+                _add_demand(lp.jobs[job_id], -c, -m, dem_c, dem_m, placed_spans)
         else:
             home = jobs[job_id]
             how = _replace_running(tune, view, lp, job, (-c, -m), plan)
             if how == MOVED:
                 _add_demand(home, c, m, dem_c, dem_m, None)
-                _add_demand(lp.jobs[job_id], -c, -m, dem_c, dem_m, spans)
+                _add_demand(lp.jobs[job_id], -c, -m, dem_c, dem_m, placed_spans)
                 settled = settled and lp.freed(home)
         settled = settled and how != OTHER
-    lp.settled = settled and (within is None or _opens_within(lp, *within, dem_c, dem_m, spans))
+    lp.settled = settled and (within is None or _opens_within(lp, *within, dem_c, dem_m, placed_spans))
 
 
 def _held(lp: LeanPack, job: JobInfo, allocation: Allocation, c: int, m: int) -> _Entry:
