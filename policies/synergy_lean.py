@@ -456,7 +456,8 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
     # The settled certificate (module docstring): no turn OTHER, no select at the demand vector that failed by
     # fewer GPUs than moves after it may have freed for it (LeanPack.freed), and the demand per server of what
     # the pass leaves (dem_c, dem_m, kept up to date as jobs start or move) opening no server this pass did not.
-    settled, placed_spans = True, []  # (the servers of each job on several that the pass starts or moves)
+    settled = True
+    placed_spans: list[list[int]] = []  # the servers of each job on several that the pass starts or moves
     for _, c, m, _, job, one, several in turns:
         # A running job back to its demand where it is, if it fits there (most turns): _replace_running's first
         # step inlined (the job holds nothing at its turn).

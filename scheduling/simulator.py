@@ -44,12 +44,13 @@ def _earlier_objects_frozen() -> Iterator[None]:
     configuration (benchmarks/bench_synergy_public_config.py) two of them, mostly over the ~200,000 objects of
     the imports (numba's among them) and the trace, cost 0.23-0.30 s, 7-9 % of the run. Nothing the run decides
     depends on when the collector runs. A freeze already in place (the caller's, or another thread's run) is
-    left as it is. The garbage that earlier runs left is collected first (~30-50 ms): frozen with the rest, a
-    process that runs one simulation after another (a sweep's worker, a benchmark) would keep it for good."""
+    left as it is. (Garbage left before a run is frozen with the rest for the run's length and collected by a
+    full collection after it; a process that runs simulations back to back with nothing between them keeps it
+    longer. Collecting it first cost a full collection of the whole process at every run: 30 minutes instead
+    of 13 for the test suite.)"""
     if gc.get_freeze_count():
         yield
         return
-    gc.collect()
     gc.freeze()
     try:
         yield

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import weakref
 
 import pytest
 from factories import job
@@ -181,21 +180,3 @@ def test_a_run_freezes_the_earlier_objects_for_the_collector_and_leaves_a_freeze
         assert seen and gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()
-
-
-def test_a_run_collects_the_garbage_left_before_it_instead_of_freezing_it(small_cluster, perf):
-    """The objects frozen for a run are the live ones: garbage left before it (an earlier run's, in a process
-    that runs one simulation after another: a sweep's worker, a benchmark) is collected first, or it would be
-    frozen with the rest at every run and kept for good."""
-
-    class Cycle:
-        pass
-
-    left = Cycle()
-    left.me = left  # type: ignore[attr-defined]
-    gc.collect()  # (it survives this one, so it sits in the oldest generation, which young collections skip)
-    ref = weakref.ref(left)
-    del left
-    assert ref() is not None  # garbage now, that only a full collection takes
-    Simulator(small_cluster, make_policy("fifo"), perf).run([job(2, iterations=50, job_id="only")])
-    assert ref() is None
