@@ -46,8 +46,8 @@ def _earlier_objects_frozen() -> Iterator[None]:
     depends on when the collector runs. A freeze already in place (the caller's, or another thread's run) is
     left as it is. (Garbage left before a run is frozen with the rest for the run's length and collected by a
     full collection after it; a process that runs simulations back to back with nothing between them keeps it
-    longer. Collecting it first cost a full collection of the whole process at every run: 30 minutes instead
-    of 13 for the test suite.)"""
+    longer. Collecting it first would cost a full collection of the whole process at every run, large in a
+    long-lived process that holds many objects, such as the test suite's.)"""
     if gc.get_freeze_count():
         yield
         return
