@@ -80,7 +80,7 @@ class FreeResources:
         parts = [(self._index(p), p) for p in allocation.nodes]
         for idx, part in parts:
             node = self.cluster.nodes[idx]
-            bits = _mask(part.gpus)
+            bits = gpu_bits(part.gpus)
             if self.gpu_mask[idx] & bits:
                 raise OverAllocation(f"node {node.name}: GPUs {part.gpus} are already free")
             if self.cpus[idx] + part.cpus > node.cpus or self.memory_mb[idx] + part.memory_mb > node.memory_mb:
@@ -112,7 +112,7 @@ class FreeResources:
         if any(g < 0 or g >= node.gpus for g in part.gpus):
             raise OverAllocation(f"node {node.name}: GPU index out of range in {part.gpus} "
                                  f"(node has {node.gpus})")
-        bits = _mask(part.gpus)
+        bits = gpu_bits(part.gpus)
         if self.gpu_mask[idx] & bits != bits:
             busy = [g for g in part.gpus if not self.gpu_mask[idx] >> g & 1]
             raise OverAllocation(f"node {node.name}: GPUs {busy} are not free")
@@ -125,10 +125,11 @@ class FreeResources:
         self.gpus[idx] += sign * len(part.gpus)
         self.cpus[idx] += sign * part.cpus
         self.memory_mb[idx] += sign * part.memory_mb
-        self.gpu_mask[idx] ^= _mask(part.gpus)
+        self.gpu_mask[idx] ^= gpu_bits(part.gpus)
 
 
-def _mask(gpus: tuple[int, ...]) -> int:
+def gpu_bits(gpus: tuple[int, ...]) -> int:
+    """The bit mask of GPU ids ``gpus`` (:attr:`FreeResources.gpu_mask`'s form)."""
     bits = 0
     for g in gpus:
         bits |= 1 << g

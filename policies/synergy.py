@@ -38,12 +38,12 @@ from halyard.policies.passstate import PassState
 from halyard.policies.placement import no_fit
 from halyard.policies.plan import Plan
 from halyard.policies.reasons import Unplaced, cannot_fit
-from halyard.policies.resources import FreeResources
+from halyard.policies.resources import FreeResources, gpu_bits
 from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import BatchPlacement
-from halyard.policies.synergy_lean import LeanPack, gpu_bits
+from halyard.policies.synergy_lean import LeanPack
 from halyard.policies.synergy_lean import repack as lean_repack
-from halyard.policies.synergy_packing import CapAt, KeptShapes, Packer
+from halyard.policies.synergy_packing import CapAt, KeptShapes, Packer, node_index
 from halyard.policies.synergy_profile import job_profile
 from halyard.policies.view import ClusterView, JobInfo, allocation_of
 
@@ -302,9 +302,7 @@ class Tune(SynergyMechanism):
         when the re-pack changed something and is settled (a re-pack of what it leaves changes nothing);
         else None."""
         self._kept.keep(view.running)
-        cluster = view.cluster
-        lean = LeanPack(view, free, view.facts.memo("synergy/node-index", None,
-                                                    lambda: {n.name: i for i, n in enumerate(cluster.nodes)}))
+        lean = LeanPack(view, free, node_index(view))
         self.repack_lean(view, lean, runnable, plan)
         placed = lean.finish(self._kept)
         _emit(view, plan, _Placed(placed), new)
@@ -786,8 +784,7 @@ def _emit(view: ClusterView, plan: Plan, packer: Packer | _Placed, new: Sequence
     every increase, move (``Migrate``) and start that fits what the actions before it left free. A
     cycle of moves (each waiting for another's GPUs) is broken by preempting its first job and
     starting it at its new place in the same plan (the same checkpoint-and-restart as a move)."""
-    cluster = view.cluster
-    index = view.facts.memo("synergy/node-index", None, lambda: {n.name: i for i, n in enumerate(cluster.nodes)})
+    index = node_index(view)
     ledger = _Ledger(view.free, index)
     for job_id in plan.stops():
         ledger.must(ledger.give(allocation_of(view.running[job_id])))

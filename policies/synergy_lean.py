@@ -53,7 +53,7 @@ from halyard.datamodel import Allocation, NodeAllocation
 from halyard.policies.placement import no_fit
 from halyard.policies.plan import Plan
 from halyard.policies.reasons import cannot_fit
-from halyard.policies.resources import FreeResources
+from halyard.policies.resources import FreeResources, gpu_bits
 from halyard.policies.view import ClusterView, JobInfo
 
 if TYPE_CHECKING:
@@ -681,14 +681,6 @@ def _fill(members: Sequence[int], avail: list[int], gpus: int) -> list[tuple[int
         if left == 0:
             break
     return picked
-
-
-def gpu_bits(gpus: tuple[int, ...]) -> int:
-    """The bit mask of GPU ids ``gpus`` (FreeResources.gpu_mask's form)."""
-    bits = 0
-    for g in gpus:
-        bits |= 1 << g
-    return bits
 
 
 def _free_ids(mask: int, gpus: int) -> tuple[int, ...]:

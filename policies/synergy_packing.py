@@ -84,6 +84,13 @@ class CapAt:
         return min(part.cpus, node.proportional_cpus(k)), min(part.memory_mb, node.proportional_memory_mb(k))
 
 
+def node_index(view: ClusterView) -> dict[str, int]:
+    """Node name -> index, made once per cluster: a re-pack looks nodes up by the hundred thousand (Cluster.node
+    is a call)."""
+    nodes = view.cluster.nodes
+    return view.facts.memo("synergy/node-index", None, lambda: {n.name: i for i, n in enumerate(nodes)})
+
+
 class Packer:
     """Plans one pass on a copy of the ledger: job -> allocation, nodes -> jobs."""
 
@@ -91,9 +98,7 @@ class Packer:
         self.cluster: Cluster = view.cluster
         self.free = free
         self.shape = view.shape
-        # Node name -> index: a re-pack looks nodes up by the hundred thousand (Cluster.node is a call).
-        self.index: dict[str, int] = view.facts.memo("synergy/node-index", None,
-                                                     lambda: {n.name: i for i, n in enumerate(self.cluster.nodes)})
+        self.index = node_index(view)
         self.alloc: dict[str, Allocation] = {}
         # Node index -> jobs with a part there (a node's set made when a job first lands on it: a pass of a
         # mechanism that places only new jobs touches a node or two of the cluster's).

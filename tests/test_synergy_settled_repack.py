@@ -92,7 +92,7 @@ def test_a_weaker_certificate_certifies_a_repack_that_changes_the_plan(monkeypat
         _run(ordering, jobs, rate, seed, cluster, verify=True)
 
 
-def test_a_refused_plan_certifies_nothing(small_cluster):
+def test_a_refused_plan_certifies_nothing():
     """A pass the core refused leaves nothing for the next re-pack to take on trust."""
     tune = Tune()
     tune._settled = tune._unchanged = object()  # type: ignore[assignment]
