@@ -14,8 +14,9 @@ The machine's timing noise reaches 20-50% between runs, so a benchmark also prin
 * ``offers``: Dally's offers answered by Algorithm 1 (``delay_decision`` calls, wherever Dally's modules
   make them: its pass, ``+reauction``, ``+hoard``'s bids; and the offers ``DelayScheduling.offer`` answered
   with a machine alone, ``machine_offer`` finding one, before any timer is asked, which then asks no
-  ``delay_decision``; in ``+staggered``'s incremental auctions one per bid, ``Auctions.decide``, which asks
-  ``delay_decision`` only when no machine fits);
+  ``delay_decision``, and the re-auction's bids that find one by bisection, ``KeptOffers.machine``; in
+  ``+staggered``'s incremental auctions one per bid, ``Auctions.decide``, which asks ``delay_decision`` only
+  when no machine fits);
 * ``victim_lists``: the lists of Dally's victims made (``NwSensPreemption.listed`` calls: every running job's
   Nw_sens, the victims above the pass's lowest waiting one sorted worst first);
 * ``searches``: Dally's preemption searches worked out (``_with_victims`` calls: the cheapest victims that free
@@ -38,7 +39,7 @@ from collections.abc import Iterator
 
 from halyard.emulator import fabric as fabric_module
 from halyard.policies import dally as dally_policy_module
-from halyard.policies import dally_clustersim, dally_pass, dally_stages, dally_staggered
+from halyard.policies import dally_bids, dally_clustersim, dally_pass, dally_stages, dally_staggered
 from halyard.policies import dally_preemption as dally_module
 
 COUNT_NAMES = ("passes", "skipped", "keyed", "settles", "links_solved", "victims", "offers", "victim_lists", "searches",
@@ -79,6 +80,14 @@ def counting(policy: object) -> Iterator[Counter[str]]:
     def machine_found(*args, **kwargs):
         picked = machine(*args, **kwargs)
         if picked is not None:  # (when it finds none, the delay_decision that follows counts the offer)
+            counts["offers"] += 1
+        return picked
+
+    kept_machine = dally_bids.KeptOffers.machine
+
+    def machine_kept(self, *args, **kwargs):
+        picked = kept_machine(self, *args, **kwargs)
+        if picked is not None:  # (as machine_found: a bid with no machine asks delay_decision, which counts it)
             counts["offers"] += 1
         return picked
 
@@ -130,6 +139,7 @@ def counting(policy: object) -> Iterator[Counter[str]]:
     for module in OFFER_MODULES:
         module.delay_decision = offered
     dally_stages.machine_offer = machine_found
+    dally_bids.KeptOffers.machine = machine_kept
     auctions.decide, auctions.run, dally_module.NwSensPreemption.listed = bid, run, listing
     auctions.retakes = retook
     dally_module._with_victims = dally_pass._with_victims = searched
@@ -145,6 +155,7 @@ def counting(policy: object) -> Iterator[Counter[str]]:
         for module in OFFER_MODULES:
             module.delay_decision = decide
         dally_stages.machine_offer = machine
+        dally_bids.KeptOffers.machine = kept_machine
         for name, key in keys.items():
             if owns[name]:
                 setattr(ordering, name, key)

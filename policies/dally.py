@@ -155,12 +155,12 @@ import numpy as np
 
 from halyard.datamodel import Allocation, ValidationError
 from halyard.policies.adjusting import adjust, applied, rejected
+from halyard.policies.dally_bids import HeldParts, KeptOffers, parts_of
 from halyard.policies.dally_pass import TOLD_CODES_KEY, DallyPass
 from halyard.policies.dally_preemption import NwSensPreemption
 from halyard.policies.dally_stages import DelayScheduling, NwSensOrdering, starvation
-from halyard.policies.dally_staggered import NodeOffer
 from halyard.policies.dally_timers import AutoTuner, TimerSource
-from halyard.policies.facts import ClusterShape, GpuTypes
+from halyard.policies.facts import ClusterShape
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, usable_gpus
 from halyard.policies.plan import Plan
@@ -237,8 +237,9 @@ class Dally:
         self.staggered: Callable[[Dally, ClusterView, PassState, set[str], Plan], FreeResources] | None = None
         # ``+auction-on-release`` (policies/dally_release.py): each lease ends, and is re-auctioned, at its own instant.
         self.release: ReleaseAuctions | None = None
-        # (shape, its per-node lists) for the re-auction's kept offers (_KeptOffers; a memo, not learning)
+        # (shape, its per-node lists) for the re-auction's kept offers (KeptOffers; a memo, not learning)
         self._lists: tuple[ClusterShape, tuple[list[int], list[int], list[int], list[int]]] | None = None
+        self._held = HeldParts()  # running jobs' allocations as ledger parts, for the re-auction (a memo)
 
     @property
     def timers(self) -> TimerSource:
@@ -314,6 +315,7 @@ class Dally:
             self.hoard.on_applied(state)
         if self.release is not None:
             self.release.on_applied(view, state)
+        self._held.prune(view.running)
         if self.lease or self.reauction:
             self._lease_ends = {k: v for k, v in self._lease_ends.items() if k in view.running}
             self._lease_ends.update(state.get(LEASES_KEY, {}))
@@ -365,21 +367,23 @@ class Dally:
         The plan lists the preemptions first, then the moves (each after the moves off the GPUs it
         takes), then the starts, so that each action finds its GPUs free; moves that take each
         other's GPUs in a ring are written as a preemption and a start of the same job."""
-        now = view.now
         free = view.free.copy()
         if self.hoard is not None:
             state.put(HOARD_REAUCTION_KEY, True)
         released = [view.running[job_id] for job_id in sorted(ended)]
+        # (the bids' own offers, machines and takes: policies/dally_bids.py; the ledger is trusted without +hoard,
+        # whose bids change ``free`` behind the kept offers)
+        offers = KeptOffers(free, view.shape, self._shape_lists(view.shape), self.delay.first_fit is None) \
+            if self.shortcuts else None
+        held_parts = self._held if offers is not None and self.hoard is None else None
         for job in released:
-            free.give(allocation_of(job))
-        sens = {job.job_id: self._never_ran_sens if job.run_time_s(now) <= 0.0 else self.sensitivity(view, job)
-                for job in view.pending}
-        sens.update({job.job_id: self.sensitivity(view, job) for job in released})
-        order = sorted([*view.pending, *released],
-                       key=lambda j: (sens[j.job_id], j.spec.submit_time, j.arrival_seq))
+            if held_parts is not None:
+                free.give_parts(held_parts.of(view.cluster, job.job_id, allocation_of(job))[0])
+            else:
+                free.give(allocation_of(job))
+        order = self._bid_order(view, released)
         starts: list[tuple[str, Allocation]] = []
         moves: dict[str, Allocation] = {}
-        offers = _KeptOffers(free, view.shape, self) if self.shortcuts else None
         for job in order:
             lease_ended = job.job_id in ended
             decision, avail, wait_s, t_mc, t_rk = self._bid(view, job, free, state, lease_ended, offers)
@@ -387,15 +391,22 @@ class Dally:
                 if lease_ended:
                     plan.preempt(job.job_id)  # back into the wait queue (§4.3.2)
                 else:
-                    plan.wait(job.job_id, self.delay.why(view, job, avail, wait_s, t_mc, t_rk))
+                    summary = None if offers is None else offers.summary(self.delay.statics.of(view, job).gpu_types)
+                    plan.wait(job.job_id, self.delay.why(view, job, avail, wait_s, t_mc, t_rk, summary=summary))
                 continue
             picked, level = decision
             held = allocation_of(job) if lease_ended else None
-            if held is not None and offers is not None and _builds_as(free, picked, held):
-                allocation = held  # it takes back what it held (most bids at a lease end: the same value, unbuilt)
+            if held_parts is not None:
+                parts, below = held_parts.of(view.cluster, job.job_id, held) if held is not None else ((), None)
+                if held is not None and held_parts.builds_as(free, picked, parts, below):
+                    allocation = held  # it takes back what it held (most bids at a lease end: the same value, unbuilt)
+                else:
+                    allocation = build_allocation(free, picked)
+                    parts = parts_of(picked, allocation)
+                free.take_parts(parts)  # (built from this ledger's offer: take's checks cannot fail)
             else:
                 allocation = build_allocation(free, picked)
-            free.take(allocation)
+                free.take(allocation)
             if offers is not None:
                 offers.took(picked)
             self.delay.accept(view, job, level, wait_s, state)
@@ -409,18 +420,51 @@ class Dally:
         _write_moves(plan, view, moves, starts)
         return free
 
+    def _bid_order(self, view: ClusterView, released: list[JobInfo]) -> list[JobInfo]:
+        """``reauction``'s bidders, the waiting jobs and the lease-ended ``released``, in increasing Nw_sens (a job
+        that never ran at :attr:`_never_ran_sens`), then submission, then arrival.
+
+        With :attr:`shortcuts` and the view's event log the waiting jobs come in the order kept from pass to pass
+        (:class:`WaitingOrder`, as Dally's own pass reads them: a waiting job's Nw_sens does not move while it
+        waits) and the released ones are put in their places (:meth:`WaitingOrder.merged`): the same order as
+        sorting all of them, without every waiting job's Nw_sens worked out and sorted at every lease end."""
+        now = view.now
+
+        def waiting_sens(job: JobInfo) -> float:
+            return self._never_ran_sens if job.run_time_s(now) <= 0.0 else self.sensitivity(view, job)
+
+        keyed = [((self.sensitivity(view, job), job.spec.submit_time, job.arrival_seq), job) for job in released]
+        if self.shortcuts and view.events is not None and view.jobs is not None:
+            self._waiting.ranked(view, waiting_sens)
+            order = self._waiting.merged(keyed)
+            if order is not None:
+                return order
+        sens = {job.job_id: waiting_sens(job) for job in view.pending}
+        sens.update({job.job_id: key[0] for key, job in keyed})
+        return sorted([*view.pending, *released], key=lambda j: (sens[j.job_id], j.spec.submit_time, j.arrival_seq))
+
     def _bid(self, view: ClusterView, job: JobInfo, free: FreeResources, state: PassState, lease_ended: bool,
-             offers: _KeptOffers | None = None) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
+             offers: KeptOffers | None = None) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
         """Algorithm 1 for one bid of ``reauction``'s pass (:meth:`DelayScheduling.decide`'s answer): a
         lease-ended job's last assignment is this lease end, so its starvation is zero (lines 1-2).
 
         With :attr:`shortcuts` the timers are worked out only when the job takes no machine (NaN when it
         does: the callers read them only for a job that takes nothing) and ``offers`` (the pass's usable GPUs,
-        kept as its bids take them) stands for ``usable_gpus`` of ``free``."""
+        kept as its bids take them) stands for ``usable_gpus`` of ``free``, and with the best fit finds its
+        machine (:meth:`KeptOffers.machine`, policies/dally_bids.py)."""
         types = self.delay.statics.of(view, job).gpu_types
-        avail = usable_gpus(free, view.shape, types) if offers is None else offers.of(types)
-        return self.delay.offer(view, job, avail, 0.0 if lease_ended else starvation(view, job), state,
-                                lazy=self.shortcuts)
+        wait_s = 0.0 if lease_ended else starvation(view, job)
+        if offers is None:
+            return self.delay.offer(view, job, usable_gpus(free, view.shape, types), wait_s, state,
+                                    lazy=self.shortcuts)
+        avail = offers.of(types)
+        if not offers.best_fit:
+            return self.delay.offer(view, job, avail, wait_s, state, lazy=True)
+        picked = offers.machine(types, job.spec.num_gpus)
+        if picked is not None:  # (lines 5-8: no timer read)
+            return (picked, Level.MACHINE), avail, wait_s, math.nan, math.nan
+        return self.delay.offer(view, job, avail, wait_s, state, lazy=True, machine_tried=True,
+                                summary=offers.summary(types))
 
     def _shape_lists(self, shape: ClusterShape) -> tuple[list[int], list[int], list[int], list[int]]:
         """The GPUs, CPUs, memory and rack of each node of ``shape`` as lists (what NodeOffer reads), once per shape."""
@@ -447,55 +491,6 @@ class Dally:
                 seen[job_id] = (last, index)
         return set(seen)
 
-
-
-class _KeptOffers:
-    """The usable GPUs of each GPU-type set on one ``reauction`` pass's ``free`` (what ``usable_gpus`` gives), kept
-    as its bids take GPUs: worked out whole once per set and pass, then only at the nodes a winning bid took from
-    (:class:`~halyard.policies.dally_staggered.NodeOffer`, usable_gpus' own arithmetic on the same numbers). A lease
-    end re-auctions about seven jobs on loaded Philly, each taking one or two nodes, and working the whole offer
-    out afresh for every bid was an eighth of ``dally``'s CPU (issue 38). Only while nothing else changes ``free``
-    (``+hoard``'s bids do: the pass drops it then)."""
-
-    __slots__ = ("free", "offers", "policy", "shape")
-
-    def __init__(self, free: FreeResources, shape: ClusterShape, policy: Dally) -> None:
-        self.free, self.shape, self.policy = free, shape, policy
-        # (a re-auction's bids read only the usable GPUs: neither an offer's sums by rack and in all nor its best
-        # node are kept, KeptOffer's upkeep being half of the kept offers' cost)
-        self.offers: dict[GpuTypes, NodeOffer] = {}
-
-    def of(self, types: GpuTypes) -> np.ndarray:
-        """``usable_gpus(free, shape, types)`` now (read it before the next take)."""
-        offer = self.offers.get(types)
-        if offer is None:
-            offer = self.offers[types] = NodeOffer(self.free, self.shape, types, self.policy._shape_lists(self.shape))
-        return offer.avail
-
-    def took(self, picked: Picked) -> None:
-        """A bid took ``picked``'s GPUs (and their CPU and memory) from ``free``."""
-        nodes = [index for index, _ in picked]
-        for offer in self.offers.values():
-            offer.update(nodes)
-
-
-def _builds_as(free: FreeResources, picked: Picked, held: Allocation) -> bool:
-    """Whether ``build_allocation(free, picked)`` equals ``held``: the same nodes in the same order, on each the
-    lowest free GPU ids, GPU-proportional CPU and memory, no logical workers, stages or time-shift. A lease end's
-    bid that takes back what the job held then reuses it (nine bids in ten on loaded Philly) instead of building
-    an equal allocation (issue 38)."""
-    nodes = held.nodes
-    if (len(nodes) != len(picked) or held.stages or held.has_time_shift or held.time_shift_s
-            or held.time_shift_period_s or held.time_shift_epoch_s):
-        return False
-    cluster_nodes = free.cluster.nodes
-    for (index, k), part in zip(picked, nodes, strict=True):
-        node = cluster_nodes[index]
-        if (part.node != node.name or len(part.gpus) != k or part.workers or part.cpus != node.proportional_cpus(k)
-                or part.memory_mb != node.proportional_memory_mb(k)
-                or tuple(free.free_gpu_ids(index)[:k]) != part.gpus):
-            return False
-    return True
 
 
 def _gpus_of(allocation: Allocation) -> frozenset[tuple[str, int]]:

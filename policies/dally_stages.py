@@ -127,11 +127,14 @@ def machine_offer(avail: np.ndarray, shape: ClusterShape, demand: int, first_fit
 
 def delay_decision(avail: np.ndarray, shape: ClusterShape, demand: int, starvation_s: float,
                    machine_timer_s: float, rack_timer_s: float, first_fit: FirstFit | None = None,
-                   machine_tried: bool = False) -> tuple[Picked, Level] | None:
+                   machine_tried: bool = False, summary: OfferSummary | None = None) -> tuple[Picked, Level] | None:
     """Algorithm 1 on the offer ``avail`` (usable GPUs per node): a placement and its level, or None (reject).
     ``first_fit`` (``+first-fit``, policies/dally_first_fit.py): the GPUs of each tier as cluster-sim picks
     them, instead of the best fit; which tier, and whether the job accepts, are the same. ``machine_tried``:
-    the caller's :func:`machine_offer` found no machine (lines 5-8 are not asked again)."""
+    the caller's :func:`machine_offer` found no machine (lines 5-8 are not asked again). ``summary``: the
+    caller's :class:`OfferSummary` of ``avail``, which answers a tier that cannot hold ``demand`` without
+    looking for a placement in it (the best fit's :func:`on_rack` finds none exactly when no rack has ``demand``
+    usable GPUs, :func:`on_network` when the offer has fewer in all)."""
     ff = first_fit
     if not machine_tried:
         picked = machine_offer(avail, shape, demand, ff)  # lines 5-9
@@ -139,14 +142,53 @@ def delay_decision(avail: np.ndarray, shape: ClusterShape, demand: int, starvati
             return picked, Level.MACHINE
     if starvation_s < machine_timer_s:                      # lines 10-12
         return None
-    picked = on_rack(avail, shape, demand) if ff is None else ff.on_rack(avail, shape, demand)  # lines 13-17
+    if ff is None:  # lines 13-17
+        picked = None if summary is not None and summary.largest_rack() < demand else on_rack(avail, shape, demand)
+    else:
+        picked = ff.on_rack(avail, shape, demand)
     if picked is not None:
         return picked, Level.RACK
     if starvation_s < rack_timer_s:                         # lines 18-20
         return None
     # line 21 (None: the offer is too small)
-    picked = on_network(avail, shape, demand) if ff is None else ff.on_network(avail, shape, demand)
+    if ff is None:
+        picked = None if summary is not None and summary.usable()[0] < demand else on_network(avail, shape, demand)
+    else:
+        picked = ff.on_network(avail, shape, demand)
     return None if picked is None else (picked, Level.NETWORK)
+
+
+class OfferSummary:
+    """What a rejected offer's answer and reason read of one offer ``avail`` (usable GPUs per node): its largest
+    node, its largest rack, and its usable GPUs and the nodes that have any, each worked out once, when first
+    asked, with the very expressions :func:`delay_decision` and :meth:`DelayScheduling.why` would evaluate. Valid
+    while ``avail`` does not change (Dally's re-auction makes a new one after every take: policies/dally_bids.py),
+    so the waiting jobs of a re-auction, rejected one after another on the same offer, share them."""
+
+    __slots__ = ("_node", "_rack", "_usable", "avail", "shape")
+
+    def __init__(self, avail: np.ndarray, shape: ClusterShape) -> None:
+        self.avail, self.shape = avail, shape
+        self._node: int | None = None
+        self._rack: int | None = None
+        self._usable: tuple[int, int] | None = None
+
+    def largest_node(self) -> int:
+        if self._node is None:
+            self._node = int(self.avail.max(initial=0))
+        return self._node
+
+    def largest_rack(self) -> int:
+        if self._rack is None:
+            shape = self.shape
+            self._rack = int(np.bincount(shape.rack, weights=self.avail, minlength=shape.n_racks).max(initial=0))
+        return self._rack
+
+    def usable(self) -> tuple[int, int]:
+        """(usable GPUs, nodes with any)."""
+        if self._usable is None:
+            self._usable = (int(self.avail.sum()), int(np.count_nonzero(self.avail)))
+        return self._usable
 
 
 def starvation(view: ClusterView, job: JobInfo) -> float:
@@ -230,15 +272,17 @@ class DelayScheduling(Placement):
         return self.offer(view, job, avail, wait_s, state, lazy)
 
     def offer(self, view: ClusterView, job: JobInfo, avail: np.ndarray, wait_s: float, state: PassState,
-              lazy: bool = False) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
-        """:meth:`decide` on the offer ``avail`` with starvation ``wait_s``."""
+              lazy: bool = False, machine_tried: bool = False, summary: OfferSummary | None = None,
+              ) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
+        """:meth:`decide` on the offer ``avail`` with starvation ``wait_s``; ``machine_tried`` (with ``lazy``): the
+        caller found no machine already (lines 5-8 are not asked again); ``summary``: :func:`delay_decision`'s."""
         demand = job.spec.num_gpus
-        if lazy:
+        if lazy and not machine_tried:
             picked = machine_offer(avail, view.shape, demand, self.first_fit)
             if picked is not None:
                 return (picked, Level.MACHINE), avail, wait_s, math.nan, math.nan
         t_mc, t_rk = self.job_timers(view, job, state)
-        decision = delay_decision(avail, view.shape, demand, wait_s, t_mc, t_rk, self.first_fit, lazy)
+        decision = delay_decision(avail, view.shape, demand, wait_s, t_mc, t_rk, self.first_fit, lazy, summary)
         return decision, avail, wait_s, t_mc, t_rk
 
     @staticmethod
@@ -265,21 +309,22 @@ class DelayScheduling(Placement):
         self.statics.prune(view)
 
     def why(self, view: ClusterView, job: JobInfo, avail: np.ndarray | None, wait_s: float,
-            t_mc: float, t_rk: float, free_total: int | None = None) -> Unplaced:
+            t_mc: float, t_rk: float, free_total: int | None = None, summary: OfferSummary | None = None,
+            ) -> Unplaced:
         """Why ``job`` rejected its offer (Algorithm 1 lines 10-11 and 18-19) or got none (``free_total``:
-        ``view.free.total_gpus`` if the caller has it)."""
+        ``view.free.total_gpus`` if the caller has it; ``summary``: an :class:`OfferSummary` of ``avail``)."""
         demand = job.spec.num_gpus
         if avail is None:
             return cannot_fit(self.name, "needs {:#GPU}; {} free and no running job may be preempted for it",
                               demand, view.free.total_gpus if free_total is None else free_total)
-        shape = view.shape
+        if summary is None:
+            summary = OfferSummary(avail, view.shape)
         if wait_s < t_mc:
             return by_policy(self.name, "delay timer: waits for one machine with {:#GPU} ({:.0f} s of its "
                              "{:.0f} s machine timer); the best machine has {} usable free", demand, wait_s,
-                             t_mc, int(avail.max(initial=0)))
+                             t_mc, summary.largest_node())
         if wait_s < t_rk:
-            best_rack = int(np.bincount(shape.rack, weights=avail, minlength=shape.n_racks).max(initial=0))
             return by_policy(self.name, "delay timer: waits for one rack with {:#GPU} ({:.0f} s of its "
                              "{:.0f} s rack timer); the best rack has {} usable free", demand, wait_s, t_rk,
-                             best_rack)
-        return no_fit(self.name, view, job, demand, avail)
+                             summary.largest_rack())
+        return no_fit(self.name, view, job, demand, avail, summary.usable())

@@ -81,20 +81,21 @@ def build_allocation(free: FreeResources, picked: list[tuple[int, int]]) -> Allo
     return Allocation(tuple(parts))
 
 
-def no_fit(stage: str, view: ClusterView, job: JobInfo, gpus: int, avail: np.ndarray) -> Unplaced:
+def no_fit(stage: str, view: ClusterView, job: JobInfo, gpus: int, avail: np.ndarray,
+           usable: tuple[int, int] | None = None) -> Unplaced:
     """Why ``gpus`` GPUs of ``job`` found no placement in ``avail`` (usable GPUs per node).
 
     Never, if the cluster does not have that many GPUs of the types the job may use;
-    else not now, with what is usable, Kubernetes-style ("3 usable on 2 nodes").
+    else not now, with what is usable, Kubernetes-style ("3 usable on 2 nodes"). ``usable``: the usable
+    GPUs of ``avail`` and the nodes that have any, if the caller has them.
     """
     types = view.gpu_types_for(job.spec)
     kinds = "" if types is None else f" of type {'/'.join(sorted(types)) or 'none that fits'}"
     total = view.shape.total_gpus(types)
     if gpus > total:
         return never_fits(stage, "needs {:#GPU}; the cluster has {}{}", gpus, total, kinds)
-    usable = int(avail.sum())
-    nodes = int(np.count_nonzero(avail))
-    return cannot_fit(stage, "needs {:#GPU}{}; {} usable free on {:#node}", gpus, kinds, usable, nodes)
+    free, nodes = (int(avail.sum()), int(np.count_nonzero(avail))) if usable is None else usable
+    return cannot_fit(stage, "needs {:#GPU}{}; {} usable free on {:#node}", gpus, kinds, free, nodes)
 
 
 class FirstFitConsolidated(Placement):

@@ -13,6 +13,9 @@ import numpy as np
 
 from halyard.datamodel import Allocation, Cluster, NodeAllocation
 
+# One node's part of an allocation as the ledger counts it: (node index, GPUs, CPUs, memory MB, GPU bit mask).
+LedgerPart = tuple[int, int, int, int, int]
+
 
 class OverAllocation(ValueError):
     """A change to the ledger that would give out what is not free."""
@@ -87,6 +90,25 @@ class FreeResources:
                 raise OverAllocation(f"node {node.name}: returning more CPU or memory than it has")
         for idx, part in parts:
             self._apply(idx, part, +1)
+
+    def take_parts(self, parts: tuple[LedgerPart, ...]) -> None:
+        """Give out ``parts`` without :meth:`take`'s checks: only on a policy's own copy, by a caller that built
+        them from this ledger's free resources (Dally's re-auction, policies/dally_bids.py), so that no check
+        can fail. The core's ledger never changes this way."""
+        self._apply_parts(parts, -1)
+
+    def give_parts(self, parts: tuple[LedgerPart, ...]) -> None:
+        """Take ``parts`` back without :meth:`give`'s checks: only on a policy's own copy, for a running job's
+        allocation (which the core's ledger holds as taken, so that no check can fail)."""
+        self._apply_parts(parts, +1)
+
+    def _apply_parts(self, parts: tuple[LedgerPart, ...], sign: int) -> None:
+        gpus, cpus, memory_mb, mask = self.gpus, self.cpus, self.memory_mb, self.gpu_mask
+        for idx, k, c, m, bits in parts:
+            gpus[idx] += sign * k
+            cpus[idx] += sign * c
+            memory_mb[idx] += sign * m
+            mask[idx] ^= bits
 
     def adjust(self, node_index: int, cpus: int, memory_mb: int) -> None:
         """Change a holder's CPU/memory on one node by (cpus, memory_mb) >= or < 0."""

@@ -19,6 +19,7 @@ equal numbers), so that a pass tells the core only the reasons that changed (Pla
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Hashable, Mapping
 
@@ -65,6 +66,20 @@ class WaitingOrder(WaitingFollower, EventOrder):
         self._sensitivity = sensitivity
         self._follow(view)
         return self._jobs
+
+    def merged(self, others: list[tuple[tuple[float, float, int], JobInfo]]) -> list[JobInfo] | None:
+        """The kept order (as :meth:`ranked` last left it) with ``others``, jobs it does not hold keyed alike
+        (Nw_sens, submit time, arrival number), each in its place: what sorting them all by the key gives, the
+        keys being unique (arrival numbers are). None when a NaN Nw_sens, here or in ``others``, makes the order
+        no sort by value (the caller sorts)."""
+        if self._nans or any(key[0] != key[0] for key, _ in others):
+            return None
+        keys, order = list(self._keys), list(self._jobs)
+        for key, job in sorted(others, key=lambda other: other[0]):
+            i = bisect.bisect_right(keys, key)
+            keys.insert(i, key)
+            order.insert(i, job)
+        return order
 
     def lowest(self) -> float:
         """The lowest Nw_sens of the waiting jobs, as ``min(self.sens.values(), default=-inf)`` gives it

@@ -1,0 +1,171 @@
+"""The bids of one ``+reauction`` pass (``Dally._reauction``, policies/dally.py), made cheap without changing one
+answer: what each bid is offered, the machine it takes, and what it gives back and takes from the pass's copy of
+the free resources.
+
+On loaded Philly (20,000 jobs compressed 8x) a lease end re-auctions about 24 jobs a pass, nine in ten of which take
+back the GPUs they held, and the bids were most of ``dally``'s CPU (issue 38). Three exact shortcuts, on with
+``Dally.shortcuts`` (tests/test_dally_clustersim.py compares the event logs and plans of both paths on drawn
+workloads):
+
+* **Each GPU-type set's offer is kept through the pass** (:class:`KeptOffers`): worked out whole once per set and
+  pass (:func:`~halyard.policies.placement.usable_gpus`), then only at the nodes a bid took from
+  (:class:`~halyard.policies.dally_staggered.NodeOffer`, the same integer arithmetic on the same numbers).
+* **A bid's machine is found by bisection** (:meth:`KeptOffers.machine`). Algorithm 1 lines 5-8 take the best fit,
+  :func:`~halyard.policies.topology.on_machine`: the node with the fewest usable GPUs that still holds the demand,
+  the lowest index on ties. With every node's ``usable x nodes + index`` in a sorted list, that node is the first
+  key at or above ``demand x nodes`` (a key orders by usable GPUs, then index, as the best fit does), so a bid is
+  one ``bisect`` instead of three numpy calls, and a take moves the keys of the nodes it took from.
+* **A bid's take is trusted** (:class:`HeldParts`, :meth:`FreeResources.take_parts`). What a bid takes was built
+  from this very ledger's offer (the lowest free GPU ids of nodes whose usable GPUs hold it, with their
+  GPU-proportional CPU and memory, which ``usable_gpus`` vouches fit), so :meth:`FreeResources.take`'s checks cannot
+  fail; and what a lease end gives back is a running job's allocation, taken in the core's ledger, so
+  :meth:`FreeResources.give`'s cannot either. Each running job's allocation is kept as node indices and GPU bit
+  masks while it holds it, so that whether a bid takes back exactly what it held (``build_allocation`` would build an
+  equal allocation: the job keeps it, unbuilt) is one mask comparison per node.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+
+from halyard.datamodel import Allocation, Cluster
+from halyard.policies.dally_stages import OfferSummary
+from halyard.policies.dally_staggered import NodeOffer
+from halyard.policies.facts import ClusterShape, GpuTypes
+from halyard.policies.resources import FreeResources, LedgerPart, gpu_bits
+from halyard.policies.topology import Picked
+
+Lists = tuple[list[int], list[int], list[int], list[int]]  # the shape's GPUs, CPUs, memory and rack per node
+
+
+class KeptOffers:
+    """The usable GPUs of each GPU-type set on one ``+reauction`` pass's ``free`` (what ``usable_gpus`` gives), and
+    with ``best_fit`` their best-fit keys (module docstring), kept as the pass's bids take GPUs. Only while nothing
+    but :meth:`took` changes ``free`` (``+hoard``'s bids do: the pass drops it then)."""
+
+    __slots__ = ("best_fit", "fits", "free", "lists", "n", "offers", "shape", "summaries")
+
+    def __init__(self, free: FreeResources, shape: ClusterShape, lists: Lists, best_fit: bool) -> None:
+        self.free, self.shape, self.lists = free, shape, lists
+        self.best_fit = best_fit  # (False with ``+first-fit``: cluster-sim's machine, not the best fit)
+        self.n = len(lists[0])
+        # (a re-auction's bids read only the usable GPUs: neither an offer's sums by rack and in all nor its best
+        # node are kept, KeptOffer's upkeep being half of the kept offers' cost)
+        self.offers: dict[GpuTypes, NodeOffer] = {}
+        self.fits: dict[GpuTypes, list[int]] = {}  # GPU-type set -> sorted ``usable x n + index`` of every node
+        self.summaries: dict[GpuTypes, OfferSummary] = {}  # GPU-type set -> its offer's summary, until a take
+
+    def of(self, types: GpuTypes) -> np.ndarray:
+        """``usable_gpus(free, shape, types)`` now (read it before the next take)."""
+        offer = self.offers.get(types)
+        if offer is None:
+            offer = self.offers[types] = NodeOffer(self.free, self.shape, types, self.lists)
+        return offer.avail
+
+    def machine(self, types: GpuTypes, demand: int) -> Picked | None:
+        """``on_machine(self.of(types), demand)``: the first node of the fewest usable GPUs at least ``demand``."""
+        keys = self.fits.get(types)
+        if keys is None:
+            avail = self.of(types)
+            keys = self.fits[types] = np.sort(avail.astype(np.int64) * self.n + np.arange(self.n)).tolist()
+        k = bisect.bisect_left(keys, demand * self.n)
+        return None if k == len(keys) else [(keys[k] % self.n, demand)]
+
+    def summary(self, types: GpuTypes) -> OfferSummary:
+        """The :class:`OfferSummary` of :meth:`of` ``types`` now: the waiting jobs a re-auction rejects one after
+        another, on the same offer, share its largest node and rack and its usable GPUs."""
+        summary = self.summaries.get(types)
+        if summary is None:
+            summary = self.summaries[types] = OfferSummary(self.of(types), self.shape)
+        return summary
+
+    def took(self, picked: Picked) -> None:
+        """A bid took ``picked``'s GPUs (and their CPU and memory) from ``free``."""
+        free, n = self.free, self.n
+        self.summaries.clear()
+        for types, offer in self.offers.items():
+            avail, keys = offer.avail, self.fits.get(types)
+            for index, _ in picked:
+                was = int(avail[index])
+                now = offer.usable_at(index, int(free.gpus[index]), int(free.cpus[index]),
+                                      int(free.memory_mb[index]))
+                if now != was:
+                    avail[index] = now
+                    if keys is not None:
+                        del keys[bisect.bisect_left(keys, was * n + index)]
+                        bisect.insort(keys, now * n + index)
+
+
+class HeldParts:
+    """Each running job's allocation as ledger parts (:data:`~halyard.policies.resources.LedgerPart`), kept while
+    the job holds that very allocation object on that cluster (a memo, not learning), and whether it is what
+    ``build_allocation`` builds on its nodes: no stages, time-shift or logical workers, GPU-proportional CPU and
+    memory, the GPU ids in increasing order. ``below[i]``: the bits of the part's GPU ids up to its highest."""
+
+    __slots__ = ("_cluster", "_kept")
+
+    def __init__(self) -> None:
+        self._cluster: Cluster | None = None
+        # job id -> (allocation, its parts, the parts' ``below`` masks or None when not as built)
+        self._kept: dict[str, tuple[Allocation, tuple[LedgerPart, ...], tuple[int, ...] | None]] = {}
+
+    def of(self, cluster: Cluster, job_id: str, allocation: Allocation,
+           ) -> tuple[tuple[LedgerPart, ...], tuple[int, ...] | None]:
+        """The allocation's parts and, if it is as built, each part's ``below`` mask (else None)."""
+        if cluster is not self._cluster:
+            self._cluster, self._kept = cluster, {}
+        kept = self._kept.get(job_id)
+        if kept is None or kept[0] is not allocation:
+            kept = self._kept[job_id] = (allocation, *_parts(cluster, allocation))
+        return kept[1], kept[2]
+
+    def prune(self, running: object) -> None:
+        """Forget the jobs not in ``running`` (a container of job ids) once they are most of the memo."""
+        if len(self._kept) > 2 * len(running) + PRUNE_SLACK:  # type: ignore[arg-type]
+            self._kept = {k: v for k, v in self._kept.items() if k in running}  # type: ignore[operator]
+
+    @staticmethod
+    def builds_as(free: FreeResources, picked: Picked, parts: tuple[LedgerPart, ...],
+                  below: tuple[int, ...] | None) -> bool:
+        """Whether ``build_allocation(free, picked)`` equals the allocation of ``parts`` (as built: ``below`` not
+        None): the same nodes in the same order with the same GPU counts, and on each node the lowest free GPU ids
+        are the part's, i.e. the free GPUs up to the part's highest id are exactly its GPUs."""
+        if below is None or len(parts) != len(picked):
+            return False
+        mask = free.gpu_mask
+        for (index, k), (i, gpus, _, _, bits), low in zip(picked, parts, below, strict=True):
+            if index != i or k != gpus or mask[i] & low != bits:
+                return False
+        return True
+
+
+PRUNE_SLACK = 256  # HeldParts keeps entries of jobs no longer running until they outnumber the running twice over
+
+
+def parts_of(picked: Picked, allocation: Allocation) -> tuple[LedgerPart, ...]:
+    """The ledger parts of ``allocation`` built on ``picked`` (``build_allocation``'s nodes, in its order)."""
+    return tuple((index, k, part.cpus, part.memory_mb, gpu_bits(part.gpus))
+                 for (index, k), part in zip(picked, allocation.nodes, strict=True))
+
+
+def _parts(cluster: Cluster, allocation: Allocation) -> tuple[tuple[LedgerPart, ...], tuple[int, ...] | None]:
+    """:meth:`HeldParts.of` worked out."""
+    parts = []
+    below: list[int] | None = []
+    if (allocation.stages or allocation.has_time_shift or allocation.time_shift_s or allocation.time_shift_period_s
+            or allocation.time_shift_epoch_s):
+        below = None
+    for part in allocation.nodes:
+        node = cluster.node(part.node)
+        gpus = part.gpus
+        parts.append((node.index, len(gpus), part.cpus, part.memory_mb, gpu_bits(gpus)))
+        if below is not None:
+            if (part.workers or list(gpus) != sorted(gpus) or (gpus and (gpus[0] < 0 or gpus[-1] >= node.gpus))
+                    or part.cpus != node.proportional_cpus(len(gpus))
+                    or part.memory_mb != node.proportional_memory_mb(len(gpus))):
+                below = None
+            else:
+                below.append((1 << (gpus[-1] + 1)) - 1 if gpus else 0)
+    return tuple(parts), None if below is None else tuple(below)
