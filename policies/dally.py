@@ -158,7 +158,7 @@ from halyard.policies.adjusting import adjust, applied, rejected
 from halyard.policies.dally_bids import HeldParts, KeptOffers, parts_of
 from halyard.policies.dally_pass import TOLD_CODES_KEY, DallyPass
 from halyard.policies.dally_preemption import NwSensPreemption
-from halyard.policies.dally_stages import DelayScheduling, NwSensOrdering, starvation
+from halyard.policies.dally_stages import DelayScheduling, JobStatic, NwSensOrdering, starvation
 from halyard.policies.dally_timers import AutoTuner, TimerSource
 from halyard.policies.facts import ClusterShape
 from halyard.policies.passstate import PassState
@@ -384,14 +384,16 @@ class Dally:
         order = self._bid_order(view, released)
         starts: list[tuple[str, Allocation]] = []
         moves: dict[str, Allocation] = {}
+        statics = self.delay.statics
         for job in order:
             lease_ended = job.job_id in ended
-            decision, avail, wait_s, t_mc, t_rk = self._bid(view, job, free, state, lease_ended, offers)
+            static = statics.of(view, job)
+            decision, avail, wait_s, t_mc, t_rk = self._bid(view, job, free, state, lease_ended, offers, static)
             if decision is None:
                 if lease_ended:
                     plan.preempt(job.job_id)  # back into the wait queue (§4.3.2)
                 else:
-                    summary = None if offers is None else offers.summary(self.delay.statics.of(view, job).gpu_types)
+                    summary = None if offers is None else offers.summary(static.gpu_types)
                     plan.wait(job.job_id, self.delay.why(view, job, avail, wait_s, t_mc, t_rk, summary=summary))
                 continue
             picked, level = decision
@@ -444,15 +446,19 @@ class Dally:
         return sorted([*view.pending, *released], key=lambda j: (sens[j.job_id], j.spec.submit_time, j.arrival_seq))
 
     def _bid(self, view: ClusterView, job: JobInfo, free: FreeResources, state: PassState, lease_ended: bool,
-             offers: KeptOffers | None = None) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
+             offers: KeptOffers | None = None, static: JobStatic | None = None,
+             ) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
         """Algorithm 1 for one bid of ``reauction``'s pass (:meth:`DelayScheduling.decide`'s answer): a
         lease-ended job's last assignment is this lease end, so its starvation is zero (lines 1-2).
 
         With :attr:`shortcuts` the timers are worked out only when the job takes no machine (NaN when it
         does: the callers read them only for a job that takes nothing) and ``offers`` (the pass's usable GPUs,
         kept as its bids take them) stands for ``usable_gpus`` of ``free``, and with the best fit finds its
-        machine (:meth:`KeptOffers.machine`, policies/dally_bids.py)."""
-        types = self.delay.statics.of(view, job).gpu_types
+        machine (:meth:`KeptOffers.machine`, policies/dally_bids.py). ``static``: the job's figures if the caller
+        has them."""
+        if static is None:
+            static = self.delay.statics.of(view, job)
+        types = static.gpu_types
         wait_s = 0.0 if lease_ended else starvation(view, job)
         if offers is None:
             return self.delay.offer(view, job, usable_gpus(free, view.shape, types), wait_s, state,
@@ -464,7 +470,7 @@ class Dally:
         if picked is not None:  # (lines 5-8: no timer read)
             return (picked, Level.MACHINE), avail, wait_s, math.nan, math.nan
         return self.delay.offer(view, job, avail, wait_s, state, lazy=True, machine_tried=True,
-                                summary=offers.summary(types))
+                                summary=offers.summary(types), static=static)
 
     def _shape_lists(self, shape: ClusterShape) -> tuple[list[int], list[int], list[int], list[int]]:
         """The GPUs, CPUs, memory and rack of each node of ``shape`` as lists (what NodeOffer reads), once per shape."""

@@ -97,6 +97,10 @@ class ReleaseAuctions:
     # Each running job's lease end and auction instant followed through the core's event log, for views that
     # offer it (a memo, not learning); a view built by hand is answered job by job.
     _table: LeaseEnds = dataclasses.field(init=False, repr=False, compare=False)
+    # What on_applied last pruned ``began`` against (:meth:`_may_have_stopped`): the event log, its length then, and
+    # the jobs it added then; None: prune against every job of ``began``.
+    _pruned: tuple[object, int, set[str]] | None = dataclasses.field(default=None, init=False, repr=False,
+                                                                      compare=False)
 
     def __post_init__(self) -> None:
         self._table = LeaseEnds(self)
@@ -169,12 +173,25 @@ class ReleaseAuctions:
 
     def on_applied(self, view: ClusterView, state: PassState) -> None:
         """Keep this pass's ended leases (what is left to them starts a new lease now), for the running jobs."""
-        began = self.began
-        for job_id in began.keys() - view.running.keys():
-            del began[job_id]
+        began, running = self.began, view.running
+        for job_id in self._may_have_stopped(view):
+            if job_id not in running:
+                began.pop(job_id, None)
         offered = state.get(OFFERED_KEY, {})
         began.update(offered)
         self._table.began(offered)
+        self._pruned = None if view.events is None else (view.events, len(view.events), set(offered))
+
+    def _may_have_stopped(self, view: ClusterView) -> Iterable[str]:
+        """The jobs of :attr:`began` that may not run any more: all of them, or, given the event log :meth:`on_applied`
+        last pruned against, only the jobs of the events logged since and those it added then. Exact: after every
+        :meth:`on_applied` every job of ``began`` runs, save those it just added (a lease end's bid that got nothing
+        is preempted in that pass), and a job stops running only with an event the core logs (at every pass on
+        loaded Philly the difference of ``began`` and the running jobs was 4% of ``dally``'s CPU, issue 38)."""
+        events, pruned = view.events, self._pruned
+        if events is None or pruned is None or pruned[0] is not events or len(events) < pruned[1]:
+            return list(self.began)
+        return {event.job_id for event in events.since(pruned[1])} | pruned[2]
 
 
 class LeaseEnds(RunningFollower):

@@ -228,12 +228,15 @@ class DelayScheduling(Placement):
         # ``+first-fit`` (policies/dally_first_fit.py): cluster-sim's choice of GPUs in a tier; None: best fit
         self.first_fit: FirstFit | None = None
 
-    def job_timers(self, view: ClusterView, job: JobInfo, state: PassState | None = None) -> tuple[float, float]:
+    def job_timers(self, view: ClusterView, job: JobInfo, state: PassState | None = None,
+                   static: JobStatic | None = None) -> tuple[float, float]:
         """(T_Mc, T_Rk) for ``job``: zero for a level its demand cannot fit (§4.3.2); with the pass's
         ``state``, counting its acceptances so far (and worked out once per demand and count of that
-        demand's acceptances: each acceptance of any demand made every demand's timers anew)."""
+        demand's acceptances: each acceptance of any demand made every demand's timers anew). ``static``: the
+        job's :class:`JobStatic` if the caller has it."""
         demand = job.spec.num_gpus
-        static = self.statics.of(view, job)
+        if static is None:
+            static = self.statics.of(view, job)
         machine, rack = static.machine, static.rack
         if demand > rack:
             return 0.0, 0.0
@@ -273,15 +276,16 @@ class DelayScheduling(Placement):
 
     def offer(self, view: ClusterView, job: JobInfo, avail: np.ndarray, wait_s: float, state: PassState,
               lazy: bool = False, machine_tried: bool = False, summary: OfferSummary | None = None,
-              ) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
+              static: JobStatic | None = None) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
         """:meth:`decide` on the offer ``avail`` with starvation ``wait_s``; ``machine_tried`` (with ``lazy``): the
-        caller found no machine already (lines 5-8 are not asked again); ``summary``: :func:`delay_decision`'s."""
+        caller found no machine already (lines 5-8 are not asked again); ``summary``: :func:`delay_decision`'s;
+        ``static``: :meth:`job_timers`'."""
         demand = job.spec.num_gpus
         if lazy and not machine_tried:
             picked = machine_offer(avail, view.shape, demand, self.first_fit)
             if picked is not None:
                 return (picked, Level.MACHINE), avail, wait_s, math.nan, math.nan
-        t_mc, t_rk = self.job_timers(view, job, state)
+        t_mc, t_rk = self.job_timers(view, job, state, static)
         decision = delay_decision(avail, view.shape, demand, wait_s, t_mc, t_rk, self.first_fit, lazy, summary)
         return decision, avail, wait_s, t_mc, t_rk
 
