@@ -1,0 +1,198 @@
+"""The ``+reauction`` bids' exact shortcuts (policies/dally_bids.py, issue 38): each answers what the plain
+computation answers. The pass as a whole is held to the plain bids by
+``tests/test_dally_clustersim.py::test_reauction_shortcuts_log_what_the_plain_bids_log`` (event logs and plans of
+both paths); these hold each piece to its own reference on drawn states, where a disagreement names the piece."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from halyard.datamodel import Allocation, JobSpec, NodeAllocation, load_cluster, parse_cluster
+from halyard.policies import make_policy
+from halyard.policies.dally_bids import HeldParts, KeptOffers, parts_of
+from halyard.policies.dally_release import OFFERED_KEY
+from halyard.policies.facts import ClusterShape
+from halyard.policies.placement import build_allocation, usable_gpus
+from halyard.policies.resources import FreeResources
+from halyard.policies.topology import on_machine, on_rack
+from halyard.scheduling import Simulator
+from halyard.scheduling.timing import performance_model_for
+from halyard.testing.cluster import small_cluster_toml
+
+
+def _drawn_ledger(rng: random.Random, cluster) -> FreeResources:
+    """A ledger of ``cluster`` with a drawn share of each node's GPUs (and their CPU and memory) given out, some
+    nodes drained."""
+    free = FreeResources(cluster)
+    for node in cluster.nodes:
+        k = rng.randint(0, node.gpus)
+        if k:
+            ids = tuple(sorted(rng.sample(range(node.gpus), k)))
+            extra = rng.randint(0, 1) if k < node.gpus else 0  # (a CPU more than its share: fewer usable GPUs)
+            free.take(Allocation((NodeAllocation(node.name, ids, node.proportional_cpus(k) + extra,
+                                                 node.proportional_memory_mb(k)),)))
+        if rng.random() < 0.05:
+            free.schedulable[node.index] = False
+    return free
+
+
+def _lists(shape: ClusterShape) -> tuple[list[int], list[int], list[int], list[int]]:
+    return shape.gpus.tolist(), shape.cpus.tolist(), shape.memory_mb.tolist(), shape.rack.tolist()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_kept_best_fit_is_on_machines_and_the_kept_offer_usable_gpus(seed):
+    """:meth:`KeptOffers.machine` is :func:`on_machine` of the usable GPUs (the fewest usable at least the demand,
+    the lowest index on ties), for every demand, and :meth:`KeptOffers.of` is ``usable_gpus``, after every take."""
+    rng = random.Random(seed)
+    cluster = load_cluster("philly")
+    shape = ClusterShape(cluster)
+    free = _drawn_ledger(rng, cluster)
+    offers = KeptOffers(free, shape, _lists(shape), best_fit=True)
+    checked = 0
+    for _ in range(60):
+        avail = usable_gpus(free, shape, None)
+        assert offers.of(None).tolist() == avail.tolist()
+        for demand in range(0, 10):
+            assert offers.machine(None, demand) == on_machine(avail, demand)
+            checked += 1
+        demand = rng.choice((1, 2, 4, 8, 12, 16))
+        picked = on_machine(avail, demand) or on_rack(avail, shape, demand)
+        if picked is None:
+            continue
+        allocation = build_allocation(free, picked)
+        free.take_parts(parts_of(picked, allocation))
+        offers.took(picked)
+    assert checked == 600
+
+
+def test_take_parts_and_give_parts_move_the_ledger_as_take_and_give():
+    """The trusted ledger moves (:meth:`FreeResources.take_parts`, :meth:`~FreeResources.give_parts`) leave the GPUs,
+    CPUs, memory and GPU masks :meth:`~FreeResources.take` and :meth:`~FreeResources.give` leave."""
+    rng = random.Random(3)
+    cluster = load_cluster("philly")
+    shape = ClusterShape(cluster)
+    checked, trusted = _drawn_ledger(rng, cluster), None
+    trusted = checked.copy()
+    held = HeldParts()
+    for step in range(200):
+        avail = usable_gpus(checked, shape, None)
+        picked = on_rack(avail, shape, rng.choice((1, 3, 8, 10)))
+        if picked is None:
+            continue
+        allocation = build_allocation(checked, picked)
+        checked.take(allocation)
+        trusted.take_parts(parts_of(picked, allocation))
+        if step % 3 == 0:
+            checked.give(allocation)
+            trusted.give_parts(held.of(cluster, f"j{step}", allocation)[0])
+        for name in ("gpus", "cpus", "memory_mb"):
+            assert getattr(checked, name).tolist() == getattr(trusted, name).tolist()
+        assert checked.gpu_mask == trusted.gpu_mask
+
+
+def test_builds_as_is_equality_with_the_built_allocation():
+    """:meth:`HeldParts.builds_as` says whether ``build_allocation(free, picked)`` equals the held allocation: on drawn
+    ledgers, for allocations as built and for ones that are not (GPUs out of order, CPUs not proportional, logical
+    workers, a time-shift), on their own nodes and on others."""
+    rng = random.Random(5)
+    cluster = parse_cluster(small_cluster_toml(6, gpus_per_node=8))
+    held = HeldParts()
+    outcomes = set()
+    for trial in range(400):
+        free = _drawn_ledger(rng, cluster)
+        nodes = rng.sample(cluster.nodes, rng.randint(1, 2))
+        parts = []
+        odd = rng.random()  # (what, if anything, is not as built: on the first node, or logical workers on all)
+        for node in nodes:
+            ids = sorted(rng.sample(range(node.gpus), rng.randint(1, 4)))
+            k = len(ids)
+            cpus, memory, workers = node.proportional_cpus(k), node.proportional_memory_mb(k), ()
+            if odd < 0.05 and k > 1 and not parts:
+                ids.reverse()
+            elif 0.05 <= odd < 0.1 and not parts:
+                cpus += 1
+            elif 0.1 <= odd < 0.15:
+                workers = (1,) * k
+            parts.append(NodeAllocation(node.name, tuple(ids), cpus, memory, workers))
+        allocation = Allocation(tuple(parts))
+        if rng.random() < 0.05:
+            allocation = allocation.with_time_shift(1.0)
+        if rng.random() < 0.5:  # its GPUs free, as at a lease end once the job gave them back
+            for part in allocation.nodes:
+                index = cluster.node(part.node).index
+                for g in part.gpus:
+                    if not free.gpu_mask[index] >> g & 1:
+                        free.gpu_mask[index] |= 1 << g
+        picked = [(cluster.node(p.node).index, len(p.gpus)) for p in allocation.nodes]
+        if rng.random() < 0.2:
+            others = rng.sample(range(len(cluster.nodes)), len(picked))
+            picked = [(i, k) for i, (_, k) in zip(others, picked, strict=True)]
+        if any(len(free.free_gpu_ids(i)) < k for i, k in picked):
+            continue
+        want = build_allocation(free, picked) == allocation
+        assert held.builds_as(free, picked, *held.of(cluster, f"j{trial}", allocation)) is want
+        outcomes.add(want)
+    assert outcomes == {True, False}
+
+
+def _loaded_dally(seed: int) -> tuple[Simulator, list[JobSpec]]:
+    """The ``dally`` preset on a drawn loaded workload of 8 four-GPU machines (lease ends preempt and move jobs)."""
+    rng = random.Random(seed)
+    cluster = parse_cluster(small_cluster_toml(8, gpus_per_node=4))
+    jobs = [JobSpec(job_id=f"j{i}", submit_time=rng.uniform(0.0, 3000.0), model=rng.choice(("resnet50", "vgg11")),
+                    num_gpus=rng.choice((1, 2, 4, 4, 6, 8)), iterations=rng.randint(2_000, 60_000)) for i in range(60)]
+    jobs.sort(key=lambda spec: spec.submit_time)
+    policy = make_policy("dally")
+    return Simulator(cluster, policy, performance_model_for(policy, contention="off"), round_s=300.0), jobs
+
+
+@pytest.mark.parametrize("seed", [7, 8])
+def test_the_merged_bid_order_is_the_sorted_order(seed):
+    """``Dally._bid_order`` with the shortcuts (the kept waiting order, the released jobs put in their places) is the
+    order of sorting every bidder by (Nw_sens, submission, arrival), at every lease end of a loaded run."""
+    sim, jobs = _loaded_dally(seed)
+    policy = sim.core.policy
+    bid_order = policy._bid_order
+    compared = []
+
+    def both(view, released):
+        got = bid_order(view, released)
+        policy.shortcuts = False
+        try:
+            want = bid_order(view, released)
+        finally:
+            policy.shortcuts = True
+        assert [j.job_id for j in got] == [j.job_id for j in want]
+        compared.append(len(got) - len(released))
+        return got
+
+    policy._bid_order = both
+    sim.run(jobs)
+    assert len(compared) > 100 and sum(n > 1 for n in compared) > 20  # lease ends with jobs waiting
+
+
+@pytest.mark.parametrize("seed", [7, 9])
+def test_began_pruned_by_the_events_is_began_pruned_whole(seed):
+    """``ReleaseAuctions.on_applied`` forgets only the jobs of the events since its last call (and those it added
+    then) that no longer run: its ``began`` equals, after every pass, the one that drops every job not running."""
+    sim, jobs = _loaded_dally(seed)
+    release = sim.core.policy.release
+    on_applied = release.on_applied
+    whole: dict[str, tuple[float, float]] = {}
+    dropped = [0]
+
+    def checked(view, state):
+        on_applied(view, state)
+        gone = whole.keys() - view.running.keys()
+        dropped[0] += len(gone)
+        for job_id in gone:
+            del whole[job_id]
+        whole.update(state.get(OFFERED_KEY, {}))
+        assert release.began == whole
+
+    release.on_applied = checked
+    sim.run(jobs)
+    assert dropped[0] > 10  # jobs that had a lease end later finished or were preempted
