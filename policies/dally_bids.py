@@ -45,7 +45,7 @@ class KeptOffers:
     with ``best_fit`` their best-fit keys (module docstring), kept as the pass's bids take GPUs. Only while nothing
     but :meth:`took` changes ``free`` (``+hoard``'s bids do: the pass drops it then)."""
 
-    __slots__ = ("best_fit", "fits", "free", "lists", "n", "offers", "shape", "summaries")
+    __slots__ = ("best_fit", "fits", "free", "lists", "misses", "n", "offers", "shape", "summaries")
 
     def __init__(self, free: FreeResources, shape: ClusterShape, lists: Lists, best_fit: bool) -> None:
         self.free, self.shape, self.lists = free, shape, lists
@@ -56,6 +56,7 @@ class KeptOffers:
         self.offers: dict[GpuTypes, NodeOffer] = {}
         self.fits: dict[GpuTypes, list[int]] = {}  # GPU-type set -> sorted ``usable x n + index`` of every node
         self.summaries: dict[GpuTypes, OfferSummary] = {}  # GPU-type set -> its offer's summary, until a take
+        self.misses: dict[tuple[GpuTypes, int], tuple[float, float]] = {}  # :meth:`miss`'s, until a take
 
     def of(self, types: GpuTypes) -> np.ndarray:
         """``usable_gpus(free, shape, types)`` now (read it before the next take)."""
@@ -81,10 +82,24 @@ class KeptOffers:
             summary = self.summaries[types] = OfferSummary(self.of(types), self.shape)
         return summary
 
+    def miss(self, types: GpuTypes, demand: int, timers: tuple[float, float]) -> tuple[float, float]:
+        """A bid of ``demand`` GPUs of ``types`` found no machine and its delay timers are ``timers``: so will every
+        such bid until the next take (returns ``timers``). Between two takes nothing a bid reads changes: the
+        offer changes only with a take, and the timers (``DelayScheduling.job_timers``: of the demand, the
+        pass's acceptances of it and the largest node and rack of the types) only with an acceptance, which
+        takes. The waiting jobs of a loaded re-auction, rejected one after another, then skip both."""
+        self.misses[(types, demand)] = timers
+        return timers
+
+    def missed(self, types: GpuTypes, demand: int) -> tuple[float, float] | None:
+        """The timers of :meth:`miss` for ``demand`` and ``types`` since the last take (None: ask)."""
+        return self.misses.get((types, demand))
+
     def took(self, picked: Picked) -> None:
         """A bid took ``picked``'s GPUs (and their CPU and memory) from ``free``."""
         free, n = self.free, self.n
         self.summaries.clear()
+        self.misses.clear()
         for types, offer in self.offers.items():
             avail, keys = offer.avail, self.fits.get(types)
             for index, _ in picked:
