@@ -127,6 +127,10 @@ class AutoTuner:
     # (see timers()).
     _kept: dict[tuple[object, ...], tuple[tuple[object, ...], tuple[float, float]]] = field(
         default_factory=dict, repr=False, compare=False)
+    # (level, demand, floor, the tuner's settings) -> what the level's timer was worked out from, and the timer:
+    # one level's, for a pass whose tentative acceptances of the demand are all at the other (see _timer()).
+    _kept_levels: dict[tuple[object, ...], tuple[tuple[object, ...], float]] = field(
+        default_factory=dict, repr=False, compare=False)
     name = "auto-tuner"
 
     def record(self, level: Level, demand: int, wait_s: float, now: float, lease_s: float = 0.0) -> None:
@@ -196,6 +200,30 @@ class AutoTuner:
 
     def _timer(self, level: Level, demand: int, floor: float, now: float, tentative: Sequence[Acceptance],
                manual: float) -> float:
+        """One level's timer. When no ``tentative`` acceptance is of this level and demand its list is the one
+        recorded, and the timer is kept while that list is unchanged (:meth:`_level_unchanged`): a lease end's
+        re-auction accepts most bids at the machine level, and worked the rack timer of their demand out afresh
+        after each of them (Algorithm 2 over the hundred waits of the list; issue 38)."""
+        if any(lv is level and d == demand for lv, d, _, _, _ in tentative):
+            return self._level_timer(level, demand, floor, now, tentative, manual)
+        key = (level, demand, floor, manual, self.history_limit_s, self.window, self.manual_start)
+        kept = self._kept_levels.get(key)
+        if kept is not None and self._level_unchanged(level, demand, now, kept[0]):
+            return kept[1]
+        found = self._level_timer(level, demand, floor, now, (), manual)
+        waits = self.lists.get((level, demand))
+        self._kept_levels[key] = ((waits, len(waits) if waits else 0, waits[-1] if waits else None), found)
+        return found
+
+    def _level_unchanged(self, level: Level, demand: int, now: float, basis: tuple[object, ...]) -> bool:
+        """Whether the list of (``level``, ``demand``) is as ``basis`` says and has no wait expired at ``now``."""
+        waits = self.lists.get((level, demand))
+        if waits is not basis[0] or (len(waits) if waits else 0) != basis[1]:
+            return False
+        return not waits or (waits[-1] is basis[2] and not now - waits[0][0] > self.history_limit_s)
+
+    def _level_timer(self, level: Level, demand: int, floor: float, now: float, tentative: Sequence[Acceptance],
+                     manual: float) -> float:
         tuned = tuned_timer(self.waits(level, demand, now, tentative))
         if tuned is None:
             tuned = manual if self.manual_start else floor

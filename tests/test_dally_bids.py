@@ -13,10 +13,11 @@ from halyard.datamodel import Allocation, JobSpec, NodeAllocation, load_cluster,
 from halyard.policies import make_policy
 from halyard.policies.dally_bids import HeldParts, KeptOffers, parts_of
 from halyard.policies.dally_release import OFFERED_KEY
+from halyard.policies.dally_timers import MANUAL_MACHINE_TIMER_S, MANUAL_RACK_TIMER_S, AutoTuner
 from halyard.policies.facts import ClusterShape
 from halyard.policies.placement import build_allocation, usable_gpus
 from halyard.policies.resources import FreeResources
-from halyard.policies.topology import on_machine, on_rack
+from halyard.policies.topology import Level, on_machine, on_rack
 from halyard.scheduling import Simulator
 from halyard.scheduling.timing import performance_model_for
 from halyard.testing.cluster import small_cluster_toml
@@ -196,3 +197,29 @@ def test_began_pruned_by_the_events_is_began_pruned_whole(seed):
     release.on_applied = checked
     sim.run(jobs)
     assert dropped[0] > 10  # jobs that had a lease end later finished or were preempted
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_kept_level_timers_are_algorithm_2_worked_out_afresh(seed):
+    """The auto-tuner keeps one level's timer while its list is unchanged and the pass's tentative acceptances of
+    the demand are all at the other level (``AutoTuner._timer``): over drawn records, expiries (a short history
+    limit), full windows and tentative acceptances, every answer is Algorithm 2 over the lists worked out afresh."""
+    rng = random.Random(seed)
+    tuner = AutoTuner(history_limit_s=4000.0, window=6)
+    lease_s, now, checked = 300.0, 0.0, 0
+    for _ in range(1500):
+        now += rng.choice((0.0, 10.0, 200.0, 900.0))
+        demand = rng.choice((1, 2, 4, 8))
+        if rng.random() < 0.3:
+            tuner.record(rng.choice((Level.MACHINE, Level.RACK)), demand, rng.uniform(0.0, 5000.0), now, lease_s)
+            continue
+        tentative = [(rng.choice((Level.MACHINE, Level.MACHINE, Level.RACK)), rng.choice((1, 2, 4, 8)),
+                      rng.uniform(0.0, 3000.0), now, lease_s) for _ in range(rng.choice((0, 0, 1, 3)))]
+        got = tuner.timers(demand, lease_s, now, tentative)
+        mc = tuner._level_timer(Level.MACHINE, demand, tuner.machine_floor_leases * lease_s, now, tentative,
+                                MANUAL_MACHINE_TIMER_S)
+        rk = tuner._level_timer(Level.RACK, demand, tuner.rack_floor_leases * lease_s, now, tentative,
+                                MANUAL_MACHINE_TIMER_S + MANUAL_RACK_TIMER_S)
+        assert got == (mc, max(rk, mc))
+        checked += 1
+    assert checked > 900 and tuner._kept_levels
