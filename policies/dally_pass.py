@@ -16,7 +16,7 @@ import numpy as np
 
 from halyard.datamodel import Allocation, Cluster
 from halyard.policies.dally_preemption import Victims, _preempt, _Searches, _Victim, _with_victims
-from halyard.policies.dally_stages import starvation
+from halyard.policies.dally_stages import OfferSummaries, starvation
 from halyard.policies.facts import GpuTypes
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, usable_gpus
@@ -170,6 +170,7 @@ class DallyPass:
         self.free_total: int | None = self.free.total_gpus
         self.start_total: int = view.free.total_gpus  # what the reasons quote
         self.offers: dict[GpuTypes, np.ndarray] = {}
+        self.summaries = OfferSummaries(view.shape) if policy.shortcuts else None  # of the offers' arrays
         self.searches = _Searches()
         self._too_few: dict[tuple[int, int], Unplaced] = {}
         self._no_victim: dict[int, Unplaced] = {}
@@ -279,11 +280,13 @@ class DallyPass:
         sens = self.sens[job.job_id]
         if free_total >= demand:
             decision, avail, wait_s, t_mc, t_rk = self.delay.decide(self.view, job, self.free, self.state,
-                                                                    self.offers, lazy=self.policy.shortcuts)
+                                                                    self.offers, lazy=self.policy.shortcuts,
+                                                                    summaries=self.summaries)
             if decision is None and self.nw_preemption.may_preempt(self.victims(), sens):
                 decision = self.preempt_for(job, sens, wait_s, t_mc, t_rk)
             if decision is None:  # lines 11 and 19: rejected (or the offer is too small)
-                self.plan.wait(job.job_id, self.delay.why(self.view, job, avail, wait_s, t_mc, t_rk))
+                summary = None if self.summaries is None else self.summaries.of(avail)
+                self.plan.wait(job.job_id, self.delay.why(self.view, job, avail, wait_s, t_mc, t_rk, summary=summary))
                 return
         elif self.nw_preemption.may_preempt(self.victims(), sens):
             # Too few GPUs free: only a preemption can place it, so its timers matter only then

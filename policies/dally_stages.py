@@ -158,6 +158,26 @@ def delay_decision(avail: np.ndarray, shape: ClusterShape, demand: int, starvati
     return None if picked is None else (picked, Level.NETWORK)
 
 
+class OfferSummaries:
+    """A pass's :class:`OfferSummary` of each offer array it asks about, kept with the array (a summary serves only
+    the very array object it was made of, which it holds: a pass that works out a new offer after a take gets a new
+    summary; the arrays must not change in place). Dally's own pass (policies/dally_pass.py) offers one array to
+    the waiting jobs until one of them takes GPUs, and finding no machine, its largest rack and its usable GPUs for
+    each of them was a third of the pass's offers on loaded Philly (issue 38)."""
+
+    __slots__ = ("_kept", "shape")
+
+    def __init__(self, shape: ClusterShape) -> None:
+        self.shape = shape
+        self._kept: dict[int, OfferSummary] = {}  # id of the array -> its summary (which keeps the array alive)
+
+    def of(self, avail: np.ndarray) -> OfferSummary:
+        summary = self._kept.get(id(avail))
+        if summary is None or summary.avail is not avail:
+            summary = self._kept[id(avail)] = OfferSummary(avail, self.shape)
+        return summary
+
+
 class OfferSummary:
     """What a rejected offer's answer and reason read of one offer ``avail`` (usable GPUs per node): its largest
     node, its largest rack, and its usable GPUs and the nodes that have any, each worked out once, when first
@@ -256,6 +276,7 @@ class DelayScheduling(Placement):
 
     def decide(self, view: ClusterView, job: JobInfo, free: FreeResources, state: PassState,
                offers: dict[GpuTypes, np.ndarray] | None = None, lazy: bool = False,
+               summaries: OfferSummaries | None = None,
                ) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
         """Algorithm 1 for ``job`` on ``free``: (decision or None, usable GPUs, starvation, T_Mc, T_Rk).
 
@@ -264,7 +285,8 @@ class DelayScheduling(Placement):
         takes no machine (lines 5-8 need none), so they are worked out only then, and are NaN when it
         takes one (a loaded re-auction's bids mostly take a machine, and their timers, each acceptance of
         the pass making its demand's anew, were a sixth of ``dally``'s pass; :meth:`job_timers` is a pure
-        function of the pass, so asking it less changes no answer)."""
+        function of the pass, so asking it less changes no answer). ``summaries`` (with ``lazy``): the pass's
+        :class:`OfferSummaries`, whose largest node answers "no machine" without looking for one."""
         wait_s = starvation(view, job)
         types = self.statics.of(view, job).gpu_types
         avail = None if offers is None else offers.get(types)
@@ -272,7 +294,9 @@ class DelayScheduling(Placement):
             avail = usable_gpus(free, view.shape, types)
             if offers is not None:
                 offers[types] = avail
-        return self.offer(view, job, avail, wait_s, state, lazy)
+        summary = None if summaries is None else summaries.of(avail)
+        tried = lazy and summary is not None and summary.largest_node() < job.spec.num_gpus  # (on_machine: None)
+        return self.offer(view, job, avail, wait_s, state, lazy, tried, summary)
 
     def offer(self, view: ClusterView, job: JobInfo, avail: np.ndarray, wait_s: float, state: PassState,
               lazy: bool = False, machine_tried: bool = False, summary: OfferSummary | None = None,
