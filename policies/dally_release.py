@@ -117,13 +117,24 @@ class ReleaseAuctions:
 
     def _lease_end(self, view: ClusterView, job: JobInfo) -> float:
         """:meth:`lease_end` of the running ``job``."""
-        last = job.last_assignment_time
-        if last is None or job.allocation is None:
+        return self._lease_end_after(job, self._lease_s(view, job))
+
+    def _lease_s(self, view: ClusterView, job: JobInfo) -> float:
+        """How long the running ``job``'s lease lasts (inf for a job that holds nothing): of the view's round, the
+        options and the job's spec, iteration time and GPU count, not of when the lease began."""
+        if job.last_assignment_time is None or job.allocation is None:
             return math.inf
         lease_s = self.lease_rounds * view.round_s
         if self.events:
             slowdown = job.iteration_s / view.facts.reference_compute_s(job.spec)
             lease_s = event_lease_s(lease_s, EVENT_S * slowdown, job.num_gpus)
+        return lease_s
+
+    def _lease_end_after(self, job: JobInfo, lease_s: float) -> float:
+        """The running ``job``'s lease end for a lease of ``lease_s`` (:meth:`_lease_s`)."""
+        last = job.last_assignment_time
+        if last is None or job.allocation is None:
+            return math.inf
         return self.lease_start(job.job_id, last) + lease_s
 
     def _auction_after(self, end: float, job: JobInfo) -> float:
@@ -218,6 +229,7 @@ class LeaseEnds(RunningFollower):
         super()._start(events)
         self.jobs: list[JobInfo] = []  # the followed running jobs; job i's figures are ends[i], auctions[i]
         self._epochs: list[Hashable] = []
+        self._lease_s: list[float] = []  # job i's lease length (ReleaseAuctions._lease_s) when last read
         self._index: dict[str, int] = {}
         self.ends = np.zeros(FIRST_ROWS)
         self.auctions = np.zeros(FIRST_ROWS)
@@ -245,7 +257,7 @@ class LeaseEnds(RunningFollower):
             for job_id in self._stale:
                 i = index.get(job_id)
                 if i is not None:
-                    self._read(i, jobs[i], view)
+                    self._restarted(i, jobs[i])
             self._stale = set()
         epochs = [job.epoch for job in jobs]  # (a list display and one comparison: the cheap check)
         if epochs != self._epochs:
@@ -256,7 +268,16 @@ class LeaseEnds(RunningFollower):
 
     def _read(self, i: int, job: JobInfo, view: ClusterView) -> None:
         release = self._release
-        end = release._lease_end(view, job)
+        self._lease_s[i] = lease_s = release._lease_s(view, job)
+        end = release._lease_end_after(job, lease_s)
+        self.ends[i], self.auctions[i] = end, release._auction_after(end, job)
+
+    def _restarted(self, i: int, job: JobInfo) -> None:
+        """Job ``i``'s :attr:`ReleaseAuctions.began` entry changed: its lease begins anew, as long as before (the
+        length changes only with what :meth:`_read` is called for: an event, the epoch, the view's basis), so
+        only the end and the auction are worked out again (a lease end's kept jobs, at every pass)."""
+        release = self._release
+        end = release._lease_end_after(job, self._lease_s[i])
         self.ends[i], self.auctions[i] = end, release._auction_after(end, job)
 
     def _holds(self, job: JobInfo) -> bool:
@@ -272,6 +293,7 @@ class LeaseEnds(RunningFollower):
             self.auctions = np.concatenate([self.auctions, np.zeros_like(self.auctions)])
         self.jobs.append(job)
         self._epochs.append(job.epoch)
+        self._lease_s.append(math.inf)
         self._index[job.job_id] = i
         self._read(i, job, view)
 
@@ -282,11 +304,12 @@ class LeaseEnds(RunningFollower):
         last = len(self.jobs) - 1
         if i != last:  # the last job takes its place
             moved = self.jobs[last]
-            self.jobs[i], self._epochs[i] = moved, self._epochs[last]
+            self.jobs[i], self._epochs[i], self._lease_s[i] = moved, self._epochs[last], self._lease_s[last]
             self.ends[i], self.auctions[i] = self.ends[last], self.auctions[last]
             self._index[moved.job_id] = i
         self.jobs.pop()
         self._epochs.pop()
+        self._lease_s.pop()
         return None
 
 
