@@ -141,6 +141,8 @@ Where each piece lives (each module imports only those above it):
   and delay scheduling's offer (:func:`delay_decision`, :class:`DelayScheduling`).
 * policies/dally_preemption.py: the victims and :class:`NwSensPreemption`.
 * policies/dally_pass.py: :class:`DallyPass`, one pass of Algorithm 1.
+* policies/dally_bids.py: the ``reauction`` bids' exact shortcuts (kept offers, the best fit by bisection, the
+  trusted takes of a pass's own ledger).
 * this module: the :class:`Dally` policy, its options (:data:`DALLY_OPTIONS`,
   :func:`with_option`) and the moves they write.
 """
