@@ -158,7 +158,20 @@ class StagedPolicy:
                 self._in_order(view, cast(list[JobInfo], admitted), plan, free, state)
         if free is None and self.adjusters:
             free = view.free.copy()
-        return adjust(self.adjusters, view, plan, free, state)
+        plan = adjust(self.adjusters, view, plan, free, state)
+        if plan.settles and not self._walks_alike:
+            plan.settles = False
+        return plan
+
+    @property
+    def _walks_alike(self) -> bool:
+        """Whether the walk finds the same runnable jobs, in the same order, and tells the waiting ones the
+        same reasons, on the state a plan leaves that started or moved the runnable jobs and left none of
+        them waiting, as it did on the state before (so a placement's promise, Plan.settles, holds for the
+        pass): every job admitted, an order that is arrival order (a job keeps its place as it starts), and
+        no stage after the placement."""
+        return (type(self.admission) is AdmitAll and self.ordering.arrival_order and not self.preemptions
+                and not self.adjusters)
 
     @property
     def round_gated(self) -> bool:

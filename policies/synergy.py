@@ -271,6 +271,9 @@ class Tune(SynergyMechanism):
         actions, otherwise = len(plan.actions), plan.otherwise
         if self.lean and self._mirrored():
             self._settled = self._place_lean(view, runnable, new, plan, free)
+            # (the walk before it preempted nothing: the next pass is handed what it leaves, if the walk finds
+            # the same runnable jobs, which StagedPolicy vouches for or not)
+            plan.settles = self._settled is not None and inputs is not None
         else:
             super().place_all(view, runnable, new, plan, free, state)
         if self._unchanged is not None and (len(plan.actions) != actions or plan.otherwise is not otherwise):
@@ -785,7 +788,8 @@ def _emit(view: ClusterView, plan: Plan, packer: Packer | _Placed, new: Sequence
     cycle of moves (each waiting for another's GPUs) is broken by preempting its first job and
     starting it at its new place in the same plan (the same checkpoint-and-restart as a move)."""
     index = node_index(view)
-    ledger = _Ledger(view.free, index)
+    ledger = _Ledger(view.free, index, view.facts.memo("synergy/capacity", None, lambda: (
+        [n.cpus for n in view.cluster.nodes], [n.memory_mb for n in view.cluster.nodes])))
     for job_id in plan.stops():
         ledger.must(ledger.give(allocation_of(view.running[job_id])))
     later: list[tuple[str, str, Allocation | _Raise]] = []  # (kind, job, what): "up" a _Raise, "move"/"start" alloc
@@ -862,11 +866,10 @@ class _Ledger:
 
     __slots__ = ("c", "cap_c", "cap_m", "index", "m", "mask")
 
-    def __init__(self, free: FreeResources, index: dict[str, int]) -> None:
-        nodes = free.cluster.nodes
+    def __init__(self, free: FreeResources, index: dict[str, int], caps: tuple[list[int], list[int]]) -> None:
         self.c, self.m = free.cpus.tolist(), free.memory_mb.tolist()  # (and the GPUs by their ids' mask)
         self.mask = list(free.gpu_mask)
-        self.cap_c, self.cap_m = [n.cpus for n in nodes], [n.memory_mb for n in nodes]
+        self.cap_c, self.cap_m = caps  # (each node's CPU cores and memory: read only)
         self.index = index
 
     def take(self, allocation: Allocation) -> bool:

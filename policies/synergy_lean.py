@@ -427,14 +427,13 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
         if e is None or e[0] is not allocation:
             e = _held(lp, job, allocation, *demand(view, job))
         keep[key] = e
-        j, turn, h = e[1], e[2], e[3]
+        _, j, turn, h, single = e
         job_id = h[0]
         jobs[job_id] = j
         if not h[2]:  # (away from its demand: its turn or renewal may change it)
             touched[job_id] = None
         turns.append(turn)
         held.append(h)
-        single = e[4]
         if single is not None:  # most jobs: one node (the same sums as below)
             idx, pc, pm, ck, mk = single
             j.cs[0] = j.ms[0] = 0
@@ -651,12 +650,13 @@ def _pack_running(tune: Tune, view: ClusterView, lp: LeanPack, job: JobInfo, cm:
     GPUs, OTHER: placed afresh)."""
     c, m = cm
     job_id = job.job_id
-    if lp.reshape_at(job_id, CAPPED, c, m):
-        return ROUGH
     j = lp.jobs[job_id]
-    for idx, k in list(zip(j.idxs, j.ks, strict=True)):
-        _release(lp, idx, lp.rule(CAPPED, c, m, idx, k))
-    if lp.reshape_at(job_id, CAPPED, c, m):
+    wanted = [lp.rule(CAPPED, c, m, idx, k) for idx, k in zip(j.idxs, j.ks, strict=True)]  # (reshape_at(CAPPED)'s)
+    if lp.reshape(job_id, wanted):
+        return ROUGH
+    for idx, w in zip(j.idxs, wanted, strict=True):
+        _release(lp, idx, w)
+    if lp.reshape(job_id, wanted):
         return ROUGH
     lp.release(job_id)
     _pack_new(tune, view, lp, job, cm, plan)
