@@ -8,10 +8,10 @@ counts that explain them (``benchmarks/opcounts.py``: passes run and skipped as 
 link settles and states solved; the round placements and the TUNE re-packs run; with ``--counts`` also
 the TUNE walk's own work), plus the SHA-256 of the whole event log, so that a speed-up can show it
 changed no decision. ``--before`` also runs each policy with issue 38's skips off, alternating with the
-default run, so the two compare within one load of the machine (each such run in a child process of its own:
-run in this one, a 16-s run's heap made the next default run ~10 % slower, 4.4 against 3.9 s for TUNE):
-TUNE re-packs every round (no skip of
-unchanged re-packs, ``Tune.place_all``), the core runs every round pass (no skip of a round that repeats an
+default run, so the two compare within one load of the machine (each such run in a child process of its
+own: run in this one, a 16-s run's heap made the next default run ~10 % slower, 4.4 against 3.9 s for
+TUNE): TUNE re-packs every round (no skip of unchanged re-packs, ``Tune.place_all``, so no promise of an
+unchanged next pass, ``Plan.settles``), the core runs every round pass (no skip of a round that repeats an
 empty one, ``SchedulingCore.schedule``) and writes every pass's wait reasons at once
 (``SchedulingCore._note_reasons``), every pass tells every reason (``StagedPolicy.reason_changes``), the
 FIFO walk looks at every waiting job (``StagedPolicy.skip_tail``) and TUNE re-packs on the Packer, not on
