@@ -27,6 +27,7 @@ paper compare like with like.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -539,9 +540,12 @@ class _RepackInputs:
     def same(self, other: _RepackInputs, *, equal: bool = False) -> bool:
         """Whether the two are alike: the very allocation objects, or (``equal``) allocations of equal value
         (the core builds its own on applying a plan's changes)."""
-        return (self.ids == other.ids and self.new == other.new and self.running == other.running
-                and self.free == other.free
-                and all(a is b or (equal and a == b) for a, b in zip(self.allocations, other.allocations, strict=True)))
+        if not (self.ids == other.ids and self.new == other.new and self.running == other.running
+                and self.free == other.free):
+            return False
+        if equal:  # (a list's == is each pair's identity, else its ==)
+            return self.allocations == other.allocations
+        return all(map(operator.is_, self.allocations, other.allocations))  # (the ids are equal: as many)
 
 
 class Opt(Tune):
