@@ -63,6 +63,11 @@ if TYPE_CHECKING:
 # Need.max_gpus' "no limit" for a zero per-GPU demand.
 _BIG = int(np.iinfo(np.int64).max // 4)
 
+# How many (free-id mask, count) answers LeanPack._first_free keeps per cluster. Our choice: 8-GPU servers have
+# at most 2,048 of them; servers with more GPUs could have far more masks, and past this many the answers are
+# worked out afresh (a few microseconds each) rather than kept.
+FIRST_FREE_KEPT = 4096
+
 # The rules a job is placed or reshaped at (Packer.demand, Packer.capped, Packer.gpus_only).
 DEMAND, CAPPED, GPUS_ONLY = 0, 1, 2
 
@@ -198,7 +203,9 @@ class LeanPack:
         found = self._first.get((mask, k))
         if found is None:
             ids = tuple([i for i in range(mask.bit_length()) if mask >> i & 1][:k])
-            found = self._first[(mask, k)] = (ids, gpu_bits(ids))
+            found = (ids, gpu_bits(ids))
+            if len(self._first) < FIRST_FREE_KEPT:
+                self._first[(mask, k)] = found
         return found
 
     # --- rules, reshapes, choices (Need, Packer.reshape, Packer.select) ------------------------------
