@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import functools
+import gc
 import hashlib
 import json
 import math
@@ -257,8 +258,9 @@ def run_once(policy_name: str, jobs: list, *, count: bool, skip: bool = True,
     with counting(policy) as work:
         count_rounds(policy, work)
         count_told(sim.core, work)
+        gc.collect()  # (the last run's objects, before the run freezes what exists: Simulator.run's freeze_gc)
         cpu0 = time.process_time()
-        sim.run(jobs, until=MEASURE)
+        sim.run(jobs, until=MEASURE, freeze_gc=True)
         cpu = time.process_time() - cpu0
     for name, step in LEAN_STEPS.items():
         setattr(synergy_lean, name, step)
