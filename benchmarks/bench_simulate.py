@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import itertools
 import sys
 import time
@@ -111,9 +112,10 @@ def main() -> None:
             for name, contention in itertools.product(args.policies.split(","), args.contention.split(",")):
                 policy = make_policy(name)  # Synergy's mechanisms run with data stalls, as simulate does
                 sim = Simulator(cluster, policy, performance_model_for(policy, contention=contention))
+                gc.collect()  # (the last run's objects, before the run freezes what exists: Simulator.run's freeze_gc)
                 with counting(policy) as work:
                     t0, c0 = time.perf_counter(), time.process_time()
-                    sim.run(subset)
+                    sim.run(subset, freeze_gc=True)
                     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
                 s = summarize(sim.core, policy=name, trace_jobs=len(subset), rejected=0, wall_s=wall)
                 rate = len(subset) / wall

@@ -8,8 +8,10 @@ counts that explain them (``benchmarks/opcounts.py``: passes run and skipped as 
 link settles and states solved; the round placements and the TUNE re-packs run; with ``--counts`` also
 the TUNE walk's own work), plus the SHA-256 of the whole event log, so that a speed-up can show it
 changed no decision. ``--before`` also runs each policy with issue 38's skips off, alternating with the
-default run, so the two compare within one load of the machine: TUNE re-packs every round (no skip of
-unchanged re-packs, ``Tune.place_all``), the core runs every round pass (no skip of a round that repeats an
+default run, so the two compare within one load of the machine (each such run in a child process of its
+own: run in this one, a 16-s run's heap made the next default run ~10 % slower, 4.4 against 3.9 s for
+TUNE): TUNE re-packs every round (no skip of unchanged re-packs, ``Tune.place_all``, so no promise of an
+unchanged next pass, ``Plan.settles``), the core runs every round pass (no skip of a round that repeats an
 empty one, ``SchedulingCore.schedule``) and writes every pass's wait reasons at once
 (``SchedulingCore._note_reasons``), every pass tells every reason (``StagedPolicy.reason_changes``), the
 FIFO walk looks at every waiting job (``StagedPolicy.skip_tail``) and TUNE re-packs on the Packer, not on
@@ -37,10 +39,13 @@ holds.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import functools
+import gc
 import hashlib
 import json
 import math
+import multiprocessing
 import resource
 import statistics
 import subprocess
@@ -253,14 +258,33 @@ def run_once(policy_name: str, jobs: list, *, count: bool, skip: bool = True,
     with counting(policy) as work:
         count_rounds(policy, work)
         count_told(sim.core, work)
+        gc.collect()  # (the last run's objects, before the run freezes what exists: Simulator.run's freeze_gc)
         cpu0 = time.process_time()
-        sim.run(jobs, until=MEASURE)
+        sim.run(jobs, until=MEASURE, freeze_gc=True)
         cpu = time.process_time() - cpu0
     for name, step in LEAN_STEPS.items():
         setattr(synergy_lean, name, step)
     return {"cpu_s": cpu, "mean_jct_h": mean_jct_h(sim), "passes": sim.core.passes, "skipped": sim.core.skipped_passes,
             "pass_s": sim.core.pass_seconds.total, "events": len(sim.core.log), "digest": event_digest(sim),
             "work": dict(add_core(work, sim.core)), "counts": dict(counts)}
+
+
+def synergy_trace() -> list:
+    """The public configuration's trace (the module docstring)."""
+    return generate_synergy_trace(JOBS, rate_per_hour=RATE_PER_HOUR, split=SPLIT, multi_gpu=True, seed=SEED)
+
+
+def run_apart(policy_name: str, *, count: bool) -> dict[str, object]:
+    """:func:`run_once` with the skips off (``--before``) in a fresh child process, on the trace made there (a
+    trace does not pickle), so that its heap (a run four times as long, its garbage frozen by
+    ``Simulator.run``) does not slow the default runs that follow it here."""
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=spawn) as child:
+        return child.submit(_run_before, policy_name, count).result()
+
+
+def _run_before(policy_name: str, count: bool) -> dict[str, object]:
+    return run_once(policy_name, synergy_trace(), count=count, skip=False)
 
 
 def main() -> None:
@@ -282,7 +306,7 @@ def main() -> None:
     ap.add_argument("--public-python", default=sys.executable, help="the public simulator's Python (its own "
                     "environment: synergy_public_perjob.py's docstring)")
     args = ap.parse_args()
-    jobs = generate_synergy_trace(JOBS, rate_per_hour=RATE_PER_HOUR, split=SPLIT, multi_gpu=True, seed=SEED)
+    jobs = synergy_trace()
     work = Path(tempfile.mkdtemp(prefix="synergy-public-"))
     trace = args.write_trace or work / "trace.csv"
     if args.write_trace or args.public_simulator:
@@ -297,7 +321,8 @@ def main() -> None:
     variants = (True, False) if args.whole_reasons else (True,)
     for rep in range(args.repeat):
         for (name, skip), changes in ((run, changes) for run in runs for changes in variants):
-            r = run_once(name, jobs, count=args.counts, skip=skip, changes=changes)
+            r = (run_once(name, jobs, count=args.counts, skip=skip, changes=changes) if skip
+                 else run_apart(name, count=args.counts))
             if not changes:
                 print(f"{name + ' (whole reasons)':24} cpu {r['cpu_s']:6.2f} s  in passes {r['pass_s']:6.2f} s  "
                       f"sha256 {r['digest'][:16]}  {line(r['work'])}  "

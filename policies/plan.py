@@ -106,6 +106,11 @@ class Plan:
     unplaced: dict[str, Unplaced] = field(default_factory=dict)
     otherwise: Unplaced | None = None
     since: Mapping[str, Unplaced] | None = None  # unplaced is a change set over these (changes_from)
+    # The policy's promise for the state this plan leaves once applied as it is: its next pass there, with no
+    # event logged and no node's schedulable flag changed in between, would plan nothing and tell every
+    # waiting job the reason this pass told, so the core skips it as the repeat of an empty pass
+    # (Policy.quiet_until; Synergy TUNE's settled re-pack, policies/synergy_lean.py).
+    settles: bool = field(default=False, compare=False)
     # job id -> positions of its actions in ``actions``, in order (the index the queries read).
     _by_job: dict[str, list[int]] = field(default_factory=dict, repr=False, compare=False)
 

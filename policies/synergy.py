@@ -27,6 +27,7 @@ paper compare like with like.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -271,6 +272,9 @@ class Tune(SynergyMechanism):
         actions, otherwise = len(plan.actions), plan.otherwise
         if self.lean and self._mirrored():
             self._settled = self._place_lean(view, runnable, new, plan, free)
+            # (the walk before it preempted nothing: the next pass is handed what it leaves, if the walk finds
+            # the same runnable jobs, which StagedPolicy vouches for or not)
+            plan.settles = self._settled is not None and inputs is not None
         else:
             super().place_all(view, runnable, new, plan, free, state)
         if self._unchanged is not None and (len(plan.actions) != actions or plan.otherwise is not otherwise):
@@ -536,9 +540,12 @@ class _RepackInputs:
     def same(self, other: _RepackInputs, *, equal: bool = False) -> bool:
         """Whether the two are alike: the very allocation objects, or (``equal``) allocations of equal value
         (the core builds its own on applying a plan's changes)."""
-        return (self.ids == other.ids and self.new == other.new and self.running == other.running
-                and self.free == other.free
-                and all(a is b or (equal and a == b) for a, b in zip(self.allocations, other.allocations, strict=True)))
+        if not (self.ids == other.ids and self.new == other.new and self.running == other.running
+                and self.free == other.free):
+            return False
+        if equal:  # (a list's == is each pair's identity, else its ==)
+            return self.allocations == other.allocations
+        return all(map(operator.is_, self.allocations, other.allocations))  # (the ids are equal: as many)
 
 
 class Opt(Tune):
@@ -785,7 +792,8 @@ def _emit(view: ClusterView, plan: Plan, packer: Packer | _Placed, new: Sequence
     cycle of moves (each waiting for another's GPUs) is broken by preempting its first job and
     starting it at its new place in the same plan (the same checkpoint-and-restart as a move)."""
     index = node_index(view)
-    ledger = _Ledger(view.free, index)
+    ledger = _Ledger(view.free, index, view.facts.memo("synergy/capacity", None, lambda: (
+        [n.cpus for n in view.cluster.nodes], [n.memory_mb for n in view.cluster.nodes])))
     for job_id in plan.stops():
         ledger.must(ledger.give(allocation_of(view.running[job_id])))
     later: list[tuple[str, str, Allocation | _Raise]] = []  # (kind, job, what): "up" a _Raise, "move"/"start" alloc
@@ -862,11 +870,10 @@ class _Ledger:
 
     __slots__ = ("c", "cap_c", "cap_m", "index", "m", "mask")
 
-    def __init__(self, free: FreeResources, index: dict[str, int]) -> None:
-        nodes = free.cluster.nodes
+    def __init__(self, free: FreeResources, index: dict[str, int], caps: tuple[list[int], list[int]]) -> None:
         self.c, self.m = free.cpus.tolist(), free.memory_mb.tolist()  # (and the GPUs by their ids' mask)
         self.mask = list(free.gpu_mask)
-        self.cap_c, self.cap_m = [n.cpus for n in nodes], [n.memory_mb for n in nodes]
+        self.cap_c, self.cap_m = caps  # (each node's CPU cores and memory: read only)
         self.index = index
 
     def take(self, allocation: Allocation) -> bool:

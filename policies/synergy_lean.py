@@ -63,6 +63,11 @@ if TYPE_CHECKING:
 # Need.max_gpus' "no limit" for a zero per-GPU demand.
 _BIG = int(np.iinfo(np.int64).max // 4)
 
+# How many (free-id mask, count) answers LeanPack._first_free keeps per cluster. Our choice: 8-GPU servers have
+# at most 2,048 of them; servers with more GPUs could have far more masks, and past this many the answers are
+# worked out afresh (a few microseconds each) rather than kept.
+FIRST_FREE_KEPT = 4096
+
 # The rules a job is placed or reshaped at (Packer.demand, Packer.capped, Packer.gpus_only).
 DEMAND, CAPPED, GPUS_ONLY = 0, 1, 2
 
@@ -92,6 +97,11 @@ class _Job:
 # the re-pack holds it, that server and its demand there (else None), for one on several the job as the
 # re-pack holds it (else None).
 _Turn = tuple[int, int, int, int, JobInfo, "tuple[_Job, int, int, int] | None", "_Job | None"]
+# A select at the demand vector that failed (LeanPack.freed): its shortfall in GPUs (less what moves have freed
+# since), each server's room for more GPUs left by its CPU and memory (less what moves have taken off; worked out
+# on first use), and what that room is worked out from: the demand vector, the free CPU cores and memory then,
+# the usable GPUs then, the servers of other GPU types.
+_Failed = tuple[list[int], dict[int, int], int, int, list[int], list[int], list[int], "list[bool] | None"]
 # A running job's entry kept from pass to pass while it holds the same allocation (repack's _held).
 _Entry = tuple[Allocation, "_Job", _Turn, tuple[str, list[int], bool, int, int], tuple[int, int, int, int, int] | None]
 
@@ -113,11 +123,19 @@ class LeanPack:
         shape = view.shape
         self.shape = shape
         # The cluster's fixed figures as lists, made once per cluster (read only): GPUs, CPU cores and memory per
-        # node, each rack's nodes, the nodes' names.
-        self.cap_g, self.cap_c, self.cap_m, self._racks, self._names = view.facts.memo(
-            "synergy/lean-shape", None, lambda: (shape.gpus.tolist(), shape.cpus.tolist(), shape.memory_mb.tolist(),
-                                                 [r.tolist() for r in shape.rack_nodes], [n.name for n in self.nodes]))
+        # node, each rack's nodes, the nodes' names, each node's GPU-proportional CPU cores and memory per GPU
+        # count (Node.proportional_cpus, proportional_memory_mb); and the lowest free GPU ids per free-id mask and
+        # count, with their bits (_first_free: filled as masks come up).
+        self.cap_g, self.cap_c, self.cap_m, self._racks, self._names, self.prop, self._first = view.facts.memo(
+            "synergy/lean-shape", None, lambda: (
+                shape.gpus.tolist(), shape.cpus.tolist(), shape.memory_mb.tolist(),
+                [r.tolist() for r in shape.rack_nodes], [n.name for n in self.nodes],
+                [[(n.proportional_cpus(k), n.proportional_memory_mb(k)) for k in range(n.gpus + 1)]
+                 for n in self.nodes], {}))
         self.jobs: dict[str, _Job] = {}
+        # The jobs whose CPU and memory may end other than their allocation gives (what :meth:`finish` looks at):
+        # reshaped, placed, held away from their demand, or whose turn did not go back to it in place.
+        self.touched: dict[str, None] = {}
         self.on_node: list[set[str]] = [set() for _ in self.nodes]
         self._excluded: dict[object, list[bool] | None] = {}
         # Whether re-packing what this pass leaves would leave it as it is (:func:`repack` sets it; the
@@ -125,19 +143,9 @@ class LeanPack:
         # failed so far: by how many GPUs, and how many more each server would have given it with more free
         # GPUs (both less what moves have freed since: :meth:`freed`).
         self.settled = False
-        self.failed: list[tuple[list[int], list[int]]] = []
+        self.failed: list[_Failed] = []
 
-    # --- book-keeping (Packer.hold, strip_all, release, place, place_on) ---------------------------
-
-    def strip_all(self, job_ids: Sequence[str]) -> None:
-        c, m, jobs = self.c, self.m, self.jobs
-        for job_id in job_ids:
-            j = jobs[job_id]
-            cs, ms = j.cs, j.ms
-            for i, idx in enumerate(j.idxs):
-                c[idx] += cs[i]
-                m[idx] += ms[i]
-                cs[i] = ms[i] = 0
+    # --- book-keeping (Packer.hold, release, place, place_on) ---------------------------
 
     def release(self, job_id: str) -> _Job:
         j = self.jobs.pop(job_id)
@@ -168,15 +176,16 @@ class LeanPack:
         """``Packer.place``: the lowest free GPU ids on each picked node at ``rule``; False (nothing
         changed) if a part's CPU or memory does not fit."""
         fc, fm, mask = self.c, self.m, self.mask
-        idxs, ks, ids, cs, ms = [], [], [], [], []
+        idxs, ks, ids, bits, cs, ms = [], [], [], [], [], []
         for idx, k in picked:
             pc, pm = self.rule(rule, c, m, idx, k)
-            free_ids = _free_ids(mask[idx], self.cap_g[idx])[:k]
+            free_ids, b = self._first_free(mask[idx], k)
             if len(free_ids) != k or pc > fc[idx] or pm > fm[idx]:
                 return False
             idxs.append(idx)
             ks.append(k)
             ids.append(free_ids)
+            bits.append(b)
             cs.append(pc)
             ms.append(pm)
         g, on_node = self.g, self.on_node
@@ -184,10 +193,20 @@ class LeanPack:
             g[idx] -= ks[i]
             fc[idx] -= cs[i]
             fm[idx] -= ms[i]
-            mask[idx] ^= gpu_bits(ids[i])
+            mask[idx] ^= bits[i]
             on_node[idx].add(job_id)
         self.jobs[job_id] = _Job(None, idxs, ks, ids, cs, ms)
         return True
+
+    def _first_free(self, mask: int, k: int) -> tuple[tuple[int, ...], int]:
+        """The ``k`` lowest ids set in ``mask`` (fewer if it has fewer) and their bits."""
+        found = self._first.get((mask, k))
+        if found is None:
+            ids = tuple([i for i in range(mask.bit_length()) if mask >> i & 1][:k])
+            found = (ids, gpu_bits(ids))
+            if len(self._first) < FIRST_FREE_KEPT:
+                self._first[(mask, k)] = found
+        return found
 
     # --- rules, reshapes, choices (Need, Packer.reshape, Packer.select) ------------------------------
 
@@ -196,8 +215,8 @@ class LeanPack:
             return c * k, m * k
         if rule == GPUS_ONLY:
             return 0, 0
-        node = self.nodes[idx]
-        return min(c * k, node.proportional_cpus(k)), min(m * k, node.proportional_memory_mb(k))
+        pc, pm = self.prop[idx][k]
+        return min(c * k, pc), min(m * k, pm)
 
     def reshape(self, job_id: str, wanted: list[tuple[int, int]]) -> bool:
         """``Packer.reshape``: the job's parts to ``wanted`` (CPU cores, memory) where it is; False (nothing
@@ -205,6 +224,7 @@ class LeanPack:
         j = self.jobs[job_id]
         cs, ms, idxs = j.cs, j.ms, j.idxs
         fc, fm = self.c, self.m
+        self.touched[job_id] = None
         if len(idxs) == 1:
             wc, wm = wanted[0]
             dc, dm = wc - cs[0], wm - ms[0]
@@ -262,8 +282,8 @@ class LeanPack:
     def cap_at(self, job_id: str) -> None:
         """``CapAt``: each of the job's parts down to the GPU-proportional share where it holds more."""
         j = self.jobs[job_id]
-        nodes = self.nodes
-        wanted = [(min(j.cs[i], nodes[idx].proportional_cpus(k)), min(j.ms[i], nodes[idx].proportional_memory_mb(k)))
+        prop = self.prop
+        wanted = [(min(j.cs[i], prop[idx][k][0]), min(j.ms[i], prop[idx][k][1]))
                   for i, (idx, k) in enumerate(zip(j.idxs, j.ks, strict=True))]
         self.reshape(job_id, wanted)
 
@@ -273,18 +293,15 @@ class LeanPack:
         if rule == GPUS_ONLY:
             avail = [g[i] if sched[i] else 0 for i in range(len(g))]
         else:
-            avail = []
-            cap_g, cap_c, cap_m = self.cap_g, self.cap_c, self.cap_m
-            for i in range(len(g)):
-                if not (sched[i] and g[i]):  # (no free GPU: none usable, whatever the CPU and memory; a loaded
-                    avail.append(0)  # round's servers mostly have none)
-                    continue
+            avail = [0] * len(g)  # (no free GPU: none usable, whatever the CPU and memory; a loaded round's servers
+            cap_g, cap_c, cap_m = self.cap_g, self.cap_c, self.cap_m  # mostly have none)
+            for i in [i for i, free in enumerate(g) if free and sched[i]]:
                 by_cpu = fc[i] // c if c > 0 else _BIG
                 by_mem = fm[i] // m if m > 0 else _BIG
                 if rule == CAPPED:
                     by_cpu = max(by_cpu, ((fc[i] + 1) * cap_g[i] - 1) // max(cap_c[i], 1))
                     by_mem = max(by_mem, ((fm[i] + 1) * cap_g[i] - 1) // max(cap_m[i], 1))
-                avail.append(min(g[i], by_cpu, by_mem))
+                avail[i] = min(g[i], by_cpu, by_mem)
         excluded = self._excluded_of(gpu_types)
         if excluded is not None:
             avail = [0 if excluded[i] else a for i, a in enumerate(avail)]
@@ -302,32 +319,36 @@ class LeanPack:
         """``Packer.select(best_fit=True)``: one node, the one with the least free GPUs, CPUs, memory (then
         the lowest index); else several (:func:`choose_nodes`)."""
         avail = self.usable(rule, c, m, gpu_types)
-        g, fc, fm = self.g, self.c, self.m
-        best = None
-        for i, a in enumerate(avail):
-            if a >= gpus:
-                key = (g[i], fc[i], fm[i], i)
-                if best is None or key < best:
-                    best = key
-        if best is not None:
+        if max(avail) >= gpus:  # (most selects of a loaded round find no single server: no walk for them)
+            g, fc, fm = self.g, self.c, self.m
+            best = None
+            for i, a in enumerate(avail):
+                if a >= gpus:
+                    key = (g[i], fc[i], fm[i], i)
+                    if best is None or key < best:
+                        best = key
+            assert best is not None
             return [(best[3], gpus)]
         picked = self._several(avail, gpus)
-        if picked is None and rule == DEMAND:  # (by_cpu, by_mem as usable has them; none on a server that
-            fc, fm, sched = self.c, self.m, self.sched  # takes no work or has GPUs of other types)
-            excluded = self._excluded_of(gpu_types)
-            room = [min(fc[i] // c if c > 0 else _BIG, fm[i] // m if m > 0 else _BIG) - a
-                    if sched[i] and (excluded is None or not excluded[i]) else 0 for i, a in enumerate(avail)]
-            self.failed.append(([gpus - sum(avail)], room))
+        if picked is None and rule == DEMAND:  # (the room per server is worked out when a move asks: freed)
+            self.failed.append(([gpus - sum(avail)], {}, c, m, list(self.c), list(self.m), avail,
+                                self._excluded_of(gpu_types)))
         return picked
 
     def freed(self, j: _Job) -> bool:
         """A move left ``j``'s GPUs free: whether every select at the demand vector that failed before it
         would still fail with them free (each server's usable GPUs grow by at most the GPUs freed there, and
-        by at most the room its CPU and memory leave)."""
-        for short, room in self.failed:
+        by at most the room its CPU and memory left at that select: by_cpu, by_mem as usable has them, less
+        the GPUs usable there then; none on a server that takes no work or has GPUs of other types)."""
+        sched = self.sched
+        for short, room, c, m, fc, fm, avail, excluded in self.failed:
             for idx, k in zip(j.idxs, j.ks, strict=True):
-                more = min(k, room[idx])
-                room[idx] -= more
+                left = room.get(idx)
+                if left is None:
+                    left = (min(fc[idx] // c if c > 0 else _BIG, fm[idx] // m if m > 0 else _BIG) - avail[idx]
+                            if sched[idx] and (excluded is None or not excluded[idx]) else 0)
+                more = min(k, left)
+                room[idx] = left - more
                 short[0] -= more
             if short[0] <= 0:
                 return False
@@ -360,12 +381,15 @@ class LeanPack:
         free.cpus[:] = self.c
         free.memory_mb[:] = self.m
         free.gpu_mask[:] = self.mask
-        names = self._names
+        names, jobs = self._names, self.jobs
         alloc: dict[str, Allocation] = {}
-        for job_id, j in self.jobs.items():
+        for job_id in self.touched:  # (every other job went back to its demand where it is, as it held it)
+            j = jobs.get(job_id)
+            if j is None:  # (released and not placed again: it waits)
+                continue
             base = j.base
             if base is not None and j.cs == j.hc and j.ms == j.hm:
-                continue  # most jobs: back where they were, which _emit reads as no change (None, or the very
+                continue  # back where it was, which _emit reads as no change (None, or the very
                 # allocation, from its packer.alloc.get)
             per_node = tuple(zip(j.cs, j.ms, strict=True))
             if base is None:
@@ -388,7 +412,7 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
     its demand vector and sums :meth:`Tune._renewing`'s per-node figures; ``parsed``: the running jobs'
     entries of the last pass by their allocation's id (:func:`_held`); ``keep`` gets this pass's."""
     demand = tune.demand
-    jobs, on_node = lp.jobs, lp.on_node
+    jobs, on_node, touched = lp.jobs, lp.on_node, lp.touched
     # Tune._renewing's sums: per node the CPU and memory free once the held jobs are released, and the
     # held jobs' demand; and per held job its nodes and whether it is at its demand now. The first is also
     # the free resources once every held job is stripped (Packer.strip_all), the usual next step: each job
@@ -410,12 +434,13 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
         if e is None or e[0] is not allocation:
             e = _held(lp, job, allocation, *demand(view, job))
         keep[key] = e
-        j, turn, h = e[1], e[2], e[3]
+        _, j, turn, h, single = e
         job_id = h[0]
         jobs[job_id] = j
+        if not h[2]:  # (away from its demand: its turn or renewal may change it)
+            touched[job_id] = None
         turns.append(turn)
         held.append(h)
-        single = e[4]
         if single is not None:  # most jobs: one node (the same sums as below)
             idx, pc, pm, ck, mk = single
             j.cs[0] = j.ms[0] = 0
@@ -471,6 +496,7 @@ def repack(tune: Tune, view: ClusterView, lp: LeanPack, runnable: Sequence[JobIn
         elif several is not None and lp.reshape_demand(several, -c, -m):
             continue
         job_id = job.job_id
+        touched[job_id] = None
         if job.allocation is None:
             how = _pack_new(tune, view, lp, job, (-c, -m), plan)
             if how != OTHER:
@@ -631,12 +657,13 @@ def _pack_running(tune: Tune, view: ClusterView, lp: LeanPack, job: JobInfo, cm:
     GPUs, OTHER: placed afresh)."""
     c, m = cm
     job_id = job.job_id
-    if lp.reshape_at(job_id, CAPPED, c, m):
-        return ROUGH
     j = lp.jobs[job_id]
-    for idx, k in list(zip(j.idxs, j.ks, strict=True)):
-        _release(lp, idx, lp.rule(CAPPED, c, m, idx, k))
-    if lp.reshape_at(job_id, CAPPED, c, m):
+    wanted = [lp.rule(CAPPED, c, m, idx, k) for idx, k in zip(j.idxs, j.ks, strict=True)]  # (reshape_at(CAPPED)'s)
+    if lp.reshape(job_id, wanted):
+        return ROUGH
+    for idx, w in zip(j.idxs, wanted, strict=True):
+        _release(lp, idx, w)
+    if lp.reshape(job_id, wanted):
         return ROUGH
     lp.release(job_id)
     _pack_new(tune, view, lp, job, cm, plan)
@@ -650,15 +677,14 @@ def _release(lp: LeanPack, idx: int, wanted: tuple[int, int]) -> None:
     fc, fm = lp.c, lp.m
     if fc[idx] >= wanted[0] and fm[idx] >= wanted[1]:
         return  # (it fits already: the loop below would stop before its first revert)
-    node = lp.nodes[idx]
-    jobs = lp.jobs
+    jobs, prop = lp.jobs, lp.prop[idx]
+    cpus, memory_mb = max(lp.cap_c[idx], 1), max(lp.cap_m[idx], 1)
 
     def excess(job_id: str) -> float:
         j = jobs[job_id]
         i = j.idxs.index(idx)
-        k = j.ks[i]
-        return (max(0, j.cs[i] - node.proportional_cpus(k)) / max(node.cpus, 1)
-                + max(0, j.ms[i] - node.proportional_memory_mb(k)) / max(node.memory_mb, 1))
+        pc, pm = prop[j.ks[i]]
+        return max(0, j.cs[i] - pc) / cpus + max(0, j.ms[i] - pm) / memory_mb
 
     candidates = sorted([(-e, j) for j in lp.on_node[idx] if (e := excess(j)) > 0])  # (most excess first)
     for _, job_id in candidates:
@@ -681,10 +707,6 @@ def _fill(members: Sequence[int], avail: list[int], gpus: int) -> list[tuple[int
         if left == 0:
             break
     return picked
-
-
-def _free_ids(mask: int, gpus: int) -> tuple[int, ...]:
-    return tuple([i for i in range(gpus) if mask >> i & 1])
 
 
 # (what a caller of repack passes as a job's vector; kept for the type checker's sake)

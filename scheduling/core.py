@@ -96,6 +96,8 @@ class _Quiet:
     # For a round-gated policy (Policy.quiet_until): whether the pass was at a round boundary, as the
     # passes it vouches for must be; None: any pass.
     at_round: bool | None = None
+    # Left by a pass that acted with the policy's promise (Plan.settles) rather than by an empty pass.
+    promised: bool = False
 
 
 class SchedulingCore:
@@ -139,6 +141,10 @@ class SchedulingCore:
         # is skipped. Asked only when a pass finds the state unchanged: most empty passes are followed
         # by an arrival or a completion, which makes the answer moot.
         self._quiet: _Quiet | None = None
+        # Skip the pass after one whose plan promised to leave a state the next pass leaves as it is
+        # (Plan.settles); with ``verify_promises`` (tests) run it anyway and raise if it plans or tells anything.
+        self.keep_promises = True
+        self.verify_promises = False
         self.skipped_passes = 0
         # Why jobs wait: the reasons the last pass gave (its Plan.unplaced, kept as it is: a loaded queue has
         # hundreds of waiting jobs per pass) and its reason for the jobs it did not look at (Plan.otherwise).
@@ -290,7 +296,7 @@ class SchedulingCore:
             return self._schedule_split(now, split)
         policy = self._policy_for(RUNS_COMMANDS if self.backends.known and not self._live[EMULATES]
                                   and self._live[RUNS_COMMANDS] else EMULATES)
-        quiet = self._quiet
+        quiet, promised = self._quiet, None
         if (quiet is not None and quiet.policy is policy and quiet.events == len(self.log)
                 and quiet.schedulable == self.free.schedulable.tobytes()
                 and (quiet.at_round is None
@@ -298,8 +304,10 @@ class SchedulingCore:
             if quiet.until is None:
                 quiet.until = policy.quiet_until(quiet.view)
             if now < quiet.until:
-                self.skipped_passes += 1  # the last pass planned nothing and this one would, word for word
-                return []
+                if not (quiet.promised and self.verify_promises):
+                    self.skipped_passes += 1  # the last pass planned nothing and this one would, word for word
+                    return []
+                promised = self._reasons()  # (run it, and hold it to the promise below)
         started = time.perf_counter()
         view = self.view(now)
         state = PassState()
@@ -312,14 +320,24 @@ class SchedulingCore:
         policy.on_applied(view, plan, state)
         self.passes += 1
         self._note_reasons(plan.unplaced, plan.otherwise, since=plan.since, acted=bool(plan.actions))
+        if promised is not None and (plan.actions or self._reasons() != promised):
+            raise AssertionError(f"{policy.name}: a pass the last one promised to leave as it was changed something")
         self._quiet = None
+        at_round = view.at_round_boundary if getattr(policy, "round_gated", False) else None
         if not plan.actions:
             # Every change the core makes to a job is an event, so the log's length stands for the jobs'
             # states and allocations; the schedulable flags are the rest of what the free resources say.
-            self._quiet = _Quiet(view, len(self.log), self.free.schedulable.tobytes(), policy,
-                                 at_round=view.at_round_boundary if getattr(policy, "round_gated", False) else None)
+            self._quiet = _Quiet(view, len(self.log), self.free.schedulable.tobytes(), policy, at_round=at_round)
+        elif plan.settles and self.keep_promises:  # (as if an empty pass had followed: a view after the plan)
+            self._quiet = _Quiet(self.view(now), len(self.log), self.free.schedulable.tobytes(), policy,
+                                 at_round=at_round, promised=True)
         self.pass_seconds.add(time.perf_counter() - started)
         return applied
+
+    def _reasons(self) -> dict[str, Unplaced | None]:
+        """Every waiting job's reason as :meth:`wait_of` tells it (``verify_promises``)."""
+        return {job_id: self.wait_of(record) for job_id, record in self.records.items()
+                if record.state is JobState.PENDING}
 
     def _policy_for(self, kind: int) -> Policy:
         """The policy instance of a kind of job: the given one for jobs without a command (and any pass

@@ -40,14 +40,14 @@ ProgressCallback = Callable[[int, int, float], None]  # (finished jobs, known jo
 @contextlib.contextmanager
 def _earlier_objects_frozen() -> Iterator[None]:
     """While a run lasts, Python's cyclic garbage collector leaves alone the objects that existed before it
-    (``gc.freeze``; ``gc.unfreeze`` after). Its full collections scan every tracked object: in Synergy's public
-    configuration (benchmarks/bench_synergy_public_config.py) two of them, mostly over the ~200,000 objects of
-    the imports (numba's among them) and the trace, cost 0.23-0.30 s, 7-9 % of the run. Nothing the run decides
-    depends on when the collector runs. A freeze already in place (the caller's, or another thread's run) is
-    left as it is. (Garbage left before a run is frozen with the rest for the run's length and collected by a
-    full collection after it; a process that runs simulations back to back with nothing between them keeps it
-    longer. Collecting it first would cost a full collection of the whole process at every run, large in a
-    long-lived process that holds many objects, such as the test suite's.)"""
+    (``gc.freeze``; ``gc.unfreeze`` after): :meth:`Simulator.run`'s ``freeze_gc``. Its full collections scan
+    every tracked object: in Synergy's public configuration (benchmarks/bench_synergy_public_config.py) two of
+    them, mostly over the ~200,000 objects of the imports (numba's among them) and the trace, cost 0.23-0.30 s,
+    7-9 % of the run. Nothing the run decides depends on when the collector runs. A freeze already in place
+    (the caller's, or another thread's run) is left as it is. Garbage left before the run is frozen with the
+    rest, so it is for a process that runs one simulation, or collects before each (a benchmark, outside its
+    timer): run back to back with nothing between them, each run froze the last one's objects through its
+    own, and the process grew by ~75,000 objects a run on that configuration."""
     if gc.get_freeze_count():
         yield
         return
@@ -110,14 +110,19 @@ class Simulator:
             heapq.heappush(self._heap, (when, kind, self._seq, job_id, epoch))
 
     def run(self, jobs: Iterable[JobSpec], *, on_progress: ProgressCallback | None = None,
-            total_jobs: int | None = None, until: tuple[int, int] | None = None) -> SimulationRun:
+            total_jobs: int | None = None, until: tuple[int, int] | None = None,
+            freeze_gc: bool = False) -> SimulationRun:
         """Replay ``jobs`` (sorted by submit time) until every accepted job has ended.
 
         ``until=(start, end)`` ends the run instead as soon as every job at trace positions
         [start, end) has ended (completed or been rejected), as Synergy's simulator ends a run
         once its measured jobs 4000-4999 are done (``runner.py``, ``is_measurement_complete``):
         arrivals keep coming until then, so the measured jobs see an open system, not one
-        that drains after the last arrival."""
+        that drains after the last arrival. ``freeze_gc``: the objects that exist before the run
+        are left out of the garbage collector's work for its length (:func:`_earlier_objects_frozen`
+        says when that is safe)."""
+        if not freeze_gc:
+            return self._run(jobs, on_progress, total_jobs, until)
         with _earlier_objects_frozen():
             return self._run(jobs, on_progress, total_jobs, until)
 

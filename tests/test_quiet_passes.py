@@ -177,23 +177,29 @@ def test_a_round_based_placement_skips_only_a_repeated_round(small_cluster, perf
     """Synergy's TUNE places at round boundaries only (§3), so its passes between rounds say "waits for
     the next round" and its round passes give each job its own reason: an empty round pass vouches only
     for later round passes (``StagedPolicy.round_gated``). b waits behind a on the one schedulable node:
-    the round at 300 s changes nothing; the pass at 450 s (between rounds, same state) runs; the round
-    at 600 s runs (the last pass was of the other kind); the round at 900 s repeats it and is skipped."""
-    core = SchedulingCore(small_cluster, make_policy("synergy-tune:fifo"), perf)
-    core.free.schedulable[:] = False
-    core.free.schedulable[small_cluster.node("r0-n0").index] = True
-    core.submit(job(4, job_id="a", iterations=10**6), 0.0)
-    core.submit(job(4, job_id="b", iterations=10**6), 0.0)
-    core.schedule(0.0)
-    assert core.records["a"].state is JobState.RUNNING
-    b = core.records["b"]
-    assert core.schedule(300.0) == [] and core.skipped_passes == 0
-    at_round = core.wait_of(b)
-    assert core.schedule(450.0) == [] and core.skipped_passes == 0
-    between = core.wait_of(b)
-    assert "next round" in between.reason and between != at_round
-    assert core.schedule(600.0) == [] and core.skipped_passes == 0 and core.wait_of(b) == at_round
-    assert core.schedule(900.0) == [] and core.skipped_passes == 1 and core.wait_of(b) == at_round
+    the round at 300 s changes nothing (skipped: the pass at 0 s that started a promised so, Plan.settles;
+    run anyway, it keeps the promise); the pass at 450 s (between rounds, same state) runs; the round at
+    600 s runs (the last pass was of the other kind); the round at 900 s repeats it and is skipped."""
+    for verify in (True, False):
+        core = SchedulingCore(small_cluster, make_policy("synergy-tune:fifo"), perf)
+        core.verify_promises = verify
+        core.free.schedulable[:] = False
+        core.free.schedulable[small_cluster.node("r0-n0").index] = True
+        core.submit(job(4, job_id="a", iterations=10**6), 0.0)
+        core.submit(job(4, job_id="b", iterations=10**6), 0.0)
+        core.schedule(0.0)
+        assert core.records["a"].state is JobState.RUNNING
+        b = core.records["b"]
+        at_start = core.wait_of(b)
+        assert core.schedule(300.0) == [] and core.skipped_passes == (0 if verify else 1)
+        at_round = core.wait_of(b)
+        assert at_round == at_start
+        assert core.schedule(450.0) == [] and core.skipped_passes == (0 if verify else 1)
+        between = core.wait_of(b)
+        assert "next round" in between.reason and between != at_round
+        skipped = core.skipped_passes
+        assert core.schedule(600.0) == [] and core.skipped_passes == skipped and core.wait_of(b) == at_round
+        assert core.schedule(900.0) == [] and core.skipped_passes == skipped + 1 and core.wait_of(b) == at_round
 
 
 class _FifoNeverQuiet(Fifo):

@@ -4,10 +4,14 @@ preemptions, starts and every waiting job's reason."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from halyard.datamodel import EventKind, JobState, load_cluster
 from halyard.policies import make_policy, staged
+from halyard.policies.stages import Ranking
 from halyard.scheduling import Simulator
 from halyard.scheduling.timing import performance_model_for
 from halyard.traces import generate_synergy_trace
@@ -46,3 +50,19 @@ def test_skipping_the_running_head_changes_no_event_and_no_wait_reason(policy_na
         assert skip_waits == walk_waits
         assert bool(walk_waits) == (until is not None)  # stopped half-way, jobs wait; at the end none does
     assert any(kind is EventKind.PREEMPTED for _, _, _, kind, _ in walk_log)
+
+
+@given(held=st.lists(st.integers(0, 8), max_size=300), budget=st.integers(-2, 600),
+       walk=st.sampled_from([0, 1, 5, staged.HEAD_WALK]))
+def test_the_running_head_is_the_leading_running_jobs_that_fit_one_after_another(held, budget, walk):
+    """``_running_head``'s Python walk of the first HEAD_WALK entries and its numpy path past them (HEAD_WALK 0:
+    numpy alone) both answer the definition: the running jobs (GPUs >= 1) before the first waiting one (0)
+    whose GPUs fit the budget one after another, and the GPUs they hold."""
+    head = fits = 0
+    while head < len(held) and held[head] and fits + held[head] <= budget:
+        fits += held[head]
+        head += 1
+    ranking = Ranking([], None, np.array(held, np.int64))
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(staged, "HEAD_WALK", walk)
+        assert staged.StagedPolicy._running_head(ranking, budget) == (head, fits)

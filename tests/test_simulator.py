@@ -155,10 +155,11 @@ def test_until_measured_needs_a_window(small_cluster):
         simulate_jobs([job(1, iterations=10)], small_cluster, "fifo", until_measured=True)
 
 
-def test_a_run_freezes_the_earlier_objects_for_the_collector_and_leaves_a_freeze_as_it_found_it(small_cluster, perf):
-    """Simulator.run keeps Python's cyclic collector off the objects that existed before it (gc.freeze, 7-9 % of
-    Synergy's public configuration was full collections over them) and unfreezes them after, also when the run
-    raises; a freeze the caller made is neither added to nor undone."""
+def test_a_run_asked_to_freeze_the_earlier_objects_does_so_and_leaves_a_freeze_as_it_found_it(small_cluster, perf):
+    """Simulator.run(freeze_gc=True) keeps Python's cyclic collector off the objects that existed before it
+    (gc.freeze, 7-9 % of Synergy's public configuration was full collections over them) and unfreezes them
+    after, also when the run raises; a freeze the caller made is neither added to nor undone. By default it
+    freezes nothing: run back to back, each run would freeze the garbage the last one left."""
     seen: list[int] = []
 
     def progress(finished, known, now):
@@ -167,16 +168,19 @@ def test_a_run_freezes_the_earlier_objects_for_the_collector_and_leaves_a_freeze
     jobs = [job(8, iterations=100, job_id=f"g{k}", submit=5.0 * k) for k in range(3)]
     assert gc.get_freeze_count() == 0
     Simulator(small_cluster, make_policy("fifo"), perf).run(jobs, on_progress=progress)
+    assert seen and max(seen) == 0
+    seen.clear()
+    Simulator(small_cluster, make_policy("fifo"), perf).run(jobs, on_progress=progress, freeze_gc=True)
     assert seen and min(seen) > 0 and gc.get_freeze_count() == 0
     unsorted = [job(8, iterations=100, job_id="late", submit=50.0), job(8, iterations=100, job_id="early", submit=1.0)]
     with pytest.raises(ValidationError, match="not sorted"):
-        Simulator(small_cluster, make_policy("fifo"), perf).run(unsorted)
+        Simulator(small_cluster, make_policy("fifo"), perf).run(unsorted, freeze_gc=True)
     assert gc.get_freeze_count() == 0
     gc.freeze()
     try:
         frozen = gc.get_freeze_count()
         seen.clear()
-        Simulator(small_cluster, make_policy("fifo"), perf).run(jobs, on_progress=progress)
+        Simulator(small_cluster, make_policy("fifo"), perf).run(jobs, on_progress=progress, freeze_gc=True)
         assert seen and gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()

@@ -18,7 +18,7 @@ from halyard.datamodel import JobState, load_cluster
 from halyard.policies import synergy_lean
 from halyard.policies.ordering import ORDERINGS
 from halyard.policies.staged import StagedPolicy
-from halyard.policies.synergy import Tune
+from halyard.policies.synergy import Tune, _RepackInputs
 from halyard.scheduling import Simulator
 from halyard.scheduling.timing import performance_model_for
 from halyard.traces.generator import generate_synergy_trace
@@ -30,7 +30,7 @@ class _Counting(Tune):
     def __init__(self, *, verify: bool) -> None:
         super().__init__()
         self.verify_settled = verify
-        self.repacks = self.certified = 0
+        self.repacks = self.certified = self.skipped = 0
 
     def repack_lean(self, *args, **kwargs):
         self.repacks += 1
@@ -41,15 +41,18 @@ class _Counting(Tune):
         return super()._place_lean(*args, **kwargs)
 
 
-def _run(ordering: str, jobs: int, rate: float, seed: int, cluster: str, *, verify: bool):
+def _run(ordering: str, jobs: int, rate: float, seed: int, cluster: str, *, verify: bool, promises: bool = True,
+         verify_promises: bool = False):
     mechanism = _Counting(verify=verify)
     policy = StagedPolicy(f"synergy-tune:{ordering}", ORDERINGS[ordering](), placement=mechanism)
     sim = Simulator(load_cluster(cluster), policy, performance_model_for(policy, contention="fair"))
+    sim.core.keep_promises, sim.core.verify_promises = promises, verify_promises
     sim.run(generate_synergy_trace(jobs, rate_per_hour=rate, multi_gpu=True, seed=seed),
             until=(jobs - 50, jobs - 49))  # stopped early: the jobs still waiting then compare their reasons too
     core = sim.core
     log = [(e.seq, repr(e.time), e.job_id, e.kind, e.state, e.detail) for e in core.log]
     waits = {r.job_id: core.wait_of(r) for r in core.records.values() if r.state is JobState.PENDING}
+    mechanism.skipped = core.skipped_passes
     return mechanism, log, waits
 
 
@@ -98,3 +101,34 @@ def test_a_refused_plan_certifies_nothing():
     tune._settled = tune._unchanged = object()  # type: ignore[assignment]
     tune.on_rejected(None, None, None)  # type: ignore[arg-type]
     assert tune._settled is None and tune._unchanged is None
+
+
+@pytest.mark.parametrize(("ordering", "jobs", "rate", "seed", "cluster"), WORKLOADS)
+def test_a_promised_pass_changes_nothing_and_skipping_it_changes_no_event(ordering, jobs, rate, seed, cluster):
+    """Plan.settles: a pass whose re-pack is certified settled, and whose walk finds the same runnable jobs on
+    the state it leaves (FIFO's arrival order), promises the next pass plans nothing and tells the same reasons;
+    the core skips that pass. Run anyway (``verify_promises``), each such pass keeps the promise; skipped, the
+    run logs the same events and reasons. LAS and SRTF rank a job otherwise once it runs: no promise."""
+    checked, checked_log, checked_waits = _run(ordering, jobs, rate, seed, cluster, verify=False,
+                                               verify_promises=True)
+    kept, kept_log, kept_waits = _run(ordering, jobs, rate, seed, cluster, verify=False)
+    plain, plain_log, plain_waits = _run(ordering, jobs, rate, seed, cluster, verify=False, promises=False)
+    assert kept_log == plain_log == checked_log and kept_waits == plain_waits == checked_waits
+    assert checked.skipped == plain.skipped
+    if ordering == "fifo":
+        assert kept.skipped > plain.skipped  # the promised passes (each run and held to it when checked)
+    else:
+        assert kept.skipped == plain.skipped
+
+
+def test_a_promise_after_a_repack_not_certified_settled_is_broken(monkeypatch):
+    """The re-pack's part of the promise is needed: promised after every re-pack that acted, a promised pass
+    plans or tells something on the FIFO workload of the public configuration's cluster."""
+    place_lean = Tune._place_lean
+
+    def promising(self, view, runnable, new, plan, free):
+        settled = place_lean(self, view, runnable, new, plan, free)
+        return settled if settled is not None or not plan.actions else _RepackInputs((), [], (), 0, ())
+    monkeypatch.setattr(Tune, "_place_lean", promising)
+    with pytest.raises(AssertionError, match="promised to leave as it was changed something"):
+        _run(*WORKLOADS[2], verify=False, verify_promises=True)

@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         tables, rejected = simulate_jobs(loaded.jobs, cluster, args.policy, round_s=args.round_s,
                                          contention=args.contention, measure=measure,
                                          until_measured=args.until_measured, on_progress=bar,
-                                         catalog=catalog)
+                                         catalog=catalog, freeze_gc=True)  # (one simulation in this process)
     result = annotate(tables.summary, trace=str(trace_path), loaded=loaded, seed=args.seed,
                       contention=args.contention, round_s=args.round_s)
     Console().print(summary_table(result, f"halyard simulate: {trace_path.name} on {cluster.name}"))

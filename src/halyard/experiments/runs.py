@@ -97,10 +97,11 @@ def simulate_jobs(jobs: Sequence[JobSpec], cluster: Cluster, policy_name: str, *
                   round_s: float = DEFAULT_ROUND_S, contention: str = "fair",
                   measure: tuple[int, int] | None = None, until_measured: bool = False,
                   on_progress: ProgressCallback | None = None,
-                  catalog: Catalog | None = None) -> tuple[RunTables, list[Rejected]]:
+                  catalog: Catalog | None = None, freeze_gc: bool = False) -> tuple[RunTables, list[Rejected]]:
     """Replay ``jobs`` through ``policy_name`` on the simulator: summary, per-job table and timeline
     (``catalog``: the performance model's, default the built-in one). ``until_measured`` ends the
-    run once the ``measure`` window's jobs have ended (:meth:`Simulator.run`'s ``until``)."""
+    run once the ``measure`` window's jobs have ended (:meth:`Simulator.run`'s ``until``); ``freeze_gc``
+    as :meth:`Simulator.run` has it (for a process that runs this one simulation)."""
     if until_measured and measure is None:
         raise ValidationError("needs a --measure window", field="--until-measured")
     if round_s <= 0:
@@ -114,7 +115,7 @@ def simulate_jobs(jobs: Sequence[JobSpec], cluster: Cluster, policy_name: str, *
     timeline = TimelineRecorder(simulator.core)
     started = time.perf_counter()
     outcome = simulator.run(jobs, on_progress=on_progress, total_jobs=len(jobs),
-                            until=measure if until_measured else None)
+                            until=measure if until_measured else None, freeze_gc=freeze_gc)
     wall_s = time.perf_counter() - started
     summary = summarize(simulator.core, policy=policy.name, trace_jobs=len(jobs), rejected=len(outcome.rejected),
                         wall_s=wall_s, measure=measure)
