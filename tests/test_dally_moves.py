@@ -15,12 +15,19 @@ from types import SimpleNamespace
 import pytest
 
 from halyard.datamodel import Allocation, NodeAllocation, StagePlan
-from halyard.policies.dally import _builds_as, _gpus_of, _write_moves
+from halyard.policies.dally import _gpus_of, _write_moves
+from halyard.policies.dally_bids import HeldParts
 from halyard.policies.facts import ClusterShape
 from halyard.policies.placement import build_allocation, usable_gpus
 from halyard.policies.plan import Plan
 from halyard.policies.resources import FreeResources
 from halyard.policies.view import allocation_of
+
+
+def _builds_as(free: FreeResources, picked: list[tuple[int, int]], held: Allocation) -> bool:
+    """Whether the re-auction reuses ``held`` for a bid of ``picked`` (``HeldParts.builds_as``,
+    policies/dally_bids.py)."""
+    return HeldParts.builds_as(free, picked, *HeldParts().of(free.cluster, "job", held))
 
 
 def write_moves_by_rounds(plan: Plan, view, moves: dict[str, Allocation], starts: list) -> None:
@@ -96,10 +103,10 @@ def test_a_ring_is_broken_by_preempting_its_first_move():
 
 @pytest.mark.parametrize("seed", range(40))
 def test_a_retake_reuses_what_it_held_only_when_build_allocation_would_build_it(seed, small_cluster):
-    """A lease end's bid that takes back what the job held reuses its allocation unbuilt (policies/dally.py
-    ``_builds_as``, issue 38): it must say so exactly when ``build_allocation`` gives an equal allocation, on drawn
-    free GPUs and held allocations (the one built, or one that differs in GPU ids, CPU, memory, a node, logical
-    workers, stages or a time-shift)."""
+    """A lease end's bid that takes back what the job held reuses its allocation unbuilt (policies/dally_bids.py
+    ``HeldParts.builds_as``, issue 38): it must say so exactly when ``build_allocation`` gives an equal
+    allocation, on drawn free GPUs and held allocations (the one built, or one that differs in GPU ids, CPU,
+    memory, a node, logical workers, stages or a time-shift)."""
     rng = random.Random(seed)
     shape = ClusterShape(small_cluster)
     reused = differ = 0
