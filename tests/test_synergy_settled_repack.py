@@ -7,7 +7,8 @@ The certificate is an argument about the re-pack's steps, so it is held to the r
 workloads: with ``Tune.verify_settled`` every certified re-pack runs anyway and a change fails the run, and
 a run that skips them logs the same events and reasons. Re-packing is not idempotent in general (a re-pack
 of what one left can move jobs: certifying every re-pack fails the first two workloads below), and the
-certificate's move rule (``LeanPack.freed``) is needed on two of them.
+certificate's move rule (``LeanPack.freed``) is needed on two of them. The pass after a settled re-pack is
+skipped by the core on the plan's promise (``Plan.settles``), held the same way (``verify_promises``).
 """
 
 from __future__ import annotations
