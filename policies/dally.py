@@ -160,7 +160,7 @@ from halyard.policies.adjusting import adjust, applied, rejected
 from halyard.policies.dally_bids import HeldParts, KeptOffers, parts_of
 from halyard.policies.dally_pass import TOLD_CODES_KEY, DallyPass
 from halyard.policies.dally_preemption import NwSensPreemption
-from halyard.policies.dally_stages import DelayScheduling, JobStatic, NwSensOrdering, delay_decision, starvation
+from halyard.policies.dally_stages import DelayScheduling, JobStatic, NwSensOrdering, starvation
 from halyard.policies.dally_timers import AutoTuner, TimerSource
 from halyard.policies.facts import ClusterShape
 from halyard.policies.passstate import PassState
@@ -475,9 +475,8 @@ class Dally:
             if picked is not None:  # (lines 5-8: no timer read)
                 return (picked, Level.MACHINE), avail, wait_s, math.nan, math.nan
             timers = offers.miss(types, demand, self.delay.job_timers(view, job, state, static))
-        t_mc, t_rk = timers  # (lines 10-21, the machine tried: DelayScheduling.offer's rest)
-        decision = delay_decision(avail, view.shape, demand, wait_s, t_mc, t_rk, None, True, offers.summary(types))
-        return decision, avail, wait_s, t_mc, t_rk
+        return self.delay.offer(view, job, avail, wait_s, state, lazy=True, machine_tried=True,  # (lines 10-21)
+                                summary=offers.summary(types), timers=timers)
 
     def _shape_lists(self, shape: ClusterShape) -> tuple[list[int], list[int], list[int], list[int]]:
         """The GPUs, CPUs, memory and rack of each node of ``shape`` as lists (what NodeOffer reads), once per shape."""

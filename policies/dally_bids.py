@@ -27,6 +27,7 @@ workloads):
 from __future__ import annotations
 
 import bisect
+from collections.abc import Collection
 
 import numpy as np
 
@@ -136,10 +137,10 @@ class HeldParts:
             kept = self._kept[job_id] = (allocation, *_parts(cluster, allocation))
         return kept[1], kept[2]
 
-    def prune(self, running: object) -> None:
-        """Forget the jobs not in ``running`` (a container of job ids) once they are most of the memo."""
-        if len(self._kept) > 2 * len(running) + PRUNE_SLACK:  # type: ignore[arg-type]
-            self._kept = {k: v for k, v in self._kept.items() if k in running}  # type: ignore[operator]
+    def prune(self, running: Collection[str]) -> None:
+        """Forget the jobs not in ``running`` (job ids) once they are most of the memo."""
+        if len(self._kept) > 2 * len(running) + PRUNE_SLACK:
+            self._kept = {k: v for k, v in self._kept.items() if k in running}
 
     @staticmethod
     def builds_as(free: FreeResources, picked: Picked, parts: tuple[LedgerPart, ...],

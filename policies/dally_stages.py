@@ -300,16 +300,17 @@ class DelayScheduling(Placement):
 
     def offer(self, view: ClusterView, job: JobInfo, avail: np.ndarray, wait_s: float, state: PassState,
               lazy: bool = False, machine_tried: bool = False, summary: OfferSummary | None = None,
-              static: JobStatic | None = None) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
+              timers: tuple[float, float] | None = None,
+              ) -> tuple[tuple[Picked, Level] | None, np.ndarray, float, float, float]:
         """:meth:`decide` on the offer ``avail`` with starvation ``wait_s``; ``machine_tried`` (with ``lazy``): the
         caller found no machine already (lines 5-8 are not asked again); ``summary``: :func:`delay_decision`'s;
-        ``static``: :meth:`job_timers`'."""
+        ``timers``: :meth:`job_timers`' answer if the caller has it."""
         demand = job.spec.num_gpus
         if lazy and not machine_tried:
             picked = machine_offer(avail, view.shape, demand, self.first_fit)
             if picked is not None:
                 return (picked, Level.MACHINE), avail, wait_s, math.nan, math.nan
-        t_mc, t_rk = self.job_timers(view, job, state, static)
+        t_mc, t_rk = self.job_timers(view, job, state) if timers is None else timers
         decision = delay_decision(avail, view.shape, demand, wait_s, t_mc, t_rk, self.first_fit, lazy, summary)
         return decision, avail, wait_s, t_mc, t_rk
 

@@ -44,7 +44,7 @@ from halyard.policies.staged import StagedPolicy
 from halyard.policies.stages import BatchPlacement
 from halyard.policies.synergy_lean import LeanPack
 from halyard.policies.synergy_lean import repack as lean_repack
-from halyard.policies.synergy_packing import CapAt, KeptShapes, Packer, node_index
+from halyard.policies.synergy_packing import CapAt, KeptShapes, Packer, capacities, node_index
 from halyard.policies.synergy_profile import job_profile
 from halyard.policies.view import ClusterView, JobInfo, allocation_of
 
@@ -792,8 +792,7 @@ def _emit(view: ClusterView, plan: Plan, packer: Packer | _Placed, new: Sequence
     cycle of moves (each waiting for another's GPUs) is broken by preempting its first job and
     starting it at its new place in the same plan (the same checkpoint-and-restart as a move)."""
     index = node_index(view)
-    ledger = _Ledger(view.free, index, view.facts.memo("synergy/capacity", None, lambda: (
-        [n.cpus for n in view.cluster.nodes], [n.memory_mb for n in view.cluster.nodes])))
+    ledger = _Ledger(view.free, index, capacities(view))
     for job_id in plan.stops():
         ledger.must(ledger.give(allocation_of(view.running[job_id])))
     later: list[tuple[str, str, Allocation | _Raise]] = []  # (kind, job, what): "up" a _Raise, "move"/"start" alloc

@@ -54,6 +54,7 @@ from halyard.policies.placement import no_fit
 from halyard.policies.plan import Plan
 from halyard.policies.reasons import cannot_fit
 from halyard.policies.resources import FreeResources, gpu_bits
+from halyard.policies.synergy_packing import capacities
 from halyard.policies.view import ClusterView, JobInfo
 
 if TYPE_CHECKING:
@@ -122,14 +123,15 @@ class LeanPack:
         self.sched: list[bool] = free.schedulable.tolist()
         shape = view.shape
         self.shape = shape
-        # The cluster's fixed figures as lists, made once per cluster (read only): GPUs, CPU cores and memory per
-        # node, each rack's nodes, the nodes' names, each node's GPU-proportional CPU cores and memory per GPU
-        # count (Node.proportional_cpus, proportional_memory_mb); and the lowest free GPU ids per free-id mask and
-        # count, with their bits (_first_free: filled as masks come up).
-        self.cap_g, self.cap_c, self.cap_m, self._racks, self._names, self.prop, self._first = view.facts.memo(
+        # The cluster's fixed figures as lists, made once per cluster (read only): CPU cores and memory per node
+        # (synergy_packing.capacities, as _emit's ledger reads them); GPUs per node, each rack's nodes, the nodes'
+        # names, each node's GPU-proportional CPU cores and memory per GPU count (Node.proportional_cpus,
+        # proportional_memory_mb); and the lowest free GPU ids per free-id mask and count, with their bits
+        # (_first_free: filled as masks come up).
+        self.cap_c, self.cap_m = capacities(view)
+        self.cap_g, self._racks, self._names, self.prop, self._first = view.facts.memo(
             "synergy/lean-shape", None, lambda: (
-                shape.gpus.tolist(), shape.cpus.tolist(), shape.memory_mb.tolist(),
-                [r.tolist() for r in shape.rack_nodes], [n.name for n in self.nodes],
+                shape.gpus.tolist(), [r.tolist() for r in shape.rack_nodes], [n.name for n in self.nodes],
                 [[(n.proportional_cpus(k), n.proportional_memory_mb(k)) for k in range(n.gpus + 1)]
                  for n in self.nodes], {}))
         self.jobs: dict[str, _Job] = {}

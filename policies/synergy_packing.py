@@ -91,6 +91,13 @@ def node_index(view: ClusterView) -> dict[str, int]:
     return view.facts.memo("synergy/node-index", None, lambda: {n.name: i for i, n in enumerate(nodes)})
 
 
+def capacities(view: ClusterView) -> tuple[list[int], list[int]]:
+    """Each node's CPU cores and memory as lists, made once per cluster (read only): what the lean re-pack and
+    ``_emit``'s ledger bound a node's free resources by."""
+    shape = view.shape
+    return view.facts.memo("synergy/capacity", None, lambda: (shape.cpus.tolist(), shape.memory_mb.tolist()))
+
+
 class Packer:
     """Plans one pass on a copy of the ledger: job -> allocation, nodes -> jobs."""
 

@@ -121,9 +121,7 @@ class Simulator:
         that drains after the last arrival. ``freeze_gc``: the objects that exist before the run
         are left out of the garbage collector's work for its length (:func:`_earlier_objects_frozen`
         says when that is safe)."""
-        if not freeze_gc:
-            return self._run(jobs, on_progress, total_jobs, until)
-        with _earlier_objects_frozen():
+        with _earlier_objects_frozen() if freeze_gc else contextlib.nullcontext():
             return self._run(jobs, on_progress, total_jobs, until)
 
     def _run(self, jobs: Iterable[JobSpec], on_progress: ProgressCallback | None, total_jobs: int | None,
