@@ -37,7 +37,7 @@ class GroupCommit:
         self._enough: asyncio.Future[None] | None = None  # resolved once _want callers are waiting
         self._want = 1
         self._probe_gap = 1  # commits of one caller between probes for a second (doubles while none comes)
-        self._probe_in = 1
+        self._probe_in = 0  # commits of one caller until the next probe (counted in done(), by any commit path)
         self.on_commit: Callable[[int], None] | None = None  # metrics hook: submissions in each commit
 
     def add(self) -> None:
@@ -59,8 +59,11 @@ class GroupCommit:
 
     def done(self) -> None:
         """Everything applied so far is stored: answer the callers waiting for it."""
-        if self.uncommitted and self.on_commit is not None:
-            self.on_commit(self.uncommitted)
+        if self.uncommitted:
+            if self.on_commit is not None:
+                self.on_commit(self.uncommitted)
+            if self._waiting <= 1:
+                self._probe_in -= 1
         self.uncommitted = 0
         self._waiting = 0
         group, self._group = self._group, None
@@ -104,7 +107,9 @@ class GroupCommit:
         a second caller comes, backing off exponentially (to one in
         ``GROUP_COMMIT_MAX_PROBE_GAP`` commits) while none does: callers whose calls gRPC
         delivers one at a time show no concurrency otherwise. So a lone submitter almost
-        never waits, and 50 callers in a loop share a commit.
+        never waits, and 50 callers in a loop share a commit. The commits between probes are
+        counted in :meth:`done`, by whichever path made them: a scheduling pass's own persist
+        often takes a lone caller's submission before this gather sees its caller.
         PostgreSQL's ``commit_delay`` makes the same bargain, waiting only while
         ``commit_siblings`` other transactions are active.
         """
@@ -113,10 +118,7 @@ class GroupCommit:
         if window <= 0:
             return
         target, probing = self._callers, False
-        if self._waiting >= target and self._waiting <= 1:
-            self._probe_in -= 1
-            if self._probe_in > 0:
-                return
+        if target <= 1 and self._waiting <= 1 and self._probe_in <= 0:
             target, probing = 2, True  # does a second caller come?
         if self._waiting < target:
             await self._await_callers(target, window)

@@ -15,6 +15,7 @@ import pytest
 
 from halyard.clock import ManualClock
 from halyard.controlplane.errors import Unavailable
+from halyard.controlplane.group_commit import GroupCommit
 from halyard.controlplane.service import ControlPlane
 from halyard.controlplane.store import SqliteStore
 from halyard.datamodel import JobSpec, JobState
@@ -297,6 +298,27 @@ async def test_a_lone_submitter_waits_for_the_window_only_in_rare_probes(tmp_pat
         assert cp.commits._probe_gap == 64
     finally:
         await cp.stop()
+
+
+async def test_probes_count_the_commits_other_paths_make():
+    """A lone caller's submission is often stored by a pass's own persist before the group commit's gather sees
+    its caller (the CI failure of session 18: the gap stood at 32 after 100 commits). Every commit of one
+    caller counts towards the next probe, whichever path made it."""
+    commits = GroupCommit(window_s=0.05)
+    runner = asyncio.create_task(commits.run(lambda: commits.done() is None))
+    try:
+        started = asyncio.get_running_loop().time()
+        for i in range(100):
+            commits.add()
+            if i % 2:
+                commits.done()  # another change's commit (a pass persisting) takes the submission
+                await asyncio.sleep(0)
+            else:
+                await commits.committed()
+        assert asyncio.get_running_loop().time() - started < 2.5  # a window per commit would take 5 s
+        assert commits._probe_gap == 64  # probes at commits 1, 3, 7, 15, 31 and 63
+    finally:
+        runner.cancel()
 
 
 async def test_callers_in_a_loop_share_commits_over_grpc(halyard_cluster: TestCluster):
