@@ -158,6 +158,22 @@ def delay_decision(avail: np.ndarray, shape: ClusterShape, demand: int, starvati
     return None if picked is None else (picked, Level.NETWORK)
 
 
+MACHINE_WAIT = ("delay timer: waits for one machine with {:#GPU} ({:.0f} s of its {:.0f} s machine timer); the best "
+                "machine has {} usable free")  # the reason of Algorithm 1 lines 10-11 (DelayScheduling.why)
+
+
+def machine_wait(stage: str, demand: int, starvation_s: float, machine_timer_s: float,
+                 summary: OfferSummary) -> Unplaced | None:
+    """Algorithm 1 for a bid that finds no machine in the offer ``summary`` is of (lines 5-8 already asked), when it
+    stops at lines 10-11: its reason (:meth:`DelayScheduling.why`'s, the very object), or None when its machine
+    timer has elapsed (the caller asks :func:`delay_decision`). What a re-auction's waiting jobs, rejected one after
+    another on one offer, mostly get (policies/dally.py ``Dally._reauction``): one call instead of the bid's, the
+    offer's and the reason's."""
+    if starvation_s < machine_timer_s:
+        return by_policy(stage, MACHINE_WAIT, demand, starvation_s, machine_timer_s, summary.largest_node())
+    return None
+
+
 class OfferSummaries:
     """A pass's :class:`OfferSummary` of each offer array it asks about, kept with the array (a summary serves only
     the very array object it was made of, which it holds: a pass that works out a new offer after a take gets a new
@@ -349,9 +365,7 @@ class DelayScheduling(Placement):
         if summary is None:
             summary = OfferSummary(avail, view.shape)
         if wait_s < t_mc:
-            return by_policy(self.name, "delay timer: waits for one machine with {:#GPU} ({:.0f} s of its "
-                             "{:.0f} s machine timer); the best machine has {} usable free", demand, wait_s,
-                             t_mc, summary.largest_node())
+            return by_policy(self.name, MACHINE_WAIT, demand, wait_s, t_mc, summary.largest_node())
         if wait_s < t_rk:
             return by_policy(self.name, "delay timer: waits for one rack with {:#GPU} ({:.0f} s of its "
                              "{:.0f} s rack timer); the best rack has {} usable free", demand, wait_s, t_rk,
