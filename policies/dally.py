@@ -160,7 +160,7 @@ from halyard.policies.adjusting import adjust, applied, rejected
 from halyard.policies.dally_bids import HeldParts, KeptOffers, parts_of
 from halyard.policies.dally_pass import TOLD_CODES_KEY, DallyPass
 from halyard.policies.dally_preemption import NwSensPreemption
-from halyard.policies.dally_stages import DelayScheduling, JobStatic, NwSensOrdering, machine_wait, starvation
+from halyard.policies.dally_stages import DelayScheduling, JobStatic, NwSensOrdering, rejection, starvation
 from halyard.policies.dally_timers import AutoTuner, TimerSource
 from halyard.policies.facts import ClusterShape
 from halyard.policies.passstate import PassState
@@ -393,12 +393,12 @@ class Dally:
             static = statics.of(view, job)
             if not lease_ended and offers is not None and offers.best_fit:
                 # A waiting bid of a demand and GPU types whose machine was missed since the last take, its timers
-                # with it (KeptOffers.miss): it finds no machine either; if its machine timer runs, it waits, with
-                # the reason _bid and DelayScheduling.why would give (machine_wait), without asking them.
+                # with it (KeptOffers.miss): it finds no machine either; where the offer's summary says it rejects,
+                # it waits with the reason _bid and DelayScheduling.why would give (rejection), without asking them.
                 timers = offers.missed(static.gpu_types, job.spec.num_gpus)
                 if timers is not None:
-                    why = machine_wait(stage, job.spec.num_gpus, starvation(view, job), timers[0],
-                                       offers.summary(static.gpu_types))
+                    why = rejection(stage, view, job, starvation(view, job), timers[0], timers[1],
+                                    offers.summary(static.gpu_types))
                     if why is not None:
                         plan.wait(job.job_id, why)
                         continue
