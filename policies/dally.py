@@ -388,7 +388,7 @@ class Dally:
         moves: dict[str, Allocation] = {}
         moved: dict[str, tuple[tuple[LedgerPart, ...], tuple[LedgerPart, ...]]] = {}  # moves' parts (held, target)
         statics = self.delay.statics
-        stage = self.delay.name
+        stage, now = self.delay.name, view.now
         for job in order:
             lease_ended = job.job_id in ended
             static = statics.of(view, job)
@@ -396,14 +396,25 @@ class Dally:
                 # A waiting bid of a demand and GPU types whose machine was missed since the last take, its timers
                 # with it (KeptOffers.miss): it finds no machine either; where the offer's summary says it rejects,
                 # it waits with the reason _bid and DelayScheduling.why would give (rejection), without asking them.
-                timers = offers.missed(static.gpu_types, job.spec.num_gpus)
+                timers = offers.misses.get((static.gpu_types, job.spec.num_gpus))  # (KeptOffers.missed)
                 if timers is not None:
-                    why = rejection(stage, view, job, starvation(view, job), timers[0], timers[1],
-                                    offers.summary(static.gpu_types))
+                    last = job.last_assignment_time  # (starvation: Algorithm 1 lines 1-2)
+                    wait_s = now - (job.pending_since if last is None else last)
+                    why = rejection(stage, view, job, wait_s, timers[0], timers[1], offers.summary(static.gpu_types))
                     if why is not None:
                         plan.wait(job.job_id, why)
                         continue
-            decision, avail, wait_s, t_mc, t_rk = self._bid(view, job, free, state, lease_ended, offers, static)
+            picked = None
+            if lease_ended and offers is not None and offers.best_fit:
+                # A lease end's bid (starvation zero) with no machine missed for its demand and types since the last
+                # take: Algorithm 1 lines 5-8 on the kept offer, as _bid asks them first (its timers only without one).
+                types, demand = static.gpu_types, job.spec.num_gpus
+                if offers.missed(types, demand) is None:
+                    picked = offers.machine(types, demand)
+            if picked is not None:
+                decision, wait_s = (picked, Level.MACHINE), 0.0
+            else:
+                decision, avail, wait_s, t_mc, t_rk = self._bid(view, job, free, state, lease_ended, offers, static)
             if decision is None:
                 if lease_ended:
                     plan.preempt(job.job_id)  # back into the wait queue (§4.3.2)

@@ -101,12 +101,14 @@ class KeptOffers:
         free, n = self.free, self.n
         self.summaries.clear()
         self.misses.clear()
+        # (each node's free GPUs, CPUs and memory read once, for every offer)
+        nodes = [(index, int(free.gpus[index]), int(free.cpus[index]), int(free.memory_mb[index]))
+                 for index, _ in picked]
         for types, offer in self.offers.items():
             avail, keys = offer.avail, self.fits.get(types)
-            for index, _ in picked:
+            for index, gpus, cpus, memory_mb in nodes:
                 was = int(avail[index])
-                now = offer.usable_at(index, int(free.gpus[index]), int(free.cpus[index]),
-                                      int(free.memory_mb[index]))
+                now = offer.usable_at(index, gpus, cpus, memory_mb)
                 if now != was:
                     avail[index] = now
                     if keys is not None:
