@@ -157,7 +157,7 @@ import numpy as np
 
 from halyard.datamodel import Allocation, ValidationError
 from halyard.policies.adjusting import adjust, applied, rejected
-from halyard.policies.dally_bids import HeldParts, KeptOffers, parts_of
+from halyard.policies.dally_bids import CarriedOffers, HeldParts, KeptOffers, parts_of
 from halyard.policies.dally_pass import TOLD_CODES_KEY, DallyPass
 from halyard.policies.dally_preemption import NwSensPreemption
 from halyard.policies.dally_stages import DelayScheduling, JobStatic, NwSensOrdering, rejection, starvation
@@ -242,6 +242,7 @@ class Dally:
         # (shape, its per-node lists) for the re-auction's kept offers (KeptOffers; a memo, not learning)
         self._lists: tuple[ClusterShape, tuple[list[int], list[int], list[int], list[int]]] | None = None
         self._held = HeldParts()  # running jobs' allocations as ledger parts, for the re-auction (a memo)
+        self._carried: CarriedOffers | None = None  # the last re-auction's offers, for the next (a memo)
 
     @property
     def timers(self) -> TimerSource:
@@ -375,8 +376,9 @@ class Dally:
         released = [view.running[job_id] for job_id in sorted(ended)]
         # (the bids' own offers, machines and takes: policies/dally_bids.py; the ledger is trusted without +hoard,
         # whose bids change ``free`` behind the kept offers)
-        offers = KeptOffers(free, view.shape, self._shape_lists(view.shape), self.delay.first_fit is None) \
-            if self.shortcuts else None
+        offers = KeptOffers(free, view.shape, self._shape_lists(view.shape), self.delay.first_fit is None,
+                            self._carried) if self.shortcuts else None
+        self._carried = None
         held_parts = self._held if offers is not None and self.hoard is None else None
         for job in released:
             if held_parts is not None:
@@ -452,6 +454,8 @@ class Dally:
             elif allocation is not held and _gpus_of(allocation) != _gpus_of(held):
                 moves[job.job_id] = allocation
         _write_moves(plan, view, moves, starts, moved if held_parts is not None else None)
+        if offers is not None:
+            self._carried = offers.carry()  # (for the next lease end's KeptOffers)
         return free
 
     def _bid_order(self, view: ClusterView, released: list[JobInfo]) -> list[JobInfo]:
