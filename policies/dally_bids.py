@@ -9,7 +9,9 @@ workloads):
 
 * **Each GPU-type set's offer is kept through the pass** (:class:`KeptOffers`): worked out whole once per set and
   pass (:func:`~halyard.policies.placement.usable_gpus`), then only at the nodes a bid took from
-  (:class:`~halyard.policies.dally_staggered.NodeOffer`, the same integer arithmetic on the same numbers).
+  (:class:`~halyard.policies.dally_staggered.NodeOffer`, the same integer arithmetic on the same numbers); and
+  **from one lease end to the next** (:meth:`KeptOffers.carry`), then worked out again only at the nodes whose
+  free figures differ from those the last re-auction left (tests/test_dally_bids.py).
 * **A bid's machine is found by bisection** (:meth:`KeptOffers.machine`). Algorithm 1 lines 5-8 take the best fit,
   :func:`~halyard.policies.topology.on_machine`: the node with the fewest usable GPUs that still holds the demand,
   the lowest index on ties. With every node's ``usable x nodes + index`` in a sorted list, that node is the first
@@ -118,7 +120,9 @@ class KeptOffers:
         keys = self.fits.get(types)
         if keys is None:
             avail = self.of(types)
-            keys = self.fits[types] = np.sort(avail.astype(np.int64) * self.n + np.arange(self.n)).tolist()
+            keys = self.fits.get(types)  # (an offer carried from the last pass brings its keys)
+            if keys is None:
+                keys = self.fits[types] = np.sort(avail.astype(np.int64) * self.n + np.arange(self.n)).tolist()
         k = bisect.bisect_left(keys, demand * self.n)
         return None if k == len(keys) else [(keys[k] % self.n, demand)]
 
