@@ -413,6 +413,7 @@ class Dally:
                 types, demand = static.gpu_types, job.spec.num_gpus
                 if offers.missed(types, demand) is None:
                     picked = offers.machine(types, demand)
+            decision: tuple[Picked, Level] | None
             if picked is not None:
                 decision, wait_s = (picked, Level.MACHINE), 0.0
             else:
