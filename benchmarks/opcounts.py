@@ -16,7 +16,8 @@ The machine's timing noise reaches 20-50% between runs, so a benchmark also prin
   with a machine alone, ``machine_offer`` finding one, before any timer is asked, which then asks no
   ``delay_decision``, and the re-auction's bids that find one by bisection, ``KeptOffers.machine``; in
   ``+staggered``'s incremental auctions one per bid, ``Auctions.decide``, which asks ``delay_decision`` only
-  when no machine fits);
+  when no machine fits; and the re-auction's waiting bids answered from their offer's summary alone,
+  ``rejection``, which then asks no ``delay_decision``);
 * ``victim_lists``: the lists of Dally's victims made (``NwSensPreemption.listed`` calls: every running job's
   Nw_sens, the victims above the pass's lowest waiting one sorted worst first);
 * ``searches``: Dally's preemption searches worked out (``_with_victims`` calls: the cheapest victims that free
@@ -84,6 +85,13 @@ def counting(policy: object) -> Iterator[Counter[str]]:
         return picked
 
     kept_machine = dally_bids.KeptOffers.machine
+    rejection = dally_policy_module.rejection
+
+    def rejected(*args, **kwargs):
+        why = rejection(*args, **kwargs)
+        if why is not None:  # (the re-auction's waiting bid answered from its offer's summary; None: delay_decision)
+            counts["offers"] += 1
+        return why
 
     def machine_kept(self, *args, **kwargs):
         picked = kept_machine(self, *args, **kwargs)
@@ -140,6 +148,7 @@ def counting(policy: object) -> Iterator[Counter[str]]:
         module.delay_decision = offered
     dally_stages.machine_offer = machine_found
     dally_bids.KeptOffers.machine = machine_kept
+    dally_policy_module.rejection = rejected
     auctions.decide, auctions.run, dally_module.NwSensPreemption.listed = bid, run, listing
     auctions.retakes = retook
     dally_module._with_victims = dally_pass._with_victims = searched
@@ -156,6 +165,7 @@ def counting(policy: object) -> Iterator[Counter[str]]:
             module.delay_decision = decide
         dally_stages.machine_offer = machine
         dally_bids.KeptOffers.machine = kept_machine
+        dally_policy_module.rejection = rejection
         for name, key in keys.items():
             if owns[name]:
                 setattr(ordering, name, key)

@@ -157,16 +157,16 @@ import numpy as np
 
 from halyard.datamodel import Allocation, ValidationError
 from halyard.policies.adjusting import adjust, applied, rejected
-from halyard.policies.dally_bids import HeldParts, KeptOffers, parts_of
+from halyard.policies.dally_bids import CarriedOffers, HeldParts, KeptOffers, parts_of
 from halyard.policies.dally_pass import TOLD_CODES_KEY, DallyPass
 from halyard.policies.dally_preemption import NwSensPreemption
-from halyard.policies.dally_stages import DelayScheduling, JobStatic, NwSensOrdering, starvation
+from halyard.policies.dally_stages import DelayScheduling, JobStatic, NwSensOrdering, rejection, starvation
 from halyard.policies.dally_timers import AutoTuner, TimerSource
 from halyard.policies.facts import ClusterShape
 from halyard.policies.passstate import PassState
 from halyard.policies.placement import build_allocation, usable_gpus
 from halyard.policies.plan import Plan
-from halyard.policies.resources import FreeResources
+from halyard.policies.resources import FreeResources, LedgerPart
 from halyard.policies.stages import Adjuster
 from halyard.policies.topology import Level, Picked
 from halyard.policies.view import ClusterView, JobInfo, allocation_of
@@ -242,6 +242,7 @@ class Dally:
         # (shape, its per-node lists) for the re-auction's kept offers (KeptOffers; a memo, not learning)
         self._lists: tuple[ClusterShape, tuple[list[int], list[int], list[int], list[int]]] | None = None
         self._held = HeldParts()  # running jobs' allocations as ledger parts, for the re-auction (a memo)
+        self._carried: CarriedOffers | None = None  # the last re-auction's offers, for the next (a memo)
 
     @property
     def timers(self) -> TimerSource:
@@ -375,8 +376,9 @@ class Dally:
         released = [view.running[job_id] for job_id in sorted(ended)]
         # (the bids' own offers, machines and takes: policies/dally_bids.py; the ledger is trusted without +hoard,
         # whose bids change ``free`` behind the kept offers)
-        offers = KeptOffers(free, view.shape, self._shape_lists(view.shape), self.delay.first_fit is None) \
-            if self.shortcuts else None
+        offers = KeptOffers(free, view.shape, self._shape_lists(view.shape), self.delay.first_fit is None,
+                            self._carried) if self.shortcuts else None
+        self._carried = None
         held_parts = self._held if offers is not None and self.hoard is None else None
         for job in released:
             if held_parts is not None:
@@ -386,11 +388,36 @@ class Dally:
         order = self._bid_order(view, released)
         starts: list[tuple[str, Allocation]] = []
         moves: dict[str, Allocation] = {}
+        moved: dict[str, tuple[tuple[LedgerPart, ...], tuple[LedgerPart, ...]]] = {}  # moves' parts (held, target)
         statics = self.delay.statics
+        stage, now = self.delay.name, view.now
         for job in order:
             lease_ended = job.job_id in ended
             static = statics.of(view, job)
-            decision, avail, wait_s, t_mc, t_rk = self._bid(view, job, free, state, lease_ended, offers, static)
+            if not lease_ended and offers is not None and offers.best_fit:
+                # A waiting bid of a demand and GPU types whose machine was missed since the last take, its timers
+                # with it (KeptOffers.miss): it finds no machine either; where the offer's summary says it rejects,
+                # it waits with the reason _bid and DelayScheduling.why would give (rejection), without asking them.
+                timers = offers.misses.get((static.gpu_types, job.spec.num_gpus))  # (KeptOffers.missed)
+                if timers is not None:
+                    last = job.last_assignment_time  # (starvation: Algorithm 1 lines 1-2)
+                    wait_s = now - (job.pending_since if last is None else last)
+                    why = rejection(stage, view, job, wait_s, timers[0], timers[1], offers.summary(static.gpu_types))
+                    if why is not None:
+                        plan.wait(job.job_id, why)
+                        continue
+            picked = None
+            if lease_ended and offers is not None and offers.best_fit:
+                # A lease end's bid (starvation zero) with no machine missed for its demand and types since the last
+                # take: Algorithm 1 lines 5-8 on the kept offer, as _bid asks them first (its timers only without one).
+                types, demand = static.gpu_types, job.spec.num_gpus
+                if offers.missed(types, demand) is None:
+                    picked = offers.machine(types, demand)
+            decision: tuple[Picked, Level] | None
+            if picked is not None:
+                decision, wait_s = (picked, Level.MACHINE), 0.0
+            else:
+                decision, avail, wait_s, t_mc, t_rk = self._bid(view, job, free, state, lease_ended, offers, static)
             if decision is None:
                 if lease_ended:
                     plan.preempt(job.job_id)  # back into the wait queue (§4.3.2)
@@ -405,8 +432,11 @@ class Dally:
                 if held is not None and held_parts.builds_as(free, picked, parts, below):
                     allocation = held  # it takes back what it held (most bids at a lease end: the same value, unbuilt)
                 else:
+                    held_as = parts
                     allocation = build_allocation(free, picked)
                     parts = parts_of(picked, allocation)
+                    if held is not None and _node_bits(parts) != _node_bits(held_as):  # (as _gpus_of's, below)
+                        moved[job.job_id] = (held_as, parts)
                 free.take_parts(parts)  # (built from this ledger's offer: take's checks cannot fail)
             else:
                 allocation = build_allocation(free, picked)
@@ -419,9 +449,14 @@ class Dally:
                 offers = None  # (what it took is not followed: the offers are worked out afresh from here)
             if held is None:
                 starts.append((job.job_id, allocation))
+            elif held_parts is not None:
+                if job.job_id in moved:
+                    moves[job.job_id] = allocation
             elif allocation is not held and _gpus_of(allocation) != _gpus_of(held):
                 moves[job.job_id] = allocation
-        _write_moves(plan, view, moves, starts)
+        _write_moves(plan, view, moves, starts, moved if held_parts is not None else None)
+        if offers is not None:
+            self._carried = offers.carry()  # (for the next lease end's KeptOffers)
         return free
 
     def _bid_order(self, view: ClusterView, released: list[JobInfo]) -> list[JobInfo]:
@@ -510,8 +545,19 @@ def _gpus_of(allocation: Allocation) -> frozenset[tuple[str, int]]:
     return frozenset((n.node, g) for n in allocation.nodes for g in n.gpus)
 
 
+def _node_bits(parts: tuple[LedgerPart, ...]) -> dict[int, int]:
+    """The GPU bits per node index of an allocation's ledger parts: equal exactly when :func:`_gpus_of` of the two
+    allocations are (node indices and names correspond one to one; a part without GPUs holds none)."""
+    bits: dict[int, int] = {}
+    for index, _, _, _, mask in parts:
+        if mask:
+            bits[index] = bits.get(index, 0) | mask
+    return bits
+
+
 def _write_moves(plan: Plan, view: ClusterView, moves: dict[str, Allocation],
-                 starts: list[tuple[str, Allocation]]) -> None:
+                 starts: list[tuple[str, Allocation]],
+                 parts: dict[str, tuple[tuple[LedgerPart, ...], tuple[LedgerPart, ...]]] | None = None) -> None:
     """``reauction``'s moves, then its ``starts``, into ``plan`` (after its preemptions), so that each
     action finds its GPUs free: a move waits for the moves off its GPUs; a ring of moves is broken into
     preemptions and starts. Empties ``moves``.
@@ -520,12 +566,24 @@ def _write_moves(plan: Plan, view: ClusterView, moves: dict[str, Allocation],
     none can, the first pending move is preempted and started instead. Each move's blockers (the pending
     moves holding its GPUs) are found once through a GPU -> holder index and dropped as they leave, so a
     lease end that re-places every running job costs about the GPUs involved, not the square of the moves
-    (tests/test_dally_moves.py holds it to the rounds recomputed from scratch)."""
-    holders: dict[tuple[str, int], list[str]] = {}
-    for job_id in moves:
-        for gpu in _gpus_of(allocation_of(view.running[job_id])):
-            holders.setdefault(gpu, []).append(job_id)
-    blockers = {j: {k for gpu in _gpus_of(a) for k in holders.get(gpu, ()) if k != j} for j, a in moves.items()}
+    (tests/test_dally_moves.py holds it to the rounds recomputed from scratch).
+
+    ``parts`` (the re-auction's, policies/dally_bids.py): each move's ledger parts, of what it holds and of its
+    target, whose GPU bit masks per node index find the same blockers as the (node, GPU) pairs, a node's masks
+    at a time (a move's blocker holds a GPU of its target: on some node their masks share a bit)."""
+    if parts is None:
+        holders: dict[tuple[str, int], list[str]] = {}
+        for job_id in moves:
+            for gpu in _gpus_of(allocation_of(view.running[job_id])):
+                holders.setdefault(gpu, []).append(job_id)
+        blockers = {j: {k for gpu in _gpus_of(a) for k in holders.get(gpu, ()) if k != j} for j, a in moves.items()}
+    else:
+        on_node: dict[int, list[tuple[str, int]]] = {}
+        for job_id in moves:
+            for index, _, _, _, mask in parts[job_id][0]:
+                on_node.setdefault(index, []).append((job_id, mask))
+        blockers = {j: {k for index, _, _, _, mask in parts[j][1] for k, held in on_node.get(index, ())
+                        if k != j and held & mask} for j in moves}
     blocks: dict[str, list[str]] = {}
     for j, ks in blockers.items():
         for k in ks:

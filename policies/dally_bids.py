@@ -9,7 +9,9 @@ workloads):
 
 * **Each GPU-type set's offer is kept through the pass** (:class:`KeptOffers`): worked out whole once per set and
   pass (:func:`~halyard.policies.placement.usable_gpus`), then only at the nodes a bid took from
-  (:class:`~halyard.policies.dally_staggered.NodeOffer`, the same integer arithmetic on the same numbers).
+  (:class:`~halyard.policies.dally_staggered.NodeOffer`, the same integer arithmetic on the same numbers); and
+  **from one lease end to the next** (:meth:`KeptOffers.carry`), then worked out again only at the nodes whose
+  free figures differ from those the last re-auction left (tests/test_dally_bids.py).
 * **A bid's machine is found by bisection** (:meth:`KeptOffers.machine`). Algorithm 1 lines 5-8 take the best fit,
   :func:`~halyard.policies.topology.on_machine`: the node with the fewest usable GPUs that still holds the demand,
   the lowest index on ties. With every node's ``usable x nodes + index`` in a sorted list, that node is the first
@@ -39,17 +41,28 @@ from halyard.policies.resources import FreeResources, LedgerPart, gpu_bits
 from halyard.policies.topology import Picked
 
 Lists = tuple[list[int], list[int], list[int], list[int]]  # the shape's GPUs, CPUs, memory and rack per node
+# An offer carried to the next pass: its usable GPUs, best-fit keys (None: not made) and excluded nodes (None: none).
+Carried = tuple[np.ndarray, list[int] | None, list[bool] | None]
 
 
 class KeptOffers:
     """The usable GPUs of each GPU-type set on one ``+reauction`` pass's ``free`` (what ``usable_gpus`` gives), and
     with ``best_fit`` their best-fit keys (module docstring), kept as the pass's bids take GPUs. Only while nothing
-    but :meth:`took` changes ``free`` (``+hoard``'s bids do: the pass drops it then)."""
+    but :meth:`took` changes ``free`` (``+hoard``'s bids do: the pass drops it then).
 
-    __slots__ = ("best_fit", "fits", "free", "lists", "misses", "n", "offers", "shape", "summaries")
+    ``carried``: the last pass's (:meth:`carry`), whose offers and keys as its bids left them are brought up to this
+    ``free`` at the nodes where it differs from that pass's (its free GPUs, CPUs, memory or schedulable flag),
+    instead of worked out whole and sorted at every lease end (a fifth of the re-auction on loaded Philly, where a
+    lease end's ledger differs at about six of 352 nodes from the last one's; issue 38)."""
 
-    def __init__(self, free: FreeResources, shape: ClusterShape, lists: Lists, best_fit: bool) -> None:
+    __slots__ = ("best_fit", "carried", "fits", "free", "lists", "misses", "n", "offers", "shape", "summaries")
+
+    def __init__(self, free: FreeResources, shape: ClusterShape, lists: Lists, best_fit: bool,
+                 carried: CarriedOffers | None = None) -> None:
         self.free, self.shape, self.lists = free, shape, lists
+        # (the last pass's offers, for this one's shape and kind of fit only)
+        self.carried = carried if carried is not None and carried.shape is shape and carried.best_fit is best_fit \
+            else None
         self.best_fit = best_fit  # (False with ``+first-fit``: cluster-sim's machine, not the best fit)
         self.n = len(lists[0])
         # (a re-auction's bids read only the usable GPUs: neither an offer's sums by rack and in all nor its best
@@ -63,15 +76,53 @@ class KeptOffers:
         """``usable_gpus(free, shape, types)`` now (read it before the next take)."""
         offer = self.offers.get(types)
         if offer is None:
-            offer = self.offers[types] = NodeOffer(self.free, self.shape, types, self.lists)
+            kept = None if self.carried is None else self.carried.offers.pop(types, None)
+            if kept is None:
+                offer = self.offers[types] = NodeOffer(self.free, self.shape, types, self.lists)
+            else:
+                offer = self.offers[types] = self._brought(types, *kept)
         return offer.avail
+
+    def _brought(self, types: GpuTypes, avail: np.ndarray, keys: list[int] | None,
+                 excluded: list[bool] | None) -> NodeOffer:
+        """The carried offer of ``types`` (``avail``, and its best-fit keys if it had them) brought up to ``free``:
+        worked out again, with :meth:`NodeOffer.usable_at`'s arithmetic, at every node whose figures differ from
+        those the carried pass left (so it equals ``usable_gpus`` of ``free``, and the keys its sorted keys)."""
+        carried, free, n = self.carried, self.free, self.n
+        assert carried is not None
+        offer = NodeOffer.made(free, self.lists, excluded, avail)
+        gpus, cpus, memory_mb, schedulable = carried.ledger
+        changed = np.flatnonzero((free.gpus != gpus) | (free.cpus != cpus) | (free.memory_mb != memory_mb)
+                                 | (free.schedulable != schedulable)).tolist()
+        for index in changed:
+            was = int(avail[index])
+            now = offer.usable_at(index, int(free.gpus[index]), int(free.cpus[index]), int(free.memory_mb[index]))
+            if now != was:
+                avail[index] = now
+                if keys is not None:
+                    del keys[bisect.bisect_left(keys, was * n + index)]
+                    bisect.insort(keys, now * n + index)
+        if keys is not None:
+            self.fits[types] = keys
+        return offer
+
+    def carry(self) -> CarriedOffers:
+        """This pass's offers and keys as its bids left them, with the ledger they are of (a copy of ``free``'s
+        figures now), for the next pass's :class:`KeptOffers`; they are the next pass's to change."""
+        free = self.free
+        return CarriedOffers(self.shape, self.best_fit,
+                             {types: (offer.avail, self.fits.get(types), offer.excluded)
+                              for types, offer in self.offers.items()},
+                             (free.gpus.copy(), free.cpus.copy(), free.memory_mb.copy(), free.schedulable.copy()))
 
     def machine(self, types: GpuTypes, demand: int) -> Picked | None:
         """``on_machine(self.of(types), demand)``: the first node of the fewest usable GPUs at least ``demand``."""
         keys = self.fits.get(types)
         if keys is None:
             avail = self.of(types)
-            keys = self.fits[types] = np.sort(avail.astype(np.int64) * self.n + np.arange(self.n)).tolist()
+            keys = self.fits.get(types)  # (an offer carried from the last pass brings its keys)
+            if keys is None:
+                keys = self.fits[types] = np.sort(avail.astype(np.int64) * self.n + np.arange(self.n)).tolist()
         k = bisect.bisect_left(keys, demand * self.n)
         return None if k == len(keys) else [(keys[k] % self.n, demand)]
 
@@ -101,17 +152,30 @@ class KeptOffers:
         free, n = self.free, self.n
         self.summaries.clear()
         self.misses.clear()
+        # (each node's free GPUs, CPUs and memory read once, for every offer)
+        nodes = [(index, int(free.gpus[index]), int(free.cpus[index]), int(free.memory_mb[index]))
+                 for index, _ in picked]
         for types, offer in self.offers.items():
             avail, keys = offer.avail, self.fits.get(types)
-            for index, _ in picked:
+            for index, gpus, cpus, memory_mb in nodes:
                 was = int(avail[index])
-                now = offer.usable_at(index, int(free.gpus[index]), int(free.cpus[index]),
-                                      int(free.memory_mb[index]))
+                now = offer.usable_at(index, gpus, cpus, memory_mb)
                 if now != was:
                     avail[index] = now
                     if keys is not None:
                         del keys[bisect.bisect_left(keys, was * n + index)]
                         bisect.insort(keys, now * n + index)
+
+
+class CarriedOffers:
+    """A re-auction's offers as its bids left them (:meth:`KeptOffers.carry`): GPU-type set -> (usable GPUs, best-fit
+    keys or None, excluded nodes), and the ledger figures they are of (free GPUs, CPUs, memory, schedulable flags)."""
+
+    __slots__ = ("best_fit", "ledger", "offers", "shape")
+
+    def __init__(self, shape: ClusterShape, best_fit: bool, offers: dict[GpuTypes, Carried],
+                 ledger: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> None:
+        self.shape, self.best_fit, self.offers, self.ledger = shape, best_fit, offers, ledger
 
 
 class HeldParts:

@@ -158,6 +158,33 @@ def delay_decision(avail: np.ndarray, shape: ClusterShape, demand: int, starvati
     return None if picked is None else (picked, Level.NETWORK)
 
 
+# The reasons of Algorithm 1 lines 10-11 and 18-19 (DelayScheduling.why).
+MACHINE_WAIT = ("delay timer: waits for one machine with {:#GPU} ({:.0f} s of its {:.0f} s machine timer); the best "
+                "machine has {} usable free")
+RACK_WAIT = ("delay timer: waits for one rack with {:#GPU} ({:.0f} s of its {:.0f} s rack timer); the best rack has "
+             "{} usable free")
+
+
+def rejection(stage: str, view: ClusterView, job: JobInfo, starvation_s: float, machine_timer_s: float,
+              rack_timer_s: float, summary: OfferSummary) -> Unplaced | None:
+    """Algorithm 1 for ``job``'s bid when it finds no machine in the offer ``summary`` is of (lines 5-8 already
+    asked), answered from the summary alone where it rejects: the reason :meth:`DelayScheduling.why` gives (lines
+    10-11, 18-19, or too few usable GPUs in all), or None where a rack or the network may hold it (the caller asks
+    :func:`delay_decision`). The best fit's :func:`on_rack` finds nothing exactly when no rack has the demand, and
+    :func:`on_network` when the offer has fewer usable GPUs in all (as :func:`delay_decision` reads its summary).
+    What a re-auction's waiting jobs, rejected one after another on one offer, mostly get (policies/dally.py
+    ``Dally._reauction``): one call instead of the bid's, the offer's and the reason's."""
+    demand = job.spec.num_gpus
+    if starvation_s < machine_timer_s:
+        return by_policy(stage, MACHINE_WAIT, demand, starvation_s, machine_timer_s, summary.largest_node())
+    if summary.largest_rack() >= demand:
+        return None
+    if starvation_s < rack_timer_s:
+        return by_policy(stage, RACK_WAIT, demand, starvation_s, rack_timer_s, summary.largest_rack())
+    usable = summary.usable()
+    return no_fit(stage, view, job, demand, summary.avail, usable) if usable[0] < demand else None
+
+
 class OfferSummaries:
     """A pass's :class:`OfferSummary` of each offer array it asks about, kept with the array (a summary serves only
     the very array object it was made of, which it holds: a pass that works out a new offer after a take gets a new
@@ -349,11 +376,7 @@ class DelayScheduling(Placement):
         if summary is None:
             summary = OfferSummary(avail, view.shape)
         if wait_s < t_mc:
-            return by_policy(self.name, "delay timer: waits for one machine with {:#GPU} ({:.0f} s of its "
-                             "{:.0f} s machine timer); the best machine has {} usable free", demand, wait_s,
-                             t_mc, summary.largest_node())
+            return by_policy(self.name, MACHINE_WAIT, demand, wait_s, t_mc, summary.largest_node())
         if wait_s < t_rk:
-            return by_policy(self.name, "delay timer: waits for one rack with {:#GPU} ({:.0f} s of its "
-                             "{:.0f} s rack timer); the best rack has {} usable free", demand, wait_s, t_rk,
-                             summary.largest_rack())
+            return by_policy(self.name, RACK_WAIT, demand, wait_s, t_rk, summary.largest_rack())
         return no_fit(self.name, view, job, demand, avail, summary.usable())

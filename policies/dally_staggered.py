@@ -106,6 +106,20 @@ class NodeOffer:
         excluded = shape.excluded(types)
         self._excluded = None if excluded is None else excluded.tolist()
 
+    @classmethod
+    def made(cls, free: FreeResources, lists: tuple[list[int], list[int], list[int], list[int]],
+             excluded: list[bool] | None, avail: np.ndarray) -> NodeOffer:
+        """An offer on ``free`` whose usable GPUs are ``avail`` and excluded nodes ``excluded`` (another offer's of
+        the same GPU types and shape, to bring up to ``free``: policies/dally_bids.py ``KeptOffers``)."""
+        offer = cls.__new__(cls)
+        offer.free, offer.avail, offer._shape, offer._excluded = free, avail, lists, excluded
+        return offer
+
+    @property
+    def excluded(self) -> list[bool] | None:
+        """The nodes not of the offer's GPU types (None: none)."""
+        return self._excluded
+
     def update(self, nodes: list[int]) -> None:
         """``free`` changed at ``nodes`` (indices): their usable GPUs as usable_gpus works them out."""
         free, avail = self.free, self.avail

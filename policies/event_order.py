@@ -91,6 +91,36 @@ class EventFollower:
         return ()
 
 
+class EpochWatch:
+    """Which jobs' epochs may have moved since the last call, from the core's journal of epoch moves
+    (:attr:`ClusterView.epochs`): a follower that keeps per-job numbers checked by epoch (a rate change or a
+    progress report moves it without an event) compares only those jobs' epochs, not every job's. Exact: every
+    change of a record's epoch is noted in its core's journal (``JobRecord._moved``), so a job whose epoch differs
+    from what the follower saw at its last call is among them. ``use`` False (or a view without the journal, a
+    journal it does not know, one that dropped entries since) answers None: compare every job's epoch."""
+
+    __slots__ = ("_journal", "_seen", "use")
+
+    def __init__(self) -> None:
+        self._journal: object = None
+        self._seen = 0
+        self.use = True  # False: every call answers None (the tests compare both paths)
+
+    def moved(self, view: ClusterView) -> Iterable[str] | None:
+        """The ids of the jobs whose epoch moved since the last call (each once), or None: it is not known, compare
+        every job's. The caller brings every job it keeps up to its epoch now, in the same call."""
+        journal = view.epochs
+        if journal is None:
+            self._journal = None
+            return None
+        seen, self._seen = self._seen, len(journal)
+        if journal is not self._journal or not self.use:
+            self._journal = journal
+            return None
+        moved = journal.since(seen)
+        return None if moved is None else set(moved)
+
+
 class RunningFollower(EventFollower):
     """An :class:`EventFollower` of the view's running jobs."""
 

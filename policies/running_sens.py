@@ -23,7 +23,7 @@ from collections.abc import Callable, Hashable, Mapping
 import numpy as np
 
 from halyard.datamodel import Allocation, JobState
-from halyard.policies.event_order import RunningFollower
+from halyard.policies.event_order import EpochWatch, RunningFollower
 from halyard.policies.view import ClusterView, JobInfo
 
 FIRST_ROWS = 256  # rows of the arrays at first; they double when full
@@ -49,6 +49,7 @@ class RunningNwSens(RunningFollower):
     _version: int  # bumped whenever a followed job's row or place changes (the gathered numbers are stale)
 
     def __init__(self) -> None:
+        self.watch = EpochWatch()  # which followed jobs' epochs moved since the last at() (the core's journal)
         self._reset(None)
         super().__init__()
 
@@ -86,7 +87,7 @@ class RunningNwSens(RunningFollower):
         self._compute_s = compute_s
         if view is not None and view.events is not None and view.jobs is not None:
             self._follow(view)
-            rows, jobs = self._rows()
+            rows, jobs = self._rows(view)
         else:
             rows = self._check(running)
             jobs = [self._job_at[row] for row in rows.tolist()]
@@ -125,11 +126,21 @@ class RunningNwSens(RunningFollower):
             rows.append(entry[3])
         return np.array(rows, dtype=np.int64)
 
-    def _rows(self) -> tuple[np.ndarray, list[JobInfo]]:
+    def _rows(self, view: ClusterView) -> tuple[np.ndarray, list[JobInfo]]:
         """The followed jobs' rows and the jobs: only a job's ``epoch`` can have changed since its last
         event (a rate change or a progress report), so only jobs whose epoch differs from their row's
-        are read again."""
+        are read again: those the core's journal of epoch moves names (:class:`EpochWatch`), or, without
+        it, any of all the followed jobs."""
         jobs = self._followed
+        moved = self.watch.moved(view)
+        if moved is not None:
+            index, known = self._index, self._known
+            for job_id in moved:
+                i = index.get(job_id)
+                if i is not None and jobs[i].epoch != self._epochs[i]:
+                    self._read(jobs[i], known[job_id])
+                    self._epochs[i] = jobs[i].epoch
+            return self._order[:self._n], jobs
         epochs = [job.epoch for job in jobs]  # (a list display: faster than map(attrgetter) here)
         if epochs != self._epochs:
             for i in itertools.compress(range(len(jobs)), map(operator.ne, epochs, self._epochs)):

@@ -189,6 +189,16 @@ class EventHistory(Protocol):
     def since(self, seq: int) -> Sequence[JobEvent]: ...
 
 
+class EpochHistory(Protocol):
+    """The core's journal of epoch moves (``EpochJournal``) as a view offers it: how many moves so far, and the ids
+    of the jobs whose :attr:`JobInfo.epoch` moved from a position on (a job once per move), or None when the
+    journal no longer holds them all."""
+
+    def __len__(self) -> int: ...
+
+    def since(self, position: int) -> Sequence[str] | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterView:
     """The cluster at ``now``: free resources, running and pending jobs.
@@ -225,6 +235,10 @@ class ClusterView:
     # Why the waiting jobs wait, as the core holds it from the last pass (job id -> reason), for a plan
     # that says only what changed (Plan.changes_from). None in a view built by hand.
     reasons: Mapping[str, Unplaced] | None = field(default=None, repr=False, compare=False)
+    # Every move of a job's epoch, in order (the core's journal): a stage that keeps per-job numbers checked by
+    # epoch learns from it which jobs' epochs may have moved since it last looked (a rate change logs no event).
+    # None in a view built by hand.
+    epochs: EpochHistory | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.facts is None:

@@ -71,7 +71,7 @@ from halyard.scheduling.backends import EMULATES, RUNS_COMMANDS, NodeBackends, d
 from halyard.scheduling.eventcounts import BY_KIND, count, recount
 from halyard.scheduling.eventlog import EventLog, describe
 from halyard.scheduling.passtimes import PassTimes
-from halyard.scheduling.records import JobRecord
+from halyard.scheduling.records import EpochJournal, JobRecord
 from halyard.scheduling.state import InconsistentState, StoredState
 
 
@@ -122,6 +122,9 @@ class SchedulingCore:
         self.origin_s = 0.0
         self.free = FreeResources(cluster)
         self.log = EventLog()
+        # Every move of a job's epoch (EpochJournal): the views offer it, so that a policy that keeps per-job
+        # numbers checked by epoch reads which moved instead of every running job's epoch at every pass.
+        self.epochs = EpochJournal()
         self.records: dict[str, JobRecord] = {}
         self.pending: SortedKeyList = SortedKeyList(key=lambda r: (r.spec.submit_time, r.arrival_seq))
         self.running: dict[str, JobRecord] = {}
@@ -202,6 +205,7 @@ class SchedulingCore:
             raise ValidationError(f"converts to {iterations} iterations; at most {MAX_ITERATIONS} allowed",
                                   field="duration_s" if spec.duration_s else "iterations")
         record = JobRecord(spec, len(self.records), iterations, ideal, now)
+        record.journal = self.epochs
         self.records[spec.job_id] = record
         self._live[job_kind(spec)] += 1
         self._changed.add(spec.job_id)
@@ -270,7 +274,7 @@ class SchedulingCore:
                            pending=self.pending, perf=self.perf, round_s=self.round_s,
                            pending_demand=self._demand_view, facts=self.facts, origin_s=self.origin_s,
                            profiles=self.profiles, round_slack_s=self.round_slack_s, events=self.log,
-                           jobs=self._records_view, reasons=self._told_view)
+                           jobs=self._records_view, reasons=self._told_view, epochs=self.epochs)
 
     def wake_at(self, now: float) -> float:
         """When the policy asks for a pass with no event before it (its optional ``wake_at``, :class:`Policy`),
@@ -636,6 +640,8 @@ class SchedulingCore:
                 raise InconsistentState(f"{job}: its allocation does not fit cluster "
                                         f"{self.cluster.name!r}: {exc}") from None
         self.log.extend(state.events)
+        for record in records.values():
+            record.journal = self.epochs
         self.records.update(records)
         started = [r for r in records.values() if r.state is JobState.RUNNING]
         # The running map keeps start order (policies see it in that order).

@@ -19,13 +19,51 @@ from halyard.datamodel import Allocation, JobSpec, JobState, NodeAllocation, Par
 from halyard.policies.reasons import Unplaced
 from halyard.scheduling.eventcounts import RECOUNTED
 
+# An EpochJournal keeps at least this many of its latest entries; it drops the older half once it holds twice as many.
+JOURNAL_KEEP = 1 << 16
+
+
+class EpochJournal:
+    """Every move of a job's ``epoch``, in order: the job's id, numbered from 0 (one journal per core, which hands it
+    to its records: :attr:`JobRecord.journal`). A rate change (:meth:`JobRecord.set_rate`, a driver's re-rating) or
+    a progress report moves a running job's epoch without an event, so a policy that keeps per-job numbers checked
+    by epoch had to compare every running job's epoch at every pass (Dally's lease ends, twice a pass: 14 % of
+    ``dally``'s CPU on loaded Philly, issue 38); it reads the entries since its last position instead
+    (:class:`~halyard.policies.event_order.EpochWatch`). Bounded (a daemon's progress reports move epochs for
+    months): once it holds twice ``keep`` (:data:`JOURNAL_KEEP`) entries the older half is dropped, and
+    :meth:`since` a position before what is kept answers None (the reader then compares every epoch, as before)."""
+
+    __slots__ = ("_first", "_ids", "_keep")
+
+    def __init__(self, keep: int = JOURNAL_KEEP) -> None:
+        self._keep = keep
+        self._first = 0  # the number of the first entry kept
+        self._ids: list[str] = []
+
+    def note(self, job_id: str) -> None:
+        """``job_id``'s epoch moved."""
+        ids = self._ids
+        ids.append(job_id)
+        if len(ids) >= 2 * self._keep:
+            del ids[:self._keep]
+            self._first += self._keep
+
+    def __len__(self) -> int:
+        return self._first + len(self._ids)
+
+    def since(self, position: int) -> list[str] | None:
+        """The ids of the moves numbered ``position`` and after (a job once per move); None if some are dropped."""
+        if position < self._first:
+            return None
+        return self._ids[position - self._first:]
+
 
 class JobRecord:
     __slots__ = (
         "_anchor", "_done", "_exposed_s", "_gpu_s", "_rate", "_resume_at", "_run_s", "_run_start",
         "allocation", "arrival_seq", "attempt", "end_reason", "end_time", "epoch", "exposed_iteration_s", "first_start",
         "ideal_iteration_s",
-        "iteration_s", "iterations_total", "job_id", "last_assignment_time", "num_gpus", "pending_since",
+        "iteration_s", "iterations_total", "job_id", "journal", "last_assignment_time", "num_gpus", "pending_since",
         "preemptions", "queued_s", "restarts", "spec", "state", "suspensions", "time_shift_drift_s", "wait",
     )
 
@@ -54,7 +92,10 @@ class JobRecord:
         # core recounts them from the SUSPENDED events when it restores.
         self.suspensions = 0
         self.restarts = 0
-        self.epoch = 0  # bumped whenever a scheduled completion becomes stale
+        self.epoch = 0  # bumped whenever a scheduled completion becomes stale (:meth:`_moved`)
+        # Where each move of ``epoch`` is noted: the owning core's journal (SchedulingCore sets it); None for a
+        # record no core owns. Not persisted: the core that restores the record sets its own.
+        self.journal: EpochJournal | None = None
         self.attempt = 0  # numbers each launch on agents; older attempts' messages are stale
         self._done = 0.0
         self._anchor = now
@@ -164,7 +205,7 @@ class JobRecord:
             self._run_start = None
         if checkpoint:
             self.last_assignment_time = now
-        self.epoch += 1
+        self._moved()
 
     def rearm(self, now: float, allocation: Allocation, *, checkpoint: bool) -> None:
         """Switch a running job to a new allocation (migrate, resize, new resources)."""
@@ -195,7 +236,7 @@ class JobRecord:
         self._resume_at = now + restore_s if restore_s > 0.0 else max(self._resume_at, now)
         self.iteration_s = iteration_s
         self._rate = 1.0 / iteration_s
-        self.epoch += 1
+        self._moved()
 
     def report_progress(self, now: float, iterations: float, iteration_s: float | None = None) -> None:
         """An agent that runs the job for real (not on the performance model) says how far it is.
@@ -216,7 +257,7 @@ class JobRecord:
         if iteration_s is not None and iteration_s > 0.0:
             self.iteration_s = iteration_s
             self._rate = 1.0 / iteration_s
-        self.epoch += 1  # saved with the next change
+        self._moved()  # saved with the next change
 
     def finish(self, now: float, state: JobState) -> None:
         done = float(self.iterations_total) if state is JobState.COMPLETED else self.iterations_done(now)
@@ -232,7 +273,13 @@ class JobRecord:
         self._rate = 0.0
         self.state = state
         self.end_time = now
+        self._moved()
+
+    def _moved(self) -> None:
+        """Bump ``epoch`` and note it in :attr:`journal`: every change of the epoch goes through here."""
         self.epoch += 1
+        if self.journal is not None:
+            self.journal.note(self.job_id)
 
     # --- persistence -------------------------------------------------------
 
@@ -254,7 +301,7 @@ class JobRecord:
         record = cls.__new__(cls)
         for name in PERSISTED:
             setattr(record, name, data[name])
-        record.wait, record.time_shift_drift_s = None, None  # NOT_PERSISTED
+        record.wait, record.time_shift_drift_s, record.journal = None, None, None  # NOT_PERSISTED
         for name in RECOUNTED:  # NOT_PERSISTED: SchedulingCore.restore recounts them from the log
             setattr(record, name, 0)
         record.end_reason = ""  # NOT_PERSISTED: SchedulingCore.restore reads the terminal event's detail
@@ -267,9 +314,9 @@ class JobRecord:
 
 
 # Every slot but the waiting reason and the measured drift, which the first pass and the first
-# progress report after a restart give again.
+# progress report after a restart give again, and the journal, which the restoring core sets.
 # The event counts that are not stored columns (scheduling/eventcounts.py) are recounted from the log.
-NOT_PERSISTED = ("end_reason", *RECOUNTED, "time_shift_drift_s", "wait")
+NOT_PERSISTED = ("end_reason", *RECOUNTED, "journal", "time_shift_drift_s", "wait")
 PERSISTED = tuple(name for name in JobRecord.__slots__ if name not in NOT_PERSISTED)
 
 

@@ -69,6 +69,83 @@ def test_the_kept_best_fit_is_on_machines_and_the_kept_offer_usable_gpus(seed):
     assert checked == 600
 
 
+def _fresh_keys(avail, n: int) -> list[int]:
+    """The best-fit keys of ``avail`` worked out afresh (``usable x nodes + index``, sorted)."""
+    return sorted(int(a) * n + i for i, a in enumerate(avail.tolist()))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_carried_offers_brought_to_a_new_ledger_are_the_offers_worked_out_afresh(seed):
+    """A pass's offers and keys as its bids left them, carried to the next pass (``KeptOffers.carry``, issue 38), are
+    brought up to that pass's ledger at the nodes whose figures differ: they must equal ``usable_gpus`` of it and
+    its sorted keys, and the best fit ``on_machine``'s, whatever changed between (drawn gives, takes, CPU and memory
+    moves and drains, on every GPU-type set of a two-type cluster), pass after pass."""
+    rng = random.Random(seed)
+    toml = small_cluster_toml(12, gpus_per_node=4)
+    last = toml.rfind('gpu_type = "V100"')  # (the last rack's nodes are of another type)
+    cluster = parse_cluster(toml[:last] + 'gpu_type = "A100"' + toml[last + len('gpu_type = "V100"'):])
+    shape = ClusterShape(cluster)
+    n = len(cluster.nodes)
+    type_sets = [None, frozenset({"V100"}), frozenset({"A100"})]
+    free = _drawn_ledger(rng, cluster)
+    carried = None
+    brought = 0
+    for _ in range(40):
+        offers = KeptOffers(free, shape, _lists(shape), True, carried)
+        for types in rng.sample(type_sets, rng.randint(1, 3)):
+            brought += offers.carried is not None and types in offers.carried.offers
+            avail = usable_gpus(free, shape, types)
+            assert offers.of(types).tolist() == avail.tolist()
+            for demand in (1, 2, 3, 4, 5):
+                assert offers.machine(types, demand) == on_machine(avail, demand)
+            assert offers.fits[types] == _fresh_keys(avail, n)
+            picked = on_machine(avail, rng.choice((1, 2, 4)))
+            if picked is not None:  # a take of this pass
+                free.take_parts(parts_of(picked, build_allocation(free, picked)))
+                offers.took(picked)
+        carried = offers.carry()
+        free = free.copy()  # the next pass's ledger: drawn changes on a few nodes
+        for node in rng.sample(cluster.nodes, rng.randint(0, 3)):
+            i = node.index
+            if rng.random() < 0.2:
+                free.schedulable[i] = not free.schedulable[i]
+            elif free.gpus[i] < node.gpus and rng.random() < 0.5:  # a job there ended: its GPUs come back
+                free.give(Allocation((NodeAllocation(node.name, tuple(g for g in range(node.gpus)
+                                                                     if not free.gpu_mask[i] >> g & 1), 0, 0),)))
+            elif free.cpus[i] > 0:
+                free.cpus[i] -= rng.randint(1, int(free.cpus[i]))  # (CPUs taken: fewer usable GPUs)
+            elif free.memory_mb[i] > 0:
+                free.memory_mb[i] //= 2
+    assert brought > 20
+
+
+def test_every_kept_offer_of_a_loaded_run_is_the_offer_worked_out_afresh(monkeypatch):
+    """On a loaded ``dally`` run, every offer a re-auction reads (carried from the last one and brought up to its
+    ledger, or worked out) is ``usable_gpus`` of its ledger, with its sorted best-fit keys."""
+    import halyard.policies.dally as dally_module
+
+    checked = {"offers": 0, "carried": 0}
+
+    class Checked(KeptOffers):
+        __slots__ = ()
+
+        def of(self, types):
+            carried = self.carried is not None and types in self.carried.offers and types not in self.offers
+            avail = super().of(types)
+            fresh = usable_gpus(self.free, self.shape, types)
+            assert avail.tolist() == fresh.tolist()
+            keys = self.fits.get(types)
+            assert keys is None or keys == _fresh_keys(fresh, self.n)
+            checked["offers"] += 1
+            checked["carried"] += carried
+            return avail
+
+    monkeypatch.setattr(dally_module, "KeptOffers", Checked)
+    sim, jobs = _loaded_dally(7)
+    sim.run(jobs)
+    assert checked["carried"] > 50 and checked["offers"] > checked["carried"]
+
+
 def test_take_parts_and_give_parts_move_the_ledger_as_take_and_give():
     """The trusted ledger moves (:meth:`FreeResources.take_parts`, :meth:`~FreeResources.give_parts`) leave the GPUs,
     CPUs, memory and GPU masks :meth:`~FreeResources.take` and :meth:`~FreeResources.give` leave."""

@@ -10,6 +10,7 @@ from policy_fakes import FakeJob, on, view_of
 from halyard.datamodel import ValidationError
 from halyard.policies import Start, make_policy
 from halyard.policies.dally import LEASE_ROUNDS, LEASES_KEY, Dally, with_option
+from halyard.policies.dally_release import OFFERED_KEY
 from halyard.policies.dally_timers import ManualTimers
 from halyard.policies.passstate import PassState
 
@@ -146,7 +147,7 @@ def _drawn_run(policy_name: str, arrival: str, racks: int, seed: int, jobs: int,
         plan = schedule(view, state)
         # every waiting job's reason at a lease end (+staggered's pass writes them all, either way); the
         # other passes are Dally's own, whose shortcuts write only the reasons that changed
-        lease_end = bool(state.get(LEASES_KEY))
+        lease_end = bool(state.get(LEASES_KEY) or state.get(OFFERED_KEY))  # (+auction-on-release's: OFFERED_KEY)
         plans.append((view.now, list(plan.actions), dict(plan.unplaced) if lease_end else None))
         return plan
 

@@ -15,12 +15,12 @@ from types import SimpleNamespace
 import pytest
 
 from halyard.datamodel import Allocation, NodeAllocation, StagePlan
-from halyard.policies.dally import _gpus_of, _write_moves
+from halyard.policies.dally import _gpus_of, _node_bits, _write_moves
 from halyard.policies.dally_bids import HeldParts
 from halyard.policies.facts import ClusterShape
 from halyard.policies.placement import build_allocation, usable_gpus
 from halyard.policies.plan import Plan
-from halyard.policies.resources import FreeResources
+from halyard.policies.resources import FreeResources, gpu_bits
 from halyard.policies.view import allocation_of
 
 
@@ -90,6 +90,31 @@ def test_the_indexed_rounds_write_the_plan_the_rounds_recomputed_write(seed):
     _write_moves(plan, view, dict(moves), got_starts)
     assert plan.actions == expected_plan.actions
     assert got_starts == expected_starts
+
+
+def _parts(allocation: Allocation) -> tuple[tuple[int, int, int, int, int], ...]:
+    """The re-auction's ledger parts of ``allocation`` (policies/dally_bids.py), node ``nK`` at index K."""
+    return tuple((int(p.node[1:]), len(p.gpus), p.cpus, p.memory_mb, gpu_bits(p.gpus)) for p in allocation.nodes)
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_the_rounds_from_ledger_masks_write_the_plan_the_gpu_pairs_write(seed):
+    """The re-auction hands ``_write_moves`` each move's ledger parts (issue 38): its blockers found from the GPU
+    bit masks per node must be those of the (node, GPU) pairs, and whether a bid moved (``_node_bits``) what
+    ``_gpus_of`` says, on every drawn re-auction."""
+    rng = random.Random(seed)
+    view, moves, starts = draw(rng)
+    expected_plan, expected_starts = Plan(), list(starts)
+    write_moves_by_rounds(expected_plan, view, dict(moves), expected_starts)
+    parts = {j: (_parts(allocation_of(view.running[j])), _parts(a)) for j, a in moves.items()}
+    plan, got_starts = Plan(), list(starts)
+    _write_moves(plan, view, dict(moves), got_starts, parts)
+    assert plan.actions == expected_plan.actions
+    assert got_starts == expected_starts
+    for job in view.running.values():
+        for other in [*moves.values(), job.allocation]:
+            same = _gpus_of(other) == _gpus_of(job.allocation)
+            assert (_node_bits(_parts(other)) == _node_bits(_parts(job.allocation))) is same
 
 
 def test_a_ring_is_broken_by_preempting_its_first_move():

@@ -21,6 +21,7 @@ from halyard.policies.dally_release import (
     RELEASE_DELAY_PER_GPU_S,
     event_lease_s,
 )
+from halyard.policies.event_order import EpochWatch
 from halyard.policies.facts import ClusterFacts
 from halyard.policies.passstate import PassState
 from halyard.policies.resources import FreeResources
@@ -196,12 +197,30 @@ def test_lease_ends_of_hand_built_views_equal_the_plain_computation_on_drawn_vie
             release.on_applied(view, state)
 
 
+class CountedWatch(EpochWatch):
+    """An :class:`EpochWatch` that counts the calls it answered from the core's journal."""
+
+    __slots__ = ("answered",)
+
+    def __init__(self, use: bool) -> None:
+        super().__init__()
+        self.use, self.answered = use, 0
+
+    def moved(self, view):
+        moved = super().moved(view)
+        self.answered += moved is not None
+        return moved
+
+
+@pytest.mark.parametrize("journal", [True, False])
 @pytest.mark.parametrize("contention", ["off", "fair"])
-def test_followed_lease_ends_answer_the_plain_computation_at_every_pass(contention):
+def test_followed_lease_ends_answer_the_plain_computation_at_every_pass(contention, journal):
     """``LeaseEnds`` (issue 38) follows each running job's lease end and auction instant through the core's event
-    log, its epochs (with links ``fair`` a co-runner's start re-rates a job without an event for it) and the
-    ``began`` entries each pass writes. In a loaded run of the ``dally`` preset, every ``ended`` and ``wake_at``
-    must answer what ``lease_end`` and ``auction_at`` give worked out afresh over the view's running jobs."""
+    log, its epochs (with links ``fair`` a co-runner's start re-rates a job without an event for it: the jobs
+    whose epoch moved are read from the core's journal of epoch moves, or with ``journal`` off every job's epoch is
+    compared) and the ``began`` entries each pass writes. In a loaded run of the ``dally`` preset, every ``ended``
+    and ``wake_at`` must answer what ``lease_end`` and ``auction_at`` give worked out afresh over the view's running
+    jobs."""
     rng = random.Random(7)
     cluster = parse_cluster(small_cluster_toml(8, gpus_per_node=4))
     jobs = [JobSpec(job_id=f"j{i}", submit_time=rng.uniform(0.0, 3000.0), model=rng.choice(("resnet50", "vgg11")),
@@ -209,6 +228,7 @@ def test_followed_lease_ends_answer_the_plain_computation_at_every_pass(contenti
     jobs.sort(key=lambda spec: spec.submit_time)
     policy = make_policy("dally")
     release = policy.release
+    release._table.watch = watch = CountedWatch(journal)
     ended, wake_at = release.ended, release.wake_at
     asked = {"ended": 0, "wake_at": 0, "events": 0}
 
@@ -232,3 +252,4 @@ def test_followed_lease_ends_answer_the_plain_computation_at_every_pass(contenti
     sim.run(jobs)
     assert asked["ended"] > 100 and asked["wake_at"] > 100 and asked["events"] == asked["ended"]
     assert all(r.end_time is not None for r in sim.core.records.values())
+    assert (watch.answered > asked["ended"]) if journal else watch.answered == 0

@@ -12,7 +12,9 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 from factories import job
+from test_dally_release import CountedWatch
 
 from halyard.datamodel import Allocation, NodeAllocation
 from halyard.policies.dally_stages import nw_sens
@@ -163,7 +165,10 @@ class _CheckedTable(RunningNwSens):
         return jobs, values
 
 
-def test_followed_running_jobs_equal_a_fresh_check_on_a_loaded_run():
+@pytest.mark.parametrize("journal", [True, False])
+def test_followed_running_jobs_equal_a_fresh_check_on_a_loaded_run(journal):
+    """The followed jobs' epochs are checked through the core's journal of epoch moves (``EpochWatch``), or with
+    ``journal`` off all compared, pass by pass: either way each answer is a fresh check's."""
     from halyard.datamodel import load_cluster
     from halyard.policies import make_policy
     from halyard.scheduling import Simulator
@@ -172,8 +177,10 @@ def test_followed_running_jobs_equal_a_fresh_check_on_a_loaded_run():
 
     policy = make_policy("dally-literal")  # the paper's Nw_sens preemption (the preset re-auctions instead)
     policy.nw_preemption.running_sens = table = _CheckedTable()
+    table.watch = watch = CountedWatch(journal)
     sim = Simulator(load_cluster("synergy-128"), policy, performance_model_for(policy, contention="fair"))
     sim.run(generate_synergy_trace(1000, rate_per_hour=5.0, multi_gpu=True, seed=1), until=(600, 601))
     assert table.checks > 500
     assert table.rate_changes > 0
     assert sum(r.preemptions for r in sim.core.records.values()) > 100
+    assert (watch.answered > table.checks // 2) if journal else watch.answered == 0
