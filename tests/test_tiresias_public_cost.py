@@ -5,17 +5,33 @@ its plain computation on the side-by-side harness's own inputs (benchmarks/tires
   to the first one at or after the policy's ``quiet_until`` (``SchedulingCore.skipped_until``) instead of
   every round being pushed and skipped one by one: with 1-s rounds (step ``second-rounds``) that was 435,091
   skipped rounds on workload philly-all.
+* ``ReferenceLists`` (``TwoDimensionalLas(reference_lists=True)``, steps ``reference-lists`` and
+  ``late-demotion``) keeps each queue as a list of job ids and reads again, at a pass, only the jobs that can
+  have moved; it was a dict of (queue, place) rebuilt, and every live job read and sorted, at every pass.
+  :class:`PlainLists` below is that plain computation, as it stood before (policies/tiresias.py at
+  5e754e1), and :class:`Lockstep` runs both pass by pass: the same order, the same next queue jump.
 """
 
 from __future__ import annotations
 
+import bisect
+import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from halyard.datamodel import load_cluster
-from halyard.scheduling import Simulator
+from halyard.datamodel import Allocation, JobSpec, NodeAllocation, load_cluster
+from halyard.emulator import PerformanceModel
+from halyard.policies import make_policy
+from halyard.policies.passstate import PassState
+from halyard.policies.plan import Plan
+from halyard.policies.staged import StagedPolicy
+from halyard.policies.stages import Ranking
+from halyard.policies.tiresias import SkewConsolidation, TwoDimensionalLas, running_after
+from halyard.policies.view import ClusterView, JobInfo
+from halyard.scheduling import SchedulingCore, Simulator
 from halyard.traces import read_trace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -65,3 +81,160 @@ def test_rounds_pushed_past_quiet_ones_leave_the_schedule_as_it_was(inputs: Path
     assert (fast.core.passes, fast.core.skipped_passes) == (plain.core.passes, plain.core.skipped_passes)
     if variant == MATCHED:
         assert fast._seq < plain._seq / 4
+
+
+class PlainLists:
+    """The reference's lists computed plainly: every live job read, keyed (queue, place) and sorted at every pass,
+    the places renumbered after it (ReferenceLists before issue 38)."""
+
+    def __init__(self, thresholds: tuple[float, ...], late_demotion: bool) -> None:
+        self.thresholds, self.late_demotion = thresholds, late_demotion
+        self._place: dict[str, tuple[int, int]] = {}
+        self._next = 0
+        self._live: frozenset[str] = frozenset()
+        self.next_jump = math.inf
+
+    def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[int, int]]:
+        places = self.tentative(view, state)[0]
+        return lambda job: places[job.job_id]
+
+    def tentative(self, view: ClusterView, state: PassState) -> tuple[dict[str, tuple[int, int]], int, bool]:
+        found = state.get("plain")
+        if found is not None:
+            return found
+        now, thresholds, kept = view.now, self.thresholds, self._place
+        live = frozenset((*view.running, *(job.job_id for job in view.pending)))
+        event = not self.late_demotion or live != self._live or now >= self.next_jump
+        places, appended = {}, []
+        for job in (*view.running.values(), *view.pending):
+            attained = job.attained_gpu_s(now)
+            had = kept.get(job.job_id)
+            queue = bisect.bisect_right(thresholds, attained) if had is None or event else had[0]
+            if had is None or had[0] != queue:
+                when = (job.spec.submit_time if had is None or job.allocation is None
+                        else now if self.late_demotion else now - (attained - thresholds[queue - 1]) / job.num_gpus)
+                appended.append((when, job.spec.submit_time, job.arrival_seq, job.job_id, queue))
+            else:
+                places[job.job_id] = had
+        after = self._next
+        for *_, job_id, queue in sorted(appended):
+            places[job_id], after = (queue, after), after + 1
+        state.put("plain", (places, after, event))
+        return places, after, event
+
+    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        places, after, event = self.tentative(view, state)
+        running = running_after(view, plan)
+        order = sorted(places, key=lambda job_id: (places[job_id][0], job_id not in running, places[job_id][1]))
+        self._place = {job_id: (places[job_id][0], after + i) for i, job_id in enumerate(order)}
+        self._next = after + len(order)
+        self._live = frozenset(places)
+        if self.late_demotion and event:
+            now, jump = view.now, math.inf
+            jobs = {job.job_id: job for job in (*view.running.values(), *view.pending)}
+            for job_id in running:
+                queue = places[job_id][0]
+                if queue < len(self.thresholds):
+                    job = jobs[job_id]
+                    jump = min(jump, now + math.ceil((self.thresholds[queue] - job.run_time_s(now)) / job.num_gpus))
+            self.next_jump = jump
+
+
+class Lockstep(TwoDimensionalLas):
+    """2D-LAS on the reference's lists, with :class:`PlainLists` run beside them: every pass's ranking must be the
+    plain sort, every applied pass must leave the same next queue jump."""
+
+    def __init__(self, late_demotion: bool, incremental: bool = True) -> None:
+        super().__init__(harness.PUBLIC_THRESHOLDS_GPU_S, reference_lists=True, late_demotion=late_demotion)
+        assert self._lists is not None
+        self._lists.incremental = incremental
+        self.plain = PlainLists(harness.PUBLIC_THRESHOLDS_GPU_S, late_demotion)
+        self.plain_state = PassState()
+        self.ranked = 0
+
+    def ranking(self, view: ClusterView, state: PassState, pending: list[JobInfo]) -> Ranking:
+        fast = super().ranking(view, state, pending)
+        expected = sorted([*view.running.values(), *pending], key=self.plain.key(view, self.plain_state))
+        assert [j.job_id for j in fast.ranked()] == [j.job_id for j in expected]
+        assert list(fast.held_ranked()) == [0 if j.allocation is None else j.num_gpus for j in expected]
+        self.ranked += 1
+        return fast
+
+    def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
+        super().on_applied(view, plan, state)
+        self.plain.on_applied(view, plan, self.plain_state)
+        self.plain_state = PassState()
+        assert self._lists is not None and self._lists.next_jump == self.plain.next_jump
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Drawn by the harness as its workloads are, denser: 600 Philly-sample jobs from the 300th, arrivals 3x
+    closer, on 1 x 16 x 4 GPUs (jobs wait and are preempted at most passes)."""
+    folder = tmp_path_factory.mktemp("tiresias-loaded")
+    harness.write_inputs(harness.draw(300, 600, 3.0), harness.CLUSTER_SPECS["cluster_spec"], folder)
+    return folder
+
+
+@pytest.mark.parametrize(("workload", "late_demotion", "round_s"),
+                         [("inputs", True, 1.0), ("inputs", False, 300.0), ("loaded", True, 1.0),
+                          ("loaded", False, 300.0), ("loaded", True, 300.0)])
+def test_kept_lists_rank_as_the_plain_sort(request: pytest.FixtureRequest, workload: str, late_demotion: bool,
+                                           round_s: float) -> None:
+    """Pass by pass the lists' ranking is the plain (queue, place) sort of every running and pending job, and the
+    next queue jump the plain one; the whole event log is the one every live job read at every pass
+    (``incremental = False``) gives."""
+    folder = request.getfixturevalue(workload)
+    logs = []
+    for incremental in (True, False):
+        ordering = Lockstep(late_demotion, incremental)
+        _, perf = harness.halyard_policy_and_perf(MATCHED)
+        sim = Simulator(load_cluster(str(folder / "cluster.toml")),
+                        StagedPolicy("lockstep", ordering, placement=SkewConsolidation(is_high_skew=lambda _m: False)),
+                        perf, round_s=round_s)
+        sim.run(list(read_trace(folder / "halyard.csv", strict=True).jobs))
+        assert ordering.ranked > 500 and sum(e.kind.value == "PREEMPTED" for e in sim.core.log) > 10
+        logs.append(log_of(sim))
+    assert logs[0] == logs[1]
+
+
+def _on(node: str, gpus: int) -> Allocation:
+    return Allocation((NodeAllocation(node, tuple(range(gpus)), 3 * gpus, 62_500 * gpus),))
+
+
+def test_a_job_stopped_between_events_is_read_again_at_the_next(inputs: Path) -> None:
+    """A state the drawn runs do not reach (their passes between events never stop a job): J (2 GPUs) has run
+    1,000 s (2,000 GPU-s) at an arrival (an event: jump at +1,125 s, ceil((3,250 - 1,000) / 2)), crosses 3,250
+    GPU-s 625 s later, is stopped by a pass at +700 s (no event: its queue is kept), a pass at +701 s reads its
+    stop, and K arrives at +702 s: the reference demotes J there, so it must be read again though it was read
+    at no event pass since it ran (``ReferenceLists._unsettled``)."""
+    core = SchedulingCore(load_cluster(str(inputs / "cluster.toml")), make_policy("fifo"),
+                          PerformanceModel(communication=False))
+    ordering = Lockstep(late_demotion=True)
+
+    def run_pass(now: float, plan: Plan) -> Ranking:
+        view, state = core.view(now), PassState()
+        ranking = ordering.ranking(view, state, list(view.pending))
+        core.apply(plan, now)
+        ordering.on_applied(core.view(now), plan, state)
+        return ranking
+
+    def spec(job_id: str, at: float, gpus: int) -> JobSpec:
+        return JobSpec(job_id=job_id, submit_time=at, model="resnet50", num_gpus=gpus, duration_s=1e6)
+
+    core.submit(spec("J", 0.0, 2), 0.0)
+    core.submit(spec("W", 0.0, 1), 0.0)
+    start = Plan()
+    start.start("J", _on("r0-n0", 2))
+    run_pass(0.0, start)
+    core.submit(spec("A", 1000.0, 1), 1000.0)
+    run_pass(1000.0, Plan())
+    assert ordering._lists is not None and ordering._lists.next_jump == 2125.0
+    stop = Plan()
+    stop.preempt("J")
+    run_pass(1700.0, stop)
+    run_pass(1701.0, Plan())
+    assert "J" in ordering._lists._unsettled
+    core.submit(spec("K", 1702.0, 1), 1702.0)
+    ranked = [job.job_id for job in run_pass(1702.0, Plan()).ranked()]
+    assert ranked == ["W", "A", "K", "J"]  # J demoted to queue 1, behind the waiting jobs of queue 0
