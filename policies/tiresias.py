@@ -248,6 +248,7 @@ class ReferenceLists:
         # Live jobs that may be waiting with a kept queue a read would change (they ran or moved since the
         # last event pass read them); the others wait with the queue their fixed service gives.
         self._unsettled: set[str] = set()
+        self._running: set[str] = set()  # the jobs running once the last applied pass's plan was
         self._events: object = None  # the log followed, and how much of it the last pass had read
         self._seen = 0
         self._jump = math.inf  # the reference's next queue jump, from its last event
@@ -315,9 +316,13 @@ class ReferenceLists:
                 appended.append((when, job.spec.submit_time, job.arrival_seq, job.job_id, queue))
         appended.sort()
         gone = {*departed, *(job_id for *_, job_id, _ in appended if job_id in kept)}
-        lists = [[j for j in ids if j not in gone] if gone else list(ids) for ids in self._lists]
-        for *_, job_id, queue in appended:
-            lists[queue].append(job_id)
+        # The kept lists themselves where nothing leaves or joins them (on_applied replaces, never edits, them).
+        lists = [[j for j in ids if j not in gone] for ids in self._lists] if gone else list(self._lists)
+        if appended:
+            joined: list[list[str]] = [[] for _ in lists]
+            for *_, job_id, queue in appended:
+                joined[queue].append(job_id)
+            lists = [ids + more if more else ids for ids, more in zip(lists, joined, strict=True)]
         found = _ListsPass(lists, {job_id: queue for *_, job_id, queue in appended}, departed, event, jobs,
                            touched, len(events) if events is not None else 0)
         state.put(LISTS_KEY, found)
@@ -328,8 +333,13 @@ class ReferenceLists:
         with ``late_demotion``, at one of the reference's events, its next queue jump."""
         found = self._tentative(view, state)
         running = running_after(view, plan)
-        self._lists = [[j for j in ids if j in running] + [j for j in ids if j not in running]
-                       for ids in found.lists]
+        if (plan.actions or running != self._running.difference(found.departed)
+                or any(j in running for j in found.moved)):
+            self._lists = [[j for j in ids if j in running] + [j for j in ids if j not in running]
+                           for ids in found.lists]
+        else:  # the same jobs run (but for those that ended) and none joined a list: each is running-first still
+            self._lists = found.lists
+        self._running = running
         kept = self._queue
         for job_id in found.departed:
             del kept[job_id]

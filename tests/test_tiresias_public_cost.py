@@ -202,39 +202,63 @@ def _on(node: str, gpus: int) -> Allocation:
     return Allocation((NodeAllocation(node, tuple(range(gpus)), 3 * gpus, 62_500 * gpus),))
 
 
+class Passes:
+    """A core on the harness's cluster whose passes are plans given by hand, each ranked and applied by a
+    :class:`Lockstep` 2D-LAS with late demotion (states the drawn runs do not reach)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.core = SchedulingCore(load_cluster(str(folder / "cluster.toml")), make_policy("fifo"),
+                                   PerformanceModel(communication=False))
+        self.ordering = Lockstep(late_demotion=True)
+        self.lists = self.ordering._lists
+        assert self.lists is not None
+
+    def submit(self, job_id: str, at: float, gpus: int) -> None:
+        self.core.submit(JobSpec(job_id=job_id, submit_time=at, model="resnet50", num_gpus=gpus, duration_s=1e6), at)
+
+    def run(self, now: float, start: dict[str, Allocation] | None = None, stop: tuple[str, ...] = ()) -> list[str]:
+        """One pass at ``now`` that preempts ``stop`` and starts ``start``; the ranking it was given, best first."""
+        plan = Plan()
+        for job_id in stop:
+            plan.preempt(job_id)
+        for job_id, allocation in (start or {}).items():
+            plan.start(job_id, allocation)
+        view, state = self.core.view(now), PassState()
+        ranking = self.ordering.ranking(view, state, list(view.pending))
+        self.core.apply(plan, now)
+        self.ordering.on_applied(self.core.view(now), plan, state)
+        return [job.job_id for job in ranking.ranked()]
+
+
+def test_a_running_job_demoted_by_a_pass_that_changes_nothing_goes_before_the_waiting_ones(inputs: Path) -> None:
+    """W (1 GPU) runs 4,000 s, reaches queue 1 and is stopped for J at J's arrival; J crosses 3,250 GPU-s at
+    7,250 s and is demoted at K's arrival (7,300 s) by a pass that starts and stops nothing: appended to queue 1
+    behind W, it must still go before W, which waits (the lists move running jobs first after every pass)."""
+    p = Passes(inputs)
+    p.submit("W", 0.0, 1)
+    p.run(0.0, start={"W": _on("r0-n0", 1)})
+    p.submit("J", 4000.0, 1)
+    p.run(4000.0, start={"J": _on("r0-n1", 1)}, stop=("W",))
+    assert p.lists.next_jump == 7250.0
+    p.submit("K", 7300.0, 1)
+    assert p.run(7300.0) == ["K", "W", "J"]  # this pass's lists: J appended to queue 1
+    assert p.run(7301.0) == ["K", "J", "W"]  # after it: running first
+
+
 def test_a_job_stopped_between_events_is_read_again_at_the_next(inputs: Path) -> None:
-    """A state the drawn runs do not reach (their passes between events never stop a job): J (2 GPUs) has run
-    1,000 s (2,000 GPU-s) at an arrival (an event: jump at +1,125 s, ceil((3,250 - 1,000) / 2)), crosses 3,250
-    GPU-s 625 s later, is stopped by a pass at +700 s (no event: its queue is kept), a pass at +701 s reads its
-    stop, and K arrives at +702 s: the reference demotes J there, so it must be read again though it was read
-    at no event pass since it ran (``ReferenceLists._unsettled``)."""
-    core = SchedulingCore(load_cluster(str(inputs / "cluster.toml")), make_policy("fifo"),
-                          PerformanceModel(communication=False))
-    ordering = Lockstep(late_demotion=True)
-
-    def run_pass(now: float, plan: Plan) -> Ranking:
-        view, state = core.view(now), PassState()
-        ranking = ordering.ranking(view, state, list(view.pending))
-        core.apply(plan, now)
-        ordering.on_applied(core.view(now), plan, state)
-        return ranking
-
-    def spec(job_id: str, at: float, gpus: int) -> JobSpec:
-        return JobSpec(job_id=job_id, submit_time=at, model="resnet50", num_gpus=gpus, duration_s=1e6)
-
-    core.submit(spec("J", 0.0, 2), 0.0)
-    core.submit(spec("W", 0.0, 1), 0.0)
-    start = Plan()
-    start.start("J", _on("r0-n0", 2))
-    run_pass(0.0, start)
-    core.submit(spec("A", 1000.0, 1), 1000.0)
-    run_pass(1000.0, Plan())
-    assert ordering._lists is not None and ordering._lists.next_jump == 2125.0
-    stop = Plan()
-    stop.preempt("J")
-    run_pass(1700.0, stop)
-    run_pass(1701.0, Plan())
-    assert "J" in ordering._lists._unsettled
-    core.submit(spec("K", 1702.0, 1), 1702.0)
-    ranked = [job.job_id for job in run_pass(1702.0, Plan()).ranked()]
-    assert ranked == ["W", "A", "K", "J"]  # J demoted to queue 1, behind the waiting jobs of queue 0
+    """J (2 GPUs) has run 1,000 s (2,000 GPU-s) at A's arrival (an event: jump at +1,125 s, ceil((3,250 - 1,000)
+    / 2)), crosses 3,250 GPU-s 625 s later, is stopped by a pass at +700 s (no event: its queue is kept), a pass
+    at +701 s reads its stop, and K arrives at +702 s: the reference demotes J there, so it must be read again
+    though no event pass has read it since it ran (``ReferenceLists._unsettled``)."""
+    p = Passes(inputs)
+    p.submit("J", 0.0, 2)
+    p.submit("W", 0.0, 1)
+    p.run(0.0, start={"J": _on("r0-n0", 2)})
+    p.submit("A", 1000.0, 1)
+    p.run(1000.0)
+    assert p.lists.next_jump == 2125.0
+    p.run(1700.0, stop=("J",))
+    p.run(1701.0)
+    assert "J" in p.lists._unsettled
+    p.submit("K", 1702.0, 1)
+    assert p.run(1702.0) == ["W", "A", "K", "J"]  # J demoted to queue 1, behind the waiting jobs of queue 0
