@@ -35,6 +35,7 @@ is a function of the views of applied passes.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import heapq
 import itertools
 import math
@@ -49,7 +50,7 @@ from halyard.policies.placement import FirstFitConsolidated, build_allocation, c
 from halyard.policies.plan import Plan, Preempt, Start
 from halyard.policies.reasons import Unplaced, by_policy
 from halyard.policies.resources import FreeResources
-from halyard.policies.stages import DEFAULT_CANDIDATES, Ordering, Placement, Ranking
+from halyard.policies.stages import DEFAULT_CANDIDATES, Ordering, Placement, Ranking, held_gpus
 from halyard.policies.topology import first_fit
 from halyard.policies.view import ClusterView, JobInfo
 
@@ -165,7 +166,10 @@ class TwoDimensionalLas(Ordering):
     def ranking(self, view: ClusterView, state: PassState, pending: Sequence[JobInfo]) -> Ranking:
         """:meth:`Ordering.ranking` from the order kept between passes (:class:`KeptOrder`) when it can
         be: no starvation promotion, every pending job admitted, and a view that offers the core's event
-        log; otherwise sorted afresh."""
+        log; with the reference simulator's lists, from the lists when every pending job is admitted;
+        otherwise sorted afresh."""
+        if self._lists is not None and len(pending) == len(view.pending):
+            return self._lists.ranking(view, state)
         if (self.remembers or view.events is None or view.jobs is None
                 or len(pending) != len(view.pending)):
             return super().ranking(view, state, pending)
@@ -214,22 +218,39 @@ class ReferenceLists:
     arriving job is appended to queue 0, a job whose attained GPU time reaches its queue's threshold is
     appended to the next queue (jobs of one event in arrival order), a pass offers GPUs down the lists in
     order, and after the pass each queue's waiting jobs are moved behind its running ones, in the order
-    they had. Here a job's place in its list is a number: the key is (queue, place), an append takes the
-    next number, and an applied pass renumbers each queue running jobs first.
+    they had. Here each queue is a list of job ids: a pass's order is the lists with the jobs that left or
+    changed queue taken out and the appended ones at the ends, and an applied pass moves each queue's
+    running jobs first. (Its key, :meth:`key`, is (queue, place): the place a job's position in the lists,
+    an append after every kept job.)
 
     ``late_demotion`` (off by default) also takes the reference's demotion times: it demotes only at its
     events (an arrival, a completion, or its next "queue jump"), and computes a running job's jump as
     ``now + ceil((threshold - executed seconds) / GPUs)``, seconds where GPU-seconds are meant, so a
     multi-GPU job is demoted at the first arrival or completion after it crosses, or later. Here a pass
     with an arrival or a completion, or at or after the earliest jump, is such an event.
+
+    With the core's event log in the view (``ClusterView.events``, ``jobs``) a pass reads again only the
+    jobs that can have moved (issue 38: on 2,000 Philly jobs with 1-s rounds a pass holds ~485 live jobs, of
+    which ~120 run): the running ones, the jobs of the events logged since the last pass, and the waiting
+    ones not read at an event pass since they last ran (``_unsettled``); a waiting job's attained service
+    is fixed, so its queue, once read at an event pass, stays what a full read would find.
+    ``incremental = False`` reads every live job at every pass (tests/test_tiresias_public_cost.py holds the
+    two to the reference's plain lists).
     """
 
     def __init__(self, thresholds: tuple[float, ...], late_demotion: bool = False) -> None:
         self.thresholds = thresholds
         self.late_demotion = late_demotion
-        self._place: dict[str, tuple[int, int]] = {}  # job id -> (queue, place), as of the last applied pass
-        self._next = 0
-        self._live: frozenset[str] = frozenset()  # the live jobs of the last applied pass
+        self.incremental = True
+        # As of the last applied pass: each live job's queue, each queue's jobs in order (running first).
+        self._queue: dict[str, int] = {}
+        self._lists: list[list[str]] = [[] for _ in range(len(thresholds) + 1)]
+        # Live jobs that may be waiting with a kept queue a read would change (they ran or moved since the
+        # last event pass read them); the others wait with the queue their fixed service gives.
+        self._unsettled: set[str] = set()
+        self._running: set[str] = set()  # the jobs running once the last applied pass's plan was
+        self._events: object = None  # the log followed, and how much of it the last pass had read
+        self._seen = 0
         self._jump = math.inf  # the reference's next queue jump, from its last event
 
     @property
@@ -238,61 +259,129 @@ class ReferenceLists:
         return self._jump
 
     def key(self, view: ClusterView, state: PassState) -> Callable[[JobInfo], tuple[float, ...]]:
-        places = self._tentative(view, state)[0]
+        lists = self._tentative(view, state).lists
+        places = {job_id: (queue, place) for queue, ids in enumerate(lists)
+                  for place, job_id in enumerate(ids, start=sum(map(len, lists[:queue])))}
         return lambda job: places[job.job_id]
 
-    def _tentative(self, view: ClusterView, state: PassState) -> tuple[dict[str, tuple[int, int]], int, bool]:
-        """Every live job's (queue, place) in this pass (arrivals and demotions appended), the next place,
-        and whether the pass is one of the reference's events."""
+    def ranking(self, view: ClusterView, state: PassState) -> Ranking:
+        """Every live job in this pass's order (:meth:`Ordering.ranked` over the running and every pending job
+        by :meth:`key`), read from the lists."""
+        found = self._tentative(view, state)
+        jobs = found.jobs
+        ranked = [jobs[job_id] for ids in found.lists for job_id in ids]
+        return Ranking(ranked, None, held_gpus(ranked))
+
+    def _tentative(self, view: ClusterView, state: PassState) -> _ListsPass:
+        """This pass's lists (arrivals and demotions appended), and whether it is one of the reference's events."""
         found = state.get(LISTS_KEY)
         if found is not None:
             return found
-        now, thresholds, kept = view.now, self.thresholds, self._place
-        live = frozenset((*view.running, *(job.job_id for job in view.pending)))
-        event = not self.late_demotion or live != self._live or now >= self._jump
-        places, appended = {}, []
-        for job in (*view.running.values(), *view.pending):
-            attained = job.attained_gpu_s(now)
+        now, thresholds, kept = view.now, self.thresholds, self._queue
+        jobs = view.jobs
+        events = view.events
+        touched: set[str] | None = None
+        if (self.incremental and events is not None and jobs is not None and events is self._events
+                and len(events) >= self._seen):
+            touched = {event.job_id for event in events.since(self._seen)}
+            arrived = [j for j in touched if j not in kept and jobs[j].state in _LIVE]
+            departed = [j for j in touched if j in kept and jobs[j].state not in _LIVE]
+            if len(kept) + len(arrived) - len(departed) != len(view.running) + len(view.pending):
+                touched = None  # a change seen by no event: read everything
+        if touched is None:
+            jobs = {job.job_id: job for job in (*view.running.values(), *view.pending)}
+            arrived = [j for j in jobs if j not in kept]
+            departed = [j for j in kept if j not in jobs]
+            recheck: Iterable[JobInfo] = jobs.values()
+        assert jobs is not None  # (the view's, when its events were read)
+        event = not self.late_demotion or bool(arrived or departed) or now >= self._jump
+        if touched is not None:
+            if event:
+                waiting = (self._unsettled | touched).difference(view.running)
+                recheck = (*view.running.values(), *(jobs[j] for j in waiting if jobs[j].state in _LIVE))
+            else:  # no arrival, no completion: every job keeps its queue
+                recheck = ()
+        appended = []
+        for job in recheck:
             had = kept.get(job.job_id)
-            queue = bisect.bisect_right(thresholds, attained) if had is None or event else had[0]
-            if had is None or had[0] != queue:
+            if had is not None and not event:
+                continue
+            attained = job.attained_gpu_s(now)
+            queue = bisect.bisect_right(thresholds, attained)
+            if had is None or had != queue:
                 # When the job arrived, or (running) crossed the threshold it is demoted at; with
                 # late_demotion, now (the reference's event). Appends go in that order, then arrival order.
                 when = (job.spec.submit_time if had is None or job.allocation is None
                         else now if self.late_demotion else now - (attained - thresholds[queue - 1]) / job.num_gpus)
                 appended.append((when, job.spec.submit_time, job.arrival_seq, job.job_id, queue))
-            else:
-                places[job.job_id] = had
-        after = self._next
-        for *_, job_id, queue in sorted(appended):
-            places[job_id], after = (queue, after), after + 1
-        found = (places, after, event)
+        appended.sort()
+        gone = {*departed, *(job_id for *_, job_id, _ in appended if job_id in kept)}
+        # The kept lists themselves where nothing leaves or joins them (on_applied replaces, never edits, them).
+        lists = [[j for j in ids if j not in gone] for ids in self._lists] if gone else list(self._lists)
+        if appended:
+            joined: list[list[str]] = [[] for _ in lists]
+            for *_, job_id, queue in appended:
+                joined[queue].append(job_id)
+            lists = [ids + more if more else ids for ids, more in zip(lists, joined, strict=True)]
+        found = _ListsPass(lists, {job_id: queue for *_, job_id, queue in appended}, departed, event, jobs,
+                           touched, len(events) if events is not None else 0)
         state.put(LISTS_KEY, found)
         return found
 
     def on_applied(self, view: ClusterView, plan: Plan, state: PassState) -> None:
         """Keep the pass's lists, each queue's running jobs (after the plan) moved before its waiting ones;
         with ``late_demotion``, at one of the reference's events, its next queue jump."""
-        places, after, event = self._tentative(view, state)
-        running = set(view.running)
-        for action in plan.actions:
-            if isinstance(action, Preempt):
-                running.discard(action.job_id)
-            elif isinstance(action, Start):
-                running.add(action.job_id)
-        order = sorted(places, key=lambda job_id: (places[job_id][0], job_id not in running, places[job_id][1]))
-        self._place = {job_id: (places[job_id][0], after + i) for i, job_id in enumerate(order)}
-        self._next = after + len(order)
-        self._live = frozenset(places)
-        if self.late_demotion and event:
-            now, jump = view.now, math.inf
-            jobs = {job.job_id: job for job in (*view.running.values(), *view.pending)}
+        found = self._tentative(view, state)
+        running = running_after(view, plan)
+        if (plan.actions or running != self._running.difference(found.departed)
+                or any(j in running for j in found.moved)):
+            self._lists = [[j for j in ids if j in running] + [j for j in ids if j not in running]
+                           for ids in found.lists]
+        else:  # the same jobs run (but for those that ended) and none joined a list: each is running-first still
+            self._lists = found.lists
+        self._running = running
+        kept = self._queue
+        for job_id in found.departed:
+            del kept[job_id]
+        kept.update(found.moved)
+        if found.touched is None or found.event:
+            self._unsettled = set()
+        else:
+            self._unsettled.update(found.touched)
+        self._unsettled.difference_update(found.departed)
+        self._events, self._seen = view.events, found.seen
+        if self.late_demotion and found.event:
+            now, jump, jobs, thresholds = view.now, math.inf, found.jobs, self.thresholds
             for job_id in running:
-                queue = places[job_id][0]
-                if queue < len(self.thresholds):
+                queue = kept[job_id]
+                if queue < len(thresholds):
                     job = jobs[job_id]
-                    jump = min(jump, now + math.ceil((self.thresholds[queue] - job.run_time_s(now)) / job.num_gpus))
+                    jump = min(jump, now + math.ceil((thresholds[queue] - job.run_time_s(now)) / job.num_gpus))
             self._jump = jump
+
+
+def running_after(view: ClusterView, plan: Plan) -> set[str]:
+    """The ids of the jobs running once ``plan`` (a pass at ``view``) is applied."""
+    running = set(view.running)
+    for action in plan.actions:
+        if isinstance(action, Preempt):
+            running.discard(action.job_id)
+        elif isinstance(action, Start):
+            running.add(action.job_id)
+    return running
+
+
+@dataclasses.dataclass(slots=True)
+class _ListsPass:
+    """What :meth:`ReferenceLists._tentative` works out once per pass (in its :class:`PassState`)."""
+
+    lists: list[list[str]]  # each queue's job ids in this pass's order
+    moved: dict[str, int]  # appended jobs: job id -> queue
+    departed: list[str]  # kept jobs no longer live
+    event: bool  # one of the reference's events (always, without late_demotion)
+    jobs: Mapping[str, JobInfo]  # the live jobs (or every job) by id
+    touched: set[str] | None  # the jobs of the events read, None: every live job was read
+    seen: int  # the log's length when read
 
 
 class KeptOrder(EventOrder):

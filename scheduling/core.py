@@ -149,6 +149,10 @@ class SchedulingCore:
         self.keep_promises = True
         self.verify_promises = False
         self.skipped_passes = 0
+        # After a call of schedule() that skipped its pass (a quiet one, not round-gated, not held to a promise):
+        # the policy's quiet_until, before which every later pass with no event logged and no schedulable flag
+        # changed is skipped the same way; -inf after any other call. The simulator pushes its next round there.
+        self.skipped_until = -math.inf
         # Why jobs wait: the reasons the last pass gave (its Plan.unplaced, kept as it is: a loaded queue has
         # hundreds of waiting jobs per pass) and its reason for the jobs it did not look at (Plan.otherwise).
         # A job's reason from an earlier pass is written to its record when a pass stops looking at it.
@@ -295,6 +299,7 @@ class SchedulingCore:
         applied, or ``on_rejected`` if the core refuses it (Kubernetes' Reserve/Unreserve).
         In a cluster of mixed backends a pass runs once per kind of job (:meth:`_schedule_split`).
         """
+        self.skipped_until = -math.inf
         split = self.backends.split(self.free.schedulable, self._live)
         if split is not None:
             return self._schedule_split(now, split)
@@ -310,6 +315,8 @@ class SchedulingCore:
             if now < quiet.until:
                 if not (quiet.promised and self.verify_promises):
                     self.skipped_passes += 1  # the last pass planned nothing and this one would, word for word
+                    if quiet.at_round is None:
+                        self.skipped_until = quiet.until
                     return []
                 promised = self._reasons()  # (run it, and hold it to the promise below)
         started = time.perf_counter()

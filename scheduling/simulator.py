@@ -88,6 +88,19 @@ class SimulatedPool:
             self.push(record.finish_time(), _COMPLETION, record.job_id, record.epoch)
 
 
+def _multiples_before(first: int, until: float, round_s: float) -> int:
+    """How many of the instants ``k * round_s``, ``k >= first``, come before ``until`` (a whole ``round_s``:
+    each such instant is exact)."""
+    if math.isinf(until):
+        return 0
+    k = math.ceil(until / round_s)
+    while k * round_s < until:
+        k += 1
+    while k > first and (k - 1) * round_s >= until:
+        k -= 1
+    return max(0, k - first)
+
+
 class Simulator:
     def __init__(self, cluster: Cluster, policy: Policy, perf: PerformanceModel | None = None,
                  *, round_s: float = 300.0, rounds_only: bool = False) -> None:
@@ -100,6 +113,9 @@ class Simulator:
         self.core = SchedulingCore(cluster, policy, self.perf, round_s=round_s)
         self.round_s = round_s
         self.rounds_only = rounds_only
+        # Push the next round past rounds whose passes the core would skip as quiet (SchedulingCore.skipped_until);
+        # False: push every round and let the core skip them one by one (the tests compare the two).
+        self.skip_quiet_rounds = True
         self._heap: list[tuple[float, int, int, str, int]] = []
         self._seq = 0
         self.pool = SimulatedPool(self.core, self.perf, self._push)
@@ -157,6 +173,13 @@ class Simulator:
         next_arrival()
         round_at = math.inf  # the next round's (or wake's) instant; a pushed round at another instant is stale
         wakes = getattr(policy, "wake_at", None) is not None
+        # Rounds at whole multiples of a whole number of seconds: every instant ``k * round_s`` the chain of
+        # rounds below reaches is exact, so a round pushed past quiet rounds lands on one of them.
+        # Without wake_at no round is ever superseded, so a stale round is one pushed past quiet rounds whose
+        # instant an event reached first: its instant, if nothing else falls on it, is passed over as if it had
+        # never been pushed.
+        skips_ahead = float(self.round_s).is_integer() and self.skip_quiet_rounds and not wakes
+        ahead: tuple[int, float] | None = None  # rounds pushed past: (the first one's k, where the next one went)
         # The policy's last wake_at answer. An instant that changed nothing (stale completions and rounds only)
         # leaves the jobs and the policy as they were, so the answer stands while it is still ahead.
         wake_due = math.inf
@@ -164,8 +187,10 @@ class Simulator:
         while heap:
             now = heap[0][0]
             changed = rounded = False
+            stale_only = skips_ahead
             while heap and heap[0][0] == now:
                 _, kind, _, job_id, epoch = heapq.heappop(heap)
+                stale_only = stale_only and kind == _ROUND and now != round_at
                 if kind == _COMPLETION:
                     record = core.records[job_id]
                     if record.epoch == epoch and record.state is JobState.RUNNING:
@@ -185,13 +210,34 @@ class Simulator:
                 elif now == round_at:  # (a round superseded by an earlier wake is stale: skipped)
                     round_at = math.inf
                     changed = rounded = True
+            if stale_only:
+                continue
+            quiet_until = -math.inf  # where this instant's pass, if skipped as quiet, says the next may run
+            if ahead is not None:  # the rounds pushed past that came before now: each a pass the core skips
+                first, went = ahead
+                core.skipped_passes += _multiples_before(first, min(now, went), self.round_s)
+                k = round(now / self.round_s)
+                if now < went and k >= first and k * self.round_s == now:
+                    changed = rounded = True  # one of them falls on now: this instant is a round, as it was
+                ahead = None
             if changed:  # with rounds_only an arrival or completion is recorded (and re-rates), not scheduled
                 passes = (rounded or not self.rounds_only) and (core.pending or policy.acts_without_pending)
                 self.pool.execute(core.schedule(now) if passes else [], now)
+                if passes:
+                    quiet_until = core.skipped_until
             waiting = core.pending or (policy.acts_without_pending and core.running)
             due = math.inf
             if (policy.needs_rounds or self.rounds_only) and waiting:
                 due = (math.floor(now / self.round_s) + 1) * self.round_s
+                if skips_ahead and quiet_until > due:  # this instant's pass was skipped as quiet:
+                    # so is every round's before the policy's quiet_until, with nothing else happening first
+                    # (an arrival or a completion is an event, and pushes a round of its own): go to the first
+                    # round at or after it. Never later than that round (x / round_s rounds to at most an
+                    # integer above x), and its pass is asked again; inf: no round until an event.
+                    first = round(due / self.round_s)
+                    due = (math.ceil(quiet_until / self.round_s) * self.round_s
+                           if math.isfinite(quiet_until) else math.inf)
+                    ahead = (first, due)
             if wakes:  # a pass the policy asks for between rounds (SchedulingCore.wake_at)
                 if changed or not now < wake_due:
                     wake_due = core.wake_at(now)
