@@ -390,7 +390,7 @@ class Dally:
         moves: dict[str, Allocation] = {}
         moved: dict[str, tuple[tuple[LedgerPart, ...], tuple[LedgerPart, ...]]] = {}  # moves' parts (held, target)
         statics = self.delay.statics
-        stage, now = self.delay.name, view.now
+        stage = self.delay.name
         for job in order:
             lease_ended = job.job_id in ended
             static = statics.of(view, job)
@@ -400,9 +400,8 @@ class Dally:
                 # it waits with the reason _bid and DelayScheduling.why would give (rejection), without asking them.
                 timers = offers.misses.get((static.gpu_types, job.spec.num_gpus))  # (KeptOffers.missed)
                 if timers is not None:
-                    last = job.last_assignment_time  # (starvation: Algorithm 1 lines 1-2)
-                    wait_s = now - (job.pending_since if last is None else last)
-                    why = rejection(stage, view, job, wait_s, timers[0], timers[1], offers.summary(static.gpu_types))
+                    why = rejection(stage, view, job, starvation(view, job), timers[0], timers[1],
+                                    offers.summary(static.gpu_types))
                     if why is not None:
                         plan.wait(job.job_id, why)
                         continue

@@ -95,13 +95,7 @@ class KeptOffers:
         changed = np.flatnonzero((free.gpus != gpus) | (free.cpus != cpus) | (free.memory_mb != memory_mb)
                                  | (free.schedulable != schedulable)).tolist()
         for index in changed:
-            was = int(avail[index])
-            now = offer.usable_at(index, int(free.gpus[index]), int(free.cpus[index]), int(free.memory_mb[index]))
-            if now != was:
-                avail[index] = now
-                if keys is not None:
-                    del keys[bisect.bisect_left(keys, was * n + index)]
-                    bisect.insort(keys, now * n + index)
+            _renew(offer, keys, n, index, int(free.gpus[index]), int(free.cpus[index]), int(free.memory_mb[index]))
         if keys is not None:
             self.fits[types] = keys
         return offer
@@ -156,15 +150,22 @@ class KeptOffers:
         nodes = [(index, int(free.gpus[index]), int(free.cpus[index]), int(free.memory_mb[index]))
                  for index, _ in picked]
         for types, offer in self.offers.items():
-            avail, keys = offer.avail, self.fits.get(types)
+            keys = self.fits.get(types)
             for index, gpus, cpus, memory_mb in nodes:
-                was = int(avail[index])
-                now = offer.usable_at(index, gpus, cpus, memory_mb)
-                if now != was:
-                    avail[index] = now
-                    if keys is not None:
-                        del keys[bisect.bisect_left(keys, was * n + index)]
-                        bisect.insort(keys, now * n + index)
+                _renew(offer, keys, n, index, gpus, cpus, memory_mb)
+
+
+def _renew(offer: NodeOffer, keys: list[int] | None, n: int, index: int, gpus: int, cpus: int, memory_mb: int) -> None:
+    """Node ``index``'s usable GPUs in ``offer`` with these free figures (:meth:`NodeOffer.usable_at`), and its
+    best-fit key (``usable x n + index``) moved with them in the sorted ``keys`` (None: the offer has none)."""
+    avail = offer.avail
+    was = int(avail[index])
+    now = offer.usable_at(index, gpus, cpus, memory_mb)
+    if now != was:
+        avail[index] = now
+        if keys is not None:
+            del keys[bisect.bisect_left(keys, was * n + index)]
+            bisect.insort(keys, now * n + index)
 
 
 class CarriedOffers:

@@ -55,9 +55,7 @@ releases fall at their own instants, and staggering the releases of one instant 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
-import operator
 from collections.abc import Hashable, Iterable
 
 import numpy as np
@@ -262,20 +260,8 @@ class LeaseEnds(RunningFollower):
                 if i is not None:
                     self._restarted(i, jobs[i])
             self._stale = set()
-        moved = self.watch.moved(view)
-        if moved is not None:  # (the jobs whose epoch moved since the last call: a rate change logs no event)
-            index, epochs = self._index, self._epochs
-            for job_id in moved:
-                i = index.get(job_id)
-                if i is not None and jobs[i].epoch != epochs[i]:
-                    epochs[i] = jobs[i].epoch
-                    self._read(i, jobs[i], view)
-            return len(jobs)
-        epochs = [job.epoch for job in jobs]  # (a list display and one comparison: the cheap check)
-        if epochs != self._epochs:
-            for i in itertools.compress(range(len(jobs)), map(operator.ne, epochs, self._epochs)):
-                self._read(i, jobs[i], view)
-            self._epochs = epochs
+        for i in self.watch.stale(view, jobs, self._epochs, self._index):  # (a rate change logs no event)
+            self._read(i, jobs[i], view)
         return len(jobs)
 
     def _read(self, i: int, job: JobInfo, view: ClusterView) -> None:

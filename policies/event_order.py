@@ -17,7 +17,9 @@ and :class:`OrderedColumns` numbers per job in that order (LAS' service lines, 2
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+import itertools
+import operator
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -119,6 +121,27 @@ class EpochWatch:
             return None
         moved = journal.since(seen)
         return None if moved is None else set(moved)
+
+    def stale(self, view: ClusterView, jobs: list[JobInfo], epochs: list[Hashable], index: Mapping[str, int]
+              ) -> list[int]:
+        """The positions ``i`` of ``jobs`` whose epoch differs from ``epochs[i]`` (what the follower last read;
+        ``index``: job id -> position), with ``epochs`` brought up to date: the jobs :meth:`moved` names, or, when it
+        does not know, every job compared."""
+        moved = self.moved(view)
+        if moved is not None:
+            stale = []
+            for job_id in moved:
+                i = index.get(job_id)
+                if i is not None and jobs[i].epoch != epochs[i]:
+                    epochs[i] = jobs[i].epoch
+                    stale.append(i)
+            return stale
+        now = [job.epoch for job in jobs]  # (a list display and one comparison: the cheap check)
+        if now == epochs:
+            return []
+        stale = list(itertools.compress(range(len(jobs)), map(operator.ne, now, epochs)))
+        epochs[:] = now
+        return stale
 
 
 class RunningFollower(EventFollower):

@@ -16,8 +16,6 @@ operation, so the floats are the same to the last bit (``tests/test_running_sens
 
 from __future__ import annotations
 
-import itertools
-import operator
 from collections.abc import Callable, Hashable, Mapping
 
 import numpy as np
@@ -132,20 +130,8 @@ class RunningNwSens(RunningFollower):
         are read again: those the core's journal of epoch moves names (:class:`EpochWatch`), or, without
         it, any of all the followed jobs."""
         jobs = self._followed
-        moved = self.watch.moved(view)
-        if moved is not None:
-            index, known = self._index, self._known
-            for job_id in moved:
-                i = index.get(job_id)
-                if i is not None and jobs[i].epoch != self._epochs[i]:
-                    self._read(jobs[i], known[job_id])
-                    self._epochs[i] = jobs[i].epoch
-            return self._order[:self._n], jobs
-        epochs = [job.epoch for job in jobs]  # (a list display: faster than map(attrgetter) here)
-        if epochs != self._epochs:
-            for i in itertools.compress(range(len(jobs)), map(operator.ne, epochs, self._epochs)):
-                self._read(jobs[i], self._known[jobs[i].job_id])
-            self._epochs[:] = epochs
+        for i in self.watch.stale(view, jobs, self._epochs, self._index):
+            self._read(jobs[i], self._known[jobs[i].job_id])
         return self._order[:self._n], jobs  # (read only, and valid until the next at(): edited in place)
 
     # --- EventFollower: the running jobs that hold an allocation, each with its row ---------------
